@@ -1,0 +1,1 @@
+"""The servecap command line: parse, call one function, render, map errors to exit codes."""

@@ -1,0 +1,30 @@
+"""Turn domain errors into one stderr line and an exit code; never a traceback."""
+
+import functools
+import sys
+from collections.abc import Callable
+
+import typer
+from servecap.ledger.errors import SpecError
+
+EXIT_OK, EXIT_DOES_NOT_FIT, EXIT_USAGE = 0, 1, 2
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    print(f"servecap: error: {message}", file=sys.stderr)
+    return typer.Exit(code)
+
+
+def handle_errors(func: Callable) -> Callable:
+    """Every command body runs inside this: SpecError -> exit 2 with its one line."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except SpecError as exc:
+            raise fail(exc.line()) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
+
+    return wrapper

@@ -1,0 +1,106 @@
+"""Build the frozen ServeSpec from flags and a model file's serving defaults (flags win)."""
+
+from dataclasses import dataclass, replace
+
+from servecap.ledger import dtypes
+from servecap.ledger.devices import resolve_device
+from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS, ServeSpec
+from servecap.ledger.units import parse_fraction_or_size, parse_size
+from servecap.ledger.weights import default_quant
+from servecap.model_configs import LoadedModel
+
+
+@dataclass(frozen=True)
+class PlanFlags:
+    """The plan flags as typed; None means 'not given on the command line'."""
+
+    device: str | None = None
+    context: int | None = None
+    concurrency: int | None = None
+    lengths: str | None = None
+    runtime_peak: str | None = None
+    safety: str | None = None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    activation_dtype: str | None = None
+    block_size: int | None = None
+    shared_prefix: int = 0
+    group_size: int = 128
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+
+
+def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
+    """Flags override the model file's serving defaults; what neither gives is vLLM's default."""
+    defaults = loaded.serving
+    device_text = flags.device or defaults.device
+    if device_text is None:
+        raise SpecError("--device", None, "required: a catalog name (servecap devices) or a size "
+                        "like 40GiB")
+    device_bytes, label = resolve_device(device_text, "--device")
+    lengths = _lengths(flags.lengths)
+    context = _first(flags.context, defaults.context, loaded.spec.max_position_embeddings or None)
+    if context is None and not lengths:
+        raise SpecError("--context", None, "required: this model states no "
+                        "max_position_embeddings to default to")
+    runtime = flags.runtime_peak or defaults.runtime_peak
+    safety_text = flags.safety or defaults.safety
+    safety, fraction = (parse_fraction_or_size(safety_text, device_bytes, "--safety")
+                        if safety_text is not None else (None, None))
+    spec = ServeSpec(
+        device_bytes=device_bytes, context_tokens=max(lengths) if lengths else context,
+        concurrency=len(lengths) if lengths else _first(flags.concurrency, defaults.concurrency, 1),
+        lengths=lengths,
+        block_size_tokens=_first(flags.block_size, defaults.block_size,
+                                 DEFAULT_BLOCK_SIZE_TOKENS),
+        shared_prefix_tokens=flags.shared_prefix,
+        runtime_peak_bytes=None if runtime is None else parse_size(runtime, "--runtime-peak"),
+        safety_bytes=safety, safety_fraction=fraction,
+        weight_dtype=_dtype(flags.weight_dtype, loaded, "--weight-dtype", dtypes.WEIGHT_DTYPES),
+        kv_dtype=_dtype(flags.kv_dtype, loaded, "--kv-dtype", dtypes.KV_DTYPES),
+        activation_dtype=_dtype(flags.activation_dtype, loaded, "--activation-dtype",
+                                dtypes.ACTIVATION_DTYPES),
+        max_num_batched_tokens=flags.max_num_batched_tokens, max_num_seqs=flags.max_num_seqs,
+        device_label=label)
+    return spec
+
+
+def model_for_flags(flags: PlanFlags, loaded: LoadedModel):
+    """An explicit --weight-dtype replaces the checkpoint's own quantization."""
+    if flags.weight_dtype is None:
+        return loaded.spec
+    name = dtypes.lookup(flags.weight_dtype, "--weight-dtype", dtypes.WEIGHT_DTYPES).name
+    return replace(loaded.spec, quant=default_quant(name, flags.group_size))
+
+
+def _first(*values):
+    """The first value that was given (0 counts as given, so it can be rejected as 0)."""
+    return next((v for v in values if v is not None), None)
+
+
+def _dtype(flag: str | None, loaded: LoadedModel, field: str, allowed: tuple[str, ...]) -> str:
+    if flag is not None:
+        return dtypes.lookup(flag, field, allowed).name
+    spec = loaded.spec
+    if field == "--weight-dtype" and spec.quant is not None:
+        return {"fp8": "fp8", "int8": "int8"}.get(spec.quant.method, _quant_dtype(spec.quant))
+    checkpoint = dtypes.lookup(spec.checkpoint_dtype, "torch_dtype", dtypes.WEIGHT_DTYPES).name
+    return checkpoint if checkpoint in allowed else "bf16"
+
+
+def _quant_dtype(quant) -> str:
+    return "fp4" if quant.method in ("mxfp4", "nvfp4") else "int4" if quant.bits == 4 else "int8"
+
+
+def _lengths(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        values = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise SpecError("--lengths", text, "a comma-separated list of token counts, "
+                        "e.g. 17,33,65") from None
+    if not values or min(values) < 1:
+        raise SpecError("--lengths", text, "every length must be a whole number >= 1")
+    return values

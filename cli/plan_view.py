@@ -1,0 +1,55 @@
+"""The plan as a rich table: each ledger line with bytes, GiB and where it came from."""
+
+from rich.console import Console
+from rich.table import Table
+from servecap.ledger.plan import Plan
+from servecap.ledger.units import fmt_bytes, fmt_gib
+
+
+def render_plan(plan: Plan, console: Console) -> None:
+    serve = plan.serve
+    title = (f"{plan.model} on {serve.device_label or fmt_gib(plan.device_bytes)}: "
+             f"{_load(plan)}")
+    table = Table(title=title, title_justify="left")
+    table.add_column("ledger line")
+    table.add_column("bytes", justify="right")
+    table.add_column("GiB (2^30)", justify="right")
+    table.add_column("from", overflow="fold")
+    for item in plan.lines:
+        table.add_row(item.label, f"{item.num_bytes:,}", f"{item.num_bytes / 2**30:,.2f}",
+                      item.source + (" [measured]" if item.measured else ""))
+    table.add_section()
+    table.add_row("committed + reserved", f"{plan.committed_bytes:,}",
+                  f"{plan.committed_bytes / 2**30:,.2f}", "sum of the lines above")
+    table.add_row("device", f"{plan.device_bytes:,}", f"{plan.device_bytes / 2**30:,.2f}",
+                  serve.device_label)
+    style = "green" if plan.fits else "bold red"
+    table.add_row(f"[{style}]left[/{style}]", f"[{style}]{plan.free_bytes:,}[/{style}]",
+                  f"[{style}]{plan.free_bytes / 2**30:,.2f}[/{style}]", "device - committed")
+    console.print(table)
+    _summary(plan, console)
+
+
+def _load(plan: Plan) -> str:
+    serve = plan.serve
+    if serve.lengths:
+        return f"{len(serve.lengths)} requests, Σ {sum(serve.lengths):,} live tokens"
+    return f"{serve.concurrency} x {serve.context_tokens:,} tokens"
+
+
+def _summary(plan: Plan, console: Console) -> None:
+    kinds = {k: v for k, v in plan.kv_bytes_by_kind.items() if v}
+    split = ", ".join(f"{k} layers {fmt_bytes(v)}" for k, v in kinds.items())
+    console.print(f"KV per token: {plan.kv_bytes_per_token:,} B = "
+                  f"{fmt_bytes(plan.kv_bytes_per_token)}; per request: "
+                  f"{plan.kv_bytes_per_request:,} B = {fmt_gib(plan.kv_bytes_per_request)}"
+                  + (f" ({split})" if len(kinds) > 1 else ""))
+    rows = "; ".join(f"{name} {dtype} ({bits} bits)" for name, dtype, bits, _ in
+                     plan.representations)
+    console.print(f"representations: {rows}")
+    verdict = "[green]fits[/green]" if plan.fits else "[bold red]does not fit[/bold red]"
+    console.print(f"memory-only ceiling: [bold]{plan.memory_ceiling_requests}[/bold] requests "
+                  f"of {plan.serve.context_tokens:,} tokens; declared load {verdict}")
+    console.print("  (memory only: not a latency promise; see servecap simulate)", style="dim")
+    for note in plan.notes:
+        console.print(f"note: {note}", style="yellow")

@@ -1,0 +1,1 @@
+"""The pure ledger: memory arithmetic in integer bytes, standard library only."""

@@ -1,0 +1,20 @@
+"""The one error type the ledger raises: bad input, named by field, value and what is allowed."""
+
+
+class SpecError(ValueError):
+    """Input that cannot be planned. Carries where it came from so the CLI prints one clear line."""
+
+    def __init__(self, field: str, value: object, allowed: str, source: str = "") -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        self.source = source
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return f"{where}{self.field} = {self.value!r}: {self.allowed}"
+
+    def at(self, source: str) -> "SpecError":
+        """The same error, naming the file it came from."""
+        return SpecError(self.field, self.value, self.allowed, source)

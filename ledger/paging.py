@@ -1,0 +1,46 @@
+"""Paged KV rounding: requests occupy whole blocks; shared prefix blocks are counted once."""
+
+from dataclasses import dataclass
+
+from .errors import SpecError
+
+
+@dataclass(frozen=True)
+class BlockReport:
+    """Physical occupancy of a set of live sequence lengths at one block size."""
+
+    block_size_tokens: int
+    logical_tokens: int
+    num_blocks: int
+    slot_tokens: int
+    unused_slot_tokens: int
+    block_table_entries: int
+    shared_blocks: int = 0
+
+
+def blocks_for(num_tokens: int, block_size_tokens: int) -> int:
+    """ceil(S / B): blocks one sequence of S tokens occupies."""
+    return -(-num_tokens // block_size_tokens)
+
+
+def check_block_size(block_size_tokens: int) -> int:
+    if block_size_tokens < 1:
+        raise SpecError("block_size", block_size_tokens, "must be a whole number of tokens >= 1")
+    return block_size_tokens
+
+
+def paging_report(lengths: list[int], block_size_tokens: int,
+                  shared_prefix_tokens: int = 0) -> BlockReport:
+    """Σ ceil(S_r / B) blocks (seed 000). With a prefix shared by every request, its full blocks
+    are stored once and referenced by each block table; the partial last prefix block is not
+    shareable (it would be written) and stays private."""
+    check_block_size(block_size_tokens)
+    if any(n < 0 for n in lengths):
+        raise SpecError("lengths", lengths, "sequence lengths must be >= 0 tokens")
+    shared = min([shared_prefix_tokens, *lengths]) // block_size_tokens if lengths else 0
+    entries = sum(blocks_for(n, block_size_tokens) for n in lengths)
+    physical = entries - shared * max(len(lengths) - 1, 0)
+    logical = sum(lengths)
+    slots = physical * block_size_tokens
+    return BlockReport(block_size_tokens, logical, physical, slots,
+                       entries * block_size_tokens - logical, entries, shared)

@@ -1,0 +1,53 @@
+"""ServeSpec: the deployment being planned (device, load, dtypes, budgets), frozen."""
+
+from dataclasses import dataclass
+
+from .errors import SpecError
+
+DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM's default --block-size
+DEFAULT_SAFETY_FRACTION = 0.10  # vLLM's default gpu_memory_utilization = 0.90
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_MAX_NUM_SEQS = 256
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """One device's deployment. Sizes are int bytes; None means 'not declared, estimate it'."""
+
+    device_bytes: int
+    context_tokens: int
+    concurrency: int
+    lengths: tuple[int, ...] = ()
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+    shared_prefix_tokens: int = 0
+    runtime_peak_bytes: int | None = None
+    safety_bytes: int | None = None
+    safety_fraction: float | None = None
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    activation_dtype: str = "bf16"
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    device_label: str = ""
+
+    def __post_init__(self) -> None:
+        _positive("device", self.device_bytes)
+        _positive("context", self.context_tokens, "tokens per request")
+        _positive("concurrency", self.concurrency, "resident requests")
+        _positive("block_size", self.block_size_tokens, "tokens per block")
+        _positive("max_num_batched_tokens", self.max_num_batched_tokens, "tokens")
+        if any(n < 1 for n in self.lengths):
+            raise SpecError("lengths", ",".join(map(str, self.lengths)),
+                            "every live length must be >= 1 token")
+        if self.shared_prefix_tokens < 0:
+            raise SpecError("shared_prefix", self.shared_prefix_tokens, "must be >= 0 tokens")
+
+    @property
+    def live_lengths(self) -> tuple[int, ...]:
+        """Σ_r S_r form of the load: explicit lengths, else `concurrency` requests of context."""
+        return self.lengths or (self.context_tokens,) * self.concurrency
+
+
+def _positive(field: str, value: int, unit: str = "bytes") -> None:
+    if not isinstance(value, int) or value < 1:
+        raise SpecError(field, value, f"must be a whole number >= 1 ({unit})")

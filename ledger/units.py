@@ -1,0 +1,71 @@
+"""Byte units: the only module that holds conversion factors. Binary GiB = 2**30; decimal GB only
+where a vendor states it."""
+
+import re
+from decimal import Decimal, InvalidOperation
+
+from .errors import SpecError
+
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+TiB = 2**40
+KB = 10**3
+MB = 10**6
+GB = 10**9
+TB = 10**12
+
+_FACTORS = {
+    "b": 1, "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB,
+    "kb": KB, "mb": MB, "gb": GB, "tb": TB,
+}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
+SIZE_HELP = "a size like 40GiB, 40 GiB, 80GB, 512MiB or a plain byte count"
+
+
+def parse_size(text: str, field: str = "size") -> int:
+    """'40GiB' -> 42949672960. Binary suffixes are 2**k, decimal ones 10**k; result in bytes."""
+    match = _SIZE.match(str(text))
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _FACTORS and unit != "":
+        raise SpecError(field, text, f"expected {SIZE_HELP}")
+    try:
+        number = Decimal(match.group(1))
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only digits
+        raise SpecError(field, text, f"expected {SIZE_HELP}") from exc
+    if unit == "" and number != number.to_integral_value():
+        raise SpecError(field, text, "a plain byte count must be a whole number")
+    return int(number * _FACTORS[unit or "b"])
+
+
+def parse_fraction_or_size(text: str, total_bytes: int, field: str) -> tuple[int, float | None]:
+    """'10%' -> (10% of total, 0.10); '4GiB' -> (bytes, None)."""
+    raw = str(text).strip()
+    if raw.endswith("%"):
+        try:
+            pct = Decimal(raw[:-1].strip())
+        except InvalidOperation as exc:
+            raise SpecError(field, text, "expected a percentage like 10% or " + SIZE_HELP) from exc
+        if not 0 <= pct < 100:
+            raise SpecError(field, text, "a percentage must be at least 0% and below 100%")
+        return int(total_bytes * pct / 100), float(pct / 100)
+    return parse_size(raw, field), None
+
+
+def gib(num_bytes: int) -> float:
+    """Bytes -> GiB (2**30), for display only."""
+    return num_bytes / GiB
+
+
+def fmt_gib(num_bytes: int) -> str:
+    """Two decimals with the unit named: '13.04 GiB'."""
+    return f"{num_bytes / GiB:,.2f} GiB"
+
+
+def fmt_bytes(num_bytes: int) -> str:
+    """The most readable binary unit, labelled: '128 KiB', '0.50 GiB'."""
+    for factor, label in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+        if abs(num_bytes) >= factor:
+            value = num_bytes / factor
+            return f"{value:,.0f} {label}" if value == int(value) else f"{value:,.2f} {label}"
+    return f"{num_bytes:,} B"

@@ -1,0 +1,105 @@
+"""Weight memory: parameters x bits, plus quantization metadata (scales, zero points) kept apart."""
+
+from dataclasses import dataclass
+
+from .arch import EMBED, HEAD, LINEAR, TensorGroup, count_parameters, inventory
+from .dtypes import bits_to_bytes
+from .errors import SpecError
+from .model import ModelSpec, Quant
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """param_bytes: the values themselves; metadata_bytes: scales/zero points/packing extras."""
+
+    param_bytes: int
+    metadata_bytes: int
+    num_parameters: int
+    quantized_parameters: int
+    how: str
+
+
+def default_quant(dtype_name: str, group_size: int = 128, zero_point: bool = True) -> Quant | None:
+    """The scheme a bare --weight-dtype means: int4 as AWQ-style groups, int8 per output
+    channel (fp16 scales), fp8 per tensor (one fp32 scale); 16/32-bit formats need none."""
+    if dtype_name == "int4":
+        return Quant("int4", 4, "group", group_size=group_size, zero_point=zero_point)
+    if dtype_name == "int8":
+        return Quant("int8", 8, "channel")
+    if dtype_name == "fp8":
+        return Quant("fp8", 8, "tensor", scale_bits=32)
+    if dtype_name == "fp4":
+        return Quant("mxfp4", 4, "microblock", group_size=32, scale_bits=8)
+    return None
+
+
+def weight_bytes(spec: ModelSpec, dense_bits: int, quant: Quant | None) -> WeightBytes:
+    """M_weights = P x b_w + M_metadata (seed 000). Unquantized tensors stay at `dense_bits`."""
+    if quant is None:
+        params = count_parameters(spec)
+        return WeightBytes(bits_to_bytes(params * dense_bits), 0, params, 0,
+                           f"{params:,} params x {dense_bits} bits")
+    if not spec.has_architecture:
+        return _flat_quant(spec, quant)
+    param_bits = meta_bits = quantized = total = 0
+    for group in inventory(spec):
+        total += group.numel
+        if _is_quantized(group, quant):
+            quantized += group.numel
+            param_bits += group.numel * quant.bits
+            meta_bits += _metadata_bits(group, quant)
+        else:
+            param_bits += group.numel * dense_bits
+    how = (f"{quantized:,} params at {quant.bits} bits ({quant.method}), "
+           f"{total - quantized:,} at {dense_bits} bits")
+    return WeightBytes(bits_to_bytes(param_bits), bits_to_bytes(meta_bits), total, quantized, how)
+
+
+def _is_quantized(group: TensorGroup, quant: Quant) -> bool:
+    """Only matmul weights are packed; embeddings, lm_head, norms and biases stay dense, as in
+    every supported format. modules_to_not_convert removes more (attention, routers)."""
+    if group.kind != LINEAR:
+        return False
+    return not any(m and m in _module_path(group) for m in quant.modules_not_converted)
+
+
+def _module_path(group: TensorGroup) -> str:
+    """'self_attn.q_proj' -> 'model.layers.self_attn.q_proj' so patterns like 'self_attn',
+    'mlp.router' or 'lm_head' match the way modules_to_not_convert lists them."""
+    if group.kind in (EMBED, HEAD) or group.name == "norm":
+        return ("model." if group.kind == EMBED else "") + group.name
+    return "model.layers." + group.name
+
+
+def _metadata_bits(group: TensorGroup, quant: Quant) -> int:
+    rows, cols, count = group.rows, group.cols, group.count
+    if quant.granularity == "group":
+        per_group = quant.scale_bits + (quant.bits if quant.zero_point else 0)
+        return count * rows * -(-cols // quant.group_size) * per_group
+    if quant.granularity == "channel":
+        return count * rows * quant.scale_bits
+    if quant.granularity == "tensor":
+        return count * quant.scale_bits
+    if quant.granularity == "block":
+        br, bc = quant.block_shape
+        return count * -(-rows // br) * -(-cols // bc) * quant.scale_bits
+    if quant.granularity == "microblock":
+        tensor_scale = 32 if quant.per_tensor_scale else 0
+        return count * (rows * -(-cols // quant.group_size) * quant.scale_bits + tensor_scale)
+    raise SpecError("quantization.granularity", quant.granularity,
+                    "allowed: group, channel, tensor, block, microblock")
+
+
+def _flat_quant(spec: ModelSpec, quant: Quant) -> WeightBytes:
+    """Only a parameter count is known: every parameter is taken as quantized, in groups."""
+    params = count_parameters(spec)
+    if quant.granularity in ("group", "microblock"):
+        per_group = quant.scale_bits + (quant.bits if quant.zero_point else 0)
+        meta = -(-params // quant.group_size) * per_group
+    elif quant.granularity == "block":
+        meta = -(-params // (quant.block_shape[0] * quant.block_shape[1])) * quant.scale_bits
+    else:
+        raise SpecError("hidden_size", spec.hidden_size, f"{quant.granularity} scales need the "
+                        "architecture (hidden_size, vocab_size, ...) to count channels or tensors")
+    return WeightBytes(bits_to_bytes(params * quant.bits), bits_to_bytes(meta), params, params,
+                       f"{params:,} params at {quant.bits} bits, all taken as quantized")

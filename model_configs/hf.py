@@ -1,0 +1,157 @@
+"""Interpret Hugging Face config fields as a ModelSpec, per model_type; unknown ones fail closed."""
+
+from servecap.ledger.errors import SpecError
+from servecap.ledger.model import FULL, SLIDING, Attention, ModelSpec, MoE
+
+from .quant import parse_quantization
+from .schema import HFConfig
+
+DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3"}
+MOE_TYPES = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss"}
+SUPPORTED = tuple(sorted(DENSE | MOE_TYPES))
+FOUR_NORMS = {"gemma2", "gemma3_text"}
+
+
+def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = None,
+            notes: tuple[str, ...] = ()) -> ModelSpec:
+    """A full architecture when model_type is known; a KV-only spec when only a parameter count
+    and the KV shape are given (the seed's teaching case)."""
+    if cfg.model_type is None:
+        return _kv_only(cfg, name, source, num_parameters, notes)
+    if cfg.model_type not in SUPPORTED:
+        raise SpecError("model_type", cfg.model_type, "supported: " + ", ".join(SUPPORTED))
+    layers = _need(cfg, "num_hidden_layers")
+    att, att_notes = _attention(cfg, layers)
+    return ModelSpec(
+        name=name, source=source, num_layers=layers, attention=att,
+        hidden_size=_need(cfg, "hidden_size"), intermediate_size=_need(cfg, "intermediate_size"),
+        vocab_size=_need(cfg, "vocab_size"), tie_word_embeddings=_tied(cfg),
+        norms_per_layer=4 if cfg.model_type in FOUR_NORMS else 2, moe=_moe(cfg, layers),
+        quant=parse_quantization(cfg.quantization_config), num_parameters=num_parameters,
+        checkpoint_dtype=cfg.torch_dtype or cfg.dtype or "bfloat16",
+        max_position_embeddings=cfg.max_position_embeddings or 0, model_type=cfg.model_type,
+        notes=notes + att_notes + _mtp_note(cfg),
+    )
+
+
+def _need(cfg: HFConfig, field: str) -> int:
+    value = getattr(cfg, field)
+    if value is None:
+        raise SpecError(field, None, f"required for model_type {cfg.model_type}")
+    if value < 1:
+        raise SpecError(field, value, "must be >= 1")
+    return value
+
+
+def _tied(cfg: HFConfig) -> bool:
+    if cfg.tie_word_embeddings is not None:
+        return cfg.tie_word_embeddings
+    return cfg.model_type in {"gemma", "gemma2", "gemma3_text"}  # their configs' class default
+
+
+def _kv_only(cfg, name, source, num_parameters, notes) -> ModelSpec:
+    if num_parameters is None:
+        raise SpecError("model_type", None, "give model_type (one of: " + ", ".join(SUPPORTED)
+                        + ") or num_parameters with the KV shape")
+    layers = _need(cfg, "num_hidden_layers")
+    kv_heads = _need(cfg, "num_key_value_heads")
+    heads = cfg.num_attention_heads or kv_heads
+    _check_heads(heads, kv_heads)
+    att = Attention("gqa", heads, kv_heads, _need(cfg, "head_dim"))
+    return ModelSpec(name=name, source=source, num_layers=layers, attention=att,
+                     num_parameters=num_parameters, notes=notes,
+                     checkpoint_dtype=cfg.torch_dtype or "bfloat16")
+
+
+def _check_heads(heads: int, kv_heads: int) -> None:
+    if heads % kv_heads:
+        raise SpecError("num_attention_heads", heads, f"must be a multiple of "
+                        f"num_key_value_heads = {kv_heads} (grouped-query attention)")
+
+
+def _attention(cfg: HFConfig, layers: int) -> tuple[Attention, tuple[str, ...]]:
+    heads = _need(cfg, "num_attention_heads")
+    if cfg.model_type in {"deepseek_v2", "deepseek_v3"}:
+        return _mla(cfg, heads), ()
+    kv_heads = cfg.num_key_value_heads if cfg.num_key_value_heads is not None else heads
+    if kv_heads < 1:
+        raise SpecError("num_key_value_heads", kv_heads, "must be >= 1")
+    _check_heads(heads, kv_heads)
+    notes: tuple[str, ...] = ()
+    head_dim = cfg.head_dim
+    if head_dim is None:
+        head_dim = _need(cfg, "hidden_size") // heads
+        notes = (f"head_dim not stated: hidden_size / num_attention_heads = {head_dim}, "
+                 f"as transformers derives it for {cfg.model_type}",)
+    window, kinds = _windows(cfg, layers)
+    att = Attention(
+        "gqa", heads, kv_heads, head_dim,
+        qkv_bias=cfg.model_type in {"qwen2", "qwen2_moe"} or bool(cfg.attention_bias),
+        qk_norm=cfg.model_type in {"qwen3", "qwen3_moe", "gemma3_text"},
+        sinks=cfg.model_type == "gpt_oss", sliding_window_tokens=window, layer_kinds=kinds)
+    return att, notes
+
+
+def _mla(cfg: HFConfig, heads: int) -> Attention:
+    for field in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+        _need(cfg, field)
+    return Attention("mla", heads, heads, cfg.qk_nope_head_dim + cfg.qk_rope_head_dim,
+                     q_lora_rank=cfg.q_lora_rank, kv_lora_rank=cfg.kv_lora_rank,
+                     qk_rope_head_dim=cfg.qk_rope_head_dim,
+                     qk_nope_head_dim=cfg.qk_nope_head_dim, v_head_dim=cfg.v_head_dim)
+
+
+def _windows(cfg: HFConfig, layers: int) -> tuple[int | None, tuple[str, ...]]:
+    """Which layers attend within a window: layer_types when given, else the model family's
+    rule (Gemma-2 alternates from layer 0; Gemma-3 has one full layer per pattern)."""
+    window = cfg.sliding_window
+    if cfg.layer_types is not None:
+        return window, _layer_types(cfg.layer_types, layers)
+    if window is None or cfg.use_sliding_window is False:
+        return None, ()
+    if cfg.model_type == "gemma2":
+        return window, tuple(SLIDING if i % 2 == 0 else FULL for i in range(layers))
+    if cfg.model_type == "gemma3_text":
+        pattern = cfg.sliding_window_pattern or 6
+        return window, tuple(FULL if (i + 1) % pattern == 0 else SLIDING for i in range(layers))
+    if cfg.model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}:
+        first = cfg.max_window_layers if cfg.max_window_layers is not None else layers
+        return window, tuple(SLIDING if i >= first else FULL for i in range(layers))
+    return window, (SLIDING,) * layers
+
+
+def _layer_types(types: list[str], layers: int) -> tuple[str, ...]:
+    names = {"full_attention": FULL, "sliding_attention": SLIDING}
+    if len(types) != layers or any(t not in names for t in types):
+        raise SpecError("layer_types", types, f"{layers} entries, each full_attention or "
+                        "sliding_attention")
+    return tuple(names[t] for t in types)
+
+
+def _moe(cfg: HFConfig, layers: int) -> MoE | None:
+    experts = cfg.num_local_experts or cfg.num_experts or cfg.n_routed_experts
+    if cfg.model_type not in MOE_TYPES or not experts:
+        return None
+    top_k = _need(cfg, "num_experts_per_tok")
+    inter = cfg.moe_intermediate_size or _need(cfg, "intermediate_size")
+    shared = cfg.n_shared_experts or (1 if cfg.shared_expert_intermediate_size else 0)
+    return MoE(experts, top_k, inter, num_shared_experts=shared,
+               shared_intermediate_size=cfg.shared_expert_intermediate_size or 0,
+               dense_layers=_dense_layers(cfg, layers),
+               router_bias=cfg.model_type in {"deepseek_v3", "gpt_oss"},
+               expert_bias=cfg.model_type == "gpt_oss")
+
+
+def _dense_layers(cfg: HFConfig, layers: int) -> tuple[int, ...]:
+    if cfg.first_k_dense_replace:
+        return tuple(range(min(cfg.first_k_dense_replace, layers)))
+    step = cfg.decoder_sparse_step or 1
+    only = set(cfg.mlp_only_layers or [])
+    return tuple(i for i in range(layers) if i in only or (i + 1) % step != 0)
+
+
+def _mtp_note(cfg: HFConfig) -> tuple[str, ...]:
+    if cfg.num_nextn_predict_layers:
+        return (f"{cfg.num_nextn_predict_layers} multi-token-prediction layer(s) in the checkpoint"
+                " are not loaded for plain decoding and are not counted",)
+    return ()

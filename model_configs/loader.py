@@ -1,0 +1,111 @@
+"""Find and load a model: a bundled name, a servecap YAML, a config.json or a model directory."""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+from servecap.ledger.errors import SpecError
+from servecap.ledger.model import ModelSpec
+
+from .hf import to_spec
+from .safetensors_headers import HeaderBytes, directory_weights
+from .schema import HFConfig, ModelFile, Serving
+
+BUNDLED_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    spec: ModelSpec
+    path: Path
+    serving: Serving
+    file_weights: HeaderBytes | None = None
+
+
+def bundled_models() -> list[Path]:
+    return sorted(BUNDLED_DIR.glob("*.yaml"))
+
+
+def load_model(ref: str) -> LoadedModel:
+    """Resolve `ref` and load it; every failure is a SpecError naming the file."""
+    path = _resolve(ref)
+    try:
+        if path.is_dir():
+            return _load_directory(path)
+        if path.suffix == ".json":
+            return _load_config_json(path)
+        return _load_yaml(path)
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
+
+
+def _resolve(ref: str) -> Path:
+    path = Path(ref).expanduser()
+    if path.exists():
+        return path
+    bundled = BUNDLED_DIR / f"{ref.lower()}.yaml"
+    if bundled.exists():
+        return bundled
+    names = ", ".join(p.stem for p in bundled_models())
+    raise SpecError("model", ref, f"no such file, directory or bundled model (bundled: {names})")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError("file", str(path), f"cannot be read ({exc.__class__.__name__})") from None
+
+
+def _load_yaml(path: Path) -> LoadedModel:
+    try:
+        data = yaml.safe_load(_read(path))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "document"
+        raise SpecError("yaml", where, "not valid YAML") from None
+    if not isinstance(data, dict):
+        raise SpecError("document", type(data).__name__, "a model YAML must be a mapping of "
+                        "config.json field names to values")
+    model = _validate(ModelFile, data)
+    notes = tuple(model.notes or ())
+    spec = to_spec(model, model.name, model.source, model.num_parameters, notes)
+    return LoadedModel(spec, path, model.serving or Serving())
+
+
+def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
+    try:
+        data = json.loads(_read(path))
+    except json.JSONDecodeError as exc:
+        raise SpecError("json", f"line {exc.lineno}", "not valid JSON") from None
+    if not isinstance(data, dict):
+        raise SpecError("document", type(data).__name__, "config.json must be an object")
+    cfg = _validate(HFConfig, data)
+    if cfg.text_config and cfg.hidden_size is None:  # multimodal wrappers keep the LM inside
+        cfg = _validate(HFConfig, {**cfg.text_config,
+                                   "quantization_config": cfg.quantization_config})
+    label = name or path.parent.name or path.stem
+    return LoadedModel(to_spec(cfg, label, str(path)), path, Serving())
+
+
+def _load_directory(path: Path) -> LoadedModel:
+    config = path / "config.json"
+    if not config.exists():
+        raise SpecError("config.json", str(config), "a model directory needs a config.json")
+    loaded = _load_config_json(config, path.name)
+    return LoadedModel(loaded.spec, path, loaded.serving, directory_weights(path))
+
+
+def _validate(schema, data: dict):
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "document"
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            allowed = "unknown key; allowed keys: " + ", ".join(sorted(schema.model_fields))
+            raise SpecError(field, value, allowed) from None
+        raise SpecError(field, value, err["msg"]) from None

@@ -1,0 +1,53 @@
+"""Read a config.json quantization_config into the ledger's Quant; unknown formats fail closed."""
+
+from typing import Any
+
+from servecap.ledger.errors import SpecError
+from servecap.ledger.model import Quant
+
+KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt (NVFP4)")
+
+
+def parse_quantization(qc: dict[str, Any] | None) -> Quant | None:
+    """AWQ/GPTQ: group scales (fp16) + packed zero points; fp8: per-tensor, per-channel or
+    128x128-block fp32 scales; MXFP4: 32-element blocks, one 8-bit scale; NVFP4: 16-element
+    blocks, one fp8 scale, plus one fp32 per-tensor scale."""
+    if not qc:
+        return None
+    method = str(qc.get("quant_method", "")).lower()
+    skip = tuple(qc.get("modules_to_not_convert") or qc.get("ignored_layers") or ())
+    if method in ("awq", "gptq"):
+        return _grouped(method, qc, skip)
+    if method == "fp8":
+        return _fp8(qc, skip)
+    if method == "mxfp4":
+        return Quant("mxfp4", 4, "microblock", group_size=32, scale_bits=8,
+                     modules_not_converted=skip)
+    if method == "modelopt" and "FP4" in str(qc.get("quant_algo", "")).upper():
+        return Quant("nvfp4", 4, "microblock", group_size=int(qc.get("group_size", 16)),
+                     scale_bits=8, per_tensor_scale=True,
+                     modules_not_converted=tuple(qc.get("exclude_modules") or skip))
+    raise SpecError("quantization_config.quant_method", qc.get("quant_method"),
+                    "understood: " + ", ".join(KNOWN))
+
+
+def _grouped(method: str, qc: dict[str, Any], skip: tuple[str, ...]) -> Quant:
+    bits = int(qc.get("bits", qc.get("w_bit", 4)))
+    group = int(qc.get("group_size", qc.get("q_group_size", 128)))
+    if bits not in (2, 3, 4, 8) or group < 1:
+        raise SpecError("quantization_config.bits/group_size", (bits, group),
+                        "bits in 2, 3, 4, 8 and a positive group_size")
+    # GPTQ stores qzeros even when symmetric; AWQ only with zero_point: true.
+    zero = True if method == "gptq" else bool(qc.get("zero_point", True))
+    return Quant(method, bits, "group", group_size=group, zero_point=zero,
+                 modules_not_converted=skip)
+
+
+def _fp8(qc: dict[str, Any], skip: tuple[str, ...]) -> Quant:
+    block = qc.get("weight_block_size")
+    if block:
+        return Quant("fp8", 8, "block", scale_bits=32, block_shape=(int(block[0]), int(block[1])),
+                     modules_not_converted=skip)
+    strategy = str(qc.get("weight_granularity", qc.get("strategy", "tensor"))).lower()
+    granularity = "channel" if "channel" in strategy else "tensor"
+    return Quant("fp8", 8, granularity, scale_bits=32, modules_not_converted=skip)

@@ -1,0 +1,71 @@
+"""Exact weight bytes from safetensors headers (no tensor is loaded), split into values and
+quantization metadata by tensor name."""
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from servecap.ledger.errors import SpecError
+
+METADATA_SUFFIXES = ("scales", "scale", "scale_inv", "scale_2", "qzeros", "zeros", "g_idx")
+MAX_HEADER_BYTES = 100 * 2**20
+
+
+@dataclass(frozen=True)
+class HeaderBytes:
+    param_bytes: int
+    metadata_bytes: int
+    num_tensors: int
+    num_files: int
+
+
+def is_metadata(tensor_name: str) -> bool:
+    """Scales, zero points and group indices are metadata; everything else is a weight value."""
+    leaf = tensor_name.rsplit(".", 1)[-1]
+    return leaf.endswith(METADATA_SUFFIXES) and leaf not in ("weight", "bias")
+
+
+def read_header(path: Path) -> dict:
+    """The JSON header of one safetensors file: 8-byte little-endian length, then JSON."""
+    try:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if length > MAX_HEADER_BYTES:
+                raise ValueError(f"header length {length} is implausible")
+            return json.loads(handle.read(length))
+    except (OSError, ValueError, struct.error) as exc:
+        raise SpecError("safetensors header", str(path), f"not a readable safetensors file "
+                        f"({exc})") from None
+
+
+def header_bytes(files: list[Path]) -> HeaderBytes:
+    """Σ (end - begin) over every tensor's data_offsets, by category."""
+    params = meta = tensors = 0
+    for path in files:
+        for name, info in read_header(path).items():
+            if name == "__metadata__":
+                continue
+            begin, end = info["data_offsets"]
+            tensors += 1
+            if is_metadata(name):
+                meta += end - begin
+            else:
+                params += end - begin
+    return HeaderBytes(params, meta, tensors, len(files))
+
+
+def directory_weights(directory: Path) -> HeaderBytes | None:
+    """From the shards' headers when present; else the index's metadata.total_size (which
+    cannot tell metadata apart: reported as all values); None when neither exists."""
+    files = sorted(directory.glob("*.safetensors"))
+    if files:
+        return header_bytes(files)
+    index = directory / "model.safetensors.index.json"
+    if not index.exists():
+        return None
+    try:
+        total = int(json.loads(index.read_text())["metadata"]["total_size"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SpecError("metadata.total_size", str(index), f"unreadable index ({exc})") from None
+    return HeaderBytes(total, 0, 0, 0)
