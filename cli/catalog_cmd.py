@@ -1,4 +1,4 @@
-"""`servecap models`, `servecap devices` and `servecap blocks`: the catalogs and paging arithmetic."""
+"""`servecap models`, `devices` and `blocks`: the catalogs and the paging arithmetic."""
 
 import json
 from typing import Annotated

@@ -1,0 +1,1 @@
+"""The paged-KV runtime and device telemetry: the only place torch is imported."""

@@ -1,0 +1,1 @@
+"""Excel capacity workbooks with live formulas (openpyxl)."""
