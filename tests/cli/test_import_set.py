@@ -1,0 +1,28 @@
+"""`servecap plan` starts fast: it never imports torch, pandas or openpyxl."""
+
+import json
+import subprocess
+import sys
+
+PROBE = """
+import sys
+from typer.testing import CliRunner
+from servecap.cli.app import app
+result = CliRunner().invoke(app, ["plan", "teaching-7b", "--json"])
+assert result.exit_code == 0, result.output
+heavy = sorted(m for m in ("torch", "pandas", "openpyxl", "numpy", "pynvml") if m in sys.modules)
+print(__import__("json").dumps(heavy))
+"""
+
+
+def test_plan_imports_no_heavy_module() -> None:
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                         check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_console_script_runs_as_a_real_process() -> None:
+    out = subprocess.run([sys.executable, "-m", "servecap.cli", "plan", "teaching-7b", "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["memory_ceiling_requests"] == 39

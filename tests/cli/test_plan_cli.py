@@ -1,0 +1,108 @@
+"""`servecap plan`, `blocks`, `models`, `devices` driven through the real CLI."""
+
+import json
+
+CONTRACT = ("weights_bytes", "weight_metadata_bytes", "runtime_peak_bytes", "safety_bytes",
+            "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_total", "device_bytes",
+            "committed_bytes", "free_bytes", "memory_ceiling_requests")
+
+
+def test_plan_json_contract_for_the_teaching_case(run) -> None:
+    result = run("plan", "teaching-7b", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    for key in CONTRACT:
+        assert isinstance(data[key], int), key
+    assert data["weights_bytes"] == 14_000_000_000
+    assert data["kv_bytes_total"] == 8 * 2**30
+    assert data["committed_bytes"] == 14_000_000_000 + 15 * 2**30
+    assert data["memory_ceiling_requests"] == 39
+
+
+def test_plan_table_names_lines_units_and_sources(run) -> None:
+    result = run("plan", "teaching-7b")
+    assert result.exit_code == 0
+    out = result.stdout
+    for text in ("weights", "KV cache", "safety reserve", "GiB (2^30)", "13.04", "28.04",
+                 "declared", "39"):
+        assert text in out, text
+
+
+def test_flags_override_the_model_files_serving_defaults(run) -> None:
+    result = run("plan", "teaching-7b", "--device", "80GiB", "--safety", "10%",
+                 "--runtime-peak", "0", "--concurrency", "1", "--json")
+    data = json.loads(result.stdout)
+    assert data["safety_bytes"] == 8 * 2**30
+    assert data["memory_ceiling_requests"] == 117
+
+
+def test_seed004_mha_case_via_a_config_json(run, tmp_path) -> None:
+    cfg = {"num_parameters": 7_000_000_000}
+    # config.json has no parameter count field, so the MHA variant is a YAML.
+    path = tmp_path / "mha.yaml"
+    path.write_text("name: mha\nsource: seed 004\nnum_parameters: 7000000000\n"
+                    "num_hidden_layers: 32\nnum_key_value_heads: 32\nhead_dim: 128\n")
+    result = run("plan", path, "--device", "80GiB", "--safety", "10%", "--runtime-peak", "0",
+                 "--context", "4096", "--json")
+    data = json.loads(result.stdout)
+    assert data["kv_bytes_per_request"] == 2 * 2**30 and cfg
+    assert data["memory_ceiling_requests"] == 29
+
+
+def test_does_not_fit_exits_1_with_ceiling_zero(run) -> None:
+    result = run("plan", "llama-3.1-8b", "--device", "10GiB", "--context", "4096", "--json")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["memory_ceiling_requests"] == 0 and data["free_bytes"] < 0
+
+
+def test_lengths_replace_context_times_concurrency(run) -> None:
+    result = run("plan", "teaching-7b", "--lengths", "17,33,65", "--json")
+    data = json.loads(result.stdout)
+    assert data["kv_bytes_total"] == 160 * 131_072
+    assert data["paging"]["num_blocks"] == 10
+
+
+def test_kv_dtype_fp8_halves_kv_per_token(run) -> None:
+    result = run("plan", "llama-3.1-8b", "--device", "h100-80gb", "--context", "8192",
+                 "--kv-dtype", "fp8", "--json")
+    assert json.loads(result.stdout)["kv_bytes_per_token"] == 65_536
+
+
+def test_int4_weights_have_a_visible_metadata_line(run) -> None:
+    result = run("plan", "llama-3.1-8b", "--device", "24GiB", "--context", "4096",
+                 "--weight-dtype", "int4", "--json")
+    data = json.loads(result.stdout)
+    assert data["weight_metadata_bytes"] > 0
+    assert data["weights_bytes"] < 16_060_522_496 // 2
+
+
+def test_blocks_reproduces_the_seed_paging_example(run) -> None:
+    result = run("blocks", "17", "33", "65", "--block-size", "16", "--block-size", "4",
+                 "--json")
+    rows = json.loads(result.stdout)
+    assert [(r["num_blocks"], r["slot_tokens"], r["unused_slot_tokens"]) for r in rows][0] == \
+        (10, 160, 45)
+    assert (rows[1]["slot_tokens"], rows[1]["block_table_entries"]) == (124, 31)
+
+
+def test_models_lists_every_bundled_model_with_a_source(run) -> None:
+    data = json.loads(run("models", "--json").stdout)
+    names = {row["name"] for row in data}
+    assert {"teaching-7b", "llama-3.1-8b", "deepseek-v3", "gpt-oss-20b"} <= names
+    assert len(names) >= 11 and all(row["source"] for row in data)
+
+
+def test_devices_states_usable_bytes_apart_from_marketing(run) -> None:
+    data = json.loads(run("devices", "--json").stdout)
+    h100 = next(d for d in data if d["name"] == "h100-80gb")
+    assert h100["marketing_bytes"] == 80 * 10**9
+    assert 79 * 2**30 < h100["usable_bytes"] < 80 * 2**30  # the driver reports ~79.2 GiB
+
+
+def test_help_teaches_the_flags(run) -> None:
+    out = run("plan", "--help").stdout
+    for flag in ("--device", "--context", "--concurrency", "--runtime-peak", "--safety",
+                 "--weight-dtype", "--kv-dtype", "--activation-dtype", "--block-size",
+                 "--lengths", "--json"):
+        assert flag in out, flag
