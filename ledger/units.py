@@ -34,7 +34,7 @@ def parse_size(text: str, field: str = "size") -> int:
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only digits
         raise SpecError(field, text, f"expected {SIZE_HELP}") from exc
     if unit == "" and number != number.to_integral_value():
-        raise SpecError(field, text, "a plain byte count must be a whole number; otherwise " + SIZE_HELP)
+        raise SpecError(field, text, f"a plain byte count must be whole; otherwise {SIZE_HELP}")
     return int(number * _FACTORS[unit or "b"])
 
 
