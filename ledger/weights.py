@@ -1,6 +1,7 @@
 """Weight memory: parameters x bits, plus quantization metadata (scales, zero points) kept apart."""
 
 from dataclasses import dataclass
+from fnmatch import fnmatch
 
 from .arch import EMBED, HEAD, LINEAR, TensorGroup, count_parameters, inventory
 from .dtypes import bits_to_bytes
@@ -33,16 +34,22 @@ def default_quant(dtype_name: str, group_size: int = 128, zero_point: bool = Tru
     return None
 
 
-def weight_bytes(spec: ModelSpec, dense_bits: int, quant: Quant | None) -> WeightBytes:
-    """M_weights = P x b_w + M_metadata (seed 000). Unquantized tensors stay at `dense_bits`."""
-    if quant is None:
+def weight_bytes(spec: ModelSpec, dense_bits: int, quant: Quant | None,
+                 groups: list[TensorGroup] | None = None) -> WeightBytes:
+    """M_weights = P x b_w + M_metadata (seed 000). Unquantized tensors stay at `dense_bits`.
+    `groups` is one rank's share of the inventory (servecap.ledger.sharding); default: all."""
+    if quant is None and groups is None:
         params = count_parameters(spec)
         return WeightBytes(bits_to_bytes(params * dense_bits), 0, params, 0,
                            f"{params:,} params x {dense_bits} bits")
+    if quant is None:
+        params = sum(g.numel for g in groups)
+        return WeightBytes(bits_to_bytes(params * dense_bits), 0, params, 0,
+                           f"{params:,} params on this rank x {dense_bits} bits")
     if not spec.has_architecture:
         return _flat_quant(spec, quant)
     param_bits = meta_bits = quantized = total = 0
-    for group in inventory(spec):
+    for group in groups if groups is not None else inventory(spec):
         total += group.numel
         if _is_quantized(group, quant):
             quantized += group.numel
@@ -60,7 +67,16 @@ def _is_quantized(group: TensorGroup, quant: Quant) -> bool:
     every supported format. modules_to_not_convert removes more (attention, routers)."""
     if group.kind != LINEAR:
         return False
-    return not any(m and m in _module_path(group) for m in quant.modules_not_converted)
+    path = _module_path(group)
+    return not any(_matches(path, pattern) for pattern in quant.modules_not_converted if pattern)
+
+
+def _matches(path: str, pattern: str) -> bool:
+    """'model.layers.*.self_attn' globs a module and its children; a plain name ('lm_head',
+    'gate') matches as a substring, the way the formats' own loaders test it."""
+    if "*" in pattern or "?" in pattern:
+        return fnmatch(path, pattern) or fnmatch(path, pattern + ".*")
+    return pattern in path
 
 
 def _module_path(group: TensorGroup) -> str:
@@ -68,7 +84,8 @@ def _module_path(group: TensorGroup) -> str:
     'mlp.router' or 'lm_head' match the way modules_to_not_convert lists them."""
     if group.kind in (EMBED, HEAD) or group.name == "norm":
         return ("model." if group.kind == EMBED else "") + group.name
-    return "model.layers." + group.name
+    layer = group.layers[0] if group.layers else 0
+    return f"model.layers.{layer}.{group.name}"
 
 
 def _metadata_bits(group: TensorGroup, quant: Quant) -> int:
