@@ -6,9 +6,9 @@ from servecap.ledger.plan import Plan
 from servecap.ledger.units import fmt_bytes, fmt_gib
 
 
-def render_plan(plan: Plan, console: Console) -> None:
+def render_plan(plan: Plan, console: Console, heading: str = "") -> None:
     serve = plan.serve
-    title = (f"{plan.model} on {serve.device_label or fmt_gib(plan.device_bytes)}: "
+    title = (f"{heading}{plan.model} on {serve.device_label or fmt_gib(plan.device_bytes)}: "
              f"{_load(plan)}")
     table = Table(title=title, title_justify="left")
     table.add_column("ledger line")
@@ -17,7 +17,7 @@ def render_plan(plan: Plan, console: Console) -> None:
     table.add_column("from", overflow="fold")
     for item in plan.lines:
         table.add_row(item.label, f"{item.num_bytes:,}", f"{item.num_bytes / 2**30:,.2f}",
-                      item.source + (" [measured]" if item.measured else ""))
+                      item.source + (r" \[measured]" if item.measured else ""))
     table.add_section()
     table.add_row("committed + reserved", f"{plan.committed_bytes:,}",
                   f"{plan.committed_bytes / 2**30:,.2f}", "sum of the lines above")

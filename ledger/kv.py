@@ -21,6 +21,10 @@ class Shard:
     def layer_ids(self, spec: ModelSpec) -> tuple[int, ...]:
         return self.layers if self.layers is not None else tuple(range(spec.num_layers))
 
+    def is_whole(self, spec: ModelSpec) -> bool:
+        """One device holds the entire model."""
+        return self.tensor_parallel_size == 1 and len(self.layer_ids(spec)) == spec.num_layers
+
 
 WHOLE = Shard()
 

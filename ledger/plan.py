@@ -164,7 +164,7 @@ def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: Engin
 
 def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides,
              shard: Shard) -> tuple[WeightBytes, str]:
-    whole = shard == WHOLE
+    whole = shard.is_whole(spec)
     if overrides.weights is not None and (whole or overrides.per_device):
         return overrides.weights, overrides.weights_source
     dense = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)

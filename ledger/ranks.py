@@ -90,7 +90,8 @@ def build_deployment(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = N
         check_tensor_parallel(spec, tp)
     plans = []
     for stage in stages(spec.num_layers, parallel.pipeline_parallel_size):
-        shard = Shard(tp, stage.layers, stage.first, stage.last)
+        layers = None if parallel.pipeline_parallel_size == 1 else stage.layers
+        shard = Shard(tp, layers, stage.first, stage.last)
         plan = build_plan(spec, serve, overrides, shard, engine)
         ranks = tuple(range(stage.index * tp, (stage.index + 1) * tp))
         plans.append(StagePlan(stage, ranks, plan))
@@ -128,7 +129,8 @@ def _reason(plans: list[StagePlan], binding: int, parallel: Parallel) -> str:
     what = (f"{plan.budget.num_gpu_blocks:,} KV blocks" if plan.budget is not None
             else f"a ceiling of {plan.memory_ceiling_requests} requests")
     weights = plan.line("weights") + plan.line("weight_metadata")
-    head = f"rank {item.ranks[0]}" + (f"-{item.ranks[-1]}" if len(item.ranks) > 1 else "")
+    head = (f"ranks {item.ranks[0]}-{item.ranks[-1]}" if len(item.ranks) > 1
+            else f"rank {item.ranks[0]}")
     if len(plans) == 1:
         peers = " (tensor-parallel peers hold equal shards)" if len(item.ranks) > 1 else ""
         return f"{head} binds: {what}{peers}"
