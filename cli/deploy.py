@@ -3,6 +3,7 @@ measured lines, added to a command's signature by one decorator."""
 
 import functools
 import inspect
+import re
 from dataclasses import dataclass, fields, replace
 from typing import Annotated
 
@@ -79,7 +80,7 @@ def engine_spec(flags: DeployFlags) -> EngineSpec:
                             f"applies to --engine {owner} (got --engine {flags.engine})")
     return EngineSpec(
         name=flags.engine, gpu_memory_utilization=flags.gpu_memory_utilization,
-        kv_cache_memory_bytes=_size(flags.kv_cache_memory, "--kv-cache-memory"),
+        kv_cache_memory_bytes=_vllm_size(flags.kv_cache_memory, "--kv-cache-memory"),
         mem_fraction_static=flags.mem_fraction_static,
         free_gpu_memory_fraction=flags.free_gpu_memory_fraction,
         non_torch_bytes=_size(flags.non_torch, "--non-torch"),
@@ -109,6 +110,16 @@ def deploy(loaded: LoadedModel, spec, serve, overrides: Overrides, flags: Deploy
     parallel = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
                         flags.data_parallel_size)
     return build_deployment(spec, serve, measured_overrides(flags, overrides), parallel, engine)
+
+
+def _vllm_size(text: str | None, field: str) -> int | None:
+    """vLLM's human_readable_int too: '20G' = 20 x 2**30, '20g' = 20 x 10**9 ('K'/'k' ...)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)([kKmMgGtT])\s*", text or "")
+    if not match:
+        return _size(text, field)
+    power = "kmgt".index(match.group(2).lower()) + 1
+    base = 1024 if match.group(2).isupper() else 1000
+    return int(float(match.group(1)) * base**power)
 
 
 def _size(text: str | None, field: str) -> int | None:

@@ -85,3 +85,28 @@ def test_engine_block_size_defaults():
     out = plan_json("llama-3.1-8b", "--device", "80GiB", "--context", "4096",
                     "--engine", "sglang")
     assert out["kv_cache_tokens"] == out["num_gpu_blocks"]
+
+
+def test_checkpoint_total_is_shared_out_by_rank(tmp_path):
+    """A model directory's index total_size is the whole checkpoint; each rank takes its
+    share of it (here tp 2: half the sharded tensors plus every replicated norm)."""
+    from servecap.model_configs import load_model
+    cfg = load_model("llama-3.1-8b").spec
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 128256, "tie_word_embeddings": False, "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16"}))
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 16_060_522_496}, "weight_map": {}}))
+    one = plan_json(str(tmp_path), "--device", "80GiB", "--context", "4096")
+    two = plan_json(str(tmp_path), "--device", "80GiB", "--context", "4096", "-tp", "2")
+    assert one["weights_bytes"] == 16_060_522_496
+    assert two["weights_bytes"] == 8_030_527_488  # exactly the inventory's rank share
+    assert cfg.num_layers == 32
+
+
+def test_vllm_style_sizes_for_kv_cache_memory():
+    out = plan_json("llama-3.1-8b", "--device", "80GiB", "--context", "4096",
+                    "--engine", "vllm", "--kv-cache-memory", "20G")
+    assert out["kv_pool_bytes"] == 20 * 2**30

@@ -4,6 +4,8 @@
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from servecap.ledger.engines import EngineSpec
 from servecap.ledger.kv_blocks import (
     V0,
@@ -182,3 +184,18 @@ def test_bad_engine_and_fraction():
         EngineSpec("tgi")
     with pytest.raises(SpecError, match="gpu-memory-utilization"):
         EngineSpec("vllm", gpu_memory_utilization=1.5)
+
+
+@given(pool=st.integers(0, 200 * GiB), layers=st.integers(1, 128),
+       page=st.sampled_from([16 * 131_072 // 32, 16 * 1152, 16 * 8192]))
+def test_blocks_never_exceed_the_pool(pool, layers, page):
+    blocks = num_gpu_blocks(pool, page, layers)
+    assert blocks * page * layers <= pool < (blocks + 1) * page * layers
+
+
+@given(blocks=st.integers(0, 10**6), max_len=st.integers(1, 2**20))
+def test_v1_concurrency_never_above_v0_for_full_attention(blocks, max_len):
+    """V1 rounds each request up to whole blocks, so it never promises more than V0."""
+    per_request = blocks_per_request((FULL,), max_len, 16, None, 8192)
+    assert max_concurrency(blocks, per_request, max_len, 16) <= \
+        max_concurrency(blocks, per_request, max_len, 16, V0) + 1e-9

@@ -1,6 +1,8 @@
 """One ledger per rank: tensor-parallel shards, vLLM's pipeline split, the binding rank."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from servecap.ledger.engines import EngineSpec
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard, kv_bytes_per_token
@@ -159,3 +161,28 @@ def test_replicas_multiply_devices_and_weights_not_the_ceiling():
     assert three.parallel.num_devices == 6
     assert three.weights_bytes_all_devices == 3 * one.weights_bytes_all_devices
     assert three.total_ceiling_requests == 3 * one.plan.memory_ceiling_requests
+
+
+@given(layers=st.integers(1, 200), pp=st.integers(1, 16))
+def test_pipeline_split_properties(layers, pp):
+    """Every layer on exactly one stage, stages differ by at most one layer, the last stage
+    never holds more than the others."""
+    if pp > layers:
+        with pytest.raises(SpecError):
+            pp_partition(layers, pp)
+        return
+    parts = pp_partition(layers, pp)
+    assert sum(parts) == layers and max(parts) - min(parts) <= 1
+    assert parts[-1] == min(parts)
+
+
+@settings(max_examples=25, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]))
+def test_ranks_hold_the_whole_model_between_them(tp, pp):
+    """Summed over ranks, sharded tensors add up to the model; replicated ones appear tp times."""
+    model = spec("llama-3.1-70b-instruct")
+    total = sum(weight_bytes(model, 16, None, rank_inventory(model, tp, s)).param_bytes
+                for s in stages(80, pp)) * tp
+    whole = weight_bytes(model, 16, None).param_bytes
+    norms = (80 * 2 + 1) * 8192 * 2
+    assert total == whole + norms * (tp - 1)
