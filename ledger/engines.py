@@ -130,14 +130,20 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
     if engine.name == VLLM:
         return _vllm(engine, device_bytes, weights + act + non_torch, comm)
     if engine.name == SGLANG:
-        fraction = engine.mem_fraction_static or _sglang_default(world_size)
-        free_start = device_bytes - non_torch - comm
-        pool = int(free_start * fraction) - weights
-        return pool, free_start - int(free_start * fraction) - act, (
-            f"SGLang: (total - non-torch - comm) x mem_fraction_static {fraction:.2f} - weights"
-        ), f"outside mem_fraction_static {fraction:.2f}, after activations"
+        return _sglang(engine, device_bytes - non_torch - comm, weights, act, world_size)
+    return _trtllm(engine, device_bytes - weights - act - non_torch - comm)
+
+
+def _sglang(engine: EngineSpec, free_start: int, weights: int, act: int, world_size: int):
+    fraction = engine.mem_fraction_static or _sglang_default(world_size)
+    pool = int(free_start * fraction) - weights
+    return pool, free_start - int(free_start * fraction) - act, (
+        f"SGLang: (total - non-torch - comm) x mem_fraction_static {fraction:.2f} - weights"
+    ), f"outside mem_fraction_static {fraction:.2f}, after activations"
+
+
+def _trtllm(engine: EngineSpec, free_after: int):
     fraction = engine.free_gpu_memory_fraction or DEFAULT_FREE_GPU_MEMORY_FRACTION
-    free_after = device_bytes - weights - act - non_torch - comm
     pool = int(free_after * fraction)
     return pool, free_after - pool, (
         f"TensorRT-LLM: free_gpu_memory_fraction {fraction:.2f} x memory free after weights"

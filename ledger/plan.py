@@ -98,22 +98,11 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     """The seed's ledger: weights, metadata, runtime peak, KV for the live tokens, safety; with
     an engine, its KV pool and headroom in place of the safety reserve (servecap.ledger.engines)."""
     kv_bits = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
-    weights, weights_from = _weights(spec, serve, overrides, shard)
-    runtime, runtime_from = _runtime_peak(spec, serve, shard)
-    per_token = kv_bytes_per_token(spec, kv_bits, shard)
+    weights, head = _fixed_lines(spec, serve, overrides, shard, engine)
     bsz = serve.block_size_tokens
     per_request = kv_bytes_per_request(spec, kv_bits, serve.context_tokens, bsz, shard)
     lengths = list(serve.live_lengths)
     kv_total = _kv_total(spec, kv_bits, lengths, serve, shard)
-    pp = 1 if shard.first_stage and shard.last_stage else 2
-    head = (
-        Line("weights", "weights", weights.param_bytes, weights_from,
-             overrides.per_device and overrides.weights is not None),
-        Line("weight_metadata", "weight metadata",
-             weights.metadata_bytes, _meta_from(weights, overrides)),
-        Line("runtime_peak", "runtime peak", runtime, runtime_from,
-             serve.runtime_peak_bytes is not None),
-    ) + overhead_lines(engine, shard.tensor_parallel_size, pp)
     kv_line = Line("kv_cache", "KV cache in use", kv_total, _kv_from(lengths, bsz, serve))
     result = None
     if engine.name == PLAIN:
@@ -125,18 +114,33 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     if serve.lengths:
         per_request = -(-kv_total // len(lengths))
     ceiling = max(0, (serve.device_bytes - fixed) // per_request) if per_request else 0
-    if result is not None:
-        ceiling = int(result.max_concurrency)
     return Plan(
-        model=spec.name, serve=serve, lines=lines, kv_bytes_per_token=per_token,
+        model=spec.name, serve=serve, lines=lines,
+        kv_bytes_per_token=kv_bytes_per_token(spec, kv_bits, shard),
         kv_bytes_per_request=per_request,
         kv_bytes_by_kind=kv_bytes_by_layer_kind(spec, kv_bits, serve.context_tokens, bsz, shard),
         paging=paging_report(lengths, bsz, serve.shared_prefix_tokens),
-        memory_ceiling_requests=ceiling,
+        memory_ceiling_requests=ceiling if result is None else int(result.max_concurrency),
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
         notes=_notes(spec, serve, weights, fixed, result), budget=result, shard=shard,
     )
+
+
+def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard: Shard,
+                 engine: EngineSpec) -> tuple[WeightBytes, tuple[Line, ...]]:
+    """Weights, metadata, runtime peak, and (engines, multi-GPU) non-torch and comm buffers."""
+    weights, weights_from = _weights(spec, serve, overrides, shard)
+    runtime, runtime_from = _runtime_peak(spec, serve, shard)
+    pp = 1 if shard.first_stage and shard.last_stage else 2
+    return weights, (
+        Line("weights", "weights", weights.param_bytes, weights_from,
+             overrides.per_device and overrides.weights is not None),
+        Line("weight_metadata", "weight metadata",
+             weights.metadata_bytes, _meta_from(weights, overrides)),
+        Line("runtime_peak", "runtime peak", runtime, runtime_from,
+             serve.runtime_peak_bytes is not None),
+    ) + overhead_lines(engine, shard.tensor_parallel_size, pp)
 
 
 def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,

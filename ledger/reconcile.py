@@ -129,21 +129,8 @@ def _pool(plan: Plan, facts: LogFacts, replanned: bool = False) -> Row | None:
 
 
 def _blocks(plan: Plan, facts: LogFacts) -> list[Row]:
-    budget, rows = plan.budget, []
-    logged_blocks = _logged_blocks(plan, facts)
-    if logged_blocks is not None:
-        from_pool = facts.gib_bytes("kv_pool_gib")
-        predicted = budget.num_gpu_blocks
-        advice = "matches" if predicted == logged_blocks else "follows the pool's residual"
-        if from_pool is not None:
-            lo = round((facts.kv_pool_gib - ROUNDING_GIB / 2) * GiB) // budget.block_bytes
-            hi = round((facts.kv_pool_gib + ROUNDING_GIB / 2) * GiB) // budget.block_bytes
-            inside = lo <= logged_blocks <= hi
-            advice += (f"; the logged pool gives {lo:,}-{hi:,} blocks of {budget.block_bytes:,} B"
-                       + (", the logged count among them" if inside else
-                          ": the logged count is outside (another KV layout?)"))
-        rows.append(Row("num_gpu_blocks", "GPU blocks", "blocks", predicted, logged_blocks,
-                        advice))
+    budget = plan.budget
+    rows = [_blocks_row(plan, facts)] if _logged_blocks(plan, facts) is not None else []
     if facts.kv_cache_tokens is not None:
         rows.append(Row("kv_cache_tokens", "GPU KV cache size (tokens)", "tokens",
                         budget.kv_cache_tokens, facts.kv_cache_tokens,
@@ -154,6 +141,20 @@ def _blocks(plan: Plan, facts: LogFacts) -> list[Row]:
         rows.append(Row("max_concurrency", "maximum concurrency", "x", budget.max_concurrency,
                         facts.max_concurrency, "matches" if same else "follows the blocks"))
     return rows
+
+
+def _blocks_row(plan: Plan, facts: LogFacts) -> Row:
+    """Blocks, and whether the logged pool (+-half its rounding) holds the logged count of
+    this model's blocks: the check, to the block, that the page size is vLLM's."""
+    budget, logged = plan.budget, _logged_blocks(plan, facts)
+    advice = "matches" if budget.num_gpu_blocks == logged else "follows the pool's residual"
+    if facts.kv_pool_gib is not None:
+        lo = round((facts.kv_pool_gib - ROUNDING_GIB / 2) * GiB) // budget.block_bytes
+        hi = round((facts.kv_pool_gib + ROUNDING_GIB / 2) * GiB) // budget.block_bytes
+        advice += (f"; the logged pool gives {lo:,}-{hi:,} blocks of {budget.block_bytes:,} B"
+                   + (", the logged count among them" if lo <= logged <= hi else
+                      ": the logged count is outside (another KV layout?)"))
+    return Row("num_gpu_blocks", "GPU blocks", "blocks", budget.num_gpu_blocks, logged, advice)
 
 
 def _logged_blocks(plan: Plan, facts: LogFacts) -> int | None:
