@@ -47,6 +47,8 @@ class DeployFlags:
     comm_buffer: Annotated[str | None, Opt(help="Communication buffers per GPU (NCCL, "
                                            "all-reduce). Default: an estimate growing with "
                                            "tp.")] = None
+    cuda_graph_memory: Annotated[str | None, Opt(help="Measured CUDA graph pool per GPU "
+                                                 "(vLLM's 'Graph capturing ... took').")] = None
 
 
 NO_DEPLOY = DeployFlags()
@@ -84,7 +86,8 @@ def engine_spec(flags: DeployFlags) -> EngineSpec:
         mem_fraction_static=flags.mem_fraction_static,
         free_gpu_memory_fraction=flags.free_gpu_memory_fraction,
         non_torch_bytes=_size(flags.non_torch, "--non-torch"),
-        comm_buffer_bytes=_size(flags.comm_buffer, "--comm-buffer"))
+        comm_buffer_bytes=_size(flags.comm_buffer, "--comm-buffer"),
+        cuda_graph_bytes=_size(flags.cuda_graph_memory, "--cuda-graph-memory"))
 
 
 def measured_overrides(flags: DeployFlags, file_overrides: Overrides) -> Overrides:

@@ -41,6 +41,7 @@ class EngineSpec:
     free_gpu_memory_fraction: float | None = None
     non_torch_bytes: int | None = None
     comm_buffer_bytes: int | None = None
+    cuda_graph_bytes: int | None = None
     formula: str = V1
 
     def __post_init__(self) -> None:
@@ -113,6 +114,9 @@ def overhead_lines(engine: EngineSpec, tp: int, pp: int) -> tuple[Line, ...]:
     elif engine.name != PLAIN or tp * pp > 1:
         size, how = comm_buffer_estimate(tp, pp)
         out.append(Line("comm_buffers", "communication buffers", size, how))
+    if engine.cuda_graph_bytes is not None:
+        out.append(Line("cuda_graphs", "CUDA graph pool", engine.cuda_graph_bytes,
+                        "measured: --cuda-graph-memory", True))
     return tuple(out)
 
 
@@ -129,9 +133,10 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
     act, non_torch, comm = amount["runtime_peak"], amount["non_torch"], amount["comm_buffers"]
     if engine.name == VLLM:
         return _vllm(engine, device_bytes, weights + act + non_torch, comm)
+    graphs = amount.get("cuda_graphs", 0)
     if engine.name == SGLANG:
-        return _sglang(engine, device_bytes - non_torch - comm, weights, act, world_size)
-    return _trtllm(engine, device_bytes - weights - act - non_torch - comm)
+        return _sglang(engine, device_bytes - non_torch - comm, weights, act + graphs, world_size)
+    return _trtllm(engine, device_bytes - weights - act - non_torch - comm - graphs)
 
 
 def _sglang(engine: EngineSpec, free_start: int, weights: int, act: int, world_size: int):
@@ -151,16 +156,24 @@ def _trtllm(engine: EngineSpec, free_after: int):
 
 
 def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, comm: int):
+    """V1 snapshots memory after NCCL is up, so comm buffers sit in the 1 - util headroom; V0
+    counts them in non_torch_memory, inside the budget (PR #10511: 1.79 -> 3.58 GiB at tp 2).
+    Declared CUDA-graph memory is subtracted as vLLM >= 0.21 does by default."""
+    non_kv += engine.cuda_graph_bytes or 0
+    inside = comm if engine.formula == V0 else 0
     if engine.kv_cache_memory_bytes is not None:
         rest = device_bytes - non_kv - comm - engine.kv_cache_memory_bytes
         return engine.kv_cache_memory_bytes, rest, "measured: --kv-cache-memory (ignores " \
             "gpu_memory_utilization)", "left on the device outside the declared pool"
     util = engine.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
     requested = device_bytes * util
-    pool = int(requested - non_kv)
-    return pool, device_bytes - int(requested) - comm, (
+    pool = int(requested - non_kv - inside)
+    where = "inside the budget (V0)" if inside else "less comm buffers"
+    return pool, device_bytes - int(requested) - (comm - inside), (
         f"vLLM: total x gpu_memory_utilization {util:.2f} - weights - activation peak - "
-        "non-torch"), f"outside gpu_memory_utilization {util:.2f}, less comm buffers"
+        "non-torch" + (" - CUDA graphs" if engine.cuda_graph_bytes else "")
+        + (" - comm buffers" if inside else "")), \
+        f"outside gpu_memory_utilization {util:.2f}, {where}"
 
 
 def _sglang_default(world_size: int) -> float:

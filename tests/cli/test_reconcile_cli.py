@@ -69,3 +69,18 @@ def test_v1_log_without_a_device_asks_for_one():
     result = runner.invoke(app, ["reconcile", str(LOGS / "v1_qwen3_14b_a100_40gb.log"),
                                  "--model", "qwen3-14b"])
     assert result.exit_code == 2 and "--device" in result.stderr
+
+
+def test_development_table_log_with_its_own_model(tmp_path):
+    """PR #10511's Meta-Llama-3-8B (Llama-3.1-8B's shape with an 8,192-token context):
+    weights match the plan exactly and the replanned pool is the logged 53.29 GiB."""
+    model = tmp_path / "Meta-Llama-3-8B"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 128256, "tie_word_embeddings": False, "max_position_embeddings": 8192,
+        "torch_dtype": "bfloat16"}))
+    rows = reconcile("v0dev_meta_llama3_8b_pr10511", "--model", str(model))
+    assert rows["weights"]["advice"] == "matches"
+    assert rows["kv_pool_replanned"]["advice"] == "servecap's arithmetic matches vLLM's"

@@ -199,3 +199,21 @@ def test_v1_concurrency_never_above_v0_for_full_attention(blocks, max_len):
     per_request = blocks_per_request((FULL,), max_len, 16, None, 8192)
     assert max_concurrency(blocks, per_request, max_len, 16) <= \
         max_concurrency(blocks, per_request, max_len, 16, V0) + 1e-9
+
+
+def test_vllm_v0_counts_comm_buffers_inside_the_budget_v1_outside():
+    spec = load_model("llama-3.1-8b").spec
+    serve = ServeSpec(device_bytes=80 * GiB, context_tokens=8192, concurrency=1,
+                      runtime_peak_bytes=GiB)
+    from servecap.ledger.kv import Shard
+    pools = {formula: build_plan(spec, serve, shard=Shard(2), engine=EngineSpec(
+        "vllm", non_torch_bytes=0, comm_buffer_bytes=2 * GiB, formula=formula)).budget
+        .kv_pool_bytes for formula in ("v0", "v1")}
+    assert pools["v1"] - pools["v0"] == 2 * GiB
+
+
+def test_declared_cuda_graphs_come_out_of_the_pool():
+    base = sized_plan(EngineSpec("vllm", non_torch_bytes=0)).budget.kv_pool_bytes
+    plan = sized_plan(EngineSpec("vllm", non_torch_bytes=0, cuda_graph_bytes=GiB))
+    assert plan.budget.kv_pool_bytes == base - GiB
+    assert plan.line("cuda_graphs") == GiB
