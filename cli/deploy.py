@@ -1,5 +1,4 @@
-"""Deployment flags shared by `plan` and `reconcile`: parallel sizes, engine budget knobs and
-measured lines, added to a command's signature by one decorator."""
+"""Deployment flags (parallel sizes, engine knobs, measured lines) shared by plan/reconcile."""
 
 import functools
 import inspect

@@ -186,3 +186,15 @@ def test_ranks_hold_the_whole_model_between_them(tp, pp):
     whole = weight_bytes(model, 16, None).param_bytes
     norms = (80 * 2 + 1) * 8192 * 2
     assert total == whole + norms * (tp - 1)
+
+
+def test_tp8_with_four_kv_heads_plans_replicated_heads_per_rank():
+    """Qwen3-30B-A3B at tp 8 on vLLM: each rank pages 1 KV head (replicated 2x), 128 experts
+    each cut to 768/8 = 96 columns, the router whole on every rank."""
+    deployment = build_deployment(spec("qwen3-30b-a3b"), serve(), parallel=Parallel(8),
+                                  engine=EngineSpec("vllm"))
+    plan = deployment.plan
+    assert plan.kv_bytes_per_token == 48 * 2 * 1 * 128 * 2
+    assert plan.budget.block_bytes == 16 * 2 * 1 * 128 * 2 * 48
+    inventory = {g.name: g for g in rank_inventory(spec("qwen3-30b-a3b"), 8)}
+    assert inventory["mlp.experts"].rows == 96 and inventory["mlp.router"].rows == 128
