@@ -120,6 +120,18 @@ def overhead_lines(engine: EngineSpec, tp: int, pp: int) -> tuple[Line, ...]:
     return tuple(out)
 
 
+def rotary_cache_line(spec: ModelSpec) -> Line:
+    """vLLM's rotary embedding keeps one cos/sin cache per model, max_position_embeddings x
+    rotary dim in the model dtype (2 B), and measures it with the weights: 32 MiB for
+    Llama-3.1-8B, the +0.03 GiB its logs show over the checkpoint."""
+    att = spec.attention
+    rotary = att.qk_rope_head_dim if att.kind == "mla" else att.head_dim
+    size = spec.max_position_embeddings * rotary * 2
+    return Line("rotary_cache", "rotary cos/sin cache", size,
+                f"vLLM: {spec.max_position_embeddings:,} positions x {rotary} x 2 B, one per "
+                "model, logged with the weights")
+
+
 def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, ...],
                       world_size: int) -> tuple[int, int, str, str]:
     """(KV pool, headroom outside the engine's budget, how the pool was sized, headroom's 'from').
@@ -131,6 +143,7 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
     amount = {line.key: line.num_bytes for line in lines}
     weights = amount["weights"] + amount["weight_metadata"]
     act, non_torch, comm = amount["runtime_peak"], amount["non_torch"], amount["comm_buffers"]
+    weights += amount.get("rotary_cache", 0)
     if engine.name == VLLM:
         return _vllm(engine, device_bytes, weights + act + non_torch, comm)
     graphs = amount.get("cuda_graphs", 0)
@@ -156,24 +169,21 @@ def _trtllm(engine: EngineSpec, free_after: int):
 
 
 def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, comm: int):
-    """V1 snapshots memory after NCCL is up, so comm buffers sit in the 1 - util headroom; V0
-    counts them in non_torch_memory, inside the budget (PR #10511: 1.79 -> 3.58 GiB at tp 2).
-    Declared CUDA-graph memory is subtracted as vLLM >= 0.21 does by default."""
+    """vLLM (>= 0.6.6) takes its memory baseline after NCCL is set up, so comm buffers sit in
+    the 1 - util headroom (0.6.4 and a PR #10511 development build counted them in
+    non_torch_memory). Declared CUDA-graph memory comes out of the pool, as in vLLM >= 0.21."""
     non_kv += engine.cuda_graph_bytes or 0
-    inside = comm if engine.formula == V0 else 0
     if engine.kv_cache_memory_bytes is not None:
         rest = device_bytes - non_kv - comm - engine.kv_cache_memory_bytes
         return engine.kv_cache_memory_bytes, rest, "measured: --kv-cache-memory (ignores " \
             "gpu_memory_utilization)", "left on the device outside the declared pool"
     util = engine.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
     requested = device_bytes * util
-    pool = int(requested - non_kv - inside)
-    where = "inside the budget (V0)" if inside else "less comm buffers"
-    return pool, device_bytes - int(requested) - (comm - inside), (
+    pool = int(requested - non_kv)
+    graphs = " - CUDA graphs" if engine.cuda_graph_bytes else ""
+    return pool, device_bytes - int(requested) - comm, (
         f"vLLM: total x gpu_memory_utilization {util:.2f} - weights - activation peak - "
-        "non-torch" + (" - CUDA graphs" if engine.cuda_graph_bytes else "")
-        + (" - comm buffers" if inside else "")), \
-        f"outside gpu_memory_utilization {util:.2f}, {where}"
+        f"non-torch{graphs}"), f"outside gpu_memory_utilization {util:.2f}, less comm buffers"
 
 
 def _sglang_default(world_size: int) -> float:

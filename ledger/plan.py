@@ -7,12 +7,14 @@ from .arch import active_parameters
 from .engines import (
     PLAIN,
     PLAIN_ENGINE,
+    VLLM,
     Budget,
     EngineSpec,
     KVGeometry,
     budget,
     overhead_lines,
     pool_and_headroom,
+    rotary_cache_line,
 )
 from .errors import SpecError
 from .kv import (
@@ -140,7 +142,15 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
              weights.metadata_bytes, _meta_from(weights, overrides)),
         Line("runtime_peak", "runtime peak", runtime, runtime_from,
              serve.runtime_peak_bytes is not None),
-    ) + overhead_lines(engine, shard.tensor_parallel_size, pp)
+    ) + _rotary(spec, engine, overrides) + overhead_lines(engine, shard.tensor_parallel_size, pp)
+
+
+def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[Line, ...]:
+    """vLLM only, and not when the weights line is a measurement that already holds it."""
+    measured = overrides.per_device and overrides.weights is not None
+    if engine.name != VLLM or measured or not spec.max_position_embeddings:
+        return ()
+    return (rotary_cache_line(spec),)
 
 
 def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,

@@ -74,7 +74,7 @@ def _weights(plan: Plan, facts: LogFacts) -> Row | None:
     logged = facts.gib_bytes("weights_gib")
     if logged is None:
         return None
-    predicted = plan.line("weights") + plan.line("weight_metadata")
+    predicted = plan.line("weights") + plan.line("weight_metadata") + plan.line("rotary_cache")
     gap = (logged - predicted) / GiB
     if abs(gap) <= ROUNDING_GIB:
         advice = "matches"

@@ -18,8 +18,9 @@ def reconcile(log, *args):
 
 def test_v0_log_lines_and_the_arithmetic_matching_vllm():
     rows = reconcile("v0_llama31_8b_rtx3090", "--model", "llama-3.1-8b")
-    assert rows["weights"]["predicted"] == 16_060_522_496
-    assert "--weights 14.9888GiB" in rows["weights"]["advice"]
+    # checkpoint + vLLM's rotary cache (131,072 positions x 128 x 2 B) = the logged 14.9888 GiB
+    assert rows["weights"]["predicted"] == 16_060_522_496 + 131_072 * 128 * 2
+    assert rows["weights"]["advice"] == "matches"
     assert "--runtime-peak" in rows["runtime_peak"]["advice"]
     # with the log's own weights, activation and non-torch lines the pool is vLLM's, to rounding
     replanned = rows["kv_pool_replanned"]
@@ -84,3 +85,18 @@ def test_development_table_log_with_its_own_model(tmp_path):
     rows = reconcile("v0dev_meta_llama3_8b_pr10511", "--model", str(model))
     assert rows["weights"]["advice"] == "matches"
     assert rows["kv_pool_replanned"]["advice"] == "servecap's arithmetic matches vLLM's"
+
+
+def test_tensor_parallel_log_reconciles_per_rank():
+    """Issue #11251's log (vLLM 0.6.6, tp > 1, model not named): its per-rank figures are those
+    of a Llama-3.1-8B-shaped model at tp 2 (7.51 GiB weights incl. the rotary cache, 1 MiB
+    blocks); planned at tp 1 its blocks would be twice the logged size."""
+    rows = reconcile("v0_unknown_model_16gb_issue11251", "--model", "llama-3.1-8b", "-tp", "2")
+    assert rows["weights"]["advice"] == "matches"
+    assert rows["kv_pool_replanned"]["advice"] == "servecap's arithmetic matches vLLM's"
+    assert "blocks of 1,048,576 B, the logged count among them" in \
+        rows["num_gpu_blocks"]["advice"]
+    assert rows["max_concurrency"]["logged"] == 1.54
+    result = runner.invoke(app, ["reconcile", str(LOGS / "v0_unknown_model_16gb_issue11251.log"),
+                                 "--model", "llama-3.1-8b"])
+    assert result.exit_code == 2 and "different model" in result.stderr
