@@ -137,7 +137,7 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
     pp = 1 if shard.first_stage and shard.last_stage else 2
     return weights, (
         Line("weights", "weights", weights.param_bytes, weights_from,
-             overrides.per_device and overrides.weights is not None),
+             overrides.weights is not None),
         Line("weight_metadata", "weight metadata",
              weights.metadata_bytes, _meta_from(weights, overrides)),
         Line("runtime_peak", "runtime peak", runtime, runtime_from,
