@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+
 from servecap.ledger.devices import DEVICES
 from servecap.ledger.paging import paging_report
 from servecap.ledger.units import GiB

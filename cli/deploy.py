@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Annotated
 
 import typer
+
 from servecap.ledger.engines import DEFAULT_BLOCK_TOKENS, PLAIN, EngineSpec
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Overrides

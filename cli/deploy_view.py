@@ -1,6 +1,7 @@
 """A deployment on screen and as JSON: one ledger per rank, the binding rank, engine budgets."""
 
 from rich.console import Console
+
 from servecap.ledger.engines import Budget
 from servecap.ledger.ranks import Deployment, StagePlan
 from servecap.ledger.units import fmt_gib

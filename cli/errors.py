@@ -5,6 +5,7 @@ import sys
 from collections.abc import Callable
 
 import typer
+
 from servecap.ledger.errors import SpecError
 
 EXIT_OK, EXIT_DOES_NOT_FIT, EXIT_USAGE = 0, 1, 2

@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+
 from servecap.ledger.plan import Overrides
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model

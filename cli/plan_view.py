@@ -2,6 +2,7 @@
 
 from rich.console import Console
 from rich.table import Table
+
 from servecap.ledger.plan import Plan
 from servecap.ledger.units import fmt_bytes, fmt_gib
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Overrides
 from servecap.ledger.ranks import Parallel, build_deployment

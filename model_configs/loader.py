@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
+
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 

@@ -2,8 +2,9 @@
 
 import json
 
-from servecap.cli.app import app
 from typer.testing import CliRunner
+
+from servecap.cli.app import app
 
 runner = CliRunner()
 

@@ -3,8 +3,9 @@
 import json
 from pathlib import Path
 
-from servecap.cli.app import app
 from typer.testing import CliRunner
+
+from servecap.cli.app import app
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs"
 runner = CliRunner()

@@ -2,6 +2,7 @@
 counts, safetensors totals, quantization metadata, MoE inventories."""
 
 import pytest
+
 from servecap.ledger.arch import active_parameters, count_parameters
 from servecap.ledger.kv import kv_bytes_by_layer_kind, kv_bytes_per_token
 from servecap.ledger.weights import weight_bytes

@@ -1,6 +1,7 @@
 """The device catalog: usable bytes as CUDA reports them, below the marketing figure."""
 
 import pytest
+
 from servecap.ledger.devices import DEVICES, find, resolve_device
 from servecap.ledger.units import GB, GiB
 

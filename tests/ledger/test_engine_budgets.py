@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from servecap.ledger.engines import EngineSpec
 from servecap.ledger.kv_blocks import (
     V0,

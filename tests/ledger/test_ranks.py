@@ -3,6 +3,7 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from servecap.ledger.engines import EngineSpec
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard, kv_bytes_per_token

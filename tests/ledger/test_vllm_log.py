@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from servecap.ledger.errors import SpecError
 from servecap.ledger.vllm_log import parse_vllm_log
 
