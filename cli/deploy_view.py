@@ -19,7 +19,8 @@ def render_deployment(deployment: Deployment, console: Console) -> None:
     """The single-GPU plain plan prints exactly as before; otherwise a ledger per stage."""
     single = deployment.parallel.num_devices == 1 and deployment.plan.budget is None
     for item in deployment.stages:
-        render_plan(item.plan, console, "" if single else _heading(deployment, item))
+        render_plan(item.plan, console, "" if single else _heading(deployment, item),
+                    notes=item is deployment.stages[0])
         if item.plan.budget is not None:
             _budget(item.plan.budget, item.plan.serve.context_tokens, console)
     if not single:

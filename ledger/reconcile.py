@@ -10,6 +10,7 @@ from .vllm_log import LogFacts
 
 ROUNDING_GIB = 0.01  # vLLM prints GiB with two decimals
 DIFFERENT_MODEL = 0.10  # block bytes more than 10% apart: not this model's KV cache
+WEIGHTS_APART = 0.5  # weights 1.5x apart either way: not this checkpoint
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ def check_same_model(plan: Plan, facts: LogFacts, model_name: str) -> None:
     if facts.model and not _same_name(facts.model, model_name):
         raise SpecError("--model", model_name, f"the log is for a different model: it loads "
                         f"{facts.model!r}")
+    logged = facts.gib_bytes("weights_gib")
+    predicted = plan.line("weights") + plan.line("weight_metadata")
+    if logged and not 1 / (1 + WEIGHTS_APART) < logged / predicted < 1 + WEIGHTS_APART:
+        raise SpecError("--model", model_name, f"the log is for a different model (or weight "
+                        f"dtype or tp): it loads {facts.weights_gib} GiB of weights, the plan "
+                        f"{predicted / GiB:.2f} GiB")
     implied = _implied_block_bytes(plan, facts)
     ours = plan.budget.block_bytes
     if implied and abs(implied / ours - 1) > DIFFERENT_MODEL:

@@ -26,7 +26,7 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         r"available_kv_cache_memory\s+" + _NUM + r"\s*GiB",  # V0 development table
     ),
     "num_gpu_blocks": (r"(?:GPU|cuda) blocks:\s*" + _NUM,),
-    "kv_cache_tokens": (r"GPU KV cache size:\s*" + _NUM + r" tokens",),
+    "kv_cache_tokens": (r"KV cache size:\s*" + _NUM + r" tokens",),  # also 0.33's one line
     "max_model_len": (r"Maximum concurrency for " + _NUM + r" tokens per request",),
     "max_concurrency": (r"tokens per request:\s*" + _NUM + r"x",),
 }

@@ -101,3 +101,10 @@ def test_tensor_parallel_log_reconciles_per_rank():
     result = runner.invoke(app, ["reconcile", str(LOGS / "v0_unknown_model_16gb_issue11251.log"),
                                  "--model", "llama-3.1-8b"])
     assert result.exit_code == 2 and "different model" in result.stderr
+
+
+def test_weights_far_from_the_plan_mean_another_model():
+    result = runner.invoke(app, ["reconcile", str(LOGS / "v0_llama31_8b_rtx3090.log"),
+                                 "--model", "llama-3.1-70b-instruct"])
+    assert result.exit_code == 2 and "different model" in result.stderr
+    assert "14.9888 GiB of weights" in result.stderr

@@ -64,3 +64,10 @@ def test_comment_lines_are_not_read():
 def test_no_recognisable_line_is_an_error():
     with pytest.raises(SpecError, match="none of vLLM's startup lines"):
         parse_vllm_log("INFO starting server\nready\n", "server.log")
+
+
+def test_current_one_line_kv_format():
+    """vLLM 0.33 prints the cache size and the concurrency on one line."""
+    f = parse_vllm_log("INFO [kv_cache_utils.py:1140] GPU KV cache size: 652,144 tokens, "
+                       "Maximum concurrency for 4,096 tokens per request: 159.21x")
+    assert (f.kv_cache_tokens, f.max_model_len, f.max_concurrency) == (652_144, 4_096, 159.21)
