@@ -92,7 +92,8 @@ def _metadata_bits(group: TensorGroup, quant: Quant) -> int:
     rows, cols, count = group.rows, group.cols, group.count
     if quant.granularity == "group":
         per_group = quant.scale_bits + (quant.bits if quant.zero_point else 0)
-        return count * rows * -(-cols // quant.group_size) * per_group
+        groups = count * rows * -(-cols // quant.group_size) * per_group
+        return groups + (_g_idx_bits(group) if quant.method == "gptq" else 0)
     if quant.granularity == "channel":
         return count * rows * quant.scale_bits
     if quant.granularity == "tensor":
@@ -105,6 +106,14 @@ def _metadata_bits(group: TensorGroup, quant: Quant) -> int:
         return count * (rows * -(-cols // quant.group_size) * quant.scale_bits + tensor_scale)
     raise SpecError("quantization.granularity", quant.granularity,
                     "allowed: group, channel, tensor, block, microblock")
+
+
+def _g_idx_bits(group: TensorGroup) -> int:
+    """GPTQ checkpoints store g_idx, one int32 per input column of every matrix. A gated MLP
+    group is (gate, up, down): gate and up read `cols` inputs, down reads `rows`."""
+    if group.name.startswith("mlp.") and group.count % 3 == 0:
+        return group.count // 3 * (2 * group.cols + group.rows) * 32
+    return group.count * group.cols * 32
 
 
 def _flat_quant(spec: ModelSpec, quant: Quant) -> WeightBytes:

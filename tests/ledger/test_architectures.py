@@ -129,3 +129,15 @@ def test_unknown_quant_method_fails_closed():
     from servecap.ledger.errors import SpecError
     with pytest.raises(SpecError, match="quant_method"):
         parse_quantization({"quant_method": "bitnet"})
+
+
+def test_gptq_adds_g_idx_per_input_column():
+    """GPTQ: 16-bit scales and 4-bit packed zeros per group (stored even when symmetric), plus
+    one int32 g_idx per input column of each of the 7 matrices of each of the 32 layers."""
+    llama = spec("llama-3.1-8b")
+    gptq = parse_quantization({"quant_method": "gptq", "bits": 4, "group_size": 128,
+                               "sym": True, "desc_act": False})
+    result = weight_bytes(llama, 16, gptq)
+    linear = 32 * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14_336 * 4096)
+    g_idx = 32 * (6 * 4096 + 14_336) * 4
+    assert result.metadata_bytes == linear // 128 * 20 // 8 + g_idx
