@@ -1,5 +1,6 @@
 """Weight memory: parameters x bits, plus quantization metadata (scales, zero points) kept apart."""
 
+import re
 from dataclasses import dataclass
 from fnmatch import fnmatch
 
@@ -74,6 +75,8 @@ def _is_quantized(group: TensorGroup, quant: Quant) -> bool:
 def _matches(path: str, pattern: str) -> bool:
     """'model.layers.*.self_attn' globs a module and its children; a plain name ('lm_head',
     'gate') matches as a substring, the way the formats' own loaders test it."""
+    if pattern.startswith("re:"):  # compressed-tensors' regex form
+        return re.search(pattern[3:], path) is not None
     if "*" in pattern or "?" in pattern:
         return fnmatch(path, pattern) or fnmatch(path, pattern + ".*")
     return pattern in path
@@ -89,11 +92,27 @@ def _module_path(group: TensorGroup) -> str:
 
 
 def _metadata_bits(group: TensorGroup, quant: Quant) -> int:
-    rows, cols, count = group.rows, group.cols, group.count
+    """Scales (and zero points, g_idx) of every matrix in the group, each in its own
+    orientation: scales run along the output rows, groups along the input columns."""
+    bits = sum(_matrix_metadata_bits(rows, cols, count, quant)
+               for rows, cols, count in _matrices(group))
+    return bits + (_g_idx_bits(group) if quant.method == "gptq" else 0)
+
+
+def _matrices(group: TensorGroup) -> list[tuple[int, int, int]]:
+    """(out rows, in cols, count). A gated MLP group (gate, up, down) holds inter x hidden
+    gate/up and a hidden x inter down projection."""
+    if group.name.startswith("mlp.") and group.count % 3 == 0:
+        per = group.count // 3
+        return [(group.rows, group.cols, 2 * per), (group.cols, group.rows, per)]
+    return [(group.rows, group.cols, group.count)]
+
+
+def _matrix_metadata_bits(rows: int, cols: int, count: int, quant: Quant) -> int:
     if quant.granularity == "group":
         per_group = quant.scale_bits + (quant.bits if quant.zero_point else 0)
-        groups = count * rows * -(-cols // quant.group_size) * per_group
-        return groups + (_g_idx_bits(group) if quant.method == "gptq" else 0)
+        per_row = -(-cols // quant.group_size) if quant.group_size > 0 else 1  # 0: per channel
+        return count * rows * per_row * per_group
     if quant.granularity == "channel":
         return count * rows * quant.scale_bits
     if quant.granularity == "tensor":
@@ -109,17 +128,14 @@ def _metadata_bits(group: TensorGroup, quant: Quant) -> int:
 
 
 def _g_idx_bits(group: TensorGroup) -> int:
-    """GPTQ checkpoints store g_idx, one int32 per input column of every matrix. A gated MLP
-    group is (gate, up, down): gate and up read `cols` inputs, down reads `rows`."""
-    if group.name.startswith("mlp.") and group.count % 3 == 0:
-        return group.count // 3 * (2 * group.cols + group.rows) * 32
-    return group.count * group.cols * 32
+    """GPTQ checkpoints store g_idx, one int32 per input column of every matrix."""
+    return sum(cols * count * 32 for _, cols, count in _matrices(group))
 
 
 def _flat_quant(spec: ModelSpec, quant: Quant) -> WeightBytes:
     """Only a parameter count is known: every parameter is taken as quantized, in groups."""
     params = count_parameters(spec)
-    if quant.granularity in ("group", "microblock"):
+    if quant.granularity in ("group", "microblock") and quant.group_size > 0:
         per_group = quant.scale_bits + (quant.bits if quant.zero_point else 0)
         meta = -(-params // quant.group_size) * per_group
     elif quant.granularity == "block":

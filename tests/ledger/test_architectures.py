@@ -141,3 +141,46 @@ def test_gptq_adds_g_idx_per_input_column():
     linear = 32 * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14_336 * 4096)
     g_idx = 32 * (6 * 4096 + 14_336) * 4
     assert result.metadata_bytes == linear // 128 * 20 // 8 + g_idx
+
+
+LINEAR_8B = 32 * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14_336 * 4096)
+
+
+def compressed(weights, ignore=("lm_head",)):
+    return parse_quantization({"quant_method": "compressed-tensors", "ignore": list(ignore),
+                               "config_groups": {"group_0": {"targets": ["Linear"],
+                                                             "weights": weights}}})
+
+
+def test_compressed_tensors_fp8_per_channel():
+    quant = compressed({"num_bits": 8, "type": "float", "strategy": "channel",
+                        "symmetric": True})
+    result = weight_bytes(spec("llama-3.1-8b"), 16, quant)
+    rows = 32 * (4096 + 1024 + 1024 + 4096 + 2 * 14_336 + 4096)  # output channels per layer
+    assert result.metadata_bytes == rows * 4
+    assert result.param_bytes == LINEAR_8B + (8_030_261_248 - LINEAR_8B) * 2
+
+
+def test_compressed_tensors_w4a16_groups_without_zero_points():
+    quant = compressed({"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128,
+                        "symmetric": True})
+    assert (quant.bits, quant.group_size, quant.zero_point) == (4, 128, False)
+    result = weight_bytes(spec("llama-3.1-8b"), 16, quant)
+    assert result.metadata_bytes == LINEAR_8B // 128 * 2
+
+
+def test_compressed_tensors_nvfp4_and_unknown_schemes():
+    quant = compressed({"num_bits": 4, "type": "float", "strategy": "tensor_group",
+                        "group_size": 16})
+    assert (quant.method, quant.group_size, quant.per_tensor_scale) == ("nvfp4", 16, True)
+    from servecap.ledger.errors import SpecError
+    with pytest.raises(SpecError, match="config_groups.weights"):
+        compressed({"num_bits": 2, "type": "int", "strategy": "group"})
+
+
+def test_gptq_per_channel_group_size_minus_one():
+    quant = parse_quantization({"quant_method": "gptq", "bits": 8, "group_size": -1})
+    result = weight_bytes(spec("llama-3.1-8b"), 16, quant)
+    rows = 32 * (4096 + 1024 + 1024 + 4096 + 2 * 14_336 + 4096)
+    g_idx = 32 * (6 * 4096 + 14_336) * 4
+    assert result.metadata_bytes == rows * (16 + 8) // 8 + g_idx
