@@ -70,7 +70,8 @@ def reconcile_log(log: Path, model: str, flags: PlanFlags,
         spec, replace(serve, runtime_peak_bytes=facts.gib_bytes("activation_peak_gib")
                       if facts.activation_peak_gib is not None else serve.runtime_peak_bytes),
         measured, parallel,
-        replace(engine, non_torch_bytes=facts.gib_bytes("non_torch_gib") or engine.non_torch_bytes)
+        replace(engine, non_torch_bytes=facts.gib_bytes("non_torch_gib") or engine.non_torch_bytes,
+                cuda_graph_bytes=facts.gib_bytes("cuda_graph_gib") or engine.cuda_graph_bytes)
     ).plan
     return reconcile(plan, replanned, facts)
 

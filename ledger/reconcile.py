@@ -64,6 +64,7 @@ def reconcile(plan: Plan, replanned: Plan, facts: LogFacts) -> Reconciliation:
     rows = [r for r in (_weights(plan, facts), _gib_row(plan, facts, "activation_peak_gib",
                                                         "runtime_peak", "activation peak"),
                         _gib_row(plan, facts, "non_torch_gib", "non_torch", "non-torch memory"),
+                        _gib_row(plan, facts, "cuda_graph_gib", "cuda_graphs", "CUDA graph pool"),
                         _pool(plan, facts), _replanned(replanned, facts))
             if r is not None]
     rows += _blocks(plan, facts)
@@ -101,7 +102,8 @@ def _gib_row(plan: Plan, facts: LogFacts, attr: str, key: str, label: str) -> Ro
     if value is None:
         return None
     logged, predicted = round(value * GiB), plan.line(key)
-    flag = {"runtime_peak": "--runtime-peak", "non_torch": "--non-torch"}[key]
+    flag = {"runtime_peak": "--runtime-peak", "non_torch": "--non-torch",
+            "cuda_graphs": "--cuda-graph-memory"}[key]
     advice = "matches" if abs(logged - predicted) / GiB <= ROUNDING_GIB else (
         f"the plan's {label} is an estimate {abs(logged - predicted) / GiB:.2f} GiB "
         f"{'below' if logged > predicted else 'above'} the log: declare {flag} {value}GiB"

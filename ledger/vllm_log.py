@@ -19,6 +19,7 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     "non_torch_gib": (r"non_torch_memory(?:=|\s+takes\s+|\s+)" + _NUM + r"\s*GiB",),
     "activation_gib": (r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB",),
     "peak_torch_gib": (r"peak_torch_memory=" + _NUM + r"GiB",),  # 0.6.4: includes weights
+    "cuda_graph_gib": (r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB",),  # >= 0.19
     "kv_pool_gib": (
         r"Available KV cache memory:\s*" + _NUM + r"\s*GiB",  # V1
         r"kv_cache_size=" + _NUM + r"GiB",  # V0 0.6.4
@@ -46,6 +47,7 @@ class LogFacts:
     non_torch_gib: float | None = None
     activation_gib: float | None = None
     peak_torch_gib: float | None = None
+    cuda_graph_gib: float | None = None
     kv_pool_gib: float | None = None
     num_gpu_blocks: int | None = None
     kv_cache_tokens: int | None = None

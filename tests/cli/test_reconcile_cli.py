@@ -108,3 +108,22 @@ def test_weights_far_from_the_plan_mean_another_model():
                                  "--model", "llama-3.1-70b-instruct"])
     assert result.exit_code == 2 and "different model" in result.stderr
     assert "14.9888 GiB of weights" in result.stderr
+
+
+def test_cuda_graph_estimate_is_taken_out_of_the_replanned_pool(tmp_path):
+    """vLLM >= 0.19 subtracts its 'Estimated CUDA graph memory' from the KV budget."""
+    log = tmp_path / "v1.log"
+    log.write_text(
+        "INFO [gpu_model_runner.py] Model loading took 14.99 GiB and 3.1 seconds\n"
+        "INFO [gpu_worker.py] Estimated CUDA graph memory: 0.64 GiB total\n"
+        "INFO [gpu_worker.py] Available KV cache memory: 56.84 GiB\n")
+    rows = reconcile_path(log, "--model", "llama-3.1-8b", "--device", "h100-80gb",
+                          "--max-model-len", "8192")
+    assert rows["cuda_graphs"]["logged"] == round(0.64 * 2**30)
+    assert "--cuda-graph-memory 0.64GiB" in rows["cuda_graphs"]["advice"]
+
+
+def reconcile_path(path, *args):
+    result = runner.invoke(app, ["reconcile", str(path), *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return {row["key"]: row for row in json.loads(result.stdout)["rows"]}
