@@ -4,7 +4,7 @@
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servecap.ledger.engines import EngineSpec
@@ -220,3 +220,17 @@ def test_declared_cuda_graphs_come_out_of_the_pool():
     plan = sized_plan(EngineSpec("vllm", non_torch_bytes=0, cuda_graph_bytes=GiB))
     assert plan.budget.kv_pool_bytes == base - GiB
     assert plan.line("cuda_graphs") == GiB
+
+
+@settings(max_examples=40, deadline=None)
+@given(util=st.floats(0.3, 1.0), concurrency=st.integers(1, 400),
+       engine=st.sampled_from(["vllm", "sglang", "trtllm"]))
+def test_a_fitting_engine_plan_never_exceeds_the_device(util, concurrency, engine):
+    spec = load_model("llama-3.1-8b").spec
+    serve = ServeSpec(device_bytes=80 * GiB, context_tokens=8192, concurrency=concurrency)
+    knob = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static",
+            "trtllm": "free_gpu_memory_fraction"}[engine]
+    plan = build_plan(spec, serve, engine=EngineSpec(engine, **{knob: util}))
+    if plan.fits:
+        assert plan.committed_bytes <= plan.device_bytes
+        assert concurrency <= plan.budget.num_gpu_blocks // plan.budget.blocks_per_request
