@@ -52,7 +52,7 @@ DEVICES: tuple[Device, ...] = (
            "TFLOPS dense: NVIDIA H100 SXM datasheet (via glennklockwood.com)"),
     Device("h200-141gb", "NVIDIA H200", 141 * GB, 143_156 * MiB, 4_800 * GB, 989_400 * GB,
            "usable: torch total_memory=143156MB (MiB, floored; exact bytes unknown); "
-           "nvidia-smi 143771 MiB; 4.8 TB/s, 989 TFLOPS BF16 (open-instruct PR #1441)"),
+           "nvidia-smi 143771 MiB; 4.8 TB/s, 989 TFLOPS BF16 (open-instruct PR 1441)"),
     Device("l4-24gb", "NVIDIA L4", 24 * GB, 23_612_293_120, 300 * GB, 121 * TB,
            "usable: deviceQuery 22518 MBytes (23612293120 bytes); 300 GB/s; BF16 dense taken "
            "as half of the 242 TFLOPS NVIDIA quotes with sparsity"),

@@ -90,7 +90,7 @@ class KVGeometry:
 def comm_buffer_estimate(tp: int, pp: int) -> tuple[int, str]:
     """NCCL and custom all-reduce buffers per GPU: 0 on one GPU; with tp > 1,
     1.5 GiB + 256 MiB x (tp - 1), plus 256 MiB for pipeline send/recv when pp > 1. Calibrated on
-    vLLM PR #10511's log (non_torch 1.79 -> 3.58 GiB from TP 1 to TP 2); an estimate."""
+    vLLM vllm PR 10511's log (non_torch 1.79 -> 3.58 GiB from TP 1 to TP 2); an estimate."""
     if tp == 1 and pp == 1:
         return 0, "none: one GPU, no collectives"
     size = (3 * GiB // 2 + 256 * MiB * (tp - 1) if tp > 1 else 0) + (256 * MiB if pp > 1 else 0)
@@ -170,7 +170,7 @@ def _trtllm(engine: EngineSpec, free_after: int):
 
 def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, comm: int):
     """vLLM (>= 0.6.6) takes its memory baseline after NCCL is set up, so comm buffers sit in
-    the 1 - util headroom (0.6.4 and a PR #10511 development build counted them in
+    the 1 - util headroom (0.6.4 and a vllm PR 10511 development build counted them in
     non_torch_memory). Declared CUDA-graph memory comes out of the pool, as in vLLM >= 0.21."""
     non_kv += engine.cuda_graph_bytes or 0
     if engine.kv_cache_memory_bytes is not None:

@@ -74,7 +74,7 @@ def test_v1_log_without_a_device_asks_for_one():
 
 
 def test_development_table_log_with_its_own_model(tmp_path):
-    """PR #10511's Meta-Llama-3-8B (Llama-3.1-8B's shape with an 8,192-token context):
+    """vllm PR 10511's Meta-Llama-3-8B (Llama-3.1-8B's shape with an 8,192-token context):
     weights match the plan exactly and the replanned pool is the logged 53.29 GiB."""
     model = tmp_path / "Meta-Llama-3-8B"
     model.mkdir()
@@ -89,7 +89,7 @@ def test_development_table_log_with_its_own_model(tmp_path):
 
 
 def test_tensor_parallel_log_reconciles_per_rank():
-    """Issue #11251's log (vLLM 0.6.6, tp > 1, model not named): its per-rank figures are those
+    """vLLM issue 11251's log (0.6.6, tp > 1, model not named): its per-rank figures are those
     of a Llama-3.1-8B-shaped model at tp 2 (7.51 GiB weights incl. the rotary cache, 1 MiB
     blocks); planned at tp 1 its blocks would be twice the logged size."""
     rows = reconcile("v0_unknown_model_16gb_issue11251", "--model", "llama-3.1-8b", "-tp", "2")

@@ -84,7 +84,7 @@ def test_v0_concurrency_of_the_16gb_log():
 
 
 def test_vllm_budget_reproduces_the_profiling_line():
-    """PR #10511: 79.22 GiB x 0.90 - 14.96 - 1.79 - 1.26 = 53.29 GiB for KV."""
+    """vllm PR 10511: 79.22 GiB x 0.90 - 14.96 - 1.79 - 1.26 = 53.29 GiB for KV."""
     spec = load_model("llama-3.1-8b").spec
     serve = ServeSpec(device_bytes=parse_size("79.22GiB"), context_tokens=8192, concurrency=1,
                       runtime_peak_bytes=parse_size("1.26GiB"))

@@ -34,7 +34,7 @@ def test_llama_8b_weights_per_tp_rank(tp):
 
 
 def test_tp2_weights_match_vllm_log():
-    """vLLM PR #10511: Meta-Llama-3-8B 'model weights take 14.96GiB', with -tp 2 '7.48GiB'."""
+    """vLLM vllm PR 10511: Meta-Llama-3-8B 'model weights take 14.96GiB', with -tp 2 '7.48GiB'."""
     assert f"{rank_weight_bytes('llama-3.1-8b', 1) / GiB:.2f}" == "14.96"
     assert f"{rank_weight_bytes('llama-3.1-8b', 2) / GiB:.2f}" == "7.48"
 
