@@ -51,9 +51,13 @@ def devices(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         table.add_column(col, overflow="fold")
     for d in DEVICES:
         table.add_row(d.name, f"{d.marketing_bytes / 1e9:,.0f}", f"{d.usable_bytes / GiB:,.2f}",
-                      f"{d.bandwidth_bytes_per_s / 1e12:,.2f}",
-                      f"{d.bf16_flops_per_s / 1e12:,.0f}", d.source)
+                      _per_tera(d.bandwidth_bytes_per_s, ".2f"),
+                      _per_tera(d.bf16_flops_per_s, ",.1f"), d.source)
     Console().print(table)
+
+
+def _per_tera(value: int | None, spec: str) -> str:
+    return "unknown" if value is None else format(value / 1e12, spec)
 
 
 def blocks(

@@ -6,18 +6,20 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from servecap.ledger.plan import Overrides, build_plan
+from servecap.ledger.plan import Overrides
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model
 
+from .deploy import NO_DEPLOY, DeployFlags, deploy_options
+from .deploy import deploy as plan_deployment
+from .deploy_view import deployment_to_dict, render_deployment
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
 from .inputs import PlanFlags, model_for_flags, serve_spec
-from .plan_json import plan_to_dict
-from .plan_view import render_plan
 
 Opt = typer.Option
 
 
+@deploy_options
 def plan(
     model: Annotated[str, typer.Argument(help="Bundled model name (servecap models), a model "
                                          "YAML, a config.json or a local model directory.")],
@@ -49,6 +51,7 @@ def plan(
                                                "runtime-peak estimate).")] = 8192,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
     = False,
+    deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Build the per-device memory ledger and the memory-only concurrency ceiling.
 
@@ -57,20 +60,25 @@ def plan(
     flags = PlanFlags(device, context, concurrency, lengths, runtime_peak, safety, weight_dtype,
                       kv_dtype, activation_dtype, block_size, shared_prefix, group_size,
                       max_num_batched_tokens)
-    result = plan_from_flags(model, flags)
+    result = deployment_from_flags(model, flags, deploy)
     if as_json:
-        print(json.dumps(plan_to_dict(result), indent=2))
+        print(json.dumps(deployment_to_dict(result), indent=2))
     else:
-        render_plan(result, Console())
+        render_deployment(result, Console())
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
 def plan_from_flags(model: str, flags: PlanFlags):
-    """Load, build the ServeSpec, apply file-derived weights, and plan: the one call."""
+    """Load, build the ServeSpec, apply file-derived weights, and plan: the binding rank's."""
+    return deployment_from_flags(model, flags).plan
+
+
+def deployment_from_flags(model: str, flags: PlanFlags, deploy: DeployFlags = NO_DEPLOY):
+    """Load, build the ServeSpec, apply file-derived weights, and plan every rank."""
     loaded = load_model(model)
-    return build_plan(model_for_flags(flags, loaded), serve_spec(flags, loaded),
-                      _file_overrides(loaded, flags))
+    return plan_deployment(loaded, model_for_flags(flags, loaded), serve_spec(flags, loaded),
+                           _file_overrides(loaded, flags), deploy, flags)
 
 
 def _file_overrides(loaded: LoadedModel, flags: PlanFlags) -> Overrides:

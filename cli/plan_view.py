@@ -7,9 +7,9 @@ from servecap.ledger.plan import Plan
 from servecap.ledger.units import fmt_bytes, fmt_gib
 
 
-def render_plan(plan: Plan, console: Console) -> None:
+def render_plan(plan: Plan, console: Console, heading: str = "", notes: bool = True) -> None:
     serve = plan.serve
-    title = (f"{plan.model} on {serve.device_label or fmt_gib(plan.device_bytes)}: "
+    title = (f"{heading}{plan.model} on {serve.device_label or fmt_gib(plan.device_bytes)}: "
              f"{_load(plan)}")
     table = Table(title=title, title_justify="left")
     table.add_column("ledger line")
@@ -18,7 +18,7 @@ def render_plan(plan: Plan, console: Console) -> None:
     table.add_column("from", overflow="fold")
     for item in plan.lines:
         table.add_row(item.label, f"{item.num_bytes:,}", f"{item.num_bytes / 2**30:,.2f}",
-                      item.source + (" [measured]" if item.measured else ""))
+                      item.source + (r" \[measured]" if item.measured else ""))
     table.add_section()
     table.add_row("committed + reserved", f"{plan.committed_bytes:,}",
                   f"{plan.committed_bytes / 2**30:,.2f}", "sum of the lines above")
@@ -28,7 +28,7 @@ def render_plan(plan: Plan, console: Console) -> None:
     table.add_row(f"[{style}]left[/{style}]", f"[{style}]{plan.free_bytes:,}[/{style}]",
                   f"[{style}]{plan.free_bytes / 2**30:,.2f}[/{style}]", "device - committed")
     console.print(table)
-    _summary(plan, console)
+    _summary(plan, console, notes)
 
 
 def _load(plan: Plan) -> str:
@@ -38,7 +38,7 @@ def _load(plan: Plan) -> str:
     return f"{serve.concurrency} x {serve.context_tokens:,} tokens"
 
 
-def _summary(plan: Plan, console: Console) -> None:
+def _summary(plan: Plan, console: Console, notes: bool = True) -> None:
     kinds = {k: v for k, v in plan.kv_bytes_by_kind.items() if v}
     split = ", ".join(f"{k} layers {fmt_bytes(v)}" for k, v in kinds.items())
     console.print(f"KV per token: {plan.kv_bytes_per_token:,} B = "
@@ -52,5 +52,5 @@ def _summary(plan: Plan, console: Console) -> None:
     console.print(f"memory-only ceiling: [bold]{plan.memory_ceiling_requests}[/bold] requests "
                   f"of {plan.serve.context_tokens:,} tokens; declared load {verdict}")
     console.print("  (memory only: not a latency promise; see servecap simulate)", style="dim")
-    for note in plan.notes:
+    for note in plan.notes if notes else ():
         console.print(f"note: {note}", style="yellow")

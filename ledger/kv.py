@@ -10,13 +10,20 @@ from .paging import blocks_for
 
 @dataclass(frozen=True)
 class Shard:
-    """Which part of the model one device holds: tensor-parallel degree and its pipeline layers."""
+    """Which part of the model one device holds: tensor-parallel degree, its pipeline layers,
+    and whether its stage is the first (embedding) and the last (final norm, lm_head)."""
 
     tensor_parallel_size: int = 1
     layers: tuple[int, ...] | None = None
+    first_stage: bool = True
+    last_stage: bool = True
 
     def layer_ids(self, spec: ModelSpec) -> tuple[int, ...]:
         return self.layers if self.layers is not None else tuple(range(spec.num_layers))
+
+    def is_whole(self, spec: ModelSpec) -> bool:
+        """One device holds the entire model."""
+        return self.tensor_parallel_size == 1 and len(self.layer_ids(spec)) == spec.num_layers
 
 
 WHOLE = Shard()

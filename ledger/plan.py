@@ -4,23 +4,36 @@ from dataclasses import dataclass, field, replace
 
 from . import dtypes
 from .arch import active_parameters
-from .kv import WHOLE, Shard, kv_bytes_by_layer_kind, kv_bytes_per_request, kv_bytes_per_token
+from .engines import (
+    PLAIN,
+    PLAIN_ENGINE,
+    VLLM,
+    Budget,
+    EngineSpec,
+    KVGeometry,
+    budget,
+    overhead_lines,
+    pool_and_headroom,
+    rotary_cache_line,
+)
+from .errors import SpecError
+from .kv import (
+    WHOLE,
+    Shard,
+    kv_bits_per_token_layer,
+    kv_bytes_by_layer_kind,
+    kv_bytes_per_request,
+    kv_bytes_per_token,
+)
+from .lines import Line
 from .model import ModelSpec, Quant
 from .paging import BlockReport, paging_report
 from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
+from .sharding import Stage, rank_inventory
 from .weights import WeightBytes, default_quant, weight_bytes
 
-
-@dataclass(frozen=True)
-class Line:
-    """One ledger line: int bytes and the inputs that produced it ('from')."""
-
-    key: str
-    label: str
-    num_bytes: int
-    source: str
-    measured: bool = False
+__all__ = ["Line", "Overrides", "Plan", "build_plan", "with_device"]
 
 
 @dataclass(frozen=True)
@@ -37,9 +50,11 @@ class Plan:
     num_parameters: int
     active_parameters: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    budget: Budget | None = None
+    shard: Shard = WHOLE
 
     def line(self, key: str) -> int:
-        return next(item.num_bytes for item in self.lines if item.key == key)
+        return next((item.num_bytes for item in self.lines if item.key == key), 0)
 
     @property
     def device_bytes(self) -> int:
@@ -56,68 +71,143 @@ class Plan:
 
     @property
     def fits(self) -> bool:
+        """Nothing overcommitted; with an engine, the load's KV also fits in whole blocks."""
+        if self.budget is not None and self.line("kv_cache") > \
+                self.budget.num_gpu_blocks * self.budget.block_bytes:
+            return False
         return self.free_bytes >= 0
 
     @property
     def fixed_bytes(self) -> int:
         """Everything but the KV cache: what the ceiling divides the rest of the device by."""
-        return self.committed_bytes - self.line("kv_cache")
+        return self.committed_bytes - self.line("kv_cache") - self.line("kv_pool_spare")
 
 
 @dataclass(frozen=True)
 class Overrides:
-    """Ledger lines replaced by a measured or file-derived value (e.g. safetensors headers)."""
+    """Ledger lines replaced by a measured or file-derived value (e.g. safetensors headers).
+    per_device: the value is one device's (measured); else it is the whole checkpoint's and a
+    rank takes its share of it."""
 
     weights: WeightBytes | None = None
     weights_source: str = ""
     quant: Quant | None = None
+    per_device: bool = False
 
 
 def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrides(),
-               shard: Shard = WHOLE) -> Plan:
-    """The seed's ledger: weights, metadata, runtime peak, KV for the live tokens, safety."""
+               shard: Shard = WHOLE, engine: EngineSpec = PLAIN_ENGINE) -> Plan:
+    """The seed's ledger: weights, metadata, runtime peak, KV for the live tokens, safety; with
+    an engine, its KV pool and headroom in place of the safety reserve (servecap.ledger.engines)."""
     kv_bits = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
-    weights, weights_from = _weights(spec, serve, overrides)
-    runtime, runtime_from = _runtime_peak(spec, serve)
-    safety, safety_from = _safety(serve)
-    per_token = kv_bytes_per_token(spec, kv_bits, shard)
+    weights, head = _fixed_lines(spec, serve, overrides, shard, engine)
     bsz = serve.block_size_tokens
     per_request = kv_bytes_per_request(spec, kv_bits, serve.context_tokens, bsz, shard)
     lengths = list(serve.live_lengths)
     kv_total = _kv_total(spec, kv_bits, lengths, serve, shard)
-    lines = (
-        Line("weights", "weights", weights.param_bytes, weights_from, bool(overrides.weights)),
-        Line("weight_metadata", "weight metadata",
-             weights.metadata_bytes, _meta_from(weights, overrides)),
-        Line("runtime_peak", "runtime peak", runtime, runtime_from),
-        Line("kv_cache", "KV cache in use", kv_total, _kv_from(lengths, bsz, serve)),
-        Line("safety", "safety reserve", safety, safety_from),
-    )
+    kv_line = Line("kv_cache", "KV cache in use", kv_total, _kv_from(lengths, bsz, serve))
+    result = None
+    if engine.name == PLAIN:
+        safety, safety_from = _safety(serve)
+        lines = head + (kv_line, Line("safety", "safety reserve", safety, safety_from))
+    else:
+        lines, result = _engine_lines(spec, serve, shard, engine, head, kv_line, kv_bits)
     fixed = sum(item.num_bytes for item in lines) - kv_total
     if serve.lengths:
         per_request = -(-kv_total // len(lengths))
     ceiling = max(0, (serve.device_bytes - fixed) // per_request) if per_request else 0
     return Plan(
-        model=spec.name, serve=serve, lines=lines, kv_bytes_per_token=per_token,
+        model=spec.name, serve=serve, lines=lines,
+        kv_bytes_per_token=kv_bytes_per_token(spec, kv_bits, shard),
         kv_bytes_per_request=per_request,
         kv_bytes_by_kind=kv_bytes_by_layer_kind(spec, kv_bits, serve.context_tokens, bsz, shard),
         paging=paging_report(lengths, bsz, serve.shared_prefix_tokens),
-        memory_ceiling_requests=ceiling,
+        memory_ceiling_requests=ceiling if result is None else int(result.max_concurrency),
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
-        notes=_notes(spec, serve, weights, fixed),
+        notes=_notes(spec, serve, weights, fixed, result), budget=result, shard=shard,
     )
 
 
-def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides) -> tuple[WeightBytes, str]:
-    if overrides.weights is not None:
+def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard: Shard,
+                 engine: EngineSpec) -> tuple[WeightBytes, tuple[Line, ...]]:
+    """Weights, metadata, runtime peak, and (engines, multi-GPU) non-torch and comm buffers."""
+    weights, weights_from = _weights(spec, serve, overrides, shard)
+    runtime, runtime_from = _runtime_peak(spec, serve, shard)
+    pp = 1 if shard.first_stage and shard.last_stage else 2
+    return weights, (
+        Line("weights", "weights", weights.param_bytes, weights_from,
+             overrides.weights is not None),
+        Line("weight_metadata", "weight metadata",
+             weights.metadata_bytes, _meta_from(weights, overrides)),
+        Line("runtime_peak", "runtime peak", runtime, runtime_from,
+             serve.runtime_peak_bytes is not None),
+    ) + _rotary(spec, engine, overrides) + overhead_lines(engine, shard.tensor_parallel_size, pp)
+
+
+def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[Line, ...]:
+    """vLLM only, and not when the weights line is a measurement that already holds it."""
+    measured = overrides.per_device and overrides.weights is not None
+    if engine.name != VLLM or measured or not spec.max_position_embeddings:
+        return ()
+    return (rotary_cache_line(spec),)
+
+
+def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,
+                  head: tuple[Line, ...], kv_line: Line, kv_bits: int):
+    """The engine's pool replaces the safety reserve: KV in use + the pool's spare blocks fill
+    the pool; what the engine keeps outside its budget is the headroom line."""
+    world = shard.tensor_parallel_size * (1 if shard.first_stage and shard.last_stage else 2)
+    pool, headroom, how, headroom_from = pool_and_headroom(engine, serve.device_bytes, head,
+                                                           world)
+    geo = KVGeometry(spec, kv_bits_per_token_layer(spec, kv_bits, shard) // 8,
+                     shard.layer_ids(spec), serve.context_tokens, serve.max_num_batched_tokens,
+                     serve.block_size_tokens)
+    result = budget(engine, max(pool, 0), geo, how)
+    usable = result.num_gpu_blocks * result.block_bytes
+    spare = max(usable - kv_line.num_bytes, 0)
+    measured = engine.kv_cache_memory_bytes is not None
+    lines = head + (
+        kv_line,
+        Line("kv_pool_spare", "KV pool, unused blocks", spare,
+             f"{how}: {result.num_gpu_blocks:,} blocks x {result.block_bytes:,} B", measured),
+        Line("safety", "headroom outside the engine budget", max(headroom, 0), headroom_from),
+    )
+    return lines, result
+
+
+def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides,
+             shard: Shard) -> tuple[WeightBytes, str]:
+    whole = shard.is_whole(spec)
+    if overrides.weights is not None and (whole or overrides.per_device):
         return overrides.weights, overrides.weights_source
     dense = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
     wdtype = dtypes.lookup(serve.weight_dtype, "weight_dtype", dtypes.WEIGHT_DTYPES)
     quant = overrides.quant or spec.quant or default_quant(wdtype.name)
     dense_bits = wdtype.bits if quant is None else dense.bits
-    result = weight_bytes(spec, dense_bits, quant)
-    return result, result.how
+    if whole:
+        result = weight_bytes(spec, dense_bits, quant)
+        return result, result.how
+    if not spec.has_architecture:
+        raise SpecError("--tensor-parallel-size", shard.tensor_parallel_size,
+                        f"{spec.name} states no architecture (hidden_size, vocab_size) to shard; "
+                        "only 1 is allowed")
+    stage = Stage(0, shard.layer_ids(spec), shard.first_stage, shard.last_stage)
+    groups = rank_inventory(spec, shard.tensor_parallel_size, stage)
+    result = weight_bytes(spec, dense_bits, quant, groups)
+    if overrides.weights is None:
+        return result, result.how
+    return _share(overrides, result, weight_bytes(spec, dense_bits, quant))
+
+
+def _share(overrides: Overrides, rank: WeightBytes, whole: WeightBytes) -> tuple[WeightBytes, str]:
+    """A whole-checkpoint figure split in the proportion the inventory gives this rank."""
+    file = overrides.weights
+    num = rank.param_bytes + rank.metadata_bytes
+    den = max(whole.param_bytes + whole.metadata_bytes, 1)
+    scaled = WeightBytes(file.param_bytes * num // den, file.metadata_bytes * num // den,
+                         rank.num_parameters, rank.quantized_parameters, "")
+    return scaled, f"{overrides.weights_source}, this rank's {num / den:.2%} share"
 
 
 def _meta_from(weights: WeightBytes, overrides: Overrides) -> str:
@@ -127,10 +217,10 @@ def _meta_from(weights: WeightBytes, overrides: Overrides) -> str:
         f"{weights.quantized_parameters:,} quantized params"
 
 
-def _runtime_peak(spec: ModelSpec, serve: ServeSpec) -> tuple[int, str]:
+def _runtime_peak(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> tuple[int, str]:
     if serve.runtime_peak_bytes is not None:
         return serve.runtime_peak_bytes, "declared: activations, workspaces, graphs"
-    return estimate_runtime_peak(spec, serve)
+    return estimate_runtime_peak(spec, serve, shard)
 
 
 def _safety(serve: ServeSpec) -> tuple[int, str]:
@@ -175,11 +265,15 @@ def _representations(serve: ServeSpec, weights: WeightBytes, kv_bits: int):
     )
 
 
-def _notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: int) -> tuple[str, ...]:
+def _notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: int,
+           result: Budget | None = None) -> tuple[str, ...]:
     notes = list(spec.notes)
     total_weights = weights.param_bytes + weights.metadata_bytes
     if total_weights > serve.device_bytes:
         notes.append("the weights alone do not fit on this device: memory ceiling 0")
+    elif result is not None and result.kv_pool_bytes <= 0:
+        notes.append(f"{result.engine}: no memory left for the KV pool ({result.how}): the "
+                     "engine would refuse to start")
     elif fixed > serve.device_bytes:
         notes.append("weights, runtime peak and safety leave no room for any KV: ceiling 0")
     return tuple(notes)

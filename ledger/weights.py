@@ -1,5 +1,6 @@
 """Weight memory: parameters x bits, plus quantization metadata (scales, zero points) kept apart."""
 
+import re
 from dataclasses import dataclass
 from fnmatch import fnmatch
 
@@ -34,16 +35,22 @@ def default_quant(dtype_name: str, group_size: int = 128, zero_point: bool = Tru
     return None
 
 
-def weight_bytes(spec: ModelSpec, dense_bits: int, quant: Quant | None) -> WeightBytes:
-    """M_weights = P x b_w + M_metadata (seed 000). Unquantized tensors stay at `dense_bits`."""
-    if quant is None:
+def weight_bytes(spec: ModelSpec, dense_bits: int, quant: Quant | None,
+                 groups: list[TensorGroup] | None = None) -> WeightBytes:
+    """M_weights = P x b_w + M_metadata (seed 000). Unquantized tensors stay at `dense_bits`.
+    `groups` is one rank's share of the inventory (servecap.ledger.sharding); default: all."""
+    if quant is None and groups is None:
         params = count_parameters(spec)
         return WeightBytes(bits_to_bytes(params * dense_bits), 0, params, 0,
                            f"{params:,} params x {dense_bits} bits")
+    if quant is None:
+        params = sum(g.numel for g in groups)
+        return WeightBytes(bits_to_bytes(params * dense_bits), 0, params, 0,
+                           f"{params:,} params on this rank x {dense_bits} bits")
     if not spec.has_architecture:
         return _flat_quant(spec, quant)
     param_bits = meta_bits = quantized = total = 0
-    for group in inventory(spec):
+    for group in groups if groups is not None else inventory(spec):
         total += group.numel
         if _is_quantized(group, quant):
             quantized += group.numel
@@ -68,6 +75,8 @@ def _is_quantized(group: TensorGroup, quant: Quant) -> bool:
 def _matches(path: str, pattern: str) -> bool:
     """'model.layers.*.self_attn' globs a module and its children; a plain name ('lm_head',
     'gate') matches as a substring, the way the formats' own loaders test it."""
+    if pattern.startswith("re:"):  # compressed-tensors' regex form
+        return re.search(pattern[3:], path) is not None
     if "*" in pattern or "?" in pattern:
         return fnmatch(path, pattern) or fnmatch(path, pattern + ".*")
     return pattern in path
@@ -83,10 +92,27 @@ def _module_path(group: TensorGroup) -> str:
 
 
 def _metadata_bits(group: TensorGroup, quant: Quant) -> int:
-    rows, cols, count = group.rows, group.cols, group.count
+    """Scales (and zero points, g_idx) of every matrix in the group, each in its own
+    orientation: scales run along the output rows, groups along the input columns."""
+    bits = sum(_matrix_metadata_bits(rows, cols, count, quant)
+               for rows, cols, count in _matrices(group))
+    return bits + (_g_idx_bits(group) if quant.method == "gptq" else 0)
+
+
+def _matrices(group: TensorGroup) -> list[tuple[int, int, int]]:
+    """(out rows, in cols, count). A gated MLP group (gate, up, down) holds inter x hidden
+    gate/up and a hidden x inter down projection."""
+    if group.name.startswith("mlp.") and group.count % 3 == 0:
+        per = group.count // 3
+        return [(group.rows, group.cols, 2 * per), (group.cols, group.rows, per)]
+    return [(group.rows, group.cols, group.count)]
+
+
+def _matrix_metadata_bits(rows: int, cols: int, count: int, quant: Quant) -> int:
     if quant.granularity == "group":
         per_group = quant.scale_bits + (quant.bits if quant.zero_point else 0)
-        return count * rows * -(-cols // quant.group_size) * per_group
+        per_row = -(-cols // quant.group_size) if quant.group_size > 0 else 1  # 0: per channel
+        return count * rows * per_row * per_group
     if quant.granularity == "channel":
         return count * rows * quant.scale_bits
     if quant.granularity == "tensor":
@@ -101,10 +127,15 @@ def _metadata_bits(group: TensorGroup, quant: Quant) -> int:
                     "allowed: group, channel, tensor, block, microblock")
 
 
+def _g_idx_bits(group: TensorGroup) -> int:
+    """GPTQ checkpoints store g_idx, one int32 per input column of every matrix."""
+    return sum(cols * count * 32 for _, cols, count in _matrices(group))
+
+
 def _flat_quant(spec: ModelSpec, quant: Quant) -> WeightBytes:
     """Only a parameter count is known: every parameter is taken as quantized, in groups."""
     params = count_parameters(spec)
-    if quant.granularity in ("group", "microblock"):
+    if quant.granularity in ("group", "microblock") and quant.group_size > 0:
         per_group = quant.scale_bits + (quant.bits if quant.zero_point else 0)
         meta = -(-params // quant.group_size) * per_group
     elif quant.granularity == "block":

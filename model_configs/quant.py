@@ -5,7 +5,9 @@ from typing import Any
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import Quant
 
-KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt (NVFP4)")
+from .compressed_tensors import parse_compressed_tensors
+
+KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt (NVFP4)", "compressed-tensors")
 
 
 def parse_quantization(qc: dict[str, Any] | None) -> Quant | None:
@@ -20,6 +22,8 @@ def parse_quantization(qc: dict[str, Any] | None) -> Quant | None:
         return _grouped(method, qc, skip)
     if method == "fp8":
         return _fp8(qc, skip)
+    if method == "compressed-tensors":
+        return parse_compressed_tensors(qc)
     if method == "mxfp4":
         return Quant("mxfp4", 4, "microblock", group_size=32, scale_bits=8,
                      modules_not_converted=skip)
@@ -34,12 +38,12 @@ def parse_quantization(qc: dict[str, Any] | None) -> Quant | None:
 def _grouped(method: str, qc: dict[str, Any], skip: tuple[str, ...]) -> Quant:
     bits = int(qc.get("bits", qc.get("w_bit", 4)))
     group = int(qc.get("group_size", qc.get("q_group_size", 128)))
-    if bits not in (2, 3, 4, 8) or group < 1:
+    if bits not in (2, 3, 4, 8) or group < 1 and group != -1:
         raise SpecError("quantization_config.bits/group_size", (bits, group),
-                        "bits in 2, 3, 4, 8 and a positive group_size")
+                        "bits in 2, 3, 4, 8 and a positive group_size (or -1: per channel)")
     # GPTQ stores qzeros even when symmetric; AWQ only with zero_point: true.
     zero = True if method == "gptq" else bool(qc.get("zero_point", True))
-    return Quant(method, bits, "group", group_size=group, zero_point=zero,
+    return Quant(method, bits, "group", group_size=max(group, 0), zero_point=zero,
                  modules_not_converted=skip)
 
 

@@ -1,0 +1,129 @@
+"""Deployment flags (parallel sizes, engine knobs, measured lines) shared by plan/reconcile."""
+
+import functools
+import inspect
+import re
+from dataclasses import dataclass, fields, replace
+from typing import Annotated
+
+import typer
+
+from servecap.ledger.engines import DEFAULT_BLOCK_TOKENS, PLAIN, EngineSpec
+from servecap.ledger.errors import SpecError
+from servecap.ledger.plan import Overrides
+from servecap.ledger.ranks import Deployment, Parallel, build_deployment
+from servecap.ledger.units import parse_size
+from servecap.ledger.weights import WeightBytes
+from servecap.model_configs import LoadedModel
+
+Opt = typer.Option
+
+
+@dataclass(frozen=True)
+class DeployFlags:
+    """The deployment flags as typed (vLLM's / SGLang's / TensorRT-LLM's own names)."""
+
+    tensor_parallel_size: Annotated[int, Opt("--tensor-parallel-size", "-tp", help="GPUs "
+                                             "that shard each layer.")] = 1
+    pipeline_parallel_size: Annotated[int, Opt("--pipeline-parallel-size", "-pp", help="GPUs "
+                                               "that split the layers into stages.")] = 1
+    data_parallel_size: Annotated[int, Opt("--data-parallel-size", "-dp", help="Replicas of "
+                                           "the whole tp x pp group.")] = 1
+    engine: Annotated[str, Opt(help="Budget semantics: plain (the seed ledger), vllm, sglang, "
+                               "trtllm.")] = PLAIN
+    gpu_memory_utilization: Annotated[float | None, Opt(help="vLLM: fraction of TOTAL device "
+                                                        "memory it may use (default 0.90).")] = None
+    kv_cache_memory: Annotated[str | None, Opt("--kv-cache-memory", "--kv-cache-memory-bytes",
+                                               help="vLLM: KV pool size per GPU; overrides the "
+                                               "utilization budget.")] = None
+    mem_fraction_static: Annotated[float | None, Opt(help="SGLang: (weights + KV pool) / memory "
+                                                     "free at start.")] = None
+    free_gpu_memory_fraction: Annotated[float | None, Opt(help="TensorRT-LLM: fraction of the "
+                                                          "memory free after weights.")] = None
+    non_torch: Annotated[str | None, Opt(help="Measured memory outside torch's allocator, "
+                                         "e.g. 0.35GiB.")] = None
+    weights: Annotated[str | None, Opt(help="Measured weights per GPU, e.g. 14.99GiB (vLLM's "
+                                       "'Model loading took').")] = None
+    comm_buffer: Annotated[str | None, Opt(help="Communication buffers per GPU (NCCL, "
+                                           "all-reduce). Default: an estimate growing with "
+                                           "tp.")] = None
+    cuda_graph_memory: Annotated[str | None, Opt(help="Measured CUDA graph pool per GPU "
+                                                 "(vLLM's 'Graph capturing ... took').")] = None
+
+
+NO_DEPLOY = DeployFlags()
+ENGINE_KNOBS = {"gpu_memory_utilization": "vllm", "kv_cache_memory": "vllm",
+                "mem_fraction_static": "sglang", "free_gpu_memory_fraction": "trtllm"}
+
+
+def deploy_options(command):
+    """Append DeployFlags' options to `command`'s signature; it receives them as `deploy`."""
+    names = [f.name for f in fields(DeployFlags)]
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        flags = DeployFlags(**{name: kwargs.pop(name) for name in names})
+        return command(*args, deploy=flags, **kwargs)
+
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "deploy"]
+    hints = inspect.get_annotations(DeployFlags)
+    extra = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                               annotation=hints[f.name]) for f in fields(DeployFlags)]
+    wrapper.__signature__ = inspect.Signature(own + extra)
+    del wrapper.__wrapped__
+    return wrapper
+
+
+def engine_spec(flags: DeployFlags) -> EngineSpec:
+    """The engine and its knobs; a knob of another engine is an error, not silently ignored."""
+    for knob, owner in ENGINE_KNOBS.items():
+        if getattr(flags, knob) is not None and flags.engine != owner:
+            raise SpecError("--" + knob.replace("_", "-"), getattr(flags, knob),
+                            f"applies to --engine {owner} (got --engine {flags.engine})")
+    return EngineSpec(
+        name=flags.engine, gpu_memory_utilization=flags.gpu_memory_utilization,
+        kv_cache_memory_bytes=_vllm_size(flags.kv_cache_memory, "--kv-cache-memory"),
+        mem_fraction_static=flags.mem_fraction_static,
+        free_gpu_memory_fraction=flags.free_gpu_memory_fraction,
+        non_torch_bytes=_size(flags.non_torch, "--non-torch"),
+        comm_buffer_bytes=_size(flags.comm_buffer, "--comm-buffer"),
+        cuda_graph_bytes=_size(flags.cuda_graph_memory, "--cuda-graph-memory"))
+
+
+def measured_overrides(flags: DeployFlags, file_overrides: Overrides) -> Overrides:
+    """--weights replaces the weights line (per GPU, as engines log it)."""
+    size = _size(flags.weights, "--weights")
+    if size is None:
+        return file_overrides
+    return Overrides(weights=WeightBytes(size, 0, 0, 0, ""),
+                     weights_source="measured: --weights (values and metadata together)",
+                     per_device=True)
+
+
+def deploy(loaded: LoadedModel, spec, serve, overrides: Overrides, flags: DeployFlags,
+           plan_flags) -> Deployment:
+    """Plan every rank of the deployment with the engine's semantics."""
+    engine = engine_spec(flags)
+    if engine.name != PLAIN and plan_flags.safety is not None:
+        raise SpecError("--safety", plan_flags.safety, f"applies to --engine plain; "
+                        f"{engine.name} keeps its own headroom (see its fraction flag)")
+    if engine.name != PLAIN and plan_flags.block_size is None and \
+            loaded.serving.block_size is None:
+        serve = replace(serve, block_size_tokens=DEFAULT_BLOCK_TOKENS[engine.name])
+    parallel = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
+                        flags.data_parallel_size)
+    return build_deployment(spec, serve, measured_overrides(flags, overrides), parallel, engine)
+
+
+def _vllm_size(text: str | None, field: str) -> int | None:
+    """vLLM's human_readable_int too: '20G' = 20 x 2**30, '20g' = 20 x 10**9 ('K'/'k' ...)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)([kKmMgGtT])\s*", text or "")
+    if not match:
+        return _size(text, field)
+    power = "kmgt".index(match.group(2).lower()) + 1
+    base = 1024 if match.group(2).isupper() else 1000
+    return int(float(match.group(1)) * base**power)
+
+
+def _size(text: str | None, field: str) -> int | None:
+    return None if text is None else parse_size(text, field)

@@ -1,0 +1,225 @@
+"""Serving engines' KV budgets (vLLM, SGLang, TensorRT-LLM) and the lines outside torch."""
+
+from dataclasses import dataclass, replace
+
+from .errors import SpecError
+from .kv_blocks import (
+    V0,
+    V1,
+    blocks_per_request,
+    kv_cache_groups,
+    kv_cache_tokens,
+    max_concurrency,
+    num_gpu_blocks,
+    uniform_kinds,
+)
+from .lines import Line
+from .model import ModelSpec
+from .units import GiB, MiB
+
+PLAIN, VLLM, SGLANG, TRTLLM = "plain", "vllm", "sglang", "trtllm"
+ENGINES = (PLAIN, VLLM, SGLANG, TRTLLM)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.90  # vLLM <= 0.11 (0.92 in 0.20+)
+DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.90  # TensorRT-LLM KvCacheConfig
+# SGLang's default mem_fraction_static by tp x pp (server_args.py, 0.4.6): 0.88 on one GPU.
+SGLANG_DEFAULT_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+DEFAULT_BLOCK_TOKENS = {VLLM: 16, SGLANG: 1, TRTLLM: 32}
+# Memory outside torch's allocator that the engine's profiler sees on one GPU (cuBLAS/attention
+# workspaces): public vLLM logs show 0.35-0.39 GiB. An estimate; measure it (--non-torch).
+DEFAULT_NON_TORCH_BYTES = 384 * MiB
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """The engine whose budget semantics apply, its knobs (its own flag names), and the lines
+    declared from measurement. None means 'the engine's default / servecap's estimate'."""
+
+    name: str = PLAIN
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory_bytes: int | None = None
+    mem_fraction_static: float | None = None
+    free_gpu_memory_fraction: float | None = None
+    non_torch_bytes: int | None = None
+    comm_buffer_bytes: int | None = None
+    cuda_graph_bytes: int | None = None
+    formula: str = V1
+
+    def __post_init__(self) -> None:
+        if self.name not in ENGINES:
+            raise SpecError("--engine", self.name, "allowed: " + ", ".join(ENGINES))
+        for field in ("gpu_memory_utilization", "mem_fraction_static",
+                      "free_gpu_memory_fraction"):
+            value = getattr(self, field)
+            if value is not None and not 0 < value <= 1:
+                raise SpecError("--" + field.replace("_", "-"), value, "a fraction in (0, 1]")
+        if self.formula not in (V0, V1):
+            raise SpecError("formula", self.formula, "v0 or v1")
+
+
+PLAIN_ENGINE = EngineSpec()
+
+
+@dataclass(frozen=True)
+class Budget:
+    """An engine's KV pool on one rank, in its own terms (what its startup log prints)."""
+
+    engine: str
+    kv_pool_bytes: int
+    num_gpu_blocks: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    block_size_tokens: int
+    block_bytes: int
+    blocks_per_request: int
+    how: str
+    num_groups: int = 1
+
+
+@dataclass(frozen=True)
+class KVGeometry:
+    """What sizes a rank's pages: bytes one token takes in one layer on this rank, its layers."""
+
+    spec: ModelSpec
+    layer_bytes_per_token: int
+    layer_ids: tuple[int, ...]
+    max_model_len: int
+    max_num_batched_tokens: int
+    block_size_tokens: int
+
+
+def comm_buffer_estimate(tp: int, pp: int) -> tuple[int, str]:
+    """NCCL and custom all-reduce buffers per GPU: 0 on one GPU; with tp > 1,
+    1.5 GiB + 256 MiB x (tp - 1), plus 256 MiB for pipeline send/recv when pp > 1. Calibrated on
+    vLLM vllm PR 10511's log (non_torch 1.79 -> 3.58 GiB from TP 1 to TP 2); an estimate."""
+    if tp == 1 and pp == 1:
+        return 0, "none: one GPU, no collectives"
+    size = (3 * GiB // 2 + 256 * MiB * (tp - 1) if tp > 1 else 0) + (256 * MiB if pp > 1 else 0)
+    return size, (f"estimate for tp={tp}, pp={pp}: NCCL + all-reduce buffers grow with tp; "
+                  "declare with --comm-buffer")
+
+
+def overhead_lines(engine: EngineSpec, tp: int, pp: int) -> tuple[Line, ...]:
+    """non-torch memory and communication buffers: shown for engine budgets, for any
+    multi-GPU plan, and whenever declared; the plain single-GPU ledger stays the seed's."""
+    out = []
+    if engine.non_torch_bytes is not None:
+        out.append(Line("non_torch", "non-torch memory", engine.non_torch_bytes,
+                        "measured: --non-torch", True))
+    elif engine.name != PLAIN:
+        out.append(Line("non_torch", "non-torch memory", DEFAULT_NON_TORCH_BYTES,
+                        "estimate: cuBLAS/attention workspaces outside torch; measure to replace"))
+    if engine.comm_buffer_bytes is not None:
+        out.append(Line("comm_buffers", "communication buffers", engine.comm_buffer_bytes,
+                        "declared: --comm-buffer", True))
+    elif engine.name != PLAIN or tp * pp > 1:
+        size, how = comm_buffer_estimate(tp, pp)
+        out.append(Line("comm_buffers", "communication buffers", size, how))
+    if engine.cuda_graph_bytes is not None:
+        out.append(Line("cuda_graphs", "CUDA graph pool", engine.cuda_graph_bytes,
+                        "measured: --cuda-graph-memory", True))
+    return tuple(out)
+
+
+def rotary_cache_line(spec: ModelSpec) -> Line:
+    """vLLM's rotary embedding keeps one cos/sin cache per model, max_position_embeddings x
+    rotary dim in the model dtype (2 B), and measures it with the weights: 32 MiB for
+    Llama-3.1-8B, the +0.03 GiB its logs show over the checkpoint."""
+    att = spec.attention
+    rotary = att.qk_rope_head_dim if att.kind == "mla" else att.head_dim
+    size = spec.max_position_embeddings * rotary * 2
+    return Line("rotary_cache", "rotary cos/sin cache", size,
+                f"vLLM: {spec.max_position_embeddings:,} positions x {rotary} x 2 B, one per "
+                "model, logged with the weights")
+
+
+def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, ...],
+                      world_size: int) -> tuple[int, int, str, str]:
+    """(KV pool, headroom outside the engine's budget, how the pool was sized, headroom's 'from').
+
+    vLLM: pool = total x gpu_memory_utilization - weights - activation peak - non-torch; NCCL
+    and CUDA context sit in the 1 - utilization headroom. SGLang: pool = free at start x
+    mem_fraction_static - weights, free at start = total - non-torch - comm. TensorRT-LLM:
+    pool = free_gpu_memory_fraction x memory free after weights, activations and buffers."""
+    amount = {line.key: line.num_bytes for line in lines}
+    weights = amount["weights"] + amount["weight_metadata"]
+    act, non_torch, comm = amount["runtime_peak"], amount["non_torch"], amount["comm_buffers"]
+    weights += amount.get("rotary_cache", 0)
+    if engine.name == VLLM:
+        return _vllm(engine, device_bytes, weights + act + non_torch, comm)
+    graphs = amount.get("cuda_graphs", 0)
+    if engine.name == SGLANG:
+        return _sglang(engine, device_bytes - non_torch - comm, weights, act + graphs, world_size)
+    return _trtllm(engine, device_bytes - weights - act - non_torch - comm - graphs)
+
+
+def _sglang(engine: EngineSpec, free_start: int, weights: int, act: int, world_size: int):
+    fraction = engine.mem_fraction_static or _sglang_default(world_size)
+    pool = int(free_start * fraction) - weights
+    return pool, free_start - int(free_start * fraction) - act, (
+        f"SGLang: (total - non-torch - comm) x mem_fraction_static {fraction:.2f} - weights"
+    ), f"outside mem_fraction_static {fraction:.2f}, after activations"
+
+
+def _trtllm(engine: EngineSpec, free_after: int):
+    fraction = engine.free_gpu_memory_fraction or DEFAULT_FREE_GPU_MEMORY_FRACTION
+    pool = int(free_after * fraction)
+    return pool, free_after - pool, (
+        f"TensorRT-LLM: free_gpu_memory_fraction {fraction:.2f} x memory free after weights"
+    ), f"the {1 - fraction:.0%} of free memory TensorRT-LLM leaves"
+
+
+def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, comm: int):
+    """vLLM (>= 0.6.6) takes its memory baseline after NCCL is set up, so comm buffers sit in
+    the 1 - util headroom (0.6.4 and a vllm PR 10511 development build counted them in
+    non_torch_memory). Declared CUDA-graph memory comes out of the pool, as in vLLM >= 0.21."""
+    non_kv += engine.cuda_graph_bytes or 0
+    if engine.kv_cache_memory_bytes is not None:
+        rest = device_bytes - non_kv - comm - engine.kv_cache_memory_bytes
+        return engine.kv_cache_memory_bytes, rest, "measured: --kv-cache-memory (ignores " \
+            "gpu_memory_utilization)", "left on the device outside the declared pool"
+    util = engine.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
+    requested = device_bytes * util
+    pool = int(requested - non_kv)
+    graphs = " - CUDA graphs" if engine.cuda_graph_bytes else ""
+    return pool, device_bytes - int(requested) - comm, (
+        f"vLLM: total x gpu_memory_utilization {util:.2f} - weights - activation peak - "
+        f"non-torch{graphs}"), f"outside gpu_memory_utilization {util:.2f}, less comm buffers"
+
+
+def _sglang_default(world_size: int) -> float:
+    return next(f for size, f in SGLANG_DEFAULT_FRACTIONS if world_size >= size)
+
+
+def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Budget:
+    """Blocks, cache tokens and max concurrency of one rank's pool, as the engine computes them."""
+    spec, bsz = geo.spec, geo.block_size_tokens
+    if engine.name == VLLM:
+        groups = kv_cache_groups(uniform_kinds(spec.attention.layer_kinds, spec.num_layers))
+        size = groups.group_size_on(geo.layer_ids)
+        page = bsz * geo.layer_bytes_per_token
+        blocks = num_gpu_blocks(pool_bytes, page, size)
+        per_request = blocks_per_request(groups.kinds, geo.max_model_len, bsz,
+                                         spec.attention.sliding_window_tokens,
+                                         geo.max_num_batched_tokens)
+        tokens = kv_cache_tokens(blocks, len(groups.kinds), bsz)
+        concurrency = max_concurrency(blocks, per_request, geo.max_model_len, bsz,
+                                      engine.formula)
+        return Budget(engine.name, pool_bytes, blocks, tokens, concurrency, bsz, page * size,
+                      per_request, how, len(groups.kinds))
+    block_bytes = bsz * geo.layer_bytes_per_token * len(geo.layer_ids)
+    blocks = max(pool_bytes, 0) // block_bytes if block_bytes else 0
+    per_request = -(-geo.max_model_len // bsz)
+    return Budget(engine.name, pool_bytes, blocks, blocks * bsz,
+                  blocks * bsz / geo.max_model_len, bsz, block_bytes, per_request, how)
+
+
+def with_blocks(result: Budget, num_blocks: int, max_model_len: int, formula: str) -> Budget:
+    """The same budget held to `num_blocks` (vLLM gives every rank the smallest rank's count)."""
+    tokens = kv_cache_tokens(num_blocks, result.num_groups, result.block_size_tokens)
+    if result.engine == VLLM:
+        concurrency = max_concurrency(num_blocks, result.blocks_per_request, max_model_len,
+                                      result.block_size_tokens, formula)
+    else:
+        concurrency = tokens / max_model_len
+    return replace(result, num_gpu_blocks=num_blocks, kv_cache_tokens=tokens,
+                   max_concurrency=concurrency)

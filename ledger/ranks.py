@@ -1,0 +1,139 @@
+"""One ledger per rank under tensor, pipeline and data parallelism, and the rank that binds."""
+
+from dataclasses import dataclass, replace
+
+from .engines import PLAIN_ENGINE, EngineSpec, with_blocks
+from .errors import SpecError
+from .kv import Shard
+from .model import ModelSpec
+from .plan import Overrides, Plan, build_plan
+from .serve import ServeSpec
+from .sharding import Stage, check_tensor_parallel, stages
+from .units import fmt_gib
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """vLLM's parallel sizes: tp x pp GPUs per replica, dp replicas."""
+
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+
+    def __post_init__(self) -> None:
+        for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or value < 1:
+                raise SpecError("--" + field.replace("_", "-"), value, "a whole number >= 1")
+
+    @property
+    def world_size(self) -> int:
+        """GPUs one replica spans."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def num_devices(self) -> int:
+        return self.world_size * self.data_parallel_size
+
+
+SINGLE = Parallel()
+NO_OVERRIDES = Overrides()
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """The ledger of every rank of one pipeline stage (its tensor-parallel peers are identical).
+    Global rank = stage x tp + tp_rank, as vLLM numbers them."""
+
+    stage: Stage
+    ranks: tuple[int, ...]
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Per-stage ledgers, the binding stage and why, and what the replicas multiply."""
+
+    parallel: Parallel
+    stages: tuple[StagePlan, ...]
+    binding: int
+    binding_reason: str
+
+    @property
+    def plan(self) -> Plan:
+        """The binding rank's ledger: its ceiling is the deployment's per-replica ceiling."""
+        return self.stages[self.binding].plan
+
+    @property
+    def fits(self) -> bool:
+        return all(s.plan.fits for s in self.stages)
+
+    @property
+    def weights_bytes_all_devices(self) -> int:
+        """Weights + metadata summed over every GPU of every replica."""
+        per_replica = sum(len(s.ranks) * (s.plan.line("weights") + s.plan.line("weight_metadata"))
+                          for s in self.stages)
+        return per_replica * self.parallel.data_parallel_size
+
+    @property
+    def total_ceiling_requests(self) -> int:
+        """Replicas multiply requests served, not the per-device ceiling."""
+        return self.plan.memory_ceiling_requests * self.parallel.data_parallel_size
+
+
+def build_deployment(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = NO_OVERRIDES,
+                     parallel: Parallel = SINGLE, engine: EngineSpec = PLAIN_ENGINE) -> Deployment:
+    """Plan each pipeline stage on one of its ranks; vLLM then gives every rank the smallest
+    rank's block count, so the binding rank sets everyone's ceiling."""
+    tp = parallel.tensor_parallel_size
+    if parallel.world_size > 1:
+        check_tensor_parallel(spec, tp)
+    plans = []
+    for stage in stages(spec.num_layers, parallel.pipeline_parallel_size):
+        layers = None if parallel.pipeline_parallel_size == 1 else stage.layers
+        shard = Shard(tp, layers, stage.first, stage.last)
+        plan = build_plan(spec, serve, overrides, shard, engine)
+        ranks = tuple(range(stage.index * tp, (stage.index + 1) * tp))
+        plans.append(StagePlan(stage, ranks, plan))
+    binding = min(range(len(plans)), key=lambda i: _capacity(plans[i].plan))
+    plans = _hold_to_binding(plans, binding, engine)
+    return Deployment(parallel, tuple(plans), binding, _reason(plans, binding, parallel))
+
+
+def _capacity(plan: Plan) -> tuple[int, int]:
+    if plan.budget is not None:
+        return plan.budget.num_gpu_blocks, plan.free_bytes
+    return plan.memory_ceiling_requests, plan.free_bytes
+
+
+def _hold_to_binding(plans: list[StagePlan], binding: int, engine: EngineSpec) -> list[StagePlan]:
+    """Every rank allocates the binding rank's number of blocks (get_kv_cache_configs)."""
+    least = plans[binding].plan.budget
+    if least is None or len(plans) == 1:
+        return plans
+    out = []
+    for item in plans:
+        held = with_blocks(item.plan.budget, least.num_gpu_blocks,
+                           item.plan.serve.context_tokens, engine.formula)
+        out.append(replace(item, plan=replace(item.plan, budget=held,
+                                              memory_ceiling_requests=int(held.max_concurrency))))
+    return out
+
+
+def _reason(plans: list[StagePlan], binding: int, parallel: Parallel) -> str:
+    item = plans[binding]
+    plan, stage = item.plan, item.stage
+    holds = [f"layers {stage.layers[0]}-{stage.layers[-1]}"]
+    holds += ["the embedding"] if stage.first else []
+    holds += ["the lm_head"] if stage.last else []
+    what = (f"{plan.budget.num_gpu_blocks:,} KV blocks" if plan.budget is not None
+            else f"a ceiling of {plan.memory_ceiling_requests} requests")
+    weights = plan.line("weights") + plan.line("weight_metadata")
+    head = (f"ranks {item.ranks[0]}-{item.ranks[-1]}" if len(item.ranks) > 1
+            else f"rank {item.ranks[0]}")
+    if len(plans) == 1:
+        peers = " (tensor-parallel peers hold equal shards)" if len(item.ranks) > 1 else ""
+        return f"{head} binds: {what}{peers}"
+    return (f"{head} (stage {stage.index}: {', '.join(holds)}; {fmt_gib(weights)} of weights, "
+            f"{fmt_gib(plan.fixed_bytes)} fixed) binds: {what}, the fewest of the "
+            f"{parallel.pipeline_parallel_size} stages")

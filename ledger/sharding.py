@@ -1,0 +1,139 @@
+"""Which weight tensors one rank holds: tensor-parallel shards and pipeline-parallel stages."""
+
+from dataclasses import dataclass, replace
+
+from .arch import EMBED, HEAD, TensorGroup, inventory
+from .errors import SpecError
+from .model import ModelSpec
+
+VOCAB_PADDING = 64  # vLLM pads the vocabulary to a multiple of 64 before splitting it
+
+# How each module splits under tensor parallelism (Megatron/vLLM layers):
+# 'rows': column-parallel, output rows split; 'cols': row-parallel, input columns split;
+# 'kv': K/V projections, split by KV head (replicated when kv_heads < tp); 'vocab': split by
+# padded vocabulary; 'heads': one value per query head; anything else is replicated.
+SPLIT = {
+    "self_attn.q_proj": "rows", "self_attn.q_b_proj": "rows", "self_attn.kv_b_proj": "rows",
+    "self_attn.k_proj": "kv", "self_attn.v_proj": "kv", "self_attn.qkv_bias": "qkv",
+    "self_attn.o_proj": "cols", "self_attn.sinks": "heads",
+    "mlp.gate_up_down": "mlp", "mlp.experts": "mlp", "mlp.shared_experts": "mlp",
+    "mlp.experts.bias": "expert_bias", "embed_tokens": "vocab", "lm_head": "vocab",
+}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: its decoder layers, and whether it holds the embedding / lm_head."""
+
+    index: int
+    layers: tuple[int, ...]
+    first: bool
+    last: bool
+
+
+def pp_partition(num_layers: int, pipeline_parallel_size: int) -> tuple[int, ...]:
+    """Layers per stage, as vLLM's get_pp_indices splits them by default
+    (vllm/distributed/utils.py): L // pp each; the L % pp leftover layers go one each to the
+    stages just before the last (the last stage holds the final norm and lm_head)."""
+    if pipeline_parallel_size > num_layers:
+        raise SpecError("--pipeline-parallel-size", pipeline_parallel_size,
+                        f"at most the model's {num_layers} layers")
+    parts = [num_layers // pipeline_parallel_size] * pipeline_parallel_size
+    for i in range(2, num_layers % pipeline_parallel_size + 2):
+        parts[-i] += 1
+    return tuple(parts)
+
+
+def stages(num_layers: int, pipeline_parallel_size: int) -> tuple[Stage, ...]:
+    """The stages with their layer ids; stage 0 embeds, the last stage projects to logits."""
+    out, start = [], 0
+    parts = pp_partition(num_layers, pipeline_parallel_size)
+    for index, count in enumerate(parts):
+        out.append(Stage(index, tuple(range(start, start + count)), index == 0,
+                         index == len(parts) - 1))
+        start += count
+    return tuple(out)
+
+
+def check_tensor_parallel(spec: ModelSpec, tp: int) -> None:
+    """vLLM's rules: query heads divide by tp; KV heads divide by tp, or tp by KV heads (then
+    each KV head is replicated); the MLP width divides by tp."""
+    if tp < 1:
+        raise SpecError("--tensor-parallel-size", tp, "must be a whole number >= 1")
+    att = spec.attention
+    if att.num_heads % tp:
+        raise SpecError("--tensor-parallel-size", tp, f"must divide the {att.num_heads} query "
+                        f"heads of {spec.name} (allowed: {_divisors(att.num_heads)})")
+    kv = att.num_kv_heads
+    if att.kind != "mla" and (kv % tp if kv >= tp else tp % kv):
+        raise SpecError("--tensor-parallel-size", tp, f"must divide, or be a multiple of, the "
+                        f"{kv} KV heads of {spec.name}")
+    for width in _mlp_widths(spec):
+        if width % tp:
+            raise SpecError("--tensor-parallel-size", tp, f"must divide the MLP width {width} "
+                            f"of {spec.name}")
+
+
+def rank_inventory(spec: ModelSpec, tp: int, stage: Stage | None = None) -> list[TensorGroup]:
+    """The tensors one rank holds: its stage's layers (all when stage is None), the embedding on
+    the first stage (and on the last when tied, as lm_head), the final norm and lm_head on the
+    last, every tensor cut to this rank's tensor-parallel shard."""
+    groups = inventory(spec)
+    if stage is not None:
+        groups = [g for g in groups if _on_stage(g, stage)]
+        if tied_head_copy(spec, stage):
+            groups.append(TensorGroup("lm_head", spec.vocab_size, spec.hidden_size, 1, HEAD))
+    return [shard_group(spec, g, tp) for g in groups]
+
+
+def shard_group(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
+    """One tensor group cut to a rank's share (see SPLIT)."""
+    how = SPLIT.get(group.name, "replicated")
+    if tp == 1 or how == "replicated":
+        return group
+    att = spec.attention
+    if how in ("rows", "mlp"):
+        return replace(group, rows=group.rows // tp)
+    if how == "cols":
+        return replace(group, cols=group.cols // tp)
+    if how == "kv":
+        return replace(group, rows=_kv_heads(spec, tp) * att.head_dim)
+    if how == "qkv":
+        return replace(group, cols=(att.num_heads // tp + 2 * _kv_heads(spec, tp)) * att.head_dim)
+    if how == "heads":
+        return replace(group, cols=group.cols // tp)
+    if how == "expert_bias":
+        return replace(group, cols=(group.cols - spec.hidden_size) // tp + spec.hidden_size)
+    padded = -(-group.rows // VOCAB_PADDING) * VOCAB_PADDING
+    return replace(group, rows=padded // tp)
+
+
+def _kv_heads(spec: ModelSpec, tp: int) -> int:
+    return -(-spec.attention.num_kv_heads // tp)
+
+
+def _on_stage(group: TensorGroup, stage: Stage) -> bool:
+    if group.kind == EMBED:
+        return stage.first
+    if group.kind == HEAD or group.name == "norm":
+        return stage.last
+    return not group.layers or group.layers[0] in stage.layers
+
+
+def tied_head_copy(spec: ModelSpec, stage: Stage) -> bool:
+    """A tied model's last stage (when it is not also the first) holds its own copy of the
+    embedding as lm_head (vLLM builds embed_tokens there too)."""
+    return spec.tie_word_embeddings and stage.last and not stage.first
+
+
+def _mlp_widths(spec: ModelSpec) -> set[int]:
+    widths = {spec.intermediate_size} if spec.intermediate_size else set()
+    if spec.moe is not None:
+        widths.add(spec.moe.expert_intermediate_size)
+        if spec.moe.shared_intermediate_size:
+            widths.add(spec.moe.shared_intermediate_size)
+    return widths
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)

@@ -1,0 +1,36 @@
+"""The device catalog: usable bytes as CUDA reports them, below the marketing figure."""
+
+import pytest
+
+from servecap.ledger.devices import DEVICES, find, resolve_device
+from servecap.ledger.units import GB, GiB
+
+
+def test_every_listed_device_is_there():
+    names = {d.name for d in DEVICES}
+    assert {"a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb", "l4-24gb", "l40s-48gb",
+            "mi300x-192gb"} <= names
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=lambda d: d.name)
+def test_usable_is_apart_from_marketing_and_sourced(device):
+    """The vendor's '80 GB' is neither 80e9 bytes nor 80 GiB usable: both are kept, apart."""
+    assert device.usable_bytes != device.marketing_bytes
+    assert abs(device.usable_bytes - device.marketing_bytes) < 0.1 * device.marketing_bytes
+    assert device.source and "usable" in device.source
+
+
+def test_an_80gb_card_reports_about_79_2_gib():
+    """vLLM logs print total_gpu_memory 79.1-79.3 GiB for 80 GB cards."""
+    for name in ("a100-80gb", "h100-80gb"):
+        assert 79.1 < find(name).usable_bytes / GiB < 79.3
+        assert find(name).marketing_bytes == 80 * GB
+
+
+def test_unknown_figures_stay_unknown():
+    assert find("a10g-24gb").bf16_flops_per_s is None
+
+
+def test_resolve_by_name_or_size():
+    assert resolve_device("H100-80GB")[0] == find("h100-80gb").usable_bytes
+    assert resolve_device("40GiB")[0] == 40 * GiB

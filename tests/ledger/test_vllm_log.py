@@ -1,0 +1,73 @@
+"""Reading vLLM startup logs: the quoted public logs in tests/fixtures/vllm_logs."""
+
+from pathlib import Path
+
+import pytest
+
+from servecap.ledger.errors import SpecError
+from servecap.ledger.vllm_log import parse_vllm_log
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs"
+
+
+def facts(name):
+    return parse_vllm_log((LOGS / f"{name}.log").read_text())
+
+
+def test_every_fixture_states_its_source():
+    for path in LOGS.glob("*.log"):
+        head = path.read_text().splitlines()[0]
+        assert head.startswith("# SOURCE:"), path.name
+
+
+def test_v0_064_one_line_profile():
+    f = facts("v0_llama31_8b_rtx3090")
+    assert f.engine_version == "v0"
+    assert (f.weights_gib, f.total_gpu_gib, f.gpu_memory_utilization) == (14.9888, 23.58, 0.9)
+    assert (f.non_torch_gib, f.kv_pool_gib, f.num_gpu_blocks) == (0.35, 3.81, 1952)
+    assert f.activation_peak_gib == pytest.approx(17.06 - 14.9888)  # peak includes weights
+    assert (f.max_model_len, f.max_concurrency) == (20_000, 1.56)  # the first startup
+
+
+def test_v0_066_profile_sentence():
+    f = facts("v0_unknown_model_16gb_issue11251")
+    assert (f.weights_gib, f.non_torch_gib, f.activation_gib, f.kv_pool_gib) == \
+        (7.51, 0.39, 2.53, 3.76)
+    assert (f.num_gpu_blocks, f.max_model_len, f.max_concurrency) == (3852, 40_000, 1.54)
+
+
+def test_v0_development_table():
+    f = facts("v0dev_meta_llama3_8b_pr10511")
+    assert (f.total_gpu_gib, f.weights_gib, f.non_torch_gib, f.activation_gib,
+            f.kv_pool_gib) == (79.22, 14.96, 1.79, 1.26, 53.29)
+    assert f.model == "meta-llama/Meta-Llama-3-8B"
+
+
+@pytest.mark.parametrize(("name", "pool", "tokens", "max_len", "conc"), [
+    ("v1_qwen3_0p6b_a100", 69.66, 652_144, 4_096, 159.21),
+    ("v1_qwen3_14b_a100_40gb", 6.51, 42_656, 32_768, 1.30),
+    ("v1_llama31_8b_eagle_h100", 51.63, 410_128, 131_072, 3.13),
+])
+def test_v1_lines(name, pool, tokens, max_len, conc):
+    f = facts(name)
+    assert f.engine_version == "v1"
+    assert (f.kv_pool_gib, f.kv_cache_tokens, f.max_model_len, f.max_concurrency) == \
+        (pool, tokens, max_len, conc)
+
+
+def test_comment_lines_are_not_read():
+    text = "# NOTE: Available KV cache memory: 9.99 GiB\nINFO GPU KV cache size: 1,024 tokens\n"
+    f = parse_vllm_log(text)
+    assert f.kv_pool_gib is None and f.kv_cache_tokens == 1024
+
+
+def test_no_recognisable_line_is_an_error():
+    with pytest.raises(SpecError, match="none of vLLM's startup lines"):
+        parse_vllm_log("INFO starting server\nready\n", "server.log")
+
+
+def test_current_one_line_kv_format():
+    """vLLM 0.33 prints the cache size and the concurrency on one line."""
+    f = parse_vllm_log("INFO [kv_cache_utils.py:1140] GPU KV cache size: 652,144 tokens, "
+                       "Maximum concurrency for 4,096 tokens per request: 159.21x")
+    assert (f.kv_cache_tokens, f.max_model_len, f.max_concurrency) == (652_144, 4_096, 159.21)
