@@ -32,13 +32,18 @@ def soffice() -> str:
     pytest.skip("LibreOffice (soffice) is not installed")
 
 
-def recalc(paths: list[Path], outdir: Path) -> dict[str, Path]:
+@pytest.fixture(scope="session")
+def soffice_bin() -> str:
+    return soffice()
+
+
+def recalc(binary: str, paths: list[Path], outdir: Path) -> dict[str, Path]:
     """Open each file in LibreOffice headless and save it again: formulas without cached
     values are computed on load. One process for the batch, a private profile for the run."""
     outdir.mkdir(parents=True, exist_ok=True)
     profile = Path(tempfile.mkdtemp(prefix="servecap-lo-profile-"))
     try:
-        subprocess.run([soffice(), f"-env:UserInstallation={profile.as_uri()}", "--headless",
+        subprocess.run([binary, f"-env:UserInstallation={profile.as_uri()}", "--headless",
                         "--norestore", "--convert-to", "xlsx", "--outdir", str(outdir),
                         *map(str, paths)], check=True, capture_output=True, timeout=300)
     finally:
@@ -107,7 +112,7 @@ def _envelope_sweep() -> tuple[str, PlanFlags, Sweep]:
 
 
 @pytest.fixture(scope="session")
-def recalculated(tmp_path_factory) -> dict[str, Case]:
+def recalculated(soffice_bin, tmp_path_factory) -> dict[str, Case]:
     folder = tmp_path_factory.mktemp("books")
     cases: dict[str, tuple] = {}
     for name, (model, flags) in _flag_cases().items():
@@ -124,7 +129,7 @@ def recalculated(tmp_path_factory) -> dict[str, Case]:
         paths[name] = _edited(paths[base], cells, folder / f"{name}.xlsx")
         expected = build_plan(src.spec, replace(src.serve, **changes), src.overrides)
         cases[name] = (src, expected, None)
-    computed = recalc(list(paths.values()), folder / "recalculated")
+    computed = recalc(soffice_bin, list(paths.values()), folder / "recalculated")
     return {name: Case(src, plan, paths[name], computed[name], sw)
             for name, (src, plan, sw) in cases.items()}
 

@@ -1,6 +1,10 @@
 """LibreOffice recalculates every workbook to exactly the bytes and ceilings servecap plans."""
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from conftest import BUNDLED, Case
@@ -108,3 +112,20 @@ def test_quantization_rows_give_the_bf16_ceilings(recalculated) -> None:
     assert kv[8] == kv[6] - kv[7] and kv[8] > 0
     assert weights[5] > 0 and weights[8] >= 0
     assert all(r[9] for r in rows), "each row says what to measure before trusting it"
+
+
+def _pytest_without_soffice(tmp_path, ci: str) -> subprocess.CompletedProcess:
+    """Run one recalculation test with LibreOffice off the PATH."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    env = {**os.environ, "PATH": str(bindir), "CI": ci}
+    test = f"{Path(__file__)}::test_every_bundled_model_has_a_real_ceiling"
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           test], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_missing_libreoffice_fails_under_ci_and_skips_locally(tmp_path) -> None:
+    under_ci = _pytest_without_soffice(tmp_path, "true")
+    assert under_ci.returncode != 0 and "required under CI=true" in under_ci.stdout
+    local = _pytest_without_soffice(tmp_path, "")
+    assert local.returncode == 0 and "1 skipped" in local.stdout
