@@ -69,7 +69,7 @@ def plan(
     if from_workbook is not None or xlsx is not None:
         from .workbook_cmd import plan_workbook_io  # openpyxl only when a workbook is involved
 
-        model, flags, result = plan_workbook_io(model, flags, from_workbook, xlsx, force)
+        result = plan_workbook_io(model, flags, from_workbook, xlsx, force)
     else:
         result = plan_from_flags(model, flags)
     if as_json:

@@ -62,19 +62,20 @@ def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Pa
 
 
 def plan_workbook_io(model: str | None, flags: PlanFlags, from_workbook: Path | None,
-                     xlsx: Path | None, force: bool) -> tuple[str, PlanFlags, Plan]:
+                     xlsx: Path | None, force: bool) -> Plan:
     """plan's workbook options: read the inputs from one, and/or write the plan to one."""
     _need_excel()
     if from_workbook is not None:
-        if model is not None:
-            raise SpecError("MODEL", model, "give either MODEL or --from-workbook, not both")
+        if model is not None or flags != PlanFlags():
+            raise SpecError("--from-workbook", str(from_workbook), "give the workbook alone: "
+                            "MODEL and plan flags come from its Inputs sheet (edit it there)")
         model, flags = flags_from_workbook(from_workbook)
     src = workbook_source(model, flags)
     if xlsx is not None:
         from servecap.workbooks.export import build_workbook, save_workbook
 
         save_workbook(build_workbook(src), xlsx, force)
-    return model, flags, src.plan()
+    return src.plan()
 
 
 def flags_from_workbook(path: Path) -> tuple[str, PlanFlags]:

@@ -67,8 +67,8 @@ def model_rows(src: WorkbookSource) -> list[InputRow]:
 def serve_rows(src: WorkbookSource) -> list[InputRow]:
     """The deployment: what a reviewer changes to ask 'what if'."""
     serve = src.serve
-    fraction = serve.safety_fraction if serve.safety_fraction is not None else \
-        DEFAULT_SAFETY_FRACTION
+    fraction = {"default": DEFAULT_SAFETY_FRACTION, "fraction": serve.safety_fraction,
+                "bytes": None}[safety_rule(serve)]
     rows = [
         ("device_bytes", serve.device_bytes, style.BYTES, "bytes", "M_device: usable bytes"),
         ("context_tokens", _load_formula("MAX", "F", serve), style.TOKENS, "tokens/request",
@@ -124,8 +124,10 @@ def write_inputs(wb: Workbook, src: WorkbookSource) -> None:
     ws = wb.create_sheet(SHEET)
     style.header(ws, ["input (defined name)", "value", "unit", "meaning / source"])
     row = 2
-    for title, rows in (("model", model_rows(src)), ("deployment", serve_rows(src)),
-                        ("plan settings", setting_rows(src))):
+    for title, rows in (("model: architecture and weights (from the model file)", model_rows(src)),
+                        ("deployment: change these to ask 'what if'", serve_rows(src)),
+                        ("plan settings: replayed by servecap plan --from-workbook",
+                         setting_rows(src))):
         style.section(ws, row, title)
         row += 1
         for item in rows:

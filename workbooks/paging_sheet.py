@@ -35,7 +35,7 @@ def write_paging(wb: Workbook, declared_block_size_tokens: int) -> None:
             style.as_formula(ws.cell(row=r, column=col, value=formula.format(r=r)),
                              number_format)
     note = len(block_sizes(declared_block_size_tokens)) + 3
-    ws.cell(row=note, column=1, value="Smaller blocks waste fewer slots in each request's last "
-            "block but need more block-table entries and allocations; the live lengths are the "
-            "table on Inputs (F:G).")
-    style.fit_columns(ws, maximum=30)
+    style.note(ws, note, "Smaller blocks waste fewer slots in each request's last "
+               "block but need more block-table entries and allocations; the live lengths are the "
+               "table on Inputs (F:G).")
+    style.fit_columns(ws)

@@ -42,8 +42,8 @@ def write_quantization(wb: Workbook) -> None:
                    style.REQUESTS, '+#,##0" requests";-#,##0" requests";0" requests"', None)
         for col, (value, number_format) in enumerate(zip(values, formats, strict=True), 1):
             style.as_formula(ws.cell(row=r, column=col, value=value), number_format)
-    ws.cell(row=6, column=1, value="Three rows, not one: a regression traces to the "
-            "representation that changed. Weight-only quantization leaves bf16 KV unchanged, "
-            "so long-context concurrency barely moves once weights stop dominating.")
+    style.note(ws, 6, "Three rows, not one: a regression traces to the "
+               "representation that changed. Weight-only quantization leaves bf16 KV unchanged, "
+               "so long-context concurrency barely moves once weights stop dominating.")
     style.fit_columns(ws, maximum=40)
     ws.column_dimensions["J"].width = 90

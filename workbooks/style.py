@@ -27,6 +27,7 @@ FORMULA_FONT = Font(color="000000")
 HEADER_FONT = Font(bold=True, color="FFFFFF")
 HEADER_FILL = PatternFill("solid", start_color="3A4A5C")
 SECTION_FONT = Font(bold=True, italic=True)
+NOTE_FONT = Font(italic=True, color="555555")
 _THIN = Side(style="thin", color="B7B7B7")
 INPUT_BORDER = Border(left=_THIN, right=_THIN, top=_THIN, bottom=_THIN)
 
@@ -57,12 +58,18 @@ def section(ws: Worksheet, row: int, title: str) -> None:
     ws.cell(row=row, column=1, value=title).font = SECTION_FONT
 
 
+def note(ws: Worksheet, row: int, text: str) -> None:
+    """A sentence under a table; it may overflow to the right, so it does not set widths."""
+    ws.cell(row=row, column=1, value=text).font = NOTE_FONT
+
+
 def fit_columns(ws: Worksheet, minimum: int = 10, maximum: int = 70) -> None:
-    """Widths from the longest text or number shown in each column (formulas count as 18)."""
+    """Widths from the longest text or number shown in each column (formulas count as 18);
+    section titles and notes (italic) overflow instead of widening their column."""
     widths: dict[int, int] = {}
     for row in ws.iter_rows():
         for cell in row:
-            if cell.value is None:
+            if cell.value is None or cell.font.i:
                 continue
             text = str(cell.value)
             size = 18 if text.startswith("=") else len(text) + 2

@@ -142,3 +142,11 @@ def test_plain_plan_imports_neither_openpyxl_nor_pandas(tmp_path) -> None:
     book = tmp_path / "c.xlsx"
     assert "openpyxl" in _heavy_imports("plan", "llama-3.1-8b", "--device", "40GiB",
                                         "--json", "--xlsx", str(book))
+
+
+def test_from_workbook_with_other_flags_is_refused(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    _plan_json("llama-3.1-8b", "--device", "40GiB", "--xlsx", str(book))
+    for extra in (["llama-3.1-8b"], ["--device", "80GiB"]):
+        result = RUNNER.invoke(app, ["plan", *extra, "--from-workbook", str(book)])
+        assert result.exit_code == 2 and "Inputs sheet" in result.stderr
