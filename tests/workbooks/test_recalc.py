@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLED, Case
+from conftest import BUNDLED, RANDOM_EDITS, Case
 from openpyxl import load_workbook
 from servecap.ledger.paging import paging_report
 from servecap.ledger.plan import build_plan, with_device
@@ -19,7 +19,7 @@ LINE_NAMES = {"weights": "weights_bytes", "weight_metadata": "weight_metadata_li
               "safety": "safety_line_bytes"}
 EDITED = ["edit-llama-context", "edit-gemma-context", "edit-teaching-device"]
 VARIANTS = ["llama-int4-fp8kv", "llama-lengths-prefix", "gptoss-lengths-window",
-            "deepseek-fp8kv", "gemma-mixed", "envelope"]
+            "deepseek-fp8kv", "gemma-mixed", "envelope", "model-dir"]
 
 
 def _exact(value, expected: int) -> None:
@@ -54,6 +54,19 @@ def test_an_edited_input_recomputes_as_build_plan_would(recalculated, name) -> N
     case = recalculated[name]
     assert case.expected.memory_ceiling_requests != case.src.plan().memory_ceiling_requests
     _check_ledger(case)
+
+
+@pytest.mark.parametrize("name", RANDOM_EDITS)
+def test_random_what_ifs_recompute_as_build_plan_would(recalculated, name) -> None:
+    _check_ledger(recalculated[name])
+
+
+def test_weights_read_from_safetensors_headers_are_declared_in_the_workbook(recalculated):
+    case = recalculated["model-dir"]
+    wb = load_workbook(case.original)
+    assert cell_of(wb, "declared_weights_bytes").value == 2_471_000_003
+    assert cell_of(wb, "weight_metadata_bytes").value == 8192
+    assert case.expected.line("weights") == 2_471_000_003
 
 
 def test_every_bundled_model_has_a_real_ceiling(recalculated) -> None:
