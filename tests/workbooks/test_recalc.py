@@ -1,5 +1,6 @@
 """LibreOffice recalculates every workbook to exactly the bytes and ceilings servecap plans."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,10 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import BUNDLED, RANDOM_EDITS, Case
 from openpyxl import load_workbook
+from servecap.cli.app import app
+from servecap.cli.plan_json import plan_to_dict
 from servecap.ledger.paging import paging_report
 from servecap.ledger.plan import build_plan, with_device
 from servecap.workbooks.names import cell_of
 from servecap.workbooks.paging_sheet import block_sizes
+from typer.testing import CliRunner
 
 LINE_NAMES = {"weights": "weights_bytes", "weight_metadata": "weight_metadata_line_bytes",
               "runtime_peak": "runtime_peak_line_bytes", "kv_cache": "kv_cache_bytes",
@@ -142,3 +146,12 @@ def test_missing_libreoffice_fails_under_ci_and_skips_locally(tmp_path) -> None:
     assert under_ci.returncode != 0 and "required under CI=true" in under_ci.stdout
     local = _pytest_without_soffice(tmp_path, "")
     assert local.returncode == 0 and "1 skipped" in local.stdout
+
+
+def test_from_workbook_replans_a_file_libreoffice_saved(recalculated) -> None:
+    """A reviewer opens, edits and saves in a spreadsheet; --from-workbook must still read it."""
+    runner = CliRunner()
+    for name, case in recalculated.items():
+        result = runner.invoke(app, ["plan", "--from-workbook", str(case.computed), "--json"])
+        assert result.exit_code in (0, 1), (name, result.output)
+        assert json.loads(result.stdout) == plan_to_dict(case.expected), name
