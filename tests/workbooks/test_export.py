@@ -151,8 +151,10 @@ def test_an_interrupted_save_leaves_the_old_file_and_no_debris(tmp_path) -> None
 
 
 def test_missing_folder_is_a_clear_error(src, tmp_path) -> None:
-    with pytest.raises(SpecError, match="folder does not exist"):
+    with pytest.raises(SpecError, match="existing folder"):
         save_workbook(build_workbook(src), tmp_path / "nope" / "cap.xlsx")
+    with pytest.raises(SpecError, match="existing folder"):
+        save_workbook(build_workbook(src), tmp_path, force=True)
 
 
 @settings(max_examples=12, deadline=None)
