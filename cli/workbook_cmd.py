@@ -45,6 +45,7 @@ def workbook(
 
 def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Path,
                     force: bool) -> Path:
+    """The Ledger at the first device/context/KV dtype; the Envelope over all of them."""
     _need_excel()
     from servecap.workbooks.envelope import Sweep
     from servecap.workbooks.export import build_workbook, default_sweep, save_workbook
