@@ -1,12 +1,16 @@
 """`servecap plan`: the per-device memory ledger and the memory-only concurrency ceiling."""
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from servecap.ledger.errors import SpecError
+from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Overrides
+from servecap.ledger.serve import ServeSpec
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model
 
@@ -21,8 +25,9 @@ Opt = typer.Option
 
 @deploy_options
 def plan(
-    model: Annotated[str, typer.Argument(help="Bundled model name (servecap models), a model "
-                                         "YAML, a config.json or a local model directory.")],
+    model: Annotated[str | None, typer.Argument(help="Bundled model name (servecap models), a "
+                                                "model YAML, a config.json or a local model "
+                                                "directory.")] = None,
     device: Annotated[str | None, Opt(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
                                       "bytes.")] = None,
     context: Annotated[int | None, Opt("--context", "--max-model-len",
@@ -51,6 +56,11 @@ def plan(
                                                "runtime-peak estimate).")] = 8192,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
     = False,
+    xlsx: Annotated[Path | None, Opt(help="Also write a capacity workbook with live formulas "
+                                     "(needs the excel extra).")] = None,
+    force: Annotated[bool, Opt("--force", help="Replace an existing --xlsx file.")] = False,
+    from_workbook: Annotated[Path | None, Opt(help="Plan again from a workbook's Inputs sheet "
+                                              "(instead of MODEL and flags).")] = None,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Build the per-device memory ledger and the memory-only concurrency ceiling.
@@ -60,6 +70,14 @@ def plan(
     flags = PlanFlags(device, context, concurrency, lengths, runtime_peak, safety, weight_dtype,
                       kv_dtype, activation_dtype, block_size, shared_prefix, group_size,
                       max_num_batched_tokens)
+    if from_workbook is not None or xlsx is not None:
+        from .workbook_cmd import plan_workbook_io  # openpyxl only when a workbook is involved
+
+        if deploy != NO_DEPLOY:
+            raise SpecError("--xlsx/--from-workbook", str(xlsx or from_workbook), "workbooks "
+                            "plan one device with the plain engine: drop the parallel and "
+                            "engine flags")
+        model, flags = plan_workbook_io(model, flags, from_workbook, xlsx, force)
     result = deployment_from_flags(model, flags, deploy)
     if as_json:
         print(json.dumps(deployment_to_dict(result), indent=2))
@@ -69,16 +87,30 @@ def plan(
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
-def plan_from_flags(model: str, flags: PlanFlags):
+def plan_from_flags(model: str | None, flags: PlanFlags):
     """Load, build the ServeSpec, apply file-derived weights, and plan: the binding rank's."""
     return deployment_from_flags(model, flags).plan
 
 
-def deployment_from_flags(model: str, flags: PlanFlags, deploy: DeployFlags = NO_DEPLOY):
+def deployment_from_flags(model: str | None, flags: PlanFlags,
+                          deploy: DeployFlags = NO_DEPLOY):
     """Load, build the ServeSpec, apply file-derived weights, and plan every rank."""
-    loaded = load_model(model)
+    loaded = _load(model)
     return plan_deployment(loaded, model_for_flags(flags, loaded), serve_spec(flags, loaded),
                            _file_overrides(loaded, flags), deploy, flags)
+
+
+def plan_parts(model: str | None, flags: PlanFlags) -> tuple[ModelSpec, ServeSpec, Overrides]:
+    """What build_plan is called with: the model as flagged, the deployment, file weights."""
+    loaded = _load(model)
+    return (model_for_flags(flags, loaded), serve_spec(flags, loaded),
+            _file_overrides(loaded, flags))
+
+
+def _load(model: str | None) -> LoadedModel:
+    if model is None:
+        raise SpecError("MODEL", None, "required unless --from-workbook is given")
+    return load_model(model)
 
 
 def _file_overrides(loaded: LoadedModel, flags: PlanFlags) -> Overrides:
