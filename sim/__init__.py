@@ -1,1 +1,1 @@
-"""Discrete-event simulation of an inference scheduler over a paged KV pool (standard library only)."""
+"""Discrete-event simulation of an inference scheduler over a paged KV pool (stdlib only)."""
