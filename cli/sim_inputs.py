@@ -1,0 +1,191 @@
+"""Inputs of `servecap simulate` and `sweep`: device rates, durations, workload and trace files,
+and the ledger plan that sizes the simulated KV pool."""
+
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+from servecap.ledger.devices import find
+from servecap.ledger.errors import SpecError
+from servecap.ledger.plan import Plan, build_plan
+from servecap.ledger.units import GB, TB, parse_size
+from servecap.model_configs import load_model
+from servecap.sim.config import SchedulerConfig
+from servecap.sim.kvpool import pool_blocks
+from servecap.sim.metrics import SLO
+from servecap.sim.roofline import Coefficients, coefficients_for_plan, override
+from servecap.sim.sampling import Request, draw_requests
+from servecap.sim.trace import parse_trace
+from servecap.sim.workload import Workload, workload_from_dict
+
+from .inputs import PlanFlags, model_for_flags, serve_spec
+
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTP]?)\s*(?:FLOPS|FLOP/S|flops|flop/s)?\s*$")
+_PREFIX = {"": 1, "k": 1000, "K": 1000, "M": 1000 * 1000, "G": GB, "T": TB, "P": 1000 * TB}
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(us|ms|s|min)?\s*$")
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, None: 1.0}
+
+
+@dataclass(frozen=True)
+class SimFlags:
+    """The flags simulate and sweep share; None: not given."""
+
+    device: str | None = None
+    bandwidth: str | None = None
+    flops: str | None = None
+    step_overhead: str = "0ms"
+    coefficients: Path | None = None
+    workload: Path | None = None
+    trace: Path | None = None
+    policies: tuple[str, ...] = ("continuous",)
+    context: int | None = None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    block_size: int = 16
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    watermark: float = 0.01
+    preemption: str = "recompute"
+    prefix_caching: bool = True
+    slo_ttft: str | None = None
+    slo_itl: str | None = None
+    slo_e2e: str | None = None
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything a run needs, built once: plan, coefficients, pool, configs, requests."""
+
+    plan: Plan
+    coefficients: Coefficients
+    num_blocks: int
+    configs: tuple[SchedulerConfig, ...]
+    requests: list[Request]
+    workload: Workload | None
+    slo: SLO
+    source: str
+
+
+def parse_bandwidth(text: str, field: str = "--bandwidth") -> float:
+    """'2000GB/s' or '3.35TB/s' -> bytes per second (decimal units, as vendors state them)."""
+    raw = str(text).strip()
+    if not raw.lower().endswith("/s"):
+        raise SpecError(field, text, "a rate like 2000GB/s or 3.35TB/s")
+    return float(parse_size(raw[:-2], field))
+
+
+def parse_flops(text: str, field: str = "--flops") -> float:
+    """'990TFLOPS' -> 9.9e14 FLOP/s (decimal prefixes k, M, G, T, P)."""
+    match = _RATE.match(str(text))
+    if not match:
+        raise SpecError(field, text, "a rate like 990TFLOPS or 1.98PFLOPS")
+    return float(match.group(1)) * _PREFIX[match.group(2)]
+
+
+def parse_duration(text: str, field: str) -> float:
+    """'500ms' -> 0.5 seconds; units us, ms, s, min; a bare number is seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise SpecError(field, text, "a duration like 500ms, 0.05s or 2s (>= 0)")
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def slo_for(flags: SimFlags) -> SLO:
+    def get(text, field):
+        return None if text is None else parse_duration(text, field)
+    return SLO(get(flags.slo_ttft, "--slo-ttft"), get(flags.slo_itl, "--slo-itl"),
+               get(flags.slo_e2e, "--slo-e2e"))
+
+
+def build_setup(model: str, flags: SimFlags) -> Setup:
+    """Plan the device with the ledger, price iterations with the roofline, load the load."""
+    plan = _plan(model, flags)
+    coef = device_coefficients(plan, flags)
+    configs = tuple(SchedulerConfig(
+        policy=p, max_num_batched_tokens=flags.max_num_batched_tokens,
+        max_num_seqs=flags.max_num_seqs, block_size_tokens=flags.block_size,
+        watermark=flags.watermark, preemption_mode=flags.preemption,
+        prefix_caching=flags.prefix_caching) for p in flags.policies)
+    requests, workload, source = load_requests(flags)
+    return Setup(plan, coef, pool_blocks(plan, flags.block_size), configs, requests, workload,
+                 slo_for(flags), source)
+
+
+def device_coefficients(plan: Plan, flags: SimFlags) -> Coefficients:
+    """Catalog rates unless --bandwidth/--flops say otherwise; then a coefficients file."""
+    device = find(flags.device or "")
+    bandwidth = parse_bandwidth(flags.bandwidth) if flags.bandwidth else \
+        device and device.bandwidth_bytes_per_s
+    flops = parse_flops(flags.flops) if flags.flops else device and device.bf16_flops_per_s
+    if not bandwidth or not flops:
+        missing = "--bandwidth" if not bandwidth else "--flops"
+        raise SpecError(missing, None, "required for a device given by size (e.g. --device "
+                        "80GiB --bandwidth 2000GB/s --flops 990TFLOPS)")
+    coef = coefficients_for_plan(plan, bandwidth, flops,
+                                 parse_duration(flags.step_overhead, "--step-overhead"))
+    if flags.coefficients is None:
+        return coef
+    data = _read_json(flags.coefficients)
+    try:
+        return override(coef, data, f"measured: {flags.coefficients}")
+    except SpecError as exc:
+        raise exc.at(str(flags.coefficients)) from None
+
+
+def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]:
+    if (flags.workload is None) == (flags.trace is None):
+        raise SpecError("--workload/--trace", None, "give exactly one: a workload YAML or a "
+                        "CSV trace")
+    if flags.trace is not None:
+        with _open(flags.trace) as handle:
+            try:
+                return parse_trace(handle), None, str(flags.trace)
+            except SpecError as exc:
+                raise exc.at(str(flags.trace)) from None
+    workload = load_workload(flags.workload)
+    return draw_requests(workload), workload, str(flags.workload)
+
+
+def load_workload(path: Path) -> Workload:
+    with _open(path) as handle:
+        try:
+            data = yaml.safe_load(handle)
+        except yaml.YAMLError:
+            raise SpecError("yaml", str(path), "not valid YAML") from None
+    if not isinstance(data, dict):
+        raise SpecError("document", type(data).__name__, "a workload is a mapping").at(str(path))
+    try:
+        return workload_from_dict(data)
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
+
+
+def _plan(model: str, flags: SimFlags) -> Plan:
+    loaded = load_model(model)
+    plan_flags = PlanFlags(device=flags.device, context=flags.context, concurrency=1,
+                           weight_dtype=flags.weight_dtype, kv_dtype=flags.kv_dtype,
+                           block_size=flags.block_size,
+                           max_num_batched_tokens=flags.max_num_batched_tokens,
+                           max_num_seqs=flags.max_num_seqs)
+    serve = serve_spec(plan_flags, loaded)
+    return build_plan(model_for_flags(plan_flags, loaded), replace(serve, concurrency=1))
+
+
+def _open(path: Path):
+    try:
+        return open(path, encoding="utf-8", newline="")
+    except OSError as exc:
+        raise SpecError("file", str(path), f"cannot be read ({exc.__class__.__name__})") from None
+
+
+def _read_json(path: Path) -> dict:
+    with _open(path) as handle:
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError:
+            raise SpecError("json", str(path), "not valid JSON") from None
+    if not isinstance(data, dict):
+        raise SpecError("document", str(path), "a coefficients file is a JSON object")
+    return data

@@ -1,0 +1,48 @@
+"""The typer options `simulate` and `sweep` share, declared once."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Opt = typer.Option
+
+Model = Annotated[str, typer.Argument(help="Bundled model name (servecap models), a model YAML, "
+                                      "a config.json or a model directory.")]
+Device = Annotated[str | None, Opt(help="Catalog name (h100-80gb: bandwidth and FLOPS known) or "
+                                   "a size (80GiB) with --bandwidth and --flops.")]
+Bandwidth = Annotated[str | None, Opt(help="Memory bandwidth, e.g. 2000GB/s (decimal, as vendors "
+                                      "state it). Overrides the catalog.")]
+Flops = Annotated[str | None, Opt(help="Dense BF16 compute, e.g. 990TFLOPS.")]
+StepOverhead = Annotated[str, Opt(help="Fixed cost of every iteration (launch, sampling, "
+                                  "scheduling), e.g. 2ms; 0 allowed.")]
+CoefficientsFile = Annotated[Path | None, Opt(
+    "--coefficients", help="JSON of measured coefficients (names as printed) replacing the "
+    "roofline's.")]
+Workload = Annotated[Path | None, Opt(help="Workload YAML (arrivals, lengths, prefix groups, "
+                                      "seed); an example ships as workloads/chat.yaml.")]
+Trace = Annotated[Path | None, Opt(help="CSV trace with header arrival_s,prompt_tokens,"
+                                   "output_tokens (instead of --workload).")]
+Policy = Annotated[list[str] | None, Opt(
+    "--policy", help="static, continuous, prefill-priority, decode-priority, chunked-prefill. "
+    "Repeat to compare side by side. Default continuous.")]
+Context = Annotated[int | None, Opt("--max-model-len", "--context",
+                                    help="Context the runtime peak is planned for. Default: "
+                                    "the model's.")]
+WeightDtype = Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4. Default: the "
+                                        "checkpoint's.")]
+KvDtype = Annotated[str | None, Opt(help="KV cache dtype: bf16, fp16, fp8, int8, int4.")]
+BlockSize = Annotated[int, Opt(help="Paged KV block size in tokens.")]
+MaxBatched = Annotated[int, Opt(help="Token budget per iteration (chunked prefill chunk "
+                                "limit).")]
+MaxSeqs = Annotated[int, Opt(help="Sequences resident at once.")]
+Watermark = Annotated[float, Opt(help="Share of KV blocks kept free at admission.")]
+Preemption = Annotated[str, Opt(help="recompute or swap (priced at 25 GB/s unless a "
+                                "coefficients file says otherwise).")]
+PrefixCaching = Annotated[bool, Opt("--prefix-caching/--no-prefix-caching",
+                                    help="Share full blocks of a prefix group's prompt.")]
+SloTtft = Annotated[str | None, Opt(help="TTFT target, e.g. 500ms.")]
+SloItl = Annotated[str | None, Opt(help="ITL target, checked against each request's TPOT "
+                                   "(mean token gap), e.g. 50ms.")]
+SloE2e = Annotated[str | None, Opt(help="End-to-end latency target, e.g. 30s.")]
+Json = Annotated[bool, Opt("--json", help="Print one JSON object.")]

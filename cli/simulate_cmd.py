@@ -1,0 +1,93 @@
+"""`servecap simulate`: run scheduler policies over a workload on the ledger-sized KV pool."""
+
+import csv
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from servecap.ledger.errors import SpecError
+from servecap.sim.metrics import summarize
+from servecap.sim.records import RECORD_COLUMNS, kv_occupancy, records, tail
+from servecap.sim.run import simulate as run_policy
+
+from . import sim_options as o
+from .cost_cmd import cost
+from .errors import handle_errors
+from .sim_inputs import Setup, SimFlags, build_setup
+from .sim_view import render_simulation
+from .simulate_header import header
+from .sweep_cmd import sweep
+
+
+def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
+             flops: o.Flops = None, step_overhead: o.StepOverhead = "0ms",
+             coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
+             trace: o.Trace = None, policy: o.Policy = None, context: o.Context = None,
+             weight_dtype: o.WeightDtype = None, kv_dtype: o.KvDtype = None,
+             block_size: o.BlockSize = 16, max_num_batched_tokens: o.MaxBatched = 8192,
+             max_num_seqs: o.MaxSeqs = 256, watermark: o.Watermark = 0.01,
+             preemption: o.Preemption = "recompute", prefix_caching: o.PrefixCaching = True,
+             slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
+             as_json: o.Json = False,
+             records_path: Annotated[Path | None, typer.Option(
+                 "--records", help="Write one CSV row per request and policy (every "
+                 "timestamp).")] = None) -> None:
+    """Simulate the scheduler over a workload: latency percentiles, throughput, goodput.
+
+    The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
+    iteration time is the printed roofline (override any coefficient with --coefficients).
+    """
+    flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, trace,
+                     tuple(policy or ("continuous",)), context, weight_dtype, kv_dtype,
+                     block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
+                     prefix_caching, slo_ttft, slo_itl, slo_e2e)
+    setup = build_setup(model, flags)
+    report, results = run_simulation(setup)
+    if records_path is not None:
+        write_records(records_path, results)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        render_simulation(report, Console())
+
+
+def run_simulation(setup: Setup) -> tuple[dict, list]:
+    """Every policy over the same requests; the report every output is rendered from."""
+    results = [run_policy(setup.requests, setup.coefficients, cfg, setup.num_blocks)
+               for cfg in setup.configs]
+    policies = []
+    for res in results:
+        entry = summarize(res, setup.slo)
+        entry["kv"] = kv_occupancy(res)
+        entry["tail"] = tail(res)
+        policies.append(entry)
+    return header(setup) | {"policies": policies}, results
+
+
+def write_records(path: Path, results: list) -> None:
+    """Written to a temporary file beside the target and renamed: never half a file."""
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise SpecError("--records", str(path), "the folder does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=RECORD_COLUMNS)
+            writer.writeheader()
+            for res in results:
+                writer.writerows(records(res))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def register(app: typer.Typer) -> None:
+    """simulate, sweep and cost: the latency side of the plan."""
+    app.command()(handle_errors(simulate))
+    app.command()(handle_errors(sweep))
+    app.command()(handle_errors(cost))

@@ -1,0 +1,83 @@
+"""Per-request rows: every timestamp from acceptance to release, and why a request was slow."""
+
+from .metrics import tpot_s
+from .state import DONE, SimResult
+
+RECORD_COLUMNS = (
+    "policy", "request_id", "state", "reason", "arrival_s", "admitted_s", "prefill_start_s",
+    "prefill_end_s", "first_token_s", "last_token_s", "release_s", "prompt_tokens",
+    "output_tokens", "prefix_group", "prefix_hit_tokens", "queue_ms", "ttft_ms", "tpot_ms",
+    "e2e_ms", "prefill_chunks", "preemptions", "recomputed_tokens")
+
+
+def records(result: SimResult) -> list[dict]:
+    """One row per request, in arrival order. Times are simulation seconds; *_ms columns are
+    measured from the request's acceptance (its arrival)."""
+    return [_row(result.policy, seq) for seq in result.seqs]
+
+
+def _row(policy: str, seq) -> dict:
+    req, done = seq.req, seq.state == DONE
+
+    def since(value):
+        return "" if value is None else round((value - req.arrival_s) * 1000, 3)
+
+    return {
+        "policy": policy, "request_id": req.request_id, "state": seq.state,
+        "reason": seq.reason, "arrival_s": _t(req.arrival_s), "admitted_s": _t(seq.admitted_s),
+        "prefill_start_s": _t(seq.prefill_start_s), "prefill_end_s": _t(seq.prefill_end_s),
+        "first_token_s": _t(seq.first_token_s),
+        "last_token_s": _t(seq.last_token_s if done else None),
+        "release_s": _t(seq.release_s), "prompt_tokens": req.prompt_tokens,
+        "output_tokens": req.output_tokens, "prefix_group": req.prefix_group or "",
+        "prefix_hit_tokens": seq.prefix_hit_tokens, "queue_ms": since(seq.admitted_s),
+        "ttft_ms": since(seq.first_token_s),
+        "tpot_ms": round(tpot_s(seq) * 1000, 3) if done else "",
+        "e2e_ms": since(seq.release_s) if done else "", "prefill_chunks": seq.chunks,
+        "preemptions": seq.preemptions, "recomputed_tokens": seq.recomputed_tokens,
+    }
+
+
+def _t(value):
+    return "" if value is None else round(value, 6)
+
+
+def tail(result: SimResult, share: float = 0.01) -> dict:
+    """The slowest `share` of completed requests by end-to-end latency against all of them:
+    mean queue age, prefill chunks, preemptions and prompt length, to say why they are slow."""
+    done = sorted((s for s in result.seqs if s.state == DONE),
+                  key=lambda s: s.release_s - s.req.arrival_s)
+    if not done:
+        return {}
+    slow = done[-max(1, int(len(done) * share)):]
+    return {"share": share, "num_requests": len(slow),
+            "tail": _profile(slow), "all": _profile(done)}
+
+
+def _profile(seqs) -> dict:
+    n = len(seqs)
+    return {
+        "mean_queue_ms": round(sum(s.admitted_s - s.req.arrival_s for s in seqs) / n * 1000, 3),
+        "mean_prefill_chunks": round(sum(s.chunks for s in seqs) / n, 3),
+        "mean_preemptions": round(sum(s.preemptions for s in seqs) / n, 3),
+        "mean_prompt_tokens": round(sum(s.req.prompt_tokens for s in seqs) / n, 1),
+        "mean_output_tokens": round(sum(s.req.output_tokens for s in seqs) / n, 1),
+    }
+
+
+def kv_occupancy(result: SimResult) -> dict:
+    """Logical KV tokens (what the formula needs) against physical blocks held, per iteration."""
+    samples = result.kv_samples
+    bsz = result.config.block_size_tokens
+    if not samples:
+        return {"num_blocks": result.num_blocks, "peak_used_blocks": result.peak_used_blocks}
+    logical = [s[1] for s in samples]
+    blocks = [s[2] for s in samples]
+    return {
+        "num_blocks": result.num_blocks, "block_size_tokens": bsz,
+        "peak_used_blocks": result.peak_used_blocks,
+        "mean_used_blocks": round(sum(blocks) / len(blocks), 1),
+        "mean_logical_tokens": round(sum(logical) / len(logical), 1),
+        "max_logical_tokens": max(logical),
+        "mean_block_fill": round(sum(logical) / max(sum(blocks) * bsz, 1), 4),
+    }
