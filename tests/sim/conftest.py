@@ -20,11 +20,11 @@ def requests(rate=4.0, n=300, prompt=None, output=None, seed=1, **extra):
     return draw_requests(workload_from_dict(doc))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def teaching():
     return TEACHING
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def make_requests():
     return requests
