@@ -33,24 +33,28 @@ def sweep_rates(max_rps: float, num_rates: int) -> list[float]:
 def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: float,
               rates: list[float] | None = None, num_rates: int = 10,
               on_point: Callable[[dict], None] | None = None) -> dict:
-    """`run` simulates one request list and returns its summary. Capacity is the highest
-    offered rate whose SLO attainment is at least `target`; the sweep stops at the first rate
-    that misses it."""
+    """`run` simulates one request list and returns its summary. A rate above the saturation
+    rate cannot be sustained (its queue grows without bound however short the run), so it
+    fails whatever its attainment. Capacity is the highest sustainable offered rate whose
+    SLO attainment is at least `target`; the sweep stops at the first rate that fails."""
     saturation = run(saturated(workload))
     rates = rates or sweep_rates(saturation["achieved_rps"], num_rates)
     points, stopped = [], False
     for rate in rates:
         summary = run(at_rate(workload, rate))
-        point = {"rate_per_s": rate, **{k: summary[k] for k in POINT_KEYS},
+        sustainable = rate <= saturation["achieved_rps"]
+        point = {"rate_per_s": rate, "sustainable": sustainable,
+                 "meets_slo": sustainable and summary["slo_attainment"] >= target,
+                 **{k: summary[k] for k in POINT_KEYS},
                  **{k: summary[k] for k in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms",
                                             "e2e_ms")}}
         points.append(point)
         if on_point:
             on_point(point)
-        if summary["slo_attainment"] < target:
+        if not point["meets_slo"]:
             stopped = True
             break
-    good = [p["rate_per_s"] for p in points if p["slo_attainment"] >= target]
+    good = [p["rate_per_s"] for p in points if p["meets_slo"]]
     return {"target_attainment": target, "saturation_rps": saturation["achieved_rps"],
             "saturation_output_tokens_per_s": saturation["output_tokens_per_s"],
             "capacity_rps": max(good, default=0.0), "stopped_on_slo": stopped,

@@ -1,0 +1,134 @@
+"""`servecap simulate`, `sweep` and `cost` driven through the CLI with real files."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from servecap.cli.app import app
+from typer.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAT = ROOT / "workloads" / "chat.yaml"
+INLINE = ["--device", "80GiB", "--bandwidth", "2000GB/s", "--flops", "990TFLOPS"]
+STAT_KEYS = {"p50", "p95", "p99", "mean"}
+
+
+def _invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _small_workload(tmp_path: Path, **patch) -> Path:
+    doc = {"seed": 2, "num_requests": 120, "arrivals": {"kind": "poisson", "rate_per_s": 4},
+           "prompt_tokens": {"kind": "uniform", "low": 50, "high": 800},
+           "output_tokens": {"kind": "uniform", "low": 10, "high": 200}} | patch
+    path = tmp_path / "w.yaml"
+    path.write_text(json.dumps(doc))  # JSON is YAML
+    return path
+
+
+def test_json_contract_side_by_side(tmp_path):
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--policy", "static", "--policy", "continuous", "--policy",
+                  "chunked-prefill", "--step-overhead", "0", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert [p["policy"] for p in report["policies"]] == ["static", "continuous",
+                                                         "chunked-prefill"]
+    for entry in report["policies"]:
+        for key in ("completed", "rejected", "queued", "preemptions", "input_tokens_per_s",
+                    "output_tokens_per_s", "goodput_rps"):
+            assert isinstance(entry[key], int | float)
+        for key in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+            assert set(entry[key]) == STAT_KEYS
+        assert entry["completed"] + entry["rejected"] + entry["queued"] == 120
+    assert report["coefficients"]["step_overhead_s"] == 0
+    assert report["decode_bound_tokens_per_s"] == pytest.approx(142.857, abs=0.01)
+
+
+def test_trace_and_records(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,5\n0.01,2000,3\n0.5,10,1\n")
+    records = tmp_path / "out.csv"
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace,
+                  "--json", "--records", records, "--step-overhead", "2ms")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["policies"][0]["completed"] == 3
+    rows = list(csv.DictReader(records.open()))
+    assert [int(r["output_tokens"]) for r in rows] == [5, 3, 1]
+    assert all(r["state"] == "completed" and float(r["e2e_ms"]) > 0 for r in rows)
+    assert float(rows[0]["first_token_s"]) >= float(rows[0]["prefill_start_s"])
+
+
+def test_example_workload_runs_with_a_table():
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", CHAT,
+                  "--policy", "chunked-prefill", "--slo-ttft", "500ms", "--slo-itl", "50ms")
+    assert out.exit_code == 0, out.output
+    assert "chunked-prefill" in out.output and "decode bound" in out.output
+
+
+@pytest.mark.parametrize("patch, needle", [
+    ({"arrivals": {"kind": "poisson", "rate_per_s": -2}}, "arrivals.rate_per_s"),
+    ({"prompt_tokens": {"kind": "empirical", "values": []}}, "prompt_tokens.values"),
+])
+def test_bad_workload_exits_2(tmp_path, patch, needle):
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload",
+                  _small_workload(tmp_path, **patch))
+    assert out.exit_code == 2
+    assert needle in out.output and "w.yaml" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_unknown_policy_and_missing_csv_columns_exit_2(tmp_path):
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload",
+                  _small_workload(tmp_path), "--policy", "round-robin")
+    assert out.exit_code == 2 and "policy = 'round-robin'" in out.output
+    trace = tmp_path / "bad.csv"
+    trace.write_text("arrival_s,prompt_tokens\n0,10\n")
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--trace", trace)
+    assert out.exit_code == 2 and "missing column(s) output_tokens" in out.output
+
+
+def test_size_only_device_needs_rates(tmp_path):
+    out = _invoke("simulate", "teaching-7b", "--device", "80GiB", "--workload",
+                  _small_workload(tmp_path))
+    assert out.exit_code == 2 and "--bandwidth" in out.output
+
+
+def test_sweep_finds_capacity_and_stops_on_slo(tmp_path):
+    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--slo-ttft", "300ms", "--slo-itl", "40ms", "--rates", "2,8,32,128,512",
+                  "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    points = report["points"]
+    assert report["stopped_on_slo"] and len(points) < 5
+    assert points[0]["meets_slo"] and not points[-1]["meets_slo"]
+    assert report["capacity_rps"] == points[-2]["rate_per_s"] <= report["saturation_rps"]
+
+
+def test_sweep_stops_when_latency_fails_below_saturation(tmp_path):
+    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--slo-itl", "8ms", "--num-rates", "8", "--json")
+    assert out.exit_code == 0, out.output
+    points = json.loads(out.output)["points"]
+    assert points[-1]["sustainable"] and points[-1]["slo_attainment"] < 0.9
+
+
+def test_cost_command_reproduces_the_seed():
+    out = _invoke("cost", "--tokens-per-s", "1000", "--gpu-price", "2.0", "--utilization",
+                  "0.3", "--api-price", "0.6", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["usd_per_million_full_load"] == pytest.approx(0.556, abs=0.001)
+    assert report["usd_per_million_at_utilization"] == pytest.approx(1.85, abs=0.01)
+    assert report["break_even_utilization"] == pytest.approx(0.926, abs=0.001)
+
+
+def test_cost_from_a_simulated_saturation(tmp_path):
+    out = _invoke("cost", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["output_tokens_per_s"] > 143  # batching beats the single-stream bound
+    assert "simulated saturation" in report["tokens_source"]
