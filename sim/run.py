@@ -32,6 +32,9 @@ def _run_iterations(eng: Engine) -> None:
             if not eng.jump_to_next_arrival():
                 return
             continue
+        if not eng.waiting and not eng.prefilling and eng.decoding and not eng.extra_s:
+            _decode_run(eng, horizon)
+            continue
         eng.swap_in_waiting()
         work, decode = plan(eng)
         if not work and not (decode and eng.decoding) and not eng.extra_s:
@@ -58,6 +61,39 @@ def _iterate(eng: Engine, work: list, decode: bool) -> None:
     for seq, chunk in work:
         _finish_chunk(eng, seq, chunk, start)
     eng.reserved_blocks = 0
+
+
+def _decode_run(eng: Engine, horizon: float | None) -> None:
+    """Decode-only iterations while nothing waits: the hot path, with the bookkeeping of
+    _iterate, _account and _finish_decode_step inlined until the next arrival or an empty
+    decode set."""
+    res, pool, coef, residue, bsz = eng.result, eng.pool, eng.coef, eng.residue, eng.bsz
+    ends, samples, finish_at, decoding = res.decode_end_s, res.kv_samples, eng.finish_at, \
+        eng.decoding
+    seqs, nxt = eng.seqs, eng.next_arrival
+    next_arrival = seqs[nxt].req.arrival_s if nxt < len(seqs) else float("inf")
+    stop = min(next_arrival, horizon if horizon is not None else float("inf"))
+    while decoding and eng.now < stop:
+        j = eng.dec_idx
+        if residue[j % bsz] > pool.free:
+            eng.make_room_for_decode()
+            if eng.waiting:
+                return
+        n = len(decoding)
+        live = eng.ctx_base + n * j
+        dt = iteration_s(coef, n, live)
+        res.num_iterations += 1
+        res.busy_s += dt
+        res.system_area += n * dt
+        samples.append((eng.now, live, pool.num_blocks - pool.free))
+        eng.now += dt
+        ends.append(eng.now)
+        pool.free -= residue[j % bsz]
+        eng.dec_idx = j + 1
+        for seq in finish_at.pop(j, ()):
+            if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
+                    - seq.generated - 1 == j:
+                eng.finish(seq, eng._stop_decoding(seq, j))
 
 
 def _account(eng: Engine, dt: float) -> None:
