@@ -11,7 +11,13 @@ import typer
 from rich.console import Console
 from servecap.ledger.errors import SpecError
 from servecap.sim.metrics import summarize
-from servecap.sim.records import RECORD_COLUMNS, kv_occupancy, records, tail
+from servecap.sim.records import (
+    RECORD_COLUMNS,
+    by_prompt_bucket,
+    kv_occupancy,
+    records,
+    tail,
+)
 from servecap.sim.run import simulate as run_policy
 
 from . import sim_options as o
@@ -64,6 +70,8 @@ def run_simulation(setup: Setup) -> tuple[dict, list]:
         entry = summarize(res, setup.slo)
         entry["kv"] = kv_occupancy(res)
         entry["tail"] = tail(res)
+        if setup.workload is not None and setup.workload.buckets_tokens:
+            entry["buckets"] = by_prompt_bucket(res, setup.workload.buckets_tokens)
         policies.append(entry)
     return header(setup) | {"policies": policies}, results
 

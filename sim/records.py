@@ -1,6 +1,6 @@
 """Per-request rows: every timestamp from acceptance to release, and why a request was slow."""
 
-from .metrics import tpot_s
+from .metrics import ms, quantiles, tpot_s
 from .state import DONE, SimResult
 
 RECORD_COLUMNS = (
@@ -66,7 +66,8 @@ def _profile(seqs) -> dict:
 
 
 def kv_occupancy(result: SimResult) -> dict:
-    """Logical KV tokens (what the formula needs) against physical blocks held, per iteration."""
+    """Logical KV tokens (what the formula needs) against physical blocks held, per iteration.
+    logical_tokens_per_slot below 1 is paging's unused tail; above 1, shared prefix blocks."""
     samples = result.kv_samples
     bsz = result.config.block_size_tokens
     if not samples:
@@ -79,5 +80,21 @@ def kv_occupancy(result: SimResult) -> dict:
         "mean_used_blocks": round(sum(blocks) / len(blocks), 1),
         "mean_logical_tokens": round(sum(logical) / len(logical), 1),
         "max_logical_tokens": max(logical),
-        "mean_block_fill": round(sum(logical) / max(sum(blocks) * bsz, 1), 4),
+        "logical_tokens_per_slot": round(sum(logical) / max(sum(blocks) * bsz, 1), 4),
     }
+
+
+def by_prompt_bucket(result: SimResult, edges_tokens: tuple[int, ...]) -> list[dict]:
+    """Completed requests grouped by prompt length (<= each edge, then above the last), so
+    lengths are not mixed when latencies are compared."""
+    done = [s for s in result.seqs if s.state == DONE]
+    out, low = [], 0
+    for high in (*edges_tokens, None):
+        group = [s for s in done if s.req.prompt_tokens > low
+                 and (high is None or s.req.prompt_tokens <= high)]
+        out.append({"prompt_tokens_above": low, "prompt_tokens_max": high,
+                    "completed": len(group),
+                    "ttft_ms": ms(quantiles([s.first_token_s - s.req.arrival_s for s in group])),
+                    "e2e_ms": ms(quantiles([s.release_s - s.req.arrival_s for s in group]))})
+        low = high or low
+    return out

@@ -60,6 +60,17 @@ def test_trace_and_records(tmp_path):
     assert float(rows[0]["first_token_s"]) >= float(rows[0]["prefill_start_s"])
 
 
+def test_example_workload_reports_buckets_tail_and_kv():
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", CHAT,
+                  "--json")
+    entry = json.loads(out.output)["policies"][0]
+    assert [b["prompt_tokens_max"] for b in entry["buckets"]] == [512, 2048, None]
+    assert sum(b["completed"] for b in entry["buckets"]) == entry["completed"]
+    assert entry["tail"]["tail"]["mean_prompt_tokens"] >= entry["tail"]["all"][
+        "mean_prompt_tokens"]
+    assert entry["kv"]["logical_tokens_per_slot"] > 1  # the shared system prompt
+
+
 def test_example_workload_runs_with_a_table():
     out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", CHAT,
                   "--policy", "chunked-prefill", "--slo-ttft", "500ms", "--slo-itl", "50ms")
