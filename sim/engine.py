@@ -99,14 +99,21 @@ class Engine:
         return True
 
     def _share_prefix(self, seq: Seq, hit: int) -> None:
-        req = seq.req
         if hit:
             seq.computed = min(hit * self.bsz, seq.target - 1)
             seq.prefix_hit_tokens += seq.computed
-        elif self.cfg.prefix_caching and req.prefix_group and req.prefix_tokens >= self.bsz:
-            seq.prefix_blocks = req.prefix_tokens // self.bsz
-            self.pool.acquire_prefix(req.prefix_group, seq.prefix_blocks)
         seq.private_blocks = blocks_for(seq.target, self.bsz) - seq.prefix_blocks
+
+    def publish_prefix(self, seq: Seq) -> None:
+        """Once a prompt is computed, its full prefix blocks become the group's cache (vLLM
+        caches only computed full blocks); a group cached meanwhile keeps this copy private."""
+        req = seq.req
+        if not (self.cfg.prefix_caching and req.prefix_group) or seq.prefix_blocks \
+                or self.pool.is_cached(req.prefix_group) or req.prefix_tokens < self.bsz:
+            return
+        seq.prefix_blocks = req.prefix_tokens // self.bsz
+        seq.private_blocks -= seq.prefix_blocks
+        self.pool.acquire_prefix(req.prefix_group, seq.prefix_blocks)
 
     def _swap_in(self, seq: Seq, blocks: int) -> bool:
         self.extra_s += swap_s(self.coef, seq.swapped_tokens)

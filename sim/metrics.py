@@ -83,7 +83,7 @@ def ms(stats: dict[str, float]) -> dict[str, float]:
 
 def summarize(result: SimResult, slo: SLO = SLO()) -> dict:
     """The per-policy report: counts, throughput, latency percentiles (ms), goodput."""
-    seqs = result.seqs
+    seqs = result.seqs[:result.num_arrived]
     done = [s for s in seqs if s.state == DONE]
     rejected = [s for s in seqs if s.state == REJECTED]
     start = min((s.req.arrival_s for s in seqs), default=0.0)
@@ -95,7 +95,8 @@ def summarize(result: SimResult, slo: SLO = SLO()) -> dict:
         "offered": len(seqs),
         "completed": len(done),
         "rejected": len(rejected),
-        "queued": len(seqs) - len(done) - len(rejected),
+        "queued": result.num_arrived - len(done) - len(rejected),
+        "not_arrived": len(result.seqs) - result.num_arrived,
         "running_at_end": sum(1 for s in seqs if s.state == RUNNING),
         "rejection_reasons": sorted({s.reason for s in rejected}),
         "preemptions": sum(s.preemptions for s in seqs),

@@ -5,7 +5,7 @@ from .config import SchedulerConfig
 from .engine import Engine
 from .roofline import Coefficients, iteration_s
 from .sampling import Request
-from .state import SimResult
+from .state import REJECTED, SimResult
 from .static import run_static
 
 
@@ -20,6 +20,8 @@ def simulate(requests: list[Request], coef: Coefficients, config: SchedulerConfi
     res = eng.result
     res.end_s, res.decode_end_s = eng.now, res.decode_end_s
     res.peak_used_blocks = eng.pool.peak_used
+    res.num_arrived = eng.next_arrival
+    res.unheld_blocks = eng.pool.free + sum(eng.pool.group_blocks.values())
     return res
 
 
@@ -125,6 +127,7 @@ def _finish_chunk(eng: Engine, seq, chunk: int, start: float) -> None:
     if seq.computed < seq.target:
         return
     eng.prefilling.remove(seq)
+    eng.publish_prefix(seq)
     seq.prefill_end_s = eng.now
     seq.prefill_token_s.append(eng.now)
     if seq.generated:
@@ -140,7 +143,7 @@ def _finish_chunk(eng: Engine, seq, chunk: int, start: float) -> None:
 def _stuck(eng: Engine) -> None:
     """Nothing runs and the head cannot be admitted: reject it rather than spin."""
     seq = eng.waiting.popleft()
-    seq.state, seq.release_s = "rejected", eng.now
+    seq.state, seq.release_s = REJECTED, eng.now
     seq.reason = "could not be admitted with the pool empty"
 
 

@@ -64,3 +64,5 @@ class SimResult:
     system_area: float = 0.0
     kv_samples: list[tuple[float, int, int]] = field(default_factory=list)
     peak_used_blocks: int = 0
+    num_arrived: int = 0
+    unheld_blocks: int = 0  # free or prefix cache at the end: the whole pool once drained

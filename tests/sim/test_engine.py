@@ -31,7 +31,9 @@ def test_conservation(teaching, make_requests, policy, blocks, seed, swap, cachi
                preemption_mode="swap" if swap else "recompute", prefix_caching=caching,
                max_time_s=horizon)
     summary = summarize(res)
-    assert summary["completed"] + summary["rejected"] + summary["queued"] == len(reqs)
+    arrived = summary["completed"] + summary["rejected"] + summary["queued"]
+    assert arrived + summary["not_arrived"] == len(reqs)
+    assert all(s.req.arrival_s > res.end_s for s in res.seqs[arrived:])
     for seq in res.seqs:
         if seq.state == DONE:
             times = seq.token_times(res.decode_end_s)
@@ -41,8 +43,9 @@ def test_conservation(teaching, make_requests, policy, blocks, seed, swap, cachi
         elif seq.state == REJECTED:
             assert seq.reason
     if horizon is None:
-        assert summary["queued"] == 0
+        assert summary["queued"] == summary["not_arrived"] == 0
         assert res.peak_used_blocks <= blocks
+        assert res.unheld_blocks == blocks  # every private block came back
 
 
 def test_littles_law_on_the_queue_and_the_system(teaching, make_requests):
