@@ -101,7 +101,7 @@ def slo_for(flags: SimFlags) -> SLO:
 
 def build_setup(model: str, flags: SimFlags) -> Setup:
     """Plan the device with the ledger, price iterations with the roofline, load the load."""
-    plan = _plan(model, flags)
+    plan = plan_for(model, flags)
     coef = device_coefficients(plan, flags)
     configs = tuple(SchedulerConfig(
         policy=p, max_num_batched_tokens=flags.max_num_batched_tokens,
@@ -162,7 +162,8 @@ def load_workload(path: Path) -> Workload:
         raise exc.at(str(path)) from None
 
 
-def _plan(model: str, flags: SimFlags) -> Plan:
+def plan_for(model: str, flags: SimFlags) -> Plan:
+    """The ledger plan of `model` on the flagged device (one resident request)."""
     loaded = load_model(model)
     plan_flags = PlanFlags(device=flags.device, context=flags.context, concurrency=1,
                            weight_dtype=flags.weight_dtype, kv_dtype=flags.kv_dtype,

@@ -26,6 +26,7 @@ from .errors import handle_errors
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_simulation
 from .simulate_header import header
+from .speculate_cmd import speculate
 from .sweep_cmd import sweep
 
 
@@ -95,7 +96,8 @@ def write_records(path: Path, results: list) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """simulate, sweep and cost: the latency side of the plan."""
+    """simulate, sweep, cost and speculate: the latency side of the plan."""
     app.command()(handle_errors(simulate))
     app.command()(handle_errors(sweep))
     app.command()(handle_errors(cost))
+    app.command()(handle_errors(speculate))

@@ -143,3 +143,13 @@ def test_cost_from_a_simulated_saturation(tmp_path):
     report = json.loads(out.output)
     assert report["output_tokens_per_s"] > 143  # batching beats the single-stream bound
     assert "simulated saturation" in report["tokens_source"]
+
+
+def test_speculate_finds_where_it_stops_helping():
+    out = _invoke("speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b-instruct", "--device",
+                  "h100-80gb", "--context", "512", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["rows"][0]["speedup"] > 1.5
+    assert report["break_even_batch"] is not None
+    assert report["rows"][-1]["speedup"] < 1
