@@ -41,11 +41,11 @@ class Engine:
     def pull_arrivals(self) -> None:
         """Queue every request accepted by now; one that could never fit is rejected."""
         seqs, now, limit = self.seqs, self.now, self.pool.num_blocks - self.pool.watermark_blocks
-        while self.next_arrival < len(seqs) and seqs[self.next_arrival].req.arrival_s <= now:
+        while self.next_arrival < len(seqs) and seqs[self.next_arrival].ready_s <= now:
             seq = seqs[self.next_arrival]
             self.next_arrival += 1
-            self.result.queue_area += now - seq.req.arrival_s
-            self.result.system_area += now - seq.req.arrival_s
+            self.result.queue_area += now - seq.ready_s
+            self.result.system_area += now - seq.ready_s
             need = blocks_for(seq.req.prompt_tokens + seq.req.output_tokens, self.bsz)
             if need > limit:
                 seq.state, seq.release_s = REJECTED, seq.req.arrival_s
@@ -59,8 +59,12 @@ class Engine:
     def jump_to_next_arrival(self) -> bool:
         if self.next_arrival >= len(self.seqs):
             return False
-        self.now = max(self.now, self.seqs[self.next_arrival].req.arrival_s)
+        self.now = max(self.now, self.seqs[self.next_arrival].ready_s)
         return True
+
+    def add(self, seq: Seq) -> None:
+        """A request routed here now (in ready order, at or after the engine's last pull)."""
+        self.seqs.append(seq)
 
     # admission ------------------------------------------------------------------------------
     def prefix_hit_blocks(self, seq: Seq) -> int:
@@ -116,7 +120,9 @@ class Engine:
         self.pool.acquire_prefix(req.prefix_group, seq.prefix_blocks)
 
     def _swap_in(self, seq: Seq, blocks: int) -> bool:
-        self.extra_s += swap_s(self.coef, seq.swapped_tokens)
+        if not seq.kv_transferred:  # a transferred KV arrived over the link, off this clock
+            self.extra_s += swap_s(self.coef, seq.swapped_tokens)
+        seq.kv_transferred = False
         seq.target, seq.private_blocks, seq.swapped_tokens = seq.swapped_tokens, blocks, 0
         self.start_decoding(seq)
         return True

@@ -81,9 +81,21 @@ def ms(stats: dict[str, float]) -> dict[str, float]:
     return {k: round(v * 1000, 3) for k, v in stats.items()}
 
 
-def summarize(result: SimResult, slo: SLO = SLO()) -> dict:
-    """The per-policy report: counts, throughput, latency percentiles (ms), goodput."""
-    seqs = result.seqs[:result.num_arrived]
+def summarize(result: SimResult | list[SimResult], slo: SLO = SLO()) -> dict:
+    """The per-policy report over one engine or several replicas: counts, throughput,
+    latency percentiles (ms), goodput."""
+    results = result if isinstance(result, list) else [result]
+    seqs = [s for r in results for s in r.seqs[:r.num_arrived]]
+    pairs = [p for r in results for p in itl_pairs(r)]
+    report = summarize_seqs(results[0].policy, seqs, pairs, slo)
+    report["not_arrived"] = sum(len(r.seqs) - r.num_arrived for r in results)
+    report["num_iterations"] = sum(r.num_iterations for r in results)
+    return report
+
+
+def summarize_seqs(policy: str, seqs: list[Seq], pairs: list[tuple[float, int]],
+                   slo: SLO) -> dict:
+    """The report from arrived requests and their token gaps (see itl_pairs)."""
     done = [s for s in seqs if s.state == DONE]
     rejected = [s for s in seqs if s.state == REJECTED]
     start = min((s.req.arrival_s for s in seqs), default=0.0)
@@ -91,12 +103,11 @@ def summarize(result: SimResult, slo: SLO = SLO()) -> dict:
     span = max(end - start, 1e-12)
     met = sum(1 for s in done if slo.met(s))
     return {
-        "policy": result.policy,
+        "policy": policy,
         "offered": len(seqs),
         "completed": len(done),
         "rejected": len(rejected),
-        "queued": result.num_arrived - len(done) - len(rejected),
-        "not_arrived": len(result.seqs) - result.num_arrived,
+        "queued": len(seqs) - len(done) - len(rejected),
         "running_at_end": sum(1 for s in seqs if s.state == RUNNING),
         "rejection_reasons": sorted({s.reason for s in rejected}),
         "preemptions": sum(s.preemptions for s in seqs),
@@ -109,20 +120,19 @@ def summarize(result: SimResult, slo: SLO = SLO()) -> dict:
         "output_tokens_per_s": sum(s.req.output_tokens for s in done) / span,
         "slo_attainment": met / len(seqs) if seqs else 0.0,
         "goodput_rps": met / span,
-        **latency(done, result),
+        **latency(done, pairs),
         "percentile_method": PERCENTILE_METHOD,
-        "num_iterations": result.num_iterations,
     }
 
 
-def latency(done: list[Seq], result: SimResult) -> dict:
+def latency(done: list[Seq], pairs: list[tuple[float, int]]) -> dict:
     """queue (acceptance to admission), TTFT, ITL, TPOT and end-to-end, in ms."""
     arrive = [s.req.arrival_s for s in done]
     return {
         "queue_ms": ms(quantiles([s.admitted_s - a for s, a in zip(done, arrive, strict=True)])),
         "ttft_ms": ms(quantiles([s.first_token_s - a
                                  for s, a in zip(done, arrive, strict=True)])),
-        "itl_ms": ms(weighted_quantiles(itl_pairs(result))),
+        "itl_ms": ms(weighted_quantiles(pairs)),
         "tpot_ms": ms(quantiles([tpot_s(s) for s in done if s.req.output_tokens > 1])),
         "e2e_ms": ms(quantiles([s.release_s - a for s, a in zip(done, arrive, strict=True)])),
     }
@@ -131,5 +141,6 @@ def latency(done: list[Seq], result: SimResult) -> dict:
 def _offered_rps(seqs: list[Seq]) -> float:
     if len(seqs) < 2:
         return 0.0
-    first, last = seqs[0].req.arrival_s, seqs[-1].req.arrival_s
+    times = [s.req.arrival_s for s in seqs]
+    first, last = min(times), max(times)
     return (len(seqs) - 1) / (last - first) if last > first else float("inf")

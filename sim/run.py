@@ -13,10 +13,19 @@ def simulate(requests: list[Request], coef: Coefficients, config: SchedulerConfi
              num_blocks: int) -> SimResult:
     """Run every request to completion (or to config.max_time_s); deterministic."""
     eng = Engine(requests, coef, config, num_blocks)
-    if config.policy == "static":
-        run_static(eng)
+    advance(eng, config.max_time_s)
+    return finish_run(eng)
+
+
+def advance(eng: Engine, until: float | None) -> None:
+    """Run the iterations that start before `until` (None: until every request is done)."""
+    if eng.cfg.policy == "static":
+        run_static(eng, until)
     else:
-        _run_iterations(eng)
+        _run_iterations(eng, until)
+
+
+def finish_run(eng: Engine) -> SimResult:
     res = eng.result
     res.end_s, res.decode_end_s = eng.now, res.decode_end_s
     res.peak_used_blocks = eng.pool.peak_used
@@ -25,9 +34,8 @@ def simulate(requests: list[Request], coef: Coefficients, config: SchedulerConfi
     return res
 
 
-def _run_iterations(eng: Engine) -> None:
+def _run_iterations(eng: Engine, horizon: float | None) -> None:
     plan = PLANNERS[eng.cfg.policy]
-    horizon = eng.cfg.max_time_s
     while horizon is None or eng.now < horizon:
         eng.pull_arrivals()
         if eng.idle():
@@ -73,7 +81,7 @@ def _decode_run(eng: Engine, horizon: float | None) -> None:
     ends, samples, finish_at, decoding = res.decode_end_s, res.kv_samples, eng.finish_at, \
         eng.decoding
     seqs, nxt = eng.seqs, eng.next_arrival
-    next_arrival = seqs[nxt].req.arrival_s if nxt < len(seqs) else float("inf")
+    next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else float("inf")
     stop = min(next_arrival, horizon if horizon is not None else float("inf"))
     while decoding and eng.now < stop:
         j = eng.dec_idx

@@ -19,7 +19,7 @@ class Seq:
                  "prefix_blocks", "j0", "prev_s", "admitted_s", "prefill_start_s",
                  "prefill_end_s", "release_s", "prefill_token_s", "segments", "preemptions",
                  "recomputed_tokens", "chunks", "prefix_hit_tokens", "swapped_tokens", "epoch",
-                 "last_token_s", "extra_gaps_s")
+                 "last_token_s", "extra_gaps_s", "ready_s", "kv_transferred")
 
     def __init__(self, req: Request) -> None:
         self.req = req
@@ -33,6 +33,8 @@ class Seq:
         self.preemptions = self.recomputed_tokens = self.chunks = 0
         self.prefix_hit_tokens = self.swapped_tokens = self.epoch = 0
         self.last_token_s = 0.0
+        self.ready_s = req.arrival_s  # when the engine may take it (after a KV transfer)
+        self.kv_transferred = False
         self.extra_gaps_s: list[float] = []  # gaps ending in a re-prefill token (recompute)
 
     def token_times(self, decode_end_s: list[float]) -> list[float]:

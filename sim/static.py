@@ -6,11 +6,10 @@ from .roofline import iteration_s
 from .state import DONE, RUNNING
 
 
-def run_static(eng) -> None:
+def run_static(eng, horizon: float | None) -> None:
     """When the engine is idle, take up to max_num_seqs waiting requests whose padded KV
     (group size x blocks for the longest prompt + longest output) fits; run the group's
     prefill and decode steps as one shape; new arrivals wait for the batch boundary."""
-    horizon = eng.cfg.max_time_s
     while horizon is None or eng.now < horizon:
         eng.pull_arrivals()
         if not eng.waiting:
