@@ -13,6 +13,7 @@ from servecap.ledger.plan import Plan, build_plan
 from servecap.ledger.units import GB, TB, parse_size
 from servecap.model_configs import load_model
 from servecap.sim.config import SchedulerConfig
+from servecap.sim.deploy import Deployment
 from servecap.sim.kvpool import pool_blocks
 from servecap.sim.metrics import SLO
 from servecap.sim.roofline import Coefficients, coefficients_for_plan, override
@@ -52,6 +53,10 @@ class SimFlags:
     slo_ttft: str | None = None
     slo_itl: str | None = None
     slo_e2e: str | None = None
+    replicas: int = 1
+    router: str = "least-tokens"
+    disaggregate: str | None = None
+    kv_transfer: str = "50GB/s"
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class Setup:
     workload: Workload | None
     slo: SLO
     source: str
+    deployment: Deployment = Deployment()
 
 
 def parse_bandwidth(text: str, field: str = "--bandwidth") -> float:
@@ -110,7 +116,20 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
         prefix_caching=flags.prefix_caching) for p in flags.policies)
     requests, workload, source = load_requests(flags)
     return Setup(plan, coef, pool_blocks(plan, flags.block_size), configs, requests, workload,
-                 slo_for(flags), source)
+                 slo_for(flags), source, deployment_for(flags))
+
+
+def deployment_for(flags: SimFlags) -> Deployment:
+    """--replicas/--router, or --disaggregate P:D with --kv-transfer."""
+    prefill = decode = 0
+    if flags.disaggregate:
+        parts = flags.disaggregate.split(":")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise SpecError("--disaggregate", flags.disaggregate, "prefill:decode device "
+                            "counts, e.g. 1:1 or 2:3")
+        prefill, decode = (int(p) for p in parts)
+    return Deployment(flags.replicas, flags.router, prefill, decode,
+                      parse_bandwidth(flags.kv_transfer, "--kv-transfer"))
 
 
 def device_coefficients(plan: Plan, flags: SimFlags) -> Coefficients:

@@ -46,3 +46,11 @@ SloItl = Annotated[str | None, Opt(help="ITL target, checked against each reques
                                    "(mean token gap), e.g. 50ms.")]
 SloE2e = Annotated[str | None, Opt(help="End-to-end latency target, e.g. 30s.")]
 Json = Annotated[bool, Opt("--json", help="Print one JSON object.")]
+Replicas = Annotated[int, Opt(help="Identical devices behind the router.")]
+Router = Annotated[str, Opt(help="round-robin, least-requests or least-tokens (outstanding "
+                            "prompt + output tokens).")]
+Disaggregate = Annotated[str | None, Opt(help="Separate prefill:decode device pools, e.g. 1:1; "
+                                         "a colocated run on as many devices is shown "
+                                         "beside it.")]
+KvTransfer = Annotated[str, Opt(help="KV link between prefill and decode pools, e.g. "
+                                "50GB/s.")]

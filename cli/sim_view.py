@@ -32,12 +32,14 @@ def render_simulation(report: dict, console: Console) -> None:
     for col in ("policy", "queue", "TTFT", "ITL", "TPOT", "e2e"):
         times.add_column(col, justify="left" if col == "policy" else "right",
                           no_wrap=col == "policy")
+    many = len({p["deployment"] for p in report["policies"]}) > 1
     for p in report["policies"]:
-        counts.add_row(p["policy"], f"{p['completed']:,}", f"{p['rejected']:,}",
+        name = f"{p['policy']}\n{p['deployment']}" if many else p["policy"]
+        counts.add_row(name, f"{p['completed']:,}", f"{p['rejected']:,}",
                        f"{p['queued']:,}", f"{p['preemptions']:,}",
                        f"{p['input_tokens_per_s']:,.0f}", f"{p['output_tokens_per_s']:,.0f}",
                        f"{p['goodput_rps']:,.2f}")
-        times.add_row(p["policy"], *(_pair(p[k]) for k in ("queue_ms", "ttft_ms", "itl_ms",
+        times.add_row(name, *(_pair(p[k]) for k in ("queue_ms", "ttft_ms", "itl_ms",
                                                            "tpot_ms", "e2e_ms")))
     console.print(counts)
     console.print(times)

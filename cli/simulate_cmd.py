@@ -10,15 +10,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from servecap.ledger.errors import SpecError
-from servecap.sim.metrics import summarize
+from servecap.sim.deploy import run_deployment
 from servecap.sim.records import (
     RECORD_COLUMNS,
     by_prompt_bucket,
     kv_occupancy,
+    per_replica,
     records,
     tail,
 )
-from servecap.sim.run import simulate as run_policy
 
 from . import sim_options as o
 from .cost_cmd import cost
@@ -39,6 +39,8 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              max_num_seqs: o.MaxSeqs = 256, watermark: o.Watermark = 0.01,
              preemption: o.Preemption = "recompute", prefix_caching: o.PrefixCaching = True,
              slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
+             replicas: o.Replicas = 1, router: o.Router = "least-tokens",
+             disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
              as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
@@ -51,11 +53,12 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
     flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, trace,
                      tuple(policy or ("continuous",)), context, weight_dtype, kv_dtype,
                      block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
-                     prefix_caching, slo_ttft, slo_itl, slo_e2e)
+                     prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
+                     disaggregate, kv_transfer)
     setup = build_setup(model, flags)
-    report, results = run_simulation(setup)
+    report, outcomes = run_simulation(setup)
     if records_path is not None:
-        write_records(records_path, results)
+        write_records(records_path, outcomes)
     if as_json:
         print(json.dumps(report, indent=2))
     else:
@@ -63,21 +66,30 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
 
 
 def run_simulation(setup: Setup) -> tuple[dict, list]:
-    """Every policy over the same requests; the report every output is rendered from."""
-    results = [run_policy(setup.requests, setup.coefficients, cfg, setup.num_blocks)
-               for cfg in setup.configs]
-    policies = []
-    for res in results:
-        entry = summarize(res, setup.slo)
-        entry["kv"] = kv_occupancy(res)
-        entry["tail"] = tail(res)
-        if setup.workload is not None and setup.workload.buckets_tokens:
-            entry["buckets"] = by_prompt_bucket(res, setup.workload.buckets_tokens)
-        policies.append(entry)
-    return header(setup) | {"policies": policies}, results
+    """Every policy over the same requests on the deployment; the report every output is
+    rendered from, and the outcomes the records come from."""
+    outcomes, policies = [], []
+    for cfg in setup.configs:
+        for outcome in run_deployment(setup.requests, setup.coefficients, cfg,
+                                      setup.num_blocks, setup.deployment, setup.slo):
+            outcomes.append((cfg.policy, outcome))
+            policies.append(_entry(setup, outcome))
+    return header(setup) | {"policies": policies}, outcomes
 
 
-def write_records(path: Path, results: list) -> None:
+def _entry(setup: Setup, outcome) -> dict:
+    results = outcome.results
+    entry = outcome.summary | {"deployment": outcome.deployment, "tail": tail(outcome.seqs)}
+    entry["kv"] = kv_occupancy(results[0]) if len(results) == 1 else \
+        {"replicas": [kv_occupancy(r) for r in results]}
+    if len(results) > 1:
+        entry["replicas"] = per_replica(results)
+    if setup.workload is not None and setup.workload.buckets_tokens:
+        entry["buckets"] = by_prompt_bucket(outcome.seqs, setup.workload.buckets_tokens)
+    return entry
+
+
+def write_records(path: Path, outcomes: list) -> None:
     """Written to a temporary file beside the target and renamed: never half a file."""
     folder = path.resolve().parent
     if not folder.is_dir():
@@ -87,8 +99,8 @@ def write_records(path: Path, results: list) -> None:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=RECORD_COLUMNS)
             writer.writeheader()
-            for res in results:
-                writer.writerows(records(res))
+            for policy, outcome in outcomes:
+                writer.writerows(records(policy, outcome.deployment, outcome.seqs))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

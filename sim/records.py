@@ -1,22 +1,22 @@
 """Per-request rows: every timestamp from acceptance to release, and why a request was slow."""
 
 from .metrics import ms, quantiles, tpot_s
-from .state import DONE, SimResult
+from .state import DONE, Seq, SimResult
 
 RECORD_COLUMNS = (
-    "policy", "request_id", "state", "reason", "arrival_s", "admitted_s", "prefill_start_s",
-    "prefill_end_s", "first_token_s", "last_token_s", "release_s", "prompt_tokens",
-    "output_tokens", "prefix_group", "prefix_hit_tokens", "queue_ms", "ttft_ms", "tpot_ms",
-    "e2e_ms", "prefill_chunks", "preemptions", "recomputed_tokens")
+    "policy", "deployment", "request_id", "state", "reason", "arrival_s", "admitted_s",
+    "prefill_start_s", "prefill_end_s", "first_token_s", "last_token_s", "release_s",
+    "prompt_tokens", "output_tokens", "prefix_group", "prefix_hit_tokens", "queue_ms",
+    "ttft_ms", "tpot_ms", "e2e_ms", "prefill_chunks", "preemptions", "recomputed_tokens")
 
 
-def records(result: SimResult) -> list[dict]:
+def records(policy: str, deployment: str, seqs: list[Seq]) -> list[dict]:
     """One row per request, in arrival order. Times are simulation seconds; *_ms columns are
     measured from the request's acceptance (its arrival)."""
-    return [_row(result.policy, seq) for seq in result.seqs]
+    return [{"deployment": deployment} | _row(policy, seq) for seq in seqs]
 
 
-def _row(policy: str, seq) -> dict:
+def _row(policy: str, seq: Seq) -> dict:
     req, done = seq.req, seq.state == DONE
 
     def since(value):
@@ -42,10 +42,10 @@ def _t(value):
     return "" if value is None else round(value, 6)
 
 
-def tail(result: SimResult, share: float = 0.01) -> dict:
+def tail(seqs: list[Seq], share: float = 0.01) -> dict:
     """The slowest `share` of completed requests by end-to-end latency against all of them:
     mean queue age, prefill chunks, preemptions and prompt length, to say why they are slow."""
-    done = sorted((s for s in result.seqs if s.state == DONE),
+    done = sorted((s for s in seqs if s.state == DONE),
                   key=lambda s: s.release_s - s.req.arrival_s)
     if not done:
         return {}
@@ -84,10 +84,10 @@ def kv_occupancy(result: SimResult) -> dict:
     }
 
 
-def by_prompt_bucket(result: SimResult, edges_tokens: tuple[int, ...]) -> list[dict]:
+def by_prompt_bucket(seqs: list[Seq], edges_tokens: tuple[int, ...]) -> list[dict]:
     """Completed requests grouped by prompt length (<= each edge, then above the last), so
     lengths are not mixed when latencies are compared."""
-    done = [s for s in result.seqs if s.state == DONE]
+    done = [s for s in seqs if s.state == DONE]
     out, low = [], 0
     for high in (*edges_tokens, None):
         group = [s for s in done if s.req.prompt_tokens > low
@@ -98,3 +98,16 @@ def by_prompt_bucket(result: SimResult, edges_tokens: tuple[int, ...]) -> list[d
                     "e2e_ms": ms(quantiles([s.release_s - s.req.arrival_s for s in group]))})
         low = high or low
     return out
+
+
+def per_replica(results: list[SimResult]) -> list[dict]:
+    """How the router spread the load: requests, tokens and tail TTFT per replica."""
+    rows = []
+    for index, res in enumerate(results):
+        done = [s for s in res.seqs if s.state == DONE]
+        rows.append({"replica": index, "requests": len(res.seqs), "completed": len(done),
+                     "prompt_tokens": sum(s.req.prompt_tokens for s in res.seqs),
+                     "output_tokens": sum(s.req.output_tokens for s in res.seqs),
+                     "ttft_ms": ms(quantiles([s.first_token_s - s.req.arrival_s
+                                              for s in done]))})
+    return rows

@@ -153,3 +153,28 @@ def test_speculate_finds_where_it_stops_helping():
     assert report["rows"][0]["speedup"] > 1.5
     assert report["break_even_batch"] is not None
     assert report["rows"][-1]["speedup"] < 1
+
+
+def test_disaggregated_beside_colocated_with_records(tmp_path):
+    records = tmp_path / "r.csv"
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--disaggregate", "1:1", "--kv-transfer", "25GB/s", "--json",
+                  "--records", records)
+    assert out.exit_code == 0, out.output
+    entries = json.loads(out.output)["policies"]
+    assert [e["deployment"].split(",")[0] for e in entries] == ["colocated x2",
+                                                                "disaggregated 1P+1D"]
+    assert all(e["completed"] == 120 for e in entries)
+    assert sum(r["requests"] for r in entries[0]["replicas"]) == 120
+    rows = list(csv.DictReader(records.open()))
+    assert len(rows) == 240 and {r["deployment"] for r in rows} == {e["deployment"]
+                                                                     for e in entries}
+
+
+@pytest.mark.parametrize("args, needle", [(["--disaggregate", "2"], "--disaggregate"),
+                                          (["--router", "random"], "router"),
+                                          (["--replicas", "0"], "replicas")])
+def test_bad_deployments_exit_2(tmp_path, args, needle):
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  *args)
+    assert out.exit_code == 2 and needle in out.output
