@@ -13,11 +13,13 @@ from servecap.ledger.errors import SpecError
 from servecap.sim.deploy import run_deployment
 from servecap.sim.records import (
     RECORD_COLUMNS,
+    TOKEN_COLUMNS,
     by_prompt_bucket,
     kv_occupancy,
     per_replica,
     records,
     tail,
+    token_rows,
 )
 
 from . import sim_options as o
@@ -44,7 +46,10 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
-                 "timestamp).")] = None) -> None:
+                 "timestamp).")] = None,
+             token_times_path: Annotated[Path | None, typer.Option(
+                 "--token-times", help="Write one CSV row per generated token (its ready "
+                 "time and the gap before it).")] = None) -> None:
     """Simulate the scheduler over a workload: latency percentiles, throughput, goodput.
 
     The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
@@ -58,7 +63,13 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)
     if records_path is not None:
-        write_records(records_path, outcomes)
+        write_csv(records_path, RECORD_COLUMNS, (
+            row for policy, out in outcomes for row in records(policy, out.deployment,
+                                                               out.seqs)))
+    if token_times_path is not None:
+        write_csv(token_times_path, TOKEN_COLUMNS, (
+            row for policy, out in outcomes
+            for row in token_rows(policy, out.deployment, out.results, out.seqs)))
     if as_json:
         print(json.dumps(report, indent=2))
     else:
@@ -89,18 +100,17 @@ def _entry(setup: Setup, outcome) -> dict:
     return entry
 
 
-def write_records(path: Path, outcomes: list) -> None:
+def write_csv(path: Path, columns: tuple[str, ...], rows) -> None:
     """Written to a temporary file beside the target and renamed: never half a file."""
     folder = path.resolve().parent
     if not folder.is_dir():
-        raise SpecError("--records", str(path), "the folder does not exist")
+        raise SpecError(str(path), str(folder), "the folder does not exist")
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=RECORD_COLUMNS)
+            writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
-            for policy, outcome in outcomes:
-                writer.writerows(records(policy, outcome.deployment, outcome.seqs))
+            writer.writerows(rows)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -111,3 +111,26 @@ def per_replica(results: list[SimResult]) -> list[dict]:
                      "ttft_ms": ms(quantiles([s.first_token_s - s.req.arrival_s
                                               for s in done]))})
     return rows
+
+
+TOKEN_COLUMNS = ("policy", "deployment", "request_id", "token_index", "ready_s", "gap_ms")
+
+
+def token_rows(policy: str, deployment: str, results: list[SimResult],
+               seqs: list[Seq]) -> list[dict]:
+    """Every generated token's ready time, per request (rebuilt from the decode timelines of
+    the engine that streamed it), with the gap since the previous token."""
+    timeline = {id(s): r.decode_end_s for r in results for s in r.seqs}
+    rows = []
+    for seq in seqs:
+        if seq.state != DONE:
+            continue
+        times = seq.token_times(timeline.get(id(seq), []))
+        prev = None
+        for index, ready in enumerate(times):
+            gap = "" if prev is None else round((ready - prev) * 1000, 3)
+            rows.append({"policy": policy, "deployment": deployment,
+                         "request_id": seq.req.request_id, "token_index": index,
+                         "ready_s": round(ready, 6), "gap_ms": gap})
+            prev = ready
+    return rows

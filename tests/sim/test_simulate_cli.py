@@ -178,3 +178,41 @@ def test_bad_deployments_exit_2(tmp_path, args, needle):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   *args)
     assert out.exit_code == 2 and needle in out.output
+
+
+def test_token_times_rebuild_every_token(tmp_path):
+    tokens = tmp_path / "tokens.csv"
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--replicas", "2", "--token-times", tokens, "--json")
+    assert out.exit_code == 0, out.output
+    rows = list(csv.DictReader(tokens.open()))
+    per_request = {}
+    for row in rows:
+        per_request.setdefault(row["request_id"], []).append(float(row["ready_s"]))
+    assert len(per_request) == 120
+    assert all(times == sorted(times) for times in per_request.values())
+    total = json.loads(out.output)["policies"][0]["output_tokens_per_s"] * \
+        json.loads(out.output)["policies"][0]["duration_s"]
+    assert len(rows) == pytest.approx(total, rel=1e-6)
+
+
+def test_measured_coefficients_replace_the_roofline(tmp_path):
+    measured = tmp_path / "coef.json"
+    measured.write_text(json.dumps({"step_overhead_s": 0.003, "bandwidth_bytes_per_s": 1e12}))
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--coefficients", measured, "--json")
+    assert out.exit_code == 0, out.output
+    coef = json.loads(out.output)["coefficients"]
+    assert coef["step_overhead_s"] == 0.003 and coef["bandwidth_bytes_per_s"] == 1e12
+    assert coef["source"] == f"measured: {measured}"
+    measured.write_text(json.dumps({"warp_factor": 9}))
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--coefficients", measured)
+    assert out.exit_code == 2 and "warp_factor" in out.output and "coef.json" in out.output
+
+
+def test_records_never_half_written(tmp_path):
+    target = tmp_path / "missing" / "out.csv"
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--records", target)
+    assert out.exit_code == 2 and not target.exists()
