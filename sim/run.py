@@ -3,6 +3,7 @@ roofline prices it, and the clock jumps to its end (or to the next arrival when 
 
 from .config import SchedulerConfig
 from .engine import Engine
+from .policies import PLANNERS, decode_due
 from .roofline import Coefficients, iteration_s
 from .sampling import Request
 from .state import REJECTED, SimResult
@@ -42,8 +43,10 @@ def _run_iterations(eng: Engine, horizon: float | None) -> None:
             if not eng.jump_to_next_arrival():
                 return
             continue
-        if not eng.waiting and not eng.prefilling and eng.decoding and not eng.extra_s:
-            _decode_run(eng, horizon)
+        if eng.decoding and not eng.prefilling and not eng.extra_s and _decode_only(eng):
+            steps = _decode_run(eng, horizon, eng.cfg.max_waiting_steps - eng.steps_since_prefill
+                                if eng.waiting else None)
+            eng.steps_since_prefill += steps if eng.waiting else 0
             continue
         eng.swap_in_waiting()
         work, decode = plan(eng)
@@ -73,37 +76,67 @@ def _iterate(eng: Engine, work: list, decode: bool) -> None:
     eng.reserved_blocks = 0
 
 
-def _decode_run(eng: Engine, horizon: float | None) -> None:
-    """Decode-only iterations while nothing waits: the hot path, with the bookkeeping of
-    _iterate, _account and _finish_decode_step inlined until the next arrival or an empty
-    decode set."""
+def _decode_only(eng: Engine) -> bool:
+    """Nothing waits, or decode-priority holds the waiting prompts back for now."""
+    if not eng.waiting:
+        return True
+    return eng.cfg.policy == "decode-priority" and not eng.waiting[0].swapped_tokens \
+        and not decode_due(eng)
+
+
+def _decode_run(eng: Engine, horizon: float | None, max_steps: int | None) -> int:
+    """Decode-only iterations: the hot path, with the bookkeeping of _iterate, _account and
+    _finish_decode_step inlined, until the next arrival, an empty decode set, max_steps, a
+    preemption, or (with prompts waiting) decode-priority's prefill coming due. Returns the
+    iterations run."""
     res, pool, coef, residue, bsz = eng.result, eng.pool, eng.coef, eng.residue, eng.bsz
     ends, samples, finish_at, decoding = res.decode_end_s, res.kv_samples, eng.finish_at, \
         eng.decoding
     seqs, nxt = eng.seqs, eng.next_arrival
     next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else float("inf")
     stop = min(next_arrival, horizon if horizon is not None else float("inf"))
-    while decoding and eng.now < stop:
+    num_waiting, steps = len(eng.waiting), 0
+    limit = max_steps if max_steps is not None else float("inf")
+    # iteration_s inlined with the same arithmetic, so results are bit-identical
+    fpt, fps, wb, kvb, bw = coef.flops_per_token, coef.flops_per_s, coef.weights_bytes, \
+        coef.kv_bytes_per_token, coef.bandwidth_bytes_per_s
+    overhead, total_blocks = coef.step_overhead_s, pool.num_blocks
+    busy = queue_area = system_area = 0.0
+    while decoding and eng.now < stop and steps < limit:
         j = eng.dec_idx
-        if residue[j % bsz] > pool.free:
+        need = residue[j % bsz]
+        if need > pool.free:
             eng.make_room_for_decode()
-            if eng.waiting:
-                return
+            if len(eng.waiting) != num_waiting:
+                break
+            need = residue[j % bsz]
         n = len(decoding)
         live = eng.ctx_base + n * j
-        dt = iteration_s(coef, n, live)
-        res.num_iterations += 1
-        res.busy_s += dt
-        res.system_area += n * dt
-        samples.append((eng.now, live, pool.num_blocks - pool.free))
+        compute = fpt * n / fps
+        memory = (wb + kvb * (live + n)) / bw
+        dt = (compute if compute > memory else memory) + overhead
+        busy += dt
+        queue_area += num_waiting * dt
+        system_area += (n + num_waiting) * dt
+        samples.append((eng.now, live, total_blocks - pool.free))
         eng.now += dt
         ends.append(eng.now)
-        pool.free -= residue[j % bsz]
+        pool.free -= need
         eng.dec_idx = j + 1
-        for seq in finish_at.pop(j, ()):
-            if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
-                    - seq.generated - 1 == j:
-                eng.finish(seq, eng._stop_decoding(seq, j))
+        steps += 1
+        done = finish_at.pop(j, None)
+        if done:
+            for seq in done:
+                if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
+                        - seq.generated - 1 == j:
+                    eng.finish(seq, eng._stop_decoding(seq, j))
+            if num_waiting and decode_due(eng):
+                break
+    res.num_iterations += steps
+    res.busy_s += busy
+    res.queue_area += queue_area
+    res.system_area += system_area
+    return steps
 
 
 def _account(eng: Engine, dt: float) -> None:
@@ -153,65 +186,3 @@ def _stuck(eng: Engine) -> None:
     seq = eng.waiting.popleft()
     seq.state, seq.release_s = REJECTED, eng.now
     seq.reason = "could not be admitted with the pool empty"
-
-
-# policies -----------------------------------------------------------------------------------
-def _admit(eng: Engine, budget: int, allow_oversize: bool, chunked: bool = False) -> list:
-    """Admit waiting prompts FCFS while sequence, token and block budgets allow."""
-    work, cfg = [], eng.cfg
-    while eng.waiting and len(eng.running) < cfg.max_num_seqs and budget > 0:
-        seq = eng.waiting[0]
-        if seq.swapped_tokens:
-            break
-        need = eng.prefill_need(seq)
-        if need > budget and not chunked and (work or not allow_oversize):
-            break
-        if not eng.try_admit(seq):
-            break
-        chunk = min(seq.target - seq.computed, budget) if chunked else seq.target - seq.computed
-        work.append((seq, chunk))
-        budget -= chunk
-    return work
-
-
-def _continuous(eng: Engine):
-    eng.reserve_decode()
-    budget = eng.cfg.max_num_batched_tokens - len(eng.decoding)
-    return _admit(eng, max(budget, 1), allow_oversize=True), True
-
-
-def _prefill_priority(eng: Engine):
-    work = _admit(eng, eng.cfg.max_num_batched_tokens, allow_oversize=True)
-    if not work:
-        eng.reserve_decode()
-    return work, not work
-
-
-def _decode_priority(eng: Engine):
-    cfg = eng.cfg
-    due = (not eng.decoding or eng.steps_since_prefill >= cfg.max_waiting_steps
-           or len(eng.waiting) >= cfg.waiting_served_ratio * len(eng.running))
-    work = _admit(eng, cfg.max_num_batched_tokens, allow_oversize=True) if due else []
-    if work:
-        eng.steps_since_prefill = 0
-        return work, False
-    eng.reserve_decode()
-    eng.steps_since_prefill += 1
-    return [], True
-
-
-def _chunked_prefill(eng: Engine):
-    eng.reserve_decode()
-    budget = eng.cfg.max_num_batched_tokens - len(eng.decoding)
-    work = []
-    for seq in eng.prefilling:
-        if budget <= 0:
-            break
-        chunk = min(seq.target - seq.computed, budget)
-        work.append((seq, chunk))
-        budget -= chunk
-    return work + _admit(eng, budget, allow_oversize=False, chunked=True), True
-
-
-PLANNERS = {"continuous": _continuous, "prefill-priority": _prefill_priority,
-            "decode-priority": _decode_priority, "chunked-prefill": _chunked_prefill}
