@@ -8,8 +8,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 from servecap.ledger.errors import SpecError
-from servecap.sim.metrics import summarize
-from servecap.sim.run import simulate
+from servecap.sim.deploy import run_deployment
 from servecap.sim.sweep import run_sweep
 
 from . import sim_options as o
@@ -34,12 +33,15 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
                                                     "1,2,4,8. Default: evenly up to the "
                                                     "simulated saturation rate.")] = None,
           num_rates: Annotated[int, typer.Option(help="Rates in the default sweep.")] = 10,
+          replicas: o.Replicas = 1, router: o.Router = "least-tokens",
+          disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
           as_json: o.Json = False) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity."""
     flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, None,
                      (policy,), context, weight_dtype, kv_dtype, block_size,
                      max_num_batched_tokens, max_num_seqs, watermark, preemption,
-                     prefix_caching, slo_ttft, slo_itl, slo_e2e)
+                     prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
+                     disaggregate, kv_transfer)
     setup = build_setup(model, flags)
     report = header(setup) | run_envelope(setup, target, _rates(rates), num_rates, as_json)
     if as_json:
@@ -55,16 +57,16 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
         raise SpecError("--num-rates", num_rates, "a whole number >= 1")
     cfg = setup.configs[0]
 
-    def run(requests):
-        return summarize(simulate(requests, setup.coefficients, cfg, setup.num_blocks),
-                         setup.slo)
+    def run(requests):  # the last outcome: the disaggregated one when asked for
+        return run_deployment(requests, setup.coefficients, cfg, setup.num_blocks,
+                              setup.deployment, setup.slo)[-1].summary
 
     total = len(rates) if rates else num_rates
     with Progress(disable=quiet, transient=True) as bar:
         task = bar.add_task("sweeping offered load", total=total)
         result = run_sweep(setup.workload, run, target, rates, num_rates,
                            on_point=lambda _: bar.advance(task))
-    return {"policy": cfg.policy} | result
+    return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
 
 
 def render_sweep(report: dict, console: Console) -> None:

@@ -19,6 +19,8 @@ def outstanding_tokens(eng: Engine) -> int:
     """Prompt tokens still to compute plus output tokens still to generate, over every
     request the replica holds (a router's least-outstanding-tokens signal)."""
     total = 0
+    for seq in eng.seqs[eng.next_arrival:]:  # routed here, not yet taken in
+        total += seq.target + seq.req.output_tokens - seq.generated
     for seq in eng.waiting:
         total += seq.target - seq.computed + seq.req.output_tokens - seq.generated
     for seq in eng.running.values():
@@ -27,11 +29,16 @@ def outstanding_tokens(eng: Engine) -> int:
     return total
 
 
+def held_requests(eng: Engine) -> int:
+    """Requests routed to the replica and not yet released (a request-count router)."""
+    return len(eng.seqs) - eng.next_arrival + len(eng.waiting) + len(eng.running)
+
+
 def _pick(router: str, engines: list[Engine], index: int) -> Engine:
     if router == "round-robin":
         return engines[index % len(engines)]
     if router == "least-requests":
-        return min(engines, key=lambda e: len(e.waiting) + len(e.running))
+        return min(engines, key=held_requests)
     return min(engines, key=outstanding_tokens)
 
 
@@ -70,6 +77,9 @@ def simulate_disaggregated(requests: list[Request], coef: Coefficients,
     the decode results."""
     if not transfer_bytes_per_s > 0:
         raise SpecError("--kv-transfer", transfer_bytes_per_s, "a bandwidth > 0")
+    if config.policy == "static":
+        raise SpecError("policy", "static", "a decode pool needs iteration-level batching: "
+                        "continuous, prefill-priority, decode-priority or chunked-prefill")
     first = [replace(r, output_tokens=1) for r in requests]
     prefill = simulate_replicas(first, coef, replace(config, policy="continuous"), num_blocks,
                                 num_prefill, router)

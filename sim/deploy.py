@@ -42,6 +42,13 @@ class Deployment:
     def disaggregated(self) -> bool:
         return self.prefill_replicas > 0
 
+    @property
+    def label(self) -> str:
+        if self.disaggregated:
+            return (f"disaggregated {self.prefill_replicas}P+{self.decode_replicas}D, "
+                    f"{self.router}")
+        return "1 device" if self.replicas == 1 else f"colocated x{self.replicas}, {self.router}"
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -63,20 +70,16 @@ def run_deployment(requests: list[Request], coef: Coefficients, config: Schedule
                 _disaggregated(requests, coef, config, num_blocks, deployment, slo)]
     if deployment.replicas == 1:
         results = [simulate(requests, coef, config, num_blocks)]
-        label = "1 device"
     else:
         results = simulate_replicas(requests, coef, config, num_blocks, deployment.replicas,
                                     deployment.router)
-        label = f"colocated x{deployment.replicas}, {deployment.router}"
     seqs = sorted((s for r in results for s in r.seqs), key=lambda s: s.req.arrival_s)
-    return [Outcome(label, seqs, results, summarize(results, slo))]
+    return [Outcome(deployment.label, seqs, results, summarize(results, slo))]
 
 
 def _disaggregated(requests, coef, config, num_blocks, deployment, slo) -> Outcome:
     _, final, decode = simulate_disaggregated(
         requests, coef, config, num_blocks, deployment.prefill_replicas,
         deployment.decode_replicas, deployment.kv_transfer_bytes_per_s, deployment.router)
-    label = (f"disaggregated {deployment.prefill_replicas}P+{deployment.decode_replicas}D, "
-             f"{deployment.router}")
-    return Outcome(label, final, decode,
+    return Outcome(deployment.label, final, decode,
                    disaggregated_summary(final, decode, config.policy, slo))

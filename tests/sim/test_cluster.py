@@ -94,3 +94,18 @@ def test_a_slower_kv_link_delays_the_second_token(teaching, make_requests):
 def test_unknown_router(teaching, make_requests):
     with pytest.raises(SpecError, match="router"):
         simulate_replicas(make_requests(n=5), teaching, CFG, 100, 2, "random")
+
+
+def test_all_at_once_arrivals_still_spread(teaching, make_requests):
+    """Requests routed in the same instant count as outstanding before any replica runs."""
+    reqs = [r.__class__(r.request_id, 0.0, r.prompt_tokens, r.output_tokens)
+            for r in make_requests(n=90)]
+    for router in ("least-requests", "least-tokens"):
+        results = simulate_replicas(reqs, teaching, CFG, 4000, 3, router)
+        assert min(len(r.seqs) for r in results) >= 20
+
+
+def test_static_has_no_decode_pool(teaching, make_requests):
+    with pytest.raises(SpecError, match="iteration-level"):
+        simulate_disaggregated(make_requests(n=5), teaching, SchedulerConfig(policy="static"),
+                               1000, 1, 1, 50e9, "round-robin")
