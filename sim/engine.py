@@ -148,7 +148,6 @@ class Engine:
             seq.segments.append((seq.j0, last, seq.prev_s))
             seq.generated += steps
             seq.last_token_s = self.result.decode_end_s[last]
-        seq.epoch += 1
         return seq.target + steps
 
     def live_kv_tokens(self) -> int:

@@ -51,7 +51,7 @@ def _decode_priority(eng: Engine):
         eng.steps_since_prefill = 0
         return work, False
     eng.reserve_decode()
-    eng.steps_since_prefill += 1
+    eng.steps_since_prefill += 1 if eng.waiting else 0
     return [], True
 
 

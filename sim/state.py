@@ -18,7 +18,7 @@ class Seq:
     __slots__ = ("req", "state", "reason", "generated", "target", "computed", "private_blocks",
                  "prefix_blocks", "j0", "prev_s", "admitted_s", "prefill_start_s",
                  "prefill_end_s", "release_s", "prefill_token_s", "segments", "preemptions",
-                 "recomputed_tokens", "chunks", "prefix_hit_tokens", "swapped_tokens", "epoch",
+                 "recomputed_tokens", "chunks", "prefix_hit_tokens", "swapped_tokens",
                  "last_token_s", "extra_gaps_s", "ready_s", "kv_transferred")
 
     def __init__(self, req: Request) -> None:
@@ -31,7 +31,7 @@ class Seq:
         self.prefill_token_s: list[float] = []
         self.segments: list[tuple[int, int, float]] = []
         self.preemptions = self.recomputed_tokens = self.chunks = 0
-        self.prefix_hit_tokens = self.swapped_tokens = self.epoch = 0
+        self.prefix_hit_tokens = self.swapped_tokens = 0
         self.last_token_s = 0.0
         self.ready_s = req.arrival_s  # when the engine may take it (after a KV transfer)
         self.kv_transferred = False
