@@ -113,6 +113,7 @@ def summarize_seqs(policy: str, seqs: list[Seq], pairs: list[tuple[float, int]],
         "preemptions": sum(s.preemptions for s in seqs),
         "recomputed_tokens": sum(s.recomputed_tokens for s in seqs),
         "prefix_hit_tokens": sum(s.prefix_hit_tokens for s in seqs),
+        "prefix_hit_rate": _prefix_hit_rate(done),
         "duration_s": round(span, 6),
         "offered_rps": _offered_rps(seqs),
         "achieved_rps": len(done) / span,
@@ -144,3 +145,9 @@ def _offered_rps(seqs: list[Seq]) -> float:
     times = [s.req.arrival_s for s in seqs]
     first, last = min(times), max(times)
     return (len(seqs) - 1) / (last - first) if last > first else float("inf")
+
+
+def _prefix_hit_rate(done: list[Seq]) -> float:
+    """Prefix tokens served from cache over prefix tokens offered (completed requests)."""
+    offered = sum(s.req.prefix_tokens for s in done)
+    return sum(s.prefix_hit_tokens for s in done) / offered if offered else 0.0

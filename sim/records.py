@@ -81,6 +81,8 @@ def kv_occupancy(result: SimResult) -> dict:
         "mean_logical_tokens": round(sum(logical) / len(logical), 1),
         "max_logical_tokens": max(logical),
         "logical_tokens_per_slot": round(sum(logical) / max(sum(blocks) * bsz, 1), 4),
+        "timeline": [{"time_s": round(t, 6), "logical_tokens": n, "used_blocks": b}
+                     for t, n, b in samples[::max(1, len(samples) // 100)]],
     }
 
 

@@ -1,10 +1,12 @@
 """The scheduler simulation: conservation, queueing laws, and each policy's trade-off."""
 
+import math
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from servecap.sim.config import POLICIES, SchedulerConfig
-from servecap.sim.metrics import summarize
+from servecap.sim.metrics import summarize, weighted_quantiles
 from servecap.sim.roofline import Coefficients, iteration_s
 from servecap.sim.run import simulate
 from servecap.sim.sampling import Request
@@ -150,3 +152,17 @@ def test_deterministic_for_a_seed(teaching, make_requests):
                               policy="chunked-prefill", max_num_batched_tokens=256))
     assert run(3) == run(3)
     assert run(3) != run(4)
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e3, allow_nan=False), st.integers(0, 5)),
+                min_size=1, max_size=40))
+def test_weighted_percentiles_are_nearest_rank_on_the_expanded_samples(pairs):
+    expanded = sorted(v for v, w in pairs for _ in range(w))
+    stats = weighted_quantiles(pairs)
+    if not expanded:
+        assert stats == {"p50": 0.0, "p95": 0.0, "p99": 0.0, "mean": 0.0}
+        return
+    for name, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99)):
+        rank = max(1, math.ceil(round(q * len(expanded), 6)))
+        assert stats[name] == expanded[rank - 1]
+    assert stats["mean"] == pytest.approx(sum(expanded) / len(expanded))
