@@ -166,3 +166,23 @@ def test_weighted_percentiles_are_nearest_rank_on_the_expanded_samples(pairs):
         rank = max(1, math.ceil(round(q * len(expanded), 6)))
         assert stats[name] == expanded[rank - 1]
     assert stats["mean"] == pytest.approx(sum(expanded) / len(expanded))
+
+
+def test_a_hand_traced_timeline():
+    """Every iteration costs 1 ms (weights only). A (prompt 10, 3 tokens) arrives at 0; B
+    (prompt 10, 2 tokens) at 1.5 ms: prefill A [0,1], decode A [1,2], decode A + prefill B
+    [2,3] (A done, B's first token), decode B [3,4]."""
+    coef = Coefficients(weights_bytes=10**9, kv_bytes_per_token=0, flops_per_token=0,
+                        bandwidth_bytes_per_s=1e12, flops_per_s=1e15)
+    res = _run([Request(0, 0.0, 10, 3), Request(1, 0.0015, 10, 2)], coef, 100)
+    a, b = res.seqs
+    assert a.token_times(res.decode_end_s) == pytest.approx([0.001, 0.002, 0.003])
+    assert b.token_times(res.decode_end_s) == pytest.approx([0.003, 0.004])
+    assert (b.admitted_s, a.release_s, b.release_s) == pytest.approx((0.002, 0.003, 0.004))
+    summary = summarize(res)
+    assert summary["ttft_ms"]["mean"] == pytest.approx(1.25)
+    assert summary["queue_ms"]["p99"] == pytest.approx(0.5)
+    assert summary["itl_ms"] == pytest.approx({"p50": 1.0, "p95": 1.0, "p99": 1.0,
+                                               "mean": 1.0})
+    assert summary["e2e_ms"]["mean"] == pytest.approx(2.75)
+    assert res.num_iterations == 4
