@@ -3,6 +3,8 @@
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from servecap.ledger.errors import SpecError
 from servecap.sim.cluster import (
     disaggregated_summary,
@@ -109,3 +111,25 @@ def test_static_has_no_decode_pool(teaching, make_requests):
     with pytest.raises(SpecError, match="iteration-level"):
         simulate_disaggregated(make_requests(n=5), teaching, SchedulerConfig(policy="static"),
                                1000, 1, 1, 50e9, "round-robin")
+
+
+@settings(max_examples=25, deadline=None)
+@given(policy=st.sampled_from(["continuous", "prefill-priority", "decode-priority",
+                               "chunked-prefill"]),
+       router=st.sampled_from(["round-robin", "least-requests", "least-tokens"]),
+       pools=st.tuples(st.integers(1, 3), st.integers(1, 3)), seed=st.integers(0, 999),
+       swap=st.booleans())
+def test_disaggregated_conservation(teaching, make_requests, policy, router, pools, seed,
+                                    swap):
+    reqs = make_requests(rate=30, n=50, seed=seed)
+    cfg = SchedulerConfig(policy=policy, max_num_batched_tokens=512, max_num_seqs=8,
+                          preemption_mode="swap" if swap else "recompute")
+    _, final, decode = simulate_disaggregated(reqs, teaching, cfg, 300, *pools, 20e9, router)
+    timeline = {id(s): r.decode_end_s for r in decode for s in r.seqs}
+    assert sorted(s.req.request_id for s in final) == list(range(50))
+    for seq in final:
+        if seq.state == DONE:
+            times = seq.token_times(timeline.get(id(seq), []))
+            assert len(times) == seq.req.output_tokens and times == sorted(times)
+        else:
+            assert seq.reason
