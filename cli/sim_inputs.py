@@ -1,5 +1,4 @@
-"""Inputs of `servecap simulate` and `sweep`: device rates, durations, workload and trace files,
-and the ledger plan that sizes the simulated KV pool."""
+"""Simulation inputs: device rates, durations, workload and trace files, the ledger's plan."""
 
 import json
 import re

@@ -1,5 +1,4 @@
-"""simulate(): the event loop. Each iteration a policy picks decode and prefill work, the
-roofline prices it, and the clock jumps to its end (or to the next arrival when idle)."""
+"""The event loop: a policy picks each iteration's work, the roofline prices it, time jumps."""
 
 from .config import SchedulerConfig
 from .engine import Engine
