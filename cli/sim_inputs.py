@@ -56,6 +56,9 @@ class SimFlags:
     router: str = "least-tokens"
     disaggregate: str | None = None
     kv_transfer: str = "50GB/s"
+    runtime_peak: str | None = None
+    safety: str | None = None
+    num_gpu_blocks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,20 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
         watermark=flags.watermark, preemption_mode=flags.preemption,
         prefix_caching=flags.prefix_caching) for p in flags.policies)
     requests, workload, source = load_requests(flags)
-    return Setup(plan, coef, pool_blocks(plan, flags.block_size), configs, requests, workload,
+    return Setup(plan, coef, _num_blocks(plan, flags), configs, requests, workload,
                  slo_for(flags), source, deployment_for(flags))
+
+
+def _num_blocks(plan: Plan, flags: SimFlags) -> int:
+    """The ledger's pool, or fewer blocks when --num-gpu-blocks caps it (vLLM's
+    num_gpu_blocks_override); never more than the device holds."""
+    ledger_blocks = pool_blocks(plan, flags.block_size)
+    if flags.num_gpu_blocks is None:
+        return ledger_blocks
+    if not 1 <= flags.num_gpu_blocks <= ledger_blocks:
+        raise SpecError("--num-gpu-blocks", flags.num_gpu_blocks,
+                        f"between 1 and the {ledger_blocks:,} blocks the ledger leaves")
+    return flags.num_gpu_blocks
 
 
 def deployment_for(flags: SimFlags) -> Deployment:
@@ -184,6 +199,7 @@ def plan_for(model: str, flags: SimFlags) -> Plan:
     """The ledger plan of `model` on the flagged device (one resident request)."""
     loaded = load_model(model)
     plan_flags = PlanFlags(device=flags.device, context=flags.context, concurrency=1,
+                           runtime_peak=flags.runtime_peak, safety=flags.safety,
                            weight_dtype=flags.weight_dtype, kv_dtype=flags.kv_dtype,
                            block_size=flags.block_size,
                            max_num_batched_tokens=flags.max_num_batched_tokens,

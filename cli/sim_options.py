@@ -54,3 +54,8 @@ Disaggregate = Annotated[str | None, Opt(help="Separate prefill:decode device po
                                          "beside it.")]
 KvTransfer = Annotated[str, Opt(help="KV link between prefill and decode pools, e.g. "
                                 "50GB/s.")]
+RuntimePeak = Annotated[str | None, Opt(help="Measured runtime peak, e.g. 3GiB (sizes the KV "
+                                         "pool). Default: the ledger's estimate.")]
+Safety = Annotated[str | None, Opt(help="Safety reserve: a size or a share of the device (10%).")]
+NumGpuBlocks = Annotated[int | None, Opt(help="Cap the KV pool at this many blocks (vLLM "
+                                         "num_gpu_blocks_override).")]

@@ -43,7 +43,8 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
              replicas: o.Replicas = 1, router: o.Router = "least-tokens",
              disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
-             as_json: o.Json = False,
+             runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
+             num_gpu_blocks: o.NumGpuBlocks = None, as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
                  "timestamp).")] = None,
@@ -59,7 +60,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      tuple(policy or ("continuous",)), context, weight_dtype, kv_dtype,
                      block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
-                     disaggregate, kv_transfer)
+                     disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)
     if records_path is not None:

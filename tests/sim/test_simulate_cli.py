@@ -216,3 +216,20 @@ def test_records_never_half_written(tmp_path):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   "--records", target)
     assert out.exit_code == 2 and not target.exists()
+
+
+def test_a_smaller_kv_pool_from_the_cli_preempts_more(tmp_path):
+    path = _small_workload(tmp_path, arrivals={"kind": "poisson", "rate_per_s": 30},
+                           output_tokens={"kind": "uniform", "low": 200, "high": 600})
+
+    def preemptions(*extra):
+        out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json", *extra)
+        assert out.exit_code == 0, out.output
+        return json.loads(out.output)["policies"][0]["preemptions"]
+    assert preemptions() == 0 < preemptions("--num-gpu-blocks", "400")
+    big_runtime = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json",
+                          "--runtime-peak", "40GiB")
+    assert json.loads(big_runtime.output)["kv_pool"]["pool_bytes"] < 30 * 2**30
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path,
+                  "--num-gpu-blocks", "10000000")
+    assert out.exit_code == 2 and "--num-gpu-blocks" in out.output
