@@ -34,7 +34,9 @@ def coefficients(weights_bytes: int, kv_bytes_per_token: int, active_parameters:
                  bandwidth_bytes_per_s: float, flops_per_s: float,
                  step_overhead_s: float = 0.0) -> Coefficients:
     """FLOPs per token = 2 x active parameters (one multiply-add per weight; attention's
-    context-dependent FLOPs are left out, a few percent at chat lengths)."""
+    context-dependent FLOPs are left out, a few percent at chat lengths). Every weight is read
+    each iteration: right for dense models and for MoE once a batch touches every expert,
+    pessimistic for a single MoE stream."""
     return Coefficients(weights_bytes, kv_bytes_per_token, 2 * active_parameters,
                         bandwidth_bytes_per_s, flops_per_s, step_overhead_s)
 
