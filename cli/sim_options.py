@@ -20,7 +20,8 @@ CoefficientsFile = Annotated[Path | None, Opt(
     "--coefficients", help="JSON of measured coefficients (names as printed) replacing the "
     "roofline's.")]
 Workload = Annotated[Path | None, Opt(help="Workload YAML (arrivals, lengths, prefix groups, "
-                                      "seed); an example ships as workloads/chat.yaml.")]
+                                      "seed); the repository's workloads/chat.yaml is an example, "
+                                      "workloads/README.md the format.")]
 Trace = Annotated[Path | None, Opt(help="CSV trace with header arrival_s,prompt_tokens,"
                                    "output_tokens (instead of --workload).")]
 Policy = Annotated[list[str] | None, Opt(
