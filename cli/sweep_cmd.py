@@ -1,6 +1,7 @@
 """`servecap sweep`: the capacity envelope, the highest offered rate that meets the SLOs."""
 
 import json
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -9,6 +10,8 @@ from rich.progress import Progress
 from rich.table import Table
 from servecap.ledger.errors import SpecError
 from servecap.sim.deploy import run_deployment
+from servecap.sim.metrics import summarize
+from servecap.sim.run import simulate
 from servecap.sim.sweep import run_sweep
 
 from . import sim_options as o
@@ -62,11 +65,16 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
         return run_deployment(requests, setup.coefficients, cfg, setup.num_blocks,
                               setup.deployment, setup.slo)[-1].summary
 
+    def one_at_a_time(requests):
+        single = replace(cfg, max_num_seqs=1)
+        return summarize(simulate(requests, setup.coefficients, single, setup.num_blocks))
+
     total = len(rates) if rates else num_rates
     with Progress(disable=quiet, transient=True) as bar:
         task = bar.add_task("sweeping offered load", total=total)
         result = run_sweep(setup.workload, run, target, rates, num_rates,
-                           on_point=lambda _: bar.advance(task))
+                           on_point=lambda _: bar.advance(task),
+                           run_one_at_a_time=one_at_a_time)
     return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
 
 
@@ -85,7 +93,8 @@ def render_sweep(report: dict, console: Console) -> None:
                                                        "e2e_ms")))
     console.print(table)
     console.print(f"capacity: {report['capacity_rps']:,.2f} req/s at >= "
-                  f"{report['target_attainment']:.0%} SLO attainment (saturation "
+                  f"{report['target_attainment']:.0%} SLO attainment (synchronous "
+                  f"{report['synchronous_rps']:,.2f} req/s, saturation "
                   f"{report['saturation_rps']:,.2f} req/s)")
 
 

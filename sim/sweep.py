@@ -24,21 +24,28 @@ def saturated(workload: Workload) -> list[Request]:
     return [replace(r, arrival_s=0.0) for r in at_rate(workload, 1.0)]
 
 
-def sweep_rates(max_rps: float, num_rates: int) -> list[float]:
-    """Evenly spaced offered rates up to the measured saturation rate (a benchmark's sweep
-    mode: from light load to throughput)."""
-    return [max_rps * i / num_rates for i in range(1, num_rates + 1)]
+def sweep_rates(low_rps: float, high_rps: float, num_rates: int) -> list[float]:
+    """A benchmark's sweep mode: evenly spaced from the synchronous rate (one request at a
+    time) to the throughput rate (everything offered at once)."""
+    if num_rates == 1 or high_rps <= low_rps:
+        return [high_rps]
+    step = (high_rps - low_rps) / (num_rates - 1)
+    return [low_rps + i * step for i in range(num_rates - 1)] + [high_rps]
 
 
 def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: float,
               rates: list[float] | None = None, num_rates: int = 10,
-              on_point: Callable[[dict], None] | None = None) -> dict:
-    """`run` simulates one request list and returns its summary. A rate above the saturation
-    rate cannot be sustained (its queue grows without bound however short the run), so it
-    fails whatever its attainment. Capacity is the highest sustainable offered rate whose
-    SLO attainment is at least `target`; the sweep stops at the first rate that fails."""
+              on_point: Callable[[dict], None] | None = None,
+              run_one_at_a_time: Callable[[list[Request]], dict] | None = None) -> dict:
+    """`run` simulates one request list and returns its summary; `run_one_at_a_time` the same
+    with one resident sequence (the synchronous end). A rate above the saturation rate cannot
+    be sustained (its queue grows without bound however short the run), so it fails whatever
+    its attainment. Capacity is the highest sustainable offered rate whose SLO attainment is
+    at least `target`; the sweep stops at the first rate that fails."""
     saturation = run(saturated(workload))
-    rates = rates or sweep_rates(saturation["achieved_rps"], num_rates)
+    low = run_one_at_a_time(saturated(workload))["achieved_rps"] if run_one_at_a_time else \
+        saturation["achieved_rps"] / num_rates
+    rates = rates or sweep_rates(low, saturation["achieved_rps"], num_rates)
     points, stopped = [], False
     for rate in rates:
         summary = run(at_rate(workload, rate))
@@ -55,7 +62,8 @@ def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: 
             stopped = True
             break
     good = [p["rate_per_s"] for p in points if p["meets_slo"]]
-    return {"target_attainment": target, "saturation_rps": saturation["achieved_rps"],
+    return {"target_attainment": target, "synchronous_rps": low,
+            "saturation_rps": saturation["achieved_rps"],
             "saturation_output_tokens_per_s": saturation["output_tokens_per_s"],
             "capacity_rps": max(good, default=0.0), "stopped_on_slo": stopped,
             "points": points}

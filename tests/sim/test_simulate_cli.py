@@ -233,3 +233,11 @@ def test_a_smaller_kv_pool_from_the_cli_preempts_more(tmp_path):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path,
                   "--num-gpu-blocks", "10000000")
     assert out.exit_code == 2 and "--num-gpu-blocks" in out.output
+
+
+def test_sweep_spans_synchronous_to_saturation():
+    from servecap.sim.sweep import sweep_rates
+    rates = sweep_rates(0.5, 31.3, 6)
+    assert rates[0] == 0.5 and rates[-1] == 31.3 and len(rates) == 6
+    assert rates == sorted(rates)
+    assert sweep_rates(2.0, 1.0, 5) == [1.0]
