@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from servecap.cli.app import app
+from servecap.sim.sweep import sweep_rates
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,7 +237,6 @@ def test_a_smaller_kv_pool_from_the_cli_preempts_more(tmp_path):
 
 
 def test_sweep_spans_synchronous_to_saturation():
-    from servecap.sim.sweep import sweep_rates
     rates = sweep_rates(0.5, 31.3, 6)
     assert rates[0] == 0.5 and rates[-1] == 31.3 and len(rates) == 6
     assert rates == sorted(rates)
