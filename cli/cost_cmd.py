@@ -41,7 +41,7 @@ def cost(model: Annotated[str | None, typer.Argument(
             device, bandwidth, flops, step_overhead, None, workload, None, (policy,)))
     report = cost_report(gpu_price, rate, utilization, api_price) | {"tokens_source": source}
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2, allow_nan=False))
     else:
         _render(report, Console())
 

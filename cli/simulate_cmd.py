@@ -72,7 +72,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
             row for policy, out in outcomes
             for row in token_rows(policy, out.deployment, out.results, out.seqs)))
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2, allow_nan=False))
     else:
         render_simulation(report, Console())
 

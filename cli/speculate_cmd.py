@@ -41,7 +41,7 @@ def speculate(model: o.Model,
     report = {"expected_tokens_per_step": expected_tokens_per_step(draft_length, acceptance),
               "break_even_batch": break_even_batch(rows), "rows": rows}
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2, allow_nan=False))
     else:
         _render(report, Console())
 

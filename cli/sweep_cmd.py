@@ -49,7 +49,7 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
     setup = build_setup(model, flags)
     report = header(setup) | run_envelope(setup, target, _rates(rates), num_rates, as_json)
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2, allow_nan=False))
     else:
         render_sweep(report, Console())
 

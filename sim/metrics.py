@@ -139,12 +139,13 @@ def latency(done: list[Seq], pairs: list[tuple[float, int]]) -> dict:
     }
 
 
-def _offered_rps(seqs: list[Seq]) -> float:
+def _offered_rps(seqs: list[Seq]) -> float | None:
+    """(n - 1) / arrival span; None when every request arrives at once (no finite rate)."""
     if len(seqs) < 2:
-        return 0.0
+        return None
     times = [s.req.arrival_s for s in seqs]
     first, last = min(times), max(times)
-    return (len(seqs) - 1) / (last - first) if last > first else float("inf")
+    return (len(seqs) - 1) / (last - first) if last > first else None
 
 
 def _prefix_hit_rate(done: list[Seq]) -> float:

@@ -241,3 +241,11 @@ def test_sweep_spans_synchronous_to_saturation():
     assert rates[0] == 0.5 and rates[-1] == 31.3 and len(rates) == 6
     assert rates == sorted(rates)
     assert sweep_rates(2.0, 1.0, 5) == [1.0]
+
+
+def test_all_at_once_arrivals_give_strict_json(tmp_path):
+    path = _small_workload(tmp_path, num_requests=5, arrivals={
+        "kind": "bursts", "burst_size": 5, "interval_s": 1.0})
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["policies"][0]["offered_rps"] is None
