@@ -63,14 +63,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)
-    if records_path is not None:
-        write_csv(records_path, RECORD_COLUMNS, (
-            row for policy, out in outcomes for row in records(policy, out.deployment,
-                                                               out.seqs)))
-    if token_times_path is not None:
-        write_csv(token_times_path, TOKEN_COLUMNS, (
-            row for policy, out in outcomes
-            for row in token_rows(policy, out.deployment, out.results, out.seqs)))
+    write_files(outcomes, records_path, token_times_path)
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -99,6 +92,18 @@ def _entry(setup: Setup, outcome) -> dict:
     if setup.workload is not None and setup.workload.buckets_tokens:
         entry["buckets"] = by_prompt_bucket(outcome.seqs, setup.workload.buckets_tokens)
     return entry
+
+
+def write_files(outcomes: list, records_path: Path | None,
+                token_times_path: Path | None) -> None:
+    if records_path is not None:
+        write_csv(records_path, RECORD_COLUMNS, (
+            row for policy, out in outcomes for row in records(policy, out.deployment,
+                                                               out.seqs)))
+    if token_times_path is not None:
+        write_csv(token_times_path, TOKEN_COLUMNS, (
+            row for policy, out in outcomes
+            for row in token_rows(policy, out.deployment, out.results, out.seqs)))
 
 
 def write_csv(path: Path, columns: tuple[str, ...], rows) -> None:
