@@ -17,6 +17,7 @@ from servecap.sim.kvpool import pool_blocks
 from servecap.sim.metrics import SLO
 from servecap.sim.roofline import Coefficients, coefficients_for_plan, override
 from servecap.sim.sampling import Request, draw_requests
+from servecap.sim.speculative import Speculation
 from servecap.sim.trace import parse_trace
 from servecap.sim.workload import Workload, workload_from_dict
 
@@ -59,6 +60,10 @@ class SimFlags:
     runtime_peak: str | None = None
     safety: str | None = None
     num_gpu_blocks: int | None = None
+    draft: str | None = None
+    draft_length: int = 4
+    acceptance: float = 0.7
+    speculate_max_batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -111,11 +116,13 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
     """Plan the device with the ledger, price iterations with the roofline, load the load."""
     plan = plan_for(model, flags)
     coef = device_coefficients(plan, flags)
+    speculation = speculation_for(flags)
     configs = tuple(SchedulerConfig(
         policy=p, max_num_batched_tokens=flags.max_num_batched_tokens,
         max_num_seqs=flags.max_num_seqs, block_size_tokens=flags.block_size,
         watermark=flags.watermark, preemption_mode=flags.preemption,
-        prefix_caching=flags.prefix_caching) for p in flags.policies)
+        prefix_caching=flags.prefix_caching, speculation=speculation)
+        for p in flags.policies)
     requests, workload, source = load_requests(flags)
     return Setup(plan, coef, _num_blocks(plan, flags), configs, requests, workload,
                  slo_for(flags), source, deployment_for(flags))
@@ -131,6 +138,16 @@ def _num_blocks(plan: Plan, flags: SimFlags) -> int:
         raise SpecError("--num-gpu-blocks", flags.num_gpu_blocks,
                         f"between 1 and the {ledger_blocks:,} blocks the ledger leaves")
     return flags.num_gpu_blocks
+
+
+def speculation_for(flags: SimFlags) -> Speculation | None:
+    """--draft MODEL: its own roofline on the same device, with --draft-length and
+    --acceptance (and --speculate-max-batch, above which decoding runs plainly)."""
+    if flags.draft is None:
+        return None
+    draft_flags = replace(flags, coefficients=None, runtime_peak=None)
+    draft = device_coefficients(plan_for(flags.draft, draft_flags), draft_flags)
+    return Speculation(flags.draft_length, flags.acceptance, draft, flags.speculate_max_batch)
 
 
 def deployment_for(flags: SimFlags) -> Deployment:

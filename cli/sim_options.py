@@ -60,3 +60,10 @@ RuntimePeak = Annotated[str | None, Opt(help="Measured runtime peak, e.g. 3GiB (
 Safety = Annotated[str | None, Opt(help="Safety reserve: a size or a share of the device (10%).")]
 NumGpuBlocks = Annotated[int | None, Opt(help="Cap the KV pool at this many blocks (vLLM "
                                          "num_gpu_blocks_override).")]
+Draft = Annotated[str | None, Opt(help="Speculative decoding with this draft model (priced "
+                                 "by its own roofline on the same device).")]
+DraftLength = Annotated[int, Opt(help="Draft tokens per verification step (k).")]
+Acceptance = Annotated[float, Opt(help="Probability each draft token is accepted (a).")]
+SpeculateMaxBatch = Annotated[int | None, Opt(help="Decode plainly above this many running "
+                                              "sequences (vLLM "
+                                              "speculative_disable_by_batch_size).")]

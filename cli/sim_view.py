@@ -16,6 +16,14 @@ def render_coefficients(report: dict, console: Console) -> None:
         f"{coef['weights_bytes']:,} B, KV {coef['kv_bytes_per_token']:,} B/token, "
         f"{coef['flops_per_token']:,} FLOPs/token, swap {coef['swap_bandwidth_bytes_per_s'] / GB:g}"
         f" GB/s")
+    spec = report.get("speculation")
+    if spec:
+        console.print(f"speculative decoding: k = {spec['draft_length']}, a = "
+                      f"{spec['acceptance']:g}, {spec['expected_tokens_per_step']:.2f} tokens "
+                      f"per verification (mean-field), draft weights "
+                      f"{spec['draft_coefficients']['weights_bytes']:,} B"
+                      + (f", off above {spec['max_batch']} sequences" if spec["max_batch"]
+                         else ""))
     console.print(f"single-stream decode bound {report['decode_bound_tokens_per_s']:,.1f} "
                   f"tokens/s; KV pool {pool['num_blocks']:,} blocks x "
                   f"{pool['block_size_tokens']} tokens ({fmt_gib(pool['pool_bytes'])})")

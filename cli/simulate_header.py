@@ -2,6 +2,7 @@
 
 from servecap.sim.metrics import PERCENTILE_METHOD
 from servecap.sim.roofline import as_dict, decode_bound_tokens_per_s
+from servecap.sim.speculative import expected_tokens_per_step
 
 from .sim_inputs import Setup
 
@@ -20,4 +21,14 @@ def header(setup: Setup) -> dict:
                     "pool_bytes": plan.device_bytes - plan.fixed_bytes},
         "slo": {"ttft_s": slo.ttft_s, "itl_s": slo.itl_s, "e2e_s": slo.e2e_s},
         "percentile_method": PERCENTILE_METHOD,
+        "speculation": _speculation(setup.configs[0].speculation),
     }
+
+
+def _speculation(spec) -> dict | None:
+    if spec is None:
+        return None
+    return {"draft_length": spec.draft_length, "acceptance": spec.acceptance,
+            "expected_tokens_per_step": expected_tokens_per_step(spec.draft_length,
+                                                                 spec.acceptance),
+            "max_batch": spec.max_batch, "draft_coefficients": as_dict(spec.draft)}

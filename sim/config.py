@@ -4,6 +4,8 @@ from dataclasses import dataclass
 
 from servecap.ledger.errors import SpecError
 
+from .speculative import Speculation
+
 POLICIES = ("static", "continuous", "prefill-priority", "decode-priority", "chunked-prefill")
 PREEMPTION_MODES = ("recompute", "swap")
 
@@ -17,7 +19,8 @@ class SchedulerConfig:
     iterations or outnumber waiting_served_ratio x the running set (TGI's max_waiting_tokens
     and waiting_served_ratio); then one prefill-only iteration admits them.
     chunked-prefill: decodes first, then prompt chunks in the rest of the token budget.
-    watermark: share of blocks kept free at admission (vLLM 0.01)."""
+    watermark: share of blocks kept free at admission (vLLM 0.01). speculation: a draft model
+    speeds decode-only iterations (up to its max_batch); mixed iterations run without it."""
 
     policy: str = "continuous"
     max_num_batched_tokens: int = 8192
@@ -29,6 +32,7 @@ class SchedulerConfig:
     max_time_s: float | None = None
     max_waiting_steps: int = 20
     waiting_served_ratio: float = 1.2
+    speculation: Speculation | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:

@@ -5,6 +5,7 @@ from .engine import Engine
 from .policies import PLANNERS, decode_due
 from .roofline import Coefficients, iteration_s
 from .sampling import Request
+from .speculative import decode_iteration_s
 from .state import REJECTED, SimResult
 from .static import run_static
 
@@ -63,7 +64,11 @@ def _iterate(eng: Engine, work: list, decode: bool) -> None:
     for seq, chunk in work:
         kv_read += seq.computed
         tokens += chunk
-    dt = iteration_s(eng.coef, tokens, kv_read) + eng.extra_s
+    spec = eng.cfg.speculation
+    if spec is not None and not work and num_decode and spec.applies(num_decode):
+        dt = decode_iteration_s(eng.coef, spec, num_decode, kv_read) + eng.extra_s
+    else:
+        dt = iteration_s(eng.coef, tokens, kv_read) + eng.extra_s
     eng.extra_s = 0.0
     _account(eng, dt)
     start = eng.now
@@ -99,7 +104,7 @@ def _decode_run(eng: Engine, horizon: float | None, max_steps: int | None) -> in
     # iteration_s inlined with the same arithmetic, so results are bit-identical
     fpt, fps, wb, kvb, bw = coef.flops_per_token, coef.flops_per_s, coef.weights_bytes, \
         coef.kv_bytes_per_token, coef.bandwidth_bytes_per_s
-    overhead, total_blocks = coef.step_overhead_s, pool.num_blocks
+    overhead, total_blocks, spec = coef.step_overhead_s, pool.num_blocks, eng.cfg.speculation
     busy = queue_area = system_area = 0.0
     while decoding and eng.now < stop and steps < limit:
         j = eng.dec_idx
@@ -111,9 +116,12 @@ def _decode_run(eng: Engine, horizon: float | None, max_steps: int | None) -> in
             need = residue[j % bsz]
         n = len(decoding)
         live = eng.ctx_base + n * j
-        compute = fpt * n / fps
-        memory = (wb + kvb * (live + n)) / bw
-        dt = (compute if compute > memory else memory) + overhead
+        if spec is not None and spec.applies(n):
+            dt = decode_iteration_s(coef, spec, n, live)
+        else:
+            compute = fpt * n / fps
+            memory = (wb + kvb * (live + n)) / bw
+            dt = (compute if compute > memory else memory) + overhead
         busy += dt
         queue_area += num_waiting * dt
         system_area += (n + num_waiting) * dt

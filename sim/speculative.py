@@ -16,6 +16,10 @@ class Speculation:
     draft_length: int
     acceptance: float
     draft: Coefficients
+    max_batch: int | None = None  # vLLM's speculative_disable_by_batch_size
+
+    def applies(self, num_decode: int) -> bool:
+        return self.max_batch is None or num_decode <= self.max_batch
 
     def __post_init__(self) -> None:
         if isinstance(self.draft_length, bool) or not isinstance(self.draft_length, int) \
@@ -34,12 +38,27 @@ def expected_tokens_per_step(draft_length: int, acceptance: float) -> float:
 
 
 def step_s(target: Coefficients, spec: Speculation, batch: int, context_tokens: int) -> float:
-    """One speculative step for `batch` sequences of `context_tokens`: k draft iterations of
-    one token each, then one target pass verifying k + 1 tokens per sequence. Seconds."""
-    k = spec.draft_length
-    drafting = sum(iteration_s(spec.draft, batch, batch * (context_tokens + i))
-                   for i in range(k))
-    return drafting + iteration_s(target, batch * (k + 1), batch * context_tokens)
+    """One speculative step for `batch` sequences of `context_tokens` each."""
+    return _step_s(target, spec, batch, batch * context_tokens)
+
+
+def _step_s(target: Coefficients, spec: Speculation, num_decode: int,
+            kv_tokens_read: int) -> float:
+    """k draft iterations of one token per sequence, then one target pass verifying k + 1
+    tokens per sequence, all reading the sequences' KV. Seconds."""
+    k, n = spec.draft_length, num_decode
+    drafting = sum(iteration_s(spec.draft, n, kv_tokens_read + n * i) for i in range(k))
+    return drafting + iteration_s(target, n * (k + 1), kv_tokens_read)
+
+
+def decode_iteration_s(target: Coefficients, spec: Speculation, num_decode: int,
+                       kv_tokens_read: int) -> float:
+    """The simulator's price of one decode iteration under speculation, mean-field: a step
+    yields E = expected_tokens_per_step tokens per sequence on average and the engine
+    advances one token per sequence per iteration, so an iteration costs step / E (token gaps
+    come out as averages; real streams arrive in bursts of accepted tokens)."""
+    expected = expected_tokens_per_step(spec.draft_length, spec.acceptance)
+    return _step_s(target, spec, num_decode, kv_tokens_read) / expected
 
 
 def compare(target: Coefficients, spec: Speculation, batches: list[int],

@@ -249,3 +249,16 @@ def test_all_at_once_arrivals_give_strict_json(tmp_path):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json")
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["policies"][0]["offered_rps"] is None
+
+
+def test_simulate_with_a_draft_model():
+    args = ["simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", CHAT, "--json"]
+    plain = json.loads(_invoke(*args).output)["policies"][0]
+    out = _invoke(*args, "--draft", "llama-3.2-1b-instruct", "--acceptance", "0.8")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["speculation"]["expected_tokens_per_step"] == pytest.approx(
+        (1 - 0.8**5) / 0.2)
+    assert report["policies"][0]["tpot_ms"]["mean"] < plain["tpot_ms"]["mean"]
+    shown = _invoke(*args[:-1], "--draft", "llama-3.2-1b-instruct")
+    assert "speculative decoding: k = 4" in shown.output

@@ -2,7 +2,10 @@
 
 import pytest
 from servecap.ledger.errors import SpecError
+from servecap.sim.config import SchedulerConfig
+from servecap.sim.metrics import summarize
 from servecap.sim.roofline import Coefficients
+from servecap.sim.run import simulate
 from servecap.sim.speculative import (
     Speculation,
     break_even_batch,
@@ -38,3 +41,29 @@ def test_no_acceptance_never_pays(teaching):
 def test_bad_speculation(teaching, k, a):
     with pytest.raises(SpecError):
         Speculation(k, a, teaching)
+
+
+def _draft():
+    return Coefficients(weights_bytes=1_000_000_000, kv_bytes_per_token=16_384,
+                        flops_per_token=2_000_000_000, bandwidth_bytes_per_s=2e12,
+                        flops_per_s=990e12, step_overhead_s=0.001)
+
+
+def _run(teaching, reqs, spec):
+    cfg = SchedulerConfig(speculation=spec, max_num_seqs=1024, max_num_batched_tokens=16384)
+    return summarize(simulate(reqs, teaching, cfg, 20_000))
+
+
+def test_simulated_speculation_helps_at_low_load_and_hurts_at_high_load(teaching,
+                                                                        make_requests):
+    short = {"prompt": {"kind": "uniform", "low": 32, "high": 128},
+             "output": {"kind": "uniform", "low": 50, "high": 200}}
+    light = make_requests(rate=1, n=100, **short)
+    heavy = make_requests(rate=1000, n=3000, **short)
+    spec = Speculation(4, 0.7, _draft())
+    assert _run(teaching, light, spec)["tpot_ms"]["mean"] < \
+        0.75 * _run(teaching, light, None)["tpot_ms"]["mean"]
+    plain = _run(teaching, heavy, None)
+    assert _run(teaching, heavy, spec)["output_tokens_per_s"] < plain["output_tokens_per_s"]
+    capped = _run(teaching, heavy, Speculation(4, 0.7, _draft(), max_batch=64))
+    assert capped["output_tokens_per_s"] >= plain["output_tokens_per_s"]
