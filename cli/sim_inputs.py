@@ -178,6 +178,8 @@ def device_coefficients(plan: Plan, flags: SimFlags) -> Coefficients:
     if flags.coefficients is None:
         return coef
     data = _read_json(flags.coefficients)
+    if isinstance(data.get("coefficients"), dict):  # a `servecap simulate --json` report
+        data = {k: v for k, v in data["coefficients"].items() if k != "source"}
     try:
         return override(coef, data, f"measured: {flags.coefficients}")
     except SpecError as exc:

@@ -17,8 +17,8 @@ Flops = Annotated[str | None, Opt(help="Dense BF16 compute, e.g. 990TFLOPS.")]
 StepOverhead = Annotated[str, Opt(help="Fixed cost of every iteration (launch, sampling, "
                                   "scheduling), e.g. 2ms; 0 allowed.")]
 CoefficientsFile = Annotated[Path | None, Opt(
-    "--coefficients", help="JSON of measured coefficients (names as printed) replacing the "
-    "roofline's.")]
+    "--coefficients", help="JSON object of measured coefficients replacing the roofline's, "
+    "keyed as in the `coefficients` block of --json output (that block itself is accepted).")]
 Workload = Annotated[Path | None, Opt(help="Workload YAML (arrivals, lengths, prefix groups, "
                                       "seed); the repository's workloads/chat.yaml is an example, "
                                       "workloads/README.md the format.")]

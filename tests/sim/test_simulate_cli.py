@@ -262,3 +262,14 @@ def test_simulate_with_a_draft_model():
     assert report["policies"][0]["tpot_ms"]["mean"] < plain["tpot_ms"]["mean"]
     shown = _invoke(*args[:-1], "--draft", "llama-3.2-1b-instruct")
     assert "speculative decoding: k = 4" in shown.output
+
+
+def test_a_report_feeds_back_as_a_coefficients_file(tmp_path):
+    args = ["simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+            "--json"]
+    first = json.loads(_invoke(*args, "--step-overhead", "3ms").output)
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(first))
+    again = json.loads(_invoke(*args, "--coefficients", saved).output)
+    assert again["coefficients"]["step_overhead_s"] == pytest.approx(0.003)
+    assert again["policies"][0]["e2e_ms"] == first["policies"][0]["e2e_ms"]
