@@ -64,6 +64,7 @@ class SimFlags:
     draft_length: int = 4
     acceptance: float = 0.7
     speculate_max_batch: int | None = None
+    scheduling: str = "fcfs"
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
         policy=p, max_num_batched_tokens=flags.max_num_batched_tokens,
         max_num_seqs=flags.max_num_seqs, block_size_tokens=flags.block_size,
         watermark=flags.watermark, preemption_mode=flags.preemption,
-        prefix_caching=flags.prefix_caching, speculation=speculation)
+        prefix_caching=flags.prefix_caching, speculation=speculation,
+        scheduling=flags.scheduling)
         for p in flags.policies)
     requests, workload, source = load_requests(flags)
     return Setup(plan, coef, _num_blocks(plan, flags), configs, requests, workload,

@@ -67,3 +67,5 @@ Acceptance = Annotated[float, Opt(help="Probability each draft token is accepted
 SpeculateMaxBatch = Annotated[int | None, Opt(help="Decode plainly above this many running "
                                               "sequences (vLLM "
                                               "speculative_disable_by_batch_size).")]
+Scheduling = Annotated[str, Opt(help="fcfs, or priority: waiting requests ordered by their "
+                                "tenant's priority (workload `tenants`), then arrival.")]

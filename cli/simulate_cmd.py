@@ -15,6 +15,7 @@ from servecap.sim.records import (
     RECORD_COLUMNS,
     TOKEN_COLUMNS,
     by_prompt_bucket,
+    by_tenant,
     kv_occupancy,
     per_replica,
     records,
@@ -46,7 +47,8 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
              num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
              draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
-             speculate_max_batch: o.SpeculateMaxBatch = None, as_json: o.Json = False,
+             speculate_max_batch: o.SpeculateMaxBatch = None,
+             scheduling: o.Scheduling = "fcfs", as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
                  "timestamp).")] = None,
@@ -63,7 +65,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch)
+                     draft_length, acceptance, speculate_max_batch, scheduling)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)
     write_files(outcomes, records_path, token_times_path)
@@ -92,6 +94,8 @@ def _entry(setup: Setup, outcome) -> dict:
         {"replicas": [kv_occupancy(r) for r in results]}
     if len(results) > 1:
         entry["replicas"] = per_replica(results)
+    if any(s.req.tenant for s in outcome.seqs):
+        entry["tenants"] = by_tenant(outcome.seqs, setup.slo)
     if setup.workload is not None and setup.workload.buckets_tokens:
         entry["buckets"] = by_prompt_bucket(outcome.seqs, setup.workload.buckets_tokens)
     return entry

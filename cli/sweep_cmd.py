@@ -41,14 +41,15 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
           num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
           draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
-          speculate_max_batch: o.SpeculateMaxBatch = None, as_json: o.Json = False) -> None:
+          speculate_max_batch: o.SpeculateMaxBatch = None,
+          scheduling: o.Scheduling = "fcfs", as_json: o.Json = False) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity."""
     flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, None,
                      (policy,), context, weight_dtype, kv_dtype, block_size,
                      max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch)
+                     draft_length, acceptance, speculate_max_batch, scheduling)
     setup = build_setup(model, flags)
     report = header(setup) | run_envelope(setup, target, _rates(rates), num_rates, as_json)
     if as_json:

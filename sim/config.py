@@ -8,6 +8,7 @@ from .speculative import Speculation
 
 POLICIES = ("static", "continuous", "prefill-priority", "decode-priority", "chunked-prefill")
 PREEMPTION_MODES = ("recompute", "swap")
+SCHEDULING_ORDERS = ("fcfs", "priority")
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,10 @@ class SchedulerConfig:
     and waiting_served_ratio); then one prefill-only iteration admits them.
     chunked-prefill: decodes first, then prompt chunks in the rest of the token budget.
     watermark: share of blocks kept free at admission (vLLM 0.01). speculation: a draft model
-    speeds decode-only iterations (up to its max_batch); mixed iterations run without it."""
+    speeds decode-only iterations (up to its max_batch); mixed iterations run without it.
+    scheduling: fcfs, or priority (vLLM's --scheduling-policy priority: the waiting queue is
+    ordered by tenant priority, then arrival, and preemption takes the lowest priority first;
+    running requests are not preempted to admit higher-priority ones)."""
 
     policy: str = "continuous"
     max_num_batched_tokens: int = 8192
@@ -33,10 +37,13 @@ class SchedulerConfig:
     max_waiting_steps: int = 20
     waiting_served_ratio: float = 1.2
     speculation: Speculation | None = None
+    scheduling: str = "fcfs"
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise SpecError("policy", self.policy, "one of " + ", ".join(POLICIES))
+        if self.scheduling not in SCHEDULING_ORDERS:
+            raise SpecError("scheduling", self.scheduling, "one of " + ", ".join(SCHEDULING_ORDERS))
         if self.preemption_mode not in PREEMPTION_MODES:
             raise SpecError("preemption", self.preemption_mode,
                             "one of " + ", ".join(PREEMPTION_MODES))

@@ -1,5 +1,6 @@
 """The iteration-level engine: admission over paged blocks, decode bookkeeping, preemption."""
 
+from bisect import insort
 from collections import deque
 
 from servecap.ledger.paging import blocks_for
@@ -35,6 +36,7 @@ class Engine:
         self.extra_s = 0.0
         self.reserved_blocks = 0
         self.steps_since_prefill = 0
+        self.by_priority = config.scheduling == "priority"
         self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, [])
 
     # arrivals -------------------------------------------------------------------------------
@@ -50,6 +52,8 @@ class Engine:
             if need > limit:
                 seq.state, seq.release_s = REJECTED, seq.req.arrival_s
                 seq.reason = f"needs {need} KV blocks; the pool admits at most {limit}"
+            elif self.by_priority:
+                insort(self.waiting, seq, key=_priority_key)
             else:
                 self.waiting.append(seq)
 
@@ -187,7 +191,10 @@ class Engine:
         else:
             seq.recomputed_tokens += held
             seq.target, seq.computed = seq.req.prompt_tokens + seq.generated, 0
-        self.waiting.appendleft(seq)
+        if self.by_priority:
+            insort(self.waiting, seq, key=_priority_key)
+        else:
+            self.waiting.appendleft(seq)
 
     def swap_in_waiting(self) -> None:
         """Swapped-out sequences at the head of the queue come back first, straight to decode."""
@@ -207,4 +214,16 @@ class Engine:
         pool = self.pool
         while self.residue[self.dec_idx % self.bsz] > pool.free:
             if not pool.evict_one():
-                self.preempt(self.running[next(reversed(self.running))])
+                self.preempt(self.victim())
+
+    def victim(self) -> Seq:
+        """The latest-admitted running sequence; by priority, the least important first."""
+        if self.by_priority:
+            order = {rid: i for i, rid in enumerate(self.running)}
+            return max(self.running.values(),
+                       key=lambda s: (s.req.priority, order[s.req.request_id]))
+        return self.running[next(reversed(self.running))]
+
+
+def _priority_key(seq: Seq) -> tuple[int, float, int]:
+    return seq.req.priority, seq.ready_s, seq.req.request_id

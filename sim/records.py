@@ -1,6 +1,6 @@
 """Per-request rows: every timestamp from acceptance to release, and why a request was slow."""
 
-from .metrics import ms, quantiles, tpot_s
+from .metrics import SLO, ms, quantiles, tpot_s
 from .state import DONE, Seq, SimResult
 
 RECORD_COLUMNS = (
@@ -135,4 +135,21 @@ def token_rows(policy: str, deployment: str, results: list[SimResult],
                          "request_id": seq.req.request_id, "token_index": index,
                          "ready_s": round(ready, 6), "gap_ms": gap})
             prev = ready
+    return rows
+
+
+def by_tenant(seqs: list[Seq], slo: SLO) -> list[dict]:
+    """Per tenant: what each class of requests got (under priority scheduling, who paid)."""
+    names = sorted({s.req.tenant for s in seqs if s.req.tenant is not None})
+    rows = []
+    for name in names:
+        group = [s for s in seqs if s.req.tenant == name]
+        done = [s for s in group if s.state == DONE]
+        rows.append({"tenant": name, "priority": group[0].req.priority, "offered": len(group),
+                     "completed": len(done),
+                     "slo_attainment": sum(1 for s in done if slo.met(s)) / len(group),
+                     "queue_ms": ms(quantiles([s.admitted_s - s.req.arrival_s for s in done])),
+                     "ttft_ms": ms(quantiles([s.first_token_s - s.req.arrival_s
+                                              for s in done])),
+                     "e2e_ms": ms(quantiles([s.release_s - s.req.arrival_s for s in done]))})
     return rows

@@ -18,6 +18,8 @@ class Request:
     output_tokens: int
     prefix_group: str | None = None
     prefix_tokens: int = 0
+    tenant: str | None = None
+    priority: int = 0
 
 
 def draw_requests(workload: Workload) -> list[Request]:
@@ -26,9 +28,12 @@ def draw_requests(workload: Workload) -> list[Request]:
     times = arrival_times(workload.arrivals, workload.num_requests, rng)
     prompts = draw_lengths(workload.prompt, len(times), rng)
     outputs = draw_lengths(workload.output, len(times), rng)
-    groups = _draw_groups(workload, len(times), rng)
-    return [Request(i, t, p + g[1], o, g[0], g[1])
-            for i, (t, p, o, g) in enumerate(zip(times, prompts, outputs, groups, strict=True))]
+    groups = _draw_shares(workload.prefix_groups, len(times), rng)
+    tenants = _draw_shares(workload.tenants, len(times), rng)
+    return [Request(i, t, p + (g.tokens if g else 0), o, g and g.name, g.tokens if g else 0,
+                    n and n.name, n.priority if n else 0)
+            for i, (t, p, o, g, n) in enumerate(zip(times, prompts, outputs, groups, tenants,
+                                                    strict=True))]
 
 
 def arrival_times(arrivals: Arrivals, count: int, rng: random.Random) -> list[float]:
@@ -67,17 +72,18 @@ def draw_lengths(dist: Lengths, count: int, rng: random.Random) -> list[int]:
     return [min(max(n, low), high) for n in raw]
 
 
-def _draw_groups(workload: Workload, count: int, rng: random.Random):
-    groups = workload.prefix_groups
-    if not groups:
-        return [(None, 0)] * count
+def _draw_shares(items: tuple, count: int, rng: random.Random) -> list:
+    """Each request belongs to the first item whose cumulative share covers a uniform draw,
+    or to none; no draws are made when there are no items (seeds stay comparable)."""
+    if not items:
+        return [None] * count
     out = []
     for _ in range(count):
-        u, edge, pick = rng.random(), 0.0, (None, 0)
-        for group in groups:
-            edge += group.share
+        u, edge, pick = rng.random(), 0.0, None
+        for item in items:
+            edge += item.share
             if u < edge:
-                pick = (group.name, group.tokens)
+                pick = item
                 break
         out.append(pick)
     return out

@@ -52,6 +52,16 @@ class PrefixGroup:
 
 
 @dataclass(frozen=True)
+class Tenant:
+    """A class of requests: `share` of arrivals, served first when its `priority` is lower
+    (under the priority scheduling order)."""
+
+    name: str
+    share: float
+    priority: int = 0
+
+
+@dataclass(frozen=True)
 class Workload:
     """A synthetic workload: `num_requests` arrivals (or all of `times_s` for fixed arrivals)."""
 
@@ -63,13 +73,14 @@ class Workload:
     prefix_groups: tuple[PrefixGroup, ...] = ()
     buckets_tokens: tuple[int, ...] = field(default_factory=tuple)
     name: str = "workload"
+    tenants: tuple[Tenant, ...] = ()
 
 
 def workload_from_dict(data: dict) -> Workload:
     """Validate a parsed workload document (YAML mapping) into a Workload; SpecError names the
     field, the value and what is allowed."""
     _keys(data, "", {"name", "seed", "num_requests", "arrivals", "prompt_tokens",
-                     "output_tokens", "prefix_groups", "buckets_tokens"})
+                     "output_tokens", "prefix_groups", "buckets_tokens", "tenants"})
     arrivals = arrivals_from_dict(_mapping(data, "arrivals"), "arrivals")
     count = len(arrivals.times_s) if arrivals.kind == "fixed" else \
         _int(data, "num_requests", None, 1)
@@ -77,13 +88,17 @@ def workload_from_dict(data: dict) -> Workload:
                    for i, g in enumerate(_list(data, "prefix_groups", [])))
     if sum(g.share for g in groups) > 1 + 1e-9:
         raise SpecError("prefix_groups", [g.share for g in groups], "shares must sum to <= 1")
+    tenants = tuple(_tenant(t, f"tenants[{i}]") for i, t in enumerate(_list(data, "tenants", [])))
+    if sum(t.share for t in tenants) > 1 + 1e-9:
+        raise SpecError("tenants", [t.share for t in tenants], "shares must sum to <= 1")
     buckets = tuple(_int_item(v, f"buckets_tokens[{i}]", 1)
                     for i, v in enumerate(_list(data, "buckets_tokens", [])))
     return Workload(arrivals=arrivals,
                     prompt=lengths_from_dict(_mapping(data, "prompt_tokens"), "prompt_tokens"),
                     output=lengths_from_dict(_mapping(data, "output_tokens"), "output_tokens"),
                     num_requests=count, seed=_int(data, "seed", 0, 0), prefix_groups=groups,
-                    buckets_tokens=tuple(sorted(buckets)), name=str(data.get("name", "workload")))
+                    buckets_tokens=tuple(sorted(buckets)), name=str(data.get("name", "workload")),
+                    tenants=tenants)
 
 
 def arrivals_from_dict(data: dict, where: str) -> Arrivals:
@@ -147,6 +162,16 @@ def _prefix_group(data: object, where: str) -> PrefixGroup:
     if share > 1:
         raise SpecError(f"{where}.share", share, "a fraction of requests in [0, 1]")
     return PrefixGroup(str(data.get("name", where)), _int(data, "tokens", None, 1, where), share)
+
+
+def _tenant(data: object, where: str) -> Tenant:
+    if not isinstance(data, dict):
+        raise SpecError(where, data, "a mapping with name, share and priority")
+    _keys(data, where, {"name", "share", "priority"})
+    share = _number(data, "share", None, 0.0, where)
+    if share > 1:
+        raise SpecError(f"{where}.share", share, "a fraction of requests in [0, 1]")
+    return Tenant(str(data.get("name", where)), share, _int(data, "priority", 0, 0, where))
 
 
 def _keys(data: dict, where: str, allowed: set[str]) -> None:

@@ -186,3 +186,18 @@ def test_a_hand_traced_timeline():
                                                "mean": 1.0})
     assert summary["e2e_ms"]["mean"] == pytest.approx(2.75)
     assert res.num_iterations == 4
+
+
+def test_priority_scheduling_serves_the_important_tenant_first(teaching, make_requests):
+    tenants = [{"name": "interactive", "share": 0.2, "priority": 0},
+               {"name": "batch", "share": 0.8, "priority": 1}]
+    reqs = make_requests(rate=60, n=600, tenants=tenants)  # overload: the queue grows
+    assert {r.tenant for r in reqs} == {"interactive", "batch"}
+
+    def queue_ms(scheduling, tenant):
+        res = _run(reqs, teaching, 3000, scheduling=scheduling, max_num_seqs=32)
+        waits = [s.admitted_s - s.req.arrival_s for s in res.seqs if s.req.tenant == tenant]
+        assert all(s.state == DONE for s in res.seqs)
+        return 1000 * sum(waits) / len(waits)
+    assert queue_ms("priority", "interactive") < 0.2 * queue_ms("priority", "batch")
+    assert queue_ms("fcfs", "interactive") > 0.5 * queue_ms("fcfs", "batch")

@@ -273,3 +273,14 @@ def test_a_report_feeds_back_as_a_coefficients_file(tmp_path):
     again = json.loads(_invoke(*args, "--coefficients", saved).output)
     assert again["coefficients"]["step_overhead_s"] == pytest.approx(0.003)
     assert again["policies"][0]["e2e_ms"] == first["policies"][0]["e2e_ms"]
+
+
+def test_tenants_are_reported_apart(tmp_path):
+    path = _small_workload(tmp_path, tenants=[{"name": "web", "share": 0.5, "priority": 0},
+                                              {"name": "bulk", "share": 0.5, "priority": 1}])
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--scheduling",
+                  "priority", "--json")
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.output)["policies"][0]["tenants"]
+    assert [r["tenant"] for r in rows] == ["bulk", "web"]
+    assert sum(r["offered"] for r in rows) == 120

@@ -25,6 +25,7 @@ BASE = {"num_requests": 10, "arrivals": {"kind": "poisson", "rate_per_s": 2},
     ({"prefix_groups": [{"name": "a", "tokens": 10, "share": 0.7},
                         {"name": "b", "tokens": 10, "share": 0.7}]}, "prefix_groups"),
     ({"rate": 3}, "rate"),
+    ({"tenants": [{"name": "a", "share": 0.5, "priority": -1}]}, "tenants[0].priority"),
 ])
 def test_bad_workloads_name_the_field(patch, field):
     with pytest.raises(SpecError) as err:
@@ -82,3 +83,11 @@ def test_trace_parses_and_rejects_missing_columns():
         parse_trace(["arrival_s,prompt_tokens", "0,1"])
     with pytest.raises(SpecError, match="line 2, output_tokens"):
         parse_trace(["arrival_s,prompt_tokens,output_tokens", "0,10,-3"])
+
+
+def test_trace_reads_optional_tenant_and_priority():
+    rows = parse_trace(["arrival_s,prompt_tokens,output_tokens,tenant,priority",
+                        "0,10,5,web,0", "1,10,5,,"])
+    assert [(r.tenant, r.priority) for r in rows] == [("web", 0), (None, 0)]
+    with pytest.raises(SpecError, match="priority"):
+        parse_trace(["arrival_s,prompt_tokens,output_tokens,priority", "0,10,5,-1"])
