@@ -55,6 +55,35 @@ def render_simulation(report: dict, console: Console) -> None:
     for p in report["policies"]:
         for reason in p["rejection_reasons"]:
             console.print(f"{p['policy']}: rejected: {reason}")
+        _render_tail(p, console)
+        if p.get("tenants"):
+            _render_tenants(p, console)
+
+
+def _render_tail(entry: dict, console: Console) -> None:
+    """Why the tail is slow: the slowest requests' profile against everyone's."""
+    tail = entry.get("tail")
+    if not tail:
+        return
+    slow, every = tail["tail"], tail["all"]
+    console.print(
+        f"{entry['policy']}: slowest {tail['share']:.0%} by e2e ({tail['num_requests']}): "
+        f"queue {slow['mean_queue_ms']:,.1f} vs {every['mean_queue_ms']:,.1f} ms, prompt "
+        f"{slow['mean_prompt_tokens']:,.0f} vs {every['mean_prompt_tokens']:,.0f}, output "
+        f"{slow['mean_output_tokens']:,.0f} vs {every['mean_output_tokens']:,.0f} tokens, "
+        f"chunks {slow['mean_prefill_chunks']:g} vs {every['mean_prefill_chunks']:g}, "
+        f"preemptions {slow['mean_preemptions']:g} vs {every['mean_preemptions']:g}")
+
+
+def _render_tenants(entry: dict, console: Console) -> None:
+    table = Table(title=f"{entry['policy']}: tenants (ms: p50 / p99)")
+    for col in ("tenant", "priority", "requests", "SLO met", "queue", "TTFT", "e2e"):
+        table.add_column(col, justify="left" if col == "tenant" else "right")
+    for t in entry["tenants"]:
+        table.add_row(t["tenant"], str(t["priority"]), f"{t['offered']:,}",
+                      f"{t['slo_attainment']:.1%}",
+                      *(_pair(t[k]) for k in ("queue_ms", "ttft_ms", "e2e_ms")))
+    console.print(table)
 
 
 def _pair(stats: dict) -> str:
