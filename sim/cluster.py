@@ -88,7 +88,7 @@ def simulate_disaggregated(requests: list[Request], coef: Coefficients,
     for req in requests:
         done = by_id[req.request_id]
         if done.state != DONE or req.output_tokens == 1:
-            done.req = req
+            done.req = req  # the final state carries the request as offered
             final.append(done)
             continue
         seq = _handoff(req, done, coef.kv_bytes_per_token * req.prompt_tokens
