@@ -2,7 +2,7 @@
 
 import typer
 
-from . import catalog_cmd, plan_cmd, reconcile_cmd, workbook_cmd
+from . import catalog_cmd, plan_cmd, reconcile_cmd, simulate_cmd, workbook_cmd
 
 app = typer.Typer(
     name="servecap",
@@ -17,6 +17,7 @@ plan_cmd.register(app)
 catalog_cmd.register(app)
 reconcile_cmd.register(app)
 workbook_cmd.register(app)
+simulate_cmd.register(app)
 
 
 def main() -> None:

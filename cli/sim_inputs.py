@@ -1,0 +1,248 @@
+"""Simulation inputs: device rates, durations, workload and trace files, the ledger's plan."""
+
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from servecap.ledger.devices import find
+from servecap.ledger.errors import SpecError
+from servecap.ledger.plan import Plan, build_plan
+from servecap.ledger.units import GB, TB, parse_size
+from servecap.model_configs import load_model
+from servecap.sim.config import SchedulerConfig
+from servecap.sim.deploy import Deployment
+from servecap.sim.kvpool import pool_blocks
+from servecap.sim.metrics import SLO
+from servecap.sim.roofline import Coefficients, coefficients_for_plan, override
+from servecap.sim.sampling import Request, draw_requests
+from servecap.sim.speculative import Speculation
+from servecap.sim.trace import parse_trace
+from servecap.sim.workload import Workload, workload_from_dict
+
+from .inputs import PlanFlags, model_for_flags, serve_spec
+
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTP]?)\s*(?:FLOPS|FLOP/S|flops|flop/s)?\s*$")
+_PREFIX = {"": 1, "k": 1000, "K": 1000, "M": 1000 * 1000, "G": GB, "T": TB, "P": 1000 * TB}
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(us|ms|s|min)?\s*$")
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, None: 1.0}
+
+
+@dataclass(frozen=True)
+class SimFlags:
+    """The flags simulate and sweep share; None: not given."""
+
+    device: str | None = None
+    bandwidth: str | None = None
+    flops: str | None = None
+    step_overhead: str = "0ms"
+    coefficients: Path | None = None
+    workload: Path | None = None
+    trace: Path | None = None
+    policies: tuple[str, ...] = ("continuous",)
+    context: int | None = None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    block_size: int = 16
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    watermark: float = 0.01
+    preemption: str = "recompute"
+    prefix_caching: bool = True
+    slo_ttft: str | None = None
+    slo_itl: str | None = None
+    slo_e2e: str | None = None
+    replicas: int = 1
+    router: str = "least-tokens"
+    disaggregate: str | None = None
+    kv_transfer: str = "50GB/s"
+    runtime_peak: str | None = None
+    safety: str | None = None
+    num_gpu_blocks: int | None = None
+    draft: str | None = None
+    draft_length: int = 4
+    acceptance: float = 0.7
+    speculate_max_batch: int | None = None
+    scheduling: str = "fcfs"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything a run needs, built once: plan, coefficients, pool, configs, requests."""
+
+    plan: Plan
+    coefficients: Coefficients
+    num_blocks: int
+    configs: tuple[SchedulerConfig, ...]
+    requests: list[Request]
+    workload: Workload | None
+    slo: SLO
+    source: str
+    deployment: Deployment = Deployment()
+
+
+def parse_bandwidth(text: str, field: str = "--bandwidth") -> float:
+    """'2000GB/s' or '3.35TB/s' -> bytes per second (decimal units, as vendors state them)."""
+    raw = str(text).strip()
+    if not raw.lower().endswith("/s"):
+        raise SpecError(field, text, "a rate like 2000GB/s or 3.35TB/s")
+    return float(parse_size(raw[:-2], field))
+
+
+def parse_flops(text: str, field: str = "--flops") -> float:
+    """'990TFLOPS' -> 9.9e14 FLOP/s (decimal prefixes k, M, G, T, P)."""
+    match = _RATE.match(str(text))
+    if not match:
+        raise SpecError(field, text, "a rate like 990TFLOPS or 1.98PFLOPS")
+    return float(match.group(1)) * _PREFIX[match.group(2)]
+
+
+def parse_duration(text: str, field: str) -> float:
+    """'500ms' -> 0.5 seconds; units us, ms, s, min; a bare number is seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise SpecError(field, text, "a duration like 500ms, 0.05s or 2s (>= 0)")
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def slo_for(flags: SimFlags) -> SLO:
+    def get(text, field):
+        return None if text is None else parse_duration(text, field)
+    return SLO(get(flags.slo_ttft, "--slo-ttft"), get(flags.slo_itl, "--slo-itl"),
+               get(flags.slo_e2e, "--slo-e2e"))
+
+
+def build_setup(model: str, flags: SimFlags) -> Setup:
+    """Plan the device with the ledger, price iterations with the roofline, load the load."""
+    plan = plan_for(model, flags)
+    coef = device_coefficients(plan, flags)
+    speculation = speculation_for(flags)
+    configs = tuple(SchedulerConfig(
+        policy=p, max_num_batched_tokens=flags.max_num_batched_tokens,
+        max_num_seqs=flags.max_num_seqs, block_size_tokens=flags.block_size,
+        watermark=flags.watermark, preemption_mode=flags.preemption,
+        prefix_caching=flags.prefix_caching, speculation=speculation,
+        scheduling=flags.scheduling)
+        for p in flags.policies)
+    requests, workload, source = load_requests(flags)
+    return Setup(plan, coef, _num_blocks(plan, flags), configs, requests, workload,
+                 slo_for(flags), source, deployment_for(flags))
+
+
+def _num_blocks(plan: Plan, flags: SimFlags) -> int:
+    """The ledger's pool, or fewer blocks when --num-gpu-blocks caps it (vLLM's
+    num_gpu_blocks_override); never more than the device holds."""
+    ledger_blocks = pool_blocks(plan, flags.block_size)
+    if flags.num_gpu_blocks is None:
+        return ledger_blocks
+    if not 1 <= flags.num_gpu_blocks <= ledger_blocks:
+        raise SpecError("--num-gpu-blocks", flags.num_gpu_blocks,
+                        f"between 1 and the {ledger_blocks:,} blocks the ledger leaves")
+    return flags.num_gpu_blocks
+
+
+def speculation_for(flags: SimFlags) -> Speculation | None:
+    """--draft MODEL: its own roofline on the same device, with --draft-length and
+    --acceptance (and --speculate-max-batch, above which decoding runs plainly)."""
+    if flags.draft is None:
+        return None
+    draft_flags = replace(flags, coefficients=None, runtime_peak=None)
+    draft = device_coefficients(plan_for(flags.draft, draft_flags), draft_flags)
+    return Speculation(flags.draft_length, flags.acceptance, draft, flags.speculate_max_batch)
+
+
+def deployment_for(flags: SimFlags) -> Deployment:
+    """--replicas/--router, or --disaggregate P:D with --kv-transfer."""
+    prefill = decode = 0
+    if flags.disaggregate:
+        parts = flags.disaggregate.split(":")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise SpecError("--disaggregate", flags.disaggregate, "prefill:decode device "
+                            "counts, e.g. 1:1 or 2:3")
+        prefill, decode = (int(p) for p in parts)
+    return Deployment(flags.replicas, flags.router, prefill, decode,
+                      parse_bandwidth(flags.kv_transfer, "--kv-transfer"))
+
+
+def device_coefficients(plan: Plan, flags: SimFlags) -> Coefficients:
+    """Catalog rates unless --bandwidth/--flops say otherwise; then a coefficients file."""
+    device = find(flags.device or "")
+    bandwidth = parse_bandwidth(flags.bandwidth) if flags.bandwidth else \
+        device and device.bandwidth_bytes_per_s
+    flops = parse_flops(flags.flops) if flags.flops else device and device.bf16_flops_per_s
+    if not bandwidth or not flops:
+        missing = "--bandwidth" if not bandwidth else "--flops"
+        raise SpecError(missing, None, "required for a device given by size (e.g. --device "
+                        "80GiB --bandwidth 2000GB/s --flops 990TFLOPS)")
+    coef = coefficients_for_plan(plan, bandwidth, flops,
+                                 parse_duration(flags.step_overhead, "--step-overhead"))
+    if flags.coefficients is None:
+        return coef
+    data = _read_json(flags.coefficients)
+    if isinstance(data.get("coefficients"), dict):  # a `servecap simulate --json` report
+        data = {k: v for k, v in data["coefficients"].items() if k != "source"}
+    try:
+        return override(coef, data, f"measured: {flags.coefficients}")
+    except SpecError as exc:
+        raise exc.at(str(flags.coefficients)) from None
+
+
+def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]:
+    if (flags.workload is None) == (flags.trace is None):
+        raise SpecError("--workload/--trace", None, "give exactly one: a workload YAML or a "
+                        "CSV trace")
+    if flags.trace is not None:
+        with _open(flags.trace) as handle:
+            try:
+                return parse_trace(handle), None, str(flags.trace)
+            except SpecError as exc:
+                raise exc.at(str(flags.trace)) from None
+    workload = load_workload(flags.workload)
+    return draw_requests(workload), workload, str(flags.workload)
+
+
+def load_workload(path: Path) -> Workload:
+    with _open(path) as handle:
+        try:
+            data = yaml.safe_load(handle)
+        except yaml.YAMLError:
+            raise SpecError("yaml", str(path), "not valid YAML") from None
+    if not isinstance(data, dict):
+        raise SpecError("document", type(data).__name__, "a workload is a mapping").at(str(path))
+    try:
+        return workload_from_dict(data)
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
+
+
+def plan_for(model: str, flags: SimFlags) -> Plan:
+    """The ledger plan of `model` on the flagged device (one resident request)."""
+    loaded = load_model(model)
+    plan_flags = PlanFlags(device=flags.device, context=flags.context, concurrency=1,
+                           runtime_peak=flags.runtime_peak, safety=flags.safety,
+                           weight_dtype=flags.weight_dtype, kv_dtype=flags.kv_dtype,
+                           block_size=flags.block_size,
+                           max_num_batched_tokens=flags.max_num_batched_tokens,
+                           max_num_seqs=flags.max_num_seqs)
+    serve = serve_spec(plan_flags, loaded)
+    return build_plan(model_for_flags(plan_flags, loaded), replace(serve, concurrency=1))
+
+
+def _open(path: Path):
+    try:
+        return open(path, encoding="utf-8", newline="")
+    except OSError as exc:
+        raise SpecError("file", str(path), f"cannot be read ({exc.__class__.__name__})") from None
+
+
+def _read_json(path: Path) -> dict:
+    with _open(path) as handle:
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError:
+            raise SpecError("json", str(path), "not valid JSON") from None
+    if not isinstance(data, dict):
+        raise SpecError("document", str(path), "a coefficients file is a JSON object")
+    return data

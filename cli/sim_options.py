@@ -1,0 +1,71 @@
+"""The typer options `simulate` and `sweep` share, declared once."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Opt = typer.Option
+
+Model = Annotated[str, typer.Argument(help="Bundled model name (servecap models), a model YAML, "
+                                      "a config.json or a model directory.")]
+Device = Annotated[str | None, Opt(help="Catalog name (h100-80gb: bandwidth and FLOPS known) or "
+                                   "a size (80GiB) with --bandwidth and --flops.")]
+Bandwidth = Annotated[str | None, Opt(help="Memory bandwidth, e.g. 2000GB/s (decimal, as vendors "
+                                      "state it). Overrides the catalog.")]
+Flops = Annotated[str | None, Opt(help="Dense BF16 compute, e.g. 990TFLOPS.")]
+StepOverhead = Annotated[str, Opt(help="Fixed cost of every iteration (launch, sampling, "
+                                  "scheduling), e.g. 2ms; 0 allowed.")]
+CoefficientsFile = Annotated[Path | None, Opt(
+    "--coefficients", help="JSON object of measured coefficients replacing the roofline's, "
+    "keyed as in the `coefficients` block of --json output (that block itself is accepted).")]
+Workload = Annotated[Path | None, Opt(help="Workload YAML (arrivals, lengths, prefix groups, "
+                                      "seed); the repository's workloads/chat.yaml is an example, "
+                                      "workloads/README.md the format.")]
+Trace = Annotated[Path | None, Opt(help="CSV trace with header arrival_s,prompt_tokens,"
+                                   "output_tokens (instead of --workload).")]
+Policy = Annotated[list[str] | None, Opt(
+    "--policy", help="static, continuous, prefill-priority, decode-priority, chunked-prefill. "
+    "Repeat to compare side by side. Default continuous.")]
+Context = Annotated[int | None, Opt("--max-model-len", "--context",
+                                    help="Context the runtime peak is planned for. Default: "
+                                    "the model's.")]
+WeightDtype = Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4. Default: the "
+                                        "checkpoint's.")]
+KvDtype = Annotated[str | None, Opt(help="KV cache dtype: bf16, fp16, fp8, int8, int4.")]
+BlockSize = Annotated[int, Opt(help="Paged KV block size in tokens.")]
+MaxBatched = Annotated[int, Opt(help="Token budget per iteration (chunked prefill chunk "
+                                "limit).")]
+MaxSeqs = Annotated[int, Opt(help="Sequences resident at once.")]
+Watermark = Annotated[float, Opt(help="Share of KV blocks kept free at admission.")]
+Preemption = Annotated[str, Opt(help="recompute or swap (priced at 25 GB/s unless a "
+                                "coefficients file says otherwise).")]
+PrefixCaching = Annotated[bool, Opt("--prefix-caching/--no-prefix-caching",
+                                    help="Share full blocks of a prefix group's prompt.")]
+SloTtft = Annotated[str | None, Opt(help="TTFT target, e.g. 500ms.")]
+SloItl = Annotated[str | None, Opt(help="ITL target, checked against each request's TPOT "
+                                   "(mean token gap), e.g. 50ms.")]
+SloE2e = Annotated[str | None, Opt(help="End-to-end latency target, e.g. 30s.")]
+Json = Annotated[bool, Opt("--json", help="Print one JSON object.")]
+Replicas = Annotated[int, Opt(help="Identical devices behind the router.")]
+Router = Annotated[str, Opt(help="round-robin, least-requests or least-tokens (outstanding "
+                            "prompt + output tokens).")]
+Disaggregate = Annotated[str | None, Opt(help="Separate prefill:decode device pools, e.g. 1:1; "
+                                         "a colocated run on as many devices is shown "
+                                         "beside it.")]
+KvTransfer = Annotated[str, Opt(help="KV link between prefill and decode pools, e.g. "
+                                "50GB/s.")]
+RuntimePeak = Annotated[str | None, Opt(help="Measured runtime peak, e.g. 3GiB (sizes the KV "
+                                         "pool). Default: the ledger's estimate.")]
+Safety = Annotated[str | None, Opt(help="Safety reserve: a size or a share of the device (10%).")]
+NumGpuBlocks = Annotated[int | None, Opt(help="Cap the KV pool at this many blocks (vLLM "
+                                         "num_gpu_blocks_override).")]
+Draft = Annotated[str | None, Opt(help="Speculative decoding with this draft model (priced "
+                                 "by its own roofline on the same device).")]
+DraftLength = Annotated[int, Opt(help="Draft tokens per verification step (k).")]
+Acceptance = Annotated[float, Opt(help="Probability each draft token is accepted (a).")]
+SpeculateMaxBatch = Annotated[int | None, Opt(help="Decode plainly above this many running "
+                                              "sequences (vLLM "
+                                              "speculative_disable_by_batch_size).")]
+Scheduling = Annotated[str, Opt(help="fcfs, or priority: waiting requests ordered by their "
+                                "tenant's priority (workload `tenants`), then arrival.")]

@@ -1,0 +1,92 @@
+"""Rich rendering of simulation reports: the coefficients used, then one row per policy."""
+
+from rich.console import Console
+from rich.table import Table
+
+from servecap.ledger.units import GB, TB, fmt_gib
+
+
+def render_coefficients(report: dict, console: Console) -> None:
+    coef, pool = report["coefficients"], report["kv_pool"]
+    console.print(f"[bold]{report['model']}[/] on {report['device']} | {report['source']} | "
+                  f"{report['num_requests']:,} requests")
+    console.print(
+        f"iteration time ({coef['source']}) = max(FLOPs / {coef['flops_per_s'] / TB:,.1f} "
+        f"TFLOP/s, bytes / {coef['bandwidth_bytes_per_s'] / GB:,.1f} GB/s) + "
+        f"{coef['step_overhead_s'] * 1000:g} ms; weights read per iteration "
+        f"{coef['weights_bytes']:,} B, KV {coef['kv_bytes_per_token']:,} B/token, "
+        f"{coef['flops_per_token']:,} FLOPs/token, swap {coef['swap_bandwidth_bytes_per_s'] / GB:g}"
+        f" GB/s")
+    spec = report.get("speculation")
+    if spec:
+        console.print(f"speculative decoding: k = {spec['draft_length']}, a = "
+                      f"{spec['acceptance']:g}, {spec['expected_tokens_per_step']:.2f} tokens "
+                      f"per verification (mean-field), draft weights "
+                      f"{spec['draft_coefficients']['weights_bytes']:,} B"
+                      + (f", off above {spec['max_batch']} sequences" if spec["max_batch"]
+                         else ""))
+    console.print(f"single-stream decode bound {report['decode_bound_tokens_per_s']:,.1f} "
+                  f"tokens/s; KV pool {pool['num_blocks']:,} blocks x "
+                  f"{pool['block_size_tokens']} tokens ({fmt_gib(pool['pool_bytes'])})")
+
+
+def render_simulation(report: dict, console: Console) -> None:
+    render_coefficients(report, console)
+    counts = Table(title="policies: requests and throughput")
+    for col in ("policy", "done", "rejected", "queued", "preempted", "in tok/s", "out tok/s",
+                "goodput req/s"):
+        counts.add_column(col, justify="left" if col == "policy" else "right",
+                          no_wrap=col == "policy")
+    times = Table(title="latency ms: p50 / p99")
+    for col in ("policy", "queue", "TTFT", "ITL", "TPOT", "e2e"):
+        times.add_column(col, justify="left" if col == "policy" else "right",
+                          no_wrap=col == "policy")
+    many = len({p["deployment"] for p in report["policies"]}) > 1
+    for p in report["policies"]:
+        name = f"{p['policy']}\n{p['deployment']}" if many else p["policy"]
+        counts.add_row(name, f"{p['completed']:,}", f"{p['rejected']:,}",
+                       f"{p['queued']:,}", f"{p['preemptions']:,}",
+                       f"{p['input_tokens_per_s']:,.0f}", f"{p['output_tokens_per_s']:,.0f}",
+                       f"{p['goodput_rps']:,.2f}")
+        times.add_row(name, *(_pair(p[k]) for k in ("queue_ms", "ttft_ms", "itl_ms",
+                                                           "tpot_ms", "e2e_ms")))
+    console.print(counts)
+    console.print(times)
+    console.print(f"percentiles: {report['percentile_method']}")
+    for p in report["policies"]:
+        for reason in p["rejection_reasons"]:
+            console.print(f"{p['policy']}: rejected: {reason}")
+        _render_tail(p, console)
+        if p.get("tenants"):
+            _render_tenants(p, console)
+
+
+def _render_tail(entry: dict, console: Console) -> None:
+    """Why the tail is slow: the slowest requests' profile against everyone's."""
+    tail = entry.get("tail")
+    if not tail:
+        return
+    slow, every = tail["tail"], tail["all"]
+    console.print(
+        f"{entry['policy']}: slowest {tail['share']:.0%} by e2e ({tail['num_requests']}): "
+        f"queue {slow['mean_queue_ms']:,.1f} vs {every['mean_queue_ms']:,.1f} ms, prompt "
+        f"{slow['mean_prompt_tokens']:,.0f} vs {every['mean_prompt_tokens']:,.0f}, output "
+        f"{slow['mean_output_tokens']:,.0f} vs {every['mean_output_tokens']:,.0f} tokens, "
+        f"chunks {slow['mean_prefill_chunks']:g} vs {every['mean_prefill_chunks']:g}, "
+        f"preemptions {slow['mean_preemptions']:g} vs {every['mean_preemptions']:g}")
+
+
+def _render_tenants(entry: dict, console: Console) -> None:
+    table = Table(title=f"{entry['policy']}: tenants (ms: p50 / p99)")
+    for col in ("tenant", "priority", "requests", "SLO met", "queue", "TTFT", "e2e"):
+        table.add_column(col, justify="left" if col == "tenant" else "right")
+    for t in entry["tenants"]:
+        table.add_row(t["tenant"], str(t["priority"]), f"{t['offered']:,}",
+                      f"{t['slo_attainment']:.1%}",
+                      *(_pair(t[k]) for k in ("queue_ms", "ttft_ms", "e2e_ms")))
+    console.print(table)
+
+
+def _pair(stats: dict) -> str:
+    return f"{stats['p50']:,.0f} / {stats['p99']:,.0f}" if stats["p99"] >= 1000 else \
+        f"{stats['p50']:,.1f} / {stats['p99']:,.1f}"

@@ -1,0 +1,139 @@
+"""`servecap simulate`: run scheduler policies over a workload on the ledger-sized KV pool."""
+
+import csv
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from servecap.ledger.errors import SpecError
+from servecap.sim.deploy import run_deployment
+from servecap.sim.records import (
+    RECORD_COLUMNS,
+    TOKEN_COLUMNS,
+    by_prompt_bucket,
+    by_tenant,
+    kv_occupancy,
+    per_replica,
+    records,
+    tail,
+    token_rows,
+)
+
+from . import sim_options as o
+from .cost_cmd import cost
+from .errors import handle_errors
+from .sim_inputs import Setup, SimFlags, build_setup
+from .sim_view import render_simulation
+from .simulate_header import header
+from .speculate_cmd import speculate
+from .sweep_cmd import sweep
+
+
+def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
+             flops: o.Flops = None, step_overhead: o.StepOverhead = "0ms",
+             coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
+             trace: o.Trace = None, policy: o.Policy = None, context: o.Context = None,
+             weight_dtype: o.WeightDtype = None, kv_dtype: o.KvDtype = None,
+             block_size: o.BlockSize = 16, max_num_batched_tokens: o.MaxBatched = 8192,
+             max_num_seqs: o.MaxSeqs = 256, watermark: o.Watermark = 0.01,
+             preemption: o.Preemption = "recompute", prefix_caching: o.PrefixCaching = True,
+             slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
+             replicas: o.Replicas = 1, router: o.Router = "least-tokens",
+             disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
+             runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
+             num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
+             draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
+             speculate_max_batch: o.SpeculateMaxBatch = None,
+             scheduling: o.Scheduling = "fcfs", as_json: o.Json = False,
+             records_path: Annotated[Path | None, typer.Option(
+                 "--records", help="Write one CSV row per request and policy (every "
+                 "timestamp).")] = None,
+             token_times_path: Annotated[Path | None, typer.Option(
+                 "--token-times", help="Write one CSV row per generated token (its ready "
+                 "time and the gap before it).")] = None) -> None:
+    """Simulate the scheduler over a workload: latency percentiles, throughput, goodput.
+
+    The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
+    iteration time is the printed roofline (override any coefficient with --coefficients).
+    """
+    flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, trace,
+                     tuple(policy or ("continuous",)), context, weight_dtype, kv_dtype,
+                     block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
+                     prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
+                     disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
+                     draft_length, acceptance, speculate_max_batch, scheduling)
+    setup = build_setup(model, flags)
+    report, outcomes = run_simulation(setup)
+    write_files(outcomes, records_path, token_times_path)
+    if as_json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+    else:
+        render_simulation(report, Console())
+
+
+def run_simulation(setup: Setup) -> tuple[dict, list]:
+    """Every policy over the same requests on the deployment; the report every output is
+    rendered from, and the outcomes the records come from."""
+    outcomes, policies = [], []
+    for cfg in setup.configs:
+        for outcome in run_deployment(setup.requests, setup.coefficients, cfg,
+                                      setup.num_blocks, setup.deployment, setup.slo):
+            outcomes.append((cfg.policy, outcome))
+            policies.append(_entry(setup, outcome))
+    return header(setup) | {"policies": policies}, outcomes
+
+
+def _entry(setup: Setup, outcome) -> dict:
+    results = outcome.results
+    entry = outcome.summary | {"deployment": outcome.deployment, "tail": tail(outcome.seqs)}
+    entry["kv"] = kv_occupancy(results[0]) if len(results) == 1 else \
+        {"replicas": [kv_occupancy(r) for r in results]}
+    if len(results) > 1:
+        entry["replicas"] = per_replica(results)
+    if any(s.req.tenant for s in outcome.seqs):
+        entry["tenants"] = by_tenant(outcome.seqs, setup.slo)
+    if setup.workload is not None and setup.workload.buckets_tokens:
+        entry["buckets"] = by_prompt_bucket(outcome.seqs, setup.workload.buckets_tokens)
+    return entry
+
+
+def write_files(outcomes: list, records_path: Path | None,
+                token_times_path: Path | None) -> None:
+    if records_path is not None:
+        write_csv(records_path, RECORD_COLUMNS, (
+            row for policy, out in outcomes for row in records(policy, out.deployment,
+                                                               out.seqs)))
+    if token_times_path is not None:
+        write_csv(token_times_path, TOKEN_COLUMNS, (
+            row for policy, out in outcomes
+            for row in token_rows(policy, out.deployment, out.results, out.seqs)))
+
+
+def write_csv(path: Path, columns: tuple[str, ...], rows) -> None:
+    """Written to a temporary file beside the target and renamed: never half a file."""
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise SpecError(str(path), str(folder), "the folder does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def register(app: typer.Typer) -> None:
+    """simulate, sweep, cost and speculate: the latency side of the plan."""
+    app.command()(handle_errors(simulate))
+    app.command()(handle_errors(sweep))
+    app.command()(handle_errors(cost))
+    app.command()(handle_errors(speculate))

@@ -1,0 +1,34 @@
+"""The part of every simulation report that says what was simulated and with which numbers."""
+
+from servecap.sim.metrics import PERCENTILE_METHOD
+from servecap.sim.roofline import as_dict, decode_bound_tokens_per_s
+from servecap.sim.speculative import expected_tokens_per_step
+
+from .sim_inputs import Setup
+
+
+def header(setup: Setup) -> dict:
+    coef, plan = setup.coefficients, setup.plan
+    slo = setup.slo
+    return {
+        "model": plan.model, "device": plan.serve.device_label,
+        "source": setup.source, "num_requests": len(setup.requests),
+        "coefficients": as_dict(coef),
+        "decode_bound_tokens_per_s": decode_bound_tokens_per_s(coef),
+        "kv_pool": {"num_blocks": setup.num_blocks,
+                    "block_size_tokens": setup.configs[0].block_size_tokens,
+                    "kv_bytes_per_token": plan.kv_bytes_per_token,
+                    "pool_bytes": plan.device_bytes - plan.fixed_bytes},
+        "slo": {"ttft_s": slo.ttft_s, "itl_s": slo.itl_s, "e2e_s": slo.e2e_s},
+        "percentile_method": PERCENTILE_METHOD,
+        "speculation": _speculation(setup.configs[0].speculation),
+    }
+
+
+def _speculation(spec) -> dict | None:
+    if spec is None:
+        return None
+    return {"draft_length": spec.draft_length, "acceptance": spec.acceptance,
+            "expected_tokens_per_step": expected_tokens_per_step(spec.draft_length,
+                                                                 spec.acceptance),
+            "max_batch": spec.max_batch, "draft_coefficients": as_dict(spec.draft)}

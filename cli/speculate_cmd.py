@@ -1,0 +1,70 @@
+"""`servecap speculate`: speculative decoding's speedup by batch size, on the roofline."""
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from servecap.ledger.errors import SpecError
+from servecap.sim.speculative import (
+    Speculation,
+    break_even_batch,
+    compare,
+    expected_tokens_per_step,
+)
+
+from . import sim_options as o
+from .sim_inputs import SimFlags, device_coefficients, plan_for
+
+Opt = typer.Option
+
+
+def speculate(model: o.Model,
+              draft: Annotated[str, Opt(help="Draft model (bundled name or file).")],
+              device: o.Device = None, bandwidth: o.Bandwidth = None, flops: o.Flops = None,
+              step_overhead: o.StepOverhead = "0ms",
+              draft_length: Annotated[int, Opt(help="Draft tokens per step (k).")] = 4,
+              acceptance: Annotated[float, Opt(help="Probability each draft token is "
+                                               "accepted (a).")] = 0.7,
+              context: Annotated[int, Opt(help="Tokens of context per sequence.")] = 1024,
+              batches: Annotated[str, Opt(help="Batch sizes to compare.")]
+              = "1,2,4,8,16,32,64,128,256,512",
+              as_json: o.Json = False) -> None:
+    """Where speculative decoding helps (low batch, memory-bound) and where it stops."""
+    flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops,
+                     step_overhead=step_overhead)
+    target = device_coefficients(plan_for(model, flags), flags)
+    spec = Speculation(draft_length, acceptance,
+                       device_coefficients(plan_for(draft, flags), flags))
+    rows = compare(target, spec, _batches(batches), context)
+    report = {"expected_tokens_per_step": expected_tokens_per_step(draft_length, acceptance),
+              "break_even_batch": break_even_batch(rows), "rows": rows}
+    if as_json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+    else:
+        _render(report, Console())
+
+
+def _render(report: dict, console: Console) -> None:
+    table = Table(title=f"speculative decoding: {report['expected_tokens_per_step']:.2f} "
+                  "expected tokens per verification")
+    for col in ("batch", "plain tok/s/seq", "speculative tok/s/seq", "speedup"):
+        table.add_column(col, justify="right")
+    for r in report["rows"]:
+        table.add_row(str(r["batch"]), f"{r['plain_tokens_per_s_per_seq']:,.1f}",
+                      f"{r['speculative_tokens_per_s_per_seq']:,.1f}", f"{r['speedup']:.2f}x")
+    console.print(table)
+    edge = report["break_even_batch"]
+    console.print("stops helping at batch " + (str(edge) if edge else "beyond those compared"))
+
+
+def _batches(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise SpecError("--batches", text, "comma-separated batch sizes >= 1, e.g. 1,8,64")
+    return sorted(values)

@@ -1,0 +1,115 @@
+"""`servecap sweep`: the capacity envelope, the highest offered rate that meets the SLOs."""
+
+import json
+from dataclasses import replace
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from servecap.ledger.errors import SpecError
+from servecap.sim.deploy import run_deployment
+from servecap.sim.metrics import summarize
+from servecap.sim.run import simulate
+from servecap.sim.sweep import run_sweep
+
+from . import sim_options as o
+from .sim_inputs import Setup, SimFlags, build_setup
+from .sim_view import render_coefficients
+from .simulate_header import header
+
+
+def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
+          flops: o.Flops = None, step_overhead: o.StepOverhead = "0ms",
+          coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
+          policy: Annotated[str, typer.Option(help="One scheduler policy.")] = "continuous",
+          context: o.Context = None, weight_dtype: o.WeightDtype = None,
+          kv_dtype: o.KvDtype = None, block_size: o.BlockSize = 16,
+          max_num_batched_tokens: o.MaxBatched = 8192, max_num_seqs: o.MaxSeqs = 256,
+          watermark: o.Watermark = 0.01, preemption: o.Preemption = "recompute",
+          prefix_caching: o.PrefixCaching = True, slo_ttft: o.SloTtft = None,
+          slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
+          target: Annotated[float, typer.Option(help="SLO attainment the capacity must "
+                                                "reach (share of requests).")] = 0.9,
+          rates: Annotated[str | None, typer.Option(help="Offered rates (req/s), e.g. "
+                                                    "1,2,4,8. Default: evenly up to the "
+                                                    "simulated saturation rate.")] = None,
+          num_rates: Annotated[int, typer.Option(help="Rates in the default sweep.")] = 10,
+          replicas: o.Replicas = 1, router: o.Router = "least-tokens",
+          disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
+          runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
+          num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
+          draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
+          speculate_max_batch: o.SpeculateMaxBatch = None,
+          scheduling: o.Scheduling = "fcfs", as_json: o.Json = False) -> None:
+    """Sweep open-loop offered load; stop when the SLO fails; report the capacity."""
+    flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, None,
+                     (policy,), context, weight_dtype, kv_dtype, block_size,
+                     max_num_batched_tokens, max_num_seqs, watermark, preemption,
+                     prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
+                     disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
+                     draft_length, acceptance, speculate_max_batch, scheduling)
+    setup = build_setup(model, flags)
+    report = header(setup) | run_envelope(setup, target, _rates(rates), num_rates, as_json)
+    if as_json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+    else:
+        render_sweep(report, Console())
+
+
+def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool) -> dict:
+    if not 0 < target <= 1:
+        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    if num_rates < 1:
+        raise SpecError("--num-rates", num_rates, "a whole number >= 1")
+    cfg = setup.configs[0]
+
+    def run(requests):  # the last outcome: the disaggregated one when asked for
+        return run_deployment(requests, setup.coefficients, cfg, setup.num_blocks,
+                              setup.deployment, setup.slo)[-1].summary
+
+    def one_at_a_time(requests):
+        single = replace(cfg, max_num_seqs=1)
+        return summarize(simulate(requests, setup.coefficients, single, setup.num_blocks))
+
+    total = len(rates) if rates else num_rates
+    with Progress(disable=quiet, transient=True) as bar:
+        task = bar.add_task("sweeping offered load", total=total)
+        result = run_sweep(setup.workload, run, target, rates, num_rates,
+                           on_point=lambda _: bar.advance(task),
+                           run_one_at_a_time=one_at_a_time)
+    return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
+
+
+def render_sweep(report: dict, console: Console) -> None:
+    render_coefficients(report, console)
+    table = Table(title=f"{report['policy']}: offered load sweep (latency: p99 ms)")
+    for col in ("offered req/s", "achieved req/s", "SLO met", "goodput req/s", "out tok/s",
+                "TTFT", "ITL", "TPOT", "e2e"):
+        table.add_column(col, justify="right")
+    for p in report["points"]:
+        table.add_row(f"{p['rate_per_s']:,.2f}", f"{p['achieved_rps']:,.2f}",
+                      f"{p['slo_attainment']:.1%}" + ("" if p["sustainable"] else " (over)"),
+                      f"{p['goodput_rps']:,.2f}",
+                      f"{p['output_tokens_per_s']:,.0f}",
+                      *(f"{p[k]['p99']:,.1f}" for k in ("ttft_ms", "itl_ms", "tpot_ms",
+                                                       "e2e_ms")))
+    console.print(table)
+    console.print(f"capacity: {report['capacity_rps']:,.2f} req/s at >= "
+                  f"{report['target_attainment']:.0%} SLO attainment (synchronous "
+                  f"{report['synchronous_rps']:,.2f} req/s, saturation "
+                  f"{report['saturation_rps']:,.2f} req/s)")
+
+
+def _rates(text: str | None) -> list[float] | None:
+    if not text:
+        return None
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) <= 0:
+        raise SpecError("--rates", text, "comma-separated request rates > 0, e.g. 1,2,4")
+    return sorted(values)

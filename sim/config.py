@@ -1,0 +1,67 @@
+"""SchedulerConfig: the policy and its vLLM-named knobs, validated and frozen."""
+
+from dataclasses import dataclass
+
+from servecap.ledger.errors import SpecError
+
+from .speculative import Speculation
+
+POLICIES = ("static", "continuous", "prefill-priority", "decode-priority", "chunked-prefill")
+PREEMPTION_MODES = ("recompute", "swap")
+SCHEDULING_ORDERS = ("fcfs", "priority")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """static: fixed groups padded to the longest prompt and output, released together.
+    continuous: FCFS, membership revisited every iteration, whole prompts join decodes.
+    prefill-priority: a prefill-only iteration whenever a waiting prompt can be admitted.
+    decode-priority: decodes run until waiting prompts have waited max_waiting_steps decode
+    iterations or outnumber waiting_served_ratio x the running set (TGI's max_waiting_tokens
+    and waiting_served_ratio); then one prefill-only iteration admits them.
+    chunked-prefill: decodes first, then prompt chunks in the rest of the token budget.
+    watermark: share of blocks kept free at admission (vLLM 0.01). speculation: a draft model
+    speeds decode-only iterations (up to its max_batch); mixed iterations run without it.
+    scheduling: fcfs, or priority (vLLM's --scheduling-policy priority: the waiting queue is
+    ordered by tenant priority, then arrival, and preemption takes the lowest priority first;
+    running requests are not preempted to admit higher-priority ones)."""
+
+    policy: str = "continuous"
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    block_size_tokens: int = 16
+    watermark: float = 0.01
+    preemption_mode: str = "recompute"
+    prefix_caching: bool = True
+    max_time_s: float | None = None
+    max_waiting_steps: int = 20
+    waiting_served_ratio: float = 1.2
+    speculation: Speculation | None = None
+    scheduling: str = "fcfs"
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise SpecError("policy", self.policy, "one of " + ", ".join(POLICIES))
+        if self.scheduling not in SCHEDULING_ORDERS:
+            raise SpecError("scheduling", self.scheduling, "one of " + ", ".join(SCHEDULING_ORDERS))
+        if self.preemption_mode not in PREEMPTION_MODES:
+            raise SpecError("preemption", self.preemption_mode,
+                            "one of " + ", ".join(PREEMPTION_MODES))
+        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size_tokens",
+                     "max_waiting_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(name, value, "a whole number >= 1")
+        if not 0 <= self.watermark < 1:
+            raise SpecError("watermark", self.watermark, "a share of blocks in [0, 1)")
+        if self.policy == "chunked-prefill" and self.max_num_batched_tokens < self.max_num_seqs:
+            raise SpecError("max_num_batched_tokens", self.max_num_batched_tokens,
+                            f"chunked prefill needs >= max_num_seqs ({self.max_num_seqs}) so "
+                            "every running sequence decodes each iteration")
+        if not self.waiting_served_ratio > 0:
+            raise SpecError("waiting_served_ratio", self.waiting_served_ratio, "must be > 0")
+        if self.max_time_s is not None and not self.max_time_s > 0:
+            raise SpecError("max_time_s", self.max_time_s, "must be > 0 seconds")
+
+    def watermark_blocks(self, num_blocks: int) -> int:
+        return int(self.watermark * num_blocks)

@@ -1,0 +1,49 @@
+"""Dollars per million output tokens, self-hosted, and the break-even against an API price."""
+
+from servecap.ledger.errors import SpecError
+
+SECONDS_PER_HOUR = 3600
+TOKENS_PER_MILLION = 1_000_000
+
+
+def cost_per_million(gpu_price_per_h: float, tokens_per_s: float,
+                     utilization: float = 1.0) -> float:
+    """$ / 1e6 tokens = price per hour / (tokens/s x 3600 x utilization / 1e6). Seed 004:
+    $2/h at 1,000 tokens/s -> 2 / 3.6 = $0.56 at full load, 2 / 1.08 = $1.85 at 30 %."""
+    _check(gpu_price_per_h, tokens_per_s, utilization)
+    per_hour = tokens_per_s * SECONDS_PER_HOUR * utilization
+    return gpu_price_per_h / (per_hour / TOKENS_PER_MILLION)
+
+
+def break_even_utilization(gpu_price_per_h: float, tokens_per_s: float,
+                           api_price_per_million: float) -> float:
+    """The utilization at which self-hosting costs the API price: full-load cost / API price.
+    Above 1 means self-hosting never breaks even (an idle GPU still costs money)."""
+    if not api_price_per_million > 0:
+        raise SpecError("--api-price", api_price_per_million, "dollars per million, > 0")
+    return cost_per_million(gpu_price_per_h, tokens_per_s) / api_price_per_million
+
+
+def cost_report(gpu_price_per_h: float, tokens_per_s: float, utilization: float,
+                api_price_per_million: float | None) -> dict:
+    report = {
+        "gpu_price_per_h": gpu_price_per_h, "output_tokens_per_s": tokens_per_s,
+        "utilization": utilization,
+        "usd_per_million_full_load": cost_per_million(gpu_price_per_h, tokens_per_s),
+        "usd_per_million_at_utilization": cost_per_million(gpu_price_per_h, tokens_per_s,
+                                                           utilization),
+    }
+    if api_price_per_million is not None:
+        report["api_price_per_million"] = api_price_per_million
+        report["break_even_utilization"] = break_even_utilization(
+            gpu_price_per_h, tokens_per_s, api_price_per_million)
+    return report
+
+
+def _check(price: float, tokens_per_s: float, utilization: float) -> None:
+    if not price > 0:
+        raise SpecError("--gpu-price", price, "dollars per GPU-hour, > 0")
+    if not tokens_per_s > 0:
+        raise SpecError("--tokens-per-s", tokens_per_s, "output tokens per second, > 0")
+    if not 0 < utilization <= 1:
+        raise SpecError("--utilization", utilization, "a share in (0, 1]")

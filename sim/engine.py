@@ -1,0 +1,229 @@
+"""The iteration-level engine: admission over paged blocks, decode bookkeeping, preemption."""
+
+from bisect import insort
+from collections import deque
+
+from servecap.ledger.paging import blocks_for
+
+from .config import SchedulerConfig
+from .kvpool import BlockPool
+from .roofline import Coefficients, swap_s
+from .sampling import Request
+from .state import DONE, REJECTED, RUNNING, WAITING, Seq, SimResult
+
+
+class Engine:
+    """Decoding sequences all step in a decode iteration, so per-iteration work is O(1) in the
+    batch: block needs are counted by residue class (a sequence needs a block when its held
+    tokens are a multiple of block_size), live KV tokens as base + n x index, and finishes are
+    known in advance by decode index."""
+
+    def __init__(self, requests: list[Request], coef: Coefficients, config: SchedulerConfig,
+                 num_blocks: int) -> None:
+        self.coef, self.cfg, self.bsz = coef, config, config.block_size_tokens
+        self.pool = BlockPool(num_blocks, config.watermark_blocks(num_blocks))
+        self.seqs = [Seq(r) for r in sorted(requests, key=lambda r: r.arrival_s)]
+        self.next_arrival = 0
+        self.waiting: deque[Seq] = deque()
+        self.prefilling: list[Seq] = []
+        self.running: dict[int, Seq] = {}
+        self.decoding: dict[int, Seq] = {}
+        self.finish_at: dict[int, list[Seq]] = {}
+        self.residue = [0] * self.bsz
+        self.ctx_base = 0
+        self.dec_idx = 0
+        self.now = 0.0
+        self.extra_s = 0.0
+        self.reserved_blocks = 0
+        self.steps_since_prefill = 0
+        self.by_priority = config.scheduling == "priority"
+        self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, [])
+
+    # arrivals -------------------------------------------------------------------------------
+    def pull_arrivals(self) -> None:
+        """Queue every request accepted by now; one that could never fit is rejected."""
+        seqs, now, limit = self.seqs, self.now, self.pool.num_blocks - self.pool.watermark_blocks
+        while self.next_arrival < len(seqs) and seqs[self.next_arrival].ready_s <= now:
+            seq = seqs[self.next_arrival]
+            self.next_arrival += 1
+            self.result.queue_area += now - seq.ready_s
+            self.result.system_area += now - seq.ready_s
+            need = blocks_for(seq.req.prompt_tokens + seq.req.output_tokens, self.bsz)
+            if need > limit:
+                seq.state, seq.release_s = REJECTED, seq.req.arrival_s
+                seq.reason = f"needs {need} KV blocks; the pool admits at most {limit}"
+            elif self.by_priority:
+                insort(self.waiting, seq, key=_priority_key)
+            else:
+                self.waiting.append(seq)
+
+    def idle(self) -> bool:
+        return not (self.waiting or self.running)
+
+    def jump_to_next_arrival(self) -> bool:
+        if self.next_arrival >= len(self.seqs):
+            return False
+        self.now = max(self.now, self.seqs[self.next_arrival].ready_s)
+        return True
+
+    def add(self, seq: Seq) -> None:
+        """A request routed here now (in ready order, at or after the engine's last pull)."""
+        self.seqs.append(seq)
+
+    # admission ------------------------------------------------------------------------------
+    def prefix_hit_blocks(self, seq: Seq) -> int:
+        req = seq.req
+        if not (self.cfg.prefix_caching and req.prefix_group) or seq.swapped_tokens:
+            return 0
+        return req.prefix_tokens // self.bsz if self.pool.is_cached(req.prefix_group) else 0
+
+    def prefill_need(self, seq: Seq) -> int:
+        """Tokens the admitted prompt would still compute (after prefix-cache hits)."""
+        if seq.swapped_tokens:
+            return 0
+        return max(seq.target - self.prefix_hit_blocks(seq) * self.bsz, 1)
+
+    def try_admit(self, seq: Seq) -> bool:
+        """Allocate blocks for the whole prompt (or the swapped-out KV) above the watermark."""
+        pool, req = self.pool, seq.req
+        hit = self.prefix_hit_blocks(seq)
+        tokens = seq.swapped_tokens or seq.target
+        need = blocks_for(tokens, self.bsz) - hit
+        spare = pool.available(req.prefix_group if hit else None) - self.reserved_blocks - need
+        if spare < pool.watermark_blocks:
+            return False
+        self.waiting.popleft()
+        if hit:
+            pool.acquire_prefix(req.prefix_group, hit)
+        pool.allocate(need, keep=self.reserved_blocks)
+        seq.state, seq.computed, seq.prefix_blocks = RUNNING, 0, hit
+        if seq.admitted_s is None:
+            seq.admitted_s = self.now
+        self.running[req.request_id] = seq
+        if seq.swapped_tokens:
+            return self._swap_in(seq, need)
+        self._share_prefix(seq, hit)
+        self.prefilling.append(seq)
+        return True
+
+    def _share_prefix(self, seq: Seq, hit: int) -> None:
+        if hit:
+            seq.computed = min(hit * self.bsz, seq.target - 1)
+            seq.prefix_hit_tokens += seq.computed
+        seq.private_blocks = blocks_for(seq.target, self.bsz) - seq.prefix_blocks
+
+    def publish_prefix(self, seq: Seq) -> None:
+        """Once a prompt is computed, its full prefix blocks become the group's cache (vLLM
+        caches only computed full blocks); a group cached meanwhile keeps this copy private."""
+        req = seq.req
+        if not (self.cfg.prefix_caching and req.prefix_group) or seq.prefix_blocks \
+                or self.pool.is_cached(req.prefix_group) or req.prefix_tokens < self.bsz:
+            return
+        seq.prefix_blocks = req.prefix_tokens // self.bsz
+        seq.private_blocks -= seq.prefix_blocks
+        self.pool.acquire_prefix(req.prefix_group, seq.prefix_blocks)
+
+    def _swap_in(self, seq: Seq, blocks: int) -> bool:
+        if not seq.kv_transferred:  # a transferred KV arrived over the link, off this clock
+            self.extra_s += swap_s(self.coef, seq.swapped_tokens)
+        seq.kv_transferred = False
+        seq.target, seq.private_blocks, seq.swapped_tokens = seq.swapped_tokens, blocks, 0
+        self.start_decoding(seq)
+        return True
+
+    # decode bookkeeping ---------------------------------------------------------------------
+    def start_decoding(self, seq: Seq) -> None:
+        """Join the decode set at the next decode iteration with `target` tokens of KV held."""
+        j0 = self.dec_idx
+        seq.j0, seq.prev_s = j0, seq.last_token_s
+        self.decoding[seq.req.request_id] = seq
+        self.residue[(j0 - seq.target) % self.bsz] += 1
+        self.ctx_base += seq.target - j0
+        last = j0 + seq.req.output_tokens - seq.generated - 1
+        self.finish_at.setdefault(last, []).append(seq)
+
+    def _stop_decoding(self, seq: Seq, last: int) -> int:
+        """Leave the decode set after decode iteration `last`; returns KV tokens held."""
+        del self.decoding[seq.req.request_id]
+        self.residue[(seq.j0 - seq.target) % self.bsz] -= 1
+        self.ctx_base -= seq.target - seq.j0
+        steps = last - seq.j0 + 1
+        if steps > 0:
+            seq.segments.append((seq.j0, last, seq.prev_s))
+            seq.generated += steps
+            seq.last_token_s = self.result.decode_end_s[last]
+        return seq.target + steps
+
+    def live_kv_tokens(self) -> int:
+        return self.ctx_base + len(self.decoding) * self.dec_idx
+
+    def release(self, seq: Seq, num_blocks: int) -> None:
+        self.pool.release(num_blocks)
+        if seq.prefix_blocks:
+            self.pool.release_prefix(seq.req.prefix_group)
+        seq.prefix_blocks = 0
+        del self.running[seq.req.request_id]
+
+    def held_blocks(self, seq: Seq, held_tokens: int) -> int:
+        return blocks_for(held_tokens, self.bsz) - seq.prefix_blocks
+
+    def finish(self, seq: Seq, held_tokens: int) -> None:
+        self.release(seq, self.held_blocks(seq, held_tokens))
+        seq.state, seq.release_s = DONE, self.now
+
+    def preempt(self, seq: Seq) -> None:
+        """Free a running sequence: by recompute (its KV is dropped and its prompt plus the
+        tokens so far are prefilled again) or by swap (a decoding sequence's KV goes to host
+        memory and comes back before it decodes again)."""
+        decoding = seq.req.request_id in self.decoding
+        if decoding:
+            held = self._stop_decoding(seq, self.dec_idx - 1)
+            self.release(seq, self.held_blocks(seq, held))
+        else:
+            self.prefilling.remove(seq)
+            held = seq.computed
+            self.release(seq, seq.private_blocks)
+        seq.preemptions += 1
+        seq.state = WAITING
+        if decoding and self.cfg.preemption_mode == "swap":
+            seq.swapped_tokens = held
+            self.extra_s += swap_s(self.coef, held)
+        else:
+            seq.recomputed_tokens += held
+            seq.target, seq.computed = seq.req.prompt_tokens + seq.generated, 0
+        if self.by_priority:
+            insort(self.waiting, seq, key=_priority_key)
+        else:
+            self.waiting.appendleft(seq)
+
+    def swap_in_waiting(self) -> None:
+        """Swapped-out sequences at the head of the queue come back first, straight to decode."""
+        while self.waiting and self.waiting[0].swapped_tokens \
+                and len(self.running) < self.cfg.max_num_seqs and self.try_admit(self.waiting[0]):
+            pass
+
+    def reserve_decode(self) -> None:
+        """Before admitting anything, secure the blocks this iteration's decodes will write."""
+        if self.decoding:
+            self.make_room_for_decode()
+            self.reserved_blocks = self.residue[self.dec_idx % self.bsz]
+
+    def make_room_for_decode(self) -> None:
+        """Evict cached prefixes, then preempt the latest-admitted sequence, until this decode
+        iteration's new blocks fit."""
+        pool = self.pool
+        while self.residue[self.dec_idx % self.bsz] > pool.free:
+            if not pool.evict_one():
+                self.preempt(self.victim())
+
+    def victim(self) -> Seq:
+        """The latest-admitted running sequence; by priority, the least important first."""
+        if self.by_priority:
+            order = {rid: i for i, rid in enumerate(self.running)}
+            return max(self.running.values(),
+                       key=lambda s: (s.req.priority, order[s.req.request_id]))
+        return self.running[next(reversed(self.running))]
+
+
+def _priority_key(seq: Seq) -> tuple[int, float, int]:
+    return seq.req.priority, seq.ready_s, seq.req.request_id

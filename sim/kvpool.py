@@ -1,0 +1,92 @@
+"""The paged KV block pool the scheduler admits against, sized by the ledger's plan."""
+
+from collections import OrderedDict
+
+from servecap.ledger.errors import SpecError
+from servecap.ledger.plan import Plan
+
+
+def pool_blocks(plan: Plan, block_size_tokens: int) -> int:
+    """Blocks the device holds after the ledger's fixed lines: (device - weights - metadata -
+    runtime peak - safety) // (kv_bytes_per_token x block_size_tokens). Full-attention layers
+    assumed: a sliding-window model's pool is understated, never overstated."""
+    block_bytes = plan.kv_bytes_per_token * block_size_tokens
+    free_bytes = plan.device_bytes - plan.fixed_bytes
+    if block_bytes <= 0 or free_bytes < block_bytes:
+        raise SpecError("device", plan.serve.device_label or plan.device_bytes,
+                        "leaves no room for a single KV block after weights, runtime peak and "
+                        "safety")
+    return free_bytes // block_bytes
+
+
+class BlockPool:
+    """Free blocks plus a prefix cache: a group's full prefix blocks are stored once and
+    referenced by every live request of the group; unreferenced groups stay cached until their
+    blocks are needed (least recently used evicted first)."""
+
+    __slots__ = ("num_blocks", "free", "watermark_blocks", "refs", "group_blocks", "evictable",
+                 "evictable_blocks", "peak_used")
+
+    def __init__(self, num_blocks: int, watermark_blocks: int = 0) -> None:
+        self.num_blocks = num_blocks
+        self.free = num_blocks
+        self.watermark_blocks = watermark_blocks
+        self.refs: dict[str, int] = {}
+        self.group_blocks: dict[str, int] = {}
+        self.evictable: OrderedDict[str, int] = OrderedDict()
+        self.evictable_blocks = 0
+        self.peak_used = 0
+
+    def available(self, reviving: str | None = None) -> int:
+        """Blocks an allocation could obtain, counting evictable cache (less a group about to
+        be revived)."""
+        held = self.evictable.get(reviving, 0) if reviving is not None else 0
+        return self.free + self.evictable_blocks - held
+
+    def allocate(self, num_blocks: int, keep: int = 0) -> bool:
+        """Take blocks, evicting unreferenced prefix groups if needed so that `keep` blocks
+        stay free for reserved work; False if impossible."""
+        while self.free < num_blocks + keep and self.evict_one():
+            pass
+        if self.free < num_blocks:
+            return False
+        self.free -= num_blocks
+        used = self.num_blocks - self.free
+        if used > self.peak_used:
+            self.peak_used = used
+        return True
+
+    def evict_one(self) -> bool:
+        """Free the least recently used unreferenced prefix group; False if there is none."""
+        if not self.evictable:
+            return False
+        group, blocks = self.evictable.popitem(last=False)
+        self.evictable_blocks -= blocks
+        self.free += blocks
+        del self.group_blocks[group]
+        return True
+
+    def release(self, num_blocks: int) -> None:
+        self.free += num_blocks
+
+    def is_cached(self, group: str) -> bool:
+        return group in self.group_blocks
+
+    def acquire_prefix(self, group: str, num_blocks: int) -> None:
+        """Reference a group's prefix blocks; the first reference registers blocks the caller
+        has already allocated."""
+        if group in self.evictable:
+            self.evictable_blocks -= self.evictable.pop(group)
+        self.group_blocks.setdefault(group, num_blocks)
+        self.refs[group] = self.refs.get(group, 0) + 1
+
+    def release_prefix(self, group: str) -> None:
+        self.refs[group] -= 1
+        if self.refs[group] == 0:
+            del self.refs[group]
+            self.evictable[group] = self.group_blocks[group]
+            self.evictable_blocks += self.group_blocks[group]
+
+    @property
+    def used_blocks(self) -> int:
+        return self.num_blocks - self.free

@@ -1,0 +1,154 @@
+"""Request and engine metrics from a SimResult: latency percentiles, throughput, SLO goodput."""
+
+import math
+from dataclasses import dataclass
+
+from .state import DONE, REJECTED, RUNNING, Seq, SimResult
+
+PERCENTILE_METHOD = ("nearest rank: the smallest sample with at least p% of all samples at or "
+                     "below it (ITL: every token gap is one sample)")
+QUANTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Latency targets in seconds; None: not a target. A request meets the ITL target when
+    its TPOT (mean gap between its tokens) is within it."""
+
+    ttft_s: float | None = None
+    itl_s: float | None = None
+    e2e_s: float | None = None
+
+    def met(self, seq: Seq) -> bool:
+        if seq.state != DONE:
+            return False
+        req = seq.req
+        checks = ((self.ttft_s, seq.first_token_s - req.arrival_s),
+                  (self.itl_s, tpot_s(seq)), (self.e2e_s, seq.release_s - req.arrival_s))
+        return all(limit is None or value <= limit for limit, value in checks)
+
+
+def weighted_quantiles(pairs: list[tuple[float, int]]) -> dict[str, float]:
+    """Nearest rank over (value, count) pairs, plus the mean; values unchanged (seconds in,
+    seconds out). Empty input gives zeros."""
+    pairs = sorted(p for p in pairs if p[1] > 0)
+    total = sum(w for _, w in pairs)
+    if not total:
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0, "mean": 0.0}
+    out, cum, idx = {}, 0, 0
+    for name, q in QUANTILES:
+        rank = max(1, math.ceil(round(q * total, 6)))
+        while cum + pairs[idx][1] < rank:
+            cum += pairs[idx][1]
+            idx += 1
+        out[name] = pairs[idx][0]
+    out["mean"] = sum(v * w for v, w in pairs) / total
+    return out
+
+
+def quantiles(values: list[float]) -> dict[str, float]:
+    return weighted_quantiles([(v, 1) for v in values])
+
+
+def tpot_s(seq: Seq) -> float:
+    """(last token - first token) / (output tokens - 1); 0 for one-token outputs."""
+    n = seq.req.output_tokens
+    return (seq.last_token_s - seq.first_token_s) / (n - 1) if n > 1 else 0.0
+
+
+def itl_pairs(result: SimResult) -> list[tuple[float, int]]:
+    """Every gap between consecutive tokens of a request, as (gap s, count). Gaps inside decode
+    segments are shared per decode iteration (count = sequences that stepped in both it and
+    the one before), so this is linear in iterations plus segments, not in tokens."""
+    ends = result.decode_end_s
+    weights = [0] * (len(ends) + 2)
+    pairs = []
+    for seq in result.seqs:
+        for first, last, prev_s in seq.segments:
+            pairs.append((ends[first] - prev_s, 1))
+            weights[first + 1] += 1
+            weights[last + 1] -= 1
+        pairs.extend((gap, 1) for gap in seq.extra_gaps_s)
+    live = 0
+    for j in range(1, len(ends)):
+        live += weights[j]
+        if live:
+            pairs.append((ends[j] - ends[j - 1], live))
+    return pairs
+
+
+def ms(stats: dict[str, float]) -> dict[str, float]:
+    return {k: round(v * 1000, 3) for k, v in stats.items()}
+
+
+def summarize(result: SimResult | list[SimResult], slo: SLO = SLO()) -> dict:
+    """The per-policy report over one engine or several replicas: counts, throughput,
+    latency percentiles (ms), goodput."""
+    results = result if isinstance(result, list) else [result]
+    seqs = [s for r in results for s in r.seqs[:r.num_arrived]]
+    pairs = [p for r in results for p in itl_pairs(r)]
+    report = summarize_seqs(results[0].policy, seqs, pairs, slo)
+    report["not_arrived"] = sum(len(r.seqs) - r.num_arrived for r in results)
+    report["num_iterations"] = sum(r.num_iterations for r in results)
+    return report
+
+
+def summarize_seqs(policy: str, seqs: list[Seq], pairs: list[tuple[float, int]],
+                   slo: SLO) -> dict:
+    """The report from arrived requests and their token gaps (see itl_pairs)."""
+    done = [s for s in seqs if s.state == DONE]
+    rejected = [s for s in seqs if s.state == REJECTED]
+    start = min((s.req.arrival_s for s in seqs), default=0.0)
+    end = max((s.release_s for s in done), default=start)
+    span = max(end - start, 1e-12)
+    met = sum(1 for s in done if slo.met(s))
+    return {
+        "policy": policy,
+        "offered": len(seqs),
+        "completed": len(done),
+        "rejected": len(rejected),
+        "queued": len(seqs) - len(done) - len(rejected),
+        "running_at_end": sum(1 for s in seqs if s.state == RUNNING),
+        "rejection_reasons": sorted({s.reason for s in rejected}),
+        "preemptions": sum(s.preemptions for s in seqs),
+        "recomputed_tokens": sum(s.recomputed_tokens for s in seqs),
+        "prefix_hit_tokens": sum(s.prefix_hit_tokens for s in seqs),
+        "prefix_hit_rate": _prefix_hit_rate(done),
+        "duration_s": round(span, 6),
+        "offered_rps": _offered_rps(seqs),
+        "achieved_rps": len(done) / span,
+        "input_tokens_per_s": sum(s.req.prompt_tokens for s in done) / span,
+        "output_tokens_per_s": sum(s.req.output_tokens for s in done) / span,
+        "slo_attainment": met / len(seqs) if seqs else 0.0,
+        "goodput_rps": met / span,
+        **latency(done, pairs),
+        "percentile_method": PERCENTILE_METHOD,
+    }
+
+
+def latency(done: list[Seq], pairs: list[tuple[float, int]]) -> dict:
+    """queue (acceptance to admission), TTFT, ITL, TPOT and end-to-end, in ms."""
+    arrive = [s.req.arrival_s for s in done]
+    return {
+        "queue_ms": ms(quantiles([s.admitted_s - a for s, a in zip(done, arrive, strict=True)])),
+        "ttft_ms": ms(quantiles([s.first_token_s - a
+                                 for s, a in zip(done, arrive, strict=True)])),
+        "itl_ms": ms(weighted_quantiles(pairs)),
+        "tpot_ms": ms(quantiles([tpot_s(s) for s in done if s.req.output_tokens > 1])),
+        "e2e_ms": ms(quantiles([s.release_s - a for s, a in zip(done, arrive, strict=True)])),
+    }
+
+
+def _offered_rps(seqs: list[Seq]) -> float | None:
+    """(n - 1) / arrival span; None when every request arrives at once (no finite rate)."""
+    if len(seqs) < 2:
+        return None
+    times = [s.req.arrival_s for s in seqs]
+    first, last = min(times), max(times)
+    return (len(seqs) - 1) / (last - first) if last > first else None
+
+
+def _prefix_hit_rate(done: list[Seq]) -> float:
+    """Prefix tokens served from cache over prefix tokens offered (completed requests)."""
+    offered = sum(s.req.prefix_tokens for s in done)
+    return sum(s.prefix_hit_tokens for s in done) / offered if offered else 0.0

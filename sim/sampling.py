@@ -1,0 +1,89 @@
+"""Draw a request list from a Workload: arrival times, prompt/output lengths, prefix groups."""
+
+import math
+import random
+from dataclasses import dataclass
+
+from .workload import Arrivals, Lengths, Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request as offered: arrival time (s), prompt tokens (prefix included), output tokens
+    to generate, and its shared-prefix group (None: no shared prefix)."""
+
+    request_id: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    prefix_group: str | None = None
+    prefix_tokens: int = 0
+    tenant: str | None = None
+    priority: int = 0
+
+
+def draw_requests(workload: Workload) -> list[Request]:
+    """Deterministic for a given workload (its seed): one Random drives every draw."""
+    rng = random.Random(workload.seed)
+    times = arrival_times(workload.arrivals, workload.num_requests, rng)
+    prompts = draw_lengths(workload.prompt, len(times), rng)
+    outputs = draw_lengths(workload.output, len(times), rng)
+    groups = _draw_shares(workload.prefix_groups, len(times), rng)
+    tenants = _draw_shares(workload.tenants, len(times), rng)
+    return [Request(i, t, p + (g.tokens if g else 0), o, g and g.name, g.tokens if g else 0,
+                    n and n.name, n.priority if n else 0)
+            for i, (t, p, o, g, n) in enumerate(zip(times, prompts, outputs, groups, tenants,
+                                                    strict=True))]
+
+
+def arrival_times(arrivals: Arrivals, count: int, rng: random.Random) -> list[float]:
+    """Seconds from the first acceptance window. Poisson: exponential gaps of mean 1/rate;
+    gamma: shape k = 1/cv^2, scale 1/(rate k), so the mean gap is 1/rate and the gaps' CV is cv
+    (no clipping); bursts: `burst_size` at each multiple of interval_s, spread over spread_s."""
+    if arrivals.kind == "fixed":
+        return list(arrivals.times_s)
+    if arrivals.kind == "bursts":
+        step = arrivals.spread_s / arrivals.burst_size
+        return [(i // arrivals.burst_size) * arrivals.interval_s + (i % arrivals.burst_size) * step
+                for i in range(count)]
+    shape = 1.0 / (arrivals.cv * arrivals.cv)
+    scale = 1.0 / (arrivals.rate_per_s * shape)
+    gap = (lambda: rng.expovariate(arrivals.rate_per_s)) if arrivals.kind == "poisson" else \
+        (lambda: rng.gammavariate(shape, scale))
+    now, out = 0.0, []
+    for _ in range(count):
+        now += gap()
+        out.append(now)
+    return out
+
+
+def draw_lengths(dist: Lengths, count: int, rng: random.Random) -> list[int]:
+    """Token counts from the distribution, each clipped to [min_tokens, max_tokens]."""
+    if dist.kind == "fixed":
+        raw = [dist.value] * count
+    elif dist.kind == "uniform":
+        raw = [rng.randint(dist.low, dist.high) for _ in range(count)]
+    elif dist.kind == "lognormal":
+        mu = math.log(dist.median)
+        raw = [round(rng.lognormvariate(mu, dist.sigma)) for _ in range(count)]
+    else:
+        raw = rng.choices(dist.values, weights=dist.weights or None, k=count)
+    low, high = dist.min_tokens, dist.max_tokens
+    return [min(max(n, low), high) for n in raw]
+
+
+def _draw_shares(items: tuple, count: int, rng: random.Random) -> list:
+    """Each request belongs to the first item whose cumulative share covers a uniform draw,
+    or to none; no draws are made when there are no items (seeds stay comparable)."""
+    if not items:
+        return [None] * count
+    out = []
+    for _ in range(count):
+        u, edge, pick = rng.random(), 0.0, None
+        for item in items:
+            edge += item.share
+            if u < edge:
+                pick = item
+                break
+        out.append(pick)
+    return out

@@ -1,0 +1,287 @@
+"""`servecap simulate`, `sweep` and `cost` driven through the CLI with real files."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+from servecap.sim.sweep import sweep_rates
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAT = ROOT / "workloads" / "chat.yaml"
+INLINE = ["--device", "80GiB", "--bandwidth", "2000GB/s", "--flops", "990TFLOPS"]
+STAT_KEYS = {"p50", "p95", "p99", "mean"}
+
+
+def _invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _small_workload(tmp_path: Path, **patch) -> Path:
+    doc = {"seed": 2, "num_requests": 120, "arrivals": {"kind": "poisson", "rate_per_s": 4},
+           "prompt_tokens": {"kind": "uniform", "low": 50, "high": 800},
+           "output_tokens": {"kind": "uniform", "low": 10, "high": 200}} | patch
+    path = tmp_path / "w.yaml"
+    path.write_text(json.dumps(doc))  # JSON is YAML
+    return path
+
+
+def test_json_contract_side_by_side(tmp_path):
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--policy", "static", "--policy", "continuous", "--policy",
+                  "chunked-prefill", "--step-overhead", "0", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert [p["policy"] for p in report["policies"]] == ["static", "continuous",
+                                                         "chunked-prefill"]
+    for entry in report["policies"]:
+        for key in ("completed", "rejected", "queued", "preemptions", "input_tokens_per_s",
+                    "output_tokens_per_s", "goodput_rps"):
+            assert isinstance(entry[key], int | float)
+        for key in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+            assert set(entry[key]) == STAT_KEYS
+        assert entry["completed"] + entry["rejected"] + entry["queued"] == 120
+    assert report["coefficients"]["step_overhead_s"] == 0
+    assert report["decode_bound_tokens_per_s"] == pytest.approx(142.857, abs=0.01)
+
+
+def test_trace_and_records(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,5\n0.01,2000,3\n0.5,10,1\n")
+    records = tmp_path / "out.csv"
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace,
+                  "--json", "--records", records, "--step-overhead", "2ms")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["policies"][0]["completed"] == 3
+    rows = list(csv.DictReader(records.open()))
+    assert [int(r["output_tokens"]) for r in rows] == [5, 3, 1]
+    assert all(r["state"] == "completed" and float(r["e2e_ms"]) > 0 for r in rows)
+    assert float(rows[0]["first_token_s"]) >= float(rows[0]["prefill_start_s"])
+
+
+def test_example_workload_reports_buckets_tail_and_kv():
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", CHAT,
+                  "--json")
+    entry = json.loads(out.output)["policies"][0]
+    assert [b["prompt_tokens_max"] for b in entry["buckets"]] == [512, 2048, None]
+    assert sum(b["completed"] for b in entry["buckets"]) == entry["completed"]
+    assert entry["tail"]["tail"]["mean_prompt_tokens"] >= entry["tail"]["all"][
+        "mean_prompt_tokens"]
+    assert entry["kv"]["logical_tokens_per_slot"] > 1  # the shared system prompt
+
+
+def test_example_workload_runs_with_a_table():
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", CHAT,
+                  "--policy", "chunked-prefill", "--slo-ttft", "500ms", "--slo-itl", "50ms")
+    assert out.exit_code == 0, out.output
+    assert "chunked-prefill" in out.output and "decode bound" in out.output
+
+
+@pytest.mark.parametrize("patch, needle", [
+    ({"arrivals": {"kind": "poisson", "rate_per_s": -2}}, "arrivals.rate_per_s"),
+    ({"prompt_tokens": {"kind": "empirical", "values": []}}, "prompt_tokens.values"),
+])
+def test_bad_workload_exits_2(tmp_path, patch, needle):
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload",
+                  _small_workload(tmp_path, **patch))
+    assert out.exit_code == 2
+    assert needle in out.output and "w.yaml" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_unknown_policy_and_missing_csv_columns_exit_2(tmp_path):
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload",
+                  _small_workload(tmp_path), "--policy", "round-robin")
+    assert out.exit_code == 2 and "policy = 'round-robin'" in out.output
+    trace = tmp_path / "bad.csv"
+    trace.write_text("arrival_s,prompt_tokens\n0,10\n")
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--trace", trace)
+    assert out.exit_code == 2 and "missing column(s) output_tokens" in out.output
+
+
+def test_size_only_device_needs_rates(tmp_path):
+    out = _invoke("simulate", "teaching-7b", "--device", "80GiB", "--workload",
+                  _small_workload(tmp_path))
+    assert out.exit_code == 2 and "--bandwidth" in out.output
+
+
+def test_sweep_finds_capacity_and_stops_on_slo(tmp_path):
+    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--slo-ttft", "300ms", "--slo-itl", "40ms", "--rates", "2,8,32,128,512",
+                  "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    points = report["points"]
+    assert report["stopped_on_slo"] and len(points) < 5
+    assert points[0]["meets_slo"] and not points[-1]["meets_slo"]
+    assert report["capacity_rps"] == points[-2]["rate_per_s"] <= report["saturation_rps"]
+
+
+def test_sweep_stops_when_latency_fails_below_saturation(tmp_path):
+    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--slo-itl", "8ms", "--num-rates", "8", "--json")
+    assert out.exit_code == 0, out.output
+    points = json.loads(out.output)["points"]
+    assert points[-1]["sustainable"] and points[-1]["slo_attainment"] < 0.9
+
+
+def test_cost_command_reproduces_the_seed():
+    out = _invoke("cost", "--tokens-per-s", "1000", "--gpu-price", "2.0", "--utilization",
+                  "0.3", "--api-price", "0.6", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["usd_per_million_full_load"] == pytest.approx(0.556, abs=0.001)
+    assert report["usd_per_million_at_utilization"] == pytest.approx(1.85, abs=0.01)
+    assert report["break_even_utilization"] == pytest.approx(0.926, abs=0.001)
+
+
+def test_cost_from_a_simulated_saturation(tmp_path):
+    out = _invoke("cost", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["output_tokens_per_s"] > 143  # batching beats the single-stream bound
+    assert "simulated saturation" in report["tokens_source"]
+
+
+def test_speculate_finds_where_it_stops_helping():
+    out = _invoke("speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b-instruct", "--device",
+                  "h100-80gb", "--context", "512", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["rows"][0]["speedup"] > 1.5
+    assert report["break_even_batch"] is not None
+    assert report["rows"][-1]["speedup"] < 1
+
+
+def test_disaggregated_beside_colocated_with_records(tmp_path):
+    records = tmp_path / "r.csv"
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--disaggregate", "1:1", "--kv-transfer", "25GB/s", "--json",
+                  "--records", records)
+    assert out.exit_code == 0, out.output
+    entries = json.loads(out.output)["policies"]
+    assert [e["deployment"].split(",")[0] for e in entries] == ["colocated x2",
+                                                                "disaggregated 1P+1D"]
+    assert all(e["completed"] == 120 for e in entries)
+    assert sum(r["requests"] for r in entries[0]["replicas"]) == 120
+    rows = list(csv.DictReader(records.open()))
+    assert len(rows) == 240 and {r["deployment"] for r in rows} == {e["deployment"]
+                                                                     for e in entries}
+
+
+@pytest.mark.parametrize("args, needle", [(["--disaggregate", "2"], "--disaggregate"),
+                                          (["--router", "random"], "router"),
+                                          (["--replicas", "0"], "replicas")])
+def test_bad_deployments_exit_2(tmp_path, args, needle):
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  *args)
+    assert out.exit_code == 2 and needle in out.output
+
+
+def test_token_times_rebuild_every_token(tmp_path):
+    tokens = tmp_path / "tokens.csv"
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--replicas", "2", "--token-times", tokens, "--json")
+    assert out.exit_code == 0, out.output
+    rows = list(csv.DictReader(tokens.open()))
+    per_request = {}
+    for row in rows:
+        per_request.setdefault(row["request_id"], []).append(float(row["ready_s"]))
+    assert len(per_request) == 120
+    assert all(times == sorted(times) for times in per_request.values())
+    total = json.loads(out.output)["policies"][0]["output_tokens_per_s"] * \
+        json.loads(out.output)["policies"][0]["duration_s"]
+    assert len(rows) == pytest.approx(total, rel=1e-6)
+
+
+def test_measured_coefficients_replace_the_roofline(tmp_path):
+    measured = tmp_path / "coef.json"
+    measured.write_text(json.dumps({"step_overhead_s": 0.003, "bandwidth_bytes_per_s": 1e12}))
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--coefficients", measured, "--json")
+    assert out.exit_code == 0, out.output
+    coef = json.loads(out.output)["coefficients"]
+    assert coef["step_overhead_s"] == 0.003 and coef["bandwidth_bytes_per_s"] == 1e12
+    assert coef["source"] == f"measured: {measured}"
+    measured.write_text(json.dumps({"warp_factor": 9}))
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--coefficients", measured)
+    assert out.exit_code == 2 and "warp_factor" in out.output and "coef.json" in out.output
+
+
+def test_records_never_half_written(tmp_path):
+    target = tmp_path / "missing" / "out.csv"
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--records", target)
+    assert out.exit_code == 2 and not target.exists()
+
+
+def test_a_smaller_kv_pool_from_the_cli_preempts_more(tmp_path):
+    path = _small_workload(tmp_path, arrivals={"kind": "poisson", "rate_per_s": 30},
+                           output_tokens={"kind": "uniform", "low": 200, "high": 600})
+
+    def preemptions(*extra):
+        out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json", *extra)
+        assert out.exit_code == 0, out.output
+        return json.loads(out.output)["policies"][0]["preemptions"]
+    assert preemptions() == 0 < preemptions("--num-gpu-blocks", "400")
+    big_runtime = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json",
+                          "--runtime-peak", "40GiB")
+    assert json.loads(big_runtime.output)["kv_pool"]["pool_bytes"] < 30 * 2**30
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path,
+                  "--num-gpu-blocks", "10000000")
+    assert out.exit_code == 2 and "--num-gpu-blocks" in out.output
+
+
+def test_sweep_spans_synchronous_to_saturation():
+    rates = sweep_rates(0.5, 31.3, 6)
+    assert rates[0] == 0.5 and rates[-1] == 31.3 and len(rates) == 6
+    assert rates == sorted(rates)
+    assert sweep_rates(2.0, 1.0, 5) == [1.0]
+
+
+def test_all_at_once_arrivals_give_strict_json(tmp_path):
+    path = _small_workload(tmp_path, num_requests=5, arrivals={
+        "kind": "bursts", "burst_size": 5, "interval_s": 1.0})
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["policies"][0]["offered_rps"] is None
+
+
+def test_simulate_with_a_draft_model():
+    args = ["simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", CHAT, "--json"]
+    plain = json.loads(_invoke(*args).output)["policies"][0]
+    out = _invoke(*args, "--draft", "llama-3.2-1b-instruct", "--acceptance", "0.8")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["speculation"]["expected_tokens_per_step"] == pytest.approx(
+        (1 - 0.8**5) / 0.2)
+    assert report["policies"][0]["tpot_ms"]["mean"] < plain["tpot_ms"]["mean"]
+    shown = _invoke(*args[:-1], "--draft", "llama-3.2-1b-instruct")
+    assert "speculative decoding: k = 4" in shown.output
+
+
+def test_a_report_feeds_back_as_a_coefficients_file(tmp_path):
+    args = ["simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+            "--json"]
+    first = json.loads(_invoke(*args, "--step-overhead", "3ms").output)
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(first))
+    again = json.loads(_invoke(*args, "--coefficients", saved).output)
+    assert again["coefficients"]["step_overhead_s"] == pytest.approx(0.003)
+    assert again["policies"][0]["e2e_ms"] == first["policies"][0]["e2e_ms"]
+
+
+def test_tenants_are_reported_apart(tmp_path):
+    path = _small_workload(tmp_path, tenants=[{"name": "web", "share": 0.5, "priority": 0},
+                                              {"name": "bulk", "share": 0.5, "priority": 1}])
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--scheduling",
+                  "priority", "--json")
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.output)["policies"][0]["tenants"]
+    assert [r["tenant"] for r in rows] == ["bulk", "web"]
+    assert sum(r["offered"] for r in rows) == 120

@@ -1,0 +1,70 @@
+"""Speculative decoding: the expected-tokens formula and where the roofline says it pays."""
+
+import pytest
+
+from servecap.ledger.errors import SpecError
+from servecap.sim.config import SchedulerConfig
+from servecap.sim.metrics import summarize
+from servecap.sim.roofline import Coefficients
+from servecap.sim.run import simulate
+from servecap.sim.speculative import (
+    Speculation,
+    break_even_batch,
+    compare,
+    expected_tokens_per_step,
+)
+
+
+@pytest.mark.parametrize("k, a, expected", [(4, 0.0, 1.0), (4, 1.0, 5.0), (1, 0.5, 1.5),
+                                            (4, 0.7, (1 - 0.7**5) / 0.3)])
+def test_expected_tokens_per_step(k, a, expected):
+    assert expected_tokens_per_step(k, a) == pytest.approx(expected)
+
+
+def test_helps_at_low_batch_and_stops_at_high_batch(teaching):
+    draft = Coefficients(weights_bytes=1_000_000_000, kv_bytes_per_token=16_384,
+                         flops_per_token=2_000_000_000, bandwidth_bytes_per_s=2e12,
+                         flops_per_s=990e12, step_overhead_s=0.001)
+    spec = Speculation(4, 0.7, draft)
+    rows = compare(teaching, spec, [1, 4, 16, 64, 256, 1024], context_tokens=128)
+    assert rows[0]["speedup"] > 1.5
+    assert rows[-1]["speedup"] < 1
+    assert rows[3]["speedup"] > rows[4]["speedup"] > rows[5]["speedup"]
+    assert break_even_batch(rows) == 1024
+
+
+def test_no_acceptance_never_pays(teaching):
+    rows = compare(teaching, Speculation(3, 0.0, teaching), [1, 8], 512)
+    assert all(r["speedup"] < 1 for r in rows)
+
+
+@pytest.mark.parametrize("k, a", [(0, 0.5), (4, 1.5), (4, -0.1)])
+def test_bad_speculation(teaching, k, a):
+    with pytest.raises(SpecError):
+        Speculation(k, a, teaching)
+
+
+def _draft():
+    return Coefficients(weights_bytes=1_000_000_000, kv_bytes_per_token=16_384,
+                        flops_per_token=2_000_000_000, bandwidth_bytes_per_s=2e12,
+                        flops_per_s=990e12, step_overhead_s=0.001)
+
+
+def _run(teaching, reqs, spec):
+    cfg = SchedulerConfig(speculation=spec, max_num_seqs=1024, max_num_batched_tokens=16384)
+    return summarize(simulate(reqs, teaching, cfg, 20_000))
+
+
+def test_simulated_speculation_helps_at_low_load_and_hurts_at_high_load(teaching,
+                                                                        make_requests):
+    short = {"prompt": {"kind": "uniform", "low": 32, "high": 128},
+             "output": {"kind": "uniform", "low": 50, "high": 200}}
+    light = make_requests(rate=1, n=100, **short)
+    heavy = make_requests(rate=1000, n=3000, **short)
+    spec = Speculation(4, 0.7, _draft())
+    assert _run(teaching, light, spec)["tpot_ms"]["mean"] < \
+        0.75 * _run(teaching, light, None)["tpot_ms"]["mean"]
+    plain = _run(teaching, heavy, None)
+    assert _run(teaching, heavy, spec)["output_tokens_per_s"] < plain["output_tokens_per_s"]
+    capped = _run(teaching, heavy, Speculation(4, 0.7, _draft(), max_batch=64))
+    assert capped["output_tokens_per_s"] >= plain["output_tokens_per_s"]
