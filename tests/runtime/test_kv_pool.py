@@ -47,7 +47,7 @@ def test_unsupported_kv_dtype_and_empty_pool_are_clear_errors(tiny_spec) -> None
 
 def test_copy_blocks_copies_every_layer_k_and_v(tiny_spec) -> None:
     pool = KVPool(tiny_spec(), 4, 2, kv_dtype="fp32")
-    pool.tensor[:, :, 1] = torch.randn_like(pool.tensor[:, :, 1])
+    pool.tensor[:, :, :, 1] = torch.randn_like(pool.tensor[:, :, :, 1])
     pool.copy_blocks([(1, 3)])
-    assert torch.equal(pool.tensor[:, :, 3], pool.tensor[:, :, 1])
-    assert pool.tensor[:, :, 3].abs().sum() > 0
+    assert torch.equal(pool.tensor[:, :, :, 3], pool.tensor[:, :, :, 1])
+    assert pool.tensor[:, :, :, 3].abs().sum() > 0
