@@ -10,8 +10,10 @@ import statistics
 import time
 
 import torch
+from servecap.ledger.kv import kv_bytes_per_token
 from servecap.ledger.model import Attention, ModelSpec
 from servecap.ledger.paging import blocks_for
+from servecap.ledger.weights import weight_bytes
 from servecap.runtime.attention import DenseKV, PagedKV
 from servecap.runtime.block_manager import BlockManager
 from servecap.runtime.kv_pool import KVPool
@@ -121,8 +123,8 @@ def gpu_report(batch: int, context: int) -> None:
                      attention=Attention("gqa", 32, 8, 128), hidden_size=4096,
                      intermediate_size=14336, vocab_size=128256, model_type="llama")
     paged, dense = decode_times(spec, batch, context, "bf16", "cuda", repeats=20)
-    model_bytes = random_decoder(spec, "bf16", "cuda").weight_bytes
-    kv_bytes = batch * context * KVPool(spec, 1, 16, "bf16", "cuda").block_bytes // 16
+    model_bytes = weight_bytes(spec, 16, None).param_bytes
+    kv_bytes = batch * context * kv_bytes_per_token(spec, 16)
     bandwidth = copy_bandwidth_bytes_per_s("cuda")
     roofline_s = (model_bytes + kv_bytes) / bandwidth
     print(f"GPU {torch.cuda.get_device_name()}: {spec.name}, bf16, batch {batch} x {context:,}")

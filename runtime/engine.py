@@ -3,8 +3,9 @@
     engine = Engine.from_spec(spec, serve, device="cpu")
     records = engine.run([Arrival(0.0, 128, 32), Arrival(0.5, 512, 64)], realtime=True)
 
-Telemetry hooks: engine.weight_bytes and engine.kv_pool_bytes count the runtime's own tensors;
-functions in engine.step_hooks are called with a StepStats after every step (sample memory
+Telemetry hooks: engine.tensor_bytes() counts the runtime's own resident tensors (weights, KV
+pool); engine.profile_run() runs the widest schedulable step once (measure the transient peak
+around it); functions in engine.step_hooks get a StepStats after every step (sample memory
 there); engine.max_resident_requests is the most sequences that ever held blocks at once.
 """
 
@@ -23,7 +24,7 @@ from servecap.ledger.serve import ServeSpec
 from .block_manager import BlockManager
 from .kv_pool import KVPool, blocks_for_plan
 from .model import Decoder
-from .runner import forward_step, sample
+from .runner import forward_step, profile_forward, sample
 from .scheduler import Scheduler, StepPlan
 from .sequence import (
     CANCELLED,
@@ -98,6 +99,18 @@ class Engine:
     @property
     def kv_pool_bytes(self) -> int:
         return self.pool.tensor_bytes
+
+    def tensor_bytes(self) -> dict[str, int]:
+        """Resident tensors by ledger line; the null block is the pool's one extra block."""
+        return {"weights_bytes": self.weight_bytes, "kv_pool_bytes": self.kv_pool_bytes,
+                "kv_usable_bytes": self.pool.usable_bytes,
+                "kv_null_block_bytes": self.pool.null_block_bytes}
+
+    def profile_run(self) -> None:
+        """One forward pass as wide as the scheduler allows (max_num_batched_tokens prefill
+        tokens, logits for max_num_seqs rows); touches no request and no usable block."""
+        profile_forward(self.model, self.pool, self.config.max_num_batched_tokens,
+                        self.config.max_num_seqs)
 
     def now(self) -> float:
         """Seconds since the engine started (or since run() began)."""

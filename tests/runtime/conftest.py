@@ -38,14 +38,15 @@ def dense_greedy():
 def generate_dense(model: Decoder, prompt: list[int], num_output: int) -> list[int]:
     """Reference generation: one contiguous cache, whole prompt, then one token at a time."""
     att = model.spec.attention
+    dev = model.device
     kv = DenseKV(model.spec.num_layers, 1, len(prompt) + num_output, att.num_kv_heads,
-                 att.head_dim, model.dtype)
+                 att.head_dim, model.dtype, dev)
     kv.set_rows([(0, 0, len(prompt))])
-    hidden = model(torch.tensor(prompt), torch.arange(len(prompt)), kv)
+    hidden = model(torch.tensor(prompt, device=dev), torch.arange(len(prompt), device=dev), kv)
     out = [int(model.logits(hidden[-1:]).argmax())]
     while len(out) < num_output:
         pos = len(prompt) + len(out) - 1
         kv.set_rows([(0, pos, 1)])
-        hidden = model(torch.tensor(out[-1:]), torch.tensor([pos]), kv)
+        hidden = model(torch.tensor(out[-1:], device=dev), torch.tensor([pos], device=dev), kv)
         out.append(int(model.logits(hidden).argmax()))
     return out

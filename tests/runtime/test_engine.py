@@ -182,3 +182,13 @@ def test_step_hooks_see_every_step(tiny_model) -> None:
     engine.run([Arrival(0.0, 8, 4)])
     assert [s.step for s in seen] == list(range(1, engine.num_steps + 1))
     assert seen[0].num_admitted == 1 and seen[-1].num_free_blocks == engine.pool.num_blocks
+
+
+def test_profile_run_leaves_requests_and_blocks_untouched(tiny_model, reference) -> None:
+    engine = _engine(tiny_model, max_num_batched_tokens=64, max_num_seqs=8)
+    engine.profile_run()
+    assert engine.pool.tensor.abs().sum() == 0
+    assert _generate(engine, _prompts(6)) == reference
+    sizes = engine.tensor_bytes()
+    assert sizes["kv_pool_bytes"] == sizes["kv_usable_bytes"] + sizes["kv_null_block_bytes"]
+    assert sizes["weights_bytes"] == tiny_model.weight_bytes
