@@ -138,7 +138,12 @@ class Engine:
         return record
 
     def _too_long(self, seq: Sequence) -> str:
+        """Blocks this request needs even alone: each sample's full length, plus a private copy
+        of the partial prompt block per extra sample."""
+        if seq.parallel > self.config.max_num_seqs:
+            return f"n = {seq.parallel} samples exceed max_num_seqs = {self.config.max_num_seqs}"
         needed = blocks_for(seq.max_tokens, self.pool.block_size_tokens) * seq.parallel
+        needed += 1 if seq.parallel > 1 else 0
         if needed <= self.pool.num_blocks:
             return ""
         return (f"needs {needed:,} KV blocks ({seq.parallel} x {seq.max_tokens:,} tokens in "
@@ -254,7 +259,8 @@ class Engine:
             while pending and (not realtime or pending[0].arrival_s <= self.now()):
                 added.append(self._add_arrival(pending.pop(0)))
             if self.has_unfinished():
-                self.step()
+                if not self.step().num_batched_tokens and not self.scheduler.running:
+                    raise RuntimeError("scheduler stalled: waiting requests cannot be admitted")
             elif pending:
                 time.sleep(max(0.0, pending[0].arrival_s - self.now()))
         return [r for r in self.records if r.request_id in {a.request_id for a in added}]

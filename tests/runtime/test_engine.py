@@ -4,6 +4,8 @@ chunked, cached or preempted, and equal the dense reference; every block comes b
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from servecap.ledger.errors import SpecError
 from servecap.ledger.paging import blocks_for
 from servecap.ledger.plan import build_plan
@@ -192,3 +194,31 @@ def test_profile_run_leaves_requests_and_blocks_untouched(tiny_model, reference)
     sizes = engine.tensor_bytes()
     assert sizes["kv_pool_bytes"] == sizes["kv_usable_bytes"] + sizes["kv_null_block_bytes"]
     assert sizes["weights_bytes"] == tiny_model.weight_bytes
+
+
+@settings(max_examples=12, deadline=None)
+@given(lengths=st.lists(st.tuples(st.integers(1, 14), st.integers(1, 9)), min_size=1,
+                        max_size=6),
+       num_blocks=st.integers(6, 40), budget=st.integers(1, 24), max_num_seqs=st.integers(1, 5),
+       reserve=st.booleans(), caching=st.booleans())
+def test_any_schedule_completes_every_request_with_the_same_tokens(
+        tiny_model, lengths, num_blocks, budget, max_num_seqs, reserve, caching) -> None:
+    """Random loads, pool sizes, budgets and policies: every request either finishes with the
+    tokens an unconstrained engine produces or is rejected up front; all blocks come back."""
+    prompts = [[(7 * i + 3 * j) % 256 for j in range(n)] for i, (n, _) in enumerate(lengths)]
+    engine = _engine(tiny_model, num_blocks=num_blocks, max_num_batched_tokens=budget,
+                     max_num_seqs=max_num_seqs, reserve_full_context=reserve,
+                     enable_prefix_caching=caching)
+    records = [engine.add_request(p, out) for p, (_, out) in zip(prompts, lengths, strict=True)]
+    while engine.has_unfinished():
+        engine.step()
+        engine.blocks.check()
+        assert len(engine.scheduler.running) <= max_num_seqs
+    free = _engine(tiny_model)
+    for record, prompt, (_, out) in zip(records, prompts, lengths, strict=True):
+        if record.status == REJECTED:
+            assert blocks_for(len(prompt) + out, BLOCK) > num_blocks
+            continue
+        assert record.status == FINISHED
+        assert record.output_token_ids == _generate(free, [prompt], out)[0]
+    _all_blocks_back(engine)
