@@ -52,9 +52,15 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class StepStats:
+    """One step, for telemetry and for fitting step time against the work it did:
+    num_context_tokens is the K/V tokens its attention read (Σ context after each chunk)."""
+
     step: int
     now_s: float
+    step_s: float
     num_batched_tokens: int
+    num_decode_tokens: int
+    num_context_tokens: int
     num_running: int
     num_waiting: int
     num_free_blocks: int
@@ -174,17 +180,21 @@ class Engine:
     # -- stepping ------------------------------------------------------------------------
     def step(self) -> StepStats:
         """One iteration: schedule, copy-on-write, forward, sample, retire finished ones."""
+        start = self.now()
         plan = self.scheduler.schedule()
         now = self.now()
         self.max_resident_requests = max(self.max_resident_requests,
                                          len(self.scheduler.running))
         for seq in plan.admitted:
             seq.record.admitted_s = seq.record.admitted_s or now
+        context = sum(seq.num_computed_tokens + n for seq, n in plan.chunks)
+        decodes = sum(1 for _, n in plan.chunks if n == 1)
         if plan.chunks:
             self._forward(plan, now)
         self.num_steps += 1
-        stats = StepStats(self.num_steps, self.now(), plan.num_batched_tokens,
-                          len(self.scheduler.running), len(self.scheduler.waiting),
+        end = self.now()
+        stats = StepStats(self.num_steps, end, end - start, plan.num_batched_tokens, decodes,
+                          context, len(self.scheduler.running), len(self.scheduler.waiting),
                           self.blocks.num_free_blocks, len(plan.admitted), len(plan.preempted))
         for hook in self.step_hooks:
             hook(stats)
@@ -205,7 +215,8 @@ class Engine:
         for seq, token in zip(seqs, tokens, strict=True):
             self._append(seq, token, ready_s)
 
-    def _fork(self, logits: torch.Tensor, ready: list[Sequence]):
+    def _fork(self, logits: torch.Tensor,
+              ready: list[Sequence]) -> tuple[torch.Tensor, list[Sequence]]:
         """Parallel sampling: a sequence with n > 1 forks n - 1 children sharing its blocks
         once its prompt is computed; each child draws its own token from the same logits."""
         rows, seqs = [], []
