@@ -1,7 +1,7 @@
-"""Paged attention: K/V gathered through block tables for decode steps and prefill chunks.
+"""Paged attention: K/V read through block tables for decode steps and prefill chunks.
 
 Also the two references it is checked against: a naive fp32 softmax over a contiguous cache,
-and DenseKV, a contiguous per-sequence cache with the same SDPA kernel (the speed baseline).
+and DenseKV, a contiguous static-batch cache using the same decode math (the speed baseline).
 """
 
 from dataclasses import dataclass, field
