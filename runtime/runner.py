@@ -1,0 +1,95 @@
+"""One forward pass over a scheduled step: flatten chunks into a paged batch, run, sample."""
+
+import torch
+
+from .attention import PagedBatch, PagedKV, PrefillSpan
+from .block_manager import BlockManager
+from .kv_pool import KVPool
+from .model import Decoder
+from .sequence import Sequence
+
+
+def build_batch(chunks: list[tuple[Sequence, int]], blocks: BlockManager, pool: KVPool,
+                device: torch.device) -> tuple[torch.Tensor, torch.Tensor, PagedBatch]:
+    """Token ids (T,), positions (T,) and the paged layout; one-token chunks must come first."""
+    bsz = pool.block_size_tokens
+    ids: list[int] = []
+    positions: list[int] = []
+    slots: list[int] = []
+    decode_tables, decode_lens, prefills, runs = [], [], [], []
+    for seq, num_tokens in chunks:
+        start, table = seq.num_computed_tokens, blocks.block_table(seq.seq_id)
+        end = start + num_tokens
+        if num_tokens == 1:
+            decode_tables.append(table[:-(-end // bsz)])
+            decode_lens.append(end)
+            runs.append(_run(decode_tables[-1], end) if device.type == "cpu" else None)
+        else:
+            prefills.append(PrefillSpan(len(ids), num_tokens, end,
+                                        torch.tensor(table[:-(-end // bsz)], device=device)))
+        ids += seq.token_ids[start:end]
+        positions += range(start, end)
+        slots += [table[p // bsz] * bsz + p % bsz for p in range(start, end)]
+    width = max((len(t) for t in decode_tables), default=0)
+    padded = [t + [pool.null_block] * (width - len(t)) for t in decode_tables]
+    tables = torch.tensor(padded, device=device, dtype=torch.long).view(len(padded), width)
+    batch = PagedBatch(torch.tensor(slots, device=device), len(decode_tables), tables,
+                       torch.tensor(decode_lens, device=device, dtype=torch.long), prefills,
+                       runs)
+    return (torch.tensor(ids, device=device), torch.tensor(positions, device=device), batch)
+
+
+def _run(table: list[int], context_len: int) -> tuple[int, int] | None:
+    """(first block, context) when the table is consecutive block ids: attention reads it in
+    place. On a GPU gathering is cheap and one batched call beats a loop, so only the CPU asks."""
+    first = table[0]
+    if table[-1] - first == len(table) - 1 and table == list(range(first, first + len(table))):
+        return first, context_len
+    return None
+
+
+@torch.inference_mode()
+def forward_step(model: Decoder, pool: KVPool, blocks: BlockManager,
+                 chunks: list[tuple[Sequence, int]]) -> tuple[torch.Tensor, list[Sequence]]:
+    """Run the chunks; returns fp32 logits (R, V) for each sequence whose chunk reaches its last
+    known token (it gets a new token), and those sequences in row order."""
+    ids, positions, batch = build_batch(chunks, blocks, pool, model.device)
+    hidden = model(ids, positions, PagedKV(pool, batch))  # (T, H)
+    rows, ready, row = [], [], 0
+    for seq, num_tokens in chunks:
+        row += num_tokens
+        if seq.num_computed_tokens + num_tokens == len(seq.token_ids):
+            rows.append(row - 1)
+            ready.append(seq)
+    if not rows:
+        return hidden.new_zeros(0, model.spec.vocab_size, dtype=torch.float32), ready
+    return model.logits(hidden[torch.tensor(rows, device=hidden.device)]), ready
+
+
+def sample(logits: torch.Tensor, temperatures: list[float],
+           generators: list[torch.Generator | None]) -> list[int]:
+    """Greedy argmax where temperature is 0; else a draw from softmax(logits / T) with the
+    sequence's own seeded generator, so a run is reproducible."""
+    tokens = logits.argmax(-1).tolist()
+    for i, (temp, gen) in enumerate(zip(temperatures, generators, strict=True)):
+        if temp > 0:
+            probs = torch.softmax(logits[i] / temp, dim=-1)
+            tokens[i] = int(torch.multinomial(probs, 1, generator=gen))
+    return tokens
+
+
+@torch.inference_mode()
+def profile_forward(model: Decoder, pool: KVPool, num_tokens: int, num_logit_rows: int) -> None:
+    """The widest step the engine can schedule: one prefill of num_tokens (the token budget)
+    and logits for num_logit_rows sequences, its K/V written only to the null block. Run it
+    once to measure the runtime's transient peak (activations, logits, workspaces)."""
+    bsz, device = pool.block_size_tokens, model.device
+    table = torch.full((-(-num_tokens // bsz),), pool.null_block, device=device)
+    slots = pool.null_block * bsz + torch.arange(num_tokens, device=device) % bsz
+    batch = PagedBatch(slots, 0, torch.zeros(0, 0, dtype=torch.long, device=device),
+                       torch.zeros(0, dtype=torch.long, device=device),
+                       [PrefillSpan(0, num_tokens, num_tokens, table)])
+    ids = torch.zeros(num_tokens, dtype=torch.long, device=device)
+    hidden = model(ids, torch.arange(num_tokens, device=device), PagedKV(pool, batch))
+    model.logits(hidden[-min(num_logit_rows, num_tokens):])
+    pool.tensor[:, :, :, pool.null_block].zero_()
