@@ -10,6 +10,7 @@ import statistics
 import time
 
 import torch
+
 from servecap.ledger.kv import kv_bytes_per_token
 from servecap.ledger.model import Attention, ModelSpec
 from servecap.ledger.paging import blocks_for

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
 from servecap.ledger.kv import Shard
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.paging import blocks_for

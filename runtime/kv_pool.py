@@ -5,6 +5,7 @@ only multiplies by a block count, so a formula change in the ledger moves the po
 """
 
 import torch
+
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard, kv_bytes_per_token, kv_heads_per_rank

@@ -10,9 +10,10 @@ from typing import Protocol
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import SLIDING, ModelSpec
-from torch import nn
 
 from .parallel import SINGLE, TensorParallel, all_reduce, check_split, heads
 

@@ -9,6 +9,7 @@ are replicated, so every rank computes the same logits and samples the same toke
 from dataclasses import dataclass
 
 import torch
+
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import kv_heads_per_rank
 from servecap.ledger.model import ModelSpec

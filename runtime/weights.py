@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import torch
+
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from servecap.ledger.model import SLIDING, Attention, ModelSpec
 from servecap.runtime.attention import DenseKV
 from servecap.runtime.model import Decoder

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from servecap.ledger.model import Attention, ModelSpec
 from servecap.runtime.attention import (
     PagedBatch,

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
 from servecap.ledger.errors import SpecError
 from servecap.runtime.block_manager import BlockManager
 

@@ -6,6 +6,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from servecap.ledger.errors import SpecError
 from servecap.ledger.paging import blocks_for
 from servecap.ledger.plan import build_plan

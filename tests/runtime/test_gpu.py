@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from servecap.runtime.engine import Engine, EngineConfig
 from servecap.runtime.kv_pool import KVPool
 from servecap.runtime.weights import random_decoder

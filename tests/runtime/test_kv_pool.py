@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import kv_bytes_per_request, kv_bytes_per_token

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import save_file
+
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import build_plan
 from servecap.ledger.serve import ServeSpec

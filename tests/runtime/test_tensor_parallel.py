@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard, kv_bytes_per_token
