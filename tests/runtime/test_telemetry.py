@@ -3,7 +3,6 @@ NVIDIA driver is one clear message."""
 
 import pytest
 import torch
-
 from servecap.ledger.errors import SpecError
 from servecap.runtime.nvml import NO_DRIVER, Nvml
 from servecap.runtime.telemetry import CpuProbe, LiveTensorCounter, probe_for
