@@ -1,0 +1,160 @@
+"""Paged attention: K/V gathered through block tables for decode steps and prefill chunks.
+
+Also the two references it is checked against: a naive fp32 softmax over a contiguous cache,
+and DenseKV, a contiguous per-sequence cache with the same SDPA kernel (the speed baseline).
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .kv_pool import KVPool
+
+
+@dataclass
+class PrefillSpan:
+    """num_tokens query rows from token_start; positions [context_len - num_tokens,
+    context_len); block_table: (blocks,) covering context_len tokens."""
+
+    token_start: int
+    num_tokens: int
+    context_len: int
+    block_table: torch.Tensor
+
+
+@dataclass
+class PagedBatch:
+    """One step's layout: the first num_decode rows are one-token decodes, then prefill spans.
+    slot_mapping: (T,) flat slot (block x block_size + offset) each new token's K/V goes to."""
+
+    slot_mapping: torch.Tensor
+    num_decode: int
+    decode_block_tables: torch.Tensor  # (S, max_blocks), padded with the null block
+    decode_context_lens: torch.Tensor  # (S,)
+    prefills: list[PrefillSpan]
+
+
+def allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
+    """Causal (and sliding-window) mask, broadcast over q_pos[..., None] and k_pos."""
+    mask = k_pos <= q_pos
+    if window is not None:
+        mask &= k_pos > q_pos - window
+    return mask
+
+
+def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 block_tables: torch.Tensor, context_lens: torch.Tensor,
+                 window: int | None) -> torch.Tensor:
+    """q: (S, H, D); caches: (blocks, B, Hkv, D); block_tables: (S, nb). Returns (S, H, D)."""
+    num_seqs, max_blocks = block_tables.shape
+    block_size = k_cache.shape[1]
+    keys = k_cache[block_tables].flatten(1, 2).transpose(1, 2)  # (S, Hkv, nb*B, D)
+    values = v_cache[block_tables].flatten(1, 2).transpose(1, 2)
+    k_pos = torch.arange(max_blocks * block_size, device=q.device)
+    mask = allowed((context_lens - 1)[:, None], k_pos[None, :], window)  # (S, nb*B)
+    mask &= k_pos[None, :] < context_lens[:, None]
+    out = F.scaled_dot_product_attention(q[:, :, None], keys, values, attn_mask=mask[:, None, None],
+                                         enable_gqa=True)  # (S, H, 1, D)
+    return out[:, :, 0]
+
+
+def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                  block_table: torch.Tensor, context_len: int,
+                  window: int | None) -> torch.Tensor:
+    """One sequence's chunk: q (Q, H, D) at the last Q of context_len positions. (Q, H, D)."""
+    hkv, dim = k_cache.shape[2], k_cache.shape[3]
+    keys = k_cache[block_table].view(-1, hkv, dim)[:context_len].transpose(0, 1)  # (Hkv, C, D)
+    values = v_cache[block_table].view(-1, hkv, dim)[:context_len].transpose(0, 1)
+    q_pos = torch.arange(context_len - q.shape[0], context_len, device=q.device)
+    mask = allowed(q_pos[:, None], torch.arange(context_len, device=q.device)[None, :], window)
+    out = F.scaled_dot_product_attention(q.transpose(0, 1), keys, values, attn_mask=mask,
+                                         enable_gqa=True)  # (H, Q, D)
+    return out.transpose(0, 1)
+
+
+class PagedKV:
+    """The engine's KV backend: writes each layer's new K/V into the pool, then attends."""
+
+    def __init__(self, pool: KVPool, batch: PagedBatch) -> None:
+        self.pool, self.batch = pool, batch
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               window_tokens: int | None) -> torch.Tensor:
+        k_cache, v_cache = self.pool.layer(layer)
+        batch = self.batch
+        k_cache.view(-1, *k.shape[1:]).index_copy_(0, batch.slot_mapping, k)
+        v_cache.view(-1, *v.shape[1:]).index_copy_(0, batch.slot_mapping, v)
+        parts = []
+        if batch.num_decode:
+            parts.append(paged_decode(q[:batch.num_decode], k_cache, v_cache,
+                                      batch.decode_block_tables, batch.decode_context_lens,
+                                      window_tokens))
+        for span in batch.prefills:
+            rows = q[span.token_start:span.token_start + span.num_tokens]
+            parts.append(paged_prefill(rows, k_cache, v_cache, span.block_table,
+                                       span.context_len, window_tokens))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def reference_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                        window: int | None = None) -> torch.Tensor:
+    """Naive fp32 softmax(q k^T / sqrt(d)) v over a contiguous cache. q: (Q, H, D) at the last
+    Q positions of keys/values (C, Hkv, D). Returns (Q, H, D)."""
+    num_q, heads, dim = q.shape
+    group = heads // keys.shape[1]
+    k = keys.float().repeat_interleave(group, dim=1).transpose(0, 1)  # (H, C, D)
+    v = values.float().repeat_interleave(group, dim=1).transpose(0, 1)
+    scores = q.float().transpose(0, 1) @ k.transpose(1, 2) / dim ** 0.5  # (H, Q, C)
+    context = keys.shape[0]
+    q_pos = torch.arange(context - num_q, context, device=q.device)[:, None]
+    mask = allowed(q_pos, torch.arange(context, device=q.device)[None, :], window)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return (scores.softmax(-1) @ v).transpose(0, 1).to(q.dtype)
+
+
+class DenseKV:
+    """Reference backend: each sequence owns a contiguous (Hkv, max_tokens, D) cache per layer.
+    set_rows(seqs, starts, counts) says which sequence each run of new tokens belongs to."""
+
+    def __init__(self, num_layers: int, num_seqs: int, max_tokens: int, num_kv_heads: int,
+                 head_dim: int, dtype: torch.dtype, device: str | torch.device = "cpu") -> None:
+        shape = (num_layers, num_seqs, num_kv_heads, max_tokens, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.rows: list[tuple[int, int, int]] = []
+
+    def set_rows(self, rows: list[tuple[int, int, int]]) -> None:
+        """rows: (sequence, first position, number of tokens), in batch order."""
+        self.rows = rows
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               window_tokens: int | None) -> torch.Tensor:
+        if all(n == 1 for _, _, n in self.rows):
+            return self._decode(layer, q, k, v, window_tokens)
+        out, row = [], 0
+        for seq, start, n in self.rows:
+            self.k[layer, seq, :, start:start + n] = k[row:row + n].transpose(0, 1)
+            self.v[layer, seq, :, start:start + n] = v[row:row + n].transpose(0, 1)
+            q_pos = torch.arange(start, start + n, device=q.device)[:, None]
+            mask = allowed(q_pos, torch.arange(start + n, device=q.device)[None, :],
+                           window_tokens)
+            out.append(F.scaled_dot_product_attention(
+                q[row:row + n].transpose(0, 1), self.k[layer, seq, :, :start + n],
+                self.v[layer, seq, :, :start + n], attn_mask=mask, enable_gqa=True
+            ).transpose(0, 1))
+            row += n
+        return torch.cat(out)
+
+    def _decode(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                window: int | None) -> torch.Tensor:
+        seqs = torch.tensor([s for s, _, _ in self.rows], device=q.device)
+        pos = torch.tensor([p for _, p, _ in self.rows], device=q.device)
+        self.k[layer, seqs, :, pos] = k  # (S, Hkv, D)
+        self.v[layer, seqs, :, pos] = v
+        length = int(pos.max()) + 1
+        mask = allowed(pos[:, None], torch.arange(length, device=q.device)[None, :], window)
+        out = F.scaled_dot_product_attention(
+            q[:, :, None], self.k[layer, seqs, :, :length], self.v[layer, seqs, :, :length],
+            attn_mask=mask[:, None, None], enable_gqa=True)  # (S, H, 1, D)
+        return out[:, :, 0]

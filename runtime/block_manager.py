@@ -1,0 +1,211 @@
+"""Paged KV block accounting: free list, block tables, refcounts, prefix cache, copy-on-write.
+
+Plain Python: the block manager decides which physical block holds which tokens; the KV pool
+(kv_pool.py) holds the bytes. A block is `block_size_tokens` slots in every layer.
+"""
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from servecap.ledger.errors import SpecError
+from servecap.ledger.paging import blocks_for, check_block_size
+
+NO_HASH: int | None = None
+
+
+@dataclass
+class Block:
+    """One physical block. `content_hash` is set once the block is full and its KV computed; it
+    chains the hash of the block before it, so equal hashes mean equal prefixes."""
+
+    block_id: int
+    ref_count: int = 0
+    content_hash: int | None = NO_HASH
+    parent_hash: int | None = NO_HASH
+    token_ids: tuple[int, ...] = ()
+
+
+def chain_hash(parent_hash: int | None, token_ids: tuple[int, ...]) -> int:
+    """hash(previous block's hash, this block's tokens): ints and tuples hash the same in every
+    process, so the cache is deterministic."""
+    return hash((parent_hash, token_ids))
+
+
+class BlockManager:
+    """Owns every block id in [0, num_blocks). A sequence's block table lists its blocks in
+    token order; a block listed in k tables has ref_count k."""
+
+    def __init__(self, num_blocks: int, block_size_tokens: int,
+                 enable_prefix_caching: bool = True) -> None:
+        if num_blocks < 1:
+            raise SpecError("num_blocks", num_blocks, "the KV pool needs at least one block")
+        self.block_size_tokens = check_block_size(block_size_tokens)
+        self.num_blocks = num_blocks
+        self.enable_prefix_caching = enable_prefix_caching
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.free_ids: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        self.cached: dict[int, int] = {}  # content hash -> block id
+        self.tables: dict[int, list[int]] = {}
+        self.num_hashed: dict[int, int] = {}  # seq id -> leading blocks already hashed
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free_ids)
+
+    def block_table(self, seq_id: int) -> list[int]:
+        return self.tables[seq_id]
+
+    # -- allocation -----------------------------------------------------------------------
+    def prefix_hits(self, token_ids: list[int]) -> list[int]:
+        """Cached blocks holding this prompt's leading full blocks, tokens compared. The last
+        token is never served from cache: its forward pass yields the next token's logits."""
+        if not self.enable_prefix_caching:
+            return []
+        hits: list[int] = []
+        parent: int | None = NO_HASH
+        bsz = self.block_size_tokens
+        for start in range(0, len(token_ids) - 1 - bsz + 1, bsz):
+            tokens = tuple(token_ids[start:start + bsz])
+            block_id = self.cached.get(chain_hash(parent, tokens))
+            if block_id is None or not self._same(self.blocks[block_id], parent, tokens):
+                break
+            hits.append(block_id)
+            parent = self.blocks[block_id].content_hash
+        return hits
+
+    @staticmethod
+    def _same(block: Block, parent: int | None, tokens: tuple[int, ...]) -> bool:
+        return block.parent_hash == parent and block.token_ids == tokens
+
+    def allocation_cost(self, token_ids: list[int]) -> int:
+        """Free blocks that allocate(token_ids) would take: cache hits on blocks another
+        sequence holds are free of charge; hits on freed (cached) blocks still leave the list."""
+        shared = sum(1 for b in self.prefix_hits(token_ids) if self.blocks[b].ref_count > 0)
+        return blocks_for(len(token_ids), self.block_size_tokens) - shared
+
+    def can_allocate(self, token_ids: list[int], extra_blocks: int = 0) -> bool:
+        return self.allocation_cost(token_ids) + extra_blocks <= self.num_free_blocks
+
+    def allocate(self, seq_id: int, token_ids: list[int]) -> int:
+        """Blocks for every token of `token_ids`; returns how many leading tokens are already
+        computed (prefix-cache hits)."""
+        if seq_id in self.tables:
+            raise ValueError(f"sequence {seq_id} already holds blocks")
+        if not token_ids:
+            raise SpecError("prompt_tokens", 0, "a sequence needs at least one token")
+        if not self.can_allocate(token_ids):
+            raise MemoryError(f"sequence {seq_id}: not enough free KV blocks")
+        hits = self.prefix_hits(token_ids)
+        for block_id in hits:
+            self._retain(block_id)
+        table = hits + [self._take_free() for _ in
+                        range(blocks_for(len(token_ids), self.block_size_tokens) - len(hits))]
+        self.tables[seq_id] = table
+        self.num_hashed[seq_id] = len(hits)
+        return len(hits) * self.block_size_tokens
+
+    def _retain(self, block_id: int) -> None:
+        block = self.blocks[block_id]
+        if block.ref_count == 0:
+            del self.free_ids[block_id]
+        block.ref_count += 1
+
+    def _take_free(self) -> int:
+        """The least recently freed block; whatever it cached is forgotten."""
+        block_id, _ = self.free_ids.popitem(last=False)
+        block = self.blocks[block_id]
+        self._forget(block)
+        block.ref_count = 1
+        return block_id
+
+    def _forget(self, block: Block) -> None:
+        if block.content_hash is not NO_HASH and self.cached.get(block.content_hash) == \
+                block.block_id:
+            del self.cached[block.content_hash]
+        block.content_hash = block.parent_hash = NO_HASH
+        block.token_ids = ()
+
+    # -- growth and copy-on-write ---------------------------------------------------------
+    def write_cost(self, seq_id: int, start: int, end: int) -> int:
+        """Free blocks needed before tokens [start, end) can be written: new blocks past the
+        table's end, plus a private copy of each shared block written into."""
+        table, bsz = self.tables[seq_id], self.block_size_tokens
+        first, last = start // bsz, (end - 1) // bsz
+        new = max(0, last + 1 - len(table))
+        shared = sum(1 for i in range(first, min(last + 1, len(table)))
+                     if self.blocks[table[i]].ref_count > 1)
+        return new + shared
+
+    def prepare_write(self, seq_id: int, start: int, end: int) -> list[tuple[int, int]]:
+        """Make tokens [start, end) writable; returns (source, destination) block copies the
+        KV pool must make first (copy-on-write of shared blocks)."""
+        if self.write_cost(seq_id, start, end) > self.num_free_blocks:
+            raise MemoryError(f"sequence {seq_id}: not enough free KV blocks to grow")
+        table, bsz = self.tables[seq_id], self.block_size_tokens
+        copies = []
+        for index in range(start // bsz, (end - 1) // bsz + 1):
+            if index == len(table):
+                table.append(self._take_free())
+                continue
+            block = self.blocks[table[index]]
+            if block.ref_count > 1:
+                block.ref_count -= 1
+                table[index] = self._take_free()
+                copies.append((block.block_id, table[index]))
+            elif block.content_hash is not NO_HASH:
+                self._forget(block)  # its tokens are about to change
+        self.num_hashed[seq_id] = min(self.num_hashed[seq_id], start // bsz)
+        return copies
+
+    def mark_computed(self, seq_id: int, token_ids: list[int], num_computed_tokens: int) -> None:
+        """Register every full block whose KV is now written, so later prompts can reuse it."""
+        if not self.enable_prefix_caching:
+            return
+        table, bsz = self.tables[seq_id], self.block_size_tokens
+        done = self.num_hashed[seq_id]
+        parent = self.blocks[table[done - 1]].content_hash if done else NO_HASH
+        for index in range(done, num_computed_tokens // bsz):
+            block = self.blocks[table[index]]
+            tokens = tuple(token_ids[index * bsz:(index + 1) * bsz])
+            if block.content_hash is NO_HASH:
+                block.parent_hash, block.token_ids = parent, tokens
+                block.content_hash = chain_hash(parent, tokens)
+                self.cached.setdefault(block.content_hash, block.block_id)
+            parent = block.content_hash
+        self.num_hashed[seq_id] = max(done, num_computed_tokens // bsz)
+
+    # -- sharing and release --------------------------------------------------------------
+    def fork(self, parent_id: int, child_id: int) -> None:
+        """The child shares every block of the parent (parallel sampling shares the prompt);
+        the first write into a shared block copies it."""
+        if child_id in self.tables:
+            raise ValueError(f"sequence {child_id} already holds blocks")
+        table = list(self.tables[parent_id])
+        for block_id in table:
+            self.blocks[block_id].ref_count += 1
+        self.tables[child_id] = table
+        self.num_hashed[child_id] = self.num_hashed[parent_id]
+
+    def free(self, seq_id: int) -> None:
+        """Release a sequence's blocks at once; blocks nobody else holds return to the free list
+        (tail first, so a prompt's head stays cached longest)."""
+        for block_id in reversed(self.tables.pop(seq_id)):
+            block = self.blocks[block_id]
+            if block.ref_count <= 0:
+                raise AssertionError(f"block {block_id} freed with ref_count {block.ref_count}")
+            block.ref_count -= 1
+            if block.ref_count == 0:
+                self.free_ids[block_id] = None
+        del self.num_hashed[seq_id]
+
+    def check(self) -> None:
+        """Invariants: ref_count = number of tables listing the block; free iff ref_count 0."""
+        counts = [0] * self.num_blocks
+        for table in self.tables.values():
+            for block_id in table:
+                counts[block_id] += 1
+        for block in self.blocks:
+            assert block.ref_count == counts[block.block_id] >= 0, block
+            assert (block.ref_count == 0) == (block.block_id in self.free_ids), block
+        for content_hash, block_id in self.cached.items():
+            assert self.blocks[block_id].content_hash == content_hash

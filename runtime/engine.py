@@ -1,0 +1,259 @@
+"""The engine: add requests, step the scheduler and model, run a workload; records every time.
+
+    engine = Engine.from_spec(spec, serve, device="cpu")
+    records = engine.run([Arrival(0.0, 128, 32), Arrival(0.5, 512, 64)], realtime=True)
+
+Telemetry hooks: engine.weight_bytes and engine.kv_pool_bytes count the runtime's own tensors;
+functions in engine.step_hooks are called with a StepStats after every step (sample memory
+there); engine.max_resident_requests is the most sequences that ever held blocks at once.
+"""
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from servecap.ledger.model import ModelSpec
+from servecap.ledger.paging import blocks_for
+from servecap.ledger.plan import build_plan
+from servecap.ledger.serve import ServeSpec
+
+from .block_manager import BlockManager
+from .kv_pool import KVPool, blocks_for_plan
+from .model import Decoder
+from .runner import forward_step, sample
+from .scheduler import Scheduler, StepPlan
+from .sequence import (
+    CANCELLED,
+    FINISHED,
+    REJECTED,
+    Arrival,
+    RequestRecord,
+    Sequence,
+    check_request,
+)
+from .weights import load_decoder, random_decoder
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """vLLM's knob names. reserve_full_context: see Scheduler."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    enable_prefix_caching: bool = True
+    reserve_full_context: bool = True
+
+
+@dataclass(frozen=True)
+class StepStats:
+    step: int
+    now_s: float
+    num_batched_tokens: int
+    num_running: int
+    num_waiting: int
+    num_free_blocks: int
+    num_admitted: int
+    num_preempted: int
+
+
+class Engine:
+    def __init__(self, model: Decoder, pool: KVPool, config: EngineConfig = EngineConfig()
+                 ) -> None:
+        self.model, self.pool, self.config = model, pool, config
+        self.blocks = BlockManager(pool.num_blocks, pool.block_size_tokens,
+                                   config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.blocks, config.max_num_seqs,
+                                   config.max_num_batched_tokens, config.reserve_full_context)
+        self.records: list[RequestRecord] = []
+        self.step_hooks: list[Callable[[StepStats], None]] = []
+        self.num_steps = self.max_resident_requests = 0
+        self._seqs: dict[int, list[Sequence]] = {}
+        self._generators: dict[int, torch.Generator] = {}
+        self._next_seq_id = 0
+        self._start_s = time.perf_counter()
+
+    @classmethod
+    def from_spec(cls, spec: ModelSpec, serve: ServeSpec, device: str = "cpu",
+                  num_blocks: int | None = None, seed: int = 0,
+                  weights_dir: str | Path | None = None, **config) -> "Engine":
+        """Weights in serve.weight_dtype (seeded random, or a local safetensors directory) and a
+        KV pool of serve.kv_dtype blocks: num_blocks, else what the ledger's plan leaves."""
+        model = (load_decoder(spec, weights_dir, serve.weight_dtype, device) if weights_dir
+                 else random_decoder(spec, serve.weight_dtype, device, seed))
+        if num_blocks is None:
+            num_blocks = blocks_for_plan(spec, build_plan(spec, serve))
+        pool = KVPool(spec, num_blocks, serve.block_size_tokens, serve.kv_dtype, device)
+        config.setdefault("max_num_seqs", serve.max_num_seqs)
+        config.setdefault("max_num_batched_tokens", serve.max_num_batched_tokens)
+        return cls(model, pool, EngineConfig(**config))
+
+    # -- memory the runtime owns ---------------------------------------------------------
+    @property
+    def weight_bytes(self) -> int:
+        return self.model.weight_bytes
+
+    @property
+    def kv_pool_bytes(self) -> int:
+        return self.pool.tensor_bytes
+
+    def now(self) -> float:
+        """Seconds since the engine started (or since run() began)."""
+        return time.perf_counter() - self._start_s
+
+    # -- requests ------------------------------------------------------------------------
+    def add_request(self, prompt_token_ids: list[int], max_output_tokens: int,
+                    temperature: float = 0.0, seed: int = 0, n: int = 1) -> RequestRecord:
+        """Queue a request. One longer than the pool can ever hold is rejected here, with a
+        reason in its record, rather than failing for memory later."""
+        prompt = [int(t) for t in prompt_token_ids]
+        check_request(prompt, max_output_tokens, self.model.spec.vocab_size, temperature, n)
+        request_id = len(self._seqs)
+        record = RequestRecord(request_id, len(prompt), max_output_tokens,
+                               accepted_s=self.now())
+        self.records.append(record)
+        seq = Sequence(self._new_seq_id(), prompt, len(prompt), max_output_tokens,
+                       temperature, seed, record, parallel=n)
+        self._seqs[request_id] = [seq]
+        reason = self._too_long(seq)
+        if reason:
+            record.status, record.reason, record.released_s = REJECTED, reason, self.now()
+        else:
+            self.scheduler.waiting.append(seq)
+        return record
+
+    def _too_long(self, seq: Sequence) -> str:
+        needed = blocks_for(seq.max_tokens, self.pool.block_size_tokens) * seq.parallel
+        if needed <= self.pool.num_blocks:
+            return ""
+        return (f"needs {needed:,} KV blocks ({seq.parallel} x {seq.max_tokens:,} tokens in "
+                f"{self.pool.block_size_tokens}-token blocks); the pool holds "
+                f"{self.pool.num_blocks:,}")
+
+    def _new_seq_id(self) -> int:
+        self._next_seq_id += 1
+        return self._next_seq_id - 1
+
+    def cancel(self, request_id: int) -> None:
+        """Stop a request now; its blocks are back in the free list when this returns."""
+        for seq in self._seqs[request_id]:
+            if seq.record.status in (FINISHED, REJECTED, CANCELLED):
+                continue
+            self.scheduler.release(seq)
+            seq.record.status, seq.record.released_s = CANCELLED, self.now()
+
+    def has_unfinished(self) -> bool:
+        return bool(self.scheduler.waiting or self.scheduler.running)
+
+    # -- stepping ------------------------------------------------------------------------
+    def step(self) -> StepStats:
+        """One iteration: schedule, copy-on-write, forward, sample, retire finished ones."""
+        plan = self.scheduler.schedule()
+        now = self.now()
+        self.max_resident_requests = max(self.max_resident_requests,
+                                         len(self.scheduler.running))
+        for seq in plan.admitted:
+            seq.record.admitted_s = seq.record.admitted_s or now
+        if plan.chunks:
+            self._forward(plan, now)
+        self.num_steps += 1
+        stats = StepStats(self.num_steps, self.now(), plan.num_batched_tokens,
+                          len(self.scheduler.running), len(self.scheduler.waiting),
+                          self.blocks.num_free_blocks, len(plan.admitted), len(plan.preempted))
+        for hook in self.step_hooks:
+            hook(stats)
+        return stats
+
+    def _forward(self, plan: StepPlan, now: float) -> None:
+        self.pool.copy_blocks(plan.copies)
+        for seq, _ in plan.chunks:
+            if seq.record.prefill_start_s is None:
+                seq.record.prefill_start_s = now
+        logits, ready = forward_step(self.model, self.pool, self.blocks, plan.chunks)
+        for seq, num_tokens in plan.chunks:
+            seq.num_computed_tokens += num_tokens
+            self.blocks.mark_computed(seq.seq_id, seq.token_ids, seq.num_computed_tokens)
+        rows, seqs = self._fork(logits, ready)
+        tokens = sample(rows, [s.temperature for s in seqs], [self._generator(s) for s in seqs])
+        ready_s = self.now()
+        for seq, token in zip(seqs, tokens, strict=True):
+            self._append(seq, token, ready_s)
+
+    def _fork(self, logits: torch.Tensor, ready: list[Sequence]):
+        """Parallel sampling: a sequence with n > 1 forks n - 1 children sharing its blocks
+        once its prompt is computed; each child draws its own token from the same logits."""
+        rows, seqs = [], []
+        for i, seq in enumerate(ready):
+            family = [seq]
+            for k in range(1, seq.parallel):
+                child = Sequence(self._new_seq_id(), list(seq.token_ids), seq.num_prompt_tokens,
+                                 seq.max_output_tokens, seq.temperature, seq.seed + k,
+                                 self._child_record(seq.record), seq.num_computed_tokens,
+                                 seq.status)
+                self.blocks.fork(seq.seq_id, child.seq_id)
+                self.scheduler.running.append(child)
+                self._seqs[seq.record.request_id].append(child)
+                family.append(child)
+            seq.parallel = 1
+            rows += [i] * len(family)
+            seqs += family
+        return logits[rows] if rows else logits, seqs
+
+    def _child_record(self, parent: RequestRecord) -> RequestRecord:
+        record = RequestRecord(parent.request_id, parent.num_prompt_tokens,
+                               parent.max_output_tokens, parent.status,
+                               arrival_s=parent.arrival_s, accepted_s=parent.accepted_s,
+                               admitted_s=parent.admitted_s,
+                               prefill_start_s=parent.prefill_start_s)
+        self.records.append(record)
+        return record
+
+    def _generator(self, seq: Sequence) -> torch.Generator | None:
+        if seq.temperature == 0:
+            return None
+        if seq.seq_id not in self._generators:
+            gen = torch.Generator(device=self.model.device).manual_seed(seq.seed)
+            self._generators[seq.seq_id] = gen
+        return self._generators[seq.seq_id]
+
+    def _append(self, seq: Sequence, token: int, ready_s: float) -> None:
+        seq.token_ids.append(token)
+        record = seq.record
+        record.output_token_ids.append(token)
+        record.token_ready_s.append(ready_s)
+        if record.prefill_end_s is None:
+            record.prefill_end_s = ready_s
+        if seq.done:
+            self.scheduler.release(seq)
+            self._generators.pop(seq.seq_id, None)
+            record.status, record.released_s = FINISHED, self.now()
+
+    # -- workloads -----------------------------------------------------------------------
+    def run(self, workload: list[Arrival], realtime: bool = False) -> list[RequestRecord]:
+        """Open-loop: each arrival is added at its arrival_s (realtime) or all at once (as fast
+        as possible); steps until every request is finished, rejected or cancelled."""
+        pending = sorted(workload, key=lambda a: a.arrival_s)
+        self._start_s = time.perf_counter()
+        added = []
+        while pending or self.has_unfinished():
+            while pending and (not realtime or pending[0].arrival_s <= self.now()):
+                added.append(self._add_arrival(pending.pop(0)))
+            if self.has_unfinished():
+                self.step()
+            elif pending:
+                time.sleep(max(0.0, pending[0].arrival_s - self.now()))
+        return [r for r in self.records if r.request_id in {a.request_id for a in added}]
+
+    def _add_arrival(self, arrival: Arrival) -> RequestRecord:
+        """A prompt given as a count gets ids drawn from (seed, arrival_s, count), so the same
+        workload gives the same prompts however it is split across runs."""
+        prompt = arrival.prompt_tokens
+        if isinstance(prompt, int):
+            rng = random.Random(f"{arrival.seed}:{arrival.arrival_s!r}:{prompt}")
+            prompt = [rng.randrange(self.model.spec.vocab_size) for _ in range(prompt)]
+        record = self.add_request(list(prompt), arrival.output_tokens, arrival.temperature,
+                                  arrival.seed)
+        record.arrival_s = arrival.arrival_s
+        return record

@@ -1,0 +1,81 @@
+"""The KV pool: one tensor allocated once, blocks of block_size_tokens slots per layer for K and V.
+
+Its size comes from the ledger (kv_bytes_per_token x block_size_tokens per block); this module
+only multiplies by a block count, so a formula change in the ledger moves the pool with it.
+"""
+
+import torch
+from servecap.ledger import dtypes
+from servecap.ledger.errors import SpecError
+from servecap.ledger.kv import kv_bytes_per_token
+from servecap.ledger.model import ModelSpec
+from servecap.ledger.plan import Plan
+
+from .model import torch_dtype
+
+NULL_BLOCKS = 1  # one extra block that padded block-table entries point at; never written
+
+
+def block_bytes(spec: ModelSpec, block_size_tokens: int, kv_dtype: str) -> int:
+    """Bytes of one block in every layer, K and V: the ledger's bytes/token x tokens/block."""
+    bits = dtypes.lookup(kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
+    return kv_bytes_per_token(spec, bits) * block_size_tokens
+
+
+def blocks_for_budget(spec: ModelSpec, kv_budget_bytes: int, block_size_tokens: int,
+                      kv_dtype: str) -> int:
+    """Whole blocks that fit in a KV budget (the null block is counted on top)."""
+    return kv_budget_bytes // block_bytes(spec, block_size_tokens, kv_dtype)
+
+
+def blocks_for_plan(spec: ModelSpec, plan: Plan) -> int:
+    """Blocks in what the plan leaves for KV: device - (weights, metadata, runtime peak,
+    safety). At the plan's context this holds exactly plan.memory_ceiling_requests requests."""
+    serve = plan.serve
+    return blocks_for_budget(spec, plan.device_bytes - plan.fixed_bytes,
+                             serve.block_size_tokens, serve.kv_dtype)
+
+
+class KVPool:
+    """tensor: (num_layers, 2 [K, V], num_blocks + 1, block_size_tokens, H_kv, d_h)."""
+
+    def __init__(self, spec: ModelSpec, num_blocks: int, block_size_tokens: int,
+                 kv_dtype: str = "bf16", device: str | torch.device = "cpu") -> None:
+        if num_blocks < 1:
+            raise SpecError("num_blocks", num_blocks, "the KV pool needs at least one block "
+                            f"of {block_bytes(spec, block_size_tokens, kv_dtype):,} bytes")
+        att = spec.attention
+        self.num_blocks, self.block_size_tokens, self.kv_dtype = num_blocks, block_size_tokens, \
+            kv_dtype
+        self.block_bytes = block_bytes(spec, block_size_tokens, kv_dtype)
+        self.null_block = num_blocks
+        shape = (spec.num_layers, 2, num_blocks + NULL_BLOCKS, block_size_tokens,
+                 att.num_kv_heads, att.head_dim)
+        self.tensor = torch.zeros(shape, dtype=torch_dtype(kv_dtype, "kv_dtype"), device=device)
+        if self.tensor_bytes != self.block_bytes * (num_blocks + NULL_BLOCKS):
+            raise AssertionError("KV pool tensor disagrees with the ledger's bytes per block")
+
+    @property
+    def tensor_bytes(self) -> int:
+        return self.tensor.numel() * self.tensor.element_size()
+
+    @property
+    def usable_bytes(self) -> int:
+        """Bytes of the blocks requests can hold: num_blocks x block_bytes."""
+        return self.num_blocks * self.block_bytes
+
+    @property
+    def null_block_bytes(self) -> int:
+        return NULL_BLOCKS * self.block_bytes
+
+    def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(K, V) of one layer, each (num_blocks + 1, block_size_tokens, H_kv, d_h)."""
+        return self.tensor[layer, 0], self.tensor[layer, 1]
+
+    def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
+        """Copy-on-write: block src's K and V in every layer into block dst."""
+        if copies:
+            device = self.tensor.device
+            src = torch.tensor([s for s, _ in copies], device=device)
+            dst = torch.tensor([d for _, d in copies], device=device)
+            self.tensor[:, :, dst] = self.tensor[:, :, src]

@@ -1,0 +1,190 @@
+"""A Llama-family decoder built from a ModelSpec: RMSNorm, RoPE, GQA, gated MLP, Qwen extras.
+
+Module names follow Hugging Face checkpoints (model.layers.0.self_attn.q_proj.weight, ...) so a
+local safetensors directory loads with a strict state dict. Attention itself is delegated to a
+KV backend (attention.py): the paged pool in the engine, a contiguous cache as the reference.
+"""
+
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+from servecap.ledger.errors import SpecError
+from servecap.ledger.model import SLIDING, ModelSpec
+from torch import nn
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+INIT_STD = 0.02  # seeded random weights: the usual transformer init scale
+
+
+@dataclass(frozen=True)
+class DecoderOptions:
+    """Numerics the ledger does not need but the forward pass does (config.json values)."""
+
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-6
+
+
+DEFAULT_OPTIONS = DecoderOptions()
+
+
+class KVBackend(Protocol):
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               window_tokens: int | None) -> torch.Tensor: ...
+
+
+def check_buildable(spec: ModelSpec) -> None:
+    """Fail closed on what this runtime cannot build rather than approximating it."""
+    if not spec.has_architecture:
+        raise SpecError("model", spec.name, "the runtime needs the full architecture "
+                        "(hidden_size, intermediate_size, vocab_size, model_type)")
+    if spec.attention.kind == "mla":
+        raise SpecError("attention", "mla", "the runtime builds GQA/MHA/MQA attention only")
+    if spec.moe is not None:
+        raise SpecError("moe", spec.moe.num_experts, "the runtime builds dense MLPs only")
+    if spec.quant is not None:
+        raise SpecError("quantization", spec.quant.method, "the runtime runs unquantized "
+                        "weights only (fp32, bf16, fp16)")
+    if spec.model_type not in SUPPORTED_MODEL_TYPES or spec.attention.sinks:
+        raise SpecError("model_type", spec.model_type,
+                        "the runtime builds: " + ", ".join(SUPPORTED_MODEL_TYPES))
+
+
+def with_num_layers(spec: ModelSpec, num_layers: int) -> ModelSpec:
+    """A scaled-down copy with the first `num_layers` layers; plan it with the ledger as usual
+    so weights and KV scale the same way. A stated parameter count no longer applies."""
+    if not 1 <= num_layers <= spec.num_layers:
+        raise SpecError("num_layers", num_layers, f"between 1 and {spec.num_layers}")
+    kinds = spec.attention.layer_kinds[:num_layers]
+    return replace(spec, num_layers=num_layers, num_parameters=None,
+                   attention=replace(spec.attention, layer_kinds=kinds),
+                   name=f"{spec.name} ({num_layers} layers)")
+
+
+def torch_dtype(name: str, field: str = "weight_dtype") -> torch.dtype:
+    if name not in TORCH_DTYPES:
+        raise SpecError(field, name, "the runtime supports: " + ", ".join(TORCH_DTYPES))
+    return TORCH_DTYPES[name]
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * w, computed in fp32 as Llama does."""
+
+    def __init__(self, size: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary embedding, rotate-half layout. x: (T, heads, D); positions: (T,)."""
+    half = x.shape[-1] // 2
+    inv_freq = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, D/2)
+    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    x1, x2 = x[..., :half].float(), x[..., half:].float()
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions) -> None:
+        super().__init__()
+        att, h = spec.attention, spec.hidden_size
+        self.layer, self.theta = layer, opts.rope_theta
+        self.num_heads, self.num_kv_heads, self.head_dim = att.num_heads, att.num_kv_heads, \
+            att.head_dim
+        self.window = att.sliding_window_tokens if spec.layer_kind(layer) == SLIDING else None
+        self.q_proj = nn.Linear(h, att.num_heads * att.head_dim, bias=att.qkv_bias)
+        self.k_proj = nn.Linear(h, att.num_kv_heads * att.head_dim, bias=att.qkv_bias)
+        self.v_proj = nn.Linear(h, att.num_kv_heads * att.head_dim, bias=att.qkv_bias)
+        self.o_proj = nn.Linear(att.num_heads * att.head_dim, h, bias=False)
+        if att.qk_norm:
+            self.q_norm = RMSNorm(att.head_dim, opts.rms_norm_eps)
+            self.k_norm = RMSNorm(att.head_dim, opts.rms_norm_eps)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, kv: KVBackend) -> torch.Tensor:
+        tokens = x.shape[0]
+        q = self.q_proj(x).view(tokens, self.num_heads, self.head_dim)  # (T, H, D)
+        k = self.k_proj(x).view(tokens, self.num_kv_heads, self.head_dim)  # (T, Hkv, D)
+        v = self.v_proj(x).view(tokens, self.num_kv_heads, self.head_dim)
+        if hasattr(self, "q_norm"):
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, positions, self.theta), apply_rope(k, positions, self.theta)
+        out = kv.attend(self.layer, q, k, v, self.window)  # (T, H, D)
+        return self.o_proj(out.reshape(tokens, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, inter: int) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, inter, bias=False)
+        self.up_proj = nn.Linear(hidden, inter, bias=False)
+        self.down_proj = nn.Linear(inter, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
+        self.self_attn = SelfAttention(spec, layer, opts)
+        self.post_attention_layernorm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
+        self.mlp = MLP(spec.hidden_size, spec.intermediate_size)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, kv: KVBackend) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), positions, kv)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Body(nn.Module):
+    def __init__(self, spec: ModelSpec, opts: DecoderOptions) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(spec.vocab_size, spec.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(spec, i, opts) for i in range(spec.num_layers))
+        self.norm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
+
+
+class Decoder(nn.Module):
+    """forward(input_ids (T,), positions (T,), kv) -> hidden (T, H); logits() -> (R, V) fp32."""
+
+    def __init__(self, spec: ModelSpec, opts: DecoderOptions = DEFAULT_OPTIONS) -> None:
+        super().__init__()
+        check_buildable(spec)
+        self.spec, self.options = spec, opts
+        self.model = Body(spec, opts)
+        if not spec.tie_word_embeddings:
+            self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                kv: KVBackend) -> torch.Tensor:
+        x = self.model.embed_tokens(input_ids)
+        for layer in self.model.layers:
+            x = layer(x, positions, kv)
+        return self.model.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        head = self.model.embed_tokens.weight if self.spec.tie_word_embeddings \
+            else self.lm_head.weight
+        return (hidden @ head.T).float()
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of every parameter tensor (tied embeddings counted once)."""
+        return sum(p.numel() * p.element_size() for p in self.parameters())
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.embed_tokens.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.embed_tokens.weight.device

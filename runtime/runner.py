@@ -1,0 +1,67 @@
+"""One forward pass over a scheduled step: flatten chunks into a paged batch, run, sample."""
+
+import torch
+
+from .attention import PagedBatch, PagedKV, PrefillSpan
+from .block_manager import BlockManager
+from .kv_pool import KVPool
+from .model import Decoder
+from .sequence import Sequence
+
+
+def build_batch(chunks: list[tuple[Sequence, int]], blocks: BlockManager, pool: KVPool,
+                device: torch.device) -> tuple[torch.Tensor, torch.Tensor, PagedBatch]:
+    """Token ids (T,), positions (T,) and the paged layout; one-token chunks must come first."""
+    bsz = pool.block_size_tokens
+    ids: list[int] = []
+    positions: list[int] = []
+    slots: list[int] = []
+    decode_tables, decode_lens, prefills = [], [], []
+    for seq, num_tokens in chunks:
+        start, table = seq.num_computed_tokens, blocks.block_table(seq.seq_id)
+        end = start + num_tokens
+        if num_tokens == 1:
+            decode_tables.append(table[:-(-end // bsz)])
+            decode_lens.append(end)
+        else:
+            prefills.append(PrefillSpan(len(ids), num_tokens, end,
+                                        torch.tensor(table[:-(-end // bsz)], device=device)))
+        ids += seq.token_ids[start:end]
+        positions += range(start, end)
+        slots += [table[p // bsz] * bsz + p % bsz for p in range(start, end)]
+    width = max((len(t) for t in decode_tables), default=0)
+    padded = [t + [pool.null_block] * (width - len(t)) for t in decode_tables]
+    tables = torch.tensor(padded, device=device, dtype=torch.long).view(len(padded), width)
+    batch = PagedBatch(torch.tensor(slots, device=device), len(decode_tables), tables,
+                       torch.tensor(decode_lens, device=device, dtype=torch.long), prefills)
+    return (torch.tensor(ids, device=device), torch.tensor(positions, device=device), batch)
+
+
+@torch.inference_mode()
+def forward_step(model: Decoder, pool: KVPool, blocks: BlockManager,
+                 chunks: list[tuple[Sequence, int]]) -> tuple[torch.Tensor, list[Sequence]]:
+    """Run the chunks; returns fp32 logits (R, V) for each sequence whose chunk reaches its last
+    known token (it gets a new token), and those sequences in row order."""
+    ids, positions, batch = build_batch(chunks, blocks, pool, model.device)
+    hidden = model(ids, positions, PagedKV(pool, batch))  # (T, H)
+    rows, ready, row = [], [], 0
+    for seq, num_tokens in chunks:
+        row += num_tokens
+        if seq.num_computed_tokens + num_tokens == len(seq.token_ids):
+            rows.append(row - 1)
+            ready.append(seq)
+    if not rows:
+        return hidden.new_zeros(0, model.spec.vocab_size, dtype=torch.float32), ready
+    return model.logits(hidden[torch.tensor(rows, device=hidden.device)]), ready
+
+
+def sample(logits: torch.Tensor, temperatures: list[float],
+           generators: list[torch.Generator | None]) -> list[int]:
+    """Greedy argmax where temperature is 0; else a draw from softmax(logits / T) with the
+    sequence's own seeded generator, so a run is reproducible."""
+    tokens = logits.argmax(-1).tolist()
+    for i, (temp, gen) in enumerate(zip(temperatures, generators, strict=True)):
+        if temp > 0:
+            probs = torch.softmax(logits[i] / temp, dim=-1)
+            tokens[i] = int(torch.multinomial(probs, 1, generator=gen))
+    return tokens

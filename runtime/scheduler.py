@@ -1,0 +1,140 @@
+"""Iteration-level scheduling: decodes first, then prefill chunks, then admissions, in a budget.
+
+Every step spends at most max_num_batched_tokens: one token per decoding sequence, then chunks
+of unfinished prompts, then the first chunk of newly admitted requests (first come, first
+served). A sequence that cannot grow is preempted by recompute: the most recently admitted one
+gives its blocks back and returns to the head of the queue.
+"""
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from servecap.ledger.paging import blocks_for
+
+from .block_manager import BlockManager
+from .sequence import RUNNING, WAITING, Sequence
+
+
+@dataclass
+class StepPlan:
+    """chunks: (sequence, tokens to compute from its num_computed_tokens), decodes first."""
+
+    chunks: list[tuple[Sequence, int]] = field(default_factory=list)
+    copies_by_seq: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    admitted: list[Sequence] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+
+    @property
+    def num_batched_tokens(self) -> int:
+        return sum(n for _, n in self.chunks)
+
+    @property
+    def copies(self) -> list[tuple[int, int]]:
+        """(source, destination) block copies to make before the forward pass."""
+        return [pair for pairs in self.copies_by_seq.values() for pair in pairs]
+
+    def drop(self, seq: Sequence) -> None:
+        """Unschedule a sequence preempted after it was scheduled this step."""
+        self.chunks = [c for c in self.chunks if c[0] is not seq]
+        self.copies_by_seq.pop(seq.seq_id, None)
+
+
+class Scheduler:
+    """reserve_full_context: admit a request only when blocks for its whole declared length
+    (prompt + output tokens) are free beyond what running requests may still need, so nothing
+    is ever preempted and residency never exceeds the memory ceiling. Off, admission needs only
+    the prompt's blocks (vLLM's optimistic policy) and decode growth may preempt."""
+
+    def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
+                 reserve_full_context: bool = True) -> None:
+        self.blocks = blocks
+        self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
+        self.reserve_full_context = reserve_full_context
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+
+    def schedule(self) -> StepPlan:
+        plan = StepPlan()
+        decoding = [s for s in self.running if s.num_uncomputed == 1]
+        prefilling = [s for s in self.running if s.num_uncomputed > 1]
+        for seq in decoding + prefilling:
+            budget = self.max_num_batched_tokens - plan.num_batched_tokens
+            if budget == 0:
+                break
+            if seq.status == RUNNING:
+                self._grow(seq, min(seq.num_uncomputed, budget), plan)
+        if not plan.preempted:
+            self._admit(self.max_num_batched_tokens - plan.num_batched_tokens, plan)
+        plan.chunks.sort(key=lambda chunk: chunk[1] > 1)  # one-token rows first
+        return plan
+
+    def _grow(self, seq: Sequence, num_tokens: int, plan: StepPlan) -> None:
+        """Make room for num_tokens more; preempt the newest sequences (possibly this one)."""
+        start = seq.num_computed_tokens
+        while self.blocks.write_cost(seq.seq_id, start, start + num_tokens) > \
+                self.blocks.num_free_blocks:
+            victim = self.running[-1]
+            self.preempt(victim)
+            plan.drop(victim)
+            plan.preempted.append(victim)
+            if victim is seq:
+                return
+        copies = self.blocks.prepare_write(seq.seq_id, start, start + num_tokens)
+        plan.copies_by_seq[seq.seq_id] = copies
+        plan.chunks.append((seq, num_tokens))
+
+    def _admit(self, budget: int, plan: StepPlan) -> None:
+        while self.waiting and budget > 0:
+            seq = self.waiting[0]
+            if len(self.running) + seq.parallel > self.max_num_seqs:
+                return
+            if not self.blocks.can_allocate(seq.token_ids, self._reserve(seq)):
+                return
+            self.waiting.popleft()
+            seq.num_computed_tokens = self.blocks.allocate(seq.seq_id, seq.token_ids)
+            seq.record.num_cached_tokens = seq.num_computed_tokens
+            seq.status = RUNNING
+            self.running.append(seq)
+            plan.admitted.append(seq)
+            num_tokens = min(seq.num_uncomputed, budget)
+            plan.chunks.append((seq, num_tokens))
+            budget -= num_tokens
+
+    def _reserve(self, seq: Sequence) -> int:
+        """Blocks to keep back when admitting seq: its own growth to full length (every forked
+        sample's private blocks too) plus what the running sequences may still take."""
+        if not self.reserve_full_context:
+            return 0
+        bsz = self.blocks.block_size_tokens
+        final = blocks_for(seq.max_tokens, bsz)
+        if seq.parallel > 1:
+            own = seq.parallel * (final - len(seq.token_ids) // bsz)
+        else:
+            own = final - blocks_for(len(seq.token_ids), bsz)
+        return own + sum(self._future_blocks(s) for s in self.running)
+
+    def _future_blocks(self, seq: Sequence) -> int:
+        """Blocks a running sequence may still take: growth, plus a copy of each shared block
+        it will write into."""
+        table = self.blocks.block_table(seq.seq_id)
+        grow = max(0, blocks_for(seq.max_tokens, self.blocks.block_size_tokens) - len(table))
+        first_written = seq.num_computed_tokens // self.blocks.block_size_tokens
+        shared = sum(1 for b in table[first_written:] if self.blocks.blocks[b].ref_count > 1)
+        return grow + shared
+
+    def preempt(self, seq: Sequence) -> None:
+        """Recompute later: drop its K/V now, keep its tokens, requeue it at the front."""
+        self.blocks.free(seq.seq_id)
+        self.running.remove(seq)
+        seq.num_computed_tokens = 0
+        seq.status = WAITING
+        seq.record.num_preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def release(self, seq: Sequence) -> None:
+        """A finished or cancelled sequence gives every block back at once."""
+        if seq in self.running:
+            self.blocks.free(seq.seq_id)
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)

@@ -1,0 +1,74 @@
+"""Decoder weights: seeded random values in the planned dtype, or a local safetensors directory."""
+
+import json
+from pathlib import Path
+
+import torch
+from servecap.ledger.errors import SpecError
+from servecap.ledger.model import ModelSpec
+
+from .model import DEFAULT_OPTIONS, INIT_STD, Decoder, DecoderOptions, RMSNorm, torch_dtype
+
+
+def _empty(spec: ModelSpec, dtype: str, device: str | torch.device,
+           opts: DecoderOptions) -> Decoder:
+    """Build on the meta device, then allocate each tensor once, directly in its dtype."""
+    with torch.device("meta"):
+        model = Decoder(spec, opts)
+    model = model.to(dtype=torch_dtype(dtype))
+    return model.to_empty(device=device).eval().requires_grad_(False)
+
+
+def random_decoder(spec: ModelSpec, dtype: str = "bf16", device: str | torch.device = "cpu",
+                   seed: int = 0, opts: DecoderOptions = DEFAULT_OPTIONS) -> Decoder:
+    """N(0, 0.02) matrices and biases, unit norms; the same seed gives the same weights."""
+    model = _empty(spec, dtype, device, opts)
+    generator = torch.Generator(device=model.device).manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, RMSNorm):
+                module.weight.fill_(1.0)
+        for name, param in model.named_parameters():
+            if not name.endswith("norm.weight"):
+                param.copy_(torch.randn(param.shape, generator=generator, device=model.device)
+                            * INIT_STD)
+    return model
+
+
+def decoder_options(directory: Path) -> DecoderOptions:
+    """rope_theta and rms_norm_eps from config.json; RoPE scaling is refused, not ignored."""
+    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    if config.get("rope_scaling"):
+        raise SpecError("rope_scaling", config["rope_scaling"], "the runtime implements plain "
+                        "RoPE only").at(str(directory / "config.json"))
+    defaults = DecoderOptions()
+    return DecoderOptions(float(config.get("rope_theta", defaults.rope_theta)),
+                          float(config.get("rms_norm_eps", defaults.rms_norm_eps)))
+
+
+def load_decoder(spec: ModelSpec, directory: str | Path, dtype: str = "bf16",
+                 device: str | torch.device = "cpu") -> Decoder:
+    """Real weights from `directory`/*.safetensors (no hub), cast to `dtype`; every tensor the
+    architecture needs must be present and no unknown tensor may be left over."""
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise SpecError("weights", str(directory), "no *.safetensors files in the directory")
+    model = _empty(spec, dtype, device, decoder_options(directory))
+    state: dict[str, torch.Tensor] = {}
+    for path in files:
+        state.update(load_file(str(path), device=str(model.device)))
+    if spec.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    _check_names(set(state), set(model.state_dict()), directory)
+    model.load_state_dict({k: v.to(model.dtype) for k, v in state.items()}, strict=True)
+    return model
+
+
+def _check_names(found: set[str], needed: set[str], directory: Path) -> None:
+    if found != needed:
+        missing, extra = sorted(needed - found), sorted(found - needed)
+        raise SpecError("weights", str(directory), f"tensors do not match the architecture: "
+                        f"missing {missing[:3]}, unexpected {extra[:3]}")
