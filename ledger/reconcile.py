@@ -91,22 +91,22 @@ def reconcile(plan: Plan, measured: Measured) -> Reconciliation:
         _exact("weight_metadata", "weight metadata", plan.line("weight_metadata"),
                measured.weight_metadata_bytes),
         _within("runtime_peak", "runtime peak", plan.line("runtime_peak"),
-                measured.runtime_peak_bytes, "at most the declared budget"),
-        _exact("kv_pool", "KV pool (tensor)", kv_pool_bytes(plan), measured.kv_pool_bytes),
+                measured.runtime_peak_bytes, "<= declared budget"),
+        _exact("kv_pool", "KV pool tensor", kv_pool_bytes(plan), measured.kv_pool_bytes),
         _kv_in_use(plan, measured),
         _safety(plan, measured),
-        LineCheck("non_torch", "non-torch (context, libraries)", 0, measured.non_torch_bytes,
-                  REPORTED, "reported; paid from the safety reserve"),
-        LineCheck("allocator_slack", "allocator slack (reserved - allocated)", 0,
+        LineCheck("non_torch", "non-torch", 0, measured.non_torch_bytes,
+                  REPORTED, "reported (from safety)"),
+        LineCheck("allocator_slack", "allocator slack", 0,
                   measured.allocator_slack_bytes, REPORTED,
-                  "reported; paid from the safety reserve"),
+                  "reported (from safety)"),
     )
     return Reconciliation(checks, plan.memory_ceiling_requests, measured.ceiling_requests)
 
 
 def _exact(key: str, label: str, predicted: int, measured: int) -> LineCheck:
     verdict = OK if measured == predicted else VIOLATED
-    return LineCheck(key, label, predicted, measured, verdict, "exact (0 bytes)")
+    return LineCheck(key, label, predicted, measured, verdict, "exact")
 
 
 def _within(key: str, label: str, predicted: int, measured: int, tolerance: str) -> LineCheck:
@@ -121,14 +121,13 @@ def _kv_in_use(plan: Plan, measured: Measured) -> LineCheck:
     predicted = plan.line("kv_cache")
     slack = plan.serve.concurrency * block_bytes(plan)
     ok = predicted - slack <= measured.kv_in_use_bytes <= predicted
-    return LineCheck("kv_cache", "KV cache in use (peak)", predicted, measured.kv_in_use_bytes,
-                     OK if ok else VIOLATED, "at most the ledger, at most one block per "
-                     "request below")
+    return LineCheck("kv_cache", "KV in use (peak)", predicted, measured.kv_in_use_bytes,
+                     OK if ok else VIOLATED, "<= ledger, >= ledger - 1 block/request")
 
 
 def _safety(plan: Plan, measured: Measured) -> LineCheck:
     """Headroom left at the steady-state peak: device - everything charged to it. The reserve
     did its job when the headroom never went negative (non-torch and slack come out of it)."""
     headroom = plan.device_bytes - measured.peak_used_bytes
-    return LineCheck("safety", "safety reserve (headroom left)", plan.line("safety"), headroom,
-                     OK if headroom >= 0 else VIOLATED, "headroom never below 0")
+    return LineCheck("safety", "safety (headroom left)", plan.line("safety"), headroom,
+                     OK if headroom >= 0 else VIOLATED, ">= 0")

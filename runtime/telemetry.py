@@ -122,6 +122,9 @@ class CpuProbe:
                             f"({num_bytes:,} B) do not fit on the emulated device")
         self.resident_bytes += num_bytes
 
+    def release_resident(self) -> None:
+        self.resident_bytes = 0
+
     def counting(self) -> LiveTensorCounter:
         self.counter.cap_bytes = self.device_bytes - self.resident_bytes
         return self.counter
@@ -167,6 +170,9 @@ class CudaProbe:
 
     def add_resident(self, num_bytes: int, what: str) -> None:
         """Resident tensors are counted by the allocator itself on CUDA."""
+
+    def release_resident(self) -> None:
+        """The allocator sees the release itself."""
 
     def counting(self):
         from contextlib import nullcontext

@@ -1,0 +1,91 @@
+"""`servecap verify`: run the plan on a device (or an emulated one) and reconcile every line."""
+
+import json
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from servecap.ledger.devices import resolve_device
+from servecap.model_configs import load_model
+
+from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
+from .inputs import PlanFlags, serve_spec
+from .verify_json import verify_to_dict
+from .verify_view import render_verify, violation_summary
+
+Opt = typer.Option
+
+
+@dataclass(frozen=True)
+class VerifyFlags:
+    device: str = "cpu"
+    device_memory: str | None = None
+    num_layers: int | None = None
+    output_tokens: int = 16
+    seed: int = 0
+    weights: str | None = None
+
+
+def verify(
+    model: Annotated[str, typer.Argument(help="Bundled model name, a model YAML, a config.json "
+                                         "or a local model directory.")],
+    device: Annotated[str, Opt(help="cpu, cuda or cuda:N.")] = "cpu",
+    device_memory: Annotated[str | None, Opt(help="Emulate a device of this size (40GiB): "
+                                             "CUDA by the per-process memory fraction, CPU as "
+                                             "a cap the runtime enforces. Default: the model "
+                                             "file's device, else the whole GPU.")] = None,
+    context: Annotated[int | None, Opt("--context", "--max-model-len",
+                                       help="Tokens per request.")] = None,
+    concurrency: Annotated[int | None, Opt(help="Requests in the declared load.")] = None,
+    runtime_peak: Annotated[str | None, Opt(help="Declared runtime peak budget, e.g. 3GiB.")]
+    = None,
+    safety: Annotated[str | None, Opt(help="Safety reserve: a size or a share (10%).")] = None,
+    weight_dtype: Annotated[str | None, Opt(help="fp32, bf16, fp16.")] = None,
+    kv_dtype: Annotated[str | None, Opt(help="KV cache dtype: fp32, bf16, fp16.")] = None,
+    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
+    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")] = 8192,
+    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = 256,
+    num_layers: Annotated[int | None, Opt(help="Run a copy with only the first N layers; the "
+                                          "ledger is scaled the same way.")] = None,
+    output_tokens: Annotated[int, Opt(help="Output tokens of each request in the declared "
+                                      "load (prompt = context - output).")] = 16,
+    seed: Annotated[int, Opt(help="Seed for weights and prompts.")] = 0,
+    weights: Annotated[str | None, Opt(help="Local safetensors directory (default: seeded "
+                                       "random weights).")] = None,
+    as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
+    = False,
+) -> None:
+    """Measure the plan on the device, line by line; exit 1 when a ledger line is violated."""
+    flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
+                      weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
+                      max_num_seqs)
+    result = verify_from_flags(model, flags, VerifyFlags(device, device_memory, num_layers,
+                                                         output_tokens, seed, weights))
+    if as_json:
+        print(json.dumps(verify_to_dict(result), indent=2))
+    else:
+        render_verify(result, Console())
+    if result.reconciliation.violations:
+        raise fail("violated: " + violation_summary(result.reconciliation), EXIT_DOES_NOT_FIT)
+
+
+def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
+    """Load, scale, plan against the (emulated) device, run and reconcile: the one call."""
+    from servecap.runtime.model import with_num_layers
+    from servecap.runtime.verify import VerifyOptions, verify
+
+    loaded = load_model(model)
+    spec = loaded.spec if vflags.num_layers is None else with_num_layers(loaded.spec,
+                                                                         vflags.num_layers)
+    size_text = vflags.device_memory or loaded.serving.device
+    device_bytes = resolve_device(size_text, "--device-memory")[0] if size_text else None
+    serve = serve_spec(PlanFlags(**{**flags.__dict__, "device": size_text or "1"}), loaded)
+    options = VerifyOptions(device=vflags.device, device_bytes=device_bytes, seed=vflags.seed,
+                            output_tokens=vflags.output_tokens, weights_dir=vflags.weights,
+                            config_path=str(loaded.path))
+    return verify(spec, serve, options)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handle_errors(verify))

@@ -1,0 +1,28 @@
+"""A verification as one JSON object: the reconciliation's stable keys first, integer bytes."""
+
+
+def verify_to_dict(result) -> dict:
+    """Stable contract: lines (line, predicted_bytes, measured_bytes, residual_bytes, verdict),
+    predicted_ceiling_requests, measured_ceiling_requests, phases, record; more may follow."""
+    rec, plan = result.reconciliation, result.plan
+    return {
+        "lines": [_line(check) for check in rec.lines],
+        "predicted_ceiling_requests": rec.predicted_ceiling_requests,
+        "measured_ceiling_requests": rec.measured_ceiling_requests,
+        "phases": [snap.as_dict() for snap in result.phases],
+        "record": result.record,
+        "ceiling_verdict": rec.ceiling_verdict,
+        "violations": list(rec.violations),
+        "ok": not rec.violations,
+        "model": plan.model,
+        "device_bytes": plan.device_bytes,
+        "latency": result.latency,
+        "notes": list(result.notes),
+    }
+
+
+def _line(check) -> dict:
+    return {"line": check.line, "predicted_bytes": check.predicted_bytes,
+            "measured_bytes": check.measured_bytes, "residual_bytes": check.residual_bytes,
+            "verdict": check.verdict, "label": check.label,
+            "residual_pct": check.residual_pct, "tolerance": check.tolerance}

@@ -1,0 +1,82 @@
+"""A verification as rich tables: each ledger line predicted vs measured, phases, latency."""
+
+from rich.console import Console
+from rich.table import Table
+from servecap.ledger.units import fmt_bytes
+
+STYLE = {"ok": "green", "violated": "bold red", "reported": "yellow"}
+
+
+def render_verify(result, console: Console) -> None:
+    rec, plan = result.reconciliation, result.plan
+    table = Table(title=f"{plan.model}: plan vs device ({fmt_bytes(plan.device_bytes)}, "
+                  f"{result.record.get('device_name', '')})", title_justify="left")
+    for name in ("ledger line", "predicted", "measured", "residual", "residual %", "verdict",
+                 "tolerance"):
+        table.add_column(name, justify="left" if name in ("ledger line", "tolerance")
+                         else "right")
+    for check in rec.lines:
+        pct = "-" if check.residual_pct is None else f"{check.residual_pct:+.2f}%"
+        style = STYLE.get(check.verdict, "")
+        table.add_row(check.label, fmt_bytes(check.predicted_bytes),
+                      fmt_bytes(check.measured_bytes), fmt_bytes(check.residual_bytes), pct,
+                      f"[{style}]{check.verdict}[/{style}]", check.tolerance)
+    table.add_section()
+    style = STYLE[rec.ceiling_verdict]
+    table.add_row("memory ceiling (requests)", str(rec.predicted_ceiling_requests),
+                  str(rec.measured_ceiling_requests),
+                  f"{rec.measured_ceiling_requests - rec.predicted_ceiling_requests:+d}", "-",
+                  f"[{style}]{rec.ceiling_verdict}[/{style}]", "equal")
+    console.print(table)
+    console.print(_phases(result.phases))
+    console.print(_latency(result.latency))
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    _verdict(rec, console)
+
+
+def _phases(phases) -> Table:
+    table = Table(title="memory by phase", title_justify="left")
+    for name in ("phase", "tensors", "tensor peak", "reserved", "non-torch", "process RSS"):
+        table.add_column(name, justify="left" if name == "phase" else "right")
+    for snap in phases:
+        table.add_row(snap.phase, fmt_bytes(snap.tensor_bytes),
+                      fmt_bytes(snap.peak_tensor_bytes), _maybe(snap.reserved_bytes),
+                      _maybe(snap.non_torch_bytes), fmt_bytes(snap.process_rss_bytes))
+    return table
+
+
+def _maybe(num_bytes: int | None) -> str:
+    return "-" if num_bytes is None else fmt_bytes(num_bytes)
+
+
+def _latency(latency: dict) -> Table:
+    table = Table(title=f"the declared load: {latency['num_finished']} of "
+                  f"{latency['num_requests']} requests finished; input "
+                  f"{latency['input_tokens_per_s']:,.1f} tokens/s, output "
+                  f"{latency['output_tokens_per_s']:,.1f} tokens/s", title_justify="left")
+    for name in ("ms", "p50", "p95", "p99", "mean"):
+        table.add_column(name, justify="left" if name == "ms" else "right")
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
+        row = latency[key]
+        table.add_row(key.removesuffix("_ms"), *(f"{row[k]:,.2f}" for k in
+                                                 ("p50", "p95", "p99", "mean")))
+    return table
+
+
+def violation_summary(rec) -> str:
+    """'runtime_peak (measured 2.20 MiB vs predicted 1 MiB, <= declared budget); ...'"""
+    parts = [f"{c.line} (measured {fmt_bytes(c.measured_bytes)} vs predicted "
+             f"{fmt_bytes(c.predicted_bytes)}, {c.tolerance})"
+             for c in rec.lines if c.verdict == "violated"]
+    if rec.ceiling_verdict == "violated":
+        parts.append(f"memory_ceiling (measured {rec.measured_ceiling_requests} vs predicted "
+                     f"{rec.predicted_ceiling_requests} requests)")
+    return "; ".join(parts)
+
+
+def _verdict(rec, console: Console) -> None:
+    if rec.violations:
+        console.print("[bold red]violated:[/bold red] " + violation_summary(rec))
+    else:
+        console.print("[green]every ledger line held on this device[/green]")

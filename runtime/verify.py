@@ -1,0 +1,197 @@
+"""Run the plan on a device phase by phase, measure every ledger line, and reconcile the two.
+
+    result = verify(spec, serve, VerifyOptions(device="cpu", device_bytes=16 * MiB))
+    result.reconciliation.violations  # () when the ledger held on this device
+
+Phases: baseline, weights, kv_pool (sized by the ledger), warmup (one profile request), peak
+(the declared load, then the ceiling probe: more requests of the declared context than the
+ledger says fit, as fast as possible), release.
+"""
+
+import gc
+import time
+from dataclasses import dataclass, field
+
+import torch
+from servecap.ledger.model import ModelSpec
+from servecap.ledger.plan import Plan, build_plan, with_device
+from servecap.ledger.reconcile import Measured, Reconciliation, reconcile
+from servecap.ledger.serve import ServeSpec
+
+from .engine import Engine, EngineConfig, StepStats
+from .kv_pool import KVPool, blocks_for_plan
+from .latency import latency_report
+from .model import check_buildable
+from .provenance import benchmark_record
+from .sequence import FINISHED, Arrival
+from .telemetry import Snapshot, probe_for
+from .weights import load_decoder, random_decoder
+
+CEILING_PROBE_EXTRA = 2  # requests beyond the ledger's ceiling: admission must stop before them
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """device: cpu | cuda | cuda:N; device_bytes: --device-memory (None: the whole GPU).
+    workload: arrivals of the declared load (default: concurrency requests of the context)."""
+
+    device: str = "cpu"
+    device_bytes: int | None = None
+    seed: int = 0
+    output_tokens: int = 16
+    workload: tuple[Arrival, ...] = ()
+    workload_name: str = ""
+    weights_dir: str | None = None
+    config_path: str | None = None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    plan: Plan
+    measured: Measured
+    reconciliation: Reconciliation
+    phases: tuple[Snapshot, ...]
+    latency: dict
+    record: dict
+    steps: tuple[StepStats, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions) -> VerifyResult:
+    """Plan against the (emulated) device size, then measure each phase on the device."""
+    check_buildable(spec)
+    probe = probe_for(options.device, options.device_bytes or None)
+    plan = build_plan(spec, with_device(serve, probe.device_bytes))
+    return _Run(spec, plan, probe, options).execute()
+
+
+class _Run:
+    """One verification: owns the model, the pool and the phase snapshots."""
+
+    def __init__(self, spec: ModelSpec, plan: Plan, probe, options: VerifyOptions) -> None:
+        self.spec, self.plan, self.probe, self.options = spec, plan, probe, options
+        self.torch_device = "cpu" if probe.kind == "cpu" else str(probe.device)
+        self.phases: list[Snapshot] = [probe.snapshot("baseline")]
+        self.notes: list[str] = []
+        self.steps: list[StepStats] = []
+        self.max_blocks_used = 0
+
+    def execute(self) -> VerifyResult:
+        model = self._load_weights()
+        pool = self._allocate_pool()
+        self._warm_up(model, pool)
+        self.probe.reset_peak()
+        records, wall_s = self._declared_load(model, pool)
+        kv_in_use = self.max_blocks_used * pool.block_bytes
+        ceiling = self._ceiling_probe(model, pool)
+        peak = self._snap("peak")
+        measured = self._measured(model, pool, kv_in_use, ceiling, peak, len(records))
+        del model, pool
+        self._release()
+        return VerifyResult(self.plan, measured, reconcile(self.plan, measured),
+                            tuple(self.phases), latency_report(records, wall_s),
+                            benchmark_record(self.spec, self.plan, self.options, self.probe),
+                            tuple(self.steps), tuple(self.notes))
+
+    def _snap(self, phase: str) -> Snapshot:
+        snap = self.probe.snapshot(phase)
+        self.phases.append(snap)
+        return snap
+
+    def _load_weights(self):
+        opts, serve = self.options, self.plan.serve
+        model = (load_decoder(self.spec, opts.weights_dir, serve.weight_dtype, self.torch_device)
+                 if opts.weights_dir else
+                 random_decoder(self.spec, serve.weight_dtype, self.torch_device, opts.seed))
+        self.probe.add_resident(model.weight_bytes, "weights")
+        self._snap("weights")
+        return model
+
+    def _allocate_pool(self) -> KVPool:
+        serve = self.plan.serve
+        pool = KVPool(self.spec, blocks_for_plan(self.spec, self.plan), serve.block_size_tokens,
+                      serve.kv_dtype, self.torch_device)
+        self.probe.add_resident(pool.tensor_bytes, "KV pool")
+        self._snap("kv_pool")
+        return pool
+
+    def _engine(self, model, pool, max_num_seqs: int | None = None) -> Engine:
+        serve = self.plan.serve
+        config = EngineConfig(max_num_seqs=max_num_seqs or serve.max_num_seqs,
+                              max_num_batched_tokens=serve.max_num_batched_tokens)
+        return Engine(model, pool, config)
+
+    def _warm_up(self, model, pool: KVPool) -> None:
+        """One profile request as wide as a step may be: kernels load, workspaces appear."""
+        serve = self.plan.serve
+        prompt = max(1, min(serve.context_tokens - 1, serve.max_num_batched_tokens))
+        self._run(self._engine(model, pool), [Arrival(0.0, prompt, 1, seed=self.options.seed)],
+                  "warm-up")
+        self._snap("warmup")
+
+    def _declared_load(self, model, pool: KVPool):
+        engine = self._engine(model, pool)
+        engine.step_hooks.append(self._on_step(pool))
+        start = time.perf_counter()
+        records = self._run(engine, list(self._arrivals()), "the declared load")
+        return records, time.perf_counter() - start
+
+    def _arrivals(self) -> tuple[Arrival, ...]:
+        if self.options.workload:
+            return self.options.workload
+        return self._full_context(self.plan.serve.concurrency)
+
+    def _full_context(self, count: int) -> tuple[Arrival, ...]:
+        """count requests that each grow to exactly the declared context; distinct seeds give
+        distinct prompts, so nothing is shared through the prefix cache."""
+        context = self.plan.serve.context_tokens
+        output = max(1, min(self.options.output_tokens, context - 1))
+        return tuple(Arrival(0.0, context - output, output, seed=self.options.seed + i + 1)
+                     for i in range(count))
+
+    def _on_step(self, pool: KVPool):
+        def hook(stats: StepStats) -> None:
+            self.steps.append(stats)
+            self.max_blocks_used = max(self.max_blocks_used,
+                                       pool.num_blocks - stats.num_free_blocks)
+        return hook
+
+    def _ceiling_probe(self, model, pool: KVPool) -> int:
+        """The most requests of the declared context resident at once, memory the only limit
+        (max_num_seqs is lifted); every request must still complete."""
+        count = self.plan.memory_ceiling_requests + CEILING_PROBE_EXTRA
+        engine = self._engine(model, pool, max_num_seqs=count)
+        records = self._run(engine, list(self._full_context(count)), "the ceiling probe")
+        unfinished = sum(1 for r in records if r.status != FINISHED)
+        if unfinished:
+            self.notes.append(f"ceiling probe: {unfinished} of {count} requests did not finish")
+        return engine.max_resident_requests
+
+    def _run(self, engine: Engine, arrivals: list[Arrival], what: str) -> list:
+        """Run under the probe; running out of (emulated) device memory is a finding."""
+        try:
+            with self.probe.counting():
+                return engine.run(arrivals)
+        except (MemoryError, torch.OutOfMemoryError) as exc:
+            self.notes.append(f"out of memory during {what}: {str(exc).splitlines()[0]}")
+            return list(engine.records)
+
+    def _measured(self, model, pool: KVPool, kv_in_use: int, ceiling: int, peak: Snapshot,
+                  num_requests: int) -> Measured:
+        slack = self.probe.slack_bytes()
+        non_torch = peak.non_torch_bytes or 0
+        transient = self.probe.transient_peak_bytes()
+        resident = model.weight_bytes + pool.tensor_bytes
+        return Measured(
+            weights_bytes=model.weight_bytes, weight_metadata_bytes=0,
+            runtime_peak_bytes=transient, kv_pool_bytes=pool.tensor_bytes,
+            kv_in_use_bytes=kv_in_use, non_torch_bytes=non_torch, allocator_slack_bytes=slack,
+            peak_used_bytes=resident + transient + slack + non_torch,
+            ceiling_requests=ceiling, num_requests=num_requests)
+
+    def _release(self) -> None:
+        gc.collect()
+        if self.probe.kind == "cuda":
+            torch.cuda.empty_cache()
+        self.probe.release_resident()
+        self._snap("release")
