@@ -2,7 +2,7 @@
 
 import typer
 
-from . import catalog_cmd, plan_cmd, verify_cmd
+from . import catalog_cmd, plan_cmd, verify_cmd, workbook_cmd
 
 app = typer.Typer(
     name="servecap",
@@ -15,6 +15,7 @@ app = typer.Typer(
 )
 plan_cmd.register(app)
 catalog_cmd.register(app)
+workbook_cmd.register(app)
 verify_cmd.register(app)
 
 

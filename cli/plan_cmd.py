@@ -1,11 +1,15 @@
 """`servecap plan`: the per-device memory ledger and the memory-only concurrency ceiling."""
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from servecap.ledger.errors import SpecError
+from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Overrides, build_plan
+from servecap.ledger.serve import ServeSpec
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model
 
@@ -18,8 +22,9 @@ Opt = typer.Option
 
 
 def plan(
-    model: Annotated[str, typer.Argument(help="Bundled model name (servecap models), a model "
-                                         "YAML, a config.json or a local model directory.")],
+    model: Annotated[str | None, typer.Argument(help="Bundled model name (servecap models), a "
+                                                "model YAML, a config.json or a local model "
+                                                "directory.")] = None,
     device: Annotated[str | None, Opt(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
                                       "bytes.")] = None,
     context: Annotated[int | None, Opt("--context", "--max-model-len",
@@ -48,6 +53,11 @@ def plan(
                                                "runtime-peak estimate).")] = 8192,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
     = False,
+    xlsx: Annotated[Path | None, Opt(help="Also write a capacity workbook with live formulas "
+                                     "(needs the excel extra).")] = None,
+    force: Annotated[bool, Opt(help="Replace an existing --xlsx file.")] = False,
+    from_workbook: Annotated[Path | None, Opt(help="Plan again from a workbook's Inputs sheet "
+                                              "(instead of MODEL and flags).")] = None,
 ) -> None:
     """Build the per-device memory ledger and the memory-only concurrency ceiling.
 
@@ -56,7 +66,12 @@ def plan(
     flags = PlanFlags(device, context, concurrency, lengths, runtime_peak, safety, weight_dtype,
                       kv_dtype, activation_dtype, block_size, shared_prefix, group_size,
                       max_num_batched_tokens)
-    result = plan_from_flags(model, flags)
+    if from_workbook is not None or xlsx is not None:
+        from .workbook_cmd import plan_workbook_io  # openpyxl only when a workbook is involved
+
+        result = plan_workbook_io(model, flags, from_workbook, xlsx, force)
+    else:
+        result = plan_from_flags(model, flags)
     if as_json:
         print(json.dumps(plan_to_dict(result), indent=2))
     else:
@@ -65,11 +80,18 @@ def plan(
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
 
-def plan_from_flags(model: str, flags: PlanFlags):
+def plan_from_flags(model: str | None, flags: PlanFlags):
     """Load, build the ServeSpec, apply file-derived weights, and plan: the one call."""
+    return build_plan(*plan_parts(model, flags))
+
+
+def plan_parts(model: str | None, flags: PlanFlags) -> tuple[ModelSpec, ServeSpec, Overrides]:
+    """What build_plan is called with: the model as flagged, the deployment, file weights."""
+    if model is None:
+        raise SpecError("MODEL", None, "required unless --from-workbook is given")
     loaded = load_model(model)
-    return build_plan(model_for_flags(flags, loaded), serve_spec(flags, loaded),
-                      _file_overrides(loaded, flags))
+    return (model_for_flags(flags, loaded), serve_spec(flags, loaded),
+            _file_overrides(loaded, flags))
 
 
 def _file_overrides(loaded: LoadedModel, flags: PlanFlags) -> Overrides:

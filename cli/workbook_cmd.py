@@ -1,0 +1,123 @@
+"""`servecap workbook`, plan --xlsx and --from-workbook: capacity workbooks, openpyxl lazily."""
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from servecap.ledger import dtypes
+from servecap.ledger.devices import resolve_device
+from servecap.ledger.errors import SpecError
+from servecap.ledger.plan import Plan
+
+from .errors import handle_errors
+from .inputs import PlanFlags
+from .plan_cmd import plan_parts
+
+Opt = typer.Option
+
+
+def workbook(
+    model: Annotated[str, typer.Argument(help="Bundled model name, model YAML, config.json or "
+                                         "model directory.")],
+    output: Annotated[Path, Opt("-o", "--output", help="The .xlsx file to write.")],
+    device: Annotated[list[str] | None, Opt(help="Device (catalog name or size); repeat to "
+                                            "compare. The first is the Ledger's.")] = None,
+    context: Annotated[list[int] | None, Opt(help="Tokens per request; repeat for the "
+                                             "envelope. The first is the Ledger's.")] = None,
+    kv_dtype: Annotated[list[str] | None, Opt(help="KV dtype; repeat for the envelope.")] = None,
+    concurrency: Annotated[int | None, Opt(help="Resident requests.")] = None,
+    runtime_peak: Annotated[str | None, Opt(help="Measured runtime peak, e.g. 3GiB.")] = None,
+    safety: Annotated[str | None, Opt(help="Safety reserve: 4GiB or 10%.")] = None,
+    weight_dtype: Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4.")] = None,
+    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
+    force: Annotated[bool, Opt(help="Replace an existing output file.")] = False,
+) -> None:
+    """Write a capacity workbook: the ledger as live formulas, the envelope over devices x
+    contexts x KV dtypes with a chart, and the review sheets."""
+    devices, contexts, kv_dtypes = device or [], context or [], kv_dtype or []
+    flags = PlanFlags(device=_head(devices), context=_head(contexts), concurrency=concurrency,
+                      runtime_peak=runtime_peak, safety=safety, weight_dtype=weight_dtype,
+                      kv_dtype=_head(kv_dtypes), block_size=block_size)
+    path = export_workbook(model, flags, (devices, contexts, kv_dtypes), output, force)
+    print(f"wrote {path}")
+
+
+def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Path,
+                    force: bool) -> Path:
+    _need_excel()
+    from servecap.workbooks.envelope import Sweep
+    from servecap.workbooks.export import build_workbook, default_sweep, save_workbook
+
+    src = workbook_source(model, flags)
+    devices, contexts, kv_dtypes = sweep_flags
+    base = default_sweep(src)
+    sweep = Sweep(
+        tuple((label, size) for size, label in (resolve_device(d, "--device")
+                                                 for d in devices)) or base.devices,
+        tuple(_positive(c, "--context") for c in contexts) or base.contexts_tokens,
+        tuple(dtypes.lookup(k, "--kv-dtype", dtypes.KV_DTYPES).name for k in kv_dtypes)
+        or base.kv_dtypes)
+    return save_workbook(build_workbook(src, sweep), output, force, "--output")
+
+
+def plan_workbook_io(model: str | None, flags: PlanFlags, from_workbook: Path | None,
+                     xlsx: Path | None, force: bool) -> Plan:
+    """plan's workbook options: read the inputs from one, and/or write the plan to one."""
+    _need_excel()
+    if from_workbook is not None:
+        if model is not None or flags != PlanFlags():
+            raise SpecError("--from-workbook", str(from_workbook), "give the workbook alone: "
+                            "MODEL and plan flags come from its Inputs sheet (edit it there)")
+        model, flags = flags_from_workbook(from_workbook)
+    src = workbook_source(model, flags)
+    if xlsx is not None:
+        from servecap.workbooks.export import build_workbook, save_workbook
+
+        save_workbook(build_workbook(src), xlsx, force)
+    return src.plan()
+
+
+def flags_from_workbook(path: Path) -> tuple[str, PlanFlags]:
+    """The flags that plan the workbook's Inputs again; an edited runtime cell is declared."""
+    from servecap.workbooks.readback import check_model_cells, read_plan_inputs
+
+    inputs = read_plan_inputs(path)
+    flags = PlanFlags(**inputs.flags)
+    src = workbook_source(inputs.model_ref, flags)
+    if src.plan().line("runtime_peak") != inputs.runtime_peak_bytes:
+        flags = replace(flags, runtime_peak=str(inputs.runtime_peak_bytes))
+        src = workbook_source(inputs.model_ref, flags)
+    check_model_cells(inputs, src, path)
+    return inputs.model_ref, flags
+
+
+def workbook_source(model: str | None, flags: PlanFlags):
+    from servecap.workbooks.source import WorkbookSource
+
+    spec, serve, overrides = plan_parts(model, flags)
+    wdtype = flags.weight_dtype and dtypes.lookup(flags.weight_dtype, "--weight-dtype").name
+    ref = str(Path(model).resolve()) if Path(model).exists() else model
+    return WorkbookSource(ref, spec, serve, overrides, wdtype, flags.group_size)
+
+
+def _need_excel() -> None:
+    try:
+        import openpyxl  # noqa: F401
+    except ImportError:
+        raise SpecError("openpyxl", None, "not installed: pip install 'servecap[excel]' for "
+                        "workbooks") from None
+
+
+def _head(values: list):
+    return values[0] if values else None
+
+
+def _positive(value: int, field: str) -> int:
+    if value < 1:
+        raise SpecError(field, value, "must be a whole number of tokens >= 1")
+    return value
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handle_errors(workbook))

@@ -1,0 +1,142 @@
+"""Workbooks recalculated by a real LibreOffice, built once per session (one soffice run)."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+from openpyxl import load_workbook
+from servecap.cli.inputs import PlanFlags
+from servecap.cli.workbook_cmd import workbook_source
+from servecap.ledger.plan import Plan, build_plan
+from servecap.ledger.units import GiB
+from servecap.model_configs import bundled_models
+from servecap.workbooks.envelope import Sweep
+from servecap.workbooks.export import build_workbook, save_workbook
+from servecap.workbooks.names import cell_of
+from servecap.workbooks.source import WorkbookSource
+
+BUNDLED = [p.stem for p in bundled_models()]
+
+
+def soffice() -> str:
+    """LibreOffice is required under CI=true (a missing one fails); locally it may be absent."""
+    found = shutil.which("soffice") or shutil.which("libreoffice")
+    if found:
+        return found
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail("LibreOffice (soffice) is required under CI=true to recalculate workbooks")
+    pytest.skip("LibreOffice (soffice) is not installed")
+
+
+@pytest.fixture(scope="session")
+def soffice_bin() -> str:
+    return soffice()
+
+
+def recalc(binary: str, paths: list[Path], outdir: Path) -> dict[str, Path]:
+    """Open each file in LibreOffice headless and save it again: formulas without cached
+    values are computed on load. One process for the batch, a private profile for the run."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    profile = Path(tempfile.mkdtemp(prefix="servecap-lo-profile-"))
+    try:
+        subprocess.run([binary, f"-env:UserInstallation={profile.as_uri()}", "--headless",
+                        "--norestore", "--convert-to", "xlsx", "--outdir", str(outdir),
+                        *map(str, paths)], check=True, capture_output=True, timeout=300)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    out = {p.stem: outdir / p.name for p in paths}
+    missing = [str(p) for p in out.values() if not p.exists()]
+    assert not missing, f"LibreOffice did not write {missing}"
+    return out
+
+
+@dataclass(frozen=True)
+class Case:
+    src: WorkbookSource
+    expected: Plan
+    original: Path
+    computed: Path
+    sweep: Sweep | None = None
+
+
+def device_for(model: str) -> str:
+    """A device with room for several requests, so every ceiling is a real number."""
+    probe = workbook_source(model, PlanFlags(device="64TiB", context=4096, concurrency=4))
+    plan = probe.plan()
+    fixed = plan.line("weights") + plan.line("weight_metadata") + plan.line("runtime_peak")
+    return f"{-(-(fixed * 2) // GiB) + 16}GiB"
+
+
+def _flag_cases() -> dict[str, tuple[str, PlanFlags]]:
+    cases = {m: (m, PlanFlags(device=device_for(m), context=4096, concurrency=4))
+             for m in BUNDLED}
+    cases.update({
+        "llama-int4-fp8kv": ("llama-3.1-8b", PlanFlags(
+            device="24GiB", context=8000, concurrency=3, weight_dtype="int4", kv_dtype="fp8",
+            block_size=32, safety="7.5%")),
+        "llama-lengths-prefix": ("llama-3.1-8b", PlanFlags(
+            device="40GiB", lengths="17,33,65,65", shared_prefix=16, runtime_peak="3GiB")),
+        "gptoss-lengths-window": ("gpt-oss-20b", PlanFlags(
+            device="40GiB", lengths="100,300,5000,5000,129", shared_prefix=200,
+            kv_dtype="int8")),
+        "deepseek-fp8kv": ("deepseek-v3", PlanFlags(
+            device="2TiB", context=16384, concurrency=8, kv_dtype="fp8", block_size=64)),
+        "gemma-mixed": ("gemma-2-9b-it", PlanFlags(
+            device="h100-80gb", context=10000, concurrency=5, safety="2GiB", block_size=8)),
+    })
+    return cases
+
+
+def _edits() -> dict[str, tuple[str, dict, dict]]:
+    """Inputs edited in the file: (flag case, {defined name: new value}, ServeSpec changes)."""
+    return {
+        "edit-llama-context": ("llama-3.1-8b", {"context_tokens": 10000, "requests": 7},
+                               {"context_tokens": 10000, "concurrency": 7}),
+        "edit-gemma-context": ("gemma-mixed", {"context_tokens": 50001},
+                               {"context_tokens": 50001}),
+        "edit-teaching-device": ("teaching-7b", {"device_bytes": 80 * GiB, "kv_dtype": "fp8",
+                                                 "block_size_tokens": 128},
+                                 {"device_bytes": 80 * GiB, "kv_dtype": "fp8",
+                                  "block_size_tokens": 128}),
+    }
+
+
+def _envelope_sweep() -> tuple[str, PlanFlags, Sweep]:
+    return ("gemma-2-9b-it", PlanFlags(device="40GiB", context=4096, concurrency=2),
+            Sweep((("40GiB", 40 * GiB), ("H100", 85_017_853_952)), (1024, 4096, 32768, 131072),
+                  ("bf16", "fp8", "int4")))
+
+
+@pytest.fixture(scope="session")
+def recalculated(soffice_bin, tmp_path_factory) -> dict[str, Case]:
+    folder = tmp_path_factory.mktemp("books")
+    cases: dict[str, tuple] = {}
+    for name, (model, flags) in _flag_cases().items():
+        src = workbook_source(model, flags)
+        cases[name] = (src, src.plan(), None)
+    model, flags, sweep = _envelope_sweep()
+    src = workbook_source(model, flags)
+    cases["envelope"] = (src, src.plan(), sweep)
+    paths = {}
+    for name, (src, _, sw) in cases.items():
+        paths[name] = save_workbook(build_workbook(src, sw), folder / f"{name}.xlsx")
+    for name, (base, cells, changes) in _edits().items():
+        src = cases[base][0]
+        paths[name] = _edited(paths[base], cells, folder / f"{name}.xlsx")
+        expected = build_plan(src.spec, replace(src.serve, **changes), src.overrides)
+        cases[name] = (src, expected, None)
+    computed = recalc(soffice_bin, list(paths.values()), folder / "recalculated")
+    return {name: Case(src, plan, paths[name], computed[name], sw)
+            for name, (src, plan, sw) in cases.items()}
+
+
+def _edited(path: Path, cells: dict, target: Path) -> Path:
+    wb = load_workbook(path)
+    for name, value in cells.items():
+        cell_of(wb, name).value = value
+    wb.save(target)
+    return target

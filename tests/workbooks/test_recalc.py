@@ -1,0 +1,131 @@
+"""LibreOffice recalculates every workbook to exactly the bytes and ceilings servecap plans."""
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import BUNDLED, Case
+from openpyxl import load_workbook
+from servecap.ledger.paging import paging_report
+from servecap.ledger.plan import build_plan, with_device
+from servecap.workbooks.names import cell_of
+from servecap.workbooks.paging_sheet import block_sizes
+
+LINE_NAMES = {"weights": "weights_bytes", "weight_metadata": "weight_metadata_line_bytes",
+              "runtime_peak": "runtime_peak_line_bytes", "kv_cache": "kv_cache_bytes",
+              "safety": "safety_line_bytes"}
+EDITED = ["edit-llama-context", "edit-gemma-context", "edit-teaching-device"]
+VARIANTS = ["llama-int4-fp8kv", "llama-lengths-prefix", "gptoss-lengths-window",
+            "deepseek-fp8kv", "gemma-mixed", "envelope"]
+
+
+def _exact(value, expected: int) -> None:
+    """Integers byte for byte: the spreadsheet value is whole and equal, not merely close."""
+    assert value is not None and float(value).is_integer(), value
+    assert int(value) == expected
+
+
+def _check_ledger(case: Case) -> None:
+    wb = load_workbook(case.computed, data_only=True)
+    plan = case.expected
+    for key, name in LINE_NAMES.items():
+        _exact(cell_of(wb, name).value, plan.line(key))
+    for name, expected in (("committed_bytes", plan.committed_bytes),
+                           ("free_bytes", plan.free_bytes),
+                           ("kv_bytes_per_token", plan.kv_bytes_per_token),
+                           ("kv_bytes_per_request", plan.kv_bytes_per_request),
+                           ("memory_ceiling_requests", plan.memory_ceiling_requests),
+                           ("context_tokens", plan.serve.context_tokens),
+                           ("requests", plan.serve.concurrency)):
+        _exact(cell_of(wb, name).value, expected)
+    assert cell_of(wb, "fits").value is plan.fits
+
+
+@pytest.mark.parametrize("name", BUNDLED + VARIANTS)
+def test_every_ledger_line_recalculates_byte_for_byte(recalculated, name) -> None:
+    _check_ledger(recalculated[name])
+
+
+@pytest.mark.parametrize("name", EDITED)
+def test_an_edited_input_recomputes_as_build_plan_would(recalculated, name) -> None:
+    case = recalculated[name]
+    assert case.expected.memory_ceiling_requests != case.src.plan().memory_ceiling_requests
+    _check_ledger(case)
+
+
+def test_every_bundled_model_has_a_real_ceiling(recalculated) -> None:
+    assert all(recalculated[m].expected.memory_ceiling_requests > 0 for m in BUNDLED)
+
+
+def test_ledger_lines_are_formulas_not_pasted_numbers(recalculated) -> None:
+    wb = load_workbook(recalculated["llama-3.1-8b"].original)
+    for name in [*LINE_NAMES.values(), "committed_bytes", "memory_ceiling_requests",
+                 "kv_bytes_per_token", "kv_bytes_per_request"]:
+        assert str(cell_of(wb, name).value).startswith("="), name
+    assert "INT(" in cell_of(wb, "memory_ceiling_requests").value
+
+
+def test_envelope_matches_build_plan_per_context_device_and_kv_dtype(recalculated) -> None:
+    case = recalculated["envelope"]
+    rows = list(load_workbook(case.computed, data_only=True)["Envelope"].iter_rows(
+        min_row=2, max_col=8, values_only=True))
+    sweep = case.sweep
+    assert len(rows) == len(sweep.devices) * len(sweep.contexts_tokens) * len(sweep.kv_dtypes)
+    for kv_dtype, _bits, context, _label, device, safety, per_request, ceiling in rows:
+        serve = replace(with_device(case.src.serve, device), context_tokens=context,
+                        kv_dtype=kv_dtype, lengths=())
+        plan = build_plan(case.src.spec, serve, case.src.overrides)
+        _exact(safety, plan.line("safety"))
+        _exact(per_request, plan.kv_bytes_per_request)
+        _exact(ceiling, plan.memory_ceiling_requests)
+    assert len({r[7] for r in rows}) > 4, "the sweep should move the ceiling"
+
+
+@pytest.mark.parametrize("name", ["llama-lengths-prefix", "gptoss-lengths-window",
+                                  "llama-3.1-8b"])
+def test_paging_sheet_matches_paging_report(recalculated, name) -> None:
+    case = recalculated[name]
+    serve = case.expected.serve
+    rows = list(load_workbook(case.computed, data_only=True)["Paging"].iter_rows(
+        min_row=2, max_row=1 + len(block_sizes(serve.block_size_tokens)), values_only=True))
+    for size, logical, entries, shared, physical, slots, unused, _fill in rows:
+        report = paging_report(list(serve.live_lengths), size, serve.shared_prefix_tokens)
+        assert (logical, entries, shared, physical, slots, unused) == (
+            report.logical_tokens, report.block_table_entries, report.shared_blocks,
+            report.num_blocks, report.slot_tokens, report.unused_slot_tokens)
+
+
+def test_quantization_rows_give_the_bf16_ceilings(recalculated) -> None:
+    case = recalculated["llama-int4-fp8kv"]
+    rows = list(load_workbook(case.computed, data_only=True)["Quantization"].iter_rows(
+        min_row=2, max_row=4, values_only=True))
+    weights, activations, kv = rows
+    assert [r[0] for r in rows] == ["weights", "activations", "KV cache"]
+    assert (weights[1], weights[2], activations[2], kv[1], kv[2]) == ("int4", 4, 16, "fp8", 8)
+    bf16_kv = build_plan(case.src.spec, replace(case.src.serve, kv_dtype="bf16"),
+                         case.src.overrides)
+    _exact(kv[7], bf16_kv.memory_ceiling_requests)
+    _exact(kv[6], case.expected.memory_ceiling_requests)
+    assert kv[8] == kv[6] - kv[7] and kv[8] > 0
+    assert weights[5] > 0 and weights[8] >= 0
+    assert all(r[9] for r in rows), "each row says what to measure before trusting it"
+
+
+def _pytest_without_soffice(tmp_path, ci: str) -> subprocess.CompletedProcess:
+    """Run one recalculation test with LibreOffice off the PATH."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    env = {**os.environ, "PATH": str(bindir), "CI": ci}
+    test = f"{Path(__file__)}::test_every_bundled_model_has_a_real_ceiling"
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           test], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_missing_libreoffice_fails_under_ci_and_skips_locally(tmp_path) -> None:
+    under_ci = _pytest_without_soffice(tmp_path, "true")
+    assert under_ci.returncode != 0 and "required under CI=true" in under_ci.stdout
+    local = _pytest_without_soffice(tmp_path, "")
+    assert local.returncode == 0 and "1 skipped" in local.stdout

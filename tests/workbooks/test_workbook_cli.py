@@ -1,0 +1,152 @@
+"""The CLI: plan --xlsx, plan --from-workbook (plan -> workbook -> plan is identity), workbook."""
+
+import json
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from openpyxl import load_workbook
+from servecap.cli.app import app
+from servecap.workbooks.names import cell_of
+from typer.testing import CliRunner
+
+RUNNER = CliRunner()
+ROUND_TRIPS = {
+    "defaults": ["llama-3.1-8b", "--device", "40GiB"],
+    "seed-teaching": ["teaching-7b"],
+    "quantized-share": ["llama-3.1-8b", "--device", "h100-80gb", "--weight-dtype", "int4",
+                        "--kv-dtype", "fp8", "--safety", "7.5%", "--context", "32768",
+                        "--concurrency", "9", "--block-size", "32"],
+    "lengths-prefix": ["gpt-oss-20b", "--device", "40GiB", "--lengths", "100,300,5000,5000",
+                       "--shared-prefix", "200", "--runtime-peak", "2GiB"],
+    "mla-does-not-fit": ["deepseek-v3", "--device", "80GiB", "--context", "8192"],
+    "batched-tokens": ["qwen3-30b-a3b", "--device", "96GiB", "--max-num-batched-tokens",
+                       "2048", "--activation-dtype", "fp16", "--safety", "3GiB"],
+}
+
+
+def _plan_json(*args: str) -> tuple[int, dict]:
+    result = RUNNER.invoke(app, ["plan", *args, "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("case", sorted(ROUND_TRIPS))
+def test_plan_workbook_plan_is_the_identity(case, tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    code, direct = _plan_json(*ROUND_TRIPS[case], "--xlsx", str(book))
+    again_code, again = _plan_json("--from-workbook", str(book))
+    assert again == direct and again_code == code
+
+
+def test_an_edited_context_replans_like_the_flag(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    _plan_json("llama-3.1-8b", "--device", "40GiB", "--context", "4096", "--xlsx", str(book))
+    wb = load_workbook(book)
+    cell_of(wb, "context_tokens").value = 12000
+    cell_of(wb, "runtime_peak_bytes").value = 3 * 2**30
+    wb.save(book)
+    _, edited = _plan_json("--from-workbook", str(book))
+    _, flagged = _plan_json("llama-3.1-8b", "--device", "40GiB", "--context", "12000",
+                            "--runtime-peak", "3GiB")
+    assert edited == flagged and edited["context_tokens"] == 12000
+
+
+def test_an_edited_model_cell_is_refused_with_its_name(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    _plan_json("qwen2.5-7b", "--device", "40GiB", "--xlsx", str(book))
+    wb = load_workbook(book)
+    cell_of(wb, "num_layers").value = 20
+    wb.save(book)
+    result = RUNNER.invoke(app, ["plan", "--from-workbook", str(book)])
+    assert result.exit_code == 2
+    assert "Inputs!num_layers" in result.stderr and "model file" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_not_a_workbook_is_a_one_line_error(tmp_path) -> None:
+    bad = tmp_path / "notes.xlsx"
+    bad.write_text("not a zip")
+    result = RUNNER.invoke(app, ["plan", "--from-workbook", str(bad)])
+    assert result.exit_code == 2 and "not a readable .xlsx" in result.stderr
+
+
+def test_plan_without_a_model_or_workbook_says_so() -> None:
+    result = RUNNER.invoke(app, ["plan", "--device", "40GiB"])
+    assert result.exit_code == 2 and "MODEL" in result.stderr
+
+
+def test_plan_xlsx_refuses_to_overwrite_without_force(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    book.write_bytes(b"keep me")
+    args = ["plan", "llama-3.1-8b", "--device", "40GiB", "--xlsx", str(book)]
+    result = RUNNER.invoke(app, args)
+    assert result.exit_code == 2 and "--force" in result.stderr
+    assert book.read_bytes() == b"keep me"
+    assert RUNNER.invoke(app, [*args, "--force"]).exit_code == 0
+    assert zipfile.is_zipfile(book)
+
+
+def test_workbook_command_sweeps_devices_and_contexts(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    args = ["workbook", "llama-3.1-8b", "--device", "40GiB", "--device", "80GiB",
+            "--context", "4096", "--context", "32768", "--kv-dtype", "fp8", "--kv-dtype",
+            "bf16", "-o", str(book)]
+    result = RUNNER.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    wb = load_workbook(book)
+    assert cell_of(wb, "context_tokens").value == 4096
+    assert cell_of(wb, "device_bytes").value == 40 * 2**30
+    assert cell_of(wb, "kv_dtype").value == "fp8"
+    rows = list(wb["Envelope"].iter_rows(min_row=2, max_col=5, values_only=True))
+    assert [(r[0], r[2], r[4]) for r in rows] == [
+        (kv, ctx, dev) for kv in ("fp8", "bf16") for ctx in (4096, 32768)
+        for dev in (40 * 2**30, 80 * 2**30)]
+    with zipfile.ZipFile(book) as z:
+        chart = z.read("xl/charts/chart1.xml").decode()
+    assert chart.count("<ser>") == 2, "one series per device"
+    again = RUNNER.invoke(app, args)
+    assert again.exit_code == 2 and "--force" in again.stderr
+    assert RUNNER.invoke(app, [*args, "--force"]).exit_code == 0
+
+
+def test_workbook_rejects_a_bad_kv_dtype_before_writing(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    result = RUNNER.invoke(app, ["workbook", "llama-3.1-8b", "--device", "40GiB",
+                                 "--kv-dtype", "fp5", "-o", str(book)])
+    assert result.exit_code == 2 and "fp5" in result.stderr and not book.exists()
+
+
+_IMPORTS = """
+import sys
+from servecap.cli.app import app
+try:
+    app(sys.argv[1:], standalone_mode=False)
+except SystemExit:
+    pass
+print("HEAVY=" + ",".join(sorted({m.split(".")[0] for m in sys.modules} & {"openpyxl", "pandas"})))
+"""
+
+
+def _heavy_imports(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-c", _IMPORTS, *args], capture_output=True,
+                          text=True, timeout=60, check=True)
+    marker = [line for line in done.stdout.splitlines() if line.startswith("HEAVY=")]
+    assert len(marker) == 1, done.stdout + done.stderr
+    return marker[0].removeprefix("HEAVY=")
+
+
+def test_plain_plan_imports_neither_openpyxl_nor_pandas(tmp_path) -> None:
+    assert _heavy_imports("plan", "llama-3.1-8b", "--device", "40GiB", "--json") == ""
+    book = tmp_path / "c.xlsx"
+    assert "openpyxl" in _heavy_imports("plan", "llama-3.1-8b", "--device", "40GiB",
+                                        "--json", "--xlsx", str(book))
+
+
+def test_from_workbook_with_other_flags_is_refused(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    _plan_json("llama-3.1-8b", "--device", "40GiB", "--xlsx", str(book))
+    for extra in (["llama-3.1-8b"], ["--device", "80GiB"]):
+        result = RUNNER.invoke(app, ["plan", *extra, "--from-workbook", str(book)])
+        assert result.exit_code == 2 and "Inputs sheet" in result.stderr

@@ -1,0 +1,67 @@
+"""Build a capacity workbook and write it atomically: temp file in the same folder, os.replace."""
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from openpyxl import Workbook
+from servecap.ledger.errors import SpecError
+
+from .envelope import Sweep, write_envelope
+from .inputs_sheet import write_inputs
+from .ledger_sheet import write_ledger
+from .paging_sheet import write_paging
+from .quantization_sheet import write_quantization
+from .record_sheets import write_checklist, write_latency, write_verification
+from .source import WorkbookSource
+
+DEFAULT_CONTEXTS_TOKENS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
+SHEETS = ("Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Latency record",
+          "Checklist", "Verification")
+
+
+def default_sweep(src: WorkbookSource) -> Sweep:
+    """One device (the plan's), the standard context ladder plus the plan's, and the plan's KV
+    dtype beside bf16 and fp8."""
+    serve = src.serve
+    contexts = tuple(sorted({*DEFAULT_CONTEXTS_TOKENS, serve.context_tokens}))
+    kv = tuple(dict.fromkeys((serve.kv_dtype, "bf16", "fp8")))
+    label = serve.device_label or f"{serve.device_bytes:,} B"
+    return Sweep(((label, serve.device_bytes),), contexts, kv)
+
+
+def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
+                   results: Mapping | None = None) -> Workbook:
+    """Every sheet, formulas over named inputs; `results` fills the Latency record."""
+    wb = Workbook()
+    wb.remove(wb.active)
+    write_inputs(wb, src)
+    write_ledger(wb, src)
+    write_envelope(wb, sweep or default_sweep(src))
+    write_quantization(wb)
+    write_paging(wb, src.serve.block_size_tokens)
+    write_latency(wb, results)
+    write_checklist(wb)
+    write_verification(wb)
+    wb.calculation.fullCalcOnLoad = True  # cached values are absent: recalculate on open
+    return wb
+
+
+def save_workbook(wb: Workbook, path: Path, force: bool = False, field: str = "--xlsx") -> Path:
+    """Never a half-written file: save beside the target, then rename over it in one step. An
+    existing file is replaced only with force."""
+    path = Path(path)
+    if path.exists() and not force:
+        raise SpecError(field, str(path), "file exists; pass --force to replace it")
+    if not path.parent.is_dir():
+        raise SpecError(field, str(path), "its folder does not exist")
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    try:
+        wb.save(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,184 @@
+"""The Inputs sheet: every input in its own named cell, the live-length table and dtype widths."""
+
+from dataclasses import dataclass
+
+from openpyxl.workbook.workbook import Workbook
+from servecap.ledger import dtypes
+from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
+
+from . import style
+from .formulas import kv_request
+from .names import define
+from .source import (
+    WorkbookSource,
+    load_runs,
+    num_sliding_layers,
+    runtime_rule,
+    safety_rule,
+    weight_split,
+)
+
+SHEET = "Inputs"
+LOAD_COLUMNS = ("F", "G", "H")  # live length, requests of that length, KV bytes per request
+DTYPE_COLUMNS = ("J", "K")
+
+
+@dataclass(frozen=True)
+class InputRow:
+    name: str
+    value: object
+    number_format: str | None
+    unit: str
+    meaning: str
+    model_derived: bool = False
+
+
+def model_rows(src: WorkbookSource) -> list[InputRow]:
+    """Inputs that come from the model file: --from-workbook checks them, it does not apply them."""
+    spec, split, att = src.spec, weight_split(src), src.spec.attention
+    rows = [
+        ("num_parameters", split.num_parameters, style.PARAMS, "params",
+         "P: every stored parameter (M_weights = P x b_w + M_metadata)"),
+        ("quantized_parameters", split.quantized_parameters, style.PARAMS, "params",
+         "of P, the matmul weights stored at the quantized width"),
+        ("quantized_bits_per_parameter", split.quantized_bits, style.BITS, "bits/param",
+         "b_w of the quantized parameters (bits: 4-bit is half a byte)"),
+        ("dense_bits_per_parameter", split.dense_bits, style.BITS, "bits/param",
+         "b_w of the rest (embeddings, norms, lm_head)"),
+        ("weight_metadata_bytes", split.metadata_bytes, style.BYTES, "bytes",
+         "M_metadata: quantization scales, zero points, packing extras"),
+        ("declared_weights_bytes", split.declared_bytes, style.BYTES, "bytes",
+         "weights read from safetensors headers; 0 = compute from P and b_w"),
+        ("num_layers", spec.num_layers, style.LAYERS, "layers", "L: decoder layers"),
+        ("num_sliding_layers", num_sliding_layers(spec), style.LAYERS, "layers",
+         "of L, layers with a sliding attention window"),
+        ("sliding_window_tokens", att.sliding_window_tokens or 0, style.TOKENS, "tokens",
+         "W: tokens a sliding layer keeps (0 = no window)"),
+        ("attention_kind", att.kind, None, "text", "gqa (also MHA, MQA) or mla (latent KV)"),
+        ("num_kv_heads", att.num_kv_heads, style.HEADS, "heads/layer", "H_kv: KV heads"),
+        ("head_dim", att.head_dim, style.ELEMENTS, "elements/head", "d_h"),
+        ("kv_lora_rank", att.kv_lora_rank, style.ELEMENTS, "elements", "MLA latent width"),
+        ("qk_rope_head_dim", att.qk_rope_head_dim, style.ELEMENTS, "elements",
+         "MLA decoupled RoPE key width"),
+    ]
+    return [InputRow(*row, model_derived=True) for row in rows]
+
+
+def serve_rows(src: WorkbookSource) -> list[InputRow]:
+    """The deployment: what a reviewer changes to ask 'what if'."""
+    serve = src.serve
+    fraction = {"default": DEFAULT_SAFETY_FRACTION, "fraction": serve.safety_fraction,
+                "bytes": None}[safety_rule(serve)]
+    rows = [
+        ("device_bytes", serve.device_bytes, style.BYTES, "bytes", "M_device: usable bytes"),
+        ("context_tokens", _load_formula("MAX", "F", serve), style.TOKENS, "tokens/request",
+         "S: prompt + output tokens per request"),
+        ("requests", _load_formula("SUM", "G", serve), style.REQUESTS, "requests",
+         "N: resident requests"),
+        ("block_size_tokens", serve.block_size_tokens, style.TOKENS, "tokens/block",
+         "B: paged KV block size"),
+        ("shared_prefix_tokens", serve.shared_prefix_tokens, style.TOKENS, "tokens",
+         "prompt prefix shared by every request (full blocks stored once)"),
+        ("kv_dtype", serve.kv_dtype, None, "dtype", "KV cache element type (see the width table)"),
+        ("runtime_peak_bytes", src.plan().line("runtime_peak"), style.BYTES, "bytes",
+         "M_runtime,peak: activations, workspaces, graphs"),
+        ("runtime_peak_rule", runtime_rule(serve), None, "text",
+         "estimate (servecap's, labelled) or declared (measured)"),
+        ("safety_bytes", src.plan().line("safety"), style.BYTES, "bytes", "M_safety reserve"),
+        ("safety_rule", safety_rule(serve), None, "text",
+         "default (10% of the device), fraction (a declared share) or bytes"),
+        ("safety_fraction", fraction, style.FRACTION, "share of device",
+         "the share that scales the reserve on other devices (Envelope)"),
+    ]
+    return [InputRow(*row) for row in rows]
+
+
+def setting_rows(src: WorkbookSource) -> list[InputRow]:
+    """Plan settings that are not formula inputs but make --from-workbook the same plan."""
+    serve = src.serve
+    rows = [
+        ("model", src.model_ref, None, "text", src.spec.source),
+        ("device_label", serve.device_label, None, "text", "as given to --device"),
+        ("explicit_lengths", bool(serve.lengths), None, "TRUE/FALSE",
+         "TRUE: the live-length table is the load (--lengths); FALSE: N x S"),
+        ("weight_dtype", serve.weight_dtype, None, "dtype", "weights as planned"),
+        ("weight_dtype_flag", src.weight_dtype_flag or "", None, "dtype",
+         "blank = the checkpoint's own format"),
+        ("group_size", src.group_size, style.COUNT, "elements/group", "--group-size for int4"),
+        ("activation_dtype", serve.activation_dtype, None, "dtype", "activations"),
+        ("max_num_batched_tokens", serve.max_num_batched_tokens, style.TOKENS, "tokens",
+         "tokens per forward pass (sizes the runtime-peak estimate)"),
+        ("max_num_seqs", serve.max_num_seqs, style.COUNT, "sequences", "logit rows"),
+    ]
+    return [InputRow(*row) for row in rows]
+
+
+def _load_formula(func: str, column: str, serve) -> object:
+    """With explicit lengths S and N follow the live-length table; otherwise they are inputs."""
+    if not serve.lengths:
+        return serve.context_tokens if func == "MAX" else serve.concurrency
+    return f"={func}(load_{'lengths_tokens' if column == 'F' else 'requests'})"
+
+
+def write_inputs(wb: Workbook, src: WorkbookSource) -> None:
+    ws = wb.create_sheet(SHEET)
+    style.header(ws, ["input (defined name)", "value", "unit", "meaning / source"])
+    row = 2
+    for title, rows in (("model: architecture and weights (from the model file)", model_rows(src)),
+                        ("deployment: change these to ask 'what if'", serve_rows(src)),
+                        ("plan settings: replayed by servecap plan --from-workbook",
+                         setting_rows(src))):
+        style.section(ws, row, title)
+        row += 1
+        for item in rows:
+            _write_row(wb, ws, row, item)
+            row += 1
+    _write_load(wb, ws, src)
+    _write_dtypes(wb, ws)
+    style.fit_columns(ws)
+
+
+def _write_row(wb: Workbook, ws, row: int, item: InputRow) -> None:
+    ws.cell(row=row, column=1, value=item.name)
+    cell = ws.cell(row=row, column=2, value=item.value)
+    is_formula = isinstance(item.value, str) and item.value.startswith("=")
+    (style.as_formula if is_formula else style.as_input)(cell, item.number_format)
+    ws.cell(row=row, column=3, value=item.unit)
+    ws.cell(row=row, column=4, value=item.meaning)
+    define(wb, item.name, SHEET, f"B{row}")
+
+
+def _write_load(wb: Workbook, ws, src: WorkbookSource) -> None:
+    """Live lengths: one row per run; with no --lengths, one row of N requests of S tokens."""
+    f, g, h = LOAD_COLUMNS
+    for col, title in zip(LOAD_COLUMNS, ("live length [tokens]", "requests [count]",
+                                         "KV per request [B]"), strict=True):
+        ws[f"{col}1"] = title
+        ws[f"{col}1"].font, ws[f"{col}1"].fill = style.HEADER_FONT, style.HEADER_FILL
+    runs = load_runs(src.serve)
+    explicit = bool(src.serve.lengths)
+    for i, (length, count) in enumerate(runs, start=2):
+        ws[f"{f}{i}"] = length if explicit else "=context_tokens"
+        ws[f"{g}{i}"] = count if explicit else "=requests"
+        for col, fmt in ((f, style.TOKENS), (g, style.REQUESTS)):
+            (style.as_input if explicit else style.as_formula)(ws[f"{col}{i}"], fmt)
+        ws[f"{h}{i}"] = "=" + kv_request(f"{f}{i}")
+        style.as_formula(ws[f"{h}{i}"], style.BYTES)
+    last = len(runs) + 1
+    define(wb, "load_lengths_tokens", SHEET, f"{f}2:{f}{last}")
+    define(wb, "load_requests", SHEET, f"{g}2:{g}{last}")
+    define(wb, "load_kv_bytes", SHEET, f"{h}2:{h}{last}")
+
+
+def _write_dtypes(wb: Workbook, ws) -> None:
+    """Storage width of each KV/weight dtype, so a dtype name in a cell drives the formulas."""
+    j, k = DTYPE_COLUMNS
+    ws[f"{j}1"], ws[f"{k}1"] = "dtype", "width [bits/element]"
+    for col in DTYPE_COLUMNS:
+        ws[f"{col}1"].font, ws[f"{col}1"].fill = style.HEADER_FONT, style.HEADER_FILL
+    names = dtypes.WEIGHT_DTYPES
+    for i, name in enumerate(names, start=2):
+        ws[f"{j}{i}"] = name
+        ws[f"{k}{i}"] = dtypes.lookup(name, "dtype").bits
+        style.as_input(ws[f"{k}{i}"], style.BITS)
+    define(wb, "dtype_bits", SHEET, f"{j}2:{k}{len(names) + 1}")

@@ -1,0 +1,96 @@
+"""The Ledger sheet: each ledger line a formula over the named inputs, in bytes and GiB."""
+
+from openpyxl.workbook.workbook import Workbook
+
+from . import style
+from .formulas import ceiling, kv_request, weights_computed
+from .names import define
+from .source import WorkbookSource
+
+SHEET = "Ledger"
+FULL = "(num_layers-num_sliding_layers)"
+
+# (defined name, label, formula, number format, meaning); names are the workbook's contract.
+LINES = (
+    ("weights_bytes", "weights",
+     f"=IF(declared_weights_bytes>0,declared_weights_bytes,{weights_computed()})",
+     "ceil((P_q x b_q + (P - P_q) x b_dense) / 8); or the bytes the safetensors headers state"),
+    ("weight_metadata_line_bytes", "weight metadata", "=weight_metadata_bytes",
+     "M_metadata: scales / zero points, kept apart from the values"),
+    ("runtime_peak_line_bytes", "runtime peak", "=runtime_peak_bytes",
+     "M_runtime,peak at the deployed batch shape (declared or estimated)"),
+    ("kv_cache_bytes", "KV cache in use",
+     "=SUMPRODUCT(load_requests,load_kv_bytes)-IF(AND(shared_prefix_slot_tokens>0,requests>1),"
+     f"ROUNDUP({FULL}*shared_prefix_slot_tokens*kv_bits_per_token_layer/8,0)*(requests-1),0)",
+     "Σ_r paged KV of each live request; a shared prefix's full blocks stored once"),
+    ("safety_line_bytes", "safety reserve", "=safety_bytes",
+     "M_safety: deliberate capacity, not waste"),
+)
+TOTALS = (
+    ("committed_bytes", "committed + reserved", "=SUM(C2:C6)", style.BYTES,
+     "sum of the lines above"),
+    ("device_line_bytes", "device", "=device_bytes", style.BYTES, "M_device"),
+    ("free_bytes", "left", "=device_bytes-committed_bytes", style.BYTES,
+     "device - committed (negative: the declared load does not fit)"),
+)
+DERIVED = (
+    ("kv_bits_per_element", "KV width", "=VLOOKUP(kv_dtype,dtype_bits,2,FALSE)", style.BITS,
+     "b_kv of kv_dtype, from the width table on Inputs"),
+    ("kv_bits_per_token_layer", "KV per token per layer",
+     '=IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
+     "2*num_kv_heads*head_dim*kv_bits_per_element)", style.BITS,
+     "GQA: 2 [K,V] x H_kv x d_h x b_kv; MLA: (kv_lora_rank + rope dim) x b_kv"),
+    ("kv_bytes_per_token", "KV per token", "=ROUNDUP(num_layers*kv_bits_per_token_layer/8,0)",
+     style.BYTES, "2 x L x H_kv x d_h x b_kv (seed 000), whole bytes"),
+    ("shared_prefix_slot_tokens", "shared prefix, full blocks",
+     "=INT(MIN(shared_prefix_tokens,MIN(load_lengths_tokens))/block_size_tokens)"
+     "*block_size_tokens", style.TOKENS,
+     "floor(min(prefix, shortest request) / B) x B: the partial block stays private"),
+    ("kv_bytes_per_request", "KV per request",
+     "=IF(explicit_lengths,ROUNDUP(kv_cache_bytes/requests,0)," + kv_request("context_tokens")
+     + ")", style.BYTES,
+     "Σ layers ceil(S/B) x B slots x bytes/slot (sliding layers: min(S, W)); mixed: mean, up"),
+    ("fixed_bytes", "fixed lines",
+     "=weights_bytes+weight_metadata_bytes+runtime_peak_bytes+safety_bytes", style.BYTES,
+     "everything but the KV cache"),
+    ("memory_ceiling_requests", "memory-only ceiling",
+     ceiling("device_bytes", "safety_bytes", "weights_bytes", "kv_bytes_per_request"),
+     style.REQUESTS,
+     "MAX(0, FLOOR((device - weights - metadata - runtime - safety) / KV per request))"),
+    ("fits", "declared load fits", "=free_bytes>=0", None, "TRUE when left >= 0"),
+)
+
+
+def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
+    ws = wb.create_sheet(SHEET)
+    style.header(ws, ["key", "ledger line", "bytes / value", "GiB (2^30)", "formula",
+                      "from (servecap plan)"])
+    plan = src.plan()
+    sources = {line.key: line.source for line in plan.lines}
+    keys = ("weights", "weight_metadata", "runtime_peak", "kv_cache", "safety")
+    row = 2
+    for (name, label, formula, meaning), key in zip(LINES, keys, strict=True):
+        _row(wb, ws, row, (name, label, formula, style.BYTES, meaning), key, sources[key])
+        row += 1
+    for item in TOTALS:
+        _row(wb, ws, row, item, item[0], "")
+        row += 1
+    row += 1
+    style.section(ws, row, "KV cache and the memory-only ceiling")
+    for item in DERIVED:
+        row += 1
+        _row(wb, ws, row, item, item[0], "")
+    style.fit_columns(ws)
+    ws.column_dimensions["C"].width = 24
+
+
+def _row(wb: Workbook, ws, row: int, item: tuple, key: str, source: str) -> None:
+    name, label, formula, number_format, meaning = item
+    ws.cell(row=row, column=1, value=key)
+    ws.cell(row=row, column=2, value=label)
+    style.as_formula(ws.cell(row=row, column=3, value=formula), number_format)
+    if number_format == style.BYTES:
+        style.as_formula(ws.cell(row=row, column=4, value=f"=C{row}/2^30"), style.GIB)
+    ws.cell(row=row, column=5, value=meaning)
+    ws.cell(row=row, column=6, value=source)
+    define(wb, name, SHEET, f"C{row}")

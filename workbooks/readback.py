@@ -1,0 +1,140 @@
+"""Read a workbook's Inputs back into plan flags, so `plan --from-workbook` plans it again."""
+
+import zipfile
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from openpyxl import load_workbook
+from servecap.ledger.devices import resolve_device
+from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
+from servecap.ledger.units import parse_fraction_or_size
+
+from .inputs_sheet import model_rows
+from .names import cell_of
+from .source import WorkbookSource
+
+FIELD = "--from-workbook"
+
+
+@dataclass(frozen=True)
+class WorkbookPlan:
+    """flags: the `servecap plan` flag values (PlanFlags fields) that reproduce the workbook."""
+
+    model_ref: str
+    flags: dict
+    runtime_peak_bytes: int
+    runtime_peak_rule: str
+    model_cells: dict
+
+
+def read_plan_inputs(path: Path) -> WorkbookPlan:
+    cells = _Cells(path)
+    device = cells.whole("device_bytes")
+    context, requests, lengths = _load(cells)
+    flags = {
+        "device": _device_text(cells.text("device_label"), device),
+        "context": context, "concurrency": requests, "lengths": lengths,
+        "runtime_peak": None if cells.text("runtime_peak_rule") == "estimate"
+        else str(cells.whole("runtime_peak_bytes")),
+        "safety": _safety_text(cells, device),
+        "weight_dtype": cells.text("weight_dtype_flag") or None,
+        "kv_dtype": cells.text("kv_dtype"), "activation_dtype": cells.text("activation_dtype"),
+        "block_size": cells.whole("block_size_tokens"),
+        "shared_prefix": cells.whole("shared_prefix_tokens"),
+        "group_size": cells.whole("group_size"),
+        "max_num_batched_tokens": cells.whole("max_num_batched_tokens"),
+        "max_num_seqs": cells.whole("max_num_seqs"),
+    }
+    model_cells = {name: cells.value(name) for name in MODEL_NAMES}
+    return WorkbookPlan(cells.text("model"), flags, cells.whole("runtime_peak_bytes"),
+                        cells.text("runtime_peak_rule"), model_cells)
+
+
+def check_model_cells(plan_inputs: WorkbookPlan, src: WorkbookSource, path: Path) -> None:
+    """Model-derived cells are checked, not applied: a changed layer count must come from the
+    model file, where every other line (weights, runtime) follows it too."""
+    for row in model_rows(src):
+        found = plan_inputs.model_cells[row.name]
+        if found != row.value:
+            raise SpecError(f"Inputs!{row.name}", found, f"comes from the model ({row.value!r} "
+                            f"for {plan_inputs.model_ref}); change the model file, not the "
+                            "workbook", str(path))
+
+
+class _Cells:
+    """Named cells of one workbook, with errors that name the file and the cell."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+        try:
+            self.wb = load_workbook(path)
+        except (OSError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+            raise SpecError(FIELD, self.path, f"not a readable .xlsx workbook "
+                            f"({exc.__class__.__name__})") from None
+
+    def value(self, name: str):
+        cell = cell_of(self.wb, name)
+        if cell is None:
+            raise SpecError(FIELD, self.path, f"no defined name {name!r}: not a servecap "
+                            "capacity workbook")
+        return cell.value
+
+    def text(self, name: str) -> str:
+        value = self.value(name)
+        return "" if value is None else str(value).strip()
+
+    def whole(self, name: str) -> int:
+        value = self.value(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+            raise SpecError(f"Inputs!{name}", value, "a whole number", self.path)
+        return int(value)
+
+    def column(self, name: str) -> list:
+        defined = self.wb.defined_names.get(name)
+        sheet, ref = next(iter(defined.destinations))
+        return [row[0].value for row in self.wb[sheet][ref.replace("$", "")]]
+
+
+MODEL_NAMES = ("num_parameters", "quantized_parameters", "quantized_bits_per_parameter",
+               "dense_bits_per_parameter", "weight_metadata_bytes", "declared_weights_bytes",
+               "num_layers", "num_sliding_layers", "sliding_window_tokens", "attention_kind",
+               "num_kv_heads", "head_dim", "kv_lora_rank", "qk_rope_head_dim")
+
+
+def _load(cells: _Cells) -> tuple[int | None, int | None, str | None]:
+    """(context, concurrency, lengths): the live-length table when it is the load."""
+    if cells.value("explicit_lengths") is not True:
+        return cells.whole("context_tokens"), cells.whole("requests"), None
+    lengths = cells.column("load_lengths_tokens")
+    counts = cells.column("load_requests")
+    expanded = []
+    for length, count in zip(lengths, counts, strict=True):
+        if not isinstance(length, int) or not isinstance(count, int) or count < 0:
+            raise SpecError("Inputs!load_lengths_tokens", (length, count),
+                            "whole numbers of tokens and requests", cells.path)
+        expanded += [length] * count
+    return None, None, ",".join(map(str, expanded))
+
+
+def _device_text(label: str, device_bytes: int) -> str:
+    """The label as typed when it still means these bytes, else the bytes themselves."""
+    try:
+        if label and resolve_device(label)[0] == device_bytes:
+            return label
+    except SpecError:
+        pass
+    return str(device_bytes)
+
+
+def _safety_text(cells: _Cells, device_bytes: int) -> str | None:
+    """Keep the original rule (default 10%, a declared share) while the cell still equals it."""
+    safety, rule = cells.whole("safety_bytes"), cells.text("safety_rule")
+    if rule == "default" and safety == int(device_bytes * DEFAULT_SAFETY_FRACTION):
+        return None
+    if rule == "fraction":
+        text = f"{Decimal(str(cells.value('safety_fraction'))) * 100}%"
+        if parse_fraction_or_size(text, device_bytes, "--safety")[0] == safety:
+            return text
+    return str(safety)

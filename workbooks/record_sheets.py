@@ -1,0 +1,140 @@
+"""Latency record, checklist and verification sheets: the seed's review pages, never invented."""
+
+from collections.abc import Mapping, Sequence
+
+from openpyxl.workbook.workbook import Workbook
+from servecap.ledger.errors import SpecError
+
+from . import style
+
+LATENCY_SHEET, CHECKLIST_SHEET, VERIFY_SHEET = "Latency record", "Checklist", "Verification"
+PERCENTILE_METRICS = (
+    ("queue_delay_ms", "queue delay", style.MS),
+    ("ttft_ms", "time to first token (TTFT)", style.MS),
+    ("itl_ms", "inter-token latency (ITL)", '#,##0.00" ms/token"'),
+    ("e2e_ms", "end-to-end latency", style.MS),
+)
+PERCENTILES = ("p50", "p95", "p99")
+RATES = (("input_tokens_per_s", "input tokens/s (prefill)"),
+         ("output_tokens_per_s", "output tokens/s (decode)"))
+RECORD_FIELDS = (
+    ("model_revision", "model and revision"), ("tokenizer_revision", "tokenizer revision"),
+    ("prompt_distribution", "prompt length distribution [tokens]"),
+    ("output_distribution", "output length distribution [tokens]"),
+    ("slo", "declared SLO (TTFT, ITL, end-to-end)"), ("warmup", "warm-up"),
+    ("kernel_versions", "kernel versions"), ("driver_versions", "driver versions"),
+    ("accelerator_topology", "accelerator topology"),
+    ("offered_rate", "offered rate [requests/s]"),
+    ("achieved_rate", "achieved completion rate [requests/s]"),
+    ("load_generator", "load generator (open or closed loop)"),
+    ("source", "source of these numbers (simulation or verification run)"),
+)
+VERIFY_HEADERS = ("line", "predicted_bytes", "measured_bytes", "residual_bytes", "verdict")
+
+
+def write_latency(wb: Workbook, results: Mapping | None = None) -> None:
+    """Blank value cells under the field names unless `results` gives them: keys are the metric
+    keys above (each {p50, p95, p99} in ms), the rate keys, and 'record' {field key: text}."""
+    results = dict(results or {})
+    _check_keys(results, {k for k, _, _ in PERCENTILE_METRICS} | {k for k, _ in RATES}
+                | {"record"}, "results")
+    ws = wb.create_sheet(LATENCY_SHEET)
+    style.header(ws, ["metric", "key", "p50", "p95", "p99"])
+    row = 2
+    for key, label, number_format in PERCENTILE_METRICS:
+        values = results.get(key) or {}
+        _check_keys(values, set(PERCENTILES), key)
+        ws.cell(row=row, column=1, value=label)
+        ws.cell(row=row, column=2, value=key)
+        for col, pct in enumerate(PERCENTILES, start=3):
+            style.as_input(ws.cell(row=row, column=col, value=values.get(pct)), number_format)
+        row += 1
+    row = _rates(ws, row + 1, results)
+    _record(ws, row + 1, results.get("record") or {})
+    style.fit_columns(ws, minimum=14)
+
+
+def _rates(ws, row: int, results: Mapping) -> int:
+    style.section(ws, row, "throughput: input and output counted separately")
+    for key, label in RATES:
+        row += 1
+        ws.cell(row=row, column=1, value=label)
+        ws.cell(row=row, column=2, value=key)
+        style.as_input(ws.cell(row=row, column=3, value=results.get(key)), style.TOKENS_PER_S)
+    return row + 1
+
+
+def _record(ws, row: int, record: Mapping) -> None:
+    _check_keys(record, {k for k, _ in RECORD_FIELDS}, "record")
+    style.section(ws, row, "benchmark input record: without these a latency number is not "
+                  "comparable")
+    for key, label in RECORD_FIELDS:
+        row += 1
+        ws.cell(row=row, column=1, value=label)
+        ws.cell(row=row, column=2, value=key)
+        style.as_input(ws.cell(row=row, column=3, value=record.get(key)))
+
+
+def _check_keys(given: Mapping, allowed: set[str], field: str) -> None:
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise SpecError(field, unknown[0], "allowed keys: " + ", ".join(sorted(allowed)))
+
+
+CHECKLIST = (
+    ("OOM", "separate the ledger lines", "load-time weights, runtime peak, logical KV, physical "
+     "KV blocks, allocator reserve, communication buffers", "servecap plan (Ledger sheet); "
+     "servecap verify (Verification sheet)"),
+    ("OOM", "record the exact phase", "model load, prefill admission, decode growth or graph "
+     "capture, with allocated and reserved bytes at each", "servecap verify"),
+    ("OOM", "do not hide an underestimate", "lowering concurrency can hide an undersized "
+     "per-request cache; lowering max length can hide an unbounded admission policy",
+     "Ledger: kv_bytes_per_request; Envelope sheet"),
+    ("queue growth", "admitted work vs completion capacity", "queue age, TTFT stretch, "
+     "offered rate vs achieved completion rate (open-loop load)", "servecap simulate; "
+     "Latency record sheet"),
+    ("queue growth", "stop the retry feedback loop", "retries per request, queue bound, "
+     "load shed, admission rejections", "servecap simulate (queue delay p95/p99)"),
+    ("queue growth", "tails by request class", "joint prompt/output distribution of the slowest "
+     "1%: queue age, prefill chunks, evictions, replica", "Latency record sheet"),
+    ("cache fragmentation", "logical vs reserved KV", "logical live KV bytes vs reserved block "
+     "bytes, unused slots in last blocks", "Paging sheet; servecap blocks"),
+    ("cache fragmentation", "thrash below the OOM line", "preemptions, evictions, swaps, "
+     "prefix recomputation, recomputed tokens, allocation failures", "servecap simulate; "
+     "servecap verify"),
+    ("cache fragmentation", "block size against the real distribution", "slots wasted and "
+     "block-table entries at each block size for the real lengths, not the average",
+     "Paging sheet; servecap blocks --block-size"),
+    ("cache fragmentation", "prefix cache pays for itself", "prefix-cache hit rate and reuse "
+     "lifetime vs the bytes held", "servecap plan --shared-prefix"),
+)
+
+
+def write_checklist(wb: Workbook) -> None:
+    ws = wb.create_sheet(CHECKLIST_SHEET)
+    style.header(ws, ["failure", "check", "what to measure", "where servecap reports it"])
+    for r, item in enumerate(CHECKLIST, start=2):
+        for col, value in enumerate(item, start=1):
+            ws.cell(row=r, column=col, value=value)
+    style.fit_columns(ws, maximum=80)
+
+
+def write_verification(wb: Workbook) -> None:
+    """Headers only: predicted vs measured is filled by a verification run, never invented."""
+    ws = wb.create_sheet(VERIFY_SHEET)
+    style.header(ws, list(VERIFY_HEADERS))
+    style.fit_columns(ws, minimum=16)
+
+
+def fill_verification(wb: Workbook, rows: Sequence[Mapping]) -> None:
+    """One row per ledger line: {line, predicted_bytes, measured_bytes, residual_bytes,
+    verdict}; byte fields are ints (a missing measurement stays blank)."""
+    ws = wb[VERIFY_SHEET]
+    ws.delete_rows(2, ws.max_row)
+    for r, item in enumerate(rows, start=2):
+        _check_keys(item, set(VERIFY_HEADERS), "verification row")
+        for col, key in enumerate(VERIFY_HEADERS, start=1):
+            cell = ws.cell(row=r, column=col, value=item.get(key))
+            if key.endswith("_bytes"):
+                style.as_formula(cell, style.BYTES)
+    style.fit_columns(ws, minimum=16)

@@ -1,0 +1,81 @@
+"""What a workbook is exported from: the model, the deployment, and the plan flags to replay."""
+
+from dataclasses import dataclass
+
+from servecap.ledger import dtypes
+from servecap.ledger.model import SLIDING, ModelSpec
+from servecap.ledger.plan import Overrides, Plan, build_plan
+from servecap.ledger.serve import ServeSpec
+from servecap.ledger.weights import default_quant, weight_bytes
+
+
+@dataclass(frozen=True)
+class WorkbookSource:
+    """model_ref is what `servecap plan` is given back by --from-workbook; weight_dtype_flag is
+    None when the checkpoint's own format was planned (a flag replaces its quantization)."""
+
+    model_ref: str
+    spec: ModelSpec
+    serve: ServeSpec
+    overrides: Overrides = Overrides()
+    weight_dtype_flag: str | None = None
+    group_size: int = 128
+
+    def plan(self) -> Plan:
+        return build_plan(self.spec, self.serve, self.overrides)
+
+
+@dataclass(frozen=True)
+class WeightSplit:
+    """M_weights = ceil((P_q x b_q + (P - P_q) x b_dense) / 8) bytes, unless declared from files."""
+
+    num_parameters: int
+    quantized_parameters: int
+    quantized_bits: int
+    dense_bits: int
+    declared_bytes: int
+    metadata_bytes: int
+
+
+def weight_split(src: WorkbookSource) -> WeightSplit:
+    """The parameter counts and widths behind the weights line (the ledger's own choice of
+    quantization: the checkpoint's, else the scheme a bare --weight-dtype means)."""
+    serve, spec = src.serve, src.spec
+    act = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
+    wdtype = dtypes.lookup(serve.weight_dtype, "weight_dtype", dtypes.WEIGHT_DTYPES)
+    quant = src.overrides.quant or spec.quant or default_quant(wdtype.name)
+    dense_bits = wdtype.bits if quant is None else act.bits
+    computed = weight_bytes(spec, dense_bits, quant)
+    declared = src.overrides.weights
+    return WeightSplit(
+        computed.num_parameters, computed.quantized_parameters,
+        quant.bits if quant else dense_bits, dense_bits,
+        declared.param_bytes if declared else 0,
+        declared.metadata_bytes if declared else computed.metadata_bytes)
+
+
+def num_sliding_layers(spec: ModelSpec) -> int:
+    return sum(spec.layer_kind(i) == SLIDING for i in range(spec.num_layers))
+
+
+def load_runs(serve: ServeSpec) -> list[tuple[int, int]]:
+    """The live lengths as (length_tokens, count) runs, in order, so replanning keeps them."""
+    if not serve.lengths:
+        return [(serve.context_tokens, serve.concurrency)]
+    runs: list[tuple[int, int]] = []
+    for n in serve.lengths:
+        if runs and runs[-1][0] == n:
+            runs[-1] = (n, runs[-1][1] + 1)
+        else:
+            runs.append((n, 1))
+    return runs
+
+
+def runtime_rule(serve: ServeSpec) -> str:
+    return "estimate" if serve.runtime_peak_bytes is None else "declared"
+
+
+def safety_rule(serve: ServeSpec) -> str:
+    if serve.safety_bytes is None:
+        return "default"
+    return "fraction" if serve.safety_fraction is not None else "bytes"
