@@ -2,17 +2,20 @@
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from servecap.ledger.devices import resolve_device
+from servecap.ledger.errors import SpecError
 from servecap.model_configs import load_model
 
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
 from .inputs import PlanFlags, serve_spec
 from .verify_json import verify_to_dict
 from .verify_view import render_verify, violation_summary
+from .verify_xlsx import write_verified_workbook
 
 Opt = typer.Option
 
@@ -55,15 +58,23 @@ def verify(
                                        "random weights).")] = None,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
     = False,
+    xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
+                                     "Verification sheet filled.")] = None,
+    force: Annotated[bool, Opt(help="Replace an existing --xlsx file.")] = False,
 ) -> None:
     """Measure the plan on the device, line by line; exit 1 when a ledger line is violated."""
+    if xlsx is not None and xlsx.exists() and not force:
+        raise SpecError("--xlsx", str(xlsx), "file exists; pass --force to replace it")
     flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
                       weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
                       max_num_seqs)
     result = verify_from_flags(model, flags, VerifyFlags(device, device_memory, num_layers,
                                                          output_tokens, seed, weights))
+    report = verify_to_dict(result)
+    if xlsx is not None:
+        write_verified_workbook(model, result, report["lines"], xlsx, force)
     if as_json:
-        print(json.dumps(verify_to_dict(result), indent=2))
+        print(json.dumps(report, indent=2))
     else:
         render_verify(result, Console())
     if result.reconciliation.violations:

@@ -47,6 +47,7 @@ class VerifyOptions:
 
 @dataclass(frozen=True)
 class VerifyResult:
+    spec: ModelSpec
     plan: Plan
     measured: Measured
     reconciliation: Reconciliation
@@ -88,7 +89,7 @@ class _Run:
         measured = self._measured(model, pool, kv_in_use, ceiling, peak, len(records))
         del model, pool
         self._release()
-        return VerifyResult(self.plan, measured, reconcile(self.plan, measured),
+        return VerifyResult(self.spec, self.plan, measured, reconcile(self.plan, measured),
                             tuple(self.phases), latency_report(records, wall_s),
                             benchmark_record(self.spec, self.plan, self.options, self.probe),
                             tuple(self.steps), tuple(self.notes))

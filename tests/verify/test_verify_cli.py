@@ -127,3 +127,18 @@ def test_verify_on_cuda_matches_the_exact_lines() -> None:
         assert _line(out, name)["verdict"] == "ok"
     assert out["measured_ceiling_requests"] == out["predicted_ceiling_requests"]
     assert out["phases"][-1]["reserved_bytes"] is not None
+
+
+def test_xlsx_fills_the_verification_sheet(tmp_path) -> None:
+    import openpyxl
+
+    path = tmp_path / "verified.xlsx"
+    result = _invoke("--output-tokens", "2", "--xlsx", str(path))
+    assert result.exit_code == 0, result.stderr
+    rows = list(openpyxl.load_workbook(path)["Verification"].iter_rows(values_only=True))
+    assert rows[0] == ("line", "predicted_bytes", "measured_bytes", "residual_bytes", "verdict")
+    assert [r[0] for r in rows[1:]] == LINES
+    weights = rows[1]
+    assert weights[1] == weights[2] == 106_816 * 4 and weights[3:] == (0, "ok")
+    again = _invoke("--xlsx", str(path))
+    assert again.exit_code == 2 and "--force" in again.stderr
