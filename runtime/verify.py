@@ -10,12 +10,14 @@ ledger says fit, as fast as possible), release.
 
 import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
+from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan, build_plan, with_device
-from servecap.ledger.reconcile import Measured, Reconciliation, reconcile
+from servecap.ledger.reconcile import Measured, Reconciliation, kv_pool_bytes, reconcile
 from servecap.ledger.serve import ServeSpec
 
 from .engine import Engine, EngineConfig, StepStats
@@ -101,17 +103,19 @@ class _Run:
 
     def _load_weights(self):
         opts, serve = self.options, self.plan.serve
-        model = (load_decoder(self.spec, opts.weights_dir, serve.weight_dtype, self.torch_device)
-                 if opts.weights_dir else
-                 random_decoder(self.spec, serve.weight_dtype, self.torch_device, opts.seed))
+        with _allocating("the weights", self.plan.line("weights")):
+            model = (load_decoder(self.spec, opts.weights_dir, serve.weight_dtype,
+                                  self.torch_device) if opts.weights_dir else
+                     random_decoder(self.spec, serve.weight_dtype, self.torch_device, opts.seed))
         self.probe.add_resident(model.weight_bytes, "weights")
         self._snap("weights")
         return model
 
     def _allocate_pool(self) -> KVPool:
         serve = self.plan.serve
-        pool = KVPool(self.spec, blocks_for_plan(self.spec, self.plan), serve.block_size_tokens,
-                      serve.kv_dtype, self.torch_device)
+        with _allocating("the KV pool", kv_pool_bytes(self.plan)):
+            pool = KVPool(self.spec, blocks_for_plan(self.spec, self.plan),
+                          serve.block_size_tokens, serve.kv_dtype, self.torch_device)
         self.probe.add_resident(pool.tensor_bytes, "KV pool")
         self._snap("kv_pool")
         return pool
@@ -196,3 +200,15 @@ class _Run:
             torch.cuda.empty_cache()
         self.probe.release_resident()
         self._snap("release")
+
+
+@contextmanager
+def _allocating(what: str, num_bytes: int):
+    """A resident allocation the host or device refuses is a clear error, not a traceback."""
+    try:
+        yield
+    except (MemoryError, RuntimeError) as exc:
+        if "alloc" not in str(exc).lower() and "out of memory" not in str(exc).lower():
+            raise
+        raise SpecError("--device-memory", f"{num_bytes:,} B", f"could not allocate {what} "
+                        "the ledger sized on this machine; emulate a smaller device") from None
