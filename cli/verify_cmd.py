@@ -28,6 +28,8 @@ class VerifyFlags:
     output_tokens: int = 16
     seed: int = 0
     weights: str | None = None
+    workload: Path | None = None
+    realtime: bool = False
 
 
 def verify(
@@ -56,6 +58,11 @@ def verify(
     seed: Annotated[int, Opt(help="Seed for weights and prompts.")] = 0,
     weights: Annotated[str | None, Opt(help="Local safetensors directory (default: seeded "
                                        "random weights).")] = None,
+    workload: Annotated[Path | None, Opt(help="The simulator's workload YAML as the load "
+                                         "(default: concurrency requests of the context).")]
+    = None,
+    realtime: Annotated[bool, Opt(help="Add each workload request at its arrival time "
+                                  "(default: all at once, as fast as possible).")] = False,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
@@ -68,8 +75,8 @@ def verify(
     flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
                       weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
                       max_num_seqs)
-    result = verify_from_flags(model, flags, VerifyFlags(device, device_memory, num_layers,
-                                                         output_tokens, seed, weights))
+    result = verify_from_flags(model, flags, VerifyFlags(
+        device, device_memory, num_layers, output_tokens, seed, weights, workload, realtime))
     report = verify_to_dict(result)
     if xlsx is not None:
         write_verified_workbook(model, result, report["lines"], xlsx, force)
@@ -92,10 +99,20 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
     size_text = vflags.device_memory or loaded.serving.device
     device_bytes = resolve_device(size_text, "--device-memory")[0] if size_text else None
     serve = serve_spec(PlanFlags(**{**flags.__dict__, "device": size_text or "1"}), loaded)
+    workload, name = _workload(vflags.workload, spec.vocab_size)
     options = VerifyOptions(device=vflags.device, device_bytes=device_bytes, seed=vflags.seed,
                             output_tokens=vflags.output_tokens, weights_dir=vflags.weights,
-                            config_path=str(loaded.path))
+                            config_path=str(loaded.path), workload=workload,
+                            workload_name=name, realtime=vflags.realtime)
     return verify(spec, serve, options)
+
+
+def _workload(path: Path | None, vocab_size: int) -> tuple[tuple, str]:
+    if path is None:
+        return (), ""
+    from servecap.runtime.workload import load_arrivals
+
+    return load_arrivals(path, vocab_size)
 
 
 def register(app: typer.Typer) -> None:

@@ -43,6 +43,7 @@ class VerifyOptions:
     output_tokens: int = 16
     workload: tuple[Arrival, ...] = ()
     workload_name: str = ""
+    realtime: bool = False
     weights_dir: str | None = None
     config_path: str | None = None
 
@@ -138,7 +139,8 @@ class _Run:
         engine = self._engine(model, pool)
         engine.step_hooks.append(self._on_step(pool))
         start = time.perf_counter()
-        records = self._run(engine, list(self._arrivals()), "the declared load")
+        records = self._run(engine, list(self._arrivals()), "the declared load",
+                            self.options.realtime)
         return records, time.perf_counter() - start
 
     def _arrivals(self) -> tuple[Arrival, ...]:
@@ -172,11 +174,12 @@ class _Run:
             self.notes.append(f"ceiling probe: {unfinished} of {count} requests did not finish")
         return engine.max_resident_requests
 
-    def _run(self, engine: Engine, arrivals: list[Arrival], what: str) -> list:
+    def _run(self, engine: Engine, arrivals: list[Arrival], what: str,
+             realtime: bool = False) -> list:
         """Run under the probe; running out of (emulated) device memory is a finding."""
         try:
             with self.probe.counting():
-                return engine.run(arrivals)
+                return engine.run(arrivals, realtime=realtime)
         except (MemoryError, torch.OutOfMemoryError) as exc:
             self.notes.append(f"out of memory during {what}: {str(exc).splitlines()[0]}")
             return list(engine.records)
@@ -192,7 +195,8 @@ class _Run:
             runtime_peak_bytes=transient, kv_pool_bytes=pool.tensor_bytes,
             kv_in_use_bytes=kv_in_use, non_torch_bytes=non_torch, allocator_slack_bytes=slack,
             peak_used_bytes=resident + transient + slack + non_torch,
-            ceiling_requests=ceiling, num_requests=num_requests)
+            ceiling_requests=ceiling, num_requests=num_requests,
+            load_is_declared=not self.options.workload)
 
     def _release(self) -> None:
         gc.collect()
