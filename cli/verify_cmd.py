@@ -12,6 +12,7 @@ from servecap.ledger.errors import SpecError
 from servecap.model_configs import load_model
 
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
+from .files import write_json
 from .inputs import PlanFlags, serve_spec
 from .verify_json import verify_to_dict
 from .verify_view import render_verify, violation_summary
@@ -68,6 +69,9 @@ def verify(
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
                                      "Verification sheet filled.")] = None,
     force: Annotated[bool, Opt(help="Replace an existing --xlsx file.")] = False,
+    calibration_out: Annotated[Path | None, Opt(help="Write the iteration-time coefficients "
+                                                "fitted to this run (JSON the simulator's "
+                                                "--coefficients takes).")] = None,
 ) -> None:
     """Measure the plan on the device, line by line; exit 1 when a ledger line is violated."""
     if xlsx is not None and xlsx.exists() and not force:
@@ -80,6 +84,8 @@ def verify(
     report = verify_to_dict(result)
     if xlsx is not None:
         write_verified_workbook(model, result, report["lines"], xlsx, force)
+    if calibration_out is not None:
+        write_json(calibration_out, result.calibration["coefficients"])
     if as_json:
         print(json.dumps(report, indent=2))
     else:

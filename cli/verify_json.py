@@ -17,6 +17,7 @@ def verify_to_dict(result) -> dict:
         "model": plan.model,
         "device_bytes": plan.device_bytes,
         "latency": result.latency,
+        "calibration": result.calibration,
         "notes": list(result.notes),
     }
 

@@ -30,6 +30,7 @@ def render_verify(result, console: Console) -> None:
     console.print(table)
     console.print(_phases(result.phases))
     console.print(_latency(result.latency))
+    _calibration(result.calibration, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     _verdict(rec, console)
@@ -73,6 +74,19 @@ def violation_summary(rec) -> str:
         parts.append(f"memory_ceiling (measured {rec.measured_ceiling_requests} vs predicted "
                      f"{rec.predicted_ceiling_requests} requests)")
     return "; ".join(parts)
+
+
+def _calibration(calibration: dict, console: Console) -> None:
+    """The fitted iteration-time coefficients: decimal GB/s and TFLOP/s, as vendors state."""
+    coef, fit = calibration.get("coefficients", {}), calibration.get("fit", {})
+    if "bandwidth_bytes_per_s" not in coef or "measured_step_ms" not in fit:
+        return
+    console.print(f"step time fit: {coef['bandwidth_bytes_per_s'] / 1e9:,.3f} GB/s effective, "
+                  f"{coef.get('flops_per_s', 0) / 1e12:,.4f} TFLOP/s, overhead "
+                  f"{coef['step_overhead_s'] * 1e3:,.2f} ms; steps p50/p95 measured "
+                  f"{fit['measured_step_ms']['p50']:,.2f}/{fit['measured_step_ms']['p95']:,.2f}"
+                  f" ms, replayed {fit['replayed_step_ms']['p50']:,.2f}/"
+                  f"{fit['replayed_step_ms']['p95']:,.2f} ms")
 
 
 def _verdict(rec, console: Console) -> None:

@@ -20,6 +20,7 @@ from servecap.ledger.plan import Plan, build_plan, with_device
 from servecap.ledger.reconcile import Measured, Reconciliation, kv_pool_bytes, reconcile
 from servecap.ledger.serve import ServeSpec
 
+from .calibration import StepClock, fit_coefficients
 from .engine import Engine, EngineConfig, StepStats
 from .kv_pool import KVPool, blocks_for_plan
 from .latency import latency_report
@@ -57,7 +58,7 @@ class VerifyResult:
     phases: tuple[Snapshot, ...]
     latency: dict
     record: dict
-    steps: tuple[StepStats, ...] = ()
+    calibration: dict = field(default_factory=dict)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -77,7 +78,7 @@ class _Run:
         self.torch_device = "cpu" if probe.kind == "cpu" else str(probe.device)
         self.phases: list[Snapshot] = [probe.snapshot("baseline")]
         self.notes: list[str] = []
-        self.steps: list[StepStats] = []
+        self.clocks: list[StepClock] = []
         self.max_blocks_used = 0
 
     def execute(self) -> VerifyResult:
@@ -95,7 +96,7 @@ class _Run:
         return VerifyResult(self.spec, self.plan, measured, reconcile(self.plan, measured),
                             tuple(self.phases), latency_report(records, wall_s),
                             benchmark_record(self.spec, self.plan, self.options, self.probe),
-                            tuple(self.steps), tuple(self.notes))
+                            self._calibration(), tuple(self.notes))
 
     def _snap(self, phase: str) -> Snapshot:
         snap = self.probe.snapshot(phase)
@@ -125,7 +126,18 @@ class _Run:
         serve = self.plan.serve
         config = EngineConfig(max_num_seqs=max_num_seqs or serve.max_num_seqs,
                               max_num_batched_tokens=serve.max_num_batched_tokens)
-        return Engine(model, pool, config)
+        engine = Engine(model, pool, config)
+        clock = StepClock(engine)
+        engine.step_hooks.append(clock)
+        self.clocks.append(clock)
+        return engine
+
+    def _calibration(self) -> dict:
+        """Coefficients from the declared load and the ceiling probe (not the warm-up)."""
+        timings = [t for clock in self.clocks[1:] for t in clock.timings]
+        plan = self.plan
+        return fit_coefficients(timings, plan.line("weights") + plan.line("weight_metadata"),
+                                plan.kv_bytes_per_token, 2 * plan.active_parameters)
 
     def _warm_up(self, model, pool: KVPool) -> None:
         """One profile request as wide as a step may be: kernels load, workspaces appear."""
@@ -158,7 +170,6 @@ class _Run:
 
     def _on_step(self, pool: KVPool):
         def hook(stats: StepStats) -> None:
-            self.steps.append(stats)
             self.max_blocks_used = max(self.max_blocks_used,
                                        pool.num_blocks - stats.num_free_blocks)
         return hook

@@ -142,3 +142,17 @@ def test_xlsx_fills_the_verification_sheet(tmp_path) -> None:
     assert weights[1] == weights[2] == 106_816 * 4 and weights[3:] == (0, "ok")
     again = _invoke("--xlsx", str(path))
     assert again.exit_code == 2 and "--force" in again.stderr
+
+
+def test_calibration_out_holds_only_simulator_coefficient_names(tmp_path) -> None:
+    path = tmp_path / "coeffs.json"
+    result = _invoke("--output-tokens", "8", "--calibration-out", str(path))
+    assert result.exit_code == 0, result.stderr
+    coef = json.loads(path.read_text())
+    assert set(coef) <= {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
+                         "bandwidth_bytes_per_s", "flops_per_s", "step_overhead_s",
+                         "swap_bandwidth_bytes_per_s"}
+    assert coef["weights_bytes"] == 106_816 * 4 and coef["kv_bytes_per_token"] == 512
+    assert coef["flops_per_token"] == 2 * 106_816
+    assert coef["bandwidth_bytes_per_s"] > 0 and coef["flops_per_s"] > 0
+    assert coef["step_overhead_s"] >= 0
