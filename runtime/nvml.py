@@ -22,7 +22,7 @@ def no_driver(device: str) -> SpecError:
 class Nvml:
     """One device by index; every NVML failure becomes the one 'no driver' line, never a crash."""
 
-    def __init__(self, index: int, device: str) -> None:
+    def __init__(self, index: int, device: str, pci_bus_id: str | None = None) -> None:
         try:
             import pynvml
         except ImportError:
@@ -31,9 +31,18 @@ class Nvml:
         self.nvml, self.device = pynvml, device
         try:
             pynvml.nvmlInit()
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.handle = self._handle(index, pci_bus_id)
         except pynvml.NVMLError:
             raise no_driver(device) from None
+
+    def _handle(self, index: int, pci_bus_id: str | None):
+        """By PCI bus id when known: CUDA_VISIBLE_DEVICES renumbers CUDA's devices, not NVML's."""
+        if pci_bus_id:
+            try:
+                return self.nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
+            except self.nvml.NVMLError:
+                pass
+        return self.nvml.nvmlDeviceGetHandleByIndex(index)
 
     def read(self) -> NvmlReading:
         info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)

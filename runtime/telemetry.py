@@ -63,15 +63,20 @@ class LiveTensorCounter(TorchDispatchMode):
         self.current_bytes = self.peak_bytes = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        # torch.tensor(data) is built before dispatch and lifted: its storage is new memory
+        fresh = func is torch.ops.aten.lift_fresh.default
+        inputs = set() if fresh else {_key(t) for t in _tensors((args, kwargs))}
         for tensor in _tensors(out):
-            self._count(tensor)
+            self._count(tensor, inputs)
         return out
 
-    def _count(self, tensor: torch.Tensor) -> None:
-        storage = tensor.untyped_storage()
-        key, nbytes = storage.data_ptr(), storage.nbytes()
-        if not nbytes:
+    def _count(self, tensor: torch.Tensor, inputs: set[int]) -> None:
+        """A storage already counted gains one more tensor; one the op was given (a view or an
+        in-place write into weights or the KV pool) is not new memory; anything else is."""
+        key, nbytes = _key(tensor), tensor.untyped_storage().nbytes()
+        if not nbytes or (key in inputs and key not in self.live):
             return
         entry = self.live.get(key)
         if entry is None:
@@ -97,11 +102,18 @@ class LiveTensorCounter(TorchDispatchMode):
         self.peak_bytes = self.current_bytes
 
 
+def _key(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
 def _tensors(out):
     if isinstance(out, torch.Tensor):
         yield out
     elif isinstance(out, (tuple, list)):
         for item in out:
+            yield from _tensors(item)
+    elif isinstance(out, dict):
+        for item in out.values():
             yield from _tensors(item)
 
 
@@ -138,10 +150,6 @@ class CpuProbe:
     def slack_bytes(self) -> int:
         return 0
 
-    def non_torch_bytes(self) -> int:
-        """Not charged to the emulated device: the interpreter and libraries live in RSS."""
-        return 0
-
     def snapshot(self, phase: str) -> Snapshot:
         live = self.resident_bytes + self.counter.current_bytes
         return Snapshot(phase, live, self.resident_bytes + self.counter.peak_bytes,
@@ -160,11 +168,11 @@ class CudaProbe:
             raise no_driver(device)
         self.device = torch.device(device)
         index = self.device.index or 0
-        self.nvml = Nvml(index, device)
+        props = torch.cuda.get_device_properties(index)
+        self.nvml = Nvml(index, device, _pci_bus_id(props))
         self.nvml_before = self.nvml.read()
         torch.cuda.set_device(self.device)
-        torch.cuda.init()
-        total = torch.cuda.get_device_properties(self.device).total_memory
+        total = props.total_memory
         self.device_bytes = min(device_bytes or total, total)
         torch.cuda.set_per_process_memory_fraction(self.device_bytes / total, self.device)
 
@@ -192,9 +200,6 @@ class CudaProbe:
         stats = torch.cuda.memory_stats(self.device)
         return stats["reserved_bytes.all.peak"] - stats["allocated_bytes.all.peak"]
 
-    def non_torch_bytes(self) -> int:
-        return self.snapshot("now").non_torch_bytes or 0
-
     def snapshot(self, phase: str) -> Snapshot:
         torch.cuda.synchronize(self.device)
         stats = torch.cuda.memory_stats(self.device)
@@ -208,6 +213,15 @@ class CudaProbe:
                         stats.get("allocated_bytes.all.peak", 0), process_rss_bytes(),
                         reserved, stats.get("reserved_bytes.all.peak", 0), int(free),
                         int(total), nv.used_bytes, nv.total_bytes, mine, mine - reserved)
+
+
+def _pci_bus_id(props) -> str | None:
+    """'00000000:3b:00.0', NVML's form, from torch's device properties (None if absent)."""
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is None:
+        return None
+    return f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:" \
+        f"{getattr(props, 'pci_device_id', 0):02x}.0"
 
 
 def probe_for(device: str, device_bytes: int | None):

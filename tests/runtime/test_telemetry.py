@@ -24,6 +24,22 @@ def test_counter_sees_transients_and_their_release() -> None:
     assert counter.peak_bytes == 2 * 64 * 256 * 4
 
 
+def test_writes_into_existing_storage_are_not_new_memory() -> None:
+    pool = torch.zeros(4, 1024)  # resident before counting, like the KV pool
+    counter = LiveTensorCounter()
+    with counter:
+        index, values = torch.tensor([3]), torch.ones(1, 64)
+        pool.view(-1, 64).index_copy_(0, index, values)
+        row = pool[2]
+        row.mul_(2)
+        assert counter.current_bytes == 8 + 64 * 4  # the index and the new values only
+        copy = pool.clone()
+        assert counter.current_bytes == 8 + 64 * 4 + 4 * 1024 * 4
+    del row, copy, index, values
+    assert counter.current_bytes == 0
+    assert counter.peak_bytes == 8 + 64 * 4 + 4 * 1024 * 4
+
+
 def test_emulated_device_refuses_what_does_not_fit() -> None:
     probe = CpuProbe(device_bytes=1 << 20)
     probe.add_resident(768 << 10, "weights")

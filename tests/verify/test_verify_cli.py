@@ -120,7 +120,7 @@ def test_no_driver_is_one_line_not_a_traceback() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_verify_on_cuda_matches_the_exact_lines() -> None:
     result = CliRunner().invoke(app, ["verify", "tiny-llama", "--device", "cuda:0",
-                                      "--device-memory", "64MiB", "--runtime-peak", "24MiB",
+                                      "--device-memory", "128MiB", "--runtime-peak", "80MiB",
                                       "--json"])
     out = json.loads(result.stdout)
     for name in ("weights", "kv_pool"):
