@@ -45,27 +45,58 @@ def allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> tor
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  block_tables: torch.Tensor, context_lens: torch.Tensor,
-                 window: int | None) -> torch.Tensor:
-    """q: (S, H, D); caches: (blocks, B, Hkv, D); block_tables: (S, nb). Returns (S, H, D)."""
+                 window: int | None, workspace: "Workspace | None" = None) -> torch.Tensor:
+    """q: (S, H, D); caches: (Hkv, blocks, B, D); block_tables: (S, nb). Returns (S, H, D).
+    Blocks are gathered into a workspace reused by every layer of the step, giving each
+    (head, sequence) a contiguous (nb*B, D) matrix; then two batched matmuls and a softmax."""
     num_seqs, max_blocks = block_tables.shape
-    block_size = k_cache.shape[1]
-    keys = k_cache[block_tables].flatten(1, 2).transpose(1, 2)  # (S, Hkv, nb*B, D)
-    values = v_cache[block_tables].flatten(1, 2).transpose(1, 2)
-    k_pos = torch.arange(max_blocks * block_size, device=q.device)
+    hkv, _, block_size, dim = k_cache.shape
+    group = q.shape[1] // hkv
+    keys, values = (workspace or Workspace()).get(block_tables.numel(), k_cache)
+    torch.index_select(k_cache, 1, block_tables.flatten(), out=keys)
+    torch.index_select(v_cache, 1, block_tables.flatten(), out=values)
+    length = max_blocks * block_size
+    keys = keys.view(hkv, num_seqs, length, dim)  # (Hkv, S, nb*B, D)
+    values = values.view(hkv, num_seqs, length, dim)
+    k_pos = torch.arange(length, device=q.device)
     mask = allowed((context_lens - 1)[:, None], k_pos[None, :], window)  # (S, nb*B)
     mask &= k_pos[None, :] < context_lens[:, None]
-    out = F.scaled_dot_product_attention(q[:, :, None], keys, values, attn_mask=mask[:, None, None],
-                                         enable_gqa=True)  # (S, H, 1, D)
-    return out[:, :, 0]
+    qg = q.view(num_seqs, hkv, group, dim).transpose(0, 1)  # (Hkv, S, G, D)
+    out = grouped_attention(qg, keys, values, mask[None, :, None, :])  # (Hkv, S, G, D)
+    return out.transpose(0, 1).reshape(num_seqs, hkv * group, dim)
+
+
+def grouped_attention(qg: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                      mask: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v with fp32 scores, for one query token per sequence: qg
+    (..., G, D) holds the G query heads that share each KV head; keys/values (..., T, D); mask
+    broadcasts to (..., G, T). Two batched matmuls that read each (T, D) matrix in place."""
+    scores = (qg @ keys.transpose(-1, -2)).float() * qg.shape[-1] ** -0.5  # (..., G, T)
+    probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+    return probs.to(values.dtype) @ values  # (..., G, D)
+
+
+class Workspace:
+    """Gather buffers for one step, grown on demand and shared by every layer."""
+
+    def __init__(self) -> None:
+        self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def get(self, num_blocks: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two (Hkv, num_blocks, B, D) buffers shaped like the cache `like`."""
+        if self.buffers is None or self.buffers[0].shape[1] < num_blocks:
+            shape = (like.shape[0], num_blocks, *like.shape[2:])
+            self.buffers = (like.new_empty(shape), like.new_empty(shape))
+        return self.buffers[0][:, :num_blocks], self.buffers[1][:, :num_blocks]
 
 
 def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   block_table: torch.Tensor, context_len: int,
                   window: int | None) -> torch.Tensor:
     """One sequence's chunk: q (Q, H, D) at the last Q of context_len positions. (Q, H, D)."""
-    hkv, dim = k_cache.shape[2], k_cache.shape[3]
-    keys = k_cache[block_table].view(-1, hkv, dim)[:context_len].transpose(0, 1)  # (Hkv, C, D)
-    values = v_cache[block_table].view(-1, hkv, dim)[:context_len].transpose(0, 1)
+    hkv, dim = k_cache.shape[0], k_cache.shape[3]
+    keys = k_cache[:, block_table].view(hkv, -1, dim)[:, :context_len]  # (Hkv, C, D)
+    values = v_cache[:, block_table].view(hkv, -1, dim)[:, :context_len]
     q_pos = torch.arange(context_len - q.shape[0], context_len, device=q.device)
     mask = allowed(q_pos[:, None], torch.arange(context_len, device=q.device)[None, :], window)
     out = F.scaled_dot_product_attention(q.transpose(0, 1), keys, values, attn_mask=mask,
@@ -78,18 +109,20 @@ class PagedKV:
 
     def __init__(self, pool: KVPool, batch: PagedBatch) -> None:
         self.pool, self.batch = pool, batch
+        self.workspace = Workspace()
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                window_tokens: int | None) -> torch.Tensor:
         k_cache, v_cache = self.pool.layer(layer)
         batch = self.batch
-        k_cache.view(-1, *k.shape[1:]).index_copy_(0, batch.slot_mapping, k)
-        v_cache.view(-1, *v.shape[1:]).index_copy_(0, batch.slot_mapping, v)
+        hkv, dim = k.shape[1:]
+        k_cache.view(hkv, -1, dim).index_copy_(1, batch.slot_mapping, k.transpose(0, 1))
+        v_cache.view(hkv, -1, dim).index_copy_(1, batch.slot_mapping, v.transpose(0, 1))
         parts = []
         if batch.num_decode:
             parts.append(paged_decode(q[:batch.num_decode], k_cache, v_cache,
                                       batch.decode_block_tables, batch.decode_context_lens,
-                                      window_tokens))
+                                      window_tokens, self.workspace))
         for span in batch.prefills:
             rows = q[span.token_start:span.token_start + span.num_tokens]
             parts.append(paged_prefill(rows, k_cache, v_cache, span.block_table,
@@ -114,8 +147,8 @@ def reference_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tenso
 
 
 class DenseKV:
-    """Reference backend: each sequence owns a contiguous (Hkv, max_tokens, D) cache per layer.
-    set_rows(seqs, starts, counts) says which sequence each run of new tokens belongs to."""
+    """Reference backend: each sequence owns a contiguous (Hkv, max_tokens, D) cache per layer,
+    the layout of a static-batch cache. set_rows(rows) says whose tokens each run is."""
 
     def __init__(self, num_layers: int, num_seqs: int, max_tokens: int, num_kv_heads: int,
                  head_dim: int, dtype: torch.dtype, device: str | torch.device = "cpu") -> None:
@@ -130,7 +163,8 @@ class DenseKV:
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                window_tokens: int | None) -> torch.Tensor:
-        if all(n == 1 for _, _, n in self.rows):
+        if all(n == 1 for _, _, n in self.rows) and \
+                [s for s, _, _ in self.rows] == list(range(len(self.rows))):
             return self._decode(layer, q, k, v, window_tokens)
         out, row = [], 0
         for seq, start, n in self.rows:
@@ -148,13 +182,18 @@ class DenseKV:
 
     def _decode(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 window: int | None) -> torch.Tensor:
-        seqs = torch.tensor([s for s, _, _ in self.rows], device=q.device)
+        """Rows are sequences 0..S-1 in order (a static batch): the cache is read in place, with
+        the same math as paged_decode, so the two differ only by the block gather."""
+        num_seqs, hkv, dim = k.shape
+        max_tokens = self.k.shape[3]
         pos = torch.tensor([p for _, p, _ in self.rows], device=q.device)
-        self.k[layer, seqs, :, pos] = k  # (S, Hkv, D)
-        self.v[layer, seqs, :, pos] = v
+        rows = (torch.arange(num_seqs * hkv, device=q.device) * max_tokens).view(num_seqs, hkv)
+        flat = (rows + pos[:, None]).flatten()  # row of (seq, head, pos) in a (-1, D) view
+        self.k[layer].view(-1, dim).index_copy_(0, flat, k.reshape(-1, dim))
+        self.v[layer].view(-1, dim).index_copy_(0, flat, v.reshape(-1, dim))
         length = int(pos.max()) + 1
         mask = allowed(pos[:, None], torch.arange(length, device=q.device)[None, :], window)
-        out = F.scaled_dot_product_attention(
-            q[:, :, None], self.k[layer, seqs, :, :length], self.v[layer, seqs, :, :length],
-            attn_mask=mask[:, None, None], enable_gqa=True)  # (S, H, 1, D)
-        return out[:, :, 0]
+        qg = q.view(num_seqs, hkv, -1, dim)  # (S, Hkv, G, D)
+        out = grouped_attention(qg, self.k[layer, :num_seqs, :, :length],
+                                self.v[layer, :num_seqs, :, :length], mask[:, None, None, :])
+        return out.reshape(num_seqs, -1, dim)  # (S, H, D)

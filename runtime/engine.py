@@ -3,8 +3,9 @@
     engine = Engine.from_spec(spec, serve, device="cpu")
     records = engine.run([Arrival(0.0, 128, 32), Arrival(0.5, 512, 64)], realtime=True)
 
-Telemetry hooks: engine.weight_bytes and engine.kv_pool_bytes count the runtime's own tensors;
-functions in engine.step_hooks are called with a StepStats after every step (sample memory
+Telemetry hooks: engine.tensor_bytes() counts the runtime's own resident tensors (weights, KV
+pool); engine.profile_run() runs the widest schedulable step once (measure the transient peak
+around it); functions in engine.step_hooks get a StepStats after every step (sample memory
 there); engine.max_resident_requests is the most sequences that ever held blocks at once.
 """
 
@@ -23,7 +24,7 @@ from servecap.ledger.serve import ServeSpec
 from .block_manager import BlockManager
 from .kv_pool import KVPool, blocks_for_plan
 from .model import Decoder
-from .runner import forward_step, sample
+from .runner import forward_step, profile_forward, sample
 from .scheduler import Scheduler, StepPlan
 from .sequence import (
     CANCELLED,
@@ -99,6 +100,18 @@ class Engine:
     def kv_pool_bytes(self) -> int:
         return self.pool.tensor_bytes
 
+    def tensor_bytes(self) -> dict[str, int]:
+        """Resident tensors by ledger line; the null block is the pool's one extra block."""
+        return {"weights_bytes": self.weight_bytes, "kv_pool_bytes": self.kv_pool_bytes,
+                "kv_usable_bytes": self.pool.usable_bytes,
+                "kv_null_block_bytes": self.pool.null_block_bytes}
+
+    def profile_run(self) -> None:
+        """One forward pass as wide as the scheduler allows (max_num_batched_tokens prefill
+        tokens, logits for max_num_seqs rows); touches no request and no usable block."""
+        profile_forward(self.model, self.pool, self.config.max_num_batched_tokens,
+                        self.config.max_num_seqs)
+
     def now(self) -> float:
         """Seconds since the engine started (or since run() began)."""
         return time.perf_counter() - self._start_s
@@ -125,7 +138,12 @@ class Engine:
         return record
 
     def _too_long(self, seq: Sequence) -> str:
+        """Blocks this request needs even alone: each sample's full length, plus a private copy
+        of the partial prompt block per extra sample."""
+        if seq.parallel > self.config.max_num_seqs:
+            return f"n = {seq.parallel} samples exceed max_num_seqs = {self.config.max_num_seqs}"
         needed = blocks_for(seq.max_tokens, self.pool.block_size_tokens) * seq.parallel
+        needed += 1 if seq.parallel > 1 else 0
         if needed <= self.pool.num_blocks:
             return ""
         return (f"needs {needed:,} KV blocks ({seq.parallel} x {seq.max_tokens:,} tokens in "
@@ -241,7 +259,8 @@ class Engine:
             while pending and (not realtime or pending[0].arrival_s <= self.now()):
                 added.append(self._add_arrival(pending.pop(0)))
             if self.has_unfinished():
-                self.step()
+                if not self.step().num_batched_tokens and not self.scheduler.running:
+                    raise RuntimeError("scheduler stalled: waiting requests cannot be admitted")
             elif pending:
                 time.sleep(max(0.0, pending[0].arrival_s - self.now()))
         return [r for r in self.records if r.request_id in {a.request_id for a in added}]

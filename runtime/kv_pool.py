@@ -37,7 +37,10 @@ def blocks_for_plan(spec: ModelSpec, plan: Plan) -> int:
 
 
 class KVPool:
-    """tensor: (num_layers, 2 [K, V], num_blocks + 1, block_size_tokens, H_kv, d_h)."""
+    """tensor: (num_layers, 2 [K, V], H_kv, num_blocks + 1, block_size_tokens, d_h).
+
+    Head-major, so one head's gathered blocks are a contiguous (tokens, d_h) matrix that batched
+    matmuls read in place."""
 
     def __init__(self, spec: ModelSpec, num_blocks: int, block_size_tokens: int,
                  kv_dtype: str = "bf16", device: str | torch.device = "cpu") -> None:
@@ -49,8 +52,8 @@ class KVPool:
             kv_dtype
         self.block_bytes = block_bytes(spec, block_size_tokens, kv_dtype)
         self.null_block = num_blocks
-        shape = (spec.num_layers, 2, num_blocks + NULL_BLOCKS, block_size_tokens,
-                 att.num_kv_heads, att.head_dim)
+        shape = (spec.num_layers, 2, att.num_kv_heads, num_blocks + NULL_BLOCKS,
+                 block_size_tokens, att.head_dim)
         self.tensor = torch.zeros(shape, dtype=torch_dtype(kv_dtype, "kv_dtype"), device=device)
         if self.tensor_bytes != self.block_bytes * (num_blocks + NULL_BLOCKS):
             raise AssertionError("KV pool tensor disagrees with the ledger's bytes per block")
@@ -69,7 +72,7 @@ class KVPool:
         return NULL_BLOCKS * self.block_bytes
 
     def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(K, V) of one layer, each (num_blocks + 1, block_size_tokens, H_kv, d_h)."""
+        """(K, V) of one layer, each (H_kv, num_blocks + 1, block_size_tokens, d_h)."""
         return self.tensor[layer, 0], self.tensor[layer, 1]
 
     def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
@@ -78,4 +81,4 @@ class KVPool:
             device = self.tensor.device
             src = torch.tensor([s for s, _ in copies], device=device)
             dst = torch.tensor([d for _, d in copies], device=device)
-            self.tensor[:, :, dst] = self.tensor[:, :, src]
+            self.tensor[:, :, :, dst] = self.tensor[:, :, :, src]

@@ -65,3 +65,20 @@ def sample(logits: torch.Tensor, temperatures: list[float],
             probs = torch.softmax(logits[i] / temp, dim=-1)
             tokens[i] = int(torch.multinomial(probs, 1, generator=gen))
     return tokens
+
+
+@torch.inference_mode()
+def profile_forward(model: Decoder, pool: KVPool, num_tokens: int, num_logit_rows: int) -> None:
+    """The widest step the engine can schedule: one prefill of num_tokens (the token budget)
+    and logits for num_logit_rows sequences, its K/V written only to the null block. Run it
+    once to measure the runtime's transient peak (activations, logits, workspaces)."""
+    bsz, device = pool.block_size_tokens, model.device
+    table = torch.full((-(-num_tokens // bsz),), pool.null_block, device=device)
+    slots = pool.null_block * bsz + torch.arange(num_tokens, device=device) % bsz
+    batch = PagedBatch(slots, 0, torch.zeros(0, 0, dtype=torch.long, device=device),
+                       torch.zeros(0, dtype=torch.long, device=device),
+                       [PrefillSpan(0, num_tokens, num_tokens, table)])
+    ids = torch.zeros(num_tokens, dtype=torch.long, device=device)
+    hidden = model(ids, torch.arange(num_tokens, device=device), PagedKV(pool, batch))
+    model.logits(hidden[-min(num_logit_rows, num_tokens):])
+    pool.tensor[:, :, :, pool.null_block].zero_()

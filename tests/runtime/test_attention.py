@@ -29,8 +29,8 @@ def _scatter(pool: KVPool, keys: torch.Tensor, values: torch.Tensor, seed: int,
     taken.update(table)
     k_cache, v_cache = pool.layer(0)
     for i in range(keys.shape[0]):
-        k_cache[table[i // bsz], i % bsz] = keys[i]
-        v_cache[table[i // bsz], i % bsz] = values[i]
+        k_cache[:, table[i // bsz], i % bsz] = keys[i]
+        v_cache[:, table[i // bsz], i % bsz] = values[i]
     return table
 
 
