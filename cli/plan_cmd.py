@@ -55,7 +55,7 @@ def plan(
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write a capacity workbook with live formulas "
                                      "(needs the excel extra).")] = None,
-    force: Annotated[bool, Opt(help="Replace an existing --xlsx file.")] = False,
+    force: Annotated[bool, Opt("--force", help="Replace an existing --xlsx file.")] = False,
     from_workbook: Annotated[Path | None, Opt(help="Plan again from a workbook's Inputs sheet "
                                               "(instead of MODEL and flags).")] = None,
 ) -> None:

@@ -31,7 +31,7 @@ def workbook(
     safety: Annotated[str | None, Opt(help="Safety reserve: 4GiB or 10%.")] = None,
     weight_dtype: Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4.")] = None,
     block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
-    force: Annotated[bool, Opt(help="Replace an existing output file.")] = False,
+    force: Annotated[bool, Opt("--force", help="Replace an existing output file.")] = False,
 ) -> None:
     """Write a capacity workbook: the ledger as live formulas, the envelope over devices x
     contexts x KV dtypes with a chart, and the review sheets."""
@@ -45,6 +45,7 @@ def workbook(
 
 def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Path,
                     force: bool) -> Path:
+    """The Ledger at the first device/context/KV dtype; the Envelope over all of them."""
     _need_excel()
     from servecap.workbooks.envelope import Sweep
     from servecap.workbooks.export import build_workbook, default_sweep, save_workbook

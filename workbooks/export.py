@@ -52,16 +52,21 @@ def save_workbook(wb: Workbook, path: Path, force: bool = False, field: str = "-
     """Never a half-written file: save beside the target, then rename over it in one step. An
     existing file is replaced only with force."""
     path = Path(path)
+    if path.is_dir() or not path.parent.is_dir():
+        raise SpecError(field, str(path), "must be a file in an existing folder")
     if path.exists() and not force:
         raise SpecError(field, str(path), "file exists; pass --force to replace it")
-    if not path.parent.is_dir():
-        raise SpecError(field, str(path), "its folder does not exist")
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
     os.close(handle)
     try:
         wb.save(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
         raise
     return path

@@ -91,6 +91,14 @@ class _Cells:
             raise SpecError(f"Inputs!{name}", value, "a whole number", self.path)
         return int(value)
 
+    def truth(self, name: str) -> bool:
+        """TRUE as openpyxl writes it, or as a spreadsheet saves it back (=TRUE(), 1)."""
+        value = self.value(name)
+        text = str(value).strip().upper().removeprefix("=").removesuffix("()")
+        if text in ("TRUE", "1", "FALSE", "0"):
+            return text in ("TRUE", "1")
+        raise SpecError(f"Inputs!{name}", value, "TRUE or FALSE", self.path)
+
     def column(self, name: str) -> list:
         defined = self.wb.defined_names.get(name)
         sheet, ref = next(iter(defined.destinations))
@@ -105,7 +113,7 @@ MODEL_NAMES = ("num_parameters", "quantized_parameters", "quantized_bits_per_par
 
 def _load(cells: _Cells) -> tuple[int | None, int | None, str | None]:
     """(context, concurrency, lengths): the live-length table when it is the load."""
-    if cells.value("explicit_lengths") is not True:
+    if not cells.truth("explicit_lengths"):
         return cells.whole("context_tokens"), cells.whole("requests"), None
     lengths = cells.column("load_lengths_tokens")
     counts = cells.column("load_requests")

@@ -1,6 +1,8 @@
 """Workbooks recalculated by a real LibreOffice, built once per session (one soffice run)."""
 
+import json
 import os
+import random
 import shutil
 import subprocess
 import tempfile
@@ -37,17 +39,23 @@ def soffice_bin() -> str:
     return soffice()
 
 
-def recalc(binary: str, paths: list[Path], outdir: Path) -> dict[str, Path]:
+def recalc(binary: str, paths: list[Path], outdir: Path, workers: int = 2) -> dict[str, Path]:
     """Open each file in LibreOffice headless and save it again: formulas without cached
-    values are computed on load. One process for the batch, a private profile for the run."""
+    values are computed on load. A few processes share the batch, each with its own profile
+    (two instances on one profile would lock each other out)."""
     outdir.mkdir(parents=True, exist_ok=True)
-    profile = Path(tempfile.mkdtemp(prefix="servecap-lo-profile-"))
+    profiles = [Path(tempfile.mkdtemp(prefix="servecap-lo-profile-")) for _ in range(workers)]
     try:
-        subprocess.run([binary, f"-env:UserInstallation={profile.as_uri()}", "--headless",
-                        "--norestore", "--convert-to", "xlsx", "--outdir", str(outdir),
-                        *map(str, paths)], check=True, capture_output=True, timeout=300)
+        runs = [subprocess.Popen([binary, f"-env:UserInstallation={profile.as_uri()}",
+                                  "--headless", "--norestore", "--convert-to", "xlsx",
+                                  "--outdir", str(outdir), *map(str, paths[i::workers])],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                for i, profile in enumerate(profiles)]
+        outputs = [run.communicate(timeout=300)[0] for run in runs]
+        assert all(run.returncode == 0 for run in runs), outputs
     finally:
-        shutil.rmtree(profile, ignore_errors=True)
+        for profile in profiles:
+            shutil.rmtree(profile, ignore_errors=True)
     out = {p.stem: outdir / p.name for p in paths}
     missing = [str(p) for p in out.values() if not p.exists()]
     assert not missing, f"LibreOffice did not write {missing}"
@@ -105,6 +113,53 @@ def _edits() -> dict[str, tuple[str, dict, dict]]:
     }
 
 
+RANDOM_BASES = ("llama-3.1-8b", "gemma-mixed", "deepseek-fp8kv", "mistral-7b-v0.1",
+                "phi-3-mini-4k-instruct", "qwen3-30b-a3b", "llama-int4-fp8kv", "model-dir")
+RANDOM_EDITS = tuple(f"random-{i}" for i in range(12))
+
+
+def _random_edits(plans: dict[str, Plan]) -> dict[str, tuple[str, dict, dict]]:
+    """Seeded random what-ifs: context, requests, block size, KV dtype and device together.
+    The safety cell is an input, so it keeps its bytes when the device changes."""
+    rng = random.Random(2026)
+    edits = {}
+    for name in RANDOM_EDITS:
+        base = rng.choice(RANDOM_BASES)
+        cells = {"context_tokens": rng.randint(1, 200_000), "requests": rng.randint(1, 64),
+                 "block_size_tokens": rng.choice((1, 8, 16, 32, 128)),
+                 "kv_dtype": rng.choice(("fp32", "bf16", "fp8", "int4")),
+                 "device_bytes": rng.randint(20, 4096) * GiB + rng.randint(0, GiB)}
+        changes = {"context_tokens": cells["context_tokens"],
+                   "concurrency": cells["requests"],
+                   "block_size_tokens": cells["block_size_tokens"],
+                   "kv_dtype": cells["kv_dtype"], "device_bytes": cells["device_bytes"],
+                   "safety_bytes": plans[base].line("safety"), "safety_fraction": None}
+        edits[name] = (base, cells, changes)
+    return edits
+
+
+def model_directory(folder: Path) -> Path:
+    """A local model folder: a config.json and a header-only safetensors shard whose tensor
+    sizes (values and a scale) the ledger reads as the exact weight bytes."""
+    directory = folder / "tiny-llama"
+    directory.mkdir(exist_ok=True)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+              "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+              "vocab_size": 128256, "max_position_embeddings": 131072,
+              "torch_dtype": "bfloat16", "tie_word_embeddings": True}
+    (directory / "config.json").write_text(json.dumps(config))
+    header = json.dumps({
+        "model.embed_tokens.weight": {"dtype": "BF16", "shape": [128256, 2048],
+                                      "data_offsets": [0, 2_471_000_003]},
+        "model.layers.0.mlp.down_proj.weight_scale": {"dtype": "F32", "shape": [2048],
+                                                      "data_offsets": [2_471_000_003,
+                                                                       2_471_008_195]},
+    }).encode()
+    (directory / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    return directory
+
+
 def _envelope_sweep() -> tuple[str, PlanFlags, Sweep]:
     return ("gemma-2-9b-it", PlanFlags(device="40GiB", context=4096, concurrency=2),
             Sweep((("40GiB", 40 * GiB), ("H100", 85_017_853_952)), (1024, 4096, 32768, 131072),
@@ -115,7 +170,10 @@ def _envelope_sweep() -> tuple[str, PlanFlags, Sweep]:
 def recalculated(soffice_bin, tmp_path_factory) -> dict[str, Case]:
     folder = tmp_path_factory.mktemp("books")
     cases: dict[str, tuple] = {}
-    for name, (model, flags) in _flag_cases().items():
+    flag_cases = _flag_cases()
+    flag_cases["model-dir"] = (str(model_directory(folder)),
+                               PlanFlags(device="24GiB", context=3000, concurrency=3))
+    for name, (model, flags) in flag_cases.items():
         src = workbook_source(model, flags)
         cases[name] = (src, src.plan(), None)
     model, flags, sweep = _envelope_sweep()
@@ -124,7 +182,8 @@ def recalculated(soffice_bin, tmp_path_factory) -> dict[str, Case]:
     paths = {}
     for name, (src, _, sw) in cases.items():
         paths[name] = save_workbook(build_workbook(src, sw), folder / f"{name}.xlsx")
-    for name, (base, cells, changes) in _edits().items():
+    plans = {name: case[1] for name, case in cases.items()}
+    for name, (base, cells, changes) in {**_edits(), **_random_edits(plans)}.items():
         src = cases[base][0]
         paths[name] = _edited(paths[base], cells, folder / f"{name}.xlsx")
         expected = build_plan(src.spec, replace(src.serve, **changes), src.overrides)

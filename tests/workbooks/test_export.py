@@ -5,6 +5,8 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openpyxl import Workbook, load_workbook
 from servecap.cli.inputs import PlanFlags
 from servecap.cli.workbook_cmd import workbook_source
@@ -12,7 +14,7 @@ from servecap.ledger.errors import SpecError
 from servecap.workbooks.export import SHEETS, build_workbook, save_workbook
 from servecap.workbooks.inputs_sheet import model_rows
 from servecap.workbooks.names import INPUT_NAMES, OUTPUT_NAMES, cell_of
-from servecap.workbooks.readback import MODEL_NAMES
+from servecap.workbooks.readback import MODEL_NAMES, read_plan_inputs
 from servecap.workbooks.record_sheets import (
     PERCENTILE_METRICS,
     RECORD_FIELDS,
@@ -149,5 +151,19 @@ def test_an_interrupted_save_leaves_the_old_file_and_no_debris(tmp_path) -> None
 
 
 def test_missing_folder_is_a_clear_error(src, tmp_path) -> None:
-    with pytest.raises(SpecError, match="folder does not exist"):
+    with pytest.raises(SpecError, match="existing folder"):
         save_workbook(build_workbook(src), tmp_path / "nope" / "cap.xlsx")
+    with pytest.raises(SpecError, match="existing folder"):
+        save_workbook(build_workbook(src), tmp_path, force=True)
+
+
+@settings(max_examples=12, deadline=None)
+@given(lengths=st.lists(st.integers(min_value=1, max_value=70_000), min_size=1, max_size=12),
+       prefix=st.integers(min_value=0, max_value=5000))
+def test_live_lengths_survive_the_round_trip_in_order(lengths, prefix, tmp_path_factory):
+    src = workbook_source("qwen2.5-7b", PlanFlags(device="80GiB", lengths=",".join(
+        map(str, lengths)), shared_prefix=prefix))
+    path = save_workbook(build_workbook(src), tmp_path_factory.mktemp("runs") / "c.xlsx")
+    flags = read_plan_inputs(path).flags
+    assert flags["lengths"] == ",".join(map(str, lengths))
+    assert flags["shared_prefix"] == prefix and flags["context"] is None

@@ -1,5 +1,6 @@
 """LibreOffice recalculates every workbook to exactly the bytes and ceilings servecap plans."""
 
+import json
 import os
 import subprocess
 import sys
@@ -7,19 +8,22 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLED, Case
+from conftest import BUNDLED, RANDOM_EDITS, Case
 from openpyxl import load_workbook
+from servecap.cli.app import app
+from servecap.cli.plan_json import plan_to_dict
 from servecap.ledger.paging import paging_report
 from servecap.ledger.plan import build_plan, with_device
 from servecap.workbooks.names import cell_of
 from servecap.workbooks.paging_sheet import block_sizes
+from typer.testing import CliRunner
 
 LINE_NAMES = {"weights": "weights_bytes", "weight_metadata": "weight_metadata_line_bytes",
               "runtime_peak": "runtime_peak_line_bytes", "kv_cache": "kv_cache_bytes",
               "safety": "safety_line_bytes"}
 EDITED = ["edit-llama-context", "edit-gemma-context", "edit-teaching-device"]
 VARIANTS = ["llama-int4-fp8kv", "llama-lengths-prefix", "gptoss-lengths-window",
-            "deepseek-fp8kv", "gemma-mixed", "envelope"]
+            "deepseek-fp8kv", "gemma-mixed", "envelope", "model-dir"]
 
 
 def _exact(value, expected: int) -> None:
@@ -54,6 +58,19 @@ def test_an_edited_input_recomputes_as_build_plan_would(recalculated, name) -> N
     case = recalculated[name]
     assert case.expected.memory_ceiling_requests != case.src.plan().memory_ceiling_requests
     _check_ledger(case)
+
+
+@pytest.mark.parametrize("name", RANDOM_EDITS)
+def test_random_what_ifs_recompute_as_build_plan_would(recalculated, name) -> None:
+    _check_ledger(recalculated[name])
+
+
+def test_weights_read_from_safetensors_headers_are_declared_in_the_workbook(recalculated):
+    case = recalculated["model-dir"]
+    wb = load_workbook(case.original)
+    assert cell_of(wb, "declared_weights_bytes").value == 2_471_000_003
+    assert cell_of(wb, "weight_metadata_bytes").value == 8192
+    assert case.expected.line("weights") == 2_471_000_003
 
 
 def test_every_bundled_model_has_a_real_ceiling(recalculated) -> None:
@@ -129,3 +146,12 @@ def test_missing_libreoffice_fails_under_ci_and_skips_locally(tmp_path) -> None:
     assert under_ci.returncode != 0 and "required under CI=true" in under_ci.stdout
     local = _pytest_without_soffice(tmp_path, "")
     assert local.returncode == 0 and "1 skipped" in local.stdout
+
+
+def test_from_workbook_replans_a_file_libreoffice_saved(recalculated) -> None:
+    """A reviewer opens, edits and saves in a spreadsheet; --from-workbook must still read it."""
+    runner = CliRunner()
+    for name, case in recalculated.items():
+        result = runner.invoke(app, ["plan", "--from-workbook", str(case.computed), "--json"])
+        assert result.exit_code in (0, 1), (name, result.output)
+        assert json.loads(result.stdout) == plan_to_dict(case.expected), name
