@@ -60,8 +60,8 @@ def _latency(latency: dict) -> Table:
         table.add_column(name, justify="left" if name == "ms" else "right")
     for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
         row = latency[key]
-        table.add_row(key.removesuffix("_ms"), *(f"{row[k]:,.2f}" for k in
-                                                 ("p50", "p95", "p99", "mean")))
+        table.add_row(key.removesuffix("_ms"), *("-" if row[k] is None else f"{row[k]:,.2f}"
+                                                 for k in ("p50", "p95", "p99", "mean")))
     return table
 
 

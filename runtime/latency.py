@@ -44,9 +44,11 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 def summary_ms(values: list[float]) -> dict:
-    """{p50, p95, p99, mean} in milliseconds."""
+    """{p50, p95, p99, mean} in milliseconds; None when nothing finished (JSON has no NaN)."""
+    if not values:
+        return dict.fromkeys(("p50", "p95", "p99", "mean"))
     out = {f"p{p}": percentile(values, p) * 1e3 for p in (50, 95, 99)}
-    out["mean"] = sum(values) / len(values) * 1e3 if values else float("nan")
+    out["mean"] = sum(values) / len(values) * 1e3
     return out
 
 

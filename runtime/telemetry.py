@@ -79,15 +79,16 @@ class LiveTensorCounter(TorchDispatchMode):
         if not nbytes or (key in inputs and key not in self.live):
             return
         entry = self.live.get(key)
-        if entry is None:
+        fresh = entry is None
+        if fresh:
             entry = self.live[key] = [nbytes, 0]
             self.current_bytes += nbytes
             self.peak_bytes = max(self.peak_bytes, self.current_bytes)
-            if self.cap_bytes is not None and self.current_bytes > self.cap_bytes:
-                raise MemoryError(f"emulated device out of memory: transients need "
-                                  f"{self.current_bytes:,} B, {self.cap_bytes:,} B left")
         entry[1] += 1
-        weakref.finalize(tensor, self._release, key)
+        weakref.finalize(tensor, self._release, key)  # before raising: the bytes come back
+        if fresh and self.cap_bytes is not None and self.current_bytes > self.cap_bytes:
+            raise MemoryError(f"emulated device out of memory: transients need "
+                              f"{self.current_bytes:,} B, {self.cap_bytes:,} B left")
 
     def _release(self, key: int) -> None:
         entry = self.live.get(key)

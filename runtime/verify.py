@@ -67,6 +67,10 @@ def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions) -> VerifyR
     check_buildable(spec)
     probe = probe_for(options.device, options.device_bytes or None)
     plan = build_plan(spec, with_device(serve, probe.device_bytes))
+    if blocks_for_plan(spec, plan) < 1:
+        raise SpecError("--device-memory", f"{plan.device_bytes:,} B", "weights, metadata, "
+                        f"runtime peak and safety ({plan.fixed_bytes:,} B) leave no room for "
+                        "one KV block: declare a larger device or smaller budgets")
     return _Run(spec, plan, probe, options).execute()
 
 
@@ -133,18 +137,25 @@ class _Run:
         return engine
 
     def _calibration(self) -> dict:
-        """Coefficients from the declared load and the ceiling probe (not the warm-up)."""
-        timings = [t for clock in self.clocks[1:] for t in clock.timings]
+        """Coefficients from the steps of the declared load and the ceiling probe."""
+        timings = [t for clock in self.clocks for t in clock.timings]
         plan = self.plan
         return fit_coefficients(timings, plan.line("weights") + plan.line("weight_metadata"),
                                 plan.kv_bytes_per_token, 2 * plan.active_parameters)
 
     def _warm_up(self, model, pool: KVPool) -> None:
-        """One profile request as wide as a step may be: kernels load, workspaces appear."""
+        """The engine's profile step: one prompt as long as a step or the context allows, logits
+        for max_num_seqs rows. Kernels load and workspaces appear before measuring."""
         serve = self.plan.serve
-        prompt = max(1, min(serve.context_tokens - 1, serve.max_num_batched_tokens))
-        self._run(self._engine(model, pool), [Arrival(0.0, prompt, 1, seed=self.options.seed)],
-                  "warm-up")
+        engine = Engine(model, pool, EngineConfig(
+            max_num_seqs=serve.max_num_seqs,
+            max_num_batched_tokens=min(serve.max_num_batched_tokens, serve.context_tokens)))
+        try:
+            with self.probe.counting():
+                engine.profile_run()
+        except (MemoryError, torch.OutOfMemoryError) as exc:
+            self.notes.append(f"out of memory during the profile step: "
+                              f"{str(exc).splitlines()[0]}")
         self._snap("warmup")
 
     def _declared_load(self, model, pool: KVPool):
