@@ -167,8 +167,8 @@ class CudaProbe:
     def __init__(self, device: str, device_bytes: int | None) -> None:
         if not torch.cuda.is_available():
             raise no_driver(device)
-        self.device = torch.device(device)
-        index = self.device.index or 0
+        index = torch.device(device).index or 0
+        self.device = torch.device("cuda", index)
         props = torch.cuda.get_device_properties(index)
         self.nvml = Nvml(index, device, _pci_bus_id(props))
         self.nvml_before = self.nvml.read()
@@ -199,7 +199,7 @@ class CudaProbe:
     def slack_bytes(self) -> int:
         """Allocator slack at its peak: reserved - allocated (fragmentation, cached blocks)."""
         stats = torch.cuda.memory_stats(self.device)
-        return stats["reserved_bytes.all.peak"] - stats["allocated_bytes.all.peak"]
+        return stats.get("reserved_bytes.all.peak", 0) - stats.get("allocated_bytes.all.peak", 0)
 
     def snapshot(self, phase: str) -> Snapshot:
         torch.cuda.synchronize(self.device)
