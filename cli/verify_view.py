@@ -30,6 +30,8 @@ def render_verify(result, console: Console) -> None:
     console.print(table)
     console.print(_phases(result.phases))
     console.print(_latency(result.latency))
+    if result.latency.get("simulated_vs_measured"):
+        console.print(_simulated(result.latency["simulated_vs_measured"]))
     _calibration(result.calibration, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
@@ -74,6 +76,22 @@ def violation_summary(rec) -> str:
         parts.append(f"memory_ceiling (measured {rec.measured_ceiling_requests} vs predicted "
                      f"{rec.predicted_ceiling_requests} requests)")
     return "; ".join(parts)
+
+
+def _simulated(check: dict) -> Table:
+    table = Table(title=f"the same load in the simulator ({check['policy']}, this run's "
+                  "coefficients)", title_justify="left")
+    for name in ("ms", "simulated p50", "measured p50", "simulated p95", "measured p95"):
+        table.add_column(name, justify="left" if name == "ms" else "right")
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
+        sim, run = check[key]["simulated"], check[key]["measured"]
+        table.add_row(key.removesuffix("_ms"), *(_ms(v) for v in (
+            sim["p50"], run["p50"], sim["p95"], run["p95"])))
+    return table
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
 
 
 def _calibration(calibration: dict, console: Console) -> None:

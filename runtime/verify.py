@@ -27,6 +27,7 @@ from .latency import latency_report
 from .model import check_buildable
 from .provenance import benchmark_record
 from .sequence import FINISHED, Arrival
+from .sim_check import simulated_vs_measured
 from .telemetry import Snapshot, probe_for
 from .weights import load_decoder, random_decoder
 
@@ -95,12 +96,17 @@ class _Run:
         ceiling = self._ceiling_probe(model, pool)
         peak = self._snap("peak")
         measured = self._measured(model, pool, kv_in_use, ceiling, peak, len(records))
+        num_blocks = pool.num_blocks
         del model, pool
         self._release()
+        latency, calibration = latency_report(records, wall_s), self._calibration()
+        latency["simulated_vs_measured"] = simulated_vs_measured(
+            self.plan, self._arrivals(), self.options.realtime, calibration["coefficients"],
+            num_blocks, latency)
         return VerifyResult(self.spec, self.plan, measured, reconcile(self.plan, measured),
-                            tuple(self.phases), latency_report(records, wall_s),
+                            tuple(self.phases), latency,
                             benchmark_record(self.spec, self.plan, self.options, self.probe),
-                            self._calibration(), tuple(self.notes))
+                            calibration, tuple(self.notes))
 
     def _snap(self, phase: str) -> Snapshot:
         snap = self.probe.snapshot(phase)

@@ -156,3 +156,14 @@ def test_calibration_out_holds_only_simulator_coefficient_names(tmp_path) -> Non
     assert coef["flops_per_token"] == 2 * 106_816
     assert coef["bandwidth_bytes_per_s"] > 0 and coef["flops_per_s"] > 0
     assert coef["step_overhead_s"] >= 0
+
+
+def test_the_simulator_replays_the_same_load() -> None:
+    pytest.importorskip("servecap.sim.run")
+    code, out = _json("--output-tokens", "8")
+    assert code == 0, out["violations"]
+    check = out["latency"]["simulated_vs_measured"]
+    assert check["policy"] == "chunked-prefill"
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
+        assert check[key]["measured"] == {k: out["latency"][key][k] for k in ("p50", "p95")}
+        assert check[key]["simulated"]["p50"] >= 0
