@@ -17,8 +17,8 @@ import torch
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan, build_plan, with_device
-from servecap.ledger.reconcile import Measured, Reconciliation, kv_pool_bytes, reconcile
 from servecap.ledger.serve import ServeSpec
+from servecap.ledger.verification import Measured, Reconciliation, kv_pool_bytes, reconcile
 
 from .calibration import StepClock, fit_coefficients
 from .engine import Engine, EngineConfig, StepStats

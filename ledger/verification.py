@@ -1,4 +1,4 @@
-"""Reconciliation: each ledger line predicted vs measured on a device, with a stated tolerance."""
+"""Verification arithmetic: each ledger line predicted vs measured on a device, with a tolerance."""
 
 from dataclasses import dataclass
 

@@ -1,9 +1,10 @@
-"""Reconciliation arithmetic: pool sizing, residuals, verdicts and the violated line named."""
+"""Verification arithmetic: pool sizing, residuals, verdicts and the violated line named."""
 
 from dataclasses import replace
 
 from servecap.ledger.plan import build_plan
-from servecap.ledger.reconcile import (
+from servecap.ledger.serve import ServeSpec
+from servecap.ledger.verification import (
     OK,
     REPORTED,
     Measured,
@@ -12,7 +13,6 @@ from servecap.ledger.reconcile import (
     kv_pool_bytes,
     reconcile,
 )
-from servecap.ledger.serve import ServeSpec
 from servecap.model_configs import load_model
 
 MiB = 2**20
