@@ -31,6 +31,7 @@ class VerifyFlags:
     weights: str | None = None
     workload: Path | None = None
     realtime: bool = False
+    admission: str = "reserve"
 
 
 def verify(
@@ -64,6 +65,10 @@ def verify(
     = None,
     realtime: Annotated[bool, Opt(help="Add each workload request at its arrival time "
                                   "(default: all at once, as fast as possible).")] = False,
+    admission: Annotated[str, Opt(help="reserve: admit only when blocks for the whole "
+                                  "context are free (never preempts); optimistic: admit on the "
+                                  "prompt's blocks, preempt by recompute when decode growth "
+                                  "runs out (vLLM).")] = "reserve",
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
@@ -80,7 +85,8 @@ def verify(
                       weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
                       max_num_seqs)
     result = verify_from_flags(model, flags, VerifyFlags(
-        device, device_memory, num_layers, output_tokens, seed, weights, workload, realtime))
+        device, device_memory, num_layers, output_tokens, seed, weights, workload, realtime,
+        admission))
     report = verify_to_dict(result)
     if xlsx is not None:
         write_verified_workbook(model, result, report["lines"], xlsx, force)
@@ -109,8 +115,15 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
     options = VerifyOptions(device=vflags.device, device_bytes=device_bytes, seed=vflags.seed,
                             output_tokens=vflags.output_tokens, weights_dir=vflags.weights,
                             config_path=str(loaded.path), workload=workload,
-                            workload_name=name, realtime=vflags.realtime)
+                            workload_name=name, realtime=vflags.realtime,
+                            reserve_full_context=_reserve(vflags.admission))
     return verify(spec, serve, options)
+
+
+def _reserve(admission: str) -> bool:
+    if admission not in ("reserve", "optimistic"):
+        raise SpecError("--admission", admission, "allowed: reserve, optimistic")
+    return admission == "reserve"
 
 
 def _workload(path: Path | None, vocab_size: int) -> tuple[tuple, str]:

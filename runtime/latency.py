@@ -61,6 +61,7 @@ def latency_report(records: list[RequestRecord], wall_s: float) -> dict:
         "num_requests": len(records),
         "num_finished": len(done),
         "wall_s": wall_s,
+        "num_preemptions": sum(t.num_preemptions for t in done),
         "input_tokens_per_s": sum(t.num_prompt_tokens for t in done) / wall_s,
         "output_tokens_per_s": sum(t.num_output_tokens for t in done) / wall_s,
         "queue_ms": summary_ms([t.queue_s for t in done]),

@@ -46,6 +46,7 @@ class VerifyOptions:
     workload: tuple[Arrival, ...] = ()
     workload_name: str = ""
     realtime: bool = False
+    reserve_full_context: bool = True  # False: vLLM's optimistic admission; growth preempts
     weights_dir: str | None = None
     config_path: str | None = None
 
@@ -132,10 +133,12 @@ class _Run:
         self._snap("kv_pool")
         return pool
 
-    def _engine(self, model, pool, max_num_seqs: int | None = None) -> Engine:
+    def _engine(self, model, pool, max_num_seqs: int | None = None,
+                reserve_full_context: bool = True) -> Engine:
         serve = self.plan.serve
         config = EngineConfig(max_num_seqs=max_num_seqs or serve.max_num_seqs,
-                              max_num_batched_tokens=serve.max_num_batched_tokens)
+                              max_num_batched_tokens=serve.max_num_batched_tokens,
+                              reserve_full_context=reserve_full_context)
         engine = Engine(model, pool, config)
         clock = StepClock(engine)
         engine.step_hooks.append(clock)
@@ -165,7 +168,8 @@ class _Run:
         self._snap("warmup")
 
     def _declared_load(self, model, pool: KVPool):
-        engine = self._engine(model, pool)
+        engine = self._engine(model, pool,
+                              reserve_full_context=self.options.reserve_full_context)
         engine.step_hooks.append(self._on_step(pool))
         start = time.perf_counter()
         records = self._run(engine, list(self._arrivals()), "the declared load",

@@ -74,6 +74,16 @@ def test_a_load_above_the_ceiling_queues_and_completes_every_request() -> None:
     assert kv["measured_bytes"] <= 15 * 256 * 512
 
 
+def test_optimistic_admission_preempts_and_still_completes_every_request() -> None:
+    result = _invoke("--json", "--concurrency", "20", "--admission", "optimistic")
+    out = json.loads(result.stdout)
+    latency = out["latency"]
+    assert latency["num_finished"] == latency["num_requests"] == 20
+    assert latency["num_preemptions"] > 0
+    assert out["violations"] == ["kv_cache"]
+    assert out["measured_ceiling_requests"] == out["predicted_ceiling_requests"] == 15
+
+
 def test_json_contract_is_stable(default_run) -> None:
     assert list(default_run)[:5] == ["lines", "predicted_ceiling_requests",
                                      "measured_ceiling_requests", "phases", "record"]
