@@ -1,10 +1,10 @@
-"""Paged attention: K/V gathered through block tables for decode steps and prefill chunks.
+"""Paged attention: K/V read through block tables for decode steps and prefill chunks.
 
 Also the two references it is checked against: a naive fp32 softmax over a contiguous cache,
-and DenseKV, a contiguous per-sequence cache with the same SDPA kernel (the speed baseline).
+and DenseKV, a contiguous static-batch cache using the same decode math (the speed baseline).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +33,9 @@ class PagedBatch:
     decode_block_tables: torch.Tensor  # (S, max_blocks), padded with the null block
     decode_context_lens: torch.Tensor  # (S,)
     prefills: list[PrefillSpan]
+    # (first block, context tokens) of each decode whose blocks are one contiguous run, else
+    # None; only filled on the CPU, where reading such runs in place beats gathering them
+    decode_runs: list[tuple[int, int] | None] = field(default_factory=list)
 
 
 def allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
@@ -64,6 +67,20 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     qg = q.view(num_seqs, hkv, group, dim).transpose(0, 1)  # (Hkv, S, G, D)
     out = grouped_attention(qg, keys, values, mask[None, :, None, :])  # (Hkv, S, G, D)
     return out.transpose(0, 1).reshape(num_seqs, hkv * group, dim)
+
+
+def run_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, first_block: int,
+               context_len: int, window: int | None) -> torch.Tensor:
+    """One sequence whose blocks are consecutive in the pool: its K/V are a view, no gather.
+    q: (H, D); returns (H, D)."""
+    hkv, _, block_size, dim = k_cache.shape
+    num_blocks = -(-context_len // block_size)
+    keys = k_cache[:, first_block:first_block + num_blocks].reshape(hkv, -1, dim)  # a view
+    values = v_cache[:, first_block:first_block + num_blocks].reshape(hkv, -1, dim)
+    k_pos = torch.arange(num_blocks * block_size, device=q.device)
+    mask = allowed(torch.tensor(context_len - 1, device=q.device), k_pos, window)
+    mask &= k_pos < context_len
+    return grouped_attention(q.view(hkv, -1, dim), keys, values, mask).view(q.shape)
 
 
 def grouped_attention(qg: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
@@ -120,14 +137,31 @@ class PagedKV:
         v_cache.view(hkv, -1, dim).index_copy_(1, batch.slot_mapping, v.transpose(0, 1))
         parts = []
         if batch.num_decode:
-            parts.append(paged_decode(q[:batch.num_decode], k_cache, v_cache,
-                                      batch.decode_block_tables, batch.decode_context_lens,
-                                      window_tokens, self.workspace))
+            parts.append(self._decode(q[:batch.num_decode], k_cache, v_cache, window_tokens))
         for span in batch.prefills:
             rows = q[span.token_start:span.token_start + span.num_tokens]
             parts.append(paged_prefill(rows, k_cache, v_cache, span.block_table,
                                        span.context_len, window_tokens))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def _decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                window: int | None) -> torch.Tensor:
+        """Contiguous runs are read in place, the rest gathered in one batch."""
+        batch, runs = self.batch, self.batch.decode_runs
+        if not any(runs):
+            return paged_decode(q, k_cache, v_cache, batch.decode_block_tables,
+                                batch.decode_context_lens, window, self.workspace)
+        out = torch.empty_like(q)
+        rest = [i for i, run in enumerate(runs) if run is None]
+        for i, run in enumerate(runs):
+            if run is not None:
+                out[i] = run_decode(q[i], k_cache, v_cache, run[0], run[1], window)
+        if rest:
+            index = torch.tensor(rest, device=q.device)
+            out[index] = paged_decode(q[index], k_cache, v_cache,
+                                      batch.decode_block_tables[index],
+                                      batch.decode_context_lens[index], window, self.workspace)
+        return out
 
 
 def reference_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,

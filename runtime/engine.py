@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from servecap.ledger.kv import Shard
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.paging import blocks_for
 from servecap.ledger.plan import build_plan
@@ -24,6 +25,7 @@ from servecap.ledger.serve import ServeSpec
 from .block_manager import BlockManager
 from .kv_pool import KVPool, blocks_for_plan
 from .model import Decoder
+from .parallel import SINGLE, TensorParallel, broadcast_int
 from .runner import forward_step, profile_forward, sample
 from .scheduler import Scheduler, StepPlan
 from .sequence import (
@@ -50,9 +52,15 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class StepStats:
+    """One step, for telemetry and for fitting step time against the work it did:
+    num_context_tokens is the K/V tokens its attention read (Σ context after each chunk)."""
+
     step: int
     now_s: float
+    step_s: float
     num_batched_tokens: int
+    num_decode_tokens: int
+    num_context_tokens: int
     num_running: int
     num_waiting: int
     num_free_blocks: int
@@ -79,14 +87,18 @@ class Engine:
     @classmethod
     def from_spec(cls, spec: ModelSpec, serve: ServeSpec, device: str = "cpu",
                   num_blocks: int | None = None, seed: int = 0,
-                  weights_dir: str | Path | None = None, **config) -> "Engine":
+                  weights_dir: str | Path | None = None, tp: TensorParallel = SINGLE,
+                  **config) -> "Engine":
         """Weights in serve.weight_dtype (seeded random, or a local safetensors directory) and a
-        KV pool of serve.kv_dtype blocks: num_blocks, else what the ledger's plan leaves."""
-        model = (load_decoder(spec, weights_dir, serve.weight_dtype, device) if weights_dir
-                 else random_decoder(spec, serve.weight_dtype, device, seed))
+        KV pool of serve.kv_dtype blocks: num_blocks, else what the ledger's plan for this
+        rank's shard leaves."""
+        model = (load_decoder(spec, weights_dir, serve.weight_dtype, device, tp) if weights_dir
+                 else random_decoder(spec, serve.weight_dtype, device, seed, tp=tp))
         if num_blocks is None:
-            num_blocks = blocks_for_plan(spec, build_plan(spec, serve))
-        pool = KVPool(spec, num_blocks, serve.block_size_tokens, serve.kv_dtype, device)
+            plan = build_plan(spec, serve, shard=Shard(tp.size))
+            num_blocks = blocks_for_plan(spec, plan, tp.size)
+        pool = KVPool(spec, num_blocks, serve.block_size_tokens, serve.kv_dtype, device,
+                      tp.size)
         config.setdefault("max_num_seqs", serve.max_num_seqs)
         config.setdefault("max_num_batched_tokens", serve.max_num_batched_tokens)
         return cls(model, pool, EngineConfig(**config))
@@ -168,17 +180,21 @@ class Engine:
     # -- stepping ------------------------------------------------------------------------
     def step(self) -> StepStats:
         """One iteration: schedule, copy-on-write, forward, sample, retire finished ones."""
+        start = self.now()
         plan = self.scheduler.schedule()
         now = self.now()
         self.max_resident_requests = max(self.max_resident_requests,
                                          len(self.scheduler.running))
         for seq in plan.admitted:
             seq.record.admitted_s = seq.record.admitted_s or now
+        context = sum(seq.num_computed_tokens + n for seq, n in plan.chunks)
+        decodes = sum(1 for _, n in plan.chunks if n == 1)
         if plan.chunks:
             self._forward(plan, now)
         self.num_steps += 1
-        stats = StepStats(self.num_steps, self.now(), plan.num_batched_tokens,
-                          len(self.scheduler.running), len(self.scheduler.waiting),
+        end = self.now()
+        stats = StepStats(self.num_steps, end, end - start, plan.num_batched_tokens, decodes,
+                          context, len(self.scheduler.running), len(self.scheduler.waiting),
                           self.blocks.num_free_blocks, len(plan.admitted), len(plan.preempted))
         for hook in self.step_hooks:
             hook(stats)
@@ -199,7 +215,8 @@ class Engine:
         for seq, token in zip(seqs, tokens, strict=True):
             self._append(seq, token, ready_s)
 
-    def _fork(self, logits: torch.Tensor, ready: list[Sequence]):
+    def _fork(self, logits: torch.Tensor,
+              ready: list[Sequence]) -> tuple[torch.Tensor, list[Sequence]]:
         """Parallel sampling: a sequence with n > 1 forks n - 1 children sharing its blocks
         once its prompt is computed; each child draws its own token from the same logits."""
         rows, seqs = [], []
@@ -251,12 +268,14 @@ class Engine:
     # -- workloads -----------------------------------------------------------------------
     def run(self, workload: list[Arrival], realtime: bool = False) -> list[RequestRecord]:
         """Open-loop: each arrival is added at its arrival_s (realtime) or all at once (as fast
-        as possible); steps until every request is finished, rejected or cancelled."""
+        as possible); steps until every request is finished, rejected or cancelled. Under
+        tensor parallelism rank 0's clock decides arrivals, so every rank schedules alike."""
         pending = sorted(workload, key=lambda a: a.arrival_s)
         self._start_s = time.perf_counter()
         added = []
         while pending or self.has_unfinished():
-            while pending and (not realtime or pending[0].arrival_s <= self.now()):
+            due = sum(1 for a in pending if not realtime or a.arrival_s <= self.now())
+            for _ in range(broadcast_int(due, self.model.tp, self.model.device)):
                 added.append(self._add_arrival(pending.pop(0)))
             if self.has_unfinished():
                 if not self.step().num_batched_tokens and not self.scheduler.running:

@@ -7,7 +7,7 @@ only multiplies by a block count, so a formula change in the ledger moves the po
 import torch
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
-from servecap.ledger.kv import kv_bytes_per_token
+from servecap.ledger.kv import Shard, kv_bytes_per_token, kv_heads_per_rank
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan
 
@@ -16,24 +16,27 @@ from .model import torch_dtype
 NULL_BLOCKS = 1  # one extra block that padded block-table entries point at; never written
 
 
-def block_bytes(spec: ModelSpec, block_size_tokens: int, kv_dtype: str) -> int:
-    """Bytes of one block in every layer, K and V: the ledger's bytes/token x tokens/block."""
+def block_bytes(spec: ModelSpec, block_size_tokens: int, kv_dtype: str,
+                tensor_parallel_size: int = 1) -> int:
+    """Bytes of one block in every layer, K and V, on one rank: the ledger's bytes/token x
+    tokens/block."""
     bits = dtypes.lookup(kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
-    return kv_bytes_per_token(spec, bits) * block_size_tokens
+    return kv_bytes_per_token(spec, bits, Shard(tensor_parallel_size)) * block_size_tokens
 
 
 def blocks_for_budget(spec: ModelSpec, kv_budget_bytes: int, block_size_tokens: int,
-                      kv_dtype: str) -> int:
+                      kv_dtype: str, tensor_parallel_size: int = 1) -> int:
     """Whole blocks that fit in a KV budget (the null block is counted on top)."""
-    return kv_budget_bytes // block_bytes(spec, block_size_tokens, kv_dtype)
+    return kv_budget_bytes // block_bytes(spec, block_size_tokens, kv_dtype,
+                                          tensor_parallel_size)
 
 
-def blocks_for_plan(spec: ModelSpec, plan: Plan) -> int:
+def blocks_for_plan(spec: ModelSpec, plan: Plan, tensor_parallel_size: int = 1) -> int:
     """Blocks in what the plan leaves for KV: device - (weights, metadata, runtime peak,
     safety). At the plan's context this holds exactly plan.memory_ceiling_requests requests."""
     serve = plan.serve
     return blocks_for_budget(spec, plan.device_bytes - plan.fixed_bytes,
-                             serve.block_size_tokens, serve.kv_dtype)
+                             serve.block_size_tokens, serve.kv_dtype, tensor_parallel_size)
 
 
 class KVPool:
@@ -43,17 +46,17 @@ class KVPool:
     matmuls read in place."""
 
     def __init__(self, spec: ModelSpec, num_blocks: int, block_size_tokens: int,
-                 kv_dtype: str = "bf16", device: str | torch.device = "cpu") -> None:
+                 kv_dtype: str = "bf16", device: str | torch.device = "cpu",
+                 tensor_parallel_size: int = 1) -> None:
+        self.block_bytes = block_bytes(spec, block_size_tokens, kv_dtype, tensor_parallel_size)
         if num_blocks < 1:
             raise SpecError("num_blocks", num_blocks, "the KV pool needs at least one block "
-                            f"of {block_bytes(spec, block_size_tokens, kv_dtype):,} bytes")
-        att = spec.attention
+                            f"of {self.block_bytes:,} bytes")
         self.num_blocks, self.block_size_tokens, self.kv_dtype = num_blocks, block_size_tokens, \
             kv_dtype
-        self.block_bytes = block_bytes(spec, block_size_tokens, kv_dtype)
         self.null_block = num_blocks
-        shape = (spec.num_layers, 2, att.num_kv_heads, num_blocks + NULL_BLOCKS,
-                 block_size_tokens, att.head_dim)
+        shape = (spec.num_layers, 2, kv_heads_per_rank(spec, tensor_parallel_size),
+                 num_blocks + NULL_BLOCKS, block_size_tokens, spec.attention.head_dim)
         self.tensor = torch.zeros(shape, dtype=torch_dtype(kv_dtype, "kv_dtype"), device=device)
         if self.tensor_bytes != self.block_bytes * (num_blocks + NULL_BLOCKS):
             raise AssertionError("KV pool tensor disagrees with the ledger's bytes per block")

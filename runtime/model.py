@@ -14,6 +14,8 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.model import SLIDING, ModelSpec
 from torch import nn
 
+from .parallel import SINGLE, TensorParallel, all_reduce, check_split, heads
+
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 INIT_STD = 0.02  # seeded random weights: the usual transformer init scale
@@ -94,17 +96,20 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions) -> None:
+    """This rank's heads: q/k/v split by head, o_proj by input column, outputs summed."""
+
+    def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions,
+                 tp: TensorParallel) -> None:
         super().__init__()
         att, h = spec.attention, spec.hidden_size
-        self.layer, self.theta = layer, opts.rope_theta
-        self.num_heads, self.num_kv_heads, self.head_dim = att.num_heads, att.num_kv_heads, \
-            att.head_dim
+        self.layer, self.theta, self.tp = layer, opts.rope_theta, tp
+        self.num_heads, _, self.num_kv_heads = heads(spec, tp)
+        self.head_dim = att.head_dim
         self.window = att.sliding_window_tokens if spec.layer_kind(layer) == SLIDING else None
-        self.q_proj = nn.Linear(h, att.num_heads * att.head_dim, bias=att.qkv_bias)
-        self.k_proj = nn.Linear(h, att.num_kv_heads * att.head_dim, bias=att.qkv_bias)
-        self.v_proj = nn.Linear(h, att.num_kv_heads * att.head_dim, bias=att.qkv_bias)
-        self.o_proj = nn.Linear(att.num_heads * att.head_dim, h, bias=False)
+        self.q_proj = nn.Linear(h, self.num_heads * att.head_dim, bias=att.qkv_bias)
+        self.k_proj = nn.Linear(h, self.num_kv_heads * att.head_dim, bias=att.qkv_bias)
+        self.v_proj = nn.Linear(h, self.num_kv_heads * att.head_dim, bias=att.qkv_bias)
+        self.o_proj = nn.Linear(self.num_heads * att.head_dim, h, bias=False)
         if att.qk_norm:
             self.q_norm = RMSNorm(att.head_dim, opts.rms_norm_eps)
             self.k_norm = RMSNorm(att.head_dim, opts.rms_norm_eps)
@@ -118,27 +123,31 @@ class SelfAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, positions, self.theta), apply_rope(k, positions, self.theta)
         out = kv.attend(self.layer, q, k, v, self.window)  # (T, H, D)
-        return self.o_proj(out.reshape(tokens, -1))
+        return all_reduce(self.o_proj(out.reshape(tokens, -1)), self.tp)
 
 
 class MLP(nn.Module):
-    def __init__(self, hidden: int, inter: int) -> None:
+    """SiLU-gated MLP; with tensor parallelism each rank holds inter / tp columns."""
+
+    def __init__(self, hidden: int, inter: int, tp: TensorParallel) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(hidden, inter, bias=False)
-        self.up_proj = nn.Linear(hidden, inter, bias=False)
-        self.down_proj = nn.Linear(inter, hidden, bias=False)
+        self.tp = tp
+        self.gate_proj = nn.Linear(hidden, inter // tp.size, bias=False)
+        self.up_proj = nn.Linear(hidden, inter // tp.size, bias=False)
+        self.down_proj = nn.Linear(inter // tp.size, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return all_reduce(self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x)), self.tp)
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions) -> None:
+    def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions,
+                 tp: TensorParallel) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
-        self.self_attn = SelfAttention(spec, layer, opts)
+        self.self_attn = SelfAttention(spec, layer, opts, tp)
         self.post_attention_layernorm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
-        self.mlp = MLP(spec.hidden_size, spec.intermediate_size)
+        self.mlp = MLP(spec.hidden_size, spec.intermediate_size, tp)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, kv: KVBackend) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), positions, kv)
@@ -146,21 +155,24 @@ class DecoderLayer(nn.Module):
 
 
 class Body(nn.Module):
-    def __init__(self, spec: ModelSpec, opts: DecoderOptions) -> None:
+    def __init__(self, spec: ModelSpec, opts: DecoderOptions, tp: TensorParallel) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(spec.vocab_size, spec.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(spec, i, opts) for i in range(spec.num_layers))
+        self.layers = nn.ModuleList(DecoderLayer(spec, i, opts, tp)
+                                    for i in range(spec.num_layers))
         self.norm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
 
 
 class Decoder(nn.Module):
     """forward(input_ids (T,), positions (T,), kv) -> hidden (T, H); logits() -> (R, V) fp32."""
 
-    def __init__(self, spec: ModelSpec, opts: DecoderOptions = DEFAULT_OPTIONS) -> None:
+    def __init__(self, spec: ModelSpec, opts: DecoderOptions = DEFAULT_OPTIONS,
+                 tp: TensorParallel = SINGLE) -> None:
         super().__init__()
         check_buildable(spec)
-        self.spec, self.options = spec, opts
-        self.model = Body(spec, opts)
+        check_split(spec, tp)
+        self.spec, self.options, self.tp = spec, opts, tp
+        self.model = Body(spec, opts, tp)
         if not spec.tie_word_embeddings:
             self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
 

@@ -8,31 +8,41 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
 from .model import DEFAULT_OPTIONS, INIT_STD, Decoder, DecoderOptions, RMSNorm, torch_dtype
+from .parallel import SINGLE, TensorParallel, shard
 
 
 def _empty(spec: ModelSpec, dtype: str, device: str | torch.device,
-           opts: DecoderOptions) -> Decoder:
+           opts: DecoderOptions, tp: TensorParallel = SINGLE) -> Decoder:
     """Build on the meta device, then allocate each tensor once, directly in its dtype."""
     with torch.device("meta"):
-        model = Decoder(spec, opts)
+        model = Decoder(spec, opts, tp)
     model = model.to(dtype=torch_dtype(dtype))
     return model.to_empty(device=device).eval().requires_grad_(False)
 
 
 def random_decoder(spec: ModelSpec, dtype: str = "bf16", device: str | torch.device = "cpu",
-                   seed: int = 0, opts: DecoderOptions = DEFAULT_OPTIONS) -> Decoder:
-    """N(0, 0.02) matrices and biases, unit norms; the same seed gives the same weights."""
-    model = _empty(spec, dtype, device, opts)
+                   seed: int = 0, opts: DecoderOptions = DEFAULT_OPTIONS,
+                   tp: TensorParallel = SINGLE) -> Decoder:
+    """N(0, 0.02) matrices and biases, unit norms; the same seed gives the same weights, and
+    each tensor-parallel rank holds its slice of exactly those weights."""
+    model = _empty(spec, dtype, device, opts, tp)
     generator = torch.Generator(device=model.device).manual_seed(seed)
+    full_shapes = _full_shapes(spec, opts) if tp.size > 1 else {}
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, RMSNorm):
                 module.weight.fill_(1.0)
         for name, param in model.named_parameters():
             if not name.endswith("norm.weight"):
-                param.copy_(torch.randn(param.shape, generator=generator, device=model.device)
-                            * INIT_STD)
+                full = torch.randn(full_shapes.get(name, param.shape), generator=generator,
+                                   device=model.device)
+                param.copy_(shard(name, full, spec, tp) * INIT_STD)
     return model
+
+
+def _full_shapes(spec: ModelSpec, opts: DecoderOptions) -> dict[str, torch.Size]:
+    with torch.device("meta"):
+        return {name: p.shape for name, p in Decoder(spec, opts).named_parameters()}
 
 
 def decoder_options(directory: Path) -> DecoderOptions:
@@ -47,7 +57,7 @@ def decoder_options(directory: Path) -> DecoderOptions:
 
 
 def load_decoder(spec: ModelSpec, directory: str | Path, dtype: str = "bf16",
-                 device: str | torch.device = "cpu") -> Decoder:
+                 device: str | torch.device = "cpu", tp: TensorParallel = SINGLE) -> Decoder:
     """Real weights from `directory`/*.safetensors (no hub), cast to `dtype`; every tensor the
     architecture needs must be present and no unknown tensor may be left over."""
     from safetensors.torch import load_file
@@ -56,14 +66,15 @@ def load_decoder(spec: ModelSpec, directory: str | Path, dtype: str = "bf16",
     files = sorted(directory.glob("*.safetensors"))
     if not files:
         raise SpecError("weights", str(directory), "no *.safetensors files in the directory")
-    model = _empty(spec, dtype, device, decoder_options(directory))
+    model = _empty(spec, dtype, device, decoder_options(directory), tp)
     state: dict[str, torch.Tensor] = {}
     for path in files:
         state.update(load_file(str(path), device=str(model.device)))
     if spec.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     _check_names(set(state), set(model.state_dict()), directory)
-    model.load_state_dict({k: v.to(model.dtype) for k, v in state.items()}, strict=True)
+    model.load_state_dict({k: shard(k, v, spec, tp).to(model.dtype) for k, v in state.items()},
+                          strict=True)
     return model
 
 

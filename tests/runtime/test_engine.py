@@ -184,6 +184,10 @@ def test_step_hooks_see_every_step(tiny_model) -> None:
     engine.run([Arrival(0.0, 8, 4)])
     assert [s.step for s in seen] == list(range(1, engine.num_steps + 1))
     assert seen[0].num_admitted == 1 and seen[-1].num_free_blocks == engine.pool.num_blocks
+    assert (seen[0].num_batched_tokens, seen[0].num_decode_tokens) == (8, 0)
+    assert [(s.num_decode_tokens, s.num_context_tokens) for s in seen[1:]] == \
+        [(1, 9), (1, 10), (1, 11)]
+    assert all(s.step_s > 0 for s in seen)
 
 
 def test_profile_run_leaves_requests_and_blocks_untouched(tiny_model, reference) -> None:

@@ -1,0 +1,84 @@
+"""Tensor parallelism: which heads and MLP columns a rank holds, and the sums that join them.
+
+Megatron-style: q/k/v and gate/up are split by output rows (heads, MLP columns), o_proj and
+down_proj by input columns, and their partial outputs are summed across ranks. KV heads follow
+the ledger: ceil(H_kv / tp) per rank, replicated when H_kv < tp. Embeddings, norms and lm_head
+are replicated, so every rank computes the same logits and samples the same tokens.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from servecap.ledger.errors import SpecError
+from servecap.ledger.kv import kv_heads_per_rank
+from servecap.ledger.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class TensorParallel:
+    """This process's rank among `size`; group None means torch.distributed's default group."""
+
+    rank: int = 0
+    size: int = 1
+    group: object = None
+
+
+SINGLE = TensorParallel()
+
+
+def check_split(spec: ModelSpec, tp: TensorParallel) -> None:
+    att = spec.attention
+    if spec.attention.num_heads % tp.size or spec.intermediate_size % tp.size:
+        raise SpecError("tensor_parallel_size", tp.size, f"must divide num_attention_heads "
+                        f"({att.num_heads}) and intermediate_size ({spec.intermediate_size})")
+    if att.num_kv_heads % tp.size and tp.size % att.num_kv_heads:
+        raise SpecError("tensor_parallel_size", tp.size, "must divide num_key_value_heads "
+                        f"({att.num_kv_heads}) or be a multiple of it")
+
+
+def heads(spec: ModelSpec, tp: TensorParallel) -> tuple[int, int, int]:
+    """(query heads, first KV head, KV heads) this rank holds."""
+    att = spec.attention
+    num_q = att.num_heads // tp.size
+    group = att.num_heads // att.num_kv_heads
+    return num_q, tp.rank * num_q // group, kv_heads_per_rank(spec, tp.size)
+
+
+def shard(name: str, full: torch.Tensor, spec: ModelSpec, tp: TensorParallel) -> torch.Tensor:
+    """This rank's slice of a full checkpoint tensor named like model.layers.0.mlp.up_proj."""
+    if tp.size == 1:
+        return full
+    dim = spec.attention.head_dim
+    num_q, first_kv, num_kv = heads(spec, tp)
+    inter = spec.intermediate_size // tp.size
+    if ".q_proj." in name:
+        return full[tp.rank * num_q * dim:(tp.rank + 1) * num_q * dim]
+    if ".k_proj." in name or ".v_proj." in name:
+        return full[first_kv * dim:(first_kv + num_kv) * dim]
+    if ".o_proj." in name:
+        return full[:, tp.rank * num_q * dim:(tp.rank + 1) * num_q * dim]
+    if ".gate_proj." in name or ".up_proj." in name:
+        return full[tp.rank * inter:(tp.rank + 1) * inter]
+    if ".down_proj." in name:
+        return full[:, tp.rank * inter:(tp.rank + 1) * inter]
+    return full
+
+
+def all_reduce(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """Sum partial outputs of row-parallel layers across ranks (in place)."""
+    if tp.size > 1:
+        import torch.distributed as dist
+
+        dist.all_reduce(x, group=tp.group)
+    return x
+
+
+def broadcast_int(value: int, tp: TensorParallel, device: torch.device) -> int:
+    """Rank 0's value on every rank: keeps time-based decisions (arrivals) in lockstep."""
+    if tp.size == 1:
+        return value
+    import torch.distributed as dist
+
+    t = torch.tensor([value], device=device)
+    dist.broadcast(t, src=0, group=tp.group)
+    return int(t)
