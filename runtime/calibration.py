@@ -22,22 +22,18 @@ class StepTiming:
 
 
 class StepClock:
-    """An engine step hook: times each step from the end of the one before (the first step of
-    a run has no start and is skipped) and notes the KV tokens held going in."""
+    """An engine step hook: each step's own duration, tokens computed, and the K/V tokens its
+    attention read (the engine's num_context_tokens less the tokens it wrote)."""
 
-    def __init__(self, engine) -> None:
-        self.engine = engine
+    def __init__(self) -> None:
         self.timings: list[StepTiming] = []
-        self.last_s: float | None = None
-        self.held_tokens = self.num_running = 0
 
     def __call__(self, stats) -> None:
-        if self.last_s is not None and stats.num_batched_tokens:
-            decode = stats.num_admitted == 0 and stats.num_batched_tokens <= self.num_running
-            self.timings.append(StepTiming(stats.now_s - self.last_s, stats.num_batched_tokens,
-                                           self.held_tokens, decode))
-        self.last_s, self.num_running = stats.now_s, stats.num_running
-        self.held_tokens = sum(s.num_computed_tokens for s in self.engine.scheduler.running)
+        if stats.num_batched_tokens:
+            self.timings.append(StepTiming(
+                stats.step_s, stats.num_batched_tokens,
+                stats.num_context_tokens - stats.num_batched_tokens,
+                stats.num_decode_tokens == stats.num_batched_tokens))
 
 
 def fit_coefficients(timings: list[StepTiming], weights_bytes: int, kv_bytes_per_token: int,

@@ -140,7 +140,7 @@ class _Run:
                               max_num_batched_tokens=serve.max_num_batched_tokens,
                               reserve_full_context=reserve_full_context)
         engine = Engine(model, pool, config)
-        clock = StepClock(engine)
+        clock = StepClock()
         engine.step_hooks.append(clock)
         self.clocks.append(clock)
         return engine
