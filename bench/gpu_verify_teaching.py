@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from servecap.cli.inputs import PlanFlags, serve_spec
 from servecap.cli.verify_cmd import VerifyFlags, verify_from_flags
-from servecap.cli.verify_json import verify_to_dict
+from servecap.cli.verify_json import verify_to_dict, violations
 from servecap.cli.verify_view import render_verify
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import build_plan
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     render_verify(result, console)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(verify_to_dict(result), indent=2))
-    return 1 if result.reconciliation.violations else 0
+    return 1 if violations(result) else 0
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ class VerifyFlags:
     workload: Path | None = None
     realtime: bool = False
     admission: str = "reserve"
+    tensor_parallel_size: int = 1
 
 
 def verify(
@@ -69,6 +70,9 @@ def verify(
                                   "context are free (never preempts); optimistic: admit on the "
                                   "prompt's blocks, preempt by recompute when decode growth "
                                   "runs out (vLLM).")] = "reserve",
+    tensor_parallel_size: Annotated[int, Opt(help="Ranks, one process each (gloo on the CPU, "
+                                             "NCCL on CUDA: rank r on cuda:r); each reconciles "
+                                             "its own shard.")] = 1,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
@@ -86,24 +90,22 @@ def verify(
                       max_num_seqs)
     result = verify_from_flags(model, flags, VerifyFlags(
         device, device_memory, num_layers, output_tokens, seed, weights, workload, realtime,
-        admission))
+        admission, tensor_parallel_size))
     report = verify_to_dict(result)
     if xlsx is not None:
-        write_verified_workbook(model, result, report["lines"], xlsx, force)
+        write_verified_workbook(model, result.binding, report["lines"], xlsx, force)
     if calibration_out is not None:
-        write_json(calibration_out, result.calibration["coefficients"])
-    if as_json:
-        print(json.dumps(report, indent=2))
-    else:
-        render_verify(result, Console())
-    if result.reconciliation.violations:
-        raise fail("violated: " + violation_summary(result.reconciliation), EXIT_DOES_NOT_FIT)
+        write_json(calibration_out, result.binding.calibration["coefficients"])
+    print(json.dumps(report, indent=2)) if as_json else render_verify(result, Console())
+    summary = violation_summary(result)
+    if summary:
+        raise fail("violated: " + summary, EXIT_DOES_NOT_FIT)
 
 
 def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
     """Load, scale, plan against the (emulated) device, run and reconcile: the one call."""
     from servecap.runtime.model import with_num_layers
-    from servecap.runtime.verify import VerifyOptions, verify
+    from servecap.runtime.verify import ParallelResult, VerifyOptions, verify
 
     loaded = load_model(model)
     spec = loaded.spec if vflags.num_layers is None else with_num_layers(loaded.spec,
@@ -117,7 +119,11 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
                             config_path=str(loaded.path), workload=workload,
                             workload_name=name, realtime=vflags.realtime,
                             reserve_full_context=_reserve(vflags.admission))
-    return verify(spec, serve, options)
+    if vflags.tensor_parallel_size == 1:
+        return ParallelResult((verify(spec, serve, options),))
+    from servecap.runtime.verify_parallel import verify_parallel
+
+    return verify_parallel(spec, serve, options, vflags.tensor_parallel_size)
 
 
 def _reserve(admission: str) -> bool:

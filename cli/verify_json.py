@@ -3,7 +3,28 @@
 
 def verify_to_dict(result) -> dict:
     """Stable contract: lines (line, predicted_bytes, measured_bytes, residual_bytes, verdict),
-    predicted_ceiling_requests, measured_ceiling_requests, phases, record; more may follow."""
+    predicted_ceiling_requests, measured_ceiling_requests, phases, record (of the binding rank);
+    tensor_parallel_size and binding_rank; with more than one rank, `ranks` holds each one."""
+    out = rank_to_dict(result.binding)
+    out["tensor_parallel_size"] = len(result.ranks)
+    out["binding_rank"] = result.binding_rank
+    out["violations"] = violations(result)
+    out["ok"] = not out["violations"]
+    if len(result.ranks) > 1:
+        out["ranks"] = [rank_to_dict(rank) for rank in result.ranks]
+    return out
+
+
+def violations(result) -> list[str]:
+    """Violated lines; with several ranks each is prefixed 'rank N: '."""
+    if len(result.ranks) == 1:
+        return list(result.binding.reconciliation.violations)
+    return [f"rank {r}: {name}" for r, rank in enumerate(result.ranks)
+            for name in rank.reconciliation.violations]
+
+
+def rank_to_dict(result) -> dict:
+    """One rank's (or the only) verification."""
     rec, plan = result.reconciliation, result.plan
     return {
         "lines": [_line(check) for check in rec.lines],

@@ -8,8 +8,39 @@ STYLE = {"ok": "green", "violated": "bold red", "reported": "yellow"}
 
 
 def render_verify(result, console: Console) -> None:
+    """The binding rank in full (the only one without tensor parallelism), every rank in brief,
+    then the verdict."""
+    if len(result.ranks) > 1:
+        console.print(_ranks(result))
+    render_rank(result.binding, console, f" (rank {result.binding_rank}, binding)"
+                if len(result.ranks) > 1 else "")
+    summary = violation_summary(result)
+    if summary:
+        console.print("[bold red]violated:[/bold red] " + summary)
+    else:
+        console.print("[green]every ledger line held on this device[/green]")
+
+
+def _ranks(result) -> Table:
+    table = Table(title=f"{len(result.ranks)} ranks; the binding rank has the least headroom",
+                  title_justify="left")
+    for name in ("rank", "weights", "KV pool", "runtime peak", "headroom", "ceiling",
+                 "violated"):
+        table.add_column(name, justify="left" if name in ("rank", "violated") else "right")
+    for r, rank in enumerate(result.ranks):
+        measured, rec = rank.measured, rank.reconciliation
+        headroom = next(c.measured_bytes for c in rec.lines if c.line == "safety")
+        table.add_row(f"{r}{' (binding)' if r == result.binding_rank else ''}",
+                      fmt_bytes(measured.weights_bytes), fmt_bytes(measured.kv_pool_bytes),
+                      fmt_bytes(measured.runtime_peak_bytes), fmt_bytes(headroom),
+                      f"{rec.measured_ceiling_requests} / {rec.predicted_ceiling_requests}",
+                      ", ".join(rec.violations) or "-")
+    return table
+
+
+def render_rank(result, console: Console, which: str = "") -> None:
     rec, plan = result.reconciliation, result.plan
-    table = Table(title=f"{plan.model}: plan vs device ({fmt_bytes(plan.device_bytes)}, "
+    table = Table(title=f"{plan.model}: plan vs device{which} ({fmt_bytes(plan.device_bytes)}, "
                   f"{result.record.get('device_name', '')})", title_justify="left")
     for name in ("ledger line", "predicted", "measured", "residual", "residual %", "verdict",
                  "tolerance"):
@@ -35,7 +66,6 @@ def render_verify(result, console: Console) -> None:
     _calibration(result.calibration, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
-    _verdict(rec, console)
 
 
 def _phases(phases) -> Table:
@@ -67,8 +97,16 @@ def _latency(latency: dict) -> Table:
     return table
 
 
-def violation_summary(rec) -> str:
-    """'runtime_peak (measured 2.20 MiB vs predicted 1 MiB, <= declared budget); ...'"""
+def violation_summary(result) -> str:
+    """'runtime_peak (measured 2.20 MiB vs predicted 1 MiB, <= declared budget); ...', each
+    rank's prefixed 'rank N: ' under tensor parallelism; '' when every line held."""
+    if len(result.ranks) == 1:
+        return _rank_violations(result.binding.reconciliation)
+    return "; ".join(f"rank {r}: {text}" for r, rank in enumerate(result.ranks)
+                     if (text := _rank_violations(rank.reconciliation)))
+
+
+def _rank_violations(rec) -> str:
     parts = [f"{c.line} (measured {fmt_bytes(c.measured_bytes)} vs predicted "
              f"{fmt_bytes(c.predicted_bytes)}, {c.tolerance})"
              for c in rec.lines if c.verdict == "violated"]
@@ -105,10 +143,3 @@ def _calibration(calibration: dict, console: Console) -> None:
                   f"{fit['measured_step_ms']['p50']:,.2f}/{fit['measured_step_ms']['p95']:,.2f}"
                   f" ms, replayed {fit['replayed_step_ms']['p50']:,.2f}/"
                   f"{fit['replayed_step_ms']['p95']:,.2f} ms")
-
-
-def _verdict(rec, console: Console) -> None:
-    if rec.violations:
-        console.print("[bold red]violated:[/bold red] " + violation_summary(rec))
-    else:
-        console.print("[green]every ledger line held on this device[/green]")

@@ -21,13 +21,13 @@ def config_hash(spec: ModelSpec, config_path: str | None) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def benchmark_record(spec: ModelSpec, plan: Plan, options, probe) -> dict:
+def benchmark_record(spec: ModelSpec, plan: Plan, options, probe, tp) -> dict:
     """What a benchmark must state to be repeatable (seed 000's benchmark-input record)."""
     serve = plan.serve
     return {
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
-        **_device(probe),
+        **_device(probe, tp),
         "python_version": platform.python_version(),
         "platform": platform.platform(),
         "model": spec.name,
@@ -49,17 +49,18 @@ def benchmark_record(spec: ModelSpec, plan: Plan, options, probe) -> dict:
     }
 
 
-def _device(probe) -> dict:
+def _device(probe, tp) -> dict:
+    ranks = f"tensor_parallel_size {tp.size}, rank {tp.rank}"
     if probe.kind == "cpu":
         return {"driver_version": None, "device_name": _cpu_name(),
-                "topology": f"1 emulated device on the CPU, {torch.get_num_threads()} threads, "
-                            f"{os.cpu_count()} logical CPUs"}
+                "topology": f"emulated devices on the CPU ({ranks}, gloo), "
+                            f"{torch.get_num_threads()} threads, {os.cpu_count()} logical CPUs"}
     index = probe.device.index or 0
     props = torch.cuda.get_device_properties(index)
     return {**probe.nvml.versions(), "device_name": props.name,
             "device_total_bytes": props.total_memory,
             "topology": f"{torch.cuda.device_count()} visible CUDA device(s); using {index}; "
-                        "tensor_parallel_size 1"}
+                        f"{ranks}" + (", NCCL" if tp.size > 1 else "")}
 
 
 def _cpu_name() -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 from servecap.ledger.errors import SpecError
+from servecap.ledger.kv import Shard
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan, build_plan, with_device
 from servecap.ledger.serve import ServeSpec
@@ -25,6 +26,7 @@ from .engine import Engine, EngineConfig, StepStats
 from .kv_pool import KVPool, blocks_for_plan
 from .latency import latency_report
 from .model import check_buildable
+from .parallel import SINGLE, TensorParallel, check_split
 from .provenance import benchmark_record
 from .sequence import FINISHED, Arrival
 from .sim_check import simulated_vs_measured
@@ -64,23 +66,45 @@ class VerifyResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions) -> VerifyResult:
-    """Plan against the (emulated) device size, then measure each phase on the device."""
+@dataclass(frozen=True)
+class ParallelResult:
+    """Every rank's verification (one entry without tensor parallelism) and the binding one."""
+
+    ranks: tuple[VerifyResult, ...]
+    binding_rank: int = 0
+
+    @property
+    def binding(self) -> VerifyResult:
+        return self.ranks[self.binding_rank]
+
+
+def binding_rank(results: list[VerifyResult]) -> int:
+    """The rank with the least headroom left at its peak (ties: the lowest rank)."""
+    def headroom(result: VerifyResult) -> int:
+        return next(c.measured_bytes for c in result.reconciliation.lines if c.line == "safety")
+    return min(range(len(results)), key=lambda r: (headroom(results[r]), r))
+
+
+def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
+           tp: TensorParallel = SINGLE) -> VerifyResult:
+    """Plan this rank's shard against the (emulated) device size, then measure each phase."""
     check_buildable(spec)
+    check_split(spec, tp)
     probe = probe_for(options.device, options.device_bytes or None)
-    plan = build_plan(spec, with_device(serve, probe.device_bytes))
-    if blocks_for_plan(spec, plan) < 1:
+    plan = build_plan(spec, with_device(serve, probe.device_bytes), shard=Shard(tp.size))
+    if blocks_for_plan(spec, plan, tp.size) < 1:
         raise SpecError("--device-memory", f"{plan.device_bytes:,} B", "weights, metadata, "
                         f"runtime peak and safety ({plan.fixed_bytes:,} B) leave no room for "
                         "one KV block: declare a larger device or smaller budgets")
-    return _Run(spec, plan, probe, options).execute()
+    return _Run(spec, plan, probe, options, tp).execute()
 
 
 class _Run:
     """One verification: owns the model, the pool and the phase snapshots."""
 
-    def __init__(self, spec: ModelSpec, plan: Plan, probe, options: VerifyOptions) -> None:
-        self.spec, self.plan, self.probe, self.options = spec, plan, probe, options
+    def __init__(self, spec: ModelSpec, plan: Plan, probe, options: VerifyOptions,
+                 tp: TensorParallel) -> None:
+        self.spec, self.plan, self.probe, self.options, self.tp = spec, plan, probe, options, tp
         self.torch_device = "cpu" if probe.kind == "cpu" else str(probe.device)
         self.phases: list[Snapshot] = [probe.snapshot("baseline")]
         self.notes: list[str] = []
@@ -106,7 +130,8 @@ class _Run:
             num_blocks, latency)
         return VerifyResult(self.spec, self.plan, measured, reconcile(self.plan, measured),
                             tuple(self.phases), latency,
-                            benchmark_record(self.spec, self.plan, self.options, self.probe),
+                            benchmark_record(self.spec, self.plan, self.options, self.probe,
+                                             self.tp),
                             calibration, tuple(self.notes))
 
     def _snap(self, phase: str) -> Snapshot:
@@ -118,17 +143,23 @@ class _Run:
         opts, serve = self.options, self.plan.serve
         with _allocating("the weights", self.plan.line("weights")):
             model = (load_decoder(self.spec, opts.weights_dir, serve.weight_dtype,
-                                  self.torch_device) if opts.weights_dir else
-                     random_decoder(self.spec, serve.weight_dtype, self.torch_device, opts.seed))
+                                  self.torch_device, self.tp) if opts.weights_dir else
+                     random_decoder(self.spec, serve.weight_dtype, self.torch_device, opts.seed,
+                                    tp=self.tp))
         self.probe.add_resident(model.weight_bytes, "weights")
         self._snap("weights")
+        if self.tp.size > 1:
+            self.notes.append(f"rank {self.tp.rank} of {self.tp.size}: the weights line is the "
+                              "ledger's whole model; this rank holds its q/k/v/o and MLP shard "
+                              "plus replicated embeddings, norms and lm_head")
         return model
 
     def _allocate_pool(self) -> KVPool:
         serve = self.plan.serve
         with _allocating("the KV pool", kv_pool_bytes(self.plan)):
-            pool = KVPool(self.spec, blocks_for_plan(self.spec, self.plan),
-                          serve.block_size_tokens, serve.kv_dtype, self.torch_device)
+            pool = KVPool(self.spec, blocks_for_plan(self.spec, self.plan, self.tp.size),
+                          serve.block_size_tokens, serve.kv_dtype, self.torch_device,
+                          self.tp.size)
         self.probe.add_resident(pool.tensor_bytes, "KV pool")
         self._snap("kv_pool")
         return pool
