@@ -2,7 +2,7 @@
 
 import typer
 
-from . import catalog_cmd, plan_cmd, reconcile_cmd, simulate_cmd, workbook_cmd
+from . import catalog_cmd, plan_cmd, reconcile_cmd, simulate_cmd, verify_cmd, workbook_cmd
 
 app = typer.Typer(
     name="servecap",
@@ -18,6 +18,7 @@ catalog_cmd.register(app)
 reconcile_cmd.register(app)
 workbook_cmd.register(app)
 simulate_cmd.register(app)
+verify_cmd.register(app)
 
 
 def main() -> None:

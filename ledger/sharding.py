@@ -104,8 +104,14 @@ def shard_group(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
         return replace(group, cols=group.cols // tp)
     if how == "expert_bias":
         return replace(group, cols=(group.cols - spec.hidden_size) // tp + spec.hidden_size)
-    padded = -(-group.rows // VOCAB_PADDING) * VOCAB_PADDING
-    return replace(group, rows=padded // tp)
+    return replace(group, rows=vocab_rows_per_rank(group.rows, tp))
+
+
+def vocab_rows_per_rank(vocab_size: int, tp: int) -> int:
+    """Embedding / lm_head rows one rank holds: the vocabulary padded to a multiple of 64, split
+    evenly (vLLM's VocabParallelEmbedding); the padding rows are zeros."""
+    padded = -(-vocab_size // VOCAB_PADDING) * VOCAB_PADDING
+    return padded // tp
 
 
 def _kv_heads(spec: ModelSpec, tp: int) -> int:

@@ -15,7 +15,15 @@ from torch import nn
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import SLIDING, ModelSpec
 
-from .parallel import SINGLE, TensorParallel, all_reduce, check_split, heads
+from .parallel import (
+    SINGLE,
+    TensorParallel,
+    all_gather_last,
+    all_reduce,
+    check_split,
+    heads,
+    vocab_rows,
+)
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -158,7 +166,7 @@ class DecoderLayer(nn.Module):
 class Body(nn.Module):
     def __init__(self, spec: ModelSpec, opts: DecoderOptions, tp: TensorParallel) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(spec.vocab_size, spec.hidden_size)
+        self.embed_tokens = nn.Embedding(vocab_rows(spec, tp)[1], spec.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(spec, i, opts, tp)
                                     for i in range(spec.num_layers))
         self.norm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
@@ -175,19 +183,31 @@ class Decoder(nn.Module):
         self.spec, self.options, self.tp = spec, opts, tp
         self.model = Body(spec, opts, tp)
         if not spec.tie_word_embeddings:
-            self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
+            self.lm_head = nn.Linear(spec.hidden_size, vocab_rows(spec, tp)[1], bias=False)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
                 kv: KVBackend) -> torch.Tensor:
-        x = self.model.embed_tokens(input_ids)
+        x = self._embed(input_ids)
         for layer in self.model.layers:
             x = layer(x, positions, kv)
         return self.model.norm(x)
 
+    def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Vocabulary-parallel lookup: rows outside this rank's slice read 0, then a sum."""
+        if self.tp.size == 1:
+            return self.model.embed_tokens(input_ids)
+        start, rows = vocab_rows(self.spec, self.tp)
+        local = input_ids - start
+        inside = (local >= 0) & (local < rows)
+        x = self.model.embed_tokens(local.clamp(0, rows - 1)) * inside.unsqueeze(-1)
+        return all_reduce(x, self.tp)
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(R, H) -> (R, V) fp32; under tensor parallelism each rank's slice is gathered."""
         head = self.model.embed_tokens.weight if self.spec.tie_word_embeddings \
             else self.lm_head.weight
-        return (hidden @ head.T).float()
+        local = (hidden @ head.T).float()
+        return all_gather_last(local, self.tp)[:, :self.spec.vocab_size]
 
     @property
     def weight_bytes(self) -> int:

@@ -2,8 +2,10 @@
 
 Megatron-style: q/k/v and gate/up are split by output rows (heads, MLP columns), o_proj and
 down_proj by input columns, and their partial outputs are summed across ranks. KV heads follow
-the ledger: ceil(H_kv / tp) per rank, replicated when H_kv < tp. Embeddings, norms and lm_head
-are replicated, so every rank computes the same logits and samples the same tokens.
+the ledger: ceil(H_kv / tp) per rank, replicated when H_kv < tp. The embedding and lm_head are
+split by vocabulary rows as vLLM splits them (padded to a multiple of 64): a lookup is summed
+across ranks and the logits are gathered, so every rank samples the same tokens. Norms are
+replicated.
 """
 
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ import torch
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import kv_heads_per_rank
 from servecap.ledger.model import ModelSpec
+from servecap.ledger.sharding import vocab_rows_per_rank
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,35 @@ def shard(name: str, full: torch.Tensor, spec: ModelSpec, tp: TensorParallel) ->
         return full[tp.rank * inter:(tp.rank + 1) * inter]
     if ".down_proj." in name:
         return full[:, tp.rank * inter:(tp.rank + 1) * inter]
+    if "embed_tokens." in name or name.startswith("lm_head."):
+        return _vocab_shard(full, spec, tp)
     return full
+
+
+def vocab_rows(spec: ModelSpec, tp: TensorParallel) -> tuple[int, int]:
+    """(first vocabulary row, rows) of this rank's embedding / lm_head slice."""
+    if tp.size == 1:
+        return 0, spec.vocab_size
+    rows = vocab_rows_per_rank(spec.vocab_size, tp.size)
+    return tp.rank * rows, rows
+
+
+def _vocab_shard(full: torch.Tensor, spec: ModelSpec, tp: TensorParallel) -> torch.Tensor:
+    start, rows = vocab_rows(spec, tp)
+    padded = full.new_zeros((rows * tp.size, *full.shape[1:]))
+    padded[:full.shape[0]] = full
+    return padded[start:start + rows]
+
+
+def all_gather_last(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """Concatenate every rank's slice along the last dimension, in rank order."""
+    if tp.size == 1:
+        return x
+    import torch.distributed as dist
+
+    parts = [torch.empty_like(x) for _ in range(tp.size)]
+    dist.all_gather(parts, x.contiguous(), group=tp.group)
+    return torch.cat(parts, dim=-1)
 
 
 def all_reduce(x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:

@@ -12,6 +12,8 @@ from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard, kv_bytes_per_token
 from servecap.ledger.model import Attention, ModelSpec
+from servecap.ledger.plan import build_plan
+from servecap.ledger.serve import ServeSpec
 from servecap.runtime.engine import Engine, EngineConfig
 from servecap.runtime.kv_pool import KVPool
 from servecap.runtime.model import Decoder
@@ -72,10 +74,13 @@ def test_two_ranks_generate_what_one_process_does(two_ranks, num_kv_heads: int) 
     per_token = kv_bytes_per_token(spec, dtypes.lookup("fp32", "kv").bits, Shard(2))
     assert all(r["pool"] == 65 * 4 * per_token for r in ranks)
     whole = random_decoder(spec, "fp32").weight_bytes
-    replicated = (2 * 256 * 64 + 5 * 64) * 4  # embeddings, lm_head, norms on every rank
+    norms = 5 * 64 * 4  # replicated on every rank; embeddings and lm_head split by vocabulary
     if num_kv_heads == 2:
-        assert sum(r["weights"] for r in ranks) == whole + replicated
-    assert all(r["weights"] < whole for r in ranks)
+        assert sum(r["weights"] for r in ranks) == whole + norms
+    serve = ServeSpec(device_bytes=2**30, context_tokens=16, concurrency=1, weight_dtype="fp32",
+                      activation_dtype="fp32", runtime_peak_bytes=0)
+    ledger = build_plan(spec, serve, shard=Shard(2)).line("weights")
+    assert all(r["weights"] == ledger for r in ranks)
 
 
 def test_a_split_that_does_not_divide_the_heads_is_refused() -> None:

@@ -1,0 +1,50 @@
+"""A verification as one JSON object: the reconciliation's stable keys first, integer bytes."""
+
+
+def verify_to_dict(result) -> dict:
+    """Stable contract: lines (line, predicted_bytes, measured_bytes, residual_bytes, verdict),
+    predicted_ceiling_requests, measured_ceiling_requests, phases, record (of the binding rank);
+    tensor_parallel_size and binding_rank; with more than one rank, `ranks` holds each one."""
+    out = rank_to_dict(result.binding)
+    out["tensor_parallel_size"] = len(result.ranks)
+    out["binding_rank"] = result.binding_rank
+    out["violations"] = violations(result)
+    out["ok"] = not out["violations"]
+    if len(result.ranks) > 1:
+        out["ranks"] = [rank_to_dict(rank) for rank in result.ranks]
+    return out
+
+
+def violations(result) -> list[str]:
+    """Violated lines; with several ranks each is prefixed 'rank N: '."""
+    if len(result.ranks) == 1:
+        return list(result.binding.reconciliation.violations)
+    return [f"rank {r}: {name}" for r, rank in enumerate(result.ranks)
+            for name in rank.reconciliation.violations]
+
+
+def rank_to_dict(result) -> dict:
+    """One rank's (or the only) verification."""
+    rec, plan = result.reconciliation, result.plan
+    return {
+        "lines": [_line(check) for check in rec.lines],
+        "predicted_ceiling_requests": rec.predicted_ceiling_requests,
+        "measured_ceiling_requests": rec.measured_ceiling_requests,
+        "phases": [snap.as_dict() for snap in result.phases],
+        "record": result.record,
+        "ceiling_verdict": rec.ceiling_verdict,
+        "violations": list(rec.violations),
+        "ok": not rec.violations,
+        "model": plan.model,
+        "device_bytes": plan.device_bytes,
+        "latency": result.latency,
+        "calibration": result.calibration,
+        "notes": list(result.notes),
+    }
+
+
+def _line(check) -> dict:
+    return {"line": check.line, "predicted_bytes": check.predicted_bytes,
+            "measured_bytes": check.measured_bytes, "residual_bytes": check.residual_bytes,
+            "verdict": check.verdict, "label": check.label,
+            "residual_pct": check.residual_pct, "tolerance": check.tolerance}

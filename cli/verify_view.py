@@ -1,0 +1,146 @@
+"""A verification as rich tables: each ledger line predicted vs measured, phases, latency."""
+
+from rich.console import Console
+from rich.table import Table
+
+from servecap.ledger.units import fmt_bytes
+
+STYLE = {"ok": "green", "violated": "bold red", "reported": "yellow"}
+
+
+def render_verify(result, console: Console) -> None:
+    """The binding rank in full (the only one without tensor parallelism), every rank in brief,
+    then the verdict."""
+    if len(result.ranks) > 1:
+        console.print(_ranks(result))
+    render_rank(result.binding, console, f" (rank {result.binding_rank}, binding)"
+                if len(result.ranks) > 1 else "")
+    summary = violation_summary(result)
+    if summary:
+        console.print("[bold red]violated:[/bold red] " + summary)
+    else:
+        console.print("[green]every ledger line held on this device[/green]")
+
+
+def _ranks(result) -> Table:
+    table = Table(title=f"{len(result.ranks)} ranks; the binding rank has the least headroom",
+                  title_justify="left")
+    for name in ("rank", "weights", "KV pool", "runtime peak", "headroom", "ceiling",
+                 "violated"):
+        table.add_column(name, justify="left" if name in ("rank", "violated") else "right")
+    for r, rank in enumerate(result.ranks):
+        measured, rec = rank.measured, rank.reconciliation
+        headroom = next(c.measured_bytes for c in rec.lines if c.line == "safety")
+        table.add_row(f"{r}{' (binding)' if r == result.binding_rank else ''}",
+                      fmt_bytes(measured.weights_bytes), fmt_bytes(measured.kv_pool_bytes),
+                      fmt_bytes(measured.runtime_peak_bytes), fmt_bytes(headroom),
+                      f"{rec.measured_ceiling_requests} / {rec.predicted_ceiling_requests}",
+                      ", ".join(rec.violations) or "-")
+    return table
+
+
+def render_rank(result, console: Console, which: str = "") -> None:
+    rec, plan = result.reconciliation, result.plan
+    table = Table(title=f"{plan.model}: plan vs device{which} ({fmt_bytes(plan.device_bytes)}, "
+                  f"{result.record.get('device_name', '')})", title_justify="left")
+    for name in ("ledger line", "predicted", "measured", "residual", "residual %", "verdict",
+                 "tolerance"):
+        table.add_column(name, justify="left" if name in ("ledger line", "tolerance")
+                         else "right")
+    for check in rec.lines:
+        pct = "-" if check.residual_pct is None else f"{check.residual_pct:+.2f}%"
+        style = STYLE.get(check.verdict, "")
+        table.add_row(check.label, fmt_bytes(check.predicted_bytes),
+                      fmt_bytes(check.measured_bytes), fmt_bytes(check.residual_bytes), pct,
+                      f"[{style}]{check.verdict}[/{style}]", check.tolerance)
+    table.add_section()
+    style = STYLE[rec.ceiling_verdict]
+    table.add_row("memory ceiling (requests)", str(rec.predicted_ceiling_requests),
+                  str(rec.measured_ceiling_requests),
+                  f"{rec.measured_ceiling_requests - rec.predicted_ceiling_requests:+d}", "-",
+                  f"[{style}]{rec.ceiling_verdict}[/{style}]", "equal")
+    console.print(table)
+    console.print(_phases(result.phases))
+    console.print(_latency(result.latency))
+    if result.latency.get("simulated_vs_measured"):
+        console.print(_simulated(result.latency["simulated_vs_measured"]))
+    _calibration(result.calibration, console)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def _phases(phases) -> Table:
+    table = Table(title="memory by phase", title_justify="left")
+    for name in ("phase", "tensors", "tensor peak", "reserved", "non-torch", "process RSS"):
+        table.add_column(name, justify="left" if name == "phase" else "right")
+    for snap in phases:
+        table.add_row(snap.phase, fmt_bytes(snap.tensor_bytes),
+                      fmt_bytes(snap.peak_tensor_bytes), _maybe(snap.reserved_bytes),
+                      _maybe(snap.non_torch_bytes), fmt_bytes(snap.process_rss_bytes))
+    return table
+
+
+def _maybe(num_bytes: int | None) -> str:
+    return "-" if num_bytes is None else fmt_bytes(num_bytes)
+
+
+def _latency(latency: dict) -> Table:
+    table = Table(title=f"the declared load: {latency['num_finished']} of "
+                  f"{latency['num_requests']} requests finished; input "
+                  f"{latency['input_tokens_per_s']:,.1f} tokens/s, output "
+                  f"{latency['output_tokens_per_s']:,.1f} tokens/s", title_justify="left")
+    for name in ("ms", "p50", "p95", "p99", "mean"):
+        table.add_column(name, justify="left" if name == "ms" else "right")
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
+        row = latency[key]
+        table.add_row(key.removesuffix("_ms"), *("-" if row[k] is None else f"{row[k]:,.2f}"
+                                                 for k in ("p50", "p95", "p99", "mean")))
+    return table
+
+
+def violation_summary(result) -> str:
+    """'runtime_peak (measured 2.20 MiB vs predicted 1 MiB, <= declared budget); ...', each
+    rank's prefixed 'rank N: ' under tensor parallelism; '' when every line held."""
+    if len(result.ranks) == 1:
+        return _rank_violations(result.binding.reconciliation)
+    return "; ".join(f"rank {r}: {text}" for r, rank in enumerate(result.ranks)
+                     if (text := _rank_violations(rank.reconciliation)))
+
+
+def _rank_violations(rec) -> str:
+    parts = [f"{c.line} (measured {fmt_bytes(c.measured_bytes)} vs predicted "
+             f"{fmt_bytes(c.predicted_bytes)}, {c.tolerance})"
+             for c in rec.lines if c.verdict == "violated"]
+    if rec.ceiling_verdict == "violated":
+        parts.append(f"memory_ceiling (measured {rec.measured_ceiling_requests} vs predicted "
+                     f"{rec.predicted_ceiling_requests} requests)")
+    return "; ".join(parts)
+
+
+def _simulated(check: dict) -> Table:
+    table = Table(title=f"the same load in the simulator ({check['policy']}, this run's "
+                  "coefficients)", title_justify="left")
+    for name in ("ms", "simulated p50", "measured p50", "simulated p95", "measured p95"):
+        table.add_column(name, justify="left" if name == "ms" else "right")
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
+        sim, run = check[key]["simulated"], check[key]["measured"]
+        table.add_row(key.removesuffix("_ms"), *(_ms(v) for v in (
+            sim["p50"], run["p50"], sim["p95"], run["p95"])))
+    return table
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f}"
+
+
+def _calibration(calibration: dict, console: Console) -> None:
+    """The fitted iteration-time coefficients: decimal GB/s and TFLOP/s, as vendors state."""
+    coef, fit = calibration.get("coefficients", {}), calibration.get("fit", {})
+    if "bandwidth_bytes_per_s" not in coef or "measured_step_ms" not in fit:
+        return
+    console.print(f"step time fit: {coef['bandwidth_bytes_per_s'] / 1e9:,.3f} GB/s effective, "
+                  f"{coef.get('flops_per_s', 0) / 1e12:,.4f} TFLOP/s, overhead "
+                  f"{coef['step_overhead_s'] * 1e3:,.2f} ms; steps p50/p95 measured "
+                  f"{fit['measured_step_ms']['p50']:,.2f}/{fit['measured_step_ms']['p95']:,.2f}"
+                  f" ms, replayed {fit['replayed_step_ms']['p50']:,.2f}/"
+                  f"{fit['replayed_step_ms']['p95']:,.2f} ms")

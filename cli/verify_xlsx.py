@@ -1,0 +1,45 @@
+"""verify --xlsx: the capacity workbook of the verified plan, its Verification sheet filled."""
+
+from pathlib import Path
+
+from .workbook_cmd import _need_excel
+
+VERIFY_KEYS = ("line", "predicted_bytes", "measured_bytes", "residual_bytes", "verdict")
+LATENCY_KEYS = {"queue_ms": "queue_delay_ms", "ttft_ms": "ttft_ms", "itl_ms": "itl_ms",
+                "e2e_ms": "e2e_ms"}
+
+
+def write_verified_workbook(model_ref: str, result, rows: list[dict], output: Path,
+                            force: bool) -> Path:
+    """Ledger, envelope and review sheets of the plan as verified; the Latency record holds
+    the run's percentiles and benchmark-input record; Verification holds every line."""
+    _need_excel()
+    from servecap.workbooks.export import build_workbook, save_workbook
+    from servecap.workbooks.record_sheets import fill_verification
+    from servecap.workbooks.source import WorkbookSource
+
+    src = WorkbookSource(model_ref, result.spec, result.plan.serve)
+    wb = build_workbook(src, results=latency_results(result.latency, result.record))
+    fill_verification(wb, [{key: row[key] for key in VERIFY_KEYS} for row in rows])
+    return save_workbook(wb, output, force)
+
+
+def latency_results(latency: dict, record: dict) -> dict:
+    """The run's numbers under the Latency record sheet's keys (ms percentiles, tokens/s)."""
+    out = {sheet: {p: latency[key][p] for p in ("p50", "p95", "p99")}
+           for key, sheet in LATENCY_KEYS.items() if latency["num_finished"]}
+    out["input_tokens_per_s"] = latency["input_tokens_per_s"]
+    out["output_tokens_per_s"] = latency["output_tokens_per_s"]
+    out["record"] = {
+        "model_revision": f"{record['model']} ({record['config_hash']}; {record['weights']})",
+        "prompt_distribution": record["workload"],
+        "output_distribution": record["workload"],
+        "warmup": record["warmup"],
+        "kernel_versions": f"torch {record['torch_version']}, CUDA {record['cuda_version']}",
+        "driver_versions": str(record["driver_version"]),
+        "accelerator_topology": f"{record['device_name']}; {record['topology']}",
+        "load_generator": "open loop, every request accepted at t=0 (as fast as possible)",
+        "achieved_rate": latency["num_finished"] / latency["wall_s"],
+        "source": "servecap verify run",
+    }
+    return out

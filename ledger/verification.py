@@ -1,0 +1,138 @@
+"""Verification arithmetic: each ledger line predicted vs measured on a device, with a tolerance."""
+
+from dataclasses import dataclass
+
+from .plan import Plan
+
+OK, VIOLATED, REPORTED = "ok", "violated", "reported"
+NULL_BLOCKS = 1  # the pool's one padding block that block tables point at; never written
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one verification run measured, int bytes. peak_used_bytes is everything charged to
+    the device at the steady-state peak (tensors, allocator slack and, on CUDA, non-torch)."""
+
+    weights_bytes: int
+    weight_metadata_bytes: int
+    runtime_peak_bytes: int
+    kv_pool_bytes: int
+    kv_in_use_bytes: int
+    non_torch_bytes: int
+    allocator_slack_bytes: int
+    peak_used_bytes: int
+    ceiling_requests: int
+    num_requests: int
+    load_is_declared: bool = True  # False: a workload file's lengths, not context x concurrency
+
+
+@dataclass(frozen=True)
+class LineCheck:
+    """One ledger line on the device: residual = measured - predicted."""
+
+    line: str
+    label: str
+    predicted_bytes: int
+    measured_bytes: int
+    verdict: str
+    tolerance: str
+
+    @property
+    def residual_bytes(self) -> int:
+        return self.measured_bytes - self.predicted_bytes
+
+    @property
+    def residual_pct(self) -> float | None:
+        """Residual as a share of the prediction, in percent; None when nothing was predicted."""
+        if not self.predicted_bytes:
+            return None
+        return 100.0 * self.residual_bytes / self.predicted_bytes
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    lines: tuple[LineCheck, ...]
+    predicted_ceiling_requests: int
+    measured_ceiling_requests: int
+
+    @property
+    def ceiling_verdict(self) -> str:
+        return OK if self.measured_ceiling_requests == self.predicted_ceiling_requests \
+            else VIOLATED
+
+    @property
+    def violations(self) -> tuple[str, ...]:
+        """Names of the violated lines ('memory_ceiling' when the ceiling differs)."""
+        names = [c.line for c in self.lines if c.verdict == VIOLATED]
+        if self.ceiling_verdict == VIOLATED:
+            names.append("memory_ceiling")
+        return tuple(names)
+
+
+def block_bytes(plan: Plan) -> int:
+    """One paged block in every layer, K and V: kv_bytes_per_token x block_size_tokens."""
+    return plan.kv_bytes_per_token * plan.serve.block_size_tokens
+
+
+def kv_pool_blocks(plan: Plan) -> int:
+    """Blocks in what the plan leaves for KV: (device - weights - metadata - runtime peak -
+    safety) // block bytes. At the plan's context these hold memory_ceiling_requests requests."""
+    return max(0, (plan.device_bytes - plan.fixed_bytes) // block_bytes(plan))
+
+
+def kv_pool_bytes(plan: Plan) -> int:
+    """The pool tensor the plan implies: (blocks + null block) x block bytes."""
+    return (kv_pool_blocks(plan) + NULL_BLOCKS) * block_bytes(plan)
+
+
+def reconcile(plan: Plan, measured: Measured) -> Reconciliation:
+    """Every ledger line against the device; weights and pool exact, the rest within budgets."""
+    checks = (
+        _exact("weights", "weights", plan.line("weights"), measured.weights_bytes),
+        _exact("weight_metadata", "weight metadata", plan.line("weight_metadata"),
+               measured.weight_metadata_bytes),
+        _within("runtime_peak", "runtime peak", plan.line("runtime_peak"),
+                measured.runtime_peak_bytes, "<= declared budget"),
+        _exact("kv_pool", "KV pool tensor", kv_pool_bytes(plan), measured.kv_pool_bytes),
+        _kv_in_use(plan, measured),
+        _safety(plan, measured),
+        LineCheck("non_torch", "non-torch", 0, measured.non_torch_bytes,
+                  REPORTED, "reported (from safety)"),
+        LineCheck("allocator_slack", "allocator slack", 0,
+                  measured.allocator_slack_bytes, REPORTED,
+                  "reported (from safety)"),
+    )
+    return Reconciliation(checks, plan.memory_ceiling_requests, measured.ceiling_requests)
+
+
+def _exact(key: str, label: str, predicted: int, measured: int) -> LineCheck:
+    verdict = OK if measured == predicted else VIOLATED
+    return LineCheck(key, label, predicted, measured, verdict, "exact")
+
+
+def _within(key: str, label: str, predicted: int, measured: int, tolerance: str) -> LineCheck:
+    return LineCheck(key, label, predicted, measured, OK if measured <= predicted else VIOLATED,
+                     tolerance)
+
+
+def _kv_in_use(plan: Plan, measured: Measured) -> LineCheck:
+    """Peak blocks held under the load x block bytes. Under the declared load the last sampled
+    token of a request is never fed back, so its slot may stay unwritten: up to one block per
+    request below the ledger's Σ ceil(S_r / B) x block bytes. A workload file's requests are
+    held to the ledger's figure as an upper bound only."""
+    predicted, used = plan.line("kv_cache"), measured.kv_in_use_bytes
+    if not measured.load_is_declared:
+        return _within("kv_cache", "KV in use (peak)", predicted, used,
+                       "<= ledger (workload lengths)")
+    slack = plan.serve.concurrency * block_bytes(plan)
+    ok = predicted - slack <= used <= predicted
+    return LineCheck("kv_cache", "KV in use (peak)", predicted, used, OK if ok else VIOLATED,
+                     "<= ledger, >= ledger - 1 block/request")
+
+
+def _safety(plan: Plan, measured: Measured) -> LineCheck:
+    """Headroom left at the steady-state peak: device - everything charged to it. The reserve
+    did its job when the headroom never went negative (non-torch and slack come out of it)."""
+    headroom = plan.device_bytes - measured.peak_used_bytes
+    return LineCheck("safety", "safety (headroom left)", plan.line("safety"), headroom,
+                     OK if headroom >= 0 else VIOLATED, ">= 0")

@@ -1,0 +1,238 @@
+"""Memory telemetry per phase: allocator, NVML and RSS on CUDA; counted tensors on the CPU.
+
+Phases: baseline, weights, kv_pool, warmup, peak (steady state under the load), release. On the
+CPU the device is emulated: the bytes charged to it are the tensors the runtime counts (its own
+resident tensors plus every transient a forward pass creates), capped at --device-memory.
+"""
+
+import os
+import weakref
+from dataclasses import asdict, dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from servecap.ledger.errors import SpecError
+
+from .nvml import Nvml, no_driver
+
+PHASES = ("baseline", "weights", "kv_pool", "warmup", "peak", "release")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One phase. tensor_bytes: live tensors (CUDA: allocated); CUDA-only fields are None on
+    the CPU. non_torch_bytes = this process's device memory - allocator reserved."""
+
+    phase: str
+    tensor_bytes: int
+    peak_tensor_bytes: int
+    process_rss_bytes: int
+    reserved_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    free_bytes: int | None = None
+    total_bytes: int | None = None
+    nvml_used_bytes: int | None = None
+    nvml_total_bytes: int | None = None
+    process_used_bytes: int | None = None
+    non_torch_bytes: int | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def process_rss_bytes() -> int:
+    """Resident set size from /proc (Linux), else the peak from getrusage."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class LiveTensorCounter(TorchDispatchMode):
+    """Counts the bytes of every storage an op creates while active, until its last tensor
+    dies; raises MemoryError past `cap_bytes` (the emulated device). Views and in-place
+    writes into existing storages (the KV pool) add nothing."""
+
+    def __init__(self, cap_bytes: int | None = None) -> None:
+        super().__init__()
+        self.cap_bytes = cap_bytes
+        self.live: dict[int, list[int]] = {}  # storage data_ptr -> [nbytes, tensors alive]
+        self.current_bytes = self.peak_bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        # torch.tensor(data) is built before dispatch and lifted: its storage is new memory
+        fresh = func is torch.ops.aten.lift_fresh.default
+        inputs = set() if fresh else {_key(t) for t in _tensors((args, kwargs))}
+        for tensor in _tensors(out):
+            self._count(tensor, inputs)
+        return out
+
+    def _count(self, tensor: torch.Tensor, inputs: set[int]) -> None:
+        """A storage already counted gains one more tensor; one the op was given (a view or an
+        in-place write into weights or the KV pool) is not new memory; anything else is."""
+        key, nbytes = _key(tensor), tensor.untyped_storage().nbytes()
+        if not nbytes or (key in inputs and key not in self.live):
+            return
+        entry = self.live.get(key)
+        fresh = entry is None
+        if fresh:
+            entry = self.live[key] = [nbytes, 0]
+            self.current_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.current_bytes)
+        entry[1] += 1
+        weakref.finalize(tensor, self._release, key)  # before raising: the bytes come back
+        if fresh and self.cap_bytes is not None and self.current_bytes > self.cap_bytes:
+            raise MemoryError(f"emulated device out of memory: transients need "
+                              f"{self.current_bytes:,} B, {self.cap_bytes:,} B left")
+
+    def _release(self, key: int) -> None:
+        entry = self.live.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            self.current_bytes -= entry[0]
+            del self.live[key]
+
+    def reset_peak(self) -> None:
+        self.peak_bytes = self.current_bytes
+
+
+def _key(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        yield out
+    elif isinstance(out, (tuple, list)):
+        for item in out:
+            yield from _tensors(item)
+    elif isinstance(out, dict):
+        for item in out.values():
+            yield from _tensors(item)
+
+
+class CpuProbe:
+    """The emulated device: resident tensors (weights, pool) registered by the runtime, plus
+    transients counted while `counting()`; at most `device_bytes` in all."""
+
+    kind = "cpu"
+
+    def __init__(self, device_bytes: int) -> None:
+        self.device_bytes = device_bytes
+        self.resident_bytes = 0
+        self.counter = LiveTensorCounter()
+
+    def add_resident(self, num_bytes: int, what: str) -> None:
+        if self.resident_bytes + num_bytes > self.device_bytes:
+            raise SpecError("--device-memory", self.device_bytes, f"the {what} "
+                            f"({num_bytes:,} B) do not fit on the emulated device")
+        self.resident_bytes += num_bytes
+
+    def release_resident(self) -> None:
+        self.resident_bytes = 0
+
+    def counting(self) -> LiveTensorCounter:
+        self.counter.cap_bytes = self.device_bytes - self.resident_bytes
+        return self.counter
+
+    def reset_peak(self) -> None:
+        self.counter.reset_peak()
+
+    def transient_peak_bytes(self) -> int:
+        return self.counter.peak_bytes
+
+    def slack_bytes(self) -> int:
+        return 0
+
+    def snapshot(self, phase: str) -> Snapshot:
+        live = self.resident_bytes + self.counter.current_bytes
+        return Snapshot(phase, live, self.resident_bytes + self.counter.peak_bytes,
+                        process_rss_bytes())
+
+
+class CudaProbe:
+    """A CUDA device, optionally shrunk to `device_bytes` by the per-process memory fraction
+    (the caching allocator refuses to reserve past it). NVML is opened before the CUDA context
+    so the baseline shows the device without this process."""
+
+    kind = "cuda"
+
+    def __init__(self, device: str, device_bytes: int | None) -> None:
+        if not torch.cuda.is_available():
+            raise no_driver(device)
+        index = torch.device(device).index or 0
+        self.device = torch.device("cuda", index)
+        props = torch.cuda.get_device_properties(index)
+        self.nvml = Nvml(index, device, _pci_bus_id(props))
+        self.nvml_before = self.nvml.read()
+        torch.cuda.set_device(self.device)
+        total = props.total_memory
+        self.device_bytes = min(device_bytes or total, total)
+        torch.cuda.set_per_process_memory_fraction(self.device_bytes / total, self.device)
+
+    def add_resident(self, num_bytes: int, what: str) -> None:
+        """Resident tensors are counted by the allocator itself on CUDA."""
+
+    def release_resident(self) -> None:
+        """The allocator sees the release itself."""
+
+    def counting(self):
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+    def reset_peak(self) -> None:
+        torch.cuda.synchronize(self.device)
+        self.base_allocated = torch.cuda.memory_allocated(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def transient_peak_bytes(self) -> int:
+        return torch.cuda.max_memory_allocated(self.device) - self.base_allocated
+
+    def slack_bytes(self) -> int:
+        """Allocator slack at its peak: reserved - allocated (fragmentation, cached blocks)."""
+        stats = torch.cuda.memory_stats(self.device)
+        return stats.get("reserved_bytes.all.peak", 0) - stats.get("allocated_bytes.all.peak", 0)
+
+    def snapshot(self, phase: str) -> Snapshot:
+        torch.cuda.synchronize(self.device)
+        stats = torch.cuda.memory_stats(self.device)
+        free, total = torch.cuda.mem_get_info(self.device)
+        nv = self.nvml.read()
+        mine = nv.process_used_bytes
+        if mine is None:  # not listed (PID namespace): the device's growth since we started
+            mine = max(0, nv.used_bytes - self.nvml_before.used_bytes)
+        reserved = stats.get("reserved_bytes.all.current", 0)
+        return Snapshot(phase, stats.get("allocated_bytes.all.current", 0),
+                        stats.get("allocated_bytes.all.peak", 0), process_rss_bytes(),
+                        reserved, stats.get("reserved_bytes.all.peak", 0), int(free),
+                        int(total), nv.used_bytes, nv.total_bytes, mine, mine - reserved)
+
+
+def _pci_bus_id(props) -> str | None:
+    """'00000000:3b:00.0', NVML's form, from torch's device properties (None if absent)."""
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is None:
+        return None
+    return f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:" \
+        f"{getattr(props, 'pci_device_id', 0):02x}.0"
+
+
+def probe_for(device: str, device_bytes: int | None):
+    """'cpu' needs --device-memory (the emulated size); 'cuda' / 'cuda:N' opens that GPU."""
+    if device == "cpu":
+        if device_bytes is None:
+            raise SpecError("--device-memory", None, "required with --device cpu: the size of "
+                            "the emulated device, e.g. 2GiB")
+        return CpuProbe(device_bytes)
+    if device == "cuda" or device.startswith("cuda:"):
+        return CudaProbe(device, device_bytes)
+    raise SpecError("--device", device, "allowed: cpu, cuda, cuda:N")

@@ -1,0 +1,289 @@
+"""Run the plan on a device phase by phase, measure every ledger line, and reconcile the two.
+
+    result = verify(spec, serve, VerifyOptions(device="cpu", device_bytes=16 * MiB))
+    result.reconciliation.violations  # () when the ledger held on this device
+
+Phases: baseline, weights, kv_pool (sized by the ledger), warmup (one profile request), peak
+(the declared load, then the ceiling probe: more requests of the declared context than the
+ledger says fit, as fast as possible), release.
+"""
+
+import gc
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from servecap.ledger.engines import PLAIN_ENGINE, EngineSpec
+from servecap.ledger.errors import SpecError
+from servecap.ledger.kv import Shard
+from servecap.ledger.model import ModelSpec
+from servecap.ledger.plan import Plan, build_plan, with_device
+from servecap.ledger.serve import ServeSpec
+from servecap.ledger.verification import Measured, Reconciliation, kv_pool_bytes, reconcile
+
+from .calibration import StepClock, fit_coefficients
+from .engine import Engine, EngineConfig, StepStats
+from .kv_pool import KVPool, blocks_for_plan
+from .latency import latency_report
+from .model import check_buildable
+from .parallel import SINGLE, TensorParallel, check_split
+from .provenance import benchmark_record
+from .sequence import FINISHED, Arrival
+from .sim_check import simulated_vs_measured
+from .telemetry import Snapshot, probe_for
+from .weights import load_decoder, random_decoder
+
+CEILING_PROBE_EXTRA = 2  # requests beyond the ledger's ceiling: admission must stop before them
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """device: cpu | cuda | cuda:N; device_bytes: --device-memory (None: the whole GPU).
+    workload: arrivals of the declared load (default: concurrency requests of the context)."""
+
+    device: str = "cpu"
+    device_bytes: int | None = None
+    seed: int = 0
+    output_tokens: int = 16
+    workload: tuple[Arrival, ...] = ()
+    workload_name: str = ""
+    realtime: bool = False
+    reserve_full_context: bool = True  # False: vLLM's optimistic admission; growth preempts
+    weights_dir: str | None = None
+    config_path: str | None = None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    spec: ModelSpec
+    plan: Plan
+    measured: Measured
+    reconciliation: Reconciliation
+    phases: tuple[Snapshot, ...]
+    latency: dict
+    record: dict
+    calibration: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class ParallelResult:
+    """Every rank's verification (one entry without tensor parallelism) and the binding one."""
+
+    ranks: tuple[VerifyResult, ...]
+    binding_rank: int = 0
+
+    @property
+    def binding(self) -> VerifyResult:
+        return self.ranks[self.binding_rank]
+
+
+def binding_rank(results: list[VerifyResult]) -> int:
+    """The rank with the least headroom left at its peak (ties: the lowest rank)."""
+    def headroom(result: VerifyResult) -> int:
+        return next(c.measured_bytes for c in result.reconciliation.lines if c.line == "safety")
+    return min(range(len(results)), key=lambda r: (headroom(results[r]), r))
+
+
+def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
+           tp: TensorParallel = SINGLE) -> VerifyResult:
+    """Plan this rank's shard against the (emulated) device size, then measure each phase."""
+    check_buildable(spec)
+    check_split(spec, tp)
+    probe = probe_for(options.device, options.device_bytes or None)
+    plan = build_plan(spec, with_device(serve, probe.device_bytes), shard=Shard(tp.size),
+                      engine=_collectives(probe.kind, tp.size))
+    if blocks_for_plan(spec, plan, tp.size) < 1:
+        raise SpecError("--device-memory", f"{plan.device_bytes:,} B", "weights, metadata, "
+                        f"runtime peak and safety ({plan.fixed_bytes:,} B) leave no room for "
+                        "one KV block: declare a larger device or smaller budgets")
+    return _Run(spec, plan, probe, options, tp).execute()
+
+
+def _collectives(kind: str, tp_size: int) -> EngineSpec:
+    """gloo on the CPU keeps its buffers in ordinary host memory outside the emulated device:
+    the ledger's communication line is declared 0 there; on CUDA the NCCL estimate stands."""
+    return EngineSpec(comm_buffer_bytes=0) if kind == "cpu" and tp_size > 1 else PLAIN_ENGINE
+
+
+class _Run:
+    """One verification: owns the model, the pool and the phase snapshots."""
+
+    def __init__(self, spec: ModelSpec, plan: Plan, probe, options: VerifyOptions,
+                 tp: TensorParallel) -> None:
+        self.spec, self.plan, self.probe, self.options, self.tp = spec, plan, probe, options, tp
+        self.torch_device = "cpu" if probe.kind == "cpu" else str(probe.device)
+        self.phases: list[Snapshot] = [probe.snapshot("baseline")]
+        self.notes: list[str] = []
+        self.clocks: list[StepClock] = []
+        self.max_blocks_used = 0
+
+    def execute(self) -> VerifyResult:
+        model = self._load_weights()
+        pool = self._allocate_pool()
+        self._warm_up(model, pool)
+        self.probe.reset_peak()
+        records, wall_s = self._declared_load(model, pool)
+        kv_in_use = self.max_blocks_used * pool.block_bytes
+        ceiling = self._ceiling_probe(model, pool)
+        peak = self._snap("peak")
+        measured = self._measured(model, pool, kv_in_use, ceiling, peak, len(records))
+        num_blocks = pool.num_blocks
+        del model, pool
+        self._release()
+        latency, calibration = latency_report(records, wall_s), self._calibration()
+        latency["simulated_vs_measured"] = simulated_vs_measured(
+            self.plan, self._arrivals(), self.options.realtime, calibration["coefficients"],
+            num_blocks, latency)
+        return VerifyResult(self.spec, self.plan, measured, reconcile(self.plan, measured),
+                            tuple(self.phases), latency,
+                            benchmark_record(self.spec, self.plan, self.options, self.probe,
+                                             self.tp),
+                            calibration, tuple(self.notes))
+
+    def _snap(self, phase: str) -> Snapshot:
+        snap = self.probe.snapshot(phase)
+        self.phases.append(snap)
+        return snap
+
+    def _load_weights(self):
+        opts, serve = self.options, self.plan.serve
+        with _allocating("the weights", self.plan.line("weights")):
+            model = (load_decoder(self.spec, opts.weights_dir, serve.weight_dtype,
+                                  self.torch_device, self.tp) if opts.weights_dir else
+                     random_decoder(self.spec, serve.weight_dtype, self.torch_device, opts.seed,
+                                    tp=self.tp))
+        self.probe.add_resident(model.weight_bytes, "weights")
+        self._snap("weights")
+        if self.tp.size > 1:
+            self.notes.append(f"rank {self.tp.rank} of {self.tp.size}: the weights line is this "
+                              "rank's shard: q/k/v/o, MLP and vocabulary slices, replicated norms")
+        return model
+
+    def _allocate_pool(self) -> KVPool:
+        serve = self.plan.serve
+        with _allocating("the KV pool", kv_pool_bytes(self.plan)):
+            pool = KVPool(self.spec, blocks_for_plan(self.spec, self.plan, self.tp.size),
+                          serve.block_size_tokens, serve.kv_dtype, self.torch_device,
+                          self.tp.size)
+        self.probe.add_resident(pool.tensor_bytes, "KV pool")
+        self._snap("kv_pool")
+        return pool
+
+    def _engine(self, model, pool, max_num_seqs: int | None = None,
+                reserve_full_context: bool = True) -> Engine:
+        serve = self.plan.serve
+        config = EngineConfig(max_num_seqs=max_num_seqs or serve.max_num_seqs,
+                              max_num_batched_tokens=serve.max_num_batched_tokens,
+                              reserve_full_context=reserve_full_context)
+        engine = Engine(model, pool, config)
+        clock = StepClock()
+        engine.step_hooks.append(clock)
+        self.clocks.append(clock)
+        return engine
+
+    def _calibration(self) -> dict:
+        """Coefficients from the steps of the declared load and the ceiling probe."""
+        timings = [t for clock in self.clocks for t in clock.timings]
+        plan = self.plan
+        return fit_coefficients(timings, plan.line("weights") + plan.line("weight_metadata"),
+                                plan.kv_bytes_per_token, 2 * plan.active_parameters)
+
+    def _warm_up(self, model, pool: KVPool) -> None:
+        """The engine's profile step: one prompt as long as a step or the context allows, logits
+        for max_num_seqs rows. Kernels load and workspaces appear before measuring."""
+        serve = self.plan.serve
+        engine = Engine(model, pool, EngineConfig(
+            max_num_seqs=serve.max_num_seqs,
+            max_num_batched_tokens=min(serve.max_num_batched_tokens, serve.context_tokens)))
+        try:
+            with self.probe.counting():
+                engine.profile_run()
+        except (MemoryError, torch.OutOfMemoryError) as exc:
+            self.notes.append(f"out of memory during the profile step: "
+                              f"{str(exc).splitlines()[0]}")
+        self._snap("warmup")
+
+    def _declared_load(self, model, pool: KVPool):
+        engine = self._engine(model, pool,
+                              reserve_full_context=self.options.reserve_full_context)
+        engine.step_hooks.append(self._on_step(pool))
+        start = time.perf_counter()
+        records = self._run(engine, list(self._arrivals()), "the declared load",
+                            self.options.realtime)
+        return records, time.perf_counter() - start
+
+    def _arrivals(self) -> tuple[Arrival, ...]:
+        if self.options.workload:
+            return self.options.workload
+        return self._full_context(self.plan.serve.concurrency)
+
+    def _full_context(self, count: int) -> tuple[Arrival, ...]:
+        """count requests that each grow to exactly the declared context; distinct seeds give
+        distinct prompts, so nothing is shared through the prefix cache."""
+        context = self.plan.serve.context_tokens
+        output = max(1, min(self.options.output_tokens, context - 1))
+        return tuple(Arrival(0.0, context - output, output, seed=self.options.seed + i + 1)
+                     for i in range(count))
+
+    def _on_step(self, pool: KVPool):
+        def hook(stats: StepStats) -> None:
+            self.max_blocks_used = max(self.max_blocks_used,
+                                       pool.num_blocks - stats.num_free_blocks)
+        return hook
+
+    def _ceiling_probe(self, model, pool: KVPool) -> int:
+        """The most requests of the declared context resident at once, memory the only limit
+        (max_num_seqs is lifted); every request must still complete."""
+        count = self.plan.memory_ceiling_requests + CEILING_PROBE_EXTRA
+        engine = self._engine(model, pool, max_num_seqs=count)
+        records = self._run(engine, list(self._full_context(count)), "the ceiling probe")
+        unfinished = sum(1 for r in records if r.status != FINISHED)
+        if unfinished:
+            self.notes.append(f"ceiling probe: {unfinished} of {count} requests did not finish")
+        return engine.max_resident_requests
+
+    def _run(self, engine: Engine, arrivals: list[Arrival], what: str,
+             realtime: bool = False) -> list:
+        """Run under the probe; running out of (emulated) device memory is a finding."""
+        try:
+            with self.probe.counting():
+                return engine.run(arrivals, realtime=realtime)
+        except (MemoryError, torch.OutOfMemoryError) as exc:
+            self.notes.append(f"out of memory during {what}: {str(exc).splitlines()[0]}")
+            return list(engine.records)
+
+    def _measured(self, model, pool: KVPool, kv_in_use: int, ceiling: int, peak: Snapshot,
+                  num_requests: int) -> Measured:
+        slack = self.probe.slack_bytes()
+        non_torch = peak.non_torch_bytes or 0
+        transient = self.probe.transient_peak_bytes()
+        resident = model.weight_bytes + pool.tensor_bytes
+        return Measured(
+            weights_bytes=model.weight_bytes, weight_metadata_bytes=0,
+            runtime_peak_bytes=transient, kv_pool_bytes=pool.tensor_bytes,
+            kv_in_use_bytes=kv_in_use, non_torch_bytes=non_torch, allocator_slack_bytes=slack,
+            peak_used_bytes=resident + transient + slack + non_torch,
+            ceiling_requests=ceiling, num_requests=num_requests,
+            load_is_declared=not self.options.workload)
+
+    def _release(self) -> None:
+        gc.collect()
+        if self.probe.kind == "cuda":
+            torch.cuda.empty_cache()
+        self.probe.release_resident()
+        self._snap("release")
+
+
+@contextmanager
+def _allocating(what: str, num_bytes: int):
+    """A resident allocation the host or device refuses is a clear error, not a traceback."""
+    try:
+        yield
+    except (MemoryError, RuntimeError) as exc:
+        if "alloc" not in str(exc).lower() and "out of memory" not in str(exc).lower():
+            raise
+        raise SpecError("--device-memory", f"{num_bytes:,} B", f"could not allocate {what} "
+                        "the ledger sized on this machine; emulate a smaller device") from None

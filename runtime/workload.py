@@ -1,0 +1,65 @@
+"""The simulator's workload as engine arrivals: the same draws, prompts made of token ids.
+
+Requests of one shared-prefix group start with the same prefix ids (so the prefix cache can
+serve them, as the simulator assumes); the rest of each prompt is seeded by its request id.
+"""
+
+import random
+from pathlib import Path
+
+import yaml
+
+from servecap.ledger.errors import SpecError
+
+from .sequence import Arrival
+
+
+def load_arrivals(path: str | Path, vocab_size: int) -> tuple[tuple[Arrival, ...], str]:
+    """Read a workload YAML with the simulator's validation and draw its requests; returns
+    the arrivals and a one-line description for the benchmark record."""
+    try:
+        from servecap.sim.sampling import draw_requests
+        from servecap.sim.workload import workload_from_dict
+    except ImportError:
+        raise SpecError("--workload", str(path), "needs the simulator (servecap.sim) in this "
+                        "install to read workload files") from None
+    data = _read_yaml(Path(path))
+    try:
+        workload = workload_from_dict(data)
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
+    requests = draw_requests(workload)
+    name = (f"{workload.name} ({path}): {len(requests)} requests, seed {workload.seed}, "
+            f"arrivals {workload.arrivals.kind}")
+    return arrivals_from_requests(requests, vocab_size, workload.seed), name
+
+
+def arrivals_from_requests(requests, vocab_size: int, seed: int) -> tuple[Arrival, ...]:
+    """Each simulator request (arrival_s, prompt_tokens with prefix_tokens of prefix_group
+    included, output_tokens) as an Arrival with explicit, deterministic token ids."""
+    return tuple(Arrival(r.arrival_s, _prompt_ids(r, vocab_size, seed), r.output_tokens,
+                         seed=seed + r.request_id) for r in requests)
+
+
+def _prompt_ids(request, vocab_size: int, seed: int) -> tuple[int, ...]:
+    prefix = _ids(f"{seed}:prefix:{request.prefix_group}", request.prefix_tokens, vocab_size)
+    rest = _ids(f"{seed}:request:{request.request_id}",
+                request.prompt_tokens - request.prefix_tokens, vocab_size)
+    return prefix + rest
+
+
+def _ids(key: str, count: int, vocab_size: int) -> tuple[int, ...]:
+    rng = random.Random(key)
+    return tuple(rng.randrange(vocab_size) for _ in range(count))
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError("--workload", str(path), f"cannot be read ({exc.strerror})") from None
+    except yaml.YAMLError:
+        raise SpecError("yaml", str(path), "not valid YAML") from None
+    if not isinstance(data, dict):
+        raise SpecError("document", type(data).__name__, "a workload is a mapping").at(str(path))
+    return data

@@ -1,0 +1,92 @@
+"""Telemetry: transient tensors are counted until they die, the emulated cap holds, and a missing
+NVIDIA driver is one clear message."""
+
+import pytest
+import torch
+
+from servecap.ledger.errors import SpecError
+from servecap.runtime.nvml import NO_DRIVER, Nvml
+from servecap.runtime.telemetry import CpuProbe, LiveTensorCounter, probe_for
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def test_counter_sees_transients_and_their_release() -> None:
+    weight = torch.ones(256, 256)  # made outside: not counted
+    counter = LiveTensorCounter()
+    with counter:
+        x = torch.ones(64, 256)  # 64 KiB
+        y = x @ weight  # 64 KiB
+        view = y.view(-1)  # a view: no new bytes
+        x.add_(1)  # in place: no new bytes
+        assert counter.current_bytes == 2 * 64 * 256 * 4
+    del x, y, view
+    assert counter.current_bytes == 0
+    assert counter.peak_bytes == 2 * 64 * 256 * 4
+
+
+def test_writes_into_existing_storage_are_not_new_memory() -> None:
+    pool = torch.zeros(4, 1024)  # resident before counting, like the KV pool
+    counter = LiveTensorCounter()
+    with counter:
+        index, values = torch.tensor([3]), torch.ones(1, 64)
+        pool.view(-1, 64).index_copy_(0, index, values)
+        row = pool[2]
+        row.mul_(2)
+        assert counter.current_bytes == 8 + 64 * 4  # the index and the new values only
+        copy = pool.clone()
+        assert counter.current_bytes == 8 + 64 * 4 + 4 * 1024 * 4
+    del row, copy, index, values
+    assert counter.current_bytes == 0
+    assert counter.peak_bytes == 8 + 64 * 4 + 4 * 1024 * 4
+
+
+def test_emulated_device_refuses_what_does_not_fit() -> None:
+    probe = CpuProbe(device_bytes=1 << 20)
+    probe.add_resident(768 << 10, "weights")
+    with pytest.raises(SpecError, match="do not fit"):
+        probe.add_resident(512 << 10, "KV pool")
+    with pytest.raises(MemoryError, match="emulated device out of memory"), probe.counting():
+        torch.zeros(512 << 8)  # 512 KiB of fp32 > the 256 KiB left
+
+
+def test_cpu_snapshot_reports_resident_bytes_and_rss() -> None:
+    probe = CpuProbe(device_bytes=1 << 30)
+    probe.add_resident(4096, "weights")
+    snap = probe.snapshot("weights")
+    assert (snap.phase, snap.tensor_bytes, snap.reserved_bytes) == ("weights", 4096, None)
+    assert snap.process_rss_bytes > 10 << 20  # the interpreter and libtorch at least
+
+
+def test_cpu_needs_a_device_size() -> None:
+    with pytest.raises(SpecError, match="--device-memory"):
+        probe_for("cpu", None)
+    with pytest.raises(SpecError, match="allowed: cpu, cuda, cuda:N"):
+        probe_for("tpu", None)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has a CUDA device")
+def test_no_driver_is_a_clear_message() -> None:
+    with pytest.raises(SpecError) as caught:
+        probe_for("cuda:0", None)
+    assert NO_DRIVER in caught.value.line()
+    assert NO_DRIVER == "no NVIDIA driver found; use --device cpu"
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has a CUDA device")
+def test_nvml_without_a_driver_is_the_same_message() -> None:
+    with pytest.raises(SpecError, match="no NVIDIA driver found"):
+        Nvml(0, "cuda:0")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_cuda_snapshot_separates_reserved_allocated_and_non_torch() -> None:
+    probe = probe_for("cuda:0", 8 << 30)
+    block = torch.empty(256 << 20, dtype=torch.uint8, device="cuda:0")
+    snap = probe.snapshot("weights")
+    assert snap.tensor_bytes >= block.numel()
+    assert snap.reserved_bytes >= snap.tensor_bytes
+    assert snap.process_used_bytes >= snap.reserved_bytes
+    assert snap.non_torch_bytes == snap.process_used_bytes - snap.reserved_bytes
+    assert probe.device_bytes == 8 << 30

@@ -1,0 +1,180 @@
+"""`servecap verify` on the CPU: the ledger's exact lines, the ceiling and the JSON contract."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+
+MiB = 2**20
+BLOCK_BYTES = 512 * 16  # tiny-llama fp32: 512 B/token, 16-token blocks
+LINES = ["weights", "weight_metadata", "runtime_peak", "kv_pool", "kv_cache", "safety",
+         "non_torch", "allocator_slack"]
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(app, ["verify", "tiny-llama", "--device", "cpu", *args])
+
+
+def _json(*args: str) -> tuple[int, dict]:
+    result = _invoke("--json", *args)
+    return result.exit_code, json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def default_run() -> dict:
+    code, out = _json()
+    assert code == 0, out["violations"]
+    return out
+
+
+def _line(out: dict, name: str) -> dict:
+    return next(item for item in out["lines"] if item["line"] == name)
+
+
+def test_weights_and_kv_pool_match_the_ledger_to_the_byte(default_run) -> None:
+    plan = json.loads(CliRunner().invoke(app, ["plan", "tiny-llama", "--json"]).stdout)
+    weights = _line(default_run, "weights")
+    assert weights["measured_bytes"] == weights["predicted_bytes"] == plan["weights_bytes"]
+    assert plan["weights_bytes"] == 106_816 * 4  # counted parameters x fp32
+    pool = _line(default_run, "kv_pool")
+    free_for_kv = 16 * MiB - (plan["committed_bytes"] - plan["kv_bytes_total"])
+    assert pool["measured_bytes"] == (free_for_kv // BLOCK_BYTES + 1) * BLOCK_BYTES
+    assert pool["residual_bytes"] == 0 and pool["verdict"] == "ok"
+
+
+def test_measured_ceiling_equals_the_ledger_on_the_emulated_device(default_run) -> None:
+    assert default_run["predicted_ceiling_requests"] == 15
+    assert default_run["measured_ceiling_requests"] == 15
+    code, smaller = _json("--device-memory", "15MiB")
+    assert code == 0, smaller["violations"]
+    assert smaller["predicted_ceiling_requests"] == smaller["measured_ceiling_requests"] == 8
+
+
+def test_kv_in_use_and_runtime_peak_are_measured(default_run) -> None:
+    kv = _line(default_run, "kv_cache")
+    assert kv["predicted_bytes"] == 4 * 256 * 512
+    assert kv["predicted_bytes"] - 4 * BLOCK_BYTES <= kv["measured_bytes"] <= \
+        kv["predicted_bytes"]
+    peak = _line(default_run, "runtime_peak")
+    assert 0 < peak["measured_bytes"] <= peak["predicted_bytes"] == 12 * MiB
+
+
+def test_a_load_above_the_ceiling_queues_and_completes_every_request() -> None:
+    result = _invoke("--json", "--concurrency", "20", "--output-tokens", "4")
+    out = json.loads(result.stdout)
+    assert result.exit_code == 1
+    assert out["violations"] == ["kv_cache"]  # 20 x 256 tokens were declared; 15 fit
+    assert "violated: kv_cache" in result.stderr
+    latency = out["latency"]
+    assert latency["num_finished"] == latency["num_requests"] == 20
+    assert max(r["queue_ms"] for r in latency["requests"]) > 0
+    kv = _line(out, "kv_cache")
+    assert kv["measured_bytes"] <= 15 * 256 * 512
+
+
+def test_optimistic_admission_preempts_and_still_completes_every_request() -> None:
+    result = _invoke("--json", "--concurrency", "20", "--admission", "optimistic")
+    out = json.loads(result.stdout)
+    latency = out["latency"]
+    assert latency["num_finished"] == latency["num_requests"] == 20
+    assert latency["num_preemptions"] > 0
+    assert out["violations"] == ["kv_cache"]
+    assert out["measured_ceiling_requests"] == out["predicted_ceiling_requests"] == 15
+
+
+def test_json_contract_is_stable(default_run) -> None:
+    assert list(default_run)[:5] == ["lines", "predicted_ceiling_requests",
+                                     "measured_ceiling_requests", "phases", "record"]
+    assert [item["line"] for item in default_run["lines"]] == LINES
+    for item in default_run["lines"]:
+        assert {"line", "predicted_bytes", "measured_bytes", "residual_bytes",
+                "verdict"} <= set(item)
+        assert item["residual_bytes"] == item["measured_bytes"] - item["predicted_bytes"]
+    assert [p["phase"] for p in default_run["phases"]] == [
+        "baseline", "weights", "kv_pool", "warmup", "peak", "release"]
+    record = default_run["record"]
+    for key in ("torch_version", "cuda_version", "driver_version", "device_name", "topology",
+                "model", "config_hash", "workload", "seed"):
+        assert key in record
+    assert record["config_hash"].startswith("sha256:")
+    for key in ("ttft_ms", "itl_ms", "queue_ms", "e2e_ms"):
+        assert set(default_run["latency"][key]) == {"p50", "p95", "p99", "mean"}
+    assert default_run["latency"]["output_tokens_per_s"] > 0
+
+
+def test_scaled_down_copy_is_planned_the_same_way() -> None:
+    code, out = _json("--num-layers", "1", "--device-memory", "14MiB", "--output-tokens", "2")
+    assert code == 0, out["violations"]
+    weights = _line(out, "weights")
+    # one layer less: 2 x 36,992 -> 1 x 36,992 parameters in the stack, fp32
+    assert weights["measured_bytes"] == weights["predicted_bytes"] == (106_816 - 36_992) * 4
+
+
+def test_a_too_small_runtime_budget_is_named() -> None:
+    result = _invoke("--runtime-peak", "1MiB", "--device-memory", "8MiB", "--output-tokens", "2")
+    assert result.exit_code == 1
+    assert "runtime_peak (measured" in result.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_no_driver_is_one_line_not_a_traceback() -> None:
+    result = CliRunner().invoke(app, ["verify", "tiny-llama", "--device", "cuda:0"])
+    assert result.exit_code == 2
+    assert "no NVIDIA driver found; use --device cpu" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_verify_on_cuda_matches_the_exact_lines() -> None:
+    result = CliRunner().invoke(app, ["verify", "tiny-llama", "--device", "cuda:0",
+                                      "--device-memory", "128MiB", "--runtime-peak", "80MiB",
+                                      "--json"])
+    out = json.loads(result.stdout)
+    for name in ("weights", "kv_pool"):
+        assert _line(out, name)["verdict"] == "ok"
+    assert out["measured_ceiling_requests"] == out["predicted_ceiling_requests"]
+    assert out["phases"][-1]["reserved_bytes"] is not None
+
+
+def test_xlsx_fills_the_verification_sheet(tmp_path) -> None:
+    import openpyxl
+
+    path = tmp_path / "verified.xlsx"
+    result = _invoke("--output-tokens", "2", "--xlsx", str(path))
+    assert result.exit_code == 0, result.stderr
+    rows = list(openpyxl.load_workbook(path)["Verification"].iter_rows(values_only=True))
+    assert rows[0] == ("line", "predicted_bytes", "measured_bytes", "residual_bytes", "verdict")
+    assert [r[0] for r in rows[1:]] == LINES
+    weights = rows[1]
+    assert weights[1] == weights[2] == 106_816 * 4 and weights[3:] == (0, "ok")
+    again = _invoke("--xlsx", str(path))
+    assert again.exit_code == 2 and "--force" in again.stderr
+
+
+def test_calibration_out_holds_only_simulator_coefficient_names(tmp_path) -> None:
+    path = tmp_path / "coeffs.json"
+    result = _invoke("--output-tokens", "8", "--calibration-out", str(path))
+    assert result.exit_code == 0, result.stderr
+    coef = json.loads(path.read_text())
+    assert set(coef) <= {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
+                         "bandwidth_bytes_per_s", "flops_per_s", "step_overhead_s",
+                         "swap_bandwidth_bytes_per_s"}
+    assert coef["weights_bytes"] == 106_816 * 4 and coef["kv_bytes_per_token"] == 512
+    assert coef["flops_per_token"] == 2 * 106_816
+    assert coef["bandwidth_bytes_per_s"] > 0 and coef["flops_per_s"] > 0
+    assert coef["step_overhead_s"] >= 0
+
+
+def test_the_simulator_replays_the_same_load() -> None:
+    pytest.importorskip("servecap.sim.run")
+    code, out = _json("--output-tokens", "8")
+    assert code == 0, out["violations"]
+    check = out["latency"]["simulated_vs_measured"]
+    assert check["policy"] == "chunked-prefill"
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
+        assert check[key]["measured"] == {k: out["latency"][key][k] for k in ("p50", "p95")}
+        assert check[key]["simulated"]["p50"] >= 0
