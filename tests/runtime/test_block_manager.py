@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from servecap.ledger.errors import SpecError
+from servecap.runtime import block_manager
 from servecap.runtime.block_manager import BlockManager
 
 
@@ -27,6 +28,37 @@ def test_prefix_hit_shares_full_blocks_and_compares_tokens() -> None:
     assert bm.block_table(2)[:2] == bm.block_table(1)[:2]
     assert bm.blocks[bm.block_table(1)[0]].ref_count == 2
     assert bm.allocate(3, [0, 1, 2, 7, 4, 5, 6, 7, 8]) == 0  # first block differs
+    bm.check()
+
+
+def test_a_hash_collision_never_serves_another_prefixs_blocks(monkeypatch) -> None:
+    """Every first block hashes alike: the second block of one prompt must not be served after
+    a different first block whose hash collides with it."""
+    real = block_manager.chain_hash
+    monkeypatch.setattr(block_manager, "chain_hash",
+                        lambda parent, tokens: 7 if parent is None else real(parent, tokens))
+    bm = BlockManager(num_blocks=16, block_size_tokens=4)
+    for seq_id, prompt in ((1, [9, 9, 9, 9, 3]), (2, [1, 2, 3, 4, 5, 6, 7, 8, 0])):
+        bm.allocate(seq_id, prompt)
+        bm.mark_computed(seq_id, prompt, len(prompt))
+    assert bm.allocate(3, [9, 9, 9, 9, 5, 6, 7, 8, 0]) == 4  # only the true first block
+    assert bm.block_table(3)[1] != bm.block_table(2)[1]
+    assert bm.allocate(4, [1, 2, 3, 4, 5, 6, 7, 8, 1]) == 0  # its first block lost the key
+    bm.check()
+
+
+def test_a_reused_block_breaks_the_chain_behind_it() -> None:
+    """A block recycled for other tokens must not let its old successors be served."""
+    bm = BlockManager(num_blocks=3, block_size_tokens=2)
+    prompt = [1, 2, 3, 4, 5]
+    bm.allocate(1, prompt)
+    bm.mark_computed(1, prompt, 5)
+    bm.free(1)  # free list, oldest first: the tail block, the second, the first
+    bm.allocate(2, [8])  # takes the tail block
+    bm.allocate(3, [8, 9, 7])  # takes the second block, then the first: both forgotten
+    bm.free(2)
+    bm.free(3)
+    assert bm.allocate(4, prompt) == 0
     bm.check()
 
 
