@@ -6,7 +6,9 @@
 Telemetry hooks: engine.tensor_bytes() counts the runtime's own resident tensors (weights, KV
 pool); engine.profile_run() runs the widest schedulable step once (measure the transient peak
 around it); functions in engine.step_hooks get a StepStats after every step (sample memory
-there); engine.max_resident_requests is the most sequences that ever held blocks at once.
+there); engine.max_resident_requests is the most sequences that ever held blocks at once and
+engine.max_blocks_in_use the most blocks, both read right after scheduling, before a step's
+finished requests give theirs back.
 """
 
 import random
@@ -79,7 +81,7 @@ class Engine:
                                    config.max_num_batched_tokens, config.reserve_full_context)
         self.records: list[RequestRecord] = []
         self.step_hooks: list[Callable[[StepStats], None]] = []
-        self.num_steps = self.max_resident_requests = 0
+        self.num_steps = self.max_resident_requests = self.max_blocks_in_use = 0
         self._seqs: dict[int, list[Sequence]] = {}
         self._generators: dict[int, torch.Generator] = {}
         self._next_seq_id = 0
@@ -186,6 +188,8 @@ class Engine:
         now = self.now()
         self.max_resident_requests = max(self.max_resident_requests,
                                          len(self.scheduler.running))
+        self.max_blocks_in_use = max(self.max_blocks_in_use,
+                                     self.blocks.num_blocks - self.blocks.num_free_blocks)
         for seq in plan.admitted:
             seq.record.admitted_s = seq.record.admitted_s or now
         context = sum(seq.num_computed_tokens + n for seq, n in plan.chunks)

@@ -102,6 +102,16 @@ def test_pool_of_n_requests_keeps_at_most_n_resident_and_completes_all(tiny_mode
     _all_blocks_back(engine)
 
 
+def test_blocks_in_use_are_read_before_a_step_releases_them(tiny_model) -> None:
+    """One output token each: every request finishes in the step that prefilled it, yet the
+    blocks it held during that step are counted."""
+    engine = _engine(tiny_model)
+    engine.run([Arrival(0.0, 20, 1, seed=i) for i in range(3)])
+    assert engine.max_blocks_in_use == 3 * blocks_for(20, BLOCK)
+    assert engine.max_resident_requests == 3
+    _all_blocks_back(engine)
+
+
 def test_plan_sized_engine_resident_ceiling_equals_the_ledgers(tiny_spec) -> None:
     spec, context = tiny_spec(), 64
     serve = ServeSpec(device_bytes=2 * MiB, context_tokens=context, concurrency=1,
