@@ -200,6 +200,19 @@ def test_calibration_out_holds_only_simulator_coefficient_names(tmp_path) -> Non
     assert coef["flops_per_token"] == 2 * 106_816
     assert coef["bandwidth_bytes_per_s"] > 0 and coef["flops_per_s"] > 0
     assert coef["step_overhead_s"] >= 0
+    workload = tmp_path / "load.yaml"
+    workload.write_text("name: load\nseed: 1\nnum_requests: 3\n"
+                        "arrivals: {kind: fixed, times_s: [0, 0, 0]}\n"
+                        "prompt_tokens: {kind: fixed, value: 40}\n"
+                        "output_tokens: {kind: fixed, value: 4}\n")
+    # the flags' placeholder rates are replaced by every rate the file holds
+    sim = CliRunner().invoke(app, ["simulate", "tiny-llama", "--device", "16MiB", "--bandwidth",
+                                   "1GB/s", "--flops", "1TFLOPS", "--coefficients", str(path),
+                                   "--workload", str(workload), "--json"])
+    assert sim.exit_code == 0, sim.output
+    used = json.loads(sim.stdout)["coefficients"]
+    assert used["source"] == f"measured: {path}"
+    assert {k: used[k] for k in coef} == coef
 
 
 def test_the_simulator_replays_the_same_load() -> None:
