@@ -117,13 +117,27 @@ def test_empty_sequence_is_a_clear_error() -> None:
 
 
 class BlockMachine(RuleBasedStateMachine):
-    """Random allocate/append/fork/free sequences against the invariants."""
+    """Random allocate/append/fork/free sequences against the invariants. `slots` models the
+    pool: each written slot holds the whole prefix its K/V was computed from, so a prefix hit
+    or a copy-on-write that hands over the wrong K/V is caught."""
 
     @initialize(num_blocks=st.integers(1, 24), bsz=st.integers(1, 5), caching=st.booleans())
     def setup(self, num_blocks: int, bsz: int, caching: bool) -> None:
         self.bm = BlockManager(num_blocks, bsz, caching)
         self.tokens: dict[int, list[int]] = {}
+        self.slots: dict[tuple[int, int], tuple[int, ...]] = {}  # (block, offset) -> prefix
         self.next_id = 0
+
+    def _write(self, seq_id: int, tokens: list[int], start: int, end: int) -> None:
+        bsz, table = self.bm.block_size_tokens, self.bm.block_table(seq_id)
+        for pos in range(start, end):
+            self.slots[(table[pos // bsz], pos % bsz)] = tuple(tokens[:pos + 1])
+
+    def _check_reads(self, seq_id: int, tokens: list[int], end: int) -> None:
+        """Attention over [0, end) reads exactly this sequence's own prefixes."""
+        bsz, table = self.bm.block_size_tokens, self.bm.block_table(seq_id)
+        for pos in range(end):
+            assert self.slots.get((table[pos // bsz], pos % bsz)) == tuple(tokens[:pos + 1])
 
     @rule(prompt=st.lists(st.integers(0, 3), min_size=1, max_size=20))
     def allocate(self, prompt: list[int]) -> None:
@@ -133,6 +147,8 @@ class BlockMachine(RuleBasedStateMachine):
             return
         cached = self.bm.allocate(self.next_id, prompt)
         assert cached < len(prompt) and cached % self.bm.block_size_tokens == 0
+        self._check_reads(self.next_id, prompt, cached)  # the hits hold this very prefix
+        self._write(self.next_id, prompt, cached, len(prompt))
         self.bm.mark_computed(self.next_id, prompt, len(prompt))
         self.tokens[self.next_id] = list(prompt)
         self.next_id += 1
@@ -145,8 +161,16 @@ class BlockMachine(RuleBasedStateMachine):
         n = len(tokens)
         if self.bm.write_cost(seq_id, n, n + 1) > self.bm.num_free_blocks:
             return
-        self.bm.prepare_write(seq_id, n, n + 1)
+        copies = self.bm.prepare_write(seq_id, n, n + 1)
+        bsz = self.bm.block_size_tokens
+        for src, dst in copies:
+            for offset in range(bsz):
+                self.slots.pop((dst, offset), None)
+                if (src, offset) in self.slots:
+                    self.slots[(dst, offset)] = self.slots[(src, offset)]
         tokens.append(token)
+        self._write(seq_id, tokens, n, n + 1)
+        self._check_reads(seq_id, tokens, n + 1)
         self.bm.mark_computed(seq_id, tokens, n + 1)
         assert len(self.bm.block_table(seq_id)) * self.bm.block_size_tokens >= n + 1
 
@@ -198,3 +222,25 @@ class BlockMachine(RuleBasedStateMachine):
 BlockMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,
                                           deadline=None)
 test_block_machine = BlockMachine.TestCase
+
+
+class CollidingBlockMachine(BlockMachine):
+    """The same machine with a hash that collides all the time (three values): hits must still
+    hand over only the sequence's own prefix."""
+
+    @initialize(num_blocks=st.integers(1, 24), bsz=st.integers(1, 5), caching=st.booleans())
+    def setup(self, num_blocks: int, bsz: int, caching: bool) -> None:
+        self._real_hash = block_manager.chain_hash
+        block_manager.chain_hash = lambda parent, tokens: self._real_hash(parent, tokens) % 3
+        super().setup(num_blocks, bsz, caching)
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            if hasattr(self, "_real_hash"):
+                block_manager.chain_hash = self._real_hash
+
+
+CollidingBlockMachine.TestCase.settings = BlockMachine.TestCase.settings
+test_colliding_block_machine = CollidingBlockMachine.TestCase
