@@ -21,7 +21,6 @@ import torch
 
 from servecap.ledger.kv import Shard
 from servecap.ledger.model import ModelSpec
-from servecap.ledger.paging import blocks_for
 from servecap.ledger.plan import build_plan
 from servecap.ledger.serve import ServeSpec
 
@@ -153,12 +152,11 @@ class Engine:
         return record
 
     def _too_long(self, seq: Sequence) -> str:
-        """Blocks this request needs even alone: each sample's full length, plus a private copy
-        of the partial prompt block per extra sample."""
+        """Blocks this request needs even alone (every sample's full length; forks share the
+        full prompt blocks), as the scheduler would reserve them."""
         if seq.parallel > self.config.max_num_seqs:
             return f"n = {seq.parallel} samples exceed max_num_seqs = {self.config.max_num_seqs}"
-        needed = blocks_for(seq.max_tokens, self.pool.block_size_tokens) * seq.parallel
-        needed += 1 if seq.parallel > 1 else 0
+        needed = self.scheduler.blocks_needed_alone(seq)
         if needed <= self.pool.num_blocks:
             return ""
         return (f"needs {needed:,} KV blocks ({seq.parallel} x {seq.max_tokens:,} tokens in "

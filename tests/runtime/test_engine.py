@@ -188,6 +188,52 @@ def test_parallel_sampling_forks_and_returns_every_block(tiny_model) -> None:
     _all_blocks_back(engine)
 
 
+def test_forked_samples_survive_preemption_and_cancellation(tiny_model) -> None:
+    """n = 3 greedy samples share a prompt in a pool too small for everyone's growth
+    (optimistic admission): preempted and recomputed, each sample still equals the dense
+    answer; cancelling a family mid-decode, and a request still waiting, frees every block."""
+    prompt = _prompts(1, seed=3)[0] + list(range(9))
+    expected = _generate(_engine(tiny_model), [prompt], 12)[0]
+    engine = _engine(tiny_model, num_blocks=19, reserve_full_context=False)
+    family = engine.add_request(prompt, 12, n=3)
+    others = [engine.add_request(p, 12) for p in _prompts(3, seed=4)[1:]]
+    while engine.has_unfinished():
+        engine.step()
+        engine.blocks.check()
+    outputs = [r for r in engine.records if r.request_id == family.request_id]
+    assert [r.output_token_ids for r in outputs] == [expected] * 3
+    assert all(r.status == FINISHED for r in others)
+    assert sum(r.num_preemptions for r in engine.records) > 0
+    _all_blocks_back(engine)
+    engine = _engine(tiny_model, max_num_seqs=3)
+    doomed = engine.add_request(prompt, 12, n=3)
+    waiting = engine.add_request(_prompts(1, seed=5)[0] * 3, 12)
+    for _ in range(3):
+        engine.step()
+        assert len(engine.scheduler.running) <= 3  # the family's forks count from admission
+    assert len(engine.blocks.tables) == 3 and engine.scheduler.waiting  # forked; one waits
+    engine.cancel(doomed.request_id)
+    engine.cancel(waiting.request_id)
+    assert waiting.status == CANCELLED and not engine.has_unfinished()
+    assert all(r.status == CANCELLED for r in engine.records
+               if r.request_id == doomed.request_id)
+    _all_blocks_back(engine)
+
+
+def test_full_context_reservation_counts_samples_not_yet_forked(tiny_model) -> None:
+    """Reserve admission never preempts: a family admitted but still prefilling already holds
+    back the blocks its n - 1 forks will take."""
+    prompt = _prompts(1, seed=3)[0] + list(range(9))  # 12 tokens: 3 full blocks
+    engine = _engine(tiny_model, num_blocks=16)  # the family grows to 12 blocks, the other 5
+    engine.add_request(prompt, 12, n=3)
+    engine.add_request(_prompts(2, seed=4)[1], 12)
+    while engine.has_unfinished():
+        engine.step()
+    assert all(r.status == FINISHED for r in engine.records)
+    assert sum(r.num_preemptions for r in engine.records) == 0
+    _all_blocks_back(engine)
+
+
 def test_step_hooks_see_every_step(tiny_model) -> None:
     engine = _engine(tiny_model)
     seen = []
