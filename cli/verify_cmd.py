@@ -108,6 +108,8 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
     from servecap.runtime.model import with_num_layers
     from servecap.runtime.verify import ParallelResult, VerifyOptions, verify
 
+    if vflags.output_tokens < 1:
+        raise SpecError("--output-tokens", vflags.output_tokens, "must be >= 1 token")
     loaded = load_model(model)
     spec = loaded.spec if vflags.num_layers is None else with_num_layers(loaded.spec,
                                                                          vflags.num_layers)

@@ -110,10 +110,15 @@ class Workspace:
 def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   block_table: torch.Tensor, context_len: int,
                   window: int | None) -> torch.Tensor:
-    """One sequence's chunk: q (Q, H, D) at the last Q of context_len positions. (Q, H, D)."""
+    """One sequence's chunk: q (Q, H, D) at the last Q of context_len positions. (Q, H, D).
+    A whole prompt without a window is plain causal attention: no mask tensor, so SDPA may
+    pick a fused kernel (FlashAttention on CUDA) instead of materialising (H, Q, C) scores."""
     hkv, dim = k_cache.shape[0], k_cache.shape[3]
     keys = k_cache[:, block_table].view(hkv, -1, dim)[:, :context_len]  # (Hkv, C, D)
     values = v_cache[:, block_table].view(hkv, -1, dim)[:, :context_len]
+    if window is None and q.shape[0] == context_len:
+        return F.scaled_dot_product_attention(q.transpose(0, 1), keys, values, is_causal=True,
+                                              enable_gqa=True).transpose(0, 1)
     q_pos = torch.arange(context_len - q.shape[0], context_len, device=q.device)
     mask = allowed(q_pos[:, None], torch.arange(context_len, device=q.device)[None, :], window)
     out = F.scaled_dot_product_attention(q.transpose(0, 1), keys, values, attn_mask=mask,

@@ -4,6 +4,7 @@ Plain Python: the block manager decides which physical block holds which tokens;
 (kv_pool.py) holds the bytes. A block is `block_size_tokens` slots in every layer.
 """
 
+import itertools
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -16,12 +17,15 @@ NO_HASH: int | None = None
 @dataclass
 class Block:
     """One physical block. `content_hash` is set once the block is full and its KV computed; it
-    chains the hash of the block before it, so equal hashes mean equal prefixes."""
+    chains the hash of the block before it, so equal prefixes give equal hashes. `serial` names
+    this registration uniquely and `parent_serial` the block it followed, so a hit is checked
+    exactly (tokens and predecessor), whatever the hashes collide on."""
 
     block_id: int
     ref_count: int = 0
     content_hash: int | None = NO_HASH
-    parent_hash: int | None = NO_HASH
+    serial: int | None = None
+    parent_serial: int | None = None
     token_ids: tuple[int, ...] = ()
 
 
@@ -47,6 +51,7 @@ class BlockManager:
         self.cached: dict[int, int] = {}  # content hash -> block id
         self.tables: dict[int, list[int]] = {}
         self.num_hashed: dict[int, int] = {}  # seq id -> leading blocks already hashed
+        self._serials = itertools.count()
 
     @property
     def num_free_blocks(self) -> int:
@@ -62,20 +67,22 @@ class BlockManager:
         if not self.enable_prefix_caching:
             return []
         hits: list[int] = []
-        parent: int | None = NO_HASH
+        parent: Block | None = None
         bsz = self.block_size_tokens
         for start in range(0, len(token_ids) - 1 - bsz + 1, bsz):
             tokens = tuple(token_ids[start:start + bsz])
-            block_id = self.cached.get(chain_hash(parent, tokens))
+            block_id = self.cached.get(chain_hash(parent and parent.content_hash, tokens))
             if block_id is None or not self._same(self.blocks[block_id], parent, tokens):
                 break
             hits.append(block_id)
-            parent = self.blocks[block_id].content_hash
+            parent = self.blocks[block_id]
         return hits
 
     @staticmethod
-    def _same(block: Block, parent: int | None, tokens: tuple[int, ...]) -> bool:
-        return block.parent_hash == parent and block.token_ids == tokens
+    def _same(block: Block, parent: Block | None, tokens: tuple[int, ...]) -> bool:
+        """The block holds these tokens and was computed right after `parent` (by induction,
+        after this whole prefix): a hash collision cannot serve another prefix's K/V."""
+        return block.parent_serial == (parent and parent.serial) and block.token_ids == tokens
 
     def allocation_cost(self, token_ids: list[int]) -> int:
         """Free blocks that allocate(token_ids) would take: cache hits on blocks another
@@ -122,7 +129,8 @@ class BlockManager:
         if block.content_hash is not NO_HASH and self.cached.get(block.content_hash) == \
                 block.block_id:
             del self.cached[block.content_hash]
-        block.content_hash = block.parent_hash = NO_HASH
+        block.content_hash = NO_HASH
+        block.serial = block.parent_serial = None
         block.token_ids = ()
 
     # -- growth and copy-on-write ---------------------------------------------------------
@@ -163,15 +171,16 @@ class BlockManager:
             return
         table, bsz = self.tables[seq_id], self.block_size_tokens
         done = self.num_hashed[seq_id]
-        parent = self.blocks[table[done - 1]].content_hash if done else NO_HASH
+        parent = self.blocks[table[done - 1]] if done else None
         for index in range(done, num_computed_tokens // bsz):
             block = self.blocks[table[index]]
-            tokens = tuple(token_ids[index * bsz:(index + 1) * bsz])
             if block.content_hash is NO_HASH:
-                block.parent_hash, block.token_ids = parent, tokens
-                block.content_hash = chain_hash(parent, tokens)
+                block.token_ids = tuple(token_ids[index * bsz:(index + 1) * bsz])
+                block.parent_serial = parent and parent.serial
+                block.serial = next(self._serials)
+                block.content_hash = chain_hash(parent and parent.content_hash, block.token_ids)
                 self.cached.setdefault(block.content_hash, block.block_id)
-            parent = block.content_hash
+            parent = block
         self.num_hashed[seq_id] = max(done, num_computed_tokens // bsz)
 
     # -- sharing and release --------------------------------------------------------------

@@ -6,7 +6,9 @@
 Telemetry hooks: engine.tensor_bytes() counts the runtime's own resident tensors (weights, KV
 pool); engine.profile_run() runs the widest schedulable step once (measure the transient peak
 around it); functions in engine.step_hooks get a StepStats after every step (sample memory
-there); engine.max_resident_requests is the most sequences that ever held blocks at once.
+there); engine.max_resident_requests is the most sequences that ever held blocks at once and
+engine.max_blocks_in_use the most blocks, both read right after scheduling, before a step's
+finished requests give theirs back.
 """
 
 import random
@@ -19,7 +21,6 @@ import torch
 
 from servecap.ledger.kv import Shard
 from servecap.ledger.model import ModelSpec
-from servecap.ledger.paging import blocks_for
 from servecap.ledger.plan import build_plan
 from servecap.ledger.serve import ServeSpec
 
@@ -79,7 +80,7 @@ class Engine:
                                    config.max_num_batched_tokens, config.reserve_full_context)
         self.records: list[RequestRecord] = []
         self.step_hooks: list[Callable[[StepStats], None]] = []
-        self.num_steps = self.max_resident_requests = 0
+        self.num_steps = self.max_resident_requests = self.max_blocks_in_use = 0
         self._seqs: dict[int, list[Sequence]] = {}
         self._generators: dict[int, torch.Generator] = {}
         self._next_seq_id = 0
@@ -151,12 +152,11 @@ class Engine:
         return record
 
     def _too_long(self, seq: Sequence) -> str:
-        """Blocks this request needs even alone: each sample's full length, plus a private copy
-        of the partial prompt block per extra sample."""
+        """Blocks this request needs even alone (every sample's full length; forks share the
+        full prompt blocks), as the scheduler would reserve them."""
         if seq.parallel > self.config.max_num_seqs:
             return f"n = {seq.parallel} samples exceed max_num_seqs = {self.config.max_num_seqs}"
-        needed = blocks_for(seq.max_tokens, self.pool.block_size_tokens) * seq.parallel
-        needed += 1 if seq.parallel > 1 else 0
+        needed = self.scheduler.blocks_needed_alone(seq)
         if needed <= self.pool.num_blocks:
             return ""
         return (f"needs {needed:,} KV blocks ({seq.parallel} x {seq.max_tokens:,} tokens in "
@@ -186,6 +186,8 @@ class Engine:
         now = self.now()
         self.max_resident_requests = max(self.max_resident_requests,
                                          len(self.scheduler.running))
+        self.max_blocks_in_use = max(self.max_blocks_in_use,
+                                     self.blocks.num_blocks - self.blocks.num_free_blocks)
         for seq in plan.admitted:
             seq.record.admitted_s = seq.record.admitted_s or now
         context = sum(seq.num_computed_tokens + n for seq, n in plan.chunks)

@@ -86,7 +86,7 @@ class Scheduler:
     def _admit(self, budget: int, plan: StepPlan) -> None:
         while self.waiting and budget > 0:
             seq = self.waiting[0]
-            if len(self.running) + seq.parallel > self.max_num_seqs:
+            if self._num_seqs() + seq.parallel > self.max_num_seqs:
                 return
             if not self.blocks.can_allocate(seq.token_ids, self._reserve(seq)):
                 return
@@ -100,27 +100,43 @@ class Scheduler:
             plan.chunks.append((seq, num_tokens))
             budget -= num_tokens
 
+    def _num_seqs(self) -> int:
+        """Running sequences, counting the samples a request with n > 1 forks after prefill."""
+        return sum(s.parallel for s in self.running)
+
     def _reserve(self, seq: Sequence) -> int:
         """Blocks to keep back when admitting seq: its own growth to full length (every forked
         sample's private blocks too) plus what the running sequences may still take."""
         if not self.reserve_full_context:
             return 0
+        return self._own_growth(seq) + sum(self._future_blocks(s) for s in self.running)
+
+    def _own_growth(self, seq: Sequence) -> int:
+        """Blocks a waiting request takes after its prompt's: growth to full length; with n > 1
+        every sample's private blocks past the shared full prompt blocks."""
         bsz = self.blocks.block_size_tokens
         final = blocks_for(seq.max_tokens, bsz)
         if seq.parallel > 1:
-            own = seq.parallel * (final - len(seq.token_ids) // bsz)
-        else:
-            own = final - blocks_for(len(seq.token_ids), bsz)
-        return own + sum(self._future_blocks(s) for s in self.running)
+            return seq.parallel * (final - len(seq.token_ids) // bsz)
+        return final - blocks_for(len(seq.token_ids), bsz)
+
+    def blocks_needed_alone(self, seq: Sequence) -> int:
+        """What admitting seq into an empty pool reserves: a request needing more than the
+        whole pool can never run."""
+        return blocks_for(len(seq.token_ids), self.blocks.block_size_tokens) + \
+            self._own_growth(seq)
 
     def _future_blocks(self, seq: Sequence) -> int:
-        """Blocks a running sequence may still take: growth, plus a copy of each shared block
-        it will write into."""
+        """Blocks a running sequence may still take: growth, a copy of each shared block it
+        will write into, and the private blocks of the samples it has yet to fork."""
+        bsz = self.blocks.block_size_tokens
         table = self.blocks.block_table(seq.seq_id)
-        grow = max(0, blocks_for(seq.max_tokens, self.blocks.block_size_tokens) - len(table))
-        first_written = seq.num_computed_tokens // self.blocks.block_size_tokens
+        final = blocks_for(seq.max_tokens, bsz)
+        grow = max(0, final - len(table))
+        first_written = seq.num_computed_tokens // bsz
         shared = sum(1 for b in table[first_written:] if self.blocks.blocks[b].ref_count > 1)
-        return grow + shared
+        forks = (seq.parallel - 1) * (final - seq.num_prompt_tokens // bsz)
+        return grow + shared + forks
 
     def preempt(self, seq: Sequence) -> None:
         """Recompute later: drop its K/V now, keep its tokens, requeue it at the front."""

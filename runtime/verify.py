@@ -24,7 +24,7 @@ from servecap.ledger.serve import ServeSpec
 from servecap.ledger.verification import Measured, Reconciliation, kv_pool_bytes, reconcile
 
 from .calibration import StepClock, fit_coefficients
-from .engine import Engine, EngineConfig, StepStats
+from .engine import Engine, EngineConfig
 from .kv_pool import KVPool, blocks_for_plan
 from .latency import latency_report
 from .model import check_buildable
@@ -118,15 +118,14 @@ class _Run:
         self.phases: list[Snapshot] = [probe.snapshot("baseline")]
         self.notes: list[str] = []
         self.clocks: list[StepClock] = []
-        self.max_blocks_used = 0
 
     def execute(self) -> VerifyResult:
         model = self._load_weights()
         pool = self._allocate_pool()
         self._warm_up(model, pool)
         self.probe.reset_peak()
-        records, wall_s = self._declared_load(model, pool)
-        kv_in_use = self.max_blocks_used * pool.block_bytes
+        records, wall_s, blocks_in_use = self._declared_load(model, pool)
+        kv_in_use = blocks_in_use * pool.block_bytes
         ceiling = self._ceiling_probe(model, pool)
         peak = self._snap("peak")
         measured = self._measured(model, pool, kv_in_use, ceiling, peak, len(records))
@@ -209,11 +208,10 @@ class _Run:
     def _declared_load(self, model, pool: KVPool):
         engine = self._engine(model, pool,
                               reserve_full_context=self.options.reserve_full_context)
-        engine.step_hooks.append(self._on_step(pool))
         start = time.perf_counter()
         records = self._run(engine, list(self._arrivals()), "the declared load",
                             self.options.realtime)
-        return records, time.perf_counter() - start
+        return records, time.perf_counter() - start, engine.max_blocks_in_use
 
     def _arrivals(self) -> tuple[Arrival, ...]:
         if self.options.workload:
@@ -227,12 +225,6 @@ class _Run:
         output = max(1, min(self.options.output_tokens, context - 1))
         return tuple(Arrival(0.0, context - output, output, seed=self.options.seed + i + 1)
                      for i in range(count))
-
-    def _on_step(self, pool: KVPool):
-        def hook(stats: StepStats) -> None:
-            self.max_blocks_used = max(self.max_blocks_used,
-                                       pool.num_blocks - stats.num_free_blocks)
-        return hook
 
     def _ceiling_probe(self, model, pool: KVPool) -> int:
         """The most requests of the declared context resident at once, memory the only limit

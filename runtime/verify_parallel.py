@@ -40,6 +40,8 @@ def _rank_main(rank: int, size: int, spec: ModelSpec, serve: ServeSpec,
                options: VerifyOptions, tmp: str) -> None:
     cpu = options.device == "cpu"
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // size))
+    if not cpu:
+        torch.cuda.set_device(rank)  # before NCCL starts: each rank's communicator on its GPU
     dist.init_process_group("gloo" if cpu else "nccl", init_method=f"file://{tmp}/init",
                             rank=rank, world_size=size, timeout=COLLECTIVE_TIMEOUT)
     try:

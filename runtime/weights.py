@@ -48,7 +48,7 @@ def _full_shapes(spec: ModelSpec, opts: DecoderOptions) -> dict[str, torch.Size]
 
 def decoder_options(directory: Path) -> DecoderOptions:
     """rope_theta and rms_norm_eps from config.json; RoPE scaling is refused, not ignored."""
-    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    config = _read_config(directory / "config.json")
     if config.get("rope_scaling"):
         raise SpecError("rope_scaling", config["rope_scaling"], "the runtime implements plain "
                         "RoPE only").at(str(directory / "config.json"))
@@ -57,12 +57,24 @@ def decoder_options(directory: Path) -> DecoderOptions:
                           float(config.get("rms_norm_eps", defaults.rms_norm_eps)))
 
 
+def _read_config(path: Path) -> dict:
+    """The checkpoint's own config.json: without it RoPE and norm constants would be guesses."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError("weights", str(path.parent), "no config.json beside the safetensors "
+                        "files (it states rope_theta and rms_norm_eps)") from None
+    except (OSError, ValueError):
+        raise SpecError("config.json", str(path), "cannot be read as JSON") from None
+    if not isinstance(config, dict):
+        raise SpecError("config.json", str(path), "must be a JSON object")
+    return config
+
+
 def load_decoder(spec: ModelSpec, directory: str | Path, dtype: str = "bf16",
                  device: str | torch.device = "cpu", tp: TensorParallel = SINGLE) -> Decoder:
     """Real weights from `directory`/*.safetensors (no hub), cast to `dtype`; every tensor the
     architecture needs must be present and no unknown tensor may be left over."""
-    from safetensors.torch import load_file
-
     directory = Path(directory)
     files = sorted(directory.glob("*.safetensors"))
     if not files:
@@ -70,13 +82,35 @@ def load_decoder(spec: ModelSpec, directory: str | Path, dtype: str = "bf16",
     model = _empty(spec, dtype, device, decoder_options(directory), tp)
     state: dict[str, torch.Tensor] = {}
     for path in files:
-        state.update(load_file(str(path), device=str(model.device)))
+        state.update(_read_tensors(path, model.device))
     if spec.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     _check_names(set(state), set(model.state_dict()), directory)
-    model.load_state_dict({k: shard(k, v, spec, tp).to(model.dtype) for k, v in state.items()},
-                          strict=True)
+    state = {k: shard(k, v, spec, tp).to(model.dtype) for k, v in state.items()}
+    _check_shapes(state, model.state_dict(), directory)
+    model.load_state_dict(state, strict=True)
     return model
+
+
+def _read_tensors(path: Path, device: torch.device) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device=str(device))
+    except (SafetensorError, OSError) as exc:
+        raise SpecError("weights", str(path), f"not a readable safetensors file ({exc})") \
+            from None
+
+
+def _check_shapes(state: dict[str, torch.Tensor], needed: dict[str, torch.Tensor],
+                  directory: Path) -> None:
+    """A tensor of the wrong shape is the checkpoint disagreeing with its config.json."""
+    for name, tensor in state.items():
+        if tensor.shape != needed[name].shape:
+            raise SpecError("weights", str(directory), f"{name} has shape "
+                            f"{tuple(tensor.shape)}; the architecture needs "
+                            f"{tuple(needed[name].shape)}")
 
 
 def _check_names(found: set[str], needed: set[str], directory: Path) -> None:

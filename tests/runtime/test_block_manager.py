@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from servecap.ledger.errors import SpecError
+from servecap.runtime import block_manager
 from servecap.runtime.block_manager import BlockManager
 
 
@@ -27,6 +28,37 @@ def test_prefix_hit_shares_full_blocks_and_compares_tokens() -> None:
     assert bm.block_table(2)[:2] == bm.block_table(1)[:2]
     assert bm.blocks[bm.block_table(1)[0]].ref_count == 2
     assert bm.allocate(3, [0, 1, 2, 7, 4, 5, 6, 7, 8]) == 0  # first block differs
+    bm.check()
+
+
+def test_a_hash_collision_never_serves_another_prefixs_blocks(monkeypatch) -> None:
+    """Every first block hashes alike: the second block of one prompt must not be served after
+    a different first block whose hash collides with it."""
+    real = block_manager.chain_hash
+    monkeypatch.setattr(block_manager, "chain_hash",
+                        lambda parent, tokens: 7 if parent is None else real(parent, tokens))
+    bm = BlockManager(num_blocks=16, block_size_tokens=4)
+    for seq_id, prompt in ((1, [9, 9, 9, 9, 3]), (2, [1, 2, 3, 4, 5, 6, 7, 8, 0])):
+        bm.allocate(seq_id, prompt)
+        bm.mark_computed(seq_id, prompt, len(prompt))
+    assert bm.allocate(3, [9, 9, 9, 9, 5, 6, 7, 8, 0]) == 4  # only the true first block
+    assert bm.block_table(3)[1] != bm.block_table(2)[1]
+    assert bm.allocate(4, [1, 2, 3, 4, 5, 6, 7, 8, 1]) == 0  # its first block lost the key
+    bm.check()
+
+
+def test_a_reused_block_breaks_the_chain_behind_it() -> None:
+    """A block recycled for other tokens must not let its old successors be served."""
+    bm = BlockManager(num_blocks=3, block_size_tokens=2)
+    prompt = [1, 2, 3, 4, 5]
+    bm.allocate(1, prompt)
+    bm.mark_computed(1, prompt, 5)
+    bm.free(1)  # free list, oldest first: the tail block, the second, the first
+    bm.allocate(2, [8])  # takes the tail block
+    bm.allocate(3, [8, 9, 7])  # takes the second block, then the first: both forgotten
+    bm.free(2)
+    bm.free(3)
+    assert bm.allocate(4, prompt) == 0
     bm.check()
 
 
@@ -85,13 +117,27 @@ def test_empty_sequence_is_a_clear_error() -> None:
 
 
 class BlockMachine(RuleBasedStateMachine):
-    """Random allocate/append/fork/free sequences against the invariants."""
+    """Random allocate/append/fork/free sequences against the invariants. `slots` models the
+    pool: each written slot holds the whole prefix its K/V was computed from, so a prefix hit
+    or a copy-on-write that hands over the wrong K/V is caught."""
 
     @initialize(num_blocks=st.integers(1, 24), bsz=st.integers(1, 5), caching=st.booleans())
     def setup(self, num_blocks: int, bsz: int, caching: bool) -> None:
         self.bm = BlockManager(num_blocks, bsz, caching)
         self.tokens: dict[int, list[int]] = {}
+        self.slots: dict[tuple[int, int], tuple[int, ...]] = {}  # (block, offset) -> prefix
         self.next_id = 0
+
+    def _write(self, seq_id: int, tokens: list[int], start: int, end: int) -> None:
+        bsz, table = self.bm.block_size_tokens, self.bm.block_table(seq_id)
+        for pos in range(start, end):
+            self.slots[(table[pos // bsz], pos % bsz)] = tuple(tokens[:pos + 1])
+
+    def _check_reads(self, seq_id: int, tokens: list[int], end: int) -> None:
+        """Attention over [0, end) reads exactly this sequence's own prefixes."""
+        bsz, table = self.bm.block_size_tokens, self.bm.block_table(seq_id)
+        for pos in range(end):
+            assert self.slots.get((table[pos // bsz], pos % bsz)) == tuple(tokens[:pos + 1])
 
     @rule(prompt=st.lists(st.integers(0, 3), min_size=1, max_size=20))
     def allocate(self, prompt: list[int]) -> None:
@@ -101,6 +147,8 @@ class BlockMachine(RuleBasedStateMachine):
             return
         cached = self.bm.allocate(self.next_id, prompt)
         assert cached < len(prompt) and cached % self.bm.block_size_tokens == 0
+        self._check_reads(self.next_id, prompt, cached)  # the hits hold this very prefix
+        self._write(self.next_id, prompt, cached, len(prompt))
         self.bm.mark_computed(self.next_id, prompt, len(prompt))
         self.tokens[self.next_id] = list(prompt)
         self.next_id += 1
@@ -113,8 +161,16 @@ class BlockMachine(RuleBasedStateMachine):
         n = len(tokens)
         if self.bm.write_cost(seq_id, n, n + 1) > self.bm.num_free_blocks:
             return
-        self.bm.prepare_write(seq_id, n, n + 1)
+        copies = self.bm.prepare_write(seq_id, n, n + 1)
+        bsz = self.bm.block_size_tokens
+        for src, dst in copies:
+            for offset in range(bsz):
+                self.slots.pop((dst, offset), None)
+                if (src, offset) in self.slots:
+                    self.slots[(dst, offset)] = self.slots[(src, offset)]
         tokens.append(token)
+        self._write(seq_id, tokens, n, n + 1)
+        self._check_reads(seq_id, tokens, n + 1)
         self.bm.mark_computed(seq_id, tokens, n + 1)
         assert len(self.bm.block_table(seq_id)) * self.bm.block_size_tokens >= n + 1
 
@@ -166,3 +222,25 @@ class BlockMachine(RuleBasedStateMachine):
 BlockMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,
                                           deadline=None)
 test_block_machine = BlockMachine.TestCase
+
+
+class CollidingBlockMachine(BlockMachine):
+    """The same machine with a hash that collides all the time (three values): hits must still
+    hand over only the sequence's own prefix."""
+
+    @initialize(num_blocks=st.integers(1, 24), bsz=st.integers(1, 5), caching=st.booleans())
+    def setup(self, num_blocks: int, bsz: int, caching: bool) -> None:
+        self._real_hash = block_manager.chain_hash
+        block_manager.chain_hash = lambda parent, tokens: self._real_hash(parent, tokens) % 3
+        super().setup(num_blocks, bsz, caching)
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            if hasattr(self, "_real_hash"):
+                block_manager.chain_hash = self._real_hash
+
+
+CollidingBlockMachine.TestCase.settings = BlockMachine.TestCase.settings
+test_colliding_block_machine = CollidingBlockMachine.TestCase

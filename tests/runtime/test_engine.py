@@ -102,6 +102,16 @@ def test_pool_of_n_requests_keeps_at_most_n_resident_and_completes_all(tiny_mode
     _all_blocks_back(engine)
 
 
+def test_blocks_in_use_are_read_before_a_step_releases_them(tiny_model) -> None:
+    """One output token each: every request finishes in the step that prefilled it, yet the
+    blocks it held during that step are counted."""
+    engine = _engine(tiny_model)
+    engine.run([Arrival(0.0, 20, 1, seed=i) for i in range(3)])
+    assert engine.max_blocks_in_use == 3 * blocks_for(20, BLOCK)
+    assert engine.max_resident_requests == 3
+    _all_blocks_back(engine)
+
+
 def test_plan_sized_engine_resident_ceiling_equals_the_ledgers(tiny_spec) -> None:
     spec, context = tiny_spec(), 64
     serve = ServeSpec(device_bytes=2 * MiB, context_tokens=context, concurrency=1,
@@ -175,6 +185,52 @@ def test_parallel_sampling_forks_and_returns_every_block(tiny_model) -> None:
     sampled = [r.output_token_ids for r in engine.records if r.request_id == 1]
     assert len(greedy) == 3 and greedy[0] == greedy[1] == greedy[2]
     assert len(sampled) == 3 and len({tuple(s) for s in sampled}) > 1
+    _all_blocks_back(engine)
+
+
+def test_forked_samples_survive_preemption_and_cancellation(tiny_model) -> None:
+    """n = 3 greedy samples share a prompt in a pool too small for everyone's growth
+    (optimistic admission): preempted and recomputed, each sample still equals the dense
+    answer; cancelling a family mid-decode, and a request still waiting, frees every block."""
+    prompt = _prompts(1, seed=3)[0] + list(range(9))
+    expected = _generate(_engine(tiny_model), [prompt], 12)[0]
+    engine = _engine(tiny_model, num_blocks=19, reserve_full_context=False)
+    family = engine.add_request(prompt, 12, n=3)
+    others = [engine.add_request(p, 12) for p in _prompts(3, seed=4)[1:]]
+    while engine.has_unfinished():
+        engine.step()
+        engine.blocks.check()
+    outputs = [r for r in engine.records if r.request_id == family.request_id]
+    assert [r.output_token_ids for r in outputs] == [expected] * 3
+    assert all(r.status == FINISHED for r in others)
+    assert sum(r.num_preemptions for r in engine.records) > 0
+    _all_blocks_back(engine)
+    engine = _engine(tiny_model, max_num_seqs=3)
+    doomed = engine.add_request(prompt, 12, n=3)
+    waiting = engine.add_request(_prompts(1, seed=5)[0] * 3, 12)
+    for _ in range(3):
+        engine.step()
+        assert len(engine.scheduler.running) <= 3  # the family's forks count from admission
+    assert len(engine.blocks.tables) == 3 and engine.scheduler.waiting  # forked; one waits
+    engine.cancel(doomed.request_id)
+    engine.cancel(waiting.request_id)
+    assert waiting.status == CANCELLED and not engine.has_unfinished()
+    assert all(r.status == CANCELLED for r in engine.records
+               if r.request_id == doomed.request_id)
+    _all_blocks_back(engine)
+
+
+def test_full_context_reservation_counts_samples_not_yet_forked(tiny_model) -> None:
+    """Reserve admission never preempts: a family admitted but still prefilling already holds
+    back the blocks its n - 1 forks will take."""
+    prompt = _prompts(1, seed=3)[0] + list(range(9))  # 12 tokens: 3 full blocks
+    engine = _engine(tiny_model, num_blocks=16)  # the family grows to 12 blocks, the other 5
+    engine.add_request(prompt, 12, n=3)
+    engine.add_request(_prompts(2, seed=4)[1], 12)
+    while engine.has_unfinished():
+        engine.step()
+    assert all(r.status == FINISHED for r in engine.records)
+    assert sum(r.num_preemptions for r in engine.records) == 0
     _all_blocks_back(engine)
 
 

@@ -96,3 +96,20 @@ def test_checkpoint_missing_a_tensor_or_with_rope_scaling_is_refused(tmp_path, t
     _write_checkpoint(tmp_path, original, rope_scaling={"rope_type": "llama3", "factor": 8.0})
     with pytest.raises(SpecError, match="rope_scaling"):
         load_decoder(load_model(str(tmp_path)).spec, tmp_path, "fp32")
+
+
+def test_checkpoint_without_config_or_with_a_wrong_shape_is_refused(tmp_path, tiny_spec) -> None:
+    original = random_decoder(tiny_spec("qwen3"), "fp32")
+    _write_checkpoint(tmp_path, original)
+    spec = load_model(str(tmp_path)).spec
+    state = {k: v.contiguous() for k, v in original.state_dict().items()}
+    state["model.norm.weight"] = torch.ones(65)
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(SpecError, match=r"model.norm.weight has shape \(65,\)"):
+        load_decoder(spec, tmp_path, "fp32")
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(SpecError, match="not a readable safetensors file"):
+        load_decoder(spec, tmp_path, "fp32")
+    (tmp_path / "config.json").unlink()
+    with pytest.raises(SpecError, match="no config.json"):
+        load_decoder(spec, tmp_path, "fp32")

@@ -119,6 +119,39 @@ def test_a_too_small_runtime_budget_is_named() -> None:
     assert "runtime_peak (measured" in result.stderr
 
 
+def _one_line_exit_2(result, *needles: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+    assert result.stdout == ""
+    for needle in needles:
+        assert needle in result.stderr
+
+
+def test_bad_load_is_one_line_before_anything_runs(tmp_path) -> None:
+    _one_line_exit_2(_invoke("--output-tokens", "0"), "--output-tokens = 0")
+    workload = tmp_path / "zero.yaml"
+    workload.write_text("name: zero\nseed: 1\nnum_requests: 2\n"
+                        "arrivals: {kind: fixed, times_s: [0, 0]}\n"
+                        "prompt_tokens: {kind: fixed, value: 0}\n"
+                        "output_tokens: {kind: fixed, value: 4}\n")
+    _one_line_exit_2(_invoke("--workload", str(workload)), "zero.yaml", "prompt_tokens")
+
+
+@pytest.mark.parametrize("model,needle", [("deepseek-v3", "attention = 'mla'"),
+                                          ("mixtral-8x7b-v0.1", "dense MLPs only")])
+def test_an_architecture_the_runtime_cannot_build_is_one_line(model, needle) -> None:
+    result = CliRunner().invoke(app, ["verify", model, "--device", "cpu",
+                                      "--device-memory", "2GiB"])
+    _one_line_exit_2(result, needle)
+
+
+def test_a_checkpoint_without_config_json_is_one_line(tmp_path) -> None:
+    from safetensors.torch import save_file
+
+    save_file({"x": torch.zeros(1)}, str(tmp_path / "model.safetensors"))
+    _one_line_exit_2(_invoke("--weights", str(tmp_path)), "no config.json")
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
 def test_no_driver_is_one_line_not_a_traceback() -> None:
     result = CliRunner().invoke(app, ["verify", "tiny-llama", "--device", "cuda:0"])
@@ -167,6 +200,19 @@ def test_calibration_out_holds_only_simulator_coefficient_names(tmp_path) -> Non
     assert coef["flops_per_token"] == 2 * 106_816
     assert coef["bandwidth_bytes_per_s"] > 0 and coef["flops_per_s"] > 0
     assert coef["step_overhead_s"] >= 0
+    workload = tmp_path / "load.yaml"
+    workload.write_text("name: load\nseed: 1\nnum_requests: 3\n"
+                        "arrivals: {kind: fixed, times_s: [0, 0, 0]}\n"
+                        "prompt_tokens: {kind: fixed, value: 40}\n"
+                        "output_tokens: {kind: fixed, value: 4}\n")
+    # the flags' placeholder rates are replaced by every rate the file holds
+    sim = CliRunner().invoke(app, ["simulate", "tiny-llama", "--device", "16MiB", "--bandwidth",
+                                   "1GB/s", "--flops", "1TFLOPS", "--coefficients", str(path),
+                                   "--workload", str(workload), "--json"])
+    assert sim.exit_code == 0, sim.output
+    used = json.loads(sim.stdout)["coefficients"]
+    assert used["source"] == f"measured: {path}"
+    assert {k: used[k] for k in coef} == coef
 
 
 def test_the_simulator_replays_the_same_load() -> None:
