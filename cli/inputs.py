@@ -39,7 +39,7 @@ def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
         raise SpecError("--device", None, "required: a catalog name (servecap devices) or a size "
                         "like 40GiB")
     device_bytes, label = resolve_device(device_text, "--device")
-    lengths = _lengths(flags.lengths)
+    lengths = _lengths(flags)
     context = _first(flags.context, defaults.context, loaded.spec.max_position_embeddings or None)
     if context is None and not lengths:
         raise SpecError("--context", None, "required: this model states no "
@@ -93,14 +93,18 @@ def _quant_dtype(quant) -> str:
     return "fp4" if quant.method in ("mxfp4", "nvfp4") else "int4" if quant.bits == 4 else "int8"
 
 
-def _lengths(text: str | None) -> tuple[int, ...]:
-    if not text:
+def _lengths(flags: PlanFlags) -> tuple[int, ...]:
+    """17,33,65 -> (17, 33, 65). Every entry a whole number >= 1; a mixed batch replaces
+    context x concurrency, so giving those too is a conflict, not a silent override."""
+    text = flags.lengths
+    if text is None:
         return ()
-    try:
-        values = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
-    except ValueError:
-        raise SpecError("--lengths", text, "a comma-separated list of token counts, "
-                        "e.g. 17,33,65") from None
-    if not values or min(values) < 1:
-        raise SpecError("--lengths", text, "every length must be a whole number >= 1")
-    return values
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts) or min(int(p) for p in parts) < 1:
+        raise SpecError("--lengths", text, "comma-separated token counts, each >= 1, "
+                        "e.g. 17,33,65")
+    for name, value in (("--context", flags.context), ("--concurrency", flags.concurrency)):
+        if value is not None:
+            raise SpecError(name, value, "give either --lengths or --context/--concurrency: "
+                            "the lengths already set both")
+    return tuple(int(part) for part in parts)
