@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
@@ -17,9 +16,9 @@ from servecap.model_configs import LoadedModel, load_model
 
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options
 from .deploy import deploy as plan_deployment
-from .deploy_view import deployment_to_dict, render_deployment
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
 from .inputs import PlanFlags, model_for_flags, serve_spec
+from .plan_json import deployment_to_dict
 
 Opt = typer.Option
 Dev = functools.partial(Opt, rich_help_panel="Device and load")
@@ -96,9 +95,18 @@ def plan(
     if as_json:
         print(json.dumps(deployment_to_dict(result), indent=2))
     else:
-        render_deployment(result, Console())
+        _render(result)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _render(result) -> None:
+    """rich is loaded only to draw the table: --json never needs it."""
+    from rich.console import Console
+
+    from .deploy_view import render_deployment
+
+    render_deployment(result, Console())
 
 
 def plan_from_flags(model: str | None, flags: PlanFlags):

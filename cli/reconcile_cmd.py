@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Overrides
@@ -47,7 +45,7 @@ def reconcile_cmd(
     if as_json:
         print(json.dumps(to_dict(result, log), indent=2))
     else:
-        render(result, log, Console())
+        render(result, log)
 
 
 def reconcile_log(log: Path, model: str, flags: PlanFlags,
@@ -105,7 +103,12 @@ def _cell(value: float, unit: str) -> str:
     return text[1:] if text.startswith("-") and not text.strip("-0.,GiBx ") else text
 
 
-def render(result: Reconciliation, log: Path, console: Console) -> None:
+def render(result: Reconciliation, log: Path) -> None:
+    """Predicted vs logged per line (rich is loaded only here, not for --json)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
     table = Table(title=f"{log.name} (vLLM {result.engine_version.upper()}) vs the plan for "
                   f"{result.model}", title_justify="left")
     for column in ("line", "predicted", "logged", "residual", "advice"):
