@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from servecap.ledger.engines import PLAIN, VLLM
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Overrides
 from servecap.ledger.ranks import Parallel, build_deployment
@@ -52,6 +53,9 @@ def reconcile_log(log: Path, model: str, flags: PlanFlags,
                   deploy: DeployFlags = NO_DEPLOY) -> Reconciliation:
     """Parse, plan the same deployment twice (from the config; with the log's measured lines),
     check it is the same model, and compare."""
+    if deploy.engine not in (PLAIN, VLLM):
+        raise SpecError("--engine", deploy.engine, "reconcile reads vLLM logs: vllm (the "
+                        "default here)")
     facts = parse_vllm_log(_read(log), str(log))
     loaded = load_model(model)
     flags = replace(flags, device=flags.device or _logged_device(facts),

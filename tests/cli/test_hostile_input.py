@@ -105,3 +105,14 @@ def test_blocks_refuses_a_negative_shared_prefix(run) -> None:
 def test_negative_int4_group_size(run) -> None:
     _one_line_error(run("plan", "llama-3.1-8b", "--device", "80GiB", "--weight-dtype", "int4",
                         "--group-size", "-1"), "group_size", "-1")
+
+
+@pytest.mark.parametrize("device", ["99999999999999999999999GiB", "65TiB"])
+def test_a_device_size_no_accelerator_has(run, device) -> None:
+    _one_line_error(run("plan", "teaching-7b", "--device", device), "--device", "64 TiB")
+
+
+def test_reconcile_style_engine_knob_of_another_engine(run) -> None:
+    _one_line_error(run("plan", "teaching-7b", "--engine", "sglang",
+                        "--gpu-memory-utilization", "0.9"), "--gpu-memory-utilization",
+                    "--engine vllm")
