@@ -8,7 +8,7 @@ from servecap.ledger.ranks import Deployment, StagePlan
 LEDGER_KEYS = ("weights_bytes", "weight_metadata_bytes", "runtime_peak_bytes", "safety_bytes",
                "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_total", "device_bytes",
                "committed_bytes", "free_bytes", "memory_ceiling_requests", "fits",
-               "kv_bytes_per_request_by_layer_kind", "lines")
+               "kv_bytes_per_request_by_layer_kind", "kv_bytes_total_by_layer_kind", "lines")
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -35,6 +35,7 @@ def plan_to_dict(plan: Plan) -> dict:
         "num_parameters": plan.num_parameters,
         "active_parameters": plan.active_parameters,
         "kv_bytes_per_request_by_layer_kind": plan.kv_bytes_by_kind,
+        "kv_bytes_total_by_layer_kind": plan.kv_in_use_by_kind,
         "paging": {
             "num_blocks": plan.paging.num_blocks,
             "slot_tokens": plan.paging.slot_tokens,
