@@ -106,6 +106,8 @@ def _validate(schema, data: dict):
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "document"
         value = err.get("input")
+        if err["type"] == "missing":
+            raise SpecError(field, None, "required") from None
         if err["type"] == "extra_forbidden":
             allowed = "unknown key; allowed keys: " + ", ".join(sorted(schema.model_fields))
             raise SpecError(field, value, allowed) from None

@@ -116,3 +116,20 @@ def test_reconcile_style_engine_knob_of_another_engine(run) -> None:
     _one_line_error(run("plan", "teaching-7b", "--engine", "sglang",
                         "--gpu-memory-utilization", "0.9"), "--gpu-memory-utilization",
                     "--engine vllm")
+
+
+def test_a_bad_serving_default_is_named_in_the_model_file(run, tmp_path) -> None:
+    path = _yaml(tmp_path, BASE + "num_hidden_layers: 2\nserving:\n  device: foo\n")
+    _one_line_error(run("plan", path, "--context", "8"), "model.yaml: serving.device = 'foo'")
+
+
+def test_a_missing_required_key_is_named_without_dumping_the_file(run, tmp_path) -> None:
+    path = _yaml(tmp_path, BASE.replace("name: m\n", "") + "num_hidden_layers: 2\n")
+    result = run("plan", path, "--device", "1GiB", "--context", "8")
+    _one_line_error(result, "model.yaml: name = None: required")
+    assert "hidden_size" not in result.stderr
+
+
+def test_an_absurd_concurrency_is_refused_not_planned_request_by_request(run) -> None:
+    _one_line_error(run("plan", "teaching-7b", "--concurrency", "100000000"), "concurrency",
+                    "65,536")
