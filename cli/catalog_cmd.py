@@ -13,8 +13,10 @@ from servecap.model_configs import bundled_models, load_model
 
 from .errors import handle_errors
 
+JSON = typer.Option("--json", help="Print a JSON list (byte fields are integers).")
 
-def models(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+
+def models(as_json: Annotated[bool, JSON] = False) -> None:
     """List the bundled model library: shape, KV bytes per token in bf16, and each source."""
     rows = [_model_row(load_model(str(path)).spec) for path in bundled_models()]
     if as_json:
@@ -40,7 +42,7 @@ def _kv_heads(row: dict) -> str:
     return "latent" if row["attention"] == "mla" else str(row["kv_heads"])
 
 
-def devices(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def devices(as_json: Annotated[bool, JSON] = False) -> None:
     """List the device catalog: usable bytes as the driver reports them, beside vendor figures."""
     rows = [{"name": d.name, "label": d.label, "marketing_bytes": d.marketing_bytes,
              "usable_bytes": d.usable_bytes, "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
@@ -84,9 +86,16 @@ def blocks(
     block_size: Annotated[list[int], typer.Option(help="Block size in tokens; repeat to "
                                                   "compare.")] = [16],  # noqa: B006
     shared_prefix: Annotated[int, typer.Option(help="Prefix tokens shared by all.")] = 0,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (one object per "
+                                          "block size).")] = False,
 ) -> None:
-    """Paging arithmetic: blocks, token slots, unused slots and block-table entries."""
+    """Paging arithmetic: blocks, token slots, unused slots and block-table entries.
+
+    Each sequence of S tokens occupies ceil(S / B) blocks of B tokens. Example (seed 000):
+
+      servecap blocks 17 33 65 --block-size 16 --block-size 4
+      # B=16: 10 blocks, 160 slots, 45 unused; B=4: 124 slots, 31 block-table entries
+    """
     reports = [paging_report(list(lengths), b, shared_prefix) for b in block_size]
     keys = ("block_size_tokens", "logical_tokens", "num_blocks", "slot_tokens",
             "unused_slot_tokens", "block_table_entries", "shared_blocks")

@@ -39,7 +39,12 @@ def reconcile_cmd(
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
-    """Plan the deployment a vLLM log came from and compare each figure: residual and advice."""
+    """Plan the deployment a vLLM log came from and compare each figure: residual and advice.
+
+    Give the flags the engine was started with (vLLM's own names). Example:
+
+      servecap reconcile vllm.log --model llama-3.1-8b --device a100-40gb -tp 2
+    """
     flags = PlanFlags(device=device, context=max_model_len, concurrency=1, block_size=block_size,
                       kv_dtype=kv_dtype, max_num_batched_tokens=max_num_batched_tokens)
     result = reconcile_log(log, model, flags, deploy)

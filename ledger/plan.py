@@ -194,9 +194,11 @@ def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides,
         result = weight_bytes(spec, dense_bits, quant)
         return result, result.how
     if not spec.has_architecture:
-        raise SpecError("--tensor-parallel-size", shard.tensor_parallel_size,
-                        f"{spec.name} states no architecture (hidden_size, vocab_size) to shard; "
-                        "only 1 is allowed")
+        flag, value = (("--tensor-parallel-size", shard.tensor_parallel_size)
+                       if shard.tensor_parallel_size > 1 else
+                       ("--pipeline-parallel-size", "> 1"))
+        raise SpecError(flag, value, f"{spec.name} states no architecture (hidden_size, "
+                        "vocab_size) to split across devices; only 1 is allowed")
     stage = Stage(0, shard.layer_ids(spec), shard.first_stage, shard.last_stage)
     groups = rank_inventory(spec, shard.tensor_parallel_size, stage)
     result = weight_bytes(spec, dense_bits, quant, groups)

@@ -133,3 +133,8 @@ def test_a_missing_required_key_is_named_without_dumping_the_file(run, tmp_path)
 def test_an_absurd_concurrency_is_refused_not_planned_request_by_request(run) -> None:
     _one_line_error(run("plan", "teaching-7b", "--concurrency", "100000000"), "concurrency",
                     "65,536")
+
+
+@pytest.mark.parametrize("flag", ["--tensor-parallel-size", "--pipeline-parallel-size"])
+def test_a_kv_only_model_cannot_be_split_and_the_right_flag_is_named(run, flag) -> None:
+    _one_line_error(run("plan", "teaching-7b", flag, "2"), flag, "no architecture")
