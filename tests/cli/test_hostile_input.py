@@ -138,3 +138,7 @@ def test_an_absurd_concurrency_is_refused_not_planned_request_by_request(run) ->
 @pytest.mark.parametrize("flag", ["--tensor-parallel-size", "--pipeline-parallel-size"])
 def test_a_kv_only_model_cannot_be_split_and_the_right_flag_is_named(run, flag) -> None:
     _one_line_error(run("plan", "teaching-7b", flag, "2"), flag, "no architecture")
+
+
+def test_a_bare_fraction_as_safety_points_to_the_percent_form(run) -> None:
+    _one_line_error(run("plan", "teaching-7b", "--safety", "0.1"), "--safety = '0.1'", "10%")
