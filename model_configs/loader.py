@@ -43,6 +43,9 @@ def load_model(ref: str) -> LoadedModel:
 
 
 def _resolve(ref: str) -> Path:
+    if not ref.strip():  # Path("") is the working directory: never plan it by accident
+        raise SpecError("model", ref, "a bundled model name (servecap models), a model YAML, a "
+                        "config.json or a model directory")
     path = Path(ref).expanduser()
     if path.exists():
         return path

@@ -142,3 +142,7 @@ def test_a_kv_only_model_cannot_be_split_and_the_right_flag_is_named(run, flag) 
 
 def test_a_bare_fraction_as_safety_points_to_the_percent_form(run) -> None:
     _one_line_error(run("plan", "teaching-7b", "--safety", "0.1"), "--safety = '0.1'", "10%")
+
+
+def test_an_empty_model_name_is_not_the_working_directory(run) -> None:
+    _one_line_error(run("plan", "", "--device", "1GiB"), "model = ''", "bundled model name")
