@@ -17,37 +17,40 @@ from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel
 
 Opt = typer.Option
+Par = functools.partial(Opt, rich_help_panel="Parallelism (one ledger per rank)")
+Eng = functools.partial(Opt, rich_help_panel="Engine budget (the engine's own flag names)")
+Mes = functools.partial(Opt, rich_help_panel="Measured lines (replace an estimate)")
 
 
 @dataclass(frozen=True)
 class DeployFlags:
     """The deployment flags as typed (vLLM's / SGLang's / TensorRT-LLM's own names)."""
 
-    tensor_parallel_size: Annotated[int, Opt("--tensor-parallel-size", "-tp", help="GPUs "
+    tensor_parallel_size: Annotated[int, Par("--tensor-parallel-size", "-tp", help="GPUs "
                                              "that shard each layer.")] = 1
-    pipeline_parallel_size: Annotated[int, Opt("--pipeline-parallel-size", "-pp", help="GPUs "
+    pipeline_parallel_size: Annotated[int, Par("--pipeline-parallel-size", "-pp", help="GPUs "
                                                "that split the layers into stages.")] = 1
-    data_parallel_size: Annotated[int, Opt("--data-parallel-size", "-dp", help="Replicas of "
+    data_parallel_size: Annotated[int, Par("--data-parallel-size", "-dp", help="Replicas of "
                                            "the whole tp x pp group.")] = 1
-    engine: Annotated[str, Opt(help="Budget semantics: plain (the seed ledger), vllm, sglang, "
+    engine: Annotated[str, Eng(help="Budget semantics: plain (the seed ledger), vllm, sglang, "
                                "trtllm.")] = PLAIN
-    gpu_memory_utilization: Annotated[float | None, Opt(help="vLLM: fraction of TOTAL device "
+    gpu_memory_utilization: Annotated[float | None, Eng(help="vLLM: fraction of TOTAL device "
                                                         "memory it may use (default 0.90).")] = None
-    kv_cache_memory: Annotated[str | None, Opt("--kv-cache-memory", "--kv-cache-memory-bytes",
+    kv_cache_memory: Annotated[str | None, Eng("--kv-cache-memory", "--kv-cache-memory-bytes",
                                                help="vLLM: KV pool size per GPU; overrides the "
                                                "utilization budget.")] = None
-    mem_fraction_static: Annotated[float | None, Opt(help="SGLang: (weights + KV pool) / memory "
+    mem_fraction_static: Annotated[float | None, Eng(help="SGLang: (weights + KV pool) / memory "
                                                      "free at start.")] = None
-    free_gpu_memory_fraction: Annotated[float | None, Opt(help="TensorRT-LLM: fraction of the "
+    free_gpu_memory_fraction: Annotated[float | None, Eng(help="TensorRT-LLM: fraction of the "
                                                           "memory free after weights.")] = None
-    non_torch: Annotated[str | None, Opt(help="Measured memory outside torch's allocator, "
+    non_torch: Annotated[str | None, Mes(help="Measured memory outside torch's allocator, "
                                          "e.g. 0.35GiB.")] = None
-    weights: Annotated[str | None, Opt(help="Measured weights per GPU, e.g. 14.99GiB (vLLM's "
+    weights: Annotated[str | None, Mes(help="Measured weights per GPU, e.g. 14.99GiB (vLLM's "
                                        "'Model loading took').")] = None
-    comm_buffer: Annotated[str | None, Opt(help="Communication buffers per GPU (NCCL, "
+    comm_buffer: Annotated[str | None, Mes(help="Communication buffers per GPU (NCCL, "
                                            "all-reduce). Default: an estimate growing with "
                                            "tp.")] = None
-    cuda_graph_memory: Annotated[str | None, Opt(help="Measured CUDA graph pool per GPU "
+    cuda_graph_memory: Annotated[str | None, Mes(help="Measured CUDA graph pool per GPU "
                                                  "(vLLM's 'Graph capturing ... took').")] = None
 
 

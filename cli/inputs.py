@@ -38,15 +38,16 @@ def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
     if device_text is None:
         raise SpecError("--device", None, "required: a catalog name (servecap devices) or a size "
                         "like 40GiB")
-    device_bytes, label = resolve_device(device_text, "--device")
-    lengths = _lengths(flags.lengths)
+    device_bytes, label = resolve_device(device_text, _field(flags.device, "device", loaded))
+    lengths = _lengths(flags)
     context = _first(flags.context, defaults.context, loaded.spec.max_position_embeddings or None)
     if context is None and not lengths:
         raise SpecError("--context", None, "required: this model states no "
                         "max_position_embeddings to default to")
     runtime = flags.runtime_peak or defaults.runtime_peak
     safety_text = flags.safety or defaults.safety
-    safety, fraction = (parse_fraction_or_size(safety_text, device_bytes, "--safety")
+    safety, fraction = (parse_fraction_or_size(safety_text, device_bytes,
+                                               _field(flags.safety, "safety", loaded))
                         if safety_text is not None else (None, None))
     spec = ServeSpec(
         device_bytes=device_bytes, context_tokens=max(lengths) if lengths else context,
@@ -55,7 +56,8 @@ def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
         block_size_tokens=_first(flags.block_size, defaults.block_size,
                                  DEFAULT_BLOCK_SIZE_TOKENS),
         shared_prefix_tokens=flags.shared_prefix,
-        runtime_peak_bytes=None if runtime is None else parse_size(runtime, "--runtime-peak"),
+        runtime_peak_bytes=None if runtime is None else parse_size(
+            runtime, _field(flags.runtime_peak, "runtime_peak", loaded)),
         safety_bytes=safety, safety_fraction=fraction,
         weight_dtype=_dtype(flags.weight_dtype, loaded, "--weight-dtype", dtypes.WEIGHT_DTYPES),
         kv_dtype=_dtype(flags.kv_dtype, loaded, "--kv-dtype", dtypes.KV_DTYPES),
@@ -64,6 +66,13 @@ def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
         max_num_batched_tokens=flags.max_num_batched_tokens, max_num_seqs=flags.max_num_seqs,
         device_label=label)
     return spec
+
+
+def _field(flag: str | None, key: str, loaded: LoadedModel) -> str:
+    """Name a bad value where it came from: the flag, or the model file's serving defaults."""
+    if flag is not None:
+        return "--" + key.replace("_", "-")
+    return f"{loaded.path.name}: serving.{key}"
 
 
 def model_for_flags(flags: PlanFlags, loaded: LoadedModel):
@@ -93,14 +102,18 @@ def _quant_dtype(quant) -> str:
     return "fp4" if quant.method in ("mxfp4", "nvfp4") else "int4" if quant.bits == 4 else "int8"
 
 
-def _lengths(text: str | None) -> tuple[int, ...]:
-    if not text:
+def _lengths(flags: PlanFlags) -> tuple[int, ...]:
+    """17,33,65 -> (17, 33, 65). Every entry a whole number >= 1; a mixed batch replaces
+    context x concurrency, so giving those too is a conflict, not a silent override."""
+    text = flags.lengths
+    if text is None:
         return ()
-    try:
-        values = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
-    except ValueError:
-        raise SpecError("--lengths", text, "a comma-separated list of token counts, "
-                        "e.g. 17,33,65") from None
-    if not values or min(values) < 1:
-        raise SpecError("--lengths", text, "every length must be a whole number >= 1")
-    return values
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts) or min(int(p) for p in parts) < 1:
+        raise SpecError("--lengths", text, "comma-separated token counts, each >= 1, "
+                        "e.g. 17,33,65")
+    for name, value in (("--context", flags.context), ("--concurrency", flags.concurrency)):
+        if value is not None:
+            raise SpecError(name, value, "give either --lengths or --context/--concurrency: "
+                            "the lengths already set both")
+    return tuple(int(part) for part in parts)

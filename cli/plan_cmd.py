@@ -1,11 +1,11 @@
 """`servecap plan`: the per-device memory ledger and the memory-only concurrency ceiling."""
 
+import functools
 import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
@@ -16,11 +16,15 @@ from servecap.model_configs import LoadedModel, load_model
 
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options
 from .deploy import deploy as plan_deployment
-from .deploy_view import deployment_to_dict, render_deployment
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
 from .inputs import PlanFlags, model_for_flags, serve_spec
+from .plan_json import deployment_to_dict
 
 Opt = typer.Option
+Dev = functools.partial(Opt, rich_help_panel="Device and load")
+Led = functools.partial(Opt, rich_help_panel="Ledger lines")
+Rep = functools.partial(Opt, rich_help_panel="Representations (dtypes)")
+Out = functools.partial(Opt, rich_help_panel="Output")
 
 
 @deploy_options
@@ -28,42 +32,51 @@ def plan(
     model: Annotated[str | None, typer.Argument(help="Bundled model name (servecap models), a "
                                                 "model YAML, a config.json or a local model "
                                                 "directory.")] = None,
-    device: Annotated[str | None, Opt(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
+    device: Annotated[str | None, Dev(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
                                       "bytes.")] = None,
-    context: Annotated[int | None, Opt("--context", "--max-model-len",
+    context: Annotated[int | None, Dev("--context", "--max-model-len",
                                        help="Tokens per request (prompt + output). Default: "
                                        "the model's max_position_embeddings.")] = None,
-    concurrency: Annotated[int | None, Opt(help="Resident requests. Default 1.")] = None,
-    lengths: Annotated[str | None, Opt(help="Mixed batch of live lengths, e.g. 17,33,65 "
+    concurrency: Annotated[int | None, Dev(help="Resident requests. Default 1.")] = None,
+    lengths: Annotated[str | None, Dev(help="Mixed batch of live lengths, e.g. 17,33,65 "
                                        "(instead of context x concurrency).")] = None,
-    runtime_peak: Annotated[str | None, Opt(help="Measured runtime peak (activations, "
+    runtime_peak: Annotated[str | None, Led(help="Measured runtime peak (activations, "
                                             "workspaces), e.g. 3GiB. Default: an estimate, "
                                             "labelled.")] = None,
-    safety: Annotated[str | None, Opt(help="Safety reserve: a size (4GiB) or a share of the "
+    safety: Annotated[str | None, Led(help="Safety reserve: a size (4GiB) or a share of the "
                                       "device (10%). Default 10%.")] = None,
-    weight_dtype: Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4. Default: "
+    weight_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8, int4, fp4. Default: "
                                             "the checkpoint's.")] = None,
-    kv_dtype: Annotated[str | None, Opt(help="KV cache dtype: bf16, fp16, fp8, int8, int4.")]
+    kv_dtype: Annotated[str | None, Rep(help="KV cache dtype: bf16, fp16, fp8, int8, int4.")]
     = None,
-    activation_dtype: Annotated[str | None, Opt(help="bf16, fp16, fp8, int8.")] = None,
-    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens (vLLM default "
+    activation_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8.")] = None,
+    block_size: Annotated[int | None, Dev(help="Paged KV block size in tokens (vLLM default "
                                           "16).")] = None,
-    shared_prefix: Annotated[int, Opt(help="Tokens of prompt prefix shared by every request "
+    shared_prefix: Annotated[int, Dev(help="Tokens of prompt prefix shared by every request "
                                       "(full blocks stored once).")] = 0,
-    group_size: Annotated[int, Opt(help="Quantization group size for --weight-dtype int4.")]
+    group_size: Annotated[int, Rep(help="int4 group size (0: per channel).")]
     = 128,
-    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass (sizes the "
+    max_num_batched_tokens: Annotated[int, Led(help="Tokens per forward pass (sizes the "
                                                "runtime-peak estimate).")] = 8192,
-    as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
+    as_json: Annotated[bool, Out("--json", help="Print one JSON object (integer bytes).")]
     = False,
-    xlsx: Annotated[Path | None, Opt(help="Also write a capacity workbook with live formulas "
+    xlsx: Annotated[Path | None, Out(help="Also write a capacity workbook with live formulas "
                                      "(needs the excel extra).")] = None,
-    force: Annotated[bool, Opt("--force", help="Replace an existing --xlsx file.")] = False,
-    from_workbook: Annotated[Path | None, Opt(help="Plan again from a workbook's Inputs sheet "
+    force: Annotated[bool, Out("--force", help="Replace an existing --xlsx file.")] = False,
+    from_workbook: Annotated[Path | None, Out(help="Plan again from a workbook's Inputs sheet "
                                               "(instead of MODEL and flags).")] = None,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Build the per-device memory ledger and the memory-only concurrency ceiling.
+
+    Every line is integer bytes, shown in GiB (2^30 bytes); the "from" column says which inputs
+    made it and marks estimates and measured values. Examples:
+
+      servecap plan teaching-7b                # seed 000's 7B case: 39 requests
+      servecap plan llama-3.1-8b --device 40GiB --context 4096 --concurrency 16
+      servecap plan teaching-7b --device 80GiB --safety 10% --runtime-peak 0   # seed 004
+      servecap plan ./model-dir --device h100-80gb --kv-dtype fp8 --json
+      servecap plan llama-3.1-70b-instruct --device h100-80gb -tp 4 --engine vllm
 
     Exit 0 when the declared load fits, 1 when it does not, 2 for bad input.
     """
@@ -82,9 +95,18 @@ def plan(
     if as_json:
         print(json.dumps(deployment_to_dict(result), indent=2))
     else:
-        render_deployment(result, Console())
+        _render(result)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def _render(result) -> None:
+    """rich is loaded only to draw the table: --json never needs it."""
+    from rich.console import Console
+
+    from .deploy_view import render_deployment
+
+    render_deployment(result, Console())
 
 
 def plan_from_flags(model: str | None, flags: PlanFlags):

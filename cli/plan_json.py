@@ -1,6 +1,14 @@
-"""The plan as one JSON object: integer byte fields with unit-suffixed, stable key names."""
+"""A plan or deployment as one JSON object: integer byte fields with unit-suffixed, stable key
+names. No rich here: --json output never loads the table renderer."""
 
+from servecap.ledger.engines import Budget
 from servecap.ledger.plan import Plan
+from servecap.ledger.ranks import Deployment, StagePlan
+
+LEDGER_KEYS = ("weights_bytes", "weight_metadata_bytes", "runtime_peak_bytes", "safety_bytes",
+               "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_total", "device_bytes",
+               "committed_bytes", "free_bytes", "memory_ceiling_requests", "fits",
+               "kv_bytes_per_request_by_layer_kind", "kv_bytes_total_by_layer_kind", "lines")
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -27,6 +35,7 @@ def plan_to_dict(plan: Plan) -> dict:
         "num_parameters": plan.num_parameters,
         "active_parameters": plan.active_parameters,
         "kv_bytes_per_request_by_layer_kind": plan.kv_bytes_by_kind,
+        "kv_bytes_total_by_layer_kind": plan.kv_in_use_by_kind,
         "paging": {
             "num_blocks": plan.paging.num_blocks,
             "slot_tokens": plan.paging.slot_tokens,
@@ -40,3 +49,47 @@ def plan_to_dict(plan: Plan) -> dict:
                    "measured": item.measured} for item in plan.lines],
         "notes": list(plan.notes),
     }
+
+
+def deployment_to_dict(deployment: Deployment) -> dict:
+    """The binding rank's plan at the top level (the plan contract's keys unchanged), the
+    deployment's totals, and one entry per rank under `ranks`."""
+    out = plan_to_dict(deployment.plan)
+    out.update(_budget_dict(deployment.plan.budget))
+    par = deployment.parallel
+    out.update({
+        "tensor_parallel_size": par.tensor_parallel_size,
+        "pipeline_parallel_size": par.pipeline_parallel_size,
+        "data_parallel_size": par.data_parallel_size,
+        "num_devices": par.num_devices,
+        "engine": deployment.plan.budget.engine if deployment.plan.budget else "plain",
+        "binding_rank": deployment.stages[deployment.binding].ranks[0],
+        "binding_reason": deployment.binding_reason,
+        "weights_bytes_all_devices": deployment.weights_bytes_all_devices,
+        "total_ceiling_requests": deployment.total_ceiling_requests,
+        "ranks": [_rank(deployment, item, rank) for item in deployment.stages
+                  for rank in item.ranks],
+    })
+    return out
+
+
+def _rank(deployment: Deployment, item: StagePlan, rank: int) -> dict:
+    full = plan_to_dict(item.plan)
+    stage = item.stage
+    out = {"rank": rank, "stage": stage.index,
+           "tensor_parallel_rank": rank - item.ranks[0],
+           "layers": [stage.layers[0], stage.layers[-1]], "num_layers": len(stage.layers),
+           "holds_embedding": stage.first, "holds_lm_head": stage.last,
+           "binding": item is deployment.stages[deployment.binding]}
+    out.update({key: full[key] for key in LEDGER_KEYS})
+    out.update(_budget_dict(item.plan.budget))
+    return out
+
+
+def _budget_dict(result: Budget | None) -> dict:
+    if result is None:
+        return {}
+    return {"kv_pool_bytes": result.kv_pool_bytes, "num_gpu_blocks": result.num_gpu_blocks,
+            "kv_cache_tokens": result.kv_cache_tokens,
+            "max_concurrency": float(result.max_concurrency),
+            "block_bytes": result.block_bytes, "blocks_per_request": result.blocks_per_request}

@@ -19,6 +19,8 @@ def render_plan(plan: Plan, console: Console, heading: str = "", notes: bool = T
     for item in plan.lines:
         table.add_row(item.label, f"{item.num_bytes:,}", f"{item.num_bytes / 2**30:,.2f}",
                       item.source + (r" \[measured]" if item.measured else ""))
+        if item.key == "kv_cache":
+            _kv_kinds(plan, table)
     table.add_section()
     table.add_row("committed + reserved", f"{plan.committed_bytes:,}",
                   f"{plan.committed_bytes / 2**30:,.2f}", "sum of the lines above")
@@ -29,6 +31,20 @@ def render_plan(plan: Plan, console: Console, heading: str = "", notes: bool = T
                   f"[{style}]{plan.free_bytes / 2**30:,.2f}[/{style}]", "device - committed")
     console.print(table)
     _summary(plan, console, notes)
+
+
+def _kv_kinds(plan: Plan, table: Table) -> None:
+    """Hybrid models: the KV line's full-attention and windowed layers, each on its own row
+    (dim: parts of the line above, not added again)."""
+    kinds = plan.kv_in_use_by_kind
+    if not all(kinds.get(kind) for kind in ("full", "sliding")):
+        return
+    window = plan.window_tokens or 0
+    for kind, label, source in (
+            ("full", "  full-attention layers", "every live token"),
+            ("sliding", "  sliding-window layers", f"at most the {window:,}-token window")):
+        table.add_row(label, f"{kinds[kind]:,}", f"{kinds[kind] / 2**30:,.2f}",
+                      f"{source} (part of the line above)", style="dim")
 
 
 def _load(plan: Plan) -> str:

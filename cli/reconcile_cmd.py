@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from servecap.ledger.engines import PLAIN, VLLM
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Overrides
 from servecap.ledger.ranks import Parallel, build_deployment
@@ -40,20 +39,28 @@ def reconcile_cmd(
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
-    """Plan the deployment a vLLM log came from and compare each figure: residual and advice."""
+    """Plan the deployment a vLLM log came from and compare each figure: residual and advice.
+
+    Give the flags the engine was started with (vLLM's own names). Example:
+
+      servecap reconcile vllm.log --model llama-3.1-8b --device a100-40gb -tp 2
+    """
     flags = PlanFlags(device=device, context=max_model_len, concurrency=1, block_size=block_size,
                       kv_dtype=kv_dtype, max_num_batched_tokens=max_num_batched_tokens)
     result = reconcile_log(log, model, flags, deploy)
     if as_json:
         print(json.dumps(to_dict(result, log), indent=2))
     else:
-        render(result, log, Console())
+        render(result, log)
 
 
 def reconcile_log(log: Path, model: str, flags: PlanFlags,
                   deploy: DeployFlags = NO_DEPLOY) -> Reconciliation:
     """Parse, plan the same deployment twice (from the config; with the log's measured lines),
     check it is the same model, and compare."""
+    if deploy.engine not in (PLAIN, VLLM):
+        raise SpecError("--engine", deploy.engine, "reconcile reads vLLM logs: vllm (the "
+                        "default here)")
     facts = parse_vllm_log(_read(log), str(log))
     loaded = load_model(model)
     flags = replace(flags, device=flags.device or _logged_device(facts),
@@ -105,7 +112,12 @@ def _cell(value: float, unit: str) -> str:
     return text[1:] if text.startswith("-") and not text.strip("-0.,GiBx ") else text
 
 
-def render(result: Reconciliation, log: Path, console: Console) -> None:
+def render(result: Reconciliation, log: Path) -> None:
+    """Predicted vs logged per line (rich is loaded only here, not for --json)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
     table = Table(title=f"{log.name} (vLLM {result.engine_version.upper()}) vs the plan for "
                   f"{result.model}", title_justify="left")
     for column in ("line", "predicted", "logged", "residual", "advice"):

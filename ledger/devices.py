@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from .errors import SpecError
-from .units import GB, SIZE_HELP, TB, MiB, parse_size
+from .units import GB, SIZE_HELP, TB, MiB, TiB, parse_size
 
 
 @dataclass(frozen=True)
@@ -27,16 +27,23 @@ def find(name: str) -> Device | None:
     return next((d for d in DEVICES if d.name == key), None)
 
 
+MAX_DEVICE_BYTES = 64 * TiB  # far above any accelerator: a larger figure is a typo, not a GPU
+
+
 def resolve_device(text: str, field: str = "device") -> tuple[int, str]:
     """A catalog name ('h100-80gb') or a size ('40GiB', '80GB', bytes) -> (bytes, label)."""
     device = find(str(text))
     if device is not None:
         return device.usable_bytes, f"{device.label} ({device.name})"
     try:
-        return parse_size(text, field), str(text).strip()
+        size = parse_size(text, field)
     except SpecError:
         raise SpecError(field, text, f"expected a catalog name (see `servecap devices`) or "
                         f"{SIZE_HELP}") from None
+    if size > MAX_DEVICE_BYTES:
+        raise SpecError(field, text, "at most 64 TiB: one device's memory (a typo in the "
+                        "number or unit?)")
+    return size, str(text).strip()
 
 
 DEVICES: tuple[Device, ...] = (

@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, field
 
+from .errors import SpecError
+
 FULL = "full"
 SLIDING = "sliding"
 
@@ -57,6 +59,15 @@ class Quant:
     block_shape: tuple[int, int] = (0, 0)
     per_tensor_scale: bool = False
     modules_not_converted: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """A zero-sized group or tile would divide by zero or silently drop the scales."""
+        if self.group_size < 0:
+            raise SpecError("group_size", self.group_size, "a whole number >= 1 (0: per channel)")
+        if self.granularity == "microblock" and self.group_size < 1:
+            raise SpecError("group_size", self.group_size, f"{self.method} needs blocks >= 1")
+        if self.granularity == "block" and min(self.block_shape) < 1:
+            raise SpecError("weight_block_size", list(self.block_shape), "two sizes >= 1")
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,13 @@ def paging_report(lengths: list[int], block_size_tokens: int,
                   shared_prefix_tokens: int = 0) -> BlockReport:
     """Σ ceil(S_r / B) blocks (seed 000). With a prefix shared by every request, its full blocks
     are stored once and referenced by each block table; the partial last prefix block is not
-    shareable (it would be written) and stays private."""
+    shareable (it would be written) and stays private. A request shorter than the prefix is all
+    prefix: sharing is capped at the shortest length."""
     check_block_size(block_size_tokens)
     if any(n < 0 for n in lengths):
         raise SpecError("lengths", lengths, "sequence lengths must be >= 0 tokens")
+    if shared_prefix_tokens < 0:
+        raise SpecError("shared_prefix", shared_prefix_tokens, "must be >= 0 tokens")
     shared = min([shared_prefix_tokens, *lengths]) // block_size_tokens if lengths else 0
     entries = sum(blocks_for(n, block_size_tokens) for n in lengths)
     physical = entries - shared * max(len(lengths) - 1, 0)

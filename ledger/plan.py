@@ -1,5 +1,6 @@
 """build_plan: the per-device memory ledger and the memory-only concurrency ceiling."""
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from . import dtypes
@@ -52,6 +53,8 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)
     budget: Budget | None = None
     shard: Shard = WHOLE
+    kv_in_use_by_kind: dict[str, int] = field(default_factory=dict)
+    window_tokens: int | None = None
 
     def line(self, key: str) -> int:
         return next((item.num_bytes for item in self.lines if item.key == key), 0)
@@ -104,7 +107,8 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     bsz = serve.block_size_tokens
     per_request = kv_bytes_per_request(spec, kv_bits, serve.context_tokens, bsz, shard)
     lengths = list(serve.live_lengths)
-    kv_total = _kv_total(spec, kv_bits, lengths, serve, shard)
+    kv_by_kind = _kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard)
+    kv_total = sum(kv_by_kind.values())
     kv_line = Line("kv_cache", "KV cache in use", kv_total, _kv_from(lengths, bsz, serve))
     result = None
     if engine.name == PLAIN:
@@ -126,6 +130,7 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
         notes=_notes(spec, serve, weights, fixed, result), budget=result, shard=shard,
+        kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
     )
 
 
@@ -189,9 +194,11 @@ def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides,
         result = weight_bytes(spec, dense_bits, quant)
         return result, result.how
     if not spec.has_architecture:
-        raise SpecError("--tensor-parallel-size", shard.tensor_parallel_size,
-                        f"{spec.name} states no architecture (hidden_size, vocab_size) to shard; "
-                        "only 1 is allowed")
+        flag, value = (("--tensor-parallel-size", shard.tensor_parallel_size)
+                       if shard.tensor_parallel_size > 1 else
+                       ("--pipeline-parallel-size", "> 1"))
+        raise SpecError(flag, value, f"{spec.name} states no architecture (hidden_size, "
+                        "vocab_size) to split across devices; only 1 is allowed")
     stage = Stage(0, shard.layer_ids(spec), shard.first_stage, shard.last_stage)
     groups = rank_inventory(spec, shard.tensor_parallel_size, stage)
     result = weight_bytes(spec, dense_bits, quant, groups)
@@ -233,16 +240,20 @@ def _safety(serve: ServeSpec) -> tuple[int, str]:
         f"default: {fraction:.0%} of the device (vLLM gpu_memory_utilization=0.90)")
 
 
-def _kv_total(spec: ModelSpec, kv_bits: int, lengths: list[int], serve: ServeSpec,
-              shard: Shard) -> int:
-    """Σ_r over live requests, paged; a shared prefix's full blocks are stored once."""
+def _kv_in_use_by_kind(spec: ModelSpec, kv_bits: int, lengths: list[int], serve: ServeSpec,
+                       shard: Shard) -> dict[str, int]:
+    """Σ_r over live requests, paged, split into full and sliding-window layers; a shared
+    prefix's full blocks are stored once (windowed layers keep each request's own window)."""
     bsz = serve.block_size_tokens
-    total = sum(kv_bytes_per_request(spec, kv_bits, n, bsz, shard) for n in lengths)
+    out = {"full": 0, "sliding": 0}
+    for n, count in Counter(lengths).items():  # equal lengths once: 16 x 4,096 is one call
+        for kind, num_bytes in kv_bytes_by_layer_kind(spec, kv_bits, n, bsz, shard).items():
+            out[kind] += num_bytes * count
     shared_tokens = min([serve.shared_prefix_tokens, *lengths]) // bsz * bsz
     if shared_tokens and len(lengths) > 1:
         full = kv_bytes_by_layer_kind(spec, kv_bits, shared_tokens, bsz, shard)["full"]
-        total -= full * (len(lengths) - 1)
-    return total
+        out["full"] -= full * (len(lengths) - 1)
+    return out
 
 
 def _kv_from(lengths: list[int], bsz: int, serve: ServeSpec) -> str:

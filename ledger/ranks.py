@@ -5,6 +5,7 @@ from dataclasses import dataclass, replace
 from .engines import PLAIN_ENGINE, EngineSpec, with_blocks
 from .errors import SpecError
 from .kv import Shard
+from .lines import Line
 from .model import ModelSpec
 from .plan import Overrides, Plan, build_plan
 from .serve import ServeSpec
@@ -116,8 +117,23 @@ def _hold_to_binding(plans: list[StagePlan], binding: int, engine: EngineSpec) -
         held = with_blocks(item.plan.budget, least.num_gpu_blocks,
                            item.plan.serve.context_tokens, engine.formula)
         out.append(replace(item, plan=replace(item.plan, budget=held,
+                                              lines=_spare_line_held(item.plan, held),
                                               memory_ceiling_requests=int(held.max_concurrency))))
     return out
+
+
+def _spare_line_held(plan: Plan, held) -> tuple[Line, ...]:
+    """The pool's unused blocks at the held count: blocks this rank could have had but the
+    engine does not allocate stay free on the device (they show in 'left')."""
+    own = plan.budget.num_gpu_blocks
+    if own == held.num_gpu_blocks:
+        return plan.lines
+    spare = max(held.num_gpu_blocks * held.block_bytes - plan.line("kv_cache"), 0)
+    return tuple(
+        replace(item, num_bytes=spare, source=f"{held.how}: the binding rank's "
+                f"{held.num_gpu_blocks:,} blocks x {held.block_bytes:,} B (this rank's pool "
+                f"fits {own:,}; the rest stays free)")
+        if item.key == "kv_pool_spare" else item for item in plan.lines)
 
 
 def _reason(plans: list[StagePlan], binding: int, parallel: Parallel) -> str:

@@ -8,6 +8,10 @@ DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM's default --block-size
 DEFAULT_SAFETY_FRACTION = 0.10  # vLLM's default gpu_memory_utilization = 0.90
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
+# Resident requests on one device: far above what engines schedule (vLLM's max_num_seqs is 256
+# by default; 1,024 is a large setting); a larger figure is a typo, and would be planned request
+# by request.
+MAX_CONCURRENCY = 65_536
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,10 @@ class ServeSpec:
         _positive("device", self.device_bytes)
         _positive("context", self.context_tokens, "tokens per request")
         _positive("concurrency", self.concurrency, "resident requests")
+        if self.concurrency > MAX_CONCURRENCY or len(self.lengths) > MAX_CONCURRENCY:
+            raise SpecError("concurrency", self.concurrency if not self.lengths else
+                            len(self.lengths), f"at most {MAX_CONCURRENCY:,} resident requests "
+                            "on one device")
         _positive("block_size", self.block_size_tokens, "tokens per block")
         _positive("max_num_batched_tokens", self.max_num_batched_tokens, "tokens")
         if any(n < 1 for n in self.lengths):

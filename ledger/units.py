@@ -46,10 +46,14 @@ def parse_fraction_or_size(text: str, total_bytes: int, field: str) -> tuple[int
             pct = Decimal(raw[:-1].strip())
         except InvalidOperation as exc:
             raise SpecError(field, text, "expected a percentage like 10% or " + SIZE_HELP) from exc
-        if not 0 <= pct < 100:
+        if not pct.is_finite() or not 0 <= pct < 100:
             raise SpecError(field, text, "a percentage must be at least 0% and below 100%")
         return int(total_bytes * pct / 100), float(pct / 100)
-    return parse_size(raw, field), None
+    try:
+        return parse_size(raw, field), None
+    except SpecError:
+        raise SpecError(field, text, "expected a share of the device like 10% or "
+                        + SIZE_HELP) from None
 
 
 def gib(num_bytes: int) -> float:

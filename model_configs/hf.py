@@ -1,5 +1,6 @@
 """Interpret Hugging Face config fields as a ModelSpec, per model_type; unknown ones fail closed."""
 
+from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import FULL, SLIDING, Attention, ModelSpec, MoE
 
@@ -28,7 +29,7 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
         vocab_size=_need(cfg, "vocab_size"), tie_word_embeddings=_tied(cfg),
         norms_per_layer=4 if cfg.model_type in FOUR_NORMS else 2, moe=_moe(cfg, layers),
         quant=parse_quantization(cfg.quantization_config), num_parameters=num_parameters,
-        checkpoint_dtype=cfg.torch_dtype or cfg.dtype or "bfloat16",
+        checkpoint_dtype=_checkpoint_dtype(cfg),
         max_position_embeddings=cfg.max_position_embeddings or 0, model_type=cfg.model_type,
         notes=notes + att_notes + _mtp_note(cfg),
     )
@@ -40,6 +41,14 @@ def _need(cfg: HFConfig, field: str) -> int:
         raise SpecError(field, None, f"required for model_type {cfg.model_type}")
     if value < 1:
         raise SpecError(field, value, "must be >= 1")
+    return value
+
+
+def _checkpoint_dtype(cfg: HFConfig) -> str:
+    """The stored dtype, checked here so a bad one is reported against the file."""
+    field = "torch_dtype" if cfg.torch_dtype is not None or cfg.dtype is None else "dtype"
+    value = cfg.torch_dtype or cfg.dtype or "bfloat16"
+    dtypes.lookup(value, field, dtypes.WEIGHT_DTYPES)
     return value
 
 
@@ -60,7 +69,7 @@ def _kv_only(cfg, name, source, num_parameters, notes) -> ModelSpec:
     att = Attention("gqa", heads, kv_heads, _need(cfg, "head_dim"))
     return ModelSpec(name=name, source=source, num_layers=layers, attention=att,
                      num_parameters=num_parameters, notes=notes,
-                     checkpoint_dtype=cfg.torch_dtype or "bfloat16")
+                     checkpoint_dtype=_checkpoint_dtype(cfg))
 
 
 def _check_heads(heads: int, kv_heads: int) -> None:
@@ -133,6 +142,8 @@ def _moe(cfg: HFConfig, layers: int) -> MoE | None:
     if cfg.model_type not in MOE_TYPES or not experts:
         return None
     top_k = _need(cfg, "num_experts_per_tok")
+    if top_k > experts:
+        raise SpecError("num_experts_per_tok", top_k, f"at most the {experts} routed experts")
     inter = cfg.moe_intermediate_size or _need(cfg, "intermediate_size")
     shared = cfg.n_shared_experts or (1 if cfg.shared_expert_intermediate_size else 0)
     return MoE(experts, top_k, inter, num_shared_experts=shared,

@@ -43,6 +43,9 @@ def load_model(ref: str) -> LoadedModel:
 
 
 def _resolve(ref: str) -> Path:
+    if not ref.strip():  # Path("") is the working directory: never plan it by accident
+        raise SpecError("model", ref, "a bundled model name (servecap models), a model YAML, a "
+                        "config.json or a model directory")
     path = Path(ref).expanduser()
     if path.exists():
         return path
@@ -106,6 +109,8 @@ def _validate(schema, data: dict):
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "document"
         value = err.get("input")
+        if err["type"] == "missing":
+            raise SpecError(field, None, "required") from None
         if err["type"] == "extra_forbidden":
             allowed = "unknown key; allowed keys: " + ", ".join(sorted(schema.model_fields))
             raise SpecError(field, value, allowed) from None

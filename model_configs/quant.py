@@ -11,6 +11,18 @@ KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt (NVFP4)", "compressed-tensors"
 
 
 def parse_quantization(qc: dict[str, Any] | None) -> Quant | None:
+    """The checkpoint's Quant; a field of the wrong type or shape fails closed, named."""
+    try:
+        return _parse(qc)
+    except (ValueError, TypeError, IndexError, AttributeError) as exc:
+        if isinstance(exc, SpecError):
+            raise
+        raise SpecError("quantization_config", qc, "fields of the types its format publishes "
+                        f"(bits and group_size whole numbers, block sizes two numbers): {exc}"
+                        ) from None
+
+
+def _parse(qc: dict[str, Any] | None) -> Quant | None:
     """AWQ/GPTQ: group scales (fp16) + packed zero points; fp8: per-tensor, per-channel or
     128x128-block fp32 scales; MXFP4: 32-element blocks, one 8-bit scale; NVFP4: 16-element
     blocks, one fp8 scale, plus one fp32 per-tensor scale."""

@@ -33,7 +33,10 @@ def read_header(path: Path) -> dict:
             (length,) = struct.unpack("<Q", handle.read(8))
             if length > MAX_HEADER_BYTES:
                 raise ValueError(f"header length {length} is implausible")
-            return json.loads(handle.read(length))
+            header = json.loads(handle.read(length))
+            if not isinstance(header, dict):
+                raise ValueError("the header is not a JSON object")
+            return header
     except (OSError, ValueError, struct.error) as exc:
         raise SpecError("safetensors header", str(path), f"not a readable safetensors file "
                         f"({exc})") from None
@@ -46,13 +49,24 @@ def header_bytes(files: list[Path]) -> HeaderBytes:
         for name, info in read_header(path).items():
             if name == "__metadata__":
                 continue
-            begin, end = info["data_offsets"]
+            begin, end = _offsets(path, name, info)
             tensors += 1
             if is_metadata(name):
                 meta += end - begin
             else:
                 params += end - begin
     return HeaderBytes(params, meta, tensors, len(files))
+
+
+def _offsets(path: Path, name: str, info: object) -> tuple[int, int]:
+    """[begin, end) of one tensor's bytes; anything else is a corrupt header, not a zero."""
+    offsets = info.get("data_offsets") if isinstance(info, dict) else None
+    if not (isinstance(offsets, list) and len(offsets) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in offsets)
+            and 0 <= offsets[0] <= offsets[1]):
+        raise SpecError(f"safetensors header {name}.data_offsets", offsets,
+                        f"[begin, end] with 0 <= begin <= end (in {path})")
+    return offsets[0], offsets[1]
 
 
 def directory_weights(directory: Path) -> HeaderBytes | None:
@@ -65,7 +79,9 @@ def directory_weights(directory: Path) -> HeaderBytes | None:
     if not index.exists():
         return None
     try:
-        total = int(json.loads(index.read_text())["metadata"]["total_size"])
+        total = json.loads(index.read_text())["metadata"]["total_size"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SpecError("metadata.total_size", str(index), f"unreadable index ({exc})") from None
+    if not isinstance(total, int) or isinstance(total, bool) or total < 1:
+        raise SpecError("metadata.total_size", total, f"a byte count >= 1 (in {index})")
     return HeaderBytes(total, 0, 0, 0)

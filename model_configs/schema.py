@@ -1,50 +1,55 @@
 """pydantic schemas for untrusted model files: Hugging Face config.json field names, verbatim."""
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+# Strict: "32", 32.0 and true are not silently read as layer counts. Counts are >= 1 where a
+# zero would be meaningless; fields where 0 means "none" (dense layers, shared experts) are >= 0.
+Count = Annotated[int, Field(ge=1)]
+Zero = Annotated[int, Field(ge=0)]
 
 
 class HFConfig(BaseModel):
     """The config.json fields the ledger reads. Anything else in a config.json is ignored."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     architectures: list[str] | None = None
     model_type: str | None = None
-    hidden_size: int | None = None
-    intermediate_size: int | None = None
-    num_hidden_layers: int | None = None
-    num_attention_heads: int | None = None
-    num_key_value_heads: int | None = None
-    head_dim: int | None = None
-    vocab_size: int | None = None
+    hidden_size: Count | None = None
+    intermediate_size: Count | None = None
+    num_hidden_layers: Count | None = None
+    num_attention_heads: Count | None = None
+    num_key_value_heads: Count | None = None
+    head_dim: Count | None = None
+    vocab_size: Count | None = None
     tie_word_embeddings: bool | None = None
-    max_position_embeddings: int | None = None
+    max_position_embeddings: Count | None = None
     torch_dtype: str | None = None
     dtype: str | None = None
-    sliding_window: int | None = None
+    sliding_window: Count | None = None
     use_sliding_window: bool | None = None
-    max_window_layers: int | None = None
+    max_window_layers: Zero | None = None
     layer_types: list[str] | None = None
-    sliding_window_pattern: int | None = None
+    sliding_window_pattern: Count | None = None
     attention_bias: bool | None = None
-    num_local_experts: int | None = None
-    num_experts: int | None = None
-    n_routed_experts: int | None = None
-    n_shared_experts: int | None = None
-    num_experts_per_tok: int | None = None
-    moe_intermediate_size: int | None = None
-    shared_expert_intermediate_size: int | None = None
-    first_k_dense_replace: int | None = None
-    decoder_sparse_step: int | None = None
-    mlp_only_layers: list[int] | None = None
-    q_lora_rank: int | None = None
-    kv_lora_rank: int | None = None
-    qk_rope_head_dim: int | None = None
-    qk_nope_head_dim: int | None = None
-    v_head_dim: int | None = None
-    num_nextn_predict_layers: int | None = None
+    num_local_experts: Count | None = None
+    num_experts: Count | None = None
+    n_routed_experts: Count | None = None
+    n_shared_experts: Zero | None = None
+    num_experts_per_tok: Count | None = None
+    moe_intermediate_size: Count | None = None
+    shared_expert_intermediate_size: Zero | None = None
+    first_k_dense_replace: Zero | None = None
+    decoder_sparse_step: Count | None = None
+    mlp_only_layers: list[Zero] | None = None
+    q_lora_rank: Count | None = None
+    kv_lora_rank: Count | None = None
+    qk_rope_head_dim: Count | None = None
+    qk_nope_head_dim: Count | None = None
+    v_head_dim: Count | None = None
+    num_nextn_predict_layers: Zero | None = None
     quantization_config: dict[str, Any] | None = None
     text_config: dict[str, Any] | None = None
 
@@ -52,27 +57,27 @@ class HFConfig(BaseModel):
 class Serving(BaseModel):
     """Deployment defaults a bundled config may carry (the seed's worked case does)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     device: str | None = None
-    context: int | None = None
-    concurrency: int | None = None
+    context: Count | None = None
+    concurrency: Count | None = None
     runtime_peak: str | None = None
     safety: str | None = None
-    block_size: int | None = None
+    block_size: Count | None = None
 
 
 class ModelFile(HFConfig):
     """A servecap model YAML: config.json fields plus provenance. Unknown keys are an error."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: str
     source: str
     hf_id: str | None = None
-    num_parameters: int | None = None
+    num_parameters: Count | None = None
     num_parameters_source: str | None = None
-    weights_total_size_bytes: int | None = None
+    weights_total_size_bytes: Count | None = None
     weights_total_size_source: str | None = None
     query_pre_attn_scalar: float | None = None
     notes: list[str] | None = None

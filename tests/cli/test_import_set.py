@@ -26,3 +26,21 @@ def test_console_script_runs_as_a_real_process() -> None:
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["memory_ceiling_requests"] == 39
+
+
+JSON_PATH = """
+import io, sys, contextlib, json
+from servecap.cli import catalog_cmd, plan_cmd, reconcile_cmd
+from servecap.cli.inputs import PlanFlags
+with contextlib.redirect_stdout(io.StringIO()):
+    plan = plan_cmd.plan_from_flags("teaching-7b", PlanFlags())
+    catalog_cmd.devices(as_json=True)
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "rich")))
+"""
+
+
+def test_plan_modules_leave_rich_to_the_table_path() -> None:
+    """The planning commands load rich only to draw a table; their JSON path never does."""
+    out = subprocess.run([sys.executable, "-c", JSON_PATH], capture_output=True, text=True,
+                         check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -106,3 +106,14 @@ def test_help_teaches_the_flags(run) -> None:
                  "--weight-dtype", "--kv-dtype", "--activation-dtype", "--block-size",
                  "--lengths", "--json"):
         assert flag in out, flag
+
+
+def test_hybrid_model_table_shows_both_layer_kinds(run) -> None:
+    result = run("plan", "gemma-2-9b-it", "--device", "40GiB", "--context", "8192",
+                 "--concurrency", "4")
+    assert "full-attention" in result.stdout and "sliding-window" in result.stdout
+    assert "4,096-token" in result.stdout
+    data = json.loads(run("plan", "gemma-2-9b-it", "--device", "40GiB", "--context", "8192",
+                          "--concurrency", "4", "--json").stdout)
+    kinds = data["kv_bytes_total_by_layer_kind"]
+    assert kinds["full"] == 2 * kinds["sliding"] and sum(kinds.values()) == data["kv_bytes_total"]

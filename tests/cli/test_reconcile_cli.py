@@ -127,3 +127,11 @@ def reconcile_path(path, *args):
     result = runner.invoke(app, ["reconcile", str(path), *args, "--json"])
     assert result.exit_code == 0, result.output
     return {row["key"]: row for row in json.loads(result.stdout)["rows"]}
+
+
+def test_reconcile_refuses_another_engines_semantics(run) -> None:
+    """A vLLM log planned with SGLang's budget would be compared against the wrong formula."""
+    result = run("reconcile", LOGS / "v0_llama31_8b_rtx3090.log", "--model", "llama-3.1-8b",
+                 "--engine", "sglang", "--mem-fraction-static", "0.8")
+    assert result.exit_code == 2
+    assert "--engine = 'sglang'" in result.stderr and "vllm" in result.stderr

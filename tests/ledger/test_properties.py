@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servecap.ledger.plan import build_plan
-from servecap.ledger.serve import ServeSpec
+from servecap.ledger.serve import MAX_CONCURRENCY, ServeSpec
 from servecap.ledger.units import GiB, MiB
 from servecap.model_configs import load_model
 
@@ -38,7 +38,7 @@ def test_ceiling_never_rises_with_context(spec, serve, extra) -> None:
 @settings(max_examples=150, deadline=None)
 @given(specs, serves, more)
 def test_ceiling_never_rises_with_concurrency(spec, serve, extra) -> None:
-    busier = replace(serve, concurrency=serve.concurrency + extra)
+    busier = replace(serve, concurrency=min(serve.concurrency + extra, MAX_CONCURRENCY))
     assert (build_plan(spec, busier).memory_ceiling_requests
             <= build_plan(spec, serve).memory_ceiling_requests)
 

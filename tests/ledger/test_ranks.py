@@ -199,3 +199,19 @@ def test_tp8_with_four_kv_heads_plans_replicated_heads_per_rank():
     assert plan.budget.block_bytes == 16 * 2 * 1 * 128 * 2 * 48
     inventory = {g.name: g for g in rank_inventory(spec("qwen3-30b-a3b"), 8)}
     assert inventory["mlp.experts"].rows == 96 and inventory["mlp.router"].rows == 128
+
+
+def test_held_ranks_show_the_binding_block_count_in_their_pool_line():
+    """A rank held to fewer blocks than its pool fits allocates only those; the rest is left."""
+    deployment = build_deployment(load_model("llama-3.1-70b-instruct").spec,
+                                  ServeSpec(device_bytes=80 * GiB, context_tokens=8192,
+                                            concurrency=1),
+                                  parallel=Parallel(4, 2), engine=EngineSpec("vllm"))
+    held = deployment.plan.budget.num_gpu_blocks
+    for item in deployment.stages:
+        plan = item.plan
+        assert plan.budget.num_gpu_blocks == held
+        assert plan.line("kv_cache") + plan.line("kv_pool_spare") == \
+            held * plan.budget.block_bytes
+        assert f"{held:,} blocks" in next(x.source for x in plan.lines
+                                          if x.key == "kv_pool_spare")

@@ -80,3 +80,23 @@ def test_int4_group_metadata_counts_scales_and_zero_points() -> None:
     linear = 32 * (4096 * 4096 * 2 + 1024 * 4096 * 2 + 3 * 14336 * 4096)
     assert result.quantized_parameters == linear
     assert result.metadata_bytes == linear // 128 * 20 // 8
+
+
+@pytest.mark.parametrize("lengths", [(8192,) * 4, (100, 5000, 300)])
+def test_hybrid_kv_in_use_splits_into_full_and_windowed_layers(lengths) -> None:
+    """The ledger's KV line is the sum of its two kinds; a shared prefix is stored once in the
+    full layers only, and windowed layers never hold more than the window per request."""
+    from servecap.ledger.plan import build_plan
+    from servecap.ledger.serve import ServeSpec
+
+    spec = load_model("gemma-2-9b-it").spec
+    serve = ServeSpec(device_bytes=80 * 2**30, context_tokens=max(lengths),
+                      concurrency=len(lengths), lengths=lengths, shared_prefix_tokens=64)
+    plan = build_plan(spec, serve)
+    kinds = plan.kv_in_use_by_kind
+    assert sum(kinds.values()) == plan.line("kv_cache")
+    per_window = kv_bytes_by_layer_kind(spec, BF16, 4096, 16)["sliding"]
+    assert 0 < kinds["sliding"] <= per_window * len(lengths)
+    unshared = sum(kv_bytes_by_layer_kind(spec, BF16, n, 16)["full"] for n in lengths)
+    assert kinds["full"] == unshared - kv_bytes_by_layer_kind(spec, BF16, 64, 16)["full"] * (
+        len(lengths) - 1)
