@@ -226,7 +226,7 @@ def _meta_from(weights: WeightBytes, overrides: Overrides) -> str:
 
 def _runtime_peak(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> tuple[int, str]:
     if serve.runtime_peak_bytes is not None:
-        return serve.runtime_peak_bytes, "declared: activations, workspaces, graphs"
+        return serve.runtime_peak_bytes, "declared peak of activations, workspaces, graphs"
     return estimate_runtime_peak(spec, serve, shard)
 
 
