@@ -67,6 +67,9 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
                      draft_length, acceptance, speculate_max_batch, scheduling)
+    for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
+        if path is not None:
+            check_writable(path, field)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)
     write_files(outcomes, records_path, token_times_path)
@@ -107,25 +110,39 @@ def write_files(outcomes: list, records_path: Path | None,
     if records_path is not None:
         write_csv(records_path, RECORD_COLUMNS, (
             row for policy, out in outcomes for row in records(policy, out.deployment,
-                                                               out.seqs)))
+                                                               out.seqs)), "--records")
     if token_times_path is not None:
         write_csv(token_times_path, TOKEN_COLUMNS, (
             row for policy, out in outcomes
-            for row in token_rows(policy, out.deployment, out.results, out.seqs)))
+            for row in token_rows(policy, out.deployment, out.results, out.seqs)),
+            "--token-times")
 
 
-def write_csv(path: Path, columns: tuple[str, ...], rows) -> None:
+def check_writable(path: Path, field: str) -> None:
+    """Fail before simulating when the output file could not be written."""
+    if path.is_dir():
+        raise SpecError(field, str(path), "a file path, not a folder")
+    if not path.resolve().parent.is_dir():
+        raise SpecError(field, str(path), "its folder does not exist")
+
+
+def write_csv(path: Path, columns: tuple[str, ...], rows, field: str = "--records") -> None:
     """Written to a temporary file beside the target and renamed: never half a file."""
-    folder = path.resolve().parent
-    if not folder.is_dir():
-        raise SpecError(str(path), str(folder), "the folder does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    check_writable(path, field)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.",
+                                   suffix=".tmp")
+    except OSError as exc:
+        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -1,5 +1,6 @@
 """The workload spec: arrivals, length distributions, shared-prefix groups and a seed, validated."""
 
+import math
 from dataclasses import dataclass, field
 
 from servecap.ledger.errors import SpecError
@@ -225,9 +226,9 @@ def _number(data: dict, key: str, default, minimum: float, where: str = "") -> f
 
 
 def _number_item(value: object, field_name: str, minimum: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum \
-            or value != value:
-        raise SpecError(field_name, value, f"a number >= {minimum:g}")
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < minimum:
+        raise SpecError(field_name, value, f"a finite number >= {minimum:g}")
     return float(value)
 
 
