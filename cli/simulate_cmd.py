@@ -29,6 +29,7 @@ from .cost_cmd import cost
 from .errors import handle_errors
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_simulation
+from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 from .speculate_cmd import speculate
 from .sweep_cmd import sweep
@@ -55,7 +56,8 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                  "timestamp).")] = None,
              token_times_path: Annotated[Path | None, typer.Option(
                  "--token-times", help="Write one CSV row per generated token (its ready "
-                 "time and the gap before it).")] = None) -> None:
+                 "time and the gap before it).")] = None,
+             xlsx: o.Xlsx = None, force: o.Force = False) -> None:
     """Simulate the scheduler over a workload: latency percentiles, throughput, goodput.
 
     The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
@@ -67,12 +69,13 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
                      draft_length, acceptance, speculate_max_batch, scheduling)
-    for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
-        if path is not None:
-            check_writable(path, field)
+    check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)
     write_files(outcomes, records_path, token_times_path)
+    if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
+        write_simulated_workbook(model, flags, setup, report["policies"][-1], xlsx, force,
+                                 f"{report['num_requests']} requests")
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -116,6 +119,19 @@ def write_files(outcomes: list, records_path: Path | None,
             row for policy, out in outcomes
             for row in token_rows(policy, out.deployment, out.results, out.seqs)),
             "--token-times")
+
+
+def check_outputs(flags: SimFlags, records_path: Path | None, token_times_path: Path | None,
+                  xlsx: Path | None, force: bool) -> None:
+    """Every output file must be writable before anything is simulated."""
+    for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
+        if path is not None:
+            check_writable(path, field)
+    if xlsx is not None:
+        if len(flags.policies) > 1:
+            raise SpecError("--xlsx", ", ".join(flags.policies), "the Latency record holds "
+                            "one run: give one --policy")
+        check_target(xlsx, force)
 
 
 def check_writable(path: Path, field: str) -> None:

@@ -18,6 +18,7 @@ from servecap.sim.sweep import run_sweep
 from . import sim_options as o
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_coefficients
+from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 
 
@@ -43,7 +44,8 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
           draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
           speculate_max_batch: o.SpeculateMaxBatch = None,
-          scheduling: o.Scheduling = "fcfs", as_json: o.Json = False) -> None:
+          scheduling: o.Scheduling = "fcfs", as_json: o.Json = False,
+          xlsx: o.Xlsx = None, force: o.Force = False) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity."""
     flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, None,
                      (policy,), context, weight_dtype, kv_dtype, block_size,
@@ -51,8 +53,13 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
                      draft_length, acceptance, speculate_max_batch, scheduling)
+    if xlsx is not None:
+        check_target(xlsx, force)
     setup = build_setup(model, flags)
     report = header(setup) | run_envelope(setup, target, _rates(rates), num_rates, as_json)
+    if xlsx is not None:
+        entry, note = capacity_point(report)
+        write_simulated_workbook(model, flags, setup, entry, xlsx, force, note)
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -81,6 +88,17 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
                            on_point=lambda _: bar.advance(task),
                            run_one_at_a_time=one_at_a_time)
     return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
+
+
+def capacity_point(report: dict) -> tuple[dict, str]:
+    """The sweep point the Latency record holds: the highest rate meeting the SLO target, or
+    the lowest rate swept when none does (said so in the record's source)."""
+    good = [p for p in report["points"] if p["meets_slo"]]
+    point = good[-1] if good else report["points"][0]
+    note = (f"sweep point at the capacity, {point['rate_per_s']:.3g} req/s offered" if good
+            else f"no swept rate met the SLO target; the lowest, {point['rate_per_s']:.3g} "
+            "req/s offered")
+    return point | {"policy": report["policy"], "deployment": report["deployment"]}, note
 
 
 def render_sweep(report: dict, console: Console) -> None:
