@@ -1,6 +1,7 @@
 """`servecap sweep`: the capacity envelope, the highest offered rate that meets the SLOs."""
 
 import json
+import math
 from dataclasses import replace
 from typing import Annotated
 
@@ -128,6 +129,7 @@ def _rates(text: str | None) -> list[float] | None:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         values = []
-    if not values or min(values) <= 0:
-        raise SpecError("--rates", text, "comma-separated request rates > 0, e.g. 1,2,4")
+    if not values or not all(0 < v < math.inf for v in values):
+        raise SpecError("--rates", text, "comma-separated finite request rates > 0, e.g. "
+                        "1,2,4")
     return sorted(values)

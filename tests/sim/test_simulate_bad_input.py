@@ -88,3 +88,13 @@ def test_read_only_folder_is_one_line(tmp_path):
         workload.write_text(json.dumps(GOOD))
         assert "cannot be written" in _fails("--workload", workload, "--records",
                                              "/proc/out.csv")
+
+
+@pytest.mark.parametrize("rates", ["nan,1", "inf", "0,2", "x"])
+def test_sweep_rates_must_be_finite_and_positive(tmp_path, rates):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(json.dumps(GOOD))
+    out = CliRunner().invoke(app, ["sweep", *DEVICE, "--workload", str(workload),
+                                   "--rates", rates])
+    assert out.exit_code == 2, out.output
+    assert out.output.startswith(f"servecap: error: --rates = {rates!r}")
