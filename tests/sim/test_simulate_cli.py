@@ -285,3 +285,13 @@ def test_tenants_are_reported_apart(tmp_path):
     rows = json.loads(out.output)["policies"][0]["tenants"]
     assert [r["tenant"] for r in rows] == ["bulk", "web"]
     assert sum(r["offered"] for r in rows) == 120
+
+
+def test_the_saturation_rate_itself_is_not_a_capacity(tmp_path):
+    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--num-rates", "4", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    last = report["points"][-1]
+    assert last["rate_per_s"] == report["saturation_rps"] and not last["sustainable"]
+    assert report["capacity_rps"] < report["saturation_rps"]
