@@ -188,3 +188,10 @@ def test_a_folder_is_not_a_workbook(tmp_path) -> None:
     result = RUNNER.invoke(app, ["plan", "--from-workbook", str(tmp_path)])
     assert result.exit_code == 2
     assert "not a readable .xlsx workbook" in result.output
+
+
+def test_workbook_rejects_a_zero_byte_device_before_writing(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    result = RUNNER.invoke(app, ["workbook", "llama-3.1-8b", "--device", "40GiB",
+                                 "--device", "0GiB", "-o", str(book)])
+    assert result.exit_code == 2 and "--device = 0" in result.stderr and not book.exists()
