@@ -175,7 +175,8 @@ def test_disaggregated_beside_colocated_with_records(tmp_path):
 
 @pytest.mark.parametrize("args, needle", [(["--disaggregate", "2"], "--disaggregate"),
                                           (["--router", "random"], "router"),
-                                          (["--replicas", "0"], "replicas")])
+                                          (["--replicas", "0"], "replicas"),
+                                          (["--replicas", "100000"], "at most 4,096")])
 def test_bad_deployments_exit_2(tmp_path, args, needle):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   *args)
