@@ -1,6 +1,7 @@
 """Read a workbook's Inputs back into plan flags, so `plan --from-workbook` plans it again."""
 
 import math
+import re
 import zipfile
 from dataclasses import dataclass
 from decimal import Decimal
@@ -19,6 +20,7 @@ from .names import cell_of
 from .source import WorkbookSource
 
 FIELD = "--from-workbook"
+_DIGITS = re.compile(r"\d{1,3}(,\d{3})+|\d+")
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ class _Cells:
 
     def whole(self, name: str, minimum: int = 0) -> int:
         value = self.value(name)
+        if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+            value = int(value.strip().replace(",", ""))  # a number pasted as text
         if isinstance(value, bool) or not isinstance(value, int | float) \
                 or not math.isfinite(value) or value != int(value) or value < minimum:
             raise SpecError(f"Inputs!{name}", value, f"a whole number >= {minimum}", self.path)

@@ -195,3 +195,15 @@ def test_workbook_rejects_a_zero_byte_device_before_writing(tmp_path) -> None:
     result = RUNNER.invoke(app, ["workbook", "llama-3.1-8b", "--device", "40GiB",
                                  "--device", "0GiB", "-o", str(book)])
     assert result.exit_code == 2 and "--device = 0" in result.stderr and not book.exists()
+
+
+def test_a_number_pasted_as_text_is_read_as_the_number(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    _, direct = _plan_json("llama-3.1-8b", "--device", "40GiB", "--context", "8192",
+                           "--xlsx", str(book))
+    wb = load_workbook(book)
+    cell_of(wb, "context_tokens").value = "8,192"
+    wb.save(book)
+    _, again = _plan_json("--from-workbook", str(book))
+    assert again["memory_ceiling_requests"] == direct["memory_ceiling_requests"]
+    assert again["context_tokens"] == 8192
