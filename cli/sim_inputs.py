@@ -156,8 +156,18 @@ def speculation_for(flags: SimFlags) -> Speculation | None:
     if flags.draft is None:
         return None
     draft_flags = replace(flags, coefficients=None, runtime_peak=None)
-    draft = device_coefficients(plan_for(flags.draft, draft_flags), draft_flags)
+    draft = device_coefficients(draft_plan(flags.draft, draft_flags), draft_flags)
     return Speculation(flags.draft_length, flags.acceptance, draft, flags.speculate_max_batch)
+
+
+def draft_plan(draft: str, flags: SimFlags) -> Plan:
+    """The draft model's plan; a model that cannot be loaded is named as --draft."""
+    try:
+        return plan_for(draft, flags)
+    except SpecError as exc:
+        if exc.field == "model":
+            raise SpecError("--draft", exc.value, exc.allowed, exc.source) from None
+        raise
 
 
 def deployment_for(flags: SimFlags) -> Deployment:

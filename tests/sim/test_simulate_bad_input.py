@@ -98,3 +98,13 @@ def test_sweep_rates_must_be_finite_and_positive(tmp_path, rates):
                                    "--rates", rates])
     assert out.exit_code == 2, out.output
     assert out.output.startswith(f"servecap: error: --rates = {rates!r}")
+
+
+@pytest.mark.parametrize("command", ["simulate", "speculate"])
+def test_an_unknown_draft_is_named_as_draft(tmp_path, command):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(json.dumps(GOOD))
+    extra = ["--workload", str(workload)] if command == "simulate" else []
+    out = CliRunner().invoke(app, [command, *DEVICE, *extra, "--draft", "no-such-draft"])
+    assert out.exit_code == 2, out.output
+    assert out.output.startswith("servecap: error: --draft = 'no-such-draft'")
