@@ -113,13 +113,17 @@ def render_sweep(report: dict, console: Console) -> None:
                       f"{p['slo_attainment']:.1%}" + ("" if p["sustainable"] else " (over)"),
                       f"{p['goodput_rps']:,.2f}",
                       f"{p['output_tokens_per_s']:,.0f}",
-                      *(f"{p[k]['p99']:,.1f}" for k in ("ttft_ms", "itl_ms", "tpot_ms",
+                      *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
     console.print(table)
     console.print(f"capacity: {report['capacity_rps']:,.2f} req/s at >= "
                   f"{report['target_attainment']:.0%} SLO attainment (synchronous "
                   f"{report['synchronous_rps']:,.2f} req/s, saturation "
                   f"{report['saturation_rps']:,.2f} req/s)")
+
+
+def _p99(stats: dict) -> str:
+    return "-" if stats["p99"] is None else f"{stats['p99']:,.1f}"
 
 
 def _rates(text: str | None) -> list[float] | None:

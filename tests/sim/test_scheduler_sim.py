@@ -161,7 +161,7 @@ def test_weighted_percentiles_are_nearest_rank_on_the_expanded_samples(pairs):
     expanded = sorted(v for v, w in pairs for _ in range(w))
     stats = weighted_quantiles(pairs)
     if not expanded:
-        assert stats == {"p50": 0.0, "p95": 0.0, "p99": 0.0, "mean": 0.0}
+        assert stats == {"p50": None, "p95": None, "p99": None, "mean": None}
         return
     for name, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99)):
         rank = max(1, math.ceil(round(q * len(expanded), 6)))

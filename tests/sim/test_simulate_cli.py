@@ -296,3 +296,18 @@ def test_the_saturation_rate_itself_is_not_a_capacity(tmp_path):
     last = report["points"][-1]
     assert last["rate_per_s"] == report["saturation_rps"] and not last["sustainable"]
     assert report["capacity_rps"] < report["saturation_rps"]
+
+
+def test_a_latency_never_observed_is_null_not_zero(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,1\n0.1,100,1\n"
+                     "0.2,100000000,5\n")
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace,
+                  "--json")
+    assert out.exit_code == 0, out.output
+    entry = json.loads(out.output)["policies"][0]
+    assert entry["completed"] == 2 and entry["rejected"] == 1
+    assert entry["ttft_ms"]["p50"] > 0
+    assert entry["itl_ms"] == entry["tpot_ms"] == dict.fromkeys(STAT_KEYS)  # one-token outputs
+    text = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace)
+    assert text.exit_code == 0 and "0.0 / 0.0" not in text.output
