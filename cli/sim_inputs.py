@@ -1,6 +1,7 @@
 """Simulation inputs: device rates, durations, workload and trace files, the ledger's plan."""
 
 import csv
+import io
 import json
 import re
 from dataclasses import dataclass, replace
@@ -213,7 +214,7 @@ def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]
     if flags.trace is not None:
         text = _read_text(flags.trace)
         try:
-            return parse_trace(text.splitlines()), None, str(flags.trace)
+            return parse_trace(io.StringIO(text, newline="")), None, str(flags.trace)
         except (SpecError, csv.Error) as exc:
             if isinstance(exc, csv.Error):
                 raise SpecError("csv", str(exc), "a comma-separated file with the header "

@@ -43,6 +43,7 @@ def _value(row: dict, column: str, line: int, kind: type, minimum: int):
     except ValueError:
         value = None
     if value is None or not math.isfinite(value) or value < minimum:
-        raise SpecError(f"line {line}, {column}", text,
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise SpecError(f"line {line}, {column}", shown,
                         f"a {'finite number' if kind is float else 'whole number'} >= {minimum}")
     return value

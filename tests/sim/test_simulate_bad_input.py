@@ -108,3 +108,19 @@ def test_an_unknown_draft_is_named_as_draft(tmp_path, command):
     out = CliRunner().invoke(app, [command, *DEVICE, *extra, "--draft", "no-such-draft"])
     assert out.exit_code == 2, out.output
     assert out.output.startswith("servecap: error: --draft = 'no-such-draft'")
+
+
+def test_a_trace_with_a_bom_crlf_and_quotes_replays(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_bytes(b"\xef\xbb\xbf" + HEADER.encode().replace(b"\n", b"\r\n")
+                      + b'0,10,5\r\n0.5,"20",3\r\n')
+    out = CliRunner().invoke(app, ["simulate", *DEVICE, "--trace", str(trace), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["policies"][0]["completed"] == 2
+
+
+def test_a_long_bad_cell_is_shortened_in_the_error(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text(HEADER + "0," + "x" * 5000 + ",5\n")
+    line = _fails("--trace", trace)
+    assert len(line) < 200 and "xxx..." in line
