@@ -123,7 +123,14 @@ def write_files(outcomes: list, records_path: Path | None,
 
 def check_outputs(flags: SimFlags, records_path: Path | None, token_times_path: Path | None,
                   xlsx: Path | None, force: bool) -> None:
-    """Every output file must be writable before anything is simulated."""
+    """Every output file must be writable, and none may be an input, before anything is
+    simulated."""
+    inputs = {Path(p).resolve() for p in (flags.workload, flags.trace, flags.coefficients)
+              if p is not None}
+    for path, field in ((records_path, "--records"), (token_times_path, "--token-times"),
+                        (xlsx, "--xlsx")):
+        if path is not None and Path(path).resolve() in inputs:
+            raise SpecError(field, str(path), "is an input of this run; write elsewhere")
     for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
         if path is not None:
             check_writable(path, field)

@@ -124,3 +124,11 @@ def test_a_long_bad_cell_is_shortened_in_the_error(tmp_path):
     trace.write_text(HEADER + "0," + "x" * 5000 + ",5\n")
     line = _fails("--trace", trace)
     assert len(line) < 200 and "xxx..." in line
+
+
+def test_an_output_never_overwrites_an_input(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text(HEADER + "0,10,5\n")
+    line = _fails("--trace", trace, "--records", trace)
+    assert "--records" in line and "is an input of this run" in line
+    assert trace.read_text() == HEADER + "0,10,5\n"
