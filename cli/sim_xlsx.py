@@ -49,6 +49,8 @@ def latency_results(setup: Setup, entry: dict, note: str) -> dict:
     """One run's numbers under the Latency record's keys (ms percentiles, tokens/s)."""
     out = {sheet: {p: entry[key][p] for p in ("p50", "p95", "p99")}
            for key, sheet in LATENCY_KEYS.items() if entry["completed"]}
+    if entry.get("sweep"):
+        out["sweep"] = entry["sweep"]
     out["input_tokens_per_s"] = entry["input_tokens_per_s"]
     out["output_tokens_per_s"] = entry["output_tokens_per_s"]
     prompt, output = _distributions(setup)
@@ -96,6 +98,7 @@ def _observed(values: list[int]) -> str:
 def _slo_text(setup: Setup) -> str:
     slo = setup.slo
     parts = [f"{name} <= {value * 1000:g} ms" for name, value in
-             (("TTFT", slo.ttft_s), ("TPOT", slo.itl_s), ("end-to-end", slo.e2e_s))
+             (("TTFT", slo.ttft_s), ("ITL as TPOT (mean token gap)", slo.itl_s),
+              ("end-to-end", slo.e2e_s))
              if value is not None]
     return ", ".join(parts) or "none declared"

@@ -99,7 +99,14 @@ def capacity_point(report: dict) -> tuple[dict, str]:
     note = (f"sweep point at the capacity, {point['rate_per_s']:.3g} req/s offered" if good
             else f"no swept rate met the SLO target; the lowest, {point['rate_per_s']:.3g} "
             "req/s offered")
-    return point | {"policy": report["policy"], "deployment": report["deployment"]}, note
+    envelope = [{"rate_per_s": p["rate_per_s"], "achieved_rps": p["achieved_rps"],
+                 "slo_attainment": p["slo_attainment"], "goodput_rps": p["goodput_rps"],
+                 "output_tokens_per_s": p["output_tokens_per_s"],
+                 "ttft_p99_ms": p["ttft_ms"]["p99"], "itl_p99_ms": p["itl_ms"]["p99"],
+                 "e2e_p99_ms": p["e2e_ms"]["p99"], "meets_slo": p["meets_slo"]}
+                for p in report["points"]]
+    return point | {"policy": report["policy"], "deployment": report["deployment"],
+                    "sweep": envelope}, note
 
 
 def render_sweep(report: dict, console: Console) -> None:

@@ -60,6 +60,13 @@ def test_sweep_records_the_capacity_point(tmp_path):
     assert record["e2e_ms"][1] == point["e2e_ms"]["p95"]
     assert record["achieved_rate"][0] == pytest.approx(point["achieved_rps"])
     assert "capacity" in record["source"][0]
+    ws = load_workbook(book)["Latency record"]
+    rows = list(ws.iter_rows(values_only=True))
+    start = next(i for i, r in enumerate(rows) if r[0] == "offered req/s") + 1
+    envelope = rows[start:]
+    assert [r[0] for r in envelope] == [p["rate_per_s"] for p in report["points"]]
+    assert [r[8] for r in envelope] == [p["meets_slo"] for p in report["points"]]
+    assert ws.freeze_panes == "A2"
 
 
 def test_xlsx_is_checked_before_simulating(tmp_path):
