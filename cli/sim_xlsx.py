@@ -16,6 +16,7 @@ NOT_MEASURED = "not applicable: simulated from the roofline coefficients, no ker
 
 def check_target(path: Path, force: bool) -> None:
     """Fail before simulating when the workbook could not be written."""
+    _need_excel()
     path = Path(path)
     if path.is_dir() or not path.resolve().parent.is_dir():
         raise SpecError("--xlsx", str(path), "must be a file in an existing folder")
