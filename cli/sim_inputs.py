@@ -1,5 +1,7 @@
 """Simulation inputs: device rates, durations, workload and trace files, the ledger's plan."""
 
+import csv
+import io
 import json
 import re
 from dataclasses import dataclass, replace
@@ -88,7 +90,10 @@ def parse_bandwidth(text: str, field: str = "--bandwidth") -> float:
     raw = str(text).strip()
     if not raw.lower().endswith("/s"):
         raise SpecError(field, text, "a rate like 2000GB/s or 3.35TB/s")
-    return float(parse_size(raw[:-2], field))
+    rate = float(parse_size(raw[:-2], field))
+    if rate <= 0:
+        raise SpecError(field, text, "a rate > 0, like 2000GB/s or 3.35TB/s")
+    return rate
 
 
 def parse_flops(text: str, field: str = "--flops") -> float:
@@ -96,7 +101,10 @@ def parse_flops(text: str, field: str = "--flops") -> float:
     match = _RATE.match(str(text))
     if not match:
         raise SpecError(field, text, "a rate like 990TFLOPS or 1.98PFLOPS")
-    return float(match.group(1)) * _PREFIX[match.group(2)]
+    rate = float(match.group(1)) * _PREFIX[match.group(2)]
+    if rate <= 0:
+        raise SpecError(field, text, "a rate > 0, like 990TFLOPS")
+    return rate
 
 
 def parse_duration(text: str, field: str) -> float:
@@ -149,8 +157,18 @@ def speculation_for(flags: SimFlags) -> Speculation | None:
     if flags.draft is None:
         return None
     draft_flags = replace(flags, coefficients=None, runtime_peak=None)
-    draft = device_coefficients(plan_for(flags.draft, draft_flags), draft_flags)
+    draft = device_coefficients(draft_plan(flags.draft, draft_flags), draft_flags)
     return Speculation(flags.draft_length, flags.acceptance, draft, flags.speculate_max_batch)
+
+
+def draft_plan(draft: str, flags: SimFlags) -> Plan:
+    """The draft model's plan; a model that cannot be loaded is named as --draft."""
+    try:
+        return plan_for(draft, flags)
+    except SpecError as exc:
+        if exc.field == "model":
+            raise SpecError("--draft", exc.value, exc.allowed, exc.source) from None
+        raise
 
 
 def deployment_for(flags: SimFlags) -> Deployment:
@@ -194,21 +212,24 @@ def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]
         raise SpecError("--workload/--trace", None, "give exactly one: a workload YAML or a "
                         "CSV trace")
     if flags.trace is not None:
-        with _open(flags.trace) as handle:
-            try:
-                return parse_trace(handle), None, str(flags.trace)
-            except SpecError as exc:
-                raise exc.at(str(flags.trace)) from None
+        text = _read_text(flags.trace)
+        try:
+            return parse_trace(io.StringIO(text, newline="")), None, str(flags.trace)
+        except (SpecError, csv.Error) as exc:
+            if isinstance(exc, csv.Error):
+                raise SpecError("csv", str(exc), "a comma-separated file with the header "
+                                "arrival_s,prompt_tokens,output_tokens").at(
+                                    str(flags.trace)) from None
+            raise exc.at(str(flags.trace)) from None
     workload = load_workload(flags.workload)
     return draw_requests(workload), workload, str(flags.workload)
 
 
 def load_workload(path: Path) -> Workload:
-    with _open(path) as handle:
-        try:
-            data = yaml.safe_load(handle)
-        except yaml.YAMLError:
-            raise SpecError("yaml", str(path), "not valid YAML") from None
+    try:
+        data = yaml.safe_load(_read_text(path))
+    except yaml.YAMLError:
+        raise SpecError("yaml", str(path), "not valid YAML") from None
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "a workload is a mapping").at(str(path))
     try:
@@ -230,19 +251,21 @@ def plan_for(model: str, flags: SimFlags) -> Plan:
     return build_plan(model_for_flags(plan_flags, loaded), replace(serve, concurrency=1))
 
 
-def _open(path: Path):
+def _read_text(path: Path) -> str:
+    """The whole file as UTF-8 text; unreadable or binary files are one SpecError."""
     try:
-        return open(path, encoding="utf-8", newline="")
+        return Path(path).read_bytes().decode("utf-8-sig")
     except OSError as exc:
         raise SpecError("file", str(path), f"cannot be read ({exc.__class__.__name__})") from None
+    except UnicodeDecodeError:
+        raise SpecError("file", str(path), "not UTF-8 text") from None
 
 
 def _read_json(path: Path) -> dict:
-    with _open(path) as handle:
-        try:
-            data = json.load(handle)
-        except json.JSONDecodeError:
-            raise SpecError("json", str(path), "not valid JSON") from None
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError:
+        raise SpecError("json", str(path), "not valid JSON") from None
     if not isinstance(data, dict):
         raise SpecError("document", str(path), "a coefficients file is a JSON object")
     return data

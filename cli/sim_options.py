@@ -69,3 +69,6 @@ SpeculateMaxBatch = Annotated[int | None, Opt(help="Decode plainly above this ma
                                               "speculative_disable_by_batch_size).")]
 Scheduling = Annotated[str, Opt(help="fcfs, or priority: waiting requests ordered by their "
                                 "tenant's priority (workload `tenants`), then arrival.")]
+Xlsx = Annotated[Path | None, Opt(help="Also write a capacity workbook of the simulated "
+                                  "device, its Latency record filled from this run.")]
+Force = Annotated[bool, Opt("--force", help="Replace an existing --xlsx file.")]

@@ -88,5 +88,7 @@ def _render_tenants(entry: dict, console: Console) -> None:
 
 
 def _pair(stats: dict) -> str:
+    if stats["p99"] is None:
+        return "-"
     return f"{stats['p50']:,.0f} / {stats['p99']:,.0f}" if stats["p99"] >= 1000 else \
         f"{stats['p50']:,.1f} / {stats['p99']:,.1f}"

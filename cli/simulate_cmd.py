@@ -29,6 +29,7 @@ from .cost_cmd import cost
 from .errors import handle_errors
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_simulation
+from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 from .speculate_cmd import speculate
 from .sweep_cmd import sweep
@@ -55,7 +56,8 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                  "timestamp).")] = None,
              token_times_path: Annotated[Path | None, typer.Option(
                  "--token-times", help="Write one CSV row per generated token (its ready "
-                 "time and the gap before it).")] = None) -> None:
+                 "time and the gap before it).")] = None,
+             xlsx: o.Xlsx = None, force: o.Force = False) -> None:
     """Simulate the scheduler over a workload: latency percentiles, throughput, goodput.
 
     The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
@@ -67,9 +69,13 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
                      draft_length, acceptance, speculate_max_batch, scheduling)
+    check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)
     write_files(outcomes, records_path, token_times_path)
+    if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
+        write_simulated_workbook(model, flags, setup, report["policies"][-1], xlsx, force,
+                                 f"{report['num_requests']} requests")
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -107,25 +113,59 @@ def write_files(outcomes: list, records_path: Path | None,
     if records_path is not None:
         write_csv(records_path, RECORD_COLUMNS, (
             row for policy, out in outcomes for row in records(policy, out.deployment,
-                                                               out.seqs)))
+                                                               out.seqs)), "--records")
     if token_times_path is not None:
         write_csv(token_times_path, TOKEN_COLUMNS, (
             row for policy, out in outcomes
-            for row in token_rows(policy, out.deployment, out.results, out.seqs)))
+            for row in token_rows(policy, out.deployment, out.results, out.seqs)),
+            "--token-times")
 
 
-def write_csv(path: Path, columns: tuple[str, ...], rows) -> None:
+def check_outputs(flags: SimFlags, records_path: Path | None, token_times_path: Path | None,
+                  xlsx: Path | None, force: bool) -> None:
+    """Every output file must be writable, and none may be an input, before anything is
+    simulated."""
+    inputs = {Path(p).resolve() for p in (flags.workload, flags.trace, flags.coefficients)
+              if p is not None}
+    for path, field in ((records_path, "--records"), (token_times_path, "--token-times"),
+                        (xlsx, "--xlsx")):
+        if path is not None and Path(path).resolve() in inputs:
+            raise SpecError(field, str(path), "is an input of this run; write elsewhere")
+    for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
+        if path is not None:
+            check_writable(path, field)
+    if xlsx is not None:
+        if len(flags.policies) > 1:
+            raise SpecError("--xlsx", ", ".join(flags.policies), "the Latency record holds "
+                            "one run: give one --policy")
+        check_target(xlsx, force)
+
+
+def check_writable(path: Path, field: str) -> None:
+    """Fail before simulating when the output file could not be written."""
+    if path.is_dir():
+        raise SpecError(field, str(path), "a file path, not a folder")
+    if not path.resolve().parent.is_dir():
+        raise SpecError(field, str(path), "its folder does not exist")
+
+
+def write_csv(path: Path, columns: tuple[str, ...], rows, field: str = "--records") -> None:
     """Written to a temporary file beside the target and renamed: never half a file."""
-    folder = path.resolve().parent
-    if not folder.is_dir():
-        raise SpecError(str(path), str(folder), "the folder does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    check_writable(path, field)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.",
+                                   suffix=".tmp")
+    except OSError as exc:
+        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -16,7 +16,7 @@ from servecap.sim.speculative import (
 )
 
 from . import sim_options as o
-from .sim_inputs import SimFlags, device_coefficients, plan_for
+from .sim_inputs import SimFlags, device_coefficients, draft_plan, plan_for
 
 Opt = typer.Option
 
@@ -37,7 +37,7 @@ def speculate(model: o.Model,
                      step_overhead=step_overhead)
     target = device_coefficients(plan_for(model, flags), flags)
     spec = Speculation(draft_length, acceptance,
-                       device_coefficients(plan_for(draft, flags), flags))
+                       device_coefficients(draft_plan(draft, flags), flags))
     rows = compare(target, spec, _batches(batches), context)
     report = {"expected_tokens_per_step": expected_tokens_per_step(draft_length, acceptance),
               "break_even_batch": break_even_batch(rows), "rows": rows}

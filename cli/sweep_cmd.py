@@ -1,6 +1,7 @@
 """`servecap sweep`: the capacity envelope, the highest offered rate that meets the SLOs."""
 
 import json
+import math
 from dataclasses import replace
 from typing import Annotated
 
@@ -18,6 +19,7 @@ from servecap.sim.sweep import run_sweep
 from . import sim_options as o
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_coefficients
+from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 
 
@@ -43,7 +45,8 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
           draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
           speculate_max_batch: o.SpeculateMaxBatch = None,
-          scheduling: o.Scheduling = "fcfs", as_json: o.Json = False) -> None:
+          scheduling: o.Scheduling = "fcfs", as_json: o.Json = False,
+          xlsx: o.Xlsx = None, force: o.Force = False) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity."""
     flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, None,
                      (policy,), context, weight_dtype, kv_dtype, block_size,
@@ -51,8 +54,13 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
                      draft_length, acceptance, speculate_max_batch, scheduling)
+    if xlsx is not None:
+        check_target(xlsx, force)
     setup = build_setup(model, flags)
     report = header(setup) | run_envelope(setup, target, _rates(rates), num_rates, as_json)
+    if xlsx is not None:
+        entry, note = capacity_point(report)
+        write_simulated_workbook(model, flags, setup, entry, xlsx, force, note)
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -83,6 +91,24 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
     return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
 
 
+def capacity_point(report: dict) -> tuple[dict, str]:
+    """The sweep point the Latency record holds: the highest rate meeting the SLO target, or
+    the lowest rate swept when none does (said so in the record's source)."""
+    good = [p for p in report["points"] if p["meets_slo"]]
+    point = good[-1] if good else report["points"][0]
+    note = (f"sweep point at the capacity, {point['rate_per_s']:.3g} req/s offered" if good
+            else f"no swept rate met the SLO target; the lowest, {point['rate_per_s']:.3g} "
+            "req/s offered")
+    envelope = [{"rate_per_s": p["rate_per_s"], "achieved_rps": p["achieved_rps"],
+                 "slo_attainment": p["slo_attainment"], "goodput_rps": p["goodput_rps"],
+                 "output_tokens_per_s": p["output_tokens_per_s"],
+                 "ttft_p99_ms": p["ttft_ms"]["p99"], "itl_p99_ms": p["itl_ms"]["p99"],
+                 "e2e_p99_ms": p["e2e_ms"]["p99"], "meets_slo": p["meets_slo"]}
+                for p in report["points"]]
+    return point | {"policy": report["policy"], "deployment": report["deployment"],
+                    "sweep": envelope}, note
+
+
 def render_sweep(report: dict, console: Console) -> None:
     render_coefficients(report, console)
     table = Table(title=f"{report['policy']}: offered load sweep (latency: p99 ms)")
@@ -94,13 +120,17 @@ def render_sweep(report: dict, console: Console) -> None:
                       f"{p['slo_attainment']:.1%}" + ("" if p["sustainable"] else " (over)"),
                       f"{p['goodput_rps']:,.2f}",
                       f"{p['output_tokens_per_s']:,.0f}",
-                      *(f"{p[k]['p99']:,.1f}" for k in ("ttft_ms", "itl_ms", "tpot_ms",
+                      *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
     console.print(table)
     console.print(f"capacity: {report['capacity_rps']:,.2f} req/s at >= "
                   f"{report['target_attainment']:.0%} SLO attainment (synchronous "
                   f"{report['synchronous_rps']:,.2f} req/s, saturation "
                   f"{report['saturation_rps']:,.2f} req/s)")
+
+
+def _p99(stats: dict) -> str:
+    return "-" if stats["p99"] is None else f"{stats['p99']:,.1f}"
 
 
 def _rates(text: str | None) -> list[float] | None:
@@ -110,6 +140,7 @@ def _rates(text: str | None) -> list[float] | None:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         values = []
-    if not values or min(values) <= 0:
-        raise SpecError("--rates", text, "comma-separated request rates > 0, e.g. 1,2,4")
+    if not values or not all(0 < v < math.inf for v in values):
+        raise SpecError("--rates", text, "comma-separated finite request rates > 0, e.g. "
+                        "1,2,4")
     return sorted(values)

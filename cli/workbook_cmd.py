@@ -54,8 +54,8 @@ def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Pa
     devices, contexts, kv_dtypes = sweep_flags
     base = default_sweep(src)
     sweep = Sweep(
-        tuple((label, size) for size, label in (resolve_device(d, "--device")
-                                                 for d in devices)) or base.devices,
+        tuple((label, _positive(size, "--device")) for size, label in (
+            resolve_device(d, "--device") for d in devices)) or base.devices,
         tuple(_positive(c, "--context") for c in contexts) or base.contexts_tokens,
         tuple(dtypes.lookup(k, "--kv-dtype", dtypes.KV_DTYPES).name for k in kv_dtypes)
         or base.kv_dtypes)
@@ -116,7 +116,8 @@ def _head(values: list):
 
 def _positive(value: int, field: str) -> int:
     if value < 1:
-        raise SpecError(field, value, "must be a whole number of tokens >= 1")
+        unit = "bytes" if field == "--device" else "tokens"
+        raise SpecError(field, value, f"must be a whole number of {unit} >= 1")
     return value
 
 

@@ -1,5 +1,7 @@
 """Dollars per million output tokens, self-hosted, and the break-even against an API price."""
 
+import math
+
 from servecap.ledger.errors import SpecError
 
 SECONDS_PER_HOUR = 3600
@@ -19,7 +21,7 @@ def break_even_utilization(gpu_price_per_h: float, tokens_per_s: float,
                            api_price_per_million: float) -> float:
     """The utilization at which self-hosting costs the API price: full-load cost / API price.
     Above 1 means self-hosting never breaks even (an idle GPU still costs money)."""
-    if not api_price_per_million > 0:
+    if not 0 < api_price_per_million < math.inf:
         raise SpecError("--api-price", api_price_per_million, "dollars per million, > 0")
     return cost_per_million(gpu_price_per_h, tokens_per_s) / api_price_per_million
 
@@ -41,9 +43,10 @@ def cost_report(gpu_price_per_h: float, tokens_per_s: float, utilization: float,
 
 
 def _check(price: float, tokens_per_s: float, utilization: float) -> None:
-    if not price > 0:
+    if not 0 < price < math.inf:
         raise SpecError("--gpu-price", price, "dollars per GPU-hour, > 0")
-    if not tokens_per_s > 0:
-        raise SpecError("--tokens-per-s", tokens_per_s, "output tokens per second, > 0")
+    if not 0 < tokens_per_s < math.inf:
+        raise SpecError("--tokens-per-s", tokens_per_s, "output tokens per second, finite "
+                        "and > 0")
     if not 0 < utilization <= 1:
         raise SpecError("--utilization", utilization, "a share in (0, 1]")

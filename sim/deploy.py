@@ -12,6 +12,8 @@ from .run import simulate
 from .sampling import Request
 from .state import Seq, SimResult
 
+MAX_DEVICES = 4096  # each is a simulated engine; more only slows the run down
+
 
 @dataclass(frozen=True)
 class Deployment:
@@ -28,8 +30,10 @@ class Deployment:
     def __post_init__(self) -> None:
         for name in ("replicas", "prefill_replicas", "decode_replicas"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise SpecError(name, value, "a whole number of devices")
+            if isinstance(value, bool) or not isinstance(value, int) \
+                    or not 0 <= value <= MAX_DEVICES:
+                raise SpecError(name, value, f"a whole number of devices, at most "
+                                f"{MAX_DEVICES:,}")
         if self.replicas < 1:
             raise SpecError("replicas", self.replicas, "a whole number >= 1")
         if (self.prefill_replicas > 0) != (self.decode_replicas > 0):

@@ -28,13 +28,14 @@ class SLO:
         return all(limit is None or value <= limit for limit, value in checks)
 
 
-def weighted_quantiles(pairs: list[tuple[float, int]]) -> dict[str, float]:
+def weighted_quantiles(pairs: list[tuple[float, int]]) -> dict[str, float | None]:
     """Nearest rank over (value, count) pairs, plus the mean; values unchanged (seconds in,
-    seconds out). Empty input gives zeros."""
+    seconds out). No samples (nothing completed, or one-token outputs for ITL) gives None
+    for each: a latency that was never observed is not zero."""
     pairs = sorted(p for p in pairs if p[1] > 0)
     total = sum(w for _, w in pairs)
     if not total:
-        return {"p50": 0.0, "p95": 0.0, "p99": 0.0, "mean": 0.0}
+        return {"p50": None, "p95": None, "p99": None, "mean": None}
     out, cum, idx = {}, 0, 0
     for name, q in QUANTILES:
         rank = max(1, math.ceil(round(q * total, 6)))
@@ -46,7 +47,7 @@ def weighted_quantiles(pairs: list[tuple[float, int]]) -> dict[str, float]:
     return out
 
 
-def quantiles(values: list[float]) -> dict[str, float]:
+def quantiles(values: list[float]) -> dict[str, float | None]:
     return weighted_quantiles([(v, 1) for v in values])
 
 
@@ -77,8 +78,8 @@ def itl_pairs(result: SimResult) -> list[tuple[float, int]]:
     return pairs
 
 
-def ms(stats: dict[str, float]) -> dict[str, float]:
-    return {k: round(v * 1000, 3) for k, v in stats.items()}
+def ms(stats: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: None if v is None else round(v * 1000, 3) for k, v in stats.items()}
 
 
 def summarize(result: SimResult | list[SimResult], slo: SLO = SLO()) -> dict:

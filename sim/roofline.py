@@ -1,5 +1,6 @@
 """Iteration time from a roofline of the device and the model: every coefficient visible."""
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from servecap.ledger.errors import SpecError
@@ -78,8 +79,9 @@ def override(coef: Coefficients, values: dict, source: str) -> Coefficients:
     for key, value in values.items():
         if key not in names:
             raise SpecError(key, value, "unknown coefficient; allowed: " + ", ".join(sorted(names)))
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SpecError(key, value, "a number")
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise SpecError(key, value, "a finite number")
     ints = {"weights_bytes", "kv_bytes_per_token", "flops_per_token"}
     clean = {k: int(v) if k in ints else float(v) for k, v in values.items()}
     return replace(coef, **clean, source=source)

@@ -41,7 +41,9 @@ def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: 
     with one resident sequence (the synchronous end). A rate above the saturation rate cannot
     be sustained (its queue grows without bound however short the run), so it fails whatever
     its attainment. Capacity is the highest sustainable offered rate whose SLO attainment is
-    at least `target`; the sweep stops at the first rate that fails."""
+    at least `target`; the sweep stops at the first rate that fails. The saturation rate itself
+    is utilisation 1, where an open-loop queue still grows without bound (as the square root
+    of time), so it is not sustainable either: capacity lies strictly below it."""
     saturation = run(saturated(workload))
     low = run_one_at_a_time(saturated(workload))["achieved_rps"] if run_one_at_a_time else \
         saturation["achieved_rps"] / num_rates
@@ -49,7 +51,7 @@ def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: 
     points, stopped = [], False
     for rate in rates:
         summary = run(at_rate(workload, rate))
-        sustainable = rate <= saturation["achieved_rps"]
+        sustainable = rate < saturation["achieved_rps"]
         point = {"rate_per_s": rate, "sustainable": sustainable,
                  "meets_slo": sustainable and summary["slo_attainment"] >= target,
                  **{k: summary[k] for k in POINT_KEYS},

@@ -1,6 +1,7 @@
 """Trace replay: a CSV with a header row `arrival_s,prompt_tokens,output_tokens`."""
 
 import csv
+import math
 from collections.abc import Iterable
 
 from servecap.ledger.errors import SpecError
@@ -41,7 +42,8 @@ def _value(row: dict, column: str, line: int, kind: type, minimum: int):
         value = kind(text)
     except ValueError:
         value = None
-    if value is None or value < minimum or value != value:
-        raise SpecError(f"line {line}, {column}", text,
-                        f"a {'number' if kind is float else 'whole number'} >= {minimum}")
+    if value is None or not math.isfinite(value) or value < minimum:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise SpecError(f"line {line}, {column}", shown,
+                        f"a {'finite number' if kind is float else 'whole number'} >= {minimum}")
     return value

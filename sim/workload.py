@@ -1,11 +1,16 @@
 """The workload spec: arrivals, length distributions, shared-prefix groups and a seed, validated."""
 
+import math
+import re
 from dataclasses import dataclass, field
 
 from servecap.ledger.errors import SpecError
 
 ARRIVAL_KINDS = ("fixed", "poisson", "gamma", "bursts")
 LENGTH_KINDS = ("fixed", "uniform", "lognormal", "empirical")
+MIN_CV, MAX_CV = 1e-3, 1e3
+MAX_NUM_REQUESTS = 10_000_000  # a run holds every request in memory
+_EXPONENT = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+\s*$")
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,8 @@ def workload_from_dict(data: dict) -> Workload:
     arrivals = arrivals_from_dict(_mapping(data, "arrivals"), "arrivals")
     count = len(arrivals.times_s) if arrivals.kind == "fixed" else \
         _int(data, "num_requests", None, 1)
+    if count > MAX_NUM_REQUESTS:
+        raise SpecError("num_requests", count, f"at most {MAX_NUM_REQUESTS:,} requests per run")
     groups = tuple(_prefix_group(g, f"prefix_groups[{i}]")
                    for i, g in enumerate(_list(data, "prefix_groups", [])))
     if sum(g.share for g in groups) > 1 + 1e-9:
@@ -117,6 +124,9 @@ def arrivals_from_dict(data: dict, where: str) -> Arrivals:
                         spread_s=_number(data, "spread_s", 0.0, 0.0, where))
     _keys(data, where, {"kind", "rate_per_s", "cv"})
     cv = _positive(data, "cv", 1.0, where) if kind == "gamma" else 1.0
+    if not MIN_CV <= cv <= MAX_CV:  # gamma shape 1/cv^2 must stay a finite, positive float
+        raise SpecError(f"{where}.cv", cv, f"a coefficient of variation in [{MIN_CV:g}, "
+                        f"{MAX_CV:g}]")
     return Arrivals(kind, rate_per_s=_positive(data, "rate_per_s", None, where), cv=cv)
 
 
@@ -225,9 +235,11 @@ def _number(data: dict, key: str, default, minimum: float, where: str = "") -> f
 
 
 def _number_item(value: object, field_name: str, minimum: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum \
-            or value != value:
-        raise SpecError(field_name, value, f"a number >= {minimum:g}")
+    if isinstance(value, str) and _EXPONENT.match(value):
+        value = float(value)  # YAML 1.2 reads 1e-3 as a number; PyYAML (YAML 1.1) as text
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < minimum:
+        raise SpecError(field_name, value, f"a finite number >= {minimum:g}")
     return float(value)
 
 

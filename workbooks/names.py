@@ -22,5 +22,8 @@ def cell_of(wb: Workbook, name: str):
     if defined is None:
         return None
     for sheet, ref in defined.destinations:
-        return wb[sheet][ref.replace("$", "")]
+        if sheet not in wb.sheetnames:  # the sheet was deleted or renamed
+            return None
+        cell = wb[sheet][ref.replace("$", "")]
+        return None if isinstance(cell, tuple) else cell
     return None

@@ -1,11 +1,14 @@
 """Read a workbook's Inputs back into plan flags, so `plan --from-workbook` plans it again."""
 
+import math
+import re
 import zipfile
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
 from openpyxl import load_workbook
+from openpyxl.utils.exceptions import InvalidFileException
 
 from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
@@ -17,6 +20,7 @@ from .names import cell_of
 from .source import WorkbookSource
 
 FIELD = "--from-workbook"
+_DIGITS = re.compile(r"\d{1,3}(,\d{3})+|\d+")
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class WorkbookPlan:
 
 def read_plan_inputs(path: Path) -> WorkbookPlan:
     cells = _Cells(path)
-    device = cells.whole("device_bytes")
+    device = cells.whole("device_bytes", 1)
     context, requests, lengths = _load(cells)
     flags = {
         "device": _device_text(cells.text("device_label"), device),
@@ -42,7 +46,7 @@ def read_plan_inputs(path: Path) -> WorkbookPlan:
         "safety": _safety_text(cells, device),
         "weight_dtype": cells.text("weight_dtype_flag") or None,
         "kv_dtype": cells.text("kv_dtype"), "activation_dtype": cells.text("activation_dtype"),
-        "block_size": cells.whole("block_size_tokens"),
+        "block_size": cells.whole("block_size_tokens", 1),
         "shared_prefix": cells.whole("shared_prefix_tokens"),
         "group_size": cells.whole("group_size"),
         "max_num_batched_tokens": cells.whole("max_num_batched_tokens"),
@@ -71,25 +75,28 @@ class _Cells:
         self.path = str(path)
         try:
             self.wb = load_workbook(path)
-        except (OSError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+        except (OSError, zipfile.BadZipFile, KeyError, ValueError, InvalidFileException) as exc:
             raise SpecError(FIELD, self.path, f"not a readable .xlsx workbook "
                             f"({exc.__class__.__name__})") from None
 
     def value(self, name: str):
         cell = cell_of(self.wb, name)
         if cell is None:
-            raise SpecError(FIELD, self.path, f"no defined name {name!r}: not a servecap "
-                            "capacity workbook")
+            raise SpecError(FIELD, self.path, f"no defined name {name!r} pointing at a cell "
+                            "of an existing sheet: not an intact servecap capacity workbook")
         return cell.value
 
     def text(self, name: str) -> str:
         value = self.value(name)
         return "" if value is None else str(value).strip()
 
-    def whole(self, name: str) -> int:
+    def whole(self, name: str, minimum: int = 0) -> int:
         value = self.value(name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-            raise SpecError(f"Inputs!{name}", value, "a whole number", self.path)
+        if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+            value = int(value.strip().replace(",", ""))  # a number pasted as text
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value) or value != int(value) or value < minimum:
+            raise SpecError(f"Inputs!{name}", value, f"a whole number >= {minimum}", self.path)
         return int(value)
 
     def truth(self, name: str) -> bool:
@@ -102,8 +109,12 @@ class _Cells:
 
     def column(self, name: str) -> list:
         defined = self.wb.defined_names.get(name)
-        sheet, ref = next(iter(defined.destinations))
-        return [row[0].value for row in self.wb[sheet][ref.replace("$", "")]]
+        sheet, ref = next(iter(defined.destinations), (None, None)) if defined else (None, None)
+        if sheet not in self.wb.sheetnames:
+            raise SpecError(FIELD, self.path, f"no defined name {name!r} pointing at a range "
+                            "of an existing sheet: not an intact servecap capacity workbook")
+        cells = self.wb[sheet][ref.replace("$", "")]
+        return [row[0].value for row in (cells if isinstance(cells, tuple) else ((cells,),))]
 
 
 MODEL_NAMES = ("num_parameters", "quantized_parameters", "quantized_bits_per_parameter",
@@ -115,7 +126,7 @@ MODEL_NAMES = ("num_parameters", "quantized_parameters", "quantized_bits_per_par
 def _load(cells: _Cells) -> tuple[int | None, int | None, str | None]:
     """(context, concurrency, lengths): the live-length table when it is the load."""
     if not cells.truth("explicit_lengths"):
-        return cells.whole("context_tokens"), cells.whole("requests"), None
+        return cells.whole("context_tokens", 1), cells.whole("requests", 1), None
     lengths = cells.column("load_lengths_tokens")
     counts = cells.column("load_requests")
     expanded = []

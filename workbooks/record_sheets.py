@@ -30,6 +30,15 @@ RECORD_FIELDS = (
     ("load_generator", "load generator (open or closed loop)"),
     ("source", "source of these numbers (simulation or verification run)"),
 )
+SWEEP_COLUMNS = (
+    ("rate_per_s", "offered req/s", '#,##0.00" req/s"'),
+    ("achieved_rps", "achieved req/s", '#,##0.00" req/s"'),
+    ("slo_attainment", "SLO met", style.FRACTION),
+    ("goodput_rps", "goodput req/s", '#,##0.00" req/s"'),
+    ("output_tokens_per_s", "output tokens/s", style.TOKENS_PER_S),
+    ("ttft_p99_ms", "TTFT p99", style.MS), ("itl_p99_ms", "ITL p99", style.MS),
+    ("e2e_p99_ms", "e2e p99", style.MS), ("meets_slo", "capacity holds", None),
+)
 VERIFY_HEADERS = ("line", "predicted_bytes", "measured_bytes", "residual_bytes", "verdict")
 
 
@@ -38,7 +47,7 @@ def write_latency(wb: Workbook, results: Mapping | None = None) -> None:
     keys above (each {p50, p95, p99} in ms), the rate keys, and 'record' {field key: text}."""
     results = dict(results or {})
     _check_keys(results, {k for k, _, _ in PERCENTILE_METRICS} | {k for k, _ in RATES}
-                | {"record"}, "results")
+                | {"record", "sweep"}, "results")
     ws = wb.create_sheet(LATENCY_SHEET)
     style.header(ws, ["metric", "key", "p50", "p95", "p99"])
     row = 2
@@ -51,7 +60,9 @@ def write_latency(wb: Workbook, results: Mapping | None = None) -> None:
             style.as_input(ws.cell(row=row, column=col, value=values.get(pct)), number_format)
         row += 1
     row = _rates(ws, row + 1, results)
-    _record(ws, row + 1, results.get("record") or {})
+    row = _record(ws, row + 1, results.get("record") or {})
+    if results.get("sweep"):
+        _sweep(ws, row + 2, results["sweep"])
     style.fit_columns(ws, minimum=14)
 
 
@@ -74,6 +85,19 @@ def _record(ws, row: int, record: Mapping) -> None:
         ws.cell(row=row, column=1, value=label)
         ws.cell(row=row, column=2, value=key)
         style.as_input(ws.cell(row=row, column=3, value=record.get(key)))
+    return row
+
+
+def _sweep(ws, row: int, points: Sequence[Mapping]) -> None:
+    """The offered-load envelope: one row per swept rate, keys as SWEEP_COLUMNS."""
+    style.section(ws, row, "offered-load sweep: the capacity envelope (open loop)")
+    frozen = ws.freeze_panes
+    style.header(ws, [label for _, label, _ in SWEEP_COLUMNS], row=row + 1)
+    ws.freeze_panes = frozen  # the sheet's own header stays the frozen one
+    for r, point in enumerate(points, start=row + 2):
+        _check_keys(point, {k for k, _, _ in SWEEP_COLUMNS}, "sweep point")
+        for col, (key, _, number_format) in enumerate(SWEEP_COLUMNS, start=1):
+            style.as_input(ws.cell(row=r, column=col, value=point.get(key)), number_format)
 
 
 def _check_keys(given: Mapping, allowed: set[str], field: str) -> None:

@@ -17,7 +17,8 @@ def test_break_even_utilization_against_an_api():
     assert cost_per_million(2.0, 1000, share) == pytest.approx(0.6)
 
 
-@pytest.mark.parametrize("args", [(0, 1000, 1), (2, 0, 1), (2, 1000, 0), (2, 1000, 1.5)])
+@pytest.mark.parametrize("args", [(0, 1000, 1), (2, 0, 1), (2, 1000, 0), (2, 1000, 1.5),
+                                  (2, float("inf"), 1), (float("nan"), 1000, 1)])
 def test_bad_inputs(args):
     with pytest.raises(SpecError):
         cost_per_million(*args)

@@ -58,6 +58,9 @@ def test_overrides_replace_named_coefficients_only(teaching):
     assert (coef.step_overhead_s, coef.bandwidth_bytes_per_s, coef.source) == (0.004, 3e12, "m")
     with pytest.raises(SpecError, match="unknown coefficient"):
         override(TEACHING, {"speed": 1}, "m")
+    for endless in (float("inf"), float("nan")):  # an infinite step never ends the run
+        with pytest.raises(SpecError, match="a finite number"):
+            override(TEACHING, {"step_overhead_s": endless}, "m")
 
 
 def test_pool_is_what_the_ledger_leaves_after_fixed_lines():

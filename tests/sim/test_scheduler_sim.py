@@ -161,7 +161,7 @@ def test_weighted_percentiles_are_nearest_rank_on_the_expanded_samples(pairs):
     expanded = sorted(v for v, w in pairs for _ in range(w))
     stats = weighted_quantiles(pairs)
     if not expanded:
-        assert stats == {"p50": 0.0, "p95": 0.0, "p99": 0.0, "mean": 0.0}
+        assert stats == {"p50": None, "p95": None, "p99": None, "mean": None}
         return
     for name, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99)):
         rank = max(1, math.ceil(round(q * len(expanded), 6)))
@@ -202,3 +202,33 @@ def test_priority_scheduling_serves_the_important_tenant_first(teaching, make_re
         return 1000 * sum(waits) / len(waits)
     assert queue_ms("priority", "interactive") < 0.2 * queue_ms("priority", "batch")
     assert queue_ms("fcfs", "interactive") > 0.5 * queue_ms("fcfs", "batch")
+
+
+def test_static_pads_and_waits_for_the_slowest(teaching):
+    """A static group is priced at its longest prompt and released when its longest output
+    ends: the short request's end-to-end time is the long one's."""
+    reqs = [Request(0, 0.0, 100, 2), Request(1, 0.0, 3000, 60), Request(2, 0.0, 100, 2)]
+    static = _run(reqs, teaching, policy="static", max_num_seqs=8)
+    alone = _run([Request(0, 0.0, 100, 2)], teaching, policy="static", max_num_seqs=8)
+    short, long_, _ = sorted(static.seqs, key=lambda s: s.req.request_id)
+    assert short.release_s == long_.release_s
+    assert short.first_token_s == long_.first_token_s
+    assert short.first_token_s > 2 * alone.seqs[0].first_token_s  # padded to 3,000 tokens
+    assert short.generated == 2 and long_.generated == 60
+
+
+def test_goodput_counts_only_requests_meeting_every_slo(teaching, make_requests):
+    from servecap.sim.metrics import SLO, tpot_s
+
+    res = _run(make_requests(rate=20, n=300), teaching, blocks=600)
+    done = [s for s in res.seqs if s.state == DONE]
+    ttfts = sorted(s.first_token_s - s.req.arrival_s for s in done)
+    tpots = sorted(tpot_s(s) for s in done)
+    slo = SLO(ttft_s=ttfts[len(ttfts) // 2], itl_s=tpots[len(tpots) // 2])
+    both = sum(1 for s in done if s.first_token_s - s.req.arrival_s <= slo.ttft_s
+               and tpot_s(s) <= slo.itl_s)
+    ttft_only = sum(1 for s in done if s.first_token_s - s.req.arrival_s <= slo.ttft_s)
+    report = summarize(res, slo)
+    assert 0 < both < ttft_only
+    assert report["goodput_rps"] * report["duration_s"] == pytest.approx(both, rel=1e-5)
+    assert report["slo_attainment"] == pytest.approx(both / len(res.seqs))

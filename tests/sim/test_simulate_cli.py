@@ -175,7 +175,8 @@ def test_disaggregated_beside_colocated_with_records(tmp_path):
 
 @pytest.mark.parametrize("args, needle", [(["--disaggregate", "2"], "--disaggregate"),
                                           (["--router", "random"], "router"),
-                                          (["--replicas", "0"], "replicas")])
+                                          (["--replicas", "0"], "replicas"),
+                                          (["--replicas", "100000"], "at most 4,096")])
 def test_bad_deployments_exit_2(tmp_path, args, needle):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   *args)
@@ -285,3 +286,29 @@ def test_tenants_are_reported_apart(tmp_path):
     rows = json.loads(out.output)["policies"][0]["tenants"]
     assert [r["tenant"] for r in rows] == ["bulk", "web"]
     assert sum(r["offered"] for r in rows) == 120
+
+
+def test_the_saturation_rate_itself_is_not_a_capacity(tmp_path):
+    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+                  "--num-rates", "4", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    last = report["points"][-1]
+    assert last["rate_per_s"] == report["saturation_rps"] and not last["sustainable"]
+    assert report["capacity_rps"] < report["saturation_rps"]
+
+
+def test_a_latency_never_observed_is_null_not_zero(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,1\n0.1,100,1\n"
+                     "0.2,100000000,5\n")
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace,
+                  "--json")
+    assert out.exit_code == 0, out.output
+    entry = json.loads(out.output)["policies"][0]
+    assert entry["completed"] == 2 and entry["rejected"] == 1
+    assert entry["ttft_ms"]["p50"] > 0
+    assert entry["itl_ms"] == entry["tpot_ms"] == dict.fromkeys(STAT_KEYS)  # one-token outputs
+    text = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace)
+    row = next(line for line in text.output.splitlines() if "4.8 / 4.8" in line)
+    assert text.exit_code == 0 and [c.strip() for c in row.split("│")][4:6] == ["-", "-"]

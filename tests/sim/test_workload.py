@@ -3,6 +3,7 @@
 import statistics
 
 import pytest
+import yaml
 
 from servecap.ledger.errors import SpecError
 from servecap.sim.sampling import draw_requests
@@ -27,6 +28,10 @@ BASE = {"num_requests": 10, "arrivals": {"kind": "poisson", "rate_per_s": 2},
                         {"name": "b", "tokens": 10, "share": 0.7}]}, "prefix_groups"),
     ({"rate": 3}, "rate"),
     ({"tenants": [{"name": "a", "share": 0.5, "priority": -1}]}, "tenants[0].priority"),
+    ({"arrivals": {"kind": "gamma", "rate_per_s": 2, "cv": 1e-300}}, "arrivals.cv"),
+    ({"arrivals": {"kind": "gamma", "rate_per_s": 2, "cv": 1e10}}, "arrivals.cv"),
+    ({"arrivals": {"kind": "poisson", "rate_per_s": float("nan")}}, "arrivals.rate_per_s"),
+    ({"num_requests": 10**11}, "num_requests"),
 ])
 def test_bad_workloads_name_the_field(patch, field):
     with pytest.raises(SpecError) as err:
@@ -92,3 +97,12 @@ def test_trace_reads_optional_tenant_and_priority():
     assert [(r.tenant, r.priority) for r in rows] == [("web", 0), (None, 0)]
     with pytest.raises(SpecError, match="priority"):
         parse_trace(["arrival_s,prompt_tokens,output_tokens,priority", "0,10,5,-1"])
+
+
+def test_exponent_numbers_read_as_yaml_1_2_does():
+    """PyYAML reads `5e-1` as text (YAML 1.1); a workload file means the number."""
+    doc = yaml.safe_load("arrivals: {kind: poisson, rate_per_s: 5e-1}")
+    assert doc["arrivals"]["rate_per_s"] == "5e-1"
+    assert workload_from_dict(BASE | doc).arrivals.rate_per_s == 0.5
+    with pytest.raises(SpecError):
+        workload_from_dict(BASE | {"arrivals": {"kind": "poisson", "rate_per_s": "fast"}})

@@ -151,3 +151,59 @@ def test_from_workbook_with_other_flags_is_refused(tmp_path) -> None:
     for extra in (["llama-3.1-8b"], ["--device", "80GiB"]):
         result = RUNNER.invoke(app, ["plan", *extra, "--from-workbook", str(book)])
         assert result.exit_code == 2 and "Inputs sheet" in result.stderr
+
+
+def _damaged(tmp_path, damage) -> str:
+    book = tmp_path / "capacity.xlsx"
+    assert RUNNER.invoke(app, ["plan", "llama-3.1-8b", "--device", "40GiB", "--xlsx",
+                               str(book)]).exit_code == 0
+    wb = load_workbook(book)
+    damage(wb)
+    wb.save(book)
+    result = RUNNER.invoke(app, ["plan", "--from-workbook", str(book)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("servecap: error: "), result.output
+    return lines[0]
+
+
+def _set(name, value):
+    def damage(wb):
+        cell_of(wb, name).value = value
+    return damage
+
+
+@pytest.mark.parametrize(("damage", "needle"), [
+    (lambda wb: wb.remove(wb["Inputs"]), "no defined name 'device_bytes' pointing at a cell"),
+    (_set("context_tokens", "lots"), "Inputs!context_tokens = 'lots': a whole number >= 1"),
+    (_set("requests", -4), "Inputs!requests = -4: a whole number >= 1"),
+    (_set("device_bytes", None), "Inputs!device_bytes = None"),
+    (_set("block_size_tokens", 12.5), "Inputs!block_size_tokens = 12.5"),
+])
+def test_a_damaged_workbook_is_a_one_line_error(tmp_path, damage, needle) -> None:
+    assert needle in _damaged(tmp_path, damage)
+
+
+def test_a_folder_is_not_a_workbook(tmp_path) -> None:
+    result = RUNNER.invoke(app, ["plan", "--from-workbook", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "not a readable .xlsx workbook" in result.output
+
+
+def test_workbook_rejects_a_zero_byte_device_before_writing(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    result = RUNNER.invoke(app, ["workbook", "llama-3.1-8b", "--device", "40GiB",
+                                 "--device", "0GiB", "-o", str(book)])
+    assert result.exit_code == 2 and "--device = 0" in result.stderr and not book.exists()
+
+
+def test_a_number_pasted_as_text_is_read_as_the_number(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    _, direct = _plan_json("llama-3.1-8b", "--device", "40GiB", "--context", "8192",
+                           "--xlsx", str(book))
+    wb = load_workbook(book)
+    cell_of(wb, "context_tokens").value = "8,192"
+    wb.save(book)
+    _, again = _plan_json("--from-workbook", str(book))
+    assert again["memory_ceiling_requests"] == direct["memory_ceiling_requests"]
+    assert again["context_tokens"] == 8192
