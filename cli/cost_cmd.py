@@ -34,7 +34,10 @@ def cost(model: Annotated[str | None, typer.Argument(
     """Self-hosted $ per million output tokens at full load and at --utilization.
 
     Output tokens/s come from --tokens-per-s, or from simulating MODEL's --workload with
-    every request offered at once (the saturation throughput).
+    every request offered at once (the saturation throughput). Examples:
+
+      servecap cost --tokens-per-s 1000 --gpu-price 2 --utilization 0.3 --api-price 0.6
+      servecap cost llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml --gpu-price 2
     """
     rate, source = tokens_per_s, "given"
     if rate is None:

@@ -62,6 +62,14 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
 
     The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
     iteration time is the printed roofline (override any coefficient with --coefficients).
+    Examples:
+
+      servecap simulate llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml \\
+          --policy static --policy continuous --slo-ttft 500ms --slo-itl 50ms
+      servecap simulate llama-3.1-8b --device 80GiB --bandwidth 2000GB/s --flops 990TFLOPS \\
+          --trace requests.csv --json
+
+    Workload and trace formats: workloads/README.md; the JSON contract: docs/simulate.md.
     """
     flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, trace,
                      tuple(policy or ("continuous",)), context, weight_dtype, kv_dtype,

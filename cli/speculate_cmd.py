@@ -32,7 +32,13 @@ def speculate(model: o.Model,
               batches: Annotated[str, Opt(help="Batch sizes to compare.")]
               = "1,2,4,8,16,32,64,128,256,512",
               as_json: o.Json = False) -> None:
-    """Where speculative decoding helps (low batch, memory-bound) and where it stops."""
+    """Where speculative decoding helps (low batch, memory-bound) and where it stops.
+
+    Speedup per batch size on the roofline, for --draft-length tokens accepted each with
+    probability --acceptance. Example:
+
+      servecap speculate llama-3.1-8b --device h100-80gb --draft llama-3.2-1b-instruct
+    """
     flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops,
                      step_overhead=step_overhead)
     target = device_coefficients(plan_for(model, flags), flags)

@@ -47,7 +47,14 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           speculate_max_batch: o.SpeculateMaxBatch = None,
           scheduling: o.Scheduling = "fcfs", as_json: o.Json = False,
           xlsx: o.Xlsx = None, force: o.Force = False) -> None:
-    """Sweep open-loop offered load; stop when the SLO fails; report the capacity."""
+    """Sweep open-loop offered load; stop when the SLO fails; report the capacity.
+
+    Rates run from the synchronous rate (one request at a time) to saturation, or --rates;
+    the capacity is the highest rate where --target of the requests meet every SLO. Example:
+
+      servecap sweep llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml \\
+          --slo-ttft 500ms --slo-itl 50ms
+    """
     flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, None,
                      (policy,), context, weight_dtype, kv_dtype, block_size,
                      max_num_batched_tokens, max_num_seqs, watermark, preemption,

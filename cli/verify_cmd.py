@@ -83,7 +83,15 @@ def verify(
                                                 "fitted to this run (JSON the simulator's "
                                                 "--coefficients takes).")] = None,
 ) -> None:
-    """Measure the plan on the device, line by line; exit 1 when a ledger line is violated."""
+    """Measure the plan on the device, line by line; exit 1 when a ledger line is violated.
+
+    Runs the paged-KV runtime under the declared load and reconciles every ledger line
+    (docs/verify.md). Examples:
+
+      servecap verify tiny-llama --device cpu          # a 16 MiB device emulated on the CPU
+      servecap verify llama-3.1-8b --device cuda:0 --context 4096 --concurrency 16
+      servecap verify tiny-llama --device cpu --json --calibration-out coeffs.json
+    """
     if xlsx is not None and xlsx.exists() and not force:
         raise SpecError("--xlsx", str(xlsx), "file exists; pass --force to replace it")
     flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,

@@ -34,7 +34,13 @@ def workbook(
     force: Annotated[bool, Opt("--force", help="Replace an existing output file.")] = False,
 ) -> None:
     """Write a capacity workbook: the ledger as live formulas, the envelope over devices x
-    contexts x KV dtypes with a chart, and the review sheets."""
+    contexts x KV dtypes with a chart, and the review sheets.
+
+    Repeat --device, --context and --kv-dtype for the envelope (docs/workbooks.md). Example:
+
+      servecap workbook llama-3.1-8b --device 40GiB --device 80GiB --context 4096 \\
+          --context 32768 -o capacity.xlsx
+    """
     devices, contexts, kv_dtypes = device or [], context or [], kv_dtype or []
     flags = PlanFlags(device=_head(devices), context=_head(contexts), concurrency=concurrency,
                       runtime_peak=runtime_peak, safety=safety, weight_dtype=weight_dtype,
