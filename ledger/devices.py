@@ -1,9 +1,10 @@
 """The device catalog: usable bytes as the driver reports them, beside the vendor's figures."""
 
+import difflib
 from dataclasses import dataclass
 
 from .errors import SpecError
-from .units import GB, SIZE_HELP, TB, MiB, TiB, parse_size
+from .units import GB, SIZE_HELP, TB, MiB, TiB, parse_size, unit_hint
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,18 @@ def find(name: str) -> Device | None:
     return next((d for d in DEVICES if d.name == key), None)
 
 
+def _hint(text: str) -> str:
+    """A unit hint for a bare unit ('80G' -> 80GiB or 80GB), else the catalog names a mistyped
+    one points to ('a100' -> a100-40gb or a100-80gb)."""
+    if unit_hint(text):
+        return unit_hint(text)
+    key = text.strip().lower().replace("-", "").replace(" ", "")
+    names = [d.name for d in DEVICES]
+    close = [n for n in names if key and key in n.replace("-", "")]
+    close = close or difflib.get_close_matches(text.strip().lower(), names, n=2)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
 MAX_DEVICE_BYTES = 64 * TiB  # far above any accelerator: a larger figure is a typo, not a GPU
 
 
@@ -39,7 +52,7 @@ def resolve_device(text: str, field: str = "device") -> tuple[int, str]:
         size = parse_size(text, field)
     except SpecError:
         raise SpecError(field, text, f"expected a catalog name (see `servecap devices`) or "
-                        f"{SIZE_HELP}") from None
+                        f"{SIZE_HELP}{_hint(str(text))}") from None
     if size > MAX_DEVICE_BYTES:
         raise SpecError(field, text, "at most 64 TiB: one device's memory (a typo in the "
                         "number or unit?)")

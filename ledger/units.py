@@ -23,12 +23,24 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
 SIZE_HELP = "a size like 40GiB, 40 GiB, 80GB, 512MiB or a plain byte count"
 
 
+def unit_hint(text: str) -> str:
+    """'80G' -> '; did you mean 80GiB (2^30) or 80GB (10^9)?': a bare K/M/G/T says neither."""
+    match = _SIZE.match(str(text))
+    letter = match.group(2).upper() if match else ""
+    if letter not in ("K", "M", "G", "T"):
+        return ""
+    power = "KMGT".index(letter) + 1
+    number = match.group(1)
+    return (f"; did you mean {number}{letter}iB (2^{10 * power}) or {number}{letter}B "
+            f"(10^{3 * power})?")
+
+
 def parse_size(text: str, field: str = "size") -> int:
     """'40GiB' -> 42949672960. Binary suffixes are 2**k, decimal ones 10**k; result in bytes."""
     match = _SIZE.match(str(text))
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _FACTORS and unit != "":
-        raise SpecError(field, text, f"expected {SIZE_HELP}")
+        raise SpecError(field, text, f"expected {SIZE_HELP}{unit_hint(text)}")
     try:
         number = Decimal(match.group(1))
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only digits
@@ -53,7 +65,7 @@ def parse_fraction_or_size(text: str, total_bytes: int, field: str) -> tuple[int
         return parse_size(raw, field), None
     except SpecError:
         raise SpecError(field, text, "expected a share of the device like 10% or "
-                        + SIZE_HELP) from None
+                        + SIZE_HELP + unit_hint(raw)) from None
 
 
 def gib(num_bytes: int) -> float:

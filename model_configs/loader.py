@@ -1,5 +1,6 @@
 """Find and load a model: a bundled name, a servecap YAML, a config.json or a model directory."""
 
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +53,11 @@ def _resolve(ref: str) -> Path:
     bundled = BUNDLED_DIR / f"{ref.lower()}.yaml"
     if bundled.exists():
         return bundled
-    names = ", ".join(p.stem for p in bundled_models())
-    raise SpecError("model", ref, f"no such file, directory or bundled model (bundled: {names})")
+    stems = [p.stem for p in bundled_models()]
+    close = difflib.get_close_matches(ref.lower(), stems, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise SpecError("model", ref, f"no such file, directory or bundled model{hint} "
+                    f"(bundled: {', '.join(stems)})")
 
 
 def _read(path: Path) -> str:

@@ -100,3 +100,14 @@ def test_device_smaller_than_weights_exits_1_with_a_statement(run) -> None:
 
 def test_bad_lengths(run) -> None:
     _one_line_error(run("plan", "teaching-7b", "--lengths", "17,x"), "--lengths", "17,x")
+
+
+def test_a_mistyped_bundled_name_gets_the_closest_one(run) -> None:
+    _one_line_error(run("plan", "llama3.1-8b", "--device", "40GiB"), "model = 'llama3.1-8b'",
+                    "did you mean llama-3.1-8b?", "bundled: ")
+
+
+def test_a_missing_device_reads_as_missing_not_as_none(run) -> None:
+    result = run("plan", "llama-3.1-8b", "--context", "4096")
+    _one_line_error(result, "--device: required: a catalog name")
+    assert "None" not in result.stderr

@@ -3,6 +3,7 @@
 import pytest
 
 from servecap.ledger.devices import DEVICES, find, resolve_device
+from servecap.ledger.errors import SpecError
 from servecap.ledger.units import GB, GiB
 
 
@@ -34,3 +35,19 @@ def test_unknown_figures_stay_unknown():
 def test_resolve_by_name_or_size():
     assert resolve_device("H100-80GB")[0] == find("h100-80gb").usable_bytes
     assert resolve_device("40GiB")[0] == 40 * GiB
+
+
+@pytest.mark.parametrize(("text", "hint"), [
+    ("h100", "did you mean h100-80gb?"), ("a100", "did you mean a100-40gb or a100-80gb?"),
+    ("RTX 4090", "did you mean rtx-4090-24gb?"), ("80G", "did you mean 80GiB (2^30) or 80GB"),
+])
+def test_a_mistyped_device_points_to_what_was_meant(text, hint):
+    with pytest.raises(SpecError) as err:
+        resolve_device(text, "--device")
+    assert hint in str(err.value) and "catalog name" in str(err.value)
+
+
+def test_an_unrelated_device_gets_no_guess():
+    with pytest.raises(SpecError) as err:
+        resolve_device("foo", "--device")
+    assert "did you mean" not in str(err.value)

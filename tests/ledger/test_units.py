@@ -33,3 +33,11 @@ def test_labels_match_divisors() -> None:
     assert fmt_gib(14_000_000_000) == "13.04 GiB"
     assert fmt_bytes(131_072) == "128 KiB"
     assert fmt_bytes(536_870_912) == "512 MiB"
+
+
+@pytest.mark.parametrize("parse", [parse_size,
+                                   lambda text, field: parse_fraction_or_size(text, 10**9, field)])
+def test_a_bare_unit_letter_asks_binary_or_decimal(parse):
+    with pytest.raises(SpecError) as err:
+        parse("3G", "--runtime-peak")
+    assert "did you mean 3GiB (2^30) or 3GB (10^9)?" in str(err.value)
