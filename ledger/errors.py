@@ -14,7 +14,7 @@ class SpecError(ValueError):
     def line(self) -> str:
         where = f"{self.source}: " if self.source else ""
         if self.value is None:  # nothing was given: "--device = None" would read as a value
-            return f"{where}{self.field}: {self.allowed}"
+            return f"{where}{self.field} is missing: {self.allowed}"
         return f"{where}{self.field} = {self.value!r}: {self.allowed}"
 
     def at(self, source: str) -> "SpecError":

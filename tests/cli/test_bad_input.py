@@ -109,5 +109,5 @@ def test_a_mistyped_bundled_name_gets_the_closest_one(run) -> None:
 
 def test_a_missing_device_reads_as_missing_not_as_none(run) -> None:
     result = run("plan", "llama-3.1-8b", "--context", "4096")
-    _one_line_error(result, "--device: required: a catalog name")
+    _one_line_error(result, "--device is missing: required: a catalog name")
     assert "None" not in result.stderr

@@ -126,7 +126,7 @@ def test_a_bad_serving_default_is_named_in_the_model_file(run, tmp_path) -> None
 def test_a_missing_required_key_is_named_without_dumping_the_file(run, tmp_path) -> None:
     path = _yaml(tmp_path, BASE.replace("name: m\n", "") + "num_hidden_layers: 2\n")
     result = run("plan", path, "--device", "1GiB", "--context", "8")
-    _one_line_error(result, "model.yaml: name: required")
+    _one_line_error(result, "model.yaml: name is missing: required")
     assert "hidden_size" not in result.stderr
 
 

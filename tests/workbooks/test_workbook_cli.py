@@ -177,7 +177,7 @@ def _set(name, value):
     (lambda wb: wb.remove(wb["Inputs"]), "no defined name 'device_bytes' pointing at a cell"),
     (_set("context_tokens", "lots"), "Inputs!context_tokens = 'lots': a whole number >= 1"),
     (_set("requests", -4), "Inputs!requests = -4: a whole number >= 1"),
-    (_set("device_bytes", None), "Inputs!device_bytes = None"),
+    (_set("device_bytes", None), "Inputs!device_bytes is missing"),
     (_set("block_size_tokens", 12.5), "Inputs!block_size_tokens = 12.5"),
 ])
 def test_a_damaged_workbook_is_a_one_line_error(tmp_path, damage, needle) -> None:
