@@ -29,7 +29,7 @@ from .inputs import PlanFlags, model_for_flags, serve_spec
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTP]?)\s*(?:FLOPS|FLOP/S|flops|flop/s)?\s*$")
 _PREFIX = {"": 1, "k": 1000, "K": 1000, "M": 1000 * 1000, "G": GB, "T": TB, "P": 1000 * TB}
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(us|ms|s|min)?\s*$")
-_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, None: 1.0}
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, None: 1.0}  # None: only 0
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,16 @@ def parse_flops(text: str, field: str = "--flops") -> float:
 
 
 def parse_duration(text: str, field: str) -> float:
-    """'500ms' -> 0.5 seconds; units us, ms, s, min; a bare number is seconds."""
+    """'500ms' -> 0.5 seconds; units us, ms, s, min. A bare number is refused unless it is 0:
+    '--slo-ttft 500' means 500 ms to some readers and 500 s to others."""
     match = _DURATION.match(str(text))
     if not match:
         raise SpecError(field, text, "a duration like 500ms, 0.05s or 2s (>= 0)")
-    return float(match.group(1)) * _SECONDS[match.group(2)]
+    value = float(match.group(1))
+    if match.group(2) is None and value != 0:
+        raise SpecError(field, text, f"a duration needs its unit: {match.group(1)}ms or "
+                        f"{match.group(1)}s (us, ms, s, min)")
+    return value * _SECONDS[match.group(2)]
 
 
 def slo_for(flags: SimFlags) -> SLO:

@@ -132,3 +132,10 @@ def test_an_output_never_overwrites_an_input(tmp_path):
     line = _fails("--trace", trace, "--records", trace)
     assert "--records" in line and "is an input of this run" in line
     assert trace.read_text() == HEADER + "0,10,5\n"
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--slo-ttft", "500"), ("--slo-itl", "0.05"),
+                                             ("--step-overhead", "2")])
+def test_a_duration_without_its_unit_is_refused(flag, value):
+    line = _fails("--workload", Path(__file__).parents[2] / "workloads" / "chat.yaml", flag, value)
+    assert f"{flag} = '{value}': a duration needs its unit: {value}ms or {value}s" in line
