@@ -86,6 +86,8 @@ def reconcile_log(log: Path, model: str, flags: PlanFlags,
 def _read(log: Path) -> str:
     try:
         return log.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise SpecError("log", str(log), "no such file") from None
     except OSError as exc:
         raise SpecError("log", str(log), f"cannot be read ({exc.__class__.__name__})") from None
 

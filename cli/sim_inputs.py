@@ -260,6 +260,8 @@ def _read_text(path: Path) -> str:
     """The whole file as UTF-8 text; unreadable or binary files are one SpecError."""
     try:
         return Path(path).read_bytes().decode("utf-8-sig")
+    except FileNotFoundError:
+        raise SpecError("file", str(path), "no such file") from None
     except OSError as exc:
         raise SpecError("file", str(path), f"cannot be read ({exc.__class__.__name__})") from None
     except UnicodeDecodeError:

@@ -54,10 +54,18 @@ def _resolve(ref: str) -> Path:
     if bundled.exists():
         return bundled
     stems = [p.stem for p in bundled_models()]
-    close = difflib.get_close_matches(ref.lower(), stems, n=1)
-    hint = f"; did you mean {close[0]}?" if close else ""
+    hint = f"; did you mean {' or '.join(close)}?" if (close := _close_names(ref, stems)) else ""
     raise SpecError("model", ref, f"no such file, directory or bundled model{hint} "
                     f"(bundled: {', '.join(stems)})")
+
+
+def _close_names(ref: str, stems: list[str]) -> list[str]:
+    """Bundled names a mistyped one points to: up to 3 that contain it ('llama-3.2-1b' ->
+    llama-3.2-1b-instruct), none when more do, else the one closest in spelling."""
+    containing = [s for s in stems if ref.lower() in s]
+    if containing:
+        return containing if len(containing) <= 3 else []
+    return difflib.get_close_matches(ref.lower(), stems, n=1)
 
 
 def _read(path: Path) -> str:

@@ -111,3 +111,15 @@ def test_a_missing_device_reads_as_missing_not_as_none(run) -> None:
     result = run("plan", "llama-3.1-8b", "--context", "4096")
     _one_line_error(result, "--device is missing: required: a catalog name")
     assert "None" not in result.stderr
+
+
+def test_a_shortened_bundled_name_gets_the_full_one(run) -> None:
+    _one_line_error(run("speculate", "llama-3.1-8b", "--device", "h100-80gb", "--draft",
+                        "llama-3.2-1b"), "did you mean llama-3.2-1b-instruct?")
+
+
+def test_a_missing_trace_or_log_says_no_such_file(run, tmp_path) -> None:
+    _one_line_error(run("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace",
+                        tmp_path / "nope.csv"), "nope.csv': no such file")
+    _one_line_error(run("reconcile", tmp_path / "nope.log", "--model", "qwen3-14b"),
+                    "nope.log': no such file")
