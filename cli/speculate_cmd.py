@@ -63,7 +63,9 @@ def _render(report: dict, console: Console) -> None:
                       f"{r['speculative_tokens_per_s_per_seq']:,.1f}", f"{r['speedup']:.2f}x")
     console.print(table)
     edge = report["break_even_batch"]
-    console.print("stops helping at batch " + (str(edge) if edge else "beyond those compared"))
+    largest = max(r["batch"] for r in report["rows"])
+    console.print(f"stops helping at batch {edge}" if edge else
+                  f"still helps at batch {largest:,}, the largest compared (--batches)")
 
 
 def _batches(text: str) -> list[int]:

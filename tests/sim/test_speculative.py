@@ -68,3 +68,16 @@ def test_simulated_speculation_helps_at_low_load_and_hurts_at_high_load(teaching
     assert _run(teaching, heavy, spec)["output_tokens_per_s"] < plain["output_tokens_per_s"]
     capped = _run(teaching, heavy, Speculation(4, 0.7, _draft(), max_batch=64))
     assert capped["output_tokens_per_s"] >= plain["output_tokens_per_s"]
+
+
+def test_cli_says_where_speculation_still_helps_when_no_compared_batch_breaks_even():
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    args = ["speculate", "llama-3.1-8b", "--device", "h100-80gb", "--draft",
+            "llama-3.2-1b-instruct", "--batches", "4,1"]
+    out = CliRunner().invoke(app, args).stdout
+    assert "still helps at batch 4, the largest compared" in out
+    out = CliRunner().invoke(app, [*args, "--acceptance", "0.3"]).stdout
+    assert "stops helping at batch 1" in out
