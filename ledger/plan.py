@@ -279,8 +279,11 @@ def _representations(serve: ServeSpec, weights: WeightBytes, kv_bits: int):
 def _notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: int,
            result: Budget | None = None) -> tuple[str, ...]:
     notes = list(spec.notes)
-    total_weights = weights.param_bytes + weights.metadata_bytes
-    if total_weights > serve.device_bytes:
+    longest, limit = max(serve.live_lengths), spec.max_position_embeddings
+    if limit and longest > limit:
+        notes.append(f"{longest:,} tokens per request exceed max_position_embeddings {limit:,}: "
+                     "vLLM refuses that max_model_len unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    if weights.param_bytes + weights.metadata_bytes > serve.device_bytes:
         notes.append("the weights alone do not fit on this device: memory ceiling 0")
     elif result is not None and result.kv_pool_bytes <= 0:
         notes.append(f"{result.engine}: no memory left for the KV pool ({result.how}): the "

@@ -117,3 +117,10 @@ def test_hybrid_model_table_shows_both_layer_kinds(run) -> None:
                           "--concurrency", "4", "--json").stdout)
     kinds = data["kv_bytes_total_by_layer_kind"]
     assert kinds["full"] == 2 * kinds["sliding"] and sum(kinds.values()) == data["kv_bytes_total"]
+
+
+def test_a_context_past_max_position_embeddings_is_noted_as_vllm_would_refuse_it(run) -> None:
+    over = run("plan", "llama-3.1-8b", "--device", "80GiB", "--context", "200000")
+    assert "200,000 tokens per request exceed max_position_embeddings 131,072" in over.stdout
+    within = run("plan", "llama-3.1-8b", "--device", "80GiB", "--context", "131072")
+    assert "max_position_embeddings" not in within.stdout
