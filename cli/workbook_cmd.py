@@ -1,5 +1,6 @@
 """`servecap workbook`, plan --xlsx and --from-workbook: capacity workbooks, openpyxl lazily."""
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -81,7 +82,8 @@ def plan_workbook_io(model: str | None, flags: PlanFlags, from_workbook: Path | 
     if xlsx is not None:
         from servecap.workbooks.export import build_workbook, save_workbook
 
-        save_workbook(build_workbook(src), xlsx, force)
+        path = save_workbook(build_workbook(src), xlsx, force)
+        print(f"wrote {path}", file=sys.stderr)  # stderr: --json keeps stdout one object
     return model, flags
 
 

@@ -89,6 +89,14 @@ def test_plan_xlsx_refuses_to_overwrite_without_force(tmp_path) -> None:
     assert zipfile.is_zipfile(book)
 
 
+def test_plan_xlsx_says_what_it_wrote_on_stderr_keeping_json_clean(tmp_path) -> None:
+    book = tmp_path / "capacity.xlsx"
+    result = RUNNER.invoke(app, ["plan", "llama-3.1-8b", "--device", "40GiB", "--json",
+                                 "--xlsx", str(book)])
+    assert result.exit_code == 0 and f"wrote {book}" in result.stderr
+    assert json.loads(result.stdout)["device_bytes"] == 40 * 2**30
+
+
 def test_workbook_command_sweeps_devices_and_contexts(tmp_path) -> None:
     book = tmp_path / "capacity.xlsx"
     args = ["workbook", "llama-3.1-8b", "--device", "40GiB", "--device", "80GiB",
