@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,4 +22,10 @@ def write_json(path: Path, data: dict, field: str = "--calibration-out") -> Path
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return announce(path)
+
+
+def announce(path: Path) -> Path:
+    """'wrote FILE' on stderr, so a --json stdout stays one object."""
+    print(f"wrote {path}", file=sys.stderr)
     return path

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from servecap.ledger.errors import SpecError
 
+from .files import announce
 from .inputs import PlanFlags
 from .sim_inputs import Setup, SimFlags
 from .workbook_cmd import _need_excel, workbook_source
@@ -33,8 +34,8 @@ def write_simulated_workbook(model: str, flags: SimFlags, setup: Setup, entry: d
     from servecap.workbooks.export import build_workbook, save_workbook
 
     src = workbook_source(model, plan_flags(flags))
-    return save_workbook(build_workbook(src, results=latency_results(setup, entry, note)),
-                         output, force)
+    return announce(save_workbook(build_workbook(src, results=latency_results(setup, entry, note)),
+                                  output, force))
 
 
 def plan_flags(flags: SimFlags) -> PlanFlags:

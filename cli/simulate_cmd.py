@@ -27,6 +27,7 @@ from servecap.sim.records import (
 from . import sim_options as o
 from .cost_cmd import cost
 from .errors import handle_errors
+from .files import announce
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_simulation
 from .sim_xlsx import check_target, write_simulated_workbook
@@ -171,6 +172,7 @@ def write_csv(path: Path, columns: tuple[str, ...], rows, field: str = "--record
             writer.writeheader()
             writer.writerows(rows)
         os.replace(tmp, path)
+        announce(path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from .files import announce
 from .workbook_cmd import _need_excel
 
 VERIFY_KEYS = ("line", "predicted_bytes", "measured_bytes", "residual_bytes", "verdict")
@@ -21,7 +22,7 @@ def write_verified_workbook(model_ref: str, result, rows: list[dict], output: Pa
     src = WorkbookSource(model_ref, result.spec, result.plan.serve)
     wb = build_workbook(src, results=latency_results(result.latency, result.record))
     fill_verification(wb, [{key: row[key] for key in VERIFY_KEYS} for row in rows])
-    return save_workbook(wb, output, force)
+    return announce(save_workbook(wb, output, force))
 
 
 def latency_results(latency: dict, record: dict) -> dict:

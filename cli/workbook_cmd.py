@@ -1,6 +1,5 @@
 """`servecap workbook`, plan --xlsx and --from-workbook: capacity workbooks, openpyxl lazily."""
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +11,7 @@ from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
 
 from .errors import handle_errors
+from .files import announce
 from .inputs import PlanFlags
 from .plan_cmd import plan_parts
 
@@ -82,8 +82,7 @@ def plan_workbook_io(model: str | None, flags: PlanFlags, from_workbook: Path | 
     if xlsx is not None:
         from servecap.workbooks.export import build_workbook, save_workbook
 
-        path = save_workbook(build_workbook(src), xlsx, force)
-        print(f"wrote {path}", file=sys.stderr)  # stderr: --json keeps stdout one object
+        announce(save_workbook(build_workbook(src), xlsx, force))
     return model, flags
 
 

@@ -34,7 +34,7 @@ def test_json_contract_side_by_side(tmp_path):
                   "--policy", "static", "--policy", "continuous", "--policy",
                   "chunked-prefill", "--step-overhead", "0", "--json")
     assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = json.loads(out.stdout)
     assert [p["policy"] for p in report["policies"]] == ["static", "continuous",
                                                          "chunked-prefill"]
     for entry in report["policies"]:
@@ -55,7 +55,8 @@ def test_trace_and_records(tmp_path):
     out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace,
                   "--json", "--records", records, "--step-overhead", "2ms")
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["policies"][0]["completed"] == 3
+    assert json.loads(out.stdout)["policies"][0]["completed"] == 3
+    assert f"wrote {records}" in out.stderr  # stdout stays the one JSON object
     rows = list(csv.DictReader(records.open()))
     assert [int(r["output_tokens"]) for r in rows] == [5, 3, 1]
     assert all(r["state"] == "completed" and float(r["e2e_ms"]) > 0 for r in rows)
@@ -65,7 +66,7 @@ def test_trace_and_records(tmp_path):
 def test_example_workload_reports_buckets_tail_and_kv():
     out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", CHAT,
                   "--json")
-    entry = json.loads(out.output)["policies"][0]
+    entry = json.loads(out.stdout)["policies"][0]
     assert [b["prompt_tokens_max"] for b in entry["buckets"]] == [512, 2048, None]
     assert sum(b["completed"] for b in entry["buckets"]) == entry["completed"]
     assert entry["tail"]["tail"]["mean_prompt_tokens"] >= entry["tail"]["all"][
@@ -113,7 +114,7 @@ def test_sweep_finds_capacity_and_stops_on_slo(tmp_path):
                   "--slo-ttft", "300ms", "--slo-itl", "40ms", "--rates", "2,8,32,128,512",
                   "--json")
     assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = json.loads(out.stdout)
     points = report["points"]
     assert report["stopped_on_slo"] and len(points) < 5
     assert points[0]["meets_slo"] and not points[-1]["meets_slo"]
@@ -124,7 +125,7 @@ def test_sweep_stops_when_latency_fails_below_saturation(tmp_path):
     out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   "--slo-itl", "8ms", "--num-rates", "8", "--json")
     assert out.exit_code == 0, out.output
-    points = json.loads(out.output)["points"]
+    points = json.loads(out.stdout)["points"]
     assert points[-1]["sustainable"] and points[-1]["slo_attainment"] < 0.9
 
 
@@ -132,7 +133,7 @@ def test_cost_command_reproduces_the_seed():
     out = _invoke("cost", "--tokens-per-s", "1000", "--gpu-price", "2.0", "--utilization",
                   "0.3", "--api-price", "0.6", "--json")
     assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = json.loads(out.stdout)
     assert report["usd_per_million_full_load"] == pytest.approx(0.556, abs=0.001)
     assert report["usd_per_million_at_utilization"] == pytest.approx(1.85, abs=0.01)
     assert report["break_even_utilization"] == pytest.approx(0.926, abs=0.001)
@@ -142,7 +143,7 @@ def test_cost_from_a_simulated_saturation(tmp_path):
     out = _invoke("cost", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   "--json")
     assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = json.loads(out.stdout)
     assert report["output_tokens_per_s"] > 143  # batching beats the single-stream bound
     assert "simulated saturation" in report["tokens_source"]
 
@@ -151,7 +152,7 @@ def test_speculate_finds_where_it_stops_helping():
     out = _invoke("speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b-instruct", "--device",
                   "h100-80gb", "--context", "512", "--json")
     assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = json.loads(out.stdout)
     assert report["rows"][0]["speedup"] > 1.5
     assert report["break_even_batch"] is not None
     assert report["rows"][-1]["speedup"] < 1
@@ -163,7 +164,7 @@ def test_disaggregated_beside_colocated_with_records(tmp_path):
                   "--disaggregate", "1:1", "--kv-transfer", "25GB/s", "--json",
                   "--records", records)
     assert out.exit_code == 0, out.output
-    entries = json.loads(out.output)["policies"]
+    entries = json.loads(out.stdout)["policies"]
     assert [e["deployment"].split(",")[0] for e in entries] == ["colocated x2",
                                                                 "disaggregated 1P+1D"]
     assert all(e["completed"] == 120 for e in entries)
@@ -194,8 +195,8 @@ def test_token_times_rebuild_every_token(tmp_path):
         per_request.setdefault(row["request_id"], []).append(float(row["ready_s"]))
     assert len(per_request) == 120
     assert all(times == sorted(times) for times in per_request.values())
-    total = json.loads(out.output)["policies"][0]["output_tokens_per_s"] * \
-        json.loads(out.output)["policies"][0]["duration_s"]
+    total = json.loads(out.stdout)["policies"][0]["output_tokens_per_s"] * \
+        json.loads(out.stdout)["policies"][0]["duration_s"]
     assert len(rows) == pytest.approx(total, rel=1e-6)
 
 
@@ -205,7 +206,7 @@ def test_measured_coefficients_replace_the_roofline(tmp_path):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   "--coefficients", measured, "--json")
     assert out.exit_code == 0, out.output
-    coef = json.loads(out.output)["coefficients"]
+    coef = json.loads(out.stdout)["coefficients"]
     assert coef["step_overhead_s"] == 0.003 and coef["bandwidth_bytes_per_s"] == 1e12
     assert coef["source"] == f"measured: {measured}"
     measured.write_text(json.dumps({"warp_factor": 9}))
@@ -228,11 +229,11 @@ def test_a_smaller_kv_pool_from_the_cli_preempts_more(tmp_path):
     def preemptions(*extra):
         out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json", *extra)
         assert out.exit_code == 0, out.output
-        return json.loads(out.output)["policies"][0]["preemptions"]
+        return json.loads(out.stdout)["policies"][0]["preemptions"]
     assert preemptions() == 0 < preemptions("--num-gpu-blocks", "400")
     big_runtime = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json",
                           "--runtime-peak", "40GiB")
-    assert json.loads(big_runtime.output)["kv_pool"]["pool_bytes"] < 30 * 2**30
+    assert json.loads(big_runtime.stdout)["kv_pool"]["pool_bytes"] < 30 * 2**30
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path,
                   "--num-gpu-blocks", "10000000")
     assert out.exit_code == 2 and "--num-gpu-blocks" in out.output
@@ -250,15 +251,15 @@ def test_all_at_once_arrivals_give_strict_json(tmp_path):
         "kind": "bursts", "burst_size": 5, "interval_s": 1.0})
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json")
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["policies"][0]["offered_rps"] is None
+    assert json.loads(out.stdout)["policies"][0]["offered_rps"] is None
 
 
 def test_simulate_with_a_draft_model():
     args = ["simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", CHAT, "--json"]
-    plain = json.loads(_invoke(*args).output)["policies"][0]
+    plain = json.loads(_invoke(*args).stdout)["policies"][0]
     out = _invoke(*args, "--draft", "llama-3.2-1b-instruct", "--acceptance", "0.8")
     assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = json.loads(out.stdout)
     assert report["speculation"]["expected_tokens_per_step"] == pytest.approx(
         (1 - 0.8**5) / 0.2)
     assert report["policies"][0]["tpot_ms"]["mean"] < plain["tpot_ms"]["mean"]
@@ -269,10 +270,10 @@ def test_simulate_with_a_draft_model():
 def test_a_report_feeds_back_as_a_coefficients_file(tmp_path):
     args = ["simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
             "--json"]
-    first = json.loads(_invoke(*args, "--step-overhead", "3ms").output)
+    first = json.loads(_invoke(*args, "--step-overhead", "3ms").stdout)
     saved = tmp_path / "report.json"
     saved.write_text(json.dumps(first))
-    again = json.loads(_invoke(*args, "--coefficients", saved).output)
+    again = json.loads(_invoke(*args, "--coefficients", saved).stdout)
     assert again["coefficients"]["step_overhead_s"] == pytest.approx(0.003)
     assert again["policies"][0]["e2e_ms"] == first["policies"][0]["e2e_ms"]
 
@@ -283,7 +284,7 @@ def test_tenants_are_reported_apart(tmp_path):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--scheduling",
                   "priority", "--json")
     assert out.exit_code == 0, out.output
-    rows = json.loads(out.output)["policies"][0]["tenants"]
+    rows = json.loads(out.stdout)["policies"][0]["tenants"]
     assert [r["tenant"] for r in rows] == ["bulk", "web"]
     assert sum(r["offered"] for r in rows) == 120
 
@@ -292,7 +293,7 @@ def test_the_saturation_rate_itself_is_not_a_capacity(tmp_path):
     out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   "--num-rates", "4", "--json")
     assert out.exit_code == 0, out.output
-    report = json.loads(out.output)
+    report = json.loads(out.stdout)
     last = report["points"][-1]
     assert last["rate_per_s"] == report["saturation_rps"] and not last["sustainable"]
     assert report["capacity_rps"] < report["saturation_rps"]
@@ -305,7 +306,7 @@ def test_a_latency_never_observed_is_null_not_zero(tmp_path):
     out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace,
                   "--json")
     assert out.exit_code == 0, out.output
-    entry = json.loads(out.output)["policies"][0]
+    entry = json.loads(out.stdout)["policies"][0]
     assert entry["completed"] == 2 and entry["rejected"] == 1
     assert entry["ttft_ms"]["p50"] > 0
     assert entry["itl_ms"] == entry["tpot_ms"] == dict.fromkeys(STAT_KEYS)  # one-token outputs
