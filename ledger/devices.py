@@ -33,11 +33,16 @@ def _hint(text: str) -> str:
     one points to ('a100' -> a100-40gb or a100-80gb)."""
     if unit_hint(text):
         return unit_hint(text)
+    close = _close_names(text)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def _close_names(text: str) -> list[str]:
+    """Catalog names containing the text (dashes and spaces aside), else the closest spelt."""
     key = text.strip().lower().replace("-", "").replace(" ", "")
     names = [d.name for d in DEVICES]
     close = [n for n in names if key and key in n.replace("-", "")]
-    close = close or difflib.get_close_matches(text.strip().lower(), names, n=2)
-    return f"; did you mean {' or '.join(close)}?" if close else ""
+    return close or difflib.get_close_matches(text.strip().lower(), names, n=2)
 
 
 MAX_DEVICE_BYTES = 64 * TiB  # far above any accelerator: a larger figure is a typo, not a GPU
@@ -53,6 +58,11 @@ def resolve_device(text: str, field: str = "device") -> tuple[int, str]:
     except SpecError:
         raise SpecError(field, text, f"expected a catalog name (see `servecap devices`) or "
                         f"{SIZE_HELP}{_hint(str(text))}") from None
+    if 0 < size < MiB and str(text).strip().isdigit():  # '--device 40' meant 40 GiB, not bytes
+        close = _close_names(str(text))
+        also = f" (or the catalog's {close[0]}?)" if len(close) == 1 else ""
+        raise SpecError(field, text, f"{int(size):,} bytes is not a device; give a unit: "
+                        f"{text}GiB or {text}GB{also}")
     if size > MAX_DEVICE_BYTES:
         raise SpecError(field, text, "at most 64 TiB: one device's memory (a typo in the "
                         "number or unit?)")

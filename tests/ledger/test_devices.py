@@ -51,3 +51,14 @@ def test_an_unrelated_device_gets_no_guess():
     with pytest.raises(SpecError) as err:
         resolve_device("foo", "--device")
     assert "did you mean" not in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("40", "40 bytes is not a device; give a unit: 40GiB or 40GB"),
+    ("4090", "4090GiB or 4090GB (or the catalog's rtx-4090-24gb?)"),
+])
+def test_a_unitless_count_too_small_for_any_device_asks_for_the_unit(text, needle):
+    with pytest.raises(SpecError) as err:
+        resolve_device(text, "--device")
+    assert needle in str(err.value)
+    assert resolve_device(str(2**20))[0] == 2**20  # 1 MiB and up stay plain byte counts
