@@ -51,7 +51,8 @@ class EngineSpec:
                       "free_gpu_memory_fraction"):
             value = getattr(self, field)
             if value is not None and not 0 < value <= 1:
-                raise SpecError("--" + field.replace("_", "-"), value, "a fraction in (0, 1]")
+                pct = f" (for {value:g}% write {value / 100:g})" if 2 <= value <= 100 else ""
+                raise SpecError("--" + field.replace("_", "-"), value, f"a fraction in (0, 1]{pct}")
         if self.formula not in (V0, V1):
             raise SpecError("formula", self.formula, "v0 or v1")
 

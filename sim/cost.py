@@ -49,4 +49,6 @@ def _check(price: float, tokens_per_s: float, utilization: float) -> None:
         raise SpecError("--tokens-per-s", tokens_per_s, "output tokens per second, finite "
                         "and > 0")
     if not 0 < utilization <= 1:
-        raise SpecError("--utilization", utilization, "a share in (0, 1]")
+        pct = f" (for {utilization:g}% write {utilization / 100:g})" if 2 <= utilization <= 100 \
+            else ""
+        raise SpecError("--utilization", utilization, f"a share in (0, 1]{pct}")

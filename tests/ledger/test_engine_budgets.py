@@ -234,3 +234,9 @@ def test_a_fitting_engine_plan_never_exceeds_the_device(util, concurrency, engin
     if plan.fits:
         assert plan.committed_bytes <= plan.device_bytes
         assert concurrency <= plan.budget.num_gpu_blocks // plan.budget.blocks_per_request
+
+
+def test_gpu_memory_utilization_given_as_a_percentage_is_rewritten_as_a_fraction():
+    from servecap.ledger.errors import SpecError
+    with pytest.raises(SpecError, match=r"for 90% write 0\.9"):
+        EngineSpec("vllm", gpu_memory_utilization=90)

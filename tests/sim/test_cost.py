@@ -22,3 +22,8 @@ def test_break_even_utilization_against_an_api():
 def test_bad_inputs(args):
     with pytest.raises(SpecError):
         cost_per_million(*args)
+
+
+def test_a_percentage_given_as_a_utilization_is_rewritten_as_a_share():
+    with pytest.raises(SpecError, match=r"for 30% write 0\.3"):
+        cost_per_million(2, 1000, 30)
