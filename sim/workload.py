@@ -165,23 +165,25 @@ def lengths_from_dict(data: dict, where: str) -> Lengths:
 
 
 def _prefix_group(data: object, where: str) -> PrefixGroup:
-    if not isinstance(data, dict):
-        raise SpecError(where, data, "a mapping with name, tokens and share")
-    _keys(data, where, {"name", "tokens", "share"})
-    share = _number(data, "share", None, 0.0, where)
-    if share > 1:
-        raise SpecError(f"{where}.share", share, "a fraction of requests in [0, 1]")
+    share = _shared_class(data, where, ("name", "tokens", "share"))
     return PrefixGroup(str(data.get("name", where)), _int(data, "tokens", None, 1, where), share)
 
 
 def _tenant(data: object, where: str) -> Tenant:
+    share = _shared_class(data, where, ("name", "share", "priority"))
+    return Tenant(str(data.get("name", where)), share, _int(data, "priority", 0, 0, where))
+
+
+def _shared_class(data: object, where: str, keys: tuple[str, ...]) -> float:
+    """A request class (prefix group, tenant): a mapping of `keys`; returns its share of
+    requests, a fraction in [0, 1]."""
     if not isinstance(data, dict):
-        raise SpecError(where, data, "a mapping with name, share and priority")
-    _keys(data, where, {"name", "share", "priority"})
+        raise SpecError(where, data, f"a mapping with {', '.join(keys[:-1])} and {keys[-1]}")
+    _keys(data, where, set(keys))
     share = _number(data, "share", None, 0.0, where)
     if share > 1:
         raise SpecError(f"{where}.share", share, "a fraction of requests in [0, 1]")
-    return Tenant(str(data.get("name", where)), share, _int(data, "priority", 0, 0, where))
+    return share
 
 
 def _keys(data: dict, where: str, allowed: set[str]) -> None:
