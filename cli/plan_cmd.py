@@ -31,8 +31,9 @@ Out = functools.partial(Opt, rich_help_panel="Output")
 @deploy_options
 def plan(
     model: Annotated[str | None, typer.Argument(help="Bundled model name (servecap models), a "
-                                                "model YAML, a config.json or a local model "
-                                                "directory.")] = None,
+                                                "model YAML, a config.json, a local model "
+                                                "directory or a Hugging Face Hub id "
+                                                "org/name[@revision].")] = None,
     device: Annotated[str | None, Dev(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
                                       "bytes.")] = None,
     context: Annotated[int | None, Dev("--context", "--max-model-len",

@@ -115,9 +115,10 @@ def translated(ref: str, endpoint: str, cached: bool) -> Iterator[None]:
     try:
         yield
     except errors.GatedRepoError:
-        access = ("this token has no access" if get_token() else f"no token was sent: {LOGIN}")
-        raise SpecError("model", ref, f"gated on the Hub; {access}, after accepting its terms at "
-                        f"{endpoint}/{repo_id}") from None
+        terms = f"accept its terms at {endpoint}/{repo_id}"
+        why = (f"this token has no access: {terms} with the token's account" if get_token()
+               else f"no token was sent: {terms}, then {LOGIN}")
+        raise SpecError("model", ref, f"gated on the Hub and {why}") from None
     except errors.RepositoryNotFoundError:
         raise SpecError("model", ref, f"no such model on {endpoint} and no such local file or "
                         f"directory (a private repo needs a token: {LOGIN})") from None

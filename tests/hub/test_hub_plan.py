@@ -100,12 +100,30 @@ def test_a_local_directory_shadows_the_id(hub, servecap, tmp_path):
     assert data["hub"] is None and hub.requests == []
 
 
-@pytest.mark.parametrize("command", [("models", "--hub"), ("simulate",)])
-def test_other_commands_take_the_same_ids(hub, servecap, command):
+def test_models_hub_says_what_was_read_and_from_where(hub, servecap):
     sha = hub.add("acme/tiny", sharded_repo())
-    args = [*command, "acme/tiny"]
-    if command[0] == "simulate":
-        args += ["--device", "h100-80gb", "--rate", "1/s", "--duration", "2s", "--json"]
-    result = servecap(*args)
+    result = servecap("models", "--hub", "acme/tiny")
     assert result.returncode == 0, result.stderr
-    assert sha in result.stdout
+    assert f"acme/tiny @ main = {sha} from {hub.url}" in result.stdout
+    assert "model-00002-of-00002.safetensors: " in result.stdout
+    assert "llama, 2 layers" in result.stdout
+
+
+def test_simulate_takes_the_same_ids(hub, servecap, tmp_path):
+    hub.add("acme/tiny", sharded_repo())
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0,100,5\n")
+    result = servecap("simulate", "acme/tiny", "--device", "h100-80gb", "--trace", "t.csv",
+                      "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["policies"][0]["completed"] == 1
+    assert hub.served_bytes(".safetensors") > 0
+
+
+def test_workbook_inputs_name_the_commit(hub, servecap, tmp_path):
+    openpyxl = pytest.importorskip("openpyxl")
+    sha = hub.add("acme/tiny", sharded_repo())
+    result = servecap("plan", "acme/tiny", "--device", "1GiB", "--xlsx", "plan.xlsx")
+    assert result.returncode == 0, result.stderr
+    rows = openpyxl.load_workbook(tmp_path / "plan.xlsx")["Inputs"].iter_rows(values_only=True)
+    model = next(row for row in rows if row[0] == "model")
+    assert model[1] == "acme/tiny" and f"acme/tiny at commit {sha}" in model[3]
