@@ -17,6 +17,7 @@ import pytest
 GOOD_TOKEN = "hf_test_token_with_access"
 LISTING = re.compile(r"/api/models/([^/]+/[^/]+)/revision/([^/?]+)")
 RESOLVE = re.compile(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)")
+CDN = re.compile(r"/cdn/([^/]+/[^/]+)/([0-9a-f]{40})/(.+)")
 
 
 @dataclass
@@ -65,6 +66,8 @@ def _handler(hub: Hub):
                 return self._listing(*match.groups())
             if match := RESOLVE.fullmatch(path):
                 return self._resolve(*match.groups(), head=head)
+            if match := CDN.fullmatch(path):
+                return self._resolve(*match.groups(), head=head, cdn=True)
             self._error(404, "EntryNotFound")
 
         def _commit(self, repo_id: str, rev: str) -> tuple[str, dict] | None:
@@ -87,10 +90,11 @@ def _handler(hub: Hub):
                                                 for f, c in files.items()]}).encode()
                 self._send(200, {"Content-Type": "application/json"}, body, "listing")
 
-        def _resolve(self, repo_id: str, rev: str, name: str, head: bool) -> None:
+        def _resolve(self, repo_id: str, rev: str, name: str, head: bool,
+                     cdn: bool = False) -> None:
             repo = hub.repos.get(repo_id)
             auth = self.headers.get("Authorization")
-            if repo is not None and repo.gated and auth != f"Bearer {hub.token}":
+            if repo is not None and repo.gated and not cdn and auth != f"Bearer {hub.token}":
                 return self._error(401 if auth is None else 403, "GatedRepo")
             found = self._commit(repo_id, rev)
             if not found:
@@ -103,6 +107,10 @@ def _handler(hub: Hub):
             headers = {"X-Repo-Commit": sha, "ETag": f'"{etag}"', "Accept-Ranges": "bytes"}
             if name.endswith(".safetensors"):  # LFS files: the Hub adds the linked headers
                 headers |= {"X-Linked-Etag": f'"{etag}"', "X-Linked-Size": str(len(content))}
+            if name.endswith(".safetensors") and not head and not cdn:
+                # the Hub answers LFS files with a redirect to its CDN, which serves the ranges
+                location = f"/cdn/{repo_id}/{sha}/{name}"
+                return self._send(302, headers | {"Location": location}, b"", "redirect")
             status, body = 200, content
             if (rng := self.headers.get("Range")) and not head:
                 start, _, end = rng.removeprefix("bytes=").partition("-")

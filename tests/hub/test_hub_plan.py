@@ -51,6 +51,8 @@ def test_sharded_repo_plans_from_headers_exactly_and_fetches_only_headers(hub, s
     assert served == sum(8 + int.from_bytes(c[:8], "little")
                          for f, c in files.items() if f.endswith(".safetensors"))
     assert served * 50 < weight_files  # headers only: ~1 KB of ~1 MB
+    assert sum(r.startswith("GET /cdn/") for r in hub.requests) == 4  # 2 ranges x 2 shards,
+    # each after the Hub's redirect, with the Range header kept
     assert data["hub"]["bytes_fetched"] == sum(hub.served.values()) - hub.served.get("error", 0)
     assert f"{data['hub']['bytes_fetched']:,} bytes fetched in all" in result.stderr
     assert "README.md" not in hub.served  # nothing the plan does not read
