@@ -92,10 +92,15 @@ def fetch_snapshot(ref: str) -> HubSnapshot:
             if name in sizes:
                 fetcher.download(name, sha)
         weights, read, files = _weights(ref, fetcher, cache, sha, sizes)
-    source = HubSource(repo_id, revision, sha, fetcher.endpoint, read,
-                       tuple(fetcher.fetched.items()), tuple(fetcher.cached.items()),
-                       sum(sizes[f] for f in files))
+    source = HubSource(repo_id, revision, sha, fetcher.endpoint, read, _in_order(fetcher.fetched),
+                       _in_order(fetcher.cached), sum(sizes[f] for f in files))
     return HubSnapshot(source, config, weights, _notes(source, weights))
+
+
+def _in_order(read: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """The order they were read in, shards (read in parallel) sorted by name."""
+    shard = [item for item in read.items() if item[0].endswith(".safetensors")]
+    return tuple([item for item in read.items() if item not in shard] + sorted(shard))
 
 
 def _listing(ref: str, revision: str, fetcher, cache: HubCache, offline: bool) -> dict:
