@@ -129,3 +129,16 @@ def test_workbook_inputs_name_the_commit(hub, servecap, tmp_path):
     rows = openpyxl.load_workbook(tmp_path / "plan.xlsx")["Inputs"].iter_rows(values_only=True)
     model = next(row for row in rows if row[0] == "model")
     assert model[1] == "acme/tiny" and f"acme/tiny at commit {sha}" in model[3]
+
+
+def test_verify_takes_the_same_ids_and_runs_the_architecture(hub, servecap):
+    pytest.importorskip("torch")
+    config = {**CONFIG, "vocab_size": 256, "torch_dtype": "float32"}
+    sha = hub.add("acme/tiny", {"config.json": json.dumps(config).encode()})
+    result = servecap("verify", "acme/tiny", "--device", "cpu", "--device-memory", "16MiB",
+                      "--context", "256", "--concurrency", "4", "--runtime-peak", "12MiB",
+                      "--json", OMP_NUM_THREADS="1")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)["record"]
+    assert record["model_config"].endswith(f"{sha}/config.json")
+    assert record["weights"].startswith("seeded random")  # real ones: hf download, --weights
