@@ -4,16 +4,20 @@ config.json, safetensors index and every safetensors header. Weights are never d
 huggingface_hub (and its HTTP client) is imported only when an id is actually resolved, so
 planning a bundled model or a local directory loads no HTTP client."""
 
+from __future__ import annotations
+
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from servecap.ledger.errors import SpecError
 
-from .hub_cache import HubCache
 from .safetensors_headers import HeaderBytes, header_bytes
+
+if TYPE_CHECKING:  # imported when an id is resolved: a bundled plan loads neither
+    from .hub_cache import HubCache
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?")
 LOCAL_SUFFIXES = (".yaml", ".yml", ".json", ".safetensors")
@@ -72,6 +76,7 @@ def fetch_snapshot(ref: str) -> HubSnapshot:
     from huggingface_hub import constants
     from huggingface_hub.utils import disable_progress_bars
 
+    from .hub_cache import HubCache
     from .hub_http import Fetcher, translated
 
     disable_progress_bars()  # a few kilobytes need no bar; stdout stays one JSON object
@@ -131,6 +136,8 @@ def _weights(ref: str, fetcher, cache: HubCache, sha: str,
         what = ", ".join(others[:3]) + (" ..." if len(others) > 3 else "") if others else "none"
         return None, f"derived from config.json, not read (no safetensors; weight files: " \
                      f"{what})", others
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(min(MAX_PARALLEL_HEADERS, len(shards))) as pool:
         paths = list(pool.map(lambda f: _header_file(fetcher, cache, sha, f), shards))
     return header_bytes(paths), f"safetensors headers of {len(shards)} file(s)", shards
