@@ -129,6 +129,8 @@ def _weights(ref: str, fetcher, cache: HubCache, sha: str,
     holds no safetensors to read."""
     shards = (_index_shards(fetcher.download(INDEX, sha)) if INDEX in sizes else
               sorted(f for f in sizes if f.endswith(".safetensors") and "/" not in f))
+    if unsafe := [f for f in shards if f.startswith("/") or ".." in f.split("/")]:
+        raise SpecError("weight_map", unsafe[0], f"a file name inside the repo (in {ref})")
     if missing := [f for f in shards if f not in sizes]:
         raise SpecError("weight_map", missing[0], f"named in {INDEX} of {ref} but not in the repo")
     if not shards:

@@ -31,8 +31,11 @@ class HubCache:
         return ref.read_text().strip() if ref.is_file() else None
 
     def listing(self, sha: str) -> dict | None:
-        path = self.repo_dir / sha / "listing.json"
-        return json.loads(path.read_text()) if path.is_file() else None
+        """None when absent or unreadable: then it is simply not cached."""
+        try:
+            return json.loads((self.repo_dir / sha / "listing.json").read_text())
+        except (OSError, ValueError):
+            return None
 
     def header_path(self, sha: str, filename: str) -> Path:
         return self.repo_dir / sha / "headers" / filename

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from servecap.ledger.errors import SpecError
 
+from .hub_cache import COMMIT_SHA
 from .safetensors_headers import MAX_HEADER_BYTES
 
 TIMEOUT_S = 10.0
@@ -37,12 +38,16 @@ class Fetcher:
                                      timeout=TIMEOUT_S)
         hf_raise_for_status(response)
         self.fetched["revision listing"] = len(response.content)
-        data = response.json()
-        siblings = data.get("siblings") if isinstance(data, dict) else None
-        if not isinstance(data.get("sha"), str) or not isinstance(siblings, list):
-            raise SpecError("revision listing", url, "not a Hub model answer (no sha/siblings)")
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not (isinstance(data, dict) and isinstance(data.get("siblings"), list)
+                and COMMIT_SHA.fullmatch(str(data.get("sha")))):
+            raise SpecError("revision listing", url, "not a Hub answer (a JSON object with a "
+                            "commit sha and siblings): is HF_ENDPOINT a Hub?")
         return {"sha": data["sha"], "siblings": [
-            {"rfilename": s["rfilename"], "size": s.get("size")} for s in siblings
+            {"rfilename": s["rfilename"], "size": _size(s.get("size"))} for s in data["siblings"]
             if isinstance(s, dict) and isinstance(s.get("rfilename"), str)]}
 
     def download(self, filename: str, sha: str) -> Path:
@@ -71,6 +76,10 @@ class Fetcher:
         raw = first + _range(get_session(), url, headers, 8, length)
         self.fetched[filename] = len(raw)
         return raw
+
+
+def _size(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _range(session, url: str, headers: dict, start: int, count: int) -> bytes:

@@ -79,3 +79,12 @@ def test_repo_without_config_json(hub, servecap):
     ("models/x.yaml", False), ("dir/config.json", False), ("", False)])
 def test_what_counts_as_a_hub_id(ref, expected):
     assert is_hub_id(ref) is expected
+
+
+def test_an_index_naming_files_outside_the_repo_is_refused(hub, servecap, tmp_path):
+    index = {"metadata": {}, "weight_map": {"w": "../../escape.safetensors"}}
+    hub.add("acme/odd", {"config.json": CONFIG,
+                         "model.safetensors.index.json": json.dumps(index).encode()})
+    line = one_line_error(servecap("plan", "acme/odd", "--device", "1GiB"))
+    assert "weight_map = '../../escape.safetensors'" in line
+    assert not list(tmp_path.rglob("escape.safetensors"))
