@@ -93,13 +93,12 @@ def fetch_snapshot(ref: str) -> HubSnapshot:
             raise SpecError("config.json", ref, "the repo has none: servecap plans "
                             "transformers checkpoints (config.json beside the weights)")
         config = fetcher.download("config.json", sha)
-        for name in QUANT_FILES:
-            if name in sizes:
-                fetcher.download(name, sha)
+        quant = [fetcher.download(name, sha).name for name in QUANT_FILES if name in sizes]
         weights, read, files = _weights(ref, fetcher, cache, sha, sizes)
     source = HubSource(repo_id, revision, sha, fetcher.endpoint, read, _in_order(fetcher.fetched),
                        _in_order(fetcher.cached), sum(sizes[f] for f in files))
-    return HubSnapshot(source, config, weights, _notes(source, weights))
+    return HubSnapshot(source, config, weights,
+                       _notes(source, weights) + _quant_note(config, quant))
 
 
 def _in_order(read: dict[str, int]) -> tuple[tuple[str, int], ...]:
@@ -173,6 +172,20 @@ def _notes(source: HubSource, weights: HeaderBytes | None) -> tuple[str, ...]:
     if weights is None:
         notes.append(f"weights {source.weights_read}")
     return tuple(notes)
+
+
+def _quant_note(config: Path, quant_files: list[str]) -> tuple[str, ...]:
+    """A separate quantization file (older GPTQ/AWQ exports, ModelOpt) is not read as the
+    checkpoint's quantization: say so rather than let the dtype labels pass for it."""
+    try:
+        stated = "quantization_config" in json.loads(config.read_text())
+    except (OSError, ValueError, TypeError):  # the loader reports a bad config.json
+        stated = True
+    if not quant_files or stated:
+        return ()
+    return (f"{quant_files[0]} is in the repo but config.json has no quantization_config, "
+            "the only place servecap reads quantization from: the dtype shown is the "
+            "checkpoint's torch_dtype (weights read from headers are exact regardless)",)
 
 
 def fetch_report(source: HubSource) -> list[str]:

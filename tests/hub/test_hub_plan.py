@@ -86,10 +86,13 @@ def test_a_revision_sha_reads_that_commit(hub, servecap):
 
 def test_bin_only_repo_is_planned_from_config_and_says_derived(hub, servecap):
     hub.add("acme/legacy", {"config.json": json.dumps(CONFIG).encode(),
-                            "pytorch_model.bin": b"\0" * 4096})
+                            "pytorch_model.bin": b"\0" * 4096,
+                            "quantize_config.json": b'{"bits": 4, "group_size": 128}'})
     data = plan_json(servecap("plan", "acme/legacy", "--device", "1GiB", "--json"))
     assert any("derived from config.json, not read" in n and "pytorch_model.bin" in n
                for n in data["notes"])
+    assert any(n.startswith("quantize_config.json is in the repo") for n in data["notes"])
+    assert "quantize_config.json" in hub.served
     assert "safetensors" not in data["lines"][0]["from"]
     assert hub.served.get("pytorch_model.bin", 0) == 0
 
@@ -109,6 +112,10 @@ def test_models_hub_says_what_was_read_and_from_where(hub, servecap):
     assert f"acme/tiny @ main = {sha} from {hub.url}" in result.stdout
     assert "model-00002-of-00002.safetensors: " in result.stdout
     assert "llama, 2 layers" in result.stdout
+    data = json.loads(servecap("models", "--hub", "acme/tiny", "--json").stdout)
+    assert data["layers"] == 2 and data["hub"]["sha"] == sha
+    assert {f["from"] for f in data["hub"]["files"] if f["file"] != "revision listing"} == {
+        "cache"}  # the second read fetches only the listing
 
 
 def test_simulate_takes_the_same_ids(hub, servecap, tmp_path):
