@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from servecap.ledger.devices import DEVICES
+from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import kv_bytes_per_token
 from servecap.ledger.paging import paging_report
 from servecap.ledger.units import GiB, fmt_bytes
@@ -16,8 +17,20 @@ from .errors import handle_errors
 JSON = typer.Option("--json", help="Print a JSON list (byte fields are integers).")
 
 
-def models(as_json: Annotated[bool, JSON] = False) -> None:
-    """List the bundled model library: shape, KV bytes per token in bf16, and each source."""
+def models(as_json: Annotated[bool, JSON] = False,
+           hub: Annotated[str | None, typer.Option(help="A Hugging Face Hub id, org/name[@rev]: "
+                                                   "show what is read for it, and from "
+                                                   "where, instead of the library.")] = None,
+           ) -> None:
+    """List the bundled model library: shape, KV bytes per token in bf16, and each source.
+
+    With --hub, read one Hub model's config and safetensors headers (never its weights):
+
+      servecap models --hub Qwen/Qwen3-32B
+    """
+    if hub is not None:
+        _hub_model(hub, as_json)
+        return
     rows = [_model_row(load_model(str(path)).spec) for path in bundled_models()]
     if as_json:
         print(json.dumps(rows, indent=2))
@@ -35,6 +48,24 @@ def _model_row(spec) -> dict:
             "kv_heads": att.num_kv_heads, "attention": att.kind, "moe": moe is not None,
             "experts": f"{moe.num_experts} (top {moe.num_experts_per_tok})" if moe else "-",
             "kv_bytes_per_token_bf16": kv_bytes_per_token(spec, 16), "source": spec.source}
+
+
+def _hub_model(ref: str, as_json: bool) -> None:
+    from servecap.model_configs.hub import fetch_report, is_hub_id
+
+    if not is_hub_id(ref):
+        raise SpecError("--hub", ref, "a Hub id: org/name or org/name@revision")
+    loaded = load_model(ref)
+    row = _model_row(loaded.spec)
+    if as_json:
+        print(json.dumps({**row, "hub": loaded.hub.as_dict() if loaded.hub else None}, indent=2))
+        return
+    if loaded.hub is None:  # a local directory named like the id shadows it
+        print(f"{ref}: the local directory {loaded.path} (it shadows the Hub id)")
+        return
+    print("\n".join(line.removeprefix("hub: ") for line in fetch_report(loaded.hub)))
+    print(f"model: {row['model_type']}, {row['layers']} layers, {row['attention']}, KV "
+          f"{fmt_bytes(row['kv_bytes_per_token_bf16'])}/token in bf16")
 
 
 def _kv_heads(row: dict) -> str:

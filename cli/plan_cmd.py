@@ -2,6 +2,7 @@
 
 import functools
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +19,7 @@ from .deploy import NO_DEPLOY, DeployFlags, deploy_options
 from .deploy import deploy as plan_deployment
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
 from .inputs import PlanFlags, model_for_flags, serve_spec
-from .plan_json import deployment_to_dict
+from .plan_json import deployment_to_dict, source_to_dict
 
 Opt = typer.Option
 Dev = functools.partial(Opt, rich_help_panel="Device and load")
@@ -30,8 +31,9 @@ Out = functools.partial(Opt, rich_help_panel="Output")
 @deploy_options
 def plan(
     model: Annotated[str | None, typer.Argument(help="Bundled model name (servecap models), a "
-                                                "model YAML, a config.json or a local model "
-                                                "directory.")] = None,
+                                                "model YAML, a config.json, a local model "
+                                                "directory or a Hugging Face Hub id "
+                                                "org/name[@revision].")] = None,
     device: Annotated[str | None, Dev(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
                                       "bytes.")] = None,
     context: Annotated[int | None, Dev("--context", "--max-model-len",
@@ -65,6 +67,9 @@ def plan(
     force: Annotated[bool, Out("--force", help="Replace an existing --xlsx file.")] = False,
     from_workbook: Annotated[Path | None, Out(help="Plan again from a workbook's Inputs sheet "
                                               "(instead of MODEL and flags).")] = None,
+    verbose: Annotated[bool, Out("--verbose", "-v", help="Say what was read from the Hugging "
+                                 "Face Hub: each file, its bytes, network or cache (stderr).")]
+    = False,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Build the per-device memory ledger and the memory-only concurrency ceiling.
@@ -77,6 +82,7 @@ def plan(
       servecap plan teaching-7b --device 80GiB --safety 10% --runtime-peak 0   # seed 004
       servecap plan ./model-dir --device h100-80gb --kv-dtype fp8 --json
       servecap plan llama-3.1-70b-instruct --device h100-80gb -tp 4 --engine vllm
+      servecap plan Qwen/Qwen3-32B --device h100-80gb -v   # Hub id: reads only headers
 
     Exit 0 when the declared load fits, 1 when it does not, 2 for bad input.
     """
@@ -91,9 +97,14 @@ def plan(
                             "plan one device with the plain engine: drop the parallel and "
                             "engine flags")
         model, flags = plan_workbook_io(model, flags, from_workbook, xlsx, force)
-    result = deployment_from_flags(model, flags, deploy)
+    loaded = _load(model)
+    result = deployment_from_flags(model, flags, deploy, loaded)
+    if verbose and loaded.hub is not None:
+        from servecap.model_configs.hub import fetch_report
+
+        print("\n".join(fetch_report(loaded.hub)), file=sys.stderr)
     if as_json:
-        print(json.dumps(deployment_to_dict(result), indent=2))
+        print(json.dumps({**deployment_to_dict(result), **source_to_dict(loaded)}, indent=2))
     else:
         _render(result)
     if not result.fits:
@@ -115,9 +126,9 @@ def plan_from_flags(model: str | None, flags: PlanFlags):
 
 
 def deployment_from_flags(model: str | None, flags: PlanFlags,
-                          deploy: DeployFlags = NO_DEPLOY):
-    """Load, build the ServeSpec, apply file-derived weights, and plan every rank."""
-    loaded = _load(model)
+                          deploy: DeployFlags = NO_DEPLOY, loaded: LoadedModel | None = None):
+    """Load (unless given), build the ServeSpec, apply file-derived weights, plan every rank."""
+    loaded = loaded or _load(model)
     return plan_deployment(loaded, model_for_flags(flags, loaded), serve_spec(flags, loaded),
                            _file_overrides(loaded, flags), deploy, flags)
 

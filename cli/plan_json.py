@@ -51,6 +51,14 @@ def plan_to_dict(plan: Plan) -> dict:
     }
 
 
+def source_to_dict(loaded) -> dict:
+    """Where the model came from: its source, and for a Hub id the commit and what was read."""
+    hub = loaded.hub
+    return {"model_source": loaded.spec.source,
+            "model_revision_sha": hub.sha if hub else None,
+            "hub": hub.as_dict() if hub else None}
+
+
 def deployment_to_dict(deployment: Deployment) -> dict:
     """The binding rank's plan at the top level (the plan contract's keys unchanged), the
     deployment's totals, and one entry per rank under `ranks`."""

@@ -2,7 +2,7 @@
 
 import difflib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -12,6 +12,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
 from .hf import to_spec
+from .hub import HubSource, fetch_snapshot, is_hub_id
 from .safetensors_headers import HeaderBytes, directory_weights
 from .schema import HFConfig, ModelFile, Serving
 
@@ -24,6 +25,7 @@ class LoadedModel:
     path: Path
     serving: Serving
     file_weights: HeaderBytes | None = None
+    hub: HubSource | None = None
 
 
 def bundled_models() -> list[Path]:
@@ -32,6 +34,8 @@ def bundled_models() -> list[Path]:
 
 def load_model(ref: str) -> LoadedModel:
     """Resolve `ref` and load it; every failure is a SpecError naming the file."""
+    if is_hub_id(ref) and not Path(ref).expanduser().exists():  # a local org/name dir wins
+        return _load_hub(ref)
     path = _resolve(ref)
     try:
         if path.is_dir():
@@ -112,6 +116,17 @@ def _load_directory(path: Path) -> LoadedModel:
         raise SpecError("config.json", str(config), "a model directory needs a config.json")
     loaded = _load_config_json(config, path.name)
     return LoadedModel(loaded.spec, path, loaded.serving, directory_weights(path))
+
+
+def _load_hub(ref: str) -> LoadedModel:
+    """org/name[@revision] from the Hugging Face Hub, planned as its local directory would be."""
+    snap = fetch_snapshot(ref)
+    try:
+        loaded = _load_config_json(snap.config_path, snap.source.repo_id)
+    except SpecError as exc:
+        raise exc.at(f"{ref}: config.json") from None
+    spec = replace(loaded.spec, source=snap.source.label, notes=loaded.spec.notes + snap.notes)
+    return LoadedModel(spec, snap.config_path, Serving(), snap.weights, snap.source)
 
 
 def _validate(schema, data: dict):

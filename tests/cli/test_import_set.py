@@ -1,4 +1,5 @@
-"""`servecap plan` starts fast: it never imports torch, pandas or openpyxl."""
+"""`servecap plan` starts fast: it never imports torch, pandas or openpyxl, nor an HTTP client
+(huggingface_hub loads only when a Hub id is resolved)."""
 
 import json
 import subprocess
@@ -10,7 +11,8 @@ from typer.testing import CliRunner
 from servecap.cli.app import app
 result = CliRunner().invoke(app, ["plan", "teaching-7b", "--json"])
 assert result.exit_code == 0, result.output
-heavy = sorted(m for m in ("torch", "pandas", "openpyxl", "numpy", "pynvml") if m in sys.modules)
+heavy = sorted(m for m in ("torch", "pandas", "openpyxl", "numpy", "pynvml", "huggingface_hub",
+                           "requests", "httpx", "httpx2", "urllib3") if m in sys.modules)
 print(__import__("json").dumps(heavy))
 """
 
