@@ -6,6 +6,7 @@ from . import (
     catalog_cmd,
     plan_cmd,
     reconcile_cmd,
+    load_cmd,
     serve_cmd,
     simulate_cmd,
     verify_cmd,
@@ -28,6 +29,7 @@ workbook_cmd.register(app)
 simulate_cmd.register(app)
 verify_cmd.register(app)
 serve_cmd.register(app)
+load_cmd.register(app)
 
 
 def main() -> None:
