@@ -4,9 +4,9 @@ import typer
 
 from . import (
     catalog_cmd,
+    load_cmd,
     plan_cmd,
     reconcile_cmd,
-    load_cmd,
     serve_cmd,
     simulate_cmd,
     verify_cmd,
