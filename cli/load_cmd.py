@@ -1,6 +1,7 @@
 """`servecap load`: drive any OpenAI-compatible endpoint with a workload or trace; measure it."""
 
 import asyncio
+import contextlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +14,7 @@ from servecap.ledger.errors import SpecError
 from servecap.sim.workload import Arrivals
 
 from . import load_compare
-from .errors import handle_errors
+from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
 from .load_view import progress_bar, render_load
 from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration
 from .simulate_cmd import check_writable, write_csv
@@ -56,6 +57,8 @@ def load(
     coefficients: Annotated[Path | None, Opt(help="Measured coefficients JSON for the "
                                              "simulation (servecap verify "
                                              "--calibration-out).")] = None,
+    nvml: Annotated[int | None, Opt(help="Sample this GPU's memory (NVML index) during the "
+                                    "run, when the server runs on this machine.")] = None,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
@@ -65,45 +68,79 @@ def load(
 
       servecap load http://localhost:8000/v1 --model tiny-llama --workload workloads/chat.yaml
       servecap load http://gpu:8000/v1 --model m --trace prod.csv --concurrency 32 --json
-    """
-    from servecap.load.report import (
-        RECORD_COLUMNS,
-        TOKEN_COLUMNS,
-        measured_seqs,
-        record_rows,
-        summarize,
-        token_time_rows,
-    )
-    from servecap.load.runner import LoadSpec, run_scraped
-    from servecap.load.scrape import Scraper
 
+    Exit 0 when at least one request completed (failures are counted in the report), 1 when
+    none did, 2 on bad input.
+    """
     for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
         if path is not None:
             check_writable(path, field)
     requests, source = _requests(workload, trace, rate, num_requests, seed)
-    spec = LoadSpec(base_url.rstrip("/") + "/completions", model, tuple(requests),
+    spec = _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed)
+    if compare_simulate or (metrics and plan_device):
+        load_compare.check(sim_model or model, plan_device)
+    report, seqs = _measure(spec, metrics, nvml, as_json)
+    _write_csvs(seqs, base_url, records_path, token_times_path)
+    report = {"base_url": base_url, "model": model, "source": source,
+              "mode": "open loop" if concurrency is None else f"closed loop ({concurrency})",
+              "not_sent": len(requests) - report["offered"], **report}
+    if metrics and plan_device:
+        report["kv_vs_ledger"] = load_compare.kv_against_ledger(
+            sim_model or model, plan_device, report["server_metrics"], seqs)
+    if compare_simulate:
+        report["compare_simulate"] = load_compare.compare_simulate(
+            sim_model or model, plan_device, coefficients, seqs, report)
+    print(json.dumps(report, indent=2)) if as_json else render_load(report, Console())
+    if not report["completed"]:
+        raise fail(f"no request completed ({report['failed']} failed)", EXIT_DOES_NOT_FIT)
+
+
+def _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed):
+    from servecap.load.runner import LoadSpec
+
+    return LoadSpec(base_url.rstrip("/") + "/completions", model, tuple(requests),
                     _positive(concurrency, "--concurrency"),
                     duration and parse_duration(duration, "--duration"),
                     parse_duration(timeout, "--timeout"), _positive(vocab_size, "--vocab-size"),
                     seed)
+
+
+def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[dict, list]:
+    """Run the load (with the /metrics scraper and NVML sampler when asked); the summary
+    and the measured requests as simulator records."""
+    from servecap.load.report import measured_seqs, summarize
+    from servecap.load.runner import run_scraped
+    from servecap.load.scrape import Scraper
+
     scraper = Scraper(metrics) if metrics else None
-    with progress_bar(len(requests), as_json) as on_done:
+    with _nvml(nvml) as sampler, progress_bar(len(spec.requests), quiet) as on_done:
         sent, start = asyncio.run(run_scraped(spec, scraper, on_done))
     seqs = measured_seqs(sent, start)
-    report = {"base_url": base_url, "model": model, "source": source,
-              "mode": "open loop" if concurrency is None else f"closed loop ({concurrency})",
-              **summarize(sent, seqs, start)}
+    report = summarize(sent, seqs, start)
     if scraper is not None:
         report["server_metrics"] = scraper.summary()
-    if compare_simulate:
-        report["compare_simulate"] = load_compare.compare_simulate(
-            sim_model or model, plan_device, coefficients, seqs, report)
+    if sampler is not None:
+        report["nvml"] = sampler.summary()
+    return report, seqs
+
+
+def _nvml(index: int | None):
+    if index is None:
+        return contextlib.nullcontext()
+    from servecap.runtime.nvml_sampler import NvmlSampler
+
+    return NvmlSampler(index)
+
+
+def _write_csvs(seqs: list, base_url: str, records_path: Path | None,
+                token_times_path: Path | None) -> None:
+    from servecap.load.report import RECORD_COLUMNS, TOKEN_COLUMNS, record_rows, token_time_rows
+
     if records_path is not None:
         write_csv(records_path, RECORD_COLUMNS, record_rows(seqs, base_url))
     if token_times_path is not None:
         write_csv(token_times_path, TOKEN_COLUMNS, token_time_rows(seqs, base_url),
                   "--token-times")
-    print(json.dumps(report, indent=2)) if as_json else render_load(report, Console())
 
 
 def _requests(workload: Path | None, trace: Path | None, rate: float | None,

@@ -36,6 +36,8 @@ def render_load(report: dict, console: Console) -> None:
                   f"{report['failed']} {report['errors'] or ''}; HTTP "
                   f"{report['http_status_counts']}; output-length mismatches "
                   f"{report['output_token_mismatches']}")
+    for example in report["error_examples"]:
+        console.print(f"  [red]{example}[/red]")
     console.print(f"{report['achieved_rps']:.2f} requests/s, "
                   f"{report['output_tokens_per_s']:.1f} output tokens/s over "
                   f"{report['duration_s']:.2f} s; latest send "
@@ -54,6 +56,18 @@ def render_load(report: dict, console: Console) -> None:
                       f"{m['peak_waiting']}, peak KV usage {m['peak_kv_usage']}, peak KV "
                       f"tokens in use {m['peak_kv_tokens_in_use']} of "
                       f"{m['kv_capacity_tokens']}")
+    if "kv_vs_ledger" in report:
+        kv = report["kv_vs_ledger"]
+        console.print(f"KV: measured peak {kv['measured_peak_kv_tokens']} tokens in use; the "
+                      f"ledger's KV line for {kv['peak_running']} requests of "
+                      f"{kv['context_tokens']} tokens: {kv['ledger_kv_tokens']} tokens "
+                      f"({kv['ledger_kv_bytes'] / 2**30:.2f} GiB)")
+    if "nvml" in report:
+        nv = report["nvml"]
+        peak = nv["peak_used_bytes"]
+        console.print(f"NVML device {nv['device_index']}: peak used "
+                      f"{'-' if peak is None else f'{peak / 2**30:.2f}'} GiB of "
+                      f"{nv['total_bytes'] / 2**30:.2f} GiB")
     if "compare_simulate" in report:
         _render_compare(report["compare_simulate"], console)
 

@@ -65,6 +65,7 @@ def summarize(sent: list[Sent], seqs: list[Seq], start_s: float) -> dict:
     return {
         "offered": len(sent), "completed": len(done), "failed": len(seqs) - len(done),
         "errors": {k: v for k, v in sorted(statuses.items()) if k != OK},
+        "error_examples": sorted({s.reason for s in seqs if s.state == REJECTED})[:3],
         "http_status_counts": dict(sorted(http.items())),
         "output_token_mismatches": sum(1 for s in done
                                        if s.req.output_tokens != wanted[s.req.request_id]),

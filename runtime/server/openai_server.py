@@ -1,6 +1,7 @@
 """The HTTP surface: /v1/completions, /v1/chat/completions (SSE or one JSON), /v1/models,
 /health and /metrics, over one ServingLoop."""
 
+import asyncio
 import json
 from contextlib import asynccontextmanager
 
@@ -16,6 +17,7 @@ from .serving_loop import Generation, Overloaded, ServingLoop, Stream
 from .tokenizer import chat_prompt
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's documented default for /v1/completions
+DISCONNECT_POLL_S = 0.5
 
 
 class BadRequest(Exception):
@@ -46,12 +48,12 @@ def create_app(serving: ServingLoop, metrics: ServerMetrics, tokenizer, model_na
         return _error(str(exc), exc.status, exc.kind)
 
     @app.post("/v1/completions")
-    async def completions(body: p.CompletionRequest):
-        return await api.generate(body, api.completion_prompt(body.prompt), chat=False)
+    async def completions(body: p.CompletionRequest, request: Request):
+        return await api.generate(body, api.completion_prompt(body.prompt), False, request)
 
     @app.post("/v1/chat/completions")
-    async def chat(body: p.ChatRequest):
-        return await api.generate(body, api.encode(chat_prompt(body.messages)), chat=True)
+    async def chat(body: p.ChatRequest, request: Request):
+        return await api.generate(body, api.encode(chat_prompt(body.messages)), True, request)
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -118,7 +120,8 @@ class _Api:
         return Generation(tuple(ids), max_tokens, body.min_tokens, body.ignore_eos,
                           body.temperature, body.seed or 0)
 
-    async def generate(self, body: p.SamplingFields, ids: list[int], chat: bool):
+    async def generate(self, body: p.SamplingFields, ids: list[int], chat: bool,
+                       request: Request):
         gen = self.generation(body, ids, chat)
         try:
             stream = self.serving.submit(gen)
@@ -128,23 +131,36 @@ class _Api:
         if body.stream:
             events = self._sse(stream, rid, chat, body.include_usage)
             return StreamingResponse(events, media_type="text/event-stream")
-        return await self._collect(stream, rid, chat)
+        return await self._collect(stream, rid, chat, request)
 
-    async def _collect(self, stream: Stream, rid: str, chat: bool) -> dict:
+    async def _collect(self, stream: Stream, rid: str, chat: bool,
+                       request: Request) -> dict | Response:
+        """Wait for every token while a watcher cancels the request if the client goes."""
         tokens: list[int] = []
+        watcher = asyncio.create_task(self._watch(request, stream))
         try:
             while True:
                 event = await stream.events.get()
                 if event.finish_reason == "error":
                     raise BadRequest(event.message)
+                if event.finish_reason == "cancelled":
+                    return Response(status_code=499)  # nobody is listening
                 tokens += event.token_ids
                 if event.finish_reason:
                     break
         finally:
+            watcher.cancel()
             self.serving.cancel(stream)
         used = p.usage(len(stream.gen.prompt_token_ids), len(tokens))
         body = p.chat_body if chat else p.completion_body
         return body(rid, self.model_name, self.tok.decode(tokens), event.finish_reason, used)
+
+    async def _watch(self, request: Request, stream: Stream) -> None:
+        while not stream.done:
+            await asyncio.sleep(DISCONNECT_POLL_S)
+            if await request.is_disconnected():
+                self.serving.cancel(stream)
+                return
 
     async def _sse(self, stream: Stream, rid: str, chat: bool, include_usage: bool):
         """One chunk per token; the last carries finish_reason; then usage, then [DONE]. A

@@ -74,6 +74,6 @@ class Server:
 
 @pytest.fixture(scope="session")
 def server():
-    srv = Server()
+    srv = Server("--max-model-len", "2048")  # room for a stream long enough to walk away from
     yield srv
     srv.stop()

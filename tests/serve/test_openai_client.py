@@ -61,4 +61,4 @@ def test_unknown_model_is_404(client):
 
 def test_request_past_max_model_len_is_400(client):
     with pytest.raises(openai.BadRequestError, match="maximum context length"):
-        client.completions.create(model="tiny-llama", prompt=[1] * 250, max_tokens=10)
+        client.completions.create(model="tiny-llama", prompt=[1] * 2040, max_tokens=10)
