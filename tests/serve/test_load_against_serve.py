@@ -3,7 +3,7 @@
 import csv
 import json
 
-from conftest import Server, servecap
+from serve_process import Server, servecap
 
 TRACE = [(0.0, 20, 8), (0.02, 40, 12), (0.05, 10, 5), (0.05, 30, 16), (0.2, 64, 4),
          (0.25, 17, 9)]
@@ -51,3 +51,13 @@ def test_overload_beyond_the_bound_is_429_and_counted(tmp_path):
     assert report["completed"] + report["failed"] == 8 == len(rows)
     assert report["completed"] >= 2  # one running and one waiting always fit
     assert sum(r["state"] == "rejected" and "HTTP 429" in r["reason"] for r in rows) == rejected
+
+
+def test_timeouts_are_counted_not_dropped(server, tmp_path):
+    (tmp_path / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n"
+                                        "0,16,1500\n0,16,1500\n")
+    run = servecap("load", server.url + "/v1", "--model", "tiny-llama", "--trace",
+                   tmp_path / "trace.csv", "--timeout", "200ms", "--json")
+    assert run.returncode == 1, run.stderr
+    report = json.loads(run.stdout)
+    assert report["offered"] == 2 and report["errors"] == {"timeout": 2}
