@@ -28,3 +28,16 @@ def test_prompts_have_the_requested_length_and_share_their_group_prefix():
     assert len(ids_a) == 50 and len(ids_b) == 30 and ids_a[:20] == ids_b[:20]
     assert ids_a[20:30] != ids_b[20:30] and max(ids_a + ids_b) < 256
     assert prompt_ids(a, 256, 0) == ids_a and prompt_ids(a, 256, 1) != ids_a
+
+
+def test_plan_imports_neither_the_server_nor_the_client_stack():
+    import subprocess
+    import sys
+
+    probe = ("import sys; from typer.testing import CliRunner; from servecap.cli.app import app;"
+             " CliRunner().invoke(app, ['plan', 'teaching-7b', '--json']);"
+             " print(sorted(m for m in ('fastapi', 'uvicorn', 'aiohttp', 'tokenizers', 'openai')"
+             " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
