@@ -49,7 +49,7 @@ def test_overload_beyond_the_bound_is_429_and_counted(tmp_path):
     rejected = report["http_status_counts"].get("429", 0)
     assert rejected >= 1 and report["errors"]["http_error"] == rejected
     assert report["completed"] + report["failed"] == 8 == len(rows)
-    assert report["completed"] >= 2  # one running and one waiting always fit
+    assert report["completed"] >= 1  # the first request always finds room
     assert sum(r["state"] == "rejected" and "HTTP 429" in r["reason"] for r in rows) == rejected
 
 
