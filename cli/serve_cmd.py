@@ -51,14 +51,14 @@ def serve(
       servecap serve tiny-llama --port 8000          # seeded tiny model on the CPU
       servecap serve ./Llama-3.1-8B --device cuda:0 --weights ./Llama-3.1-8B --port 8000
     """
-    from servecap.runtime.server.launch import ServerOptions, run_server
-
     if admission not in ("reserve", "optimistic"):
         raise SpecError("--admission", admission, "allowed: reserve, optimistic")
     if not 0 < port < 65536:
         raise SpecError("--port", port, "a TCP port in 1..65535")
     if max_waiting < 0:
         raise SpecError("--max-waiting", max_waiting, "must be >= 0 requests")
+    from servecap.runtime.server.launch import ServerOptions, run_server
+
     loaded = load_model(model)
     size = device_memory or loaded.serving.device
     if size is None and device == "cpu":

@@ -40,7 +40,7 @@ def test_open_loop_replays_the_trace_exactly(server, tmp_path):
 
 def test_overload_beyond_the_bound_is_429_and_counted(tmp_path):
     (tmp_path / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n"
-                                        + "0,16,60\n" * 8)
+                                        + "0,16,30\n" * 8)
     server = Server("--max-num-seqs", "1", "--max-waiting", "1")
     try:
         report, rows, _ = _load(server, tmp_path, "c")
