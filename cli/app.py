@@ -2,7 +2,16 @@
 
 import typer
 
-from . import catalog_cmd, plan_cmd, reconcile_cmd, simulate_cmd, verify_cmd, workbook_cmd
+from . import (
+    catalog_cmd,
+    load_cmd,
+    plan_cmd,
+    reconcile_cmd,
+    serve_cmd,
+    simulate_cmd,
+    verify_cmd,
+    workbook_cmd,
+)
 
 app = typer.Typer(
     name="servecap",
@@ -19,6 +28,8 @@ reconcile_cmd.register(app)
 workbook_cmd.register(app)
 simulate_cmd.register(app)
 verify_cmd.register(app)
+serve_cmd.register(app)
+load_cmd.register(app)
 
 
 def main() -> None:

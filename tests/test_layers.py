@@ -15,6 +15,7 @@ ALLOWED_INTERNAL = {
     "sim": {"ledger", "sim"},
     "workbooks": {"ledger", "workbooks", "model_configs", "sim"},
     "runtime": {"ledger", "runtime", "model_configs", "sim"},
+    "load": {"ledger", "sim", "model_configs", "load"},
 }
 
 
@@ -48,7 +49,8 @@ def test_internal_imports_point_down(folder: str) -> None:
                 assert parts[1] in ALLOWED_INTERNAL[folder], f"{path} imports {name}"
 
 
-@pytest.mark.parametrize("folder", ["ledger", "model_configs", "sim", "workbooks", "cli"])
+@pytest.mark.parametrize("folder", ["ledger", "model_configs", "sim", "workbooks", "cli",
+                                    "load"])
 def test_torch_is_imported_only_in_runtime(folder: str) -> None:
     for path in _files(folder):
         heavy = {n.split(".")[0] for n in _imports(path)} & {"torch", "pynvml"}

@@ -5,7 +5,7 @@ import re
 import pytest
 
 COMMANDS = ("plan", "blocks", "reconcile", "workbook", "simulate", "sweep", "cost", "speculate",
-            "verify")
+            "verify", "serve", "load")
 
 
 @pytest.mark.parametrize("command", COMMANDS)

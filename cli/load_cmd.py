@@ -1,0 +1,177 @@
+"""`servecap load`: drive any OpenAI-compatible endpoint with a workload or trace; measure it."""
+
+import asyncio
+import contextlib
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from servecap.ledger.errors import SpecError
+from servecap.sim.workload import Arrivals
+
+from . import load_compare
+from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
+from .load_view import progress_bar, render_load
+from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration
+from .simulate_cmd import check_writable, write_csv
+
+Opt = typer.Option
+
+
+def load(
+    base_url: Annotated[str, typer.Argument(help="The server's OpenAI base URL, e.g. "
+                                            "http://localhost:8000/v1")],
+    model: Annotated[str, Opt(help="The `model` to send (as the server names it).")],
+    workload: Annotated[Path | None, Opt(help="Workload YAML, as `simulate` reads it.")] = None,
+    trace: Annotated[Path | None, Opt(help="CSV trace arrival_s,prompt_tokens,output_tokens "
+                                      "(replayed at its timestamps).")] = None,
+    rate: Annotated[float | None, Opt(help="Poisson arrivals at this many requests/s instead "
+                                      "of the workload's arrival process.")] = None,
+    concurrency: Annotated[int | None, Opt(help="Closed loop: keep N requests in flight "
+                                           "(arrival times ignored).")] = None,
+    duration: Annotated[str | None, Opt(help="Start no request after this (120s, 2min).")]
+    = None,
+    num_requests: Annotated[int | None, Opt(help="Send this many requests (a workload is "
+                                            "drawn with this count; a trace is cut).")] = None,
+    timeout: Annotated[str, Opt(help="A request not finished within this is a timeout.")]
+    = "600s",
+    vocab_size: Annotated[int, Opt(help="Prompt token ids are drawn from [0, N).")] = 256,
+    seed: Annotated[int, Opt(help="Seed of the prompt token ids (and of --rate arrivals).")]
+    = 0,
+    records_path: Annotated[Path | None, Opt("--records", help="Per-request CSV (the "
+                                             "simulate --records columns).")] = None,
+    token_times_path: Annotated[Path | None, Opt("--token-times", help="Per-token CSV (the "
+                                                 "simulate --token-times columns).")] = None,
+    metrics: Annotated[str | None, Opt(help="Scrape this Prometheus URL during the run "
+                                       "(running, waiting, KV usage).")] = None,
+    compare_simulate: Annotated[bool, Opt(help="Simulate the same arrivals and report "
+                                          "simulated vs measured per metric.")] = False,
+    sim_model: Annotated[str | None, Opt(help="servecap model for --compare-simulate "
+                                         "(default: --model).")] = None,
+    plan_device: Annotated[str | None, Opt(help="Catalog device the simulation prices "
+                                           "iterations on (h100-80gb).")] = None,
+    coefficients: Annotated[Path | None, Opt(help="Measured coefficients JSON for the "
+                                             "simulation (servecap verify "
+                                             "--calibration-out).")] = None,
+    nvml: Annotated[int | None, Opt(help="Sample this GPU's memory (NVML index) during the "
+                                    "run, when the server runs on this machine.")] = None,
+    as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
+
+    Prompts are token ids of each request's length (completions endpoint); max_tokens,
+    min_tokens and ignore_eos make output lengths exact (docs/serve.md). Examples:
+
+      servecap load http://localhost:8000/v1 --model tiny-llama --workload workloads/chat.yaml
+      servecap load http://gpu:8000/v1 --model m --trace prod.csv --concurrency 32 --json
+
+    Exit 0 when at least one request completed (failures are counted in the report), 1 when
+    none did, 2 on bad input.
+    """
+    for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
+        if path is not None:
+            check_writable(path, field)
+    requests, source = _requests(workload, trace, rate, num_requests, seed)
+    spec = _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed)
+    if compare_simulate or (metrics and plan_device):
+        load_compare.check(sim_model or model, plan_device)
+    report, seqs = _measure(spec, metrics, nvml, as_json)
+    _write_csvs(seqs, base_url, records_path, token_times_path)
+    report = {"base_url": base_url, "model": model, "source": source,
+              "mode": "open loop" if concurrency is None else f"closed loop ({concurrency})",
+              "not_sent": len(requests) - report["offered"], **report}
+    if metrics and plan_device:
+        report["kv_vs_ledger"] = load_compare.kv_against_ledger(
+            sim_model or model, plan_device, report["server_metrics"], seqs)
+    if compare_simulate:
+        report["compare_simulate"] = load_compare.compare_simulate(
+            sim_model or model, plan_device, coefficients, seqs, report)
+    print(json.dumps(report, indent=2)) if as_json else render_load(report, Console())
+    if not report["completed"]:
+        raise fail(f"no request completed ({report['failed']} failed)", EXIT_DOES_NOT_FIT)
+
+
+def _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed):
+    from servecap.load.runner import LoadSpec
+
+    return LoadSpec(base_url.rstrip("/") + "/completions", model, tuple(requests),
+                    _positive(concurrency, "--concurrency"),
+                    duration and parse_duration(duration, "--duration"),
+                    parse_duration(timeout, "--timeout"), _positive(vocab_size, "--vocab-size"),
+                    seed)
+
+
+def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[dict, list]:
+    """Run the load (with the /metrics scraper and NVML sampler when asked); the summary
+    and the measured requests as simulator records."""
+    from servecap.load.report import measured_seqs, summarize
+    from servecap.load.runner import run_scraped
+    from servecap.load.scrape import Scraper
+
+    scraper = Scraper(metrics) if metrics else None
+    with _nvml(nvml) as sampler, progress_bar(len(spec.requests), quiet) as on_done:
+        sent, start = asyncio.run(run_scraped(spec, scraper, on_done))
+    seqs = measured_seqs(sent, start)
+    report = summarize(sent, seqs, start)
+    if scraper is not None:
+        report["server_metrics"] = scraper.summary()
+    if sampler is not None:
+        report["nvml"] = sampler.summary()
+    return report, seqs
+
+
+def _nvml(index: int | None):
+    if index is None:
+        return contextlib.nullcontext()
+    from servecap.runtime.nvml_sampler import NvmlSampler
+
+    return NvmlSampler(index)
+
+
+def _write_csvs(seqs: list, base_url: str, records_path: Path | None,
+                token_times_path: Path | None) -> None:
+    from servecap.load.report import RECORD_COLUMNS, TOKEN_COLUMNS, record_rows, token_time_rows
+
+    if records_path is not None:
+        write_csv(records_path, RECORD_COLUMNS, record_rows(seqs, base_url))
+    if token_times_path is not None:
+        write_csv(token_times_path, TOKEN_COLUMNS, token_time_rows(seqs, base_url),
+                  "--token-times")
+
+
+def _requests(workload: Path | None, trace: Path | None, rate: float | None,
+              num_requests: int | None, seed: int) -> tuple[list, str]:
+    """The simulator's draws from the workload (with --rate / --num-requests applied) or
+    the trace's rows; each request keeps its id so records line up with the input."""
+    if workload is not None and trace is None:
+        spec = load_workload(workload)
+        if rate is not None:
+            if rate <= 0:
+                raise SpecError("--rate", rate, "requests/s > 0")
+            spec = replace(spec, arrivals=Arrivals("poisson", rate_per_s=rate))
+        if num_requests is not None:
+            spec = replace(spec, num_requests=_positive(num_requests, "--num-requests"))
+        from servecap.sim.sampling import draw_requests
+
+        return draw_requests(spec), str(workload)
+    if rate is not None:
+        raise SpecError("--rate", rate, "a trace replays its own timestamps; --rate goes "
+                        "with --workload")
+    requests, _, source = load_requests(SimFlags(workload=workload, trace=trace))
+    if num_requests is not None:
+        requests = requests[:_positive(num_requests, "--num-requests")]
+    return requests, source
+
+
+def _positive(value: int | None, field: str) -> int | None:
+    if value is not None and value < 1:
+        raise SpecError(field, value, "must be >= 1")
+    return value
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handle_errors(load))

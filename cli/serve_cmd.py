@@ -1,0 +1,79 @@
+"""`servecap serve`: servecap's paged-KV runtime behind an OpenAI-compatible HTTP API."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from servecap.ledger.errors import SpecError
+from servecap.model_configs import load_model
+
+from .errors import handle_errors
+from .inputs import PlanFlags, serve_spec
+
+Opt = typer.Option
+
+
+def serve(
+    model: Annotated[str, typer.Argument(help="Bundled model name, a model YAML, a config.json "
+                                         "or a local model directory.")],
+    device: Annotated[str, Opt(help="cpu, cuda or cuda:N.")] = "cpu",
+    host: Annotated[str, Opt(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, Opt(help="TCP port.")] = 8000,
+    served_model_name: Annotated[str | None, Opt(help="The `model` clients send (default: "
+                                                 "MODEL as given).")] = None,
+    device_memory: Annotated[str | None, Opt(help="Device size the KV pool is planned for "
+                                             "(40GiB). Default: the model file's device, else "
+                                             "the whole GPU.")] = None,
+    context: Annotated[int | None, Opt("--max-model-len", "--context",
+                                       help="Longest prompt + output per request.")] = None,
+    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
+    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = 256,
+    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")] = 8192,
+    num_kv_blocks: Annotated[int | None, Opt(help="KV pool size in blocks (default: what the "
+                                             "ledger's plan leaves).")] = None,
+    max_waiting: Annotated[int, Opt(help="Requests that may wait for admission; beyond, "
+                                    "HTTP 429.")] = 1024,
+    admission: Annotated[str, Opt(help="reserve (blocks for the whole request before "
+                                  "admitting; never preempts) or optimistic (vLLM: the "
+                                  "prompt's blocks; preempts by recompute).")] = "reserve",
+    weights: Annotated[str | None, Opt(help="Local safetensors directory (default: seeded "
+                                       "random weights).")] = None,
+    tokenizer: Annotated[str | None, Opt(help="tokenizer.json or its folder (default: the "
+                                         "model or weights folder's; else a byte-level "
+                                         "stand-in).")] = None,
+    seed: Annotated[int, Opt(help="Seed for random weights.")] = 0,
+) -> None:
+    """Serve MODEL on /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics.
+
+    One engine loop batches every request (docs/serve.md). Stop with Ctrl-C. Examples:
+
+      servecap serve tiny-llama --port 8000          # seeded tiny model on the CPU
+      servecap serve ./Llama-3.1-8B --device cuda:0 --weights ./Llama-3.1-8B --port 8000
+    """
+    if admission not in ("reserve", "optimistic"):
+        raise SpecError("--admission", admission, "allowed: reserve, optimistic")
+    if not 0 < port < 65536:
+        raise SpecError("--port", port, "a TCP port in 1..65535")
+    if max_waiting < 0:
+        raise SpecError("--max-waiting", max_waiting, "must be >= 0 requests")
+    from servecap.runtime.server.launch import ServerOptions, run_server
+
+    loaded = load_model(model)
+    size = device_memory or loaded.serving.device
+    if size is None and device == "cpu":
+        raise SpecError("--device-memory", None, "required on the CPU (this model file states "
+                        "no device): the size the KV pool is planned for, e.g. 2GiB")
+    flags = PlanFlags(device=size or "1GiB", context=context,
+                      block_size=block_size, max_num_batched_tokens=max_num_batched_tokens,
+                      max_num_seqs=max_num_seqs)
+    spec_serve = serve_spec(flags, loaded)
+    model_dir = loaded.path if loaded.path.is_dir() else None
+    run_server(loaded.spec, spec_serve, ServerOptions(
+        served_model_name or model, model_dir and Path(model_dir), device, host, port, seed,
+        weights, tokenizer, num_kv_blocks, max_waiting, admission == "reserve",
+        whole_device=size is None))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handle_errors(serve))

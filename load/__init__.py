@@ -1,0 +1,1 @@
+"""servecap load: drive any OpenAI-compatible endpoint with a workload and measure it."""

@@ -1,0 +1,78 @@
+"""Poll a Prometheus /metrics endpoint during a run: requests running and waiting, KV usage."""
+
+import asyncio
+import time
+
+import aiohttp
+
+GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
+          "vllm:kv_cache_usage_perc": "kv_usage", "vllm:gpu_cache_usage_perc": "kv_usage"}
+
+
+def parse_metrics(text: str) -> dict:
+    """{'running', 'waiting', 'kv_usage' (0..1), 'num_gpu_blocks', 'block_size'} as found;
+    gauges with several label sets (engines) are summed, usage averaged."""
+    found: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, rest = line.partition("{")
+        labels, _, value = rest.rpartition("} ") if rest else ("", "", line.split()[-1])
+        name = name.split()[0]
+        if name in GAUGES:
+            found.setdefault(GAUGES[name], []).append(float(value))
+        elif name == "vllm:cache_config_info":
+            for key in ("num_gpu_blocks", "block_size"):
+                text_value = _label(labels, key)
+                if text_value and text_value.isdigit():
+                    found.setdefault(key, []).append(float(text_value))
+    out = {k: sum(v) for k, v in found.items()}
+    if "kv_usage" in found:
+        out["kv_usage"] = sum(found["kv_usage"]) / len(found["kv_usage"])
+    return out
+
+
+def _label(labels: str, key: str) -> str | None:
+    marker = f'{key}="'
+    at = labels.find(marker)
+    return None if at < 0 else labels[at + len(marker):labels.find('"', at + len(marker))]
+
+
+class Scraper:
+    def __init__(self, url: str, interval_s: float = 0.25) -> None:
+        self.url, self.interval_s = url, interval_s
+        self.samples: list[dict] = []
+        self.num_failures = 0
+        self.last_error = ""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+            while not stop.is_set():
+                await self._sample(session)
+                try:
+                    await asyncio.wait_for(stop.wait(), self.interval_s)
+                except TimeoutError:
+                    pass
+
+    async def _sample(self, session: aiohttp.ClientSession) -> None:
+        try:
+            async with session.get(self.url) as resp:
+                self.samples.append({"time": time.perf_counter()}
+                                    | parse_metrics(await resp.text()))
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            self.num_failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def summary(self) -> dict:
+        """Peaks over the run; KV tokens in use = usage x blocks x block size."""
+        def peak(key):
+            values = [s[key] for s in self.samples if key in s]
+            return max(values) if values else None
+        usage, blocks, bsz = peak("kv_usage"), peak("num_gpu_blocks"), peak("block_size")
+        tokens = round(usage * blocks * bsz) if None not in (usage, blocks, bsz) else None
+        return {"url": self.url, "num_samples": len(self.samples),
+                "num_failures": self.num_failures, "last_error": self.last_error,
+                "peak_running": peak("running"), "peak_waiting": peak("waiting"),
+                "peak_kv_usage": usage, "num_gpu_blocks": blocks, "block_size_tokens": bsz,
+                "peak_kv_tokens_in_use": tokens,
+                "kv_capacity_tokens": None if None in (blocks, bsz) else int(blocks * bsz)}

@@ -1,0 +1,1 @@
+"""servecap's runtime behind an OpenAI-compatible HTTP API (FastAPI + uvicorn)."""

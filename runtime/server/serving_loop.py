@@ -1,0 +1,236 @@
+"""One thread steps the engine; HTTP handlers feed it through a queue, so requests batch.
+
+Handlers call submit() and read token events from the returned Stream's asyncio queue; the
+engine thread adds queued requests, steps once, and hands each stream its new tokens. A
+cancel (client gone) frees the request's blocks before the next step. At most max_waiting
+requests wait for admission; submit() beyond that raises Overloaded (HTTP 429).
+"""
+
+import asyncio
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+
+from servecap.ledger.errors import SpecError
+from servecap.runtime.engine import Engine
+from servecap.runtime.sequence import FINISHED, REJECTED
+
+from .prom_metrics import ServerMetrics
+
+log = logging.getLogger("servecap.serve")
+
+
+class Overloaded(Exception):
+    """More requests wait for admission than the stated bound."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a handler asks for: exact lengths via max_tokens / min_tokens / ignore_eos."""
+
+    prompt_token_ids: tuple[int, ...]
+    max_tokens: int
+    min_tokens: int = 0
+    ignore_eos: bool = False
+    temperature: float = 0.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Event:
+    """New tokens of one stream; finish_reason set on its last event ('length', 'stop',
+    'error' with message)."""
+
+    token_ids: tuple[int, ...] = ()
+    finish_reason: str | None = None
+    message: str = ""
+
+
+class Stream:
+    def __init__(self, gen: Generation, loop: asyncio.AbstractEventLoop, arrival_s: float):
+        self.gen, self.loop, self.arrival_s = gen, loop, arrival_s
+        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        self.record = None
+        self.num_sent = 0
+        self.waiting = True
+        self.done = False
+
+    def push(self, event: Event) -> None:
+        self.loop.call_soon_threadsafe(self.events.put_nowait, event)
+
+
+class ServingLoop:
+    def __init__(self, engine: Engine, metrics: ServerMetrics, max_waiting: int,
+                 eos_token_ids: tuple[int, ...] = ()) -> None:
+        self.engine, self.metrics, self.max_waiting = engine, metrics, max_waiting
+        self.eos_token_ids = frozenset(eos_token_ids)
+        self._commands: queue.SimpleQueue = queue.SimpleQueue()
+        self._active: dict[int, Stream] = {}
+        self._lock = threading.Lock()
+        self._num_waiting = 0  # submitted, not yet admitted nor finished
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="servecap-engine", daemon=True)
+        self._publish()
+
+    # -- called from the event loop ------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._commands.put(("wake", None))
+        self._thread.join(timeout=10)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def submit(self, gen: Generation) -> Stream:
+        with self._lock:
+            if self._num_waiting >= self.max_waiting:
+                raise Overloaded(f"{self._num_waiting} requests already wait for admission "
+                                 f"(bound: --max-waiting {self.max_waiting}); retry later")
+            self._num_waiting += 1
+        stream = Stream(gen, asyncio.get_running_loop(), self.engine.now())
+        self._commands.put(("add", stream))
+        return stream
+
+    def cancel(self, stream: Stream) -> None:
+        if not stream.done:
+            self._commands.put(("cancel", stream))
+
+    # -- the engine thread ---------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._drain(block=not self.engine.has_unfinished())
+            if self.engine.has_unfinished():
+                try:
+                    stats = self.engine.step()
+                except Exception as exc:  # a failed step fails its requests, not the server
+                    log.exception("engine step failed")
+                    self._fail_all(f"engine step failed: {exc}")
+                    continue
+                with self.metrics.lock:
+                    self.metrics.counters["vllm:num_preemptions_total"] += stats.num_preempted
+                self._deliver()
+            self._publish()
+
+    def _drain(self, block: bool) -> None:
+        try:
+            command = self._commands.get(timeout=0.05) if block else self._commands.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            kind, stream = command
+            if kind == "add":
+                self._add(stream)
+            elif kind == "cancel":
+                self._cancel(stream)
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return
+
+    def _add(self, stream: Stream) -> None:
+        gen = stream.gen
+        try:
+            record = self.engine.add_request(list(gen.prompt_token_ids), gen.max_tokens,
+                                             gen.temperature, gen.seed)
+        except SpecError as exc:
+            return self._finish(stream, Event(finish_reason="error", message=exc.line()))
+        if record.status == REJECTED:
+            return self._finish(stream, Event(finish_reason="error", message=record.reason))
+        record.arrival_s = stream.arrival_s
+        stream.record = record
+        self._active[record.request_id] = stream
+
+    def _cancel(self, stream: Stream) -> None:
+        if stream.record is None or stream.done:
+            return
+        self.engine.cancel(stream.record.request_id)
+        with self.metrics.lock:
+            self.metrics.counters["servecap:requests_cancelled_total"] += 1
+        self._finish(stream, Event(finish_reason="cancelled"))
+
+    def _deliver(self) -> None:
+        for stream in list(self._active.values()):
+            record = stream.record
+            if stream.waiting and record.admitted_s is not None:
+                self._admitted(stream)
+            new = record.output_token_ids[stream.num_sent:]
+            if not new:
+                continue
+            new, stop = self._until_eos(stream, new)
+            self._observe(stream, len(new))
+            stream.num_sent += len(new)
+            if stop:
+                self.engine.cancel(record.request_id)
+                self._finish(stream, Event(tuple(new), "stop"))
+            elif record.status == FINISHED:
+                self._finish(stream, Event(tuple(new), "length"))
+            else:
+                stream.push(Event(tuple(new)))
+
+    def _until_eos(self, stream: Stream, new: list[int]) -> tuple[list[int], bool]:
+        """Tokens up to and including the first EOS at or past min_tokens (ignore_eos: none)."""
+        if stream.gen.ignore_eos or not self.eos_token_ids:
+            return new, False
+        for i, token in enumerate(new):
+            if token in self.eos_token_ids and stream.num_sent + i + 1 >= stream.gen.min_tokens:
+                return new[:i + 1], True
+        return new, False
+
+    def _observe(self, stream: Stream, num_new: int) -> None:
+        record, m = stream.record, self.metrics
+        times = record.token_ready_s[stream.num_sent:stream.num_sent + num_new]
+        with m.lock:
+            if stream.num_sent == 0:
+                m.histograms["vllm:time_to_first_token_seconds"].observe(
+                    times[0] - stream.arrival_s)
+                m.counters["vllm:prompt_tokens_total"] += record.num_prompt_tokens
+            prev = record.token_ready_s[stream.num_sent - 1] if stream.num_sent else times[0]
+            for t in times[1:] if stream.num_sent == 0 else times:
+                m.histograms["vllm:inter_token_latency_seconds"].observe(t - prev)
+                prev = t
+            m.counters["vllm:generation_tokens_total"] += num_new
+
+    def _admitted(self, stream: Stream) -> None:
+        stream.waiting = False
+        with self._lock:
+            self._num_waiting -= 1
+        with self.metrics.lock:
+            self.metrics.histograms["vllm:request_queue_time_seconds"].observe(
+                stream.record.admitted_s - stream.arrival_s)
+
+    def _finish(self, stream: Stream, event: Event) -> None:
+        if stream.waiting:
+            stream.waiting = False
+            with self._lock:
+                self._num_waiting -= 1
+        stream.done = True
+        if stream.record is not None:
+            self._active.pop(stream.record.request_id, None)
+        if event.finish_reason in ("length", "stop"):
+            with self.metrics.lock:
+                self.metrics.success[event.finish_reason] += 1
+                self.metrics.histograms["vllm:e2e_request_latency_seconds"].observe(
+                    self.engine.now() - stream.arrival_s)
+        elif event.finish_reason == "error":
+            with self.metrics.lock:
+                self.metrics.counters["servecap:requests_rejected_total"] += 1
+        stream.push(event)
+
+    def _fail_all(self, message: str) -> None:
+        for stream in list(self._active.values()):
+            self.engine.cancel(stream.record.request_id)
+            self._finish(stream, Event(finish_reason="error", message=message))
+
+    def _publish(self) -> None:
+        eng, g = self.engine, self.metrics.gauges
+        with self.metrics.lock:
+            g.num_running = len(eng.scheduler.running)
+            g.num_waiting = len(eng.scheduler.waiting)
+            g.num_blocks = eng.blocks.num_blocks
+            g.num_free_blocks = eng.blocks.num_free_blocks
+            g.block_size_tokens = eng.blocks.block_size_tokens

@@ -1,0 +1,54 @@
+"""Bad `servecap load` / `servecap serve` input: one line naming the flag, exit 2, no run."""
+
+import pytest
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+
+pytest.importorskip("aiohttp")
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture
+def trace(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,4\n")
+    return path
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("--rate", "5"), "--rate"),
+    (("--concurrency", "0"), "--concurrency"),
+    (("--duration", "120"), "--duration"),
+    (("--timeout", "soon"), "--timeout"),
+    (("--compare-simulate",), "--plan-device"),
+    (("--records", "/no/such/folder/r.csv"), "--records"),
+])
+def test_bad_flag_is_one_line_and_exit_2(trace, args, flag):
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace, *args)
+    assert result.exit_code == 2, result.output
+    assert flag in result.stderr and "Traceback" not in result.output
+
+
+def test_missing_trace_names_the_file(tmp_path):
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace",
+                 tmp_path / "none.csv")
+    assert result.exit_code == 2 and "none.csv" in result.stderr
+
+
+def test_unreachable_server_counts_every_request_and_exits_1(trace, tmp_path):
+    records = tmp_path / "r.csv"
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace, "--json",
+                 "--records", records)
+    assert result.exit_code == 1
+    assert '"connection_error": 1' in result.stdout and "rejected" in records.read_text()
+
+
+@pytest.mark.parametrize("args, flag", [(("--admission", "eager"), "--admission"),
+                                        (("--port", "0"), "--port")])
+def test_serve_bad_flag_is_exit_2(args, flag):
+    result = run("serve", "tiny-llama", *args)
+    assert result.exit_code == 2 and flag in result.stderr

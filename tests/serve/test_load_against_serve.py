@@ -1,0 +1,63 @@
+"""`servecap load` against `servecap serve`: every request accounted for, exact lengths."""
+
+import csv
+import json
+
+from serve_process import Server, servecap
+
+TRACE = [(0.0, 20, 8), (0.02, 40, 12), (0.05, 10, 5), (0.05, 30, 16), (0.2, 64, 4),
+         (0.25, 17, 9)]
+
+
+def _trace(path) -> None:
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                    + "".join(f"{a},{p},{o}\n" for a, p, o in TRACE))
+
+
+def _load(server, tmp_path, tag: str, *extra: str) -> tuple[dict, list, list]:
+    records, tokens = tmp_path / f"{tag}-records.csv", tmp_path / f"{tag}-tokens.csv"
+    run = servecap("load", server.url + "/v1", "--model", "tiny-llama", "--trace",
+                   tmp_path / "trace.csv", "--records", records, "--token-times", tokens,
+                   "--json", *map(str, extra))
+    assert run.returncode == 0, run.stderr
+    return (json.loads(run.stdout), list(csv.DictReader(records.open())),
+            list(csv.DictReader(tokens.open())))
+
+
+def test_open_loop_replays_the_trace_exactly(server, tmp_path):
+    _trace(tmp_path / "trace.csv")
+    report, rows, tokens = _load(server, tmp_path, "a", "--metrics", server.url + "/metrics")
+    assert report["offered"] == report["completed"] == len(TRACE) and report["failed"] == 0
+    assert report["output_token_mismatches"] == 0
+    assert [float(r["arrival_s"]) for r in rows] == [a for a, _, _ in TRACE]
+    assert [int(r["output_tokens"]) for r in rows] == [o for _, _, o in TRACE]
+    assert [int(r["prompt_tokens"]) for r in rows] == [p for _, p, _ in TRACE]
+    assert len(tokens) == sum(o for _, _, o in TRACE)
+    assert report["ttft_ms"]["p50"] > 0 and report["server_metrics"]["num_samples"] >= 1
+    _, rows2, _ = _load(server, tmp_path, "b", "--concurrency", "2")
+    assert [r["output_tokens"] for r in rows2] == [r["output_tokens"] for r in rows]
+
+
+def test_overload_beyond_the_bound_is_429_and_counted(tmp_path):
+    (tmp_path / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n"
+                                        + "0,16,30\n" * 8)
+    server = Server("--max-num-seqs", "1", "--max-waiting", "1")
+    try:
+        report, rows, _ = _load(server, tmp_path, "c")
+    finally:
+        server.stop()
+    rejected = report["http_status_counts"].get("429", 0)
+    assert rejected >= 1 and report["errors"]["http_error"] == rejected
+    assert report["completed"] + report["failed"] == 8 == len(rows)
+    assert report["completed"] >= 1  # the first request always finds room
+    assert sum(r["state"] == "rejected" and "HTTP 429" in r["reason"] for r in rows) == rejected
+
+
+def test_timeouts_are_counted_not_dropped(server, tmp_path):
+    (tmp_path / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n"
+                                        "0,16,1500\n0,16,1500\n")
+    run = servecap("load", server.url + "/v1", "--model", "tiny-llama", "--trace",
+                   tmp_path / "trace.csv", "--timeout", "200ms", "--json")
+    assert run.returncode == 1, run.stderr
+    report = json.loads(run.stdout)
+    assert report["offered"] == 2 and report["errors"] == {"timeout": 2}

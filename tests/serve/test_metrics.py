@@ -1,0 +1,42 @@
+"""/metrics speaks Prometheus text with vLLM's names, and its counters follow the requests."""
+
+import json
+import urllib.request
+
+VLLM_NAMES = ("vllm:num_requests_running", "vllm:num_requests_waiting",
+              "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+              "vllm:num_preemptions_total", "vllm:time_to_first_token_seconds_bucket",
+              "vllm:inter_token_latency_seconds_bucket", "vllm:generation_tokens_total",
+              "vllm:cache_config_info")
+
+
+def _metrics(server) -> list[str]:
+    with urllib.request.urlopen(server.url + "/metrics", timeout=5) as resp:
+        assert resp.headers["content-type"].startswith("text/plain")
+        return resp.read().decode().splitlines()
+
+
+def _complete(server, max_tokens: int) -> dict:
+    body = json.dumps({"model": "tiny-llama", "prompt": [3, 4, 5], "max_tokens": max_tokens,
+                       "ignore_eos": True}).encode()
+    req = urllib.request.Request(server.url + "/v1/completions", body,
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def test_vllm_metric_names_are_exposed(server):
+    names = {line.split("{")[0] for line in _metrics(server) if not line.startswith("#")}
+    assert set(VLLM_NAMES) <= names
+
+
+def test_counters_and_histograms_follow_a_request(server):
+    before = server.metric("vllm:generation_tokens_total")
+    ttft_before = server.metric("vllm:time_to_first_token_seconds_count")
+    assert _complete(server, 11)["usage"]["completion_tokens"] == 11
+    assert server.metric("vllm:generation_tokens_total") == before + 11
+    assert server.metric("vllm:time_to_first_token_seconds_count") == ttft_before + 1
+    buckets = [float(line.rsplit(" ", 1)[1]) for line in _metrics(server)
+               if line.startswith("vllm:inter_token_latency_seconds_bucket")]
+    assert buckets == sorted(buckets) and buckets[-1] >= 10  # cumulative, +Inf holds all gaps
+    assert 0 <= server.metric("vllm:kv_cache_usage_perc") <= 1
