@@ -36,6 +36,7 @@ class VerifyFlags:
     tensor_parallel_size: int = 1
     trace: Path | None = None
     probe: bool = True
+    starve: tuple[int, str] | None = None
 
 
 WHOLE_GPU = "1TiB"  # a placeholder size, replaced by the opened GPU's total before planning
@@ -98,6 +99,9 @@ def verify(
                                                  "columns).")] = None,
     probe: Annotated[bool, Opt("--probe/--no-probe", help="Run the ceiling probe after the "
                                "load (--no-probe: the ceiling is not measured).")] = True,
+    inject_oom: Annotated[str | None, Opt(hidden=True, help="RANK:PHASE (e.g. 1:warmup): that "
+                                          "rank's emulated device has no room for transients "
+                                          "in that phase, to check the failure path.")] = None,
 ) -> None:
     """Measure the plan on the device, line by line; exit 1 when a ledger line is violated.
 
@@ -116,7 +120,7 @@ def verify(
                       max_num_seqs)
     result = verify_from_flags(model, flags, VerifyFlags(
         device, device_memory, num_layers, output_tokens, seed, weights, workload, realtime,
-        admission, tensor_parallel_size, trace, probe))
+        admission, tensor_parallel_size, trace, probe, _injected(inject_oom)))
     report = verify_to_dict(result)
     if xlsx is not None and result.ranks:
         write_verified_workbook(model, result.binding, report["lines"], xlsx, force)
@@ -188,7 +192,7 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
                             config_path=str(loaded.path), workload=workload,
                             workload_name=name, realtime=_realtime(vflags),
                             reserve_full_context=_reserve(vflags.admission),
-                            probe_ceiling=vflags.probe)
+                            probe_ceiling=vflags.probe, starve=vflags.starve)
     if vflags.tensor_parallel_size == 1:
         return ParallelResult((verify(spec, serve, options),))
     from servecap.runtime.verify_parallel import verify_parallel
@@ -214,6 +218,18 @@ def _load(vflags: VerifyFlags, vocab_size: int) -> tuple[tuple, str]:
     if vflags.workload is not None:
         return load_arrivals(vflags.workload, vocab_size)
     return (), ""
+
+
+PHASES = ("warmup", "declared_load", "ceiling_probe")
+
+
+def _injected(text: str | None) -> tuple[int, str] | None:
+    if text is None:
+        return None
+    rank, _, phase = text.partition(":")
+    if not rank.isdigit() or phase not in PHASES:
+        raise SpecError("--inject-oom", text, f"RANK:PHASE with PHASE one of {', '.join(PHASES)}")
+    return int(rank), phase
 
 
 def _realtime(vflags: VerifyFlags) -> bool:

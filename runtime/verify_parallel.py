@@ -7,6 +7,7 @@ and exits at once; torch.multiprocessing's join then stops every other rank, inc
 waiting in a collective for it, so a failure ends the run within seconds, as one violation.
 """
 
+import logging
 import os
 import pickle
 import tempfile
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.multiprocessing.spawn import ProcessException
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
@@ -43,11 +45,13 @@ def verify_parallel(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
     if options.device != "cpu" and torch.cuda.device_count() < size:
         raise SpecError("--tensor-parallel-size", size, f"needs {size} CUDA devices, "
                         f"{torch.cuda.device_count()} visible")
+    # torch logs a warning as it stops the other ranks: that is the designed path, not news
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             mp.spawn(_rank_main, args=(size, spec, serve, options, tmp), nprocs=size,
                      join=True)
-        except mp.ProcessException as exc:
+        except ProcessException as exc:
             return _failed(Path(tmp), size, exc)
         results = [_collect(Path(tmp) / f"rank{r}.pkl") for r in range(size)]
     return ParallelResult(tuple(results), binding_rank(results))
