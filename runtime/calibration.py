@@ -6,9 +6,10 @@ step's prefill tokens of the keys each attends to), decode_context_tokens (sum o
 sequences of their context length) and num_seqs.
 
 Two fits. The simulator's roofline terms (--coefficients): t = max(F_tok x n / flops_per_s,
-(W + kv x (r + n)) / bandwidth_bytes_per_s) + step_overhead_s, the memory side from decode-only
-steps (least squares of t = o + bytes / B), flops_per_s the median of FLOPs / (t - o) over steps
-with prefill. And a linear step model, least squares over every step:
+(W + kv x (r + n)) / bandwidth_bytes_per_s) + step_overhead_s, the memory side first from
+decode-only steps (least squares of t = o + bytes / B), flops_per_s the median of
+FLOPs / (t - o) over steps with prefill, then all three refined together over every step.
+And a linear step model, least squares over every step:
 t = c0 + c_p x prefill tokens + c_a x prefill attention tokens + c_d x decode tokens
     + c_c x decode context tokens,
 whose residuals (p50 / p95 of |measured - fitted| / measured, per step kind) say how well a
@@ -89,6 +90,7 @@ def fit_coefficients(samples: list[StepSample], weights_bytes: int, kv_bytes_per
              for s in samples if s.kind != "decode" and s.duration_s > overhead_s]
     if rates:
         coef["flops_per_s"] = statistics.median(rates)
+        coef.update(_refine(samples, coef, moved))
     fit = _fit_quality(samples, coef, moved)
     fit["step_model"] = step_model(samples)
     return {"coefficients": coef, "fit": fit, "steps": [s.as_dict() for s in samples]}
@@ -105,13 +107,42 @@ def _memory_side(moved_bytes: list[int], seconds: list[float]) -> tuple[float, f
     return 0.0, statistics.median(b / s for b, s in zip(moved_bytes, seconds, strict=True))
 
 
+def _replay(coef: dict, num_tokens: int, moved_bytes: int) -> float:
+    """The simulator's step time: max(compute, memory) + overhead."""
+    return max(coef["flops_per_token"] * num_tokens / coef["flops_per_s"],
+               moved_bytes / coef["bandwidth_bytes_per_s"]) + coef["step_overhead_s"]
+
+
+def _refine(samples: list[StepSample], coef: dict, moved) -> dict:
+    """The three rates scaled together over every step (decode, prefill and mixed): the first
+    estimates each see one kind of step only, yet the simulator replays all of them with the
+    same max(compute, memory) + overhead. A grid of factors 1/2..2 on bandwidth and FLOP rate
+    and 0..2 on the overhead, minimising the mean |replayed - measured| in seconds (latency is
+    a sum of step times, so a long step's error counts for more than a short one's)."""
+    work = [(s.num_tokens, moved(s), s.duration_s) for s in samples if s.duration_s > 0]
+    factors = [2 ** (k / 10) for k in range(-10, 11)]
+    base = {k: coef[k] for k in ("bandwidth_bytes_per_s", "flops_per_s", "step_overhead_s")}
+    best, best_err = base, _error(coef, work)
+    for o in (base["step_overhead_s"] * k / 10 for k in range(21)):
+        for fb in factors:
+            for ff in factors:
+                trial = {**coef, "bandwidth_bytes_per_s": base["bandwidth_bytes_per_s"] * fb,
+                         "flops_per_s": base["flops_per_s"] * ff, "step_overhead_s": o}
+                err = _error(trial, work)
+                if err < best_err:
+                    best, best_err = {k: trial[k] for k in base}, err
+    return best
+
+
+def _error(coef: dict, work: list[tuple[int, int, float]]) -> float:
+    return sum(abs(_replay(coef, n, b) - t) for n, b, t in work) / max(1, len(work))
+
+
 def _fit_quality(samples: list[StepSample], coef: dict, moved) -> dict:
     """Measured vs replayed step times (p50/p95, ms) with the fitted roofline coefficients."""
     if "bandwidth_bytes_per_s" not in coef or "flops_per_s" not in coef:
         return {"num_steps": len(samples), "note": "needs both decode-only and prefill steps"}
-    replayed = [max(coef["flops_per_token"] * s.num_tokens / coef["flops_per_s"],
-                    moved(s) / coef["bandwidth_bytes_per_s"]) + coef["step_overhead_s"]
-                for s in samples]
+    replayed = [_replay(coef, s.num_tokens, moved(s)) for s in samples]
     return {"num_steps": len(samples),
             "measured_step_ms": step_ms([s.duration_s for s in samples]),
             "replayed_step_ms": step_ms(replayed)}
