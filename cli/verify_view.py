@@ -110,14 +110,16 @@ def _maybe(num_bytes: int | None) -> str:
 
 
 def _latency(latency: dict) -> Table:
-    table = Table(title=f"the declared load: {latency['num_finished']} of "
+    table = Table(title=f"the load (ms from each request's arrival): {latency['num_finished']} of "
                   f"{latency['num_requests']} requests finished; input "
                   f"{latency['input_tokens_per_s']:,.1f} tokens/s, output "
                   f"{latency['output_tokens_per_s']:,.1f} tokens/s", title_justify="left")
     for name in ("ms", "p50", "p95", "p99", "mean"):
         table.add_column(name, justify="left" if name == "ms" else "right")
-    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
-        row = latency[key]
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        row = latency.get(key)
+        if row is None:
+            continue
         table.add_row(key.removesuffix("_ms"), *("-" if row[k] is None else f"{row[k]:,.2f}"
                                                  for k in ("p50", "p95", "p99", "mean")))
     return table

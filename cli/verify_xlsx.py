@@ -39,7 +39,9 @@ def latency_results(latency: dict, record: dict) -> dict:
         "kernel_versions": f"torch {record['torch_version']}, CUDA {record['cuda_version']}",
         "driver_versions": str(record["driver_version"]),
         "accelerator_topology": f"{record['device_name']}; {record['topology']}",
-        "load_generator": "open loop, every request accepted at t=0 (as fast as possible)",
+        "load_generator": "open loop: " + ("each request added at its arrival time"
+                                           if record.get("realtime") else
+                                           "every request added at t=0 (as fast as possible)"),
         "achieved_rate": latency["num_finished"] / latency["wall_s"],
         "source": "servecap verify run",
     }

@@ -168,6 +168,7 @@ class _Run:
             self.plan, self._arrivals(), self._realtime(), calibration["coefficients"],
             num_blocks, latency)
         record = benchmark_record(self.spec, self.plan, self.options, self.probe, self.tp)
+        record["realtime"] = self._realtime()
         if self.probe.kind == "cuda":
             record["allocator_settings"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF",
                                                           self.probe.allocator_settings)
