@@ -17,7 +17,7 @@ from .files import write_json
 from .inputs import PlanFlags, serve_spec
 from .verify_json import verify_to_dict
 from .verify_view import render_verify, violation_summary
-from .verify_xlsx import write_verified_workbook
+from .verify_xlsx import write_failed_workbook, write_verified_workbook
 
 Opt = typer.Option
 
@@ -124,6 +124,8 @@ def verify(
     report = verify_to_dict(result)
     if xlsx is not None and result.ranks:
         write_verified_workbook(model, result.binding, report["lines"], xlsx, force)
+    elif xlsx is not None and result.spec is not None:
+        write_failed_workbook(model, result, report["lines"], xlsx, force)
     if result.ranks:
         write_outputs(result.binding, calibration_out, records_path, token_times_path)
     print(json.dumps(report, indent=2)) if as_json else render_verify(result, Console())

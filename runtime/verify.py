@@ -99,6 +99,8 @@ class ParallelResult:
     binding_rank: int = 0
     failures: tuple[Failure, ...] = ()  # ranks that failed (then `ranks` is empty)
     size: int = 0  # ranks started (0: len(ranks))
+    spec: ModelSpec | None = None  # the model and deployment, for a workbook of the failure
+    serve: ServeSpec | None = None
 
     @property
     def tensor_parallel_size(self) -> int:
@@ -291,11 +293,22 @@ class _Run:
         records, oom = self._run(engine, list(self._full_context(count, output)),
                                  "ceiling_probe", "the ceiling probe")
         resident = engine.max_resident_requests
-        limited_by = (("device memory" if self.probe.kind == "cuda" else "runtime transients")
-                      if oom else "KV blocks" if resident < count else "none (all resident)")
         return {"num_requests": count, "output_tokens": output, "resident_requests": resident,
-                "limited_by": limited_by,
+                "limited_by": self._limit(oom, resident, count, pool),
                 "num_finished": sum(1 for r in records if r.status == FINISHED)}
+
+    def _limit(self, oom: bool, resident: int, count: int, pool: KVPool) -> str:
+        """What stopped the probe: memory (transients, the device) or the pool's blocks; a
+        residency below what the blocks hold means admission raced completion instead."""
+        if oom:
+            return "device memory" if self.probe.kind == "cuda" else "runtime transients"
+        if resident >= count:
+            return "none (every probe request was resident)"
+        serve = self.plan.serve
+        per_request = -(-serve.context_tokens // serve.block_size_tokens)
+        if resident >= pool.num_blocks // per_request:
+            return "KV blocks"
+        return "admission (requests finished before the pool filled; not memory)"
 
     def _run(self, engine: Engine, arrivals: list[Arrival], key: str, what: str,
              realtime: bool = False) -> tuple[list, bool]:

@@ -52,7 +52,7 @@ def verify_parallel(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
             mp.spawn(_rank_main, args=(size, spec, serve, options, tmp), nprocs=size,
                      join=True)
         except ProcessException as exc:
-            return _failed(Path(tmp), size, exc)
+            return replace(_failed(Path(tmp), size, exc), spec=spec, serve=serve)
         results = [_collect(Path(tmp) / f"rank{r}.pkl") for r in range(size)]
     return ParallelResult(tuple(results), binding_rank(results))
 

@@ -61,10 +61,14 @@ def test_no_probe_leaves_the_ceiling_unmeasured_not_violated() -> None:
     assert out["ceiling_probe"] == {}
 
 
-def test_a_failing_rank_stops_every_rank_within_seconds() -> None:
+def test_a_failing_rank_stops_every_rank_within_seconds(tmp_path) -> None:
+    import openpyxl
+
     start = time.monotonic()
+    book = tmp_path / "failed.xlsx"
     result = _invoke("--tensor-parallel-size", "2", "--output-tokens", "4", "--runtime-peak",
-                     "12.5MiB", "--no-probe", "--inject-oom", "1:declared_load", "--json")
+                     "12.5MiB", "--no-probe", "--inject-oom", "1:declared_load", "--json",
+                     "--xlsx", str(book))
     elapsed = time.monotonic() - start
     assert result.exit_code == 1, result.output
     assert elapsed < 30, f"took {elapsed:.1f} s"
@@ -72,3 +76,5 @@ def test_a_failing_rank_stops_every_rank_within_seconds() -> None:
     assert out["violations"] == ["out_of_memory_declared_load"]
     assert out["lines"][0]["detail"].startswith("rank 1: out of memory during the declared load")
     assert result.stderr.count("violated:") == 1
+    rows = list(openpyxl.load_workbook(book)["Verification"].iter_rows(values_only=True))
+    assert rows[1][0] == "out_of_memory_declared_load" and rows[1][4] == "violated"
