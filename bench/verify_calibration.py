@@ -29,9 +29,11 @@ arrivals: {{kind: poisson, rate_per_s: {rate}}}
 prompt_tokens: {{kind: uniform, low: {p_low}, high: {p_high}}}
 output_tokens: {{kind: uniform, low: 8, high: 48}}
 """
-CALIBRATION = {"name": "calibration", "seed": 11, "num": 120, "rate": 20, "p_low": 16,
+# below saturation (~10 steps/s when the machine is shared): near it, a small error in step
+# time becomes a large one in queueing, and the check would measure the machine's load
+CALIBRATION = {"name": "calibration", "seed": 11, "num": 80, "rate": 8, "p_low": 16,
                "p_high": 200}
-HELD_OUT = {"name": "held-out", "seed": 23, "num": 120, "rate": 30, "p_low": 48, "p_high": 160}
+HELD_OUT = {"name": "held-out", "seed": 23, "num": 80, "rate": 10, "p_low": 48, "p_high": 160}
 TARGETS_PCT = {"p50": 15.0, "p95": 25.0}
 
 
