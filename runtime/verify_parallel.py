@@ -68,8 +68,9 @@ def _rank_main(rank: int, size: int, spec: ModelSpec, serve: ServeSpec,
     device = "cpu" if cpu else f"cuda:{rank}"
     try:
         outcome = verify(spec, serve, replace(options, device=device), TensorParallel(rank, size))
-    except SpecError as exc:
-        outcome = ("error", exc.field, exc.value, exc.allowed, exc.source)
+    except SpecError as exc:  # bad input found on a rank: the others may be mid-collective
+        _write(tmp, rank, ("error", exc.field, exc.value, exc.allowed, exc.source))
+        os._exit(2)
     except RankFailure as exc:
         _write(tmp, rank, ("failed", exc.failure))
         os._exit(1)  # peers may wait in a collective for this rank: end it now

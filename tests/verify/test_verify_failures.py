@@ -78,3 +78,9 @@ def test_a_failing_rank_stops_every_rank_within_seconds(tmp_path) -> None:
     assert result.stderr.count("violated:") == 1
     rows = list(openpyxl.load_workbook(book)["Verification"].iter_rows(values_only=True))
     assert rows[1][0] == "out_of_memory_declared_load" and rows[1][4] == "violated"
+
+
+def test_bad_input_found_on_the_ranks_is_one_line() -> None:
+    result = _invoke("--tensor-parallel-size", "2", "--device-memory", "200KiB")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and "leave no room for one KV block" in result.stderr
