@@ -35,6 +35,7 @@ from .verify import (
     verify,
 )
 
+PEER_STOPPED = "peer_stopped"  # a rank whose collective broke because another rank left
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # last resort; a failing rank stops the others first
 
 
@@ -75,13 +76,20 @@ def _rank_main(rank: int, size: int, spec: ModelSpec, serve: ServeSpec,
         _write(tmp, rank, ("failed", exc.failure))
         os._exit(1)  # peers may wait in a collective for this rank: end it now
     except Exception as exc:  # noqa: BLE001 - any other error on a rank is that rank failing
-        _write(tmp, rank, ("failed", Failure("rank_failed", f"rank {rank} failed",
-                                             f"rank {rank}: {type(exc).__name__}: "
-                                             f"{str(exc).splitlines()[0] if str(exc) else ''}")))
+        _write(tmp, rank, ("failed", _rank_error(rank, exc)))
         os._exit(1)
     dist.barrier()  # every rank done before any tears its connections down
     dist.destroy_process_group()
     _write(tmp, rank, outcome)
+
+
+def _rank_error(rank: int, exc: Exception) -> Failure:
+    """A collective that broke because a peer left is a consequence, not a cause."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    if isinstance(exc, dist.DistError) or "Connection closed by peer" in text:
+        return Failure(PEER_STOPPED, f"rank {rank} stopped", f"rank {rank}: a peer left: {text}")
+    return Failure("rank_failed", f"rank {rank} failed",
+                   f"rank {rank}: {type(exc).__name__}: {text}")
 
 
 def _write(tmp: str, rank: int, outcome) -> None:
@@ -101,6 +109,8 @@ def _failed(tmp: Path, size: int, exc: Exception) -> ParallelResult:
             failures.append(outcome[1])
         elif isinstance(outcome, tuple) and outcome[0] == "error":
             raise SpecError(*outcome[1:])
+    causes = [f for f in failures if f.name != PEER_STOPPED]
+    failures = causes or failures
     if not failures:
         failures.append(Failure("rank_failed", "a rank failed", str(exc).splitlines()[0]))
     return ParallelResult((), 0, tuple(failures), size)
