@@ -11,11 +11,12 @@ from servecap.sim.metrics import PERCENTILE_METHOD, latency, quantiles
 from servecap.sim.sampling import Request
 from servecap.sim.state import DONE, REJECTED, RUNNING, WAITING, Seq
 
-from .sequence import FINISHED, RequestRecord
+from .sequence import CANCELLED, FINISHED, RequestRecord
 from .sequence import REJECTED as ENGINE_REJECTED
 from .sequence import RUNNING as ENGINE_RUNNING
 
-STATES = {FINISHED: DONE, ENGINE_REJECTED: REJECTED, ENGINE_RUNNING: RUNNING}
+STATES = {FINISHED: DONE, ENGINE_REJECTED: REJECTED, ENGINE_RUNNING: RUNNING,
+          CANCELLED: "cancelled"}  # the simulator never cancels; the engine's word stands
 
 
 def arrival_s(record: RequestRecord) -> float:
