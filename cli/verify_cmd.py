@@ -87,7 +87,8 @@ def verify(
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
                                      "Verification sheet filled.")] = None,
-    force: Annotated[bool, Opt(help="Replace an existing --xlsx file.")] = False,
+    force: Annotated[bool, Opt(help="Replace an existing --xlsx, --records or "
+                                   "--token-times file.")] = False,
     calibration_out: Annotated[Path | None, Opt(help="Write the iteration-time coefficients "
                                                 "fitted to this run (JSON the simulator's "
                                                 "--coefficients takes).")] = None,
@@ -99,9 +100,10 @@ def verify(
                                                  "columns).")] = None,
     probe: Annotated[bool, Opt("--probe/--no-probe", help="Run the ceiling probe after the "
                                "load (--no-probe: the ceiling is not measured).")] = True,
-    inject_oom: Annotated[str | None, Opt(hidden=True, help="RANK:PHASE (e.g. 1:warmup): that "
-                                          "rank's emulated device has no room for transients "
-                                          "in that phase, to check the failure path.")] = None,
+    inject_oom: Annotated[str | None, Opt(hidden=True, help="RANK:PHASE (e.g. 1:warmup), "
+                                          "--device cpu only: that rank's emulated device has "
+                                          "no room for transients in that phase, to check the "
+                                          "failure path.")] = None,
 ) -> None:
     """Measure the plan on the device, line by line; exit 1 when a ledger line is violated.
 
@@ -188,6 +190,9 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
     device_bytes = resolve_device(size_text, "--device-memory")[0] if size_text else None
     # the whole GPU: planned against its size once the probe has opened it (with_device)
     serve = serve_spec(PlanFlags(**{**flags.__dict__, "device": size_text or WHOLE_GPU}), loaded)
+    if vflags.starve is not None and vflags.device != "cpu":
+        raise SpecError("--inject-oom", f"{vflags.starve[0]}:{vflags.starve[1]}",
+                        "only with --device cpu (the emulated device's cap)")
     workload, name = _load(vflags, spec.vocab_size)
     options = VerifyOptions(device=vflags.device, device_bytes=device_bytes, seed=vflags.seed,
                             output_tokens=vflags.output_tokens, weights_dir=vflags.weights,
