@@ -22,6 +22,7 @@ def test_nvml_opens_the_gpu_torch_uses_by_pci_bus_id() -> None:
     nvml_bus = info.busId.decode() if isinstance(info.busId, bytes) else info.busId
     assert nvml_bus.lower().endswith(bus.lower()[-12:])
     assert probe.context_bytes() > 0 and not probe.charges_context()
+    torch.cuda.set_per_process_memory_fraction(1.0, 0)  # the cap outlives the probe
 
 
 def test_out_of_memory_in_warm_up_on_cuda_is_a_violation() -> None:
