@@ -154,7 +154,9 @@ def _simulated(check: dict) -> Table:
                   "coefficients)", title_justify="left")
     for name in ("ms", "simulated p50", "measured p50", "simulated p95", "measured p95"):
         table.add_column(name, justify="left" if name == "ms" else "right")
-    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        if key not in check:
+            continue
         sim, run = check[key]["simulated"], check[key]["measured"]
         table.add_row(key.removesuffix("_ms"), *(_ms(v) for v in (
             sim["p50"], run["p50"], sim["p95"], run["p95"])))
