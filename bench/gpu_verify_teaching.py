@@ -2,6 +2,7 @@
 
     python bench/gpu_verify_teaching.py                      # cuda:0, emulated 40 GiB
     python bench/gpu_verify_teaching.py --json-out out.json  # also keep the reconciliation
+    python bench/gpu_verify_teaching.py --dry-run --json-out out.json  # CPU: plans only
 
 The GPU may be larger than 40 GiB: the per-process memory fraction makes it a 40 GiB device and
 the ledger is planned against that size. The seed states only a parameter count, so the run
@@ -30,7 +31,7 @@ from servecap.model_configs import load_model
 ARCH = Path(__file__).with_name("teaching-7b-llama.yaml")
 
 
-def compare_parameters(console: Console) -> None:
+def compare_parameters(console: Console) -> dict:
     """The seed's 7B against the architecture the runtime builds, line by line."""
     rows = []
     for ref in ("teaching-7b", str(ARCH)):
@@ -50,22 +51,38 @@ def compare_parameters(console: Console) -> None:
                   f"({seed.kv_bytes_per_token:,} vs {arch.kv_bytes_per_token:,} B), so the "
                   f"memory ceilings are {seed.memory_ceiling_requests} vs "
                   f"{arch.memory_ceiling_requests} requests of 4,096 tokens.")
+    return {"seed_parameters": seed.num_parameters, "runtime_parameters": arch.num_parameters,
+            "seed_ceiling_requests": seed.memory_ceiling_requests,
+            "runtime_ceiling_requests": arch.memory_ceiling_requests,
+            "kv_bytes_per_token": arch.kv_bytes_per_token}
 
 
 def run(args: argparse.Namespace) -> int:
     console = Console(width=140)
-    compare_parameters(console)
+    figures = {"plans": compare_parameters(console)}
+    if args.dry_run:
+        _write(args.json_out, {**figures, "dry_run": True})
+        return 0
     flags = PlanFlags(device=args.device_memory, context=4096, concurrency=16,
                       runtime_peak="3GiB", safety="4GiB")
     vflags = VerifyFlags(device=args.device, device_memory=args.device_memory,
                          num_layers=args.num_layers, output_tokens=args.output_tokens)
     start = time.perf_counter()
     result = verify_from_flags(str(ARCH), flags, vflags)
-    console.print(f"verification wall time: {time.perf_counter() - start:,.1f} s")
+    wall_s = time.perf_counter() - start
+    console.print(f"verification wall time: {wall_s:,.1f} s")
     render_verify(result, console)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(verify_to_dict(result), indent=2))
+    report = verify_to_dict(result)
+    _write(args.json_out, {**figures, "wall_s": wall_s, "ok": report["ok"],
+                           "violations": report["violations"], "verify": report})
+    if report["violations"]:
+        console.print("violated: " + ", ".join(report["violations"]))
     return 1 if violations(result) else 0
+
+
+def _write(path: str | None, data: dict) -> None:
+    if path:
+        Path(path).write_text(json.dumps(data, indent=2, default=str))
 
 
 def main() -> None:
@@ -76,6 +93,8 @@ def main() -> None:
     parser.add_argument("--num-layers", type=int, default=None,
                         help="a scaled-down smoke run (the ledger scales the same way)")
     parser.add_argument("--json-out", default=None)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="compare the plans and write them; run nothing (any machine)")
     try:
         sys.exit(run(parser.parse_args()))
     except SpecError as exc:

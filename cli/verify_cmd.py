@@ -17,7 +17,7 @@ from .files import write_json
 from .inputs import PlanFlags, serve_spec
 from .verify_json import verify_to_dict
 from .verify_view import render_verify, violation_summary
-from .verify_xlsx import write_verified_workbook
+from .verify_xlsx import write_failed_workbook, write_verified_workbook
 
 Opt = typer.Option
 
@@ -31,9 +31,15 @@ class VerifyFlags:
     seed: int = 0
     weights: str | None = None
     workload: Path | None = None
-    realtime: bool = False
+    realtime: bool | None = None
     admission: str = "reserve"
     tensor_parallel_size: int = 1
+    trace: Path | None = None
+    probe: bool = True
+    starve: tuple[int, str] | None = None
+
+
+WHOLE_GPU = "1TiB"  # a placeholder size, replaced by the opened GPU's total before planning
 
 
 def verify(
@@ -65,8 +71,11 @@ def verify(
     workload: Annotated[Path | None, Opt(help="The simulator's workload YAML as the load "
                                          "(default: concurrency requests of the context).")]
     = None,
-    realtime: Annotated[bool, Opt(help="Add each workload request at its arrival time "
-                                  "(default: all at once, as fast as possible).")] = False,
+    trace: Annotated[Path | None, Opt(help="CSV trace (arrival_s,prompt_tokens,output_tokens, "
+                                      "as simulate reads) to replay as the load.")] = None,
+    realtime: Annotated[bool | None, Opt("--realtime/--no-realtime", help="Add each request "
+                                         "at its arrival time (default with --trace or "
+                                         "--workload); --no-realtime: all at once.")] = None,
     admission: Annotated[str, Opt(help="reserve: admit only when blocks for the whole "
                                   "context are free (never preempts); optimistic: admit on the "
                                   "prompt's blocks, preempt by recompute when decode growth "
@@ -78,10 +87,23 @@ def verify(
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
                                      "Verification sheet filled.")] = None,
-    force: Annotated[bool, Opt(help="Replace an existing --xlsx file.")] = False,
+    force: Annotated[bool, Opt(help="Replace an existing --xlsx, --records or "
+                                   "--token-times file.")] = False,
     calibration_out: Annotated[Path | None, Opt(help="Write the iteration-time coefficients "
                                                 "fitted to this run (JSON the simulator's "
                                                 "--coefficients takes).")] = None,
+    records_path: Annotated[Path | None, Opt("--records", help="Write one CSV row per request "
+                                             "of the load (simulate's --records columns).")]
+    = None,
+    token_times_path: Annotated[Path | None, Opt("--token-times", help="Write one CSV row per "
+                                                 "generated token (simulate's --token-times "
+                                                 "columns).")] = None,
+    probe: Annotated[bool, Opt("--probe/--no-probe", help="Run the ceiling probe after the "
+                               "load (--no-probe: the ceiling is not measured).")] = True,
+    inject_oom: Annotated[str | None, Opt(hidden=True, help="RANK:PHASE (e.g. 1:warmup), "
+                                          "--device cpu only: that rank's emulated device has "
+                                          "no room for transients in that phase, to check the "
+                                          "failure path.")] = None,
 ) -> None:
     """Measure the plan on the device, line by line; exit 1 when a ledger line is violated.
 
@@ -91,24 +113,64 @@ def verify(
       servecap verify tiny-llama --device cpu          # a 16 MiB device emulated on the CPU
       servecap verify llama-3.1-8b --device cuda:0 --context 4096 --concurrency 16
       servecap verify tiny-llama --device cpu --json --calibration-out coeffs.json
+      servecap verify tiny-llama --device cpu --trace requests.csv --records runs.csv
     """
-    if xlsx is not None and xlsx.exists() and not force:
-        raise SpecError("--xlsx", str(xlsx), "file exists; pass --force to replace it")
+    outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path}
+    check_new_files(outputs, force, (workload, trace))
     flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
                       weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
                       max_num_seqs)
     result = verify_from_flags(model, flags, VerifyFlags(
         device, device_memory, num_layers, output_tokens, seed, weights, workload, realtime,
-        admission, tensor_parallel_size))
+        admission, tensor_parallel_size, trace, probe, _injected(inject_oom)))
     report = verify_to_dict(result)
-    if xlsx is not None:
+    if xlsx is not None and result.ranks:
         write_verified_workbook(model, result.binding, report["lines"], xlsx, force)
-    if calibration_out is not None:
-        write_json(calibration_out, result.binding.calibration["coefficients"])
+    elif xlsx is not None and result.spec is not None:
+        write_failed_workbook(model, result, report["lines"], xlsx, force)
+    if result.ranks:
+        write_outputs(result.binding, calibration_out, records_path, token_times_path)
     print(json.dumps(report, indent=2)) if as_json else render_verify(result, Console())
     summary = violation_summary(result)
     if summary:
         raise fail("violated: " + summary, EXIT_DOES_NOT_FIT)
+
+
+def check_new_files(outputs: dict, force: bool, inputs: tuple) -> None:
+    """Before anything runs: an existing output needs --force (as --xlsx always has), and no
+    output may be one of the inputs."""
+    from .simulate_cmd import check_writable
+
+    read = {Path(p).resolve() for p in inputs if p is not None}
+    for field, path in outputs.items():
+        if path is None:
+            continue
+        if Path(path).resolve() in read:
+            raise SpecError(field, str(path), "is an input of this run; write elsewhere")
+        if path.exists() and not force:
+            raise SpecError(field, str(path), "file exists; pass --force to replace it")
+        check_writable(path, field)
+
+
+def write_outputs(result, calibration_out: Path | None, records_path: Path | None,
+                  token_times_path: Path | None) -> None:
+    """The coefficients (flat, as simulate --coefficients takes them; the fit and every step
+    sample are in --json's `calibration`) and the simulator's CSVs."""
+    if calibration_out is not None:
+        write_json(calibration_out, result.calibration["coefficients"])
+    if records_path is None and token_times_path is None:
+        return
+    from servecap.runtime.latency import as_seq
+    from servecap.sim.records import RECORD_COLUMNS, TOKEN_COLUMNS, records, token_rows
+
+    from .simulate_cmd import write_csv
+
+    seqs = [as_seq(r) for r in result.records]
+    if records_path is not None:
+        write_csv(records_path, RECORD_COLUMNS, records("verify", "", seqs), "--records")
+    if token_times_path is not None:
+        write_csv(token_times_path, TOKEN_COLUMNS, token_rows("verify", "", [], seqs),
+                  "--token-times")
 
 
 def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
@@ -122,14 +184,22 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
     spec = loaded.spec if vflags.num_layers is None else with_num_layers(loaded.spec,
                                                                          vflags.num_layers)
     size_text = vflags.device_memory or loaded.serving.device
+    if size_text is None and vflags.device == "cpu":
+        raise SpecError("--device-memory", None, "required with --device cpu: the size of the "
+                        "emulated device, e.g. 2GiB")
     device_bytes = resolve_device(size_text, "--device-memory")[0] if size_text else None
-    serve = serve_spec(PlanFlags(**{**flags.__dict__, "device": size_text or "1"}), loaded)
-    workload, name = _workload(vflags.workload, spec.vocab_size)
+    # the whole GPU: planned against its size once the probe has opened it (with_device)
+    serve = serve_spec(PlanFlags(**{**flags.__dict__, "device": size_text or WHOLE_GPU}), loaded)
+    if vflags.starve is not None and vflags.device != "cpu":
+        raise SpecError("--inject-oom", f"{vflags.starve[0]}:{vflags.starve[1]}",
+                        "only with --device cpu (the emulated device's cap)")
+    workload, name = _load(vflags, spec.vocab_size)
     options = VerifyOptions(device=vflags.device, device_bytes=device_bytes, seed=vflags.seed,
                             output_tokens=vflags.output_tokens, weights_dir=vflags.weights,
                             config_path=str(loaded.path), workload=workload,
-                            workload_name=name, realtime=vflags.realtime,
-                            reserve_full_context=_reserve(vflags.admission))
+                            workload_name=name, realtime=_realtime(vflags),
+                            reserve_full_context=_reserve(vflags.admission),
+                            probe_ceiling=vflags.probe, starve=vflags.starve)
     if vflags.tensor_parallel_size == 1:
         return ParallelResult((verify(spec, serve, options),))
     from servecap.runtime.verify_parallel import verify_parallel
@@ -143,12 +213,37 @@ def _reserve(admission: str) -> bool:
     return admission == "reserve"
 
 
-def _workload(path: Path | None, vocab_size: int) -> tuple[tuple, str]:
-    if path is None:
-        return (), ""
-    from servecap.runtime.workload import load_arrivals
+def _load(vflags: VerifyFlags, vocab_size: int) -> tuple[tuple, str]:
+    """The workload's or the trace's arrivals (one of them at most), else the declared load."""
+    if vflags.workload is not None and vflags.trace is not None:
+        raise SpecError("--workload/--trace", None, "give at most one: a workload YAML or a "
+                        "CSV trace")
+    from servecap.runtime.workload import load_arrivals, load_trace
 
-    return load_arrivals(path, vocab_size)
+    if vflags.trace is not None:
+        return load_trace(vflags.trace, vocab_size)
+    if vflags.workload is not None:
+        return load_arrivals(vflags.workload, vocab_size)
+    return (), ""
+
+
+PHASES = ("warmup", "declared_load", "ceiling_probe")
+
+
+def _injected(text: str | None) -> tuple[int, str] | None:
+    if text is None:
+        return None
+    rank, _, phase = text.partition(":")
+    if not rank.isdigit() or phase not in PHASES:
+        raise SpecError("--inject-oom", text, f"RANK:PHASE with PHASE one of {', '.join(PHASES)}")
+    return int(rank), phase
+
+
+def _realtime(vflags: VerifyFlags) -> bool:
+    """A trace or workload replays at its arrival times unless --no-realtime."""
+    if vflags.realtime is not None:
+        return vflags.realtime
+    return vflags.trace is not None or vflags.workload is not None
 
 
 def register(app: typer.Typer) -> None:

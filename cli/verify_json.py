@@ -5,14 +5,27 @@ def verify_to_dict(result) -> dict:
     """Stable contract: lines (line, predicted_bytes, measured_bytes, residual_bytes, verdict),
     predicted_ceiling_requests, measured_ceiling_requests, phases, record (of the binding rank);
     tensor_parallel_size and binding_rank; with more than one rank, `ranks` holds each one."""
+    if not result.ranks:
+        return failed_to_dict(result)
     out = rank_to_dict(result.binding)
-    out["tensor_parallel_size"] = len(result.ranks)
+    out["tensor_parallel_size"] = result.tensor_parallel_size
     out["binding_rank"] = result.binding_rank
     out["violations"] = violations(result)
     out["ok"] = not out["violations"]
     if len(result.ranks) > 1:
         out["ranks"] = [rank_to_dict(rank) for rank in result.ranks]
     return out
+
+
+def failed_to_dict(result) -> dict:
+    """Ranks that failed: nothing was reconciled; each failure is a violated line."""
+    from servecap.ledger.verification import failure_lines
+
+    lines = [_line(check) for check in failure_lines(result.failures)]
+    return {"lines": lines, "predicted_ceiling_requests": None,
+            "measured_ceiling_requests": None, "phases": [], "record": {},
+            "tensor_parallel_size": result.tensor_parallel_size, "binding_rank": None,
+            "violations": [line["line"] for line in lines], "ok": False}
 
 
 def violations(result) -> list[str]:
@@ -39,6 +52,7 @@ def rank_to_dict(result) -> dict:
         "device_bytes": plan.device_bytes,
         "latency": result.latency,
         "calibration": result.calibration,
+        "ceiling_probe": result.probe,
         "notes": list(result.notes),
     }
 
@@ -47,4 +61,5 @@ def _line(check) -> dict:
     return {"line": check.line, "predicted_bytes": check.predicted_bytes,
             "measured_bytes": check.measured_bytes, "residual_bytes": check.residual_bytes,
             "verdict": check.verdict, "label": check.label,
-            "residual_pct": check.residual_pct, "tolerance": check.tolerance}
+            "residual_pct": check.residual_pct, "tolerance": check.tolerance,
+            "detail": check.detail}

@@ -10,16 +10,28 @@ STYLE = {"ok": "green", "violated": "bold red", "reported": "yellow"}
 
 def render_verify(result, console: Console) -> None:
     """The binding rank in full (the only one without tensor parallelism), every rank in brief,
-    then the verdict."""
+    then the verdict. A violation is not printed here: the command's exit line states it once."""
+    if not result.ranks:
+        console.print(_failures(result))
+        return
     if len(result.ranks) > 1:
         console.print(_ranks(result))
     render_rank(result.binding, console, f" (rank {result.binding_rank}, binding)"
                 if len(result.ranks) > 1 else "")
-    summary = violation_summary(result)
-    if summary:
-        console.print("[bold red]violated:[/bold red] " + summary)
-    else:
+    if not violation_summary(result):
         console.print("[green]every ledger line held on this device[/green]")
+
+
+def _failures(result) -> Table:
+    table = Table(title=f"{result.tensor_parallel_size} ranks: stopped, nothing reconciled",
+                  title_justify="left")
+    for name in ("failure", "verdict", "what happened"):
+        table.add_column(name)
+    from servecap.ledger.verification import failure_lines
+
+    for check in failure_lines(result.failures):
+        table.add_row(check.label, "[bold red]violated[/bold red]", check.detail)
+    return table
 
 
 def _ranks(result) -> Table:
@@ -34,7 +46,8 @@ def _ranks(result) -> Table:
         table.add_row(f"{r}{' (binding)' if r == result.binding_rank else ''}",
                       fmt_bytes(measured.weights_bytes), fmt_bytes(measured.kv_pool_bytes),
                       fmt_bytes(measured.runtime_peak_bytes), fmt_bytes(headroom),
-                      f"{rec.measured_ceiling_requests} / {rec.predicted_ceiling_requests}",
+                      f"{_count(rec.measured_ceiling_requests)} / "
+                      f"{rec.predicted_ceiling_requests}",
                       ", ".join(rec.violations) or "-")
     return table
 
@@ -48,17 +61,15 @@ def render_rank(result, console: Console, which: str = "") -> None:
         table.add_column(name, justify="left" if name in ("ledger line", "tolerance")
                          else "right")
     for check in rec.lines:
-        pct = "-" if check.residual_pct is None else f"{check.residual_pct:+.2f}%"
-        style = STYLE.get(check.verdict, "")
-        table.add_row(check.label, fmt_bytes(check.predicted_bytes),
-                      fmt_bytes(check.measured_bytes), fmt_bytes(check.residual_bytes), pct,
-                      f"[{style}]{check.verdict}[/{style}]", check.tolerance)
+        table.add_row(*_row(check))
     table.add_section()
     style = STYLE[rec.ceiling_verdict]
+    measured = rec.measured_ceiling_requests
     table.add_row("memory ceiling (requests)", str(rec.predicted_ceiling_requests),
-                  str(rec.measured_ceiling_requests),
-                  f"{rec.measured_ceiling_requests - rec.predicted_ceiling_requests:+d}", "-",
-                  f"[{style}]{rec.ceiling_verdict}[/{style}]", "equal")
+                  _count(measured),
+                  "-" if measured is None else f"{measured - rec.predicted_ceiling_requests:+d}",
+                  "-", f"[{style}]{rec.ceiling_verdict}[/{style}]",
+                  "equal" if measured is not None else "not probed (--no-probe)")
     console.print(table)
     console.print(_phases(result.phases))
     console.print(_latency(result.latency))
@@ -67,6 +78,20 @@ def render_rank(result, console: Console, which: str = "") -> None:
     _calibration(result.calibration, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def _row(check) -> tuple[str, ...]:
+    style = STYLE.get(check.verdict, "")
+    verdict = f"[{style}]{check.verdict}[/{style}]"
+    if check.detail:  # a failure: no bytes to compare, what happened instead
+        return (check.label, "-", "-", "-", "-", verdict, check.detail)
+    pct = "-" if check.residual_pct is None else f"{check.residual_pct:+.2f}%"
+    return (check.label, fmt_bytes(check.predicted_bytes), fmt_bytes(check.measured_bytes),
+            fmt_bytes(check.residual_bytes), pct, verdict, check.tolerance)
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def _phases(phases) -> Table:
@@ -85,14 +110,16 @@ def _maybe(num_bytes: int | None) -> str:
 
 
 def _latency(latency: dict) -> Table:
-    table = Table(title=f"the declared load: {latency['num_finished']} of "
+    table = Table(title=f"the load (ms from each request's arrival): {latency['num_finished']} of "
                   f"{latency['num_requests']} requests finished; input "
                   f"{latency['input_tokens_per_s']:,.1f} tokens/s, output "
                   f"{latency['output_tokens_per_s']:,.1f} tokens/s", title_justify="left")
     for name in ("ms", "p50", "p95", "p99", "mean"):
         table.add_column(name, justify="left" if name == "ms" else "right")
-    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
-        row = latency[key]
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        row = latency.get(key)
+        if row is None:
+            continue
         table.add_row(key.removesuffix("_ms"), *("-" if row[k] is None else f"{row[k]:,.2f}"
                                                  for k in ("p50", "p95", "p99", "mean")))
     return table
@@ -101,6 +128,10 @@ def _latency(latency: dict) -> Table:
 def violation_summary(result) -> str:
     """'runtime_peak (measured 2.20 MiB vs predicted 1 MiB, <= declared budget); ...', each
     rank's prefixed 'rank N: ' under tensor parallelism; '' when every line held."""
+    if not result.ranks:
+        from servecap.ledger.verification import failure_lines
+
+        return "; ".join(f"{c.line} ({c.detail})" for c in failure_lines(result.failures))
     if len(result.ranks) == 1:
         return _rank_violations(result.binding.reconciliation)
     return "; ".join(f"rank {r}: {text}" for r, rank in enumerate(result.ranks)
@@ -108,7 +139,8 @@ def violation_summary(result) -> str:
 
 
 def _rank_violations(rec) -> str:
-    parts = [f"{c.line} (measured {fmt_bytes(c.measured_bytes)} vs predicted "
+    parts = [f"{c.line} ({c.detail})" if c.detail else
+             f"{c.line} (measured {fmt_bytes(c.measured_bytes)} vs predicted "
              f"{fmt_bytes(c.predicted_bytes)}, {c.tolerance})"
              for c in rec.lines if c.verdict == "violated"]
     if rec.ceiling_verdict == "violated":
@@ -122,7 +154,9 @@ def _simulated(check: dict) -> Table:
                   "coefficients)", title_justify="left")
     for name in ("ms", "simulated p50", "measured p50", "simulated p95", "measured p95"):
         table.add_column(name, justify="left" if name == "ms" else "right")
-    for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
+    for key in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        if key not in check:
+            continue
         sim, run = check[key]["simulated"], check[key]["measured"]
         table.add_row(key.removesuffix("_ms"), *(_ms(v) for v in (
             sim["p50"], run["p50"], sim["p95"], run["p95"])))
@@ -134,13 +168,21 @@ def _ms(value: float | None) -> str:
 
 
 def _calibration(calibration: dict, console: Console) -> None:
-    """The fitted iteration-time coefficients: decimal GB/s and TFLOP/s, as vendors state."""
+    """The fitted step time in words: bandwidth in decimal GB/s and compute in TFLOP/s (as
+    vendors state them), overhead in ms, and how well the step model explains the steps."""
     coef, fit = calibration.get("coefficients", {}), calibration.get("fit", {})
     if "bandwidth_bytes_per_s" not in coef or "measured_step_ms" not in fit:
         return
-    console.print(f"step time fit: {coef['bandwidth_bytes_per_s'] / 1e9:,.3f} GB/s effective, "
-                  f"{coef.get('flops_per_s', 0) / 1e12:,.4f} TFLOP/s, overhead "
-                  f"{coef['step_overhead_s'] * 1e3:,.2f} ms; steps p50/p95 measured "
-                  f"{fit['measured_step_ms']['p50']:,.2f}/{fit['measured_step_ms']['p95']:,.2f}"
-                  f" ms, replayed {fit['replayed_step_ms']['p50']:,.2f}/"
-                  f"{fit['replayed_step_ms']['p95']:,.2f} ms")
+    console.print(f"step time fit (declared load, {fit['num_steps']} steps): effective "
+                  f"bandwidth {coef['bandwidth_bytes_per_s'] / 1e9:,.3f} GB/s (decimal) of "
+                  f"weights+KV per step, compute {coef.get('flops_per_s', 0) / 1e12:,.4f} "
+                  f"TFLOP/s, overhead {coef['step_overhead_s'] * 1e3:,.2f} ms per step; step "
+                  f"p50/p95 measured {_ms(fit['measured_step_ms']['p50'])}/"
+                  f"{_ms(fit['measured_step_ms']['p95'])} ms, replayed "
+                  f"{_ms(fit['replayed_step_ms']['p50'])}/{_ms(fit['replayed_step_ms']['p95'])}"
+                  " ms")
+    residuals = fit.get("step_model", {}).get("residuals", {})
+    if residuals:
+        console.print("step model residuals |measured - fitted| / measured, p50/p95: " + ", ".join(
+            f"{kind} {r['p50_pct']:.1f}%/{r['p95_pct']:.1f}% ({r['num_steps']} steps)"
+            for kind, r in residuals.items()))

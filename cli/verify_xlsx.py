@@ -25,6 +25,19 @@ def write_verified_workbook(model_ref: str, result, rows: list[dict], output: Pa
     return announce(save_workbook(wb, output, force))
 
 
+def write_failed_workbook(model_ref: str, result, rows: list[dict], output: Path,
+                          force: bool) -> Path:
+    """Ranks that failed: the plan's sheets and one Verification row per failure."""
+    _need_excel()
+    from servecap.workbooks.export import build_workbook, save_workbook
+    from servecap.workbooks.record_sheets import fill_verification
+    from servecap.workbooks.source import WorkbookSource
+
+    wb = build_workbook(WorkbookSource(model_ref, result.spec, result.serve))
+    fill_verification(wb, [{key: row[key] for key in VERIFY_KEYS} for row in rows])
+    return announce(save_workbook(wb, output, force))
+
+
 def latency_results(latency: dict, record: dict) -> dict:
     """The run's numbers under the Latency record sheet's keys (ms percentiles, tokens/s)."""
     out = {sheet: {p: latency[key][p] for p in ("p50", "p95", "p99")}
@@ -39,7 +52,9 @@ def latency_results(latency: dict, record: dict) -> dict:
         "kernel_versions": f"torch {record['torch_version']}, CUDA {record['cuda_version']}",
         "driver_versions": str(record["driver_version"]),
         "accelerator_topology": f"{record['device_name']}; {record['topology']}",
-        "load_generator": "open loop, every request accepted at t=0 (as fast as possible)",
+        "load_generator": "open loop: " + ("each request added at its arrival time"
+                                           if record.get("realtime") else
+                                           "every request added at t=0 (as fast as possible)"),
         "achieved_rate": latency["num_finished"] / latency["wall_s"],
         "source": "servecap verify run",
     }

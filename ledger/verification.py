@@ -21,9 +21,23 @@ class Measured:
     non_torch_bytes: int
     allocator_slack_bytes: int
     peak_used_bytes: int
-    ceiling_requests: int
+    ceiling_requests: int | None  # None: the ceiling probe was skipped (--no-probe)
     num_requests: int
     load_is_declared: bool = True  # False: a workload file's lengths, not context x concurrency
+    failures: tuple["Failure", ...] = ()
+    cuda_context_bytes: int = 0  # the CUDA context (CUDA only; 0 on the CPU)
+    cuda_context_charged: bool = True  # False on an emulated device: it lives outside it
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Something the run could not do (out of memory in a phase, a request that never finished,
+    a rank that failed): always a violation, never a note. name: a stable key such as
+    'out_of_memory_warmup'; detail: one line saying what happened."""
+
+    name: str
+    label: str
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,7 @@ class LineCheck:
     measured_bytes: int
     verdict: str
     tolerance: str
+    detail: str = ""  # a failure's one-line account; "" for ledger lines
 
     @property
     def residual_bytes(self) -> int:
@@ -53,10 +68,12 @@ class LineCheck:
 class Reconciliation:
     lines: tuple[LineCheck, ...]
     predicted_ceiling_requests: int
-    measured_ceiling_requests: int
+    measured_ceiling_requests: int | None  # None: not probed
 
     @property
     def ceiling_verdict(self) -> str:
+        if self.measured_ceiling_requests is None:
+            return REPORTED
         return OK if self.measured_ceiling_requests == self.predicted_ceiling_requests \
             else VIOLATED
 
@@ -101,8 +118,30 @@ def reconcile(plan: Plan, measured: Measured) -> Reconciliation:
         LineCheck("allocator_slack", "allocator slack", 0,
                   measured.allocator_slack_bytes, REPORTED,
                   "reported (from safety)"),
+        *_context(measured),
+        *failure_lines(measured.failures),
     )
     return Reconciliation(checks, plan.memory_ceiling_requests, measured.ceiling_requests)
+
+
+def _context(measured: Measured) -> tuple[LineCheck, ...]:
+    """The CUDA context, a non-torch line of its own (none on the CPU): charged to the device
+    when the whole GPU is planned, reported only on an emulated (smaller) device, where the
+    allocator's cap leaves it outside the emulated size."""
+    if not measured.cuda_context_bytes:
+        return ()
+    where = "(from safety)" if measured.cuda_context_charged else "(outside the emulated device)"
+    return (LineCheck("cuda_context", "CUDA context", 0, measured.cuda_context_bytes, REPORTED,
+                      f"reported {where}"),)
+
+
+def failure_lines(failures: tuple[Failure, ...]) -> tuple[LineCheck, ...]:
+    """One violated line per distinct failure (the same failure twice is one line)."""
+    seen: dict[str, Failure] = {}
+    for failure in failures:
+        seen.setdefault(failure.name, failure)
+    return tuple(LineCheck(f.name, f.label, 0, 0, VIOLATED, "must not happen", f.detail)
+                 for f in seen.values())
 
 
 def _exact(key: str, label: str, predicted: int, measured: int) -> LineCheck:

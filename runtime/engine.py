@@ -68,6 +68,11 @@ class StepStats:
     num_free_blocks: int
     num_admitted: int
     num_preempted: int
+    # the calibration's step sample (runtime/calibration.py): keys attended by the step's
+    # prefill tokens, context of its decode sequences, sequences it computed for
+    prefill_attention_tokens: int = 0
+    decode_context_tokens: int = 0
+    num_seqs: int = 0
 
 
 class Engine:
@@ -192,16 +197,25 @@ class Engine:
             seq.record.admitted_s = seq.record.admitted_s or now
         context = sum(seq.num_computed_tokens + n for seq, n in plan.chunks)
         decodes = sum(1 for _, n in plan.chunks if n == 1)
+        work = _attention_work(plan.chunks)
         if plan.chunks:
             self._forward(plan, now)
+            self._synchronize()
         self.num_steps += 1
         end = self.now()
         stats = StepStats(self.num_steps, end, end - start, plan.num_batched_tokens, decodes,
                           context, len(self.scheduler.running), len(self.scheduler.waiting),
-                          self.blocks.num_free_blocks, len(plan.admitted), len(plan.preempted))
+                          self.blocks.num_free_blocks, len(plan.admitted), len(plan.preempted),
+                          *work, len(plan.chunks))
         for hook in self.step_hooks:
             hook(stats)
         return stats
+
+    def _synchronize(self) -> None:
+        """A step's time is its device time: wait for the kernels it queued, also when it made
+        no token (only partial prefill chunks), so its time does not land on the next step."""
+        if self.model.device.type == "cuda":
+            torch.cuda.synchronize(self.model.device)
 
     def _forward(self, plan: StepPlan, now: float) -> None:
         self.pool.copy_blocks(plan.copies)
@@ -298,3 +312,13 @@ class Engine:
                                   arrival.seed)
         record.arrival_s = arrival.arrival_s
         return record
+
+
+def _attention_work(chunks) -> tuple[int, int]:
+    """(keys attended by the prefill tokens, context of the decode rows). A chunk of n tokens
+    after c computed ones attends c + 1, ..., c + n keys: n x c + n (n + 1) / 2; a decode row
+    (n == 1) attends its whole context c + 1."""
+    prefill = sum(n * c + n * (n + 1) // 2 for c, n in
+                  ((seq.num_computed_tokens, n) for seq, n in chunks) if n > 1)
+    decode = sum(seq.num_computed_tokens + 1 for seq, n in chunks if n == 1)
+    return prefill, decode

@@ -19,8 +19,23 @@ def no_driver(device: str) -> SpecError:
     return SpecError("--device", device, NO_DRIVER)
 
 
+def init_error(pynvml, exc, device: str) -> SpecError:
+    """A missing driver or library is 'no driver'; any other NVML failure says what it was."""
+    missing = {getattr(pynvml, name, None) for name in (
+        "NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED")} - {None}
+    if getattr(exc, "value", None) in missing:
+        return no_driver(device)
+    return SpecError("--device", device, f"NVML failed to start ({_reason(exc)}); the driver "
+                     "is there but cannot be queried (permissions, a driver/library mismatch?)")
+
+
+def _reason(exc) -> str:
+    text = str(exc)
+    return text if text else type(exc).__name__
+
+
 class Nvml:
-    """One device by index; every NVML failure becomes the one 'no driver' line, never a crash."""
+    """One device, found by PCI bus id; every NVML failure is one clear line, never a crash."""
 
     def __init__(self, index: int, device: str, pci_bus_id: str | None = None) -> None:
         try:
@@ -31,18 +46,29 @@ class Nvml:
         self.nvml, self.device = pynvml, device
         try:
             pynvml.nvmlInit()
-            self.handle = self._handle(index, pci_bus_id)
-        except pynvml.NVMLError:
-            raise no_driver(device) from None
+        except pynvml.NVMLError as exc:
+            raise init_error(pynvml, exc, device) from None
+        self.handle = self._handle(index, pci_bus_id)
 
     def _handle(self, index: int, pci_bus_id: str | None):
-        """By PCI bus id when known: CUDA_VISIBLE_DEVICES renumbers CUDA's devices, not NVML's."""
+        """By PCI bus id: CUDA_VISIBLE_DEVICES renumbers CUDA's devices, not NVML's, so the
+        index is used only when it cannot be wrong (no renumbering in effect)."""
         if pci_bus_id:
             try:
                 return self.nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
-            except self.nvml.NVMLError:
-                pass
-        return self.nvml.nvmlDeviceGetHandleByIndex(index)
+            except self.nvml.NVMLError as exc:
+                raise SpecError("--device", self.device, f"NVML has no device at PCI bus id "
+                                f"{pci_bus_id} ({_reason(exc)}); telemetry would read another "
+                                "GPU") from None
+        if os.environ.get("CUDA_VISIBLE_DEVICES"):
+            raise SpecError("--device", self.device, "torch states no PCI bus id for this GPU "
+                            "and CUDA_VISIBLE_DEVICES renumbers devices: NVML cannot tell which "
+                            "one it is; unset CUDA_VISIBLE_DEVICES and pass --device cuda:N")
+        try:
+            return self.nvml.nvmlDeviceGetHandleByIndex(index)
+        except self.nvml.NVMLError as exc:
+            raise SpecError("--device", self.device, f"NVML cannot open device {index} "
+                            f"({_reason(exc)})") from None
 
     def read(self) -> NvmlReading:
         info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)

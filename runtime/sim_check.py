@@ -5,7 +5,7 @@ from servecap.ledger.plan import Plan
 
 from .sequence import Arrival
 
-METRICS = ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms")
+METRICS = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 
 
 def simulated_vs_measured(plan: Plan, arrivals: tuple[Arrival, ...], realtime: bool,

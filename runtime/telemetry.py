@@ -152,6 +152,12 @@ class CpuProbe:
     def slack_bytes(self) -> int:
         return 0
 
+    def context_bytes(self) -> int:
+        return 0
+
+    def charges_context(self) -> bool:
+        return False
+
     def snapshot(self, phase: str) -> Snapshot:
         live = self.resident_bytes + self.counter.current_bytes
         return Snapshot(phase, live, self.resident_bytes + self.counter.peak_bytes,
@@ -161,22 +167,48 @@ class CpuProbe:
 class CudaProbe:
     """A CUDA device, optionally shrunk to `device_bytes` by the per-process memory fraction
     (the caching allocator refuses to reserve past it). NVML is opened before the CUDA context
-    so the baseline shows the device without this process."""
+    so the baseline shows the device without this process. The allocator runs with
+    expandable_segments (stated in the record): without it a small request takes a whole
+    20 MiB segment, and an emulated device of a few MiB could never hold the plan."""
 
     kind = "cuda"
+    allocator_settings = "expandable_segments:True"
 
     def __init__(self, device: str, device_bytes: int | None) -> None:
         if not torch.cuda.is_available():
             raise no_driver(device)
         index = torch.device(device).index or 0
+        if index >= torch.cuda.device_count():
+            raise SpecError("--device", device, f"{torch.cuda.device_count()} CUDA device(s) "
+                            "visible (CUDA_VISIBLE_DEVICES renumbers them from 0)")
         self.device = torch.device("cuda", index)
         props = torch.cuda.get_device_properties(index)
         self.nvml = Nvml(index, device, _pci_bus_id(props))
         self.nvml_before = self.nvml.read()
+        _set_allocator(self.allocator_settings)
         torch.cuda.set_device(self.device)
+        torch.cuda.init()
+        torch.cuda.synchronize(self.device)
         total = props.total_memory
         self.device_bytes = min(device_bytes or total, total)
+        self.emulated = self.device_bytes < total
+        self.cuda_context_bytes = self._measure_context()
         torch.cuda.set_per_process_memory_fraction(self.device_bytes / total, self.device)
+
+    def _measure_context(self) -> int:
+        """This process's device memory before any tensor: the CUDA context (driver, kernels
+        loaded so far), a non-torch line of its own."""
+        reading = self.nvml.read()
+        if reading.process_used_bytes is not None:
+            return reading.process_used_bytes
+        return max(0, reading.used_bytes - self.nvml_before.used_bytes)
+
+    def context_bytes(self) -> int:
+        return self.cuda_context_bytes
+
+    def charges_context(self) -> bool:
+        """The whole GPU carries the context; an emulated size caps the allocator only."""
+        return not self.emulated
 
     def add_resident(self, num_bytes: int, what: str) -> None:
         """Resident tensors are counted by the allocator itself on CUDA."""
@@ -215,6 +247,15 @@ class CudaProbe:
                         stats.get("allocated_bytes.all.peak", 0), process_rss_bytes(),
                         reserved, stats.get("reserved_bytes.all.peak", 0), int(free),
                         int(total), nv.used_bytes, nv.total_bytes, mine, mine - reserved)
+
+
+def _set_allocator(settings: str) -> None:
+    """Before the first allocation; an allocator already configured is left as it is."""
+    if "PYTORCH_CUDA_ALLOC_CONF" in os.environ:
+        return
+    setter = getattr(torch.cuda.memory, "_set_allocator_settings", None)
+    if setter is not None:
+        setter(settings)
 
 
 def _pci_bus_id(props) -> str | None:

@@ -6,9 +6,14 @@
 Phases: baseline, weights, kv_pool (sized by the ledger), warmup (one profile request), peak
 (the declared load, then the ceiling probe: more requests of the declared context than the
 ledger says fit, as fast as possible), release.
+
+Every failure is a finding with its own violated line (servecap.ledger.verification.Failure):
+out of memory in a phase, a request that never finished. Under tensor parallelism a rank that
+fails raises RankFailure, so it stops at once rather than leaving its peers in a collective.
 """
 
 import gc
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,7 +26,13 @@ from servecap.ledger.kv import Shard
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan, build_plan, with_device
 from servecap.ledger.serve import ServeSpec
-from servecap.ledger.verification import Measured, Reconciliation, kv_pool_bytes, reconcile
+from servecap.ledger.verification import (
+    Failure,
+    Measured,
+    Reconciliation,
+    kv_pool_bytes,
+    reconcile,
+)
 
 from .calibration import StepClock, fit_coefficients
 from .engine import Engine, EngineConfig
@@ -53,6 +64,8 @@ class VerifyOptions:
     reserve_full_context: bool = True  # False: vLLM's optimistic admission; growth preempts
     weights_dir: str | None = None
     config_path: str | None = None
+    probe_ceiling: bool = True  # False: --no-probe, the ceiling is not measured
+    starve: tuple[int, str] | None = None  # (rank, phase): no room for transients there (CPU)
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,16 @@ class VerifyResult:
     record: dict
     calibration: dict = field(default_factory=dict)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    probe: dict = field(default_factory=dict)  # the ceiling probe: count, resident, limited_by
+    records: tuple = ()  # the declared load's RequestRecords (for --records / --token-times)
+
+
+class RankFailure(Exception):
+    """A failure on one rank under tensor parallelism: the rank stops and its peers with it."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.detail)
+        self.failure = failure
 
 
 @dataclass(frozen=True)
@@ -74,6 +97,14 @@ class ParallelResult:
 
     ranks: tuple[VerifyResult, ...]
     binding_rank: int = 0
+    failures: tuple[Failure, ...] = ()  # ranks that failed (then `ranks` is empty)
+    size: int = 0  # ranks started (0: len(ranks))
+    spec: ModelSpec | None = None  # the model and deployment, for a workbook of the failure
+    serve: ServeSpec | None = None
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        return self.size or len(self.ranks)
 
     @property
     def binding(self) -> VerifyResult:
@@ -109,7 +140,7 @@ def _collectives(kind: str, tp_size: int) -> EngineSpec:
 
 
 class _Run:
-    """One verification: owns the model, the pool and the phase snapshots."""
+    """One verification: owns the model, the pool, the phase snapshots and the failures."""
 
     def __init__(self, spec: ModelSpec, plan: Plan, probe, options: VerifyOptions,
                  tp: TensorParallel) -> None:
@@ -117,7 +148,8 @@ class _Run:
         self.torch_device = "cpu" if probe.kind == "cpu" else str(probe.device)
         self.phases: list[Snapshot] = [probe.snapshot("baseline")]
         self.notes: list[str] = []
-        self.clocks: list[StepClock] = []
+        self.failures: list[Failure] = []
+        self.clock = StepClock()
 
     def execute(self) -> VerifyResult:
         model = self._load_weights()
@@ -126,21 +158,37 @@ class _Run:
         self.probe.reset_peak()
         records, wall_s, blocks_in_use = self._declared_load(model, pool)
         kv_in_use = blocks_in_use * pool.block_bytes
-        ceiling = self._ceiling_probe(model, pool)
+        probe = self._ceiling_probe(model, pool) if self.options.probe_ceiling else {}
         peak = self._snap("peak")
-        measured = self._measured(model, pool, kv_in_use, ceiling, peak, len(records))
+        measured = self._measured(model, pool, kv_in_use, probe.get("resident_requests"),
+                                  peak, len(records))
         num_blocks = pool.num_blocks
         del model, pool
         self._release()
         latency, calibration = latency_report(records, wall_s), self._calibration()
         latency["simulated_vs_measured"] = simulated_vs_measured(
-            self.plan, self._arrivals(), self.options.realtime, calibration["coefficients"],
+            self.plan, self._arrivals(), self._realtime(), calibration["coefficients"],
             num_blocks, latency)
+        record = benchmark_record(self.spec, self.plan, self.options, self.probe, self.tp)
+        record["realtime"] = self._realtime()
+        if self.probe.kind == "cuda":
+            record["allocator_settings"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF",
+                                                          self.probe.allocator_settings)
         return VerifyResult(self.spec, self.plan, measured, reconcile(self.plan, measured),
-                            tuple(self.phases), latency,
-                            benchmark_record(self.spec, self.plan, self.options, self.probe,
-                                             self.tp),
-                            calibration, tuple(self.notes))
+                            tuple(self.phases), latency, record, calibration,
+                            tuple(self.notes), probe, tuple(records))
+
+    def _fail(self, name: str, label: str, detail: str) -> None:
+        """A finding; under tensor parallelism it ends this rank (its peers are stopped)."""
+        failure = Failure(name, label, detail)
+        if self.tp.size > 1:
+            raise RankFailure(Failure(name, f"rank {self.tp.rank}: {label}",
+                                      f"rank {self.tp.rank}: {detail}"))
+        self.failures.append(failure)
+
+    def _out_of_memory(self, key: str, what: str, exc: BaseException) -> None:
+        self._fail(f"out_of_memory_{key}", f"out of memory ({what})",
+                   f"out of memory during {what}: {str(exc).splitlines()[0]}")
 
     def _snap(self, phase: str) -> Snapshot:
         snap = self.probe.snapshot(phase)
@@ -177,18 +225,21 @@ class _Run:
         config = EngineConfig(max_num_seqs=max_num_seqs or serve.max_num_seqs,
                               max_num_batched_tokens=serve.max_num_batched_tokens,
                               reserve_full_context=reserve_full_context)
-        engine = Engine(model, pool, config)
-        clock = StepClock()
-        engine.step_hooks.append(clock)
-        self.clocks.append(clock)
-        return engine
+        return Engine(model, pool, config)
 
     def _calibration(self) -> dict:
-        """Coefficients from the steps of the declared load and the ceiling probe."""
-        timings = [t for clock in self.clocks for t in clock.timings]
+        """Coefficients from the declared load's steps only (the probe's are another load)."""
         plan = self.plan
-        return fit_coefficients(timings, plan.line("weights") + plan.line("weight_metadata"),
+        return fit_coefficients(self.clock.samples,
+                                plan.line("weights") + plan.line("weight_metadata"),
                                 plan.kv_bytes_per_token, 2 * plan.active_parameters)
+
+    def _counting(self, phase: str):
+        """The probe's counting context; a starved phase (forced failure) gets no room."""
+        counter = self.probe.counting()
+        if self.options.starve == (self.tp.rank, phase) and hasattr(counter, "cap_bytes"):
+            counter.cap_bytes = 0
+        return counter
 
     def _warm_up(self, model, pool: KVPool) -> None:
         """The engine's profile step: one prompt as long as a step or the context allows, logits
@@ -198,68 +249,102 @@ class _Run:
             max_num_seqs=serve.max_num_seqs,
             max_num_batched_tokens=min(serve.max_num_batched_tokens, serve.context_tokens)))
         try:
-            with self.probe.counting():
+            with self._counting("warmup"):
                 engine.profile_run()
         except (MemoryError, torch.OutOfMemoryError) as exc:
-            self.notes.append(f"out of memory during the profile step: "
-                              f"{str(exc).splitlines()[0]}")
+            self._out_of_memory("warmup", "warm-up", exc)
         self._snap("warmup")
 
     def _declared_load(self, model, pool: KVPool):
         engine = self._engine(model, pool,
                               reserve_full_context=self.options.reserve_full_context)
+        engine.step_hooks.append(self.clock)
         start = time.perf_counter()
-        records = self._run(engine, list(self._arrivals()), "the declared load",
-                            self.options.realtime)
+        records, _ = self._run(engine, list(self._arrivals()), "declared_load",
+                               "the declared load", self._realtime())
         return records, time.perf_counter() - start, engine.max_blocks_in_use
+
+    def _realtime(self) -> bool:
+        return self.options.realtime and bool(self.options.workload)
 
     def _arrivals(self) -> tuple[Arrival, ...]:
         if self.options.workload:
             return self.options.workload
-        return self._full_context(self.plan.serve.concurrency)
+        return self._full_context(self.plan.serve.concurrency, self.options.output_tokens)
 
-    def _full_context(self, count: int) -> tuple[Arrival, ...]:
+    def _full_context(self, count: int, output_tokens: int) -> tuple[Arrival, ...]:
         """count requests that each grow to exactly the declared context; distinct seeds give
         distinct prompts, so nothing is shared through the prefix cache."""
         context = self.plan.serve.context_tokens
-        output = max(1, min(self.options.output_tokens, context - 1))
+        output = max(1, min(output_tokens, context - 1))
         return tuple(Arrival(0.0, context - output, output, seed=self.options.seed + i + 1)
                      for i in range(count))
 
-    def _ceiling_probe(self, model, pool: KVPool) -> int:
-        """The most requests of the declared context resident at once, memory the only limit
-        (max_num_seqs is lifted); every request must still complete."""
+    def _ceiling_probe(self, model, pool: KVPool) -> dict:
+        """The most requests of the declared context resident at once, memory the only limit:
+        max_num_seqs is lifted, and each request generates long enough that none finishes
+        before the step budget has admitted every one that fits (so admission never races
+        completion). Every request must still complete."""
         count = self.plan.memory_ceiling_requests + CEILING_PROBE_EXTRA
         engine = self._engine(model, pool, max_num_seqs=count)
-        records = self._run(engine, list(self._full_context(count)), "the ceiling probe")
-        unfinished = sum(1 for r in records if r.status != FINISHED)
-        if unfinished:
-            self.notes.append(f"ceiling probe: {unfinished} of {count} requests did not finish")
-        return engine.max_resident_requests
+        output = probe_output_tokens(count, self.plan.serve.context_tokens,
+                                     self.plan.serve.max_num_batched_tokens,
+                                     self.options.output_tokens)
+        records, oom = self._run(engine, list(self._full_context(count, output)),
+                                 "ceiling_probe", "the ceiling probe")
+        resident = engine.max_resident_requests
+        return {"num_requests": count, "output_tokens": output, "resident_requests": resident,
+                "limited_by": self._limit(oom, resident, count, pool),
+                "num_finished": sum(1 for r in records if r.status == FINISHED)}
 
-    def _run(self, engine: Engine, arrivals: list[Arrival], what: str,
-             realtime: bool = False) -> list:
-        """Run under the probe; running out of (emulated) device memory is a finding."""
+    def _limit(self, oom: bool, resident: int, count: int, pool: KVPool) -> str:
+        """What stopped the probe: memory (transients, the device) or the pool's blocks; a
+        residency below what the blocks hold means admission raced completion instead."""
+        if oom:
+            return "device memory" if self.probe.kind == "cuda" else "runtime transients"
+        if resident >= count:
+            return "none (every probe request was resident)"
+        serve = self.plan.serve
+        per_request = -(-serve.context_tokens // serve.block_size_tokens)
+        if resident >= pool.num_blocks // per_request:
+            return "KV blocks"
+        return "admission (requests finished before the pool filled; not memory)"
+
+    def _run(self, engine: Engine, arrivals: list[Arrival], key: str, what: str,
+             realtime: bool = False) -> tuple[list, bool]:
+        """Run under the probe: (records, ran out of memory). Out of (emulated) device memory
+        and requests that never finish are findings."""
+        oom = False
         try:
-            with self.probe.counting():
-                return engine.run(arrivals, realtime=realtime)
+            with self._counting(key):
+                records = engine.run(arrivals, realtime=realtime)
         except (MemoryError, torch.OutOfMemoryError) as exc:
-            self.notes.append(f"out of memory during {what}: {str(exc).splitlines()[0]}")
-            return list(engine.records)
+            self._out_of_memory(key, what, exc)
+            records, oom = list(engine.records), True
+        unfinished = len(arrivals) - sum(1 for r in records if r.status == FINISHED)
+        if unfinished:
+            self._fail(f"unfinished_{key}", f"unfinished requests ({what})",
+                       f"{unfinished} of {len(arrivals)} requests of {what} did not finish")
+        return records, oom
 
-    def _measured(self, model, pool: KVPool, kv_in_use: int, ceiling: int, peak: Snapshot,
-                  num_requests: int) -> Measured:
+    def _measured(self, model, pool: KVPool, kv_in_use: int, ceiling: int | None,
+                  peak: Snapshot, num_requests: int) -> Measured:
         slack = self.probe.slack_bytes()
         non_torch = peak.non_torch_bytes or 0
+        context = self.probe.context_bytes()
+        charged_context = context if self.probe.charges_context() else 0
         transient = self.probe.transient_peak_bytes()
         resident = model.weight_bytes + pool.tensor_bytes
         return Measured(
             weights_bytes=model.weight_bytes, weight_metadata_bytes=0,
             runtime_peak_bytes=transient, kv_pool_bytes=pool.tensor_bytes,
-            kv_in_use_bytes=kv_in_use, non_torch_bytes=non_torch, allocator_slack_bytes=slack,
-            peak_used_bytes=resident + transient + slack + non_torch,
+            kv_in_use_bytes=kv_in_use, non_torch_bytes=max(0, non_torch - context),
+            allocator_slack_bytes=slack,
+            peak_used_bytes=resident + transient + slack + max(0, non_torch - context)
+            + charged_context,
             ceiling_requests=ceiling, num_requests=num_requests,
-            load_is_declared=not self.options.workload)
+            load_is_declared=not self.options.workload, failures=tuple(self.failures),
+            cuda_context_bytes=context, cuda_context_charged=bool(charged_context))
 
     def _release(self) -> None:
         gc.collect()
@@ -267,6 +352,16 @@ class _Run:
             torch.cuda.empty_cache()
         self.probe.release_resident()
         self._snap("release")
+
+
+def probe_output_tokens(count: int, context_tokens: int, max_num_batched_tokens: int,
+                        output_tokens: int) -> int:
+    """Output tokens per probe request so that the first admitted request is still decoding
+    when the last one that fits is admitted: admitting count requests of the context takes
+    about count x context / (budget - count) steps (decodes take one budget token each), plus
+    two steps' margin; never the whole context (a prompt needs one token)."""
+    steps = -(-count * context_tokens // max(1, max_num_batched_tokens - count)) + 2
+    return max(1, min(context_tokens - 1, max(output_tokens, steps)))
 
 
 @contextmanager

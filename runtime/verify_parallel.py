@@ -1,7 +1,13 @@
 """verify with tensor parallelism: one process per rank (gloo on the CPU, NCCL on CUDA), each
 holding its shard of weights and KV heads and reconciling its own ledger; the binding rank is
-the one with the least headroom left at its peak."""
+the one with the least headroom left at its peak.
 
+A rank that fails (out of memory, a request that never finished, an error) writes its finding
+and exits at once; torch.multiprocessing's join then stops every other rank, including those
+waiting in a collective for it, so a failure ends the run within seconds, as one violation.
+"""
+
+import logging
 import os
 import pickle
 import tempfile
@@ -12,15 +18,25 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.multiprocessing.spawn import ProcessException
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.serve import ServeSpec
+from servecap.ledger.verification import Failure
 
 from .parallel import TensorParallel, check_split
-from .verify import ParallelResult, VerifyOptions, VerifyResult, binding_rank, verify
+from .verify import (
+    ParallelResult,
+    RankFailure,
+    VerifyOptions,
+    VerifyResult,
+    binding_rank,
+    verify,
+)
 
-COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # a rank that dies must not hang the others forever
+PEER_STOPPED = "peer_stopped"  # a rank whose collective broke because another rank left
+COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # last resort; a failing rank stops the others first
 
 
 def verify_parallel(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
@@ -30,8 +46,14 @@ def verify_parallel(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
     if options.device != "cpu" and torch.cuda.device_count() < size:
         raise SpecError("--tensor-parallel-size", size, f"needs {size} CUDA devices, "
                         f"{torch.cuda.device_count()} visible")
+    # torch logs a warning as it stops the other ranks: that is the designed path, not news
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_rank_main, args=(size, spec, serve, options, tmp), nprocs=size, join=True)
+        try:
+            mp.spawn(_rank_main, args=(size, spec, serve, options, tmp), nprocs=size,
+                     join=True)
+        except ProcessException as exc:
+            return replace(_failed(Path(tmp), size, exc), spec=spec, serve=serve)
         results = [_collect(Path(tmp) / f"rank{r}.pkl") for r in range(size)]
     return ParallelResult(tuple(results), binding_rank(results))
 
@@ -44,15 +66,54 @@ def _rank_main(rank: int, size: int, spec: ModelSpec, serve: ServeSpec,
         torch.cuda.set_device(rank)  # before NCCL starts: each rank's communicator on its GPU
     dist.init_process_group("gloo" if cpu else "nccl", init_method=f"file://{tmp}/init",
                             rank=rank, world_size=size, timeout=COLLECTIVE_TIMEOUT)
+    device = "cpu" if cpu else f"cuda:{rank}"
     try:
-        device = "cpu" if cpu else f"cuda:{rank}"
         outcome = verify(spec, serve, replace(options, device=device), TensorParallel(rank, size))
-    except SpecError as exc:
-        outcome = ("error", exc.field, exc.value, exc.allowed, exc.source)
-    finally:
-        dist.destroy_process_group()
-    with open(Path(tmp) / f"rank{rank}.pkl", "wb") as out:
+    except SpecError as exc:  # bad input found on a rank: the others may be mid-collective
+        _write(tmp, rank, ("error", exc.field, exc.value, exc.allowed, exc.source))
+        os._exit(2)
+    except RankFailure as exc:
+        _write(tmp, rank, ("failed", exc.failure))
+        os._exit(1)  # peers may wait in a collective for this rank: end it now
+    except Exception as exc:  # noqa: BLE001 - any other error on a rank is that rank failing
+        _write(tmp, rank, ("failed", _rank_error(rank, exc)))
+        os._exit(1)
+    dist.barrier()  # every rank done before any tears its connections down
+    dist.destroy_process_group()
+    _write(tmp, rank, outcome)
+
+
+def _rank_error(rank: int, exc: Exception) -> Failure:
+    """A collective that broke because a peer left is a consequence, not a cause."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    if isinstance(exc, dist.DistError) or "Connection closed by peer" in text:
+        return Failure(PEER_STOPPED, f"rank {rank} stopped", f"rank {rank}: a peer left: {text}")
+    return Failure("rank_failed", f"rank {rank} failed",
+                   f"rank {rank}: {type(exc).__name__}: {text}")
+
+
+def _write(tmp: str, rank: int, outcome) -> None:
+    path = Path(tmp) / f"rank{rank}.pkl"
+    with open(path.with_suffix(".tmp"), "wb") as out:
         pickle.dump(outcome, out)
+    os.replace(path.with_suffix(".tmp"), path)
+
+
+def _failed(tmp: Path, size: int, exc: Exception) -> ParallelResult:
+    """The ranks' own findings; a rank that left none is named with how it ended."""
+    failures = []
+    for rank in range(size):
+        path = tmp / f"rank{rank}.pkl"
+        outcome = pickle.loads(path.read_bytes()) if path.exists() else None
+        if isinstance(outcome, tuple) and outcome[0] == "failed":
+            failures.append(outcome[1])
+        elif isinstance(outcome, tuple) and outcome[0] == "error":
+            raise SpecError(*outcome[1:])
+    causes = [f for f in failures if f.name != PEER_STOPPED]
+    failures = causes or failures
+    if not failures:
+        failures.append(Failure("rank_failed", "a rank failed", str(exc).splitlines()[0]))
+    return ParallelResult((), 0, tuple(failures), size)
 
 
 def _collect(path: Path) -> VerifyResult:

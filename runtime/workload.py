@@ -34,6 +34,29 @@ def load_arrivals(path: str | Path, vocab_size: int) -> tuple[tuple[Arrival, ...
     return arrivals_from_requests(requests, vocab_size, workload.seed), name
 
 
+def load_trace(path: str | Path, vocab_size: int) -> tuple[tuple[Arrival, ...], str]:
+    """A CSV trace read by the simulator's own reader (same columns, same errors); each row an
+    Arrival at its arrival_s with seeded prompt ids."""
+    import csv
+    import io
+
+    from servecap.sim.trace import parse_trace
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("--trace", str(path), f"cannot be read ({exc.strerror})") from None
+    try:
+        requests = parse_trace(io.StringIO(text, newline=""))
+    except csv.Error as exc:
+        raise SpecError("csv", str(exc), "a comma-separated file with the header "
+                        "arrival_s,prompt_tokens,output_tokens").at(str(path)) from None
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
+    return (arrivals_from_requests(requests, vocab_size, 0),
+            f"trace {path}: {len(requests)} requests")
+
+
 def arrivals_from_requests(requests, vocab_size: int, seed: int) -> tuple[Arrival, ...]:
     """Each simulator request (arrival_s, prompt_tokens with prefix_tokens of prefix_group
     included, output_tokens) as an Arrival with explicit, deterministic token ids."""

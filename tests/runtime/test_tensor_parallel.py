@@ -2,6 +2,7 @@
 holding its share of weights and KV heads as the ledger counts them."""
 
 import json
+from datetime import timedelta
 
 import pytest
 import torch
@@ -38,21 +39,26 @@ def _generate(model: Decoder, num_blocks: int = 64, tp_size: int = 1) -> list[li
 
 
 def _rank(rank: int, size: int, init_file: str, out_file: str) -> None:
-    """One rank: for 2 KV heads (split) and 1 (replicated), its tokens and tensor bytes."""
+    """One rank: for 2 KV heads (split) and 1 (replicated), its tokens and tensor bytes. The
+    process group is destroyed on every path: a rank leaving with gloo's worker threads still
+    holding work aborts (SIGABRT, 'terminate called without an active exception') and hides
+    the real error."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=size)
-    results = {}
-    for num_kv_heads in KV_HEADS:
-        spec = _spec(num_kv_heads)
-        model = random_decoder(spec, "fp32", seed=5, tp=TensorParallel(rank, size))
-        pool = KVPool(spec, 64, 4, "fp32", tensor_parallel_size=size)
-        results[num_kv_heads] = {"tokens": _generate(model, 64, size),
-                                 "weights": model.weight_bytes, "pool": pool.tensor_bytes}
-    with open(f"{out_file}.{rank}", "w") as f:
-        json.dump(results, f)
-    dist.barrier()
-    dist.destroy_process_group()
+                            world_size=size, timeout=timedelta(seconds=120))
+    try:
+        results = {}
+        for num_kv_heads in KV_HEADS:
+            spec = _spec(num_kv_heads)
+            model = random_decoder(spec, "fp32", seed=5, tp=TensorParallel(rank, size))
+            pool = KVPool(spec, 64, 4, "fp32", tensor_parallel_size=size)
+            results[num_kv_heads] = {"tokens": _generate(model, 64, size),
+                                     "weights": model.weight_bytes, "pool": pool.tensor_bytes}
+        with open(f"{out_file}.{rank}", "w") as f:
+            json.dump(results, f)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
 
 
 KV_HEADS = (2, 1)

@@ -167,10 +167,14 @@ def test_verify_on_cuda_matches_the_exact_lines() -> None:
                                       "--device-memory", "128MiB", "--runtime-peak", "80MiB",
                                       "--json"])
     out = json.loads(result.stdout)
-    for name in ("weights", "kv_pool"):
+    assert result.exit_code == 0, out["violations"]
+    for name in ("weights", "kv_pool", "safety"):
         assert _line(out, name)["verdict"] == "ok"
     assert out["measured_ceiling_requests"] == out["predicted_ceiling_requests"]
     assert out["phases"][-1]["reserved_bytes"] is not None
+    # the context is its own line, outside the emulated 128 MiB device
+    assert _line(out, "cuda_context")["measured_bytes"] > 0
+    assert out["record"]["allocator_settings"]
 
 
 def test_xlsx_fills_the_verification_sheet(tmp_path) -> None:

@@ -1,0 +1,48 @@
+"""The prepared GPU check parses, and its Python pieces run on any machine with --dry-run."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_gpu_check_script_parses_and_refuses_no_outdir() -> None:
+    script = ROOT / "bench" / "gpu_check.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert result.returncode == 2 and "usage: bash bench/gpu_check.sh OUTDIR" in result.stderr
+
+
+def _bench(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "bench" / name), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_teaching_dry_run_writes_both_plans(tmp_path) -> None:
+    out = tmp_path / "teaching.json"
+    result = _bench("gpu_verify_teaching.py", "--dry-run", "--json-out", str(out))
+    assert result.returncode == 0, result.stderr
+    plans = json.loads(out.read_text())["plans"]
+    assert plans["kv_bytes_per_token"] == 131_072  # 32 layers x 2 x 8 KV heads x 128 x 2 B
+    assert plans["runtime_ceiling_requests"] == plans["seed_ceiling_requests"]
+
+
+def test_decode_roofline_dry_run_writes_every_batch(tmp_path) -> None:
+    out = tmp_path / "decode.json"
+    result = _bench("gpu_decode_roofline.py", "--dry-run", "--batches", "1,2", "--json-out",
+                    str(out))
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(out.read_text())["results"]
+    assert [r["batch"] for r in rows] == [1, 2]
+    assert all(r["paged_tokens_per_s"] > 0 and r["roofline_tokens_per_s"] > 0 for r in rows)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_decode_roofline_without_cuda_says_so(tmp_path) -> None:
+    result = _bench("gpu_decode_roofline.py", "--json-out", str(tmp_path / "x.json"))
+    assert result.returncode == 1 and "no CUDA device here" in result.stderr
