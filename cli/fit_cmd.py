@@ -280,7 +280,7 @@ def _ledger(result: search.Fit, console, Table) -> None:
              if t is not None and t.plan is not None]
     if not plans:
         return
-    table = Table(title="ledger of the binding rank (GiB, 2^30 bytes)", title_justify="left")
+    table = Table(title="binding rank's ledger, GiB (2^30 B)", title_justify="left")
     table.add_column("ledger line", no_wrap=True)
     for name, _ in plans:
         table.add_column(name, justify="right", no_wrap=True)
@@ -292,9 +292,9 @@ def _ledger(result: search.Fit, console, Table) -> None:
     table.add_row("left", *(f"{p.free_bytes / 2**30:,.2f}" for _, p in plans), "")
     console.print(table)
     if bind is not None:
-        console.print(f"binds: {bind.label} ({bind.why}): {fmt_gib(bind.num_bytes)} at "
-                      f"{candidate(result.question, beyond.value)}, over by "
-                      f"{fmt_gib(bind.over_bytes)}")
+        console.print(f"binds: {bind.label}, {fmt_gib(bind.num_bytes)} at "
+                      f"{candidate(result.question, beyond.value)} (over by "
+                      f"{fmt_gib(bind.over_bytes)})\n  why: {bind.why}")
 
 
 def register(app: typer.Typer) -> None:

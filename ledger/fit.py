@@ -95,8 +95,8 @@ def largest(question: str, probe: Probe, low: int, high: int, range_end: str = "
 def first(question: str, probe: Probe, candidates: Iterable, stop: bool = False) -> Fit:
     """The first candidate, in the order given, whose plan fits; every candidate is planned
     (unless `stop`) so the table shows them all. `beyond` is the last one before it that the
-    ledger planned and that does not fit. If the ledger refuses every candidate, its first
-    refusal is raised: the input itself is bad."""
+    ledger planned and that does not fit (with no answer: the nearest miss). If the ledger
+    refuses every candidate, its first refusal is raised: the input itself is bad."""
     tried: list[Trial] = []
     for value in candidates:
         tried.append(_try(probe, value))
@@ -106,8 +106,11 @@ def first(question: str, probe: Probe, candidates: Iterable, stop: bool = False)
     if not planned:
         raise SpecError(*_refusal(tried))
     answer = next((t for t in planned if t.fits), None)
-    before = planned[:planned.index(answer)] if answer else planned
-    beyond = before[-1] if before else None
+    if answer is None:  # the nearest miss: the least overcommitted ledger
+        beyond = max(planned, key=lambda t: t.plan.free_bytes)
+    else:
+        before = planned[:planned.index(answer)]
+        beyond = before[-1] if before else None
     return _fit(question, answer, beyond, {i: t for i, t in enumerate(tried)}, "")
 
 
