@@ -280,8 +280,8 @@ def _ledger(result: search.Fit, console, Table) -> None:
              if t is not None and t.plan is not None]
     if not plans:
         return
-    table = Table(title="binding rank's ledger, GiB (2^30 B)", title_justify="left")
-    table.add_column("ledger line", no_wrap=True)
+    table = Table()  # the binding rank's, as plan's JSON and deployment view
+    table.add_column("ledger line, GiB", no_wrap=True)
     for name, _ in plans:
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("", no_wrap=True)
