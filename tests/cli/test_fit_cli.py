@@ -2,8 +2,12 @@
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 H100 = ("--device", "h100-80gb")
 
@@ -143,3 +147,41 @@ def test_tables_fit_80_columns_without_wrapping_a_cell(run, args):
     rows = [line for line in lines if line.startswith("│")]
     assert len(rows) == shown + len(data["plan"]["lines"]) + 1
     assert "│ KV cache in use" in result.stdout and "binds" in result.stdout
+
+
+# `run` holds no state between invocations (a fresh CliRunner result each call)
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(device_gib=st.integers(18, 120), load=st.integers(1, 48),
+       question=st.sampled_from(["context", "concurrency"]),
+       model=st.sampled_from(["teaching-7b", "llama-3.1-8b"]))
+def test_fits_answer_fits_per_plan_and_the_next_value_does_not(run, device_gib, load, question,
+                                                              model):
+    """Property, through both commands: plan says the answer fits and answer + 1 does not."""
+    given_flag = "--concurrency" if question == "context" else "--context"
+    common = (model, "--device", f"{device_gib}GiB", "--runtime-peak", "1GiB",
+              given_flag, load * (1 if question == "context" else 512))
+    code, data = fit_json(run, *common, "--up-to", 2**20 if question == "context" else 65_536)
+    answer = data["max_context_tokens" if question == "context" else "max_concurrency_requests"]
+    if answer is None:
+        assert code == 1 and data["binding_line"]
+        return
+    flag = "--context" if question == "context" else "--concurrency"
+    assert plan_fits(run, *common, flag, answer)
+    assert not plan_fits(run, *common, flag, answer + 1)
+
+
+def test_fits_json_path_never_loads_rich() -> None:
+    """As plan's: rich is loaded only to draw the table."""
+    probe = ("import json, sys\n"
+             "from servecap.cli import fit_cmd\n"
+             "from servecap.cli.deploy import NO_DEPLOY\n"
+             "from servecap.cli.inputs import PlanFlags\n"
+             "loaded = fit_cmd.plan_cmd._load('teaching-7b')\n"
+             "result = fit_cmd._search('concurrency', 'teaching-7b', PlanFlags(), NO_DEPLOY,"
+             " loaded, None)\n"
+             "assert json.dumps(fit_cmd.fit_to_dict(result))\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
