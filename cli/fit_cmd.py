@@ -72,21 +72,25 @@ def fit(
     flags: PlanFlags = NO_FLAGS,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
-    """Answer the inverse questions with plan's ledger: the longest context, the most requests,
-    the fewest GPUs or the cheapest dtype that fits.
+    """Answer the inverse questions with plan's ledger: the longest context,
+    the most requests, the fewest GPUs or the cheapest dtype that fits.
 
-    Every candidate is planned exactly as `servecap plan` plans it. The answer fits; the next
-    step (one more token or request, one GPU fewer, a more precise dtype) does not, and the
-    table names the ledger line that binds. Examples:
+    Every candidate is planned exactly as `servecap plan` plans it. The answer
+    fits; the next step (one more token or request, one GPU fewer, a more
+    precise dtype) does not, and the table names the ledger line that binds.
+    Examples:
 
-      servecap fit teaching-7b --concurrency 16     # longest context for 16 requests
-      servecap fit teaching-7b --context 4096       # most requests: 39, as plan says
+      servecap fit teaching-7b --concurrency 16   # longest context, 16 requests
+      servecap fit teaching-7b --context 4096     # most requests: 39, as plan
+      servecap fit llama-3.1-70b-instruct --device h100-80gb --context 8192
+          --concurrency 16 --find tp              # smallest tensor-parallel size
       servecap fit llama-3.1-70b-instruct --device h100-80gb --context 32768
-          --concurrency 64 --find tp                # fewest tensor-parallel GPUs
-      servecap fit llama-3.1-8b --device 24GiB --context 32768 --concurrency 8
-          --find kv-dtype                           # least precise KV that fits
+          --concurrency 64 --find gpus            # fewest GPUs, tp x pp
+      servecap fit llama-3.1-8b --device 40GiB --context 32768 --concurrency 5
+          --find kv-dtype                         # least precision lost that fits
 
-    Exit 0 with an answer, 1 when nothing in the searched range fits, 2 for bad input.
+    Exit 0 with an answer, 1 when nothing in the searched range fits, 2 for bad
+    input.
     """
     loaded = plan_cmd._load(model)
     question = _question(find, flags, deploy)
@@ -234,9 +238,10 @@ def headline(result: search.Fit) -> str:
     q, answer, bind = result.question, result.answer, result.binding
     what = {"context": "longest context", "concurrency": "most requests",
             "tp": "smallest tensor-parallel size", "pp": "smallest pipeline-parallel size",
-            "gpus": "fewest GPUs", "kv-dtype": "KV dtype", "weight-dtype": "weight dtype"}[q]
+            "gpus": "fewest GPUs", "kv-dtype": "first KV dtype that fits",
+            "weight-dtype": "first weight dtype that fits"}[q]
     if answer is None:
-        line = f": {bind.label} binds ({bind.why})" if bind else ""
+        line = f": {bind.label} binds" if bind else ""
         return f"nothing in the searched range fits{line}"
     serve = answer.plan.serve
     text = f"{what}: {candidate(q, answer.value)}"
@@ -292,9 +297,12 @@ def _ledger(result: search.Fit, console, Table) -> None:
     table.add_row("left", *(f"{p.free_bytes / 2**30:,.2f}" for _, p in plans), "")
     console.print(table)
     if bind is not None:
+        why = bind.why
+        if why == "grew most" and answer is not None:
+            why = f"the line that grows most from {candidate(result.question, answer.value)}"
         console.print(f"binds: {bind.label}, {fmt_gib(bind.num_bytes)} at "
-                      f"{candidate(result.question, beyond.value)} (over by "
-                      f"{fmt_gib(bind.over_bytes)})\n  why: {bind.why}")
+                      f"{candidate(result.question, beyond.value)}, over by "
+                      f"{fmt_gib(bind.over_bytes)}\n  ({why})")
 
 
 def register(app: typer.Typer) -> None:
