@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -185,3 +186,14 @@ def test_fits_json_path_never_loads_rich() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_examples_in_docs_print_what_the_docs_say(run):
+    """docs/fit.md shows each `$ servecap fit ...` with its first line of output."""
+    doc = (Path(__file__).parents[2] / "docs" / "fit.md").read_text()
+    examples = re.findall(r"^    \$ servecap (fit .+)\n    (.+?)(?:\s{2,}#.*)?$", doc, re.M)
+    assert len(examples) == 6
+    for command, first_line in examples:
+        result = run(*command.split())
+        assert result.exit_code in (0, 1), result.output
+        assert result.stdout.splitlines()[0] == first_line, command
