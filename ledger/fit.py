@@ -71,7 +71,7 @@ def _try(probe: Probe, value) -> Trial:
 def largest(question: str, probe: Probe, low: int, high: int, range_end: str = "") -> Fit:
     """The largest whole value in [low, high] whose plan fits, assuming `fits` only turns false
     as the value grows: gallop up from `low` (doubling), then bisect the last gap. A refusal
-    counts as not fitting."""
+    at `low` is raised; one past `low` counts as not fitting."""
     tried: dict[int, Trial] = {}
 
     def fits(value: int) -> bool:
@@ -79,6 +79,8 @@ def largest(question: str, probe: Probe, low: int, high: int, range_end: str = "
         return tried[value].fits
 
     if not fits(low):
+        if tried[low].refused:  # the input itself is bad: the ledger's own error
+            probe(low)
         return _fit(question, None, tried[low], tried, range_end)
     good, step = low, 1
     while good < high and fits(min(good + step, high)):
@@ -103,8 +105,10 @@ def first(question: str, probe: Probe, candidates: Iterable, stop: bool = False)
         if stop and tried[-1].fits:
             break
     planned = [t for t in tried if t.deployment is not None]
+    if not planned and tried:  # the input itself is bad: the ledger's own error
+        probe(tried[0].value)
     if not planned:
-        raise SpecError(*_refusal(tried))
+        raise SpecError("candidates", None, "none to plan")
     answer = next((t for t in planned if t.fits), None)
     if answer is None:  # the nearest miss: the least overcommitted ledger
         beyond = max(planned, key=lambda t: t.plan.free_bytes)
@@ -114,17 +118,15 @@ def first(question: str, probe: Probe, candidates: Iterable, stop: bool = False)
     return _fit(question, answer, beyond, {i: t for i, t in enumerate(tried)}, "")
 
 
-def _refusal(tried: list[Trial]) -> tuple[str, object, str]:
-    return ("candidates", ", ".join(str(t.value) for t in tried),
-            "the ledger refused every one: " + (tried[0].refused if tried else "none given"))
-
-
 def _fit(question: str, answer: Trial | None, beyond: Trial | None, tried: dict,
          range_end: str) -> Fit:
-    ordered = tuple(tried[k] for k in sorted(tried)) if question in ("context", "concurrency") \
-        else tuple(tried.values())
+    ordered = tuple(tried[k] for k in sorted(tried))  # by value, or in the order tried
     ok = answer.plan if answer is not None else None
-    bind = binding_line(beyond.plan, ok) if beyond is not None and beyond.plan else None
+    bind = None
+    if beyond is not None and beyond.plan is not None:
+        bind = binding_line(beyond.plan, ok)
+    elif beyond is not None:
+        bind = Binding("refused", "the ledger refuses it", 0, 0, beyond.refused)
     return Fit(question, answer, beyond, ordered, bind, range_end if answer else "")
 
 

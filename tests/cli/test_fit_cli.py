@@ -113,6 +113,10 @@ def test_weight_dtype_answer_fits_and_the_more_precise_one_does_not(run):
     ("teaching-7b", "--context", "4096", "--find", "context"),
     ("teaching-7b", "--concurrency", "16", "--up-to", "0"),
     ("llama-3.1-8b", "--device", "h100-80gb", "--find", "tp", "-tp", "2"),
+    ("llama-3.1-8b", "--concurrency", "16"),  # no --device
+    ("llama-3.1-8b", "--device", "h100-80gb", "--find", "gpus", "--engine", "vllm",
+     "--safety", "4GiB"),
+    ("llama-3.1-8b", "--device", "h100-80gb", "--find", "kv-dtype", "--kv-dtype", "fp8"),
 ])
 def test_bad_input_is_one_line_and_exit_2(run, args):
     result = run("fit", *args)
