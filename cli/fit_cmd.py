@@ -138,13 +138,13 @@ def _search(question: str, model, flags: PlanFlags, deploy: DeployFlags, loaded,
     if question == "context":
         high = up_to or spec.max_position_embeddings or MAX_CONTEXT_TOKENS
         end = ("--up-to" if up_to else "the model's max_position_embeddings"
-               if spec.max_position_embeddings else "servecap's longest search")
-        return search.largest(question, lambda n: at(replace(flags, context=n)), 1, high,
-                              f"{high:,} tokens ({end})")
+               if spec.max_position_embeddings else "the longest searched, 2^24")
+        return search.largest(question, lambda n: at(replace(flags, context=n)), 1, high, end)
     if question == "concurrency":
         high = min(up_to or MAX_CONCURRENCY, MAX_CONCURRENCY)
+        end = "--up-to" if up_to and up_to < MAX_CONCURRENCY else "the most plan accepts"
         return search.largest(question, lambda n: at(replace(flags, concurrency=n)), 1, high,
-                              f"{high:,} requests")
+                              end)
     if question in ("kv-dtype", "weight-dtype"):
         return _dtypes(question, flags, at, loaded)
     return _layouts(question, deploy, at, spec, up_to or MAX_DEVICES, flags)
@@ -186,8 +186,13 @@ def candidate(question: str, value) -> str:
                 "pp": f"pp {value.pipeline_parallel_size}"}.get(
             question, f"tp {value.tensor_parallel_size} x pp {value.pipeline_parallel_size} = "
                       f"{value.world_size}")
-    unit = {"context": " tokens", "concurrency": " requests"}.get(question, "")
-    return f"{value:,}{unit}" if isinstance(value, int) else str(value)
+    if question == "concurrency":
+        return _requests(value)
+    return f"{value:,} tokens" if question == "context" else str(value)
+
+
+def _requests(num: int) -> str:
+    return f"{num:,} request" + ("" if num == 1 else "s")
 
 
 def _answer_value(question: str, value):
@@ -247,12 +252,12 @@ def headline(result: search.Fit) -> str:
     text = f"{what}: {candidate(q, answer.value)}"
     if q == "context":
         blocks = -(-serve.context_tokens // serve.block_size_tokens)
-        text = (f"{what} for {serve.concurrency:,} requests: {serve.context_tokens:,} tokens "
+        text = (f"{what} for {_requests(serve.concurrency)}: {serve.context_tokens:,} tokens "
                 f"({blocks:,} blocks of {serve.block_size_tokens})")
     elif q == "concurrency":
         text = f"{what} of {serve.context_tokens:,} tokens: {serve.concurrency:,}"
     if result.range_end:
-        text += f" (the search ends at {result.range_end})"
+        text += f"\n  = the end of the range searched: {result.range_end}"
     return text
 
 
@@ -265,9 +270,10 @@ def _render(result: search.Fit) -> None:
     console = Console()
     q = result.question
     console.print(f"[bold]{headline(result)}[/bold]")
-    shown = [t for t in result.tried if t.deployment is not None]
+    shown = result.tried
     if q in ("context", "concurrency"):
         shown = [t for t in (result.answer, result.beyond) if t is not None]
+    shown = [t for t in shown if t.deployment is not None]
     table = Table(title="candidates planned", title_justify="left")
     for name, just in (("candidate", "left"), ("fits", "left"), ("ceiling", "right"),
                        ("left GiB", "right")):
@@ -289,14 +295,19 @@ def _ledger(result: search.Fit, console, Table) -> None:
     table.add_column("ledger line, GiB", no_wrap=True)
     for name, _ in plans:
         table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    for item in plans[0][1].lines:
-        mark = "binds" if bind is not None and item.key == bind.key else ""
-        table.add_row(item.label, *(f"{p.line(item.key) / 2**30:,.2f}" for _, p in plans), mark)
-    table.add_section()
-    table.add_row("left", *(f"{p.free_bytes / 2**30:,.2f}" for _, p in plans), "")
-    console.print(table)
     if bind is not None:
+        table.add_column("", no_wrap=True)
+    labels = {item.key: item.label for _, p in reversed(plans) for item in p.lines}
+    for key, label in labels.items():
+        mark = ["binds" if key == bind.key else ""] if bind is not None else []
+        table.add_row(label, *(f"{p.line(key) / 2**30:,.2f}" for _, p in plans), *mark)
+    table.add_section()
+    table.add_row("left", *(f"{p.free_bytes / 2**30:,.2f}" for _, p in plans),
+                  *([""] if bind is not None else []))
+    console.print(table)
+    if bind is not None and bind.key == "refused":
+        console.print(f"next: {candidate(result.question, beyond.value)} is refused: {bind.why}")
+    elif bind is not None:
         why = bind.why
         if why == "grew most" and answer is not None:
             why = f"the line that grows most from {candidate(result.question, answer.value)}"

@@ -201,3 +201,16 @@ def test_the_examples_in_docs_print_what_the_docs_say(run):
         result = run(*command.split())
         assert result.exit_code in (0, 1), result.output
         assert result.stdout.splitlines()[0] == first_line, command
+
+
+def test_an_answer_at_the_end_of_the_range_says_so(run):
+    """One Llama-3.1-8B request fits its whole 131,072-token window on an H100: nothing binds
+    inside the range, and the output says where the range ended."""
+    code, data = fit_json(run, "llama-3.1-8b", *H100, "--concurrency", "1")
+    assert code == 0 and data["max_context_tokens"] == 131_072
+    assert data["range_end"] == "the model's max_position_embeddings"
+    assert data["binding_line"] is None and data["next_plan"] is None
+    out = run("fit", "llama-3.1-8b", *H100, "--concurrency", "1").stdout
+    assert "for 1 request: 131,072 tokens" in out and "end of the range searched" in out
+    code, data = fit_json(run, "llama-3.1-8b", *H100, "--concurrency", "1", "--up-to", "1000")
+    assert data["max_context_tokens"] == 1000 and data["range_end"] == "--up-to"
