@@ -73,6 +73,8 @@ def _ledger(result: search.Fit, console: Console) -> None:
     table.add_row("left", *(f"{p.free_bytes / 2**30:,.2f}" for _, p in plans),
                   *([""] if bind is not None else []))
     console.print(table)
+    if answer is not None and answer.deployment.parallel.world_size > 1:
+        console.print(f"at {plans[0][0]}: {answer.deployment.binding_reason}")
     if bind is not None and bind.key == "refused":
         console.print(f"next: {candidate(result.question, beyond.value)} is refused: {bind.why}")
     elif bind is not None:
