@@ -4,6 +4,7 @@ import typer
 
 from . import (
     catalog_cmd,
+    fit_cmd,
     load_cmd,
     plan_cmd,
     reconcile_cmd,
@@ -30,6 +31,7 @@ simulate_cmd.register(app)
 verify_cmd.register(app)
 serve_cmd.register(app)
 load_cmd.register(app)
+fit_cmd.register(app)
 
 
 def main() -> None:
