@@ -2,7 +2,8 @@
 
 import typer
 
-from . import catalog_cmd, plan_cmd, reconcile_cmd, simulate_cmd, verify_cmd, workbook_cmd
+from . import (catalog_cmd, plan_cmd, reconcile_cmd, search_cmd, simulate_cmd, verify_cmd,
+               workbook_cmd)
 
 app = typer.Typer(
     name="servecap",
@@ -19,6 +20,7 @@ reconcile_cmd.register(app)
 workbook_cmd.register(app)
 simulate_cmd.register(app)
 verify_cmd.register(app)
+search_cmd.register(app)
 
 
 def main() -> None:

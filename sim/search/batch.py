@@ -1,0 +1,28 @@
+"""One task: every ladder of one layout, priced once and climbed (what a worker runs)."""
+
+from dataclasses import dataclass
+
+from .evaluate import evaluate, price_layout, with_capacity
+from .problem import Problem
+from .prune import climb
+from .space import Candidate, Layout
+
+
+@dataclass(frozen=True)
+class Batch:
+    layout: Layout
+    ladders: tuple[tuple[Candidate, ...], ...]
+
+
+def run_batch(problem: Problem, batch: Batch, prune: bool = True) -> dict:
+    """Rows of the simulated candidates (with SLO capacity where they meet the SLOs) and the
+    counts skipped by monotonicity. Deterministic: the same batch gives the same rows."""
+    priced = price_layout(problem, batch.layout)
+    rows, skipped = [], {}
+    for ladder in batch.ladders:
+        got, why = climb(list(ladder), lambda c: evaluate(problem, priced, c), prune)
+        by_label = {c.label: c for c in ladder}
+        rows += [with_capacity(problem, priced, by_label[r["label"]], r) for r in got]
+        for reason, count in why.items():
+            skipped[reason] = skipped.get(reason, 0) + count
+    return {"layout": batch.layout.label, "rows": rows, "skipped": skipped}

@@ -1,0 +1,123 @@
+"""Price one candidate: simulate it at the target rate; its SLO capacity by bisection on rate."""
+
+from dataclasses import dataclass
+
+from ..cluster import disaggregated_summary, simulate_disaggregated, simulate_replicas
+from ..config import SchedulerConfig
+from ..kvpool import pool_blocks
+from ..metrics import SLO, summarize
+from ..roofline import Coefficients
+from ..run import simulate
+from ..state import Seq
+from ..sweep import at_rate
+from .memory import plan_layout
+from .problem import Problem
+from .space import Candidate, Layout
+from .timemodel import parallel_coefficients
+
+NUM_DOUBLINGS = 6  # capacity searched up to 2^6 x the target rate
+NUM_BISECTIONS = 5  # then to within 1/32 of the bracket
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A layout ready to simulate: its time coefficients, KV pool and scheduler knobs."""
+
+    coef: Coefficients
+    num_blocks: int
+    config: SchedulerConfig
+    notes: tuple[str, ...]
+
+
+def price_layout(problem: Problem, layout: Layout) -> Priced:
+    verdict = plan_layout(problem, layout, problem.context_tokens)
+    coef, notes = parallel_coefficients(verdict.deployment, layout.device,
+                                        problem.step_overhead_s)
+    config = SchedulerConfig(policy=problem.policy, max_num_seqs=layout.max_num_seqs,
+                             max_num_batched_tokens=layout.max_num_batched_tokens,
+                             block_size_tokens=problem.block_size_tokens)
+    blocks = pool_blocks(verdict.deployment.plan, problem.block_size_tokens)
+    return Priced(coef, blocks, config, notes)
+
+
+def run_at(problem: Problem, priced: Priced, cand: Candidate, rate_per_s: float
+           ) -> tuple[dict, list[Seq]]:
+    """The deployment's summary and every request's final state at rate_per_s."""
+    requests = at_rate(problem.workload, rate_per_s)
+    if cand.disaggregated:
+        _, final, decode = simulate_disaggregated(
+            requests, priced.coef, priced.config, priced.num_blocks, cand.prefill,
+            cand.decode, problem.kv_transfer_bytes_per_s, problem.router)
+        return disaggregated_summary(final, decode, priced.config.policy, problem.slo), final
+    if cand.replicas == 1:
+        results = [simulate(requests, priced.coef, priced.config, priced.num_blocks)]
+    else:
+        results = simulate_replicas(requests, priced.coef, priced.config, priced.num_blocks,
+                                    cand.replicas, problem.router)
+    seqs = [s for r in results for s in r.seqs[:r.num_arrived]]
+    return summarize(results, problem.slo), seqs
+
+
+def meets(problem: Problem, summary: dict) -> bool:
+    return summary["completed"] > 0 and summary["slo_attainment"] >= problem.target_attainment
+
+
+def evaluate(problem: Problem, priced: Priced, cand: Candidate) -> dict:
+    """One row of the ranked list: cost, throughput per GPU and per user, tails, SLO shares."""
+    summary, seqs = run_at(problem, priced, cand, problem.rate_per_s)
+    tpot_p50 = summary["tpot_ms"]["p50"]
+    out_tps = summary["output_tokens_per_s"]
+    return {
+        "label": cand.label, "device": cand.layout.device,
+        "tensor_parallel_size": cand.layout.tensor_parallel_size,
+        "pipeline_parallel_size": cand.layout.pipeline_parallel_size,
+        "weight_dtype": cand.layout.weight_dtype, "kv_dtype": cand.layout.kv_dtype,
+        "max_num_seqs": cand.layout.max_num_seqs,
+        "max_num_batched_tokens": cand.layout.max_num_batched_tokens,
+        "mode": "disaggregated" if cand.disaggregated else "aggregated",
+        "replicas": cand.replicas, "prefill_replicas": cand.prefill,
+        "decode_replicas": cand.decode, "num_gpus": cand.num_gpus,
+        "num_kv_blocks_per_rank": priced.num_blocks,
+        "output_tokens_per_s": out_tps, "tokens_per_s_per_gpu": out_tps / cand.num_gpus,
+        "tokens_per_s_per_user": 1000 / tpot_p50 if tpot_p50 else None,
+        "ttft_ms": _tails(summary["ttft_ms"]), "tpot_ms": _tails(summary["tpot_ms"]),
+        "goodput_rps": summary["goodput_rps"], "slo_attainment": summary["slo_attainment"],
+        "ttft_attainment": _share(seqs, SLO(ttft_s=problem.slo.ttft_s)),
+        "tpot_attainment": _share(seqs, SLO(itl_s=problem.slo.itl_s)),
+        "completed": summary["completed"], "rejected": summary["rejected"],
+        "meets_slo": meets(problem, summary), "time_model_notes": list(priced.notes),
+    }
+
+
+def slo_capacity(problem: Problem, priced: Priced, cand: Candidate) -> float:
+    """The highest offered rate (req/s) still meeting the SLO target: doubling from the target
+    rate until it fails, then bisection. The target rate must already meet it."""
+    low, high = problem.rate_per_s, None
+    for _ in range(NUM_DOUBLINGS):
+        if not meets(problem, run_at(problem, priced, cand, 2 * low)[0]):
+            high = 2 * low
+            break
+        low *= 2
+    if high is None:
+        return low
+    for _ in range(NUM_BISECTIONS):
+        mid = (low + high) / 2
+        if meets(problem, run_at(problem, priced, cand, mid)[0]):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def with_capacity(problem: Problem, priced: Priced, cand: Candidate, row: dict) -> dict:
+    if not (problem.capacity and row["meets_slo"]):
+        return row | {"capacity_rps": None}
+    return row | {"capacity_rps": slo_capacity(problem, priced, cand)}
+
+
+def _tails(stats: dict) -> dict:
+    return {"p50": stats["p50"], "p99": stats["p99"]}
+
+
+def _share(seqs: list[Seq], slo: SLO) -> float:
+    return sum(1 for s in seqs if slo.met(s)) / len(seqs) if seqs else 0.0
