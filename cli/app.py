@@ -2,8 +2,15 @@
 
 import typer
 
-from . import (catalog_cmd, plan_cmd, reconcile_cmd, search_cmd, simulate_cmd, verify_cmd,
-               workbook_cmd)
+from . import (
+    catalog_cmd,
+    plan_cmd,
+    reconcile_cmd,
+    search_cmd,
+    simulate_cmd,
+    verify_cmd,
+    workbook_cmd,
+)
 
 app = typer.Typer(
     name="servecap",

@@ -2,14 +2,15 @@
 
 from dataclasses import dataclass
 
-from ..cluster import disaggregated_summary, simulate_disaggregated, simulate_replicas
-from ..config import SchedulerConfig
-from ..kvpool import pool_blocks
-from ..metrics import SLO, summarize
-from ..roofline import Coefficients
-from ..run import simulate
-from ..state import Seq
-from ..sweep import at_rate
+from servecap.sim.cluster import disaggregated_summary, simulate_disaggregated, simulate_replicas
+from servecap.sim.config import SchedulerConfig
+from servecap.sim.kvpool import pool_blocks
+from servecap.sim.metrics import SLO, summarize
+from servecap.sim.roofline import Coefficients
+from servecap.sim.run import simulate
+from servecap.sim.state import Seq
+from servecap.sim.sweep import at_rate
+
 from .memory import plan_layout
 from .problem import Problem
 from .space import Candidate, Layout

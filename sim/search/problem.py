@@ -4,9 +4,8 @@ from dataclasses import dataclass, replace
 
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.weights import default_quant
-
-from ..metrics import SLO
-from ..workload import Workload
+from servecap.sim.metrics import SLO
+from servecap.sim.workload import Workload
 
 
 @dataclass(frozen=True)

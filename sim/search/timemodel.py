@@ -2,8 +2,7 @@
 
 from servecap.ledger.devices import find
 from servecap.ledger.ranks import Deployment
-
-from ..roofline import Coefficients, coefficients
+from servecap.sim.roofline import Coefficients, coefficients
 
 # Said beside every result priced with tp or pp > 1, so no figure hides what is not priced.
 TP_NOTE = ("tp > 1 priced from the binding rank: its weight and KV bytes, FLOPs / tp; "
