@@ -21,12 +21,15 @@ def short_label(row: dict) -> str:
 
 
 def _ms(value) -> str:
-    return "-" if value is None else f"{value:,.0f}"
+    """Milliseconds, or whole seconds from 10 s up (an overloaded tail), 5 characters at most."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value < 10_000 else f"{value / 1000:,.0f}s"
 
 
 def candidate_table(title: str, rows: list[dict]) -> Table:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  padding=(0, 1))
+                  padding=(0, 1, 0, 0))
     table.add_column("deployment", no_wrap=True)
     for col in ("GPUs", "$/h", "tok/s\n/GPU", "tok/s\n/user", "TTFT\np99 ms", "TPOT\np99 ms",
                 "SLO\nmet"):
