@@ -18,8 +18,7 @@ from servecap.sim.metrics import SLO
 from servecap.sim.search.prices import parse_prices, price_table
 from servecap.sim.search.problem import Problem
 from servecap.sim.search.search import run_search
-from servecap.sim.search.space import (Axes, parse_counts, parse_devices, parse_dtypes,
-                                       parse_ratios)
+from servecap.sim.search.space import Axes, parse_counts, parse_devices, parse_dtypes, parse_ratios
 from servecap.sim.sweep import at_rate
 
 from . import sim_options as o

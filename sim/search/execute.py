@@ -1,8 +1,8 @@
 """Run batches in order-independent parallel: inline, a local process pool, or Ray."""
 
+import multiprocessing
 import signal
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from servecap.ledger.errors import SpecError
 
@@ -36,17 +36,26 @@ def _quiet_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _indexed(job: tuple) -> tuple[int, dict]:
+    index, problem, batch, prune = job
+    return index, run_batch(problem, batch, prune)
+
+
 def _on_pool(problem, batches, workers, prune, done, tick) -> None:
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_quiet_worker)
+    """Batches handed out one at a time as workers free up; on Ctrl-C the workers are
+    terminated at once (what they were running is lost, what finished is kept)."""
+    pool = multiprocessing.Pool(workers, initializer=_quiet_worker)
+    jobs = [(i, problem, b, prune) for i, b in enumerate(batches)]
     try:
-        pending = {pool.submit(run_batch, problem, b, prune): i for i, b in enumerate(batches)}
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                done[pending.pop(future)] = future.result()
-                tick()
+        for index, result in pool.imap_unordered(_indexed, jobs, chunksize=1):
+            done[index] = result
+            tick()
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.join()
 
 
 def _on_ray(problem, batches, address, workers, prune, done, tick) -> None:
