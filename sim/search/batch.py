@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from .evaluate import evaluate, price_layout, with_capacity
+from .evaluate import evaluate, price_layout
 from .problem import Problem
 from .prune import climb
 from .space import Candidate, Layout
@@ -15,14 +15,13 @@ class Batch:
 
 
 def run_batch(problem: Problem, batch: Batch, prune: bool = True) -> dict:
-    """Rows of the simulated candidates (with SLO capacity where they meet the SLOs) and the
-    counts skipped by monotonicity. Deterministic: the same batch gives the same rows."""
+    """Rows of the simulated candidates and the counts skipped by monotonicity.
+    Deterministic: the same batch gives the same rows."""
     priced = price_layout(problem, batch.layout)
     rows, skipped = [], {}
     for ladder in batch.ladders:
         got, why = climb(list(ladder), lambda c: evaluate(problem, priced, c), prune)
-        by_label = {c.label: c for c in ladder}
-        rows += [with_capacity(problem, priced, by_label[r["label"]], r) for r in got]
+        rows += got
         for reason, count in why.items():
             skipped[reason] = skipped.get(reason, 0) + count
     return {"layout": batch.layout.label, "rows": rows, "skipped": skipped}

@@ -110,10 +110,18 @@ def slo_capacity(problem: Problem, priced: Priced, cand: Candidate) -> float:
     return low
 
 
-def with_capacity(problem: Problem, priced: Priced, cand: Candidate, row: dict) -> dict:
-    if not (problem.capacity and row["meets_slo"]):
-        return row | {"capacity_rps": None}
-    return row | {"capacity_rps": slo_capacity(problem, priced, cand)}
+def candidate_of(row: dict) -> Candidate:
+    """The candidate a result row describes."""
+    layout = Layout(row["device"], row["tensor_parallel_size"], row["pipeline_parallel_size"],
+                    row["weight_dtype"], row["kv_dtype"], row["max_num_seqs"],
+                    row["max_num_batched_tokens"])
+    return Candidate(layout, row["replicas"], row["prefill_replicas"], row["decode_replicas"])
+
+
+def row_capacity(problem: Problem, row: dict) -> float:
+    """The SLO capacity (req/s) of a row that meets the SLOs at the target rate."""
+    cand = candidate_of(row)
+    return slo_capacity(problem, price_layout(problem, cand.layout), cand)
 
 
 def _tails(stats: dict) -> dict:

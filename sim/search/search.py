@@ -4,6 +4,7 @@ import time
 from collections.abc import Callable
 
 from .batch import Batch
+from .evaluate import row_capacity
 from .execute import run_all
 from .frontier import binding_constraint, cheapest, pareto, ranked
 from .launch import launch_lines
@@ -51,7 +52,7 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
             rows.append(row | {"cost_usd_per_hour": round(price * row["num_gpus"], 6)})
         for reason, n in done[i]["skipped"].items():
             skipped[reason] = skipped.get(reason, 0) + n
-    rows = ranked(rows)
+    rows = with_capacities(problem, ranked(rows), interrupted)
     best = cheapest(rows)
     front = pareto(rows)
     utilization = 1 - problem.safety_fraction
@@ -74,3 +75,15 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
                                    & {TP_NOTE, PP_NOTE}),
         "elapsed_s": round(time.perf_counter() - started, 3),
     }
+
+
+def with_capacities(problem: Problem, rows: list[dict], interrupted: bool) -> list[dict]:
+    """SLO capacity, bisected on rate, of the answers: the cheapest qualifying row and the
+    qualifying frontier points (the rest carry None: a dozen simulations each is the bulk of
+    a search's time otherwise)."""
+    best, front = cheapest(rows), pareto(rows)
+    chosen = {r["label"] for r in [best, *front] if r is not None and r["meets_slo"]}
+    if not problem.capacity or interrupted:
+        chosen = set()
+    return [r | {"capacity_rps": row_capacity(problem, r) if r["label"] in chosen else None}
+            for r in rows]

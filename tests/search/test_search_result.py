@@ -1,15 +1,16 @@
 """The winner meets every SLO and nothing cheaper does (brute force); the frontier is
 non-dominated; pruning by monotonicity changes no answer."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from servecap.sim.metrics import SLO
-from servecap.sim.search.evaluate import price_layout, run_at
+from servecap.sim.search.evaluate import candidate_of, meets, price_layout, row_capacity, run_at
 from servecap.sim.search.frontier import dominates, pareto
 from servecap.sim.search.search import run_search
-from servecap.sim.search.space import Candidate, Layout
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +33,9 @@ def test_brute_force_explores_the_whole_space(brute) -> None:
 def test_winner_meets_every_slo_when_simulated_again(small_problem, pruned) -> None:
     best = pruned["cheapest"]
     assert best is not None and best["meets_slo"]
-    layout = Layout(best["device"], best["tensor_parallel_size"],
-                    best["pipeline_parallel_size"], best["weight_dtype"], best["kv_dtype"],
-                    best["max_num_seqs"], best["max_num_batched_tokens"])
-    cand = Candidate(layout, best["replicas"], best["prefill_replicas"],
-                     best["decode_replicas"])
-    _, seqs = run_at(small_problem, price_layout(small_problem, layout), cand,
+    cand = candidate_of(best)
+    assert cand.label == best["label"]
+    _, seqs = run_at(small_problem, price_layout(small_problem, cand.layout), cand,
                      small_problem.rate_per_s)
     slo = small_problem.slo
     for one in (SLO(ttft_s=slo.ttft_s), SLO(itl_s=slo.itl_s), slo):
@@ -104,3 +102,14 @@ def test_pareto_keeps_exactly_the_non_dominated_points(pts) -> None:
                 if not any(g2 >= g and u2 >= u and (g2, u2) != (g, u) for g2, u2 in pts)}
     assert kept == expected
     assert len(front) == len(kept)  # one row per point, however many tie
+
+
+def test_capacity_bisection_brackets_the_slo(small_problem, pruned) -> None:
+    problem = replace(small_problem, capacity=True)
+    best = pruned["cheapest"]
+    capacity = row_capacity(problem, best)
+    assert capacity >= problem.rate_per_s
+    cand = candidate_of(best)
+    priced = price_layout(problem, cand.layout)
+    assert meets(problem, run_at(problem, priced, cand, capacity)[0])
+    assert not meets(problem, run_at(problem, priced, cand, capacity * 1.25)[0])
