@@ -2,10 +2,10 @@
 
 from dataclasses import dataclass
 
-from servecap.sim.cluster import disaggregated_summary, simulate_disaggregated, simulate_replicas
+from servecap.sim.cluster import simulate_disaggregated, simulate_replicas
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.kvpool import pool_blocks
-from servecap.sim.metrics import SLO, summarize
+from servecap.sim.metrics import SLO, summarize_seqs
 from servecap.sim.roofline import Coefficients
 from servecap.sim.run import simulate
 from servecap.sim.state import Seq
@@ -43,20 +43,22 @@ def price_layout(problem: Problem, layout: Layout) -> Priced:
 
 def run_at(problem: Problem, priced: Priced, cand: Candidate, rate_per_s: float
            ) -> tuple[dict, list[Seq]]:
-    """The deployment's summary and every request's final state at rate_per_s."""
+    """The deployment's summary and every request's final state at rate_per_s. The summary
+    is the simulator's own, less the per-token ITL percentiles (a search reads TPOT; the
+    token gaps were a quarter of its time)."""
     requests = at_rate(problem.workload, rate_per_s)
     if cand.disaggregated:
-        _, final, decode = simulate_disaggregated(
+        _, seqs, _ = simulate_disaggregated(
             requests, priced.coef, priced.config, priced.num_blocks, cand.prefill,
             cand.decode, problem.kv_transfer_bytes_per_s, problem.router)
-        return disaggregated_summary(final, decode, priced.config.policy, problem.slo), final
-    if cand.replicas == 1:
-        results = [simulate(requests, priced.coef, priced.config, priced.num_blocks)]
     else:
-        results = simulate_replicas(requests, priced.coef, priced.config, priced.num_blocks,
-                                    cand.replicas, problem.router)
-    seqs = [s for r in results for s in r.seqs[:r.num_arrived]]
-    return summarize(results, problem.slo), seqs
+        if cand.replicas == 1:
+            results = [simulate(requests, priced.coef, priced.config, priced.num_blocks)]
+        else:
+            results = simulate_replicas(requests, priced.coef, priced.config,
+                                        priced.num_blocks, cand.replicas, problem.router)
+        seqs = [s for r in results for s in r.seqs[:r.num_arrived]]
+    return summarize_seqs(priced.config.policy, seqs, [], problem.slo), seqs
 
 
 def meets(problem: Problem, summary: dict) -> bool:
