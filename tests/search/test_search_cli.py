@@ -137,3 +137,28 @@ def test_xlsx_frontier_chart_is_bound_to_cells(workload_file, tmp_path) -> None:
     assert values[0][0] == pytest.approx(report["frontier"][0]["tokens_per_s_per_gpu"])
     ranked = book["Search"]
     assert ranked.max_row >= len(report["candidates"]) + 1
+
+
+def test_xlsx_cost_formula_recalculates_in_libreoffice(workload_file, tmp_path) -> None:
+    """A real LibreOffice recomputes USD per hour = GPUs x price per GPU-hour for every row."""
+    import shutil
+    import subprocess
+
+    openpyxl = pytest.importorskip("openpyxl")
+    binary = shutil.which("soffice") or shutil.which("libreoffice")
+    if binary is None:
+        pytest.skip("LibreOffice (soffice) is not installed")
+    path, outdir = tmp_path / "search.xlsx", tmp_path / "out"
+    out = search(workload_file, "--rate", 6, "--slo-ttft", "500ms", "--slo-tpot", "30ms",
+                 *SMALL, "--json", "--xlsx", path)
+    assert out.exit_code == 0, out.output
+    profile = tmp_path / "profile"
+    subprocess.run([binary, f"-env:UserInstallation=file://{profile}", "--headless",
+                    "--norestore", "--convert-to", "xlsx", "--outdir", str(outdir), str(path)],
+                   check=True, capture_output=True, timeout=300)
+    sheet = openpyxl.load_workbook(outdir / "search.xlsx", data_only=True)["Search"]
+    heads = [c.value for c in sheet[1]]
+    col = heads.index("USD per hour")
+    costs = [row[col] for row in sheet.iter_rows(min_row=2, values_only=True)]
+    expected = [r["cost_usd_per_hour"] for r in json.loads(out.stdout)["candidates"]]
+    assert costs == pytest.approx(expected)
