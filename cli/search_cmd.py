@@ -14,6 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.model_configs import load_model
+from servecap.sim.cluster import ROUTERS
+from servecap.sim.config import SchedulerConfig
 from servecap.sim.metrics import SLO
 from servecap.sim.search.prices import parse_prices, price_table
 from servecap.sim.search.problem import Problem
@@ -100,6 +102,9 @@ def search(model: o.Model,
                                   kv_transfer, router, capacity), \
         build_axes(loaded, devices, max_gpus, tp, pp, replicas, weight_dtype, kv_dtype,
                    max_num_seqs, max_num_batched_tokens, disaggregate)
+    if axes.ratios and policy == "static":
+        raise SpecError("--policy", policy, "a disaggregated pool needs iteration-level "
+                        "batching; pass --disaggregate none, or another policy")
     prices = price_table(axes.devices, parse_prices(gpu_price))
     report = _run(problem, axes, prices, model_id(loaded, model), _workers(workers), ray,
                   prune, as_json)
@@ -116,6 +121,9 @@ def build_problem(loaded, workload_path, rate, slo_ttft, slo_tpot, target, max_m
     if slo_ttft is None and slo_tpot is None:
         raise SpecError("--slo-ttft/--slo-tpot", None, "give at least one latency target, "
                         "e.g. --slo-ttft 1s --slo-tpot 50ms")
+    SchedulerConfig(policy=policy)  # a bad policy fails here, not in a worker
+    if router not in ROUTERS:
+        raise SpecError("--router", router, "one of " + ", ".join(ROUTERS))
     slo = SLO(None if slo_ttft is None else parse_duration(slo_ttft, "--slo-ttft"),
               None if slo_tpot is None else parse_duration(slo_tpot, "--slo-tpot"))
     work = load_workload(workload_path)

@@ -103,6 +103,10 @@ def test_infeasible_memory_names_memory(workload_file) -> None:
     (("--max-model-len", "10"), "--max-model-len"),
     (("--slo-ttft", "500"), "--slo-ttft"),
     (("--workers", "0"), "--workers"),
+    (("--policy", "fifo"), "policy"),
+    (("--policy", "static"), "--disaggregate none"),
+    (("--router", "random"), "--router"),
+    (("--max-gpus", "0"), "--max-gpus"),
 ])
 def test_bad_flags_are_one_line_exit_2(workload_file, args, field) -> None:
     base = {"--devices": "l4-24gb", "--rate": "6", "--slo-ttft": "1s", "--workers": "1"}
