@@ -189,7 +189,7 @@ def _run(problem, axes, prices, mid, workers, ray, prune, quiet) -> dict:
 
 
 def _finish(report: dict, as_json: bool, top: int, xlsx: Path | None, force: bool) -> None:
-    if xlsx is not None and report["candidates"]:
+    if xlsx is not None:
         from servecap.workbooks.search_sheet import write_search_workbook
 
         from .files import announce

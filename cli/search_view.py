@@ -52,10 +52,11 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
                   f"invalid, {skipped:,} skipped by monotonicity, {space['simulated']:,} "
                   f"simulated at {report['rate_per_s']:g} req/s ({report['elapsed_s']:.1f} s)")
     rows = report["candidates"][:top]
-    console.print(candidate_table(f"ranked (best {len(rows)}; x: misses the SLO target of "
-                                  f"{report['target_attainment']:.0%})", rows))
-    console.print(candidate_table("Pareto frontier: tokens/s per GPU vs per user",
-                                  report["frontier"]))
+    if rows:
+        console.print(candidate_table(f"ranked (best {len(rows)}; x: misses the SLO target "
+                                      f"of {report['target_attainment']:.0%})", rows))
+        console.print(candidate_table("Pareto frontier: tokens/s per GPU vs per user",
+                                      report["frontier"]))
     for device, price in report["prices"].items():
         console.print(f"price {device}: ${price['usd_per_gpu_hour']:g}/GPU-hour "
                       f"({price['source']})", soft_wrap=False)
@@ -77,7 +78,7 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
 def infeasible_line(report: dict) -> str:
     """Which constraint bound when nothing qualified."""
     bound = report["binding_constraint"]
-    where = f"at {report['rate_per_s']:g} req/s within {report['max_gpus']} GPUs"
+    where = f"at {report['rate_per_s']:g} req/s within --max-gpus {report['max_gpus']}"
     if bound == "memory":
         example = report["space"]["examples"].get("memory_pruned") or \
             report["space"]["examples"].get("invalid", "")
