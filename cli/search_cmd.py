@@ -181,7 +181,7 @@ def _workers(workers: int | None) -> int:
 def _run(problem, axes, prices, mid, workers, ray, prune, quiet) -> dict:
     columns = (TextColumn("simulating layouts"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
-    with Progress(*columns, disable=quiet, transient=True) as bar:
+    with Progress(*columns, disable=quiet, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task("search", total=None)
         return run_search(problem, axes, prices, mid, workers, ray, prune,
                           on_start=lambda n: bar.update(task, total=n),

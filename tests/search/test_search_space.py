@@ -108,3 +108,10 @@ def test_climb_finds_the_fewest_gpus_in_log_steps(first_pass: int) -> None:
         assert min(int(r["label"].rsplit("x", 1)[1]) for r in passing) == first_pass + 1
     assert len(rows) + sum(skipped.values()) == 8
     assert set(skipped) <= {ABOVE, BELOW}
+
+
+def test_a_tp_that_does_not_divide_the_heads_is_invalid_not_a_memory_failure(
+        small_problem) -> None:
+    verdict = plan_layout(small_problem, Layout("h100-80gb", 3, 1, "bf16", "bf16", 64, 2048),
+                          2048)
+    assert not verdict.fits and verdict.reason.startswith("invalid")
