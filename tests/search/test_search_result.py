@@ -4,13 +4,14 @@ non-dominated; pruning by monotonicity changes no answer."""
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servecap.sim.metrics import SLO
 from servecap.sim.search.evaluate import candidate_of, meets, price_layout, row_capacity, run_at
 from servecap.sim.search.frontier import dominates, pareto
 from servecap.sim.search.search import run_search
+from servecap.sim.search.space import Candidate, Layout
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +114,21 @@ def test_capacity_bisection_brackets_the_slo(small_problem, pruned) -> None:
     priced = price_layout(problem, cand.layout)
     assert meets(problem, run_at(problem, priced, cand, capacity)[0])
     assert not meets(problem, run_at(problem, priced, cand, capacity * 1.25)[0])
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 999), rate=st.floats(2, 30), ttft_s=st.floats(0.1, 2),
+       tpot_s=st.floats(0.01, 0.06), target=st.sampled_from([0.5, 0.9, 0.99]))
+def test_meeting_the_slos_is_monotone_in_replicas(small_problem, seed, rate, ttft_s, tpot_s,
+                                                  target) -> None:
+    """What the pruning assumes, on random workloads: a layout that meets the SLOs with r
+    replicas (or k x a prefill:decode pair) meets them with more."""
+    work = replace(small_problem.workload, seed=seed, num_requests=60)
+    problem = replace(small_problem, workload=work, rate_per_s=rate,
+                      slo=SLO(ttft_s, tpot_s), target_attainment=target)
+    lay = Layout("l4-24gb", 1, 1, "bf16", "bf16", 64, 2048)
+    priced = price_layout(problem, lay)
+    for ladder in ([Candidate(lay, r) for r in (1, 2, 3, 4)],
+                   [Candidate(lay, 0, k, k) for k in (1, 2)]):
+        met = [meets(problem, run_at(problem, priced, c, rate)[0]) for c in ladder]
+        assert met == sorted(met)
