@@ -181,7 +181,9 @@ def _workers(workers: int | None) -> int:
 def _run(problem, axes, prices, mid, workers, ray, prune, quiet) -> dict:
     columns = (TextColumn("simulating layouts"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
-    with Progress(*columns, disable=quiet, transient=True, console=Console(stderr=True)) as bar:
+    console = Console(stderr=True)  # stdout holds only the report; no bar in a pipe or log
+    with Progress(*columns, disable=quiet or not console.is_terminal, transient=True,
+                  console=console) as bar:
         task = bar.add_task("search", total=None)
         return run_search(problem, axes, prices, mid, workers, ray, prune,
                           on_start=lambda n: bar.update(task, total=n),
