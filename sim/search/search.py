@@ -52,7 +52,8 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
             rows.append(row | {"cost_usd_per_hour": round(price * row["num_gpus"], 6)})
         for reason, n in done[i]["skipped"].items():
             skipped[reason] = skipped.get(reason, 0) + n
-    rows = with_capacities(problem, ranked(rows), interrupted)
+    rows, stopped = with_capacities(problem, ranked(rows), interrupted)
+    interrupted = interrupted or stopped
     best = cheapest(rows)
     front = pareto(rows)
     utilization = 1 - problem.safety_fraction
@@ -77,13 +78,19 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
     }
 
 
-def with_capacities(problem: Problem, rows: list[dict], interrupted: bool) -> list[dict]:
+def with_capacities(problem: Problem, rows: list[dict], interrupted: bool
+                    ) -> tuple[list[dict], bool]:
     """SLO capacity, bisected on rate, of the answers: the cheapest qualifying row and the
     qualifying frontier points (the rest carry None: a dozen simulations each is the bulk of
-    a search's time otherwise)."""
+    a search's time otherwise). A Ctrl-C here keeps the capacities found so far."""
     best, front = cheapest(rows), pareto(rows)
-    chosen = {r["label"] for r in [best, *front] if r is not None and r["meets_slo"]}
-    if not problem.capacity or interrupted:
-        chosen = set()
-    return [r | {"capacity_rps": row_capacity(problem, r) if r["label"] in chosen else None}
-            for r in rows]
+    chosen = [r["label"] for r in [best, *front] if r is not None and r["meets_slo"]]
+    found: dict[str, float] = {}
+    if problem.capacity and not interrupted:
+        by_label = {r["label"]: r for r in rows}
+        try:
+            for label in dict.fromkeys(chosen):
+                found[label] = row_capacity(problem, by_label[label])
+        except KeyboardInterrupt:
+            interrupted = True
+    return [r | {"capacity_rps": found.get(r["label"])} for r in rows], interrupted
