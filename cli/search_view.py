@@ -69,6 +69,11 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
     console.print(f"cheapest meeting the SLOs: {short_label(best)}, {best['num_gpus']} GPUs, "
                   f"${best['cost_usd_per_hour']:.2f}/h"
                   + (f", SLO capacity {cap:,.2f} req/s" if cap else ""))
+    ttft, tpot = best["ttft_ms"], best["tpot_ms"]
+    console.print(f"  TTFT p50/p99 {_ms(ttft['p50'])}/{_ms(ttft['p99'])} ms, TPOT p50/p99 "
+                  f"{_ms(tpot['p50'])}/{_ms(tpot['p99'])} ms, goodput "
+                  f"{best['goodput_rps']:,.2f} req/s, SLO met by {best['slo_attainment']:.1%} "
+                  f"(TTFT {best['ttft_attainment']:.1%}, TPOT {best['tpot_attainment']:.1%})")
     for engine, lines in report["launch"].items():
         console.print(f"{engine}:", style="bold")
         for line in lines:
