@@ -42,20 +42,27 @@ def plan_layout(problem: Problem, layout: Layout, context_tokens: int) -> Memory
 
 
 class MemoryCheck:
-    """Remembers, per layout, the shortest context that failed memory: the KV of a request
-    grows with its context, so that layout fails at every longer context without a ledger."""
+    """Memory need grows with the context, max_num_seqs and max_num_batched_tokens (the KV of
+    one request; the runtime peak's activations and logits rows), so a layout fails wherever a
+    layout of the same device, tp, pp and dtypes failed with none of the three larger. Such a
+    layout is failed without a ledger (num_inferred counts them)."""
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
-        self.fail_from: dict[Layout, tuple[int, str]] = {}
+        self.failed: dict[tuple, list[tuple[tuple[int, int, int], str]]] = {}
         self.num_ledgers = 0
+        self.num_inferred = 0
 
     def check(self, layout: Layout, context_tokens: int) -> MemoryVerdict:
-        known = self.fail_from.get(layout)
-        if known is not None and context_tokens >= known[0]:
-            return MemoryVerdict(False, known[1])
+        base = (layout.device, layout.tensor_parallel_size, layout.pipeline_parallel_size,
+                layout.weight_dtype, layout.kv_dtype)
+        size = (context_tokens, layout.max_num_seqs, layout.max_num_batched_tokens)
+        for smaller, reason in self.failed.get(base, ()):
+            if all(a <= b for a, b in zip(smaller, size, strict=True)):
+                self.num_inferred += 1
+                return MemoryVerdict(False, reason)
         self.num_ledgers += 1
         verdict = plan_layout(self.problem, layout, context_tokens)
         if not verdict.fits and verdict.reason.startswith("memory"):
-            self.fail_from[layout] = (context_tokens, verdict.reason)
+            self.failed.setdefault(base, []).append((size, verdict.reason))
         return verdict

@@ -32,7 +32,8 @@ def plan_batches(problem: Problem, axes: Axes) -> tuple[list[Batch], dict]:
         kind = "memory_pruned" if verdict.reason.startswith("memory") else "invalid"
         counts[kind] += size
         examples.setdefault(kind, f"{lay.label}: {verdict.reason}")
-    return batches, counts | {"examples": examples}
+    return batches, counts | {"examples": examples, "num_ledgers": check.num_ledgers,
+                              "memory_inferred": check.num_inferred}
 
 
 def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: str,

@@ -1,5 +1,7 @@
 """The space, its flags, memory pruning monotone in context, and the replica ladder climb."""
 
+from dataclasses import replace
+
 import pytest
 
 from servecap.ledger.errors import SpecError
@@ -79,6 +81,19 @@ def test_memory_fails_at_every_longer_context_without_a_ledger(small_problem) ->
         assert not check.check(lay, longer).fits
         assert not plan_layout(small_problem, lay, longer).fits  # the ledger agrees
     assert check.num_ledgers == used
+
+
+def test_memory_fails_for_larger_scheduler_knobs_without_a_ledger(small_problem) -> None:
+    check = MemoryCheck(small_problem)
+    small = Layout("l4-24gb", 1, 1, "bf16", "bf16", 64, 2048)
+    context = next(c for c in (2**k for k in range(13, 22)) if not check.check(small, c).fits)
+    used = check.num_ledgers
+    for seqs, tokens in ((64, 8192), (256, 2048), (256, 8192)):
+        bigger = replace(small, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+        assert not check.check(bigger, context).fits
+        assert not plan_layout(small_problem, bigger, context).fits  # the ledger agrees
+    assert check.num_ledgers == used and check.num_inferred == 3
+    assert check.check(replace(small, kv_dtype="fp8"), 4096).fits  # another base: a ledger
 
 
 def test_tensor_parallel_shares_the_weights(small_problem) -> None:
