@@ -94,6 +94,7 @@ def test_infeasible_memory_names_memory(workload_file) -> None:
 @pytest.mark.parametrize(("args", "field"), [
     (("--devices", "h900"), "--devices"),
     (("--devices", "a100"), "a100-40gb or a100-80gb"),
+    (("--devices", "a10g"), "no bandwidth or FLOPS"),
     (("--tp", "0"), "--tp"),
     (("--gpu-price", "l4=abc"), "--gpu-price"),
     (("--gpu-price", "h200=3"), "--gpu-price"),
