@@ -1,5 +1,6 @@
 """One task: every ladder of one layout, priced once and climbed (what a worker runs)."""
 
+import time
 from dataclasses import dataclass
 
 from .evaluate import evaluate, price_layout
@@ -17,6 +18,7 @@ class Batch:
 def run_batch(problem: Problem, batch: Batch, prune: bool = True) -> dict:
     """Rows of the simulated candidates and the counts skipped by monotonicity.
     Deterministic: the same batch gives the same rows."""
+    started = time.process_time()
     priced = price_layout(problem, batch.layout)
     rows, skipped = [], {}
     for ladder in batch.ladders:
@@ -24,4 +26,5 @@ def run_batch(problem: Problem, batch: Batch, prune: bool = True) -> dict:
         rows += got
         for reason, count in why.items():
             skipped[reason] = skipped.get(reason, 0) + count
-    return {"layout": batch.layout.label, "rows": rows, "skipped": skipped}
+    return {"layout": batch.layout.label, "rows": rows, "skipped": skipped,
+            "cpu_s": time.process_time() - started}

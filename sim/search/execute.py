@@ -36,6 +36,13 @@ def _quiet_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _context():
+    """forkserver where there is one: forking the caller itself would copy its progress-bar
+    thread's locks into the workers."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
 def _indexed(job: tuple) -> tuple[int, dict]:
     index, problem, batch, prune = job
     return index, run_batch(problem, batch, prune)
@@ -44,7 +51,7 @@ def _indexed(job: tuple) -> tuple[int, dict]:
 def _on_pool(problem, batches, workers, prune, done, tick) -> None:
     """Batches handed out one at a time as workers free up; on Ctrl-C the workers are
     terminated at once (what they were running is lost, what finished is kept)."""
-    pool = multiprocessing.Pool(workers, initializer=_quiet_worker)
+    pool = _context().Pool(workers, initializer=_quiet_worker)
     jobs = [(i, problem, b, prune) for i, b in enumerate(batches)]
     try:
         for index, result in pool.imap_unordered(_indexed, jobs, chunksize=1):
