@@ -8,6 +8,7 @@ from . import (
     load_cmd,
     plan_cmd,
     reconcile_cmd,
+    search_cmd,
     serve_cmd,
     simulate_cmd,
     verify_cmd,
@@ -32,6 +33,7 @@ verify_cmd.register(app)
 serve_cmd.register(app)
 load_cmd.register(app)
 fit_cmd.register(app)
+search_cmd.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,212 @@
+"""`servecap search`: the cheapest deployment meeting the SLOs, its frontier, launch lines."""
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from servecap.ledger import dtypes
+from servecap.ledger.errors import SpecError
+from servecap.model_configs import load_model
+from servecap.sim.cluster import ROUTERS
+from servecap.sim.config import SchedulerConfig
+from servecap.sim.metrics import SLO
+from servecap.sim.search.prices import parse_prices, price_table
+from servecap.sim.search.problem import Problem
+from servecap.sim.search.search import run_search
+from servecap.sim.search.space import Axes, parse_counts, parse_devices, parse_dtypes, parse_ratios
+from servecap.sim.sweep import at_rate
+
+from . import sim_options as o
+from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
+from .inputs import PlanFlags, serve_spec
+from .search_view import infeasible_line, render_search
+from .sim_inputs import load_workload, parse_bandwidth, parse_duration
+from .sim_xlsx import check_target
+
+Opt = typer.Option
+EXIT_INTERRUPTED = 130
+
+
+def search(model: o.Model,
+           workload: Annotated[Path, Opt(help="Workload YAML: lengths, prefix groups, seed "
+                                         "(its arrival rate is replaced by --rate).")],
+           rate: Annotated[float, Opt(help="Target offered load, requests per second.")],
+           devices: Annotated[str, Opt(help="Catalog devices to try, e.g. h100-80gb,h200 "
+                                       "(a unique prefix names one).")],
+           slo_ttft: o.SloTtft = None,
+           slo_tpot: Annotated[str | None, Opt("--slo-tpot", "--slo-itl", help="TPOT target "
+                                               "(mean gap between a request's tokens), e.g. "
+                                               "50ms; --slo-itl is the same flag.")] = None,
+           target: Annotated[float, Opt(help="Share of requests that must meet every SLO.")]
+           = 0.9,
+           max_gpus: Annotated[int, Opt(help="Most GPUs one deployment may use.")] = 8,
+           tp: Annotated[str, Opt("--tp", help="Tensor-parallel sizes, e.g. 1,2,4,8.")]
+           = "1,2,4,8",
+           pp: Annotated[str, Opt("--pp", help="Pipeline-parallel sizes, e.g. 1,2.")] = "1",
+           replicas: Annotated[str | None, Opt(help="Replica counts (default: 1 up to what "
+                                               "--max-gpus allows).")] = None,
+           weight_dtype: Annotated[str | None, Opt(help="Weight dtypes, e.g. bf16,fp8 "
+                                                   "(default: the checkpoint's).")] = None,
+           kv_dtype: Annotated[str | None, Opt(help="KV cache dtypes, e.g. bf16,fp8 "
+                                               "(default: the checkpoint's).")] = None,
+           max_num_seqs: Annotated[str, Opt(help="max_num_seqs values.")] = "128,256",
+           max_num_batched_tokens: Annotated[str, Opt(help="max_num_batched_tokens values.")]
+           = "2048,8192",
+           disaggregate: Annotated[str, Opt(help="Prefill:decode replica ratios to try "
+                                            "(scaled while they fit), or none.")]
+           = "1:1,1:2,2:1",
+           max_model_len: Annotated[int | None, Opt(help="Context every layout must hold "
+                                                    "(default: the workload's longest "
+                                                    "request).")] = None,
+           num_requests: Annotated[int | None, Opt(help="Requests simulated per candidate "
+                                                   "(default: the workload's).")] = None,
+           policy: Annotated[str, Opt(help="Scheduler policy simulated.")] = "chunked-prefill",
+           step_overhead: o.StepOverhead = "0ms", kv_transfer: o.KvTransfer = "50GB/s",
+           router: o.Router = "least-tokens",
+           gpu_price: Annotated[list[str] | None, Opt(help="DEVICE=USD per GPU-hour "
+                                                      "(repeatable); default: servecap's "
+                                                      "labelled price table.")] = None,
+           workers: Annotated[int | None, Opt(help="Local worker processes (default: every "
+                                              "core).")] = None,
+           ray: Annotated[str | None, Opt(help="Run on Ray: auto, ray://HOST:PORT, or local "
+                                          "(a private Ray with --workers CPUs).")] = None,
+           prune: Annotated[bool, Opt("--prune/--no-prune", help="Skip candidates decided by "
+                                      "monotonicity in GPU count.")] = True,
+           capacity: Annotated[bool, Opt("--capacity/--no-capacity", help="Bisect each "
+                                         "qualifying candidate's SLO capacity (req/s).")]
+           = True,
+           top: Annotated[int, Opt(help="Rows of the ranked list shown.")] = 10,
+           as_json: o.Json = False, xlsx: o.Xlsx = None, force: o.Force = False) -> None:
+    """Search deployments for the cheapest that meets the SLOs at --rate.
+
+    The space is device x TP x PP x replicas x dtypes x max_num_seqs x max_num_batched_tokens,
+    aggregated and disaggregated. Layouts the per-rank ledger cannot fit are pruned; the rest
+    are simulated at --rate, ranked by cost per hour, and the Pareto frontier of tokens/s per
+    GPU against tokens/s per user is drawn. Exit 1 when nothing qualifies. Example:
+
+      servecap search llama-3.1-70b-instruct --workload workloads/chat.yaml --rate 4 \\
+          --slo-ttft 1s --slo-tpot 50ms --devices h100-80gb,h200 --max-gpus 16
+    """
+    if xlsx is not None:
+        check_target(xlsx, force)
+    loaded = load_model(model)
+    problem, axes = build_problem(loaded, workload, rate, slo_ttft, slo_tpot, target,
+                                  max_model_len, num_requests, policy, step_overhead,
+                                  kv_transfer, router, capacity), \
+        build_axes(loaded, devices, max_gpus, tp, pp, replicas, weight_dtype, kv_dtype,
+                   max_num_seqs, max_num_batched_tokens, disaggregate)
+    if axes.ratios and policy == "static":
+        raise SpecError("--policy", policy, "a disaggregated pool needs iteration-level "
+                        "batching; pass --disaggregate none, or another policy")
+    prices = price_table(axes.devices, parse_prices(gpu_price))
+    report = _run(problem, axes, prices, model_id(loaded, model), _workers(workers), ray,
+                  prune, as_json)
+    report = {"model": model, "workload": str(workload)} | report
+    _finish(report, as_json, top, xlsx, force)
+
+
+def build_problem(loaded, workload_path, rate, slo_ttft, slo_tpot, target, max_model_len,
+                  num_requests, policy, step_overhead, kv_transfer, router, capacity) -> Problem:
+    if not 0 < rate < 1e6:
+        raise SpecError("--rate", rate, "requests per second, > 0")
+    if not 0 < target <= 1:
+        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    if slo_ttft is None and slo_tpot is None:
+        raise SpecError("--slo-ttft/--slo-tpot", None, "give at least one latency target, "
+                        "e.g. --slo-ttft 1s --slo-tpot 50ms")
+    SchedulerConfig(policy=policy)  # a bad policy fails here, not in a worker
+    if router not in ROUTERS:
+        raise SpecError("--router", router, "one of " + ", ".join(ROUTERS))
+    slo = SLO(None if slo_ttft is None else parse_duration(slo_ttft, "--slo-ttft"),
+              None if slo_tpot is None else parse_duration(slo_tpot, "--slo-tpot"))
+    work = load_workload(workload_path)
+    if num_requests is not None:
+        if not 1 <= num_requests <= 1_000_000:
+            raise SpecError("--num-requests", num_requests, "a whole number in 1..1,000,000")
+        work = replace(work, num_requests=num_requests)
+    longest = max(r.prompt_tokens + r.output_tokens for r in at_rate(work, rate))
+    context = max_model_len if max_model_len is not None else longest
+    if context < longest:
+        raise SpecError("--max-model-len", context, f"at least the workload's longest "
+                        f"request, {longest:,} tokens")
+    checkpoint = serve_spec(PlanFlags(device="80GiB", context=context), loaded).weight_dtype
+    return Problem(loaded.spec, checkpoint, work, rate, slo, target, context, policy,
+                   step_overhead_s=parse_duration(step_overhead, "--step-overhead"),
+                   kv_transfer_bytes_per_s=parse_bandwidth(kv_transfer, "--kv-transfer"),
+                   router=router, capacity=capacity)
+
+
+def build_axes(loaded, devices, max_gpus, tp, pp, replicas, weight_dtype, kv_dtype,
+               max_num_seqs, max_num_batched_tokens, disaggregate) -> Axes:
+    if not 1 <= max_gpus <= 4096:
+        raise SpecError("--max-gpus", max_gpus, "a whole number in 1..4,096")
+    own = serve_spec(PlanFlags(device="80GiB", context=1), loaded)
+    return Axes(
+        devices=parse_devices(devices), tensor_parallel_sizes=parse_counts(tp, "--tp", 64),
+        pipeline_parallel_sizes=parse_counts(pp, "--pp", 64),
+        weight_dtypes=parse_dtypes(weight_dtype or own.weight_dtype, "--weight-dtype",
+                                   dtypes.WEIGHT_DTYPES),
+        kv_dtypes=parse_dtypes(kv_dtype or own.kv_dtype, "--kv-dtype", dtypes.KV_DTYPES),
+        max_num_seqs=parse_counts(max_num_seqs, "--max-num-seqs", 65_536),
+        max_num_batched_tokens=parse_counts(max_num_batched_tokens,
+                                            "--max-num-batched-tokens", 1 << 20),
+        replicas=None if replicas is None else parse_counts(replicas, "--replicas"),
+        ratios=parse_ratios(disaggregate), max_gpus=max_gpus)
+
+
+def model_id(loaded, ref: str) -> str:
+    """The Hugging Face id the launch lines serve: the model file's hf_id, else what was given."""
+    if loaded.path.suffix in (".yaml", ".yml"):
+        data = yaml.safe_load(loaded.path.read_text(encoding="utf-8")) or {}
+        if isinstance(data, dict) and data.get("hf_id"):
+            return str(data["hf_id"])
+    return ref
+
+
+def _workers(workers: int | None) -> int:
+    if workers is None:
+        return os.cpu_count() or 1
+    if not 1 <= workers <= 1024:
+        raise SpecError("--workers", workers, "a whole number in 1..1,024")
+    return workers
+
+
+def _run(problem, axes, prices, mid, workers, ray, prune, quiet) -> dict:
+    columns = (TextColumn("simulating layouts"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    console = Console(stderr=True)  # stdout holds only the report; no bar in a pipe or log
+    with Progress(*columns, disable=quiet or not console.is_terminal, transient=True,
+                  console=console) as bar:
+        task = bar.add_task("search", total=None)
+        return run_search(problem, axes, prices, mid, workers, ray, prune,
+                          on_start=lambda n: bar.update(task, total=n),
+                          on_done=lambda: bar.advance(task))
+
+
+def _finish(report: dict, as_json: bool, top: int, xlsx: Path | None, force: bool) -> None:
+    if xlsx is not None:
+        from servecap.workbooks.search_sheet import write_search_workbook
+
+        from .files import announce
+        announce(write_search_workbook(report, xlsx, force))
+    if as_json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+    else:
+        render_search(report, Console(), top)
+    if report["interrupted"]:
+        raise fail(f"interrupted: {report['space']['batches_finished']} of "
+                   f"{report['space']['num_batches']} layouts finished (shown above)",
+                   EXIT_INTERRUPTED)
+    if report["cheapest"] is None:
+        raise fail(infeasible_line(report), EXIT_DOES_NOT_FIT)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handle_errors(search))

@@ -1,0 +1,94 @@
+"""The search report as rich tables that fit 80 columns, and the one-line infeasible verdict."""
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+SHORT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "i8", "int4": "i4",
+               "fp4": "fp4", "fp32": "fp32"}
+
+
+def short_label(row: dict) -> str:
+    """'h200 tp4 fp8/fp8 256/8k x2': device, parallelism, weight/KV dtype, seqs/tokens, shape."""
+    par = f"tp{row['tensor_parallel_size']}" + (f"pp{row['pipeline_parallel_size']}"
+                                                if row["pipeline_parallel_size"] > 1 else "")
+    tokens = row["max_num_batched_tokens"]
+    budget = f"{tokens // 1024}k" if tokens % 1024 == 0 else str(tokens)
+    shape = (f"{row['prefill_replicas']}P+{row['decode_replicas']}D"
+             if row["mode"] == "disaggregated" else f"x{row['replicas']}")
+    return (f"{row['device'].split('-')[0]} {par} {SHORT_DTYPE[row['weight_dtype']]}/"
+            f"{SHORT_DTYPE[row['kv_dtype']]} {row['max_num_seqs']}/{budget} {shape}")
+
+
+def _ms(value) -> str:
+    """Milliseconds, or whole seconds from 10 s up (an overloaded tail), 5 characters at most."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value < 10_000 else f"{value / 1000:,.0f}s"
+
+
+def candidate_table(title: str, rows: list[dict]) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 1, 0, 0))
+    table.add_column("deployment", no_wrap=True)
+    for col in ("GPUs", "$/h", "tok/s\n/GPU", "tok/s\n/user", "TTFT\np99 ms", "TPOT\np99 ms",
+                "SLO\nmet"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for row in rows:
+        user = row["tokens_per_s_per_user"]
+        table.add_row(short_label(row), str(row["num_gpus"]), f"{row['cost_usd_per_hour']:.2f}",
+                      f"{row['tokens_per_s_per_gpu']:,.0f}",
+                      "-" if user is None else f"{user:,.0f}", _ms(row["ttft_ms"]["p99"]),
+                      _ms(row["tpot_ms"]["p99"]),
+                      f"{row['slo_attainment']:.0%}" + ("" if row["meets_slo"] else "x"))
+    return table
+
+
+def render_search(report: dict, console: Console, top: int = 10) -> None:
+    space = report["space"]
+    skipped = sum(space["skipped_monotonic"].values())
+    console.print(f"{space['num_candidates']:,} candidates in {space['num_layouts']:,} "
+                  f"layouts: {space['memory_pruned']:,} fail memory, {space['invalid']:,} "
+                  f"invalid, {skipped:,} skipped by monotonicity, {space['simulated']:,} "
+                  f"simulated at {report['rate_per_s']:g} req/s ({report['elapsed_s']:.1f} s)")
+    rows = report["candidates"][:top]
+    if rows:
+        console.print(candidate_table(f"ranked (best {len(rows)}; x: misses the SLO target "
+                                      f"of {report['target_attainment']:.0%})", rows))
+        console.print(candidate_table("Pareto frontier: tokens/s per GPU vs per user",
+                                      report["frontier"]))
+    for device, price in report["prices"].items():
+        console.print(f"price {device}: ${price['usd_per_gpu_hour']:g}/GPU-hour "
+                      f"({price['source']})", soft_wrap=False)
+    for note in report["time_model_notes"]:
+        console.print(f"note: {note}")
+    best = report["cheapest"]
+    if best is None:
+        return
+    cap = best.get("capacity_rps")
+    console.print(f"cheapest meeting the SLOs: {short_label(best)}, {best['num_gpus']} GPUs, "
+                  f"${best['cost_usd_per_hour']:.2f}/h"
+                  + (f", SLO capacity {cap:,.2f} req/s" if cap else ""))
+    ttft, tpot = best["ttft_ms"], best["tpot_ms"]
+    console.print(f"  TTFT p50/p99 {_ms(ttft['p50'])}/{_ms(ttft['p99'])} ms, TPOT p50/p99 "
+                  f"{_ms(tpot['p50'])}/{_ms(tpot['p99'])} ms, goodput "
+                  f"{best['goodput_rps']:,.2f} req/s, SLO met by {best['slo_attainment']:.1%} "
+                  f"(TTFT {best['ttft_attainment']:.1%}, TPOT {best['tpot_attainment']:.1%})")
+    for engine, lines in report["launch"].items():
+        console.print(f"{engine}:", style="bold")
+        for line in lines:
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
+def infeasible_line(report: dict) -> str:
+    """Which constraint bound when nothing qualified."""
+    bound = report["binding_constraint"]
+    where = f"at {report['rate_per_s']:g} req/s within --max-gpus {report['max_gpus']}"
+    if bound == "memory":
+        example = report["space"]["examples"].get("memory_pruned") or \
+            report["space"]["examples"].get("invalid", "")
+        return f"no deployment fits memory {where}; e.g. {example}"
+    best = max(report["candidates"], key=lambda r: (r["slo_attainment"], r["label"]))
+    return (f"no deployment meets the SLOs {where}: {bound} binds (closest: {best['label']}, "
+            f"{best['ttft_attainment']:.0%} meet TTFT, {best['tpot_attainment']:.0%} meet TPOT, "
+            f"target {report['target_attainment']:.0%})")

@@ -1,0 +1,91 @@
+"""Run batches in order-independent parallel: inline, a local process pool, or Ray."""
+
+import multiprocessing
+import signal
+from collections.abc import Callable
+
+from servecap.ledger.errors import SpecError
+
+from .batch import Batch, run_batch
+from .problem import Problem
+
+
+def run_all(problem: Problem, batches: list[Batch], workers: int = 1, ray: str | None = None,
+            prune: bool = True, on_done: Callable[[], None] | None = None
+            ) -> tuple[dict[int, dict], bool]:
+    """Results keyed by batch index (so order never depends on who finished first), and
+    whether a Ctrl-C stopped the run early (the keys then say what finished)."""
+    done: dict[int, dict] = {}
+    tick = on_done or (lambda: None)
+    try:
+        if ray is not None:
+            _on_ray(problem, batches, ray, workers, prune, done, tick)
+        elif workers <= 1:
+            for i, batch in enumerate(batches):
+                done[i] = run_batch(problem, batch, prune)
+                tick()
+        else:
+            _on_pool(problem, batches, workers, prune, done, tick)
+    except KeyboardInterrupt:
+        return done, True
+    return done, False
+
+
+def _quiet_worker() -> None:
+    """Workers leave Ctrl-C to the parent, which stops handing out batches."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _context():
+    """forkserver where there is one: forking the caller itself would copy its progress-bar
+    thread's locks into the workers."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def _indexed(job: tuple) -> tuple[int, dict]:
+    index, problem, batch, prune = job
+    return index, run_batch(problem, batch, prune)
+
+
+def _on_pool(problem, batches, workers, prune, done, tick) -> None:
+    """Batches handed out one at a time as workers free up; on Ctrl-C the workers are
+    terminated at once (what they were running is lost, what finished is kept)."""
+    pool = _context().Pool(workers, initializer=_quiet_worker)
+    jobs = [(i, problem, b, prune) for i, b in enumerate(batches)]
+    try:
+        for index, result in pool.imap_unordered(_indexed, jobs, chunksize=1):
+            done[index] = result
+            tick()
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+
+
+def _on_ray(problem, batches, address, workers, prune, done, tick) -> None:
+    """One Ray task per batch. address 'local' starts a private Ray on this machine with
+    `workers` CPUs; anything else ('auto', 'ray://host:10001') joins an existing cluster."""
+    try:
+        import ray
+    except ImportError:
+        raise SpecError("--ray", address, "needs Ray: pip install 'servecap[ray]'") from None
+    if address == "local":
+        ray.init(num_cpus=max(workers, 1), include_dashboard=False, log_to_driver=False)
+    else:
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise SpecError("--ray", address, f"no Ray cluster there ({exc}); 'auto' joins "
+                            "the local node's cluster, 'local' starts a private one") from None
+    try:
+        task = ray.remote(run_batch)
+        refs = {task.remote(problem, b, prune): i for i, b in enumerate(batches)}
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            done[refs.pop(ready[0])] = ray.get(ready[0])
+            tick()
+    finally:
+        ray.shutdown()

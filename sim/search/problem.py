@@ -1,0 +1,36 @@
+"""The question a search answers: model, workload at a rate, SLOs, prices and limits, frozen."""
+
+from dataclasses import dataclass, replace
+
+from servecap.ledger.model import ModelSpec
+from servecap.ledger.weights import default_quant
+from servecap.sim.metrics import SLO
+from servecap.sim.workload import Workload
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Everything a worker needs to price one candidate; picklable (sent to each worker).
+    context_tokens is the max_model_len every layout must hold one whole request of.
+    safety_fraction is the share of the device kept back (vLLM's 1 - gpu_memory_utilization)."""
+
+    spec: ModelSpec
+    checkpoint_weight_dtype: str
+    workload: Workload
+    rate_per_s: float
+    slo: SLO
+    target_attainment: float = 0.9
+    context_tokens: int = 8192
+    policy: str = "chunked-prefill"
+    block_size_tokens: int = 16
+    step_overhead_s: float = 0.0
+    kv_transfer_bytes_per_s: float = 50e9
+    router: str = "least-tokens"
+    safety_fraction: float = 0.10
+    capacity: bool = True
+
+    def spec_for(self, weight_dtype: str) -> ModelSpec:
+        """The checkpoint as is, or re-quantized to weight_dtype (as --weight-dtype does)."""
+        if weight_dtype == self.checkpoint_weight_dtype:
+            return self.spec
+        return replace(self.spec, quant=default_quant(weight_dtype))

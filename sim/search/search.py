@@ -1,0 +1,98 @@
+"""The search end to end: prune by memory, run the batches, rank, frontier, launch lines."""
+
+import time
+from collections.abc import Callable
+
+from .batch import Batch
+from .evaluate import row_capacity
+from .execute import run_all
+from .frontier import binding_constraint, cheapest, pareto, ranked
+from .launch import launch_lines
+from .memory import MemoryCheck
+from .problem import Problem
+from .space import Axes, ladders, layouts
+from .timemodel import PP_NOTE, TP_NOTE
+
+
+def plan_batches(problem: Problem, axes: Axes) -> tuple[list[Batch], dict]:
+    """Every layout's ladders; a layout that fails memory (or is invalid) is dropped with all
+    its candidates, counted by reason."""
+    check, batches = MemoryCheck(problem), []
+    counts = {"num_layouts": 0, "num_candidates": 0, "memory_pruned": 0, "invalid": 0}
+    examples: dict[str, str] = {}
+    for lay in layouts(axes):
+        steps = tuple(tuple(ladder) for ladder in ladders(lay, axes))
+        size = sum(len(s) for s in steps)
+        counts["num_layouts"] += 1
+        counts["num_candidates"] += size
+        verdict = check.check(lay, problem.context_tokens)
+        if verdict.fits:
+            batches.append(Batch(lay, steps))
+            continue
+        kind = "memory_pruned" if verdict.reason.startswith("memory") else "invalid"
+        counts[kind] += size
+        examples.setdefault(kind, f"{lay.label}: {verdict.reason}")
+    return batches, counts | {"examples": examples, "num_ledgers": check.num_ledgers,
+                              "memory_inferred": check.num_inferred}
+
+
+def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: str,
+               workers: int = 1, ray: str | None = None, prune: bool = True,
+               on_start: Callable[[int], None] | None = None,
+               on_done: Callable[[], None] | None = None) -> dict:
+    """The report: space counts, ranked rows, cheapest, frontier, launch lines, what binds."""
+    started = time.perf_counter()
+    batches, space = plan_batches(problem, axes)
+    if on_start:
+        on_start(len(batches))
+    done, interrupted = run_all(problem, batches, workers, ray, prune, on_done)
+    rows, skipped = [], {}
+    for i in sorted(done):
+        for row in done[i]["rows"]:
+            price = prices[row["device"]]["usd_per_gpu_hour"]
+            rows.append(row | {"cost_usd_per_hour": round(price * row["num_gpus"], 6)})
+        for reason, n in done[i]["skipped"].items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    rows, stopped = with_capacities(problem, ranked(rows), interrupted)
+    interrupted = interrupted or stopped
+    best = cheapest(rows)
+    front = pareto(rows)
+    utilization = 1 - problem.safety_fraction
+    return {
+        "rate_per_s": problem.rate_per_s, "target_attainment": problem.target_attainment,
+        "max_model_len": problem.context_tokens, "policy": problem.policy,
+        "max_gpus": axes.max_gpus, "prices": prices,
+        "space": space | {"skipped_monotonic": skipped, "simulated": len(rows),
+                          "num_batches": len(batches), "batches_finished": len(done),
+                          "worker_cpu_s": round(sum(d["cpu_s"] for d in done.values()), 3)},
+        "interrupted": interrupted,
+        "binding_constraint": None if interrupted else binding_constraint(rows, len(batches)),
+        "cheapest": best,
+        "launch": launch_lines(model_id, best, problem.context_tokens, utilization)
+        if best else None,
+        "frontier": [r | {"launch": launch_lines(model_id, r, problem.context_tokens,
+                                                 utilization)} if r["meets_slo"] else r
+                     for r in front],
+        "candidates": rows,
+        "time_model_notes": sorted({n for r in rows for n in r["time_model_notes"]}
+                                   & {TP_NOTE, PP_NOTE}),
+        "elapsed_s": round(time.perf_counter() - started, 3),
+    }
+
+
+def with_capacities(problem: Problem, rows: list[dict], interrupted: bool
+                    ) -> tuple[list[dict], bool]:
+    """SLO capacity, bisected on rate, of the answers: the cheapest qualifying row and the
+    qualifying frontier points (the rest carry None: a dozen simulations each is the bulk of
+    a search's time otherwise). A Ctrl-C here keeps the capacities found so far."""
+    best, front = cheapest(rows), pareto(rows)
+    chosen = [r["label"] for r in [best, *front] if r is not None and r["meets_slo"]]
+    found: dict[str, float] = {}
+    if problem.capacity and not interrupted:
+        by_label = {r["label"]: r for r in rows}
+        try:
+            for label in dict.fromkeys(chosen):
+                found[label] = row_capacity(problem, by_label[label])
+        except KeyboardInterrupt:
+            interrupted = True
+    return [r | {"capacity_rps": found.get(r["label"])} for r in rows], interrupted
