@@ -2,6 +2,7 @@
 
 import functools
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -120,6 +121,16 @@ def deployment_from_flags(model: str | None, flags: PlanFlags,
     loaded = _load(model)
     return plan_deployment(loaded, model_for_flags(flags, loaded), serve_spec(flags, loaded),
                            _file_overrides(loaded, flags), deploy, flags)
+
+
+def deployment_parts(model: str, flags: PlanFlags, deploy: DeployFlags):
+    """The model as flagged and its deployment with one resident request: what the simulator
+    sizes its KV pool and prices its steps from (the same ledger plan prints)."""
+    loaded = _load(model)
+    spec = model_for_flags(flags, loaded)
+    serve = replace(serve_spec(flags, loaded), concurrency=1)
+    return spec, plan_deployment(loaded, spec, serve, _file_overrides(loaded, flags), deploy,
+                                 flags)
 
 
 def plan_parts(model: str | None, flags: PlanFlags) -> tuple[ModelSpec, ServeSpec, Overrides]:

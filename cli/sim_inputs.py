@@ -11,20 +11,24 @@ import yaml
 
 from servecap.ledger.devices import find
 from servecap.ledger.errors import SpecError
-from servecap.ledger.plan import Plan, build_plan
+from servecap.ledger.model import ModelSpec
+from servecap.ledger.plan import Plan
+from servecap.ledger.ranks import Deployment as RankDeployment
 from servecap.ledger.units import GB, TB, parse_size
-from servecap.model_configs import load_model
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.deploy import Deployment
+from servecap.sim.efficiency import for_device
 from servecap.sim.kvpool import pool_blocks
 from servecap.sim.metrics import SLO
-from servecap.sim.roofline import Coefficients, coefficients_for_plan, override
+from servecap.sim.rank_model import rank_coefficients
+from servecap.sim.roofline import Coefficients, override
 from servecap.sim.sampling import Request, draw_requests
 from servecap.sim.speculative import Speculation
 from servecap.sim.trace import parse_trace
 from servecap.sim.workload import Workload, workload_from_dict
 
-from .inputs import PlanFlags, model_for_flags, serve_spec
+from .deploy import DeployFlags
+from .inputs import PlanFlags
 
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTP]?)\s*(?:FLOPS|FLOP/S|flops|flop/s)?\s*$")
 _PREFIX = {"": 1, "k": 1000, "K": 1000, "M": 1000 * 1000, "G": GB, "T": TB, "P": 1000 * TB}
@@ -68,6 +72,24 @@ class SimFlags:
     acceptance: float = 0.7
     speculate_max_batch: int | None = None
     scheduling: str = "fcfs"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    speed_of_light: bool = False
+    concurrency: int | None = None
+    step_time_cv: float | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The model as flagged, plan's per-rank deployment, and its binding rank's ledger."""
+
+    spec: ModelSpec
+    deployment: RankDeployment
+
+    @property
+    def plan(self) -> Plan:
+        return self.deployment.plan
 
 
 @dataclass(frozen=True)
@@ -129,8 +151,9 @@ def slo_for(flags: SimFlags) -> SLO:
 
 def build_setup(model: str, flags: SimFlags) -> Setup:
     """Plan the device with the ledger, price iterations with the roofline, load the load."""
-    plan = plan_for(model, flags)
-    coef = device_coefficients(plan, flags)
+    ranked = rank_for(model, flags)
+    plan = ranked.plan
+    coef = device_coefficients(ranked, flags)
     speculation = speculation_for(flags)
     configs = tuple(SchedulerConfig(
         policy=p, max_num_batched_tokens=flags.max_num_batched_tokens,
@@ -166,10 +189,10 @@ def speculation_for(flags: SimFlags) -> Speculation | None:
     return Speculation(flags.draft_length, flags.acceptance, draft, flags.speculate_max_batch)
 
 
-def draft_plan(draft: str, flags: SimFlags) -> Plan:
-    """The draft model's plan; a model that cannot be loaded is named as --draft."""
+def draft_plan(draft: str, flags: SimFlags) -> Ranked:
+    """The draft model's ranks; a model that cannot be loaded is named as --draft."""
     try:
-        return plan_for(draft, flags)
+        return rank_for(draft, flags)
     except SpecError as exc:
         if exc.field == "model":
             raise SpecError("--draft", exc.value, exc.allowed, exc.source) from None
@@ -189,23 +212,33 @@ def deployment_for(flags: SimFlags) -> Deployment:
                       parse_bandwidth(flags.kv_transfer, "--kv-transfer"))
 
 
-def device_coefficients(plan: Plan, flags: SimFlags) -> Coefficients:
-    """Catalog rates unless --bandwidth/--flops say otherwise; then a coefficients file."""
+def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
+    """Catalog rates (GEMMs at the weights' dtype) unless --bandwidth/--flops say otherwise,
+    the device's measured efficiency table unless --speed-of-light; then a coefficients file,
+    which replaces the roofline's figures on the speed-of-light model (it was fitted on it)."""
     device = find(flags.device or "")
+    weight_dtype = ranked.plan.serve.weight_dtype
     bandwidth = parse_bandwidth(flags.bandwidth) if flags.bandwidth else \
         device and device.bandwidth_bytes_per_s
-    flops = parse_flops(flags.flops) if flags.flops else device and device.bf16_flops_per_s
+    flops = parse_flops(flags.flops) if flags.flops else \
+        device and device.flops_per_s(weight_dtype)
     if not bandwidth or not flops:
         missing = "--bandwidth" if not bandwidth else "--flops"
         raise SpecError(missing, None, "required for a device given by size (e.g. --device "
                         "80GiB --bandwidth 2000GB/s --flops 990TFLOPS)")
-    coef = coefficients_for_plan(plan, bandwidth, flops,
-                                 parse_duration(flags.step_overhead, "--step-overhead"))
+    measured = None if flags.speed_of_light or flags.coefficients is not None \
+        else for_device(device and device.name)
+    coef = rank_coefficients(ranked.spec, ranked.deployment, bandwidth, flops,
+                             parse_duration(flags.step_overhead, "--step-overhead"), device,
+                             measured)
+    if flags.step_time_cv is not None:
+        coef = override(coef, {"step_time_cv": flags.step_time_cv}, coef.source)
     if flags.coefficients is None:
         return coef
     data = _read_json(flags.coefficients)
     if isinstance(data.get("coefficients"), dict):  # a `servecap simulate --json` report
-        data = {k: v for k, v in data["coefficients"].items() if k != "source"}
+        data = {k: v for k, v in data["coefficients"].items()
+                if k not in ("source", "efficiency_source")}
     try:
         return override(coef, data, f"measured: {flags.coefficients}")
     except SpecError as exc:
@@ -244,16 +277,26 @@ def load_workload(path: Path) -> Workload:
 
 
 def plan_for(model: str, flags: SimFlags) -> Plan:
-    """The ledger plan of `model` on the flagged device (one resident request)."""
-    loaded = load_model(model)
+    """The binding rank's ledger plan of `model` on the flagged device (one resident
+    request)."""
+    return rank_for(model, flags).plan
+
+
+def rank_for(model: str, flags: SimFlags) -> Ranked:
+    """`servecap plan`'s own per-rank deployment (one ledger, the same function) of `model`
+    at --tensor/--pipeline-parallel-size, one resident request."""
+    from .plan_cmd import deployment_parts
+
     plan_flags = PlanFlags(device=flags.device, context=flags.context, concurrency=1,
                            runtime_peak=flags.runtime_peak, safety=flags.safety,
                            weight_dtype=flags.weight_dtype, kv_dtype=flags.kv_dtype,
                            block_size=flags.block_size,
                            max_num_batched_tokens=flags.max_num_batched_tokens,
                            max_num_seqs=flags.max_num_seqs)
-    serve = serve_spec(plan_flags, loaded)
-    return build_plan(model_for_flags(plan_flags, loaded), replace(serve, concurrency=1))
+    deploy = DeployFlags(tensor_parallel_size=flags.tensor_parallel_size,
+                         pipeline_parallel_size=flags.pipeline_parallel_size)
+    spec, deployment = deployment_parts(model, plan_flags, deploy)
+    return Ranked(spec, deployment)
 
 
 def _read_text(path: Path) -> str:

@@ -51,7 +51,11 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
              draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
              speculate_max_batch: o.SpeculateMaxBatch = None,
-             scheduling: o.Scheduling = "fcfs", as_json: o.Json = False,
+             scheduling: o.Scheduling = "fcfs",
+             tensor_parallel_size: o.TensorParallel = 1,
+             pipeline_parallel_size: o.PipelineParallel = 1,
+             speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
+             step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
                  "timestamp).")] = None,
@@ -77,7 +81,9 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch, scheduling)
+                     draft_length, acceptance, speculate_max_batch, scheduling,
+                     tensor_parallel_size, pipeline_parallel_size, speed_of_light,
+                     concurrency, step_time_cv, seed)
     check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)

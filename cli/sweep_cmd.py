@@ -45,7 +45,11 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
           draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
           speculate_max_batch: o.SpeculateMaxBatch = None,
-          scheduling: o.Scheduling = "fcfs", as_json: o.Json = False,
+          scheduling: o.Scheduling = "fcfs",
+          tensor_parallel_size: o.TensorParallel = 1,
+          pipeline_parallel_size: o.PipelineParallel = 1,
+          speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
+          step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, as_json: o.Json = False,
           xlsx: o.Xlsx = None, force: o.Force = False) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity.
 
@@ -60,7 +64,9 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
                      max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch, scheduling)
+                     draft_length, acceptance, speculate_max_batch, scheduling,
+                     tensor_parallel_size, pipeline_parallel_size, speed_of_light,
+                     concurrency, step_time_cv, seed)
     if xlsx is not None:
         check_target(xlsx, force)
     setup = build_setup(model, flags)
