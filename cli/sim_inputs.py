@@ -160,7 +160,7 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
         max_num_seqs=flags.max_num_seqs, block_size_tokens=flags.block_size,
         watermark=flags.watermark, preemption_mode=flags.preemption,
         prefix_caching=flags.prefix_caching, speculation=speculation,
-        scheduling=flags.scheduling)
+        scheduling=flags.scheduling, seed=flags.seed)
         for p in flags.policies)
     requests, workload, source = load_requests(flags)
     return Setup(plan, coef, _num_blocks(plan, flags), configs, requests, workload,

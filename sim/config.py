@@ -24,7 +24,8 @@ class SchedulerConfig:
     speeds decode-only iterations (up to its max_batch); mixed iterations run without it.
     scheduling: fcfs, or priority (vLLM's --scheduling-policy priority: the waiting queue is
     ordered by tenant priority, then arrival, and preemption takes the lowest priority first;
-    running requests are not preempted to admit higher-priority ones)."""
+    running requests are not preempted to admit higher-priority ones). seed: the step-time
+    draws when the coefficients carry a spread (step_time_cv)."""
 
     policy: str = "continuous"
     max_num_batched_tokens: int = 8192
@@ -38,6 +39,7 @@ class SchedulerConfig:
     waiting_served_ratio: float = 1.2
     speculation: Speculation | None = None
     scheduling: str = "fcfs"
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:

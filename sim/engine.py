@@ -10,6 +10,7 @@ from .kvpool import BlockPool
 from .roofline import Coefficients, swap_s
 from .sampling import Request
 from .state import DONE, REJECTED, RUNNING, WAITING, Seq, SimResult
+from .step_model import step_jitter
 
 
 class Engine:
@@ -37,6 +38,7 @@ class Engine:
         self.reserved_blocks = 0
         self.steps_since_prefill = 0
         self.by_priority = config.scheduling == "priority"
+        self.jitter = step_jitter(coef.step_time_cv, config.seed)
         self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, [])
 
     # arrivals -------------------------------------------------------------------------------

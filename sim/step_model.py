@@ -2,6 +2,7 @@
 pipeline stages and fixed overheads; every term named so it can be printed and overridden."""
 
 import math
+import random
 
 
 def experts_touched_share(num_tokens: int, num_experts: int, experts_per_token: int) -> float:
@@ -69,6 +70,26 @@ def step_s(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: in
     return pp * one + hops
 
 
+def decode_pricer(coef):
+    """step_s for decode-only steps as a function of (sequences, context tokens), with the
+    speed-of-light roofline's arithmetic inlined (the simulator's hot path)."""
+    c = coef
+    plain = (c.attention_flops_per_token_pair == 0 and c.num_experts == 0
+             and c.pipeline_parallel_size == 1 and c.collective_bytes_per_token == 0
+             and c.gemm_efficiency == 1 and c.bandwidth_efficiency == 1)
+    if not plain:
+        return lambda n, live: step_s(c, 0, n, 0, live)
+    fpt, fps, wb, kvb, bw = c.flops_per_token, c.flops_per_s, c.weights_bytes, \
+        c.kv_bytes_per_token, c.bandwidth_bytes_per_s
+    overhead = c.step_overhead_s + c.layer_overhead_s * c.num_layers
+
+    def price(n: int, live: int) -> float:
+        compute = fpt * n / fps
+        memory = (wb + kvb * (live + n)) / bw
+        return (compute if compute > memory else memory) + overhead
+    return price
+
+
 def prefill_pairs(computed: int, chunk: int) -> int:
     """(query, key) pairs of a causal prefill chunk: token i of the chunk attends to the
     `computed` tokens before it and i of its own, sum = chunk x computed + chunk(chunk+1)/2."""
@@ -85,8 +106,13 @@ def ring_allreduce_s(num_bytes: float, num_ranks: int, link_bytes_per_s: float,
     return steps / num_ranks * num_bytes / link_bytes_per_s + steps * latency_s
 
 
-def lognormal_factor(rng, cv: float) -> float:
-    """A multiplicative step-time factor with mean 1 and coefficient of variation cv
-    (lognormal: sigma^2 = ln(1 + cv^2), mu = -sigma^2/2)."""
+def step_jitter(cv: float, seed: int):
+    """None for cv = 0; else a seeded draw of multiplicative step-time factors with mean 1 and
+    coefficient of variation cv (lognormal: sigma^2 = ln(1 + cv^2), mu = -sigma^2 / 2), the
+    residual spread a calibration measured."""
+    if not cv:
+        return None
+    rng = random.Random(seed)
     sigma = math.sqrt(math.log1p(cv * cv))
-    return rng.lognormvariate(-sigma * sigma / 2, sigma)
+    mu = -sigma * sigma / 2
+    return lambda: rng.lognormvariate(mu, sigma)
