@@ -15,6 +15,7 @@ def header(setup: Setup) -> dict:
         "source": setup.source, "num_requests": len(setup.requests),
         "coefficients": as_dict(coef),
         "decode_bound_tokens_per_s": decode_bound_tokens_per_s(coef),
+        "memory": _memory(setup),
         "kv_pool": {"num_blocks": setup.num_blocks,
                     "block_size_tokens": setup.configs[0].block_size_tokens,
                     "kv_bytes_per_token": plan.kv_bytes_per_token,
@@ -23,6 +24,16 @@ def header(setup: Setup) -> dict:
         "percentile_method": PERCENTILE_METHOD,
         "speculation": _speculation(setup.configs[0].speculation),
     }
+
+
+def _memory(setup: Setup) -> dict:
+    """The binding rank's ledger, the same integers `plan --json` prints for these sizes."""
+    plan, coef = setup.plan, setup.coefficients
+    out = {f"{item.key}_bytes": item.num_bytes for item in plan.lines}
+    return out | {"device_bytes": plan.device_bytes, "committed_bytes": plan.committed_bytes,
+                  "kv_bytes_per_token": plan.kv_bytes_per_token,
+                  "tensor_parallel_size": coef.tensor_parallel_size,
+                  "pipeline_parallel_size": coef.pipeline_parallel_size}
 
 
 def _speculation(spec) -> dict | None:
