@@ -160,8 +160,11 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
         max_num_seqs=flags.max_num_seqs, block_size_tokens=flags.block_size,
         watermark=flags.watermark, preemption_mode=flags.preemption,
         prefix_caching=flags.prefix_caching, speculation=speculation,
-        scheduling=flags.scheduling, seed=flags.seed)
+        scheduling=flags.scheduling, seed=flags.seed, concurrency=flags.concurrency)
         for p in flags.policies)
+    if flags.concurrency is not None and (flags.replicas > 1 or flags.disaggregate):
+        raise SpecError("--concurrency", flags.concurrency, "closed loop runs one engine: drop "
+                        "--replicas/--disaggregate")
     requests, workload, source = load_requests(flags)
     return Setup(plan, coef, _num_blocks(plan, flags), configs, requests, workload,
                  slo_for(flags), source, deployment_for(flags))

@@ -25,7 +25,8 @@ class SchedulerConfig:
     scheduling: fcfs, or priority (vLLM's --scheduling-policy priority: the waiting queue is
     ordered by tenant priority, then arrival, and preemption takes the lowest priority first;
     running requests are not preempted to admit higher-priority ones). seed: the step-time
-    draws when the coefficients carry a spread (step_time_cv)."""
+    draws when the coefficients carry a spread (step_time_cv). concurrency: closed loop, this
+    many requests in flight, the next sent as one finishes (None: open loop, as offered)."""
 
     policy: str = "continuous"
     max_num_batched_tokens: int = 8192
@@ -40,6 +41,7 @@ class SchedulerConfig:
     speculation: Speculation | None = None
     scheduling: str = "fcfs"
     seed: int = 0
+    concurrency: int | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -62,6 +64,10 @@ class SchedulerConfig:
                             "every running sequence decodes each iteration")
         if not self.waiting_served_ratio > 0:
             raise SpecError("waiting_served_ratio", self.waiting_served_ratio, "must be > 0")
+        if self.concurrency is not None and (isinstance(self.concurrency, bool) or not
+                                             isinstance(self.concurrency, int)
+                                             or self.concurrency < 1):
+            raise SpecError("--concurrency", self.concurrency, "a whole number >= 1")
         if self.max_time_s is not None and not self.max_time_s > 0:
             raise SpecError("max_time_s", self.max_time_s, "must be > 0 seconds")
 

@@ -138,7 +138,7 @@ def _decode_run(eng: Engine, horizon: float | None, max_steps: int | None) -> in
                 if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
                         - seq.generated - 1 == j:
                     eng.finish(seq, eng._stop_decoding(seq, j))
-            if num_waiting and decode_due(eng):
+            if num_waiting and decode_due(eng) or eng.closed:
                 break
     res.num_iterations += steps
     res.busy_s += busy
@@ -194,3 +194,5 @@ def _stuck(eng: Engine) -> None:
     seq = eng.waiting.popleft()
     seq.state, seq.release_s = REJECTED, eng.now
     seq.reason = "could not be admitted with the pool empty"
+    if eng.closed:
+        eng.send_next()

@@ -54,6 +54,8 @@ def _run_group(eng, group: list) -> None:
         eng.dec_idx += 1
     for seq in group:
         seq.state, seq.release_s = DONE, eng.now
+        if eng.closed:
+            eng.send_next()
         if seq.segments:
             seq.last_token_s = res.decode_end_s[seq.segments[-1][1]]
 
