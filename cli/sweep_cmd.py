@@ -14,7 +14,7 @@ from servecap.ledger.errors import SpecError
 from servecap.sim.deploy import run_deployment
 from servecap.sim.metrics import summarize
 from servecap.sim.run import simulate
-from servecap.sim.sweep import run_sweep
+from servecap.sim.sweep import closed_loop_points, run_sweep
 
 from . import sim_options as o
 from .sim_inputs import Setup, SimFlags, build_setup
@@ -85,7 +85,8 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
         raise SpecError("--target", target, "a share of requests in (0, 1]")
     if num_rates < 1:
         raise SpecError("--num-rates", num_rates, "a whole number >= 1")
-    cfg = setup.configs[0]
+    cfg = replace(setup.configs[0], concurrency=None)
+    closed = setup.configs[0].concurrency
 
     def run(requests):  # the last outcome: the disaggregated one when asked for
         return run_deployment(requests, setup.coefficients, cfg, setup.num_blocks,
@@ -101,6 +102,11 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
         result = run_sweep(setup.workload, run, target, rates, num_rates,
                            on_point=lambda _: bar.advance(task),
                            run_one_at_a_time=one_at_a_time)
+    if closed is not None:
+        result["closed_loop_points"] = closed_loop_points(
+            setup.workload, lambda reqs, n: summarize(simulate(
+                reqs, setup.coefficients, replace(cfg, concurrency=n), setup.num_blocks),
+                setup.slo), closed, target)
     return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
 
 
@@ -136,10 +142,24 @@ def render_sweep(report: dict, console: Console) -> None:
                       *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
     console.print(table)
+    if "closed_loop_points" in report:
+        _render_closed(report["closed_loop_points"], console)
     console.print(f"capacity: {report['capacity_rps']:,.2f} req/s at >= "
                   f"{report['target_attainment']:.0%} SLO attainment (synchronous "
                   f"{report['synchronous_rps']:,.2f} req/s, saturation "
                   f"{report['saturation_rps']:,.2f} req/s)")
+
+
+def _render_closed(points: list[dict], console: Console) -> None:
+    table = Table(title="closed loop (N in flight; latency: p99 ms)")
+    for col in ("in flight", "achieved req/s", "SLO met", "out tok/s", "TTFT", "TPOT",
+                "e2e"):
+        table.add_column(col, justify="right")
+    for p in points:
+        table.add_row(str(p["concurrency"]), f"{p['achieved_rps']:,.2f}",
+                      f"{p['slo_attainment']:.1%}", f"{p['output_tokens_per_s']:,.0f}",
+                      *(_p99(p[k]) for k in ("ttft_ms", "tpot_ms", "e2e_ms")))
+    console.print(table)
 
 
 def _p99(stats: dict) -> str:

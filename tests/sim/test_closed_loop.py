@@ -49,3 +49,15 @@ def test_simulate_and_sweep_take_concurrency(tmp_path):
     assert report["policies"][0]["completed"] == report["num_requests"]
     bad = runner.invoke(app, ["simulate", *args, "--concurrency", "0"])
     assert bad.exit_code == 2 and "--concurrency" in bad.output
+
+
+def test_sweep_reports_closed_loop_points_beside_open_loop_rates():
+    out = CliRunner().invoke(app, [
+        "sweep", "llama-3.2-1b-instruct", "--device", "h100-80gb", "--workload",
+        "workloads/chat.yaml", "--num-rates", "2", "--concurrency", "4", "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    closed = report["closed_loop_points"]
+    assert [p["concurrency"] for p in closed] == [1, 2, 4]
+    assert closed[0]["output_tokens_per_s"] < closed[-1]["output_tokens_per_s"]
+    assert report["points"] and "rate_per_s" in report["points"][0]
