@@ -100,3 +100,17 @@ def test_speed_of_light_is_labelled_and_available():
     assert "speed of light" in coef.efficiency_source
     assert (coef.gemm_efficiency, coef.bandwidth_efficiency, coef.layer_overhead_s) == \
         (1.0, 1.0, 0.0)
+
+
+def test_measured_efficiency_tables_state_their_source_and_slow_the_roofline():
+    """H100, H200 and A100 ship fitted tables (aiconfigurator-core's measured kernels); the
+    default step is slower than speed of light, and says where its factors come from."""
+    from servecap.sim.efficiency import load_tables
+
+    tables = load_tables()
+    assert "aiconfigurator-core 0.12.0" in tables["source"]
+    assert {"h100-80gb", "h200-141gb", "a100-80gb"} <= set(tables["devices"])
+    measured, light = _coef(1), _coef(1, speed_of_light=True)
+    assert "aiconfigurator" in measured.efficiency_source
+    assert 0 < measured.gemm_efficiency < 1 and measured.layer_overhead_s > 0
+    assert step_s(measured, 0, 8, 0, 8000) > step_s(light, 0, 8, 0, 8000)
