@@ -11,7 +11,7 @@ import typer
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Overrides
-from servecap.ledger.serve import ServeSpec
+from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, ServeSpec
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model
 
@@ -58,7 +58,8 @@ def plan(
     group_size: Annotated[int, Rep(help="int4 group size (0: per channel).")]
     = 128,
     max_num_batched_tokens: Annotated[int, Led(help="Tokens per forward pass (sizes the "
-                                               "runtime-peak estimate).")] = 8192,
+                                               "runtime-peak estimate).")]
+    = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     as_json: Annotated[bool, Out("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Out(help="Also write a capacity workbook with live formulas "

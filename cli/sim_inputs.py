@@ -14,6 +14,12 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan
 from servecap.ledger.ranks import Deployment as RankDeployment
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_WATERMARK,
+)
 from servecap.ledger.units import GB, TB, parse_size
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.deploy import Deployment
@@ -51,10 +57,10 @@ class SimFlags:
     context: int | None = None
     weight_dtype: str | None = None
     kv_dtype: str | None = None
-    block_size: int = 16
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
-    watermark: float = 0.01
+    block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    watermark: float = DEFAULT_WATERMARK
     preemption: str = "recompute"
     prefix_caching: bool = True
     slo_ttft: str | None = None

@@ -11,6 +11,12 @@ from rich.progress import Progress
 from rich.table import Table
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_WATERMARK,
+)
 from servecap.sim.deploy import run_deployment
 from servecap.sim.metrics import summarize
 from servecap.sim.run import simulate
@@ -28,9 +34,10 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
           policy: Annotated[str, typer.Option(help="One scheduler policy.")] = "continuous",
           context: o.Context = None, weight_dtype: o.WeightDtype = None,
-          kv_dtype: o.KvDtype = None, block_size: o.BlockSize = 16,
-          max_num_batched_tokens: o.MaxBatched = 8192, max_num_seqs: o.MaxSeqs = 256,
-          watermark: o.Watermark = 0.01, preemption: o.Preemption = "recompute",
+          kv_dtype: o.KvDtype = None, block_size: o.BlockSize = DEFAULT_BLOCK_SIZE_TOKENS,
+          max_num_batched_tokens: o.MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+          max_num_seqs: o.MaxSeqs = DEFAULT_MAX_NUM_SEQS,
+          watermark: o.Watermark = DEFAULT_WATERMARK, preemption: o.Preemption = "recompute",
           prefix_caching: o.PrefixCaching = True, slo_ttft: o.SloTtft = None,
           slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
           target: Annotated[float, typer.Option(help="SLO attainment the capacity must "

@@ -3,6 +3,12 @@
 from dataclasses import dataclass
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_WATERMARK,
+)
 
 from .speculative import Speculation
 
@@ -29,10 +35,10 @@ class SchedulerConfig:
     many requests in flight, the next sent as one finishes (None: open loop, as offered)."""
 
     policy: str = "continuous"
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
-    block_size_tokens: int = 16
-    watermark: float = 0.01
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+    watermark: float = DEFAULT_WATERMARK
     preemption_mode: str = "recompute"
     prefix_caching: bool = True
     max_time_s: float | None = None
