@@ -47,18 +47,25 @@ def peer() -> None:
     from aiconfigurator.cli.api import cli_estimate
 
     logging.disable(logging.WARNING)
+    done = json.loads(PEER_JSON.read_text())["rows"] if PEER_JSON.exists() else []
     rows = []
     for i, case in enumerate(cases()):
+        known = [r for r in done if {k: r[k] for k in case} == case]
+        if known:  # resume: a case already estimated is kept
+            rows.append(known[0])
+            continue
         result = cli_estimate(MODELS[case["model"]], SYSTEMS[case["device"]], mode="static",
                               backend_name="vllm", isl=case["isl"], osl=case["osl"],
                               batch_size=case["batch"], tp_size=case["tp"],
-                              gemm_quant_mode="fp8" if case["dtype"] == "fp8" else None)
+                              gemm_quant_mode="fp8" if case["dtype"] == "fp8" else None,
+                              **({"moe_tp_size": case["tp"], "moe_ep_size": 1}
+                                 if case["model"].startswith("qwen3") else {}))
         raw = result.raw if isinstance(result.raw, dict) else {}
         rows.append(case | {"ttft_ms": float(result.ttft), "tpot_ms": float(result.tpot),
                             "tokens_per_s_per_gpu": float(raw.get("tokens/s/gpu", 0.0))})
         print(i, rows[-1], flush=True)
-    PEER_JSON.write_text(json.dumps({"aiconfigurator": "0.12.0", "backend": "vllm",
-                                     "rows": rows}, indent=1) + "\n")
+        PEER_JSON.write_text(json.dumps({"aiconfigurator": "0.12.0", "backend": "vllm",
+                                         "rows": rows}, indent=1) + "\n")
 
 
 def servecap_case(case: dict, speed_of_light: bool = False) -> dict:
