@@ -61,3 +61,30 @@ def test_sweep_reports_closed_loop_points_beside_open_loop_rates():
     assert [p["concurrency"] for p in closed] == [1, 2, 4]
     assert closed[0]["output_tokens_per_s"] < closed[-1]["output_tokens_per_s"]
     assert report["points"] and "rate_per_s" in report["points"][0]
+
+
+def test_step_time_spread_is_seeded_and_keeps_the_mean(teaching, make_requests):
+    """step_time_cv draws each step around its mean: same seed, same run; another seed, other
+    tails; the total busy time stays near the spread-free run's."""
+    from servecap.sim.roofline import override
+
+    reqs = make_requests(rate=5.0, n=200)
+    noisy = override(teaching, {"step_time_cv": 0.2}, "m")
+    plain = simulate(reqs, teaching, SchedulerConfig(), 100_000)
+    a = simulate(reqs, noisy, SchedulerConfig(seed=1), 100_000)
+    b = simulate(reqs, noisy, SchedulerConfig(seed=1), 100_000)
+    c = simulate(reqs, noisy, SchedulerConfig(seed=2), 100_000)
+    assert a.decode_end_s == b.decode_end_s and a.decode_end_s != c.decode_end_s
+    per_step = (a.busy_s / a.num_iterations) / (plain.busy_s / plain.num_iterations)
+    assert per_step == pytest.approx(1.0, abs=0.05)
+
+
+def test_cost_prices_every_gpu_of_a_tensor_parallel_replica():
+    out = CliRunner().invoke(app, ["cost", "llama-3.1-70b-instruct", "--device", "h100-80gb",
+                                   "-tp", "4", "--workload", "workloads/chat.yaml",
+                                   "--gpu-price", "2", "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    assert report["num_gpus"] == 4 and report["gpu_price_per_h"] == 2
+    per_hour = report["output_tokens_per_s"] * 3600 / 1e6
+    assert report["usd_per_million_full_load"] == pytest.approx(8 / per_hour)

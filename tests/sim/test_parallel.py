@@ -114,3 +114,13 @@ def test_measured_efficiency_tables_state_their_source_and_slow_the_roofline():
     assert "aiconfigurator" in measured.efficiency_source
     assert 0 < measured.gemm_efficiency < 1 and measured.layer_overhead_s > 0
     assert step_s(measured, 0, 8, 0, 8000) > step_s(light, 0, 8, 0, 8000)
+
+
+def test_speculate_and_sweep_take_the_parallel_sizes():
+    spec = _json("speculate", "llama-3.1-70b-instruct", "--draft", "llama-3.2-1b-instruct",
+                 "--device", "h100-80gb", "-tp", "4", "--batches", "1,64", "--json")
+    assert [r["batch"] for r in spec["rows"]] == [1, 64] and spec["rows"][0]["speedup"] > 1
+    sweep = _json("sweep", "llama-3.1-8b", "--device", "h100-80gb", "-pp", "2",
+                  "--workload", "workloads/chat.yaml", "--num-rates", "2", "--json")
+    assert sweep["memory"]["pipeline_parallel_size"] == 2
+    assert sweep["coefficients"]["pipeline_latency_s"] > 0
