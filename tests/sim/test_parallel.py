@@ -124,3 +124,25 @@ def test_speculate_and_sweep_take_the_parallel_sizes():
                   "--workload", "workloads/chat.yaml", "--num-rates", "2", "--json")
     assert sweep["memory"]["pipeline_parallel_size"] == 2
     assert sweep["coefficients"]["pipeline_latency_s"] > 0
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b"])
+def test_simulated_ttft_and_tpot_at_tp_2_4_8_never_beat_ideal_scaling(model):
+    """Whole simulations (static batch of 8 requests, 2,048-token prompts, 64 outputs): TP n's
+    TTFT and TPOT are at least TP 1's divided by n."""
+    from servecap.sim.config import SchedulerConfig
+    from servecap.sim.metrics import summarize
+    from servecap.sim.run import simulate
+    from servecap.sim.sampling import Request
+
+    reqs = [Request(i, 0.0, 2048, 64) for i in range(8)]
+
+    def run(tp):
+        res = simulate(reqs, _coef(tp, model=model), SchedulerConfig(), 100_000)
+        s = summarize([res])
+        return s["ttft_ms"]["p50"], s["tpot_ms"]["p50"]
+
+    ttft1, tpot1 = run(1)
+    for tp in (2, 4, 8):
+        ttft, tpot = run(tp)
+        assert ttft >= ttft1 / tp and tpot >= tpot1 / tp, tp
