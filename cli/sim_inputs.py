@@ -84,6 +84,7 @@ class SimFlags:
     concurrency: int | None = None
     step_time_cv: float | None = None
     seed: int = 0
+    expert_parallel: bool = False
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
         else for_device(device and device.name)
     coef = rank_coefficients(ranked.spec, ranked.deployment, bandwidth, flops,
                              parse_duration(flags.step_overhead, "--step-overhead"), device,
-                             measured)
+                             measured, _expert_parallel(ranked, flags))
     if flags.step_time_cv is not None:
         coef = override(coef, {"step_time_cv": flags.step_time_cv}, coef.source)
     if flags.coefficients is None:
@@ -252,6 +253,21 @@ def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
         return override(coef, data, f"measured: {flags.coefficients}")
     except SpecError as exc:
         raise exc.at(str(flags.coefficients)) from None
+
+
+def _expert_parallel(ranked: Ranked, flags: SimFlags) -> bool:
+    """--enable-expert-parallel applies to a MoE model across tensor-parallel ranks whose
+    count divides its experts."""
+    if not flags.expert_parallel:
+        return False
+    moe, tp = ranked.spec.moe, flags.tensor_parallel_size
+    if moe is None:
+        raise SpecError("--enable-expert-parallel", True, f"needs a mixture-of-experts model "
+                        f"({ranked.spec.name} is dense)")
+    if tp < 2 or moe.num_experts % tp:
+        raise SpecError("--enable-expert-parallel", True, f"needs -tp >= 2 dividing the "
+                        f"{moe.num_experts} experts (got -tp {tp})")
+    return True
 
 
 def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]:

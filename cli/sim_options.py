@@ -90,3 +90,7 @@ StepTimeCv = Annotated[float | None, Opt(help="Step-time spread (coefficient of 
                                          "mean, seeded by --seed. Default: the coefficients "
                                          "file's step_time_cv, else 0.")]
 Seed = Annotated[int, Opt(help="Seed of the step-time draws.")]
+ExpertParallel = Annotated[bool, Opt("--enable-expert-parallel", help="MoE: the -tp ranks hold "
+                                     "whole experts (vLLM's flag); each MoE layer's all-reduce "
+                                     "becomes an all-to-all of every token's top-k "
+                                     "activations.")]

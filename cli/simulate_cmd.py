@@ -63,7 +63,8 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              tensor_parallel_size: o.TensorParallel = 1,
              pipeline_parallel_size: o.PipelineParallel = 1,
              speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
-             step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, as_json: o.Json = False,
+             step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0,
+             expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
                  "timestamp).")] = None,
@@ -91,7 +92,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
                      draft_length, acceptance, speculate_max_batch, scheduling,
                      tensor_parallel_size, pipeline_parallel_size, speed_of_light,
-                     concurrency, step_time_cv, seed)
+                     concurrency, step_time_cv, seed, expert_parallel)
     check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)

@@ -56,7 +56,8 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           tensor_parallel_size: o.TensorParallel = 1,
           pipeline_parallel_size: o.PipelineParallel = 1,
           speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
-          step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, as_json: o.Json = False,
+          step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0,
+          expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
           xlsx: o.Xlsx = None, force: o.Force = False) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity.
 
@@ -73,7 +74,7 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
                      draft_length, acceptance, speculate_max_batch, scheduling,
                      tensor_parallel_size, pipeline_parallel_size, speed_of_light,
-                     concurrency, step_time_cv, seed)
+                     concurrency, step_time_cv, seed, expert_parallel)
     if xlsx is not None:
         check_target(xlsx, force)
     setup = build_setup(model, flags)

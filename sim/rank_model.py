@@ -22,14 +22,18 @@ def attention_flops_per_token_pair(spec: ModelSpec, layers: int, tp: int) -> int
 
 def rank_coefficients(spec: ModelSpec, deployment: Deployment, bandwidth_bytes_per_s: float,
                       flops_per_s: float, step_overhead_s: float = 0.0,
-                      device: Device | None = None,
-                      efficiency: Efficiency | None = None) -> Coefficients:
+                      device: Device | None = None, efficiency: Efficiency | None = None,
+                      expert_parallel: bool = False) -> Coefficients:
     """The binding stage's rank: its ledger weights and KV bytes per token, its share of the
     active parameters (2 FLOPs each per token), its layers' attention and routed experts, the
     tensor-parallel all-reduces (two per layer: after attention and after the MLP) and the
-    pipeline hops, priced on the device's interconnect."""
+    pipeline hops, priced on the device's interconnect. expert_parallel (vLLM's
+    --enable-expert-parallel): the tp ranks hold whole experts instead of slices of each (the
+    same bytes per rank when tp divides the experts) and each MoE layer's all-reduce becomes
+    an all-to-all dispatch and combine of every token's top-k activations."""
     item = deployment.stages[deployment.binding]
     plan, par = item.plan, deployment.parallel
+    moe_layers = _moe_layers(spec, item.stage.layers) if expert_parallel else 0
     tp, pp = par.tensor_parallel_size, par.pipeline_parallel_size
     base = coefficients_for_plan(plan, bandwidth_bytes_per_s, flops_per_s, step_overhead_s)
     stage = item.stage if pp > 1 else None
@@ -37,7 +41,8 @@ def rank_coefficients(spec: ModelSpec, deployment: Deployment, bandwidth_bytes_p
     coef = replace(base, num_layers=layers, tensor_parallel_size=tp, pipeline_parallel_size=pp,
                    attention_flops_per_token_pair=attention_flops_per_token_pair(spec, layers,
                                                                                  tp),
-                   **_experts(spec, tp, stage, base), **_links(spec, layers, tp, pp, device))
+                   **_experts(spec, tp, stage, base),
+                   **_links(spec, layers, tp, pp, device, moe_layers))
     if device is not None and device.bf16_flops_per_s and flops_per_s != device.bf16_flops_per_s:
         coef = replace(coef, attention_flops_per_s=float(device.bf16_flops_per_s))
     return coef if efficiency is None else efficiency.apply(coef)
@@ -62,17 +67,31 @@ def _experts(spec: ModelSpec, tp: int, stage: Stage | None, base: Coefficients) 
     return out
 
 
-def _links(spec: ModelSpec, layers: int, tp: int, pp: int, device: Device | None) -> dict:
+def _moe_layers(spec: ModelSpec, layers: tuple[int, ...]) -> int:
+    if spec.moe is None:
+        return 0
+    return sum(1 for layer in layers if layer not in spec.moe.dense_layers)
+
+
+def _links(spec: ModelSpec, layers: int, tp: int, pp: int, device: Device | None,
+           moe_layers: int = 0) -> dict:
     """Ring all-reduce of hidden x 2 bytes per token, twice per layer:
-    bytes term 2(n-1)/n x bytes / link, latency term 2(n-1) ring steps each."""
+    bytes term 2(n-1)/n x bytes / link, latency term 2(n-1) ring steps each. Under expert
+    parallelism a MoE layer's second all-reduce is an all-to-all instead: each token's
+    activations go to its top-k experts and come back, (n-1)/n of them off-rank,
+    2 x k x (n-1)/n x bytes, in 2(n-1) latency steps."""
     if device is None or (tp == 1 and pp == 1):
         return {}
     out = {"interconnect_bytes_per_s": float(device.interconnect_bytes_per_s)}
     per_token = spec.hidden_size * ACTIVATION_BYTES
     if tp > 1:
-        reduces = 2 * layers
-        out["collective_bytes_per_token"] = reduces * 2 * (tp - 1) / tp * per_token
-        out["collective_latency_s"] = reduces * 2 * (tp - 1) * device.interconnect_latency_s
+        reduces = 2 * layers - moe_layers
+        top_k = spec.moe.num_experts_per_tok if moe_layers else 0
+        out["collective_bytes_per_token"] = (reduces * 2 + moe_layers * 2 * top_k) \
+            * (tp - 1) / tp * per_token
+        out["collective_latency_s"] = (reduces + moe_layers) * 2 * (tp - 1) \
+            * device.interconnect_latency_s
+        out["expert_parallel_size"] = tp if moe_layers else 1
     if pp > 1:
         out["pipeline_bytes_per_token"] = float(per_token)
         out["pipeline_latency_s"] = device.p2p_latency_s

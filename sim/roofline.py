@@ -16,7 +16,8 @@ NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_
                 "pipeline_latency_s", "step_time_cv")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
         "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes", "num_experts",
-        "experts_per_token", "tensor_parallel_size", "pipeline_parallel_size"}
+        "experts_per_token", "tensor_parallel_size", "pipeline_parallel_size",
+        "expert_parallel_size"}
 
 @dataclass(frozen=True)
 class Coefficients:
@@ -53,6 +54,7 @@ class Coefficients:
     experts_per_token: int = 0
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    expert_parallel_size: int = 1
     collective_bytes_per_token: float = 0.0
     collective_latency_s: float = 0.0
     pipeline_bytes_per_token: float = 0.0
@@ -72,7 +74,7 @@ class Coefficients:
         for name in NON_NEGATIVE:
             if getattr(self, name) < 0:
                 raise SpecError(name, getattr(self, name), "must be >= 0")
-        for name in ("tensor_parallel_size", "pipeline_parallel_size"):
+        for name in ("tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size"):
             if getattr(self, name) < 1:
                 raise SpecError(name, getattr(self, name), "a whole number >= 1")
         if self.moe_expert_bytes > self.weights_bytes:

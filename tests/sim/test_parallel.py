@@ -146,3 +146,17 @@ def test_simulated_ttft_and_tpot_at_tp_2_4_8_never_beat_ideal_scaling(model):
     for tp in (2, 4, 8):
         ttft, tpot = run(tp)
         assert ttft >= ttft1 / tp and tpot >= tpot1 / tp, tp
+
+
+def test_expert_parallel_trades_the_moe_all_reduce_for_an_all_to_all():
+    """Qwen3-30B-A3B at -tp 4: with --enable-expert-parallel every MoE layer sends each
+    token's 8 top-k activations out and back instead of one all-reduce, so the per-token link
+    bytes grow; a dense model is refused."""
+    tp = _coef(4, model="qwen3-30b-a3b")
+    ep = _coef(4, model="qwen3-30b-a3b", expert_parallel=True)
+    assert ep.expert_parallel_size == 4 and tp.expert_parallel_size == 1
+    assert ep.collective_bytes_per_token == pytest.approx(
+        tp.collective_bytes_per_token * (48 + 48 * 8) / (2 * 48))
+    from servecap.ledger.errors import SpecError
+    with pytest.raises(SpecError, match="mixture-of-experts"):
+        _coef(4, expert_parallel=True)
