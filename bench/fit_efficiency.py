@@ -4,8 +4,8 @@ Run with the peer's own venv (never a servecap dependency):
     python3 -m venv bench/.aic-venv && bench/.aic-venv/bin/pip install aiconfigurator==0.12.0
     bench/.aic-venv/bin/python bench/fit_efficiency.py
 Reads vLLM 0.24.0 kernel timings (Apache-2.0) and writes, per device, the median achieved
-share of peak for large BF16 GEMMs, for memory-bound (m <= 16) GEMMs' weight reads, and for
-causal prefill attention; and a per-layer fixed time from the smallest kernels measured.
+share of peak for large BF16 (and FP8) GEMMs, for memory-bound (m <= 16) GEMMs' weight reads
+and for causal prefill attention; and a per-layer fixed time from the smallest kernels.
 """
 
 import json
@@ -40,6 +40,10 @@ def fit(system: str) -> dict | None:
     thin = (bf16.m <= 16) & (bf16.n * bf16.k >= 4096 * 4096)
     bw_eff = (2 * bf16.n * bf16.k / seconds / gpu["mem_bw"])[thin].median()
     floor_s = seconds.quantile(0.01)
+    fp8 = gemm[gemm.gemm_dtype == "fp8"]
+    fp8_big = (fp8.m >= 2048) & (fp8.n >= 4096) & (fp8.k >= 4096)
+    fp8_eff = (2 * fp8.m * fp8.n * fp8.k / (fp8.latency / 1e3)
+               / gpu.get("fp8_tc_flops", float("inf")))[fp8_big].median()
     attn_eff = None
     if attn_file.exists():
         att = pd.read_parquet(attn_file)
@@ -50,6 +54,8 @@ def fit(system: str) -> dict | None:
     return {"gemm_efficiency": round(min(float(gemm_eff), 1.0), 3),
             "attention_efficiency": round(min(attn_eff or gemm_eff, 1.0), 3),
             "bandwidth_efficiency": round(min(float(bw_eff), 1.0), 3),
+            **({"gemm_efficiency_fp8": round(min(float(fp8_eff), 1.0), 3)}
+               if fp8_eff == fp8_eff and "fp8_tc_flops" in gpu else {}),
             "step_overhead_s": 0.0,
             "layer_overhead_s": round(KERNELS_PER_LAYER * float(floor_s), 7),
             "fitted_from": f"systems/data/{system} (vllm {version})"}

@@ -19,9 +19,14 @@ class Efficiency:
     step_overhead_s: float
     layer_overhead_s: float
     source: str
+    gemm_efficiency_fp8: float | None = None
 
-    def apply(self, coef):
-        return replace(coef, gemm_efficiency=self.gemm_efficiency,
+    def apply(self, coef, weight_dtype: str = "bf16"):
+        """The factors on top of coef; FP8 GEMMs take their own measured share where the
+        table has one (they reach less of their doubled peak)."""
+        gemm = self.gemm_efficiency_fp8 if weight_dtype in ("fp8", "fp4") \
+            and self.gemm_efficiency_fp8 else self.gemm_efficiency
+        return replace(coef, gemm_efficiency=gemm,
                        attention_efficiency=self.attention_efficiency,
                        bandwidth_efficiency=self.bandwidth_efficiency,
                        step_overhead_s=coef.step_overhead_s + self.step_overhead_s,
@@ -44,4 +49,5 @@ def for_device(name: str | None) -> Efficiency | None:
         return None
     return Efficiency(row["gemm_efficiency"], row["attention_efficiency"],
                       row["bandwidth_efficiency"], row["step_overhead_s"],
-                      row["layer_overhead_s"], f"{tables['source']} ({name})")
+                      row["layer_overhead_s"], f"{tables['source']} ({name})",
+                      row.get("gemm_efficiency_fp8"))

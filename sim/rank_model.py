@@ -45,7 +45,7 @@ def rank_coefficients(spec: ModelSpec, deployment: Deployment, bandwidth_bytes_p
                    **_links(spec, layers, tp, pp, device, moe_layers))
     if device is not None and device.bf16_flops_per_s and flops_per_s != device.bf16_flops_per_s:
         coef = replace(coef, attention_flops_per_s=float(device.bf16_flops_per_s))
-    return coef if efficiency is None else efficiency.apply(coef)
+    return coef if efficiency is None else efficiency.apply(coef, plan.serve.weight_dtype)
 
 
 def _experts(spec: ModelSpec, tp: int, stage: Stage | None, base: Coefficients) -> dict:
