@@ -93,6 +93,7 @@ def test_fp8_weights_run_gemms_at_the_fp8_rate():
     """H100: GEMMs at 1,978.9 TFLOPS FP8; attention stays at the BF16 989.4."""
     coef = _coef(1, weight_dtype="fp8")
     assert (coef.flops_per_s, coef.attention_flops_per_s) == (1_978_900e9, 989_400e9)
+    assert coef.gemm_efficiency < _coef(1).gemm_efficiency  # FP8's own measured share
 
 
 def test_speed_of_light_is_labelled_and_available():
