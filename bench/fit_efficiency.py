@@ -51,7 +51,9 @@ def fit(system: str) -> dict | None:
         att = att[(att.kv_cache_dtype == "bfloat16") & (att.isl >= 1024) & full]
         flops = 4 * att.batch_size * att.num_heads * att.head_dim * att.isl ** 2 / 2
         attn_eff = float((flops / (att.latency / 1e3) / gpu["bfloat16_tc_flops"]).median())
+    moe_eff = _moe_efficiency(data / "moe" / "vllm" / version / "moe_perf.parquet", gpu)
     return {"gemm_efficiency": round(min(float(gemm_eff), 1.0), 3),
+            **({"moe_gemm_efficiency": round(moe_eff, 3)} if moe_eff else {}),
             "attention_efficiency": round(min(attn_eff or gemm_eff, 1.0), 3),
             "bandwidth_efficiency": round(min(float(bw_eff), 1.0), 3),
             **({"gemm_efficiency_fp8": round(min(float(fp8_eff), 1.0), 3)}
@@ -59,6 +61,21 @@ def fit(system: str) -> dict | None:
             "step_overhead_s": 0.0,
             "layer_overhead_s": round(KERNELS_PER_LAYER * float(floor_s), 7),
             "fitted_from": f"systems/data/{system} (vllm {version})"}
+
+
+def _moe_efficiency(path: Path, gpu: dict) -> float | None:
+    """Grouped expert GEMMs (BF16, balanced routing, no expert sharding) at >= 4,096 tokens:
+    2 x 3 x hidden x inter x top-k FLOPs per token over the measured time, as a share of
+    peak."""
+    if not path.exists():
+        return None
+    moe = pd.read_parquet(path)
+    moe = moe[(moe.moe_dtype == "bfloat16") & (moe.distribution == "balanced")
+              & (moe.moe_tp_size == 1) & (moe.moe_ep_size == 1) & (moe.num_tokens >= 4096)]
+    if moe.empty:
+        return None
+    flops = 6 * moe.hidden_size * moe.inter_size * moe.topk * moe.num_tokens
+    return min(float((flops / (moe.latency / 1e3) / gpu["bfloat16_tc_flops"]).median()), 1.0)
 
 
 def _version(folder: Path) -> str | None:

@@ -50,7 +50,7 @@ def rank_coefficients(spec: ModelSpec, deployment: Deployment, bandwidth_bytes_p
 
 def _experts(spec: ModelSpec, tp: int, stage: Stage | None, base: Coefficients) -> dict:
     """Per-rank FLOPs per token and the routed experts' share of the weights read."""
-    if tp == 1 and stage is None and spec.moe is None:
+    if tp == 1 and stage is None and (spec.moe is None or not spec.has_architecture):
         return {}
     total, experts = rank_parameters(spec, tp, stage)
     out = {}
@@ -58,7 +58,8 @@ def _experts(spec: ModelSpec, tp: int, stage: Stage | None, base: Coefficients) 
         moe = spec.moe
         idle = experts * (1 - moe.num_experts_per_tok / moe.num_experts)
         out.update(moe_expert_bytes=int(base.weights_bytes * experts / total),
-                   num_experts=moe.num_experts, experts_per_token=moe.num_experts_per_tok)
+                   num_experts=moe.num_experts, experts_per_token=moe.num_experts_per_tok,
+                   moe_flops_per_token=int(2 * (experts - idle)))
         active = total - idle
     else:
         active = total

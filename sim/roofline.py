@@ -11,11 +11,13 @@ from .step_model import step_s
 SPEED_OF_LIGHT = "speed of light: peak FLOPS and bandwidth, no overheads (uncalibrated)"
 NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_overhead_s",
                 "attention_flops_per_token_pair", "attention_flops_per_s", "layer_overhead_s",
-                "num_layers", "moe_expert_bytes", "num_experts", "experts_per_token",
+                "num_layers", "moe_expert_bytes", "moe_flops_per_token", "num_experts",
+                "experts_per_token",
                 "collective_bytes_per_token", "collective_latency_s", "pipeline_bytes_per_token",
                 "pipeline_latency_s", "step_time_cv")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
-        "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes", "num_experts",
+        "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
+        "moe_flops_per_token", "num_experts",
         "experts_per_token", "tensor_parallel_size", "pipeline_parallel_size",
         "expert_parallel_size"}
 
@@ -27,12 +29,13 @@ class Coefficients:
     gemm_efficiency, attention FLOPs at attention_flops_per_s (0: flops_per_s) x
     attention_efficiency; step_overhead_s is paid once per iteration and layer_overhead_s once
     per layer (launch, norms, sampling, scheduling). Routed experts (moe_expert_bytes of the
-    weights) are read only as far as the batch touches them. Tensor-parallel all-reduces cost
-    collective_bytes_per_token / interconnect_bytes_per_s per token plus collective_latency_s
-    per step; pipeline stages hand pipeline_bytes_per_token over the link. step_time_cv is the
-    residual spread of a calibration (0: every step takes its mean). Efficiencies of 1 and no
-    overheads: the speed-of-light roofline. swap_bandwidth_bytes_per_s prices moving KV to and
-    from host memory."""
+    weights) are read only as far as the batch touches them; their share of the FLOPs
+    (moe_flops_per_token) runs at moe_gemm_efficiency (grouped expert GEMMs). Tensor-parallel
+    all-reduces cost collective_bytes_per_token / interconnect_bytes_per_s per token plus
+    collective_latency_s per step; pipeline stages hand pipeline_bytes_per_token over the link.
+    step_time_cv is the residual spread of a calibration (0: every step takes its mean).
+    Efficiencies of 1 and no overheads: the speed-of-light roofline.
+    swap_bandwidth_bytes_per_s prices moving KV to and from host memory."""
 
     weights_bytes: int
     kv_bytes_per_token: int
@@ -50,6 +53,8 @@ class Coefficients:
     layer_overhead_s: float = 0.0
     num_layers: int = 0
     moe_expert_bytes: int = 0
+    moe_flops_per_token: int = 0
+    moe_gemm_efficiency: float = 1.0
     num_experts: int = 0
     experts_per_token: int = 0
     tensor_parallel_size: int = 1
@@ -68,7 +73,8 @@ class Coefficients:
                      "interconnect_bytes_per_s"):
             if not getattr(self, name) > 0:
                 raise SpecError(name, getattr(self, name), "must be > 0")
-        for name in ("gemm_efficiency", "attention_efficiency", "bandwidth_efficiency"):
+        for name in ("gemm_efficiency", "attention_efficiency", "bandwidth_efficiency",
+                     "moe_gemm_efficiency"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(name, getattr(self, name), "a share of peak in (0, 1]")
         for name in NON_NEGATIVE:
@@ -77,6 +83,9 @@ class Coefficients:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size"):
             if getattr(self, name) < 1:
                 raise SpecError(name, getattr(self, name), "a whole number >= 1")
+        if self.moe_flops_per_token > self.flops_per_token:
+            raise SpecError("moe_flops_per_token", self.moe_flops_per_token,
+                            f"at most flops_per_token ({self.flops_per_token:,})")
         if self.moe_expert_bytes > self.weights_bytes:
             raise SpecError("moe_expert_bytes", self.moe_expert_bytes,
                             f"at most weights_bytes ({self.weights_bytes:,})")

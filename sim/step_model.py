@@ -19,7 +19,8 @@ def experts_touched_share(num_tokens: int, num_experts: int, experts_per_token: 
 def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int,
           decode_context_tokens: int, prefill_context_tokens: int = 0) -> dict:
     """The step's terms in seconds, on the binding pipeline stage's rank:
-    gemm_s = flops_per_token x tokens / (flops_per_s x gemm_efficiency);
+    gemm_s = (dense FLOPs per token / gemm_efficiency + routed experts' FLOPs per token /
+              moe_gemm_efficiency) x tokens / flops_per_s;
     attention_s = attention_flops_per_token_pair x (query, key) pairs /
                   (attention rate x attention_efficiency), the pairs being the prefill
                   tokens' keys attended plus every decode sequence's context;
@@ -30,7 +31,9 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
     collective_latency_s) and overhead_s (per step + per layer) add on top."""
     c = coef
     tokens = num_prefill + num_decode
-    gemm = c.flops_per_token * tokens / (c.flops_per_s * c.gemm_efficiency)
+    dense = c.flops_per_token - c.moe_flops_per_token
+    gemm = dense * tokens / (c.flops_per_s * c.gemm_efficiency) \
+        + c.moe_flops_per_token * tokens / (c.flops_per_s * c.moe_gemm_efficiency)
     attn_rate = (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency
     attention = c.attention_flops_per_token_pair * (prefill_attention_tokens
                                                     + decode_context_tokens) / attn_rate
@@ -75,6 +78,7 @@ def decode_pricer(coef):
     speed-of-light roofline's arithmetic inlined (the simulator's hot path)."""
     c = coef
     plain = (c.attention_flops_per_token_pair == 0 and c.num_experts == 0
+             and c.moe_flops_per_token == 0
              and c.pipeline_parallel_size == 1 and c.collective_bytes_per_token == 0
              and c.gemm_efficiency == 1 and c.bandwidth_efficiency == 1)
     if not plain:
