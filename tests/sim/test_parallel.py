@@ -85,6 +85,8 @@ def test_moe_reads_only_the_experts_a_batch_touches():
     assert experts_touched_share(256, 128, 8) > 0.99
     coef = _coef(1, model="qwen3-30b-a3b")
     assert coef.num_experts == 128 and coef.moe_expert_bytes > coef.weights_bytes // 2
+    assert 0 < coef.moe_flops_per_token < coef.flops_per_token
+    assert coef.moe_gemm_efficiency < coef.gemm_efficiency  # grouped expert GEMMs, measured
     whole = coef.weights_bytes / coef.bandwidth_bytes_per_s
     assert step_s(coef, 0, 1, 0, 1000) < 0.5 * whole
 
