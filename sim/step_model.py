@@ -75,22 +75,24 @@ def step_s(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: in
 
 def decode_pricer(coef):
     """step_s for decode-only steps as a function of (sequences, context tokens), with the
-    speed-of-light roofline's arithmetic inlined (the simulator's hot path)."""
+    arithmetic of a dense single-stage model inlined and its constants folded (the
+    simulator's hot path); MoE and pipeline stages go through step_s."""
     c = coef
-    plain = (c.attention_flops_per_token_pair == 0 and c.num_experts == 0
-             and c.moe_flops_per_token == 0
-             and c.pipeline_parallel_size == 1 and c.collective_bytes_per_token == 0
-             and c.gemm_efficiency == 1 and c.bandwidth_efficiency == 1)
-    if not plain:
+    if c.num_experts or c.moe_flops_per_token or c.pipeline_parallel_size > 1:
         return lambda n, live: step_s(c, 0, n, 0, live)
-    fpt, fps, wb, kvb, bw = c.flops_per_token, c.flops_per_s, c.weights_bytes, \
-        c.kv_bytes_per_token, c.bandwidth_bytes_per_s
-    overhead = c.step_overhead_s + c.layer_overhead_s * c.num_layers
+    gemm_per_token = c.flops_per_token / (c.flops_per_s * c.gemm_efficiency)
+    attn_per_pair = c.attention_flops_per_token_pair / (
+        (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency)
+    bw = c.bandwidth_bytes_per_s * c.bandwidth_efficiency
+    wb, kvb = c.weights_bytes, c.kv_bytes_per_token
+    link_per_token = c.collective_bytes_per_token / c.interconnect_bytes_per_s
+    fixed = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
+        + (c.collective_latency_s if c.collective_bytes_per_token else 0.0)
 
     def price(n: int, live: int) -> float:
-        compute = fpt * n / fps
+        compute = gemm_per_token * n + attn_per_pair * live
         memory = (wb + kvb * (live + n)) / bw
-        return (compute if compute > memory else memory) + overhead
+        return (compute if compute > memory else memory) + link_per_token * n + fixed
     return price
 
 

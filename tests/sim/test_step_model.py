@@ -1,5 +1,6 @@
 """Properties of the step model: more work never takes less time."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -41,3 +42,16 @@ def test_experts_touched_is_a_share_growing_with_the_batch(tokens, experts, top_
 @given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=1, max_value=4096))
 def test_prefill_pairs_count_a_causal_chunk(computed, chunk):
     assert prefill_pairs(computed, chunk) == sum(computed + i for i in range(1, chunk + 1))
+
+
+@given(st.integers(min_value=1, max_value=512), st.integers(min_value=0, max_value=2_000_000))
+def test_the_hot_path_prices_decode_steps_as_step_s_does(n, live):
+    from dataclasses import replace
+
+    from servecap.sim.step_model import decode_pricer
+
+    for coef in (replace(COEF, pipeline_parallel_size=1, num_experts=0, moe_expert_bytes=0,
+                         experts_per_token=0), COEF,
+                 Coefficients(1e9, 1000, 1e9, 1e12, 1e14)):
+        assert decode_pricer(coef)(n, live) == pytest.approx(step_s(coef, 0, n, 0, live),
+                                                             rel=1e-12)
