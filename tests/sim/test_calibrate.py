@@ -66,3 +66,21 @@ def test_bad_samples_are_named():
         fit_step_model([{"duration_s": -1}] * 3, CONSTANTS)
     with pytest.raises(SpecError, match="at least 3"):
         fit_step_model(_samples(_truth())[:2], CONSTANTS)
+
+
+def test_the_fit_written_as_json_is_a_coefficients_file_simulate_reads(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(fit_step_model(_samples(_truth(), noise=0.05), CONSTANTS)))
+    out = CliRunner().invoke(app, ["simulate", "llama-3.2-1b-instruct", "--device",
+                                   "h100-80gb", "--workload", "workloads/chat.yaml",
+                                   "--coefficients", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    coef = json.loads(out.stdout)["coefficients"]
+    assert coef["source"] == f"measured: {path}" and 0.02 < coef["step_time_cv"] < 0.1
+    assert coef["bandwidth_bytes_per_s"] == pytest.approx(0.8e12, rel=0.1)
