@@ -236,12 +236,19 @@ def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
         missing = "--bandwidth" if not bandwidth else "--flops"
         raise SpecError(missing, None, "required for a device given by size (e.g. --device "
                         "80GiB --bandwidth 2000GB/s --flops 990TFLOPS)")
+    if device is None and flags.tensor_parallel_size * flags.pipeline_parallel_size > 1:
+        raise SpecError("--device", flags.device, "a catalog name under -tp/-pp: its "
+                        "interconnect prices the all-reduces and pipeline sends (see "
+                        "`servecap devices`)")
     measured = None if flags.speed_of_light or flags.coefficients is not None \
         else for_device(device and device.name)
     coef = rank_coefficients(ranked.spec, ranked.deployment, bandwidth, flops,
                              parse_duration(flags.step_overhead, "--step-overhead"), device,
                              measured, _expert_parallel(ranked, flags))
     if flags.step_time_cv is not None:
+        if not 0 <= flags.step_time_cv < 10:
+            raise SpecError("--step-time-cv", flags.step_time_cv, "a coefficient of variation "
+                            "in [0, 10), e.g. 0.05")
         coef = override(coef, {"step_time_cv": flags.step_time_cv}, coef.source)
     if flags.coefficients is None:
         return coef

@@ -163,3 +163,15 @@ def test_expert_parallel_trades_the_moe_all_reduce_for_an_all_to_all():
     from servecap.ledger.errors import SpecError
     with pytest.raises(SpecError, match="mixture-of-experts"):
         _coef(4, expert_parallel=True)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--device", "80GiB", "--bandwidth", "2000GB/s", "--flops", "990TFLOPS", "-tp", "2"],
+     "interconnect"),
+    (["--device", "h100-80gb", "--step-time-cv", "-1"], "--step-time-cv"),
+    (["--device", "h100-80gb", "-tp", "3"], "--tensor-parallel-size"),
+])
+def test_parallel_and_spread_flags_refuse_what_cannot_be_priced(args, needle):
+    out = RUN.invoke(app, ["simulate", "llama-3.1-8b", "--workload", "workloads/chat.yaml",
+                           *args])
+    assert out.exit_code == 2 and needle in out.output, out.output
