@@ -51,9 +51,12 @@ def fit(system: str) -> dict | None:
         att = att[(att.kv_cache_dtype == "bfloat16") & (att.isl >= 1024) & full]
         flops = 4 * att.batch_size * att.num_heads * att.head_dim * att.isl ** 2 / 2
         attn_eff = float((flops / (att.latency / 1e3) / gpu["bfloat16_tc_flops"]).median())
-    moe_eff = _moe_efficiency(data / "moe" / "vllm" / version / "moe_perf.parquet", gpu)
+    moe_file = data / "moe" / "vllm" / version / "moe_perf.parquet"
+    moe_eff = _moe_efficiency(moe_file, gpu)
+    moe_fixed = _moe_fixed_s(moe_file, gpu["mem_bw"] * float(bw_eff))
     return {"gemm_efficiency": round(min(float(gemm_eff), 1.0), 3),
             **({"moe_gemm_efficiency": round(moe_eff, 3)} if moe_eff else {}),
+            **({"moe_layer_overhead_s": round(moe_fixed, 7)} if moe_fixed else {}),
             "attention_efficiency": round(min(attn_eff or gemm_eff, 1.0), 3),
             "bandwidth_efficiency": round(min(float(bw_eff), 1.0), 3),
             **({"gemm_efficiency_fp8": round(min(float(fp8_eff), 1.0), 3)}
@@ -76,6 +79,21 @@ def _moe_efficiency(path: Path, gpu: dict) -> float | None:
         return None
     flops = 6 * moe.hidden_size * moe.inter_size * moe.topk * moe.num_tokens
     return min(float((flops / (moe.latency / 1e3) / gpu["bfloat16_tc_flops"]).median()), 1.0)
+
+
+def _moe_fixed_s(path: Path, bandwidth: float) -> float | None:
+    """A grouped-expert kernel's time at one token beyond reading its top-k experts at the
+    fitted bandwidth (BF16, balanced, no expert sharding): the routing and launch cost every
+    MoE layer pays, median over the shapes measured."""
+    if not path.exists():
+        return None
+    moe = pd.read_parquet(path)
+    moe = moe[(moe.moe_dtype == "bfloat16") & (moe.distribution == "balanced")
+              & (moe.moe_tp_size == 1) & (moe.moe_ep_size == 1) & (moe.num_tokens == 1)]
+    if moe.empty:
+        return None
+    reads = 3 * moe.hidden_size * moe.inter_size * moe.topk * 2 / bandwidth
+    return max(float((moe.latency / 1e3 - reads).median()), 0.0)
 
 
 def _version(folder: Path) -> str | None:

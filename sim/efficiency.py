@@ -21,6 +21,7 @@ class Efficiency:
     source: str
     gemm_efficiency_fp8: float | None = None
     moe_gemm_efficiency: float | None = None
+    moe_layer_overhead_s: float = 0.0
 
     def apply(self, coef, weight_dtype: str = "bf16"):
         """The factors on top of coef; FP8 GEMMs take their own measured share where the
@@ -29,6 +30,7 @@ class Efficiency:
             and self.gemm_efficiency_fp8 else self.gemm_efficiency
         return replace(coef, gemm_efficiency=gemm,
                        moe_gemm_efficiency=self.moe_gemm_efficiency or gemm,
+                       moe_layer_overhead_s=self.moe_layer_overhead_s,
                        attention_efficiency=self.attention_efficiency,
                        bandwidth_efficiency=self.bandwidth_efficiency,
                        step_overhead_s=coef.step_overhead_s + self.step_overhead_s,
@@ -52,4 +54,5 @@ def for_device(name: str | None) -> Efficiency | None:
     return Efficiency(row["gemm_efficiency"], row["attention_efficiency"],
                       row["bandwidth_efficiency"], row["step_overhead_s"],
                       row["layer_overhead_s"], f"{tables['source']} ({name})",
-                      row.get("gemm_efficiency_fp8"), row.get("moe_gemm_efficiency"))
+                      row.get("gemm_efficiency_fp8"), row.get("moe_gemm_efficiency"),
+                      row.get("moe_layer_overhead_s", 0.0))

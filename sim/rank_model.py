@@ -39,6 +39,7 @@ def rank_coefficients(spec: ModelSpec, deployment: Deployment, bandwidth_bytes_p
     stage = item.stage if pp > 1 else None
     layers = len(item.stage.layers)
     coef = replace(base, num_layers=layers, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                   num_moe_layers=_moe_layers(spec, item.stage.layers),
                    attention_flops_per_token_pair=attention_flops_per_token_pair(spec, layers,
                                                                                  tp),
                    **_experts(spec, tp, stage, base),
@@ -69,7 +70,7 @@ def _experts(spec: ModelSpec, tp: int, stage: Stage | None, base: Coefficients) 
 
 
 def _moe_layers(spec: ModelSpec, layers: tuple[int, ...]) -> int:
-    if spec.moe is None:
+    if spec.moe is None or not spec.has_architecture:
         return 0
     return sum(1 for layer in layers if layer not in spec.moe.dense_layers)
 

@@ -12,12 +12,12 @@ SPEED_OF_LIGHT = "speed of light: peak FLOPS and bandwidth, no overheads (uncali
 NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_overhead_s",
                 "attention_flops_per_token_pair", "attention_flops_per_s", "layer_overhead_s",
                 "num_layers", "moe_expert_bytes", "moe_flops_per_token", "num_experts",
-                "experts_per_token",
+                "experts_per_token", "num_moe_layers", "moe_layer_overhead_s",
                 "collective_bytes_per_token", "collective_latency_s", "pipeline_bytes_per_token",
                 "pipeline_latency_s", "step_time_cv")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
         "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
-        "moe_flops_per_token", "num_experts",
+        "moe_flops_per_token", "num_experts", "num_moe_layers",
         "experts_per_token", "tensor_parallel_size", "pipeline_parallel_size",
         "expert_parallel_size"}
 
@@ -30,9 +30,11 @@ class Coefficients:
     attention_efficiency; step_overhead_s is paid once per iteration and layer_overhead_s once
     per layer (launch, norms, sampling, scheduling). Routed experts (moe_expert_bytes of the
     weights) are read only as far as the batch touches them; their share of the FLOPs
-    (moe_flops_per_token) runs at moe_gemm_efficiency (grouped expert GEMMs). Tensor-parallel
-    all-reduces cost collective_bytes_per_token / interconnect_bytes_per_s per token plus
-    collective_latency_s per step; pipeline stages hand pipeline_bytes_per_token over the link.
+    (moe_flops_per_token) runs at moe_gemm_efficiency (grouped expert GEMMs), and each of the
+    num_moe_layers pays moe_layer_overhead_s (routing, the grouped kernel's fixed cost).
+    Tensor-parallel all-reduces cost collective_bytes_per_token / interconnect_bytes_per_s per
+    token plus collective_latency_s per step; pipeline stages hand pipeline_bytes_per_token over
+    the link.
     step_time_cv is the residual spread of a calibration (0: every step takes its mean).
     Efficiencies of 1 and no overheads: the speed-of-light roofline.
     swap_bandwidth_bytes_per_s prices moving KV to and from host memory."""
@@ -55,6 +57,8 @@ class Coefficients:
     moe_expert_bytes: int = 0
     moe_flops_per_token: int = 0
     moe_gemm_efficiency: float = 1.0
+    num_moe_layers: int = 0
+    moe_layer_overhead_s: float = 0.0
     num_experts: int = 0
     experts_per_token: int = 0
     tensor_parallel_size: int = 1

@@ -28,7 +28,7 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
                (bandwidth_bytes_per_s x bandwidth_efficiency);
     compute and memory overlap (max); collective_s (tensor-parallel all-reduce, ring:
     2(n-1)/n x bytes / link + latency x steps, folded into collective_bytes_per_token and
-    collective_latency_s) and overhead_s (per step + per layer) add on top."""
+    collective_latency_s) and overhead_s (per step, per layer, per MoE layer) add on top."""
     c = coef
     tokens = num_prefill + num_decode
     dense = c.flops_per_token - c.moe_flops_per_token
@@ -43,7 +43,8 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
     memory = (weights + kv) / (c.bandwidth_bytes_per_s * c.bandwidth_efficiency)
     collective = (c.collective_bytes_per_token * tokens / c.interconnect_bytes_per_s
                   + c.collective_latency_s) if c.collective_bytes_per_token else 0.0
-    overhead = c.step_overhead_s + c.layer_overhead_s * c.num_layers
+    overhead = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
+        + c.moe_layer_overhead_s * c.num_moe_layers
     return {"gemm_s": gemm, "attention_s": attention, "memory_s": memory,
             "collective_s": collective, "overhead_s": overhead}
 
@@ -87,6 +88,7 @@ def decode_pricer(coef):
     wb, kvb = c.weights_bytes, c.kv_bytes_per_token
     link_per_token = c.collective_bytes_per_token / c.interconnect_bytes_per_s
     fixed = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
+        + c.moe_layer_overhead_s * c.num_moe_layers \
         + (c.collective_latency_s if c.collective_bytes_per_token else 0.0)
 
     def price(n: int, live: int) -> float:
