@@ -1,4 +1,6 @@
-"""Simulated requests per second of wall time: 10,000 requests of the chat workload, one core.
+"""Simulated requests per second of wall time: 10,000 requests of the chat workload, one core;
+then the same trace on llama-3.1-70b at tensor parallel 4 (the full step model: attention,
+all-reduces, measured efficiency), timed for the whole process's CPU.
 
     .venv/bin/python bench/sim_speed.py [NUM_REQUESTS]
 """
@@ -36,6 +38,26 @@ def main(num_requests: int = 10_000) -> None:
               f"{cpu * 1000:7.1f} ms CPU {num_requests / cpu:9,.0f} req/s  {verdict}")
 
 
+def tensor_parallel(num_requests: int = 10_000) -> None:
+    """Every policy at TP 4 and the CPU this part used, plan and setup included."""
+    start = time.process_time()
+    chat = ROOT / "workloads" / "chat.yaml"
+    setup = build_setup("llama-3.1-70b-instruct", SimFlags(
+        device="h100-80gb", workload=chat, tensor_parallel_size=4))
+    requests = draw_requests(replace(load_workload(chat), num_requests=num_requests))
+    print(f"{num_requests:,} chat requests, llama-3.1-70b-instruct on 4 x h100-80gb (-tp 4), "
+          f"{setup.num_blocks:,} KV blocks per rank, {setup.coefficients.efficiency_source}")
+    simulated = 0
+    for policy in POLICIES:
+        wall, cpu = _timed(requests, setup, SchedulerConfig(policy=policy))
+        simulated += num_requests
+        print(f"  {policy:<17} {wall * 1000:7.1f} ms wall {num_requests / cpu:9,.0f} req/s CPU")
+    whole = time.process_time() - start
+    verdict = "ok" if simulated / whole >= TARGET_PER_S else f"below {TARGET_PER_S:,}/s"
+    print(f"  with setup: {simulated:,} requests in {whole:.2f} s CPU = "
+          f"{simulated / whole:,.0f} req/s  {verdict}")
+
+
 def _timed(requests, setup, config) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     simulate(requests, setup.coefficients, config, setup.num_blocks)
@@ -43,4 +65,7 @@ def _timed(requests, setup, config) -> tuple[float, float]:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000)
+    count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 10_000
+    if "--tp-only" not in sys.argv:
+        main(count)
+    tensor_parallel(count)

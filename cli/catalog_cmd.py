@@ -77,14 +77,20 @@ def devices(as_json: Annotated[bool, JSON] = False) -> None:
     """List the device catalog: usable bytes as the driver reports them, beside vendor figures."""
     rows = [{"name": d.name, "label": d.label, "marketing_bytes": d.marketing_bytes,
              "usable_bytes": d.usable_bytes, "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
-             "bf16_flops_per_s": d.bf16_flops_per_s, "source": d.source} for d in DEVICES]
+             "bf16_flops_per_s": d.bf16_flops_per_s, "fp8_flops_per_s": d.fp8_flops_per_s,
+             "fp4_flops_per_s": d.fp4_flops_per_s, "interconnect": d.interconnect,
+             "interconnect_bytes_per_s": d.interconnect_bytes_per_s,
+             "interconnect_latency_s": d.interconnect_latency_s,
+             "p2p_latency_s": d.p2p_latency_s, "source": d.source} for d in DEVICES]
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    cols = ("name", "vendor GB (10^9 B)", "usable GiB (2^30 B)", "TB/s", "BF16 TFLOPS")
-    _print_table("device catalog (usable = as the driver reports it)", cols, [
+    cols = ("name", "GB", "GiB usable", "TB/s", "BF16 TF", "FP8 TF", "link GB/s")
+    _print_table("device catalog (GB = 10^9 B as sold; GiB = 2^30 B as the driver reports; "
+                 "TF = dense TFLOPS; link: one direction)", cols, [
         (d.name, f"{d.marketing_bytes / 1e9:,.0f}", f"{d.usable_bytes / GiB:,.2f}",
-         _per_tera(d.bandwidth_bytes_per_s, ".2f"), _per_tera(d.bf16_flops_per_s, ",.1f"))
+         _per_tera(d.bandwidth_bytes_per_s, ".2f"), _per_tera(d.bf16_flops_per_s, ",.0f"),
+         _per_tera(d.fp8_flops_per_s, ",.0f", "-"), f"{d.interconnect_bytes_per_s / 1e9:,.0f}")
         for d in DEVICES], [(d.name, d.source) for d in DEVICES])
 
 
@@ -108,8 +114,8 @@ def _print_table(title: str, cols: tuple[str, ...], rows: list[tuple[str, ...]],
         console.print(f"  {name}: {source}", highlight=False, markup=False)
 
 
-def _per_tera(value: int | None, spec: str) -> str:
-    return "unknown" if value is None else format(value / 1e12, spec)
+def _per_tera(value: int | None, spec: str, missing: str = "unknown") -> str:
+    return missing if value is None else format(value / 1e12, spec)
 
 
 def blocks(

@@ -30,7 +30,9 @@ def cost(model: Annotated[str | None, typer.Argument(
          device: o.Device = None, bandwidth: o.Bandwidth = None, flops: o.Flops = None,
          step_overhead: o.StepOverhead = "0ms", workload: o.Workload = None,
          policy: Annotated[str, Opt(help="Scheduler policy simulated.")] = "continuous",
-         as_json: o.Json = False) -> None:
+         tensor_parallel_size: o.TensorParallel = 1,
+         pipeline_parallel_size: o.PipelineParallel = 1,
+         speed_of_light: o.SpeedOfLight = False, as_json: o.Json = False) -> None:
     """Self-hosted $ per million output tokens at full load and at --utilization.
 
     Output tokens/s come from --tokens-per-s, or from simulating MODEL's --workload with
@@ -42,8 +44,12 @@ def cost(model: Annotated[str | None, typer.Argument(
     rate, source = tokens_per_s, "given"
     if rate is None:
         rate, source = _simulated_rate(model, SimFlags(
-            device, bandwidth, flops, step_overhead, None, workload, None, (policy,)))
-    report = cost_report(gpu_price, rate, utilization, api_price) | {"tokens_source": source}
+            device, bandwidth, flops, step_overhead, None, workload, None, (policy,),
+            tensor_parallel_size=tensor_parallel_size,
+            pipeline_parallel_size=pipeline_parallel_size, speed_of_light=speed_of_light))
+    num_gpus = tensor_parallel_size * pipeline_parallel_size
+    report = cost_report(gpu_price * num_gpus, rate, utilization, api_price) | {
+        "tokens_source": source, "num_gpus": num_gpus, "gpu_price_per_h": gpu_price}
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -63,7 +69,8 @@ def _simulated_rate(model: str | None, flags: SimFlags) -> tuple[float, str]:
 
 def _render(report: dict, console: Console) -> None:
     console.print(f"{report['output_tokens_per_s']:,.1f} output tokens/s "
-                  f"({report['tokens_source']}) at ${report['gpu_price_per_h']:g}/GPU-hour")
+                  f"({report['tokens_source']}) at ${report['gpu_price_per_h']:g}/GPU-hour"
+                  f" x {report['num_gpus']} GPU(s)")
     console.print(f"full load:           ${report['usd_per_million_full_load']:,.2f} per "
                   "million output tokens")
     console.print(f"at {report['utilization']:.0%} utilization: "

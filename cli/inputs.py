@@ -5,7 +5,12 @@ from dataclasses import dataclass, replace
 from servecap.ledger import dtypes
 from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
-from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS, ServeSpec
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    ServeSpec,
+)
 from servecap.ledger.units import parse_fraction_or_size, parse_size
 from servecap.ledger.weights import default_quant
 from servecap.model_configs import LoadedModel
@@ -27,8 +32,8 @@ class PlanFlags:
     block_size: int | None = None
     shared_prefix: int = 0
     group_size: int = 128
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
 
 
 def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:

@@ -3,6 +3,7 @@
 import functools
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ import typer
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Overrides
-from servecap.ledger.serve import ServeSpec
+from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, ServeSpec
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model
 
@@ -59,7 +60,8 @@ def plan(
     group_size: Annotated[int, Rep(help="int4 group size (0: per channel).")]
     = 128,
     max_num_batched_tokens: Annotated[int, Led(help="Tokens per forward pass (sizes the "
-                                               "runtime-peak estimate).")] = 8192,
+                                               "runtime-peak estimate).")]
+    = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     as_json: Annotated[bool, Out("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Out(help="Also write a capacity workbook with live formulas "
@@ -131,6 +133,16 @@ def deployment_from_flags(model: str | None, flags: PlanFlags,
     loaded = loaded or _load(model)
     return plan_deployment(loaded, model_for_flags(flags, loaded), serve_spec(flags, loaded),
                            _file_overrides(loaded, flags), deploy, flags)
+
+
+def deployment_parts(model: str, flags: PlanFlags, deploy: DeployFlags):
+    """The model as flagged and its deployment with one resident request: what the simulator
+    sizes its KV pool and prices its steps from (the same ledger plan prints)."""
+    loaded = _load(model)
+    spec = model_for_flags(flags, loaded)
+    serve = replace(serve_spec(flags, loaded), concurrency=1)
+    return spec, plan_deployment(loaded, spec, serve, _file_overrides(loaded, flags), deploy,
+                                 flags)
 
 
 def plan_parts(model: str | None, flags: PlanFlags) -> tuple[ModelSpec, ServeSpec, Overrides]:

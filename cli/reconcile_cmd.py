@@ -12,6 +12,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Overrides
 from servecap.ledger.ranks import Parallel, build_deployment
 from servecap.ledger.reconcile import Reconciliation, check_same_model, reconcile
+from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS, DEFAULT_MAX_NUM_BATCHED_TOKENS
 from servecap.ledger.units import GiB
 from servecap.ledger.vllm_log import LogFacts, parse_vllm_log
 from servecap.ledger.weights import WeightBytes
@@ -33,9 +34,10 @@ def reconcile_cmd(
                                       "total_gpu_memory.")] = None,
     max_model_len: Annotated[int | None, Opt("--max-model-len", "--context",
                                              help="Default: the log's.")] = None,
-    block_size: Annotated[int, Opt(help="vLLM --block-size.")] = 16,
+    block_size: Annotated[int, Opt(help="vLLM --block-size.")] = DEFAULT_BLOCK_SIZE_TOKENS,
     kv_dtype: Annotated[str | None, Opt("--kv-cache-dtype", "--kv-dtype")] = None,
-    max_num_batched_tokens: Annotated[int, Opt(help="Sizes the activation estimate.")] = 8192,
+    max_num_batched_tokens: Annotated[int, Opt(help="Sizes the activation estimate.")]
+    = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:

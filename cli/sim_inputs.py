@@ -11,20 +11,30 @@ import yaml
 
 from servecap.ledger.devices import find
 from servecap.ledger.errors import SpecError
-from servecap.ledger.plan import Plan, build_plan
+from servecap.ledger.model import ModelSpec
+from servecap.ledger.plan import Plan
+from servecap.ledger.ranks import Deployment as RankDeployment
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_WATERMARK,
+)
 from servecap.ledger.units import GB, TB, parse_size
-from servecap.model_configs import load_model
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.deploy import Deployment
+from servecap.sim.efficiency import for_device
 from servecap.sim.kvpool import pool_blocks
 from servecap.sim.metrics import SLO
-from servecap.sim.roofline import Coefficients, coefficients_for_plan, override
+from servecap.sim.rank_model import rank_coefficients
+from servecap.sim.roofline import Coefficients, override
 from servecap.sim.sampling import Request, draw_requests
 from servecap.sim.speculative import Speculation
 from servecap.sim.trace import parse_trace
 from servecap.sim.workload import Workload, workload_from_dict
 
-from .inputs import PlanFlags, model_for_flags, serve_spec
+from .deploy import DeployFlags
+from .inputs import PlanFlags
 
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTP]?)\s*(?:FLOPS|FLOP/S|flops|flop/s)?\s*$")
 _PREFIX = {"": 1, "k": 1000, "K": 1000, "M": 1000 * 1000, "G": GB, "T": TB, "P": 1000 * TB}
@@ -47,10 +57,10 @@ class SimFlags:
     context: int | None = None
     weight_dtype: str | None = None
     kv_dtype: str | None = None
-    block_size: int = 16
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
-    watermark: float = 0.01
+    block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    watermark: float = DEFAULT_WATERMARK
     preemption: str = "recompute"
     prefix_caching: bool = True
     slo_ttft: str | None = None
@@ -68,6 +78,25 @@ class SimFlags:
     acceptance: float = 0.7
     speculate_max_batch: int | None = None
     scheduling: str = "fcfs"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    speed_of_light: bool = False
+    concurrency: int | None = None
+    step_time_cv: float | None = None
+    seed: int = 0
+    expert_parallel: bool = False
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The model as flagged, plan's per-rank deployment, and its binding rank's ledger."""
+
+    spec: ModelSpec
+    deployment: RankDeployment
+
+    @property
+    def plan(self) -> Plan:
+        return self.deployment.plan
 
 
 @dataclass(frozen=True)
@@ -129,16 +158,20 @@ def slo_for(flags: SimFlags) -> SLO:
 
 def build_setup(model: str, flags: SimFlags) -> Setup:
     """Plan the device with the ledger, price iterations with the roofline, load the load."""
-    plan = plan_for(model, flags)
-    coef = device_coefficients(plan, flags)
+    ranked = rank_for(model, flags)
+    plan = ranked.plan
+    coef = device_coefficients(ranked, flags)
     speculation = speculation_for(flags)
     configs = tuple(SchedulerConfig(
         policy=p, max_num_batched_tokens=flags.max_num_batched_tokens,
         max_num_seqs=flags.max_num_seqs, block_size_tokens=flags.block_size,
         watermark=flags.watermark, preemption_mode=flags.preemption,
         prefix_caching=flags.prefix_caching, speculation=speculation,
-        scheduling=flags.scheduling)
+        scheduling=flags.scheduling, seed=flags.seed, concurrency=flags.concurrency)
         for p in flags.policies)
+    if flags.concurrency is not None and (flags.replicas > 1 or flags.disaggregate):
+        raise SpecError("--concurrency", flags.concurrency, "closed loop runs one engine: drop "
+                        "--replicas/--disaggregate")
     requests, workload, source = load_requests(flags)
     return Setup(plan, coef, _num_blocks(plan, flags), configs, requests, workload,
                  slo_for(flags), source, deployment_for(flags))
@@ -166,10 +199,10 @@ def speculation_for(flags: SimFlags) -> Speculation | None:
     return Speculation(flags.draft_length, flags.acceptance, draft, flags.speculate_max_batch)
 
 
-def draft_plan(draft: str, flags: SimFlags) -> Plan:
-    """The draft model's plan; a model that cannot be loaded is named as --draft."""
+def draft_plan(draft: str, flags: SimFlags) -> Ranked:
+    """The draft model's ranks; a model that cannot be loaded is named as --draft."""
     try:
-        return plan_for(draft, flags)
+        return rank_for(draft, flags)
     except SpecError as exc:
         if exc.field == "model":
             raise SpecError("--draft", exc.value, exc.allowed, exc.source) from None
@@ -189,27 +222,59 @@ def deployment_for(flags: SimFlags) -> Deployment:
                       parse_bandwidth(flags.kv_transfer, "--kv-transfer"))
 
 
-def device_coefficients(plan: Plan, flags: SimFlags) -> Coefficients:
-    """Catalog rates unless --bandwidth/--flops say otherwise; then a coefficients file."""
+def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
+    """Catalog rates (GEMMs at the weights' dtype) unless --bandwidth/--flops say otherwise,
+    the device's measured efficiency table unless --speed-of-light; then a coefficients file,
+    which replaces the roofline's figures on the speed-of-light model (it was fitted on it)."""
     device = find(flags.device or "")
+    weight_dtype = ranked.plan.serve.weight_dtype
     bandwidth = parse_bandwidth(flags.bandwidth) if flags.bandwidth else \
         device and device.bandwidth_bytes_per_s
-    flops = parse_flops(flags.flops) if flags.flops else device and device.bf16_flops_per_s
+    flops = parse_flops(flags.flops) if flags.flops else \
+        device and device.flops_per_s(weight_dtype)
     if not bandwidth or not flops:
         missing = "--bandwidth" if not bandwidth else "--flops"
         raise SpecError(missing, None, "required for a device given by size (e.g. --device "
                         "80GiB --bandwidth 2000GB/s --flops 990TFLOPS)")
-    coef = coefficients_for_plan(plan, bandwidth, flops,
-                                 parse_duration(flags.step_overhead, "--step-overhead"))
+    if device is None and flags.tensor_parallel_size * flags.pipeline_parallel_size > 1:
+        raise SpecError("--device", flags.device, "a catalog name under -tp/-pp: its "
+                        "interconnect prices the all-reduces and pipeline sends (see "
+                        "`servecap devices`)")
+    measured = None if flags.speed_of_light or flags.coefficients is not None \
+        else for_device(device and device.name)
+    coef = rank_coefficients(ranked.spec, ranked.deployment, bandwidth, flops,
+                             parse_duration(flags.step_overhead, "--step-overhead"), device,
+                             measured, _expert_parallel(ranked, flags))
+    if flags.step_time_cv is not None:
+        if not 0 <= flags.step_time_cv < 10:
+            raise SpecError("--step-time-cv", flags.step_time_cv, "a coefficient of variation "
+                            "in [0, 10), e.g. 0.05")
+        coef = override(coef, {"step_time_cv": flags.step_time_cv}, coef.source)
     if flags.coefficients is None:
         return coef
     data = _read_json(flags.coefficients)
     if isinstance(data.get("coefficients"), dict):  # a `servecap simulate --json` report
-        data = {k: v for k, v in data["coefficients"].items() if k != "source"}
+        data = {k: v for k, v in data["coefficients"].items()
+                if k not in ("source", "efficiency_source")}
     try:
         return override(coef, data, f"measured: {flags.coefficients}")
     except SpecError as exc:
         raise exc.at(str(flags.coefficients)) from None
+
+
+def _expert_parallel(ranked: Ranked, flags: SimFlags) -> bool:
+    """--enable-expert-parallel applies to a MoE model across tensor-parallel ranks whose
+    count divides its experts."""
+    if not flags.expert_parallel:
+        return False
+    moe, tp = ranked.spec.moe, flags.tensor_parallel_size
+    if moe is None:
+        raise SpecError("--enable-expert-parallel", True, f"needs a mixture-of-experts model "
+                        f"({ranked.spec.name} is dense)")
+    if tp < 2 or moe.num_experts % tp:
+        raise SpecError("--enable-expert-parallel", True, f"needs -tp >= 2 dividing the "
+                        f"{moe.num_experts} experts (got -tp {tp})")
+    return True
 
 
 def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]:
@@ -244,16 +309,26 @@ def load_workload(path: Path) -> Workload:
 
 
 def plan_for(model: str, flags: SimFlags) -> Plan:
-    """The ledger plan of `model` on the flagged device (one resident request)."""
-    loaded = load_model(model)
+    """The binding rank's ledger plan of `model` on the flagged device (one resident
+    request)."""
+    return rank_for(model, flags).plan
+
+
+def rank_for(model: str, flags: SimFlags) -> Ranked:
+    """`servecap plan`'s own per-rank deployment (one ledger, the same function) of `model`
+    at --tensor/--pipeline-parallel-size, one resident request."""
+    from .plan_cmd import deployment_parts
+
     plan_flags = PlanFlags(device=flags.device, context=flags.context, concurrency=1,
                            runtime_peak=flags.runtime_peak, safety=flags.safety,
                            weight_dtype=flags.weight_dtype, kv_dtype=flags.kv_dtype,
                            block_size=flags.block_size,
                            max_num_batched_tokens=flags.max_num_batched_tokens,
                            max_num_seqs=flags.max_num_seqs)
-    serve = serve_spec(plan_flags, loaded)
-    return build_plan(model_for_flags(plan_flags, loaded), replace(serve, concurrency=1))
+    deploy = DeployFlags(tensor_parallel_size=flags.tensor_parallel_size,
+                         pipeline_parallel_size=flags.pipeline_parallel_size)
+    spec, deployment = deployment_parts(model, plan_flags, deploy)
+    return Ranked(spec, deployment)
 
 
 def _read_text(path: Path) -> str:

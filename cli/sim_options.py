@@ -72,3 +72,25 @@ Scheduling = Annotated[str, Opt(help="fcfs, or priority: waiting requests ordere
 Xlsx = Annotated[Path | None, Opt(help="Also write a capacity workbook of the simulated "
                                   "device, its Latency record filled from this run.")]
 Force = Annotated[bool, Opt("--force", help="Replace an existing --xlsx file.")]
+TensorParallel = Annotated[int, Opt("--tensor-parallel-size", "-tp", help="GPUs that shard "
+                                    "each layer: the KV pool is the binding rank's (as `plan "
+                                    "-tp`), every layer pays two all-reduces on the "
+                                    "interconnect.")]
+PipelineParallel = Annotated[int, Opt("--pipeline-parallel-size", "-pp", help="GPUs that split "
+                                      "the layers into stages, run in turn (one batch in "
+                                      "flight: the bubble is not filled).")]
+SpeedOfLight = Annotated[bool, Opt("--speed-of-light", help="Peak FLOPS and bandwidth with no "
+                                   "overheads (the uncalibrated roofline) instead of the "
+                                   "device's measured efficiency table.")]
+Concurrency = Annotated[int | None, Opt(help="Closed loop: N requests in flight, the next sent "
+                                        "as one finishes (as `vllm bench serve "
+                                        "--max-concurrency`); arrival times are ignored.")]
+StepTimeCv = Annotated[float | None, Opt(help="Step-time spread (coefficient of variation, "
+                                         "e.g. 0.05): each step's time is drawn around its "
+                                         "mean, seeded by --seed. Default: the coefficients "
+                                         "file's step_time_cv, else 0.")]
+Seed = Annotated[int, Opt(help="Seed of the step-time draws.")]
+ExpertParallel = Annotated[bool, Opt("--enable-expert-parallel", help="MoE: the -tp ranks hold "
+                                     "whole experts (vLLM's flag); each MoE layer's all-reduce "
+                                     "becomes an all-to-all of every token's top-k "
+                                     "activations.")]

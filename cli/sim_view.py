@@ -17,6 +17,7 @@ def render_coefficients(report: dict, console: Console) -> None:
         f"{coef['weights_bytes']:,} B, KV {coef['kv_bytes_per_token']:,} B/token, "
         f"{coef['flops_per_token']:,} FLOPs/token, swap {coef['swap_bandwidth_bytes_per_s'] / GB:g}"
         f" GB/s")
+    _render_step_model(coef, report.get("step_terms"), console)
     spec = report.get("speculation")
     if spec:
         console.print(f"speculative decoding: k = {spec['draft_length']}, a = "
@@ -28,6 +29,25 @@ def render_coefficients(report: dict, console: Console) -> None:
     console.print(f"single-stream decode bound {report['decode_bound_tokens_per_s']:,.1f} "
                   f"tokens/s; KV pool {pool['num_blocks']:,} blocks x "
                   f"{pool['block_size_tokens']} tokens ({fmt_gib(pool['pool_bytes'])})")
+
+
+def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None:
+    """The terms beyond the roofline: efficiencies and their source, overheads, links."""
+    if "gemm_efficiency" not in coef:
+        return
+    console.print(f"step model ({coef['efficiency_source']}): GEMM x{coef['gemm_efficiency']:g}"
+                  f", attention x{coef['attention_efficiency']:g}, bandwidth "
+                  f"x{coef['bandwidth_efficiency']:g} of peak; {coef['num_layers']} layers x "
+                  f"{coef['layer_overhead_s'] * 1e6:g} us; tp {coef['tensor_parallel_size']}, "
+                  f"pp {coef['pipeline_parallel_size']}"
+                  + (f"; {coef['num_experts']} experts, top {coef['experts_per_token']}"
+                     if coef["num_experts"] else ""), highlight=False)
+    for name, parts in (steps or {}).items():
+        console.print(f"  {name.replace('_', ' ')}: {parts['step_s'] * 1000:.3f} ms = max(GEMM "
+                      f"{parts['gemm_s'] * 1000:.3f} + attention {parts['attention_s'] * 1000:.3f}"
+                      f", memory {parts['memory_s'] * 1000:.3f}) + collectives "
+                      f"{parts['collective_s'] * 1000:.3f} + overhead "
+                      f"{parts['overhead_s'] * 1000:.3f} ms", highlight=False)
 
 
 def render_simulation(report: dict, console: Console) -> None:

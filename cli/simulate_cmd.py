@@ -11,6 +11,12 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_WATERMARK,
+)
 from servecap.sim.deploy import run_deployment
 from servecap.sim.records import (
     RECORD_COLUMNS,
@@ -41,8 +47,10 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
              trace: o.Trace = None, policy: o.Policy = None, context: o.Context = None,
              weight_dtype: o.WeightDtype = None, kv_dtype: o.KvDtype = None,
-             block_size: o.BlockSize = 16, max_num_batched_tokens: o.MaxBatched = 8192,
-             max_num_seqs: o.MaxSeqs = 256, watermark: o.Watermark = 0.01,
+             block_size: o.BlockSize = DEFAULT_BLOCK_SIZE_TOKENS,
+             max_num_batched_tokens: o.MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+             max_num_seqs: o.MaxSeqs = DEFAULT_MAX_NUM_SEQS,
+             watermark: o.Watermark = DEFAULT_WATERMARK,
              preemption: o.Preemption = "recompute", prefix_caching: o.PrefixCaching = True,
              slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
              replicas: o.Replicas = 1, router: o.Router = "least-tokens",
@@ -51,7 +59,12 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
              draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
              speculate_max_batch: o.SpeculateMaxBatch = None,
-             scheduling: o.Scheduling = "fcfs", as_json: o.Json = False,
+             scheduling: o.Scheduling = "fcfs",
+             tensor_parallel_size: o.TensorParallel = 1,
+             pipeline_parallel_size: o.PipelineParallel = 1,
+             speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
+             step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0,
+             expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
                  "timestamp).")] = None,
@@ -77,7 +90,9 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch, scheduling)
+                     draft_length, acceptance, speculate_max_batch, scheduling,
+                     tensor_parallel_size, pipeline_parallel_size, speed_of_light,
+                     concurrency, step_time_cv, seed, expert_parallel)
     check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)

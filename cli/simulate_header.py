@@ -3,6 +3,7 @@
 from servecap.sim.metrics import PERCENTILE_METHOD
 from servecap.sim.roofline import as_dict, decode_bound_tokens_per_s
 from servecap.sim.speculative import expected_tokens_per_step
+from servecap.sim.step_model import prefill_pairs, step_s, terms
 
 from .sim_inputs import Setup
 
@@ -15,6 +16,8 @@ def header(setup: Setup) -> dict:
         "source": setup.source, "num_requests": len(setup.requests),
         "coefficients": as_dict(coef),
         "decode_bound_tokens_per_s": decode_bound_tokens_per_s(coef),
+        "step_terms": example_steps(coef),
+        "memory": _memory(setup),
         "kv_pool": {"num_blocks": setup.num_blocks,
                     "block_size_tokens": setup.configs[0].block_size_tokens,
                     "kv_bytes_per_token": plan.kv_bytes_per_token,
@@ -23,6 +26,29 @@ def header(setup: Setup) -> dict:
         "percentile_method": PERCENTILE_METHOD,
         "speculation": _speculation(setup.configs[0].speculation),
     }
+
+
+EXAMPLE_TOKENS = 1024
+
+
+def example_steps(coef) -> dict:
+    """The step model's terms (seconds) for two reference steps, so every term is visible:
+    a 1,024-token prefill, and one decode step of 1 sequence at 1,024 tokens of context."""
+    pairs = prefill_pairs(0, EXAMPLE_TOKENS)
+    shapes = {"prefill_1024_tokens": (EXAMPLE_TOKENS, 0, pairs, 0),
+              "decode_1_seq_at_1024": (0, 1, 0, EXAMPLE_TOKENS)}
+    return {name: terms(coef, *shape) | {"step_s": step_s(coef, *shape)}
+            for name, shape in shapes.items()}
+
+
+def _memory(setup: Setup) -> dict:
+    """The binding rank's ledger, the same integers `plan --json` prints for these sizes."""
+    plan, coef = setup.plan, setup.coefficients
+    out = {f"{item.key}_bytes": item.num_bytes for item in plan.lines}
+    return out | {"device_bytes": plan.device_bytes, "committed_bytes": plan.committed_bytes,
+                  "kv_bytes_per_token": plan.kv_bytes_per_token,
+                  "tensor_parallel_size": coef.tensor_parallel_size,
+                  "pipeline_parallel_size": coef.pipeline_parallel_size}
 
 
 def _speculation(spec) -> dict | None:

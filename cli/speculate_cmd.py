@@ -16,7 +16,7 @@ from servecap.sim.speculative import (
 )
 
 from . import sim_options as o
-from .sim_inputs import SimFlags, device_coefficients, draft_plan, plan_for
+from .sim_inputs import SimFlags, device_coefficients, draft_plan, rank_for
 
 Opt = typer.Option
 
@@ -31,7 +31,9 @@ def speculate(model: o.Model,
               context: Annotated[int, Opt(help="Tokens of context per sequence.")] = 1024,
               batches: Annotated[str, Opt(help="Batch sizes to compare.")]
               = "1,2,4,8,16,32,64,128,256,512",
-              as_json: o.Json = False) -> None:
+              tensor_parallel_size: o.TensorParallel = 1,
+              pipeline_parallel_size: o.PipelineParallel = 1,
+              speed_of_light: o.SpeedOfLight = False, as_json: o.Json = False) -> None:
     """Where speculative decoding helps (low batch, memory-bound) and where it stops.
 
     Speedup per batch size on the roofline, for --draft-length tokens accepted each with
@@ -40,8 +42,10 @@ def speculate(model: o.Model,
       servecap speculate llama-3.1-8b --device h100-80gb --draft llama-3.2-1b-instruct
     """
     flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops,
-                     step_overhead=step_overhead)
-    target = device_coefficients(plan_for(model, flags), flags)
+                     step_overhead=step_overhead, tensor_parallel_size=tensor_parallel_size,
+                     pipeline_parallel_size=pipeline_parallel_size,
+                     speed_of_light=speed_of_light)
+    target = device_coefficients(rank_for(model, flags), flags)
     spec = Speculation(draft_length, acceptance,
                        device_coefficients(draft_plan(draft, flags), flags))
     rows = compare(target, spec, _batches(batches), context)

@@ -11,10 +11,16 @@ from rich.progress import Progress
 from rich.table import Table
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_WATERMARK,
+)
 from servecap.sim.deploy import run_deployment
 from servecap.sim.metrics import summarize
 from servecap.sim.run import simulate
-from servecap.sim.sweep import run_sweep
+from servecap.sim.sweep import closed_loop_points, run_sweep
 
 from . import sim_options as o
 from .sim_inputs import Setup, SimFlags, build_setup
@@ -28,9 +34,10 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
           policy: Annotated[str, typer.Option(help="One scheduler policy.")] = "continuous",
           context: o.Context = None, weight_dtype: o.WeightDtype = None,
-          kv_dtype: o.KvDtype = None, block_size: o.BlockSize = 16,
-          max_num_batched_tokens: o.MaxBatched = 8192, max_num_seqs: o.MaxSeqs = 256,
-          watermark: o.Watermark = 0.01, preemption: o.Preemption = "recompute",
+          kv_dtype: o.KvDtype = None, block_size: o.BlockSize = DEFAULT_BLOCK_SIZE_TOKENS,
+          max_num_batched_tokens: o.MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+          max_num_seqs: o.MaxSeqs = DEFAULT_MAX_NUM_SEQS,
+          watermark: o.Watermark = DEFAULT_WATERMARK, preemption: o.Preemption = "recompute",
           prefix_caching: o.PrefixCaching = True, slo_ttft: o.SloTtft = None,
           slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
           target: Annotated[float, typer.Option(help="SLO attainment the capacity must "
@@ -45,7 +52,12 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
           draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
           speculate_max_batch: o.SpeculateMaxBatch = None,
-          scheduling: o.Scheduling = "fcfs", as_json: o.Json = False,
+          scheduling: o.Scheduling = "fcfs",
+          tensor_parallel_size: o.TensorParallel = 1,
+          pipeline_parallel_size: o.PipelineParallel = 1,
+          speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
+          step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0,
+          expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
           xlsx: o.Xlsx = None, force: o.Force = False) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity.
 
@@ -60,7 +72,9 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
                      max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch, scheduling)
+                     draft_length, acceptance, speculate_max_batch, scheduling,
+                     tensor_parallel_size, pipeline_parallel_size, speed_of_light,
+                     concurrency, step_time_cv, seed, expert_parallel)
     if xlsx is not None:
         check_target(xlsx, force)
     setup = build_setup(model, flags)
@@ -79,7 +93,8 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
         raise SpecError("--target", target, "a share of requests in (0, 1]")
     if num_rates < 1:
         raise SpecError("--num-rates", num_rates, "a whole number >= 1")
-    cfg = setup.configs[0]
+    cfg = replace(setup.configs[0], concurrency=None)
+    closed = setup.configs[0].concurrency
 
     def run(requests):  # the last outcome: the disaggregated one when asked for
         return run_deployment(requests, setup.coefficients, cfg, setup.num_blocks,
@@ -95,6 +110,11 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
         result = run_sweep(setup.workload, run, target, rates, num_rates,
                            on_point=lambda _: bar.advance(task),
                            run_one_at_a_time=one_at_a_time)
+    if closed is not None:
+        result["closed_loop_points"] = closed_loop_points(
+            setup.workload, lambda reqs, n: summarize(simulate(
+                reqs, setup.coefficients, replace(cfg, concurrency=n), setup.num_blocks),
+                setup.slo), closed, target)
     return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
 
 
@@ -130,10 +150,24 @@ def render_sweep(report: dict, console: Console) -> None:
                       *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
     console.print(table)
+    if "closed_loop_points" in report:
+        _render_closed(report["closed_loop_points"], console)
     console.print(f"capacity: {report['capacity_rps']:,.2f} req/s at >= "
                   f"{report['target_attainment']:.0%} SLO attainment (synchronous "
                   f"{report['synchronous_rps']:,.2f} req/s, saturation "
                   f"{report['saturation_rps']:,.2f} req/s)")
+
+
+def _render_closed(points: list[dict], console: Console) -> None:
+    table = Table(title="closed loop (N in flight; latency: p99 ms)")
+    for col in ("in flight", "achieved req/s", "SLO met", "out tok/s", "TTFT", "TPOT",
+                "e2e"):
+        table.add_column(col, justify="right")
+    for p in points:
+        table.add_row(str(p["concurrency"]), f"{p['achieved_rps']:,.2f}",
+                      f"{p['slo_attainment']:.1%}", f"{p['output_tokens_per_s']:,.0f}",
+                      *(_p99(p[k]) for k in ("ttft_ms", "tpot_ms", "e2e_ms")))
+    console.print(table)
 
 
 def _p99(stats: dict) -> str:

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 from servecap.model_configs import load_model
 
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
@@ -59,8 +60,9 @@ def verify(
     weight_dtype: Annotated[str | None, Opt(help="fp32, bf16, fp16.")] = None,
     kv_dtype: Annotated[str | None, Opt(help="KV cache dtype: fp32, bf16, fp16.")] = None,
     block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
-    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")] = 8192,
-    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = 256,
+    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")]
+    = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = DEFAULT_MAX_NUM_SEQS,
     num_layers: Annotated[int | None, Opt(help="Run a copy with only the first N layers; the "
                                           "ledger is scaled the same way.")] = None,
     output_tokens: Annotated[int, Opt(help="Output tokens of each request in the declared "

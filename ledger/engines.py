@@ -15,6 +15,7 @@ from .kv_blocks import (
 )
 from .lines import Line
 from .model import ModelSpec
+from .serve import DEFAULT_BLOCK_SIZE_TOKENS
 from .units import GiB, MiB
 
 PLAIN, VLLM, SGLANG, TRTLLM = "plain", "vllm", "sglang", "trtllm"
@@ -23,7 +24,7 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.90  # vLLM <= 0.11 (0.92 in 0.20+)
 DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.90  # TensorRT-LLM KvCacheConfig
 # SGLang's default mem_fraction_static by tp x pp (server_args.py, 0.4.6): 0.88 on one GPU.
 SGLANG_DEFAULT_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
-DEFAULT_BLOCK_TOKENS = {VLLM: 16, SGLANG: 1, TRTLLM: 32}
+DEFAULT_BLOCK_TOKENS = {VLLM: DEFAULT_BLOCK_SIZE_TOKENS, SGLANG: 1, TRTLLM: 32}
 # Memory outside torch's allocator that the engine's profiler sees on one GPU (cuBLAS/attention
 # workspaces): public vLLM logs show 0.35-0.39 GiB. An estimate; measure it (--non-torch).
 DEFAULT_NON_TORCH_BYTES = 384 * MiB

@@ -143,3 +143,11 @@ def _mlp_widths(spec: ModelSpec) -> set[int]:
 
 def _divisors(n: int) -> str:
     return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def rank_parameters(spec: ModelSpec, tp: int, stage: Stage | None = None) -> tuple[int, int]:
+    """(parameters one rank holds, of which routed experts) from its shard of the inventory:
+    what a step on that rank multiplies by (the simulator's per-rank FLOPs and expert reads)."""
+    groups = rank_inventory(spec, tp, stage)
+    return (sum(g.numel for g in groups),
+            sum(g.numel for g in groups if g.name == "mlp.experts"))

@@ -3,6 +3,12 @@
 from dataclasses import dataclass
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_WATERMARK,
+)
 
 from .speculative import Speculation
 
@@ -24,13 +30,15 @@ class SchedulerConfig:
     speeds decode-only iterations (up to its max_batch); mixed iterations run without it.
     scheduling: fcfs, or priority (vLLM's --scheduling-policy priority: the waiting queue is
     ordered by tenant priority, then arrival, and preemption takes the lowest priority first;
-    running requests are not preempted to admit higher-priority ones)."""
+    running requests are not preempted to admit higher-priority ones). seed: the step-time
+    draws when the coefficients carry a spread (step_time_cv). concurrency: closed loop, this
+    many requests in flight, the next sent as one finishes (None: open loop, as offered)."""
 
     policy: str = "continuous"
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
-    block_size_tokens: int = 16
-    watermark: float = 0.01
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+    watermark: float = DEFAULT_WATERMARK
     preemption_mode: str = "recompute"
     prefix_caching: bool = True
     max_time_s: float | None = None
@@ -38,6 +46,8 @@ class SchedulerConfig:
     waiting_served_ratio: float = 1.2
     speculation: Speculation | None = None
     scheduling: str = "fcfs"
+    seed: int = 0
+    concurrency: int | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -60,6 +70,10 @@ class SchedulerConfig:
                             "every running sequence decodes each iteration")
         if not self.waiting_served_ratio > 0:
             raise SpecError("waiting_served_ratio", self.waiting_served_ratio, "must be > 0")
+        if self.concurrency is not None and (isinstance(self.concurrency, bool) or not
+                                             isinstance(self.concurrency, int)
+                                             or self.concurrency < 1):
+            raise SpecError("--concurrency", self.concurrency, "a whole number >= 1")
         if self.max_time_s is not None and not self.max_time_s > 0:
             raise SpecError("max_time_s", self.max_time_s, "must be > 0 seconds")
 

@@ -2,6 +2,7 @@
 
 from bisect import insort
 from collections import deque
+from dataclasses import replace
 
 from servecap.ledger.paging import blocks_for
 
@@ -10,6 +11,9 @@ from .kvpool import BlockPool
 from .roofline import Coefficients, swap_s
 from .sampling import Request
 from .state import DONE, REJECTED, RUNNING, WAITING, Seq, SimResult
+from .step_model import step_jitter
+
+INF = float("inf")
 
 
 class Engine:
@@ -37,9 +41,29 @@ class Engine:
         self.reserved_blocks = 0
         self.steps_since_prefill = 0
         self.by_priority = config.scheduling == "priority"
+        self.jitter = step_jitter(coef.step_time_cv, config.seed)
+        self.closed = config.concurrency is not None
+        self.next_closed = 0
+        if self.closed:
+            self._open_closed_loop(config.concurrency)
         self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, [])
 
     # arrivals -------------------------------------------------------------------------------
+    def _open_closed_loop(self, concurrency: int) -> None:
+        """Closed loop: the first `concurrency` requests are sent at 0, each later one when a
+        request finishes (or is rejected); offered arrival times are ignored."""
+        for seq in self.seqs:
+            seq.ready_s = INF
+        for _ in range(min(concurrency, len(self.seqs))):
+            self.send_next()
+
+    def send_next(self) -> None:
+        if self.next_closed < len(self.seqs):
+            seq = self.seqs[self.next_closed]
+            seq.req = replace(seq.req, arrival_s=self.now)
+            seq.ready_s = self.now
+            self.next_closed += 1
+
     def pull_arrivals(self) -> None:
         """Queue every request accepted by now; one that could never fit is rejected."""
         seqs, now, limit = self.seqs, self.now, self.pool.num_blocks - self.pool.watermark_blocks
@@ -52,6 +76,8 @@ class Engine:
             if need > limit:
                 seq.state, seq.release_s = REJECTED, seq.req.arrival_s
                 seq.reason = f"needs {need} KV blocks; the pool admits at most {limit}"
+                if self.closed:
+                    self.send_next()
             elif self.by_priority:
                 insort(self.waiting, seq, key=_priority_key)
             else:
@@ -61,7 +87,7 @@ class Engine:
         return not (self.waiting or self.running)
 
     def jump_to_next_arrival(self) -> bool:
-        if self.next_arrival >= len(self.seqs):
+        if self.next_arrival >= len(self.seqs) or self.seqs[self.next_arrival].ready_s == INF:
             return False
         self.now = max(self.now, self.seqs[self.next_arrival].ready_s)
         return True
@@ -170,6 +196,8 @@ class Engine:
     def finish(self, seq: Seq, held_tokens: int) -> None:
         self.release(seq, self.held_blocks(seq, held_tokens))
         seq.state, seq.release_s = DONE, self.now
+        if self.closed:
+            self.send_next()
 
     def preempt(self, seq: Seq) -> None:
         """Free a running sequence: by recompute (its KV is dropped and its prompt plus the

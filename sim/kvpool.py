@@ -15,7 +15,7 @@ def pool_blocks(plan: Plan, block_size_tokens: int) -> int:
     if block_bytes <= 0 or free_bytes < block_bytes:
         raise SpecError("device", plan.serve.device_label or plan.device_bytes,
                         "leaves no room for a single KV block after weights, runtime peak and "
-                        "safety")
+                        "safety; shard the model with -tp N (or -pp N), as `plan -tp N` does")
     return free_bytes // block_bytes
 
 

@@ -6,12 +6,38 @@ from dataclasses import asdict, dataclass, fields, replace
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Plan
 
+from .step_model import step_s
+
+SPEED_OF_LIGHT = "speed of light: peak FLOPS and bandwidth, no overheads (uncalibrated)"
+NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_overhead_s",
+                "attention_flops_per_token_pair", "attention_flops_per_s", "layer_overhead_s",
+                "num_layers", "moe_expert_bytes", "moe_flops_per_token", "num_experts",
+                "experts_per_token", "num_moe_layers", "moe_layer_overhead_s",
+                "collective_bytes_per_token", "collective_latency_s", "pipeline_bytes_per_token",
+                "pipeline_latency_s", "step_time_cv")
+INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
+        "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
+        "moe_flops_per_token", "num_experts", "num_moe_layers",
+        "experts_per_token", "tensor_parallel_size", "pipeline_parallel_size",
+        "expert_parallel_size"}
 
 @dataclass(frozen=True)
 class Coefficients:
-    """What one forward pass costs. Bytes are read from device memory at bandwidth_bytes_per_s;
-    FLOPs run at flops_per_s; step_overhead_s is paid once per iteration (launch, sampling,
-    scheduling). swap_bandwidth_bytes_per_s prices moving KV to and from host memory."""
+    """What one forward pass costs on one rank of the binding pipeline stage (see
+    step_model.terms). Bytes are read from device memory at bandwidth_bytes_per_s x
+    bandwidth_efficiency; GEMM FLOPs run at flops_per_s (the weights' dtype rate) x
+    gemm_efficiency, attention FLOPs at attention_flops_per_s (0: flops_per_s) x
+    attention_efficiency; step_overhead_s is paid once per iteration and layer_overhead_s once
+    per layer (launch, norms, sampling, scheduling). Routed experts (moe_expert_bytes of the
+    weights) are read only as far as the batch touches them; their share of the FLOPs
+    (moe_flops_per_token) runs at moe_gemm_efficiency (grouped expert GEMMs), and each of the
+    num_moe_layers pays moe_layer_overhead_s (routing, the grouped kernel's fixed cost).
+    Tensor-parallel all-reduces cost collective_bytes_per_token / interconnect_bytes_per_s per
+    token plus collective_latency_s per step; pipeline stages hand pipeline_bytes_per_token over
+    the link.
+    step_time_cv is the residual spread of a calibration (0: every step takes its mean).
+    Efficiencies of 1 and no overheads: the speed-of-light roofline.
+    swap_bandwidth_bytes_per_s prices moving KV to and from host memory."""
 
     weights_bytes: int
     kv_bytes_per_token: int
@@ -21,14 +47,52 @@ class Coefficients:
     step_overhead_s: float = 0.0
     swap_bandwidth_bytes_per_s: float = 25e9
     source: str = "roofline"
+    attention_flops_per_token_pair: int = 0
+    attention_flops_per_s: float = 0.0
+    gemm_efficiency: float = 1.0
+    attention_efficiency: float = 1.0
+    bandwidth_efficiency: float = 1.0
+    layer_overhead_s: float = 0.0
+    num_layers: int = 0
+    moe_expert_bytes: int = 0
+    moe_flops_per_token: int = 0
+    moe_gemm_efficiency: float = 1.0
+    num_moe_layers: int = 0
+    moe_layer_overhead_s: float = 0.0
+    num_experts: int = 0
+    experts_per_token: int = 0
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    expert_parallel_size: int = 1
+    collective_bytes_per_token: float = 0.0
+    collective_latency_s: float = 0.0
+    pipeline_bytes_per_token: float = 0.0
+    pipeline_latency_s: float = 0.0
+    interconnect_bytes_per_s: float = 450e9
+    step_time_cv: float = 0.0
+    efficiency_source: str = SPEED_OF_LIGHT
 
     def __post_init__(self) -> None:
-        for name in ("bandwidth_bytes_per_s", "flops_per_s", "swap_bandwidth_bytes_per_s"):
+        for name in ("bandwidth_bytes_per_s", "flops_per_s", "swap_bandwidth_bytes_per_s",
+                     "interconnect_bytes_per_s"):
             if not getattr(self, name) > 0:
                 raise SpecError(name, getattr(self, name), "must be > 0")
-        for name in ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_overhead_s"):
+        for name in ("gemm_efficiency", "attention_efficiency", "bandwidth_efficiency",
+                     "moe_gemm_efficiency"):
+            if not 0 < getattr(self, name) <= 1:
+                raise SpecError(name, getattr(self, name), "a share of peak in (0, 1]")
+        for name in NON_NEGATIVE:
             if getattr(self, name) < 0:
                 raise SpecError(name, getattr(self, name), "must be >= 0")
+        for name in ("tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size"):
+            if getattr(self, name) < 1:
+                raise SpecError(name, getattr(self, name), "a whole number >= 1")
+        if self.moe_flops_per_token > self.flops_per_token:
+            raise SpecError("moe_flops_per_token", self.moe_flops_per_token,
+                            f"at most flops_per_token ({self.flops_per_token:,})")
+        if self.moe_expert_bytes > self.weights_bytes:
+            raise SpecError("moe_expert_bytes", self.moe_expert_bytes,
+                            f"at most weights_bytes ({self.weights_bytes:,})")
 
 
 def coefficients(weights_bytes: int, kv_bytes_per_token: int, active_parameters: int,
@@ -55,11 +119,9 @@ def iteration_s(coef: Coefficients, num_tokens: int, kv_tokens_read: int) -> flo
     """t = max(FLOPs / flops_per_s, bytes / bandwidth) + step overhead, where
     FLOPs = flops_per_token x tokens computed this iteration and
     bytes = weights (read once per iteration) + kv_bytes_per_token x (live tokens read + tokens
-    written). Seconds."""
-    compute = coef.flops_per_token * num_tokens / coef.flops_per_s
-    memory = (coef.weights_bytes + coef.kv_bytes_per_token * (kv_tokens_read + num_tokens)) \
-        / coef.bandwidth_bytes_per_s
-    return (compute if compute > memory else memory) + coef.step_overhead_s
+    written). Seconds. The tokens are priced as decode tokens attending to kv_tokens_read keys
+    (step_model.step_s has prefill and decode apart)."""
+    return step_s(coef, 0, num_tokens, 0, kv_tokens_read)
 
 
 def decode_bound_tokens_per_s(coef: Coefficients) -> float:
@@ -75,15 +137,14 @@ def swap_s(coef: Coefficients, num_tokens: int) -> float:
 
 def override(coef: Coefficients, values: dict, source: str) -> Coefficients:
     """Replace coefficients by name (a measured coefficients file); unknown names are errors."""
-    names = {f.name for f in fields(Coefficients)} - {"source"}
+    names = {f.name for f in fields(Coefficients)} - {"source", "efficiency_source"}
     for key, value in values.items():
         if key not in names:
             raise SpecError(key, value, "unknown coefficient; allowed: " + ", ".join(sorted(names)))
         if isinstance(value, bool) or not isinstance(value, int | float) \
                 or not math.isfinite(value):
             raise SpecError(key, value, "a finite number")
-    ints = {"weights_bytes", "kv_bytes_per_token", "flops_per_token"}
-    clean = {k: int(v) if k in ints else float(v) for k, v in values.items()}
+    clean = {k: int(v) if k in INTS else float(v) for k, v in values.items()}
     return replace(coef, **clean, source=source)
 
 

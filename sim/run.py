@@ -3,11 +3,12 @@
 from .config import SchedulerConfig
 from .engine import Engine
 from .policies import PLANNERS, decode_due
-from .roofline import Coefficients, iteration_s
+from .roofline import Coefficients
 from .sampling import Request
 from .speculative import decode_iteration_s
 from .state import REJECTED, SimResult
 from .static import run_static
+from .step_model import decode_pricer, prefill_pairs, step_s
 
 
 def simulate(requests: list[Request], coef: Coefficients, config: SchedulerConfig,
@@ -59,16 +60,20 @@ def _run_iterations(eng: Engine, horizon: float | None) -> None:
 def _iterate(eng: Engine, work: list, decode: bool) -> None:
     """One forward pass: the decode set steps (if chosen) and each prefill chunk computes."""
     num_decode = len(eng.decoding) if decode else 0
-    kv_read = eng.live_kv_tokens() if decode else 0
-    tokens = num_decode
+    context = eng.live_kv_tokens() if decode else 0
+    prefill = cached = pairs = 0
     for seq, chunk in work:
-        kv_read += seq.computed
-        tokens += chunk
+        cached += seq.computed
+        prefill += chunk
+        pairs += prefill_pairs(seq.computed, chunk)
     spec = eng.cfg.speculation
     if spec is not None and not work and num_decode and spec.applies(num_decode):
-        dt = decode_iteration_s(eng.coef, spec, num_decode, kv_read) + eng.extra_s
+        dt = decode_iteration_s(eng.coef, spec, num_decode, context)
     else:
-        dt = iteration_s(eng.coef, tokens, kv_read) + eng.extra_s
+        dt = step_s(eng.coef, prefill, num_decode, pairs, context, cached)
+    if eng.jitter is not None:
+        dt *= eng.jitter()
+    dt += eng.extra_s
     eng.extra_s = 0.0
     _account(eng, dt)
     start = eng.now
@@ -101,10 +106,8 @@ def _decode_run(eng: Engine, horizon: float | None, max_steps: int | None) -> in
     stop = min(next_arrival, horizon if horizon is not None else float("inf"))
     num_waiting, steps = len(eng.waiting), 0
     limit = max_steps if max_steps is not None else float("inf")
-    # iteration_s inlined with the same arithmetic, so results are bit-identical
-    fpt, fps, wb, kvb, bw = coef.flops_per_token, coef.flops_per_s, coef.weights_bytes, \
-        coef.kv_bytes_per_token, coef.bandwidth_bytes_per_s
-    overhead, total_blocks, spec = coef.step_overhead_s, pool.num_blocks, eng.cfg.speculation
+    price, jitter = decode_pricer(coef), eng.jitter
+    total_blocks, spec = pool.num_blocks, eng.cfg.speculation
     busy = queue_area = system_area = 0.0
     while decoding and eng.now < stop and steps < limit:
         j = eng.dec_idx
@@ -116,12 +119,10 @@ def _decode_run(eng: Engine, horizon: float | None, max_steps: int | None) -> in
             need = residue[j % bsz]
         n = len(decoding)
         live = eng.ctx_base + n * j
-        if spec is not None and spec.applies(n):
-            dt = decode_iteration_s(coef, spec, n, live)
-        else:
-            compute = fpt * n / fps
-            memory = (wb + kvb * (live + n)) / bw
-            dt = (compute if compute > memory else memory) + overhead
+        dt = decode_iteration_s(coef, spec, n, live) if spec is not None and spec.applies(n) \
+            else price(n, live)
+        if jitter is not None:
+            dt *= jitter()
         busy += dt
         queue_area += num_waiting * dt
         system_area += (n + num_waiting) * dt
@@ -137,7 +138,7 @@ def _decode_run(eng: Engine, horizon: float | None, max_steps: int | None) -> in
                 if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
                         - seq.generated - 1 == j:
                     eng.finish(seq, eng._stop_decoding(seq, j))
-            if num_waiting and decode_due(eng):
+            if num_waiting and decode_due(eng) or eng.closed:
                 break
     res.num_iterations += steps
     res.busy_s += busy
@@ -193,3 +194,5 @@ def _stuck(eng: Engine) -> None:
     seq = eng.waiting.popleft()
     seq.state, seq.release_s = REJECTED, eng.now
     seq.reason = "could not be admitted with the pool empty"
+    if eng.closed:
+        eng.send_next()

@@ -2,8 +2,8 @@
 
 from servecap.ledger.paging import blocks_for
 
-from .roofline import iteration_s
 from .state import DONE, RUNNING
+from .step_model import prefill_pairs, step_s
 
 
 def run_static(eng, horizon: float | None) -> None:
@@ -39,7 +39,7 @@ def _run_group(eng, group: list) -> None:
     start = eng.now
     for seq in group:
         seq.state, seq.admitted_s, seq.prefill_start_s = RUNNING, start, start
-    _advance(eng, iteration_s(eng.coef, n * prompt, 0), n)
+    _advance(eng, step_s(eng.coef, n * prompt, 0, n * prefill_pairs(0, prompt), 0), n)
     j0 = eng.dec_idx
     for seq in group:
         seq.prefill_end_s = eng.now
@@ -49,16 +49,20 @@ def _run_group(eng, group: list) -> None:
         if seq.req.output_tokens > 1:
             seq.segments.append((j0, j0 + seq.req.output_tokens - 2, eng.now))
     for step in range(steps):
-        _advance(eng, iteration_s(eng.coef, n, n * (prompt + step)), n)
+        _advance(eng, step_s(eng.coef, 0, n, 0, n * (prompt + step)), n)
         res.decode_end_s.append(eng.now)
         eng.dec_idx += 1
     for seq in group:
         seq.state, seq.release_s = DONE, eng.now
+        if eng.closed:
+            eng.send_next()
         if seq.segments:
             seq.last_token_s = res.decode_end_s[seq.segments[-1][1]]
 
 
 def _advance(eng, dt: float, num_running: int) -> None:
+    if eng.jitter is not None:
+        dt *= eng.jitter()
     res = eng.result
     res.num_iterations += 1
     res.busy_s += dt

@@ -69,3 +69,27 @@ def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: 
             "saturation_output_tokens_per_s": saturation["output_tokens_per_s"],
             "capacity_rps": max(good, default=0.0), "stopped_on_slo": stopped,
             "points": points}
+
+
+def concurrency_levels(max_concurrency: int) -> list[int]:
+    """1, 2, 4, ... doubling up to and including max_concurrency."""
+    levels, n = [], 1
+    while n < max_concurrency:
+        levels.append(n)
+        n *= 2
+    return levels + [max_concurrency]
+
+
+def closed_loop_points(workload: Workload, run: Callable[[list[Request], int], dict],
+                       max_concurrency: int, target: float) -> list[dict]:
+    """Closed-loop points beside the open-loop rates: the workload's requests with N in
+    flight (N doubling up to max_concurrency), each the next sent as one finishes."""
+    requests = at_rate(workload, 1.0)
+    points = []
+    for n in concurrency_levels(max_concurrency):
+        summary = run(requests, n)
+        points.append({"concurrency": n, "meets_slo": summary["slo_attainment"] >= target,
+                       **{k: summary[k] for k in POINT_KEYS},
+                       **{k: summary[k] for k in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms",
+                                                  "e2e_ms")}})
+    return points

@@ -38,7 +38,8 @@ def test_resolve_by_name_or_size():
 
 
 @pytest.mark.parametrize(("text", "hint"), [
-    ("h100", "did you mean h100-80gb?"), ("a100", "did you mean a100-40gb or a100-80gb?"),
+    ("h100", "did you mean h100-80gb or h100-pcie-80gb or h100-nvl-94gb?"),
+    ("a100", "did you mean a100-40gb or a100-80gb?"), ("h20", "h20-96gb?"),
     ("RTX 4090", "did you mean rtx-4090-24gb?"), ("80G", "did you mean 80GiB (2^30) or 80GB"),
 ])
 def test_a_mistyped_device_points_to_what_was_meant(text, hint):
@@ -62,3 +63,17 @@ def test_a_unitless_count_too_small_for_any_device_asks_for_the_unit(text, needl
         resolve_device(text, "--device")
     assert needle in str(err.value)
     assert resolve_device(str(2**20))[0] == 2**20  # 1 MiB and up stay plain byte counts
+
+
+def test_every_catalog_device_states_its_rates_interconnect_and_source():
+    """The catalog the time model prices collectives and fp8 GEMMs from: a link and a latency
+    on every device, fp8 never slower than bf16, a source for each."""
+    for device in DEVICES:
+        assert device.interconnect_bytes_per_s > 0 and 0 < device.interconnect_latency_s < 1e-4
+        assert device.source and device.usable_bytes > 0
+        if device.fp8_flops_per_s and device.bf16_flops_per_s:
+            assert device.fp8_flops_per_s >= device.bf16_flops_per_s
+    assert find("h100-80gb").flops_per_s("fp8") == 1_978_900 * 10**9  # vs 989.4 TFLOPS bf16
+    assert find("a100-80gb").flops_per_s("fp8") == find("a100-80gb").bf16_flops_per_s
+    assert find("b200-180gb").flops_per_s("fp4") == 9_000 * 10**12
+    assert find("h100-80gb").flops_per_s("int4") == find("h100-80gb").bf16_flops_per_s

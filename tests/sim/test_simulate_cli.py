@@ -304,12 +304,13 @@ def test_a_latency_never_observed_is_null_not_zero(tmp_path):
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,1\n0.1,100,1\n"
                      "0.2,100000000,5\n")
     out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace,
-                  "--json")
+                  "--speed-of-light", "--json")
     assert out.exit_code == 0, out.output
     entry = json.loads(out.stdout)["policies"][0]
     assert entry["completed"] == 2 and entry["rejected"] == 1
     assert entry["ttft_ms"]["p50"] > 0
     assert entry["itl_ms"] == entry["tpot_ms"] == dict.fromkeys(STAT_KEYS)  # one-token outputs
-    text = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace)
+    text = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace", trace,
+                   "--speed-of-light")
     row = next(line for line in text.output.splitlines() if "4.8 / 4.8" in line)
     assert text.exit_code == 0 and [c.strip() for c in row.split("│")][4:6] == ["-", "-"]

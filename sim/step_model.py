@@ -1,0 +1,126 @@
+"""One iteration's time from its terms: GEMMs, attention, weight and KV reads, collectives,
+pipeline stages and fixed overheads; every term named so it can be printed and overridden."""
+
+import math
+import random
+
+
+def experts_touched_share(num_tokens: int, num_experts: int, experts_per_token: int) -> float:
+    """Expected share of routed experts a batch reads: 1 - (1 - k/E)^B for B tokens each
+    picking k of E experts uniformly (the expected number of distinct experts is E times it).
+    1.0 for a dense model (E = 0)."""
+    if num_experts <= 0 or experts_per_token <= 0:
+        return 1.0
+    if num_tokens <= 0:
+        return 0.0
+    return 1.0 - (1.0 - experts_per_token / num_experts) ** num_tokens
+
+
+def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int,
+          decode_context_tokens: int, prefill_context_tokens: int = 0) -> dict:
+    """The step's terms in seconds, on the binding pipeline stage's rank:
+    gemm_s = (dense FLOPs per token / gemm_efficiency + routed experts' FLOPs per token /
+              moe_gemm_efficiency) x tokens / flops_per_s;
+    attention_s = attention_flops_per_token_pair x (query, key) pairs /
+                  (attention rate x attention_efficiency), the pairs being the prefill
+                  tokens' keys attended plus every decode sequence's context;
+    memory_s = (dense weights + routed experts touched + KV read and written) /
+               (bandwidth_bytes_per_s x bandwidth_efficiency);
+    compute and memory overlap (max); collective_s (tensor-parallel all-reduce, ring:
+    2(n-1)/n x bytes / link + latency x steps, folded into collective_bytes_per_token and
+    collective_latency_s) and overhead_s (per step, per layer, per MoE layer) add on top."""
+    c = coef
+    tokens = num_prefill + num_decode
+    dense = c.flops_per_token - c.moe_flops_per_token
+    gemm = dense * tokens / (c.flops_per_s * c.gemm_efficiency) \
+        + c.moe_flops_per_token * tokens / (c.flops_per_s * c.moe_gemm_efficiency)
+    attn_rate = (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency
+    attention = c.attention_flops_per_token_pair * (prefill_attention_tokens
+                                                    + decode_context_tokens) / attn_rate
+    weights = c.weights_bytes - c.moe_expert_bytes * (
+        1.0 - experts_touched_share(tokens, c.num_experts, c.experts_per_token))
+    kv = c.kv_bytes_per_token * (prefill_context_tokens + decode_context_tokens + tokens)
+    memory = (weights + kv) / (c.bandwidth_bytes_per_s * c.bandwidth_efficiency)
+    collective = (c.collective_bytes_per_token * tokens / c.interconnect_bytes_per_s
+                  + c.collective_latency_s) if c.collective_bytes_per_token else 0.0
+    overhead = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
+        + c.moe_layer_overhead_s * c.num_moe_layers
+    return {"gemm_s": gemm, "attention_s": attention, "memory_s": memory,
+            "collective_s": collective, "overhead_s": overhead}
+
+
+def stage_s(parts: dict) -> float:
+    """One stage: compute and memory traffic overlap; collectives and overheads do not."""
+    compute = parts["gemm_s"] + parts["attention_s"]
+    memory = parts["memory_s"]
+    return (compute if compute > memory else memory) + parts["collective_s"] \
+        + parts["overhead_s"]
+
+
+def step_s(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int,
+           decode_context_tokens: int, prefill_context_tokens: int = 0) -> float:
+    """Seconds for one iteration: pipeline_parallel_size stages in turn (the binding stage's
+    time each: one batch in flight, so every stage idles 1 - 1/pp of the step, the bubble),
+    plus the activations handed between stages (pipeline_bytes_per_token over the link and
+    collective latency per hop)."""
+    one = stage_s(terms(coef, num_prefill, num_decode, prefill_attention_tokens,
+                        decode_context_tokens, prefill_context_tokens))
+    pp = coef.pipeline_parallel_size
+    if pp == 1:
+        return one
+    tokens = num_prefill + num_decode
+    hops = (pp - 1) * (coef.pipeline_bytes_per_token * tokens / coef.interconnect_bytes_per_s
+                       + coef.pipeline_latency_s)
+    return pp * one + hops
+
+
+def decode_pricer(coef):
+    """step_s for decode-only steps as a function of (sequences, context tokens), with the
+    arithmetic of a dense single-stage model inlined and its constants folded (the
+    simulator's hot path); MoE and pipeline stages go through step_s."""
+    c = coef
+    if c.num_experts or c.moe_flops_per_token or c.pipeline_parallel_size > 1:
+        return lambda n, live: step_s(c, 0, n, 0, live)
+    gemm_per_token = c.flops_per_token / (c.flops_per_s * c.gemm_efficiency)
+    attn_per_pair = c.attention_flops_per_token_pair / (
+        (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency)
+    bw = c.bandwidth_bytes_per_s * c.bandwidth_efficiency
+    wb, kvb = c.weights_bytes, c.kv_bytes_per_token
+    link_per_token = c.collective_bytes_per_token / c.interconnect_bytes_per_s
+    fixed = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
+        + c.moe_layer_overhead_s * c.num_moe_layers \
+        + (c.collective_latency_s if c.collective_bytes_per_token else 0.0)
+
+    def price(n: int, live: int) -> float:
+        compute = gemm_per_token * n + attn_per_pair * live
+        memory = (wb + kvb * (live + n)) / bw
+        return (compute if compute > memory else memory) + link_per_token * n + fixed
+    return price
+
+
+def prefill_pairs(computed: int, chunk: int) -> int:
+    """(query, key) pairs of a causal prefill chunk: token i of the chunk attends to the
+    `computed` tokens before it and i of its own, sum = chunk x computed + chunk(chunk+1)/2."""
+    return chunk * computed + chunk * (chunk + 1) // 2
+
+
+def ring_allreduce_s(num_bytes: float, num_ranks: int, link_bytes_per_s: float,
+                     latency_s: float) -> float:
+    """Ring all-reduce: 2(n-1)/n x bytes over each rank's link, 2(n-1) latency-bound steps
+    (NCCL's ring; Patarasuk & Yuan 2009). 0 for one rank."""
+    if num_ranks <= 1:
+        return 0.0
+    steps = 2 * (num_ranks - 1)
+    return steps / num_ranks * num_bytes / link_bytes_per_s + steps * latency_s
+
+
+def step_jitter(cv: float, seed: int):
+    """None for cv = 0; else a seeded draw of multiplicative step-time factors with mean 1 and
+    coefficient of variation cv (lognormal: sigma^2 = ln(1 + cv^2), mu = -sigma^2 / 2), the
+    residual spread a calibration measured."""
+    if not cv:
+        return None
+    rng = random.Random(seed)
+    sigma = math.sqrt(math.log1p(cv * cv))
+    mu = -sigma * sigma / 2
+    return lambda: rng.lognormvariate(mu, sigma)

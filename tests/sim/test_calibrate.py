@@ -1,0 +1,86 @@
+"""The step-model fit verify calls: it recovers known rates, overhead and spread."""
+
+import random
+
+import pytest
+
+from servecap.ledger.errors import SpecError
+from servecap.sim.calibrate import fit_step_model
+from servecap.sim.roofline import Coefficients, override
+from servecap.sim.step_model import prefill_pairs, step_s
+
+CONSTANTS = {"weights_bytes": 2_000_000_000, "kv_bytes_per_token": 32_768,
+             "flops_per_token": 2_000_000_000, "bandwidth_bytes_per_s": 1e12,
+             "flops_per_s": 1e14, "attention_flops_per_token_pair": 262_144}
+
+
+def _truth(**extra):
+    return Coefficients(**CONSTANTS, step_overhead_s=0.002, gemm_efficiency=0.6,
+                        attention_efficiency=0.4, bandwidth_efficiency=0.8, **extra)
+
+
+def _samples(coef, noise=0.0, seed=3):
+    rng, out = random.Random(seed), []
+    for prompt in (64, 256, 1024, 2048, 4096):
+        pairs = prefill_pairs(0, prompt)
+        out.append({"num_prefill_tokens": prompt, "num_decode_tokens": 0,
+                    "prefill_attention_tokens": pairs, "decode_context_tokens": 0,
+                    "num_seqs": 1, "duration_s": step_s(coef, prompt, 0, pairs, 0)})
+    for batch in (1, 4, 16, 64):
+        for context in (128, 1024, 8192):
+            live = batch * context
+            out.append({"num_prefill_tokens": 0, "num_decode_tokens": batch,
+                        "prefill_attention_tokens": 0, "decode_context_tokens": live,
+                        "num_seqs": batch, "duration_s": step_s(coef, 0, batch, 0, live)})
+    for sample in out:
+        sample["duration_s"] *= 1 + rng.gauss(0, noise)
+    return out
+
+
+def test_fit_recovers_the_rates_and_overhead_that_made_the_steps():
+    fit = fit_step_model(_samples(_truth()), CONSTANTS)
+    coef = fit["coefficients"]
+    assert coef["bandwidth_bytes_per_s"] == pytest.approx(0.8e12, rel=1e-6)
+    assert coef["flops_per_s"] == pytest.approx(0.6e14, rel=1e-6)
+    assert coef["attention_flops_per_s"] == pytest.approx(0.4e14, rel=1e-6)
+    assert coef["step_overhead_s"] == pytest.approx(0.002, rel=1e-6)
+    assert fit["residual_cv"] < 1e-9
+
+
+def test_the_fit_feeds_the_simulator_and_predicts_the_steps():
+    """What the fit returns is a coefficients file: override() takes it, and the simulator's
+    step times then match the measured ones."""
+    samples = _samples(_truth(), noise=0.05)
+    fit = fit_step_model(samples, CONSTANTS)
+    assert 0.02 < fit["residual_cv"] < 0.1  # the 5 % noise, as step_time_cv
+    base = Coefficients(**CONSTANTS)
+    coef = override(base, fit["coefficients"], "measured")
+    for s in samples:
+        predicted = step_s(coef, s["num_prefill_tokens"], s["num_decode_tokens"],
+                           s["prefill_attention_tokens"], s["decode_context_tokens"])
+        assert predicted == pytest.approx(s["duration_s"], rel=0.2)
+
+
+def test_bad_samples_are_named():
+    with pytest.raises(SpecError, match=r"samples\[0\].duration_s"):
+        fit_step_model([{"duration_s": -1}] * 3, CONSTANTS)
+    with pytest.raises(SpecError, match="at least 3"):
+        fit_step_model(_samples(_truth())[:2], CONSTANTS)
+
+
+def test_the_fit_written_as_json_is_a_coefficients_file_simulate_reads(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(fit_step_model(_samples(_truth(), noise=0.05), CONSTANTS)))
+    out = CliRunner().invoke(app, ["simulate", "llama-3.2-1b-instruct", "--device",
+                                   "h100-80gb", "--workload", "workloads/chat.yaml",
+                                   "--coefficients", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    coef = json.loads(out.stdout)["coefficients"]
+    assert coef["source"] == f"measured: {path}" and 0.02 < coef["step_time_cv"] < 0.1
+    assert coef["bandwidth_bytes_per_s"] == pytest.approx(0.8e12, rel=0.1)
