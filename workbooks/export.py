@@ -14,6 +14,7 @@ from .inputs_sheet import write_inputs
 from .ledger_sheet import write_ledger
 from .paging_sheet import write_paging
 from .quantization_sheet import write_quantization
+from .ranks_sheet import write_ranks
 from .record_sheets import write_checklist, write_latency, write_verification
 from .source import WorkbookSource
 
@@ -39,6 +40,8 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     wb.remove(wb.active)
     write_inputs(wb, src)
     write_ledger(wb, src)
+    if src.multi:
+        write_ranks(wb, src)
     write_envelope(wb, sweep or default_sweep(src))
     write_quantization(wb)
     write_paging(wb, src.serve.block_size_tokens)

@@ -8,6 +8,7 @@ from servecap.ledger import dtypes
 from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 
 from . import style
+from .deploy_inputs import deploy_rows
 from .formulas import kv_request
 from .names import define
 from .source import (
@@ -128,7 +129,9 @@ def write_inputs(wb: Workbook, src: WorkbookSource) -> None:
     for title, rows in (("model: architecture and weights (from the model file)", model_rows(src)),
                         ("deployment: change these to ask 'what if'", serve_rows(src)),
                         ("plan settings: replayed by servecap plan --from-workbook",
-                         setting_rows(src))):
+                         setting_rows(src)),
+                        ("deployment: GPUs and engine (the Ranks sheet), replayed too",
+                         [InputRow(*row) for row in deploy_rows(src)])):
         style.section(ws, row, title)
         row += 1
         for item in rows:
