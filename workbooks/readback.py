@@ -55,8 +55,11 @@ def read_plan_inputs(path: Path) -> WorkbookPlan:
         "max_num_seqs": cells.whole("max_num_seqs"),
     }
     model_cells = {name: cells.value(name) for name in MODEL_NAMES}
+    deploy = _deploy(cells)
+    if deploy.get("engine", "plain") != "plain":
+        flags["safety"] = None  # an engine keeps its own headroom; --safety is plain's
     return WorkbookPlan(cells.text("model"), flags, cells.whole("runtime_peak_bytes"),
-                        cells.text("runtime_peak_rule"), model_cells, _deploy(cells))
+                        cells.text("runtime_peak_rule"), model_cells, deploy)
 
 
 def _deploy(cells: "_Cells") -> dict:
