@@ -9,6 +9,7 @@ from openpyxl import Workbook
 
 from servecap.ledger.errors import SpecError
 
+from .cached import add_cached_values
 from .envelope import Sweep, write_envelope
 from .inputs_sheet import write_inputs
 from .ledger_sheet import write_ledger
@@ -48,7 +49,7 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     write_latency(wb, results)
     write_checklist(wb)
     write_verification(wb)
-    wb.calculation.fullCalcOnLoad = True  # cached values are absent: recalculate on open
+    wb.calculation.fullCalcOnLoad = True  # cached values are servecap's: recalculate on open
     return wb
 
 
@@ -67,6 +68,7 @@ def save_workbook(wb: Workbook, path: Path, force: bool = False, field: str = "-
     os.close(handle)
     try:
         wb.save(tmp)
+        add_cached_values(wb, Path(tmp))
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)

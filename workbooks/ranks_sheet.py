@@ -17,6 +17,7 @@ from servecap.ledger.model import SLIDING
 from servecap.ledger.ranks import StagePlan
 
 from . import style
+from .cached import remember
 from .names import define
 from .source import WorkbookSource
 
@@ -144,6 +145,23 @@ def _rows(engine: str) -> list[tuple[str, str, str | None, str]]:
     return rows
 
 
+def _known(item: StagePlan, binding: bool) -> dict[str, object]:
+    """The values the plan already holds for this rank's formula rows (cached beside them)."""
+    plan, budget = item.plan, item.plan.budget
+    out = {"kv_bytes_per_token": plan.kv_bytes_per_token, "kv_cache": plan.line("kv_cache"),
+           "kv_bytes_per_request": plan.kv_bytes_per_request, "safety": plan.line("safety"),
+           "committed": plan.committed_bytes, "free": plan.free_bytes,
+           "ceiling": plan.memory_ceiling_requests, "fits": plan.fits, "binding": binding,
+           "kv_pool_spare": plan.line("kv_pool_spare"),
+           "fixed": plan.fixed_bytes - plan.line("safety")}
+    if budget is not None:
+        out.update(kv_pool_bytes=budget.kv_pool_bytes, num_gpu_blocks=budget.num_gpu_blocks,
+                   kv_cache_tokens=budget.kv_cache_tokens, block_bytes=budget.block_bytes,
+                   max_concurrency=float(budget.max_concurrency),
+                   blocks_per_request=budget.blocks_per_request)
+    return out
+
+
 def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
     dep = src.deployment
     ws = wb.create_sheet(SHEET)
@@ -152,6 +170,8 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
     style.header(ws, ["key", "line"] + [f"rank {rank}" for _, rank in columns])
     at: dict[str, int] = {}
     values = [_structure(src, item, rank) for item, rank in columns]
+    binding = dep.stages[dep.binding]
+    known = [_known(item, item is binding) for item, _ in columns]
     row = 2
     for key in values[0]:
         at[key] = row
@@ -171,9 +191,10 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
             cell = ws.cell(row=row, column=FIRST_COL + i, value="=" + _resolve(formula, col, at,
                                                                              last))
             style.as_formula(cell, fmt)
+            remember(ws, cell.coordinate, known[i].get(key))
         define(wb, f"rank_{key}", SHEET, f"C{row}:{last}{row}")
         row += 1
-    _binding(wb, ws, row + 1, at, last, len(columns))
+    _binding(wb, ws, row + 1, at, last, known, dep)
     style.fit_columns(ws)
 
 
@@ -187,7 +208,8 @@ def _resolve(formula: str, col: str, at: dict[str, int], last: str) -> str:
     return re.sub(r"<(\w+)>", lambda m: f"$C${at[m.group(1)]}:${last}${at[m.group(1)]}", out)
 
 
-def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str, count: int) -> None:
+def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
+             known: list[dict], dep) -> None:
     """The binding rank: fewest blocks (plain: lowest ceiling), then least left, then first
     (ledger.ranks.build_deployment's min over stages)."""
     def whole(key: str) -> str:
@@ -203,12 +225,19 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str, count: i
              "[stage]=INDEX(<stage>,MATCH(TRUE,<candidate>,0))"))
     for key, label, fmt, formula in rows:
         _label(ws, at[key], key, label)
-        for i in range(count):
+        for i, values in enumerate(known):
             col = get_column_letter(FIRST_COL + i)
-            style.as_formula(ws.cell(row=at[key], column=FIRST_COL + i,
-                                     value="=" + _resolve(formula, col, at, last)), fmt)
+            cell = ws.cell(row=at[key], column=FIRST_COL + i,
+                           value="=" + _resolve(formula, col, at, last))
+            style.as_formula(cell, fmt)
+            remember(ws, cell.coordinate, values.get(key))
     define(wb, "rank_binding", SHEET, f"C{at['binding']}:{last}{at['binding']}")
     pick = f"MATCH(TRUE,{whole('candidate')},0)"
+    totals_known = {"binding_rank": dep.stages[dep.binding].ranks[0],
+                    "deployment_ceiling_requests": dep.plan.memory_ceiling_requests,
+                    "total_ceiling_requests": dep.total_ceiling_requests,
+                    "deployment_fits": dep.fits,
+                    "weights_bytes_all_devices": dep.weights_bytes_all_devices}
     totals = (
         ("binding_rank", "binding rank", style.COUNT,
          f"=INDEX({whole('rank')},{pick})"),
@@ -224,5 +253,6 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str, count: i
     for i, (name, label, fmt, formula) in enumerate(totals, start=at['binding'] + 2):
         _label(ws, i, name, label)
         style.as_formula(ws.cell(row=i, column=FIRST_COL, value=formula), fmt)
+        remember(ws, f"C{i}", totals_known.get(name))
         define(wb, name, SHEET, f"C{i}")
 

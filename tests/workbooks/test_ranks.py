@@ -5,8 +5,9 @@ import json
 import math
 from pathlib import Path
 
+import pandas
 import pytest
-from conftest import BUNDLED, recalc
+from conftest import BUNDLED, cached_mismatches, recalc
 from openpyxl import load_workbook
 from typer.testing import CliRunner
 
@@ -150,3 +151,14 @@ def test_deploy_flags_with_from_workbook_are_refused(books) -> None:
     result = RUNNER.invoke(app, ["plan", "--from-workbook", str(books["8b-pp3-plain"][2]),
                                  "-tp", "2"])
     assert result.exit_code == 2 and "give the workbook alone" in result.output
+
+
+def test_cached_values_equal_what_libreoffice_computes(books) -> None:
+    """Readers that do not recalculate (openpyxl data_only, pandas) see servecap's numbers."""
+    for name, (_, out, path, computed) in books.items():
+        count, wrong = cached_mismatches(path, computed)
+        assert count >= 20 * len(out["ranks"]) and not wrong, (name, wrong[:5])
+    name = "70b-tp4-vllm"
+    frame = pandas.read_excel(books[name][2], sheet_name="Ranks", header=0, index_col=0)
+    assert frame.loc["num_gpu_blocks", "rank 0"] == books[name][1]["num_gpu_blocks"]
+    assert frame.loc["committed", "rank 3"] == books[name][1]["ranks"][3]["committed_bytes"]
