@@ -18,9 +18,10 @@ from .quantization_sheet import write_quantization
 from .ranks_sheet import write_ranks
 from .record_sheets import write_checklist, write_latency, write_verification
 from .source import WorkbookSource
+from .summary_sheet import write_summary
 
 DEFAULT_CONTEXTS_TOKENS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
-SHEETS = ("Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Latency record",
+SHEETS = ("Summary", "Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Latency record",
           "Checklist", "Verification")
 
 
@@ -49,6 +50,7 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     write_latency(wb, results)
     write_checklist(wb)
     write_verification(wb)
+    write_summary(wb, src)
     wb.calculation.fullCalcOnLoad = True  # cached values are servecap's: recalculate on open
     return wb
 

@@ -6,7 +6,7 @@ from servecap.ledger import dtypes
 from servecap.ledger.engines import PLAIN_ENGINE, EngineSpec
 from servecap.ledger.model import SLIDING, ModelSpec
 from servecap.ledger.plan import Overrides, Plan, build_plan
-from servecap.ledger.ranks import Deployment
+from servecap.ledger.ranks import Deployment, build_deployment
 from servecap.ledger.serve import ServeSpec
 from servecap.ledger.weights import default_quant, weight_bytes
 
@@ -29,6 +29,10 @@ class WorkbookSource:
     def plan(self) -> Plan:
         """The whole model on one device with the plain engine (the Ledger sheet's plan)."""
         return build_plan(self.spec, self.serve, self.overrides)
+
+    def resolved(self) -> Deployment:
+        """The deployment planned, or the single device with the plain engine."""
+        return self.deployment or build_deployment(self.spec, self.serve, self.overrides)
 
     @property
     def multi(self) -> bool:

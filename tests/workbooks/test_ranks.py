@@ -162,3 +162,18 @@ def test_cached_values_equal_what_libreoffice_computes(books) -> None:
     frame = pandas.read_excel(books[name][2], sheet_name="Ranks", header=0, index_col=0)
     assert frame.loc["num_gpu_blocks", "rank 0"] == books[name][1]["num_gpu_blocks"]
     assert frame.loc["committed", "rank 3"] == books[name][1]["ranks"][3]["committed_bytes"]
+
+
+def test_summary_comes_first_and_states_the_answer(books) -> None:
+    for name, (code, out, _path, computed) in books.items():
+        wb = load_workbook(computed, data_only=True)
+        assert wb.sheetnames[:4] == ["Summary", "Inputs", "Ledger", "Ranks"], name
+        values = {row[0]: row[1] for row in wb["Summary"].iter_rows(min_row=2, values_only=True)}
+        assert values["verdict"] == ("FITS" if code == 0 else "DOES NOT FIT"), name
+        assert values["memory ceiling per replica"] == out["memory_ceiling_requests"], name
+        assert values["ceiling, all replicas"] == out["total_ceiling_requests"], name
+        assert values["binding rank"] == out["binding_rank"], name
+        assert f"engine {out['engine']}" in values["parallelism"], name
+    rules = load_workbook(books["70b-tp4-vllm"][2])["Summary"].conditional_formatting
+    formulas = [rule.formula[0] for cf in rules for rule in cf.rules]
+    assert formulas == ['$B$7="FITS"', '$B$7<>"FITS"']
