@@ -9,6 +9,7 @@ from openpyxl import Workbook
 
 from servecap.ledger.errors import SpecError
 
+from . import style
 from .cached import add_cached_values
 from .envelope import Sweep, write_envelope
 from .inputs_sheet import write_inputs
@@ -16,13 +17,14 @@ from .ledger_sheet import write_ledger
 from .paging_sheet import write_paging
 from .quantization_sheet import write_quantization
 from .ranks_sheet import write_ranks
-from .record_sheets import write_checklist, write_latency, write_verification
+from .record_sheets import write_latency, write_verification
 from .source import WorkbookSource
 from .summary_sheet import write_summary
 
 DEFAULT_CONTEXTS_TOKENS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 SHEETS = ("Summary", "Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Latency record",
-          "Checklist", "Verification")
+          "Verification")
+ONE_PAGE = ("Summary", "Ledger")
 
 
 def default_sweep(src: WorkbookSource) -> Sweep:
@@ -48,9 +50,12 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     write_quantization(wb)
     write_paging(wb, src.serve.block_size_tokens)
     write_latency(wb, results)
-    write_checklist(wb)
     write_verification(wb)
     write_summary(wb, src)
+    for ws in wb.worksheets:
+        style.print_setup(ws, one_page=ws.title in ONE_PAGE)
+        if ws.sheet_state == "hidden":  # a blank template prints nothing (a blank cell)
+            ws.print_area = f"A{ws.max_row + 2}"
     wb.calculation.fullCalcOnLoad = True  # cached values are servecap's: recalculate on open
     return wb
 

@@ -8,7 +8,7 @@ from servecap.ledger.errors import SpecError
 
 from . import style
 
-LATENCY_SHEET, CHECKLIST_SHEET, VERIFY_SHEET = "Latency record", "Checklist", "Verification"
+LATENCY_SHEET, VERIFY_SHEET = "Latency record", "Verification"
 PERCENTILE_METRICS = (
     ("queue_delay_ms", "queue delay", style.MS),
     ("ttft_ms", "time to first token (TTFT)", style.MS),
@@ -64,6 +64,8 @@ def write_latency(wb: Workbook, results: Mapping | None = None) -> None:
     if results.get("sweep"):
         _sweep(ws, row + 2, results["sweep"])
     style.fit_columns(ws, minimum=14)
+    if not results:
+        ws.sheet_state = "hidden"  # a blank template: shown once simulate or verify fills it
 
 
 def _rates(ws, row: int, results: Mapping) -> int:
@@ -135,13 +137,17 @@ CHECKLIST = (
 )
 
 
-def write_checklist(wb: Workbook) -> None:
-    ws = wb.create_sheet(CHECKLIST_SHEET)
-    style.header(ws, ["failure", "check", "what to measure", "where servecap reports it"])
-    for r, item in enumerate(CHECKLIST, start=2):
+def write_checklist(ws, row: int) -> None:
+    """The review checklist as a table from `row` (on the Summary: what to check next)."""
+    style.section(ws, row, "before trusting the plan: what to check, and where servecap "
+                  "reports it")
+    for col, title in enumerate(("failure", "check", "what to measure", "where"), start=1):
+        cell = ws.cell(row=row + 1, column=col, value=title)
+        cell.font, cell.fill = style.HEADER_FONT, style.HEADER_FILL
+    for r, item in enumerate(CHECKLIST, start=row + 2):
         for col, value in enumerate(item, start=1):
-            ws.cell(row=r, column=col, value=value)
-    style.fit_columns(ws, maximum=80)
+            cell = ws.cell(row=r, column=col, value=value)
+            cell.alignment = style.WRAP
 
 
 def write_verification(wb: Workbook) -> None:
@@ -149,12 +155,14 @@ def write_verification(wb: Workbook) -> None:
     ws = wb.create_sheet(VERIFY_SHEET)
     style.header(ws, list(VERIFY_HEADERS))
     style.fit_columns(ws, minimum=16)
+    ws.sheet_state = "hidden"  # shown once a verification run fills it
 
 
 def fill_verification(wb: Workbook, rows: Sequence[Mapping]) -> None:
     """One row per ledger line: {line, predicted_bytes, measured_bytes, residual_bytes,
     verdict}; byte fields are ints (a missing measurement stays blank)."""
     ws = wb[VERIFY_SHEET]
+    ws.sheet_state = "visible"
     ws.delete_rows(2, ws.max_row)
     for r, item in enumerate(rows, start=2):
         _check_keys(item, set(VERIFY_HEADERS), "verification row")
@@ -163,3 +171,4 @@ def fill_verification(wb: Workbook, rows: Sequence[Mapping]) -> None:
             if key.endswith("_bytes"):
                 style.as_formula(cell, style.BYTES)
     style.fit_columns(ws, minimum=16)
+    style.print_setup(ws)

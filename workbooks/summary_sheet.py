@@ -6,6 +6,7 @@ from openpyxl.workbook.workbook import Workbook
 
 from . import style
 from .cached import remember
+from .record_sheets import write_checklist
 from .source import WorkbookSource
 
 SHEET = "Summary"
@@ -75,13 +76,19 @@ def write_summary(wb: Workbook, src: WorkbookSource) -> None:
         ws.cell(row=row, column=1, value=label).font = Font(bold=True)
         cell = ws.cell(row=row, column=2, value=formula)
         style.as_formula(cell, fmt)
+        cell.alignment = style.WRAP
         remember(ws, cell.coordinate, value)
     verdict = "$B$7"
     ws.conditional_formatting.add(verdict, FormulaRule(formula=[f'{verdict}="FITS"'],
                                                        fill=FITS_FILL, font=Font(bold=True)))
     ws.conditional_formatting.add(verdict, FormulaRule(formula=[f'{verdict}<>"FITS"'],
                                                        fill=FAILS_FILL, font=Font(bold=True)))
+    row = len(_rows(src)) + 3
     if src.multi:
-        style.note(ws, len(_rows(src)) + 3, src.deployment.binding_reason)
-    ws.column_dimensions["A"].width = 34
-    ws.column_dimensions["B"].width = 70
+        style.note(ws, row, src.deployment.binding_reason)
+    style.note(ws, row + 1, "Latency record and Verification stay hidden until servecap "
+               "simulate or verify fills them (--xlsx).")
+    write_checklist(ws, row + 3)
+    for col, width in zip("ABCD", (34, 60, 60, 40), strict=True):
+        ws.column_dimensions[col].width = width
+    style.fit_rows(ws)
