@@ -2,10 +2,9 @@
 
 from dataclasses import dataclass
 
-from openpyxl.chart import LineChart, Reference
 from openpyxl.workbook.workbook import Workbook
 
-from . import style
+from . import charts, style
 from .formulas import ceiling, kv_request, safety_on
 
 SHEET = "Envelope"
@@ -50,25 +49,22 @@ def _row(ws, row: int, kv_dtype: str, context: int, label: str, device_bytes: in
 
 
 def _chart_block(ws, sweep: Sweep) -> None:
-    """Ceiling vs context for the first KV dtype, one column (series) per device."""
+    """Ceiling vs context: one column (a line) per KV dtype and device."""
     first = len(HEADERS) + 2
-    ws.cell(row=1, column=first, value=f"context [tokens] ({sweep.kv_dtypes[0]} KV)")
-    per_context = len(sweep.devices)
-    for i in range(len(sweep.contexts_tokens)):
-        style.as_formula(ws.cell(row=2 + i, column=first, value=f"=C{2 + i * per_context}"),
+    ws.cell(row=1, column=first, value="context [tokens]")
+    n_ctx, n_dev = len(sweep.contexts_tokens), len(sweep.devices)
+    pairs = [(d, kv) for kv in range(len(sweep.kv_dtypes)) for d in range(n_dev)]
+    for j, (d, kv) in enumerate(pairs, start=1):
+        ws.cell(row=1, column=first + j,
+                value=f"{sweep.devices[d][0]}, {sweep.kv_dtypes[kv]} KV [requests]")
+    for i in range(n_ctx):
+        style.as_formula(ws.cell(row=2 + i, column=first, value=f"=C{2 + i * n_dev}"),
                          style.TOKENS)
-        for j, (label, _) in enumerate(sweep.devices):
-            ws.cell(row=1, column=first + 1 + j, value=f"{label} [requests]")
-            source = 2 + i * per_context + j
-            style.as_formula(ws.cell(row=2 + i, column=first + 1 + j, value=f"=H{source}"),
+        for j, (d, kv) in enumerate(pairs, start=1):
+            source = 2 + (kv * n_ctx + i) * n_dev + d
+            style.as_formula(ws.cell(row=2 + i, column=first + j, value=f"=H{source}"),
                              style.REQUESTS)
-    last = 1 + len(sweep.contexts_tokens)
-    chart = LineChart()
-    chart.title = f"Memory-only ceiling vs context ({sweep.kv_dtypes[0]} KV)"
-    chart.x_axis.title, chart.y_axis.title = "context [tokens/request]", "ceiling [requests]"
-    data = Reference(ws, min_col=first + 1, max_col=first + per_context, min_row=1,
-                     max_row=last)
-    chart.add_data(data, titles_from_data=True)
-    chart.set_categories(Reference(ws, min_col=first, min_row=2, max_row=last))
-    chart.height, chart.width = 9, 18
-    ws.add_chart(chart, ws.cell(row=last + 3, column=first).coordinate)
+    charts.lines_by_column(ws, first, first + 1, first + len(pairs), 1, 1 + n_ctx,
+                           ws.cell(row=n_ctx + 4, column=first).coordinate,
+                           "Memory-only ceiling vs context, per device and KV dtype",
+                           "context [tokens/request]", "ceiling [requests]")

@@ -21,7 +21,9 @@ from .record_sheets import write_latency, write_verification
 from .source import WorkbookSource
 from .summary_sheet import write_summary
 
-DEFAULT_CONTEXTS_TOKENS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
+# Doubling steps with a point halfway (x 1.5) between: 15 points from 1K to 128K tokens.
+DEFAULT_CONTEXTS_TOKENS = tuple(sorted({1024 << k for k in range(8)}
+                                       | {1536 << k for k in range(7)}))
 SHEETS = ("Summary", "Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Latency record",
           "Verification")
 ONE_PAGE = ("Summary", "Ledger")

@@ -6,7 +6,7 @@ from servecap.ledger import dtypes
 from servecap.ledger.kv import kv_bits_per_token_layer
 from servecap.ledger.plan import Plan
 
-from . import style
+from . import charts, style
 from .cached import remember
 from .formulas import ceiling, kv_request, weights_computed
 from .names import define
@@ -87,7 +87,8 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
         row += 1
         _row(wb, ws, row, item, item[0], "", known)
     style.fit_columns(ws)
-    ws.column_dimensions["C"].width = 24
+    ws.column_dimensions["C"].width = max(ws.column_dimensions["C"].width, 24)
+    charts.memory_breakdown(ws, 2, 6, 2, 4, 4, 1, "H2", "Memory on the device (ledger lines)")
 
 
 def known_values(src: WorkbookSource, plan: Plan) -> dict[str, object]:

@@ -16,7 +16,7 @@ from servecap.ledger.kv_blocks import kv_cache_groups, uniform_kinds
 from servecap.ledger.model import SLIDING
 from servecap.ledger.ranks import StagePlan
 
-from . import style
+from . import charts, style
 from .cached import remember
 from .names import define
 from .source import WorkbookSource
@@ -195,7 +195,29 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
         define(wb, f"rank_{key}", SHEET, f"C{row}:{last}{row}")
         row += 1
     _binding(wb, ws, row + 1, at, last, known, dep)
+    _breakdown(ws, ws.max_row + 2, at, values, known)
     style.fit_columns(ws)
+
+
+BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "kv_pool_spare", "safety")
+
+
+def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list[dict]) -> None:
+    """Every line of each rank in GiB, and the stacked column chart over them."""
+    style.section(ws, row, "memory breakdown per rank [GiB], charted below")
+    keys = [key for key in BREAKDOWN if key in at]
+    for offset, key in enumerate(keys, start=1):
+        r = row + offset
+        _label(ws, r, f"{key}_gib", ws.cell(row=at[key], column=2).value)
+        for i, (data, cached) in enumerate(zip(values, known, strict=True)):
+            col = get_column_letter(FIRST_COL + i)
+            cell = ws.cell(row=r, column=FIRST_COL + i, value=f"={col}{at[key]}/2^30")
+            style.as_formula(cell, style.GIB)
+            amount = data.get(key, cached.get(key))
+            remember(ws, cell.coordinate, None if amount is None else amount / 2**30)
+    last_col = FIRST_COL + len(values) - 1
+    charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1,
+                            f"B{row + len(keys) + 2}", "Memory per rank (stacked ledger lines)")
 
 
 def _label(ws, row: int, key: str, label: str) -> None:

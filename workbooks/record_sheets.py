@@ -6,7 +6,7 @@ from openpyxl.workbook.workbook import Workbook
 
 from servecap.ledger.errors import SpecError
 
-from . import style
+from . import charts, style
 
 LATENCY_SHEET, VERIFY_SHEET = "Latency record", "Verification"
 PERCENTILE_METRICS = (
@@ -47,7 +47,7 @@ def write_latency(wb: Workbook, results: Mapping | None = None) -> None:
     keys above (each {p50, p95, p99} in ms), the rate keys, and 'record' {field key: text}."""
     results = dict(results or {})
     _check_keys(results, {k for k, _, _ in PERCENTILE_METRICS} | {k for k, _ in RATES}
-                | {"record", "sweep"}, "results")
+                | {"record", "sweep", "slo_ms"}, "results")
     ws = wb.create_sheet(LATENCY_SHEET)
     style.header(ws, ["metric", "key", "p50", "p95", "p99"])
     row = 2
@@ -62,7 +62,7 @@ def write_latency(wb: Workbook, results: Mapping | None = None) -> None:
     row = _rates(ws, row + 1, results)
     row = _record(ws, row + 1, results.get("record") or {})
     if results.get("sweep"):
-        _sweep(ws, row + 2, results["sweep"])
+        _sweep(ws, row + 2, results["sweep"], results.get("slo_ms") or {})
     style.fit_columns(ws, minimum=14)
     if not results:
         ws.sheet_state = "hidden"  # a blank template: shown once simulate or verify fills it
@@ -90,8 +90,9 @@ def _record(ws, row: int, record: Mapping) -> None:
     return row
 
 
-def _sweep(ws, row: int, points: Sequence[Mapping]) -> None:
-    """The offered-load envelope: one row per swept rate, keys as SWEEP_COLUMNS."""
+def _sweep(ws, row: int, points: Sequence[Mapping], slo_ms: Mapping) -> None:
+    """The offered-load envelope: one row per swept rate, keys as SWEEP_COLUMNS; slo_ms
+    ({ttft_p99_ms, itl_p99_ms, e2e_p99_ms}) draws the SLO lines on its chart."""
     style.section(ws, row, "offered-load sweep: the capacity envelope (open loop)")
     frozen = ws.freeze_panes
     style.header(ws, [label for _, label, _ in SWEEP_COLUMNS], row=row + 1)
@@ -100,6 +101,41 @@ def _sweep(ws, row: int, points: Sequence[Mapping]) -> None:
         _check_keys(point, {k for k, _, _ in SWEEP_COLUMNS}, "sweep point")
         for col, (key, _, number_format) in enumerate(SWEEP_COLUMNS, start=1):
             style.as_input(ws.cell(row=r, column=col, value=point.get(key)), number_format)
+    _sweep_chart(ws, row + 1, row + 1 + len(points), slo_ms)
+
+
+LATENCY_SERIES = (("ttft_p99_ms", "F"), ("itl_p99_ms", "G"), ("e2e_p99_ms", "H"))
+
+
+def _sweep_chart(ws, header: int, last: int, slo_ms: Mapping) -> None:
+    """p99 latencies against offered load, a flat line per declared SLO, and the capacity
+    (the highest offered rate that still holds the SLO) marked on the e2e line."""
+    _check_keys(slo_ms, {key for key, _ in LATENCY_SERIES}, "slo_ms")
+    col = len(SWEEP_COLUMNS) + 2
+    titles = [f"{label} [ms]" for key, label, _ in SWEEP_COLUMNS if key.endswith("p99_ms")]
+    for j, title in enumerate(titles):
+        ws.cell(row=header, column=col + j, value=title)
+        for r in range(header + 1, last + 1):
+            cell = ws.cell(row=r, column=col + j, value=f"={LATENCY_SERIES[j][1]}{r}")
+            style.as_formula(cell, style.MS)
+    extra = col + len(titles)
+    for key, _ in LATENCY_SERIES:
+        if slo_ms.get(key) is not None:
+            ws.cell(row=header, column=extra, value=f"SLO {key.removesuffix('_ms')} [ms]")
+            for r in range(header + 1, last + 1):
+                style.as_input(ws.cell(row=r, column=extra, value=slo_ms[key]), style.MS)
+            extra += 1
+    rates, held = f"$A${header + 1}:$A${last}", f"$I${header + 1}:$I${last}"
+    ws.cell(row=header, column=extra, value="capacity [ms]")
+    for r in range(header + 1, last + 1):
+        style.as_formula(ws.cell(row=r, column=extra, value=(
+            f"=IF(A{r}=SUMPRODUCT(MAX(({held}=TRUE)*{rates})),H{r},NA())")), style.MS)
+    chart = charts.lines_by_column(
+        ws, 1, col, extra, header, last, ws.cell(row=last + 3, column=1).coordinate,
+        "p99 latency vs offered load (SLO lines, capacity marked)", "offered load [req/s]",
+        "latency [ms]")
+    chart.series[-1].graphicalProperties.line.noFill = True  # capacity: the marker only
+    chart.series[-1].marker.size = 10
 
 
 def _check_keys(given: Mapping, allowed: set[str], field: str) -> None:

@@ -1,8 +1,6 @@
 """Workbook structure: sheets, defined names, formatting, review sheets and atomic saves."""
 
-import zipfile
 from pathlib import Path
-from xml.etree import ElementTree
 
 import pytest
 from hypothesis import given, settings
@@ -66,16 +64,6 @@ def test_frozen_headers_and_fitted_columns(book) -> None:
         assert ws.column_dimensions["A"].width >= 10, ws.title
     assert wb["Inputs"].column_dimensions["A"].width >= len("quantized_bits_per_parameter")
     assert any(c.number_format.endswith('" GiB"') for c in wb["Ledger"]["D"][1:6])
-
-
-def test_envelope_has_a_native_line_chart_with_a_series_per_device(book) -> None:
-    with zipfile.ZipFile(book) as z:
-        charts = [n for n in z.namelist() if n.startswith("xl/charts/chart")]
-        assert len(charts) == 1
-        root = ElementTree.fromstring(z.read(charts[0]))
-    line_charts = root.findall(f".//{{{CHART_NS}}}lineChart")
-    assert len(line_charts) == 1
-    assert len(line_charts[0].findall(f"{{{CHART_NS}}}ser")) == 1
 
 
 def test_model_cells_read_back_are_the_ones_written(src) -> None:
