@@ -2,6 +2,8 @@
 
 from collections.abc import Mapping, Sequence
 
+from openpyxl.formatting.rule import FormulaRule
+from openpyxl.styles import PatternFill
 from openpyxl.workbook.workbook import Workbook
 
 from servecap.ledger.errors import SpecError
@@ -194,17 +196,79 @@ def write_verification(wb: Workbook) -> None:
     ws.sheet_state = "hidden"  # shown once a verification run fills it
 
 
-def fill_verification(wb: Workbook, rows: Sequence[Mapping]) -> None:
-    """One row per ledger line: {line, predicted_bytes, measured_bytes, residual_bytes,
-    verdict}; byte fields are ints (a missing measurement stays blank)."""
+READABLE_LINES = {
+    "weights": "weights", "weight_metadata": "weight metadata (scales, zero points)",
+    "runtime_peak": "runtime peak (activations, workspaces)", "kv_cache": "KV cache in use",
+    "kv_pool": "KV pool (allocated blocks)", "kv_pool_spare": "KV pool, unused blocks",
+    "safety": "safety reserve", "non_torch": "non-torch memory (CUDA context, cuBLAS)",
+    "comm_buffers": "communication buffers", "cuda_graphs": "CUDA graph pool",
+    "allocator_reserve": "allocator reserve (reserved - allocated)",
+    "memory_ceiling_requests": "memory-only ceiling [requests]",
+    "ceiling": "memory-only ceiling [requests]",
+}
+EXTRA_HEADERS = ("tolerance_bytes", "line name")
+RECORD_LABELS = (("machine", "machine"), ("device", "device"), ("device_name", "device"),
+                 ("torch_version", "torch"), ("cuda_version", "CUDA"),
+                 ("driver_version", "driver"), ("config_hash", "config hash"),
+                 ("date", "date (UTC)"))
+GOOD = PatternFill("solid", start_color="C6EFCE")
+BAD = PatternFill("solid", start_color="FFC7CE")
+
+
+def fill_verification(wb: Workbook, rows: Sequence[Mapping],
+                      record: Mapping | None = None) -> None:
+    """One row per line: {line, predicted_bytes, measured_bytes, residual_bytes, verdict},
+    optionally tolerance_bytes, name (readable; else servecap's name for the key) and unit
+    ('requests' for the ceiling row); a missing measurement stays blank. Given any tolerance
+    or name, the tolerance and readable name follow the verdict; `record` (machine, device,
+    torch/CUDA/driver versions, config hash, date, ...) goes below the table."""
     ws = wb[VERIFY_SHEET]
     ws.sheet_state = "visible"
     ws.delete_rows(2, ws.max_row)
+    extended = any("tolerance_bytes" in r or "name" in r for r in rows)
+    if extended:
+        style.header(ws, list(VERIFY_HEADERS) + list(EXTRA_HEADERS))
+    allowed = set(VERIFY_HEADERS) | {"tolerance_bytes", "name", "unit"}
     for r, item in enumerate(rows, start=2):
-        _check_keys(item, set(VERIFY_HEADERS), "verification row")
-        for col, key in enumerate(VERIFY_HEADERS, start=1):
-            cell = ws.cell(row=r, column=col, value=item.get(key))
-            if key.endswith("_bytes"):
-                style.as_formula(cell, style.BYTES)
+        _check_keys(item, allowed, "verification row")
+        _verification_row(ws, r, item, extended)
+    last = len(rows) + 1
+    _verdict_colours(ws, last)
+    if record:
+        _run_record(ws, last + 2, record)
     style.fit_columns(ws, minimum=16)
     style.print_setup(ws)
+
+
+def _verification_row(ws, r: int, item: Mapping, extended: bool) -> None:
+    fmt = style.REQUESTS if item.get("unit") == "requests" else style.BYTES
+    values = [item.get(key) for key in VERIFY_HEADERS]
+    if extended:
+        key = item.get("line")
+        values += [item.get("tolerance_bytes"),
+                   item.get("name") or READABLE_LINES.get(key, str(key).replace("_", " "))]
+    for col, value in enumerate(values, start=1):
+        cell = ws.cell(row=r, column=col, value=value)
+        if col in (2, 3, 4, 6):
+            style.as_formula(cell, fmt)
+
+
+def _verdict_colours(ws, last: int) -> None:
+    """ok: green; a verdict other than ok or 'not measured': red."""
+    if last < 2:
+        return
+    area = f"E2:E{last}"
+    ws.conditional_formatting.add(area, FormulaRule(formula=['E2="ok"'], fill=GOOD))
+    ws.conditional_formatting.add(area, FormulaRule(
+        formula=['AND(E2<>"",E2<>"ok",E2<>"not measured")'], fill=BAD))
+
+
+def _run_record(ws, row: int, record: Mapping) -> None:
+    """The run's provenance: the known fields first, labelled, then anything else given."""
+    style.section(ws, row, "run record: where these measurements come from")
+    labels = dict(RECORD_LABELS)
+    keys = [k for k, _ in RECORD_LABELS if k in record] + \
+        [k for k in record if k not in labels]
+    for offset, key in enumerate(keys, start=1):
+        ws.cell(row=row + offset, column=1, value=labels.get(key, key.replace("_", " ")))
+        ws.cell(row=row + offset, column=2, value=str(record[key]))
