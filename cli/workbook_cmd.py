@@ -10,7 +10,7 @@ from servecap.ledger import dtypes
 from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
 
-from .deploy import NO_DEPLOY, DeployFlags, engine_spec
+from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec
 from .errors import handle_errors
 from .files import announce
 from .inputs import PlanFlags
@@ -19,6 +19,7 @@ from .plan_cmd import deployment_from_flags, plan_parts
 Opt = typer.Option
 
 
+@deploy_options
 def workbook(
     model: Annotated[str, typer.Argument(help="Bundled model name, model YAML, config.json or "
                                          "model directory.")],
@@ -34,6 +35,7 @@ def workbook(
     weight_dtype: Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4.")] = None,
     block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
     force: Annotated[bool, Opt("--force", help="Replace an existing output file.")] = False,
+    deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Write a capacity workbook: the ledger as live formulas, the envelope over devices x
     contexts x KV dtypes with a chart, and the review sheets.
@@ -42,23 +44,24 @@ def workbook(
 
       servecap workbook llama-3.1-8b --device 40GiB --device 80GiB --context 4096 \\
           --context 32768 -o capacity.xlsx
+      servecap workbook llama-3.1-70b-instruct --device h100-80gb -tp 4 --engine vllm -o 70b.xlsx
     """
     devices, contexts, kv_dtypes = device or [], context or [], kv_dtype or []
     flags = PlanFlags(device=_head(devices), context=_head(contexts), concurrency=concurrency,
                       runtime_peak=runtime_peak, safety=safety, weight_dtype=weight_dtype,
                       kv_dtype=_head(kv_dtypes), block_size=block_size)
-    path = export_workbook(model, flags, (devices, contexts, kv_dtypes), output, force)
+    path = export_workbook(model, flags, (devices, contexts, kv_dtypes), output, force, deploy)
     print(f"wrote {path}")
 
 
 def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Path,
-                    force: bool) -> Path:
+                    force: bool, deploy: DeployFlags = NO_DEPLOY) -> Path:
     """The Ledger at the first device/context/KV dtype; the Envelope over all of them."""
     _need_excel()
     from servecap.workbooks.envelope import Sweep
     from servecap.workbooks.export import build_workbook, default_sweep, save_workbook
 
-    src = workbook_source(model, flags)
+    src = workbook_source(model, flags, deploy)
     devices, contexts, kv_dtypes = sweep_flags
     base = default_sweep(src)
     sweep = Sweep(

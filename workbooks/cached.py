@@ -27,6 +27,11 @@ def remember(ws, coordinate: str, value) -> None:
     store[(ws.title, coordinate)] = value
 
 
+def known(ws, coordinate: str):
+    """The value remembered for a cell, or None."""
+    return ws.parent.__dict__.get(ATTRIBUTE, {}).get((ws.title, coordinate))
+
+
 def _xml_value(value) -> tuple[str, str]:
     """(type attribute, <v> text) as the spreadsheet format stores a cached result."""
     if isinstance(value, bool):

@@ -48,9 +48,9 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     write_ledger(wb, src)
     if src.multi:
         write_ranks(wb, src)
-    write_envelope(wb, sweep or default_sweep(src))
+    write_envelope(wb, sweep or default_sweep(src), src)
     write_quantization(wb)
-    write_paging(wb, src.serve.block_size_tokens)
+    write_paging(wb, src.serve.block_size_tokens, src.serve)
     write_latency(wb, results)
     write_verification(wb)
     write_summary(wb, src)
