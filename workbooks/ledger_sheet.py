@@ -86,6 +86,9 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
     for item in DERIVED:
         row += 1
         _row(wb, ws, row, item, item[0], "", known)
+    if src.multi:
+        style.note(ws, row + 2, "The whole model on one device with the plain engine, for "
+                   "reference: the deployment's ledger, one column per rank, is on Ranks.")
     style.fit_columns(ws)
     ws.column_dimensions["C"].width = max(ws.column_dimensions["C"].width, 24)
     charts.memory_breakdown(ws, 2, 6, 2, 4, 4, 1, "H2", "Memory on the device (ledger lines)")

@@ -45,7 +45,9 @@ def _rows(src: WorkbookSource) -> list[tuple[str, str, str | None, object]]:
         ("ceiling, all replicas", "=" + ("total_ceiling_requests" if multi
                                          else "memory_ceiling_requests"), style.REQUESTS,
          dep.total_ceiling_requests if multi else ceiling),
-        ("headroom over the declared load", "=B8-requests", style.REQUESTS,
+        ("headroom over the declared load",
+         "=" + ("deployment_ceiling_requests" if multi else "memory_ceiling_requests")
+         + "-requests", style.REQUESTS,
          ceiling - serve.concurrency),
         ("left on the binding device",
          "=" + ("INDEX(rank_free,MATCH(TRUE,rank_binding,0))/2^30" if multi
@@ -78,7 +80,7 @@ def write_summary(wb: Workbook, src: WorkbookSource) -> None:
         style.as_formula(cell, fmt)
         cell.alignment = style.WRAP
         remember(ws, cell.coordinate, value)
-    verdict = "$B$7"
+    verdict = f"$B${2 + [r[0] for r in _rows(src)].index('verdict')}"
     ws.conditional_formatting.add(verdict, FormulaRule(formula=[f'{verdict}="FITS"'],
                                                        fill=FITS_FILL, font=Font(bold=True)))
     ws.conditional_formatting.add(verdict, FormulaRule(formula=[f'{verdict}<>"FITS"'],
