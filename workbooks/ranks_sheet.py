@@ -175,7 +175,7 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
     row = 2
     for key in values[0]:
         at[key] = row
-        _label(ws, row, key, key.replace("_", " "))
+        _label(ws, row, key, dict(FIXED).get(key, key.replace("_", " ")))
         for i, data in enumerate(values):
             style.as_input(ws.cell(row=row, column=FIRST_COL + i, value=data[key]),
                            style.BYTES if key in dict(FIXED) else style.COUNT)
@@ -216,8 +216,24 @@ def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list
             amount = data.get(key, cached.get(key))
             remember(ws, cell.coordinate, None if amount is None else amount / 2**30)
     last_col = FIRST_COL + len(values) - 1
+    define(ws.parent, "rank_breakdown_lines", SHEET, f"B{row + 1}:B{row + len(keys)}")
+    define(ws.parent, "rank_breakdown_gib", SHEET,
+           f"C{row + 1}:{get_column_letter(last_col)}{row + len(keys)}")
     charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1,
                             f"B{row + len(keys) + 2}", "Memory per rank (stacked ledger lines)")
+
+
+LARGEST_ON_BINDING = ("=INDEX(rank_breakdown_lines,MATCH(MAX(INDEX(rank_breakdown_gib,0,"
+                      "MATCH(TRUE,rank_binding,0))),INDEX(rank_breakdown_gib,0,MATCH(TRUE,"
+                      "rank_binding,0)),0))")
+
+
+def largest_on_binding(src: WorkbookSource) -> str:
+    """The label of the binding rank's largest line (what LARGEST_ON_BINDING finds)."""
+    plan = src.deployment.plan
+    labels = dict(FIXED) | {key: label for key, label, _, _ in _rows(src.engine.name)}
+    keys = [key for key in BREAKDOWN if key in labels]
+    return labels[max(keys, key=plan.line)]
 
 
 def _label(ws, row: int, key: str, label: str) -> None:

@@ -6,6 +6,7 @@ from openpyxl.workbook.workbook import Workbook
 
 from . import style
 from .cached import remember
+from .ranks_sheet import LARGEST_ON_BINDING, largest_on_binding
 from .record_sheets import write_checklist
 from .source import WorkbookSource
 
@@ -54,9 +55,10 @@ def _rows(src: WorkbookSource) -> list[tuple[str, str, str | None, object]]:
                 else "free_bytes/2^30"), style.GIB, binding.free_bytes / 2**30),
         ("binding rank", "=" + ("binding_rank" if multi else "0"), style.COUNT,
          dep.stages[dep.binding].ranks[0] if multi else 0),
-        ("largest line (one device, plain)",
-         f"=INDEX(Ledger!$B$2:$B$6,MATCH(MAX({LEDGER_LINES}),{LEDGER_LINES},0))", None,
-         largest.label),
+        ("largest line on the binding rank", LARGEST_ON_BINDING, None,
+         largest_on_binding(src)) if multi else
+        ("largest line", f"=INDEX(Ledger!$B$2:$B$6,MATCH(MAX({LEDGER_LINES}),{LEDGER_LINES},0))",
+         None, largest.label),
         ("weights from", "=Ledger!$F$2", None, plan.lines[0].source),
         ("runtime peak from", "=Ledger!$F$4", None, plan.lines[2].source),
         ("safety from", "=Ledger!$F$6", None, plan.lines[4].source),
