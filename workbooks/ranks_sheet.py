@@ -11,7 +11,9 @@ import re
 from openpyxl.utils import get_column_letter
 from openpyxl.workbook.workbook import Workbook
 
-from servecap.ledger.engines import PLAIN, SGLANG, TRTLLM, VLLM
+from servecap.ledger import dtypes
+from servecap.ledger.engines import VLLM, pool_and_headroom
+from servecap.ledger.kv import kv_bits_per_token_layer, kv_bytes_per_request, kv_heads_per_rank
 from servecap.ledger.kv_blocks import kv_cache_groups, uniform_kinds
 from servecap.ledger.model import SLIDING
 from servecap.ledger.ranks import StagePlan
@@ -19,52 +21,11 @@ from servecap.ledger.ranks import StagePlan
 from . import charts, style
 from .cached import remember
 from .names import define
+from .ranks_formulas import FIXED, rank_rows
 from .source import WorkbookSource
 
 SHEET = "Ranks"
 FIRST_COL = 3
-FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
-         ("runtime_peak", "runtime peak"), ("rotary_cache", "rotary cos/sin cache"),
-         ("non_torch", "non-torch memory"), ("comm_buffers", "communication buffers"),
-         ("cuda_graphs", "CUDA graph pool"))
-BITS = ('IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
-        "2*[kv_heads]*head_dim*kv_bits_per_element)")
-HELD = ("(load_lengths_tokens-(sliding_window_tokens>0)*(load_lengths_tokens>sliding_window_tokens)"
-        "*(load_lengths_tokens-sliding_window_tokens))")
-KV_IN_USE = (
-    "SUMPRODUCT(load_requests,ROUNDUP(([layers]-[sliding_layers])*ROUNDUP(load_lengths_tokens"
-    "/block_size_tokens,0)*block_size_tokens*[kv_bits_layer]/8,0)+ROUNDUP([sliding_layers]*"
-    f"ROUNDUP({HELD}/block_size_tokens,0)*block_size_tokens*[kv_bits_layer]/8,0))"
-    "-IF(AND(shared_prefix_slot_tokens>0,requests>1),ROUNDUP(([layers]-[sliding_layers])*"
-    "shared_prefix_slot_tokens*[kv_bits_layer]/8,0)*(requests-1),0)")
-HELD_ONE = ("IF(sliding_window_tokens>0,MIN(context_tokens,sliding_window_tokens),"
-            "context_tokens)")
-KV_REQUEST = (
-    "ROUNDUP(([layers]-[sliding_layers])*ROUNDUP(context_tokens/block_size_tokens,0)"
-    "*block_size_tokens*[kv_bits_layer]/8,0)+ROUNDUP([sliding_layers]*ROUNDUP("
-    f"{HELD_ONE}/block_size_tokens,0)*block_size_tokens*[kv_bits_layer]/8,0)")
-WEIGHTS = "([weights]+[weight_metadata]+[rotary_cache])"
-POOL = {
-    VLLM: ("IF(ISNUMBER(kv_cache_memory_bytes),kv_cache_memory_bytes,TRUNC(device_bytes*"
-           f"gpu_memory_utilization-({WEIGHTS}+[runtime_peak]+[non_torch]+[cuda_graphs])))"),
-    SGLANG: f"TRUNC([free_start]*mem_fraction_static)-{WEIGHTS}",
-    TRTLLM: "TRUNC([free_start]*free_gpu_memory_fraction)",
-}
-HEADROOM = {
-    VLLM: (f"IF(ISNUMBER(kv_cache_memory_bytes),device_bytes-{WEIGHTS}-[runtime_peak]-[non_torch]"
-           "-[cuda_graphs]-[comm_buffers]-kv_cache_memory_bytes,device_bytes-TRUNC(device_bytes*"
-           "gpu_memory_utilization)-[comm_buffers])"),
-    SGLANG: ("[free_start]-TRUNC([free_start]*mem_fraction_static)-[runtime_peak]"
-             "-[cuda_graphs]"),
-    TRTLLM: "[free_start]-[pool]",
-}
-FREE_START = {
-    SGLANG: "device_bytes-[non_torch]-[comm_buffers]",
-    TRTLLM: f"device_bytes-{WEIGHTS}-[runtime_peak]-[non_torch]-[comm_buffers]-[cuda_graphs]",
-}
-SLIDING_BLOCKS = ("IF(sliding_window_tokens>0,ROUNDUP(MIN(sliding_window_tokens-1+"
-                  "max_num_batched_tokens,context_tokens)/block_size_tokens,0)+1,"
-                  "ROUNDUP(context_tokens/block_size_tokens,0))")
 
 
 def _structure(src: WorkbookSource, item: StagePlan, rank: int) -> dict[str, object]:
@@ -82,84 +43,47 @@ def _structure(src: WorkbookSource, item: StagePlan, rank: int) -> dict[str, obj
     return out
 
 
-def _rows(engine: str) -> list[tuple[str, str, str | None, str]]:
-    """(key, label, number format, formula or '' for a value)."""
-    vllm = engine == VLLM
-    rows = [("kv_heads", "KV heads on this rank", style.HEADS,
-             'IF(attention_kind="mla",0,ROUNDUP(num_kv_heads/tensor_parallel_size,0))'),
-            ("kv_bits_layer", "KV per token per layer", style.BITS, BITS),
-            ("kv_bytes_per_token", "KV per token", style.BYTES,
-             "ROUNDUP([layers]*[kv_bits_layer]/8,0)"),
-            ("kv_request_context", "KV per request at context", style.BYTES, KV_REQUEST),
-            ("kv_cache", "KV cache in use", style.BYTES, KV_IN_USE),
-            ("kv_bytes_per_request", "KV per request", style.BYTES,
-             "IF(explicit_lengths,ROUNDUP([kv_cache]/requests,0),[kv_request_context])")]
-    if engine == PLAIN:
-        return rows + [
-            ("safety", "safety reserve", style.BYTES, "safety_bytes"),
-            ("committed", "committed + reserved", style.BYTES, "[fixed]+[kv_cache]+[safety]"),
-            ("free", "left", style.BYTES, "device_bytes-[committed]"),
-            ("free_own", "left (binding order)", style.BYTES, "[free]"),
-            ("ceiling", "memory-only ceiling", style.REQUESTS,
-             "IF([kv_bytes_per_request]>0,MAX(0,INT((device_bytes-[fixed]-[safety])/"
-             "[kv_bytes_per_request])),0)"),
-            ("order", "binding order (fewest first)", style.COUNT, "[ceiling]"),
-            ("fits", "declared load fits", None, "[free]>=0")]
-    if engine in FREE_START:
-        rows.append(("free_start", "memory the engine sizes from", style.BYTES,
-                     FREE_START[engine]))
-    page = "block_size_tokens*INT([kv_bits_layer]/8)"
-    rows += [
-        ("pool", "KV pool as sized", style.BYTES, POOL[engine]),
-        ("kv_pool_bytes", "KV pool", style.BYTES, "MAX([pool],0)"),
-        ("headroom", "outside the engine budget", style.BYTES, HEADROOM[engine]),
-        ("block_bytes", "bytes per block", style.BYTES,
-         f"{page}*" + ("[group_layers]" if vllm else "[layers]")),
-        ("own_blocks", "blocks this rank's pool fits", style.BLOCKS,
-         f"IF(AND([kv_pool_bytes]>0,{page}>0,[group_layers]>0),INT(INT([kv_pool_bytes]/({page}))"
-         "/[group_layers]),0)" if vllm else
-         "IF([block_bytes]>0,INT([kv_pool_bytes]/[block_bytes]),0)"),
-        ("num_gpu_blocks", "blocks (every rank: the fewest)", style.BLOCKS, "MIN(<own_blocks>)"),
-        ("num_groups", "KV cache groups", style.COUNT,
-         "[full_groups]+[sliding_groups]" if vllm else "1"),
-        ("kv_cache_tokens", "KV cache tokens", style.TOKENS,
-         "INT([num_gpu_blocks]/[num_groups])*block_size_tokens"),
-        ("blocks_per_request", "blocks one request reserves", style.BLOCKS,
-         "[full_groups]*ROUNDUP(context_tokens/block_size_tokens,0)+[sliding_groups]*"
-         + SLIDING_BLOCKS if vllm else "ROUNDUP(context_tokens/block_size_tokens,0)"),
-        ("max_concurrency", "max concurrency", "0.00",
-         "IF([blocks_per_request]>0,[num_gpu_blocks]/[blocks_per_request],0)" if vllm
-         else "[kv_cache_tokens]/context_tokens"),
-        ("kv_pool_spare", "KV pool, unused blocks", style.BYTES,
-         "MAX([num_gpu_blocks]*[block_bytes]-[kv_cache],0)"),
-        ("safety", "headroom outside the engine budget", style.BYTES, "MAX([headroom],0)"),
-        ("committed", "committed + reserved", style.BYTES,
-         "[fixed]+[kv_cache]+[kv_pool_spare]+[safety]"),
-        ("free", "left", style.BYTES, "device_bytes-[committed]"),
-        ("free_own", "left at this rank's own blocks (binding order)", style.BYTES,
-         "device_bytes-[fixed]-[kv_cache]-MAX([own_blocks]*[block_bytes]-[kv_cache],0)-[safety]"),
-        ("ceiling", "max concurrency, whole requests", style.REQUESTS, "INT([max_concurrency])"),
-        ("order", "binding order (fewest first)", style.BLOCKS, "[own_blocks]"),
-        ("fits", "declared load fits", None,
-         "AND([free]>=0,[kv_cache]<=[num_gpu_blocks]*[block_bytes])")]
-    return rows
-
-
-def _known(item: StagePlan, binding: bool) -> dict[str, object]:
-    """The values the plan already holds for this rank's formula rows (cached beside them)."""
-    plan, budget = item.plan, item.plan.budget
+def _known(src: WorkbookSource, item: StagePlan, binding: bool,
+           one_stage: bool) -> dict[str, object]:
+    """The values the plan already holds for this rank's formula rows (cached beside them);
+    a rank's own block count before the binding rank's is known only with one stage."""
+    plan, budget, shard = item.plan, item.plan.budget, item.plan.shard
+    bits = dtypes.lookup(plan.serve.kv_dtype, "kv_dtype").bits
     out = {"kv_bytes_per_token": plan.kv_bytes_per_token, "kv_cache": plan.line("kv_cache"),
            "kv_bytes_per_request": plan.kv_bytes_per_request, "safety": plan.line("safety"),
            "committed": plan.committed_bytes, "free": plan.free_bytes,
            "ceiling": plan.memory_ceiling_requests, "fits": plan.fits, "binding": binding,
            "kv_pool_spare": plan.line("kv_pool_spare"),
-           "fixed": plan.fixed_bytes - plan.line("safety")}
-    if budget is not None:
-        out.update(kv_pool_bytes=budget.kv_pool_bytes, num_gpu_blocks=budget.num_gpu_blocks,
-                   kv_cache_tokens=budget.kv_cache_tokens, block_bytes=budget.block_bytes,
-                   max_concurrency=float(budget.max_concurrency),
-                   blocks_per_request=budget.blocks_per_request)
+           "fixed": plan.fixed_bytes - plan.line("safety"),
+           "kv_heads": 0 if src.spec.attention.kind == "mla"
+           else kv_heads_per_rank(src.spec, shard.tensor_parallel_size),
+           "kv_bits_layer": kv_bits_per_token_layer(src.spec, bits, shard),
+           "kv_request_context": kv_bytes_per_request(src.spec, bits, plan.serve.context_tokens,
+                                                      plan.serve.block_size_tokens, shard)}
+    if budget is None:
+        return out | {"order": plan.memory_ceiling_requests, "free_own": plan.free_bytes}
+    world = shard.tensor_parallel_size * (1 if one_stage else 2)
+    pool, headroom, _, _ = pool_and_headroom(src.engine, plan.device_bytes, plan.lines, world)
+    out.update(kv_pool_bytes=budget.kv_pool_bytes, num_gpu_blocks=budget.num_gpu_blocks,
+               kv_cache_tokens=budget.kv_cache_tokens, block_bytes=budget.block_bytes,
+               max_concurrency=float(budget.max_concurrency), num_groups=budget.num_groups,
+               blocks_per_request=budget.blocks_per_request, pool=pool, headroom=headroom)
+    if one_stage:
+        out.update(own_blocks=budget.num_gpu_blocks, order=budget.num_gpu_blocks,
+                   free_own=plan.free_bytes)
     return out
+
+
+def _ties(known: list[dict]) -> None:
+    """The binding helper rows, where every rank's order and own free bytes are known."""
+    if any("order" not in k or "free_own" not in k for k in known):
+        return
+    least = min(k["order"] for k in known)
+    for k in known:
+        k["tie"] = k["free_own"] if k["order"] == least else 9.99e307
+    fewest = min(k["tie"] for k in known)
+    for k in known:
+        k["candidate"] = k["order"] == least and k["free_own"] == fewest
 
 
 def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
@@ -171,7 +95,8 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
     at: dict[str, int] = {}
     values = [_structure(src, item, rank) for item, rank in columns]
     binding = dep.stages[dep.binding]
-    known = [_known(item, item is binding) for item, _ in columns]
+    known = [_known(src, item, item is binding, len(dep.stages) == 1) for item, _ in columns]
+    _ties(known)
     row = 2
     for key in values[0]:
         at[key] = row
@@ -182,7 +107,7 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
         row += 1
     at["fixed"] = row
     rows = [("fixed", "fixed lines", style.BYTES, "+".join(f"[{k}]" for k, _ in FIXED))]
-    rows += _rows(src.engine.name)
+    rows += rank_rows(src.engine.name)
     for key, label, fmt, formula in rows:
         at[key] = row
         _label(ws, row, key, label)
@@ -231,7 +156,7 @@ LARGEST_ON_BINDING = ("=INDEX(rank_breakdown_lines,MATCH(MAX(INDEX(rank_breakdow
 def largest_on_binding(src: WorkbookSource) -> str:
     """The label of the binding rank's largest line (what LARGEST_ON_BINDING finds)."""
     plan = src.deployment.plan
-    labels = dict(FIXED) | {key: label for key, label, _, _ in _rows(src.engine.name)}
+    labels = dict(FIXED) | {key: label for key, label, _, _ in rank_rows(src.engine.name)}
     keys = [key for key in BREAKDOWN if key in labels]
     return labels[max(keys, key=plan.line)]
 
