@@ -94,11 +94,8 @@ def plan(
     if from_workbook is not None or xlsx is not None:
         from .workbook_cmd import plan_workbook_io  # openpyxl only when a workbook is involved
 
-        if deploy != NO_DEPLOY:
-            raise SpecError("--xlsx/--from-workbook", str(xlsx or from_workbook), "workbooks "
-                            "plan one device with the plain engine: drop the parallel and "
-                            "engine flags")
-        model, flags = plan_workbook_io(model, flags, from_workbook, xlsx, force)
+        model, flags, deploy = plan_workbook_io(model, flags, deploy, from_workbook, xlsx,
+                                                force)
     loaded = _load(model)
     result = deployment_from_flags(model, flags, deploy, loaded)
     if verbose and loaded.hub is not None:

@@ -1,6 +1,6 @@
 """`servecap workbook`, plan --xlsx and --from-workbook: capacity workbooks, openpyxl lazily."""
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -10,14 +10,16 @@ from servecap.ledger import dtypes
 from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
 
+from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec
 from .errors import handle_errors
 from .files import announce
 from .inputs import PlanFlags
-from .plan_cmd import plan_parts
+from .plan_cmd import deployment_from_flags, plan_parts
 
 Opt = typer.Option
 
 
+@deploy_options
 def workbook(
     model: Annotated[str, typer.Argument(help="Bundled model name, model YAML, config.json or "
                                          "model directory.")],
@@ -33,6 +35,7 @@ def workbook(
     weight_dtype: Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4.")] = None,
     block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
     force: Annotated[bool, Opt("--force", help="Replace an existing output file.")] = False,
+    deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Write a capacity workbook: the ledger as live formulas, the envelope over devices x
     contexts x KV dtypes with a chart, and the review sheets.
@@ -41,23 +44,24 @@ def workbook(
 
       servecap workbook llama-3.1-8b --device 40GiB --device 80GiB --context 4096 \\
           --context 32768 -o capacity.xlsx
+      servecap workbook llama-3.1-70b-instruct --device h100-80gb -tp 4 --engine vllm -o 70b.xlsx
     """
     devices, contexts, kv_dtypes = device or [], context or [], kv_dtype or []
     flags = PlanFlags(device=_head(devices), context=_head(contexts), concurrency=concurrency,
                       runtime_peak=runtime_peak, safety=safety, weight_dtype=weight_dtype,
                       kv_dtype=_head(kv_dtypes), block_size=block_size)
-    path = export_workbook(model, flags, (devices, contexts, kv_dtypes), output, force)
+    path = export_workbook(model, flags, (devices, contexts, kv_dtypes), output, force, deploy)
     print(f"wrote {path}")
 
 
 def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Path,
-                    force: bool) -> Path:
+                    force: bool, deploy: DeployFlags = NO_DEPLOY) -> Path:
     """The Ledger at the first device/context/KV dtype; the Envelope over all of them."""
     _need_excel()
     from servecap.workbooks.envelope import Sweep
     from servecap.workbooks.export import build_workbook, default_sweep, save_workbook
 
-    src = workbook_source(model, flags)
+    src = workbook_source(model, flags, deploy)
     devices, contexts, kv_dtypes = sweep_flags
     base = default_sweep(src)
     sweep = Sweep(
@@ -69,44 +73,50 @@ def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Pa
     return save_workbook(build_workbook(src, sweep), output, force, "--output")
 
 
-def plan_workbook_io(model: str | None, flags: PlanFlags, from_workbook: Path | None,
-                     xlsx: Path | None, force: bool) -> tuple[str, PlanFlags]:
+def plan_workbook_io(model: str | None, flags: PlanFlags, deploy: DeployFlags,
+                     from_workbook: Path | None, xlsx: Path | None,
+                     force: bool) -> tuple[str, PlanFlags, DeployFlags]:
     """plan's workbook options: read the inputs from one, and/or write the plan to one."""
     _need_excel()
     if from_workbook is not None:
-        if model is not None or flags != PlanFlags():
+        if model is not None or flags != PlanFlags() or deploy != NO_DEPLOY:
             raise SpecError("--from-workbook", str(from_workbook), "give the workbook alone: "
                             "MODEL and plan flags come from its Inputs sheet (edit it there)")
-        model, flags = flags_from_workbook(from_workbook)
-    src = workbook_source(model, flags)
+        model, flags, deploy = flags_from_workbook(from_workbook)
     if xlsx is not None:
         from servecap.workbooks.export import build_workbook, save_workbook
 
+        src = workbook_source(model, flags, deploy)
         announce(save_workbook(build_workbook(src), xlsx, force))
-    return model, flags
+    return model, flags, deploy
 
 
-def flags_from_workbook(path: Path) -> tuple[str, PlanFlags]:
+def flags_from_workbook(path: Path) -> tuple[str, PlanFlags, DeployFlags]:
     """The flags that plan the workbook's Inputs again; an edited runtime cell is declared."""
     from servecap.workbooks.readback import check_model_cells, read_plan_inputs
 
     inputs = read_plan_inputs(path)
-    flags = PlanFlags(**inputs.flags)
+    flags, deploy = PlanFlags(**inputs.flags), DeployFlags(**inputs.deploy)
     src = workbook_source(inputs.model_ref, flags)
     if src.plan().line("runtime_peak") != inputs.runtime_peak_bytes:
         flags = replace(flags, runtime_peak=str(inputs.runtime_peak_bytes))
         src = workbook_source(inputs.model_ref, flags)
     check_model_cells(inputs, src, path)
-    return inputs.model_ref, flags
+    return inputs.model_ref, flags, deploy
 
 
-def workbook_source(model: str | None, flags: PlanFlags):
+def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = NO_DEPLOY):
+    """The single-device plain plan (Ledger) and the deployment (Ranks) the flags describe; an
+    engine's default block size is the workbook's block size, as plan uses it."""
     from servecap.workbooks.source import WorkbookSource
 
     spec, serve, overrides = plan_parts(model, flags)
+    deployment = deployment_from_flags(model, flags, deploy)
+    serve = replace(serve, block_size_tokens=deployment.plan.serve.block_size_tokens)
     wdtype = flags.weight_dtype and dtypes.lookup(flags.weight_dtype, "--weight-dtype").name
     ref = str(Path(model).resolve()) if Path(model).exists() else model
-    return WorkbookSource(ref, spec, serve, overrides, wdtype, flags.group_size)
+    return WorkbookSource(ref, spec, serve, overrides, wdtype, flags.group_size, deployment,
+                          engine_spec(deploy), tuple(asdict(deploy).items()))
 
 
 def _need_excel() -> None:

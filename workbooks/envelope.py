@@ -1,12 +1,16 @@
 """The Envelope sheet: memory-only ceiling over context x device x KV dtype, with a chart."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from openpyxl.chart import LineChart, Reference
 from openpyxl.workbook.workbook import Workbook
 
-from . import style
+from servecap.ledger import dtypes
+from servecap.ledger.plan import Plan, build_plan, with_device
+
+from . import charts, style
+from .cached import known, remember
 from .formulas import ceiling, kv_request, safety_on
+from .source import WorkbookSource
 
 SHEET = "Envelope"
 HEADERS = ["KV dtype", "KV width [bits/element]", "context [tokens/request]", "device",
@@ -23,17 +27,36 @@ class Sweep:
     kv_dtypes: tuple[str, ...]
 
 
-def write_envelope(wb: Workbook, sweep: Sweep) -> None:
+def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None) -> None:
+    """With `src`, each row's safety, KV per request and ceiling are cached: build_plan at that
+    device, context and KV dtype, the runtime peak held at the plan's (as the formula holds it)."""
     ws = wb.create_sheet(SHEET)
     style.header(ws, HEADERS)
     row = 2
+    runtime = src.plan().line("runtime_peak") if src is not None else 0
     for kv_dtype in sweep.kv_dtypes:
         for context in sweep.contexts_tokens:
             for label, device_bytes in sweep.devices:
                 _row(ws, row, kv_dtype, context, label, device_bytes)
+                if src is not None:
+                    _cache(ws, row, _point(src, kv_dtype, context, device_bytes, runtime))
                 row += 1
     _chart_block(ws, sweep)
     style.fit_columns(ws)
+
+
+def _point(src: WorkbookSource, kv_dtype: str, context: int, device_bytes: int,
+           runtime_peak_bytes: int) -> Plan:
+    serve = replace(with_device(src.serve, device_bytes), context_tokens=context,
+                    kv_dtype=kv_dtype, lengths=(), runtime_peak_bytes=runtime_peak_bytes)
+    return build_plan(src.spec, serve, src.overrides)
+
+
+def _cache(ws, row: int, plan: Plan) -> None:
+    bits = dtypes.lookup(plan.serve.kv_dtype, "kv_dtype").bits
+    for col, value in (("B", bits), ("F", plan.line("safety")), ("G", plan.kv_bytes_per_request),
+                       ("H", plan.memory_ceiling_requests)):
+        remember(ws, f"{col}{row}", value)
 
 
 def _row(ws, row: int, kv_dtype: str, context: int, label: str, device_bytes: int) -> None:
@@ -50,25 +73,24 @@ def _row(ws, row: int, kv_dtype: str, context: int, label: str, device_bytes: in
 
 
 def _chart_block(ws, sweep: Sweep) -> None:
-    """Ceiling vs context for the first KV dtype, one column (series) per device."""
+    """Ceiling vs context: one column (a line) per KV dtype and device."""
     first = len(HEADERS) + 2
-    ws.cell(row=1, column=first, value=f"context [tokens] ({sweep.kv_dtypes[0]} KV)")
-    per_context = len(sweep.devices)
-    for i in range(len(sweep.contexts_tokens)):
-        style.as_formula(ws.cell(row=2 + i, column=first, value=f"=C{2 + i * per_context}"),
-                         style.TOKENS)
-        for j, (label, _) in enumerate(sweep.devices):
-            ws.cell(row=1, column=first + 1 + j, value=f"{label} [requests]")
-            source = 2 + i * per_context + j
-            style.as_formula(ws.cell(row=2 + i, column=first + 1 + j, value=f"=H{source}"),
-                             style.REQUESTS)
-    last = 1 + len(sweep.contexts_tokens)
-    chart = LineChart()
-    chart.title = f"Memory-only ceiling vs context ({sweep.kv_dtypes[0]} KV)"
-    chart.x_axis.title, chart.y_axis.title = "context [tokens/request]", "ceiling [requests]"
-    data = Reference(ws, min_col=first + 1, max_col=first + per_context, min_row=1,
-                     max_row=last)
-    chart.add_data(data, titles_from_data=True)
-    chart.set_categories(Reference(ws, min_col=first, min_row=2, max_row=last))
-    chart.height, chart.width = 9, 18
-    ws.add_chart(chart, ws.cell(row=last + 3, column=first).coordinate)
+    ws.cell(row=1, column=first, value="context [tokens]")
+    n_ctx, n_dev = len(sweep.contexts_tokens), len(sweep.devices)
+    pairs = [(d, kv) for kv in range(len(sweep.kv_dtypes)) for d in range(n_dev)]
+    for j, (d, kv) in enumerate(pairs, start=1):
+        ws.cell(row=1, column=first + j,
+                value=f"{sweep.devices[d][0]}, {sweep.kv_dtypes[kv]} KV [requests]")
+    for i in range(n_ctx):
+        cell = ws.cell(row=2 + i, column=first, value=f"=C{2 + i * n_dev}")
+        style.as_formula(cell, style.TOKENS)
+        remember(ws, cell.coordinate, sweep.contexts_tokens[i])
+        for j, (d, kv) in enumerate(pairs, start=1):
+            source = 2 + (kv * n_ctx + i) * n_dev + d
+            cell = ws.cell(row=2 + i, column=first + j, value=f"=H{source}")
+            style.as_formula(cell, style.REQUESTS)
+            remember(ws, cell.coordinate, known(ws, f"H{source}"))
+    charts.lines_by_column(ws, first, first + 1, first + len(pairs), 1, 1 + n_ctx,
+                           ws.cell(row=n_ctx + 4, column=first).coordinate,
+                           "Memory-only ceiling vs context, per device and KV dtype",
+                           "context [tokens/request]", "ceiling [requests]")

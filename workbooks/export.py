@@ -9,17 +9,24 @@ from openpyxl import Workbook
 
 from servecap.ledger.errors import SpecError
 
+from . import style
+from .cached import add_cached_values
 from .envelope import Sweep, write_envelope
 from .inputs_sheet import write_inputs
 from .ledger_sheet import write_ledger
 from .paging_sheet import write_paging
 from .quantization_sheet import write_quantization
-from .record_sheets import write_checklist, write_latency, write_verification
+from .ranks_sheet import write_ranks
+from .record_sheets import write_latency, write_verification
 from .source import WorkbookSource
+from .summary_sheet import write_summary
 
-DEFAULT_CONTEXTS_TOKENS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
-SHEETS = ("Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Latency record",
-          "Checklist", "Verification")
+# Doubling steps with a point halfway (x 1.5) between: 15 points from 1K to 128K tokens.
+DEFAULT_CONTEXTS_TOKENS = tuple(sorted({1024 << k for k in range(8)}
+                                       | {1536 << k for k in range(7)}))
+SHEETS = ("Summary", "Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Latency record",
+          "Verification")
+ONE_PAGE = ("Summary", "Ledger")
 
 
 def default_sweep(src: WorkbookSource) -> Sweep:
@@ -39,13 +46,19 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     wb.remove(wb.active)
     write_inputs(wb, src)
     write_ledger(wb, src)
-    write_envelope(wb, sweep or default_sweep(src))
+    if src.multi:
+        write_ranks(wb, src)
+    write_envelope(wb, sweep or default_sweep(src), src)
     write_quantization(wb)
-    write_paging(wb, src.serve.block_size_tokens)
+    write_paging(wb, src.serve.block_size_tokens, src.serve)
     write_latency(wb, results)
-    write_checklist(wb)
     write_verification(wb)
-    wb.calculation.fullCalcOnLoad = True  # cached values are absent: recalculate on open
+    write_summary(wb, src)
+    for ws in wb.worksheets:
+        style.print_setup(ws, one_page=ws.title in ONE_PAGE)
+        if ws.sheet_state == "hidden":  # a blank template prints nothing (a blank cell)
+            ws.print_area = f"A{ws.max_row + 2}"
+    wb.calculation.fullCalcOnLoad = True  # cached values are servecap's: recalculate on open
     return wb
 
 
@@ -64,6 +77,7 @@ def save_workbook(wb: Workbook, path: Path, force: bool = False, field: str = "-
     os.close(handle)
     try:
         wb.save(tmp)
+        add_cached_values(wb, Path(tmp))
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)

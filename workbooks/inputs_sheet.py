@@ -5,9 +5,12 @@ from dataclasses import dataclass
 from openpyxl.workbook.workbook import Workbook
 
 from servecap.ledger import dtypes
+from servecap.ledger.kv import kv_bytes_per_request
 from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 
 from . import style
+from .cached import remember
+from .deploy_inputs import deploy_rows
 from .formulas import kv_request
 from .names import define
 from .source import (
@@ -123,27 +126,32 @@ def _load_formula(func: str, column: str, serve) -> object:
 
 def write_inputs(wb: Workbook, src: WorkbookSource) -> None:
     ws = wb.create_sheet(SHEET)
+    known = {"context_tokens": src.serve.context_tokens, "requests": src.serve.concurrency}
     style.header(ws, ["input (defined name)", "value", "unit", "meaning / source"])
     row = 2
     for title, rows in (("model: architecture and weights (from the model file)", model_rows(src)),
                         ("deployment: change these to ask 'what if'", serve_rows(src)),
                         ("plan settings: replayed by servecap plan --from-workbook",
-                         setting_rows(src))):
+                         setting_rows(src)),
+                        ("deployment: GPUs and engine (the Ranks sheet), replayed too",
+                         [InputRow(*row) for row in deploy_rows(src)])):
         style.section(ws, row, title)
         row += 1
         for item in rows:
-            _write_row(wb, ws, row, item)
+            _write_row(wb, ws, row, item, known)
             row += 1
     _write_load(wb, ws, src)
     _write_dtypes(wb, ws)
     style.fit_columns(ws)
 
 
-def _write_row(wb: Workbook, ws, row: int, item: InputRow) -> None:
+def _write_row(wb: Workbook, ws, row: int, item: InputRow, known: dict) -> None:
     ws.cell(row=row, column=1, value=item.name)
     cell = ws.cell(row=row, column=2, value=item.value)
     is_formula = isinstance(item.value, str) and item.value.startswith("=")
     (style.as_formula if is_formula else style.as_input)(cell, item.number_format)
+    if is_formula:
+        remember(ws, f"B{row}", known.get(item.name))
     ws.cell(row=row, column=3, value=item.unit)
     ws.cell(row=row, column=4, value=item.meaning)
     define(wb, item.name, SHEET, f"B{row}")
@@ -165,6 +173,12 @@ def _write_load(wb: Workbook, ws, src: WorkbookSource) -> None:
             (style.as_input if explicit else style.as_formula)(ws[f"{col}{i}"], fmt)
         ws[f"{h}{i}"] = "=" + kv_request(f"{f}{i}")
         style.as_formula(ws[f"{h}{i}"], style.BYTES)
+        bits = dtypes.lookup(src.serve.kv_dtype, "kv_dtype").bits
+        remember(ws, f"{h}{i}", kv_bytes_per_request(src.spec, bits, length,
+                                                     src.serve.block_size_tokens))
+        if not explicit:
+            remember(ws, f"{f}{i}", length)
+            remember(ws, f"{g}{i}", count)
     last = len(runs) + 1
     define(wb, "load_lengths_tokens", SHEET, f"{f}2:{f}{last}")
     define(wb, "load_requests", SHEET, f"{g}2:{g}{last}")

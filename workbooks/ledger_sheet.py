@@ -2,7 +2,12 @@
 
 from openpyxl.workbook.workbook import Workbook
 
-from . import style
+from servecap.ledger import dtypes
+from servecap.ledger.kv import kv_bits_per_token_layer
+from servecap.ledger.plan import Plan
+
+from . import charts, style
+from .cached import remember
 from .formulas import ceiling, kv_request, weights_computed
 from .names import define
 from .source import WorkbookSource
@@ -66,31 +71,60 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
     style.header(ws, ["key", "ledger line", "bytes / value", "GiB (2^30)", "formula",
                       "from (servecap plan)"])
     plan = src.plan()
+    known = known_values(src, plan)
     sources = {line.key: line.source for line in plan.lines}
     keys = ("weights", "weight_metadata", "runtime_peak", "kv_cache", "safety")
     row = 2
     for (name, label, formula, meaning), key in zip(LINES, keys, strict=True):
-        _row(wb, ws, row, (name, label, formula, style.BYTES, meaning), key, sources[key])
+        _row(wb, ws, row, (name, label, formula, style.BYTES, meaning), key, sources[key], known)
         row += 1
     for item in TOTALS:
-        _row(wb, ws, row, item, item[0], "")
+        _row(wb, ws, row, item, item[0], "", known)
         row += 1
     row += 1
     style.section(ws, row, "KV cache and the memory-only ceiling")
     for item in DERIVED:
         row += 1
-        _row(wb, ws, row, item, item[0], "")
+        _row(wb, ws, row, item, item[0], "", known)
+    if src.multi:
+        style.note(ws, row + 2, "The whole model on one device with the plain engine, for "
+                   "reference: the deployment's ledger, one column per rank, is on Ranks.")
     style.fit_columns(ws)
-    ws.column_dimensions["C"].width = 24
+    ws.column_dimensions["C"].width = max(ws.column_dimensions["C"].width, 24)
+    charts.memory_breakdown(ws, 2, 6, 2, 4, 4, 1, "H2", "Memory on the device (ledger lines)")
 
 
-def _row(wb: Workbook, ws, row: int, item: tuple, key: str, source: str) -> None:
+def known_values(src: WorkbookSource, plan: Plan) -> dict[str, object]:
+    """What each named line evaluates to: the plan's own numbers (cached beside the formulas)."""
+    serve = plan.serve
+    bits = dtypes.lookup(serve.kv_dtype, "kv_dtype").bits
+    lengths = serve.live_lengths
+    return {
+        "weights_bytes": plan.line("weights"),
+        "weight_metadata_line_bytes": plan.line("weight_metadata"),
+        "runtime_peak_line_bytes": plan.line("runtime_peak"),
+        "kv_cache_bytes": plan.line("kv_cache"), "safety_line_bytes": plan.line("safety"),
+        "committed_bytes": plan.committed_bytes, "device_line_bytes": plan.device_bytes,
+        "free_bytes": plan.free_bytes, "kv_bits_per_element": bits,
+        "kv_bits_per_token_layer": kv_bits_per_token_layer(src.spec, bits),
+        "kv_bytes_per_token": plan.kv_bytes_per_token,
+        "shared_prefix_slot_tokens": min(serve.shared_prefix_tokens, *lengths)
+        // serve.block_size_tokens * serve.block_size_tokens,
+        "kv_bytes_per_request": plan.kv_bytes_per_request, "fixed_bytes": plan.fixed_bytes,
+        "memory_ceiling_requests": plan.memory_ceiling_requests, "fits": plan.fits,
+    }
+
+
+def _row(wb: Workbook, ws, row: int, item: tuple, key: str, source: str,
+         known: dict[str, object]) -> None:
     name, label, formula, number_format, meaning = item
     ws.cell(row=row, column=1, value=key)
     ws.cell(row=row, column=2, value=label)
     style.as_formula(ws.cell(row=row, column=3, value=formula), number_format)
+    remember(ws, f"C{row}", known.get(name))
     if number_format == style.BYTES:
         style.as_formula(ws.cell(row=row, column=4, value=f"=C{row}/2^30"), style.GIB)
+        remember(ws, f"D{row}", None if name not in known else known[name] / 2**30)
     ws.cell(row=row, column=5, value=meaning)
     ws.cell(row=row, column=6, value=source)
     define(wb, name, SHEET, f"C{row}")

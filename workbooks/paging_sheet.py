@@ -2,7 +2,11 @@
 
 from openpyxl.workbook.workbook import Workbook
 
+from servecap.ledger.paging import paging_report
+from servecap.ledger.serve import ServeSpec
+
 from . import style
+from .cached import remember
 
 SHEET = "Paging"
 BLOCK_SIZES_TOKENS = (1, 4, 8, 16, 32, 64, 128)
@@ -22,18 +26,29 @@ FORMULAS = (
 )
 
 
+def _report_row(serve: ServeSpec, size: int) -> list:
+    report = paging_report(list(serve.live_lengths), size, serve.shared_prefix_tokens)
+    fill = report.logical_tokens / report.slot_tokens if report.slot_tokens > 0 else 0
+    return [report.logical_tokens, report.block_table_entries, report.shared_blocks,
+            report.num_blocks, report.slot_tokens, report.unused_slot_tokens, fill]
+
+
 def block_sizes(declared_tokens: int) -> tuple[int, ...]:
     return tuple(sorted({*BLOCK_SIZES_TOKENS, declared_tokens}))
 
 
-def write_paging(wb: Workbook, declared_block_size_tokens: int) -> None:
+def write_paging(wb: Workbook, declared_block_size_tokens: int,
+                 serve: ServeSpec | None = None) -> None:
+    """With `serve`, each row carries paging_report's numbers as cached values."""
     ws = wb.create_sheet(SHEET)
     style.header(ws, HEADERS)
     for r, size in enumerate(block_sizes(declared_block_size_tokens), start=2):
         style.as_input(ws.cell(row=r, column=1, value=size), style.TOKENS)
+        values = _report_row(serve, size) if serve is not None else [None] * len(FORMULAS)
         for col, (formula, number_format) in enumerate(FORMULAS, start=2):
-            style.as_formula(ws.cell(row=r, column=col, value=formula.format(r=r)),
-                             number_format)
+            cell = ws.cell(row=r, column=col, value=formula.format(r=r))
+            style.as_formula(cell, number_format)
+            remember(ws, cell.coordinate, values[col - 2])
     note = len(block_sizes(declared_block_size_tokens)) + 3
     style.note(ws, note, "Smaller blocks waste fewer slots in each request's last "
                "block but need more block-table entries and allocations; the live lengths are the "

@@ -15,6 +15,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 from servecap.ledger.units import parse_fraction_or_size
 
+from .deploy_inputs import FRACTIONS, MEASURED, default_fraction
 from .inputs_sheet import model_rows
 from .names import cell_of
 from .source import WorkbookSource
@@ -32,6 +33,7 @@ class WorkbookPlan:
     runtime_peak_bytes: int
     runtime_peak_rule: str
     model_cells: dict
+    deploy: dict
 
 
 def read_plan_inputs(path: Path) -> WorkbookPlan:
@@ -53,8 +55,34 @@ def read_plan_inputs(path: Path) -> WorkbookPlan:
         "max_num_seqs": cells.whole("max_num_seqs"),
     }
     model_cells = {name: cells.value(name) for name in MODEL_NAMES}
+    deploy = _deploy(cells)
+    if deploy.get("engine", "plain") != "plain":
+        flags["safety"] = None  # an engine keeps its own headroom; --safety is plain's
     return WorkbookPlan(cells.text("model"), flags, cells.whole("runtime_peak_bytes"),
-                        cells.text("runtime_peak_rule"), model_cells)
+                        cells.text("runtime_peak_rule"), model_cells, deploy)
+
+
+def _deploy(cells: "_Cells") -> dict:
+    """The deployment flags (DeployFlags fields); a workbook without the section is one device
+    with the plain engine. A knob equal to the engine's default is left to the default."""
+    if cells.wb.defined_names.get("engine") is None:
+        return {}
+    out = {key: cells.whole(key, 1) for key in ("tensor_parallel_size",
+                                                 "pipeline_parallel_size", "data_parallel_size")}
+    out["engine"] = cells.text("engine")
+    knob = FRACTIONS.get(out["engine"])
+    if knob and cells.wb.defined_names.get(knob) is not None:
+        value = cells.value(knob)
+        default = default_fraction(out["engine"], out["tensor_parallel_size"],
+                                   out["pipeline_parallel_size"])
+        if value is not None and value != default:
+            out[knob] = value
+    if cells.wb.defined_names.get("kv_cache_memory_bytes") is not None \
+            and cells.value("kv_cache_memory_bytes") not in (None, ""):
+        out["kv_cache_memory"] = str(cells.whole("kv_cache_memory_bytes"))
+    for name, field in MEASURED:
+        out[field] = cells.text(name) or None
+    return out
 
 
 def check_model_cells(plan_inputs: WorkbookPlan, src: WorkbookSource, path: Path) -> None:

@@ -3,8 +3,10 @@
 from dataclasses import dataclass
 
 from servecap.ledger import dtypes
+from servecap.ledger.engines import PLAIN_ENGINE, EngineSpec
 from servecap.ledger.model import SLIDING, ModelSpec
 from servecap.ledger.plan import Overrides, Plan, build_plan
+from servecap.ledger.ranks import Deployment, build_deployment
 from servecap.ledger.serve import ServeSpec
 from servecap.ledger.weights import default_quant, weight_bytes
 
@@ -20,9 +22,23 @@ class WorkbookSource:
     overrides: Overrides = Overrides()
     weight_dtype_flag: str | None = None
     group_size: int = 128
+    deployment: Deployment | None = None
+    engine: EngineSpec = PLAIN_ENGINE
+    deploy_flags: tuple[tuple[str, object], ...] = ()
 
     def plan(self) -> Plan:
+        """The whole model on one device with the plain engine (the Ledger sheet's plan)."""
         return build_plan(self.spec, self.serve, self.overrides)
+
+    def resolved(self) -> Deployment:
+        """The deployment planned, or the single device with the plain engine."""
+        return self.deployment or build_deployment(self.spec, self.serve, self.overrides)
+
+    @property
+    def multi(self) -> bool:
+        """More than one GPU or an engine's budget: the Ranks sheet holds the deployment."""
+        dep = self.deployment
+        return dep is not None and (dep.parallel.world_size > 1 or dep.plan.budget is not None)
 
 
 @dataclass(frozen=True)

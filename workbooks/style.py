@@ -1,5 +1,7 @@
 """How a capacity workbook looks: input vs formula styles, number formats with units, widths."""
 
+import re
+
 from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
@@ -30,6 +32,7 @@ SECTION_FONT = Font(bold=True, italic=True)
 NOTE_FONT = Font(italic=True, color="555555")
 _THIN = Side(style="thin", color="B7B7B7")
 INPUT_BORDER = Border(left=_THIN, right=_THIN, top=_THIN, bottom=_THIN)
+WRAP = Alignment(wrap_text=True, vertical="top")
 
 
 def header(ws: Worksheet, titles: list[str], row: int = 1) -> None:
@@ -63,16 +66,74 @@ def note(ws: Worksheet, row: int, text: str) -> None:
     ws.cell(row=row, column=1, value=text).font = NOTE_FONT
 
 
+# The widest text a formula of each format shows when servecap does not know its value.
+_FORMULA_WIDTH = {BYTES: len("-1,099,511,627,776 B"), GIB: len("-99,999.00 GiB"),
+                  TOKENS: len("99,999,999 tokens"), REQUESTS: len("999,999,999 requests")}
+_SUFFIX = re.compile(r'"([^"]*)"')
+
+
+def shown(value, number_format: str | None) -> str:
+    """The text a spreadsheet shows for `value` under one of the formats above (en-US)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    fmt = number_format or "General"
+    suffix = "".join(_SUFFIX.findall(fmt))
+    if fmt.endswith("%"):
+        return f"{value:.2%}"
+    places = len(fmt.split(".")[1].split('"')[0].rstrip("%")) if "." in fmt.split('"')[0] else 0
+    if "#,##0" in fmt:
+        return f"{value:,.{places}f}{suffix}"
+    if fmt == "General":
+        return f"{value:.10g}"
+    return f"{value:.{places}f}{suffix}"
+
+
 def fit_columns(ws: Worksheet, minimum: int = 10, maximum: int = 70) -> None:
-    """Widths from the longest text or number shown in each column (formulas count as 18);
-    section titles and notes (italic) overflow instead of widening their column."""
+    """Widths from the longest text each column shows: numbers as their format renders them
+    (a formula by its cached value, else the widest its format shows), plus a margin, so no
+    number prints as ###; section titles and notes (italic) overflow instead."""
+    cached = ws.parent.__dict__.get("_servecap_cached", {})
     widths: dict[int, int] = {}
     for row in ws.iter_rows():
         for cell in row:
             if cell.value is None or cell.font.i:
                 continue
-            text = str(cell.value)
-            size = 18 if text.startswith("=") else len(text) + 2
-            widths[cell.column] = max(widths.get(cell.column, minimum), min(size, maximum))
+            value = cell.value
+            if isinstance(value, str) and value.startswith("="):
+                value = cached.get((ws.title, cell.coordinate))
+                size = (len(shown(value, cell.number_format)) if value is not None
+                        else _FORMULA_WIDTH.get(cell.number_format, 18))
+            else:
+                size = len(shown(value, cell.number_format))
+            widths[cell.column] = max(widths.get(cell.column, minimum), min(size + 3, maximum))
     for col, width in widths.items():
         ws.column_dimensions[get_column_letter(col)].width = width
+
+
+def print_setup(ws: Worksheet, one_page: bool = False) -> None:
+    """Landscape, one page wide (one page in all with one_page), the header row on every
+    page, and the used range as the print area."""
+    ws.page_setup.orientation = "landscape"
+    ws.page_setup.paperSize = ws.PAPERSIZE_A4
+    ws.sheet_properties.pageSetUpPr.fitToPage = True
+    ws.page_setup.fitToWidth = 1
+    ws.page_setup.fitToHeight = 1 if one_page else 0
+    ws.print_title_rows = "1:1"
+    ws.print_area = ws.dimensions
+    ws.print_options.gridLines = False
+
+
+def fit_rows(ws: Worksheet, first_row: int = 2) -> None:
+    """Row heights for wrapped text (a spreadsheet does not grow rows it loads from a file):
+    15 points a line, lines from each wrapped cell's text length over its column width."""
+    cached = ws.parent.__dict__.get("_servecap_cached", {})
+    for row in ws.iter_rows(min_row=first_row):
+        lines = 1
+        for cell in row:
+            if cell.value is None or not cell.alignment.wrap_text:
+                continue
+            text = cached.get((ws.title, cell.coordinate), cell.value)
+            width = ws.column_dimensions[get_column_letter(cell.column)].width or 10
+            lines = max(lines, -(-len(str(text)) // max(int(width) - 2, 1)))
+        if lines > 1:
+            ws.row_dimensions[row[0].row].height = 15 * lines

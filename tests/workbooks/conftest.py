@@ -200,3 +200,27 @@ def _edited(path: Path, cells: dict, target: Path) -> Path:
         cell_of(wb, name).value = value
     wb.save(target)
     return target
+
+
+def cached_mismatches(original: Path, computed: Path) -> tuple[int, list]:
+    """(formula cells with a cached value, those whose cached value differs from what
+    LibreOffice computes; floats to the 15 significant digits xlsx stores)."""
+    formulas = load_workbook(original)
+    cached = load_workbook(original, data_only=True)
+    recalculated = load_workbook(computed, data_only=True)
+    count, wrong = 0, []
+    for ws in formulas.worksheets:
+        for row in ws.iter_rows():
+            for cell in row:
+                if not (isinstance(cell.value, str) and cell.value.startswith("=")):
+                    continue
+                value = cached[ws.title][cell.coordinate].value
+                if value is None:
+                    continue
+                count += 1
+                fresh = recalculated[ws.title][cell.coordinate].value
+                same = value == fresh or (isinstance(value, float) and isinstance(fresh, float)
+                                          and abs(value - fresh) <= 1e-14 * abs(fresh))
+                if not same:
+                    wrong.append((ws.title, cell.coordinate, value, fresh))
+    return count, wrong

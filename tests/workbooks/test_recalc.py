@@ -7,8 +7,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pandas
 import pytest
-from conftest import BUNDLED, RANDOM_EDITS, Case
+from conftest import BUNDLED, RANDOM_EDITS, Case, cached_mismatches
 from openpyxl import load_workbook
 from typer.testing import CliRunner
 
@@ -158,3 +159,14 @@ def test_from_workbook_replans_a_file_libreoffice_saved(recalculated) -> None:
         expected = plan_to_dict(case.expected)
         out = json.loads(result.stdout)  # the deployment's JSON: the plan's keys and more
         assert {key: out[key] for key in expected} == expected, name
+
+
+def test_cached_values_equal_what_libreoffice_computes(recalculated) -> None:
+    """Unedited workbooks: every value servecap cached is the one LibreOffice recalculates."""
+    for name, case in recalculated.items():
+        if name.startswith(("edit-", "random-")):
+            continue
+        count, wrong = cached_mismatches(case.original, case.computed)
+        assert count >= 25 and not wrong, (name, wrong[:5])
+    frame = pandas.read_excel(recalculated["llama-3.1-8b"].original, sheet_name="Ledger")
+    assert frame["bytes / value"][0] == recalculated["llama-3.1-8b"].expected.line("weights")

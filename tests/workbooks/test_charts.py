@@ -1,0 +1,116 @@
+"""Each chart exists where a reviewer looks for it, with every series bound to cells of the
+workbook that hold numbers once LibreOffice has recalculated them."""
+
+import re
+
+import pytest
+from conftest import recalc
+from openpyxl import load_workbook
+from openpyxl.chart import BarChart, LineChart
+from openpyxl.utils import range_boundaries
+
+from servecap.cli.deploy import DeployFlags
+from servecap.cli.inputs import PlanFlags
+from servecap.cli.workbook_cmd import workbook_source
+from servecap.workbooks.export import DEFAULT_CONTEXTS_TOKENS, build_workbook, save_workbook
+
+POINTS = [{"rate_per_s": rate, "achieved_rps": rate * 0.98, "slo_attainment": 1.0 - rate / 40,
+           "goodput_rps": rate * 0.9, "output_tokens_per_s": rate * 200.0,
+           "ttft_p99_ms": 50.0 * rate, "itl_p99_ms": 10.0 + rate, "e2e_p99_ms": 900.0 * rate,
+           "meets_slo": rate <= 4} for rate in (1.0, 2.0, 4.0, 8.0, 16.0)]
+SLO = {"ttft_p99_ms": 500.0, "itl_p99_ms": 30.0, "e2e_p99_ms": 5000.0}
+
+
+@pytest.fixture(scope="module")
+def books(soffice_bin, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("charts")
+    single = workbook_source("llama-3.1-8b", PlanFlags(device="40GiB"))
+    tp = workbook_source("llama-3.1-70b-instruct", PlanFlags(device="h100-80gb"),
+                         DeployFlags(tensor_parallel_size=4, pipeline_parallel_size=2,
+                                     engine="vllm"))
+    paths = {
+        "single": save_workbook(build_workbook(single), folder / "single.xlsx"),
+        "ranks": save_workbook(build_workbook(tp), folder / "ranks.xlsx"),
+        "sweep": save_workbook(build_workbook(single, results={"sweep": POINTS,
+                                                               "slo_ms": SLO}),
+                               folder / "sweep.xlsx"),
+    }
+    computed = recalc(soffice_bin, list(paths.values()), folder / "recalculated", workers=1)
+    return {name: (load_workbook(path), load_workbook(computed[name], data_only=True))
+            for name, path in paths.items()}
+
+
+def _cells(wb, ref: str) -> list:
+    """The values a chart reference ('Sheet'!$A$1:$B$2) points at."""
+    sheet, area = re.fullmatch(r"'?(.+?)'?!(.+)", ref).groups()
+    assert sheet in wb.sheetnames, ref
+    min_col, min_row, max_col, max_row = range_boundaries(area.replace("$", ""))
+    return [cell.value for row in wb[sheet].iter_rows(min_row=min_row, max_row=max_row,
+                                                       min_col=min_col, max_col=max_col)
+            for cell in row]
+
+
+def _bound(chart, computed) -> list[list]:
+    """Every series: its values are numbers of the workbook, its title a cell with text."""
+    out = []
+    for series in chart.series:
+        values = _cells(computed, series.val.numRef.f)
+        assert any(isinstance(v, int | float) for v in values), series.val.numRef.f
+        title = series.tx.strRef.f
+        assert all(isinstance(v, str) and v for v in _cells(computed, title)), title
+        out.append(values)
+    assert chart.legend is not None and chart.legend.position == "b"
+    return out
+
+
+def _chart(wb, sheet: str, kind):
+    charts = [c for c in wb[sheet]._charts if isinstance(c, kind)]
+    assert len(charts) == 1, (sheet, wb[sheet]._charts)
+    return charts[0]
+
+
+def test_memory_breakdown_of_the_device_stacks_the_ledger_lines(books) -> None:
+    written, computed = books["single"]
+    chart = _chart(written, "Ledger", BarChart)
+    assert chart.grouping == "stacked" and len(chart.series) == 5
+    values = _bound(chart, computed)
+    total = computed["Ledger"]["D7"].value  # committed + reserved [GiB]
+    assert sum(v[0] for v in values) == pytest.approx(total, rel=1e-12)
+
+
+def test_memory_breakdown_has_a_stacked_column_per_rank(books) -> None:
+    written, computed = books["ranks"]
+    chart = _chart(written, "Ranks", BarChart)
+    assert chart.grouping == "stacked" and len(chart.series) >= 8
+    values = _bound(chart, computed)
+    assert all(len(v) == 8 for v in values)  # tp 4 x pp 2 ranks
+    categories = _cells(computed, chart.series[0].cat.strRef.f
+                        if chart.series[0].cat.strRef else chart.series[0].cat.numRef.f)
+    assert categories == [f"rank {r}" for r in range(8)]
+
+
+def test_envelope_has_a_line_per_device_and_kv_dtype_over_enough_contexts(books) -> None:
+    written, computed = books["single"]
+    chart = _chart(written, "Envelope", LineChart)
+    values = _bound(chart, computed)
+    assert len(values) == 2  # one device: bf16 (the plan's) and fp8
+    assert all(len(v) >= len(DEFAULT_CONTEXTS_TOKENS) >= 15 for v in values)
+    assert values[0] == sorted(values[0], reverse=True)  # the ceiling falls with context
+
+
+def test_latency_chart_has_percentiles_slo_lines_and_the_capacity(books) -> None:
+    written, computed = books["sweep"]
+    chart = _chart(written, "Latency record", LineChart)
+    values = _bound(chart, computed)
+    titles = [_cells(computed, s.tx.strRef.f)[0] for s in chart.series]
+    assert titles[:3] == ["TTFT p99 [ms]", "ITL p99 [ms]", "e2e p99 [ms]"]
+    assert {"SLO ttft_p99 [ms]", "SLO itl_p99 [ms]", "SLO e2e_p99 [ms]"} <= set(titles)
+    capacity = values[titles.index("capacity [ms]")]
+    marked = [v for v in capacity if isinstance(v, int | float)]
+    assert marked == [900.0 * 4]  # the highest offered rate that holds the SLO
+
+
+def test_charts_are_not_on_blank_templates(books) -> None:
+    written, _ = books["single"]
+    assert written["Latency record"].sheet_state == "hidden"
+    assert not written["Latency record"]._charts

@@ -1,0 +1,179 @@
+"""Multi-GPU and engine plans: the Ranks sheet recalculates in LibreOffice to plan --json, rank
+by rank, and --from-workbook replans the file (also after LibreOffice saved it)."""
+
+import json
+import math
+from pathlib import Path
+
+import pandas
+import pytest
+from conftest import BUNDLED, cached_mismatches, recalc
+from openpyxl import load_workbook
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+from servecap.ledger.errors import SpecError
+from servecap.workbooks.names import cell_of
+
+RUNNER = CliRunner()
+VARIANTS = {
+    "70b-tp4-vllm": ["llama-3.1-70b-instruct", "--device", "h100-80gb", "-tp", "4",
+                     "--engine", "vllm"],
+    "70b-tp2-pp2-vllm": ["llama-3.1-70b-instruct", "--device", "h100-80gb", "-tp", "2",
+                         "-pp", "2", "--engine", "vllm", "--context", "32768"],
+    "8b-pp3-plain": ["llama-3.1-8b", "--device", "40GiB", "-pp", "3"],
+    "8b-tp2-plain-lengths": ["llama-3.1-8b", "--device", "24GiB", "-tp", "2", "--lengths",
+                             "17,33,65,65", "--shared-prefix", "16"],
+    "gemma-tp2-sglang": ["gemma-2-9b-it", "--device", "h100-80gb", "-tp", "2", "--engine",
+                         "sglang", "--lengths", "100,5000,5000", "--shared-prefix", "64"],
+    "gemma-pp2-sglang-knob": ["gemma-2-9b-it", "--device", "h100-80gb", "-pp", "2",
+                              "--engine", "sglang", "--mem-fraction-static", "0.8"],
+    "qwen-pp2-dp2-trtllm": ["qwen3-30b-a3b", "--device", "h100-80gb", "-pp", "2", "-dp", "2",
+                            "--engine", "trtllm", "--free-gpu-memory-fraction", "0.8"],
+    "gptoss-tp2-vllm-measured": ["gpt-oss-20b", "--device", "h100-80gb", "-tp", "2",
+                                 "--engine", "vllm", "--kv-cache-memory", "20G", "--non-torch",
+                                 "0.4GiB", "--cuda-graph-memory", "1GiB", "--comm-buffer",
+                                 "2GiB"],
+    "deepseek-tp8-vllm": ["deepseek-v3", "--device", "2TiB", "-tp", "8", "--engine", "vllm",
+                          "--gpu-memory-utilization", "0.85", "--kv-dtype", "fp8"],
+    "8b-vllm-weights": ["llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm",
+                        "--weights", "14.99GiB", "--concurrency", "300", "--context", "8192"],
+}
+# Each ranks entry of plan --json -> the Ranks sheet row (its key in column A).
+ROWS = {"weights_bytes": "weights", "weight_metadata_bytes": "weight_metadata",
+        "runtime_peak_bytes": "runtime_peak", "safety_bytes": "safety",
+        "kv_bytes_per_token": "kv_bytes_per_token", "kv_bytes_per_request": "kv_bytes_per_request",
+        "kv_bytes_total": "kv_cache", "committed_bytes": "committed", "free_bytes": "free",
+        "memory_ceiling_requests": "ceiling", "fits": "fits", "kv_pool_bytes": "kv_pool_bytes",
+        "num_gpu_blocks": "num_gpu_blocks", "kv_cache_tokens": "kv_cache_tokens",
+        "block_bytes": "block_bytes", "blocks_per_request": "blocks_per_request",
+        "binding": "binding", "max_concurrency": "max_concurrency"}
+TOTALS = ("binding_rank", "total_ceiling_requests", "weights_bytes_all_devices")
+
+
+def _plan(args: list[str]) -> tuple[int, dict]:
+    result = RUNNER.invoke(app, ["plan", *args, "--json"])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def _engine_cases() -> dict[str, list[str]]:
+    """Every bundled model under vLLM on two GPUs where tp=2 is allowed, plus the variants."""
+    from servecap.cli.deploy import DeployFlags
+    from servecap.cli.inputs import PlanFlags
+    from servecap.cli.plan_cmd import deployment_from_flags
+
+    cases = dict(VARIANTS)
+    for model in BUNDLED:
+        try:
+            deployment_from_flags(model, PlanFlags(device="2TiB", context=4096),
+                                  DeployFlags(tensor_parallel_size=2, engine="vllm"))
+        except SpecError:
+            continue
+        cases[f"{model}-tp2-vllm"] = [model, "--device", "2TiB", "--context", "4096",
+                                      "--concurrency", "4", "-tp", "2", "--engine", "vllm"]
+    return cases
+
+
+@pytest.fixture(scope="module")
+def books(soffice_bin, tmp_path_factory) -> dict[str, tuple[int, dict, Path, Path]]:
+    folder = tmp_path_factory.mktemp("ranks")
+    written = {}
+    for name, args in _engine_cases().items():
+        path = folder / f"{name}.xlsx"
+        code, out = _plan([*args, "--xlsx", str(path)])
+        written[name] = (code, out, path)
+    computed = recalc(soffice_bin, [w[2] for w in written.values()], folder / "recalculated")
+    return {name: (code, out, path, computed[name]) for name, (code, out, path)
+            in written.items()}
+
+
+def _rows(ws) -> dict[str, int]:
+    return {ws.cell(row=r, column=1).value: r for r in range(1, ws.max_row + 1)}
+
+
+def test_many_models_and_engines_are_covered(books) -> None:
+    assert len(books) >= len(VARIANTS) + 8
+    assert {out["engine"] for _, out, _, _ in books.values()} == {"plain", "vllm", "sglang",
+                                                                  "trtllm"}
+
+
+def test_every_rank_recalculates_to_plan_json(books) -> None:
+    """Integers byte for byte; max concurrency to the 15 significant digits xlsx stores."""
+    for name, (_, out, _, computed) in books.items():
+        wb = load_workbook(computed, data_only=True)
+        ws, rows = wb["Ranks"], _rows(wb["Ranks"])
+        assert ws.max_column - 2 == len(out["ranks"]), name
+        for i, rank in enumerate(out["ranks"]):
+            for key, row in ROWS.items():
+                if key not in rank:
+                    continue
+                got = ws.cell(row=rows[row], column=3 + i).value
+                if key == "max_concurrency":
+                    assert math.isclose(got, rank[key], rel_tol=1e-14), (name, i, key)
+                else:
+                    assert got == rank[key] and type(got) is type(rank[key]) or \
+                        (isinstance(got, int | float) and float(got).is_integer()
+                         and int(got) == rank[key]), (name, i, key, got, rank[key])
+        for key in TOTALS:
+            assert cell_of(wb, key).value == out[key], (name, key)
+        assert cell_of(wb, "deployment_fits").value is out["fits"], name
+
+
+def test_ranks_are_formulas_over_named_inputs(books) -> None:
+    wb = load_workbook(books["70b-tp4-vllm"][2])
+    ws, rows = wb["Ranks"], _rows(wb["Ranks"])
+    for key in ("kv_cache", "kv_pool_bytes", "num_gpu_blocks", "max_concurrency", "free"):
+        assert str(ws.cell(row=rows[key], column=3).value).startswith("="), key
+    assert "gpu_memory_utilization" in ws.cell(row=rows["pool"], column=3).value
+    assert [ws.cell(row=1, column=c).value for c in range(3, 7)] == [
+        f"rank {r}" for r in range(4)]
+
+
+@pytest.mark.parametrize("saved_by", ["servecap", "libreoffice"])
+def test_from_workbook_replans_every_deployment(books, saved_by) -> None:
+    for name, (code, out, path, computed) in books.items():
+        book = path if saved_by == "servecap" else computed
+        again_code, again = _plan(["--from-workbook", str(book)])
+        assert (again_code, again) == (code, out), name
+
+
+def test_an_edited_utilization_replans_like_the_flag(books, tmp_path) -> None:
+    wb = load_workbook(books["70b-tp4-vllm"][2])
+    cell_of(wb, "gpu_memory_utilization").value = 0.8
+    wb.save(tmp_path / "edited.xlsx")
+    _, edited = _plan(["--from-workbook", str(tmp_path / "edited.xlsx")])
+    _, flagged = _plan([*VARIANTS["70b-tp4-vllm"], "--gpu-memory-utilization", "0.8"])
+    assert edited == flagged
+
+
+def test_deploy_flags_with_from_workbook_are_refused(books) -> None:
+    result = RUNNER.invoke(app, ["plan", "--from-workbook", str(books["8b-pp3-plain"][2]),
+                                 "-tp", "2"])
+    assert result.exit_code == 2 and "give the workbook alone" in result.output
+
+
+def test_cached_values_equal_what_libreoffice_computes(books) -> None:
+    """Readers that do not recalculate (openpyxl data_only, pandas) see servecap's numbers."""
+    for name, (_, out, path, computed) in books.items():
+        count, wrong = cached_mismatches(path, computed)
+        assert count >= 20 * len(out["ranks"]) and not wrong, (name, wrong[:5])
+    name = "70b-tp4-vllm"
+    frame = pandas.read_excel(books[name][2], sheet_name="Ranks", header=0, index_col=0)
+    assert frame.loc["num_gpu_blocks", "rank 0"] == books[name][1]["num_gpu_blocks"]
+    assert frame.loc["committed", "rank 3"] == books[name][1]["ranks"][3]["committed_bytes"]
+
+
+def test_summary_comes_first_and_states_the_answer(books) -> None:
+    for name, (code, out, _path, computed) in books.items():
+        wb = load_workbook(computed, data_only=True)
+        assert wb.sheetnames[:4] == ["Summary", "Inputs", "Ledger", "Ranks"], name
+        values = {row[0]: row[1] for row in wb["Summary"].iter_rows(min_row=2, values_only=True)}
+        assert values["verdict"] == ("FITS" if code == 0 else "DOES NOT FIT"), name
+        assert values["memory ceiling per replica"] == out["memory_ceiling_requests"], name
+        assert values["ceiling, all replicas"] == out["total_ceiling_requests"], name
+        assert values["binding rank"] == out["binding_rank"], name
+        assert f"engine {out['engine']}" in values["parallelism"], name
+    rules = load_workbook(books["70b-tp4-vllm"][2])["Summary"].conditional_formatting
+    formulas = [rule.formula[0] for cf in rules for rule in cf.rules]
+    assert formulas == ['$B$7="FITS"', '$B$7<>"FITS"']

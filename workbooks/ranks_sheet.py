@@ -1,0 +1,221 @@
+"""The Ranks sheet: one column per GPU of a replica, its ledger and engine budget as formulas.
+
+The lines that come from the model's sharding (weights, runtime peak, buffers) are the plan's
+per-rank values, styled as inputs; the KV cache, the engine's pool, blocks, concurrency, the
+binding rank and the ceiling are formulas over them and the named inputs (ledger.ranks,
+ledger.engines). `[key]` in a formula is this rank's cell of that row, `<key>` the whole row.
+"""
+
+import re
+
+from openpyxl.utils import get_column_letter
+from openpyxl.workbook.workbook import Workbook
+
+from servecap.ledger import dtypes
+from servecap.ledger.engines import VLLM, pool_and_headroom
+from servecap.ledger.kv import kv_bits_per_token_layer, kv_bytes_per_request, kv_heads_per_rank
+from servecap.ledger.kv_blocks import kv_cache_groups, uniform_kinds
+from servecap.ledger.model import SLIDING
+from servecap.ledger.ranks import StagePlan
+
+from . import charts, style
+from .cached import remember
+from .names import define
+from .ranks_formulas import FIXED, rank_rows
+from .source import WorkbookSource
+
+SHEET = "Ranks"
+FIRST_COL = 3
+
+
+def _structure(src: WorkbookSource, item: StagePlan, rank: int) -> dict[str, object]:
+    spec, stage = src.spec, item.stage
+    groups = kv_cache_groups(uniform_kinds(spec.attention.layer_kinds, spec.num_layers))
+    lines = {line.key: line.num_bytes for line in item.plan.lines}
+    out = {"rank": rank, "stage": stage.index, "tp_rank": rank - item.ranks[0],
+           "first_layer": stage.layers[0], "last_layer": stage.layers[-1],
+           "layers": len(stage.layers),
+           "sliding_layers": sum(spec.layer_kind(i) == SLIDING for i in stage.layers),
+           "full_groups": groups.kinds.count("full") if src.engine.name == VLLM else 0,
+           "sliding_groups": groups.kinds.count(SLIDING) if src.engine.name == VLLM else 0,
+           "group_layers": groups.group_size_on(stage.layers)}
+    out.update({key: lines.get(key, 0) for key, _ in FIXED})
+    return out
+
+
+def _known(src: WorkbookSource, item: StagePlan, binding: bool,
+           one_stage: bool) -> dict[str, object]:
+    """The values the plan already holds for this rank's formula rows (cached beside them);
+    a rank's own block count before the binding rank's is known only with one stage."""
+    plan, budget, shard = item.plan, item.plan.budget, item.plan.shard
+    bits = dtypes.lookup(plan.serve.kv_dtype, "kv_dtype").bits
+    out = {"kv_bytes_per_token": plan.kv_bytes_per_token, "kv_cache": plan.line("kv_cache"),
+           "kv_bytes_per_request": plan.kv_bytes_per_request, "safety": plan.line("safety"),
+           "committed": plan.committed_bytes, "free": plan.free_bytes,
+           "ceiling": plan.memory_ceiling_requests, "fits": plan.fits, "binding": binding,
+           "kv_pool_spare": plan.line("kv_pool_spare"),
+           "fixed": plan.fixed_bytes - plan.line("safety"),
+           "kv_heads": 0 if src.spec.attention.kind == "mla"
+           else kv_heads_per_rank(src.spec, shard.tensor_parallel_size),
+           "kv_bits_layer": kv_bits_per_token_layer(src.spec, bits, shard),
+           "kv_request_context": kv_bytes_per_request(src.spec, bits, plan.serve.context_tokens,
+                                                      plan.serve.block_size_tokens, shard)}
+    if budget is None:
+        return out | {"order": plan.memory_ceiling_requests, "free_own": plan.free_bytes}
+    world = shard.tensor_parallel_size * (1 if one_stage else 2)
+    pool, headroom, _, _ = pool_and_headroom(src.engine, plan.device_bytes, plan.lines, world)
+    out.update(kv_pool_bytes=budget.kv_pool_bytes, num_gpu_blocks=budget.num_gpu_blocks,
+               kv_cache_tokens=budget.kv_cache_tokens, block_bytes=budget.block_bytes,
+               max_concurrency=float(budget.max_concurrency), num_groups=budget.num_groups,
+               blocks_per_request=budget.blocks_per_request, pool=pool, headroom=headroom)
+    if one_stage:
+        out.update(own_blocks=budget.num_gpu_blocks, order=budget.num_gpu_blocks,
+                   free_own=plan.free_bytes)
+    return out
+
+
+def _ties(known: list[dict]) -> None:
+    """The binding helper rows, where every rank's order and own free bytes are known."""
+    if any("order" not in k or "free_own" not in k for k in known):
+        return
+    least = min(k["order"] for k in known)
+    for k in known:
+        k["tie"] = k["free_own"] if k["order"] == least else 9.99e307
+    fewest = min(k["tie"] for k in known)
+    for k in known:
+        k["candidate"] = k["order"] == least and k["free_own"] == fewest
+
+
+def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
+    dep = src.deployment
+    ws = wb.create_sheet(SHEET)
+    columns = [(item, rank) for item in dep.stages for rank in item.ranks]
+    last = get_column_letter(FIRST_COL + len(columns) - 1)
+    style.header(ws, ["key", "line"] + [f"rank {rank}" for _, rank in columns])
+    at: dict[str, int] = {}
+    values = [_structure(src, item, rank) for item, rank in columns]
+    binding = dep.stages[dep.binding]
+    known = [_known(src, item, item is binding, len(dep.stages) == 1) for item, _ in columns]
+    _ties(known)
+    row = 2
+    for key in values[0]:
+        at[key] = row
+        _label(ws, row, key, dict(FIXED).get(key, key.replace("_", " ")))
+        for i, data in enumerate(values):
+            style.as_input(ws.cell(row=row, column=FIRST_COL + i, value=data[key]),
+                           style.BYTES if key in dict(FIXED) else style.COUNT)
+        row += 1
+    at["fixed"] = row
+    rows = [("fixed", "fixed lines", style.BYTES, "+".join(f"[{k}]" for k, _ in FIXED))]
+    rows += rank_rows(src.engine.name)
+    for key, label, fmt, formula in rows:
+        at[key] = row
+        _label(ws, row, key, label)
+        for i in range(len(columns)):
+            col = get_column_letter(FIRST_COL + i)
+            cell = ws.cell(row=row, column=FIRST_COL + i, value="=" + _resolve(formula, col, at,
+                                                                             last))
+            style.as_formula(cell, fmt)
+            remember(ws, cell.coordinate, known[i].get(key))
+        define(wb, f"rank_{key}", SHEET, f"C{row}:{last}{row}")
+        row += 1
+    _binding(wb, ws, row + 1, at, last, known, dep)
+    _breakdown(ws, ws.max_row + 2, at, values, known)
+    style.fit_columns(ws)
+
+
+BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "kv_pool_spare", "safety")
+
+
+def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list[dict]) -> None:
+    """Every line of each rank in GiB, and the stacked column chart over them."""
+    style.section(ws, row, "memory breakdown per rank [GiB], charted below")
+    keys = [key for key in BREAKDOWN if key in at]
+    for offset, key in enumerate(keys, start=1):
+        r = row + offset
+        _label(ws, r, f"{key}_gib", ws.cell(row=at[key], column=2).value)
+        for i, (data, cached) in enumerate(zip(values, known, strict=True)):
+            col = get_column_letter(FIRST_COL + i)
+            cell = ws.cell(row=r, column=FIRST_COL + i, value=f"={col}{at[key]}/2^30")
+            style.as_formula(cell, style.GIB)
+            amount = data.get(key, cached.get(key))
+            remember(ws, cell.coordinate, None if amount is None else amount / 2**30)
+    last_col = FIRST_COL + len(values) - 1
+    define(ws.parent, "rank_breakdown_lines", SHEET, f"B{row + 1}:B{row + len(keys)}")
+    define(ws.parent, "rank_breakdown_gib", SHEET,
+           f"C{row + 1}:{get_column_letter(last_col)}{row + len(keys)}")
+    charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1,
+                            f"B{row + len(keys) + 2}", "Memory per rank (stacked ledger lines)")
+
+
+LARGEST_ON_BINDING = ("=INDEX(rank_breakdown_lines,MATCH(MAX(INDEX(rank_breakdown_gib,0,"
+                      "MATCH(TRUE,rank_binding,0))),INDEX(rank_breakdown_gib,0,MATCH(TRUE,"
+                      "rank_binding,0)),0))")
+
+
+def largest_on_binding(src: WorkbookSource) -> str:
+    """The label of the binding rank's largest line (what LARGEST_ON_BINDING finds)."""
+    plan = src.deployment.plan
+    labels = dict(FIXED) | {key: label for key, label, _, _ in rank_rows(src.engine.name)}
+    keys = [key for key in BREAKDOWN if key in labels]
+    return labels[max(keys, key=plan.line)]
+
+
+def _label(ws, row: int, key: str, label: str) -> None:
+    ws.cell(row=row, column=1, value=key)
+    ws.cell(row=row, column=2, value=label)
+
+
+def _resolve(formula: str, col: str, at: dict[str, int], last: str) -> str:
+    out = re.sub(r"\[(\w+)\]", lambda m: f"{col}{at[m.group(1)]}", formula)
+    return re.sub(r"<(\w+)>", lambda m: f"$C${at[m.group(1)]}:${last}${at[m.group(1)]}", out)
+
+
+def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
+             known: list[dict], dep) -> None:
+    """The binding rank: fewest blocks (plain: lowest ceiling), then least left, then first
+    (ledger.ranks.build_deployment's min over stages)."""
+    def whole(key: str) -> str:
+        return f"$C${at[key]}:${last}${at[key]}"
+
+    style.section(ws, row - 1, "the binding rank and the deployment")
+    at.update(tie=row, candidate=row + 1, binding=row + 2)
+    rows = (("tie", "left, among the fewest", style.BYTES,
+             "IF([order]=MIN(<order>),[free_own],9.99E+307)"),
+            ("candidate", "fewest, then least left", None,
+             "AND([order]=MIN(<order>),[free_own]=MIN(<tie>))"),
+            ("binding", "binding rank (its stage)", None,
+             "[stage]=INDEX(<stage>,MATCH(TRUE,<candidate>,0))"))
+    for key, label, fmt, formula in rows:
+        _label(ws, at[key], key, label)
+        for i, values in enumerate(known):
+            col = get_column_letter(FIRST_COL + i)
+            cell = ws.cell(row=at[key], column=FIRST_COL + i,
+                           value="=" + _resolve(formula, col, at, last))
+            style.as_formula(cell, fmt)
+            remember(ws, cell.coordinate, values.get(key))
+    define(wb, "rank_binding", SHEET, f"C{at['binding']}:{last}{at['binding']}")
+    pick = f"MATCH(TRUE,{whole('candidate')},0)"
+    totals_known = {"binding_rank": dep.stages[dep.binding].ranks[0],
+                    "deployment_ceiling_requests": dep.plan.memory_ceiling_requests,
+                    "total_ceiling_requests": dep.total_ceiling_requests,
+                    "deployment_fits": dep.fits,
+                    "weights_bytes_all_devices": dep.weights_bytes_all_devices}
+    totals = (
+        ("binding_rank", "binding rank", style.COUNT,
+         f"=INDEX({whole('rank')},{pick})"),
+        ("deployment_ceiling_requests", "ceiling per replica", style.REQUESTS,
+         f"=INDEX({whole('ceiling')},{pick})"),
+        ("total_ceiling_requests", "ceiling, all replicas", style.REQUESTS,
+         "=deployment_ceiling_requests*data_parallel_size"),
+        ("deployment_fits", "declared load fits on every rank", None,
+         f"=AND({whole('fits')})"),
+        ("weights_bytes_all_devices", "weights on every GPU", style.BYTES,
+         f"=(SUM({whole('weights')})+SUM({whole('weight_metadata')}))*data_parallel_size"),
+    )
+    for i, (name, label, fmt, formula) in enumerate(totals, start=at['binding'] + 2):
+        _label(ws, i, name, label)
+        style.as_formula(ws.cell(row=i, column=FIRST_COL, value=formula), fmt)
+        remember(ws, f"C{i}", totals_known.get(name))
+        define(wb, name, SHEET, f"C{i}")
+

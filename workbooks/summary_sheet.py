@@ -1,0 +1,98 @@
+"""The Summary sheet: the answer on one screen, every cell a formula over the other sheets."""
+
+from openpyxl.formatting.rule import FormulaRule
+from openpyxl.styles import Font, PatternFill
+from openpyxl.workbook.workbook import Workbook
+
+from . import style
+from .cached import remember
+from .ranks_sheet import LARGEST_ON_BINDING, largest_on_binding
+from .record_sheets import write_checklist
+from .source import WorkbookSource
+
+SHEET = "Summary"
+FITS_FILL = PatternFill("solid", start_color="C6EFCE")
+FAILS_FILL = PatternFill("solid", start_color="FFC7CE")
+LEDGER_LINES = "Ledger!$C$2:$C$6"
+
+
+def _rows(src: WorkbookSource) -> list[tuple[str, str, str | None, object]]:
+    """(label, formula, number format, the value servecap computed for it)."""
+    plan, dep, multi = src.plan(), src.resolved(), src.multi
+    serve = src.serve
+    binding = dep.plan if multi else plan
+    fits = dep.fits if multi else plan.fits
+    ceiling = binding.memory_ceiling_requests
+    largest = max(plan.lines[:5], key=lambda line: line.num_bytes)
+    label = serve.device_label or f"{serve.device_bytes:,} B"
+    rows = [
+        ("model", "=model", None, src.model_ref),
+        ("model source", "=OFFSET(model,0,2)", None, src.spec.source),
+        ("device", '=IF(device_label="",TEXT(device_bytes,"#,##0")&" B",device_label)&", "&'
+         'TEXT(device_bytes/2^30,"#,##0.00")&" GiB"',
+         None, f"{label}, {serve.device_bytes / 2**30:,.2f} GiB"),
+        ("parallelism", '="tp "&tensor_parallel_size&" x pp "&pipeline_parallel_size&'
+         '" x dp "&data_parallel_size&" = "&tensor_parallel_size*pipeline_parallel_size*'
+         'data_parallel_size&" GPUs, engine "&engine', None, _parallelism(src)),
+        ("declared load", '=requests&" requests x "&TEXT(context_tokens,"#,##0")&" tokens"'
+         '&IF(explicit_lengths," (mixed lengths, longest)","")', None,
+         f"{serve.concurrency} requests x {serve.context_tokens:,} tokens"
+         + (" (mixed lengths, longest)" if serve.lengths else "")),
+        ("verdict", '=IF(' + ("deployment_fits" if multi else "fits")
+         + ',"FITS","DOES NOT FIT")', None, "FITS" if fits else "DOES NOT FIT"),
+        ("memory ceiling per replica",
+         "=" + ("deployment_ceiling_requests" if multi else "memory_ceiling_requests"),
+         style.REQUESTS, ceiling),
+        ("ceiling, all replicas", "=" + ("total_ceiling_requests" if multi
+                                         else "memory_ceiling_requests"), style.REQUESTS,
+         dep.total_ceiling_requests if multi else ceiling),
+        ("headroom over the declared load",
+         "=" + ("deployment_ceiling_requests" if multi else "memory_ceiling_requests")
+         + "-requests", style.REQUESTS,
+         ceiling - serve.concurrency),
+        ("left on the binding device",
+         "=" + ("INDEX(rank_free,MATCH(TRUE,rank_binding,0))/2^30" if multi
+                else "free_bytes/2^30"), style.GIB, binding.free_bytes / 2**30),
+        ("binding rank", "=" + ("binding_rank" if multi else "0"), style.COUNT,
+         dep.stages[dep.binding].ranks[0] if multi else 0),
+        ("largest line on the binding rank", LARGEST_ON_BINDING, None,
+         largest_on_binding(src)) if multi else
+        ("largest line", f"=INDEX(Ledger!$B$2:$B$6,MATCH(MAX({LEDGER_LINES}),{LEDGER_LINES},0))",
+         None, largest.label),
+        ("weights from", "=Ledger!$F$2", None, plan.lines[0].source),
+        ("runtime peak from", "=Ledger!$F$4", None, plan.lines[2].source),
+        ("safety from", "=Ledger!$F$6", None, plan.lines[4].source),
+    ]
+    return rows
+
+
+def _parallelism(src: WorkbookSource) -> str:
+    flags = dict(src.deploy_flags)
+    tp, pp = flags.get("tensor_parallel_size", 1), flags.get("pipeline_parallel_size", 1)
+    dp = flags.get("data_parallel_size", 1)
+    return f"tp {tp} x pp {pp} x dp {dp} = {tp * pp * dp} GPUs, engine {src.engine.name}"
+
+
+def write_summary(wb: Workbook, src: WorkbookSource) -> None:
+    ws = wb.create_sheet(SHEET, 0)
+    style.header(ws, ["summary", "value"])
+    for row, (label, formula, fmt, value) in enumerate(_rows(src), start=2):
+        ws.cell(row=row, column=1, value=label).font = Font(bold=True)
+        cell = ws.cell(row=row, column=2, value=formula)
+        style.as_formula(cell, fmt)
+        cell.alignment = style.WRAP
+        remember(ws, cell.coordinate, value)
+    verdict = f"$B${2 + [r[0] for r in _rows(src)].index('verdict')}"
+    ws.conditional_formatting.add(verdict, FormulaRule(formula=[f'{verdict}="FITS"'],
+                                                       fill=FITS_FILL, font=Font(bold=True)))
+    ws.conditional_formatting.add(verdict, FormulaRule(formula=[f'{verdict}<>"FITS"'],
+                                                       fill=FAILS_FILL, font=Font(bold=True)))
+    row = len(_rows(src)) + 3
+    if src.multi:
+        style.note(ws, row, src.deployment.binding_reason)
+    style.note(ws, row + 1, "Latency record and Verification stay hidden until servecap "
+               "simulate or verify fills them (--xlsx).")
+    write_checklist(ws, row + 3)
+    for col, width in zip("ABCD", (34, 60, 60, 40), strict=True):
+        ws.column_dimensions[col].width = width
+    style.fit_rows(ws)
