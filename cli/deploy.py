@@ -12,7 +12,7 @@ from servecap.ledger.engines import DEFAULT_BLOCK_TOKENS, PLAIN, EngineSpec
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Overrides
 from servecap.ledger.ranks import Deployment, Parallel, build_deployment
-from servecap.ledger.units import parse_size
+from servecap.ledger.units import parse_size_flag
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel
 
@@ -129,4 +129,4 @@ def _vllm_size(text: str | None, field: str) -> int | None:
 
 
 def _size(text: str | None, field: str) -> int | None:
-    return None if text is None else parse_size(text, field)
+    return None if text is None else parse_size_flag(text, field)

@@ -2,18 +2,16 @@
 
 import csv
 import io
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import yaml
 
 from servecap.ledger.devices import find
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Plan, build_plan
 from servecap.ledger.units import GB, TB, parse_size
 from servecap.model_configs import load_model
+from servecap.model_configs.reading import parse_json, parse_yaml, read_text
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.deploy import Deployment
 from servecap.sim.kvpool import pool_blocks
@@ -25,6 +23,8 @@ from servecap.sim.trace import parse_trace
 from servecap.sim.workload import Workload, workload_from_dict
 
 from .inputs import PlanFlags, model_for_flags, serve_spec
+
+MAX_TRACE_BYTES = 2**30  # 10 million rows of a CSV trace fit well below
 
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTP]?)\s*(?:FLOPS|FLOP/S|flops|flop/s)?\s*$")
 _PREFIX = {"": 1, "k": 1000, "K": 1000, "M": 1000 * 1000, "G": GB, "T": TB, "P": 1000 * TB}
@@ -181,7 +181,7 @@ def deployment_for(flags: SimFlags) -> Deployment:
     prefill = decode = 0
     if flags.disaggregate:
         parts = flags.disaggregate.split(":")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
             raise SpecError("--disaggregate", flags.disaggregate, "prefill:decode device "
                             "counts, e.g. 1:1 or 2:3")
         prefill, decode = (int(p) for p in parts)
@@ -232,9 +232,9 @@ def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]
 
 def load_workload(path: Path) -> Workload:
     try:
-        data = yaml.safe_load(_read_text(path))
-    except yaml.YAMLError:
-        raise SpecError("yaml", str(path), "not valid YAML") from None
+        data = parse_yaml(_read_text(path))
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "a workload is a mapping").at(str(path))
     try:
@@ -258,21 +258,14 @@ def plan_for(model: str, flags: SimFlags) -> Plan:
 
 def _read_text(path: Path) -> str:
     """The whole file as UTF-8 text; unreadable or binary files are one SpecError."""
-    try:
-        return Path(path).read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise SpecError("file", str(path), "no such file") from None
-    except OSError as exc:
-        raise SpecError("file", str(path), f"cannot be read ({exc.__class__.__name__})") from None
-    except UnicodeDecodeError:
-        raise SpecError("file", str(path), "not UTF-8 text") from None
+    return read_text(path, MAX_TRACE_BYTES)
 
 
 def _read_json(path: Path) -> dict:
     try:
-        data = json.loads(_read_text(path))
-    except json.JSONDecodeError:
-        raise SpecError("json", str(path), "not valid JSON") from None
+        data = parse_json(_read_text(path))
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
     if not isinstance(data, dict):
         raise SpecError("document", str(path), "a coefficients file is a JSON object")
     return data

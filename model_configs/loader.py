@@ -1,17 +1,16 @@
 """Find and load a model: a bundled name, a servecap YAML, a config.json or a model directory."""
 
 import difflib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
 from .hf import to_spec
+from .reading import parse_json, parse_yaml, read_text
 from .safetensors_headers import HeaderBytes, directory_weights
 from .schema import HFConfig, ModelFile, Serving
 
@@ -68,20 +67,15 @@ def _close_names(ref: str, stems: list[str]) -> list[str]:
     return difflib.get_close_matches(ref.lower(), stems, n=1)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError("file", str(path), f"cannot be read ({exc.__class__.__name__})") from None
-
-
 def _load_yaml(path: Path) -> LoadedModel:
+    text = read_text(path)
     try:
-        data = yaml.safe_load(_read(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "document"
-        raise SpecError("yaml", where, "not valid YAML") from None
+        data = parse_yaml(text)
+    except SpecError:
+        if looks_like_vllm_log(text):
+            raise SpecError("model", str(path), "this is a vLLM log, not a model file: "
+                            "`servecap reconcile LOG` reads it") from None
+        raise
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "a model YAML must be a mapping of "
                         "config.json field names to values")
@@ -92,10 +86,7 @@ def _load_yaml(path: Path) -> LoadedModel:
 
 
 def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
-    try:
-        data = json.loads(_read(path))
-    except json.JSONDecodeError as exc:
-        raise SpecError("json", f"line {exc.lineno}", "not valid JSON") from None
+    data = parse_json(read_text(path))
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "config.json must be an object")
     cfg = _validate(HFConfig, data)
@@ -112,6 +103,13 @@ def _load_directory(path: Path) -> LoadedModel:
         raise SpecError("config.json", str(config), "a model directory needs a config.json")
     loaded = _load_config_json(config, path.name)
     return LoadedModel(loaded.spec, path, loaded.serving, directory_weights(path))
+
+
+def looks_like_vllm_log(text: str) -> bool:
+    """vLLM's log lines start 'INFO 01-01 00:00:00' or '(EngineCore_0 pid=..) INFO'."""
+    head = text[:4000]
+    return "INFO " in head and ("vllm" in head.lower() or "worker.py" in head
+                                or "gpu_model_runner" in head or "# GPU blocks" in head)
 
 
 def _validate(schema, data: dict):
