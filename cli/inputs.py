@@ -40,6 +40,10 @@ def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
                         "like 40GiB")
     device_bytes, label = resolve_device(device_text, _field(flags.device, "device", loaded))
     lengths = _lengths(flags)
+    longest = max(lengths) if lengths else flags.context
+    if longest is not None and flags.shared_prefix > longest:
+        raise SpecError("--shared-prefix", flags.shared_prefix, f"at most the request's "
+                        f"{longest:,} tokens: a prefix is part of the request")
     context = _first(flags.context, defaults.context, loaded.spec.max_position_embeddings or None)
     if context is None and not lengths:
         raise SpecError("--context", None, "required: this model states no "

@@ -161,6 +161,8 @@ def speculation_for(flags: SimFlags) -> Speculation | None:
     --acceptance (and --speculate-max-batch, above which decoding runs plainly)."""
     if flags.draft is None:
         return None
+    if flags.speculate_max_batch is not None and flags.speculate_max_batch < 1:
+        raise SpecError("--speculate-max-batch", flags.speculate_max_batch, "a batch size >= 1")
     draft_flags = replace(flags, coefficients=None, runtime_peak=None)
     draft = device_coefficients(draft_plan(flags.draft, draft_flags), draft_flags)
     return Speculation(flags.draft_length, flags.acceptance, draft, flags.speculate_max_batch)

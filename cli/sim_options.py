@@ -71,4 +71,5 @@ Scheduling = Annotated[str, Opt(help="fcfs, or priority: waiting requests ordere
                                 "tenant's priority (workload `tenants`), then arrival.")]
 Xlsx = Annotated[Path | None, Opt(help="Also write a capacity workbook of the simulated "
                                   "device, its Latency record filled from this run.")]
-Force = Annotated[bool, Opt("--force", help="Replace an existing --xlsx file.")]
+Force = Annotated[bool, Opt("--force", help="Replace existing output files (--xlsx, --records, "
+                               "--token-times).")]

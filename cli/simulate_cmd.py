@@ -27,7 +27,7 @@ from servecap.sim.records import (
 from . import sim_options as o
 from .cost_cmd import cost
 from .errors import handle_errors
-from .files import announce
+from .files import announce, check_new, csv_text, publish
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_simulation
 from .sim_xlsx import check_target, write_simulated_workbook
@@ -143,6 +143,7 @@ def check_outputs(flags: SimFlags, records_path: Path | None, token_times_path: 
     for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
         if path is not None:
             check_writable(path, field)
+            check_new(path, force, field)
     if xlsx is not None:
         if len(flags.policies) > 1:
             raise SpecError("--xlsx", ", ".join(flags.policies), "the Latency record holds "
@@ -170,8 +171,8 @@ def write_csv(path: Path, columns: tuple[str, ...], rows, field: str = "--record
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, path)
+            writer.writerows({k: csv_text(v) for k, v in row.items()} for row in rows)
+        publish(tmp, path)
         announce(path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -39,6 +39,8 @@ def speculate(model: o.Model,
 
       servecap speculate llama-3.1-8b --device h100-80gb --draft llama-3.2-1b-instruct
     """
+    if context < 1:
+        raise SpecError("--context", context, "tokens of context per sequence, >= 1")
     flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops,
                      step_overhead=step_overhead)
     target = device_coefficients(plan_for(model, flags), flags)
@@ -70,7 +72,7 @@ def _render(report: dict, console: Console) -> None:
 
 def _batches(text: str) -> list[int]:
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [int(v) for v in text.split(",")]
     except ValueError:
         values = []
     if not values or min(values) < 1:

@@ -22,6 +22,8 @@ from .sim_view import render_coefficients
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 
+MAX_NUM_RATES = 200  # each rate is a whole simulation; 200 already resolves a knee finely
+
 
 def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
           flops: o.Flops = None, step_overhead: o.StepOverhead = "0ms",
@@ -77,8 +79,8 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
 def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool) -> dict:
     if not 0 < target <= 1:
         raise SpecError("--target", target, "a share of requests in (0, 1]")
-    if num_rates < 1:
-        raise SpecError("--num-rates", num_rates, "a whole number >= 1")
+    if not 1 <= num_rates <= MAX_NUM_RATES:
+        raise SpecError("--num-rates", num_rates, f"a whole number from 1 to {MAX_NUM_RATES}")
     cfg = setup.configs[0]
 
     def run(requests):  # the last outcome: the disaggregated one when asked for
@@ -144,7 +146,7 @@ def _rates(text: str | None) -> list[float] | None:
     if not text:
         return None
     try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",")]  # '1,,2' is a typo, not two rates
     except ValueError:
         values = []
     if not values or not all(0 < v < math.inf for v in values):

@@ -13,7 +13,7 @@ from servecap.ledger.errors import SpecError
 from servecap.model_configs import load_model
 
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
-from .files import write_json
+from .files import check_new, write_json
 from .inputs import PlanFlags, serve_spec
 from .verify_json import verify_to_dict
 from .verify_view import render_verify, violation_summary
@@ -78,7 +78,8 @@ def verify(
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
                                      "Verification sheet filled.")] = None,
-    force: Annotated[bool, Opt(help="Replace an existing --xlsx file.")] = False,
+    force: Annotated[bool, Opt(help="Replace existing output files (--xlsx, "
+                               "--calibration-out).")] = False,
     calibration_out: Annotated[Path | None, Opt(help="Write the iteration-time coefficients "
                                                 "fitted to this run (JSON the simulator's "
                                                 "--coefficients takes).")] = None,
@@ -92,8 +93,8 @@ def verify(
       servecap verify llama-3.1-8b --device cuda:0 --context 4096 --concurrency 16
       servecap verify tiny-llama --device cpu --json --calibration-out coeffs.json
     """
-    if xlsx is not None and xlsx.exists() and not force:
-        raise SpecError("--xlsx", str(xlsx), "file exists; pass --force to replace it")
+    check_new(xlsx, force, "--xlsx")
+    check_new(calibration_out, force, "--calibration-out")
     flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
                       weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
                       max_num_seqs)
@@ -104,7 +105,7 @@ def verify(
     if xlsx is not None:
         write_verified_workbook(model, result.binding, report["lines"], xlsx, force)
     if calibration_out is not None:
-        write_json(calibration_out, result.binding.calibration["coefficients"])
+        write_json(calibration_out, result.binding.calibration["coefficients"], force=True)
     print(json.dumps(report, indent=2)) if as_json else render_verify(result, Console())
     summary = violation_summary(result)
     if summary:
@@ -118,12 +119,15 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
 
     if vflags.output_tokens < 1:
         raise SpecError("--output-tokens", vflags.output_tokens, "must be >= 1 token")
+    if vflags.tensor_parallel_size < 1:
+        raise SpecError("--tensor-parallel-size", vflags.tensor_parallel_size, "ranks, >= 1")
     loaded = load_model(model)
     spec = loaded.spec if vflags.num_layers is None else with_num_layers(loaded.spec,
                                                                          vflags.num_layers)
     size_text = vflags.device_memory or loaded.serving.device
     device_bytes = resolve_device(size_text, "--device-memory")[0] if size_text else None
     serve = serve_spec(PlanFlags(**{**flags.__dict__, "device": size_text or "1"}), loaded)
+    _check_load(serve, vflags, spec.max_position_embeddings)
     workload, name = _workload(vflags.workload, spec.vocab_size)
     options = VerifyOptions(device=vflags.device, device_bytes=device_bytes, seed=vflags.seed,
                             output_tokens=vflags.output_tokens, weights_dir=vflags.weights,
@@ -149,6 +153,17 @@ def _workload(path: Path | None, vocab_size: int) -> tuple[tuple, str]:
     from servecap.runtime.workload import load_arrivals
 
     return load_arrivals(path, vocab_size)
+
+
+def _check_load(serve, vflags: VerifyFlags, max_position_embeddings: int) -> None:
+    """Refuse what the runtime would otherwise build or cut silently: a context past the
+    model's, and output that leaves no prompt."""
+    if max_position_embeddings and serve.context_tokens > max_position_embeddings:
+        raise SpecError("--context", serve.context_tokens, f"at most the model's "
+                        f"max_position_embeddings ({max_position_embeddings:,})")
+    if vflags.workload is None and vflags.output_tokens >= serve.context_tokens:
+        raise SpecError("--output-tokens", vflags.output_tokens, f"fewer than the context "
+                        f"({serve.context_tokens:,} tokens): the prompt needs at least one")
 
 
 def register(app: typer.Typer) -> None:

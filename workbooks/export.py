@@ -64,6 +64,9 @@ def save_workbook(wb: Workbook, path: Path, force: bool = False, field: str = "-
     os.close(handle)
     try:
         wb.save(tmp)
+        mask = os.umask(0)  # mkstemp's 0600 would keep colleagues out: respect the umask
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -92,5 +92,5 @@ def _row(wb: Workbook, ws, row: int, item: tuple, key: str, source: str) -> None
     if number_format == style.BYTES:
         style.as_formula(ws.cell(row=row, column=4, value=f"=C{row}/2^30"), style.GIB)
     ws.cell(row=row, column=5, value=meaning)
-    ws.cell(row=row, column=6, value=source)
+    style.text(ws, row, 6, source)
     define(wb, name, SHEET, f"C{row}")
