@@ -24,7 +24,7 @@ from servecap.sim.workload import Workload, workload_from_dict
 
 from .inputs import PlanFlags, model_for_flags, serve_spec
 
-MAX_TRACE_BYTES = 2**30  # 10 million rows of a CSV trace fit well below
+MAX_TRACE_BYTES = 2**30  # a million rows of a CSV trace fit well below
 
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTP]?)\s*(?:FLOPS|FLOP/S|flops|flop/s)?\s*$")
 _PREFIX = {"": 1, "k": 1000, "K": 1000, "M": 1000 * 1000, "G": GB, "T": TB, "P": 1000 * TB}

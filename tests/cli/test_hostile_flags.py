@@ -68,3 +68,11 @@ def test_a_zip_bomb_workbook_is_refused_before_inflating(run, tmp_path) -> None:
     assert path.stat().st_size < 2**20
     result = run("plan", "--from-workbook", path)
     assert result.exit_code == 2 and "unzips to" in result.stderr
+
+
+def test_the_stated_request_maximum_is_enforced(run, tmp_path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(Path(CHAT).read_text().replace("num_requests: 2000",
+                                                   "num_requests: 1000001"))
+    result = run("simulate", "teaching-7b", *H100, "--workload", path)
+    assert result.exit_code == 2 and "at most 1,000,000 requests" in result.stderr
