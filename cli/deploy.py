@@ -78,13 +78,15 @@ def deploy_options(command):
 
 
 def engine_spec(flags: DeployFlags) -> EngineSpec:
-    """The engine and its knobs; a knob of another engine is an error, not silently ignored."""
+    """The engine and its knobs; a knob of another engine is an error, not silently ignored.
+    Without --engine, one engine's knobs name it (--gpu-memory-utilization means vllm)."""
+    name = implied_engine(flags)
     for knob, owner in ENGINE_KNOBS.items():
-        if getattr(flags, knob) is not None and flags.engine != owner:
+        if getattr(flags, knob) is not None and name != owner:
             raise SpecError("--" + knob.replace("_", "-"), getattr(flags, knob),
-                            f"applies to --engine {owner} (got --engine {flags.engine})")
+                            f"applies to --engine {owner} (got --engine {name})")
     return EngineSpec(
-        name=flags.engine, gpu_memory_utilization=flags.gpu_memory_utilization,
+        name=name, gpu_memory_utilization=flags.gpu_memory_utilization,
         kv_cache_memory_bytes=_vllm_size(flags.kv_cache_memory, "--kv-cache-memory"),
         mem_fraction_static=flags.mem_fraction_static,
         free_gpu_memory_fraction=flags.free_gpu_memory_fraction,
@@ -116,6 +118,14 @@ def deploy(loaded: LoadedModel, spec, serve, overrides: Overrides, flags: Deploy
     parallel = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
                         flags.data_parallel_size)
     return build_deployment(spec, serve, measured_overrides(flags, overrides), parallel, engine)
+
+
+def implied_engine(flags: DeployFlags) -> str:
+    """--engine as typed, any case ('VLLM' is vllm); the default plain gives way to the one
+    engine whose knobs were given."""
+    name = str(flags.engine).strip().lower()
+    owners = {owner for knob, owner in ENGINE_KNOBS.items() if getattr(flags, knob) is not None}
+    return owners.pop() if name == PLAIN and len(owners) == 1 else name
 
 
 def _vllm_size(text: str | None, field: str) -> int | None:

@@ -18,7 +18,7 @@ from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import load_model
 from servecap.model_configs.reading import read_bytes
 
-from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec
+from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec, implied_engine
 from .errors import handle_errors
 from .inputs import PlanFlags, model_for_flags, serve_spec
 
@@ -61,7 +61,7 @@ def reconcile_log(log: Path, model: str, flags: PlanFlags,
                   deploy: DeployFlags = NO_DEPLOY) -> Reconciliation:
     """Parse, plan the same deployment twice (from the config; with the log's measured lines),
     check it is the same model, and compare."""
-    if deploy.engine not in (PLAIN, VLLM):
+    if implied_engine(deploy) not in (PLAIN, VLLM):
         raise SpecError("--engine", deploy.engine, "reconcile reads vLLM logs: vllm (the "
                         "default here)")
     facts = parse_vllm_log(_read(log), str(log))
