@@ -18,7 +18,7 @@ def render_plan(plan: Plan, console: Console, heading: str = "", notes: bool = T
     table.add_column("from", overflow="fold")
     for item in plan.lines:
         table.add_row(item.label, f"{item.num_bytes:,}", f"{item.num_bytes / 2**30:,.2f}",
-                      item.source + (r" \[measured]" if item.measured else ""))
+                      item.source + _mark(item))
         if item.key == "kv_cache":
             _kv_kinds(plan, table)
     table.add_section()
@@ -50,7 +50,7 @@ def _kv_kinds(plan: Plan, table: Table) -> None:
 def _load(plan: Plan) -> str:
     serve = plan.serve
     if serve.lengths:
-        return f"{len(serve.lengths)} requests, Σ {sum(serve.lengths):,} live tokens"
+        return f"{plural(len(serve.lengths), 'request')}, Σ {sum(serve.lengths):,} live tokens"
     return f"{serve.concurrency} x {serve.context_tokens:,} tokens"
 
 
@@ -65,8 +65,38 @@ def _summary(plan: Plan, console: Console, notes: bool = True) -> None:
                      plan.representations)
     console.print(f"representations: {rows}")
     verdict = "[green]fits[/green]" if plan.fits else "[bold red]does not fit[/bold red]"
-    console.print(f"memory-only ceiling: [bold]{plan.memory_ceiling_requests}[/bold] requests "
-                  f"of {plan.serve.context_tokens:,} tokens; declared load {verdict}")
+    console.print(f"memory-only ceiling: {_ceiling_text(plan)}; declared load {verdict}"
+                  + _over(plan))
     console.print("  (memory only: not a latency promise; see servecap simulate)", style="dim")
     for note in plan.notes if notes else ():
         console.print(f"note: {note}", style="yellow")
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 request', '39 requests'."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _mark(item) -> str:
+    """[measured] on a measured value, unless its source already says it was declared."""
+    return r" \[measured]" if item.measured and not item.source.startswith("declared") else ""
+
+
+def _ceiling_text(plan: Plan) -> str:
+    """With --lengths the ceiling counts requests of the mix's average length; the longest
+    request's ceiling is said beside it."""
+    ceiling = f"[bold]{plural(plan.memory_ceiling_requests, 'request')}[/bold]"
+    if plan.longest_ceiling_requests is None:
+        return f"{ceiling} of {plan.serve.context_tokens:,} tokens"
+    mean = sum(plan.serve.lengths) / len(plan.serve.lengths)
+    return (f"{ceiling} of the mix's average ({mean:,.0f} tokens), "
+            f"{plural(plan.longest_ceiling_requests, 'request')} of its longest "
+            f"({plan.serve.context_tokens:,} tokens)")
+
+
+def _over(plan: Plan) -> str:
+    """Say why a load does not fit when it is the count: 'declared 20 > ceiling 15'."""
+    declared = len(plan.serve.lengths) or plan.serve.concurrency
+    if plan.fits or declared <= plan.memory_ceiling_requests:
+        return ""
+    return f" (declared {declared:,} > ceiling {plan.memory_ceiling_requests:,})"
