@@ -61,3 +61,10 @@ def test_plan_output_keeps_the_ceiling_contract(run, device) -> None:
     out = json.loads(run("plan", "teaching-7b", "--device", device, "--json").stdout)
     assert out["memory_ceiling_longest_requests"] is None
     assert isinstance(out["memory_ceiling_requests"], int)
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.2-1b-instruct",
+                                   "llama-3.1-70b-instruct"])
+def test_a_key_that_changes_nothing_gets_no_note(run, model) -> None:
+    result = run("plan", model, "--device", "h100-80gb", "--context", "4096", "--json")
+    assert not [n for n in json.loads(result.stdout)["notes"] if "mlp_bias" in n]
