@@ -43,8 +43,9 @@ Preemption = Annotated[str, Opt(help="recompute or swap (priced at 25 GB/s unles
 PrefixCaching = Annotated[bool, Opt("--prefix-caching/--no-prefix-caching",
                                     help="Share full blocks of a prefix group's prompt.")]
 SloTtft = Annotated[str | None, Opt(help="TTFT target, e.g. 500ms.")]
-SloItl = Annotated[str | None, Opt(help="ITL target, checked against each request's TPOT "
-                                   "(mean token gap), e.g. 50ms.")]
+SloItl = Annotated[str | None, Opt("--slo-tpot", "--slo-itl",
+                                   help="TPOT target: each request's mean token gap must meet "
+                                   "it, e.g. 50ms (--slo-itl is the older name).")]
 SloE2e = Annotated[str | None, Opt(help="End-to-end latency target, e.g. 30s.")]
 Json = Annotated[bool, Opt("--json", help="Print one JSON object.")]
 Replicas = Annotated[int, Opt(help="Identical devices behind the router.")]

@@ -118,6 +118,11 @@ def capacity_point(report: dict) -> tuple[dict, str]:
                     "sweep": envelope}, note
 
 
+SWEEP_NOTES = ("SLO met: share of requests meeting every target; the TPOT target (--slo-tpot) "
+               "is checked on each request's TPOT column, not on ITL. (over): offered at or "
+               "above the saturation rate, where the queue grows without bound, so the rate "
+               "fails whatever its share.")
+
 def render_sweep(report: dict, console: Console) -> None:
     render_coefficients(report, console)
     table = Table(title=f"{report['policy']}: offered load sweep (latency: p99 ms)")
@@ -132,6 +137,9 @@ def render_sweep(report: dict, console: Console) -> None:
                       *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
     console.print(table)
+    if (report.get("slo") or {}).get("itl_s") is not None or any(
+            not p["sustainable"] for p in report["points"]):
+        console.print(SWEEP_NOTES, style="dim")
     console.print(f"capacity: {report['capacity_rps']:,.2f} req/s at >= "
                   f"{report['target_attainment']:.0%} SLO attainment (synchronous "
                   f"{report['synchronous_rps']:,.2f} req/s, saturation "
