@@ -20,6 +20,9 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     "activation_gib": (r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB",),
     "peak_torch_gib": (r"peak_torch_memory=" + _NUM + r"GiB",),  # 0.6.4: includes weights
     "cuda_graph_gib": (r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB",),  # >= 0.19
+    # earlier engines capture graphs after sizing the pool: reported, never subtracted
+    "graph_capture_gib": (r"Graph capturing finished in [0-9.]+ secs?, took\s*" + _NUM
+                          + r"\s*GiB",),
     "kv_pool_gib": (
         r"Available KV cache memory:\s*" + _NUM + r"\s*GiB",  # V1
         r"kv_cache_size=" + _NUM + r"GiB",  # V0 0.6.4
@@ -48,6 +51,7 @@ class LogFacts:
     activation_gib: float | None = None
     peak_torch_gib: float | None = None
     cuda_graph_gib: float | None = None
+    graph_capture_gib: float | None = None
     kv_pool_gib: float | None = None
     num_gpu_blocks: int | None = None
     kv_cache_tokens: int | None = None
