@@ -16,6 +16,7 @@ click = getattr(core, "_click", None) or core.click
 COMMANDS = {
     "plan": ("plan_cmd", "Build the per-device memory ledger and the memory-only concurrency "
              "ceiling."),
+    "fit": ("fit_cmd", "Answer the inverse questions with the plan's own ledger lines."),
     "models": ("catalog_cmd", "List the bundled model library: shape, KV bytes per token in "
                "bf16, and each source."),
     "devices": ("catalog_cmd", "List the device catalog: usable bytes as the driver reports "

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-COMMANDS = ("plan", "blocks", "reconcile", "workbook", "simulate", "sweep", "cost", "speculate",
-            "verify")
+COMMANDS = ("plan", "fit", "blocks", "reconcile", "workbook", "simulate", "sweep", "cost",
+            "speculate", "verify")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
