@@ -68,6 +68,7 @@ class SimFlags:
     acceptance: float = 0.7
     speculate_max_batch: int | None = None
     scheduling: str = "fcfs"
+    percentiles: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,21 @@ def slo_for(flags: SimFlags) -> SLO:
     def get(text, field):
         return None if text is None else parse_duration(text, field)
     return SLO(get(flags.slo_ttft, "--slo-ttft"), get(flags.slo_itl, "--slo-itl"),
-               get(flags.slo_e2e, "--slo-e2e"))
+               get(flags.slo_e2e, "--slo-e2e"), parse_percentiles(flags.percentiles))
+
+
+def parse_percentiles(text: str | None) -> tuple[float, ...]:
+    """'50,90,99,99.9' -> (50.0, 90.0, 99.0, 99.9): each in (0, 100], at most 12."""
+    if text is None:
+        return ()
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or len(values) > 12 or not all(0 < v <= 100 for v in values):
+        raise SpecError("--percentiles", text, "comma-separated percentiles in (0, 100], at "
+                        "most 12, e.g. 50,90,99,99.9")
+    return tuple(sorted(set(values)))
 
 
 def build_setup(model: str, flags: SimFlags) -> Setup:

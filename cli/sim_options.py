@@ -46,6 +46,9 @@ SloTtft = Annotated[str | None, Opt(help="TTFT target, e.g. 500ms.")]
 SloItl = Annotated[str | None, Opt("--slo-tpot", "--slo-itl",
                                    help="TPOT target: each request's mean token gap must meet "
                                    "it, e.g. 50ms (--slo-itl is the older name).")]
+Percentiles = Annotated[str | None, Opt(help="Latency percentiles to add to the tables and "
+                                        "JSON, with the max, e.g. 50,90,99,99.9 (as vllm "
+                                        "bench serve --metric-percentiles).")]
 SloE2e = Annotated[str | None, Opt(help="End-to-end latency target, e.g. 30s.")]
 Json = Annotated[bool, Opt("--json", help="Print one JSON object.")]
 Replicas = Annotated[int, Opt(help="Identical devices behind the router.")]

@@ -51,7 +51,8 @@ def render_simulation(report: dict, console: Console) -> None:
         times.add_row(name, *(_pair(p[k]) for k in ("queue_ms", "ttft_ms", "itl_ms",
                                                            "tpot_ms", "e2e_ms")))
     console.print(counts)
-    console.print(times)
+    extra = report["policies"][0]["ttft_ms"].keys() - {"p50", "p95", "p99", "mean"}
+    console.print(percentile_table(report) if extra else times)
     console.print(f"percentiles: {report['percentile_method']}")
     for p in report["policies"]:
         for reason in p["rejection_reasons"]:
@@ -92,3 +93,27 @@ def _pair(stats: dict) -> str:
         return "-"
     return f"{stats['p50']:,.0f} / {stats['p99']:,.0f}" if stats["p99"] >= 1000 else \
         f"{stats['p50']:,.1f} / {stats['p99']:,.1f}"
+
+
+LATENCY_KEYS = (("queue", "queue_ms"), ("TTFT", "ttft_ms"), ("ITL", "itl_ms"),
+                ("TPOT", "tpot_ms"), ("e2e", "e2e_ms"))
+
+
+def percentile_table(report: dict) -> Table:
+    """--percentiles: one row per policy and metric, one column per percentile and the max,
+    so any number of percentiles stays within 80 columns."""
+    first = report["policies"][0]["ttft_ms"]
+    columns = sorted((k for k in first if k.startswith("p")), key=lambda k: float(k[1:]))
+    columns.append("max")
+    table = Table(title="latency ms by percentile")
+    for col in ("policy", "metric", *columns):
+        table.add_column(col, justify="left" if col in ("policy", "metric") else "right")
+    for p in report["policies"]:
+        for label, key in LATENCY_KEYS:
+            stats = p[key]
+            table.add_row(p["policy"], label, *(_ms(stats.get(c)) for c in columns))
+    return table
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}" if value >= 1000 else f"{value:,.1f}"

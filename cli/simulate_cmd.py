@@ -45,6 +45,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              max_num_seqs: o.MaxSeqs = 256, watermark: o.Watermark = 0.01,
              preemption: o.Preemption = "recompute", prefix_caching: o.PrefixCaching = True,
              slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
+             percentiles: o.Percentiles = None,
              replicas: o.Replicas = 1, router: o.Router = "least-tokens",
              disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
              runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
@@ -77,7 +78,8 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch, scheduling)
+                     draft_length, acceptance, speculate_max_batch, scheduling,
+                     percentiles=percentiles)
     check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)

@@ -35,6 +35,7 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           watermark: o.Watermark = 0.01, preemption: o.Preemption = "recompute",
           prefix_caching: o.PrefixCaching = True, slo_ttft: o.SloTtft = None,
           slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
+          percentiles: o.Percentiles = None,
           target: Annotated[float, typer.Option(help="SLO attainment the capacity must "
                                                 "reach (share of requests).")] = 0.9,
           rates: Annotated[str | None, typer.Option(help="Offered rates (req/s), e.g. "
@@ -62,7 +63,8 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
                      max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch, scheduling)
+                     draft_length, acceptance, speculate_max_batch, scheduling,
+                     percentiles=percentiles)
     if xlsx is not None:
         check_target(xlsx, force)
     setup = build_setup(model, flags)
