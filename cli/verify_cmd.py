@@ -1,6 +1,7 @@
 """`servecap verify`: run the plan on a device (or an emulated one) and reconcile every line."""
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -119,6 +120,7 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
 
     if vflags.output_tokens < 1:
         raise SpecError("--output-tokens", vflags.output_tokens, "must be >= 1 token")
+    _check_where(vflags.device)
     if vflags.tensor_parallel_size < 1:
         raise SpecError("--tensor-parallel-size", vflags.tensor_parallel_size, "ranks, >= 1")
     loaded = load_model(model)
@@ -154,6 +156,19 @@ def _workload(path: Path | None, vocab_size: int) -> tuple[tuple, str]:
 
     return load_arrivals(path, vocab_size)
 
+
+def _check_where(device: str) -> None:
+    """In plan --device is a size or catalog name; here it is where to run. Say so when a
+    plan-style value is given, rather than a bare 'allowed: cpu, cuda'."""
+    if re.fullmatch(r"cpu|cuda(:[0-9]+)?", device.strip().lower()):
+        return
+    try:
+        resolve_device(device, "--device")
+    except SpecError:
+        return  # neither reading: the runtime's own error names what is allowed
+    raise SpecError("--device", device, "in verify, --device is where to run (cpu, cuda, "
+                    f"cuda:N); the device's memory goes in --device-memory, e.g. --device "
+                    f"cuda --device-memory {device} (in plan, --device is that size)")
 
 def _check_load(serve, vflags: VerifyFlags, max_position_embeddings: int) -> None:
     """Refuse what the runtime would otherwise build or cut silently: a context past the

@@ -76,3 +76,10 @@ def test_the_stated_request_maximum_is_enforced(run, tmp_path) -> None:
                                                    "num_requests: 1000001"))
     result = run("simulate", "teaching-7b", *H100, "--workload", path)
     assert result.exit_code == 2 and "at most 1,000,000 requests" in result.stderr
+
+
+@pytest.mark.parametrize("device", ["40GiB", "h100-80gb"])
+def test_verify_says_which_device_reading_it_takes(run, device) -> None:
+    result = run("verify", "tiny-llama", "--device", device)
+    assert result.exit_code == 2
+    assert f"--device-memory {device}" in result.stderr and "where to run" in result.stderr
