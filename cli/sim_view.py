@@ -1,6 +1,7 @@
 """Rich rendering of simulation reports: the coefficients used, then one row per policy."""
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from servecap.ledger.units import GB, TB, fmt_gib
@@ -33,8 +34,8 @@ def render_coefficients(report: dict, console: Console) -> None:
 def render_simulation(report: dict, console: Console) -> None:
     render_coefficients(report, console)
     counts = Table(title="policies: requests and throughput")
-    for col in ("policy", "done", "rejected", "queued", "preempted", "in tok/s", "out tok/s",
-                "goodput req/s"):
+    for col in ("policy", "done", "rejected", "queued", "preempted", "in\ntok/s", "out\ntok/s",
+                "goodput\nreq/s"):
         counts.add_column(col, justify="left" if col == "policy" else "right",
                           no_wrap=col == "policy")
     times = Table(title="latency ms: p50 / p99")
@@ -52,7 +53,10 @@ def render_simulation(report: dict, console: Console) -> None:
                                                            "tpot_ms", "e2e_ms")))
     console.print(counts)
     extra = report["policies"][0]["ttft_ms"].keys() - {"p50", "p95", "p99", "mean"}
-    console.print(percentile_table(report) if extra else times)
+    # p50 / p99 pairs that would wrap switch to one column per percentile
+    narrow = Measurement.get(console, console.options.update_width(10_000),
+                             times).maximum > console.width
+    console.print(percentile_table(report) if extra or narrow else times)
     console.print(f"percentiles: {report['percentile_method']}")
     for p in report["policies"]:
         for reason in p["rejection_reasons"]:
@@ -100,11 +104,11 @@ LATENCY_KEYS = (("queue", "queue_ms"), ("TTFT", "ttft_ms"), ("ITL", "itl_ms"),
 
 
 def percentile_table(report: dict) -> Table:
-    """--percentiles: one row per policy and metric, one column per percentile and the max,
-    so any number of percentiles stays within 80 columns."""
+    """One row per policy and metric, one column per percentile (and the max with
+    --percentiles), so any number of percentiles stays within 80 columns."""
     first = report["policies"][0]["ttft_ms"]
     columns = sorted((k for k in first if k.startswith("p")), key=lambda k: float(k[1:]))
-    columns.append("max")
+    columns += ["max"] if "max" in first else []
     table = Table(title="latency ms by percentile")
     for col in ("policy", "metric", *columns):
         table.add_column(col, justify="left" if col in ("policy", "metric") else "right")

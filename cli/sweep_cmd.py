@@ -121,19 +121,19 @@ def capacity_point(report: dict) -> tuple[dict, str]:
 
 
 SWEEP_NOTES = ("SLO met: share of requests meeting every target; the TPOT target (--slo-tpot) "
-               "is checked on each request's TPOT column, not on ITL. (over): offered at or "
+               "is checked on each request's TPOT column, not on ITL. *: offered at or "
                "above the saturation rate, where the queue grows without bound, so the rate "
                "fails whatever its share.")
 
 def render_sweep(report: dict, console: Console) -> None:
     render_coefficients(report, console)
     table = Table(title=f"{report['policy']}: offered load sweep (latency: p99 ms)")
-    for col in ("offered req/s", "achieved req/s", "SLO met", "goodput req/s", "out tok/s",
-                "TTFT", "ITL", "TPOT", "e2e"):
-        table.add_column(col, justify="right")
+    for col in ("offered\nreq/s", "achieved\nreq/s", "SLO\nmet", "goodput\nreq/s",
+                "out\ntok/s", "TTFT", "ITL", "TPOT", "e2e"):
+        table.add_column(col, justify="right", no_wrap=True)
     for p in report["points"]:
         table.add_row(f"{p['rate_per_s']:,.2f}", f"{p['achieved_rps']:,.2f}",
-                      f"{p['slo_attainment']:.1%}" + ("" if p["sustainable"] else " (over)"),
+                      f"{p['slo_attainment']:.1%}" + ("" if p["sustainable"] else "*"),
                       f"{p['goodput_rps']:,.2f}",
                       f"{p['output_tokens_per_s']:,.0f}",
                       *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
@@ -149,7 +149,8 @@ def render_sweep(report: dict, console: Console) -> None:
 
 
 def _p99(stats: dict) -> str:
-    return "-" if stats["p99"] is None else f"{stats['p99']:,.1f}"
+    value = stats["p99"]
+    return "-" if value is None else f"{value:,.0f}" if value >= 1000 else f"{value:,.1f}"
 
 
 def _rates(text: str | None) -> list[float] | None:
