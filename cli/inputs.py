@@ -40,10 +40,9 @@ def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
                         "like 40GiB")
     device_bytes, label = resolve_device(device_text, _field(flags.device, "device", loaded))
     lengths = _lengths(flags)
-    longest = max(lengths) if lengths else flags.context
-    if longest is not None and flags.shared_prefix > longest:
+    if not lengths and flags.context is not None and flags.shared_prefix > flags.context:
         raise SpecError("--shared-prefix", flags.shared_prefix, f"at most the request's "
-                        f"{longest:,} tokens: a prefix is part of the request")
+                        f"{flags.context:,} tokens: a prefix is part of the request")
     context = _first(flags.context, defaults.context, loaded.spec.max_position_embeddings or None)
     if context is None and not lengths:
         raise SpecError("--context", None, "required: this model states no "
