@@ -83,3 +83,11 @@ def test_verify_says_which_device_reading_it_takes(run, device) -> None:
     result = run("verify", "tiny-llama", "--device", device)
     assert result.exit_code == 2
     assert f"--device-memory {device}" in result.stderr and "where to run" in result.stderr
+
+
+def test_verify_names_a_violation_once_and_its_cause(run) -> None:
+    result = run("verify", "tiny-llama", "--device", "cpu", "--concurrency", "20",
+                 "--output-tokens", "4")
+    assert result.exit_code == 1
+    assert result.stderr.count("kv_cache") == 1 and "measured 1." not in result.stderr
+    assert "declared 20 > ceiling 15" in result.stderr
