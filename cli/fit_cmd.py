@@ -15,6 +15,7 @@ from .errors import EXIT_DOES_NOT_FIT, handle_errors
 from .inputs import PlanFlags
 from .plan_cmd import deployment_from_flags
 from .plan_json import deployment_to_dict
+from .plan_view import plural
 
 Opt = typer.Option
 TP_SIZES = (1, 2, 4, 8, 16, 32, 64)
@@ -100,9 +101,9 @@ def longest_context(model: str, base: PlanFlags) -> Answer:
         return deployment_from_flags(model, replace(base, context=tokens))
 
     limit = _context_limit(model, base)
-    question = f"longest context for {base.concurrency:,} requests"
+    question = f"longest context for {plural(base.concurrency, 'request')}"
     if not plan_at(1).fits:
-        return Answer(question, None, "not even 1 token per request fits")
+        return Answer(question, None, "not even one token per request fits")
     if plan_at(limit).fits:
         return Answer(question, limit, "the model's own limit (max_position_embeddings) "
                       "fits", plan_at(limit))
