@@ -1,6 +1,7 @@
 """Find and load a model: a bundled name, a servecap YAML, a config.json or a model directory."""
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -8,6 +9,7 @@ from pydantic import ValidationError
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
+from servecap.ledger.vllm_log import parse_vllm_log
 
 from .hf import to_spec
 from .reading import parse_json, parse_yaml, read_text
@@ -72,10 +74,12 @@ def _load_yaml(path: Path) -> LoadedModel:
     try:
         data = parse_yaml(text)
     except SpecError:
-        if looks_like_vllm_log(text):
-            raise SpecError("model", str(path), "this is a vLLM log, not a model file: "
-                            "`servecap reconcile LOG` reads it") from None
-        raise
+        data = None
+        if not looks_like_vllm_log(text):
+            raise
+    if not (isinstance(data, dict) and "name" in data) and looks_like_vllm_log(text):
+        raise SpecError("model", str(path), "this is a vLLM log, not a model file: "
+                        "`servecap reconcile LOG` reads it")
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "a model YAML must be a mapping of "
                         "config.json field names to values")
@@ -105,11 +109,20 @@ def _load_directory(path: Path) -> LoadedModel:
     return LoadedModel(loaded.spec, path, loaded.serving, directory_weights(path))
 
 
+_LOG_LINE = re.compile(r"^(\(\w+ pid=\d+\) )?(INFO|WARNING|DEBUG|ERROR) \d\d-\d\d "
+                       r"\d\d:\d\d:\d\d", re.MULTILINE)
+
+
 def looks_like_vllm_log(text: str) -> bool:
-    """vLLM's log lines start 'INFO 01-01 00:00:00' or '(EngineCore_0 pid=..) INFO'."""
-    head = text[:4000]
-    return "INFO " in head and ("vllm" in head.lower() or "worker.py" in head
-                                or "gpu_model_runner" in head or "# GPU blocks" in head)
+    """vLLM's log lines start 'INFO 01-01 00:00:00' or '(EngineCore_0 pid=..) INFO ...'; a
+    quoted log without the prefixes still holds the figures reconcile reads."""
+    if _LOG_LINE.search(text[:20000]):
+        return True
+    try:
+        parse_vllm_log(text[:200_000])
+    except SpecError:
+        return False
+    return True
 
 
 def _validate(schema, data: dict):

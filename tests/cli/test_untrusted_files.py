@@ -95,10 +95,17 @@ def test_pipes_and_devices_are_refused_before_reading(run, tmp_path, make, comma
     _one_line_error(run(*args[command]), "regular file")
 
 
-def test_a_vllm_log_given_as_the_model_is_named_as_such(run) -> None:
-    log = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs" / \
-        "v1_qwen3_0p6b_a100.log"
+@pytest.mark.parametrize("log", sorted(
+    (Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs").glob("*.log")),
+    ids=lambda p: p.name)
+def test_a_vllm_log_given_as_the_model_is_named_as_such(run, log) -> None:
     _one_line_error(run("plan", log, "--device", "1GiB"), "vLLM log", "servecap reconcile")
+
+
+def test_a_raw_vllm_log_that_parses_as_yaml_is_still_named(run, tmp_path) -> None:
+    log = _write(tmp_path, "vllm.log", "INFO 09-10 12:00:00 [gpu_worker.py:276] Available KV "
+                 "cache memory: 30.00 GiB\n")
+    _one_line_error(run("plan", log, "--device", "1GiB"), "vLLM log")
 
 
 def test_a_5000_digit_figure_in_a_vllm_log(run, tmp_path) -> None:
