@@ -9,7 +9,6 @@ from servecap.ledger.devices import DEVICES
 from servecap.ledger.kv import kv_bytes_per_token
 from servecap.ledger.paging import paging_report
 from servecap.ledger.units import GiB, fmt_bytes
-from servecap.model_configs import bundled_models, load_model
 
 from .errors import handle_errors
 
@@ -18,6 +17,8 @@ JSON = typer.Option("--json", help="Print a JSON list (byte fields are integers)
 
 def models(as_json: Annotated[bool, JSON] = False) -> None:
     """List the bundled model library: shape, KV bytes per token in bf16, and each source."""
+    from servecap.model_configs import bundled_models, load_model  # pydantic schemas: only here
+
     rows = [_model_row(load_model(str(path)).spec) for path in bundled_models()]
     if as_json:
         print(json.dumps(rows, indent=2))

@@ -70,3 +70,10 @@ def test_usage_errors_are_one_line(run, args, needle) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("servecap: error:"), result.stderr
     assert needle in lines[0] and "--help" in lines[0] and len(lines[0]) < 420
+
+
+@pytest.mark.parametrize("args", [("devices", "--json"), ("blocks", "17", "33", "--json")])
+def test_catalog_commands_build_no_model_schema(args) -> None:
+    code, modules = _loaded(*args)
+    assert code == 0
+    assert "servecap.model_configs.schema" not in modules
