@@ -1,22 +1,129 @@
-"""The servecap typer app: each command lives in its own module and registers here."""
+"""The servecap typer app: each command lives in its own module, imported only when it runs."""
+
+import importlib
+import re
+import sys
 
 import typer
+from typer import core
+from typer.core import TyperGroup
 
-from . import (
-    catalog_cmd,
-    fit_cmd,
-    load_cmd,
-    plan_cmd,
-    reconcile_cmd,
-    search_cmd,
-    serve_cmd,
-    simulate_cmd,
-    verify_cmd,
-    workbook_cmd,
-)
+# the click typer runs on: vendored as typer._click since typer 0.22, plain click before
+click = getattr(core, "_click", None) or core.click
+
+# command -> (module that registers it, the one line `servecap --help` lists). The line is the
+# first paragraph of the command's docstring; tests/cli/test_lazy_app.py keeps the two equal.
+COMMANDS = {
+    "plan": ("plan_cmd", "Build the per-device memory ledger and the memory-only concurrency "
+             "ceiling."),
+    "fit": ("fit_cmd", "Answer the inverse questions with the plan's own ledger lines."),
+    "models": ("catalog_cmd", "List the bundled model library: shape, KV bytes per token in "
+               "bf16, and each source."),
+    "devices": ("catalog_cmd", "List the device catalog: usable bytes as the driver reports "
+                "them, beside vendor figures."),
+    "blocks": ("catalog_cmd", "Paging arithmetic: blocks, token slots, unused slots and "
+               "block-table entries."),
+    "reconcile": ("reconcile_cmd", "Plan the deployment a vLLM log came from and compare each "
+                  "figure: residual and advice."),
+    "workbook": ("workbook_cmd", "Write a capacity workbook: the ledger as live formulas, the "
+                 "envelope over devices x contexts x KV dtypes with a chart, and the review "
+                 "sheets."),
+    "simulate": ("simulate_cmd", "Simulate the scheduler over a workload: latency percentiles, "
+                 "throughput, goodput."),
+    "sweep": ("simulate_cmd", "Sweep open-loop offered load; stop when the SLO fails; report "
+              "the capacity."),
+    "cost": ("simulate_cmd", "Self-hosted $ per million output tokens at full load and at "
+             "--utilization."),
+    "speculate": ("simulate_cmd", "Where speculative decoding helps (low batch, memory-bound) "
+                  "and where it stops."),
+    "verify": ("verify_cmd", "Measure the plan on the device, line by line; exit 1 when a "
+               "ledger line is violated."),
+    "search": ("search_cmd", "Search deployments for the cheapest that meets the SLOs at "
+               "--rate."),
+    "serve": ("serve_cmd", "Serve MODEL on /v1/completions, /v1/chat/completions, /v1/models, "
+              "/health, /metrics."),
+    "load": ("load_cmd", "Send a workload to an OpenAI-compatible server; report "
+             "TTFT/ITL/TPOT/E2E as simulate does."),
+}
+_WITH_SUFFIX = re.compile(r"(\d+(?:\.\d+)?)([kKmM])")
+
+
+class LazyGroup(TyperGroup):
+    """Lists commands from COMMANDS without importing them; imports one module to run one
+    command. Usage errors print one line, not a panel."""
+
+    listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        if self.listing:  # `servecap --help` needs the summary line only
+            return core.TyperCommand(cmd_name, help=COMMANDS[cmd_name][1])
+        return load_command(cmd_name)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
+    def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(args, *rest, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(args, *rest, standalone_mode=False, **kwargs)
+        except click.ClickException as exc:
+            if exc.format_message():  # empty after no_args_is_help printed the help
+                line = usage_line(exc, list(sys.argv[1:] if args is None else args))
+                print(f"servecap: error: {line}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            print("servecap: error: aborted", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def load_command(name: str) -> click.Command:
+    """Import the command's module and build its click command, with the app's settings."""
+    module = importlib.import_module(f".{COMMANDS[name][0]}", __package__)
+    holder = typer.Typer(rich_markup_mode="rich", pretty_exceptions_enable=False,
+                         add_completion=False)
+    module.register(holder)
+    return typer.main.get_group(holder).commands[name]
+
+
+def usage_line(exc: click.ClickException, args: list[str]) -> str:
+    """click's message on one line, a huge value elided, a hint for '4k', --help named."""
+    message = " ".join(exc.format_message().split())
+    if len(message) > 300:
+        message = f"{message[:150]}...{message[-120:]}"
+    value = _given(args, getattr(getattr(exc, "param", None), "opts", []))
+    if value is not None and (match := _WITH_SUFFIX.fullmatch(value.strip())):  # '--context 4k'
+        number = float(match.group(1)) * (1 if match.group(2).lower() == "k" else 1024)
+        message += (f" (got {value!r}; give a plain integer: did you mean "
+                    f"{int(number * 1024)} or {int(number * 1000)}?)")
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else " ".join(
+        ["servecap", *args[:1]] if args and args[0] in COMMANDS else ["servecap"])
+    return f"{message} (see {command} --help)"
+
+
+def _given(args: list[str], opts: list[str]) -> str | None:
+    """The text typed after one of `opts` ('--context 4k' or '--context=4k')."""
+    for i, arg in enumerate(args):
+        name, eq, after = arg.partition("=")
+        if name in opts:
+            return after if eq else (args[i + 1] if i + 1 < len(args) else None)
+    return None
+
 
 app = typer.Typer(
     name="servecap",
+    cls=LazyGroup,
     help="How many LLM requests fit on this GPU, with what latency, and is that plan true on "
     "the device? Memory is binary: GiB = 2^30 bytes.",
     no_args_is_help=True,
@@ -24,16 +131,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-plan_cmd.register(app)
-catalog_cmd.register(app)
-reconcile_cmd.register(app)
-workbook_cmd.register(app)
-simulate_cmd.register(app)
-verify_cmd.register(app)
-serve_cmd.register(app)
-load_cmd.register(app)
-fit_cmd.register(app)
-search_cmd.register(app)
+
+
+@app.callback()
+def _root() -> None:
+    """The commands are listed from COMMANDS; this only makes typer build a group."""
 
 
 def main() -> None:

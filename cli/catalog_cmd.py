@@ -10,7 +10,6 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import kv_bytes_per_token
 from servecap.ledger.paging import paging_report
 from servecap.ledger.units import GiB, fmt_bytes
-from servecap.model_configs import bundled_models, load_model
 
 from .errors import handle_errors
 
@@ -31,6 +30,8 @@ def models(as_json: Annotated[bool, JSON] = False,
     if hub is not None:
         _hub_model(hub, as_json)
         return
+    from servecap.model_configs import bundled_models, load_model  # pydantic schemas: only here
+
     rows = [_model_row(load_model(str(path)).spec) for path in bundled_models()]
     if as_json:
         print(json.dumps(rows, indent=2))
@@ -51,6 +52,7 @@ def _model_row(spec) -> dict:
 
 
 def _hub_model(ref: str, as_json: bool) -> None:
+    from servecap.model_configs import load_model
     from servecap.model_configs.hub import fetch_report, is_hub_id
 
     if not is_hub_id(ref):

@@ -1,6 +1,7 @@
 """`servecap cost`: dollars per million output tokens and the break-even against an API."""
 
 import json
+import math
 from typing import Annotated
 
 import typer
@@ -15,6 +16,7 @@ from servecap.sim.sweep import saturated
 from . import sim_options as o
 from .sim_inputs import SimFlags, build_setup
 
+MIN_TOKENS_PER_S = 1e-6
 Opt = typer.Option
 
 
@@ -41,6 +43,9 @@ def cost(model: Annotated[str | None, typer.Argument(
       servecap cost --tokens-per-s 1000 --gpu-price 2 --utilization 0.3 --api-price 0.6
       servecap cost llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml --gpu-price 2
     """
+    if tokens_per_s is not None and not MIN_TOKENS_PER_S <= tokens_per_s < math.inf:
+        raise SpecError("--tokens-per-s", tokens_per_s, f"output tokens/s, at least "
+                        f"{MIN_TOKENS_PER_S:g} (a slower rate prices a token past any float)")
     rate, source = tokens_per_s, "given"
     if rate is None:
         rate, source = _simulated_rate(model, SimFlags(

@@ -12,7 +12,7 @@ from servecap.ledger.engines import DEFAULT_BLOCK_TOKENS, PLAIN, EngineSpec
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Overrides
 from servecap.ledger.ranks import Deployment, Parallel, build_deployment
-from servecap.ledger.units import parse_size
+from servecap.ledger.units import parse_size_flag
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel
 
@@ -78,13 +78,15 @@ def deploy_options(command):
 
 
 def engine_spec(flags: DeployFlags) -> EngineSpec:
-    """The engine and its knobs; a knob of another engine is an error, not silently ignored."""
+    """The engine and its knobs; a knob of another engine is an error, not silently ignored.
+    Without --engine, one engine's knobs name it (--gpu-memory-utilization means vllm)."""
+    name = implied_engine(flags)
     for knob, owner in ENGINE_KNOBS.items():
-        if getattr(flags, knob) is not None and flags.engine != owner:
+        if getattr(flags, knob) is not None and name != owner:
             raise SpecError("--" + knob.replace("_", "-"), getattr(flags, knob),
-                            f"applies to --engine {owner} (got --engine {flags.engine})")
+                            f"applies to --engine {owner} (got --engine {name})")
     return EngineSpec(
-        name=flags.engine, gpu_memory_utilization=flags.gpu_memory_utilization,
+        name=name, gpu_memory_utilization=flags.gpu_memory_utilization,
         kv_cache_memory_bytes=_vllm_size(flags.kv_cache_memory, "--kv-cache-memory"),
         mem_fraction_static=flags.mem_fraction_static,
         free_gpu_memory_fraction=flags.free_gpu_memory_fraction,
@@ -118,6 +120,14 @@ def deploy(loaded: LoadedModel, spec, serve, overrides: Overrides, flags: Deploy
     return build_deployment(spec, serve, measured_overrides(flags, overrides), parallel, engine)
 
 
+def implied_engine(flags: DeployFlags) -> str:
+    """--engine as typed, any case ('VLLM' is vllm); the default plain gives way to the one
+    engine whose knobs were given."""
+    name = str(flags.engine).strip().lower()
+    owners = {owner for knob, owner in ENGINE_KNOBS.items() if getattr(flags, knob) is not None}
+    return owners.pop() if name == PLAIN and len(owners) == 1 else name
+
+
 def _vllm_size(text: str | None, field: str) -> int | None:
     """vLLM's human_readable_int too: '20G' = 20 x 2**30, '20g' = 20 x 10**9 ('K'/'k' ...)."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)([kKmMgGtT])\s*", text or "")
@@ -129,4 +139,4 @@ def _vllm_size(text: str | None, field: str) -> int | None:
 
 
 def _size(text: str | None, field: str) -> int | None:
-    return None if text is None else parse_size(text, field)
+    return None if text is None else parse_size_flag(text, field)

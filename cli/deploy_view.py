@@ -6,7 +6,7 @@ from servecap.ledger.engines import Budget
 from servecap.ledger.ranks import Deployment, StagePlan
 from servecap.ledger.units import fmt_gib
 
-from .plan_view import render_plan
+from .plan_view import plural, render_plan
 
 
 def render_deployment(deployment: Deployment, console: Console) -> None:
@@ -50,6 +50,8 @@ def _summary(deployment: Deployment, console: Console) -> None:
     console.print(f"devices: tp {par.tensor_parallel_size} x pp {par.pipeline_parallel_size} "
                   f"x dp {par.data_parallel_size} = {par.num_devices}; weights on all devices "
                   f"{fmt_gib(deployment.weights_bytes_all_devices)}")
-    console.print(f"ceiling per replica {deployment.plan.memory_ceiling_requests} requests; "
-                  f"{par.data_parallel_size} replica(s) serve {deployment.total_ceiling_requests}"
+    console.print(f"ceiling per replica "
+                  f"{plural(deployment.plan.memory_ceiling_requests, 'request')}; "
+                  f"{plural(par.data_parallel_size, 'replica')} serve "
+                  f"{deployment.total_ceiling_requests:,}"
                   " (replicas add requests and weights, not per-device room)")

@@ -25,6 +25,10 @@ def handle_errors(func: Callable) -> Callable:
             return func(*args, **kwargs)
         except SpecError as exc:
             raise fail(exc.line()) from None
+        except (ArithmeticError, RecursionError, MemoryError) as exc:
+            # the last net for a magnitude no check caught: one line, never a traceback
+            raise fail(f"an input is beyond what can be computed with ({exc.__class__.__name__}: "
+                       f"{str(exc)[:120]}); check the sizes and counts given") from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
 

@@ -11,7 +11,7 @@ from servecap.ledger.serve import (
     DEFAULT_MAX_NUM_SEQS,
     ServeSpec,
 )
-from servecap.ledger.units import parse_fraction_or_size, parse_size
+from servecap.ledger.units import parse_fraction_or_size, parse_size_flag
 from servecap.ledger.weights import default_quant
 from servecap.model_configs import LoadedModel
 
@@ -45,12 +45,15 @@ def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
                         "like 40GiB")
     device_bytes, label = resolve_device(device_text, _field(flags.device, "device", loaded))
     lengths = _lengths(flags)
+    if not lengths and flags.context is not None and flags.shared_prefix > flags.context:
+        raise SpecError("--shared-prefix", flags.shared_prefix, f"at most the request's "
+                        f"{flags.context:,} tokens: a prefix is part of the request")
     context = _first(flags.context, defaults.context, loaded.spec.max_position_embeddings or None)
     if context is None and not lengths:
         raise SpecError("--context", None, "required: this model states no "
                         "max_position_embeddings to default to")
-    runtime = flags.runtime_peak or defaults.runtime_peak
-    safety_text = flags.safety or defaults.safety
+    runtime = _first(flags.runtime_peak, defaults.runtime_peak)
+    safety_text = _first(flags.safety, defaults.safety)
     safety, fraction = (parse_fraction_or_size(safety_text, device_bytes,
                                                _field(flags.safety, "safety", loaded))
                         if safety_text is not None else (None, None))
@@ -61,7 +64,7 @@ def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
         block_size_tokens=_first(flags.block_size, defaults.block_size,
                                  DEFAULT_BLOCK_SIZE_TOKENS),
         shared_prefix_tokens=flags.shared_prefix,
-        runtime_peak_bytes=None if runtime is None else parse_size(
+        runtime_peak_bytes=None if runtime is None else parse_size_flag(
             runtime, _field(flags.runtime_peak, "runtime_peak", loaded)),
         safety_bytes=safety, safety_fraction=fraction,
         weight_dtype=_dtype(flags.weight_dtype, loaded, "--weight-dtype", dtypes.WEIGHT_DTYPES),
@@ -114,7 +117,7 @@ def _lengths(flags: PlanFlags) -> tuple[int, ...]:
     if text is None:
         return ()
     parts = [part.strip() for part in text.split(",")]
-    if not all(part.isdigit() for part in parts) or min(int(p) for p in parts) < 1:
+    if not all(_is_count(part) for part in parts) or min(int(p) for p in parts) < 1:
         raise SpecError("--lengths", text, "comma-separated token counts, each >= 1, "
                         "e.g. 17,33,65")
     for name, value in (("--context", flags.context), ("--concurrency", flags.concurrency)):
@@ -122,3 +125,8 @@ def _lengths(flags: PlanFlags) -> tuple[int, ...]:
             raise SpecError(name, value, "give either --lengths or --context/--concurrency: "
                             "the lengths already set both")
     return tuple(int(part) for part in parts)
+
+
+def _is_count(text: str) -> bool:
+    """ASCII digits only ('²'.isdigit() is True), and few enough to be a token count."""
+    return text.isascii() and text.isdigit() and len(text) <= 18

@@ -13,7 +13,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Overrides
 from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, ServeSpec
-from servecap.ledger.weights import WeightBytes
+from servecap.ledger.weights import WeightBytes, weight_bytes
 from servecap.model_configs import LoadedModel, load_model
 
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options
@@ -160,7 +160,11 @@ def _file_overrides(loaded: LoadedModel, flags: PlanFlags) -> Overrides:
     found = loaded.file_weights
     if found is None or flags.weight_dtype is not None:
         return Overrides()
-    weights = WeightBytes(found.param_bytes, found.metadata_bytes, 0, 0, "")
+    spec = loaded.spec  # the headers give bytes; the architecture gives the parameter counts
+    counts = weight_bytes(spec, 16, spec.quant) if spec.has_architecture else None
+    weights = WeightBytes(found.param_bytes, found.metadata_bytes,
+                          counts.num_parameters if counts else 0,
+                          counts.quantized_parameters if counts else 0, "")
     src = (f"safetensors headers: {found.num_tensors:,} tensors in {found.num_files} file(s)"
            if found.num_files else "model.safetensors.index.json metadata.total_size")
     return Overrides(weights=weights, weights_source=src)

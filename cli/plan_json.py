@@ -28,6 +28,7 @@ def plan_to_dict(plan: Plan) -> dict:
         "free_bytes": plan.free_bytes,
         "memory_ceiling_requests": plan.memory_ceiling_requests,
         "fits": plan.fits,
+        "memory_ceiling_longest_requests": plan.longest_ceiling_requests,
         "context_tokens": serve.context_tokens,
         "concurrency": serve.concurrency,
         "lengths_tokens": list(serve.live_lengths),

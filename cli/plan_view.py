@@ -12,28 +12,63 @@ def render_plan(plan: Plan, console: Console, heading: str = "", notes: bool = T
     title = (f"{heading}{plan.model} on {serve.device_label or fmt_gib(plan.device_bytes)}: "
              f"{_load(plan)}")
     table = Table(title=title, title_justify="left")
-    table.add_column("ledger line")
-    table.add_column("bytes", justify="right")
-    table.add_column("GiB (2^30)", justify="right")
+    table.add_column("ledger line", no_wrap=True)
+    table.add_column("bytes", justify="right", no_wrap=True)
+    table.add_column("GiB (2^30)", justify="right", no_wrap=True)
     table.add_column("from", overflow="fold")
+    sources = Sources(console.width >= WIDE, _from_width(plan, console.width))
     for item in plan.lines:
         table.add_row(item.label, f"{item.num_bytes:,}", f"{item.num_bytes / 2**30:,.2f}",
-                      item.source + (r" \[measured]" if item.measured else ""))
+                      sources.cell(item.source + _mark(item)))
         if item.key == "kv_cache":
-            _kv_kinds(plan, table)
+            _kv_kinds(plan, table, sources)
     table.add_section()
     table.add_row("committed + reserved", f"{plan.committed_bytes:,}",
-                  f"{plan.committed_bytes / 2**30:,.2f}", "sum of the lines above")
+                  f"{plan.committed_bytes / 2**30:,.2f}", sources.cell("sum of the above"))
     table.add_row("device", f"{plan.device_bytes:,}", f"{plan.device_bytes / 2**30:,.2f}",
-                  serve.device_label)
+                  sources.cell(serve.device_label))
     style = "green" if plan.fits else "bold red"
     table.add_row(f"[{style}]left[/{style}]", f"[{style}]{plan.free_bytes:,}[/{style}]",
-                  f"[{style}]{plan.free_bytes / 2**30:,.2f}[/{style}]", "device - committed")
+                  f"[{style}]{plan.free_bytes / 2**30:,.2f}[/{style}]",
+                  sources.cell("device - committed"))
     console.print(table)
+    sources.print(console)
     _summary(plan, console, notes)
 
 
-def _kv_kinds(plan: Plan, table: Table) -> None:
+WIDE = 120  # below this the long "from" texts become numbered notes under the table
+
+
+class Sources:
+    """The "from" column: in place on a wide terminal; on a narrow one a short text stays in
+    place and a long one becomes [n], printed under the table, so no row wraps."""
+
+    def __init__(self, inline: bool, short: int = 18) -> None:
+        self.inline, self.short = inline, short
+        self.notes: list[str] = []
+
+    def cell(self, text: str) -> str:
+        if self.inline or len(text.replace("\\[", "[")) <= self.short:
+            return text
+        self.notes.append(text)
+        return f"\\[{len(self.notes)}]"
+
+    def print(self, console: Console) -> None:
+        for number, text in enumerate(self.notes, start=1):
+            console.print(f"\\[{number}] {text}", style="dim", highlight=False)
+
+
+def _from_width(plan: Plan, width: int) -> int:
+    """Characters left for the "from" column once the other three fit whole (13 for the
+    borders and padding of four columns, 10 for the GiB column)."""
+    labels = [item.label for item in plan.lines] + ["committed + reserved",
+                                                    "  sliding-window layers"]
+    numbers = [f"{n:,}" for n in (plan.committed_bytes, plan.device_bytes, plan.free_bytes)]
+    gib = max(10, *(len(f"{n / 2**30:,.2f}") for n in (plan.committed_bytes, plan.free_bytes)))
+    return max(4, width - max(map(len, labels)) - max(map(len, numbers)) - gib - 13)
+
+
+def _kv_kinds(plan: Plan, table: Table, sources: "Sources") -> None:
     """Hybrid models: the KV line's full-attention and windowed layers, each on its own row
     (dim: parts of the line above, not added again)."""
     kinds = plan.kv_in_use_by_kind
@@ -44,13 +79,13 @@ def _kv_kinds(plan: Plan, table: Table) -> None:
             ("full", "  full-attention layers", "every live token"),
             ("sliding", "  sliding-window layers", f"at most the {window:,}-token window")):
         table.add_row(label, f"{kinds[kind]:,}", f"{kinds[kind] / 2**30:,.2f}",
-                      f"{source} (part of the line above)", style="dim")
+                      sources.cell(f"{source} (part of the line above)"), style="dim")
 
 
 def _load(plan: Plan) -> str:
     serve = plan.serve
     if serve.lengths:
-        return f"{len(serve.lengths)} requests, Σ {sum(serve.lengths):,} live tokens"
+        return f"{plural(len(serve.lengths), 'request')}, Σ {sum(serve.lengths):,} live tokens"
     return f"{serve.concurrency} x {serve.context_tokens:,} tokens"
 
 
@@ -65,8 +100,38 @@ def _summary(plan: Plan, console: Console, notes: bool = True) -> None:
                      plan.representations)
     console.print(f"representations: {rows}")
     verdict = "[green]fits[/green]" if plan.fits else "[bold red]does not fit[/bold red]"
-    console.print(f"memory-only ceiling: [bold]{plan.memory_ceiling_requests}[/bold] requests "
-                  f"of {plan.serve.context_tokens:,} tokens; declared load {verdict}")
+    console.print(f"memory-only ceiling: {_ceiling_text(plan)}; declared load {verdict}"
+                  + _over(plan))
     console.print("  (memory only: not a latency promise; see servecap simulate)", style="dim")
     for note in plan.notes if notes else ():
         console.print(f"note: {note}", style="yellow")
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 request', '39 requests'."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _mark(item) -> str:
+    """[measured] on a measured value, unless its source already says it was declared."""
+    return r" \[measured]" if item.measured and not item.source.startswith("declared") else ""
+
+
+def _ceiling_text(plan: Plan) -> str:
+    """With --lengths the ceiling counts requests of the mix's average length; the longest
+    request's ceiling is said beside it."""
+    ceiling = f"[bold]{plural(plan.memory_ceiling_requests, 'request')}[/bold]"
+    if plan.longest_ceiling_requests is None:
+        return f"{ceiling} of {plan.serve.context_tokens:,} tokens"
+    mean = sum(plan.serve.lengths) / len(plan.serve.lengths)
+    return (f"{ceiling} of the mix's average ({mean:,.0f} tokens), "
+            f"{plural(plan.longest_ceiling_requests, 'request')} of its longest "
+            f"({plan.serve.context_tokens:,} tokens)")
+
+
+def _over(plan: Plan) -> str:
+    """Say why a load does not fit when it is the count: 'declared 20 > ceiling 15'."""
+    declared = len(plan.serve.lengths) or plan.serve.concurrency
+    if plan.fits or declared <= plan.memory_ceiling_requests:
+        return ""
+    return f" (declared {declared:,} > ceiling {plan.memory_ceiling_requests:,})"

@@ -17,10 +17,13 @@ from servecap.ledger.units import GiB
 from servecap.ledger.vllm_log import LogFacts, parse_vllm_log
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import load_model
+from servecap.model_configs.reading import read_bytes
 
-from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec
+from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec, implied_engine
 from .errors import handle_errors
 from .inputs import PlanFlags, model_for_flags, serve_spec
+
+MAX_LOG_BYTES = 512 * 2**20  # a startup log is kilobytes; a long-running one stays far below
 
 Opt = typer.Option
 
@@ -60,7 +63,7 @@ def reconcile_log(log: Path, model: str, flags: PlanFlags,
                   deploy: DeployFlags = NO_DEPLOY) -> Reconciliation:
     """Parse, plan the same deployment twice (from the config; with the log's measured lines),
     check it is the same model, and compare."""
-    if deploy.engine not in (PLAIN, VLLM):
+    if implied_engine(deploy) not in (PLAIN, VLLM):
         raise SpecError("--engine", deploy.engine, "reconcile reads vLLM logs: vllm (the "
                         "default here)")
     facts = parse_vllm_log(_read(log), str(log))
@@ -86,12 +89,8 @@ def reconcile_log(log: Path, model: str, flags: PlanFlags,
 
 
 def _read(log: Path) -> str:
-    try:
-        return log.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise SpecError("log", str(log), "no such file") from None
-    except OSError as exc:
-        raise SpecError("log", str(log), f"cannot be read ({exc.__class__.__name__})") from None
+    """A regular file of at most MAX_LOG_BYTES (never /dev/zero or a pipe); bad bytes replaced."""
+    return read_bytes(log, MAX_LOG_BYTES, "log").decode("utf-8", errors="replace")
 
 
 def _logged_device(facts: LogFacts) -> str:

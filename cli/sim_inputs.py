@@ -2,12 +2,9 @@
 
 import csv
 import io
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import yaml
 
 from servecap.ledger.devices import find
 from servecap.ledger.errors import SpecError
@@ -21,6 +18,7 @@ from servecap.ledger.serve import (
     DEFAULT_WATERMARK,
 )
 from servecap.ledger.units import GB, TB, parse_size
+from servecap.model_configs.reading import parse_json, parse_yaml, read_text
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.deploy import Deployment
 from servecap.sim.efficiency import for_device
@@ -35,6 +33,8 @@ from servecap.sim.workload import Workload, workload_from_dict
 
 from .deploy import DeployFlags
 from .inputs import PlanFlags
+
+MAX_TRACE_BYTES = 2**30  # a million rows of a CSV trace fit well below
 
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMGTP]?)\s*(?:FLOPS|FLOP/S|flops|flop/s)?\s*$")
 _PREFIX = {"": 1, "k": 1000, "K": 1000, "M": 1000 * 1000, "G": GB, "T": TB, "P": 1000 * TB}
@@ -85,6 +85,7 @@ class SimFlags:
     step_time_cv: float | None = None
     seed: int = 0
     expert_parallel: bool = False
+    percentiles: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,21 @@ def slo_for(flags: SimFlags) -> SLO:
     def get(text, field):
         return None if text is None else parse_duration(text, field)
     return SLO(get(flags.slo_ttft, "--slo-ttft"), get(flags.slo_itl, "--slo-itl"),
-               get(flags.slo_e2e, "--slo-e2e"))
+               get(flags.slo_e2e, "--slo-e2e"), parse_percentiles(flags.percentiles))
+
+
+def parse_percentiles(text: str | None) -> tuple[float, ...]:
+    """'50,90,99,99.9' -> (50.0, 90.0, 99.0, 99.9): each in (0, 100], at most 12."""
+    if text is None:
+        return ()
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or len(values) > 12 or not all(0 < v <= 100 for v in values):
+        raise SpecError("--percentiles", text, "comma-separated percentiles in (0, 100], at "
+                        "most 12, e.g. 50,90,99,99.9")
+    return tuple(sorted(set(values)))
 
 
 def build_setup(model: str, flags: SimFlags) -> Setup:
@@ -194,6 +209,8 @@ def speculation_for(flags: SimFlags) -> Speculation | None:
     --acceptance (and --speculate-max-batch, above which decoding runs plainly)."""
     if flags.draft is None:
         return None
+    if flags.speculate_max_batch is not None and flags.speculate_max_batch < 1:
+        raise SpecError("--speculate-max-batch", flags.speculate_max_batch, "a batch size >= 1")
     draft_flags = replace(flags, coefficients=None, runtime_peak=None)
     draft = device_coefficients(draft_plan(flags.draft, draft_flags), draft_flags)
     return Speculation(flags.draft_length, flags.acceptance, draft, flags.speculate_max_batch)
@@ -214,7 +231,7 @@ def deployment_for(flags: SimFlags) -> Deployment:
     prefill = decode = 0
     if flags.disaggregate:
         parts = flags.disaggregate.split(":")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
             raise SpecError("--disaggregate", flags.disaggregate, "prefill:decode device "
                             "counts, e.g. 1:1 or 2:3")
         prefill, decode = (int(p) for p in parts)
@@ -297,9 +314,9 @@ def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]
 
 def load_workload(path: Path) -> Workload:
     try:
-        data = yaml.safe_load(_read_text(path))
-    except yaml.YAMLError:
-        raise SpecError("yaml", str(path), "not valid YAML") from None
+        data = parse_yaml(_read_text(path))
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "a workload is a mapping").at(str(path))
     try:
@@ -333,21 +350,14 @@ def rank_for(model: str, flags: SimFlags) -> Ranked:
 
 def _read_text(path: Path) -> str:
     """The whole file as UTF-8 text; unreadable or binary files are one SpecError."""
-    try:
-        return Path(path).read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise SpecError("file", str(path), "no such file") from None
-    except OSError as exc:
-        raise SpecError("file", str(path), f"cannot be read ({exc.__class__.__name__})") from None
-    except UnicodeDecodeError:
-        raise SpecError("file", str(path), "not UTF-8 text") from None
+    return read_text(path, MAX_TRACE_BYTES)
 
 
 def _read_json(path: Path) -> dict:
     try:
-        data = json.loads(_read_text(path))
-    except json.JSONDecodeError:
-        raise SpecError("json", str(path), "not valid JSON") from None
+        data = parse_json(_read_text(path))
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
     if not isinstance(data, dict):
         raise SpecError("document", str(path), "a coefficients file is a JSON object")
     return data

@@ -43,8 +43,12 @@ Preemption = Annotated[str, Opt(help="recompute or swap (priced at 25 GB/s unles
 PrefixCaching = Annotated[bool, Opt("--prefix-caching/--no-prefix-caching",
                                     help="Share full blocks of a prefix group's prompt.")]
 SloTtft = Annotated[str | None, Opt(help="TTFT target, e.g. 500ms.")]
-SloItl = Annotated[str | None, Opt(help="ITL target, checked against each request's TPOT "
-                                   "(mean token gap), e.g. 50ms.")]
+SloItl = Annotated[str | None, Opt("--slo-tpot", "--slo-itl",
+                                   help="TPOT target: each request's mean token gap must meet "
+                                   "it, e.g. 50ms (--slo-itl is the older name).")]
+Percentiles = Annotated[str | None, Opt(help="Latency percentiles to add to the tables and "
+                                        "JSON, with the max, e.g. 50,90,99,99.9 (as vllm "
+                                        "bench serve --metric-percentiles).")]
 SloE2e = Annotated[str | None, Opt(help="End-to-end latency target, e.g. 30s.")]
 Json = Annotated[bool, Opt("--json", help="Print one JSON object.")]
 Replicas = Annotated[int, Opt(help="Identical devices behind the router.")]
@@ -71,7 +75,6 @@ Scheduling = Annotated[str, Opt(help="fcfs, or priority: waiting requests ordere
                                 "tenant's priority (workload `tenants`), then arrival.")]
 Xlsx = Annotated[Path | None, Opt(help="Also write a capacity workbook of the simulated "
                                   "device, its Latency record filled from this run.")]
-Force = Annotated[bool, Opt("--force", help="Replace an existing --xlsx file.")]
 TensorParallel = Annotated[int, Opt("--tensor-parallel-size", "-tp", help="GPUs that shard "
                                     "each layer: the KV pool is the binding rank's (as `plan "
                                     "-tp`), every layer pays two all-reduces on the "
@@ -94,3 +97,5 @@ ExpertParallel = Annotated[bool, Opt("--enable-expert-parallel", help="MoE: the 
                                      "whole experts (vLLM's flag); each MoE layer's all-reduce "
                                      "becomes an all-to-all of every token's top-k "
                                      "activations.")]
+Force = Annotated[bool, Opt("--force", help="Replace existing output files (--xlsx, --records, "
+                               "--token-times).")]

@@ -1,6 +1,7 @@
 """Rich rendering of simulation reports: the coefficients used, then one row per policy."""
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from servecap.ledger.units import GB, TB, fmt_gib
@@ -53,8 +54,8 @@ def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None
 def render_simulation(report: dict, console: Console) -> None:
     render_coefficients(report, console)
     counts = Table(title="policies: requests and throughput")
-    for col in ("policy", "done", "rejected", "queued", "preempted", "in tok/s", "out tok/s",
-                "goodput req/s"):
+    for col in ("policy", "done", "rejected", "queued", "preempted", "in\ntok/s", "out\ntok/s",
+                "goodput\nreq/s"):
         counts.add_column(col, justify="left" if col == "policy" else "right",
                           no_wrap=col == "policy")
     times = Table(title="latency ms: p50 / p99")
@@ -71,7 +72,11 @@ def render_simulation(report: dict, console: Console) -> None:
         times.add_row(name, *(_pair(p[k]) for k in ("queue_ms", "ttft_ms", "itl_ms",
                                                            "tpot_ms", "e2e_ms")))
     console.print(counts)
-    console.print(times)
+    extra = report["policies"][0]["ttft_ms"].keys() - {"p50", "p95", "p99", "mean"}
+    # p50 / p99 pairs that would wrap switch to one column per percentile
+    narrow = Measurement.get(console, console.options.update_width(10_000),
+                             times).maximum > console.width
+    console.print(percentile_table(report) if extra or narrow else times)
     console.print(f"percentiles: {report['percentile_method']}")
     for p in report["policies"]:
         for reason in p["rejection_reasons"]:
@@ -112,3 +117,27 @@ def _pair(stats: dict) -> str:
         return "-"
     return f"{stats['p50']:,.0f} / {stats['p99']:,.0f}" if stats["p99"] >= 1000 else \
         f"{stats['p50']:,.1f} / {stats['p99']:,.1f}"
+
+
+LATENCY_KEYS = (("queue", "queue_ms"), ("TTFT", "ttft_ms"), ("ITL", "itl_ms"),
+                ("TPOT", "tpot_ms"), ("e2e", "e2e_ms"))
+
+
+def percentile_table(report: dict) -> Table:
+    """One row per policy and metric, one column per percentile (and the max with
+    --percentiles), so any number of percentiles stays within 80 columns."""
+    first = report["policies"][0]["ttft_ms"]
+    columns = sorted((k for k in first if k.startswith("p")), key=lambda k: float(k[1:]))
+    columns += ["max"] if "max" in first else []
+    table = Table(title="latency ms by percentile")
+    for col in ("policy", "metric", *columns):
+        table.add_column(col, justify="left" if col in ("policy", "metric") else "right")
+    for p in report["policies"]:
+        for label, key in LATENCY_KEYS:
+            stats = p[key]
+            table.add_row(p["policy"], label, *(_ms(stats.get(c)) for c in columns))
+    return table
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}" if value >= 1000 else f"{value:,.1f}"

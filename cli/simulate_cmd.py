@@ -33,7 +33,7 @@ from servecap.sim.records import (
 from . import sim_options as o
 from .cost_cmd import cost
 from .errors import handle_errors
-from .files import announce
+from .files import announce, check_new, csv_text, publish
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_simulation
 from .sim_xlsx import check_target, write_simulated_workbook
@@ -53,6 +53,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              watermark: o.Watermark = DEFAULT_WATERMARK,
              preemption: o.Preemption = "recompute", prefix_caching: o.PrefixCaching = True,
              slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
+             percentiles: o.Percentiles = None,
              replicas: o.Replicas = 1, router: o.Router = "least-tokens",
              disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
              runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
@@ -92,7 +93,8 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
                      draft_length, acceptance, speculate_max_batch, scheduling,
                      tensor_parallel_size, pipeline_parallel_size, speed_of_light,
-                     concurrency, step_time_cv, seed, expert_parallel)
+                     concurrency, step_time_cv, seed, expert_parallel,
+                     percentiles=percentiles)
     check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
     report, outcomes = run_simulation(setup)
@@ -158,6 +160,7 @@ def check_outputs(flags: SimFlags, records_path: Path | None, token_times_path: 
     for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
         if path is not None:
             check_writable(path, field)
+            check_new(path, force, field)
     if xlsx is not None:
         if len(flags.policies) > 1:
             raise SpecError("--xlsx", ", ".join(flags.policies), "the Latency record holds "
@@ -185,8 +188,8 @@ def write_csv(path: Path, columns: tuple[str, ...], rows, field: str = "--record
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, path)
+            writer.writerows({k: csv_text(v) for k, v in row.items()} for row in rows)
+        publish(tmp, path)
         announce(path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

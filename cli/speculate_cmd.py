@@ -41,6 +41,8 @@ def speculate(model: o.Model,
 
       servecap speculate llama-3.1-8b --device h100-80gb --draft llama-3.2-1b-instruct
     """
+    if context < 1:
+        raise SpecError("--context", context, "tokens of context per sequence, >= 1")
     flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops,
                      step_overhead=step_overhead, tensor_parallel_size=tensor_parallel_size,
                      pipeline_parallel_size=pipeline_parallel_size,
@@ -74,7 +76,7 @@ def _render(report: dict, console: Console) -> None:
 
 def _batches(text: str) -> list[int]:
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [int(v) for v in text.split(",")]
     except ValueError:
         values = []
     if not values or min(values) < 1:

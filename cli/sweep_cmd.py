@@ -28,6 +28,8 @@ from .sim_view import render_coefficients
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 
+MAX_NUM_RATES = 200  # each rate is a whole simulation; 200 already resolves a knee finely
+
 
 def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
           flops: o.Flops = None, step_overhead: o.StepOverhead = "0ms",
@@ -40,6 +42,7 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           watermark: o.Watermark = DEFAULT_WATERMARK, preemption: o.Preemption = "recompute",
           prefix_caching: o.PrefixCaching = True, slo_ttft: o.SloTtft = None,
           slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
+          percentiles: o.Percentiles = None,
           target: Annotated[float, typer.Option(help="SLO attainment the capacity must "
                                                 "reach (share of requests).")] = 0.9,
           rates: Annotated[str | None, typer.Option(help="Offered rates (req/s), e.g. "
@@ -74,7 +77,8 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
                      draft_length, acceptance, speculate_max_batch, scheduling,
                      tensor_parallel_size, pipeline_parallel_size, speed_of_light,
-                     concurrency, step_time_cv, seed, expert_parallel)
+                     concurrency, step_time_cv, seed, expert_parallel,
+                     percentiles=percentiles)
     if xlsx is not None:
         check_target(xlsx, force)
     setup = build_setup(model, flags)
@@ -91,8 +95,8 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
 def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool) -> dict:
     if not 0 < target <= 1:
         raise SpecError("--target", target, "a share of requests in (0, 1]")
-    if num_rates < 1:
-        raise SpecError("--num-rates", num_rates, "a whole number >= 1")
+    if not 1 <= num_rates <= MAX_NUM_RATES:
+        raise SpecError("--num-rates", num_rates, f"a whole number from 1 to {MAX_NUM_RATES}")
     cfg = replace(setup.configs[0], concurrency=None)
     closed = setup.configs[0].concurrency
 
@@ -136,20 +140,28 @@ def capacity_point(report: dict) -> tuple[dict, str]:
                     "sweep": envelope}, note
 
 
+SWEEP_NOTES = ("SLO met: share of requests meeting every target; the TPOT target (--slo-tpot) "
+               "is checked on each request's TPOT column, not on ITL. *: offered at or "
+               "above the saturation rate, where the queue grows without bound, so the rate "
+               "fails whatever its share.")
+
 def render_sweep(report: dict, console: Console) -> None:
     render_coefficients(report, console)
     table = Table(title=f"{report['policy']}: offered load sweep (latency: p99 ms)")
-    for col in ("offered req/s", "achieved req/s", "SLO met", "goodput req/s", "out tok/s",
-                "TTFT", "ITL", "TPOT", "e2e"):
-        table.add_column(col, justify="right")
+    for col in ("offered\nreq/s", "achieved\nreq/s", "SLO\nmet", "goodput\nreq/s",
+                "out\ntok/s", "TTFT", "ITL", "TPOT", "e2e"):
+        table.add_column(col, justify="right", no_wrap=True)
     for p in report["points"]:
         table.add_row(f"{p['rate_per_s']:,.2f}", f"{p['achieved_rps']:,.2f}",
-                      f"{p['slo_attainment']:.1%}" + ("" if p["sustainable"] else " (over)"),
+                      f"{p['slo_attainment']:.1%}" + ("" if p["sustainable"] else "*"),
                       f"{p['goodput_rps']:,.2f}",
                       f"{p['output_tokens_per_s']:,.0f}",
                       *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
     console.print(table)
+    if (report.get("slo") or {}).get("itl_s") is not None or any(
+            not p["sustainable"] for p in report["points"]):
+        console.print(SWEEP_NOTES, style="dim")
     if "closed_loop_points" in report:
         _render_closed(report["closed_loop_points"], console)
     console.print(f"capacity: {report['capacity_rps']:,.2f} req/s at >= "
@@ -171,14 +183,15 @@ def _render_closed(points: list[dict], console: Console) -> None:
 
 
 def _p99(stats: dict) -> str:
-    return "-" if stats["p99"] is None else f"{stats['p99']:,.1f}"
+    value = stats["p99"]
+    return "-" if value is None else f"{value:,.0f}" if value >= 1000 else f"{value:,.1f}"
 
 
 def _rates(text: str | None) -> list[float] | None:
     if not text:
         return None
     try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",")]  # '1,,2' is a typo, not two rates
     except ValueError:
         values = []
     if not values or not all(0 < v < math.inf for v in values):

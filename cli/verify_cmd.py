@@ -1,6 +1,7 @@
 """`servecap verify`: run the plan on a device (or an emulated one) and reconcile every line."""
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -89,8 +90,8 @@ def verify(
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
                                      "Verification sheet filled.")] = None,
-    force: Annotated[bool, Opt(help="Replace an existing --xlsx, --records or "
-                                   "--token-times file.")] = False,
+    force: Annotated[bool, Opt(help="Replace existing output files (--xlsx, --records, "
+                               "--token-times, --calibration-out).")] = False,
     calibration_out: Annotated[Path | None, Opt(help="Write the iteration-time coefficients "
                                                 "fitted to this run (JSON the simulator's "
                                                 "--coefficients takes).")] = None,
@@ -117,7 +118,8 @@ def verify(
       servecap verify tiny-llama --device cpu --json --calibration-out coeffs.json
       servecap verify tiny-llama --device cpu --trace requests.csv --records runs.csv
     """
-    outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path}
+    outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path,
+               "--calibration-out": calibration_out}
     check_new_files(outputs, force, (workload, trace))
     flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
                       weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
@@ -134,8 +136,9 @@ def verify(
         write_outputs(result.binding, calibration_out, records_path, token_times_path)
     print(json.dumps(report, indent=2)) if as_json else render_verify(result, Console())
     summary = violation_summary(result)
-    if summary:
-        raise fail("violated: " + summary, EXIT_DOES_NOT_FIT)
+    if summary:  # said once, here: the table view leaves it to this line
+        raise fail("violated: " + summary + _over_ceiling(result.binding.plan),
+                   EXIT_DOES_NOT_FIT)
 
 
 def check_new_files(outputs: dict, force: bool, inputs: tuple) -> None:
@@ -159,7 +162,7 @@ def write_outputs(result, calibration_out: Path | None, records_path: Path | Non
     """The coefficients (flat, as simulate --coefficients takes them; the fit and every step
     sample are in --json's `calibration`) and the simulator's CSVs."""
     if calibration_out is not None:
-        write_json(calibration_out, result.calibration["coefficients"])
+        write_json(calibration_out, result.calibration["coefficients"], force=True)
     if records_path is None and token_times_path is None:
         return
     from servecap.runtime.latency import as_seq
@@ -182,6 +185,9 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
 
     if vflags.output_tokens < 1:
         raise SpecError("--output-tokens", vflags.output_tokens, "must be >= 1 token")
+    _check_where(vflags.device)
+    if vflags.tensor_parallel_size < 1:
+        raise SpecError("--tensor-parallel-size", vflags.tensor_parallel_size, "ranks, >= 1")
     loaded = load_model(model)
     spec = loaded.spec if vflags.num_layers is None else with_num_layers(loaded.spec,
                                                                          vflags.num_layers)
@@ -195,6 +201,7 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
     if vflags.starve is not None and vflags.device != "cpu":
         raise SpecError("--inject-oom", f"{vflags.starve[0]}:{vflags.starve[1]}",
                         "only with --device cpu (the emulated device's cap)")
+    _check_load(serve, vflags, spec.max_position_embeddings)
     workload, name = _load(vflags, spec.vocab_size)
     options = VerifyOptions(device=vflags.device, device_bytes=device_bytes, seed=vflags.seed,
                             output_tokens=vflags.output_tokens, weights_dir=vflags.weights,
@@ -246,6 +253,37 @@ def _realtime(vflags: VerifyFlags) -> bool:
     if vflags.realtime is not None:
         return vflags.realtime
     return vflags.trace is not None or vflags.workload is not None
+
+
+def _over_ceiling(plan) -> str:
+    """'; declared 20 > ceiling 15': the usual cause of a KV line past the pool."""
+    declared = len(plan.serve.lengths) or plan.serve.concurrency
+    ceiling = plan.memory_ceiling_requests
+    return f"; declared {declared:,} > ceiling {ceiling:,}" if declared > ceiling else ""
+
+def _check_where(device: str) -> None:
+    """In plan --device is a size or catalog name; here it is where to run. Say so when a
+    plan-style value is given, rather than a bare 'allowed: cpu, cuda'."""
+    if re.fullmatch(r"cpu|cuda(:[0-9]+)?", device.strip().lower()):
+        return
+    try:
+        resolve_device(device, "--device")
+    except SpecError:
+        return  # neither reading: the runtime's own error names what is allowed
+    raise SpecError("--device", device, "in verify, --device is where to run (cpu, cuda, "
+                    f"cuda:N); the device's memory goes in --device-memory, e.g. --device "
+                    f"cuda --device-memory {device} (in plan, --device is that size)")
+
+def _check_load(serve, vflags: VerifyFlags, max_position_embeddings: int) -> None:
+    """Refuse what the runtime would otherwise build or cut silently: a context past the
+    model's, and output that leaves no prompt."""
+    if max_position_embeddings and serve.context_tokens > max_position_embeddings:
+        raise SpecError("--context", serve.context_tokens, f"at most the model's "
+                        f"max_position_embeddings ({max_position_embeddings:,})")
+    if vflags.workload is None and vflags.trace is None and \
+            vflags.output_tokens >= serve.context_tokens:
+        raise SpecError("--output-tokens", vflags.output_tokens, f"fewer than the context "
+                        f"({serve.context_tokens:,} tokens): the prompt needs at least one")
 
 
 def register(app: typer.Typer) -> None:

@@ -18,7 +18,7 @@ def render_verify(result, console: Console) -> None:
         console.print(_ranks(result))
     render_rank(result.binding, console, f" (rank {result.binding_rank}, binding)"
                 if len(result.ranks) > 1 else "")
-    if not violation_summary(result):
+    if not violation_summary(result):  # a violation is said once, on stderr, by the command
         console.print("[green]every ledger line held on this device[/green]")
 
 

@@ -1,5 +1,20 @@
 """The one error type the ledger raises: bad input, named by field, value and what is allowed."""
 
+import reprlib
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 100
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = 8
+_SHORT.maxlevel = 3
+
+
+def shown(value: object) -> str:
+    """The value as an error line shows it: at most ~100 characters, however large it is."""
+    try:
+        return _SHORT.repr(value)
+    except ValueError:  # an int past Python's digit limit cannot even be printed
+        return f"<an integer of about {value.bit_length():,} bits>"
+
 
 class SpecError(ValueError):
     """Input that cannot be planned. Carries where it came from so the CLI prints one clear line."""
@@ -15,7 +30,7 @@ class SpecError(ValueError):
         where = f"{self.source}: " if self.source else ""
         if self.value is None:  # nothing was given: "--device = None" would read as a value
             return f"{where}{self.field} is missing: {self.allowed}"
-        return f"{where}{self.field} = {self.value!r}: {self.allowed}"
+        return f"{where}{self.field} = {shown(self.value)}: {self.allowed}"
 
     def at(self, source: str) -> "SpecError":
         """The same error, naming the file it came from."""

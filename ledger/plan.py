@@ -55,6 +55,8 @@ class Plan:
     shard: Shard = WHOLE
     kv_in_use_by_kind: dict[str, int] = field(default_factory=dict)
     window_tokens: int | None = None
+    # with --lengths the ceiling counts requests of the mix's average; this counts the longest
+    longest_ceiling_requests: int | None = None
 
     def line(self, key: str) -> int:
         return next((item.num_bytes for item in self.lines if item.key == key), 0)
@@ -117,9 +119,10 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     else:
         lines, result = _engine_lines(spec, serve, shard, engine, head, kv_line, kv_bits)
     fixed = sum(item.num_bytes for item in lines) - kv_total
+    longest = _ceiling(serve.device_bytes, fixed, per_request)
     if serve.lengths:
         per_request = -(-kv_total // len(lengths))
-    ceiling = max(0, (serve.device_bytes - fixed) // per_request) if per_request else 0
+    ceiling = _ceiling(serve.device_bytes, fixed, per_request)
     return Plan(
         model=spec.name, serve=serve, lines=lines,
         kv_bytes_per_token=kv_bytes_per_token(spec, kv_bits, shard),
@@ -131,7 +134,14 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
         notes=_notes(spec, serve, weights, fixed, result), budget=result, shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
+        longest_ceiling_requests=longest if serve.lengths and result is None else None,
     )
+
+
+def _ceiling(device_bytes: int, fixed_bytes: int, per_request_bytes: int) -> int:
+    """Memory-only ceiling = floor((device - everything but KV) / KV per request) [requests]
+    (seed 000); 0 when nothing is left or a request needs no KV."""
+    return max(0, (device_bytes - fixed_bytes) // per_request_bytes) if per_request_bytes else 0
 
 
 def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard: Shard,

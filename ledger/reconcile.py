@@ -57,6 +57,12 @@ def check_same_model(plan: Plan, facts: LogFacts, model_name: str) -> None:
                         f"{model_name} needs {ours:,} B")
 
 
+AFTER_POOL_GRAPHS = ("the log's 'Graph capturing finished ... took {gib} GiB' comes after the "
+                     "KV pool was sized: those graphs use the headroom (1 - "
+                     "gpu_memory_utilization), not the pool, so do not declare them as "
+                     "--cuda-graph-memory (only vLLM >= 0.19's 'Estimated CUDA graph memory' "
+                     "is taken out of the pool)")
+
 def reconcile(plan: Plan, replanned: Plan, facts: LogFacts) -> Reconciliation:
     """Rows for every figure the log printed. `plan` is the prediction from the config alone;
     `replanned` uses the log's own weights, activation and non-torch lines as measured, so its
@@ -70,6 +76,8 @@ def reconcile(plan: Plan, replanned: Plan, facts: LogFacts) -> Reconciliation:
     rows += _blocks(plan, facts)
     notes = [f"GiB figures in the log are rounded to {ROUNDING_GIB} GiB; residuals within that "
              "are matches"]
+    if facts.graph_capture_gib is not None and facts.cuda_graph_gib is None:
+        notes.append(AFTER_POOL_GRAPHS.format(gib=facts.graph_capture_gib))
     implied = _implied_block_bytes(plan, facts)
     if implied and implied > plan.budget.block_bytes * 1.005:
         extra = implied / plan.budget.block_bytes - 1
@@ -133,8 +141,22 @@ def _pool(plan: Plan, facts: LogFacts, replanned: bool = False) -> Row | None:
                    logged, advice)
     advice = "matches" if abs(gap) <= ROUNDING_GIB else (
         f"the pool is {abs(gap):.2f} GiB {'larger' if gap > 0 else 'smaller'} than planned: "
-        "it follows the lines above; declare their logged values")
+        + _pool_advice(facts))
     return Row("kv_pool", "KV pool", "GiB", predicted, logged, advice)
+
+
+def _pool_advice(facts: LogFacts) -> str:
+    """Point to the logged lines that can be declared, or say that none were logged."""
+    flags = [flag for attr, flag in (("weights_gib", "--weights"),
+                                     ("activation_peak_gib", "--runtime-peak"),
+                                     ("non_torch_gib", "--non-torch")) if getattr(facts, attr)
+             is not None]
+    if flags:
+        return "it follows the lines above; declare their logged values (" + \
+            ", ".join(flags) + ")"
+    return ("this log prints none of the lines the pool is made of (weights, activation peak, "
+            "non-torch): measure them (servecap verify) or check --device and "
+            "--gpu-memory-utilization")
 
 
 def _blocks(plan: Plan, facts: LogFacts) -> list[Row]:

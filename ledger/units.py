@@ -50,8 +50,23 @@ def parse_size(text: str, field: str = "size") -> int:
     return int(number * _FACTORS[unit or "b"])
 
 
+def parse_size_flag(text: str, field: str, share: bool = False) -> int:
+    """parse_size for a size a person types: '10' alone is refused (it would be 10 bytes, never
+    what was meant) unless it is 0 or at least 1 MiB; the error offers '10GiB' (or '10%')."""
+    size = parse_size(text, field)
+    match = _SIZE.match(str(text))
+    if 0 < size < MiB and not match.group(2):
+        number = match.group(1)
+        offer = f"{number}% (of the device) or {number}GiB" if share else \
+            f"{number}GiB or {number}GB"
+        raise SpecError(field, text, f"a size without a unit would be {size:,} bytes; give "
+                        f"a unit: {offer} (0 and byte counts from 1 MiB up are taken as bytes)")
+    return size
+
+
 def parse_fraction_or_size(text: str, total_bytes: int, field: str) -> tuple[int, float | None]:
-    """'10%' -> (10% of total, 0.10); '4GiB' -> (bytes, None)."""
+    """'10%' -> (10% of total, 0.10); '4GiB' -> (bytes, None); '10' is refused (see
+    parse_size_flag)."""
     raw = str(text).strip()
     if raw.endswith("%"):
         try:
@@ -62,10 +77,11 @@ def parse_fraction_or_size(text: str, total_bytes: int, field: str) -> tuple[int
             raise SpecError(field, text, "a percentage must be at least 0% and below 100%")
         return int(total_bytes * pct / 100), float(pct / 100)
     try:
-        return parse_size(raw, field), None
+        size = parse_size(raw, field)
     except SpecError:
         raise SpecError(field, text, "expected a share of the device like 10% or "
                         + SIZE_HELP + unit_hint(raw)) from None
+    return parse_size_flag(raw, field, share=True) if size else 0, None
 
 
 def gib(num_bytes: int) -> float:

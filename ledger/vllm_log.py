@@ -20,6 +20,9 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     "activation_gib": (r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB",),
     "peak_torch_gib": (r"peak_torch_memory=" + _NUM + r"GiB",),  # 0.6.4: includes weights
     "cuda_graph_gib": (r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB",),  # >= 0.19
+    # earlier engines capture graphs after sizing the pool: reported, never subtracted
+    "graph_capture_gib": (r"Graph capturing finished in [0-9.]+ secs?, took\s*" + _NUM
+                          + r"\s*GiB",),
     "kv_pool_gib": (
         r"Available KV cache memory:\s*" + _NUM + r"\s*GiB",  # V1
         r"kv_cache_size=" + _NUM + r"GiB",  # V0 0.6.4
@@ -48,6 +51,7 @@ class LogFacts:
     activation_gib: float | None = None
     peak_torch_gib: float | None = None
     cuda_graph_gib: float | None = None
+    graph_capture_gib: float | None = None
     kv_pool_gib: float | None = None
     num_gpu_blocks: int | None = None
     kv_cache_tokens: int | None = None
@@ -79,8 +83,7 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
     for name, patterns in PATTERNS.items():
         value = _first(text, patterns)
         if value is not None:
-            integer = name in ("num_gpu_blocks", "kv_cache_tokens", "max_model_len")
-            found[name] = int(value.replace(",", "")) if integer else float(value.replace(",", ""))
+            found[name] = _number(name, value.replace(",", ""), source)
     if not found:
         allowed = "none of vLLM's startup lines (model loading, memory profiling, GPU blocks, " \
                   "available KV cache memory, GPU KV cache size, maximum concurrency) found"
@@ -90,6 +93,16 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
     known = {f.name for f in fields(LogFacts)}
     return LogFacts(engine_version=version, model=model,
                     **{k: v for k, v in found.items() if k in known})
+
+
+def _number(name: str, digits: str, source: str) -> int | float:
+    """A logged figure; one with more digits than any real figure is refused, not parsed
+    (int() past 4,300 digits raises; a float past 1e308 is inf)."""
+    if len(digits) > 30:
+        raise SpecError(name, digits, f"a figure of {len(digits):,} digits is not a vLLM value "
+                        f"(in {source})")
+    integer = name in ("num_gpu_blocks", "kv_cache_tokens", "max_model_len")
+    return int(digits) if integer else float(digits)
 
 
 def _first(text: str, patterns: tuple[str, ...]) -> str | None:

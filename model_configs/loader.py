@@ -1,18 +1,19 @@
 """Find and load a model: a bundled name, a servecap YAML, a config.json or a model directory."""
 
 import difflib
-import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
+from servecap.ledger.vllm_log import parse_vllm_log
 
 from .hf import to_spec
 from .hub import HubSource, fetch_snapshot, is_hub_id
+from .reading import parse_json, parse_yaml, read_text
 from .safetensors_headers import HeaderBytes, directory_weights
 from .schema import HFConfig, ModelFile, Serving
 
@@ -72,20 +73,17 @@ def _close_names(ref: str, stems: list[str]) -> list[str]:
     return difflib.get_close_matches(ref.lower(), stems, n=1)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError("file", str(path), f"cannot be read ({exc.__class__.__name__})") from None
-
-
 def _load_yaml(path: Path) -> LoadedModel:
+    text = read_text(path)
     try:
-        data = yaml.safe_load(_read(path))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "document"
-        raise SpecError("yaml", where, "not valid YAML") from None
+        data = parse_yaml(text)
+    except SpecError:
+        data = None
+        if not looks_like_vllm_log(text):
+            raise
+    if not (isinstance(data, dict) and "name" in data) and looks_like_vllm_log(text):
+        raise SpecError("model", str(path), "this is a vLLM log, not a model file: "
+                        "`servecap reconcile LOG` reads it")
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "a model YAML must be a mapping of "
                         "config.json field names to values")
@@ -96,10 +94,7 @@ def _load_yaml(path: Path) -> LoadedModel:
 
 
 def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
-    try:
-        data = json.loads(_read(path))
-    except json.JSONDecodeError as exc:
-        raise SpecError("json", f"line {exc.lineno}", "not valid JSON") from None
+    data = parse_json(read_text(path))
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "config.json must be an object")
     cfg = _validate(HFConfig, data)
@@ -127,6 +122,22 @@ def _load_hub(ref: str) -> LoadedModel:
         raise exc.at(f"{ref}: config.json") from None
     spec = replace(loaded.spec, source=snap.source.label, notes=loaded.spec.notes + snap.notes)
     return LoadedModel(spec, snap.config_path, Serving(), snap.weights, snap.source)
+
+
+_LOG_LINE = re.compile(r"^(\(\w+ pid=\d+\) )?(INFO|WARNING|DEBUG|ERROR) \d\d-\d\d "
+                       r"\d\d:\d\d:\d\d", re.MULTILINE)
+
+
+def looks_like_vllm_log(text: str) -> bool:
+    """vLLM's log lines start 'INFO 01-01 00:00:00' or '(EngineCore_0 pid=..) INFO ...'; a
+    quoted log without the prefixes still holds the figures reconcile reads."""
+    if _LOG_LINE.search(text[:20000]):
+        return True
+    try:
+        parse_vllm_log(text[:200_000])
+    except SpecError:
+        return False
+    return True
 
 
 def _validate(schema, data: dict):

@@ -48,8 +48,8 @@ def _parse(qc: dict[str, Any] | None) -> Quant | None:
 
 
 def _grouped(method: str, qc: dict[str, Any], skip: tuple[str, ...]) -> Quant:
-    bits = int(qc.get("bits", qc.get("w_bit", 4)))
-    group = int(qc.get("group_size", qc.get("q_group_size", 128)))
+    bits = _whole(qc.get("bits", qc.get("w_bit", 4)), "bits")
+    group = _whole(qc.get("group_size", qc.get("q_group_size", 128)), "group_size")
     if bits not in (2, 3, 4, 8) or group < 1 and group != -1:
         raise SpecError("quantization_config.bits/group_size", (bits, group),
                         "bits in 2, 3, 4, 8 and a positive group_size (or -1: per channel)")
@@ -57,6 +57,16 @@ def _grouped(method: str, qc: dict[str, Any], skip: tuple[str, ...]) -> Quant:
     zero = True if method == "gptq" else bool(qc.get("zero_point", True))
     return Quant(method, bits, "group", group_size=max(group, 0), zero_point=zero,
                  modules_not_converted=skip)
+
+
+def _whole(value: Any, name: str) -> int:
+    """4 or 4.0 -> 4; 4.7 is refused rather than read as 4."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise SpecError(f"quantization_config.{name}", value, "a whole number")
+    number = float(value)
+    if not number.is_integer():
+        raise SpecError(f"quantization_config.{name}", value, "a whole number (not a fraction)")
+    return int(number)
 
 
 def _fp8(qc: dict[str, Any], skip: tuple[str, ...]) -> Quant:

@@ -1,12 +1,15 @@
 """Exact weight bytes from safetensors headers (no tensor is loaded), split into values and
 quantization metadata by tensor name."""
 
-import json
+import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from servecap.ledger.errors import SpecError
+
+from .reading import parse_json, read_text
 
 METADATA_SUFFIXES = ("scales", "scale", "scale_inv", "scale_2", "qzeros", "zeros", "g_idx")
 MAX_HEADER_BYTES = 100 * 2**20
@@ -29,14 +32,19 @@ def is_metadata(tensor_name: str) -> bool:
 def read_header(path: Path) -> dict:
     """The JSON header of one safetensors file: 8-byte little-endian length, then JSON."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open
+            raise ValueError("not a regular file")
         with path.open("rb") as handle:
             (length,) = struct.unpack("<Q", handle.read(8))
             if length > MAX_HEADER_BYTES:
                 raise ValueError(f"header length {length} is implausible")
-            header = json.loads(handle.read(length))
+            header = parse_json(handle.read(length).decode("utf-8"))
             if not isinstance(header, dict):
                 raise ValueError("the header is not a JSON object")
             return header
+    except SpecError as exc:
+        raise SpecError("safetensors header", str(path), f"not a readable safetensors file "
+                        f"({exc.line()})") from None
     except (OSError, ValueError, struct.error) as exc:
         raise SpecError("safetensors header", str(path), f"not a readable safetensors file "
                         f"({exc})") from None
@@ -79,8 +87,10 @@ def directory_weights(directory: Path) -> HeaderBytes | None:
     if not index.exists():
         return None
     try:
-        total = json.loads(index.read_text())["metadata"]["total_size"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        total = parse_json(read_text(index))["metadata"]["total_size"]
+    except SpecError as exc:
+        raise exc.at(str(index)) from None
+    except (ValueError, KeyError, TypeError) as exc:
         raise SpecError("metadata.total_size", str(index), f"unreadable index ({exc})") from None
     if not isinstance(total, int) or isinstance(total, bool) or total < 1:
         raise SpecError("metadata.total_size", total, f"a byte count >= 1 (in {index})")

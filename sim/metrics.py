@@ -18,6 +18,9 @@ class SLO:
     ttft_s: float | None = None
     itl_s: float | None = None
     e2e_s: float | None = None
+    # percentiles (in %) the report adds to p50/p95/p99/mean, with the max (--percentiles);
+    # carried here because the targets and the report travel together to every summary
+    percentiles: tuple[float, ...] = ()
 
     def met(self, seq: Seq) -> bool:
         if seq.state != DONE:
@@ -28,27 +31,44 @@ class SLO:
         return all(limit is None or value <= limit for limit, value in checks)
 
 
-def weighted_quantiles(pairs: list[tuple[float, int]]) -> dict[str, float | None]:
+def percentile_key(percent: float) -> str:
+    """99.9 -> 'p99.9', 50 -> 'p50' (vllm bench serve's --metric-percentiles names)."""
+    return f"p{percent:g}"
+
+
+def weighted_quantiles(pairs: list[tuple[float, int]],
+                       extra: tuple[float, ...] = ()) -> dict[str, float | None]:
     """Nearest rank over (value, count) pairs, plus the mean; values unchanged (seconds in,
-    seconds out). No samples (nothing completed, or one-token outputs for ITL) gives None
-    for each: a latency that was never observed is not zero."""
+    seconds out). `extra` percentiles (in %) add their keys and the max. No samples (nothing
+    completed, or one-token outputs for ITL) gives None for each: a latency that was never
+    observed is not zero."""
+    wanted = list(QUANTILES) + [(percentile_key(p), p / 100) for p in extra
+                                if percentile_key(p) not in dict(QUANTILES)]
     pairs = sorted(p for p in pairs if p[1] > 0)
     total = sum(w for _, w in pairs)
+    keys = [name for name, _ in wanted] + ["mean"] + (["max"] if extra else [])
     if not total:
-        return {"p50": None, "p95": None, "p99": None, "mean": None}
-    out, cum, idx = {}, 0, 0
-    for name, q in QUANTILES:
-        rank = max(1, math.ceil(round(q * total, 6)))
-        while cum + pairs[idx][1] < rank:
-            cum += pairs[idx][1]
-            idx += 1
-        out[name] = pairs[idx][0]
+        return dict.fromkeys(keys)
+    out = {}
+    for name, q in sorted(wanted, key=lambda item: item[1]):
+        out[name] = _nearest_rank(pairs, max(1, math.ceil(round(q * total, 6))))
     out["mean"] = sum(v * w for v, w in pairs) / total
-    return out
+    if extra:
+        out["max"] = pairs[-1][0]
+    return {k: out[k] for k in keys}
 
 
-def quantiles(values: list[float]) -> dict[str, float | None]:
-    return weighted_quantiles([(v, 1) for v in values])
+def _nearest_rank(pairs: list[tuple[float, int]], rank: int) -> float:
+    cum = 0
+    for value, count in pairs:
+        cum += count
+        if cum >= rank:
+            return value
+    return pairs[-1][0]
+
+
+def quantiles(values: list[float], extra: tuple[float, ...] = ()) -> dict[str, float | None]:
+    return weighted_quantiles([(v, 1) for v in values], extra)
 
 
 def tpot_s(seq: Seq) -> float:
@@ -122,21 +142,24 @@ def summarize_seqs(policy: str, seqs: list[Seq], pairs: list[tuple[float, int]],
         "output_tokens_per_s": sum(s.req.output_tokens for s in done) / span,
         "slo_attainment": met / len(seqs) if seqs else 0.0,
         "goodput_rps": met / span,
-        **latency(done, pairs),
+        **latency(done, pairs, slo.percentiles),
         "percentile_method": PERCENTILE_METHOD,
     }
 
 
-def latency(done: list[Seq], pairs: list[tuple[float, int]]) -> dict:
+def latency(done: list[Seq], pairs: list[tuple[float, int]],
+            extra: tuple[float, ...] = ()) -> dict:
     """queue (acceptance to admission), TTFT, ITL, TPOT and end-to-end, in ms."""
     arrive = [s.req.arrival_s for s in done]
     return {
-        "queue_ms": ms(quantiles([s.admitted_s - a for s, a in zip(done, arrive, strict=True)])),
+        "queue_ms": ms(quantiles([s.admitted_s - a for s, a in zip(done, arrive, strict=True)],
+                                 extra)),
         "ttft_ms": ms(quantiles([s.first_token_s - a
-                                 for s, a in zip(done, arrive, strict=True)])),
-        "itl_ms": ms(weighted_quantiles(pairs)),
-        "tpot_ms": ms(quantiles([tpot_s(s) for s in done if s.req.output_tokens > 1])),
-        "e2e_ms": ms(quantiles([s.release_s - a for s, a in zip(done, arrive, strict=True)])),
+                                 for s, a in zip(done, arrive, strict=True)], extra)),
+        "itl_ms": ms(weighted_quantiles(pairs, extra)),
+        "tpot_ms": ms(quantiles([tpot_s(s) for s in done if s.req.output_tokens > 1], extra)),
+        "e2e_ms": ms(quantiles([s.release_s - a for s, a in zip(done, arrive, strict=True)],
+                               extra)),
     }
 
 

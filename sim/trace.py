@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from servecap.ledger.errors import SpecError
 
 from .sampling import Request
+from .workload import MAX_NUM_REQUESTS
 
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 
@@ -20,7 +21,12 @@ def parse_trace(lines: Iterable[str]) -> list[Request]:
         raise SpecError("header", ",".join(reader.fieldnames or []),
                         f"missing column(s) {', '.join(missing)}; the header must name "
                         + ",".join(TRACE_COLUMNS))
-    rows = [_row(row, reader.line_num) for row in reader]
+    rows = []
+    for row in reader:
+        if len(rows) == MAX_NUM_REQUESTS:
+            raise SpecError("rows", f"more than {MAX_NUM_REQUESTS:,}", "a run holds at most "
+                            f"{MAX_NUM_REQUESTS:,} requests; split the trace")
+        rows.append(_row(row, reader.line_num))
     if not rows:
         raise SpecError("rows", 0, "a trace needs at least one request row")
     rows.sort(key=lambda r: r[0])

@@ -78,6 +78,9 @@ def save_workbook(wb: Workbook, path: Path, force: bool = False, field: str = "-
     try:
         wb.save(tmp)
         add_cached_values(wb, Path(tmp))
+        mask = os.umask(0)  # mkstemp's 0600 would keep colleagues out: respect the umask
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -147,13 +147,15 @@ def write_inputs(wb: Workbook, src: WorkbookSource) -> None:
 
 def _write_row(wb: Workbook, ws, row: int, item: InputRow, known: dict) -> None:
     ws.cell(row=row, column=1, value=item.name)
-    cell = ws.cell(row=row, column=2, value=item.value)
-    is_formula = isinstance(item.value, str) and item.value.startswith("=")
+    is_formula = isinstance(item.value, str) and item.value.startswith("=") \
+        and item.unit != "text"  # a text row holds a name or path from the input, never a formula
+    cell = ws.cell(row=row, column=2, value=item.value) if is_formula else \
+        style.text(ws, row, 2, item.value)
     (style.as_formula if is_formula else style.as_input)(cell, item.number_format)
     if is_formula:
         remember(ws, f"B{row}", known.get(item.name))
-    ws.cell(row=row, column=3, value=item.unit)
-    ws.cell(row=row, column=4, value=item.meaning)
+    style.text(ws, row, 3, item.unit)
+    style.text(ws, row, 4, item.meaning)
     define(wb, item.name, SHEET, f"B{row}")
 
 

@@ -126,5 +126,5 @@ def _row(wb: Workbook, ws, row: int, item: tuple, key: str, source: str,
         style.as_formula(ws.cell(row=row, column=4, value=f"=C{row}/2^30"), style.GIB)
         remember(ws, f"D{row}", None if name not in known else known[name] / 2**30)
     ws.cell(row=row, column=5, value=meaning)
-    ws.cell(row=row, column=6, value=source)
+    style.text(ws, row, 6, source)
     define(wb, name, SHEET, f"C{row}")

@@ -4,7 +4,7 @@ import math
 import re
 import zipfile
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from openpyxl import load_workbook
@@ -21,7 +21,8 @@ from .names import cell_of
 from .source import WorkbookSource
 
 FIELD = "--from-workbook"
-_DIGITS = re.compile(r"\d{1,3}(,\d{3})+|\d+")
+_DIGITS = re.compile(r"\d{1,3}(,\d{3}){0,5}|\d{1,18}")  # a pasted count, not 5,000 digits
+MAX_UNZIPPED_BYTES = 64 * 2**20  # a capacity workbook unzips to well under 1 MiB
 
 
 @dataclass(frozen=True)
@@ -96,14 +97,31 @@ def check_model_cells(plan_inputs: WorkbookPlan, src: WorkbookSource, path: Path
                             "workbook", str(path))
 
 
+def _check_unzipped_size(path: Path) -> None:
+    """A zip bomb (1 MB holding a 1 GiB part) is refused from the sizes its directory states,
+    before anything is inflated; zipfile stops a part that inflates past its stated size."""
+    if not Path(path).is_file():
+        raise SpecError(FIELD, str(path), "not a readable .xlsx workbook (a pipe, device or "
+                        "folder: give a regular file)")
+    with zipfile.ZipFile(path) as archive:
+        total = sum(info.file_size for info in archive.infolist())
+    if total > MAX_UNZIPPED_BYTES:
+        raise SpecError(FIELD, str(path), f"unzips to {total:,} bytes; a capacity workbook is "
+                        f"far smaller (cap {MAX_UNZIPPED_BYTES:,})")
+
+
 class _Cells:
     """Named cells of one workbook, with errors that name the file and the cell."""
 
     def __init__(self, path: Path) -> None:
         self.path = str(path)
         try:
+            _check_unzipped_size(path)
             self.wb = load_workbook(path)
-        except (OSError, zipfile.BadZipFile, KeyError, ValueError, InvalidFileException) as exc:
+        except SpecError:
+            raise
+        except (OSError, zipfile.BadZipFile, KeyError, ValueError, InvalidFileException,
+                SyntaxError) as exc:  # xml ParseError is a SyntaxError
             raise SpecError(FIELD, self.path, f"not a readable .xlsx workbook "
                             f"({exc.__class__.__name__})") from None
 
@@ -182,7 +200,11 @@ def _safety_text(cells: _Cells, device_bytes: int) -> str | None:
     if rule == "default" and safety == int(device_bytes * DEFAULT_SAFETY_FRACTION):
         return None
     if rule == "fraction":
-        text = f"{Decimal(str(cells.value('safety_fraction'))) * 100}%"
+        try:
+            text = f"{Decimal(str(cells.value('safety_fraction'))) * 100}%"
+        except InvalidOperation:
+            raise SpecError("Inputs!safety_fraction", cells.value("safety_fraction"),
+                            "a share of the device such as 0.1", cells.path) from None
         if parse_fraction_or_size(text, device_bytes, "--safety")[0] == safety:
             return text
     return str(safety)

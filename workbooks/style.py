@@ -57,6 +57,15 @@ def as_formula(cell, number_format: str | None = None) -> None:
         cell.number_format = number_format
 
 
+def text(ws: Worksheet, row: int, column: int, value: object):
+    """A cell that holds text from an input file (a model's source, a path, a name): text even
+    when it starts with '=', so '=HYPERLINK(...)' in a model YAML never becomes a formula."""
+    cell = ws.cell(row=row, column=column, value=value)
+    if isinstance(value, str) and cell.data_type == "f":
+        cell.data_type = "s"
+    return cell
+
+
 def section(ws: Worksheet, row: int, title: str) -> None:
     ws.cell(row=row, column=1, value=title).font = SECTION_FONT
 

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-COMMANDS = ("plan", "blocks", "reconcile", "workbook", "simulate", "sweep", "cost", "speculate",
-            "verify", "serve", "load")
+COMMANDS = ("plan", "fit", "blocks", "reconcile", "workbook", "simulate", "sweep", "cost",
+            "speculate", "verify", "serve", "load", "search")
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
@@ -74,9 +75,23 @@ def test_tp_that_does_not_divide_the_heads_is_a_clear_error():
 
 
 def test_engine_knob_for_another_engine_is_an_error():
-    result = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "80GiB",
-                                 "--gpu-memory-utilization", "0.8"])
+    result = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "80GiB", "--engine",
+                                 "trtllm", "--gpu-memory-utilization", "0.8"])
     assert result.exit_code == 2 and "applies to --engine vllm" in result.stderr
+
+
+@pytest.mark.parametrize("args", [("--gpu-memory-utilization", "0.8"), ("--engine", "VLLM"),
+                                  ("--engine", "vllm", "--gpu-memory-utilization", "0.8")])
+def test_one_engines_knob_names_the_engine_and_case_does_not_matter(args):
+    assert plan_json("llama-3.1-8b", "--device", "80GiB", "--context", "4096",
+                     *args)["engine"] == "vllm"
+
+
+def test_knobs_of_two_engines_without_engine_are_an_error():
+    result = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "80GiB",
+                                 "--gpu-memory-utilization", "0.8", "--mem-fraction-static",
+                                 "0.8"])
+    assert result.exit_code == 2 and "applies to --engine" in result.stderr
 
 
 def test_engine_block_size_defaults():

@@ -1,0 +1,79 @@
+"""The command group loads one command's module to run it, lists them all without importing
+any, and turns every usage error into one line."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from servecap.cli.app import COMMANDS, load_command
+
+MODULES = """
+import io, sys, json, contextlib
+sys.argv = ["servecap", *json.loads(sys.argv[1])]
+from servecap.cli.app import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+print(json.dumps([code, sorted(m for m in sys.modules if m.startswith("servecap."))]))
+"""
+
+
+def _loaded(*args: str) -> tuple[int, set[str]]:
+    out = subprocess.run([sys.executable, "-c", MODULES, json.dumps(args)], capture_output=True,
+                         text=True, check=True)
+    code, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    return code, set(modules)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_listed_summary_is_the_commands_own_first_paragraph(name) -> None:
+    first = load_command(name).help.strip().split("\n\n")[0]
+    assert COMMANDS[name][1] == " ".join(first.split())
+
+
+def test_help_imports_no_command_module() -> None:
+    code, modules = _loaded("--help")
+    assert code == 0
+    assert not {m for m in modules if m.endswith("_cmd") or ".sim." in m or ".runtime." in m}
+    assert "servecap.model_configs.schema" not in modules
+
+
+def test_plan_imports_only_its_own_command() -> None:
+    code, modules = _loaded("plan", "teaching-7b", "--json")
+    assert code == 0
+    assert {m for m in modules if m.endswith("_cmd")} == {"servecap.cli.plan_cmd"}
+    assert not {m for m in modules if m.startswith(("servecap.sim", "servecap.runtime",
+                                                    "servecap.workbooks"))}
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("plan", "teaching-7b", "--context", "4k"), "did you mean 4096 or 4000?"),
+    (("plan", "teaching-7b", "--context=32K"), "did you mean 32768 or 32000?"),
+    (("plan", "teaching-7b", "--context", "9" * 5000), "--context"),
+    (("plan", "teaching-7b", "--concurrency", "x"), "--concurrency"),
+    (("plan", "teaching-7b", "--bogus"), "No such option: --bogus"),
+    (("plan", "teaching-7b", "--block-size", "1.5"), "--block-size"),
+    (("plan", "teaching-7b", "--device"), "--device"),
+    (("plna",), "No such command"),
+    (("simulate", "teaching-7b", "--replicas", "two"), "--replicas"),
+    (("sweep", "teaching-7b", "--num-rates", "many"), "--num-rates"),
+    (("verify", "teaching-7b", "--tensor-parallel-size", "x"), "--tensor-parallel-size"),
+    (("blocks", "lots"), "lengths"),
+])
+def test_usage_errors_are_one_line(run, args, needle) -> None:
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("servecap: error:"), result.stderr
+    assert needle in lines[0] and "--help" in lines[0] and len(lines[0]) < 420
+
+
+@pytest.mark.parametrize("args", [("devices", "--json"), ("blocks", "17", "33", "--json")])
+def test_catalog_commands_build_no_model_schema(args) -> None:
+    code, modules = _loaded(*args)
+    assert code == 0
+    assert "servecap.model_configs.schema" not in modules

@@ -1,0 +1,39 @@
+"""reconcile's advice points only at lines the log printed, and never at graphs captured after
+the pool was sized."""
+
+import json
+
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+
+POOL_ONLY = ("INFO 09-10 12:00:00 [gpu_worker.py:276] Available KV cache memory: 30.00 GiB\n"
+             "INFO 09-10 12:00:00 [kv_cache_utils.py:849] GPU KV cache size: 245,760 tokens\n")
+CAPTURE = ("INFO 09-10 12:00:00 [gpu_model_runner.py] Model loading took 14.99 GiB and 3 s\n"
+           "INFO 09-10 12:00:00 [gpu_worker.py] Available KV cache memory: 56.84 GiB\n"
+           "INFO 09-10 12:00:00 [gpu_model_runner.py] Graph capturing finished in 9 secs, took "
+           "0.52 GiB\n")
+
+
+def _reconcile(tmp_path, text: str) -> dict:
+    log = tmp_path / "vllm.log"
+    log.write_text(text)
+    result = CliRunner().invoke(app, ["reconcile", str(log), "--model", "llama-3.1-8b",
+                                      "--device", "h100-80gb", "--max-model-len", "8192",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_log_with_only_the_pool_is_not_told_to_declare_lines_it_lacks(tmp_path) -> None:
+    report = _reconcile(tmp_path, POOL_ONLY)
+    pool = next(row for row in report["rows"] if row["key"] == "kv_pool")
+    assert "declare their logged values" not in pool["advice"]
+    assert "prints none of the lines" in pool["advice"]
+
+
+def test_graphs_captured_after_the_pool_are_not_subtracted(tmp_path) -> None:
+    report = _reconcile(tmp_path, CAPTURE)
+    assert not [row for row in report["rows"] if row["key"] == "cuda_graphs"]
+    assert any("do not declare them as --cuda-graph-memory" in n and "0.52 GiB" in n
+               for n in report["notes"])
