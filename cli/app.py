@@ -16,7 +16,8 @@ click = getattr(core, "_click", None) or core.click
 COMMANDS = {
     "plan": ("plan_cmd", "Build the per-device memory ledger and the memory-only concurrency "
              "ceiling."),
-    "fit": ("fit_cmd", "Answer the inverse questions with the plan's own ledger lines."),
+    "fit": ("fit_cmd", "Answer the inverse questions with plan's ledger: the longest context, "
+            "the most requests, the fewest GPUs or the cheapest dtype that fits."),
     "models": ("catalog_cmd", "List the bundled model library: shape, KV bytes per token in "
                "bf16, and each source."),
     "devices": ("catalog_cmd", "List the device catalog: usable bytes as the driver reports "

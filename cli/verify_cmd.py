@@ -137,7 +137,8 @@ def verify(
     print(json.dumps(report, indent=2)) if as_json else render_verify(result, Console())
     summary = violation_summary(result)
     if summary:  # said once, here: the table view leaves it to this line
-        raise fail("violated: " + summary + _over_ceiling(result.binding.plan),
+        raise fail("violated: " + summary + (_over_ceiling(result.binding.plan)
+                                             if result.ranks else ""),
                    EXIT_DOES_NOT_FIT)
 
 

@@ -30,7 +30,7 @@ def _wrapped_rows(text: str) -> list[str]:
     ("plan", "qwen2.5-7b", "--device", "l40s-48gb", "--lengths", "512,2048,8192,8192,30000"),
     ("plan", "gemma-2-9b-it", "--device", "40GiB", "--context", "8192", "--concurrency", "4"),
     ("plan", "llama-3.1-8b", *H100, "--context", "4096", "-tp", "2", "--engine", "vllm"),
-    ("fit", "llama-3.1-8b", "--device", "l4-24gb", "--context", "8192", "--concurrency", "6"),
+    ("fit", "llama-3.1-8b", "--device", "l4-24gb", "--concurrency", "6"),
     ("simulate", "teaching-7b", *H100, "--policy", "static", "--policy", "continuous"),
     ("simulate", "teaching-7b", *H100, "--percentiles", "50,90,99,99.9"),
     ("sweep", "teaching-7b", *H100, "--num-rates", "3", "--slo-tpot", "50ms"),
