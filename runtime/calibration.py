@@ -33,22 +33,6 @@ class StepSample:
     decode_context_tokens: int
     num_seqs: int
 
-    @property
-    def kind(self) -> str:
-        if not self.num_prefill_tokens:
-            return "decode"
-        return "mixed" if self.num_decode_tokens else "prefill"
-
-    @property
-    def num_tokens(self) -> int:
-        return self.num_prefill_tokens + self.num_decode_tokens
-
-    @property
-    def kv_tokens_read(self) -> int:
-        """K/V tokens attention read before this step's own writes (decode: the context less
-        the one token written; prefill: counted in prefill_attention_tokens)."""
-        return max(0, self.decode_context_tokens - self.num_decode_tokens)
-
     def as_dict(self) -> dict:
         return asdict(self)
 
