@@ -71,3 +71,15 @@ def test_expert_parallel_on_a_dense_model_is_invalid(small_problem) -> None:
     layout = Layout("h100-80gb", 2, 1, "bf16", "bf16", 64, 2048, True)
     verdict = plan_layout(small_problem, layout, 2048)
     assert not verdict.fits and verdict.reason.startswith("invalid: expert parallelism")
+
+
+def test_expert_parallel_flag_on_a_dense_model_is_refused_by_name(workload_file) -> None:
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    out = CliRunner().invoke(app, ["search", "llama-3.1-8b", "--workload", str(workload_file),
+                                   "--rate", "1", "--slo-ttft", "1s", "--devices", "h100",
+                                   "--enable-expert-parallel"])
+    assert out.exit_code == 2
+    assert "--enable-expert-parallel" in out.stderr and "dense" in out.stderr
