@@ -86,12 +86,15 @@ def main() -> None:
         print(f"{name:10s} simulated {row['simulated_ms']:8.2f} ms, verify "
               f"{row['measured_ms']:8.2f} ms, error {row['error_pct']:+6.1f} % "
               f"(target +-{row['target_pct']:.0f} %): {'met' if row['met'] else 'MISSED'}")
-    fit = calibration.calibration["fit"].get("step_model", {}).get("residuals", {})
-    print("calibration step model residuals p50/p95: " + ", ".join(
-        f"{k} {v['p50_pct']:.1f}/{v['p95_pct']:.1f} %" for k, v in fit.items()))
+    cal = calibration.calibration
+    fit = {k: cal.get(k) for k in ("residual_cv", "rms_residual_s", "num_samples",
+                                   "num_compute_bound")}
+    print(f"calibration fit (sim.calibrate.fit_step_model): {fit['num_samples']} steps, "
+          f"residual spread {fit['residual_cv']:.1%} of a step (step_time_cv), rms "
+          f"{1e3 * fit['rms_residual_s']:.2f} ms, {fit['num_compute_bound']} compute-bound")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(
-            {"coefficients": coef, "comparison": rows, "step_model_residuals": fit,
+            {"coefficients": coef, "comparison": rows, "fit": fit,
              "torch_threads": torch.get_num_threads(),
              "calibration_steps": calibration.calibration["steps"],
              "held_out_steps": held_out.calibration["steps"]}, indent=2))

@@ -83,6 +83,11 @@ def search(model: o.Model,
                                          "qualifying candidate's SLO capacity (req/s).")]
            = True,
            top: Annotated[int, Opt(help="Rows of the ranked list shown.")] = 10,
+           expert_parallel: Annotated[bool, Opt("--enable-expert-parallel", help="MoE: also try "
+                                                "every tp >= 2 layout with the tp ranks "
+                                                "holding whole experts (vLLM's flag; each MoE "
+                                                "layer's all-reduce becomes an all-to-all).")]
+           = False,
            as_json: o.Json = False, xlsx: o.Xlsx = None, force: o.Force = False) -> None:
     """Search deployments for the cheapest that meets the SLOs at --rate.
 
@@ -101,7 +106,7 @@ def search(model: o.Model,
                                   max_model_len, num_requests, policy, step_overhead,
                                   kv_transfer, router, capacity), \
         build_axes(loaded, devices, max_gpus, tp, pp, replicas, weight_dtype, kv_dtype,
-                   max_num_seqs, max_num_batched_tokens, disaggregate)
+                   max_num_seqs, max_num_batched_tokens, disaggregate, expert_parallel)
     if axes.ratios and policy == "static":
         raise SpecError("--policy", policy, "a disaggregated pool needs iteration-level "
                         "batching; pass --disaggregate none, or another policy")
@@ -144,9 +149,13 @@ def build_problem(loaded, workload_path, rate, slo_ttft, slo_tpot, target, max_m
 
 
 def build_axes(loaded, devices, max_gpus, tp, pp, replicas, weight_dtype, kv_dtype,
-               max_num_seqs, max_num_batched_tokens, disaggregate) -> Axes:
+               max_num_seqs, max_num_batched_tokens, disaggregate,
+               expert_parallel: bool = False) -> Axes:
     if not 1 <= max_gpus <= 4096:
         raise SpecError("--max-gpus", max_gpus, "a whole number in 1..4,096")
+    if expert_parallel and loaded.spec.moe is None:
+        raise SpecError("--enable-expert-parallel", True, f"needs a mixture-of-experts model "
+                        f"({loaded.spec.name} is dense)")
     own = serve_spec(PlanFlags(device="80GiB", context=1), loaded)
     return Axes(
         devices=parse_devices(devices), tensor_parallel_sizes=parse_counts(tp, "--tp", 64),
@@ -158,7 +167,8 @@ def build_axes(loaded, devices, max_gpus, tp, pp, replicas, weight_dtype, kv_dty
         max_num_batched_tokens=parse_counts(max_num_batched_tokens,
                                             "--max-num-batched-tokens", 1 << 20),
         replicas=None if replicas is None else parse_counts(replicas, "--replicas"),
-        ratios=parse_ratios(disaggregate), max_gpus=max_gpus)
+        ratios=parse_ratios(disaggregate), max_gpus=max_gpus,
+        expert_parallel=(False, True) if expert_parallel else (False,))
 
 
 def model_id(loaded, ref: str) -> str:

@@ -11,7 +11,8 @@ SHORT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "i8", "int4
 def short_label(row: dict) -> str:
     """'h200 tp4 fp8/fp8 256/8k x2': device, parallelism, weight/KV dtype, seqs/tokens, shape."""
     par = f"tp{row['tensor_parallel_size']}" + (f"pp{row['pipeline_parallel_size']}"
-                                                if row["pipeline_parallel_size"] > 1 else "")
+                                                if row["pipeline_parallel_size"] > 1 else "") \
+        + ("ep" if row.get("expert_parallel") else "")
     tokens = row["max_num_batched_tokens"]
     budget = f"{tokens // 1024}k" if tokens % 1024 == 0 else str(tokens)
     shape = (f"{row['prefill_replicas']}P+{row['decode_replicas']}D"

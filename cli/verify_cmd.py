@@ -92,8 +92,8 @@ def verify(
                                      "Verification sheet filled.")] = None,
     force: Annotated[bool, Opt(help="Replace existing output files (--xlsx, --records, "
                                "--token-times, --calibration-out).")] = False,
-    calibration_out: Annotated[Path | None, Opt(help="Write the iteration-time coefficients "
-                                                "fitted to this run (JSON the simulator's "
+    calibration_out: Annotated[Path | None, Opt(help="Write the simulator's step-model fit "
+                                                "of this run's steps (JSON the simulator's "
                                                 "--coefficients takes).")] = None,
     records_path: Annotated[Path | None, Opt("--records", help="Write one CSV row per request "
                                              "of the load (simulate's --records columns).")]
@@ -160,10 +160,12 @@ def check_new_files(outputs: dict, force: bool, inputs: tuple) -> None:
 
 def write_outputs(result, calibration_out: Path | None, records_path: Path | None,
                   token_times_path: Path | None) -> None:
-    """The coefficients (flat, as simulate --coefficients takes them; the fit and every step
-    sample are in --json's `calibration`) and the simulator's CSVs."""
+    """The simulator's step-model fit (as simulate --coefficients takes it; the replayed step
+    times and every step sample are in --json's `calibration`) and the simulator's CSVs."""
     if calibration_out is not None:
-        write_json(calibration_out, result.calibration["coefficients"], force=True)
+        from servecap.runtime.calibration import calibration_file
+
+        write_json(calibration_out, calibration_file(result.calibration), force=True)
     if records_path is None and token_times_path is None:
         return
     from servecap.runtime.latency import as_seq

@@ -168,21 +168,18 @@ def _ms(value: float | None) -> str:
 
 
 def _calibration(calibration: dict, console: Console) -> None:
-    """The fitted step time in words: bandwidth in decimal GB/s and compute in TFLOP/s (as
-    vendors state them), overhead in ms, and how well the step model explains the steps."""
+    """The simulator's step-model fit in words: bandwidth in decimal GB/s and compute in
+    TFLOP/s (as vendors state them), overhead in ms, and how well it explains the steps."""
     coef, fit = calibration.get("coefficients", {}), calibration.get("fit", {})
     if "bandwidth_bytes_per_s" not in coef or "measured_step_ms" not in fit:
         return
     console.print(f"step time fit (declared load, {fit['num_steps']} steps): effective "
                   f"bandwidth {coef['bandwidth_bytes_per_s'] / 1e9:,.3f} GB/s (decimal) of "
                   f"weights+KV per step, compute {coef.get('flops_per_s', 0) / 1e12:,.4f} "
+                  f"TFLOP/s, attention {coef.get('attention_flops_per_s', 0) / 1e12:,.4f} "
                   f"TFLOP/s, overhead {coef['step_overhead_s'] * 1e3:,.2f} ms per step; step "
                   f"p50/p95 measured {_ms(fit['measured_step_ms']['p50'])}/"
                   f"{_ms(fit['measured_step_ms']['p95'])} ms, replayed "
                   f"{_ms(fit['replayed_step_ms']['p50'])}/{_ms(fit['replayed_step_ms']['p95'])}"
-                  " ms")
-    residuals = fit.get("step_model", {}).get("residuals", {})
-    if residuals:
-        console.print("step model residuals |measured - fitted| / measured, p50/p95: " + ", ".join(
-            f"{kind} {r['p50_pct']:.1f}%/{r['p95_pct']:.1f}% ({r['num_steps']} steps)"
-            for kind, r in residuals.items()))
+                  f" ms; residual spread {calibration.get('residual_cv', 0):.1%} of a step "
+                  f"({calibration.get('num_compute_bound', 0)} compute-bound)")

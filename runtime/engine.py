@@ -88,7 +88,7 @@ class Engine:
         self.num_steps = self.max_resident_requests = self.max_blocks_in_use = 0
         self._seqs: dict[int, list[Sequence]] = {}
         self._generators: dict[int, torch.Generator] = {}
-        self._next_seq_id = 0
+        self._next_seq_id = self._next_request_id = 0
         self._start_s = time.perf_counter()
 
     @classmethod
@@ -142,7 +142,7 @@ class Engine:
         reason in its record, rather than failing for memory later."""
         prompt = [int(t) for t in prompt_token_ids]
         check_request(prompt, max_output_tokens, self.model.spec.vocab_size, temperature, n)
-        request_id = len(self._seqs)
+        request_id, self._next_request_id = self._next_request_id, self._next_request_id + 1
         record = RequestRecord(request_id, len(prompt), max_output_tokens,
                                accepted_s=self.now())
         self.records.append(record)
@@ -179,6 +179,17 @@ class Engine:
                 continue
             self.scheduler.release(seq)
             seq.record.status, seq.record.released_s = CANCELLED, self.now()
+
+    def release(self, request_id: int) -> None:
+        """Forget a finished, rejected or cancelled request: its records and sequences leave
+        the engine's bookkeeping (a server calls it once the request's tokens are sent, so a
+        long run keeps only the live ones). A request still running is an error."""
+        seqs = self._seqs.get(request_id, [])
+        if any(s.record.status not in (FINISHED, REJECTED, CANCELLED) for s in seqs):
+            raise ValueError(f"request {request_id} is still running; cancel it first")
+        for seq in self._seqs.pop(request_id, []):
+            self._generators.pop(seq.seq_id, None)
+        self.records = [r for r in self.records if r.request_id != request_id]
 
     def has_unfinished(self) -> bool:
         return bool(self.scheduler.waiting or self.scheduler.running)

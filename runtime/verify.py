@@ -33,8 +33,14 @@ from servecap.ledger.verification import (
     kv_pool_bytes,
     reconcile,
 )
+from servecap.sim.rank_model import attention_flops_per_token_pair
 
-from .calibration import StepClock, fit_coefficients
+from .calibration import (
+    NOMINAL_BANDWIDTH_BYTES_PER_S,
+    NOMINAL_FLOPS_PER_S,
+    StepClock,
+    calibrate,
+)
 from .engine import Engine, EngineConfig
 from .kv_pool import KVPool, blocks_for_plan
 from .latency import latency_report
@@ -228,11 +234,17 @@ class _Run:
         return Engine(model, pool, config)
 
     def _calibration(self) -> dict:
-        """Coefficients from the declared load's steps only (the probe's are another load)."""
+        """The simulator's step-model fit of the declared load's steps only (the probe's are
+        another load), from this rank's ledger bytes, FLOPs and attention."""
         plan = self.plan
-        return fit_coefficients(self.clock.samples,
-                                plan.line("weights") + plan.line("weight_metadata"),
-                                plan.kv_bytes_per_token, 2 * plan.active_parameters)
+        constants = {"weights_bytes": plan.line("weights") + plan.line("weight_metadata"),
+                     "kv_bytes_per_token": plan.kv_bytes_per_token,
+                     "flops_per_token": 2 * plan.active_parameters,
+                     "attention_flops_per_token_pair": attention_flops_per_token_pair(
+                         self.spec, self.spec.num_layers, self.tp.size),
+                     "bandwidth_bytes_per_s": NOMINAL_BANDWIDTH_BYTES_PER_S,
+                     "flops_per_s": NOMINAL_FLOPS_PER_S}
+        return calibrate(self.clock.samples, constants)
 
     def _counting(self, phase: str):
         """The probe's counting context; a starved phase (forced failure) gets no room."""

@@ -140,6 +140,7 @@ class ServingLoop:
         except SpecError as exc:
             return self._finish(stream, Event(finish_reason="error", message=exc.line()))
         if record.status == REJECTED:
+            self.engine.release(record.request_id)
             return self._finish(stream, Event(finish_reason="error", message=record.reason))
         record.arrival_s = stream.arrival_s
         stream.record = record
@@ -209,8 +210,9 @@ class ServingLoop:
             with self._lock:
                 self._num_waiting -= 1
         stream.done = True
-        if stream.record is not None:
+        if stream.record is not None:  # sent or failed: the engine keeps no trace of it
             self._active.pop(stream.record.request_id, None)
+            self.engine.release(stream.record.request_id)
         if event.finish_reason in ("length", "stop"):
             with self.metrics.lock:
                 self.metrics.success[event.finish_reason] += 1

@@ -32,8 +32,9 @@ class Priced:
 
 def price_layout(problem: Problem, layout: Layout) -> Priced:
     verdict = plan_layout(problem, layout, problem.context_tokens)
-    coef, notes = parallel_coefficients(verdict.deployment, layout.device,
-                                        problem.step_overhead_s)
+    coef, notes = parallel_coefficients(problem.spec_for(layout.weight_dtype),
+                                        verdict.deployment, layout.device,
+                                        problem.step_overhead_s, layout.expert_parallel)
     config = SchedulerConfig(policy=problem.policy, max_num_seqs=layout.max_num_seqs,
                              max_num_batched_tokens=layout.max_num_batched_tokens,
                              block_size_tokens=problem.block_size_tokens)
@@ -74,6 +75,7 @@ def evaluate(problem: Problem, priced: Priced, cand: Candidate) -> dict:
         "label": cand.label, "device": cand.layout.device,
         "tensor_parallel_size": cand.layout.tensor_parallel_size,
         "pipeline_parallel_size": cand.layout.pipeline_parallel_size,
+        "expert_parallel": cand.layout.expert_parallel,
         "weight_dtype": cand.layout.weight_dtype, "kv_dtype": cand.layout.kv_dtype,
         "max_num_seqs": cand.layout.max_num_seqs,
         "max_num_batched_tokens": cand.layout.max_num_batched_tokens,
@@ -116,7 +118,7 @@ def candidate_of(row: dict) -> Candidate:
     """The candidate a result row describes."""
     layout = Layout(row["device"], row["tensor_parallel_size"], row["pipeline_parallel_size"],
                     row["weight_dtype"], row["kv_dtype"], row["max_num_seqs"],
-                    row["max_num_batched_tokens"])
+                    row["max_num_batched_tokens"], row.get("expert_parallel", False))
     return Candidate(layout, row["replicas"], row["prefill_replicas"], row["decode_replicas"])
 
 

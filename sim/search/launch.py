@@ -28,6 +28,7 @@ def _vllm(model_id, row, ctx, util, role, n) -> str:
     parts = [f"vllm serve {model_id}", f"--tensor-parallel-size {row['tensor_parallel_size']}",
              f"--pipeline-parallel-size {row['pipeline_parallel_size']}"]
     parts += [f"--data-parallel-size {n}"] if n > 1 and not role else []
+    parts += ["--enable-expert-parallel"] if row.get("expert_parallel") else []
     parts += [f"--max-num-seqs {row['max_num_seqs']}",
               f"--max-num-batched-tokens {row['max_num_batched_tokens']}",
               f"--max-model-len {ctx}",
@@ -46,6 +47,7 @@ def _sglang(model_id, row, ctx, util, role, n) -> str:
              f"--tp-size {row['tensor_parallel_size']}",
              f"--pp-size {row['pipeline_parallel_size']}"]
     parts += [f"--dp-size {n}"] if n > 1 and not role else []
+    parts += [f"--ep-size {row['tensor_parallel_size']}"] if row.get("expert_parallel") else []
     parts += [f"--max-running-requests {row['max_num_seqs']}",
               f"--chunked-prefill-size {row['max_num_batched_tokens']}",
               f"--context-length {ctx}",
@@ -62,6 +64,8 @@ def _trtllm(model_id, row, ctx, util, role, n) -> str:
     (kv_cache_config: dtype: fp8), named in the line."""
     parts = [f"trtllm-serve {model_id}", f"--tp_size {row['tensor_parallel_size']}",
              f"--pp_size {row['pipeline_parallel_size']}",
+             *([f"--ep_size {row['tensor_parallel_size']}"] if row.get("expert_parallel")
+               else []),
              f"--max_batch_size {row['max_num_seqs']}",
              f"--max_num_tokens {row['max_num_batched_tokens']}", f"--max_seq_len {ctx}",
              f"--kv_cache_free_gpu_memory_fraction {util:.2f}"]

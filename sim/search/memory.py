@@ -29,6 +29,10 @@ def plan_layout(problem: Problem, layout: Layout, context_tokens: int) -> Memory
                       max_num_batched_tokens=layout.max_num_batched_tokens,
                       device_label=layout.device)
     parallel = Parallel(layout.tensor_parallel_size, layout.pipeline_parallel_size)
+    moe = problem.spec.moe
+    if layout.expert_parallel and (moe is None or moe.num_experts % layout.tensor_parallel_size):
+        return MemoryVerdict(False, "invalid: expert parallelism needs a mixture-of-experts "
+                             "model whose experts tp divides")
     try:
         deployment = build_deployment(problem.spec_for(layout.weight_dtype), serve,
                                       parallel=parallel)

@@ -11,7 +11,6 @@ from .launch import launch_lines
 from .memory import MemoryCheck
 from .problem import Problem
 from .space import Axes, ladders, layouts
-from .timemodel import PP_NOTE, TP_NOTE
 
 
 def plan_batches(problem: Problem, axes: Axes) -> tuple[list[Batch], dict]:
@@ -74,8 +73,7 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
                                                  utilization)} if r["meets_slo"] else r
                      for r in front],
         "candidates": rows,
-        "time_model_notes": sorted({n for r in rows for n in r["time_model_notes"]}
-                                   & {TP_NOTE, PP_NOTE}),
+        "time_model_notes": sorted({n for r in rows for n in r["time_model_notes"]}),
         "elapsed_s": round(time.perf_counter() - started, 3),
     }
 

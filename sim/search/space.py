@@ -18,6 +18,7 @@ class Layout:
     kv_dtype: str
     max_num_seqs: int
     max_num_batched_tokens: int
+    expert_parallel: bool = False  # vLLM's --enable-expert-parallel across the tp ranks
 
     @property
     def world_size(self) -> int:
@@ -28,7 +29,7 @@ class Layout:
     def label(self) -> str:
         return (f"{self.device} tp{self.tensor_parallel_size} pp{self.pipeline_parallel_size} "
                 f"w{self.weight_dtype}/kv{self.kv_dtype} s{self.max_num_seqs} "
-                f"b{self.max_num_batched_tokens}")
+                f"b{self.max_num_batched_tokens}" + (" ep" if self.expert_parallel else ""))
 
 
 @dataclass(frozen=True, order=True)
@@ -77,11 +78,13 @@ class Axes:
     replicas: tuple[int, ...] | None = None
     ratios: tuple[tuple[int, int], ...] = ()
     max_gpus: int = 8
+    expert_parallel: tuple[bool, ...] = (False,)
 
 
 def layouts(axes: Axes) -> list[Layout]:
     """Every layout whose replica fits in max_gpus, in one fixed order; a token budget below
-    max_num_seqs is left out (chunked prefill needs every running sequence to decode)."""
+    max_num_seqs is left out (chunked prefill needs every running sequence to decode), and so
+    is expert parallelism on one tp rank (nothing to spread the experts over)."""
     out = []
     for dev in axes.devices:
         for tp in axes.tensor_parallel_sizes:
@@ -91,8 +94,9 @@ def layouts(axes: Axes) -> list[Layout]:
                 for w in axes.weight_dtypes:
                     for kv in axes.kv_dtypes:
                         for seqs in axes.max_num_seqs:
-                            out += [Layout(dev, tp, pp, w, kv, seqs, tokens)
-                                    for tokens in axes.max_num_batched_tokens if tokens >= seqs]
+                            out += [Layout(dev, tp, pp, w, kv, seqs, tokens, ep)
+                                    for tokens in axes.max_num_batched_tokens if tokens >= seqs
+                                    for ep in axes.expert_parallel if tp > 1 or not ep]
     return sorted(out)
 
 

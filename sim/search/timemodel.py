@@ -1,31 +1,30 @@
-"""The one place a layout's tensor and pipeline parallelism reach the simulator's time model."""
+"""The one place a search's layouts reach the simulator's time model: its own per-rank step
+model (sim/rank_model.py), the same one `simulate -tp/-pp` prices with."""
 
 from servecap.ledger.devices import find
+from servecap.ledger.model import ModelSpec
 from servecap.ledger.ranks import Deployment
-from servecap.sim.roofline import Coefficients, coefficients
-
-# Said beside every result priced with tp or pp > 1, so no figure hides what is not priced.
-TP_NOTE = ("tp > 1 priced from the binding rank: its weight and KV bytes, FLOPs / tp; "
-           "all-reduce collectives are not priced yet (optimistic)")
-PP_NOTE = ("pp > 1 priced as stages run one after another (each iteration crosses every "
-           "stage, no micro-batch overlap: throughput understated); send/recv not priced")
+from servecap.sim.efficiency import for_device
+from servecap.sim.rank_model import rank_coefficients
+from servecap.sim.roofline import Coefficients
 
 
-def parallel_coefficients(deployment: Deployment, device_name: str,
-                          step_overhead_s: float) -> tuple[Coefficients, tuple[str, ...]]:
-    """Iteration coefficients of one replica of tp x pp GPUs, and the notes on what is not
-    priced. A rank computes 1/tp of each layer's FLOPs and reads its own shard of weights and
-    KV (the binding rank's ledger); an iteration crosses the pp stages one after another,
-    so each coefficient is pp x the binding stage's. t = max(FLOPs / flops_per_s,
-    bytes / bandwidth) + overhead per iteration, as in roofline.iteration_s.
-    When the simulator prices tp and pp itself, only this function changes."""
+def parallel_coefficients(spec: ModelSpec, deployment: Deployment, device_name: str,
+                          step_overhead_s: float, expert_parallel: bool = False
+                          ) -> tuple[Coefficients, tuple[str, ...]]:
+    """Step-model coefficients of one replica of tp x pp GPUs, as `simulate` builds them: the
+    binding stage's rank (its weight and KV bytes, its share of the FLOPs and attention, the
+    ring all-reduces and pipeline sends over the device's interconnect), at the weights'
+    dtype's GEMM peak and the device's measured efficiency table (speed of light where the
+    catalog has none); expert_parallel turns each MoE layer's second all-reduce into an
+    all-to-all. Also the notes that say which table priced it."""
     device = find(device_name)
-    tp = deployment.parallel.tensor_parallel_size
-    pp = deployment.parallel.pipeline_parallel_size
-    plan = deployment.plan
-    weights = plan.line("weights") + plan.line("weight_metadata")
-    coef = coefficients(pp * weights, pp * plan.kv_bytes_per_token,
-                        -(-plan.active_parameters // tp), device.bandwidth_bytes_per_s,
-                        device.bf16_flops_per_s, step_overhead_s)
-    notes = (TP_NOTE,) * (tp > 1) + (PP_NOTE,) * (pp > 1)
-    return coef, notes
+    weight_dtype = deployment.plan.serve.weight_dtype
+    measured = for_device(device.name)
+    coef = rank_coefficients(spec, deployment, device.bandwidth_bytes_per_s,
+                             device.flops_per_s(weight_dtype), step_overhead_s, device,
+                             measured, expert_parallel)
+    note = (f"step model: measured efficiency table {measured.source}" if measured else
+            f"step model: speed of light on {device.name} (no measured efficiency table: "
+            f"optimistic)")
+    return coef, (note,)

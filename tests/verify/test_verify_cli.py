@@ -192,18 +192,24 @@ def test_xlsx_fills_the_verification_sheet(tmp_path) -> None:
     assert again.exit_code == 2 and "--force" in again.stderr
 
 
-def test_calibration_out_holds_only_simulator_coefficient_names(tmp_path) -> None:
+def test_calibration_out_is_the_simulators_fit_and_simulate_reads_it(tmp_path) -> None:
     path = tmp_path / "coeffs.json"
     result = _invoke("--output-tokens", "8", "--calibration-out", str(path))
     assert result.exit_code == 0, result.stderr
-    coef = json.loads(path.read_text())
-    assert set(coef) <= {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
-                         "bandwidth_bytes_per_s", "flops_per_s", "step_overhead_s",
-                         "swap_bandwidth_bytes_per_s"}
+    assert "step time fit (declared load" in result.stdout
+    fit = json.loads(path.read_text())
+    assert set(fit) == {"coefficients", "residual_cv", "rms_residual_s", "num_samples",
+                        "num_compute_bound"}  # what sim.calibrate.fit_step_model returns
+    coef = fit["coefficients"]
+    assert set(coef) == {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
+                         "bandwidth_bytes_per_s", "flops_per_s",
+                         "attention_flops_per_token_pair", "attention_flops_per_s",
+                         "step_overhead_s", "step_time_cv"}
     assert coef["weights_bytes"] == 106_816 * 4 and coef["kv_bytes_per_token"] == 512
     assert coef["flops_per_token"] == 2 * 106_816
     assert coef["bandwidth_bytes_per_s"] > 0 and coef["flops_per_s"] > 0
-    assert coef["step_overhead_s"] >= 0
+    assert coef["step_overhead_s"] >= 0 and fit["num_samples"] >= 3
+    assert coef["step_time_cv"] == fit["residual_cv"]
     workload = tmp_path / "load.yaml"
     workload.write_text("name: load\nseed: 1\nnum_requests: 3\n"
                         "arrivals: {kind: fixed, times_s: [0, 0, 0]}\n"
@@ -216,7 +222,7 @@ def test_calibration_out_holds_only_simulator_coefficient_names(tmp_path) -> Non
     assert sim.exit_code == 0, sim.output
     used = json.loads(sim.stdout)["coefficients"]
     assert used["source"] == f"measured: {path}"
-    assert {k: used[k] for k in coef} == coef
+    assert {k: used[k] for k in coef} == pytest.approx(coef)
 
 
 def test_the_simulator_replays_the_same_load() -> None:
