@@ -11,14 +11,15 @@ import logging
 import os
 import pickle
 import tempfile
+import time
 from dataclasses import replace
 from datetime import timedelta
+from multiprocessing import connection as mp_connection
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch.multiprocessing.spawn import ProcessException
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
@@ -35,6 +36,9 @@ from .verify import (
     verify,
 )
 
+# how gloo and NCCL say the other end of a collective went away (a consequence, not a cause)
+PEER_SIGNS = ("Connection closed by peer", "Connection reset by peer", "Read error",
+              "Broken pipe", "NCCL communicator was aborted")
 PEER_STOPPED = "peer_stopped"  # a rank whose collective broke because another rank left
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # last resort; a failing rank stops the others first
 
@@ -49,13 +53,39 @@ def verify_parallel(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
     # torch logs a warning as it stops the other ranks: that is the designed path, not news
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            mp.spawn(_rank_main, args=(size, spec, serve, options, tmp), nprocs=size,
-                     join=True)
-        except ProcessException as exc:
-            return replace(_failed(Path(tmp), size, exc), spec=spec, serve=serve)
+        context = mp.spawn(_rank_main, args=(size, spec, serve, options, tmp), nprocs=size,
+                           join=False)
+        failed = _join(context.processes)
+        if failed is not None:
+            return replace(_failed(Path(tmp), size, failed), spec=spec, serve=serve)
         results = [_collect(Path(tmp) / f"rank{r}.pkl") for r in range(size)]
     return ParallelResult(tuple(results), binding_rank(results))
+
+
+def _join(processes, grace_s: float = 10.0) -> str | None:
+    """Wait for every rank. When one fails, the others get `grace_s` to write their own
+    finding and leave (a rank that failed first may be the one that saw a peer go, not the
+    cause) before they are stopped; returns how the first failing rank ended, or None."""
+    first = None
+    deadline = None
+    while any(p.is_alive() for p in processes):
+        alive = [p for p in processes if p.is_alive()]
+        mp_connection.wait([p.sentinel for p in alive], timeout=0.2)
+        for rank, p in enumerate(processes):
+            if first is None and not p.is_alive() and p.exitcode != 0:
+                first = f"process {rank} terminated with exit code {p.exitcode}"
+                deadline = time.monotonic() + grace_s
+        if deadline is not None and time.monotonic() > deadline:
+            for p in processes:
+                if p.is_alive():
+                    p.terminate()
+            break
+    for p in processes:
+        p.join()
+    if first is None:
+        bad = [(r, p.exitcode) for r, p in enumerate(processes) if p.exitcode != 0]
+        first = f"process {bad[0][0]} terminated with exit code {bad[0][1]}" if bad else None
+    return first
 
 
 def _rank_main(rank: int, size: int, spec: ModelSpec, serve: ServeSpec,
@@ -78,15 +108,19 @@ def _rank_main(rank: int, size: int, spec: ModelSpec, serve: ServeSpec,
     except Exception as exc:  # noqa: BLE001 - any other error on a rank is that rank failing
         _write(tmp, rank, ("failed", _rank_error(rank, exc)))
         os._exit(1)
-    dist.barrier()  # every rank done before any tears its connections down
-    dist.destroy_process_group()
+    try:
+        dist.barrier()  # every rank done before any tears its connections down
+        dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001 - a peer that failed after this rank finished
+        _write(tmp, rank, ("failed", _rank_error(rank, exc)))
+        os._exit(1)
     _write(tmp, rank, outcome)
 
 
 def _rank_error(rank: int, exc: Exception) -> Failure:
     """A collective that broke because a peer left is a consequence, not a cause."""
     text = str(exc).splitlines()[0] if str(exc) else ""
-    if isinstance(exc, dist.DistError) or "Connection closed by peer" in text:
+    if isinstance(exc, dist.DistError) or any(sign in text for sign in PEER_SIGNS):
         return Failure(PEER_STOPPED, f"rank {rank} stopped", f"rank {rank}: a peer left: {text}")
     return Failure("rank_failed", f"rank {rank} failed",
                    f"rank {rank}: {type(exc).__name__}: {text}")
@@ -99,7 +133,7 @@ def _write(tmp: str, rank: int, outcome) -> None:
     os.replace(path.with_suffix(".tmp"), path)
 
 
-def _failed(tmp: Path, size: int, exc: Exception) -> ParallelResult:
+def _failed(tmp: Path, size: int, exc: str) -> ParallelResult:
     """The ranks' own findings; a rank that left none is named with how it ended."""
     failures = []
     for rank in range(size):
