@@ -81,3 +81,56 @@ def test_cli_says_where_speculation_still_helps_when_no_compared_batch_breaks_ev
     assert "still helps at batch 4, the largest compared" in out
     out = CliRunner().invoke(app, [*args, "--acceptance", "0.3"]).stdout
     assert "stops helping at batch 1" in out
+
+
+def _plans(context=1024):
+    from servecap.cli.sim_inputs import SimFlags, rank_for
+
+    flags = SimFlags(device="h100-80gb", context=context)
+    return rank_for("llama-3.1-8b", flags).plan, rank_for("llama-3.2-1b-instruct", flags).plan
+
+
+def test_the_draft_takes_its_weights_and_kv_from_the_targets_ceiling():
+    from servecap.ledger.plan import memory_ceiling
+    from servecap.sim.speculative import ceiling_with_draft
+
+    target, draft = _plans()
+    memory = ceiling_with_draft(target, draft)
+    assert memory["target_only_memory_ceiling_requests"] == target.memory_ceiling_requests == 444
+    draft_weights = draft.line("weights") + draft.line("weight_metadata")
+    assert memory["draft_weights_bytes"] == draft_weights
+    assert memory["draft_kv_bytes_per_token"] == draft.kv_bytes_per_token
+    expected = (target.device_bytes - target.fixed_bytes - draft_weights) // (
+        target.kv_bytes_per_request + draft.kv_bytes_per_request)
+    assert memory["memory_ceiling_requests"] == expected == memory_ceiling(
+        target.device_bytes, target.fixed_bytes + draft_weights,
+        target.kv_bytes_per_request + draft.kv_bytes_per_request)
+    assert memory["memory_ceiling_requests"] < 444
+
+
+def test_batches_past_the_ceiling_are_not_compared_and_the_ceiling_is():
+    from servecap.sim.speculative import batches_within
+
+    assert batches_within([1, 64, 256, 512], 340) == ([1, 64, 256, 340], [512])
+    assert batches_within([1, 340, 512], 340) == ([1, 340], [512])
+    assert batches_within([1, 8], 340) == ([1, 8], [])
+    with pytest.raises(SpecError):
+        batches_within([1], 0)
+
+
+def test_cli_caps_batches_at_the_memory_ceiling_and_says_so():
+    import json
+
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    args = ["speculate", "llama-3.1-8b", "--device", "h100-80gb", "--draft",
+            "llama-3.2-1b-instruct", "--context", "1024"]
+    report = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    ceiling = report["memory"]["memory_ceiling_requests"]
+    assert [r["batch"] for r in report["rows"]][-1] == ceiling < 444
+    assert report["batches_beyond_ceiling"] == [512]
+    out = CliRunner().invoke(app, args, terminal_width=80).stdout
+    assert "not compared: batch 512 beyond that ceiling" in out
+    assert "(444 without)" in out
