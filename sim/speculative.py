@@ -85,14 +85,20 @@ def break_even_batch(rows: list[dict]) -> int | None:
     return next((r["batch"] for r in rows if r["speedup"] < 1), None)
 
 
+def draft_fixed_bytes(draft: Plan) -> int:
+    """What a resident draft adds to the target's fixed lines: its weights and weight
+    metadata, bytes. Its runtime peak and safety reserve are not added: its activations live
+    between the target's passes, and the safety reserve is the device's, counted once."""
+    return draft.line("weights") + draft.line("weight_metadata")
+
+
 def ceiling_with_draft(target: Plan, draft: Plan) -> dict:
     """The target's memory-only ceiling with the draft resident on the same device: the
     ledger's own ceiling (ledger.plan.memory_ceiling, requests) with the draft's weights and
-    weight metadata added to the target's fixed lines and the draft's KV per request (same
-    context, same block size) added to the target's. The draft's runtime peak and safety
-    reserve are not added: its activations live between the target's passes, and the safety
-    reserve is the device's, counted once. Both plans are one rank's, at one context."""
-    draft_weights = draft.line("weights") + draft.line("weight_metadata")
+    weight metadata added to the target's fixed lines (draft_fixed_bytes) and the draft's KV
+    per request (same context, same block size) added to the target's. Both plans are one
+    rank's, at one context."""
+    draft_weights = draft_fixed_bytes(draft)
     per_request = target.kv_bytes_per_request + draft.kv_bytes_per_request
     return {"memory_ceiling_requests": memory_ceiling(
                 target.device_bytes, target.fixed_bytes + draft_weights, per_request),

@@ -134,3 +134,37 @@ def test_cli_caps_batches_at_the_memory_ceiling_and_says_so():
     out = CliRunner().invoke(app, args, terminal_width=80).stdout
     assert "not compared: batch 512 beyond that ceiling" in out
     assert "(444 without)" in out
+
+
+def test_simulate_admits_against_a_pool_the_draft_shares():
+    from servecap.sim.kvpool import pool_blocks
+    from servecap.sim.speculative import ceiling_with_draft, draft_fixed_bytes
+
+    target, draft = _plans()
+    alone, shared = pool_blocks(target, 16), pool_blocks(target, 16, draft)
+    assert shared == (target.device_bytes - target.fixed_bytes - draft_fixed_bytes(draft)) // (
+        (target.kv_bytes_per_token + draft.kv_bytes_per_token) * 16)
+    # the pool shrinks as the ceiling does: 1,024-token requests, 64 blocks each
+    assert shared // 64 == ceiling_with_draft(target, draft)["memory_ceiling_requests"]
+    assert alone // 64 == target.memory_ceiling_requests
+
+
+def test_simulate_reports_the_drafts_share_of_the_pool(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    work = tmp_path / "w.yaml"
+    work.write_text(json.dumps({"seed": 1, "num_requests": 5, "arrivals": {
+        "kind": "poisson", "rate_per_s": 2}, "prompt_tokens": {"kind": "fixed", "value": 64},
+        "output_tokens": {"kind": "fixed", "value": 8}}))
+    args = ["simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", str(work),
+            "--json"]
+    plain = json.loads(CliRunner().invoke(app, args).stdout)["kv_pool"]
+    drafted = json.loads(CliRunner().invoke(
+        app, [*args, "--draft", "llama-3.2-1b-instruct"]).stdout)["kv_pool"]
+    assert drafted["num_blocks"] < plain["num_blocks"]
+    assert drafted["pool_bytes"] == plain["pool_bytes"] - drafted["draft_weights_bytes"]
+    assert drafted["draft_kv_bytes_per_token"] == 32_768
