@@ -20,7 +20,7 @@ Opt = typer.Option
 
 
 def cost(model: Annotated[str | None, typer.Argument(
-             help="Model to simulate at saturation (omit with --tokens-per-s).")] = None,
+             help="Model to simulate (omit with --tokens-per-s).")] = None,
          gpu_price: Annotated[float, Opt(help="On-demand dollars per GPU-hour.")] = 2.0,
          reserved_price: Annotated[float | None, Opt(help="Reserved (committed) dollars per "
                                                      "GPU-hour, priced beside on-demand.")]
@@ -31,8 +31,8 @@ def cost(model: Annotated[str | None, typer.Argument(
                                                 "to break even against.")] = None,
          input_price: Annotated[float | None, Opt(help="API dollars per million input tokens "
                                                   "(with --api-price).")] = None,
-         tokens_per_s: Annotated[float | None, Opt(help="Measured output tokens/s (instead "
-                                                   "of simulating).")] = None,
+         tokens_per_s: Annotated[float | None, Opt(help="Measured output tokens/s of the whole "
+                                                   "deployment (instead of simulating).")] = None,
          input_tokens_per_s: Annotated[float | None, Opt(help="Measured input tokens/s "
                                                          "(with --tokens-per-s).")] = None,
          device: o.Device = None, bandwidth: o.Bandwidth = None, flops: o.Flops = None,
@@ -46,14 +46,14 @@ def cost(model: Annotated[str | None, typer.Argument(
          speed_of_light: o.SpeedOfLight = False, as_json: o.Json = False) -> None:
     """Self-hosted $ per million output tokens at full load and at --utilization.
 
-    Output tokens/s come from --tokens-per-s, or from simulating MODEL's --workload: at the
-    capacity under --slo-ttft/--slo-tpot (as `servecap sweep` finds it), else with every
-    request offered at once (saturation). Every GPU of the deployment is paid for
-    (-tp x -pp x --replicas). Examples:
+    Output tokens/s come from --tokens-per-s, or from simulating MODEL's
+    --workload: at the capacity under --slo-ttft/--slo-tpot (as sweep finds
+    it), else with every request offered at once (saturation). Every GPU is
+    paid for: -tp x -pp x --replicas. Examples:
 
-      servecap cost --tokens-per-s 1000 --gpu-price 2 --utilization 0.3 --api-price 0.6
-      servecap cost llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml \\
-          --slo-ttft 500ms --slo-tpot 50ms --gpu-price 2 --reserved-price 1.4
+      servecap cost --tokens-per-s 1000 --gpu-price 2 --utilization 0.3
+      servecap cost llama-3.1-8b --device h100-80gb \\
+          --workload workloads/chat.yaml --slo-ttft 500ms --slo-tpot 50ms
     """
     flags = SimFlags(device, bandwidth, flops, step_overhead, None, workload, None, (policy,),
                      slo_ttft=slo_ttft, slo_itl=slo_itl, replicas=replicas,
@@ -62,13 +62,7 @@ def cost(model: Annotated[str | None, typer.Argument(
                      speed_of_light=speed_of_light)
     rates = _rates(model, flags, tokens_per_s, input_tokens_per_s, target)
     num_gpus = tensor_parallel_size * pipeline_parallel_size * replicas
-    if input_price is not None and (api_price is None or rates["input_tokens_per_s"] is None):
-        raise SpecError("--input-price", input_price, "an API's input price needs --api-price "
-                        "and input tokens/s (--input-tokens-per-s, or a simulated workload)")
-    report = cost_report(gpu_price * num_gpus, rates.pop("output_tokens_per_s"), utilization,
-                         api_price, rates.pop("input_tokens_per_s"), input_price)
-    report |= rates | {"num_gpus": num_gpus, "gpu_price_per_h": gpu_price,
-                       "deployment_usd_per_h": gpu_price * num_gpus}
+    report = _priced(rates, num_gpus, gpu_price, utilization, api_price, input_price)
     if reserved_price is not None:
         report |= {"reserved_price_per_h": reserved_price,
                    "reserved_pays_above_utilization": reserved_price / gpu_price}
@@ -77,6 +71,19 @@ def cost(model: Annotated[str | None, typer.Argument(
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         _render(report, Console())
+
+
+def _priced(rates: dict, num_gpus: int, gpu_price: float, utilization: float,
+            api_price: float | None, input_price: float | None) -> dict:
+    """cost_report for the whole deployment's $/h, with where its tokens/s came from."""
+    rates = dict(rates)
+    if input_price is not None and (api_price is None or rates["input_tokens_per_s"] is None):
+        raise SpecError("--input-price", input_price, "an API's input price needs --api-price "
+                        "and input tokens/s (--input-tokens-per-s, or a simulated workload)")
+    report = cost_report(gpu_price * num_gpus, rates.pop("output_tokens_per_s"), utilization,
+                         api_price, rates.pop("input_tokens_per_s"), input_price)
+    return report | rates | {"num_gpus": num_gpus, "gpu_price_per_h": gpu_price,
+                             "deployment_usd_per_h": gpu_price * num_gpus}
 
 
 def _rates(model: str | None, flags: SimFlags, tokens_per_s: float | None,
