@@ -78,21 +78,24 @@ def _render(report: dict, console: Console) -> None:
     _render_memory(report, console)
     edge = report["break_even_batch"]
     largest = max(r["batch"] for r in report["rows"])
+    limit = "the memory ceiling" if report["batches_beyond_ceiling"] else \
+        "the largest compared (--batches)"
     console.print(f"stops helping at batch {edge}" if edge else
-                  f"still helps at batch {largest:,}, the largest compared (--batches)")
+                  f"still helps at batch {largest:,}, {limit}")
 
 
 def _render_memory(report: dict, console: Console) -> None:
     mem = report["memory"]
-    console.print(f"memory-only ceiling with the draft: {mem['memory_ceiling_requests']:,} "
-                  f"requests of {mem['context_tokens']:,} tokens "
+    ceiling = mem["memory_ceiling_requests"]
+    console.print(f"memory-only ceiling with the draft: {ceiling:,} "
+                  f"request{'' if ceiling == 1 else 's'} of {mem['context_tokens']:,} tokens "
                   f"({mem['target_only_memory_ceiling_requests']:,} without)")
     console.print(f"the draft's share: weights {mem['draft_weights_bytes'] / GiB:.2f} GiB, "
                   f"KV {mem['draft_kv_bytes_per_token']:,} B per token")
     if report["batches_beyond_ceiling"]:
         beyond = ", ".join(f"{b:,}" for b in report["batches_beyond_ceiling"])
-        console.print(f"not compared: batch {beyond} beyond that ceiling; batch "
-                      f"{mem['memory_ceiling_requests']:,} compared in their place")
+        console.print(f"not compared, beyond that ceiling: batch {beyond}")
+        console.print(f"compared in their place: batch {ceiling:,}")
 
 
 def _batches(text: str) -> list[int]:

@@ -132,7 +132,8 @@ def test_cli_caps_batches_at_the_memory_ceiling_and_says_so():
     assert [r["batch"] for r in report["rows"]][-1] == ceiling < 444
     assert report["batches_beyond_ceiling"] == [512]
     out = CliRunner().invoke(app, args, terminal_width=80).stdout
-    assert "not compared: batch 512 beyond that ceiling" in out
+    assert "not compared, beyond that ceiling: batch 512" in out
+    assert "still helps at batch" not in out or "the memory ceiling" in out
     assert "(444 without)" in out
 
 
