@@ -8,9 +8,8 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
-from servecap.sim.cost import cost_report
-from servecap.sim.metrics import summarize
-from servecap.sim.run import simulate
+from servecap.sim.cost import cost_report, reserved_report
+from servecap.sim.deploy import run_deployment
 from servecap.sim.sweep import saturated
 
 from . import sim_options as o
@@ -21,67 +20,155 @@ Opt = typer.Option
 
 
 def cost(model: Annotated[str | None, typer.Argument(
-             help="Model to simulate at saturation (omit with --tokens-per-s).")] = None,
-         gpu_price: Annotated[float, Opt(help="Dollars per GPU-hour.")] = 2.0,
+             help="Model to simulate (omit with --tokens-per-s).")] = None,
+         gpu_price: Annotated[float, Opt(help="On-demand dollars per GPU-hour.")] = 2.0,
+         reserved_price: Annotated[float | None, Opt(help="Reserved (committed) dollars per "
+                                                     "GPU-hour, priced beside on-demand.")]
+         = None,
          utilization: Annotated[float, Opt(help="Share of the hour the GPU does useful "
                                            "work.")] = 1.0,
          api_price: Annotated[float | None, Opt(help="API dollars per million output tokens "
                                                 "to break even against.")] = None,
-         tokens_per_s: Annotated[float | None, Opt(help="Measured output tokens/s (instead "
-                                                   "of simulating).")] = None,
+         input_price: Annotated[float | None, Opt(help="API dollars per million input tokens "
+                                                  "(with --api-price).")] = None,
+         tokens_per_s: Annotated[float | None, Opt(help="Measured output tokens/s of the whole "
+                                                   "deployment (instead of simulating).")] = None,
+         input_tokens_per_s: Annotated[float | None, Opt(help="Measured input tokens/s "
+                                                         "(with --tokens-per-s).")] = None,
          device: o.Device = None, bandwidth: o.Bandwidth = None, flops: o.Flops = None,
          step_overhead: o.StepOverhead = "0ms", workload: o.Workload = None,
          policy: Annotated[str, Opt(help="Scheduler policy simulated.")] = "continuous",
+         slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None,
+         target: Annotated[float, Opt(help="SLO attainment the capacity must reach (share "
+                                      "of requests).")] = 0.9,
          tensor_parallel_size: o.TensorParallel = 1,
-         pipeline_parallel_size: o.PipelineParallel = 1,
+         pipeline_parallel_size: o.PipelineParallel = 1, replicas: o.Replicas = 1,
          speed_of_light: o.SpeedOfLight = False, as_json: o.Json = False) -> None:
     """Self-hosted $ per million output tokens at full load and at --utilization.
 
-    Output tokens/s come from --tokens-per-s, or from simulating MODEL's --workload with
-    every request offered at once (the saturation throughput). Examples:
+    Output tokens/s come from --tokens-per-s, or from simulating MODEL's
+    --workload: at the capacity under --slo-ttft/--slo-tpot (as sweep finds
+    it), else with every request offered at once (saturation). Every GPU is
+    paid for: -tp x -pp x --replicas. Examples:
 
-      servecap cost --tokens-per-s 1000 --gpu-price 2 --utilization 0.3 --api-price 0.6
-      servecap cost llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml --gpu-price 2
+      servecap cost --tokens-per-s 1000 --gpu-price 2 --utilization 0.3
+      servecap cost llama-3.1-8b --device h100-80gb \\
+          --workload workloads/chat.yaml --slo-ttft 500ms --slo-tpot 50ms
     """
-    if tokens_per_s is not None and not MIN_TOKENS_PER_S <= tokens_per_s < math.inf:
-        raise SpecError("--tokens-per-s", tokens_per_s, f"output tokens/s, at least "
-                        f"{MIN_TOKENS_PER_S:g} (a slower rate prices a token past any float)")
-    rate, source = tokens_per_s, "given"
-    if rate is None:
-        rate, source = _simulated_rate(model, SimFlags(
-            device, bandwidth, flops, step_overhead, None, workload, None, (policy,),
-            tensor_parallel_size=tensor_parallel_size,
-            pipeline_parallel_size=pipeline_parallel_size, speed_of_light=speed_of_light))
-    num_gpus = tensor_parallel_size * pipeline_parallel_size
-    report = cost_report(gpu_price * num_gpus, rate, utilization, api_price) | {
-        "tokens_source": source, "num_gpus": num_gpus, "gpu_price_per_h": gpu_price}
+    flags = SimFlags(device, bandwidth, flops, step_overhead, None, workload, None, (policy,),
+                     slo_ttft=slo_ttft, slo_itl=slo_itl, replicas=replicas,
+                     tensor_parallel_size=tensor_parallel_size,
+                     pipeline_parallel_size=pipeline_parallel_size,
+                     speed_of_light=speed_of_light)
+    rates = _rates(model, flags, tokens_per_s, input_tokens_per_s, target)
+    num_gpus = tensor_parallel_size * pipeline_parallel_size * replicas
+    report = _priced(rates, num_gpus, gpu_price, utilization, api_price, input_price)
+    if reserved_price is not None:
+        report |= {"reserved_price_per_h": reserved_price,
+                   "reserved_pays_above_utilization": reserved_price / gpu_price}
+        report |= reserved_report(reserved_price * num_gpus, report)
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         _render(report, Console())
 
 
-def _simulated_rate(model: str | None, flags: SimFlags) -> tuple[float, str]:
+def _priced(rates: dict, num_gpus: int, gpu_price: float, utilization: float,
+            api_price: float | None, input_price: float | None) -> dict:
+    """cost_report for the whole deployment's $/h, with where its tokens/s came from."""
+    rates = dict(rates)
+    if input_price is not None and (api_price is None or rates["input_tokens_per_s"] is None):
+        raise SpecError("--input-price", input_price, "an API's input price needs --api-price "
+                        "and input tokens/s (--input-tokens-per-s, or a simulated workload)")
+    report = cost_report(gpu_price * num_gpus, rates.pop("output_tokens_per_s"), utilization,
+                         api_price, rates.pop("input_tokens_per_s"), input_price)
+    return report | rates | {"num_gpus": num_gpus, "gpu_price_per_h": gpu_price,
+                             "deployment_usd_per_h": gpu_price * num_gpus}
+
+
+def _rates(model: str | None, flags: SimFlags, tokens_per_s: float | None,
+           input_tokens_per_s: float | None, target: float) -> dict:
+    """Output and input tokens/s, where they come from, and the capacity they were taken at."""
+    slo_given = flags.slo_ttft is not None or flags.slo_itl is not None
+    if tokens_per_s is None:
+        return _simulated(model, flags, target) if slo_given else _saturation(model, flags)
+    if slo_given:
+        raise SpecError("--slo-ttft/--slo-tpot", flags.slo_ttft or flags.slo_itl, "price a "
+                        "simulated capacity: give MODEL and --workload, not --tokens-per-s")
+    for name, value in (("--tokens-per-s", tokens_per_s),
+                        ("--input-tokens-per-s", input_tokens_per_s)):
+        if value is not None and not MIN_TOKENS_PER_S <= value < math.inf:
+            raise SpecError(name, value, f"tokens/s, at least {MIN_TOKENS_PER_S:g} (a slower "
+                            "rate prices a token past any float)")
+    return {"output_tokens_per_s": tokens_per_s, "input_tokens_per_s": input_tokens_per_s,
+            "tokens_source": "given", "priced_at": "given"}
+
+
+def _need_workload(model: str | None, flags: SimFlags) -> None:
     if model is None or flags.workload is None:
         raise SpecError("--tokens-per-s", None, "give measured output tokens/s, or a MODEL "
                         "and --workload to simulate")
+
+
+def _saturation(model: str | None, flags: SimFlags) -> dict:
+    _need_workload(model, flags)
     setup = build_setup(model, flags)
-    result = simulate(saturated(setup.workload), setup.coefficients, setup.configs[0],
-                      setup.num_blocks)
-    rate = summarize(result)["output_tokens_per_s"]
-    return rate, f"simulated saturation, {flags.policies[0]}, {flags.workload}"
+    summary = run_deployment(saturated(setup.workload), setup.coefficients, setup.configs[0],
+                             setup.num_blocks, setup.deployment, setup.slo)[-1].summary
+    return {"output_tokens_per_s": summary["output_tokens_per_s"],
+            "input_tokens_per_s": summary["input_tokens_per_s"], "priced_at": "saturation",
+            "tokens_source": f"simulated saturation, {flags.policies[0]}, {flags.workload}"}
+
+
+def _simulated(model: str | None, flags: SimFlags, target: float) -> dict:
+    """The sweep's capacity point: the highest offered rate where `target` of the requests
+    meet every SLO (servecap sweep's own functions)."""
+    from .sweep_cmd import capacity_point, run_envelope
+
+    _need_workload(model, flags)
+    report = run_envelope(build_setup(model, flags), target, None, 10, True)
+    point, _ = capacity_point(report)
+    if not point["meets_slo"]:
+        raise SpecError("--slo-ttft/--slo-tpot", flags.slo_ttft or flags.slo_itl,
+                        f"targets met by {target:.0%} of requests at some swept rate: none "
+                        f"was, down to {point['rate_per_s']:.2f} req/s")
+    return {"output_tokens_per_s": point["output_tokens_per_s"],
+            "input_tokens_per_s": point["input_tokens_per_s"], "priced_at": "slo_capacity",
+            "capacity_rps": point["rate_per_s"], "target_attainment": target,
+            "tokens_source": f"simulated SLO capacity, {point['rate_per_s']:.2f} req/s, "
+                             f"{flags.policies[0]}, {flags.workload}"}
 
 
 def _render(report: dict, console: Console) -> None:
     console.print(f"{report['output_tokens_per_s']:,.1f} output tokens/s "
-                  f"({report['tokens_source']}) at ${report['gpu_price_per_h']:g}/GPU-hour"
-                  f" x {report['num_gpus']} GPU(s)")
+                  f"({report['tokens_source']})")
+    console.print(f"on {report['num_gpus']} GPU(s) at ${report['gpu_price_per_h']:g}/GPU-hour"
+                  f" on demand: ${report['deployment_usd_per_h']:,.2f} per hour")
     console.print(f"full load:           ${report['usd_per_million_full_load']:,.2f} per "
                   "million output tokens")
     console.print(f"at {report['utilization']:.0%} utilization: "
                   f"${report['usd_per_million_at_utilization']:,.2f} per million")
     if "break_even_utilization" in report:
-        share = report["break_even_utilization"]
-        verdict = "never (above 100 %)" if share > 1 else f"{share:.1%}"
-        console.print(f"break-even vs API at ${report['api_price_per_million']:g}/million: "
-                      f"utilization {verdict}")
+        console.print(_break_even(report, report["break_even_utilization"]))
+    if "reserved_price_per_h" in report:
+        _render_reserved(report, console)
+
+
+def _break_even(report: dict, share: float) -> str:
+    verdict = "never (above 100 %)" if share > 1 else f"{share:.1%}"
+    inputs = f" + ${report['api_input_price_per_million']:g} input" \
+        if "api_input_price_per_million" in report else ""
+    return (f"break-even vs API at ${report['api_price_per_million']:g}/million{inputs}: "
+            f"utilization {verdict}")
+
+
+def _render_reserved(report: dict, console: Console) -> None:
+    console.print(f"reserved at ${report['reserved_price_per_h']:g}/GPU-hour: "
+                  f"${report['reserved_usd_per_million_full_load']:,.2f} per million at full "
+                  f"load, ${report['reserved_usd_per_million_at_utilization']:,.2f} at "
+                  f"{report['utilization']:.0%}")
+    console.print(f"reserving beats on-demand released when idle above "
+                  f"{report['reserved_pays_above_utilization']:.0%} of the hours in use")
+    if "reserved_break_even_utilization" in report:
+        console.print("reserved " + _break_even(report,
+                                                report["reserved_break_even_utilization"]))

@@ -113,6 +113,7 @@ class Setup:
     slo: SLO
     source: str
     deployment: Deployment = Deployment()
+    draft: Plan | None = None  # the resident draft's ledger (--draft), sharing the pool
 
 
 def parse_bandwidth(text: str, field: str = "--bandwidth") -> float:
@@ -176,7 +177,8 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
     ranked = rank_for(model, flags)
     plan = ranked.plan
     coef = device_coefficients(ranked, flags)
-    speculation = speculation_for(flags)
+    drafted = draft_plan(flags.draft, _draft_flags(flags)) if flags.draft else None
+    speculation = speculation_for(flags, drafted)
     configs = tuple(SchedulerConfig(
         policy=p, max_num_batched_tokens=flags.max_num_batched_tokens,
         max_num_seqs=flags.max_num_seqs, block_size_tokens=flags.block_size,
@@ -188,14 +190,16 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
         raise SpecError("--concurrency", flags.concurrency, "closed loop runs one engine: drop "
                         "--replicas/--disaggregate")
     requests, workload, source = load_requests(flags)
-    return Setup(plan, coef, _num_blocks(plan, flags), configs, requests, workload,
-                 slo_for(flags), source, deployment_for(flags))
+    draft = drafted and drafted.plan
+    return Setup(plan, coef, _num_blocks(plan, flags, draft), configs, requests, workload,
+                 slo_for(flags), source, deployment_for(flags), draft)
 
 
-def _num_blocks(plan: Plan, flags: SimFlags) -> int:
-    """The ledger's pool, or fewer blocks when --num-gpu-blocks caps it (vLLM's
-    num_gpu_blocks_override); never more than the device holds."""
-    ledger_blocks = pool_blocks(plan, flags.block_size)
+def _num_blocks(plan: Plan, flags: SimFlags, draft: Plan | None = None) -> int:
+    """The ledger's pool (a resident draft's weights and KV taken out of it), or fewer blocks
+    when --num-gpu-blocks caps it (vLLM's num_gpu_blocks_override); never more than the
+    device holds."""
+    ledger_blocks = pool_blocks(plan, flags.block_size, draft)
     if flags.num_gpu_blocks is None:
         return ledger_blocks
     if not 1 <= flags.num_gpu_blocks <= ledger_blocks:
@@ -204,16 +208,22 @@ def _num_blocks(plan: Plan, flags: SimFlags) -> int:
     return flags.num_gpu_blocks
 
 
-def speculation_for(flags: SimFlags) -> Speculation | None:
+def speculation_for(flags: SimFlags, drafted: Ranked | None = None) -> Speculation | None:
     """--draft MODEL: its own roofline on the same device, with --draft-length and
     --acceptance (and --speculate-max-batch, above which decoding runs plainly)."""
     if flags.draft is None:
         return None
     if flags.speculate_max_batch is not None and flags.speculate_max_batch < 1:
         raise SpecError("--speculate-max-batch", flags.speculate_max_batch, "a batch size >= 1")
-    draft_flags = replace(flags, coefficients=None, runtime_peak=None)
-    draft = device_coefficients(draft_plan(flags.draft, draft_flags), draft_flags)
+    draft_flags = _draft_flags(flags)
+    drafted = drafted or draft_plan(flags.draft, draft_flags)
+    draft = device_coefficients(drafted, draft_flags)
     return Speculation(flags.draft_length, flags.acceptance, draft, flags.speculate_max_batch)
+
+
+def _draft_flags(flags: SimFlags) -> SimFlags:
+    """The target's flags for the draft, less what describes the target alone."""
+    return replace(flags, coefficients=None, runtime_peak=None)
 
 
 def draft_plan(draft: str, flags: SimFlags) -> Ranked:

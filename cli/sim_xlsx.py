@@ -53,6 +53,7 @@ def latency_results(setup: Setup, entry: dict, note: str) -> dict:
            for key, sheet in LATENCY_KEYS.items() if entry["completed"]}
     if entry.get("sweep"):
         out["sweep"] = entry["sweep"]
+        out["slo_ms"] = slo_lines_ms(setup)
     out["input_tokens_per_s"] = entry["input_tokens_per_s"]
     out["output_tokens_per_s"] = entry["output_tokens_per_s"]
     prompt, output = _distributions(setup)
@@ -68,6 +69,14 @@ def latency_results(setup: Setup, entry: dict, note: str) -> dict:
         "source": f"servecap simulation, policy {entry['policy']}; {note}",
     }
     return out
+
+
+def slo_lines_ms(setup: Setup) -> dict:
+    """The declared SLOs as the sweep chart's flat lines, ms. The TPOT target (--slo-tpot) is
+    drawn beside the ITL p99 series, the nearest the chart holds."""
+    slo = setup.slo
+    return {key: None if value is None else value * 1000 for key, value in
+            (("ttft_p99_ms", slo.ttft_s), ("itl_p99_ms", slo.itl_s), ("e2e_p99_ms", slo.e2e_s))}
 
 
 def _distributions(setup: Setup) -> tuple[str, str]:

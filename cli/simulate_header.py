@@ -2,7 +2,7 @@
 
 from servecap.sim.metrics import PERCENTILE_METHOD
 from servecap.sim.roofline import as_dict, decode_bound_tokens_per_s
-from servecap.sim.speculative import expected_tokens_per_step
+from servecap.sim.speculative import draft_fixed_bytes, expected_tokens_per_step
 from servecap.sim.step_model import prefill_pairs, step_s, terms
 
 from .sim_inputs import Setup
@@ -18,10 +18,7 @@ def header(setup: Setup) -> dict:
         "decode_bound_tokens_per_s": decode_bound_tokens_per_s(coef),
         "step_terms": example_steps(coef),
         "memory": _memory(setup),
-        "kv_pool": {"num_blocks": setup.num_blocks,
-                    "block_size_tokens": setup.configs[0].block_size_tokens,
-                    "kv_bytes_per_token": plan.kv_bytes_per_token,
-                    "pool_bytes": plan.device_bytes - plan.fixed_bytes},
+        "kv_pool": _kv_pool(setup),
         "slo": {"ttft_s": slo.ttft_s, "itl_s": slo.itl_s, "e2e_s": slo.e2e_s},
         "percentile_method": PERCENTILE_METHOD,
         "speculation": _speculation(setup.configs[0].speculation),
@@ -29,6 +26,21 @@ def header(setup: Setup) -> dict:
 
 
 EXAMPLE_TOKENS = 1024
+
+
+def _kv_pool(setup: Setup) -> dict:
+    """The pool the scheduler admits against; a resident draft (--draft) takes its weights
+    out of the pool's bytes and adds its KV to each token's."""
+    plan, draft = setup.plan, setup.draft
+    pool = {"num_blocks": setup.num_blocks,
+            "block_size_tokens": setup.configs[0].block_size_tokens,
+            "kv_bytes_per_token": plan.kv_bytes_per_token,
+            "pool_bytes": plan.device_bytes - plan.fixed_bytes}
+    if draft is None:
+        return pool
+    return pool | {"pool_bytes": pool["pool_bytes"] - draft_fixed_bytes(draft),
+                   "draft_weights_bytes": draft_fixed_bytes(draft),
+                   "draft_kv_bytes_per_token": draft.kv_bytes_per_token}
 
 
 def example_steps(coef) -> dict:

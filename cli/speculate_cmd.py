@@ -8,9 +8,12 @@ from rich.console import Console
 from rich.table import Table
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.units import GiB
 from servecap.sim.speculative import (
     Speculation,
+    batches_within,
     break_even_batch,
+    ceiling_with_draft,
     compare,
     expected_tokens_per_step,
 )
@@ -37,22 +40,26 @@ def speculate(model: o.Model,
     """Where speculative decoding helps (low batch, memory-bound) and where it stops.
 
     Speedup per batch size on the roofline, for --draft-length tokens accepted each with
-    probability --acceptance. Example:
+    probability --acceptance, at batches up to the memory-only ceiling with the draft's
+    weights and KV counted beside the target's. Example:
 
       servecap speculate llama-3.1-8b --device h100-80gb --draft llama-3.2-1b-instruct
     """
     if context < 1:
         raise SpecError("--context", context, "tokens of context per sequence, >= 1")
     flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops,
-                     step_overhead=step_overhead, tensor_parallel_size=tensor_parallel_size,
+                     step_overhead=step_overhead, context=context,
+                     tensor_parallel_size=tensor_parallel_size,
                      pipeline_parallel_size=pipeline_parallel_size,
                      speed_of_light=speed_of_light)
-    target = device_coefficients(rank_for(model, flags), flags)
-    spec = Speculation(draft_length, acceptance,
-                       device_coefficients(draft_plan(draft, flags), flags))
-    rows = compare(target, spec, _batches(batches), context)
+    target, drafted = rank_for(model, flags), draft_plan(draft, flags)
+    memory = ceiling_with_draft(target.plan, drafted.plan)
+    compared, beyond = batches_within(_batches(batches), memory["memory_ceiling_requests"])
+    spec = Speculation(draft_length, acceptance, device_coefficients(drafted, flags))
+    rows = compare(device_coefficients(target, flags), spec, compared, context)
     report = {"expected_tokens_per_step": expected_tokens_per_step(draft_length, acceptance),
-              "break_even_batch": break_even_batch(rows), "rows": rows}
+              "break_even_batch": break_even_batch(rows), "rows": rows,
+              "memory": memory, "batches_beyond_ceiling": beyond}
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -68,10 +75,27 @@ def _render(report: dict, console: Console) -> None:
         table.add_row(str(r["batch"]), f"{r['plain_tokens_per_s_per_seq']:,.1f}",
                       f"{r['speculative_tokens_per_s_per_seq']:,.1f}", f"{r['speedup']:.2f}x")
     console.print(table)
+    _render_memory(report, console)
     edge = report["break_even_batch"]
     largest = max(r["batch"] for r in report["rows"])
+    limit = "the memory ceiling" if report["batches_beyond_ceiling"] else \
+        "the largest compared (--batches)"
     console.print(f"stops helping at batch {edge}" if edge else
-                  f"still helps at batch {largest:,}, the largest compared (--batches)")
+                  f"still helps at batch {largest:,}, {limit}")
+
+
+def _render_memory(report: dict, console: Console) -> None:
+    mem = report["memory"]
+    ceiling = mem["memory_ceiling_requests"]
+    console.print(f"memory-only ceiling with the draft: {ceiling:,} "
+                  f"request{'' if ceiling == 1 else 's'} of {mem['context_tokens']:,} tokens "
+                  f"({mem['target_only_memory_ceiling_requests']:,} without)")
+    console.print(f"the draft's share: weights {mem['draft_weights_bytes'] / GiB:.2f} GiB, "
+                  f"KV {mem['draft_kv_bytes_per_token']:,} B per token")
+    if report["batches_beyond_ceiling"]:
+        beyond = ", ".join(f"{b:,}" for b in report["batches_beyond_ceiling"])
+        console.print(f"not compared, beyond that ceiling: batch {beyond}")
+        console.print(f"compared in their place: batch {ceiling:,}")
 
 
 def _batches(text: str) -> list[int]:

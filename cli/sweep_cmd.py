@@ -127,17 +127,17 @@ def capacity_point(report: dict) -> tuple[dict, str]:
     the lowest rate swept when none does (said so in the record's source)."""
     good = [p for p in report["points"] if p["meets_slo"]]
     point = good[-1] if good else report["points"][0]
-    note = (f"sweep point at the capacity, {point['rate_per_s']:.3g} req/s offered" if good
-            else f"no swept rate met the SLO target; the lowest, {point['rate_per_s']:.3g} "
-            "req/s offered")
+    offered = point["rate_per_s"]  # the swept rate: the record's offered rate and its note
+    note = (f"sweep point at the capacity, {offered:.2f} req/s offered" if good
+            else f"no swept rate met the SLO target; the lowest, {offered:.2f} req/s offered")
     envelope = [{"rate_per_s": p["rate_per_s"], "achieved_rps": p["achieved_rps"],
                  "slo_attainment": p["slo_attainment"], "goodput_rps": p["goodput_rps"],
                  "output_tokens_per_s": p["output_tokens_per_s"],
                  "ttft_p99_ms": p["ttft_ms"]["p99"], "itl_p99_ms": p["itl_ms"]["p99"],
                  "e2e_p99_ms": p["e2e_ms"]["p99"], "meets_slo": p["meets_slo"]}
                 for p in report["points"]]
-    return point | {"policy": report["policy"], "deployment": report["deployment"],
-                    "sweep": envelope}, note
+    return point | {"offered_rps": offered, "policy": report["policy"],
+                    "deployment": report["deployment"], "sweep": envelope}, note
 
 
 SWEEP_NOTES = ("SLO met: share of requests meeting every target; the TPOT target (--slo-tpot) "

@@ -4,7 +4,9 @@
 def verify_to_dict(result) -> dict:
     """Stable contract: lines (line, predicted_bytes, measured_bytes, residual_bytes, verdict),
     predicted_ceiling_requests, measured_ceiling_requests, phases, record (of the binding rank);
-    tensor_parallel_size and binding_rank; with more than one rank, `ranks` holds each one."""
+    tensor_parallel_size and binding_rank; with more than one rank, `ranks` holds each one.
+    simulation_verdict: the simulated-vs-measured latency check's verdict (agrees, disagrees,
+    n/a; None without the simulator), informational: `ok` does not depend on it."""
     if not result.ranks:
         return failed_to_dict(result)
     out = rank_to_dict(result.binding)
@@ -51,6 +53,8 @@ def rank_to_dict(result) -> dict:
         "model": plan.model,
         "device_bytes": plan.device_bytes,
         "latency": result.latency,
+        "simulation_verdict": (result.latency.get("simulated_vs_measured") or {}).get(
+            "verdict"),
         "calibration": result.calibration,
         "ceiling_probe": result.probe,
         "notes": list(result.notes),

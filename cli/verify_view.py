@@ -150,16 +150,24 @@ def _rank_violations(rec) -> str:
 
 
 def _simulated(check: dict) -> Table:
-    table = Table(title=f"the same load in the simulator ({check['policy']}, this run's "
-                  "coefficients)", title_justify="left")
-    for name in ("ms", "simulated p50", "measured p50", "simulated p95", "measured p95"):
-        table.add_column(name, justify="left" if name == "ms" else "right")
+    tol = check.get("tolerance") or {}
+    within = f"verdict: agrees when within {tol['share']:.0%} or {tol['floor_ms']:g} ms of " \
+        "measured (informational)" if tol else None
+    table = Table(title=f"the same load simulated ({check['policy']}, this run's "
+                  "coefficients)", title_justify="left", caption=within,
+                  caption_justify="left")
+    for name in ("ms", "sim p50", "measured p50", "sim p95", "measured p95", "verdict"):
+        table.add_column(name, justify="left" if name in ("ms", "verdict") else "right",
+                         no_wrap=True)
     for key in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
         if key not in check:
             continue
         sim, run = check[key]["simulated"], check[key]["measured"]
+        verdict = check[key].get("verdict", "-")
+        style = {"agrees": "green", "disagrees": "yellow"}.get(verdict, "")
         table.add_row(key.removesuffix("_ms"), *(_ms(v) for v in (
-            sim["p50"], run["p50"], sim["p95"], run["p95"])))
+            sim["p50"], run["p50"], sim["p95"], run["p95"])),
+            f"[{style}]{verdict}[/{style}]" if style else verdict)
     return table
 
 

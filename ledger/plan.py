@@ -34,7 +34,7 @@ from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .sharding import Stage, rank_inventory
 from .weights import WeightBytes, default_quant, weight_bytes
 
-__all__ = ["Line", "Overrides", "Plan", "build_plan", "with_device"]
+__all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
 
 
 @dataclass(frozen=True)
@@ -119,10 +119,10 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     else:
         lines, result = _engine_lines(spec, serve, shard, engine, head, kv_line, kv_bits)
     fixed = sum(item.num_bytes for item in lines) - kv_total
-    longest = _ceiling(serve.device_bytes, fixed, per_request)
+    longest = memory_ceiling(serve.device_bytes, fixed, per_request)
     if serve.lengths:
         per_request = -(-kv_total // len(lengths))
-    ceiling = _ceiling(serve.device_bytes, fixed, per_request)
+    ceiling = memory_ceiling(serve.device_bytes, fixed, per_request)
     return Plan(
         model=spec.name, serve=serve, lines=lines,
         kv_bytes_per_token=kv_bytes_per_token(spec, kv_bits, shard),
@@ -138,7 +138,7 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     )
 
 
-def _ceiling(device_bytes: int, fixed_bytes: int, per_request_bytes: int) -> int:
+def memory_ceiling(device_bytes: int, fixed_bytes: int, per_request_bytes: int) -> int:
     """Memory-only ceiling = floor((device - everything but KV) / KV per request) [requests]
     (seed 000); 0 when nothing is left or a request needs no KV."""
     return max(0, (device_bytes - fixed_bytes) // per_request_bytes) if per_request_bytes else 0

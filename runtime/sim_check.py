@@ -6,6 +6,8 @@ from servecap.ledger.plan import Plan
 from .sequence import Arrival
 
 METRICS = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+TOLERANCE_SHARE = 0.25  # simulated within 25 % of measured ...
+TOLERANCE_FLOOR_MS = 1.0  # ... or within 1 ms, for figures near zero (an empty queue)
 
 
 def simulated_vs_measured(plan: Plan, arrivals: tuple[Arrival, ...], realtime: bool,
@@ -33,9 +35,34 @@ def simulated_vs_measured(plan: Plan, arrivals: tuple[Arrival, ...], realtime: b
                         prompt_tokens=_count(a.prompt_tokens), output_tokens=a.output_tokens)
                 for i, a in enumerate(arrivals)]
     report = summarize(simulate(requests, coef, config, num_blocks))
-    return {"policy": "chunked-prefill", **{
+    return with_verdicts({"policy": "chunked-prefill", **{
         m: {"simulated": _p50_p95(report[m]), "measured": _p50_p95(measured[m])}
-        for m in METRICS}}
+        for m in METRICS}})
+
+
+def with_verdicts(check: dict) -> dict:
+    """Each metric's verdict, "agrees" when both simulated percentiles are within
+    TOLERANCE_SHARE of the measured ones or within TOLERANCE_FLOOR_MS, "disagrees" otherwise,
+    "n/a" when a percentile is missing; the check's own verdict is "disagrees" when any
+    metric disagrees. Informational: verify's exit code does not depend on it."""
+    out = dict(check)
+    for m in METRICS:
+        if m in out:
+            out[m] = out[m] | {"verdict": _verdict(out[m]["simulated"], out[m]["measured"])}
+    verdicts = {out[m]["verdict"] for m in METRICS if m in out} - {"n/a"}
+    out["tolerance"] = {"share": TOLERANCE_SHARE, "floor_ms": TOLERANCE_FLOOR_MS}
+    out["verdict"] = "disagrees" if "disagrees" in verdicts else \
+        "agrees" if verdicts else "n/a"
+    return out
+
+
+def _verdict(simulated: dict, measured: dict) -> str:
+    pairs = [(simulated.get(p), measured.get(p)) for p in ("p50", "p95")]
+    if any(s is None or m is None for s, m in pairs):
+        return "n/a"
+    within = all(abs(s - m) <= max(TOLERANCE_SHARE * abs(m), TOLERANCE_FLOOR_MS)
+                 for s, m in pairs)
+    return "agrees" if within else "disagrees"
 
 
 def _count(prompt: tuple[int, ...] | int) -> int:

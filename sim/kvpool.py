@@ -5,13 +5,18 @@ from collections import OrderedDict
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Plan
 
+from .speculative import draft_fixed_bytes
 
-def pool_blocks(plan: Plan, block_size_tokens: int) -> int:
+
+def pool_blocks(plan: Plan, block_size_tokens: int, draft: Plan | None = None) -> int:
     """Blocks the device holds after the ledger's fixed lines: (device - weights - metadata -
     runtime peak - safety) // (kv_bytes_per_token x block_size_tokens). Full-attention layers
-    assumed: a sliding-window model's pool is understated, never overstated."""
-    block_bytes = plan.kv_bytes_per_token * block_size_tokens
-    free_bytes = plan.device_bytes - plan.fixed_bytes
+    assumed: a sliding-window model's pool is understated, never overstated. With a draft
+    model resident, its weights join the fixed lines and each block holds its KV too."""
+    draft_kv = 0 if draft is None else draft.kv_bytes_per_token
+    block_bytes = (plan.kv_bytes_per_token + draft_kv) * block_size_tokens
+    free_bytes = plan.device_bytes - plan.fixed_bytes - (
+        0 if draft is None else draft_fixed_bytes(draft))
     if block_bytes <= 0 or free_bytes < block_bytes:
         raise SpecError("device", plan.serve.device_label or plan.device_bytes,
                         "leaves no room for a single KV block after weights, runtime peak and "

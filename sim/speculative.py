@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.plan import Plan, memory_ceiling
 
 from .roofline import Coefficients, iteration_s
 
@@ -82,3 +83,40 @@ def compare(target: Coefficients, spec: Speculation, batches: list[int],
 def break_even_batch(rows: list[dict]) -> int | None:
     """The smallest batch at which speculation no longer speeds decoding up (None: never)."""
     return next((r["batch"] for r in rows if r["speedup"] < 1), None)
+
+
+def draft_fixed_bytes(draft: Plan) -> int:
+    """What a resident draft adds to the target's fixed lines: its weights and weight
+    metadata, bytes. Its runtime peak and safety reserve are not added: its activations live
+    between the target's passes, and the safety reserve is the device's, counted once."""
+    return draft.line("weights") + draft.line("weight_metadata")
+
+
+def ceiling_with_draft(target: Plan, draft: Plan) -> dict:
+    """The target's memory-only ceiling with the draft resident on the same device: the
+    ledger's own ceiling (ledger.plan.memory_ceiling, requests) with the draft's weights and
+    weight metadata added to the target's fixed lines (draft_fixed_bytes) and the draft's KV
+    per request (same context, same block size) added to the target's. Both plans are one
+    rank's, at one context."""
+    draft_weights = draft_fixed_bytes(draft)
+    per_request = target.kv_bytes_per_request + draft.kv_bytes_per_request
+    return {"memory_ceiling_requests": memory_ceiling(
+                target.device_bytes, target.fixed_bytes + draft_weights, per_request),
+            "target_only_memory_ceiling_requests": target.memory_ceiling_requests,
+            "context_tokens": target.serve.context_tokens,
+            "draft_weights_bytes": draft_weights,
+            "draft_kv_bytes_per_token": draft.kv_bytes_per_token,
+            "draft_kv_bytes_per_request": draft.kv_bytes_per_request}
+
+
+def batches_within(batches: list[int], ceiling: int) -> tuple[list[int], list[int]]:
+    """(batches to compare, batches beyond the memory-only ceiling). When any is beyond, the
+    ceiling itself is compared in their place: the largest batch the device holds."""
+    if ceiling < 1:
+        raise SpecError("--context", None, "room for one request: the target, the draft and "
+                        "one request's KV of both do not fit on the device")
+    fits = [b for b in batches if b <= ceiling]
+    beyond = [b for b in batches if b > ceiling]
+    if beyond and ceiling not in fits:
+        fits.append(ceiling)
+    return fits, beyond

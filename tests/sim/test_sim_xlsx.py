@@ -82,3 +82,24 @@ def test_xlsx_is_checked_before_simulating(tmp_path):
         assert out.exit_code == 2 and needle in out.output, out.output
     assert existing.read_bytes() == b"keep"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.xlsx", "w.yaml"]
+
+
+def test_sweep_workbook_offered_rate_is_its_source_lines_and_the_slos_are_drawn(tmp_path):
+    book = tmp_path / "sweep.xlsx"
+    out = RUNNER.invoke(app, ["sweep", *DEVICE, "--workload", str(_workload(tmp_path)),
+                              "--slo-ttft", "500ms", "--slo-tpot", "30ms", "--rates",
+                              "1.234,2.5", "--json", "--xlsx", str(book)])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    capacity = report["capacity_rps"]
+    record = _record(book)
+    assert record["offered_rate"][0] == capacity  # the swept rate, not the sampled arrivals'
+    assert f"{capacity:.2f} req/s offered" in record["source"][0]
+    ws = load_workbook(book)["Latency record"]
+    rows = list(ws.iter_rows(values_only=True))
+    header = next(r for r in rows if r[0] == "offered req/s")
+    start = rows.index(header) + 1
+    ttft_col, itl_col = header.index("SLO ttft_p99 [ms]"), header.index("SLO itl_p99 [ms]")
+    assert "SLO e2e_p99 [ms]" not in header  # none declared: no line
+    assert {r[ttft_col] for r in rows[start:]} == {500}
+    assert {r[itl_col] for r in rows[start:]} == {30}

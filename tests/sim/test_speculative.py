@@ -81,3 +81,91 @@ def test_cli_says_where_speculation_still_helps_when_no_compared_batch_breaks_ev
     assert "still helps at batch 4, the largest compared" in out
     out = CliRunner().invoke(app, [*args, "--acceptance", "0.3"]).stdout
     assert "stops helping at batch 1" in out
+
+
+def _plans(context=1024):
+    from servecap.cli.sim_inputs import SimFlags, rank_for
+
+    flags = SimFlags(device="h100-80gb", context=context)
+    return rank_for("llama-3.1-8b", flags).plan, rank_for("llama-3.2-1b-instruct", flags).plan
+
+
+def test_the_draft_takes_its_weights_and_kv_from_the_targets_ceiling():
+    from servecap.ledger.plan import memory_ceiling
+    from servecap.sim.speculative import ceiling_with_draft
+
+    target, draft = _plans()
+    memory = ceiling_with_draft(target, draft)
+    assert memory["target_only_memory_ceiling_requests"] == target.memory_ceiling_requests == 444
+    draft_weights = draft.line("weights") + draft.line("weight_metadata")
+    assert memory["draft_weights_bytes"] == draft_weights
+    assert memory["draft_kv_bytes_per_token"] == draft.kv_bytes_per_token
+    expected = (target.device_bytes - target.fixed_bytes - draft_weights) // (
+        target.kv_bytes_per_request + draft.kv_bytes_per_request)
+    assert memory["memory_ceiling_requests"] == expected == memory_ceiling(
+        target.device_bytes, target.fixed_bytes + draft_weights,
+        target.kv_bytes_per_request + draft.kv_bytes_per_request)
+    assert memory["memory_ceiling_requests"] < 444
+
+
+def test_batches_past_the_ceiling_are_not_compared_and_the_ceiling_is():
+    from servecap.sim.speculative import batches_within
+
+    assert batches_within([1, 64, 256, 512], 340) == ([1, 64, 256, 340], [512])
+    assert batches_within([1, 340, 512], 340) == ([1, 340], [512])
+    assert batches_within([1, 8], 340) == ([1, 8], [])
+    with pytest.raises(SpecError):
+        batches_within([1], 0)
+
+
+def test_cli_caps_batches_at_the_memory_ceiling_and_says_so():
+    import json
+
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    args = ["speculate", "llama-3.1-8b", "--device", "h100-80gb", "--draft",
+            "llama-3.2-1b-instruct", "--context", "1024"]
+    report = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    ceiling = report["memory"]["memory_ceiling_requests"]
+    assert [r["batch"] for r in report["rows"]][-1] == ceiling < 444
+    assert report["batches_beyond_ceiling"] == [512]
+    out = CliRunner().invoke(app, args, terminal_width=80).stdout
+    assert "not compared, beyond that ceiling: batch 512" in out
+    assert "still helps at batch" not in out or "the memory ceiling" in out
+    assert "(444 without)" in out
+
+
+def test_simulate_admits_against_a_pool_the_draft_shares():
+    from servecap.sim.kvpool import pool_blocks
+    from servecap.sim.speculative import ceiling_with_draft, draft_fixed_bytes
+
+    target, draft = _plans()
+    alone, shared = pool_blocks(target, 16), pool_blocks(target, 16, draft)
+    assert shared == (target.device_bytes - target.fixed_bytes - draft_fixed_bytes(draft)) // (
+        (target.kv_bytes_per_token + draft.kv_bytes_per_token) * 16)
+    # the pool shrinks as the ceiling does: 1,024-token requests, 64 blocks each
+    assert shared // 64 == ceiling_with_draft(target, draft)["memory_ceiling_requests"]
+    assert alone // 64 == target.memory_ceiling_requests
+
+
+def test_simulate_reports_the_drafts_share_of_the_pool(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    work = tmp_path / "w.yaml"
+    work.write_text(json.dumps({"seed": 1, "num_requests": 5, "arrivals": {
+        "kind": "poisson", "rate_per_s": 2}, "prompt_tokens": {"kind": "fixed", "value": 64},
+        "output_tokens": {"kind": "fixed", "value": 8}}))
+    args = ["simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload", str(work),
+            "--json"]
+    plain = json.loads(CliRunner().invoke(app, args).stdout)["kv_pool"]
+    drafted = json.loads(CliRunner().invoke(
+        app, [*args, "--draft", "llama-3.2-1b-instruct"]).stdout)["kv_pool"]
+    assert drafted["num_blocks"] < plain["num_blocks"]
+    assert drafted["pool_bytes"] == plain["pool_bytes"] - drafted["draft_weights_bytes"]
+    assert drafted["draft_kv_bytes_per_token"] == 32_768

@@ -1,0 +1,89 @@
+"""`servecap cost`: GPU count, input-token and reserved prices, and the SLO capacity."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+
+INLINE = ["--device", "80GiB", "--bandwidth", "2000GB/s", "--flops", "990TFLOPS"]
+SEED = ["cost", "--tokens-per-s", "1000", "--gpu-price", "2", "--utilization", "0.3"]
+
+
+def _run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=80)
+
+
+def _json(*args):
+    out = _run(*args, "--json")
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+def _workload(tmp_path):
+    doc = {"seed": 2, "num_requests": 120, "arrivals": {"kind": "poisson", "rate_per_s": 4},
+           "prompt_tokens": {"kind": "uniform", "low": 50, "high": 800},
+           "output_tokens": {"kind": "uniform", "low": 10, "high": 200}}
+    path = tmp_path / "w.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_seed_004_golden_arithmetic_and_the_gpu_count():
+    one = _json(*SEED)
+    assert one["num_gpus"] == 1 and one["priced_at"] == "given"
+    assert one["usd_per_million_full_load"] == pytest.approx(0.56, abs=0.005)
+    assert one["usd_per_million_at_utilization"] == pytest.approx(1.85, abs=0.005)
+    # every GPU of -tp 2 x -pp 2 x 2 replicas is paid: 8 x $2/h for the same tokens
+    eight = _json(*SEED, "-tp", "2", "-pp", "2", "--replicas", "2")
+    assert eight["num_gpus"] == 8 and eight["deployment_usd_per_h"] == 16
+    assert eight["gpu_price_per_h"] == 2
+    assert eight["usd_per_million_full_load"] == pytest.approx(8 * 2 / 3.6)
+    out = _run(*SEED, "-tp", "2").stdout
+    assert "on 2 GPU(s) at $2/GPU-hour on demand: $4.00 per hour" in out
+
+
+def test_input_tokens_priced_separately():
+    report = _json(*SEED, "--api-price", "0.6", "--input-price", "0.15",
+                   "--input-tokens-per-s", "3000")
+    assert report["api_usd_per_h_full_load"] == pytest.approx(3.78)
+    assert report["break_even_utilization"] == pytest.approx(2 / 3.78)
+    assert report["api_input_price_per_million"] == 0.15
+    out = _run(*SEED, "--input-price", "0.15", "--input-tokens-per-s", "3000")
+    assert out.exit_code == 2 and "--input-price" in out.output
+    assert _run(*SEED, "--api-price", "0.6", "--input-price", "0.15").exit_code == 2
+
+
+def test_reserved_beside_on_demand():
+    report = _json(*SEED, "--api-price", "0.6", "--reserved-price", "1.4")
+    assert report["usd_per_million_full_load"] == pytest.approx(2 / 3.6)
+    assert report["reserved_usd_per_million_full_load"] == pytest.approx(1.4 / 3.6)
+    assert report["reserved_usd_per_million_at_utilization"] == pytest.approx(1.4 / 1.08)
+    assert report["reserved_pays_above_utilization"] == pytest.approx(0.7)
+    assert report["reserved_break_even_utilization"] == pytest.approx(1.4 / 3.6 / 0.6)
+    assert "reserved at $1.4/GPU-hour: $0.39 per million" in _run(
+        *SEED, "--reserved-price", "1.4").stdout
+
+
+def test_priced_at_the_slo_capacity_that_sweep_finds(tmp_path):
+    work = _workload(tmp_path)
+    slo = ["--slo-ttft", "500ms", "--slo-tpot", "20ms"]
+    sweep = _json("sweep", "teaching-7b", *INLINE, "--workload", work, *slo)
+    saturation = _json("cost", "teaching-7b", *INLINE, "--workload", work)
+    at_slo = _json("cost", "teaching-7b", *INLINE, "--workload", work, *slo)
+    assert saturation["priced_at"] == "saturation" and at_slo["priced_at"] == "slo_capacity"
+    assert at_slo["capacity_rps"] == sweep["capacity_rps"] > 0
+    point = next(p for p in sweep["points"] if p["rate_per_s"] == sweep["capacity_rps"])
+    assert at_slo["output_tokens_per_s"] == point["output_tokens_per_s"]
+    assert at_slo["input_tokens_per_s"] == point["input_tokens_per_s"]
+    assert at_slo["output_tokens_per_s"] < saturation["output_tokens_per_s"]
+    assert at_slo["usd_per_million_full_load"] > saturation["usd_per_million_full_load"]
+
+
+def test_slo_pricing_needs_a_simulation_and_a_reachable_target(tmp_path):
+    out = _run(*SEED, "--slo-ttft", "500ms")
+    assert out.exit_code == 2 and "--tokens-per-s" in out.output
+    out = _run("cost", "teaching-7b", *INLINE, "--workload", _workload(tmp_path),
+               "--slo-ttft", "1us")
+    assert out.exit_code == 2 and "none was" in out.output
