@@ -94,6 +94,7 @@ class Ranked:
 
     spec: ModelSpec
     deployment: RankDeployment
+    hub: object = None  # HubSource when read from the Hugging Face Hub (simulate -v)
 
     @property
     def plan(self) -> Plan:
@@ -113,6 +114,7 @@ class Setup:
     slo: SLO
     source: str
     deployment: Deployment = Deployment()
+    hub: object = None  # HubSource when the model was read from the Hugging Face Hub
 
 
 def parse_bandwidth(text: str, field: str = "--bandwidth") -> float:
@@ -189,7 +191,7 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
                         "--replicas/--disaggregate")
     requests, workload, source = load_requests(flags)
     return Setup(plan, coef, _num_blocks(plan, flags), configs, requests, workload,
-                 slo_for(flags), source, deployment_for(flags))
+                 slo_for(flags), source, deployment_for(flags), ranked.hub)
 
 
 def _num_blocks(plan: Plan, flags: SimFlags) -> int:
@@ -344,8 +346,7 @@ def rank_for(model: str, flags: SimFlags) -> Ranked:
                            max_num_seqs=flags.max_num_seqs)
     deploy = DeployFlags(tensor_parallel_size=flags.tensor_parallel_size,
                          pipeline_parallel_size=flags.pipeline_parallel_size)
-    spec, deployment = deployment_parts(model, plan_flags, deploy)
-    return Ranked(spec, deployment)
+    return Ranked(*deployment_parts(model, plan_flags, deploy))
 
 
 def _read_text(path: Path) -> str:
