@@ -1,21 +1,25 @@
 """Find and load a model: a bundled name, a servecap YAML, a config.json or a model directory."""
 
+from __future__ import annotations
+
 import difflib
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
-from servecap.ledger.vllm_log import parse_vllm_log
 
 from .hf import to_spec
-from .hub import HubSource, fetch_snapshot, is_hub_id
 from .reading import parse_json, parse_yaml, read_text
-from .safetensors_headers import HeaderBytes, directory_weights
 from .schema import HFConfig, ModelFile, Serving
+
+if TYPE_CHECKING:  # a bundled YAML needs neither: they load with an id, a directory or a log
+    from .hub import HubSource
+    from .safetensors_headers import HeaderBytes
 
 BUNDLED_DIR = Path(__file__).resolve().parent
 
@@ -35,8 +39,8 @@ def bundled_models() -> list[Path]:
 
 def load_model(ref: str) -> LoadedModel:
     """Resolve `ref` and load it; every failure is a SpecError naming the file."""
-    if is_hub_id(ref) and not Path(ref).expanduser().exists():  # a local org/name dir wins
-        return _load_hub(ref)
+    if "/" in ref and _is_hub_id(ref) and not Path(ref).expanduser().exists():  # a local
+        return _load_hub(ref)  # org/name directory wins
     path = _resolve(ref)
     try:
         if path.is_dir():
@@ -105,7 +109,15 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     return LoadedModel(to_spec(cfg, label, str(path)), path, Serving())
 
 
+def _is_hub_id(ref: str) -> bool:
+    from .hub import is_hub_id
+
+    return is_hub_id(ref)
+
+
 def _load_directory(path: Path) -> LoadedModel:
+    from .safetensors_headers import directory_weights
+
     config = path / "config.json"
     if not config.exists():
         raise SpecError("config.json", str(config), "a model directory needs a config.json")
@@ -115,6 +127,8 @@ def _load_directory(path: Path) -> LoadedModel:
 
 def _load_hub(ref: str) -> LoadedModel:
     """org/name[@revision] from the Hugging Face Hub, planned as its local directory would be."""
+    from .hub import fetch_snapshot
+
     snap = fetch_snapshot(ref)
     try:
         loaded = _load_config_json(snap.config_path, snap.source.repo_id)
@@ -133,6 +147,8 @@ def looks_like_vllm_log(text: str) -> bool:
     quoted log without the prefixes still holds the figures reconcile reads."""
     if _LOG_LINE.search(text[:20000]):
         return True
+    from servecap.ledger.vllm_log import parse_vllm_log
+
     try:
         parse_vllm_log(text[:200_000])
     except SpecError:
