@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -138,6 +140,22 @@ def _load_hub(ref: str) -> LoadedModel:
     return LoadedModel(spec, snap.config_path, Serving(), snap.weights, snap.source)
 
 
+@contextmanager
+def _no_pydantic_plugins():
+    """The schemas' validators are built on first use (defer_build); building one outside this
+    scope makes pydantic look for plugins through every installed package's entry points, the
+    largest cost of a plan after the imports. typer builds its option adapters the same way."""
+    previous = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
+        else:
+            os.environ["PYDANTIC_DISABLE_PLUGINS"] = previous
+
+
 _LOG_LINE = re.compile(r"^(\(\w+ pid=\d+\) )?(INFO|WARNING|DEBUG|ERROR) \d\d-\d\d "
                        r"\d\d:\d\d:\d\d", re.MULTILINE)
 
@@ -158,7 +176,8 @@ def looks_like_vllm_log(text: str) -> bool:
 
 def _validate(schema, data: dict):
     try:
-        return schema.model_validate(data)
+        with _no_pydantic_plugins():
+            return schema.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "document"
