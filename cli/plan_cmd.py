@@ -98,16 +98,23 @@ def plan(
                                                 force)
     loaded = _load(model)
     result = deployment_from_flags(model, flags, deploy, loaded)
-    if verbose and loaded.hub is not None:
-        from servecap.model_configs.hub import fetch_report
-
-        print("\n".join(fetch_report(loaded.hub)), file=sys.stderr)
+    if verbose:
+        print_fetch_report(loaded.hub)
     if as_json:
         print(json.dumps({**deployment_to_dict(result), **source_to_dict(loaded)}, indent=2))
     else:
         _render(result)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def print_fetch_report(hub) -> None:
+    """-v of plan, simulate and verify: what was read from the Hub, on stderr (nothing for a
+    bundled model or a local directory)."""
+    if hub is not None:
+        from servecap.model_configs.hub import fetch_report
+
+        print("\n".join(fetch_report(hub)), file=sys.stderr)
 
 
 def _render(result) -> None:
@@ -133,13 +140,14 @@ def deployment_from_flags(model: str | None, flags: PlanFlags,
 
 
 def deployment_parts(model: str, flags: PlanFlags, deploy: DeployFlags):
-    """The model as flagged and its deployment with one resident request: what the simulator
-    sizes its KV pool and prices its steps from (the same ledger plan prints)."""
+    """The model as flagged, its deployment with one resident request (what the simulator
+    sizes its KV pool and prices its steps from: the same ledger plan prints) and where a Hub
+    model was read from (None otherwise)."""
     loaded = _load(model)
     spec = model_for_flags(flags, loaded)
     serve = replace(serve_spec(flags, loaded), concurrency=1)
     return spec, plan_deployment(loaded, spec, serve, _file_overrides(loaded, flags), deploy,
-                                 flags)
+                                 flags), loaded.hub
 
 
 def plan_parts(model: str | None, flags: PlanFlags) -> tuple[ModelSpec, ServeSpec, Overrides]:

@@ -94,6 +94,7 @@ class Ranked:
 
     spec: ModelSpec
     deployment: RankDeployment
+    hub: object = None  # HubSource when read from the Hugging Face Hub (simulate -v)
 
     @property
     def plan(self) -> Plan:
@@ -114,6 +115,7 @@ class Setup:
     source: str
     deployment: Deployment = Deployment()
     draft: Plan | None = None  # the resident draft's ledger (--draft), sharing the pool
+    hub: object = None  # HubSource when the model was read from the Hugging Face Hub
 
 
 def parse_bandwidth(text: str, field: str = "--bandwidth") -> float:
@@ -192,7 +194,8 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
     requests, workload, source = load_requests(flags)
     draft = drafted and drafted.plan
     return Setup(plan, coef, _num_blocks(plan, flags, draft), configs, requests, workload,
-                 slo_for(flags), source, deployment_for(flags), draft)
+                 slo_for(flags), source, deployment_for(flags), draft,
+                 ranked.hub)
 
 
 def _num_blocks(plan: Plan, flags: SimFlags, draft: Plan | None = None) -> int:
@@ -354,8 +357,7 @@ def rank_for(model: str, flags: SimFlags) -> Ranked:
                            max_num_seqs=flags.max_num_seqs)
     deploy = DeployFlags(tensor_parallel_size=flags.tensor_parallel_size,
                          pipeline_parallel_size=flags.pipeline_parallel_size)
-    spec, deployment = deployment_parts(model, plan_flags, deploy)
-    return Ranked(spec, deployment)
+    return Ranked(*deployment_parts(model, plan_flags, deploy))
 
 
 def _read_text(path: Path) -> str:

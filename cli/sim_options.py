@@ -51,6 +51,8 @@ Percentiles = Annotated[str | None, Opt(help="Latency percentiles to add to the 
                                         "bench serve --metric-percentiles).")]
 SloE2e = Annotated[str | None, Opt(help="End-to-end latency target, e.g. 30s.")]
 Json = Annotated[bool, Opt("--json", help="Print one JSON object.")]
+Verbose = Annotated[bool, Opt("--verbose", "-v", help="Say what was read from the Hugging Face "
+                              "Hub: each file, its bytes, network or cache (stderr).")]
 Replicas = Annotated[int, Opt(help="Identical devices behind the router.")]
 Router = Annotated[str, Opt(help="round-robin, least-requests or least-tokens (outstanding "
                             "prompt + output tokens).")]

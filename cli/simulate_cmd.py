@@ -34,6 +34,7 @@ from . import sim_options as o
 from .cost_cmd import cost
 from .errors import handle_errors
 from .files import announce, check_new, csv_text, publish
+from .plan_cmd import print_fetch_report
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_simulation
 from .sim_xlsx import check_target, write_simulated_workbook
@@ -72,7 +73,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              token_times_path: Annotated[Path | None, typer.Option(
                  "--token-times", help="Write one CSV row per generated token (its ready "
                  "time and the gap before it).")] = None,
-             xlsx: o.Xlsx = None, force: o.Force = False) -> None:
+             xlsx: o.Xlsx = None, force: o.Force = False, verbose: o.Verbose = False) -> None:
     """Simulate the scheduler over a workload: latency percentiles, throughput, goodput.
 
     The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
@@ -97,6 +98,8 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      percentiles=percentiles)
     check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
+    if verbose:
+        print_fetch_report(setup.hub)
     report, outcomes = run_simulation(setup)
     write_files(outcomes, records_path, token_times_path)
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)

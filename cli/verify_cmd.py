@@ -2,6 +2,7 @@
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -39,14 +40,15 @@ class VerifyFlags:
     trace: Path | None = None
     probe: bool = True
     starve: tuple[int, str] | None = None
+    verbose: bool = False
 
 
 WHOLE_GPU = "1TiB"  # a placeholder size, replaced by the opened GPU's total before planning
 
 
 def verify(
-    model: Annotated[str, typer.Argument(help="Bundled model name, a model YAML, a config.json "
-                                         "or a local model directory.")],
+    model: Annotated[str, typer.Argument(help="Bundled model name, a model YAML, a config.json, "
+                                         "a local model directory or a Hub id org/name.")],
     device: Annotated[str, Opt(help="cpu, cuda or cuda:N.")] = "cpu",
     device_memory: Annotated[str | None, Opt(help="Emulate a device of this size (40GiB): "
                                              "CUDA by the per-process memory fraction, CPU as "
@@ -70,7 +72,8 @@ def verify(
                                       "load (prompt = context - output).")] = 16,
     seed: Annotated[int, Opt(help="Seed for weights and prompts.")] = 0,
     weights: Annotated[str | None, Opt(help="Local safetensors directory (default: seeded "
-                                       "random weights).")] = None,
+                                       "random weights); a Hub model's: hf download it "
+                                       "first.")] = None,
     workload: Annotated[Path | None, Opt(help="The simulator's workload YAML as the load "
                                          "(default: concurrency requests of the context).")]
     = None,
@@ -103,6 +106,9 @@ def verify(
                                                  "columns).")] = None,
     probe: Annotated[bool, Opt("--probe/--no-probe", help="Run the ceiling probe after the "
                                "load (--no-probe: the ceiling is not measured).")] = True,
+    verbose: Annotated[bool, Opt("--verbose", "-v", help="Say what was read from the Hugging "
+                                 "Face Hub: each file, its bytes, network or cache (stderr).")]
+    = False,
     inject_oom: Annotated[str | None, Opt(hidden=True, help="RANK:PHASE (e.g. 1:warmup), "
                                           "--device cpu only: that rank's emulated device has "
                                           "no room for transients in that phase, to check the "
@@ -126,7 +132,7 @@ def verify(
                       max_num_seqs)
     result = verify_from_flags(model, flags, VerifyFlags(
         device, device_memory, num_layers, output_tokens, seed, weights, workload, realtime,
-        admission, tensor_parallel_size, trace, probe, _injected(inject_oom)))
+        admission, tensor_parallel_size, trace, probe, _injected(inject_oom), verbose))
     report = verify_to_dict(result)
     if xlsx is not None and result.ranks:
         write_verified_workbook(model, result.binding, report["lines"], xlsx, force)
@@ -192,6 +198,7 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
     if vflags.tensor_parallel_size < 1:
         raise SpecError("--tensor-parallel-size", vflags.tensor_parallel_size, "ranks, >= 1")
     loaded = load_model(model)
+    hub_weights(loaded.hub, vflags)
     spec = loaded.spec if vflags.num_layers is None else with_num_layers(loaded.spec,
                                                                          vflags.num_layers)
     size_text = vflags.device_memory or loaded.serving.device
@@ -287,6 +294,37 @@ def _check_load(serve, vflags: VerifyFlags, max_position_embeddings: int) -> Non
             vflags.output_tokens >= serve.context_tokens:
         raise SpecError("--output-tokens", vflags.output_tokens, f"fewer than the context "
                         f"({serve.context_tokens:,} tokens): the prompt needs at least one")
+
+
+def hub_weights(hub, vflags: VerifyFlags) -> None:
+    """verify runs weights from disk only: a Hub id as --weights is refused with the download
+    command; a Hub model run without --weights gets a note that its weights are seeded random."""
+    from servecap.model_configs.hub import is_hub_id
+
+    from .plan_cmd import print_fetch_report
+
+    if vflags.verbose:
+        print_fetch_report(hub)
+    ref = vflags.weights
+    if ref is not None and is_hub_id(ref) and not Path(ref).expanduser().exists():
+        raise SpecError("--weights", ref, "verify needs the weights on disk, not a Hub id: "
+                        f"{download_command(*ref.partition('@')[::2])}, then --weights "
+                        f"{_local_dir(ref)}")
+    if ref is None and hub is not None:
+        print(f"note: {hub.repo_id}: no weights on disk, so verify runs seeded random weights "
+              "of its architecture; for the checkpoint's own, "
+              f"{download_command(hub.repo_id, hub.sha)}, then --weights "
+              f"{_local_dir(hub.repo_id)}", file=sys.stderr)
+
+
+def download_command(repo_id: str, revision: str = "") -> str:
+    """The huggingface_hub CLI line that puts a repo's files in a local folder."""
+    rev = f" --revision {revision}" if revision else ""
+    return f"hf download {repo_id}{rev} --local-dir {_local_dir(repo_id)}"
+
+
+def _local_dir(ref: str) -> str:
+    return ref.partition("@")[0].rsplit("/", 1)[-1]
 
 
 def register(app: typer.Typer) -> None:

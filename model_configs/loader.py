@@ -1,21 +1,27 @@
 """Find and load a model: a bundled name, a servecap YAML, a config.json or a model directory."""
 
+from __future__ import annotations
+
 import difflib
+import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
-from servecap.ledger.vllm_log import parse_vllm_log
 
 from .hf import to_spec
-from .hub import HubSource, fetch_snapshot, is_hub_id
 from .reading import parse_json, parse_yaml, read_text
-from .safetensors_headers import HeaderBytes, directory_weights
 from .schema import HFConfig, ModelFile, Serving
+
+if TYPE_CHECKING:  # a bundled YAML needs neither: they load with an id, a directory or a log
+    from .hub import HubSource
+    from .safetensors_headers import HeaderBytes
 
 BUNDLED_DIR = Path(__file__).resolve().parent
 
@@ -35,8 +41,8 @@ def bundled_models() -> list[Path]:
 
 def load_model(ref: str) -> LoadedModel:
     """Resolve `ref` and load it; every failure is a SpecError naming the file."""
-    if is_hub_id(ref) and not Path(ref).expanduser().exists():  # a local org/name dir wins
-        return _load_hub(ref)
+    if "/" in ref and _is_hub_id(ref) and not Path(ref).expanduser().exists():  # a local
+        return _load_hub(ref)  # org/name directory wins
     path = _resolve(ref)
     try:
         if path.is_dir():
@@ -105,7 +111,15 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     return LoadedModel(to_spec(cfg, label, str(path)), path, Serving())
 
 
+def _is_hub_id(ref: str) -> bool:
+    from .hub import is_hub_id
+
+    return is_hub_id(ref)
+
+
 def _load_directory(path: Path) -> LoadedModel:
+    from .safetensors_headers import directory_weights
+
     config = path / "config.json"
     if not config.exists():
         raise SpecError("config.json", str(config), "a model directory needs a config.json")
@@ -115,6 +129,8 @@ def _load_directory(path: Path) -> LoadedModel:
 
 def _load_hub(ref: str) -> LoadedModel:
     """org/name[@revision] from the Hugging Face Hub, planned as its local directory would be."""
+    from .hub import fetch_snapshot
+
     snap = fetch_snapshot(ref)
     try:
         loaded = _load_config_json(snap.config_path, snap.source.repo_id)
@@ -122,6 +138,22 @@ def _load_hub(ref: str) -> LoadedModel:
         raise exc.at(f"{ref}: config.json") from None
     spec = replace(loaded.spec, source=snap.source.label, notes=loaded.spec.notes + snap.notes)
     return LoadedModel(spec, snap.config_path, Serving(), snap.weights, snap.source)
+
+
+@contextmanager
+def _no_pydantic_plugins():
+    """The schemas' validators are built on first use (defer_build); building one outside this
+    scope makes pydantic look for plugins through every installed package's entry points, the
+    largest cost of a plan after the imports. typer builds its option adapters the same way."""
+    previous = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
+        else:
+            os.environ["PYDANTIC_DISABLE_PLUGINS"] = previous
 
 
 _LOG_LINE = re.compile(r"^(\(\w+ pid=\d+\) )?(INFO|WARNING|DEBUG|ERROR) \d\d-\d\d "
@@ -133,6 +165,8 @@ def looks_like_vllm_log(text: str) -> bool:
     quoted log without the prefixes still holds the figures reconcile reads."""
     if _LOG_LINE.search(text[:20000]):
         return True
+    from servecap.ledger.vllm_log import parse_vllm_log
+
     try:
         parse_vllm_log(text[:200_000])
     except SpecError:
@@ -142,7 +176,8 @@ def looks_like_vllm_log(text: str) -> bool:
 
 def _validate(schema, data: dict):
     try:
-        return schema.model_validate(data)
+        with _no_pydantic_plugins():
+            return schema.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "document"

@@ -8,12 +8,14 @@ from pydantic import BaseModel, ConfigDict, Field
 # zero would be meaningless; fields where 0 means "none" (dense layers, shared experts) are >= 0.
 Count = Annotated[int, Field(ge=1)]
 Zero = Annotated[int, Field(ge=0)]
+# defer_build: each validator is built when first used, so a YAML plan never builds HFConfig's
+# or Serving's own (ModelFile holds both) and a config.json plan never builds ModelFile's.
 
 
 class HFConfig(BaseModel):
     """The config.json fields the ledger reads. Anything else in a config.json is ignored."""
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
 
     architectures: list[str] | None = None
     model_type: str | None = None
@@ -57,7 +59,7 @@ class HFConfig(BaseModel):
 class Serving(BaseModel):
     """Deployment defaults a bundled config may carry (the seed's worked case does)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     device: str | None = None
     context: Count | None = None
@@ -70,7 +72,7 @@ class Serving(BaseModel):
 class ModelFile(HFConfig):
     """A servecap model YAML: config.json fields plus provenance. Unknown keys are an error."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     name: str
     source: str
