@@ -36,6 +36,8 @@ class PagedBatch:
     # (first block, context tokens) of each decode whose blocks are one contiguous run, else
     # None; only filled on the CPU, where reading such runs in place beats gathering them
     decode_runs: list[tuple[int, int] | None] = field(default_factory=list)
+    # (T,) each token's sequence length after this step (RoPE types that depend on it)
+    seq_lens: torch.Tensor | None = None
 
 
 def allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:

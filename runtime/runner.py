@@ -16,7 +16,7 @@ def build_batch(chunks: list[tuple[Sequence, int]], blocks: BlockManager, pool: 
     ids: list[int] = []
     positions: list[int] = []
     slots: list[int] = []
-    decode_tables, decode_lens, prefills, runs = [], [], [], []
+    decode_tables, decode_lens, prefills, runs, seq_lens = [], [], [], [], []
     for seq, num_tokens in chunks:
         start, table = seq.num_computed_tokens, blocks.block_table(seq.seq_id)
         end = start + num_tokens
@@ -28,6 +28,7 @@ def build_batch(chunks: list[tuple[Sequence, int]], blocks: BlockManager, pool: 
             prefills.append(PrefillSpan(len(ids), num_tokens, end,
                                         torch.tensor(table[:-(-end // bsz)], device=device)))
         ids += seq.token_ids[start:end]
+        seq_lens += [end] * num_tokens
         positions += range(start, end)
         slots += [table[p // bsz] * bsz + p % bsz for p in range(start, end)]
     width = max((len(t) for t in decode_tables), default=0)
@@ -35,7 +36,7 @@ def build_batch(chunks: list[tuple[Sequence, int]], blocks: BlockManager, pool: 
     tables = torch.tensor(padded, device=device, dtype=torch.long).view(len(padded), width)
     batch = PagedBatch(torch.tensor(slots, device=device), len(decode_tables), tables,
                        torch.tensor(decode_lens, device=device, dtype=torch.long), prefills,
-                       runs)
+                       runs, torch.tensor(seq_lens, device=device))
     return (torch.tensor(ids, device=device), torch.tensor(positions, device=device), batch)
 
 
@@ -54,7 +55,7 @@ def forward_step(model: Decoder, pool: KVPool, blocks: BlockManager,
     """Run the chunks; returns fp32 logits (R, V) for each sequence whose chunk reaches its last
     known token (it gets a new token), and those sequences in row order."""
     ids, positions, batch = build_batch(chunks, blocks, pool, model.device)
-    hidden = model(ids, positions, PagedKV(pool, batch))  # (T, H)
+    hidden = model(ids, positions, PagedKV(pool, batch), batch.seq_lens)  # (T, H)
     rows, ready, row = [], [], 0
     for seq, num_tokens in chunks:
         row += num_tokens
