@@ -16,14 +16,13 @@ def build_batch(chunks: list[tuple[Sequence, int]], blocks: BlockManager, pool: 
     ids: list[int] = []
     positions: list[int] = []
     slots: list[int] = []
-    decode_tables, decode_lens, prefills, runs, seq_lens = [], [], [], [], []
+    decode_tables, decode_lens, prefills, seq_lens = [], [], [], []
     for seq, num_tokens in chunks:
         start, table = seq.num_computed_tokens, blocks.block_table(seq.seq_id)
         end = start + num_tokens
         if num_tokens == 1:
             decode_tables.append(table[:-(-end // bsz)])
             decode_lens.append(end)
-            runs.append(_run(decode_tables[-1], end) if device.type == "cpu" else None)
         else:
             prefills.append(PrefillSpan(len(ids), num_tokens, end,
                                         torch.tensor(table[:-(-end // bsz)], device=device)))
@@ -36,17 +35,8 @@ def build_batch(chunks: list[tuple[Sequence, int]], blocks: BlockManager, pool: 
     tables = torch.tensor(padded, device=device, dtype=torch.long).view(len(padded), width)
     batch = PagedBatch(torch.tensor(slots, device=device), len(decode_tables), tables,
                        torch.tensor(decode_lens, device=device, dtype=torch.long), prefills,
-                       runs, torch.tensor(seq_lens, device=device))
+                       torch.tensor(seq_lens, device=device))
     return (torch.tensor(ids, device=device), torch.tensor(positions, device=device), batch)
-
-
-def _run(table: list[int], context_len: int) -> tuple[int, int] | None:
-    """(first block, context) when the table is consecutive block ids: attention reads it in
-    place. On a GPU gathering is cheap and one batched call beats a loop, so only the CPU asks."""
-    first = table[0]
-    if table[-1] - first == len(table) - 1 and table == list(range(first, first + len(table))):
-        return first, context_len
-    return None
 
 
 @torch.inference_mode()
