@@ -9,7 +9,7 @@ from .serve import ServeSpec
 LOGIT_BITS = 32  # samplers upcast logits to fp32
 # fp32 attention scores one grouped pass over paged K/V may hold (the runtime reads the cache a
 # group of blocks at a time, so its attention transient is bounded by this, not by context)
-ATTENTION_GROUP_SCORES = 1 << 14
+ATTENTION_GROUP_SCORES = 1 << 15
 
 
 def estimate_runtime_peak(spec: ModelSpec, serve: ServeSpec,

@@ -58,7 +58,8 @@ def group_tokens(num_seqs: int, num_queries: int, num_heads: int, block_size: in
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     block_tables: torch.Tensor, q_positions: torch.Tensor,
                     context_lens: torch.Tensor, window: int | None,
-                    k_scale: float = 1.0, v_scale: float = 1.0) -> torch.Tensor:
+                    k_scale: float = 1.0, v_scale: float = 1.0,
+                    workspace: "Workspace | None" = None) -> torch.Tensor:
     """q: (S, Q, H, D) at q_positions (S, Q); caches (Hkv, blocks, B, D); block_tables (S, nb)
     covering context_lens (S,). Returns (S, Q, H, D). A cache in another dtype (fp8) is read
     as cache x scale in q's dtype, one group at a time.
@@ -74,11 +75,12 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     q_pos = q_positions.repeat_interleave(group, dim=1)[None, :, :, None]  # (1, S, QG, 1)
     step = group_tokens(num_seqs, num_q, heads, block_size) // block_size
     first = _first_block(q_positions, window, block_size)
-    state = None
+    state, workspace = None, workspace or Workspace()
     for start in range(first, block_tables.shape[1], step):
-        cols = block_tables[:, start:start + step]  # (S, g)
-        keys = _read(k_cache, cols, k_scale, q.dtype).view(hkv, num_seqs, -1, dim)
-        values = _read(v_cache, cols, v_scale, q.dtype).view(hkv, num_seqs, -1, dim)
+        cols = block_tables[:, start:start + step].flatten()  # (S x g,)
+        k_buf, v_buf = workspace.get(cols.numel(), k_cache)
+        keys = _read(k_cache, cols, k_buf, k_scale, q.dtype).view(hkv, num_seqs, -1, dim)
+        values = _read(v_cache, cols, v_buf, v_scale, q.dtype).view(hkv, num_seqs, -1, dim)
         k_pos = torch.arange(start * block_size, start * block_size + keys.shape[2],
                              device=q.device)
         mask = allowed(q_pos, k_pos, window) & (k_pos < context_lens[None, :, None, None])
@@ -98,10 +100,31 @@ def _store(cache: torch.Tensor, slots: torch.Tensor, new: torch.Tensor) -> None:
     _bytes(cache).index_copy_(1, slots, _bytes(new))
 
 
-def _read(cache: torch.Tensor, cols: torch.Tensor, scale: float,
+class Workspace:
+    """Two flat buffers the grouped passes gather into, shared by every group and layer of a
+    step: allocated once at the largest group's size (a closed form of the step's shape)."""
+
+    def __init__(self) -> None:
+        self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def get(self, num_blocks: int, cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two contiguous (Hkv, num_blocks, B, D) views shaped like `cache`'s blocks."""
+        shape = (cache.shape[0], num_blocks, *cache.shape[2:])
+        size = shape[0] * num_blocks * shape[2] * shape[3]
+        if self.buffers is None or self.buffers[0].numel() < size:
+            self.buffers = (cache.new_empty(size), cache.new_empty(size))
+        return tuple(b[:size].view(shape) for b in self.buffers)
+
+
+def _read(cache: torch.Tensor, cols: torch.Tensor, out: torch.Tensor, scale: float,
           dtype: torch.dtype) -> torch.Tensor:
-    """(Hkv, S*g, B, D): the group's blocks, in the compute dtype."""
-    blocks = _bytes(cache)[:, cols.flatten()].view(cache.dtype)
+    """(Hkv, S*g, B, D): the group's blocks gathered into `out`, in the compute dtype."""
+    hkv, num_blocks = cache.shape[:2]
+    rows = (torch.arange(0, hkv * num_blocks, num_blocks, device=cols.device)[:, None]
+            + cols).flatten()  # one row per (head, block): a contiguous B x D copy each
+    flat = _bytes(cache).view(hkv * num_blocks, -1)
+    torch.index_select(flat, 0, rows, out=_bytes(out).view(rows.numel(), -1))
+    blocks = out
     if blocks.dtype == dtype:
         return blocks
     blocks = blocks.to(dtype)
@@ -120,7 +143,7 @@ def _online_softmax(state, qg: torch.Tensor, keys: torch.Tensor, values: torch.T
     """Fold one group of keys into (acc, running max, running sum): softmax over all groups
     equals softmax over the concatenated keys (the FlashAttention recurrence)."""
     scores = (qg @ keys.transpose(-1, -2)).float() * qg.shape[-1] ** -0.5  # (Hkv, S, QG, gB)
-    scores = scores.masked_fill(~mask, float("-inf"))
+    scores = torch.where(mask, scores, float("-inf"))
     peak = scores.amax(-1)
     if state is not None:
         peak = torch.maximum(peak, state[1])
@@ -154,6 +177,7 @@ class PagedKV:
 
     def __init__(self, pool: KVPool, batch: PagedBatch) -> None:
         self.pool, self.batch = pool, batch
+        self.workspace = Workspace()
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                window_tokens: int | None) -> torch.Tensor:
@@ -169,7 +193,7 @@ class PagedKV:
             lens = batch.decode_context_lens
             parts.append(paged_attention(q[:batch.num_decode, None], k_cache, v_cache,
                                          batch.decode_block_tables, (lens - 1)[:, None], lens,
-                                         window_tokens, *scales)[:, 0])
+                                         window_tokens, *scales, self.workspace)[:, 0])
         for span in batch.prefills:
             rows = slice(span.token_start, span.token_start + span.num_tokens)
             parts.append(self._prefill(span, q[rows], k[rows], v[rows], k_cache, v_cache,
@@ -188,7 +212,7 @@ class PagedKV:
         return paged_attention(q[None], k_cache, v_cache, span.block_table[None],
                                positions[None], torch.tensor([span.context_len],
                                                              device=q.device), window,
-                               *scales)[0]
+                               *scales, self.workspace)[0]
 
 
 def reference_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
