@@ -92,7 +92,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(x.dtype)
+        out = x32.to(x.dtype)
+        out *= self.weight  # in place: w * x as transformers computes it, one temporary fewer
+        return out
 
 
 class SelfAttention(nn.Module):
@@ -138,7 +140,9 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(inter // tp.size, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return all_reduce(self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x)), self.tp)
+        gate = F.silu(self.gate_proj(x), inplace=True)  # (T, I/tp)
+        gate *= self.up_proj(x)  # in place: two (T, I/tp) live at most
+        return all_reduce(self.down_proj(gate), self.tp)
 
 
 class DecoderLayer(nn.Module):
@@ -152,8 +156,11 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
                 kv: KVBackend) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), rotary, kv)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        """Adds both sublayers into the residual stream x in place: one (T, H) stream for the
+        whole pass rather than a new one per sublayer."""
+        x += self.self_attn(self.input_layernorm(x), rotary, kv)
+        x += self.mlp(self.post_attention_layernorm(x))
+        return x
 
 
 class Body(nn.Module):
@@ -186,7 +193,7 @@ class Decoder(nn.Module):
         rotary = self.options.rope.cos_sin(positions, self.spec.attention.head_dim, x.dtype,
                                            seq_lens)  # (T, D) each, shared by every layer
         for layer in self.model.layers:
-            x = layer(x, rotary, kv)
+            layer(x, rotary, kv)  # updates x in place
         return self.model.norm(x)
 
     def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
