@@ -1,35 +1,152 @@
-"""The documented default estimate of the runtime peak, used only when none is declared."""
+"""The documented default estimate of the runtime peak, used only when none is declared.
+
+An upper bound on the transient bytes of servecap's runtime (runtime/model.py, attention.py,
+runner.py) for one step, term by term, so each term can be checked against the code that makes
+it. A step is the widest of two the scheduler can build: a prefill chunk of
+max_num_batched_tokens tokens, and a decode of max_num_seqs sequences. Neither depends on how
+many requests are resident: attention reads the paged KV a bounded group of blocks at a time.
+"""
+
+from dataclasses import dataclass
 
 from . import dtypes
 from .errors import SpecError
-from .kv import WHOLE, Shard
+from .kv import WHOLE, Shard, kv_heads_per_rank
 from .model import ModelSpec
 from .serve import ServeSpec
 
 LOGIT_BITS = 32  # samplers upcast logits to fp32
+FP32_BYTES = 4  # scores, softmax state and RMSNorm run in fp32
+INDEX_BYTES = 8  # int64 token ids, positions, slots, sequence lengths
+STEP_INDEX_TENSORS = 4  # ids, positions, slot_mapping, seq_lens: one int64 per token each
 # fp32 attention scores one grouped pass over paged K/V may hold (the runtime reads the cache a
 # group of blocks at a time, so its attention transient is bounded by this, not by context)
 ATTENTION_GROUP_SCORES = 1 << 15
 
 
+@dataclass(frozen=True)
+class Dims:
+    """One rank's widths: hidden, MLP (I_eff / tp), query and KV (heads x d_h), vocabulary."""
+
+    hidden: int
+    inter: int
+    q: int
+    kv: int
+    head_dim: int
+    q_heads: int
+    kv_heads: int
+    vocab: int
+    act_bytes: int
+    kv_bytes: int
+    block: int
+    qk_norm: bool = False
+
+    @property
+    def cast_bytes(self) -> int:
+        """An fp32 copy the runtime makes of activations that are not already fp32."""
+        return FP32_BYTES if self.act_bytes != FP32_BYTES else 0
+
+
+def group_tokens(num_rows: int, num_heads: int, block_size: int) -> int:
+    """Key positions one grouped attention pass reads for num_rows query rows (sequences x
+    queries): whole blocks, as many as keep rows x heads x tokens fp32 scores within
+    ATTENTION_GROUP_SCORES, and at least one block."""
+    return block_size * max(1, ATTENTION_GROUP_SCORES // (num_rows * num_heads * block_size))
+
+
 def estimate_runtime_peak(spec: ModelSpec, serve: ServeSpec,
                           shard: Shard = WHOLE) -> tuple[int, str]:
-    """An estimate, labelled as one: the widest transient of one forward pass over
-    T = max_num_batched_tokens tokens, T x (2 x I_eff + 4 x H) x b_act, plus fp32 logits for
-    max_num_seqs rows, max_num_seqs x V x 4 B. I_eff is the gated MLP width (x top-k for MoE).
-    Measure it (servecap verify) and declare it with --runtime-peak for a real plan."""
+    """max(prefill chunk of T = max_num_batched_tokens, decode of S = max_num_seqs), each the
+    sum of its terms (step_terms). Measure it (servecap verify) and declare it with
+    --runtime-peak for a real plan."""
     if not spec.has_architecture:
         raise SpecError("runtime_peak", None, f"{spec.name} has no hidden_size/vocab_size to "
                         "estimate the runtime peak from: declare it with --runtime-peak SIZE")
-    act_bits = dtypes.lookup(serve.activation_dtype, "activation_dtype",
-                             dtypes.ACTIVATION_DTYPES).bits
+    dims = _dims(spec, serve, shard)
+    tokens, seqs = serve.max_num_batched_tokens, min(serve.max_num_seqs,
+                                                     serve.max_num_batched_tokens)
+    rows = seqs if shard.last_stage else 0
+    table = -(-serve.context_tokens // serve.block_size_tokens)
+    chunk = sum(step_terms(dims, tokens, 1, rows, table).values())
+    decode = sum(step_terms(dims, seqs, seqs, rows, table).values())
+    return max(chunk, decode), (f"estimate: the widest step of {tokens:,} batched tokens or "
+                                f"{seqs:,} decodes, term by term (activations, MLP, attention, "
+                                "logits, sampling); measure to replace")
+
+
+def step_terms(dims: Dims, num_tokens: int, num_seqs: int, logit_rows: int,
+               table_blocks: int = 0) -> dict[str, int]:
+    """Bytes by term for a step of num_tokens query rows over num_seqs sequences (a chunk:
+    1 sequence; a decode: one row each) and logit_rows sampled rows:
+
+    index        4 int64 per token (ids, positions, slots, lengths) and the block tables
+    residual     the (T, H) stream, updated in place, and RoPE cos/sin (T, d_h) x 2
+    workspace    the K and V group buffers, shared by every layer of the step
+    layer        the widest sublayer: RMSNorm, attention or MLP (layer_peak)
+    logits       the final (T, H) hidden, its R sampled rows, (R, V) logits in the activation
+                 dtype and in fp32
+    sampling     fp32 softmax of one temperature row (2 x V x 4 B) and R int64 tokens
+    The layer and logits phases never overlap, so the step is index + max(residual + workspace
+    + layer, logits) + sampling."""
+    t, b = num_tokens, dims.act_bytes
+    group = group_tokens(t, dims.q_heads, dims.block)
+    residual = t * dims.hidden * b + 2 * t * dims.head_dim * b
+    workspace = 2 * num_seqs * group * dims.kv * dims.kv_bytes
+    layer = layer_peak(dims, t, num_seqs, group)
+    logits = t * dims.hidden * b + logit_rows * (dims.hidden * b + dims.vocab * b
+                                                 + dims.vocab * dims.cast_bytes)
+    return {"index": INDEX_BYTES * (STEP_INDEX_TENSORS * t + num_seqs * (table_blocks + 1)),
+            "layers": max(residual + workspace + layer, logits),
+            "sampling": 2 * dims.vocab * FP32_BYTES + logit_rows * INDEX_BYTES}
+
+
+def layer_peak(dims: Dims, tokens: int, num_seqs: int, group: int) -> int:
+    """The widest of one layer's phases, beyond the residual stream:
+    norm       fp32 x^2, then x * rsqrt (plus the fp32 copy of x when not fp32)
+    attention  h, q, k, v held (T x (H + q + 2 kv)) and the widest of: RoPE (2 q), the fused
+               prompt kernel's output, its log-sum-exp and row-major copy with o_proj (H), or
+               the paged pass (paged_attention)
+    mlp        h and two (T, I) (gate, up), then gate and the (T, H) down projection.
+    (Qwen3's q/k RMSNorm holds fp32 (T, q) temporaries inside the attention phase.)"""
+    t, b, d = tokens, dims.act_bytes, dims
+    norm = t * d.hidden * (FP32_BYTES + d.cast_bytes)
+    held = t * (d.hidden + d.q + 2 * d.kv) * b
+    prompt = t * (2 * d.q * b + d.hidden * b + d.q_heads * FP32_BYTES)
+    qk_norm = t * d.q * (FP32_BYTES + d.cast_bytes) if d.qk_norm else 0  # RMSNorm of q
+    attention = held + max(2 * t * d.q * b, qk_norm, prompt,
+                           paged_attention(d, t, num_seqs, group), t * (d.q + d.hidden) * b)
+    mlp = t * d.hidden * b + max(2 * t * d.inter * b, t * (d.inter + d.hidden) * b)
+    return max(norm, attention, mlp)
+
+
+def paged_attention(dims: Dims, rows: int, num_seqs: int, group: int) -> int:
+    """Inside one grouped pass of `group` key slots per sequence for `rows` query rows: the
+    query in (Hkv, S, QG, D) order and query positions, a cast of the gathered K/V when the
+    cache is in another dtype, and the widest of: fp32 scores and their masked copy with the
+    bool mask and the running fp32 accumulator; the scores, their cast and two accumulators;
+    the accumulator, the output and its row-major copy."""
+    d, b = dims, dims.act_bytes
+    scores = rows * d.q_heads * group
+    groups_per_kv = d.q_heads // d.kv_heads
+    acc = rows * d.q * FP32_BYTES
+    converted = 2 * num_seqs * group * d.kv * b if d.kv_bytes != b else 0
+    cast = b if b != FP32_BYTES else 0
+    widest = max(2 * scores * FP32_BYTES + 2 * rows * groups_per_kv * group + acc,
+                 scores * (FP32_BYTES + cast) + 2 * acc + rows * d.q * cast,
+                 acc + rows * d.q * (b + cast))
+    return rows * d.q * b + rows * groups_per_kv * INDEX_BYTES + converted + widest
+
+
+def _dims(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> Dims:
+    act = dtypes.lookup(serve.activation_dtype, "activation_dtype",
+                        dtypes.ACTIVATION_DTYPES).bits // 8
+    kv = max(1, dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits // 8)
+    tp, att = shard.tensor_parallel_size, spec.attention
     inter = spec.intermediate_size
     if spec.moe is not None:
         inter = max(inter, spec.moe.expert_intermediate_size * spec.moe.num_experts_per_tok)
-    inter //= shard.tensor_parallel_size
-    tokens = serve.max_num_batched_tokens
-    act = tokens * (2 * inter + 4 * spec.hidden_size) * act_bits // 8
-    rows = min(serve.max_num_seqs, tokens) if shard.last_stage else 0
-    logits = rows * spec.vocab_size * LOGIT_BITS // 8
-    return act + logits, (f"estimate: {tokens:,} batched tokens x (2x{inter:,} + 4x"
-                          f"{spec.hidden_size:,}) activations + logits; measure to replace")
+    q_heads = max(1, att.num_heads // tp)
+    kv_heads = min(q_heads, kv_heads_per_rank(spec, tp))
+    return Dims(spec.hidden_size, inter // tp, q_heads * att.head_dim,
+                kv_heads * att.head_dim, att.head_dim, q_heads, kv_heads, spec.vocab_size,
+                act, kv, serve.block_size_tokens, att.qk_norm)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from servecap.ledger.runtime_estimate import ATTENTION_GROUP_SCORES
+from servecap.ledger import runtime_estimate
 
 from .kv_pool import FP8_KV, KVPool
 
@@ -47,14 +47,6 @@ def allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> tor
     return mask
 
 
-def group_tokens(num_seqs: int, num_queries: int, num_heads: int, block_size: int) -> int:
-    """Key positions each grouped pass reads: a whole number of blocks, as many as keep the
-    pass's fp32 scores (num_seqs x num_queries x num_heads x tokens) within the ledger's
-    ATTENTION_GROUP_SCORES, and at least one block."""
-    per_block = num_seqs * num_queries * num_heads * block_size
-    return block_size * max(1, ATTENTION_GROUP_SCORES // per_block)
-
-
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     block_tables: torch.Tensor, q_positions: torch.Tensor,
                     context_lens: torch.Tensor, window: int | None,
@@ -73,7 +65,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     qg = q.view(num_seqs, num_q, hkv, group, dim).permute(2, 0, 1, 3, 4)  # (Hkv, S, Q, G, D)
     qg = qg.reshape(hkv, num_seqs, num_q * group, dim)
     q_pos = q_positions.repeat_interleave(group, dim=1)[None, :, :, None]  # (1, S, QG, 1)
-    step = group_tokens(num_seqs, num_q, heads, block_size) // block_size
+    step = runtime_estimate.group_tokens(num_seqs * num_q, heads, block_size) // block_size
     first = _first_block(q_positions, window, block_size)
     state, workspace = None, workspace or Workspace()
     for start in range(first, block_tables.shape[1], step):
@@ -86,7 +78,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         mask = allowed(q_pos, k_pos, window) & (k_pos < context_lens[None, :, None, None])
         state = _online_softmax(state, qg, keys, values, mask)
     acc, _, total = state
-    out = (acc / total[..., None]).to(q.dtype)  # (Hkv, S, QG, D)
+    out = acc.div_(total[..., None]).to(q.dtype)  # (Hkv, S, QG, D)
+    del acc, state
     return out.view(hkv, num_seqs, num_q, group, dim).permute(1, 2, 0, 3, 4).reshape(q.shape)
 
 
@@ -141,20 +134,23 @@ def _first_block(q_positions: torch.Tensor, window: int | None, block_size: int)
 def _online_softmax(state, qg: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                     mask: torch.Tensor):
     """Fold one group of keys into (acc, running max, running sum): softmax over all groups
-    equals softmax over the concatenated keys (the FlashAttention recurrence)."""
+    equals softmax over the concatenated keys (the FlashAttention recurrence). In place where
+    it can be: one fp32 score tensor and two fp32 accumulators live at most."""
     scores = (qg @ keys.transpose(-1, -2)).float() * qg.shape[-1] ** -0.5  # (Hkv, S, QG, gB)
     scores = torch.where(mask, scores, float("-inf"))
     peak = scores.amax(-1)
     if state is not None:
         peak = torch.maximum(peak, state[1])
     safe = peak.masked_fill(peak == float("-inf"), 0.0)
-    probs = (scores - safe[..., None]).exp_()
-    acc = (probs.to(values.dtype) @ values).float()  # (Hkv, S, QG, D)
+    probs = scores.sub_(safe[..., None]).exp_()
     total = probs.sum(-1)
+    acc = (probs.to(values.dtype) @ values).float()  # (Hkv, S, QG, D)
+    del probs, scores
     if state is None:
         return acc, peak, total
     scale = (state[1] - safe).exp_()
-    return state[0] * scale[..., None] + acc, peak, state[2] * scale + total
+    acc += state[0].mul_(scale[..., None])
+    return acc, peak, total.add_(state[2].mul_(scale))
 
 
 def prompt_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

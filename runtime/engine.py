@@ -237,7 +237,8 @@ class Engine:
             seq.parallel = 1
             rows += [i] * len(family)
             seqs += family
-        return logits[rows] if rows else logits, seqs
+        same = rows == list(range(len(ready)))  # nothing forked: no (R, V) copy
+        return logits if same or not rows else logits[rows], seqs
 
     def _child_record(self, parent: RequestRecord) -> RequestRecord:
         record = RequestRecord(parent.request_id, parent.num_prompt_tokens,

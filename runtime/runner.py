@@ -2,6 +2,8 @@
 
 import torch
 
+from servecap.ledger.runtime_estimate import group_tokens
+
 from .attention import PagedBatch, PagedKV, PrefillSpan
 from .block_manager import BlockManager
 from .kv_pool import KVPool
@@ -71,16 +73,41 @@ def sample(logits: torch.Tensor, temperatures: list[float],
 
 @torch.inference_mode()
 def profile_forward(model: Decoder, pool: KVPool, num_tokens: int, num_logit_rows: int) -> None:
-    """The widest step the engine can schedule: one prefill of num_tokens (the token budget)
-    and logits for num_logit_rows sequences, its K/V written only to the null block. Run it
-    once to measure the runtime's transient peak (activations, logits, workspaces)."""
-    bsz, device = pool.block_size_tokens, model.device
-    table = torch.full((-(-num_tokens // bsz),), pool.null_block, device=device)
-    slots = pool.null_block * bsz + torch.arange(num_tokens, device=device) % bsz
-    batch = PagedBatch(slots, 0, torch.zeros(0, 0, dtype=torch.long, device=device),
-                       torch.zeros(0, dtype=torch.long, device=device),
-                       [PrefillSpan(0, num_tokens, num_tokens, table)])
-    ids = torch.zeros(num_tokens, dtype=torch.long, device=device)
-    hidden = model(ids, torch.arange(num_tokens, device=device), PagedKV(pool, batch))
-    model.logits(hidden[-min(num_logit_rows, num_tokens):])
+    """The two widest steps the engine can schedule, each with its logits and sampling: a
+    prefill chunk of num_tokens (the token budget) continuing a prompt, so attention takes the
+    paged path over at least two key groups; and a decode of num_logit_rows sequences, each
+    two key groups long. K/V go only to the null block. Run it once to measure the runtime's
+    transient peak (ledger/runtime_estimate.py states it term by term)."""
+    heads = model.spec.attention.num_heads // model.tp.size
+    bsz = pool.block_size_tokens
+    seqs = min(num_logit_rows, num_tokens)
+    chunk_context = num_tokens + 2 * group_tokens(num_tokens, heads, bsz)
+    _profile_step(model, pool, [(chunk_context, num_tokens)], seqs)
+    decode_context = 2 * group_tokens(seqs, heads, bsz)
+    _profile_step(model, pool, [(decode_context, 1)] * seqs, seqs)
     pool.tensor[:, :, :, pool.null_block].zero_()
+
+
+def _profile_step(model: Decoder, pool: KVPool, rows: list[tuple[int, int]],
+                  num_logit_rows: int) -> None:
+    """rows: (context, new tokens) per sequence, all one-token rows or one chunk; every block
+    is the null block."""
+    bsz, device = pool.block_size_tokens, model.device
+    total = sum(n for _, n in rows)
+    slots = pool.null_block * bsz + torch.arange(total, device=device) % bsz
+    positions = torch.cat([torch.arange(c - n, c, device=device) for c, n in rows])
+    width = -(-max(c for c, _ in rows) // bsz)
+    tables = torch.full((len(rows), width), pool.null_block, device=device)
+    lens = torch.tensor([c for c, _ in rows], device=device)
+    if rows[0][1] == 1:
+        batch = PagedBatch(slots, len(rows), tables, lens, [])
+    else:
+        batch = PagedBatch(slots, 0, tables[:0], lens[:0],
+                           [PrefillSpan(0, total, rows[0][0], tables[0])])
+    batch.seq_lens = torch.repeat_interleave(lens, torch.tensor([n for _, n in rows]))
+    ids = torch.zeros(total, dtype=torch.long, device=device)
+    hidden = model(ids, positions, PagedKV(pool, batch), batch.seq_lens)
+    last = torch.arange(total - num_logit_rows, total, device=device)
+    logits = model.logits(hidden[last])
+    del hidden
+    sample(logits, [1.0] + [0.0] * (num_logit_rows - 1), [None] * num_logit_rows)

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from servecap.ledger import runtime_estimate
 from servecap.ledger.model import Attention, ModelSpec
-from servecap.runtime import attention
 from servecap.runtime.attention import (
     PagedBatch,
     PagedKV,
@@ -36,11 +36,11 @@ def _scatter(pool: KVPool, keys: torch.Tensor, values: torch.Tensor, seed: int,
     return table
 
 
-@pytest.fixture(params=[1, 1 << 14], ids=["one-block-groups", "default-groups"])
+@pytest.fixture(params=[1, 1 << 15], ids=["one-block-groups", "default-groups"])
 def group_scores(request, monkeypatch) -> int:
     """The grouped passes: one block per pass (the online softmax across many groups), and
     the default bound (one pass for these sizes)."""
-    monkeypatch.setattr(attention, "ATTENTION_GROUP_SCORES", request.param)
+    monkeypatch.setattr(runtime_estimate, "ATTENTION_GROUP_SCORES", request.param)
     return request.param
 
 
