@@ -19,6 +19,7 @@ LOGIT_BITS = 32  # samplers upcast logits to fp32
 FP32_BYTES = 4  # scores, softmax state and RMSNorm run in fp32
 INDEX_BYTES = 8  # int64 token ids, positions, slots, sequence lengths
 STEP_INDEX_TENSORS = 4  # ids, positions, slot_mapping, seq_lens: one int64 per token each
+SMALL_TENSOR_BYTES = 16384  # scalar operands, context lengths and other tensors of a few bytes
 # fp32 attention scores one grouped pass over paged K/V may hold (the runtime reads the cache a
 # group of blocks at a time, so its attention transient is bounded by this, not by context)
 ATTENTION_GROUP_SCORES = 1 << 15
@@ -67,7 +68,8 @@ def estimate_runtime_peak(spec: ModelSpec, serve: ServeSpec,
                                                      serve.max_num_batched_tokens)
     rows = seqs if shard.last_stage else 0
     table = -(-serve.context_tokens // serve.block_size_tokens)
-    chunk = sum(step_terms(dims, tokens, 1, rows, table).values())
+    chunk_table = max(table, tokens // serve.block_size_tokens + 1)  # its keys and one block
+    chunk = sum(step_terms(dims, tokens, 1, rows, chunk_table).values())
     decode = sum(step_terms(dims, seqs, seqs, rows, table).values())
     return max(chunk, decode), (f"estimate: the widest step of {tokens:,} batched tokens or "
                                 f"{seqs:,} decodes, term by term (activations, MLP, attention, "
@@ -81,23 +83,23 @@ def step_terms(dims: Dims, num_tokens: int, num_seqs: int, logit_rows: int,
 
     index        4 int64 per token (ids, positions, slots, lengths) and the block tables
     residual     the (T, H) stream, updated in place, and RoPE cos/sin (T, d_h) x 2
-    workspace    the K and V group buffers, shared by every layer of the step
     layer        the widest sublayer: RMSNorm, attention or MLP (layer_peak)
     logits       the final (T, H) hidden, its R sampled rows, (R, V) logits in the activation
                  dtype and in fp32
     sampling     fp32 softmax of one temperature row (2 x V x 4 B) and R int64 tokens
-    The layer and logits phases never overlap, so the step is index + max(residual + workspace
-    + layer, logits) + sampling."""
+    small        scalars and few-byte tensors (SMALL_TENSOR_BYTES)
+    The layer and logits phases never overlap, so the step is index + max(residual + layer,
+    logits) + sampling. A sequence reads at most table_blocks blocks of keys per group."""
     t, b = num_tokens, dims.act_bytes
-    group = group_tokens(t, dims.q_heads, dims.block)
+    group = min(group_tokens(t, dims.q_heads, dims.block), max(1, table_blocks) * dims.block)
     residual = t * dims.hidden * b + 2 * t * dims.head_dim * b
-    workspace = 2 * num_seqs * group * dims.kv * dims.kv_bytes
     layer = layer_peak(dims, t, num_seqs, group)
     logits = t * dims.hidden * b + logit_rows * (dims.hidden * b + dims.vocab * b
                                                  + dims.vocab * dims.cast_bytes)
     return {"index": INDEX_BYTES * (STEP_INDEX_TENSORS * t + num_seqs * (table_blocks + 1)),
-            "layers": max(residual + workspace + layer, logits),
-            "sampling": 2 * dims.vocab * FP32_BYTES + logit_rows * INDEX_BYTES}
+            "layers": max(residual + layer, logits),
+            "sampling": 2 * dims.vocab * FP32_BYTES + logit_rows * INDEX_BYTES,
+            "small": SMALL_TENSOR_BYTES}
 
 
 def layer_peak(dims: Dims, tokens: int, num_seqs: int, group: int) -> int:
@@ -121,20 +123,31 @@ def layer_peak(dims: Dims, tokens: int, num_seqs: int, group: int) -> int:
 
 def paged_attention(dims: Dims, rows: int, num_seqs: int, group: int) -> int:
     """Inside one grouped pass of `group` key slots per sequence for `rows` query rows: the
-    query in (Hkv, S, QG, D) order and query positions, a cast of the gathered K/V when the
-    cache is in another dtype, and the widest of: fp32 scores and their masked copy with the
+    K and V group buffers, the query in (Hkv, S, QG, D) order, query and key positions and
+    gather indices, a cast of the gathered K/V when the cache is in another dtype, and the
+    widest of: fp32 scores and their masked copy with the
     bool mask and the running fp32 accumulator; the scores, their cast and two accumulators;
     the accumulator, the output and its row-major copy."""
     d, b = dims, dims.act_bytes
     scores = rows * d.q_heads * group
     groups_per_kv = d.q_heads // d.kv_heads
     acc = rows * d.q * FP32_BYTES
-    converted = 2 * num_seqs * group * d.kv * b if d.kv_bytes != b else 0
+    keys = num_seqs * group
+    buffers = 2 * keys * d.kv * d.kv_bytes
+    converted = 2 * keys * d.kv * b if d.kv_bytes != b else 0
+    indices = (group + d.kv_heads * keys // d.block) * INDEX_BYTES
     cast = b if b != FP32_BYTES else 0
-    widest = max(2 * scores * FP32_BYTES + 2 * rows * groups_per_kv * group + acc,
-                 scores * (FP32_BYTES + cast) + 2 * acc + rows * d.q * cast,
+    # a reduced-precision batched matmul on the CPU computes in fp32: copies of its operands
+    # (the group's K or V read twice) and of its result
+    upcast = (scores + 2 * keys * d.kv + rows * d.q) * FP32_BYTES if cast else 0
+    masks = 2 * rows * groups_per_kv * group
+    state = 4 * rows * d.q_heads * FP32_BYTES  # running and new max and sum per query head
+    widest = max(masks + state + max(2 * scores * FP32_BYTES + acc,
+                             scores * (FP32_BYTES + cast) + upcast + acc + rows * d.q * b,
+                             scores * FP32_BYTES + 2 * acc + rows * d.q * cast),
                  acc + rows * d.q * (b + cast))
-    return rows * d.q * b + rows * groups_per_kv * INDEX_BYTES + converted + widest
+    return (rows * d.q * b + rows * groups_per_kv * INDEX_BYTES + buffers + converted
+            + indices + widest)
 
 
 def _dims(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> Dims:

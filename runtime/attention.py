@@ -77,6 +77,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
                              device=q.device)
         mask = allowed(q_pos, k_pos, window) & (k_pos < context_lens[None, :, None, None])
         state = _online_softmax(state, qg, keys, values, mask)
+        del keys, values, mask  # a cast group is freed before the next one is read
     acc, _, total = state
     out = acc.div_(total[..., None]).to(q.dtype)  # (Hkv, S, QG, D)
     del acc, state
@@ -94,8 +95,9 @@ def _store(cache: torch.Tensor, slots: torch.Tensor, new: torch.Tensor) -> None:
 
 
 class Workspace:
-    """Two flat buffers the grouped passes gather into, shared by every group and layer of a
-    step: allocated once at the largest group's size (a closed form of the step's shape)."""
+    """Two flat buffers the grouped passes of one attention call gather into, allocated at
+    the first (widest) group's size and reused by the rest; freed when the call returns, so
+    they never sit beside the MLP's intermediates."""
 
     def __init__(self) -> None:
         self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -173,7 +175,6 @@ class PagedKV:
 
     def __init__(self, pool: KVPool, batch: PagedBatch) -> None:
         self.pool, self.batch = pool, batch
-        self.workspace = Workspace()
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                window_tokens: int | None) -> torch.Tensor:
@@ -189,7 +190,7 @@ class PagedKV:
             lens = batch.decode_context_lens
             parts.append(paged_attention(q[:batch.num_decode, None], k_cache, v_cache,
                                          batch.decode_block_tables, (lens - 1)[:, None], lens,
-                                         window_tokens, *scales, self.workspace)[:, 0])
+                                         window_tokens, *scales)[:, 0])
         for span in batch.prefills:
             rows = slice(span.token_start, span.token_start + span.num_tokens)
             parts.append(self._prefill(span, q[rows], k[rows], v[rows], k_cache, v_cache,
@@ -208,7 +209,7 @@ class PagedKV:
         return paged_attention(q[None], k_cache, v_cache, span.block_table[None],
                                positions[None], torch.tensor([span.context_len],
                                                              device=q.device), window,
-                               *scales, self.workspace)[0]
+                               *scales)[0]
 
 
 def reference_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,

@@ -72,18 +72,22 @@ def sample(logits: torch.Tensor, temperatures: list[float],
 
 
 @torch.inference_mode()
-def profile_forward(model: Decoder, pool: KVPool, num_tokens: int, num_logit_rows: int) -> None:
+def profile_forward(model: Decoder, pool: KVPool, num_tokens: int, num_logit_rows: int,
+                    max_model_len: int | None = None) -> None:
     """The two widest steps the engine can schedule, each with its logits and sampling: a
     prefill chunk of num_tokens (the token budget) continuing a prompt, so attention takes the
     paged path over at least two key groups; and a decode of num_logit_rows sequences, each
-    two key groups long. K/V go only to the null block. Run it once to measure the runtime's
-    transient peak (ledger/runtime_estimate.py states it term by term)."""
+    two key groups long (both capped at max_model_len: no sequence reads more keys). K/V go
+    only to the null block. Run it once to measure the runtime's transient peak
+    (ledger/runtime_estimate.py states it term by term)."""
     heads = model.spec.attention.num_heads // model.tp.size
     bsz = pool.block_size_tokens
     seqs = min(num_logit_rows, num_tokens)
-    chunk_context = num_tokens + 2 * group_tokens(num_tokens, heads, bsz)
+    cap = max_model_len or 1 << 62
+    chunk_context = max(num_tokens + bsz,
+                        min(cap, num_tokens + 2 * group_tokens(num_tokens, heads, bsz)))
     _profile_step(model, pool, [(chunk_context, num_tokens)], seqs)
-    decode_context = 2 * group_tokens(seqs, heads, bsz)
+    decode_context = min(cap, 2 * group_tokens(seqs, heads, bsz))
     _profile_step(model, pool, [(decode_context, 1)] * seqs, seqs)
     pool.tensor[:, :, :, pool.null_block].zero_()
 
