@@ -11,6 +11,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard, kv_bytes_per_token, kv_heads_per_rank
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan
+from servecap.ledger.verification import kv_pool_blocks
 
 from .model import TORCH_DTYPES
 
@@ -36,19 +37,12 @@ def block_bytes(spec: ModelSpec, block_size_tokens: int, kv_dtype: str,
     return kv_bytes_per_token(spec, bits, Shard(tensor_parallel_size)) * block_size_tokens
 
 
-def blocks_for_budget(spec: ModelSpec, kv_budget_bytes: int, block_size_tokens: int,
-                      kv_dtype: str, tensor_parallel_size: int = 1) -> int:
-    """Whole blocks that fit in a KV budget (the null block is counted on top)."""
-    return kv_budget_bytes // block_bytes(spec, block_size_tokens, kv_dtype,
-                                          tensor_parallel_size)
-
-
 def blocks_for_plan(spec: ModelSpec, plan: Plan, tensor_parallel_size: int = 1) -> int:
     """Blocks in what the plan leaves for KV: device - (weights, metadata, runtime peak,
     safety). At the plan's context this holds exactly plan.memory_ceiling_requests requests."""
     serve = plan.serve
-    return blocks_for_budget(spec, plan.device_bytes - plan.fixed_bytes,
-                             serve.block_size_tokens, serve.kv_dtype, tensor_parallel_size)
+    return kv_pool_blocks(plan, block_bytes(spec, serve.block_size_tokens, serve.kv_dtype,
+                                            tensor_parallel_size))
 
 
 class KVPool:

@@ -4,6 +4,7 @@ from collections import OrderedDict
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Plan
+from servecap.ledger.verification import kv_pool_blocks
 
 
 def pool_blocks(plan: Plan, block_size_tokens: int) -> int:
@@ -11,12 +12,12 @@ def pool_blocks(plan: Plan, block_size_tokens: int) -> int:
     runtime peak - safety) // (kv_bytes_per_token x block_size_tokens). Full-attention layers
     assumed: a sliding-window model's pool is understated, never overstated."""
     block_bytes = plan.kv_bytes_per_token * block_size_tokens
-    free_bytes = plan.device_bytes - plan.fixed_bytes
-    if block_bytes <= 0 or free_bytes < block_bytes:
+    blocks = kv_pool_blocks(plan, block_bytes) if block_bytes > 0 else 0
+    if blocks < 1:
         raise SpecError("device", plan.serve.device_label or plan.device_bytes,
                         "leaves no room for a single KV block after weights, runtime peak and "
                         "safety")
-    return free_bytes // block_bytes
+    return blocks
 
 
 class BlockPool:
