@@ -13,13 +13,13 @@ from . import dtypes
 from .errors import SpecError
 from .kv import WHOLE, Shard, kv_heads_per_rank
 from .model import ModelSpec
-from .serve import ServeSpec
+from .serve import DEFAULT_BLOCK_SIZE_TOKENS, ServeSpec
 
 LOGIT_BITS = 32  # samplers upcast logits to fp32
 FP32_BYTES = 4  # scores, softmax state and RMSNorm run in fp32
 INDEX_BYTES = 8  # int64 token ids, positions, slots, sequence lengths
 STEP_INDEX_TENSORS = 4  # ids, positions, slot_mapping, seq_lens: one int64 per token each
-SMALL_TENSOR_BYTES = 16384  # scalar operands, context lengths and other tensors of a few bytes
+SMALL_TENSOR_BYTES = 16384  # scalar operands, block tables and other tensors of a few bytes
 # fp32 attention scores one grouped pass over paged K/V may hold (the runtime reads the cache a
 # group of blocks at a time, so its attention transient is bounded by this, not by context)
 ATTENTION_GROUP_SCORES = 1 << 15
@@ -41,6 +41,7 @@ class Dims:
     kv_bytes: int
     block: int
     qk_norm: bool = False
+    exact: bool = True  # False: KV dtype unknown, a cast of the gathered K/V always counted
 
     @property
     def cast_bytes(self) -> int:
@@ -57,46 +58,55 @@ def group_tokens(num_rows: int, num_heads: int, block_size: int) -> int:
 
 def estimate_runtime_peak(spec: ModelSpec, serve: ServeSpec,
                           shard: Shard = WHOLE) -> tuple[int, str]:
+    """The plan's default runtime peak: runtime_peak_bound for any KV dtype and a block of up
+    to 16 tokens, so it depends only on the model, activation dtype, max_num_batched_tokens
+    and max_num_seqs. Measure it (servecap verify) and declare it with --runtime-peak."""
+    return runtime_peak_bound(spec, serve, shard, exact=False)
+
+
+def runtime_peak_bound(spec: ModelSpec, serve: ServeSpec, shard: Shard = WHOLE,
+                       exact: bool = True) -> tuple[int, str]:
     """max(prefill chunk of T = max_num_batched_tokens, decode of S = max_num_seqs), each the
-    sum of its terms (step_terms). Measure it (servecap verify) and declare it with
-    --runtime-peak for a real plan."""
+    sum of its terms (step_terms), for serve's KV dtype and block size (exact) or the widest
+    (not exact)."""
     if not spec.has_architecture:
         raise SpecError("runtime_peak", None, f"{spec.name} has no hidden_size/vocab_size to "
                         "estimate the runtime peak from: declare it with --runtime-peak SIZE")
-    dims = _dims(spec, serve, shard)
+    dims = _dims(spec, serve, shard, exact)
     tokens, seqs = serve.max_num_batched_tokens, min(serve.max_num_seqs,
                                                      serve.max_num_batched_tokens)
     rows = seqs if shard.last_stage else 0
-    table = -(-serve.context_tokens // serve.block_size_tokens)
-    chunk_table = max(table, tokens // serve.block_size_tokens + 1)  # its keys and one block
-    chunk = sum(step_terms(dims, tokens, 1, rows, chunk_table).values())
-    decode = sum(step_terms(dims, seqs, seqs, rows, table).values())
+    chunk = sum(step_terms(dims, tokens, 1, rows).values())
+    decode = sum(step_terms(dims, seqs, seqs, rows).values())
     return max(chunk, decode), (f"estimate: the widest step of {tokens:,} batched tokens or "
                                 f"{seqs:,} decodes, term by term (activations, MLP, attention, "
                                 "logits, sampling); measure to replace")
 
 
-def step_terms(dims: Dims, num_tokens: int, num_seqs: int, logit_rows: int,
-               table_blocks: int = 0) -> dict[str, int]:
+def step_terms(dims: Dims, num_tokens: int, num_seqs: int, logit_rows: int) -> dict[str, int]:
     """Bytes by term for a step of num_tokens query rows over num_seqs sequences (a chunk:
     1 sequence; a decode: one row each) and logit_rows sampled rows:
 
-    index        4 int64 per token (ids, positions, slots, lengths) and the block tables
+    index        4 int64 per token (ids, positions, slots, lengths), one length per sequence,
+                 block tables for two groups of keys per sequence (a context longer than that
+                 adds S x context / B x 8 B more, which this context-free estimate leaves out)
     residual     the (T, H) stream, updated in place, and RoPE cos/sin (T, d_h) x 2
     layer        the widest sublayer: RMSNorm, attention or MLP (layer_peak)
     logits       the final (T, H) hidden, its R sampled rows, (R, V) logits in the activation
                  dtype and in fp32
     sampling     fp32 softmax of one temperature row (2 x V x 4 B) and R int64 tokens
-    small        scalars and few-byte tensors (SMALL_TENSOR_BYTES)
+    small        scalars, block tables and other small tensors (SMALL_TENSOR_BYTES)
     The layer and logits phases never overlap, so the step is index + max(residual + layer,
-    logits) + sampling. A sequence reads at most table_blocks blocks of keys per group."""
+    logits) + sampling. Nothing here depends on the context length: a group never holds more
+    than group_tokens keys per sequence, however long the sequence."""
     t, b = num_tokens, dims.act_bytes
-    group = min(group_tokens(t, dims.q_heads, dims.block), max(1, table_blocks) * dims.block)
+    group = group_tokens(t, dims.q_heads, dims.block)
     residual = t * dims.hidden * b + 2 * t * dims.head_dim * b
     layer = layer_peak(dims, t, num_seqs, group)
     logits = t * dims.hidden * b + logit_rows * (dims.hidden * b + dims.vocab * b
                                                  + dims.vocab * dims.cast_bytes)
-    return {"index": INDEX_BYTES * (STEP_INDEX_TENSORS * t + num_seqs * (table_blocks + 1)),
+    tables = num_seqs * (2 * group // dims.block + 1)  # block ids of two groups of keys
+    return {"index": INDEX_BYTES * (STEP_INDEX_TENSORS * t + num_seqs + tables),
             "layers": max(residual + layer, logits),
             "sampling": 2 * dims.vocab * FP32_BYTES + logit_rows * INDEX_BYTES,
             "small": SMALL_TENSOR_BYTES}
@@ -134,7 +144,7 @@ def paged_attention(dims: Dims, rows: int, num_seqs: int, group: int) -> int:
     acc = rows * d.q * FP32_BYTES
     keys = num_seqs * group
     buffers = 2 * keys * d.kv * d.kv_bytes
-    converted = 2 * keys * d.kv * b if d.kv_bytes != b else 0
+    converted = 2 * keys * d.kv * b if d.kv_bytes != b or not d.exact else 0  # cast on read
     indices = (group + d.kv_heads * keys // d.block) * INDEX_BYTES
     cast = b if b != FP32_BYTES else 0
     # a reduced-precision batched matmul on the CPU computes in fp32: copies of its operands
@@ -150,10 +160,14 @@ def paged_attention(dims: Dims, rows: int, num_seqs: int, group: int) -> int:
             + indices + widest)
 
 
-def _dims(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> Dims:
+def _dims(spec: ModelSpec, serve: ServeSpec, shard: Shard, exact: bool) -> Dims:
     act = dtypes.lookup(serve.activation_dtype, "activation_dtype",
                         dtypes.ACTIVATION_DTYPES).bits // 8
-    kv = max(1, dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits // 8)
+    # the plan's estimate must not move when the KV dtype or block size is edited (the
+    # workbook's what-ifs keep it): K/V buffers at fp32 with a cast always counted, groups of
+    # the default block; exact=True states the run's own KV dtype and block instead
+    kv = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits // 8 if exact \
+        else FP32_BYTES
     tp, att = shard.tensor_parallel_size, spec.attention
     inter = spec.intermediate_size
     if spec.moe is not None:
@@ -162,4 +176,5 @@ def _dims(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> Dims:
     kv_heads = min(q_heads, kv_heads_per_rank(spec, tp))
     return Dims(spec.hidden_size, inter // tp, q_heads * att.head_dim,
                 kv_heads * att.head_dim, att.head_dim, q_heads, kv_heads, spec.vocab_size,
-                act, kv, serve.block_size_tokens, att.qk_norm)
+                act, max(1, kv), serve.block_size_tokens if exact else DEFAULT_BLOCK_SIZE_TOKENS,
+                att.qk_norm, exact)
