@@ -21,6 +21,7 @@ from servecap.runtime.kv_pool import KVPool
 from servecap.runtime.model import torch_dtype
 from servecap.runtime.runner import build_batch
 from servecap.runtime.sequence import RequestRecord, Sequence
+from servecap.runtime.telemetry import AllocatorCounter
 from servecap.runtime.weights import random_decoder
 
 SMALL = ModelSpec(name="small-llama", source="bench", num_layers=8,
@@ -76,11 +77,21 @@ def _time_pair(first, second, repeats: int) -> tuple[float, float]:
     return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
 
 
+def peak_transient_bytes(fn) -> int:
+    """Bytes the CPU allocator holds at the highest point of one call, beyond what it held
+    before (telemetry's AllocatorCounter: allocations inside fused ops count too)."""
+    counter = AllocatorCounter()
+    with counter:
+        fn()
+    return counter.peak_bytes
+
+
 @torch.inference_mode()
 def decode_times(spec: ModelSpec, batch: int, context: int, dtype: str, device: str,
                  block_size: int = 16, repeats: int = 10,
-                 interleaved: bool = False) -> tuple[float, float]:
-    """(paged, dense) seconds for one decode step of `batch` sequences at `context` tokens."""
+                 interleaved: bool = False) -> tuple[float, float, int, int]:
+    """(paged, dense) seconds for one decode step of `batch` sequences at `context` tokens,
+    then (paged, dense) peak transient bytes of one step on the CPU (0 on CUDA)."""
     model = random_decoder(spec, dtype, device)
     num_blocks = batch * blocks_for(context, block_size)
     pool = KVPool(spec, num_blocks, block_size, dtype, device)
@@ -104,22 +115,27 @@ def decode_times(spec: ModelSpec, batch: int, context: int, dtype: str, device: 
     def dense() -> torch.Tensor:
         return model.logits(model(ids, positions, dense_kv))
 
-    return _time_pair(paged, dense, repeats)
+    paged_s, dense_s = _time_pair(paged, dense, repeats)
+    if device != "cpu":
+        return paged_s, dense_s, 0, 0
+    return paged_s, dense_s, peak_transient_bytes(paged), peak_transient_bytes(dense)
 
 
 def cpu_report(batch: int, context: int) -> None:
     print(f"CPU decode step, fp32, batch {batch} x {context:,}-token contexts, "
-          f"{torch.get_num_threads()} thread(s); median of alternating runs")
+          f"{torch.get_num_threads()} thread(s); median of alternating runs; transient bytes "
+          "at the CPU allocator (MiB = 2^20 B)")
     for spec in (SMALL, SMALL_GQA4):
         att = spec.attention
         print(f"  {spec.name} ({spec.num_layers} layers, hidden {spec.hidden_size}, "
               f"{att.num_heads}/{att.num_kv_heads} q/kv heads)")
         for interleaved in (False, True):
-            paged, dense = decode_times(spec, batch, context, "fp32", "cpu",
-                                        interleaved=interleaved)
+            paged, dense, paged_b, dense_b = decode_times(spec, batch, context, "fp32", "cpu",
+                                                          interleaved=interleaved)
             tables = "interleaved blocks " if interleaved else "consecutive blocks "
             print(f"    {tables}: paged {paged * 1e3:7.2f} ms, dense {dense * 1e3:7.2f} ms, "
-                  f"paged/dense {paged / dense:.2f}x (target <= 1.30x)")
+                  f"paged/dense {paged / dense:.2f}x (target <= 1.30x); peak transient per "
+                  f"step paged {paged_b / 2**20:.2f} MiB, dense {dense_b / 2**20:.2f} MiB")
 
 
 def copy_bandwidth_bytes_per_s(device: str, num_bytes: int = 1 << 30) -> float:
@@ -135,7 +151,7 @@ def gpu_report(batch: int, context: int) -> None:
     spec = ModelSpec(name="llama-3.1-8b-shape (8 layers)", source="bench", num_layers=8,
                      attention=Attention("gqa", 32, 8, 128), hidden_size=4096,
                      intermediate_size=14336, vocab_size=128256, model_type="llama")
-    paged, dense = decode_times(spec, batch, context, "bf16", "cuda", repeats=20)
+    paged, dense, _, _ = decode_times(spec, batch, context, "bf16", "cuda", repeats=20)
     # a decode step reads every matrix once, but only `batch` rows of the input embedding
     embedding_bytes = spec.vocab_size * spec.hidden_size * 2
     model_bytes = weight_bytes(spec, 16, None).param_bytes - embedding_bytes

@@ -91,10 +91,15 @@ def block_bytes(plan: Plan) -> int:
     return plan.kv_bytes_per_token * plan.serve.block_size_tokens
 
 
-def kv_pool_blocks(plan: Plan) -> int:
+def kv_pool_blocks(plan: Plan, bytes_per_block: int | None = None,
+                   extra_fixed_bytes: int = 0) -> int:
     """Blocks in what the plan leaves for KV: (device - weights - metadata - runtime peak -
-    safety) // block bytes. At the plan's context these hold memory_ceiling_requests requests."""
-    return max(0, (plan.device_bytes - plan.fixed_bytes) // block_bytes(plan))
+    safety - extra) // block bytes (the plan's, unless a caller's pool has its own block shape;
+    extra: another resident model, e.g. a speculative draft's weights). At the plan's context
+    these hold memory_ceiling_requests requests. The one copy of this formula: the runtime's
+    pool and the simulator's call it."""
+    per_block = bytes_per_block if bytes_per_block is not None else block_bytes(plan)
+    return max(0, (plan.device_bytes - plan.fixed_bytes - extra_fixed_bytes) // per_block)
 
 
 def kv_pool_bytes(plan: Plan) -> int:

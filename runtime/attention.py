@@ -1,15 +1,17 @@
-"""Paged attention: K/V read through block tables for decode steps and prefill chunks.
+"""Paged attention: K/V read through block tables, a bounded group of blocks at a time.
 
 Also the two references it is checked against: a naive fp32 softmax over a contiguous cache,
 and DenseKV, a contiguous static-batch cache using the same decode math (the speed baseline).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from .kv_pool import KVPool
+from servecap.ledger import runtime_estimate
+
+from .kv_pool import FP8_KV, KVPool
 
 
 @dataclass
@@ -33,9 +35,8 @@ class PagedBatch:
     decode_block_tables: torch.Tensor  # (S, max_blocks), padded with the null block
     decode_context_lens: torch.Tensor  # (S,)
     prefills: list[PrefillSpan]
-    # (first block, context tokens) of each decode whose blocks are one contiguous run, else
-    # None; only filled on the CPU, where reading such runs in place beats gathering them
-    decode_runs: list[tuple[int, int] | None] = field(default_factory=list)
+    # (T,) each token's sequence length after this step (RoPE types that depend on it)
+    seq_lens: torch.Tensor | None = None
 
 
 def allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
@@ -46,84 +47,127 @@ def allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> tor
     return mask
 
 
-def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                 block_tables: torch.Tensor, context_lens: torch.Tensor,
-                 window: int | None, workspace: "Workspace | None" = None) -> torch.Tensor:
-    """q: (S, H, D); caches: (Hkv, blocks, B, D); block_tables: (S, nb). Returns (S, H, D).
-    Blocks are gathered into a workspace reused by every layer of the step, giving each
-    (head, sequence) a contiguous (nb*B, D) matrix; then two batched matmuls and a softmax."""
-    num_seqs, max_blocks = block_tables.shape
-    hkv, _, block_size, dim = k_cache.shape
-    group = q.shape[1] // hkv
-    keys, values = (workspace or Workspace()).get(block_tables.numel(), k_cache)
-    torch.index_select(k_cache, 1, block_tables.flatten(), out=keys)
-    torch.index_select(v_cache, 1, block_tables.flatten(), out=values)
-    length = max_blocks * block_size
-    keys = keys.view(hkv, num_seqs, length, dim)  # (Hkv, S, nb*B, D)
-    values = values.view(hkv, num_seqs, length, dim)
-    k_pos = torch.arange(length, device=q.device)
-    mask = allowed((context_lens - 1)[:, None], k_pos[None, :], window)  # (S, nb*B)
-    mask &= k_pos[None, :] < context_lens[:, None]
-    qg = q.view(num_seqs, hkv, group, dim).transpose(0, 1)  # (Hkv, S, G, D)
-    out = grouped_attention(qg, keys, values, mask[None, :, None, :])  # (Hkv, S, G, D)
-    return out.transpose(0, 1).reshape(num_seqs, hkv * group, dim)
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                    block_tables: torch.Tensor, q_positions: torch.Tensor,
+                    context_lens: torch.Tensor, window: int | None,
+                    k_scale: float = 1.0, v_scale: float = 1.0,
+                    workspace: "Workspace | None" = None) -> torch.Tensor:
+    """q: (S, Q, H, D) at q_positions (S, Q); caches (Hkv, blocks, B, D); block_tables (S, nb)
+    covering context_lens (S,). Returns (S, Q, H, D). A cache in another dtype (fp8) is read
+    as cache x scale in q's dtype, one group at a time.
+
+    Keys are read a group of blocks at a time (group_tokens), with an online softmax across
+    groups, so the transient is a gather of S x group_tokens K/V slots and its fp32 scores:
+    bounded by the step's shape, whatever the sequences' lengths."""
+    num_seqs, num_q, heads, dim = q.shape
+    hkv, _, block_size, _ = k_cache.shape
+    group = heads // hkv
+    qg = q.view(num_seqs, num_q, hkv, group, dim).permute(2, 0, 1, 3, 4)  # (Hkv, S, Q, G, D)
+    qg = qg.reshape(hkv, num_seqs, num_q * group, dim)
+    q_pos = q_positions.repeat_interleave(group, dim=1)[None, :, :, None]  # (1, S, QG, 1)
+    step = runtime_estimate.group_tokens(num_seqs * num_q, heads, block_size) // block_size
+    first = _first_block(q_positions, window, block_size)
+    state, workspace = None, workspace or Workspace()
+    for start in range(first, block_tables.shape[1], step):
+        cols = block_tables[:, start:start + step].flatten()  # (S x g,)
+        k_buf, v_buf = workspace.get(cols.numel(), k_cache)
+        keys = _read(k_cache, cols, k_buf, k_scale, q.dtype).view(hkv, num_seqs, -1, dim)
+        values = _read(v_cache, cols, v_buf, v_scale, q.dtype).view(hkv, num_seqs, -1, dim)
+        k_pos = torch.arange(start * block_size, start * block_size + keys.shape[2],
+                             device=q.device)
+        mask = allowed(q_pos, k_pos, window) & (k_pos < context_lens[None, :, None, None])
+        state = _online_softmax(state, qg, keys, values, mask)
+        del keys, values, mask  # a cast group is freed before the next one is read
+    acc, _, total = state
+    out = acc.div_(total[..., None]).to(q.dtype)  # (Hkv, S, QG, D)
+    del acc, state
+    return out.view(hkv, num_seqs, num_q, group, dim).permute(1, 2, 0, 3, 4).reshape(q.shape)
 
 
-def run_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, first_block: int,
-               context_len: int, window: int | None) -> torch.Tensor:
-    """One sequence whose blocks are consecutive in the pool: its K/V are a view, no gather.
-    q: (H, D); returns (H, D)."""
-    hkv, _, block_size, dim = k_cache.shape
-    num_blocks = -(-context_len // block_size)
-    keys = k_cache[:, first_block:first_block + num_blocks].reshape(hkv, -1, dim)  # a view
-    values = v_cache[:, first_block:first_block + num_blocks].reshape(hkv, -1, dim)
-    k_pos = torch.arange(num_blocks * block_size, device=q.device)
-    mask = allowed(torch.tensor(context_len - 1, device=q.device), k_pos, window)
-    mask &= k_pos < context_len
-    return grouped_attention(q.view(hkv, -1, dim), keys, values, mask).view(q.shape)
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """fp8 tensors as uint8: CPU indexing kernels do not take fp8, and a copy is a copy."""
+    return t.view(torch.uint8) if t.dtype == FP8_KV else t
 
 
-def grouped_attention(qg: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                      mask: torch.Tensor) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d)) v with fp32 scores, for one query token per sequence: qg
-    (..., G, D) holds the G query heads that share each KV head; keys/values (..., T, D); mask
-    broadcasts to (..., G, T). Two batched matmuls that read each (T, D) matrix in place."""
-    scores = (qg @ keys.transpose(-1, -2)).float() * qg.shape[-1] ** -0.5  # (..., G, T)
-    probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
-    return probs.to(values.dtype) @ values  # (..., G, D)
+def _store(cache: torch.Tensor, slots: torch.Tensor, new: torch.Tensor) -> None:
+    """cache (Hkv, slots, D)[:, slots] = new (Hkv, T, D), in place."""
+    _bytes(cache).index_copy_(1, slots, _bytes(new))
 
 
 class Workspace:
-    """Gather buffers for one step, grown on demand and shared by every layer."""
+    """Two flat buffers the grouped passes of one attention call gather into, allocated at
+    the first (widest) group's size and reused by the rest; freed when the call returns, so
+    they never sit beside the MLP's intermediates."""
 
     def __init__(self) -> None:
         self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def get(self, num_blocks: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Two (Hkv, num_blocks, B, D) buffers shaped like the cache `like`."""
-        if self.buffers is None or self.buffers[0].shape[1] < num_blocks:
-            shape = (like.shape[0], num_blocks, *like.shape[2:])
-            self.buffers = (like.new_empty(shape), like.new_empty(shape))
-        return self.buffers[0][:, :num_blocks], self.buffers[1][:, :num_blocks]
+    def get(self, num_blocks: int, cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two contiguous (Hkv, num_blocks, B, D) views shaped like `cache`'s blocks."""
+        shape = (cache.shape[0], num_blocks, *cache.shape[2:])
+        size = shape[0] * num_blocks * shape[2] * shape[3]
+        if self.buffers is None or self.buffers[0].numel() < size:
+            self.buffers = (cache.new_empty(size), cache.new_empty(size))
+        return tuple(b[:size].view(shape) for b in self.buffers)
 
 
-def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                  block_table: torch.Tensor, context_len: int,
-                  window: int | None) -> torch.Tensor:
-    """One sequence's chunk: q (Q, H, D) at the last Q of context_len positions. (Q, H, D).
-    A whole prompt without a window is plain causal attention: no mask tensor, so SDPA may
-    pick a fused kernel (FlashAttention on CUDA) instead of materialising (H, Q, C) scores."""
-    hkv, dim = k_cache.shape[0], k_cache.shape[3]
-    keys = k_cache[:, block_table].view(hkv, -1, dim)[:, :context_len]  # (Hkv, C, D)
-    values = v_cache[:, block_table].view(hkv, -1, dim)[:, :context_len]
-    if window is None and q.shape[0] == context_len:
-        return F.scaled_dot_product_attention(q.transpose(0, 1), keys, values, is_causal=True,
-                                              enable_gqa=True).transpose(0, 1)
-    q_pos = torch.arange(context_len - q.shape[0], context_len, device=q.device)
-    mask = allowed(q_pos[:, None], torch.arange(context_len, device=q.device)[None, :], window)
-    out = F.scaled_dot_product_attention(q.transpose(0, 1), keys, values, attn_mask=mask,
-                                         enable_gqa=True)  # (H, Q, D)
-    return out.transpose(0, 1)
+def _read(cache: torch.Tensor, cols: torch.Tensor, out: torch.Tensor, scale: float,
+          dtype: torch.dtype) -> torch.Tensor:
+    """(Hkv, S*g, B, D): the group's blocks gathered into `out`, in the compute dtype."""
+    hkv, num_blocks = cache.shape[:2]
+    rows = (torch.arange(0, hkv * num_blocks, num_blocks, device=cols.device)[:, None]
+            + cols).flatten()  # one row per (head, block): a contiguous B x D copy each
+    flat = _bytes(cache).view(hkv * num_blocks, -1)
+    torch.index_select(flat, 0, rows, out=_bytes(out).view(rows.numel(), -1))
+    blocks = out
+    if blocks.dtype == dtype:
+        return blocks
+    blocks = blocks.to(dtype)
+    return blocks if scale == 1.0 else blocks * scale
+
+
+def _first_block(q_positions: torch.Tensor, window: int | None, block_size: int) -> int:
+    """Blocks wholly before every query's window are never read (they may be freed)."""
+    if window is None:
+        return 0
+    return max(0, int(q_positions.min()) - window + 1) // block_size
+
+
+def _online_softmax(state, qg: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                    mask: torch.Tensor):
+    """Fold one group of keys into (acc, running max, running sum): softmax over all groups
+    equals softmax over the concatenated keys (the FlashAttention recurrence). In place where
+    it can be: one fp32 score tensor and two fp32 accumulators live at most."""
+    scores = (qg @ keys.transpose(-1, -2)).float() * qg.shape[-1] ** -0.5  # (Hkv, S, QG, gB)
+    scores = torch.where(mask, scores, float("-inf"))
+    peak = scores.amax(-1)
+    if state is not None:
+        peak = torch.maximum(peak, state[1])
+    safe = peak.masked_fill(peak == float("-inf"), 0.0)
+    probs = scores.sub_(safe[..., None]).exp_()
+    total = probs.sum(-1)
+    acc = (probs.to(values.dtype) @ values).float()  # (Hkv, S, QG, D)
+    del probs, scores
+    if state is None:
+        return acc, peak, total
+    scale = (state[1] - safe).exp_()
+    acc += state[0].mul_(scale[..., None])
+    return acc, peak, total.add_(state[2].mul_(scale))
+
+
+def prompt_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     window: int | None) -> torch.Tensor:
+    """A whole prompt attends to its own new K/V: q (Q, H, D), k/v (Q, Hkv, D) -> (Q, H, D).
+    4-D inputs, so SDPA takes a fused kernel (FlashAttention on CPU and CUDA) instead of the
+    math path's (H, Q, Q) scores; without a window no mask is built at all."""
+    q4, k4, v4 = (t.transpose(0, 1)[None] for t in (q, k, v))  # (1, heads, Q, D)
+    if window is None:
+        out = F.scaled_dot_product_attention(q4, k4, v4, is_causal=True, enable_gqa=True)
+    else:
+        pos = torch.arange(q.shape[0], device=q.device)
+        out = F.scaled_dot_product_attention(q4, k4, v4, enable_gqa=True,
+                                             attn_mask=allowed(pos[:, None], pos[None], window))
+    return out[0].transpose(0, 1)
 
 
 class PagedKV:
@@ -131,42 +175,41 @@ class PagedKV:
 
     def __init__(self, pool: KVPool, batch: PagedBatch) -> None:
         self.pool, self.batch = pool, batch
-        self.workspace = Workspace()
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                window_tokens: int | None) -> torch.Tensor:
         k_cache, v_cache = self.pool.layer(layer)
         batch = self.batch
         hkv, dim = k.shape[1:]
-        k_cache.view(hkv, -1, dim).index_copy_(1, batch.slot_mapping, k.transpose(0, 1))
-        v_cache.view(hkv, -1, dim).index_copy_(1, batch.slot_mapping, v.transpose(0, 1))
+        for cache, new, which in ((k_cache, k, "k"), (v_cache, v, "v")):
+            _store(cache.view(hkv, -1, dim), batch.slot_mapping,
+                   self.pool.to_cache(new.transpose(0, 1), which))
+        scales = self.pool.k_scale, self.pool.v_scale
         parts = []
         if batch.num_decode:
-            parts.append(self._decode(q[:batch.num_decode], k_cache, v_cache, window_tokens))
+            lens = batch.decode_context_lens
+            parts.append(paged_attention(q[:batch.num_decode, None], k_cache, v_cache,
+                                         batch.decode_block_tables, (lens - 1)[:, None], lens,
+                                         window_tokens, *scales)[:, 0])
         for span in batch.prefills:
-            rows = q[span.token_start:span.token_start + span.num_tokens]
-            parts.append(paged_prefill(rows, k_cache, v_cache, span.block_table,
-                                       span.context_len, window_tokens))
+            rows = slice(span.token_start, span.token_start + span.num_tokens)
+            parts.append(self._prefill(span, q[rows], k[rows], v[rows], k_cache, v_cache,
+                                       window_tokens, scales))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
-    def _decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                window: int | None) -> torch.Tensor:
-        """Contiguous runs are read in place, the rest gathered in one batch."""
-        batch, runs = self.batch, self.batch.decode_runs
-        if not any(runs):
-            return paged_decode(q, k_cache, v_cache, batch.decode_block_tables,
-                                batch.decode_context_lens, window, self.workspace)
-        out = torch.empty_like(q)
-        rest = [i for i, run in enumerate(runs) if run is None]
-        for i, run in enumerate(runs):
-            if run is not None:
-                out[i] = run_decode(q[i], k_cache, v_cache, run[0], run[1], window)
-        if rest:
-            index = torch.tensor(rest, device=q.device)
-            out[index] = paged_decode(q[index], k_cache, v_cache,
-                                      batch.decode_block_tables[index],
-                                      batch.decode_context_lens[index], window, self.workspace)
-        return out
+    def _prefill(self, span: PrefillSpan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 k_cache: torch.Tensor, v_cache: torch.Tensor, window: int | None,
+                 scales: tuple[float, float]) -> torch.Tensor:
+        """A whole prompt reads its own K/V (as stored: a lower-precision cache is read back
+        through it); a later chunk reads its context from the pool."""
+        if span.num_tokens == span.context_len and k_cache.dtype == q.dtype:
+            return prompt_attention(q, k, v, window)
+        positions = torch.arange(span.context_len - span.num_tokens, span.context_len,
+                                 device=q.device)
+        return paged_attention(q[None], k_cache, v_cache, span.block_table[None],
+                               positions[None], torch.tensor([span.context_len],
+                                                             device=q.device), window,
+                               *scales)[0]
 
 
 def reference_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
@@ -183,6 +226,15 @@ def reference_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tenso
     mask = allowed(q_pos, torch.arange(context, device=q.device)[None, :], window)
     scores = scores.masked_fill(~mask, float("-inf"))
     return (scores.softmax(-1) @ v).transpose(0, 1).to(q.dtype)
+
+
+def grouped_attention(qg: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                      mask: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v with fp32 scores over a contiguous cache read in place: qg
+    (..., G, D) holds the G query heads sharing each KV head; keys/values (..., T, D)."""
+    scores = (qg @ keys.transpose(-1, -2)).float() * qg.shape[-1] ** -0.5  # (..., G, T)
+    probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+    return probs.to(values.dtype) @ values  # (..., G, D)
 
 
 class DenseKV:

@@ -125,11 +125,12 @@ class Engine:
                 "kv_usable_bytes": self.pool.usable_bytes,
                 "kv_null_block_bytes": self.pool.null_block_bytes}
 
-    def profile_run(self) -> None:
-        """One forward pass as wide as the scheduler allows (max_num_batched_tokens prefill
-        tokens, logits for max_num_seqs rows); touches no request and no usable block."""
+    def profile_run(self, max_model_len: int | None = None) -> None:
+        """The widest steps the scheduler allows (max_num_batched_tokens prefill tokens,
+        max_num_seqs decodes, logits for max_num_seqs rows), contexts up to max_model_len;
+        touches no request and no usable block."""
         profile_forward(self.model, self.pool, self.config.max_num_batched_tokens,
-                        self.config.max_num_seqs)
+                        self.config.max_num_seqs, max_model_len)
 
     def now(self) -> float:
         """Seconds since the engine started (or since run() began)."""
@@ -262,7 +263,8 @@ class Engine:
             seq.parallel = 1
             rows += [i] * len(family)
             seqs += family
-        return logits[rows] if rows else logits, seqs
+        same = rows == list(range(len(ready)))  # nothing forked: no (R, V) copy
+        return logits if same or not rows else logits[rows], seqs
 
     def _child_record(self, parent: RequestRecord) -> RequestRecord:
         record = RequestRecord(parent.request_id, parent.num_prompt_tokens,

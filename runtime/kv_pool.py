@@ -11,10 +11,22 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard, kv_bytes_per_token, kv_heads_per_rank
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan
+from servecap.ledger.verification import kv_pool_blocks
 
-from .model import torch_dtype
+from .model import TORCH_DTYPES
 
 NULL_BLOCKS = 1  # one extra block that padded block-table entries point at; never written
+FP8_KV = torch.float8_e4m3fn  # vLLM's --kv-cache-dtype fp8 (e4m3 on CUDA)
+
+
+def cache_dtype(kv_dtype: str) -> torch.dtype:
+    """The pool's torch dtype: fp32/bf16/fp16 as named, fp8 as e4m3."""
+    if kv_dtype == "fp8":
+        return FP8_KV
+    if kv_dtype not in TORCH_DTYPES:
+        raise SpecError("kv_dtype", kv_dtype, "the runtime's KV pool holds: "
+                        + ", ".join([*TORCH_DTYPES, "fp8"]))
+    return TORCH_DTYPES[kv_dtype]
 
 
 def block_bytes(spec: ModelSpec, block_size_tokens: int, kv_dtype: str,
@@ -25,19 +37,12 @@ def block_bytes(spec: ModelSpec, block_size_tokens: int, kv_dtype: str,
     return kv_bytes_per_token(spec, bits, Shard(tensor_parallel_size)) * block_size_tokens
 
 
-def blocks_for_budget(spec: ModelSpec, kv_budget_bytes: int, block_size_tokens: int,
-                      kv_dtype: str, tensor_parallel_size: int = 1) -> int:
-    """Whole blocks that fit in a KV budget (the null block is counted on top)."""
-    return kv_budget_bytes // block_bytes(spec, block_size_tokens, kv_dtype,
-                                          tensor_parallel_size)
-
-
 def blocks_for_plan(spec: ModelSpec, plan: Plan, tensor_parallel_size: int = 1) -> int:
     """Blocks in what the plan leaves for KV: device - (weights, metadata, runtime peak,
     safety). At the plan's context this holds exactly plan.memory_ceiling_requests requests."""
     serve = plan.serve
-    return blocks_for_budget(spec, plan.device_bytes - plan.fixed_bytes,
-                             serve.block_size_tokens, serve.kv_dtype, tensor_parallel_size)
+    return kv_pool_blocks(plan, block_bytes(spec, serve.block_size_tokens, serve.kv_dtype,
+                                            tensor_parallel_size))
 
 
 class KVPool:
@@ -58,7 +63,10 @@ class KVPool:
         self.null_block = num_blocks
         shape = (spec.num_layers, 2, kv_heads_per_rank(spec, tensor_parallel_size),
                  num_blocks + NULL_BLOCKS, block_size_tokens, spec.attention.head_dim)
-        self.tensor = torch.zeros(shape, dtype=torch_dtype(kv_dtype, "kv_dtype"), device=device)
+        self.tensor = torch.zeros(shape, dtype=cache_dtype(kv_dtype), device=device)
+        # vLLM's --kv-cache-dtype fp8 without checkpoint scales: per-tensor scale 1.0, so a
+        # value is stored as (x / scale) in e4m3 and read back as stored x scale
+        self.k_scale = self.v_scale = 1.0
         if self.tensor_bytes != self.block_bytes * (num_blocks + NULL_BLOCKS):
             raise AssertionError("KV pool tensor disagrees with the ledger's bytes per block")
 
@@ -75,6 +83,13 @@ class KVPool:
     def null_block_bytes(self) -> int:
         return NULL_BLOCKS * self.block_bytes
 
+    def to_cache(self, x: torch.Tensor, which: str) -> torch.Tensor:
+        """New K or V in the cache's dtype: cast, or divided by the fp8 scale and cast."""
+        if x.dtype == self.tensor.dtype:
+            return x
+        scale = self.k_scale if which == "k" else self.v_scale
+        return (x if scale == 1.0 else x / scale).to(self.tensor.dtype)
+
     def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(K, V) of one layer, each (H_kv, num_blocks + 1, block_size_tokens, d_h)."""
         return self.tensor[layer, 0], self.tensor[layer, 1]
@@ -85,4 +100,5 @@ class KVPool:
             device = self.tensor.device
             src = torch.tensor([s for s, _ in copies], device=device)
             dst = torch.tensor([d for _, d in copies], device=device)
-            self.tensor[:, :, :, dst] = self.tensor[:, :, :, src]
+            data = self.tensor.view(torch.uint8) if self.tensor.dtype == FP8_KV else self.tensor
+            data[:, :, :, dst] = data[:, :, :, src]

@@ -24,6 +24,7 @@ from .parallel import (
     heads,
     vocab_rows,
 )
+from .rope import Rope, apply_rope
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -34,7 +35,7 @@ INIT_STD = 0.02  # seeded random weights: the usual transformer init scale
 class DecoderOptions:
     """Numerics the ledger does not need but the forward pass does (config.json values)."""
 
-    rope_theta: float = 10000.0
+    rope: Rope = Rope()
     rms_norm_eps: float = 1e-6
 
 
@@ -91,17 +92,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(x.dtype)
-
-
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary embedding, rotate-half layout. x: (T, heads, D); positions: (T,)."""
-    half = x.shape[-1] // 2
-    inv_freq = theta ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angles = positions.float()[:, None] * inv_freq[None, :]  # (T, D/2)
-    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
-    x1, x2 = x[..., :half].float(), x[..., half:].float()
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+        out = x32.to(x.dtype)
+        out *= self.weight  # in place: w * x as transformers computes it, one temporary fewer
+        return out
 
 
 class SelfAttention(nn.Module):
@@ -111,7 +104,7 @@ class SelfAttention(nn.Module):
                  tp: TensorParallel) -> None:
         super().__init__()
         att, h = spec.attention, spec.hidden_size
-        self.layer, self.theta, self.tp = layer, opts.rope_theta, tp
+        self.layer, self.tp = layer, tp
         self.num_heads, _, self.num_kv_heads = heads(spec, tp)
         self.head_dim = att.head_dim
         self.window = att.sliding_window_tokens if spec.layer_kind(layer) == SLIDING else None
@@ -123,14 +116,15 @@ class SelfAttention(nn.Module):
             self.q_norm = RMSNorm(att.head_dim, opts.rms_norm_eps)
             self.k_norm = RMSNorm(att.head_dim, opts.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, kv: KVBackend) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
+                kv: KVBackend) -> torch.Tensor:
         tokens = x.shape[0]
         q = self.q_proj(x).view(tokens, self.num_heads, self.head_dim)  # (T, H, D)
         k = self.k_proj(x).view(tokens, self.num_kv_heads, self.head_dim)  # (T, Hkv, D)
         v = self.v_proj(x).view(tokens, self.num_kv_heads, self.head_dim)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, positions, self.theta), apply_rope(k, positions, self.theta)
+        q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
         out = kv.attend(self.layer, q, k, v, self.window)  # (T, H, D)
         return all_reduce(self.o_proj(out.reshape(tokens, -1)), self.tp)
 
@@ -146,7 +140,9 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(inter // tp.size, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return all_reduce(self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x)), self.tp)
+        gate = F.silu(self.gate_proj(x), inplace=True)  # (T, I/tp)
+        gate *= self.up_proj(x)  # in place: two (T, I/tp) live at most
+        return all_reduce(self.down_proj(gate), self.tp)
 
 
 class DecoderLayer(nn.Module):
@@ -158,9 +154,13 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
         self.mlp = MLP(spec.hidden_size, spec.intermediate_size, tp)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, kv: KVBackend) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), positions, kv)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
+                kv: KVBackend) -> torch.Tensor:
+        """Adds both sublayers into the residual stream x in place: one (T, H) stream for the
+        whole pass rather than a new one per sublayer."""
+        x += self.self_attn(self.input_layernorm(x), rotary, kv)
+        x += self.mlp(self.post_attention_layernorm(x))
+        return x
 
 
 class Body(nn.Module):
@@ -173,7 +173,9 @@ class Body(nn.Module):
 
 
 class Decoder(nn.Module):
-    """forward(input_ids (T,), positions (T,), kv) -> hidden (T, H); logits() -> (R, V) fp32."""
+    """forward(input_ids (T,), positions (T,), kv) -> hidden (T, H); logits() -> (R, V) fp32.
+    seq_lens (T,): each token's sequence length this step, for the RoPE types that depend on
+    it (dynamic, longrope); by default the step's furthest position + 1, as transformers does."""
 
     def __init__(self, spec: ModelSpec, opts: DecoderOptions = DEFAULT_OPTIONS,
                  tp: TensorParallel = SINGLE) -> None:
@@ -185,11 +187,13 @@ class Decoder(nn.Module):
         if not spec.tie_word_embeddings:
             self.lm_head = nn.Linear(spec.hidden_size, vocab_rows(spec, tp)[1], bias=False)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
-                kv: KVBackend) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv: KVBackend,
+                seq_lens: torch.Tensor | None = None) -> torch.Tensor:
         x = self._embed(input_ids)
+        rotary = self.options.rope.cos_sin(positions, self.spec.attention.head_dim, x.dtype,
+                                           seq_lens)  # (T, D) each, shared by every layer
         for layer in self.model.layers:
-            x = layer(x, positions, kv)
+            layer(x, rotary, kv)  # updates x in place
         return self.model.norm(x)
 
     def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -2,6 +2,8 @@
 
 import torch
 
+from servecap.ledger.runtime_estimate import group_tokens
+
 from .attention import PagedBatch, PagedKV, PrefillSpan
 from .block_manager import BlockManager
 from .kv_pool import KVPool
@@ -16,18 +18,18 @@ def build_batch(chunks: list[tuple[Sequence, int]], blocks: BlockManager, pool: 
     ids: list[int] = []
     positions: list[int] = []
     slots: list[int] = []
-    decode_tables, decode_lens, prefills, runs = [], [], [], []
+    decode_tables, decode_lens, prefills, seq_lens = [], [], [], []
     for seq, num_tokens in chunks:
         start, table = seq.num_computed_tokens, blocks.block_table(seq.seq_id)
         end = start + num_tokens
         if num_tokens == 1:
             decode_tables.append(table[:-(-end // bsz)])
             decode_lens.append(end)
-            runs.append(_run(decode_tables[-1], end) if device.type == "cpu" else None)
         else:
             prefills.append(PrefillSpan(len(ids), num_tokens, end,
                                         torch.tensor(table[:-(-end // bsz)], device=device)))
         ids += seq.token_ids[start:end]
+        seq_lens += [end] * num_tokens
         positions += range(start, end)
         slots += [table[p // bsz] * bsz + p % bsz for p in range(start, end)]
     width = max((len(t) for t in decode_tables), default=0)
@@ -35,17 +37,8 @@ def build_batch(chunks: list[tuple[Sequence, int]], blocks: BlockManager, pool: 
     tables = torch.tensor(padded, device=device, dtype=torch.long).view(len(padded), width)
     batch = PagedBatch(torch.tensor(slots, device=device), len(decode_tables), tables,
                        torch.tensor(decode_lens, device=device, dtype=torch.long), prefills,
-                       runs)
+                       torch.tensor(seq_lens, device=device))
     return (torch.tensor(ids, device=device), torch.tensor(positions, device=device), batch)
-
-
-def _run(table: list[int], context_len: int) -> tuple[int, int] | None:
-    """(first block, context) when the table is consecutive block ids: attention reads it in
-    place. On a GPU gathering is cheap and one batched call beats a loop, so only the CPU asks."""
-    first = table[0]
-    if table[-1] - first == len(table) - 1 and table == list(range(first, first + len(table))):
-        return first, context_len
-    return None
 
 
 @torch.inference_mode()
@@ -54,7 +47,7 @@ def forward_step(model: Decoder, pool: KVPool, blocks: BlockManager,
     """Run the chunks; returns fp32 logits (R, V) for each sequence whose chunk reaches its last
     known token (it gets a new token), and those sequences in row order."""
     ids, positions, batch = build_batch(chunks, blocks, pool, model.device)
-    hidden = model(ids, positions, PagedKV(pool, batch))  # (T, H)
+    hidden = model(ids, positions, PagedKV(pool, batch), batch.seq_lens)  # (T, H)
     rows, ready, row = [], [], 0
     for seq, num_tokens in chunks:
         row += num_tokens
@@ -79,17 +72,46 @@ def sample(logits: torch.Tensor, temperatures: list[float],
 
 
 @torch.inference_mode()
-def profile_forward(model: Decoder, pool: KVPool, num_tokens: int, num_logit_rows: int) -> None:
-    """The widest step the engine can schedule: one prefill of num_tokens (the token budget)
-    and logits for num_logit_rows sequences, its K/V written only to the null block. Run it
-    once to measure the runtime's transient peak (activations, logits, workspaces)."""
-    bsz, device = pool.block_size_tokens, model.device
-    table = torch.full((-(-num_tokens // bsz),), pool.null_block, device=device)
-    slots = pool.null_block * bsz + torch.arange(num_tokens, device=device) % bsz
-    batch = PagedBatch(slots, 0, torch.zeros(0, 0, dtype=torch.long, device=device),
-                       torch.zeros(0, dtype=torch.long, device=device),
-                       [PrefillSpan(0, num_tokens, num_tokens, table)])
-    ids = torch.zeros(num_tokens, dtype=torch.long, device=device)
-    hidden = model(ids, torch.arange(num_tokens, device=device), PagedKV(pool, batch))
-    model.logits(hidden[-min(num_logit_rows, num_tokens):])
+def profile_forward(model: Decoder, pool: KVPool, num_tokens: int, num_logit_rows: int,
+                    max_model_len: int | None = None) -> None:
+    """The two widest steps the engine can schedule, each with its logits and sampling: a
+    prefill chunk of num_tokens (the token budget) continuing a prompt, so attention takes the
+    paged path over at least two key groups; and a decode of num_logit_rows sequences, each
+    two key groups long (both capped at max_model_len: no sequence reads more keys). K/V go
+    only to the null block. Run it once to measure the runtime's transient peak
+    (ledger/runtime_estimate.py states it term by term)."""
+    heads = model.spec.attention.num_heads // model.tp.size
+    bsz = pool.block_size_tokens
+    seqs = min(num_logit_rows, num_tokens)
+    cap = max_model_len or 1 << 62
+    chunk_context = max(num_tokens + bsz,
+                        min(cap, num_tokens + 2 * group_tokens(num_tokens, heads, bsz)))
+    _profile_step(model, pool, [(chunk_context, num_tokens)], seqs)
+    decode_context = min(cap, 2 * group_tokens(seqs, heads, bsz))
+    _profile_step(model, pool, [(decode_context, 1)] * seqs, seqs)
     pool.tensor[:, :, :, pool.null_block].zero_()
+
+
+def _profile_step(model: Decoder, pool: KVPool, rows: list[tuple[int, int]],
+                  num_logit_rows: int) -> None:
+    """rows: (context, new tokens) per sequence, all one-token rows or one chunk; every block
+    is the null block."""
+    bsz, device = pool.block_size_tokens, model.device
+    total = sum(n for _, n in rows)
+    slots = pool.null_block * bsz + torch.arange(total, device=device) % bsz
+    positions = torch.cat([torch.arange(c - n, c, device=device) for c, n in rows])
+    width = -(-max(c for c, _ in rows) // bsz)
+    tables = torch.full((len(rows), width), pool.null_block, device=device)
+    lens = torch.tensor([c for c, _ in rows], device=device)
+    if rows[0][1] == 1:
+        batch = PagedBatch(slots, len(rows), tables, lens, [])
+    else:
+        batch = PagedBatch(slots, 0, tables[:0], lens[:0],
+                           [PrefillSpan(0, total, rows[0][0], tables[0])])
+    batch.seq_lens = torch.repeat_interleave(lens, torch.tensor([n for _, n in rows]))
+    ids = torch.zeros(total, dtype=torch.long, device=device)
+    hidden = model(ids, positions, PagedKV(pool, batch), batch.seq_lens)
+    last = torch.arange(total - num_logit_rows, total, device=device)
+    logits = model.logits(hidden[last])
+    del hidden
+    sample(logits, [1.0] + [0.0] * (num_logit_rows - 1), [None] * num_logit_rows)

@@ -1,16 +1,15 @@
-"""Memory telemetry per phase: allocator, NVML and RSS on CUDA; counted tensors on the CPU.
+"""Memory telemetry per phase: allocator, NVML and RSS on CUDA; allocator counts on the CPU.
 
 Phases: baseline, weights, kv_pool, warmup, peak (steady state under the load), release. On the
-CPU the device is emulated: the bytes charged to it are the tensors the runtime counts (its own
-resident tensors plus every transient a forward pass creates), capped at --device-memory.
+CPU the device is emulated: the bytes charged to it are the runtime's resident tensors plus
+every allocation a forward pass makes (counted at the CPU allocator, inside fused ops too),
+capped at --device-memory.
 """
 
 import os
-import weakref
 from dataclasses import asdict, dataclass
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from servecap.ledger.errors import SpecError
 
@@ -52,71 +51,51 @@ def process_rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-class LiveTensorCounter(TorchDispatchMode):
-    """Counts the bytes of every storage an op creates while active, until its last tensor
-    dies; raises MemoryError past `cap_bytes` (the emulated device). Views and in-place
-    writes into existing storages (the KV pool) add nothing."""
+class AllocatorCounter:
+    """Counts bytes at the CPU allocator while active (torch.profiler's allocation events, one
+    per c10 allocate and free), so buffers a fused op allocates inside itself count as well as
+    every tensor an op returns. Totals are folded in when the block exits: current_bytes is the
+    net growth since counting began, peak_bytes its highest point; past `cap_bytes` (the
+    emulated device) the exit raises MemoryError."""
 
     def __init__(self, cap_bytes: int | None = None) -> None:
-        super().__init__()
         self.cap_bytes = cap_bytes
-        self.live: dict[int, list[int]] = {}  # storage data_ptr -> [nbytes, tensors alive]
         self.current_bytes = self.peak_bytes = 0
+        self._profile = None
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        # torch.tensor(data) is built before dispatch and lifted: its storage is new memory
-        fresh = func is torch.ops.aten.lift_fresh.default
-        inputs = set() if fresh else {_key(t) for t in _tensors((args, kwargs))}
-        for tensor in _tensors(out):
-            self._count(tensor, inputs)
-        return out
+    def __enter__(self) -> "AllocatorCounter":
+        from torch.profiler import ProfilerActivity, profile
 
-    def _count(self, tensor: torch.Tensor, inputs: set[int]) -> None:
-        """A storage already counted gains one more tensor; one the op was given (a view or an
-        in-place write into weights or the KV pool) is not new memory; anything else is."""
-        key, nbytes = _key(tensor), tensor.untyped_storage().nbytes()
-        if not nbytes or (key in inputs and key not in self.live):
-            return
-        entry = self.live.get(key)
-        fresh = entry is None
-        if fresh:
-            entry = self.live[key] = [nbytes, 0]
-            self.current_bytes += nbytes
-            self.peak_bytes = max(self.peak_bytes, self.current_bytes)
-        entry[1] += 1
-        weakref.finalize(tensor, self._release, key)  # before raising: the bytes come back
-        if fresh and self.cap_bytes is not None and self.current_bytes > self.cap_bytes:
+        self._profile = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        self._profile.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._profile.__exit__(*exc)
+        self._fold(self._profile.profiler.kineto_results)
+        self._profile = None
+        if exc[0] is None and self.cap_bytes is not None and self.peak_bytes > self.cap_bytes:
             raise MemoryError(f"emulated device out of memory: transients need "
-                              f"{self.current_bytes:,} B, {self.cap_bytes:,} B left")
+                              f"{self.peak_bytes:,} B, {self.cap_bytes:,} B left")
 
-    def _release(self, key: int) -> None:
-        entry = self.live.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] <= 0:
-            self.current_bytes -= entry[0]
-            del self.live[key]
+    def _fold(self, results) -> None:
+        """Allocations and frees in time order: a running sum and its maximum."""
+        sizes = [(node.start_time_ns, node.extra_fields.alloc_size)
+                 for node in _walk(results.experimental_event_tree())
+                 if type(node.extra_fields).__name__ == "_ExtraFields_Allocation"
+                 and node.extra_fields.device.type == "cpu"]
+        for _, size in sorted(sizes, key=lambda pair: pair[0]):
+            self.current_bytes += size
+            self.peak_bytes = max(self.peak_bytes, self.current_bytes)
 
     def reset_peak(self) -> None:
         self.peak_bytes = self.current_bytes
 
 
-def _key(tensor: torch.Tensor) -> int:
-    return tensor.untyped_storage().data_ptr()
-
-
-def _tensors(out):
-    if isinstance(out, torch.Tensor):
-        yield out
-    elif isinstance(out, (tuple, list)):
-        for item in out:
-            yield from _tensors(item)
-    elif isinstance(out, dict):
-        for item in out.values():
-            yield from _tensors(item)
+def _walk(nodes):
+    for node in nodes:
+        yield node
+        yield from _walk(node.children)
 
 
 class CpuProbe:
@@ -128,7 +107,7 @@ class CpuProbe:
     def __init__(self, device_bytes: int) -> None:
         self.device_bytes = device_bytes
         self.resident_bytes = 0
-        self.counter = LiveTensorCounter()
+        self.counter = AllocatorCounter()
 
     def add_resident(self, num_bytes: int, what: str) -> None:
         if self.resident_bytes + num_bytes > self.device_bytes:
@@ -139,7 +118,7 @@ class CpuProbe:
     def release_resident(self) -> None:
         self.resident_bytes = 0
 
-    def counting(self) -> LiveTensorCounter:
+    def counting(self) -> AllocatorCounter:
         self.counter.cap_bytes = self.device_bytes - self.resident_bytes
         return self.counter
 

@@ -164,10 +164,12 @@ class _Run:
         self.probe.reset_peak()
         records, wall_s, blocks_in_use = self._declared_load(model, pool)
         kv_in_use = blocks_in_use * pool.block_bytes
+        # the ceiling probe lifts max_num_seqs, so its steps may be wider than the plan's
+        transient = self.probe.transient_peak_bytes()
         probe = self._ceiling_probe(model, pool) if self.options.probe_ceiling else {}
         peak = self._snap("peak")
         measured = self._measured(model, pool, kv_in_use, probe.get("resident_requests"),
-                                  peak, len(records))
+                                  peak, len(records), transient)
         num_blocks = pool.num_blocks
         del model, pool
         self._release()
@@ -340,12 +342,11 @@ class _Run:
         return records, oom
 
     def _measured(self, model, pool: KVPool, kv_in_use: int, ceiling: int | None,
-                  peak: Snapshot, num_requests: int) -> Measured:
+                  peak: Snapshot, num_requests: int, transient: int) -> Measured:
         slack = self.probe.slack_bytes()
         non_torch = peak.non_torch_bytes or 0
         context = self.probe.context_bytes()
         charged_context = context if self.probe.charges_context() else 0
-        transient = self.probe.transient_peak_bytes()
         resident = model.weight_bytes + pool.tensor_bytes
         return Measured(
             weights_bytes=model.weight_bytes, weight_metadata_bytes=0,

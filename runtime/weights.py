@@ -10,6 +10,7 @@ from servecap.ledger.model import ModelSpec
 
 from .model import DEFAULT_OPTIONS, INIT_STD, Decoder, DecoderOptions, RMSNorm, torch_dtype
 from .parallel import SINGLE, TensorParallel, shard
+from .rope import rope_from_config
 
 
 def _empty(spec: ModelSpec, dtype: str, device: str | torch.device,
@@ -47,13 +48,12 @@ def _full_shapes(spec: ModelSpec, opts: DecoderOptions) -> dict[str, torch.Size]
 
 
 def decoder_options(directory: Path) -> DecoderOptions:
-    """rope_theta and rms_norm_eps from config.json; RoPE scaling is refused, not ignored."""
-    config = _read_config(directory / "config.json")
-    if config.get("rope_scaling"):
-        raise SpecError("rope_scaling", config["rope_scaling"], "the runtime implements plain "
-                        "RoPE only").at(str(directory / "config.json"))
+    """RoPE (either config format) and rms_norm_eps from config.json; a RoPE type or key the
+    runtime does not implement is refused by name, never ignored."""
+    path = directory / "config.json"
+    config = _read_config(path)
     defaults = DecoderOptions()
-    return DecoderOptions(float(config.get("rope_theta", defaults.rope_theta)),
+    return DecoderOptions(rope_from_config(config, str(path)),
                           float(config.get("rms_norm_eps", defaults.rms_norm_eps)))
 
 

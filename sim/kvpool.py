@@ -4,6 +4,7 @@ from collections import OrderedDict
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Plan
+from servecap.ledger.verification import kv_pool_blocks
 
 from .speculative import draft_fixed_bytes
 
@@ -15,13 +16,13 @@ def pool_blocks(plan: Plan, block_size_tokens: int, draft: Plan | None = None) -
     model resident, its weights join the fixed lines and each block holds its KV too."""
     draft_kv = 0 if draft is None else draft.kv_bytes_per_token
     block_bytes = (plan.kv_bytes_per_token + draft_kv) * block_size_tokens
-    free_bytes = plan.device_bytes - plan.fixed_bytes - (
-        0 if draft is None else draft_fixed_bytes(draft))
-    if block_bytes <= 0 or free_bytes < block_bytes:
+    extra = 0 if draft is None else draft_fixed_bytes(draft)
+    blocks = kv_pool_blocks(plan, block_bytes, extra) if block_bytes > 0 else 0
+    if blocks < 1:
         raise SpecError("device", plan.serve.device_label or plan.device_bytes,
                         "leaves no room for a single KV block after weights, runtime peak and "
                         "safety; shard the model with -tp N (or -pp N), as `plan -tp N` does")
-    return free_bytes // block_bytes
+    return blocks
 
 
 class BlockPool:

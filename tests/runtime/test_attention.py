@@ -3,13 +3,14 @@
 import pytest
 import torch
 
+from servecap.ledger import runtime_estimate
 from servecap.ledger.model import Attention, ModelSpec
 from servecap.runtime.attention import (
     PagedBatch,
     PagedKV,
     PrefillSpan,
-    paged_decode,
-    paged_prefill,
+    paged_attention,
+    prompt_attention,
     reference_attention,
 )
 from servecap.runtime.kv_pool import KVPool
@@ -35,9 +36,24 @@ def _scatter(pool: KVPool, keys: torch.Tensor, values: torch.Tensor, seed: int,
     return table
 
 
+@pytest.fixture(params=[1, 1 << 15], ids=["one-block-groups", "default-groups"])
+def group_scores(request, monkeypatch) -> int:
+    """The grouped passes: one block per pass (the online softmax across many groups), and
+    the default bound (one pass for these sizes)."""
+    monkeypatch.setattr(runtime_estimate, "ATTENTION_GROUP_SCORES", request.param)
+    return request.param
+
+
+def _decode(q, pool, tables, lengths, window):
+    lens = torch.tensor(lengths)
+    return paged_attention(q[:, None], *pool.layer(0), tables, (lens - 1)[:, None], lens,
+                           window)[:, 0]
+
+
 @pytest.mark.parametrize("block_size", [1, 3, 16])
 @pytest.mark.parametrize("window", [None, 5])
-def test_decode_matches_reference_on_ragged_lengths(block_size: int, window) -> None:
+def test_decode_matches_reference_on_ragged_lengths(block_size: int, window,
+                                                    group_scores) -> None:
     torch.manual_seed(block_size)
     lengths = [1, 7, 16, 33]
     pool = KVPool(SPEC, num_blocks=64, block_size_tokens=block_size, kv_dtype="fp32")
@@ -47,7 +63,7 @@ def test_decode_matches_reference_on_ragged_lengths(block_size: int, window) -> 
     width = max(len(t) for t in tables)
     padded = torch.tensor([t + [pool.null_block] * (width - len(t)) for t in tables])
     q = torch.randn(len(lengths), HEADS, DIM)
-    out = paged_decode(q, *pool.layer(0), padded, torch.tensor(lengths), window)
+    out = _decode(q, pool, padded, lengths, window)
     for i, (k, v) in enumerate(caches):
         ref = reference_attention(q[i:i + 1], k, v, window)
         assert (out[i:i + 1] - ref).abs().max() < 1e-5
@@ -55,15 +71,21 @@ def test_decode_matches_reference_on_ragged_lengths(block_size: int, window) -> 
 
 @pytest.mark.parametrize("block_size", [2, 5, 16])
 @pytest.mark.parametrize("context,chunk", [(1, 1), (9, 4), (40, 40), (40, 13)])
-def test_prefill_chunk_matches_reference(block_size: int, context: int, chunk: int) -> None:
+def test_prefill_chunk_matches_reference(block_size: int, context: int, chunk: int,
+                                         group_scores) -> None:
     torch.manual_seed(context + chunk)
     pool = KVPool(SPEC, num_blocks=32, block_size_tokens=block_size, kv_dtype="fp32")
     k, v = torch.randn(context, KV_HEADS, DIM), torch.randn(context, KV_HEADS, DIM)
     table = torch.tensor(_scatter(pool, k, v, seed=block_size))
     q = torch.randn(chunk, HEADS, DIM)
     for window in (None, 6):
-        out = paged_prefill(q, *pool.layer(0), table, context, window)
+        positions = torch.arange(context - chunk, context)[None]
+        out = paged_attention(q[None], *pool.layer(0), table[None], positions,
+                              torch.tensor([context]), window)[0]
         assert (out - reference_attention(q, k, v, window)).abs().max() < 1e-5
+        if chunk == context:
+            assert (prompt_attention(q, k, v, window) -
+                    reference_attention(q, k, v, window)).abs().max() < 1e-5
 
 
 def test_mixed_step_writes_new_tokens_then_attends() -> None:
@@ -85,29 +107,3 @@ def test_mixed_step_writes_new_tokens_then_attends() -> None:
     ref_b = reference_attention(q[1:], new_k[1:], new_v[1:])
     assert (out[:1] - ref_a).abs().max() < 1e-5
     assert (out[1:] - ref_b).abs().max() < 1e-5
-
-
-@pytest.mark.parametrize("window", [None, 7])
-def test_in_place_runs_and_gathered_tables_mix_in_one_decode(window) -> None:
-    """Sequences on consecutive blocks are read in place, the others gathered; both equal
-    the reference, whichever path each row takes."""
-    torch.manual_seed(1)
-    bsz, lengths = 4, [9, 4, 13]
-    pool = KVPool(SPEC, num_blocks=16, block_size_tokens=bsz, kv_dtype="fp32")
-    tables = [[0, 1, 2], [9], [7, 3, 12, 5]]  # runs, a run, scattered
-    caches = []
-    k_cache, v_cache = pool.layer(0)
-    for table, n in zip(tables, lengths, strict=True):
-        k, v = torch.randn(n, KV_HEADS, DIM), torch.randn(n, KV_HEADS, DIM)
-        for i in range(n):
-            k_cache[:, table[i // bsz], i % bsz], v_cache[:, table[i // bsz], i % bsz] = k[i], v[i]
-        caches.append((k, v))
-    padded = torch.tensor([t + [pool.null_block] * (4 - len(t)) for t in tables])
-    runs = [(0, 9), (9, 4), None]
-    q = torch.randn(3, HEADS, DIM)
-    scratch = pool.null_block * bsz + torch.arange(3)  # these rows' own K/V: never read
-    batch = PagedBatch(scratch, 3, padded, torch.tensor(lengths), [], runs)
-    new = torch.randn(3, KV_HEADS, DIM)
-    out = PagedKV(pool, batch).attend(0, q, new, new, window)
-    for i, (k, v) in enumerate(caches):
-        assert (out[i:i + 1] - reference_attention(q[i:i + 1], k, v, window)).abs().max() < 1e-5

@@ -13,7 +13,7 @@ from servecap.ledger.units import MiB
 from servecap.runtime.kv_pool import KVPool, block_bytes, blocks_for_plan
 
 
-@pytest.mark.parametrize("kv_dtype", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("kv_dtype", ["fp32", "bf16", "fp16", "fp8"])
 @pytest.mark.parametrize("block_size", [1, 16])
 def test_pool_tensor_bytes_are_the_ledgers(kv_dtype: str, block_size: int, tiny_spec) -> None:
     spec = tiny_spec()
@@ -41,7 +41,7 @@ def test_plan_sized_pool_holds_exactly_the_ledger_ceiling(context: int, tiny_spe
 
 def test_unsupported_kv_dtype_and_empty_pool_are_clear_errors(tiny_spec) -> None:
     with pytest.raises(SpecError, match="kv_dtype"):
-        KVPool(tiny_spec(), 4, 16, kv_dtype="fp8")
+        KVPool(tiny_spec(), 4, 16, kv_dtype="int8")
     with pytest.raises(SpecError, match="at least one block"):
         KVPool(tiny_spec(), 0, 16, kv_dtype="fp32")
 
@@ -52,3 +52,37 @@ def test_copy_blocks_copies_every_layer_k_and_v(tiny_spec) -> None:
     pool.copy_blocks([(1, 3)])
     assert torch.equal(pool.tensor[:, :, :, 3], pool.tensor[:, :, :, 1])
     assert pool.tensor[:, :, :, 3].abs().sum() > 0
+
+
+@pytest.mark.parametrize("kv_dtype", ["fp32", "bf16", "fp16", "fp8"])
+@pytest.mark.parametrize("weight_dtype", ["fp32", "bf16", "fp16"])
+def test_any_kv_dtype_runs_with_any_weight_dtype(kv_dtype, weight_dtype, tiny_spec) -> None:
+    """Every pairing serves requests (chunked, so later chunks read the cache back) with the
+    pool at the ledger's bytes; a cache in the weights' own dtype changes no token."""
+    from servecap.runtime.engine import Engine, EngineConfig
+    from servecap.runtime.weights import random_decoder
+
+    model = random_decoder(tiny_spec("mistral"), weight_dtype, seed=2)
+    outputs = {}
+    for dtype in (kv_dtype, "fp32"):
+        pool = KVPool(model.spec, 32, 4, kv_dtype=dtype)
+        bits = dtypes.lookup(dtype, "kv_dtype").bits
+        assert pool.tensor_bytes == 33 * kv_bytes_per_token(model.spec, bits) * 4
+        engine = Engine(model, pool, EngineConfig(max_num_batched_tokens=8))
+        records = [engine.add_request(list(range(3, 3 + n)), 4) for n in (5, 13)]
+        while engine.has_unfinished():
+            engine.step()
+        outputs[dtype] = [r.output_token_ids for r in records]
+    assert all(len(tokens) == 4 for tokens in outputs[kv_dtype])
+    if kv_dtype == weight_dtype:  # K/V held exactly as computed: the same tokens
+        assert outputs[kv_dtype] == outputs["fp32"]
+
+
+def test_fp8_cache_stores_value_over_scale_in_e4m3(tiny_spec) -> None:
+    pool = KVPool(tiny_spec(), 2, 4, kv_dtype="fp8")
+    x = torch.tensor([0.1, -3.0, 448.0, 1000.0])
+    assert pool.tensor.dtype == torch.float8_e4m3fn
+    assert torch.equal(pool.to_cache(x, "k"), x.to(torch.float8_e4m3fn))
+    pool.k_scale = 4.0
+    assert torch.equal(pool.to_cache(x, "k").float() * 4.0,
+                       (x / 4.0).to(torch.float8_e4m3fn).float() * 4.0)
