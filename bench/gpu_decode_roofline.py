@@ -33,7 +33,8 @@ LLAMA_8B_8_LAYERS = ModelSpec(name="llama-3.1-8b shape, 8 of 32 layers", source=
 def measure(spec: ModelSpec, batch: int, context: int, dtype: str, device: str,
             bandwidth_bytes_per_s: float, repeats: int) -> dict:
     bits = 16 if dtype == "bf16" else 32
-    paged_s, dense_s = decode_times(spec, batch, context, dtype, device, repeats=repeats)
+    paged_s, dense_s, *_transients = decode_times(spec, batch, context, dtype, device,
+                                                  repeats=repeats)
     embedding_bytes = spec.vocab_size * spec.hidden_size * bits // 8
     model_bytes = weight_bytes(spec, bits, None).param_bytes - embedding_bytes
     kv_bytes = batch * context * kv_bytes_per_token(spec, bits)
