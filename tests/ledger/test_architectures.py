@@ -39,13 +39,15 @@ def test_gemma2_sliding_and_full_layers_are_separate():
     16-token block, as a window that does not start on a block edge straddles 257 blocks."""
     kinds = kv_bytes_by_layer_kind(spec("gemma-2-9b-it"), 16, 8192, 16)
     per_layer_token = 2 * 8 * 256 * 2
-    assert kinds == {"full": 21 * 8192 * per_layer_token, "sliding": 21 * (4096 + 16) * per_layer_token}
+    assert kinds == {"full": 21 * 8192 * per_layer_token,
+                     "sliding": 21 * (4096 + 16) * per_layer_token}
 
 
 def test_gpt_oss_windowed_layers_hold_the_window_plus_one_block():
     kinds = kv_bytes_by_layer_kind(spec("gpt-oss-20b"), 16, 131_072, 16)
     per_layer_token = 2 * 8 * 64 * 2
-    assert kinds == {"full": 12 * 131_072 * per_layer_token, "sliding": 12 * (128 + 16) * per_layer_token}
+    assert kinds == {"full": 12 * 131_072 * per_layer_token,
+                     "sliding": 12 * (128 + 16) * per_layer_token}
 
 
 @pytest.mark.parametrize(("name", "params"), [
