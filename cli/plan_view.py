@@ -77,7 +77,8 @@ def _kv_kinds(plan: Plan, table: Table, sources: "Sources") -> None:
     window = plan.window_tokens or 0
     for kind, label, source in (
             ("full", "  full-attention layers", "every live token"),
-            ("sliding", "  sliding-window layers", f"at most the {window:,}-token window")):
+            ("sliding", "  sliding-window layers",
+             f"the {window:,}-token window (+1 block where it straddles one)")):
         table.add_row(label, f"{kinds[kind]:,}", f"{kinds[kind] / 2**30:,.2f}",
                       sources.cell(f"{source} (part of the line above)"), style="dim")
 

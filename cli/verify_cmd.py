@@ -61,7 +61,8 @@ def verify(
     = None,
     safety: Annotated[str | None, Opt(help="Safety reserve: a size or a share (10%).")] = None,
     weight_dtype: Annotated[str | None, Opt(help="fp32, bf16, fp16.")] = None,
-    kv_dtype: Annotated[str | None, Opt(help="KV cache dtype: fp32, bf16, fp16.")] = None,
+    kv_dtype: Annotated[str | None, Opt(help="KV cache dtype: fp32, bf16, fp16, fp8 (e4m3, "
+                                        "scale 1.0 as vLLM's --kv-cache-dtype fp8).")] = None,
     block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
     max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")]
     = DEFAULT_MAX_NUM_BATCHED_TOKENS,

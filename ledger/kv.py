@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from .dtypes import bits_to_bytes
 from .errors import SpecError
 from .model import SLIDING, ModelSpec
-from .paging import blocks_for
+from .paging import blocks_for, window_blocks
 
 
 @dataclass(frozen=True)
@@ -55,15 +55,17 @@ def kv_bytes_per_token(spec: ModelSpec, kv_bits: int, shard: Shard = WHOLE) -> i
 def kv_bytes_by_layer_kind(spec: ModelSpec, kv_bits: int, tokens: int, block_size_tokens: int,
                            shard: Shard = WHOLE) -> dict[str, int]:
     """Bytes one sequence of `tokens` holds, split into full and sliding-window layers. A full
-    layer holds ceil(S/B) x B slots; a windowed layer at most ceil(min(S, W)/B) x B."""
+    layer holds ceil(S/B) x B slots; a windowed layer min(ceil(S/B), 1 + ceil((W-1)/B)) x B
+    (paging.window_blocks: the window need not start on a block edge)."""
     _check_attention(spec)
     per_layer = kv_bits_per_token_layer(spec, kv_bits, shard)
     window = spec.attention.sliding_window_tokens
     out = {"full": 0, "sliding": 0}
     for layer in shard.layer_ids(spec):
         kind = spec.layer_kind(layer)
-        held = min(tokens, window) if kind == SLIDING and window else tokens
-        slots = blocks_for(held, block_size_tokens) * block_size_tokens
+        blocks = (window_blocks(tokens, window, block_size_tokens) if kind == SLIDING and window
+                  else blocks_for(tokens, block_size_tokens))
+        slots = blocks * block_size_tokens
         out["sliding" if kind == SLIDING else "full"] += slots * per_layer
     return {kind: bits_to_bytes(bits) for kind, bits in out.items()}
 

@@ -23,6 +23,16 @@ def blocks_for(num_tokens: int, block_size_tokens: int) -> int:
     return -(-num_tokens // block_size_tokens)
 
 
+def window_blocks(num_tokens: int, window_tokens: int, block_size_tokens: int) -> int:
+    """min(ceil(S / B), 1 + ceil((W - 1) / B)): blocks a sliding-window layer holds for a
+    sequence of S tokens in a paged engine that frees blocks wholly out of the window (vLLM's
+    SlidingWindowManager.remove_skipped_blocks). The token being written sees itself and the
+    W - 1 before it; a span of W tokens that starts on a block's last slot covers
+    1 + ceil((W - 1) / B) blocks, and the span slides through every offset as decode proceeds."""
+    held = 1 + blocks_for(window_tokens - 1, block_size_tokens)
+    return min(blocks_for(num_tokens, block_size_tokens), held)
+
+
 def check_block_size(block_size_tokens: int) -> int:
     if block_size_tokens < 1:
         raise SpecError("block_size", block_size_tokens, "must be a whole number of tokens >= 1")

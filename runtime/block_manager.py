@@ -51,6 +51,10 @@ class BlockManager:
         self.cached: dict[int, int] = {}  # content hash -> block id
         self.tables: dict[int, list[int]] = {}
         self.num_hashed: dict[int, int] = {}  # seq id -> leading blocks already hashed
+        # table entry of a block freed out of a sliding window: the KV pool's null block
+        self.null_block = num_blocks
+        # seq id -> (content hash, serial) of its freed blocks by table index, for hash chaining
+        self.freed: dict[int, dict[int, tuple[int | None, int | None]]] = {}
         self._serials = itertools.count()
 
     @property
@@ -171,17 +175,48 @@ class BlockManager:
             return
         table, bsz = self.tables[seq_id], self.block_size_tokens
         done = self.num_hashed[seq_id]
-        parent = self.blocks[table[done - 1]] if done else None
+        parent_hash, parent_serial = self._identity(seq_id, done - 1) if done else (None, None)
         for index in range(done, num_computed_tokens // bsz):
             block = self.blocks[table[index]]
             if block.content_hash is NO_HASH:
                 block.token_ids = tuple(token_ids[index * bsz:(index + 1) * bsz])
-                block.parent_serial = parent and parent.serial
+                block.parent_serial = parent_serial
                 block.serial = next(self._serials)
-                block.content_hash = chain_hash(parent and parent.content_hash, block.token_ids)
+                block.content_hash = chain_hash(parent_hash, block.token_ids)
                 self.cached.setdefault(block.content_hash, block.block_id)
-            parent = block
+            parent_hash, parent_serial = block.content_hash, block.serial
         self.num_hashed[seq_id] = max(done, num_computed_tokens // bsz)
+
+    def _identity(self, seq_id: int, index: int) -> tuple[int | None, int | None]:
+        """(content hash, serial) of a table entry, also once it was freed out of the window."""
+        block_id = self.tables[seq_id][index]
+        if block_id == self.null_block:
+            return self.freed[seq_id][index]
+        block = self.blocks[block_id]
+        return block.content_hash, block.serial
+
+    # -- sliding windows ------------------------------------------------------------------
+    def free_out_of_window(self, seq_id: int, num_skipped_tokens: int) -> int:
+        """Free the blocks wholly before token num_skipped_tokens, which no later query reads
+        (vLLM SlidingWindowManager.remove_skipped_blocks); their table entries become the
+        null block. Returns how many blocks this freed."""
+        table = self.tables[seq_id]
+        freed = self.freed.setdefault(seq_id, {})
+        count = 0
+        for index in range(min(num_skipped_tokens // self.block_size_tokens, len(table)) - 1,
+                           -1, -1):
+            if table[index] == self.null_block:
+                break  # everything before it went in an earlier call
+            block = self.blocks[table[index]]
+            freed[index] = (block.content_hash, block.serial)
+            self._release(block)
+            table[index] = self.null_block
+            count += 1
+        return count
+
+    def num_live_blocks(self, seq_id: int) -> int:
+        """Entries of the table that hold a block (not freed out of the window)."""
+        return sum(1 for b in self.tables[seq_id] if b != self.null_block)
 
     # -- sharing and release --------------------------------------------------------------
     def fork(self, parent_id: int, child_id: int) -> None:
@@ -191,28 +226,36 @@ class BlockManager:
             raise ValueError(f"sequence {child_id} already holds blocks")
         table = list(self.tables[parent_id])
         for block_id in table:
-            self.blocks[block_id].ref_count += 1
+            if block_id != self.null_block:
+                self.blocks[block_id].ref_count += 1
         self.tables[child_id] = table
         self.num_hashed[child_id] = self.num_hashed[parent_id]
+        if parent_id in self.freed:
+            self.freed[child_id] = dict(self.freed[parent_id])
 
     def free(self, seq_id: int) -> None:
         """Release a sequence's blocks at once; blocks nobody else holds return to the free list
         (tail first, so a prompt's head stays cached longest)."""
         for block_id in reversed(self.tables.pop(seq_id)):
-            block = self.blocks[block_id]
-            if block.ref_count <= 0:
-                raise AssertionError(f"block {block_id} freed with ref_count {block.ref_count}")
-            block.ref_count -= 1
-            if block.ref_count == 0:
-                self.free_ids[block_id] = None
+            if block_id != self.null_block:
+                self._release(self.blocks[block_id])
         del self.num_hashed[seq_id]
+        self.freed.pop(seq_id, None)
+
+    def _release(self, block: Block) -> None:
+        if block.ref_count <= 0:
+            raise AssertionError(f"block {block.block_id} freed with ref_count {block.ref_count}")
+        block.ref_count -= 1
+        if block.ref_count == 0:
+            self.free_ids[block.block_id] = None
 
     def check(self) -> None:
         """Invariants: ref_count = number of tables listing the block; free iff ref_count 0."""
         counts = [0] * self.num_blocks
         for table in self.tables.values():
             for block_id in table:
-                counts[block_id] += 1
+                if block_id != self.null_block:
+                    counts[block_id] += 1
         for block in self.blocks:
             assert block.ref_count == counts[block.block_id] >= 0, block
             assert (block.ref_count == 0) == (block.block_id in self.free_ids), block

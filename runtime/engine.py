@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from servecap.ledger.kv import Shard
-from servecap.ledger.model import ModelSpec
+from servecap.ledger.model import SLIDING, ModelSpec
 from servecap.ledger.plan import build_plan
 from servecap.ledger.serve import ServeSpec
 
@@ -50,6 +50,8 @@ class EngineConfig:
     max_num_batched_tokens: int = 8192
     enable_prefix_caching: bool = True
     reserve_full_context: bool = True
+    # free blocks wholly out of the window when every layer is windowed (Scheduler)
+    free_out_of_window: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,10 @@ class Engine:
         self.model, self.pool, self.config = model, pool, config
         self.blocks = BlockManager(pool.num_blocks, pool.block_size_tokens,
                                    config.enable_prefix_caching)
+        window = windowed_everywhere(model.spec) if config.free_out_of_window else None
         self.scheduler = Scheduler(self.blocks, config.max_num_seqs,
-                                   config.max_num_batched_tokens, config.reserve_full_context)
+                                   config.max_num_batched_tokens, config.reserve_full_context,
+                                   window)
         self.records: list[RequestRecord] = []
         self.step_hooks: list[Callable[[StepStats], None]] = []
         self.num_steps = self.max_resident_requests = self.max_blocks_in_use = 0
@@ -325,6 +329,16 @@ class Engine:
                                   arrival.seed)
         record.arrival_s = arrival.arrival_s
         return record
+
+
+def windowed_everywhere(spec: ModelSpec) -> int | None:
+    """The sliding window W when every layer is windowed, else None. The KV pool is one tensor
+    for all layers, so a block is freed for every layer or none: a hybrid model (some full
+    layers) keeps its full-attention blocks in its windowed layers too."""
+    window = spec.attention.sliding_window_tokens
+    if window and all(spec.layer_kind(n) == SLIDING for n in range(spec.num_layers)):
+        return window
+    return None
 
 
 def _attention_work(chunks) -> tuple[int, int]:

@@ -9,7 +9,7 @@ gives its blocks back and returns to the head of the queue.
 from collections import deque
 from dataclasses import dataclass, field
 
-from servecap.ledger.paging import blocks_for
+from servecap.ledger.paging import blocks_for, window_blocks
 
 from .block_manager import BlockManager
 from .sequence import RUNNING, WAITING, Sequence
@@ -43,13 +43,19 @@ class Scheduler:
     """reserve_full_context: admit a request only when blocks for its whole declared length
     (prompt + output tokens) are free beyond what running requests may still need, so nothing
     is ever preempted and residency never exceeds the memory ceiling. Off, admission needs only
-    the prompt's blocks (vLLM's optimistic policy) and decode growth may preempt."""
+    the prompt's blocks (vLLM's optimistic policy) and decode growth may preempt.
+
+    window_tokens: every layer attends only to the last W tokens (set only when all layers are
+    windowed: the KV pool is shared by all layers, so a full layer keeps every block). Before a
+    sequence computes from position p, its blocks wholly before p - W + 1 are freed, and its
+    growth is counted up to paging.window_blocks, the ledger's windowed line."""
 
     def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
-                 reserve_full_context: bool = True) -> None:
+                 reserve_full_context: bool = True, window_tokens: int | None = None) -> None:
         self.blocks = blocks
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
         self.reserve_full_context = reserve_full_context
+        self.window_tokens = window_tokens
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
 
@@ -71,6 +77,8 @@ class Scheduler:
     def _grow(self, seq: Sequence, num_tokens: int, plan: StepPlan) -> None:
         """Make room for num_tokens more; preempt the newest sequences (possibly this one)."""
         start = seq.num_computed_tokens
+        if self.window_tokens:
+            self.blocks.free_out_of_window(seq.seq_id, max(0, start - self.window_tokens + 1))
         while self.blocks.write_cost(seq.seq_id, start, start + num_tokens) > \
                 self.blocks.num_free_blocks:
             victim = self.running[-1]
@@ -115,10 +123,17 @@ class Scheduler:
         """Blocks a waiting request takes after its prompt's: growth to full length; with n > 1
         every sample's private blocks past the shared full prompt blocks."""
         bsz = self.blocks.block_size_tokens
-        final = blocks_for(seq.max_tokens, bsz)
         if seq.parallel > 1:
-            return seq.parallel * (final - len(seq.token_ids) // bsz)
-        return final - blocks_for(len(seq.token_ids), bsz)
+            return seq.parallel * (blocks_for(seq.max_tokens, bsz) - len(seq.token_ids) // bsz)
+        return max(0, self._final_blocks(seq) - blocks_for(len(seq.token_ids), bsz))
+
+    def _final_blocks(self, seq: Sequence) -> int:
+        """The most blocks seq holds once its prompt is computed: all of them, or with a window
+        the ledger's windowed count (paging.window_blocks)."""
+        bsz = self.blocks.block_size_tokens
+        if self.window_tokens:
+            return window_blocks(seq.max_tokens, self.window_tokens, bsz)
+        return blocks_for(seq.max_tokens, bsz)
 
     def blocks_needed_alone(self, seq: Sequence) -> int:
         """What admitting seq into an empty pool reserves: a request needing more than the
@@ -131,11 +146,11 @@ class Scheduler:
         will write into, and the private blocks of the samples it has yet to fork."""
         bsz = self.blocks.block_size_tokens
         table = self.blocks.block_table(seq.seq_id)
-        final = blocks_for(seq.max_tokens, bsz)
-        grow = max(0, final - len(table))
+        grow = max(0, self._final_blocks(seq) - self.blocks.num_live_blocks(seq.seq_id))
         first_written = seq.num_computed_tokens // bsz
         shared = sum(1 for b in table[first_written:] if self.blocks.blocks[b].ref_count > 1)
-        forks = (seq.parallel - 1) * (final - seq.num_prompt_tokens // bsz)
+        forks = (seq.parallel - 1) * (blocks_for(seq.max_tokens, bsz) -
+                                      seq.num_prompt_tokens // bsz)
         return grow + shared + forks
 
     def preempt(self, seq: Sequence) -> None:

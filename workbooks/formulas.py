@@ -18,12 +18,14 @@ def slots(tokens: str) -> str:
 
 
 def kv_request(tokens: str, bits: str = KV_BITS) -> str:
-    """Bytes one request of `tokens` holds: full layers keep every slot, sliding layers at most
-    the window's, each kind rounded up to whole bytes (ledger.kv.kv_bytes_by_layer_kind)."""
+    """Bytes one request of `tokens` holds: full layers keep every slot, sliding layers
+    min(ceil(S/B), 1 + ceil((W-1)/B)) blocks, each kind rounded up to whole bytes
+    (ledger.kv.kv_bytes_by_layer_kind, ledger.paging.window_blocks)."""
     layer = per_layer_bits(bits)
-    held = f"IF(sliding_window_tokens>0,MIN({tokens},sliding_window_tokens),{tokens})"
+    window = "(1+ROUNDUP((sliding_window_tokens-1)/block_size_tokens,0))*block_size_tokens"
+    held = f"IF(sliding_window_tokens>0,MIN({slots(tokens)},{window}),{slots(tokens)})"
     return (f"ROUNDUP((num_layers-num_sliding_layers)*{slots(tokens)}*{layer}/8,0)"
-            f"+ROUNDUP(num_sliding_layers*{slots(held)}*{layer}/8,0)")
+            f"+ROUNDUP(num_sliding_layers*{held}*{layer}/8,0)")
 
 
 def ceiling(device: str, safety: str, weights: str, per_request: str) -> str:

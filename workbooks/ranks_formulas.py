@@ -14,20 +14,22 @@ FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
          ("cuda_graphs", "CUDA graph pool"))
 BITS = ('IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
         "2*[kv_heads]*head_dim*kv_bits_per_element)")
-HELD = ("(load_lengths_tokens-(sliding_window_tokens>0)*(load_lengths_tokens>sliding_window_tokens)"
-        "*(load_lengths_tokens-sliding_window_tokens))")
+# a windowed layer holds min(ceil(S/B), 1 + ceil((W-1)/B)) blocks (ledger.paging.window_blocks);
+# over the load's lengths min(a, b) is written a - (a>b)(a-b), as MIN would aggregate the array
+WINDOW_SLOTS = "(1+ROUNDUP((sliding_window_tokens-1)/block_size_tokens,0))*block_size_tokens"
+SLOTS = "ROUNDUP(load_lengths_tokens/block_size_tokens,0)*block_size_tokens"
+HELD_SLOTS = (f"({SLOTS}-(sliding_window_tokens>0)*({SLOTS}>{WINDOW_SLOTS})"
+              f"*({SLOTS}-{WINDOW_SLOTS}))")
 KV_IN_USE = (
-    "SUMPRODUCT(load_requests,ROUNDUP(([layers]-[sliding_layers])*ROUNDUP(load_lengths_tokens"
-    "/block_size_tokens,0)*block_size_tokens*[kv_bits_layer]/8,0)+ROUNDUP([sliding_layers]*"
-    f"ROUNDUP({HELD}/block_size_tokens,0)*block_size_tokens*[kv_bits_layer]/8,0))"
+    f"SUMPRODUCT(load_requests,ROUNDUP(([layers]-[sliding_layers])*{SLOTS}*[kv_bits_layer]/8,0)"
+    f"+ROUNDUP([sliding_layers]*{HELD_SLOTS}*[kv_bits_layer]/8,0))"
     "-IF(AND(shared_prefix_slot_tokens>0,requests>1),ROUNDUP(([layers]-[sliding_layers])*"
     "shared_prefix_slot_tokens*[kv_bits_layer]/8,0)*(requests-1),0)")
-HELD_ONE = ("IF(sliding_window_tokens>0,MIN(context_tokens,sliding_window_tokens),"
-            "context_tokens)")
+SLOTS_ONE = "ROUNDUP(context_tokens/block_size_tokens,0)*block_size_tokens"
+HELD_ONE = f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},{WINDOW_SLOTS}),{SLOTS_ONE})"
 KV_REQUEST = (
-    "ROUNDUP(([layers]-[sliding_layers])*ROUNDUP(context_tokens/block_size_tokens,0)"
-    "*block_size_tokens*[kv_bits_layer]/8,0)+ROUNDUP([sliding_layers]*ROUNDUP("
-    f"{HELD_ONE}/block_size_tokens,0)*block_size_tokens*[kv_bits_layer]/8,0)")
+    f"ROUNDUP(([layers]-[sliding_layers])*{SLOTS_ONE}*[kv_bits_layer]/8,0)"
+    f"+ROUNDUP([sliding_layers]*{HELD_ONE}*[kv_bits_layer]/8,0)")
 WEIGHTS = "([weights]+[weight_metadata]+[rotary_cache])"
 POOL = {
     VLLM: ("IF(ISNUMBER(kv_cache_memory_bytes),kv_cache_memory_bytes,TRUNC(device_bytes*"

@@ -35,16 +35,19 @@ def test_mla_latent_ignores_heads_and_is_one_vector():
 
 
 def test_gemma2_sliding_and_full_layers_are_separate():
-    """21 sliding layers hold at most the 4,096-token window, 21 full layers the whole 8,192."""
+    """21 full layers hold the whole 8,192; 21 sliding layers the 4,096-token window plus one
+    16-token block, as a window that does not start on a block edge straddles 257 blocks."""
     kinds = kv_bytes_by_layer_kind(spec("gemma-2-9b-it"), 16, 8192, 16)
     per_layer_token = 2 * 8 * 256 * 2
-    assert kinds == {"full": 21 * 8192 * per_layer_token, "sliding": 21 * 4096 * per_layer_token}
+    assert kinds == {"full": 21 * 8192 * per_layer_token,
+                     "sliding": 21 * (4096 + 16) * per_layer_token}
 
 
-def test_gpt_oss_windowed_layers_hold_128_tokens():
+def test_gpt_oss_windowed_layers_hold_the_window_plus_one_block():
     kinds = kv_bytes_by_layer_kind(spec("gpt-oss-20b"), 16, 131_072, 16)
     per_layer_token = 2 * 8 * 64 * 2
-    assert kinds == {"full": 12 * 131_072 * per_layer_token, "sliding": 12 * 128 * per_layer_token}
+    assert kinds == {"full": 12 * 131_072 * per_layer_token,
+                     "sliding": 12 * (128 + 16) * per_layer_token}
 
 
 @pytest.mark.parametrize(("name", "params"), [
@@ -184,3 +187,16 @@ def test_gptq_per_channel_group_size_minus_one():
     rows = 32 * (4096 + 1024 + 1024 + 4096 + 2 * 14_336 + 4096)
     g_idx = 32 * (6 * 4096 + 14_336) * 4
     assert result.metadata_bytes == rows * (16 + 8) // 8 + g_idx
+
+
+def test_window_blocks_is_the_most_a_freeing_paged_engine_holds():
+    """Brute force: a decode step writing position p holds the blocks of [p - W + 1, p] (every
+    earlier block freed); the most over the first S tokens is paging.window_blocks(S, W, B)."""
+    from servecap.ledger.paging import window_blocks
+    for bsz in (1, 3, 4, 16):
+        for window in range(1, 40):
+            most = 0
+            for tokens in range(1, 80):
+                p = tokens - 1
+                most = max(most, p // bsz - max(0, p - window + 1) // bsz + 1)
+                assert window_blocks(tokens, window, bsz) == most, (bsz, window, tokens)

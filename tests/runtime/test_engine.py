@@ -283,3 +283,40 @@ def test_any_schedule_completes_every_request_with_the_same_tokens(
         assert record.status == FINISHED
         assert record.output_token_ids == _generate(free, [prompt], out)[0]
     _all_blocks_back(engine)
+
+
+@pytest.mark.parametrize(("window", "config"), [
+    (8, {}), (8, {"max_num_batched_tokens": 6}), (3, {}), (5, {}),
+    (8, {"num_blocks": 9, "reserve_full_context": False})])  # growth preempts twice
+def test_out_of_window_blocks_are_freed_and_output_is_unchanged(window, config, tiny_spec,
+                                                               dense_greedy) -> None:
+    """Every layer windowed (blocks of 4): freeing the blocks no query reads changes no token
+    (also chunked, prefix-cached and preempted; W = 3 frees a block before its successor is
+    hashed), and while decoding a request holds at most the ledger's window_blocks."""
+    from servecap.ledger.paging import window_blocks
+
+    model = random_decoder(tiny_spec("mistral", sliding_window_tokens=window), "fp32", seed=2)
+    prompts = _prompts(4, shared_prefix=9)
+    config = {"num_blocks": 256, **config}
+    kept = _engine(model, free_out_of_window=False, **{**config, "num_blocks": 256})
+    freeing = _engine(model, **config)
+    held: list[int] = []
+    freeing.step_hooks.append(lambda _: held.extend(
+        freeing.blocks.num_live_blocks(s.seq_id) for s in freeing.scheduler.running
+        if s.num_computed_tokens > s.num_prompt_tokens))  # decoding
+    tokens = _generate(freeing, prompts, 24)
+    assert tokens == _generate(kept, prompts, 24) == \
+        [dense_greedy(model, p, 24) for p in prompts]
+    if "reserve_full_context" not in config:  # a recomputed request re-prefills its tokens
+        assert max(held) == window_blocks(10**6, window, BLOCK) == 1 + -(-(window - 1) // BLOCK)
+    assert freeing.max_blocks_in_use < kept.max_blocks_in_use
+
+
+def test_a_hybrid_model_keeps_every_block(tiny_spec) -> None:
+    """One full layer needs every block, and the pool is shared by all layers."""
+    from servecap.ledger.model import FULL, SLIDING
+    from servecap.runtime.engine import windowed_everywhere
+
+    assert windowed_everywhere(tiny_spec("mistral")) == 8
+    assert windowed_everywhere(tiny_spec("mistral", layer_kinds=(SLIDING, FULL))) is None
+    assert windowed_everywhere(tiny_spec("llama")) is None

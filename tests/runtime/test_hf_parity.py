@@ -186,3 +186,22 @@ def test_unimplemented_rope_is_refused_by_name(tmp_path, rope, field) -> None:
     with pytest.raises(SpecError) as err:
         _loaded(tmp_path)
     assert err.value.field == field and "config.json" in str(err.value)
+
+
+def test_mistral_frees_out_of_window_blocks_and_still_equals_transformers(tmp_path,
+                                                                         monkeypatch) -> None:
+    """Every Mistral layer is windowed, so the engine frees the blocks before each step's
+    window (the cases above run with it on); outputs stay transformers' exactly."""
+    from servecap.runtime.block_manager import BlockManager
+    from servecap.runtime.engine import windowed_everywhere
+
+    hf = _save("mistral", tmp_path, old_format=False)
+    model = _loaded(tmp_path)
+    assert windowed_everywhere(model.spec) == 8
+    freed, real = [], BlockManager.free_out_of_window
+    counting = lambda self, *args: freed.append(real(self, *args)) or freed[-1]  # noqa: E731
+    with monkeypatch.context() as patch:
+        patch.setattr(BlockManager, "free_out_of_window", counting)
+        records = _check(model, hf, _prompts(), patch)
+    assert all(len(r.output_token_ids) == NUM_OUTPUT for r in records)
+    assert sum(freed) > 0

@@ -26,6 +26,8 @@ VARIANTS = {
                              "17,33,65,65", "--shared-prefix", "16"],
     "gemma-tp2-sglang": ["gemma-2-9b-it", "--device", "h100-80gb", "-tp", "2", "--engine",
                          "sglang", "--lengths", "100,5000,5000", "--shared-prefix", "64"],
+    "gemma-tp2-vllm-window": ["gemma-2-9b-it", "--device", "h100-80gb", "-tp", "2", "--engine",
+                              "vllm", "--lengths", "100,4111,5000", "--block-size", "16"],
     "gemma-pp2-sglang-knob": ["gemma-2-9b-it", "--device", "h100-80gb", "-pp", "2",
                               "--engine", "sglang", "--mem-fraction-static", "0.8"],
     "qwen-pp2-dp2-trtllm": ["qwen3-30b-a3b", "--device", "h100-80gb", "-pp", "2", "-dp", "2",
