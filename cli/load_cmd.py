@@ -96,8 +96,14 @@ def load(
 
 
 def _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed):
+    from urllib.parse import urlsplit
+
     from servecap.load.runner import LoadSpec
 
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError("base_url", base_url, "an http:// or https:// URL, e.g. "
+                        "http://localhost:8000/v1")
     return LoadSpec(base_url.rstrip("/") + "/completions", model, tuple(requests),
                     _positive(concurrency, "--concurrency"),
                     duration and parse_duration(duration, "--duration"),

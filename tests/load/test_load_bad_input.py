@@ -52,3 +52,10 @@ def test_unreachable_server_counts_every_request_and_exits_1(trace, tmp_path):
 def test_serve_bad_flag_is_exit_2(args, flag):
     result = run("serve", "tiny-llama", *args)
     assert result.exit_code == 2 and flag in result.stderr
+
+
+@pytest.mark.parametrize("url", ["notaurl", "localhost:8000/v1", "ftp://host/v1", "http://"])
+def test_a_base_url_that_is_not_http_is_one_line_and_exit_2(trace, url):
+    result = run("load", url, "--model", "m", "--trace", trace)
+    assert result.exit_code == 2, result.output
+    assert "base_url" in result.stderr and "Traceback" not in result.output
