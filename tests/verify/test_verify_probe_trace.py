@@ -76,3 +76,14 @@ def test_records_are_not_overwritten_without_force(tmp_path) -> None:
                                       str(_trace(tmp_path)), "--records", str(records)])
     assert result.exit_code == 2 and "--force" in result.stderr
     assert records.read_text() == "keep\n"
+
+
+def test_a_trace_request_the_pool_cannot_hold_says_why(tmp_path) -> None:
+    """The engine's rejection reason reaches the violation, and a trace is not called the
+    declared load."""
+    path = tmp_path / "long.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,5000,3\n")
+    result = CliRunner().invoke(app, ["verify", "tiny-llama", "--device", "cpu", "--trace",
+                                      str(path), "--no-probe", "--no-realtime"])
+    assert result.exit_code == 1
+    assert "of the replayed load did not finish; first: needs 313 KV blocks" in result.stderr
