@@ -59,3 +59,18 @@ def test_a_base_url_that_is_not_http_is_one_line_and_exit_2(trace, url):
     result = run("load", url, "--model", "m", "--trace", trace)
     assert result.exit_code == 2, result.output
     assert "base_url" in result.stderr and "Traceback" not in result.output
+
+
+def test_an_existing_records_file_needs_force_and_an_input_is_never_an_output(trace, tmp_path):
+    """As simulate and verify: load once replaced an existing --records file, even the trace
+    it was replaying."""
+    kept = tmp_path / "kept.csv"
+    kept.write_text("mine\n")
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace,
+                 "--records", kept)
+    assert result.exit_code == 2 and "--force" in result.stderr
+    assert kept.read_text() == "mine\n"
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace,
+                 "--token-times", trace, "--force")
+    assert result.exit_code == 2 and "is an input of this run" in result.stderr
+    assert trace.read_text().startswith("arrival_s")
