@@ -5,7 +5,7 @@ from pathlib import Path
 
 from servecap.ledger.errors import SpecError
 
-from .sim_inputs import SimFlags, device_coefficients, plan_for
+from .sim_inputs import SimFlags, device_coefficients, plan_for, rank_for
 from .simulate_cmd import run_simulation
 
 COMPARED = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
@@ -32,12 +32,13 @@ def compare_simulate(model: str, plan_device: str | None, coefficients: Path | N
     from .sim_inputs import Setup, slo_for
 
     flags = SimFlags(device=plan_device, coefficients=coefficients, policies=(POLICY,))
-    plan = plan_for(model, flags)
+    ranked = rank_for(model, flags)
+    plan = ranked.plan
     config = SchedulerConfig(policy=POLICY, max_num_batched_tokens=flags.max_num_batched_tokens,
                              max_num_seqs=flags.max_num_seqs,
                              block_size_tokens=flags.block_size)
     requests = [replace(s.req, output_tokens=s.req.output_tokens) for s in seqs]
-    setup = Setup(plan, device_coefficients(plan, flags), pool_blocks(plan, flags.block_size),
+    setup = Setup(plan, device_coefficients(ranked, flags), pool_blocks(plan, flags.block_size),
                   (config,), requests, None, slo_for(flags), "load arrivals")
     report, _ = run_simulation(setup)
     simulated = report["policies"][0]
