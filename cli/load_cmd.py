@@ -81,7 +81,7 @@ def load(
     requests, source = _requests(workload, trace, rate, num_requests, seed)
     spec = _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed)
     if compare_simulate or (metrics and plan_device):
-        load_compare.check(sim_model or model, plan_device)
+        load_compare.check(sim_model or model, plan_device, compare_simulate)
     report, seqs = _measure(spec, metrics, nvml, as_json)
     _write_csvs(seqs, base_url, records_path, token_times_path)
     report = {"base_url": base_url, "model": model, "source": source,

@@ -14,10 +14,16 @@ NO_DEVICE = ("required with --compare-simulate and for the KV comparison of --me
 POLICY = "chunked-prefill"
 
 
-def check(model: str, plan_device: str | None) -> None:
-    """Fail before the run, not after it: the device is named and the model plans on it."""
+def check(model: str, plan_device: str | None, compare: bool = False) -> None:
+    """Fail before the run, not after it: the device is named and the model plans on it;
+    the simulation prices its steps with a catalog device's bandwidth and FLOPS."""
     if plan_device is None:
         raise SpecError("--plan-device", None, NO_DEVICE)
+    from servecap.ledger.devices import find
+
+    if compare and find(plan_device) is None:
+        raise SpecError("--plan-device", plan_device, "a catalog device with --compare-simulate"
+                        " (`servecap devices`): its bandwidth and FLOPS price the steps")
     plan_for(model, SimFlags(device=plan_device))
 
 

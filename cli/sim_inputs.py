@@ -324,7 +324,8 @@ def _expert_parallel(ranked: Ranked, flags: SimFlags) -> bool:
 
 def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]:
     if (flags.workload is None) == (flags.trace is None):
-        raise SpecError("--workload/--trace", None, "give exactly one: a workload YAML or a "
+        given = "both" if flags.workload is not None else None  # None reads "is missing"
+        raise SpecError("--workload/--trace", given, "give exactly one: a workload YAML or a "
                         "CSV trace")
     if flags.trace is not None:
         text = _read_text(flags.trace)
