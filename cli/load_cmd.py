@@ -79,6 +79,8 @@ def load(
     check_new_files({"--records": records_path, "--token-times": token_times_path}, force,
                     (workload, trace, coefficients))
     requests, source = _requests(workload, trace, rate, num_requests, seed)
+    if metrics is not None:
+        http_url(metrics, "--metrics", "http://localhost:8000/metrics")
     spec = _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed)
     if compare_simulate or (metrics and plan_device):
         load_compare.check(sim_model or model, plan_device, compare_simulate)
@@ -98,15 +100,20 @@ def load(
         raise fail(f"no request completed ({report['failed']} failed)", EXIT_DOES_NOT_FIT)
 
 
-def _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed):
+def http_url(text: str, field: str, example: str) -> None:
+    """An http(s)://host URL, else bad input (exit 2) rather than a run whose every request
+    or scrape fails."""
     from urllib.parse import urlsplit
 
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(field, text, f"an http:// or https:// URL, e.g. {example}")
+
+
+def _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed):
     from servecap.load.runner import LoadSpec
 
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SpecError("base_url", base_url, "an http:// or https:// URL, e.g. "
-                        "http://localhost:8000/v1")
+    http_url(base_url, "base_url", "http://localhost:8000/v1")
     return LoadSpec(base_url.rstrip("/") + "/completions", model, tuple(requests),
                     _positive(concurrency, "--concurrency"),
                     duration and parse_duration(duration, "--duration"),

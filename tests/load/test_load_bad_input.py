@@ -28,6 +28,7 @@ def trace(tmp_path):
     (("--records", "/no/such/folder/r.csv"), "--records"),
     (("--compare-simulate", "--plan-device", "80GiB"), "--plan-device = '80GiB'"),
     (("--workload", "workloads/chat.yaml"), "--workload/--trace = 'both'"),
+    (("--metrics", "localhost:8000/metrics"), "--metrics"),
 ])
 def test_bad_flag_is_one_line_and_exit_2(trace, args, flag):
     result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace, *args)
