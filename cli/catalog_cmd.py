@@ -76,7 +76,12 @@ def _kv_heads(row: dict) -> str:
 
 
 def devices(as_json: Annotated[bool, JSON] = False) -> None:
-    """List the device catalog: usable bytes as the driver reports them, beside vendor figures."""
+    """List the device catalog: usable bytes as the driver reports them, beside vendor figures.
+
+    Each name is a --device for plan, fit, simulate and workbook (any case). Example:
+
+      servecap devices --json   # byte, bandwidth and FLOPS fields as integers
+    """
     rows = [{"name": d.name, "label": d.label, "marketing_bytes": d.marketing_bytes,
              "usable_bytes": d.usable_bytes, "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
              "bf16_flops_per_s": d.bf16_flops_per_s, "fp8_flops_per_s": d.fp8_flops_per_s,

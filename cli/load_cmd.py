@@ -17,7 +17,7 @@ from . import load_compare
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
 from .load_view import progress_bar, render_load
 from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration
-from .simulate_cmd import check_writable, write_csv
+from .simulate_cmd import write_csv
 
 Opt = typer.Option
 
@@ -60,6 +60,8 @@ def load(
     nvml: Annotated[int | None, Opt(help="Sample this GPU's memory (NVML index) during the "
                                     "run, when the server runs on this machine.")] = None,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
+    force: Annotated[bool, Opt(help="Replace an existing --records or --token-times file.")]
+    = False,
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
 
@@ -72,13 +74,16 @@ def load(
     Exit 0 when at least one request completed (failures are counted in the report), 1 when
     none did, 2 on bad input.
     """
-    for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
-        if path is not None:
-            check_writable(path, field)
+    from .verify_cmd import check_new_files
+
+    check_new_files({"--records": records_path, "--token-times": token_times_path}, force,
+                    (workload, trace, coefficients))
     requests, source = _requests(workload, trace, rate, num_requests, seed)
+    if metrics is not None:
+        http_url(metrics, "--metrics", "http://localhost:8000/metrics")
     spec = _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed)
     if compare_simulate or (metrics and plan_device):
-        load_compare.check(sim_model or model, plan_device)
+        load_compare.check(sim_model or model, plan_device, compare_simulate)
     report, seqs = _measure(spec, metrics, nvml, as_json)
     _write_csvs(seqs, base_url, records_path, token_times_path)
     report = {"base_url": base_url, "model": model, "source": source,
@@ -95,9 +100,20 @@ def load(
         raise fail(f"no request completed ({report['failed']} failed)", EXIT_DOES_NOT_FIT)
 
 
+def http_url(text: str, field: str, example: str) -> None:
+    """An http(s)://host URL, else bad input (exit 2) rather than a run whose every request
+    or scrape fails."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(field, text, f"an http:// or https:// URL, e.g. {example}")
+
+
 def _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed):
     from servecap.load.runner import LoadSpec
 
+    http_url(base_url, "base_url", "http://localhost:8000/v1")
     return LoadSpec(base_url.rstrip("/") + "/completions", model, tuple(requests),
                     _positive(concurrency, "--concurrency"),
                     duration and parse_duration(duration, "--duration"),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from servecap.ledger.errors import SpecError
 
-from .sim_inputs import SimFlags, device_coefficients, plan_for
+from .sim_inputs import SimFlags, device_coefficients, plan_for, rank_for
 from .simulate_cmd import run_simulation
 
 COMPARED = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
@@ -14,10 +14,16 @@ NO_DEVICE = ("required with --compare-simulate and for the KV comparison of --me
 POLICY = "chunked-prefill"
 
 
-def check(model: str, plan_device: str | None) -> None:
-    """Fail before the run, not after it: the device is named and the model plans on it."""
+def check(model: str, plan_device: str | None, compare: bool = False) -> None:
+    """Fail before the run, not after it: the device is named and the model plans on it;
+    the simulation prices its steps with a catalog device's bandwidth and FLOPS."""
     if plan_device is None:
         raise SpecError("--plan-device", None, NO_DEVICE)
+    from servecap.ledger.devices import find
+
+    if compare and find(plan_device) is None:
+        raise SpecError("--plan-device", plan_device, "a catalog device with --compare-simulate"
+                        " (`servecap devices`): its bandwidth and FLOPS price the steps")
     plan_for(model, SimFlags(device=plan_device))
 
 
@@ -32,12 +38,13 @@ def compare_simulate(model: str, plan_device: str | None, coefficients: Path | N
     from .sim_inputs import Setup, slo_for
 
     flags = SimFlags(device=plan_device, coefficients=coefficients, policies=(POLICY,))
-    plan = plan_for(model, flags)
+    ranked = rank_for(model, flags)
+    plan = ranked.plan
     config = SchedulerConfig(policy=POLICY, max_num_batched_tokens=flags.max_num_batched_tokens,
                              max_num_seqs=flags.max_num_seqs,
                              block_size_tokens=flags.block_size)
     requests = [replace(s.req, output_tokens=s.req.output_tokens) for s in seqs]
-    setup = Setup(plan, device_coefficients(plan, flags), pool_blocks(plan, flags.block_size),
+    setup = Setup(plan, device_coefficients(ranked, flags), pool_blocks(plan, flags.block_size),
                   (config,), requests, None, slo_for(flags), "load arrivals")
     report, _ = run_simulation(setup)
     simulated = report["policies"][0]

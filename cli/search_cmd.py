@@ -47,9 +47,11 @@ def search(model: o.Model,
            target: Annotated[float, Opt(help="Share of requests that must meet every SLO.")]
            = 0.9,
            max_gpus: Annotated[int, Opt(help="Most GPUs one deployment may use.")] = 8,
-           tp: Annotated[str, Opt("--tp", help="Tensor-parallel sizes, e.g. 1,2,4,8.")]
+           tp: Annotated[str, Opt("--tp", "-tp",
+                                  help="Tensor-parallel sizes, e.g. 1,2,4,8.")]
            = "1,2,4,8",
-           pp: Annotated[str, Opt("--pp", help="Pipeline-parallel sizes, e.g. 1,2.")] = "1",
+           pp: Annotated[str, Opt("--pp", "-pp",
+                                  help="Pipeline-parallel sizes, e.g. 1,2.")] = "1",
            replicas: Annotated[str | None, Opt(help="Replica counts (default: 1 up to what "
                                                "--max-gpus allows).")] = None,
            weight_dtype: Annotated[str | None, Opt(help="Weight dtypes, e.g. bf16,fp8 "

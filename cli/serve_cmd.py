@@ -58,6 +58,14 @@ def serve(
     if max_waiting < 0:
         raise SpecError("--max-waiting", max_waiting, "must be >= 0 requests")
     from servecap.runtime.server.launch import ServerOptions, run_server
+    from servecap.runtime.telemetry import check_device
+
+    check_device(device)
+    if tokenizer is not None:
+        found = Path(tokenizer)
+        if not (found.is_file() or (found / "tokenizer.json").is_file()):
+            raise SpecError("--tokenizer", tokenizer, "a tokenizer.json or a folder holding "
+                            "one (without the flag: the model's, else a byte-level stand-in)")
 
     loaded = load_model(model)
     size = device_memory or loaded.serving.device
@@ -68,6 +76,10 @@ def serve(
                       block_size=block_size, max_num_batched_tokens=max_num_batched_tokens,
                       max_num_seqs=max_num_seqs)
     spec_serve = serve_spec(flags, loaded)
+    longest = loaded.spec.max_position_embeddings
+    if longest and spec_serve.context_tokens > longest:
+        raise SpecError("--max-model-len", spec_serve.context_tokens, f"at most the model's "
+                        f"max_position_embeddings ({longest:,}), as verify refuses it")
     model_dir = loaded.path if loaded.path.is_dir() else None
     run_server(loaded.spec, spec_serve, ServerOptions(
         served_model_name or model, model_dir and Path(model_dir), device, host, port, seed,

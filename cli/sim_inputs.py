@@ -258,10 +258,11 @@ def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
     which replaces the roofline's figures on the speed-of-light model (it was fitted on it)."""
     device = find(flags.device or "")
     weight_dtype = ranked.plan.serve.weight_dtype
+    data = None if flags.coefficients is None else _coefficients_file(flags.coefficients)
     bandwidth = parse_bandwidth(flags.bandwidth) if flags.bandwidth else \
-        device and device.bandwidth_bytes_per_s
+        device and device.bandwidth_bytes_per_s or _rate(data, "bandwidth_bytes_per_s")
     flops = parse_flops(flags.flops) if flags.flops else \
-        device and device.flops_per_s(weight_dtype)
+        device and device.flops_per_s(weight_dtype) or _rate(data, "flops_per_s")
     if not bandwidth or not flops:
         missing = "--bandwidth" if not bandwidth else "--flops"
         raise SpecError(missing, None, "required for a device given by size (e.g. --device "
@@ -280,16 +281,30 @@ def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
             raise SpecError("--step-time-cv", flags.step_time_cv, "a coefficient of variation "
                             "in [0, 10), e.g. 0.05")
         coef = override(coef, {"step_time_cv": flags.step_time_cv}, coef.source)
-    if flags.coefficients is None:
+    if data is None:
         return coef
-    data = _read_json(flags.coefficients)
-    if isinstance(data.get("coefficients"), dict):  # a `servecap simulate --json` report
-        data = {k: v for k, v in data["coefficients"].items()
-                if k not in ("source", "efficiency_source")}
     try:
         return override(coef, data, f"measured: {flags.coefficients}")
     except SpecError as exc:
         raise exc.at(str(flags.coefficients)) from None
+
+
+def _coefficients_file(path: Path) -> dict:
+    """A coefficients file: the keys themselves, or under `coefficients` (a `simulate --json`
+    report, `verify --calibration-out`'s fit)."""
+    data = _read_json(path)
+    if isinstance(data.get("coefficients"), dict):
+        data = {k: v for k, v in data["coefficients"].items()
+                if k not in ("source", "efficiency_source")}
+    return data
+
+
+def _rate(data: dict | None, key: str) -> float | None:
+    """A coefficients file's rate where neither a flag nor the catalog gives one: the file's
+    value replaces the roofline's anyway, so --device 16MiB needs no --bandwidth/--flops."""
+    value = (data or {}).get(key)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    return value if ok else None
 
 
 def _expert_parallel(ranked: Ranked, flags: SimFlags) -> bool:
@@ -309,7 +324,8 @@ def _expert_parallel(ranked: Ranked, flags: SimFlags) -> bool:
 
 def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]:
     if (flags.workload is None) == (flags.trace is None):
-        raise SpecError("--workload/--trace", None, "give exactly one: a workload YAML or a "
+        given = "both" if flags.workload is not None else None  # None reads "is missing"
+        raise SpecError("--workload/--trace", given, "give exactly one: a workload YAML or a "
                         "CSV trace")
     if flags.trace is not None:
         text = _read_text(flags.trace)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from servecap.ledger.errors import SpecError
 
+from .deploy import DeployFlags
 from .files import announce
 from .inputs import PlanFlags
 from .sim_inputs import Setup, SimFlags
@@ -33,7 +34,9 @@ def write_simulated_workbook(model: str, flags: SimFlags, setup: Setup, entry: d
     _need_excel()
     from servecap.workbooks.export import build_workbook, save_workbook
 
-    src = workbook_source(model, plan_flags(flags))
+    deploy = DeployFlags(tensor_parallel_size=flags.tensor_parallel_size,
+                         pipeline_parallel_size=flags.pipeline_parallel_size)
+    src = workbook_source(model, plan_flags(flags), deploy)  # -tp/-pp: the Ranks simulated
     return announce(save_workbook(build_workbook(src, results=latency_results(setup, entry, note)),
                                   output, force))
 

@@ -235,9 +235,11 @@ class Engine:
 
     def _forward(self, plan: StepPlan, now: float) -> None:
         self.pool.copy_blocks(plan.copies)
-        for seq, _ in plan.chunks:
+        for seq, num_tokens in plan.chunks:
             if seq.record.prefill_start_s is None:
                 seq.record.prefill_start_s = now
+            if num_tokens > 1 or seq.num_computed_tokens < seq.num_prompt_tokens:
+                seq.record.num_prefill_chunks += 1  # not a decode: simulate's prefill_chunks
         logits, ready = forward_step(self.model, self.pool, self.blocks, plan.chunks)
         for seq, num_tokens in plan.chunks:
             seq.num_computed_tokens += num_tokens
@@ -275,7 +277,8 @@ class Engine:
                                parent.max_output_tokens, parent.status,
                                arrival_s=parent.arrival_s, accepted_s=parent.accepted_s,
                                admitted_s=parent.admitted_s,
-                               prefill_start_s=parent.prefill_start_s)
+                               prefill_start_s=parent.prefill_start_s,
+                               num_prefill_chunks=parent.num_prefill_chunks)
         self.records.append(record)
         return record
 

@@ -37,6 +37,7 @@ def as_seq(record: RequestRecord) -> Seq:
     seq.last_token_s = record.token_ready_s[-1] if record.token_ready_s else 0.0
     seq.preemptions, seq.prefix_hit_tokens = record.num_preemptions, record.num_cached_tokens
     seq.generated = len(record.token_ready_s)
+    seq.chunks = record.num_prefill_chunks
     return seq
 
 

@@ -38,6 +38,7 @@ class RequestRecord:
     released_s: float | None = None
     num_preemptions: int = 0
     num_cached_tokens: int = 0  # prompt tokens served from the prefix cache at admission
+    num_prefill_chunks: int = 0  # forward passes that computed prompt (or recomputed) tokens
     output_token_ids: list[int] = field(default_factory=list)
 
 

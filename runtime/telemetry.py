@@ -154,12 +154,7 @@ class CudaProbe:
     allocator_settings = "expandable_segments:True"
 
     def __init__(self, device: str, device_bytes: int | None) -> None:
-        if not torch.cuda.is_available():
-            raise no_driver(device)
-        index = torch.device(device).index or 0
-        if index >= torch.cuda.device_count():
-            raise SpecError("--device", device, f"{torch.cuda.device_count()} CUDA device(s) "
-                            "visible (CUDA_VISIBLE_DEVICES renumbers them from 0)")
+        index = cuda_index(device)
         self.device = torch.device("cuda", index)
         props = torch.cuda.get_device_properties(index)
         self.nvml = Nvml(index, device, _pci_bus_id(props))
@@ -244,6 +239,28 @@ def _pci_bus_id(props) -> str | None:
         return None
     return f"{getattr(props, 'pci_domain_id', 0):08x}:{bus:02x}:" \
         f"{getattr(props, 'pci_device_id', 0):02x}.0"
+
+
+def cuda_index(device: str) -> int:
+    """The index of 'cuda' / 'cuda:N' once a driver and that device are seen, else one
+    SpecError (serve and verify refuse alike)."""
+    if not torch.cuda.is_available():
+        raise no_driver(device)
+    index = torch.device(device).index or 0
+    if index >= torch.cuda.device_count():
+        raise SpecError("--device", device, f"{torch.cuda.device_count()} CUDA device(s) "
+                        "visible (CUDA_VISIBLE_DEVICES renumbers them from 0)")
+    return index
+
+
+def check_device(device: str) -> None:
+    """Where `serve` runs: cpu, or a CUDA device this machine has (else one line, exit 2,
+    not torch's traceback once the weights load)."""
+    if device == "cpu":
+        return
+    if device != "cuda" and not (device.startswith("cuda:") and device[5:].isdigit()):
+        raise SpecError("--device", device, "allowed: cpu, cuda, cuda:N")
+    cuda_index(device)
 
 
 def probe_for(device: str, device_bytes: int | None):

@@ -274,8 +274,9 @@ class _Run:
                               reserve_full_context=self.options.reserve_full_context)
         engine.step_hooks.append(self.clock)
         start = time.perf_counter()
-        records, _ = self._run(engine, list(self._arrivals()), "declared_load",
-                               "the declared load", self._realtime())
+        what = "the replayed load" if self.options.workload else "the declared load"
+        records, _ = self._run(engine, list(self._arrivals()), "declared_load", what,
+                               self._realtime())
         return records, time.perf_counter() - start, engine.max_blocks_in_use
 
     def _realtime(self) -> bool:
@@ -337,8 +338,11 @@ class _Run:
             records, oom = list(engine.records), True
         unfinished = len(arrivals) - sum(1 for r in records if r.status == FINISHED)
         if unfinished:
+            reasons = [r.reason for r in records if r.status != FINISHED and r.reason]
+            why = f"; first: {reasons[0]}" if reasons else ""
             self._fail(f"unfinished_{key}", f"unfinished requests ({what})",
-                       f"{unfinished} of {len(arrivals)} requests of {what} did not finish")
+                       f"{unfinished} of {len(arrivals)} requests of {what} did not "
+                       f"finish{why}")
         return records, oom
 
     def _measured(self, model, pool: KVPool, kv_in_use: int, ceiling: int | None,

@@ -7,11 +7,12 @@ serve them, as the simulator assumes); the rest of each prompt is seeded by its 
 import random
 from pathlib import Path
 
-import yaml
-
 from servecap.ledger.errors import SpecError
+from servecap.model_configs.reading import MAX_INPUT_BYTES, parse_yaml, read_text
 
 from .sequence import Arrival
+
+MAX_TRACE_BYTES = 2**30  # as simulate's --trace (cli/sim_inputs.py)
 
 
 def load_arrivals(path: str | Path, vocab_size: int) -> tuple[tuple[Arrival, ...], str]:
@@ -42,10 +43,7 @@ def load_trace(path: str | Path, vocab_size: int) -> tuple[tuple[Arrival, ...], 
 
     from servecap.sim.trace import parse_trace
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError("--trace", str(path), f"cannot be read ({exc.strerror})") from None
+    text = _read_text(Path(path), "--trace", MAX_TRACE_BYTES)
     try:
         requests = parse_trace(io.StringIO(text, newline=""))
     except csv.Error as exc:
@@ -71,6 +69,14 @@ def _prompt_ids(request, vocab_size: int, seed: int) -> tuple[int, ...]:
     return prefix + rest
 
 
+def _read_text(path: Path, field: str, max_bytes: int) -> str:
+    """The file through the untrusted-input reader simulate and load use: a pipe, a device
+    such as /dev/zero or an oversized file is refused before a byte is read."""
+    if not path.exists():
+        raise SpecError(field, str(path), "cannot be read (No such file or directory)")
+    return read_text(path, max_bytes, field)
+
+
 def _ids(key: str, count: int, vocab_size: int) -> tuple[int, ...]:
     rng = random.Random(key)
     return tuple(rng.randrange(vocab_size) for _ in range(count))
@@ -78,11 +84,9 @@ def _ids(key: str, count: int, vocab_size: int) -> tuple[int, ...]:
 
 def _read_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SpecError("--workload", str(path), f"cannot be read ({exc.strerror})") from None
-    except yaml.YAMLError:
-        raise SpecError("yaml", str(path), "not valid YAML") from None
+        data = parse_yaml(_read_text(path, "--workload", MAX_INPUT_BYTES))
+    except SpecError as exc:
+        raise (exc if exc.field == "--workload" else exc.at(str(path))) from None
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "a workload is a mapping").at(str(path))
     return data

@@ -4,6 +4,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.serve import ServeSpec
 from servecap.runtime.engine import Engine
@@ -46,9 +47,27 @@ def build_serving(spec: ModelSpec, serve: ServeSpec, opts: ServerOptions):
     return app, engine, tokenizer
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a host:port that cannot be listened on (in use, not this machine's) before the
+    weights load, as one line and exit 2: uvicorn would log it and exit 3 after loading."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port,
+                                                             type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as exc:
+        raise SpecError("--port", port, f"cannot listen on {host}:{port} "
+                        f"({exc.strerror or exc}); pick a free port or stop what holds "
+                        "it") from None
+
+
 def run_server(spec: ModelSpec, serve: ServeSpec, opts: ServerOptions) -> None:
     import uvicorn
 
+    check_port(opts.host, opts.port)
     app, engine, tokenizer = build_serving(spec, serve, opts)
     blocks = engine.blocks
     print(f"servecap serve: {opts.model_name} on http://{opts.host}:{opts.port}/v1 "

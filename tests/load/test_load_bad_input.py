@@ -26,6 +26,9 @@ def trace(tmp_path):
     (("--timeout", "soon"), "--timeout"),
     (("--compare-simulate",), "--plan-device"),
     (("--records", "/no/such/folder/r.csv"), "--records"),
+    (("--compare-simulate", "--plan-device", "80GiB"), "--plan-device = '80GiB'"),
+    (("--workload", "workloads/chat.yaml"), "--workload/--trace = 'both'"),
+    (("--metrics", "localhost:8000/metrics"), "--metrics"),
 ])
 def test_bad_flag_is_one_line_and_exit_2(trace, args, flag):
     result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace, *args)
@@ -48,7 +51,36 @@ def test_unreachable_server_counts_every_request_and_exits_1(trace, tmp_path):
 
 
 @pytest.mark.parametrize("args, flag", [(("--admission", "eager"), "--admission"),
-                                        (("--port", "0"), "--port")])
+                                        (("--port", "0"), "--port"),
+                                        # these four once started (or died in a traceback)
+                                        (("--device", "tpu"), "--device"),
+                                        (("--device", "cuda:99"), "--device"),
+                                        (("--max-model-len", "100000"), "--max-model-len"),
+                                        (("--tokenizer", "/no/such/tok"), "--tokenizer")])
 def test_serve_bad_flag_is_exit_2(args, flag):
-    result = run("serve", "tiny-llama", *args)
-    assert result.exit_code == 2 and flag in result.stderr
+    # an address not this machine's: a check that let the run through fails, never serves
+    result = run("serve", "tiny-llama", "--host", "203.0.113.1", *args)
+    assert result.exit_code == 2 and flag in result.stderr, result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("url", ["notaurl", "localhost:8000/v1", "ftp://host/v1", "http://"])
+def test_a_base_url_that_is_not_http_is_one_line_and_exit_2(trace, url):
+    result = run("load", url, "--model", "m", "--trace", trace)
+    assert result.exit_code == 2, result.output
+    assert "base_url" in result.stderr and "Traceback" not in result.output
+
+
+def test_an_existing_records_file_needs_force_and_an_input_is_never_an_output(trace, tmp_path):
+    """As simulate and verify: load once replaced an existing --records file, even the trace
+    it was replaying."""
+    kept = tmp_path / "kept.csv"
+    kept.write_text("mine\n")
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace,
+                 "--records", kept)
+    assert result.exit_code == 2 and "--force" in result.stderr
+    assert kept.read_text() == "mine\n"
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace,
+                 "--token-times", trace, "--force")
+    assert result.exit_code == 2 and "is an input of this run" in result.stderr
+    assert trace.read_text().startswith("arrival_s")

@@ -58,3 +58,21 @@ def test_a_workload_file_drives_verify(tmp_path) -> None:
     assert out["record"]["workload"].startswith("small")
     kv = next(line for line in out["lines"] if line["line"] == "kv_cache")
     assert kv["verdict"] == "ok" and kv["measured_bytes"] <= kv["predicted_bytes"]
+
+
+def test_verify_trace_and_workload_refuse_devices_and_aliases(tmp_path) -> None:
+    """verify's --trace and --workload go through the untrusted-input reader simulate uses:
+    /dev/zero once read until the process was killed for memory."""
+    pytest.importorskip("servecap.sim.workload")
+    from servecap.runtime.workload import load_trace
+
+    with pytest.raises(SpecError, match="regular file"):
+        load_trace("/dev/zero", 256)
+    with pytest.raises(SpecError, match="regular file"):
+        load_arrivals("/dev/zero", 256)
+    bomb = tmp_path / "alias.yaml"
+    bomb.write_text("a: &x [1, 2]\nb: *x\n")
+    with pytest.raises(SpecError, match="aliases"):
+        load_arrivals(bomb, 256)
+    with pytest.raises(SpecError, match="cannot be read"):
+        load_trace(tmp_path / "absent.csv", 256)

@@ -167,3 +167,12 @@ def test_xlsx_cost_formula_recalculates_in_libreoffice(workload_file, tmp_path) 
     costs = [row[col] for row in sheet.iter_rows(min_row=2, values_only=True)]
     expected = [r["cost_usd_per_hour"] for r in json.loads(out.stdout)["candidates"]]
     assert costs == pytest.approx(expected)
+
+
+def test_plan_and_simulate_spelling_of_tp_and_pp_is_accepted(workload_file) -> None:
+    """`-tp 2` (plan's, simulate's flag) once failed with 'No such option: -t'."""
+    out = search(workload_file, "--rate", 1, "--slo-ttft", "1s", "--devices", "h100-80gb",
+                 "-tp", 2, "-pp", 1, "--max-gpus", 2, "--num-requests", 50, "--workers", 1,
+                 "--no-capacity", "--json")
+    assert out.exit_code == 0, out.output
+    assert {c["tensor_parallel_size"] for c in json.loads(out.stdout)["candidates"]} == {2}

@@ -103,3 +103,20 @@ def test_sweep_workbook_offered_rate_is_its_source_lines_and_the_slos_are_drawn(
     assert "SLO e2e_p99 [ms]" not in header  # none declared: no line
     assert {r[ttft_col] for r in rows[start:]} == {500}
     assert {r[itl_col] for r in rows[start:]} == {30}
+
+
+def test_a_tensor_parallel_simulation_writes_the_tensor_parallel_plan(tmp_path) -> None:
+    """simulate -tp 4 --xlsx wrote a one-device workbook (141 GB of weights on one H100, no
+    Ranks sheet); its plan is the one simulate ran, line for line."""
+    book = tmp_path / "tp4.xlsx"
+    args = ["llama-3.1-70b-instruct", "--device", "h100-80gb", "-tp", "4", "--workload",
+            str(_workload(tmp_path))]
+    out = RUNNER.invoke(app, ["simulate", *args, "--json", "--xlsx", str(book)])
+    assert out.exit_code == 0, out.output
+    memory = json.loads(out.stdout[:out.stdout.rindex("}") + 1])["memory"]
+    assert "Ranks" in load_workbook(book).sheetnames
+    again = RUNNER.invoke(app, ["plan", "--from-workbook", str(book), "--json"])
+    replanned = json.loads(again.stdout)
+    assert replanned["tensor_parallel_size"] == 4
+    assert replanned["committed_bytes"] == memory["committed_bytes"]
+    assert replanned["weights_bytes"] == memory["weights_bytes"]

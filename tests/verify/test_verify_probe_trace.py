@@ -76,3 +76,30 @@ def test_records_are_not_overwritten_without_force(tmp_path) -> None:
                                       str(_trace(tmp_path)), "--records", str(records)])
     assert result.exit_code == 2 and "--force" in result.stderr
     assert records.read_text() == "keep\n"
+
+
+def test_a_trace_request_the_pool_cannot_hold_says_why(tmp_path) -> None:
+    """The engine's rejection reason reaches the violation, and a trace is not called the
+    declared load."""
+    path = tmp_path / "long.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,5000,3\n")
+    result = CliRunner().invoke(app, ["verify", "tiny-llama", "--device", "cpu", "--trace",
+                                      str(path), "--no-probe", "--no-realtime"])
+    assert result.exit_code == 1
+    assert "of the replayed load did not finish; first: needs 313 KV blocks" in result.stderr
+
+
+def test_records_count_prefill_chunks_as_simulate_does(tmp_path) -> None:
+    """prefill_chunks was 0 in every verify row (simulate's rows say 1 for a prompt prefilled
+    in one pass), so the two files did not diff row by row."""
+    records = tmp_path / "records.csv"
+    code, out = _json("--trace", str(_trace(tmp_path)), "--no-probe", "--no-realtime",
+                      "--max-num-batched-tokens", "16", "--records", str(records))
+    assert code == 0, out["violations"]
+    rows = list(csv.DictReader(records.open()))
+    for row in rows:  # 16 tokens a step: at least ceil(prompt / 16) passes, decodes not counted
+        chunks, prompt = int(row["prefill_chunks"]), int(row["prompt_tokens"])
+        assert -(-prompt // 16) <= chunks < prompt
+    code, out = _json("--trace", str(_trace(tmp_path)), "--no-probe", "--no-realtime",
+                      "--records", str(records), "--force")
+    assert [int(r["prefill_chunks"]) for r in csv.DictReader(records.open())] == [1, 1, 1, 1]
