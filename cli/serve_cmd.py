@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 from servecap.model_configs import load_model
 
 from .errors import handle_errors
@@ -28,8 +29,9 @@ def serve(
     context: Annotated[int | None, Opt("--max-model-len", "--context",
                                        help="Longest prompt + output per request.")] = None,
     block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
-    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = 256,
-    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")] = 8192,
+    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = DEFAULT_MAX_NUM_SEQS,
+    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")]
+    = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     num_kv_blocks: Annotated[int | None, Opt(help="KV pool size in blocks (default: what the "
                                              "ledger's plan leaves).")] = None,
     max_waiting: Annotated[int, Opt(help="Requests that may wait for admission; beyond, "

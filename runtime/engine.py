@@ -22,7 +22,7 @@ import torch
 from servecap.ledger.kv import Shard
 from servecap.ledger.model import SLIDING, ModelSpec
 from servecap.ledger.plan import build_plan
-from servecap.ledger.serve import ServeSpec
+from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, ServeSpec
 
 from .block_manager import BlockManager
 from .kv_pool import KVPool, blocks_for_plan
@@ -46,8 +46,8 @@ from .weights import load_decoder, random_decoder
 class EngineConfig:
     """vLLM's knob names. reserve_full_context: see Scheduler."""
 
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     enable_prefix_caching: bool = True
     reserve_full_context: bool = True
     # free blocks wholly out of the window when every layer is windowed (Scheduler)

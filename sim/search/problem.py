@@ -3,6 +3,7 @@
 from dataclasses import dataclass, replace
 
 from servecap.ledger.model import ModelSpec
+from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS, DEFAULT_SAFETY_FRACTION
 from servecap.ledger.weights import default_quant
 from servecap.sim.metrics import SLO
 from servecap.sim.workload import Workload
@@ -22,11 +23,11 @@ class Problem:
     target_attainment: float = 0.9
     context_tokens: int = 8192
     policy: str = "chunked-prefill"
-    block_size_tokens: int = 16
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
     step_overhead_s: float = 0.0
     kv_transfer_bytes_per_s: float = 50e9
     router: str = "least-tokens"
-    safety_fraction: float = 0.10
+    safety_fraction: float = DEFAULT_SAFETY_FRACTION
     capacity: bool = True
 
     def spec_for(self, weight_dtype: str) -> ModelSpec:
