@@ -1,5 +1,6 @@
 """Output files written whole or not at all: a temp file beside the target, then one rename."""
 
+import csv
 import json
 import os
 import sys
@@ -55,3 +56,52 @@ def announce(path: Path) -> Path:
     """'wrote FILE' on stderr, so a --json stdout stays one object."""
     print(f"wrote {path}", file=sys.stderr)
     return path
+
+
+def check_writable(path: Path, field: str) -> None:
+    """Fail before simulating when the output file could not be written."""
+    if path.is_dir():
+        raise SpecError(field, str(path), "a file path, not a folder")
+    if not path.resolve().parent.is_dir():
+        raise SpecError(field, str(path), "its folder does not exist")
+
+
+def refuse_inputs(outputs: dict, inputs) -> None:
+    """No output file may be one of the run's inputs (it would be replaced)."""
+    read = {Path(p).resolve() for p in inputs if p is not None}
+    for field, path in outputs.items():
+        if path is not None and Path(path).resolve() in read:
+            raise SpecError(field, str(path), "is an input of this run; write elsewhere")
+
+
+def check_output_files(outputs: dict, inputs, force: bool) -> None:
+    """Before anything runs: no output is an input, each can be written, and an existing one
+    is replaced only with --force (the --xlsx rule, for every output)."""
+    refuse_inputs(outputs, inputs)
+    for field, path in outputs.items():
+        if path is not None:
+            check_writable(Path(path), field)
+            check_new(path, force, field)
+
+
+def write_csv(path: Path, columns: tuple[str, ...], rows, field: str = "--records") -> None:
+    """Written to a temporary file beside the target and renamed: never half a file."""
+    check_writable(path, field)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.",
+                                   suffix=".tmp")
+    except OSError as exc:
+        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows({k: csv_text(v) for k, v in row.items()} for row in rows)
+        publish(tmp, path)
+        announce(path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

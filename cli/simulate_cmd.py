@@ -1,9 +1,6 @@
 """`servecap simulate`: run scheduler policies over a workload on the ledger-sized KV pool."""
 
-import csv
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -33,7 +30,7 @@ from servecap.sim.records import (
 from . import sim_options as o
 from .cost_cmd import cost
 from .errors import handle_errors
-from .files import announce, check_new, csv_text, publish
+from .files import check_output_files, refuse_inputs, write_csv
 from .plan_cmd import print_fetch_report
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_simulation
@@ -154,52 +151,16 @@ def check_outputs(flags: SimFlags, records_path: Path | None, token_times_path: 
                   xlsx: Path | None, force: bool) -> None:
     """Every output file must be writable, and none may be an input, before anything is
     simulated."""
-    inputs = {Path(p).resolve() for p in (flags.workload, flags.trace, flags.coefficients)
-              if p is not None}
-    for path, field in ((records_path, "--records"), (token_times_path, "--token-times"),
-                        (xlsx, "--xlsx")):
-        if path is not None and Path(path).resolve() in inputs:
-            raise SpecError(field, str(path), "is an input of this run; write elsewhere")
-    for path, field in ((records_path, "--records"), (token_times_path, "--token-times")):
-        if path is not None:
-            check_writable(path, field)
-            check_new(path, force, field)
+    inputs = (flags.workload, flags.trace, flags.coefficients)
+    refuse_inputs({"--records": records_path, "--token-times": token_times_path,
+                   "--xlsx": xlsx}, inputs)
+    check_output_files({"--records": records_path, "--token-times": token_times_path}, inputs,
+                       force)
     if xlsx is not None:
         if len(flags.policies) > 1:
             raise SpecError("--xlsx", ", ".join(flags.policies), "the Latency record holds "
                             "one run: give one --policy")
         check_target(xlsx, force)
-
-
-def check_writable(path: Path, field: str) -> None:
-    """Fail before simulating when the output file could not be written."""
-    if path.is_dir():
-        raise SpecError(field, str(path), "a file path, not a folder")
-    if not path.resolve().parent.is_dir():
-        raise SpecError(field, str(path), "its folder does not exist")
-
-
-def write_csv(path: Path, columns: tuple[str, ...], rows, field: str = "--records") -> None:
-    """Written to a temporary file beside the target and renamed: never half a file."""
-    check_writable(path, field)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.",
-                                   suffix=".tmp")
-    except OSError as exc:
-        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows({k: csv_text(v) for k, v in row.items()} for row in rows)
-        publish(tmp, path)
-        announce(path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def register(app: typer.Typer) -> None:

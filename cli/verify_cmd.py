@@ -16,7 +16,7 @@ from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NU
 from servecap.model_configs import load_model
 
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
-from .files import write_json
+from .files import check_output_files, write_csv, write_json
 from .inputs import PlanFlags, serve_spec
 from .verify_json import verify_to_dict
 from .verify_view import render_verify, violation_summary
@@ -127,7 +127,7 @@ def verify(
     """
     outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path,
                "--calibration-out": calibration_out}
-    check_new_files(outputs, force, (workload, trace))
+    check_output_files(outputs, (workload, trace), force)
     flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
                       weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
                       max_num_seqs)
@@ -149,22 +149,6 @@ def verify(
                    EXIT_DOES_NOT_FIT)
 
 
-def check_new_files(outputs: dict, force: bool, inputs: tuple) -> None:
-    """Before anything runs: an existing output needs --force (as --xlsx always has), and no
-    output may be one of the inputs."""
-    from .simulate_cmd import check_writable
-
-    read = {Path(p).resolve() for p in inputs if p is not None}
-    for field, path in outputs.items():
-        if path is None:
-            continue
-        if Path(path).resolve() in read:
-            raise SpecError(field, str(path), "is an input of this run; write elsewhere")
-        if path.exists() and not force:
-            raise SpecError(field, str(path), "file exists; pass --force to replace it")
-        check_writable(path, field)
-
-
 def write_outputs(result, calibration_out: Path | None, records_path: Path | None,
                   token_times_path: Path | None) -> None:
     """The simulator's step-model fit (as simulate --coefficients takes it; the replayed step
@@ -177,8 +161,6 @@ def write_outputs(result, calibration_out: Path | None, records_path: Path | Non
         return
     from servecap.runtime.latency import as_seq
     from servecap.sim.records import RECORD_COLUMNS, TOKEN_COLUMNS, records, token_rows
-
-    from .simulate_cmd import write_csv
 
     seqs = [as_seq(r) for r in result.records]
     if records_path is not None:
