@@ -130,9 +130,15 @@ def _ceiling_text(plan: Plan) -> str:
             f"({plan.serve.context_tokens:,} tokens)")
 
 
-def _over(plan: Plan) -> str:
-    """Say why a load does not fit when it is the count: 'declared 20 > ceiling 15'."""
+def over_ceiling(plan: Plan) -> str:
+    """'declared 20 > ceiling 15' when the declared count is past the memory-only ceiling,
+    else ''."""
     declared = len(plan.serve.lengths) or plan.serve.concurrency
-    if plan.fits or declared <= plan.memory_ceiling_requests:
-        return ""
-    return f" (declared {declared:,} > ceiling {plan.memory_ceiling_requests:,})"
+    ceiling = plan.memory_ceiling_requests
+    return f"declared {declared:,} > ceiling {ceiling:,}" if declared > ceiling else ""
+
+
+def _over(plan: Plan) -> str:
+    """Say why a load does not fit when it is the count."""
+    text = "" if plan.fits else over_ceiling(plan)
+    return f" ({text})" if text else ""

@@ -18,6 +18,7 @@ from servecap.model_configs import load_model
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
 from .files import check_output_files, write_csv, write_json
 from .inputs import PlanFlags, serve_spec
+from .plan_view import over_ceiling
 from .verify_json import verify_to_dict
 from .verify_view import render_verify, violation_summary
 from .verify_xlsx import write_failed_workbook, write_verified_workbook
@@ -144,8 +145,8 @@ def verify(
     print(json.dumps(report, indent=2)) if as_json else render_verify(result, Console())
     summary = violation_summary(result)
     if summary:  # said once, here: the table view leaves it to this line
-        raise fail("violated: " + summary + (_over_ceiling(result.binding.plan)
-                                             if result.ranks else ""),
+        over = over_ceiling(result.binding.plan) if result.ranks else ""
+        raise fail("violated: " + summary + (f"; {over}" if over else ""),
                    EXIT_DOES_NOT_FIT)
 
 
@@ -248,12 +249,6 @@ def _realtime(vflags: VerifyFlags) -> bool:
     return vflags.trace is not None or vflags.workload is not None
 
 
-def _over_ceiling(plan) -> str:
-    """'; declared 20 > ceiling 15': the usual cause of a KV line past the pool."""
-    declared = len(plan.serve.lengths) or plan.serve.concurrency
-    ceiling = plan.memory_ceiling_requests
-    return f"; declared {declared:,} > ceiling {ceiling:,}" if declared > ceiling else ""
-
 def _check_where(device: str) -> None:
     """In plan --device is a size or catalog name; here it is where to run. Say so when a
     plan-style value is given, rather than a bare 'allowed: cpu, cuda'."""
@@ -266,6 +261,7 @@ def _check_where(device: str) -> None:
     raise SpecError("--device", device, "in verify, --device is where to run (cpu, cuda, "
                     f"cuda:N); the device's memory goes in --device-memory, e.g. --device "
                     f"cuda --device-memory {device} (in plan, --device is that size)")
+
 
 def _check_load(serve, vflags: VerifyFlags, max_position_embeddings: int) -> None:
     """Refuse what the runtime would otherwise build or cut silently: a context past the
