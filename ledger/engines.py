@@ -87,6 +87,9 @@ class KVGeometry:
     max_model_len: int
     max_num_batched_tokens: int
     block_size_tokens: int
+    kv_bits: int = 16
+    tensor_parallel_size: int = 1
+    mamba_cache_mode: str = "align"
 
 
 def comm_buffer_estimate(tp: int, pp: int) -> tuple[int, str]:
@@ -195,6 +198,8 @@ def _sglang_default(world_size: int) -> float:
 def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Budget:
     """Blocks, cache tokens and max concurrency of one rank's pool, as the engine computes them."""
     spec, bsz = geo.spec, geo.block_size_tokens
+    if engine.name == VLLM and spec.is_hybrid:
+        return _hybrid_budget(engine, pool_bytes, geo, how)
     if engine.name == VLLM:
         groups = kv_cache_groups(uniform_kinds(spec.attention.layer_kinds, spec.num_layers))
         size = groups.group_size_on(geo.layer_ids)
@@ -213,6 +218,21 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
     per_request = -(-geo.max_model_len // bsz)
     return Budget(engine.name, pool_bytes, blocks, blocks * bsz,
                   blocks * bsz / geo.max_model_len, bsz, block_bytes, per_request, how)
+
+
+def _hybrid_budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Budget:
+    """States, chunked-local layers, an indexer or per-layer shapes: ledger/hybrid.py's layout.
+    'GPU KV cache size' is max concurrency x max_model_len, as vLLM >= 0.20 logs it."""
+    from .hybrid import layout
+
+    plan = layout(geo.spec, geo.kv_bits, geo.layer_ids, geo.tensor_parallel_size,
+                  geo.max_model_len, geo.max_num_batched_tokens, geo.block_size_tokens,
+                  geo.mamba_cache_mode)
+    blocks = plan.num_gpu_blocks(pool_bytes)
+    concurrency = plan.max_concurrency(blocks)
+    return Budget(engine.name, pool_bytes, blocks, int(concurrency * geo.max_model_len),
+                  concurrency, plan.block_size_tokens, plan.page_bytes * plan.group_size,
+                  plan.pages_per_request, how, len(plan.kinds))
 
 
 def with_blocks(result: Budget, num_blocks: int, max_model_len: int, formula: str) -> Budget:

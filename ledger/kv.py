@@ -1,10 +1,12 @@
-"""KV cache bytes: per token, per request and per batch, for GQA, MLA and sliding-window layers."""
+"""KV cache bytes: per token, per request and per batch, for GQA, MLA, sliding-window and
+chunked-local layers (linear-attention and Mamba layers hold a fixed state: ledger/state.py)."""
 
 from dataclasses import dataclass
 
 from .dtypes import bits_to_bytes
 from .errors import SpecError
-from .model import SLIDING, ModelSpec
+from .cache_specs import indexer_bytes_per_token as _indexer_per_layer
+from .model import ATTENTION_KINDS, CHUNKED, FULL, SLIDING, ModelSpec
 from .paging import blocks_for, window_blocks
 
 
@@ -29,9 +31,22 @@ class Shard:
 WHOLE = Shard()
 
 
-def kv_heads_per_rank(spec: ModelSpec, tensor_parallel_size: int) -> int:
+def kv_heads_per_rank(spec: ModelSpec, tensor_parallel_size: int, kind: str = SLIDING) -> int:
     """ceil(H_kv / tp): when H_kv < tp each KV head is replicated on several ranks."""
-    return -(-spec.attention.num_kv_heads // tensor_parallel_size)
+    return -(-spec.attention.shape(kind)[0] // tensor_parallel_size)
+
+
+def kv_bits_for_layer(spec: ModelSpec, layer: int, kv_bits: int, shard: Shard) -> int:
+    """One token in one layer, by its kind: 0 for state layers and cache-free layers; full
+    layers with their own shape (Gemma-4's 512-wide global heads) use it."""
+    kind = spec.layer_kind(layer)
+    if kind not in ATTENTION_KINDS:
+        return 0
+    att = spec.attention
+    if att.kind == "mla":
+        return (att.kv_lora_rank + att.qk_rope_head_dim) * kv_bits
+    heads = kv_heads_per_rank(spec, shard.tensor_parallel_size, kind)
+    return 2 * heads * att.shape(kind)[1] * kv_bits
 
 
 def kv_bits_per_token_layer(spec: ModelSpec, kv_bits: int, shard: Shard = WHOLE) -> int:
@@ -48,25 +63,43 @@ def kv_bytes_per_token(spec: ModelSpec, kv_bits: int, shard: Shard = WHOLE) -> i
     """2 x L x H_kv x d_h x b_kv bytes/token (seed 000), over every layer this shard holds.
     Llama-3.1-8B in bf16: 2 x 32 x 8 x 128 x 2 = 131,072 B."""
     _check_attention(spec)
-    layers = len(shard.layer_ids(spec))
-    return bits_to_bytes(layers * kv_bits_per_token_layer(spec, kv_bits, shard))
+    if not spec.is_hybrid:
+        layers = len(shard.layer_ids(spec))
+        return bits_to_bytes(layers * kv_bits_per_token_layer(spec, kv_bits, shard))
+    return bits_to_bytes(sum(kv_bits_for_layer(spec, n, kv_bits, shard)
+                             for n in shard.layer_ids(spec)))
+
+
+def indexer_bytes_per_token(spec: ModelSpec, shard: Shard = WHOLE) -> int:
+    """DeepSeek-V3.2 / GLM-5's indexer K cache: 132 B per token per MLA layer (fp8 + scales,
+    cache_specs.IndexerPage), not sharded by tensor parallelism, whatever the KV dtype."""
+    dim = spec.attention.indexer_head_dim
+    return len(shard.layer_ids(spec)) * _indexer_per_layer(dim) if dim else 0
 
 
 def kv_bytes_by_layer_kind(spec: ModelSpec, kv_bits: int, tokens: int, block_size_tokens: int,
                            shard: Shard = WHOLE) -> dict[str, int]:
     """Bytes one sequence of `tokens` holds, split into full and sliding-window layers. A full
     layer holds ceil(S/B) x B slots; a windowed layer min(ceil(S/B), 1 + ceil((W-1)/B)) x B
-    (paging.window_blocks: the window need not start on a block edge)."""
+    (paging.window_blocks: the window need not start on a block edge); a chunked-local layer
+    ceil(min(S, C) / B) x B, the most it holds at once (its chunk fills before it is freed)."""
     _check_attention(spec)
-    per_layer = kv_bits_per_token_layer(spec, kv_bits, shard)
     window = spec.attention.sliding_window_tokens
-    out = {"full": 0, "sliding": 0}
+    chunk = spec.attention.chunk_size_tokens
+    out = {FULL: 0, SLIDING: 0}
     for layer in shard.layer_ids(spec):
         kind = spec.layer_kind(layer)
-        blocks = (window_blocks(tokens, window, block_size_tokens) if kind == SLIDING and window
-                  else blocks_for(tokens, block_size_tokens))
-        slots = blocks * block_size_tokens
-        out["sliding" if kind == SLIDING else "full"] += slots * per_layer
+        per_layer = kv_bits_for_layer(spec, layer, kv_bits, shard)
+        if not per_layer:
+            continue
+        if kind == SLIDING and window:
+            blocks = window_blocks(tokens, window, block_size_tokens)
+        elif kind == CHUNKED and chunk:
+            blocks = blocks_for(min(tokens, chunk), block_size_tokens)
+        else:
+            blocks = blocks_for(tokens, block_size_tokens)
+        key = kind if kind in (SLIDING, CHUNKED) else FULL
+        out[key] = out.get(key, 0) + blocks * block_size_tokens * per_layer
     return {kind: bits_to_bytes(bits) for kind, bits in out.items()}
 
 

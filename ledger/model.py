@@ -6,6 +6,12 @@ from .errors import SpecError
 
 FULL = "full"
 SLIDING = "sliding"
+CHUNKED = "chunked"  # chunked local attention (Llama-4): attends within its 8,192-token chunk
+LINEAR = "linear"  # gated DeltaNet linear attention: a fixed state, no KV (Qwen3-Next, Qwen3.5)
+MAMBA = "mamba"  # Mamba-2 state-space layer: a fixed state, no KV (Nemotron-H)
+NONE = "none"  # a layer with no cache at all (Nemotron-H's MLP and MoE-only layers)
+ATTENTION_KINDS = (FULL, SLIDING, CHUNKED)  # layers whose cache grows with the context
+STATE_KINDS = (LINEAR, MAMBA)  # layers that keep one fixed state per request
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,40 @@ class Attention:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    chunk_size_tokens: int | None = None
+    full_head_dim: int = 0  # full-attention layers' head size when it differs (Gemma-4: 512)
+    full_kv_heads: int = 0  # and their KV heads (Gemma-4: num_global_key_value_heads)
+    indexer_head_dim: int = 0  # DeepSeek-V3.2 sparse-attention indexer: one K of this size
+    rotary_dim: int = 0  # rotated dims when only part of a head rotates (MiniMax, Qwen3.5)
+
+    def shape(self, kind: str) -> tuple[int, int]:
+        """(KV heads, head size) of a layer of this kind."""
+        if kind == FULL and self.full_head_dim:
+            return self.full_kv_heads or self.num_kv_heads, self.full_head_dim
+        return self.num_kv_heads, self.head_dim
+
+
+@dataclass(frozen=True)
+class StateShape:
+    """The fixed per-request state of one linear-attention or Mamba-2 layer, as vLLM keeps it
+    (vllm/model_executor/layers/mamba/mamba_utils.py, MambaStateShapeCalculator, commit
+    02d710837549a368073552333f66d714477415d2): a conv state (conv_kernel - 1, conv_dim) in
+    conv_dtype and a recurrent ("temporal") state of recurrent_heads x recurrent_shape in
+    ssm_dtype. Sharded dims (conv_dim, recurrent_heads) divide by the tensor-parallel size.
+    Mamba-2 conv_dim = intermediate + 2 n_groups d_state, recurrent (heads, head_dim, d_state);
+    gated DeltaNet conv_dim = 2 Hk dk + Hv dv, recurrent (Hv, dv, dk)."""
+
+    kind: str
+    conv_dim: int
+    conv_kernel: int
+    recurrent_heads: int
+    recurrent_shape: tuple[int, int]
+    conv_dtype: str = "bf16"
+    ssm_dtype: str = "bf16"
+    n_groups: int = 0  # Mamba-2 B/C groups (replicated when n_groups % tp != 0)
+    d_state: int = 0
+    intermediate: int = 0
+    proj_weights: int = 0  # parameters of one layer's projections, norms and conv (weights)
 
 
 @dataclass(frozen=True)
@@ -91,6 +131,23 @@ class ModelSpec:
     max_position_embeddings: int = 0
     model_type: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    state: StateShape | None = None
+    mlp_layers: tuple[int, ...] | None = None  # layers with an MLP/MoE block (None: every one)
+    extra_parameters: int = 0  # tensors the inventory has no group for, counted from the config
+
+    @property
+    def state_layers(self) -> tuple[int, ...]:
+        """Layers that keep a fixed state per request (linear attention, Mamba-2)."""
+        return tuple(i for i in range(self.num_layers) if self.layer_kind(i) in STATE_KINDS)
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Anything vLLM pages beyond uniform full/sliding GQA or MLA: states, chunked local
+        attention, an indexer cache or per-layer-type head shapes."""
+        att = self.attention
+        kinds = set(att.layer_kinds)
+        return bool(kinds - {FULL, SLIDING}) or bool(att.indexer_head_dim) or bool(
+            att.full_head_dim and att.full_head_dim != att.head_dim)
 
     @property
     def has_architecture(self) -> bool:

@@ -21,6 +21,7 @@ from .errors import SpecError
 from .kv import (
     WHOLE,
     Shard,
+    indexer_bytes_per_token,
     kv_bits_per_token_layer,
     kv_bytes_by_layer_kind,
     kv_bytes_per_request,
@@ -32,6 +33,7 @@ from .paging import BlockReport, paging_report
 from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .sharding import Stage, rank_inventory
+from .state import state_bytes_per_request
 from .weights import WeightBytes, default_quant, weight_bytes
 
 __all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
@@ -57,6 +59,8 @@ class Plan:
     window_tokens: int | None = None
     # with --lengths the ceiling counts requests of the mix's average; this counts the longest
     longest_ceiling_requests: int | None = None
+    state_bytes_per_request: int = 0  # linear-attention / Mamba state: constant in context
+    indexer_bytes_per_token: int = 0  # DeepSeek-V3.2's indexer K cache, its own line
 
     def line(self, key: str) -> int:
         return next((item.num_bytes for item in self.lines if item.key == key), 0)
@@ -77,15 +81,23 @@ class Plan:
     @property
     def fits(self) -> bool:
         """Nothing overcommitted; with an engine, the load's KV also fits in whole blocks."""
-        if self.budget is not None and self.line("kv_cache") > \
+        if self.budget is not None and self.cache_in_use_bytes > \
                 self.budget.num_gpu_blocks * self.budget.block_bytes:
             return False
         return self.free_bytes >= 0
 
     @property
+    def cache_in_use_bytes(self) -> int:
+        """The lines that grow with the load: KV, indexer K and the requests' fixed states."""
+        return sum(self.line(key) for key in CACHE_LINES)
+
+    @property
     def fixed_bytes(self) -> int:
-        """Everything but the KV cache: what the ceiling divides the rest of the device by."""
-        return self.committed_bytes - self.line("kv_cache") - self.line("kv_pool_spare")
+        """Everything but the caches: what the ceiling divides the rest of the device by."""
+        return self.committed_bytes - self.cache_in_use_bytes - self.line("kv_pool_spare")
+
+
+CACHE_LINES = ("kv_cache", "indexer_cache", "state_cache")
 
 
 @dataclass(frozen=True)
@@ -112,17 +124,22 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     kv_by_kind = _kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard)
     kv_total = sum(kv_by_kind.values())
     kv_line = Line("kv_cache", "KV cache in use", kv_total, _kv_from(lengths, bsz, serve))
+    cache_lines = (kv_line,) + _extra_cache_lines(spec, lengths, bsz, shard)
+    cache_total = sum(item.num_bytes for item in cache_lines)
+    state = state_bytes_per_request(spec, shard.layer_ids(spec), shard.tensor_parallel_size)
+    whole_request = per_request + state + _indexer_request(spec, serve.context_tokens, bsz, shard)
     result = None
     if engine.name == PLAIN:
         safety, safety_from = _safety(serve)
-        lines = head + (kv_line, Line("safety", "safety reserve", safety, safety_from))
+        lines = head + cache_lines + (Line("safety", "safety reserve", safety, safety_from),)
     else:
-        lines, result = _engine_lines(spec, serve, shard, engine, head, kv_line, kv_bits)
-    fixed = sum(item.num_bytes for item in lines) - kv_total
-    longest = memory_ceiling(serve.device_bytes, fixed, per_request)
+        lines, result = _engine_lines(spec, serve, shard, engine, head, cache_lines, kv_bits)
+    fixed = sum(item.num_bytes for item in lines) - cache_total
+    longest = memory_ceiling(serve.device_bytes, fixed, whole_request)
     if serve.lengths:
         per_request = -(-kv_total // len(lengths))
-    ceiling = memory_ceiling(serve.device_bytes, fixed, per_request)
+        whole_request = -(-cache_total // len(lengths))
+    ceiling = memory_ceiling(serve.device_bytes, fixed, whole_request)
     return Plan(
         model=spec.name, serve=serve, lines=lines,
         kv_bytes_per_token=kv_bytes_per_token(spec, kv_bits, shard),
@@ -135,7 +152,32 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         notes=_notes(spec, serve, weights, fixed, result), budget=result, shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
         longest_ceiling_requests=longest if serve.lengths and result is None else None,
+        state_bytes_per_request=state, indexer_bytes_per_token=indexer_bytes_per_token(spec, shard),
     )
+
+
+def _indexer_request(spec: ModelSpec, tokens: int, bsz: int, shard: Shard) -> int:
+    return -(-tokens // bsz) * bsz * indexer_bytes_per_token(spec, shard)
+
+
+def _extra_cache_lines(spec: ModelSpec, lengths: list[int], bsz: int,
+                       shard: Shard) -> tuple[Line, ...]:
+    """The indexer K cache (paged like the KV) and the fixed states, when the model has them."""
+    out = []
+    per_token = indexer_bytes_per_token(spec, shard)
+    if per_token:
+        held = sum(-(-n // bsz) * bsz for n in lengths)
+        out.append(Line("indexer_cache", "indexer K cache in use", held * per_token,
+                        f"{held:,} slots x {per_token:,} B (fp8 K + fp32 scale per 128, "
+                        f"{len(shard.layer_ids(spec))} layers)"))
+    state = state_bytes_per_request(spec, shard.layer_ids(spec), shard.tensor_parallel_size)
+    if state:
+        held_layers = len(set(spec.state_layers) & set(shard.layer_ids(spec)))
+        out.append(Line("state_cache", "fixed state in use", state * len(lengths),
+                        f"{len(lengths)} requests x {state:,} B ({held_layers} {spec.state.kind}"
+                        f" layers: conv {spec.state.conv_dtype}, recurrent "
+                        f"{spec.state.ssm_dtype})"))
+    return tuple(out)
 
 
 def memory_ceiling(device_bytes: int, fixed_bytes: int, per_request_bytes: int) -> int:
@@ -169,7 +211,7 @@ def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[
 
 
 def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,
-                  head: tuple[Line, ...], kv_line: Line, kv_bits: int):
+                  head: tuple[Line, ...], cache_lines: tuple[Line, ...], kv_bits: int):
     """The engine's pool replaces the safety reserve: KV in use + the pool's spare blocks fill
     the pool; what the engine keeps outside its budget is the headroom line."""
     world = shard.tensor_parallel_size * (1 if shard.first_stage and shard.last_stage else 2)
@@ -177,13 +219,13 @@ def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: Engin
                                                            world)
     geo = KVGeometry(spec, kv_bits_per_token_layer(spec, kv_bits, shard) // 8,
                      shard.layer_ids(spec), serve.context_tokens, serve.max_num_batched_tokens,
-                     serve.block_size_tokens)
+                     serve.block_size_tokens, kv_bits, shard.tensor_parallel_size,
+                     serve.mamba_cache_mode)
     result = budget(engine, max(pool, 0), geo, how)
     usable = result.num_gpu_blocks * result.block_bytes
-    spare = max(usable - kv_line.num_bytes, 0)
+    spare = max(usable - sum(item.num_bytes for item in cache_lines), 0)
     measured = engine.kv_cache_memory_bytes is not None
-    lines = head + (
-        kv_line,
+    lines = head + cache_lines + (
         Line("kv_pool_spare", "KV pool, unused blocks", spare,
              f"{how}: {result.num_gpu_blocks:,} blocks x {result.block_bytes:,} B", measured),
         Line("safety", "headroom outside the engine budget", max(headroom, 0), headroom_from),

@@ -35,6 +35,7 @@ class ServeSpec:
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     device_label: str = ""
+    mamba_cache_mode: str = "align"  # vLLM's for hybrids with prefix caching (its default)
 
     def __post_init__(self) -> None:
         _positive("device", self.device_bytes)
@@ -49,6 +50,8 @@ class ServeSpec:
         if any(n < 1 for n in self.lengths):
             raise SpecError("lengths", ",".join(map(str, self.lengths)),
                             "every live length must be >= 1 token")
+        if self.mamba_cache_mode not in ("none", "align", "all"):
+            raise SpecError("mamba_cache_mode", self.mamba_cache_mode, "none, align or all")
         if self.shared_prefix_tokens < 0:
             raise SpecError("shared_prefix", self.shared_prefix_tokens, "must be >= 0 tokens")
 
