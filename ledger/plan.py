@@ -300,7 +300,7 @@ def _kv_in_use_by_kind(spec: ModelSpec, kv_bits: int, lengths: list[int], serve:
     out = {"full": 0, "sliding": 0}
     for n, count in Counter(lengths).items():  # equal lengths once: 16 x 4,096 is one call
         for kind, num_bytes in kv_bytes_by_layer_kind(spec, kv_bits, n, bsz, shard).items():
-            out[kind] += num_bytes * count
+            out[kind] = out.get(kind, 0) + num_bytes * count
     shared_tokens = min([serve.shared_prefix_tokens, *lengths]) // bsz * bsz
     if shared_tokens and len(lengths) > 1:
         full = kv_bytes_by_layer_kind(spec, kv_bits, shared_tokens, bsz, shard)["full"]

@@ -4,13 +4,20 @@ from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import FULL, SLIDING, Attention, ModelSpec, MoE
 
+from .hybrid_fields import GDN_TYPES, hybrid_kinds, layer_types, state_shape
 from .quant import parse_quantization
 from .schema import HFConfig
 
-DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3"}
-MOE_TYPES = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss"}
+DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
+         "ministral3", "qwen3_5_text"}
+MOE_TYPES = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss",
+             "deepseek_v32", "glm_moe_dsa", "qwen3_next", "qwen3_5_moe_text", "nemotron_h",
+             "minimax_m2", "llama4_text", "gemma4_text"}
 SUPPORTED = tuple(sorted(DENSE | MOE_TYPES))
-FOUR_NORMS = {"gemma2", "gemma3_text"}
+FOUR_NORMS = {"gemma2", "gemma3_text", "gemma4_text"}
+MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"}
+QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma4_text", "qwen3_next", "qwen3_5_text",
+           "qwen3_5_moe_text"}
 
 
 def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = None,
@@ -23,16 +30,31 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
         raise SpecError("model_type", cfg.model_type, "supported: " + ", ".join(SUPPORTED))
     layers = _need(cfg, "num_hidden_layers")
     att, att_notes = _attention(cfg, layers)
+    dtype = _checkpoint_dtype(cfg)
     return ModelSpec(
         name=name, source=source, num_layers=layers, attention=att,
-        hidden_size=_need(cfg, "hidden_size"), intermediate_size=_need(cfg, "intermediate_size"),
+        hidden_size=_need(cfg, "hidden_size"), intermediate_size=_intermediate(cfg, layers),
         vocab_size=_need(cfg, "vocab_size"), tie_word_embeddings=_tied(cfg),
         norms_per_layer=4 if cfg.model_type in FOUR_NORMS else 2, moe=_moe(cfg, layers),
         quant=parse_quantization(cfg.quantization_config), num_parameters=num_parameters,
-        checkpoint_dtype=_checkpoint_dtype(cfg),
+        checkpoint_dtype=dtype,
         max_position_embeddings=cfg.max_position_embeddings or 0, model_type=cfg.model_type,
         notes=notes + att_notes + _mtp_note(cfg),
+        state=state_shape(cfg, _short_dtype(dtype)) if set(att.layer_kinds) - {FULL, SLIDING}
+        - {"chunked"} else None,
     )
+
+
+def _short_dtype(name: str) -> str:
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name, name)
+
+
+def _intermediate(cfg: HFConfig, layers: int) -> int:
+    """Dense MLP width; 0 when every layer is MoE and the config states none (Qwen3.5-MoE)."""
+    moe = _moe(cfg, layers)
+    if cfg.intermediate_size is None and moe is not None and not moe.dense_layers:
+        return 0
+    return _need(cfg, "intermediate_size")
 
 
 def _need(cfg: HFConfig, field: str) -> int:
@@ -80,7 +102,7 @@ def _check_heads(heads: int, kv_heads: int) -> None:
 
 def _attention(cfg: HFConfig, layers: int) -> tuple[Attention, tuple[str, ...]]:
     heads = _need(cfg, "num_attention_heads")
-    if cfg.model_type in {"deepseek_v2", "deepseek_v3"}:
+    if cfg.model_type in MLA_TYPES:
         return _mla(cfg, heads), ()
     kv_heads = cfg.num_key_value_heads if cfg.num_key_value_heads is not None else heads
     if kv_heads < 1:
@@ -93,29 +115,47 @@ def _attention(cfg: HFConfig, layers: int) -> tuple[Attention, tuple[str, ...]]:
         notes = (f"head_dim not stated: hidden_size / num_attention_heads = {head_dim}, "
                  f"as transformers derives it for {cfg.model_type}",)
     window, kinds = _windows(cfg, layers)
+    kinds = hybrid_kinds(cfg, layers) or kinds
+    full_dim, full_heads = _full_shape(cfg)
     att = Attention(
         "gqa", heads, kv_heads, head_dim,
         qkv_bias=cfg.model_type in {"qwen2", "qwen2_moe"} or bool(cfg.attention_bias),
-        qk_norm=cfg.model_type in {"qwen3", "qwen3_moe", "gemma3_text"},
-        sinks=cfg.model_type == "gpt_oss", sliding_window_tokens=window, layer_kinds=kinds)
+        qk_norm=cfg.model_type in QK_NORM or bool(cfg.use_qk_norm and cfg.model_type
+                                                   == "minimax_m2"),
+        sinks=cfg.model_type == "gpt_oss", sliding_window_tokens=window, layer_kinds=kinds,
+        chunk_size_tokens=cfg.attention_chunk_size if cfg.model_type == "llama4_text" else None,
+        full_head_dim=full_dim, full_kv_heads=full_heads, rotary_dim=cfg.rotary_dim or 0)
     return att, notes
+
+
+def _full_shape(cfg: HFConfig) -> tuple[int, int]:
+    """Gemma-4's full-attention layers: global_head_dim wide, num_global_key_value_heads when
+    K doubles as V (attention_k_eq_v), both still cached."""
+    if cfg.model_type != "gemma4_text" or not cfg.global_head_dim:
+        return 0, 0
+    heads = cfg.num_global_key_value_heads if cfg.attention_k_eq_v else 0
+    return cfg.global_head_dim, heads or 0
 
 
 def _mla(cfg: HFConfig, heads: int) -> Attention:
     for field in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
         _need(cfg, field)
+    indexer = cfg.index_head_dim if cfg.model_type in {"deepseek_v32", "glm_moe_dsa"} else 0
     return Attention("mla", heads, heads, cfg.qk_nope_head_dim + cfg.qk_rope_head_dim,
                      q_lora_rank=cfg.q_lora_rank, kv_lora_rank=cfg.kv_lora_rank,
                      qk_rope_head_dim=cfg.qk_rope_head_dim,
-                     qk_nope_head_dim=cfg.qk_nope_head_dim, v_head_dim=cfg.v_head_dim)
+                     qk_nope_head_dim=cfg.qk_nope_head_dim, v_head_dim=cfg.v_head_dim,
+                     indexer_head_dim=indexer or 0)
 
 
 def _windows(cfg: HFConfig, layers: int) -> tuple[int | None, tuple[str, ...]]:
     """Which layers attend within a window: layer_types when given, else the model family's
     rule (Gemma-2 alternates from layer 0; Gemma-3 has one full layer per pattern)."""
     window = cfg.sliding_window
+    if cfg.model_type in GDN_TYPES:
+        return None, ()
     if cfg.layer_types is not None:
-        return window, _layer_types(cfg.layer_types, layers)
+        return window, layer_types(cfg.layer_types, layers)
     if window is None or cfg.use_sliding_window is False:
         return None, ()
     if cfg.model_type == "gemma2":
@@ -129,31 +169,33 @@ def _windows(cfg: HFConfig, layers: int) -> tuple[int | None, tuple[str, ...]]:
     return window, (SLIDING,) * layers
 
 
-def _layer_types(types: list[str], layers: int) -> tuple[str, ...]:
-    names = {"full_attention": FULL, "sliding_attention": SLIDING}
-    if len(types) != layers or any(t not in names for t in types):
-        raise SpecError("layer_types", types, f"{layers} entries, each full_attention or "
-                        "sliding_attention")
-    return tuple(names[t] for t in types)
-
-
 def _moe(cfg: HFConfig, layers: int) -> MoE | None:
     experts = cfg.num_local_experts or cfg.num_experts or cfg.n_routed_experts
-    if cfg.model_type not in MOE_TYPES or not experts:
+    if cfg.model_type not in MOE_TYPES or not experts or (
+            cfg.model_type == "gemma4_text" and not cfg.enable_moe_block):
         return None
-    top_k = _need(cfg, "num_experts_per_tok")
+    top_k = cfg.top_k_experts if cfg.model_type == "gemma4_text" else None
+    top_k = top_k or _need(cfg, "num_experts_per_tok")
     if top_k > experts:
         raise SpecError("num_experts_per_tok", top_k, f"at most the {experts} routed experts")
     inter = cfg.moe_intermediate_size or _need(cfg, "intermediate_size")
-    shared = cfg.n_shared_experts or (1 if cfg.shared_expert_intermediate_size else 0)
+    shared_inter = (cfg.shared_expert_intermediate_size or cfg.moe_shared_expert_intermediate_size
+                    or 0)
+    shared = cfg.n_shared_experts or (1 if shared_inter else 0)
+    if cfg.model_type == "llama4_text":
+        shared, shared_inter = 1, inter
     return MoE(experts, top_k, inter, num_shared_experts=shared,
-               shared_intermediate_size=cfg.shared_expert_intermediate_size or 0,
+               shared_intermediate_size=shared_inter,
                dense_layers=_dense_layers(cfg, layers),
-               router_bias=cfg.model_type in {"deepseek_v3", "gpt_oss"},
+               router_bias=cfg.model_type in {"deepseek_v3", "gpt_oss", "deepseek_v32",
+                                              "glm_moe_dsa", "nemotron_h", "minimax_m2"},
                expert_bias=cfg.model_type == "gpt_oss")
 
 
 def _dense_layers(cfg: HFConfig, layers: int) -> tuple[int, ...]:
+    if cfg.model_type == "llama4_text":
+        step = cfg.interleave_moe_layer_step or 1
+        return tuple(i for i in range(layers) if (i + 1) % step != 0)
     if cfg.first_k_dense_replace:
         return tuple(range(min(cfg.first_k_dense_replace, layers)))
     step = cfg.decoder_sparse_step or 1

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
+from .config_read import prepare
 from .hf import to_spec
 from .reading import parse_json, parse_yaml, read_text
 from .schema import HFConfig, ModelFile, Serving
@@ -33,6 +34,7 @@ class LoadedModel:
     serving: Serving
     file_weights: HeaderBytes | None = None
     hub: HubSource | None = None
+    ignored_fields: tuple[str, ...] = ()  # config.json fields no ledger line reads (plan -v)
 
 
 def bundled_models() -> list[Path]:
@@ -100,15 +102,14 @@ def _load_yaml(path: Path) -> LoadedModel:
 
 
 def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
-    data = parse_json(read_text(path))
+    data = parse_json(read_text(path), check=False)
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "config.json must be an object")
-    cfg = _validate(HFConfig, data)
-    if cfg.text_config and cfg.hidden_size is None:  # multimodal wrappers keep the LM inside
-        cfg = _validate(HFConfig, {**cfg.text_config,
-                                   "quantization_config": cfg.quantization_config})
+    kept, ignored, notes = prepare(data)
+    cfg = _validate(HFConfig, kept)
     label = name or path.parent.name or path.stem
-    return LoadedModel(to_spec(cfg, label, str(path)), path, Serving())
+    return LoadedModel(to_spec(cfg, label, str(path), notes=notes), path, Serving(),
+                       ignored_fields=ignored)
 
 
 def _is_hub_id(ref: str) -> bool:
@@ -124,7 +125,8 @@ def _load_directory(path: Path) -> LoadedModel:
     if not config.exists():
         raise SpecError("config.json", str(config), "a model directory needs a config.json")
     loaded = _load_config_json(config, path.name)
-    return LoadedModel(loaded.spec, path, loaded.serving, directory_weights(path))
+    return LoadedModel(loaded.spec, path, loaded.serving, directory_weights(path),
+                       ignored_fields=loaded.ignored_fields)
 
 
 def _load_hub(ref: str) -> LoadedModel:
@@ -137,7 +139,8 @@ def _load_hub(ref: str) -> LoadedModel:
     except SpecError as exc:
         raise exc.at(f"{ref}: config.json") from None
     spec = replace(loaded.spec, source=snap.source.label, notes=loaded.spec.notes + snap.notes)
-    return LoadedModel(spec, snap.config_path, Serving(), snap.weights, snap.source)
+    return LoadedModel(spec, snap.config_path, Serving(), snap.weights, snap.source,
+                       loaded.ignored_fields)
 
 
 @contextmanager

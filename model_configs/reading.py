@@ -83,8 +83,9 @@ def parse_yaml(text: str):
     return data
 
 
-def parse_json(text: str):
-    """JSON text -> plain data; every failure is a SpecError (field 'json')."""
+def parse_json(text: str, check: bool = True):
+    """JSON text -> plain data; every failure is a SpecError (field 'json'). check=False leaves
+    the number checks to the caller (a config.json checks only the fields it reads)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -93,7 +94,8 @@ def parse_json(text: str):
         raise SpecError("json", "nesting", f"nested deeper than {MAX_NESTING} levels") from None
     except ValueError as exc:  # int() past Python's digit limit
         raise SpecError("json", "number", f"unreadable number ({_short(exc)})") from None
-    check_numbers(data)
+    if check:
+        check_numbers(data)
     return data
 
 

@@ -54,6 +54,41 @@ class HFConfig(BaseModel):
     num_nextn_predict_layers: Zero | None = None
     quantization_config: dict[str, Any] | None = None
     text_config: dict[str, Any] | None = None
+    # hybrids: gated DeltaNet (Qwen3-Next, Qwen3.5) and Mamba-2 (Nemotron-H)
+    full_attention_interval: Count | None = None
+    linear_num_key_heads: Count | None = None
+    linear_num_value_heads: Count | None = None
+    linear_key_head_dim: Count | None = None
+    linear_value_head_dim: Count | None = None
+    linear_conv_kernel_dim: Count | None = None
+    attn_output_gate: bool | None = None
+    hybrid_override_pattern: str | None = None
+    mamba_num_heads: Count | None = None
+    mamba_head_dim: Count | None = None
+    n_groups: Count | None = None
+    ssm_state_size: Count | None = None
+    conv_kernel: Count | None = None
+    mamba_ssm_cache_dtype: str | None = None
+    mamba_ssm_dtype: str | None = None
+    moe_shared_expert_intermediate_size: Zero | None = None
+    # chunked local attention, MoE interleaving (Llama-4)
+    attention_chunk_size: Count | None = None
+    interleave_moe_layer_step: Zero | None = None
+    intermediate_size_mlp: Count | None = None
+    use_qk_norm: bool | None = None
+    # sparse MLA indexer (DeepSeek-V3.2, GLM-5)
+    index_head_dim: Count | None = None
+    index_n_heads: Count | None = None
+    # per-layer-type shapes (Gemma-4), partial rotary (MiniMax)
+    global_head_dim: Count | None = None
+    num_global_key_value_heads: Count | None = None
+    attention_k_eq_v: bool | None = None
+    num_kv_shared_layers: Zero | None = None
+    top_k_experts: Count | None = None
+    enable_moe_block: bool | None = None
+    rotary_dim: Count | None = None
+    partial_rotary_factor: float | None = None
+    mtp_num_hidden_layers: Zero | None = None
 
 
 class Serving(BaseModel):

@@ -1,0 +1,107 @@
+"""A config.json read as the engines read it: the language model inside a multimodal wrapper,
+the model_type its architectures name, omitted fields from transformers' defaults, and only
+the fields a ledger line uses validated; the rest are listed as ignored (plan -v)."""
+
+from servecap.ledger.errors import SpecError
+
+from .reading import check_numbers
+from .schema import HFConfig
+from .transformers_defaults import TRANSFORMERS_VERSION, with_defaults
+
+# model_type -> the one whose shape it has (vLLM dispatches on architectures: Kimi-K2 loads as
+# DeepseekV3ForCausalLM)
+ALIASES = {"kimi_k2": "deepseek_v3"}
+# architectures[0] -> model_type, for a model_type servecap does not know
+ARCHITECTURES = {
+    "DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV32ForCausalLM": "deepseek_v32",
+    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe",
+    "Qwen3NextForCausalLM": "qwen3_next", "NemotronHForCausalLM": "nemotron_h",
+    "MiniMaxM2ForCausalLM": "minimax_m2", "GlmMoeDsaForCausalLM": "glm_moe_dsa",
+    "Llama4ForCausalLM": "llama4_text", "Phi3ForCausalLM": "phi3",
+}
+# a wrapper's model_type -> its text_config's, when the text_config does not say
+TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text", "gemma4": "gemma4_text",
+              "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
+              "mistral3": "ministral3"}
+CARRIED = ("quantization_config", "torch_dtype", "dtype", "architectures",
+           "tie_word_embeddings")
+READ = frozenset(HFConfig.model_fields)
+# fields that change memory, and the model types whose ledger reads them: on any other type a
+# set value is refused by name rather than silently planned without it
+MEMORY_FIELDS = {
+    "attention_chunk_size": {"llama4_text"},
+    "hybrid_override_pattern": {"nemotron_h"},
+    "linear_num_value_heads": {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"},
+    "mamba_num_heads": {"nemotron_h"},
+    "index_head_dim": {"deepseek_v32", "glm_moe_dsa"},
+    "global_head_dim": {"gemma4_text"},
+    "kv_lora_rank": {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"},
+}
+
+
+def prepare(data: dict) -> tuple[dict, tuple[str, ...], tuple[str, ...]]:
+    """(the fields to validate, the names ignored as irrelevant to memory, notes)."""
+    notes: list[str] = []
+    data = _unwrap(data, notes)
+    model_type = _resolve_type(data, notes)
+    if model_type is not None:
+        data = {**data, "model_type": model_type}
+        data, filled = with_defaults(model_type, data)
+        if filled:
+            notes.append(f"{', '.join(filled)} not stated: {model_type}'s defaults in "
+                         f"transformers {TRANSFORMERS_VERSION}")
+    kept = {k: v for k, v in data.items() if k in READ}
+    ignored = tuple(sorted(k for k in data if k not in READ))
+    check_numbers(kept)
+    _refuse_unread_memory_fields(kept, model_type)
+    return kept, ignored, tuple(notes)
+
+
+def _unwrap(data: dict, notes: list[str]) -> dict:
+    """Multimodal wrappers keep the language model in text_config: plan that, with the
+    wrapper's quantization and dtype; the vision and audio towers are not planned."""
+    text = data.get("text_config")
+    if not isinstance(text, dict) or data.get("hidden_size") is not None:
+        return data
+    inner = dict(text)
+    for key in CARRIED:
+        if inner.get(key) is None and data.get(key) is not None:
+            inner[key] = data[key]
+    if inner.get("model_type") is None and data.get("model_type") in TEXT_TYPES:
+        inner["model_type"] = TEXT_TYPES[data["model_type"]]
+    towers = [k for k in ("vision_config", "audio_config") if data.get(k)]
+    notes.append("text_config planned (the language model of a multimodal wrapper"
+                 + (f"; {' and '.join(towers)} not planned" if towers else "") + ")")
+    return {**inner, **{f"wrapper.{k}": v for k, v in data.items() if k not in inner}}
+
+
+def _resolve_type(data: dict, notes: list[str]) -> str | None:
+    from .hf import SUPPORTED
+
+    model_type = data.get("model_type")
+    if model_type is None or model_type in SUPPORTED:
+        return model_type
+    if model_type in ALIASES:
+        notes.append(f"model_type {model_type} read as {ALIASES[model_type]} (its shape)")
+        return ALIASES[model_type]
+    archs = data.get("architectures") or []
+    arch = next((a for a in archs if a in ARCHITECTURES), None) if isinstance(archs, list) \
+        else None
+    if arch is not None:
+        notes.append(f"model_type {model_type} read as {ARCHITECTURES[arch]}: architectures "
+                     f"names {arch}")
+        return ARCHITECTURES[arch]
+    return model_type
+
+
+def _refuse_unread_memory_fields(kept: dict, model_type: str | None) -> None:
+    for field, types in MEMORY_FIELDS.items():
+        value = kept.get(field)
+        if value not in (None, False, 0, "") and model_type not in types:
+            raise SpecError(field, value, f"changes the cache, and servecap reads it only for "
+                            f"model_type {', '.join(sorted(types))} (this is {model_type})")
+    shared = kept.get("num_kv_shared_layers")
+    if shared:
+        raise SpecError("num_kv_shared_layers", shared, "layers sharing another layer's KV "
+                        "are not planned yet; only 0 is allowed")
