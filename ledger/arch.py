@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from .model import ModelSpec
+from .model import NONE, STATE_KINDS, ModelSpec
 
 EMBED = "embed"
 HEAD = "lm_head"
@@ -30,7 +30,8 @@ def inventory(spec: ModelSpec) -> list[TensorGroup]:
     """All weight tensors: embeddings, per-layer attention and MLP/MoE, norms, lm_head."""
     groups = [TensorGroup("embed_tokens", spec.vocab_size, spec.hidden_size, 1, EMBED)]
     for layer in range(spec.num_layers):
-        groups += _attention(spec, layer) + _mlp(spec, layer)
+        mlp = _mlp(spec, layer) if spec.mlp_layers is None or layer in spec.mlp_layers else []
+        groups += _mixer(spec, layer) + mlp
         groups.append(TensorGroup("layernorm", 1, spec.hidden_size, spec.norms_per_layer, VECTOR,
                                   (layer,)))
     groups.append(TensorGroup("norm", 1, spec.hidden_size, 1, VECTOR))
@@ -39,24 +40,54 @@ def inventory(spec: ModelSpec) -> list[TensorGroup]:
     return groups
 
 
+def _mixer(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+    """A layer's token mixer: attention, a linear-attention / Mamba-2 block, or none."""
+    kind = spec.layer_kind(layer)
+    if kind in STATE_KINDS:
+        return _state_mixer(spec, layer)
+    return [] if kind == NONE else _attention(spec, layer)
+
+
+def _state_mixer(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+    """Gated DeltaNet: in_proj (q, k, v, z, b, a), conv1d, dt_bias, A_log, norm, out_proj.
+    Mamba-2: in_proj (z, x, B, C, dt), conv1d + bias, dt_bias, A_log, D, norm, out_proj."""
+    st, h, at = spec.state, spec.hidden_size, (layer,)
+    heads, (dv, _) = st.recurrent_heads, st.recurrent_shape
+    if st.kind == "linear":
+        rows = st.conv_dim + heads * dv + 2 * heads
+        vectors = st.conv_dim * st.conv_kernel + 2 * heads + dv
+    else:
+        rows = 2 * st.intermediate + 2 * st.n_groups * st.d_state + heads
+        vectors = st.conv_dim * (st.conv_kernel + 1) + 3 * heads + st.intermediate
+    return [TensorGroup("mixer.in_proj", rows, h, 1, LINEAR, at),
+            TensorGroup("mixer.out_proj", h, heads * dv, 1, LINEAR, at),
+            TensorGroup("mixer.conv_and_norms", 1, vectors, 1, VECTOR, at)]
+
+
 def _attention(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     att = spec.attention
     if att.kind == "mla":
-        return _mla(spec, layer)
+        return _mla(spec, layer) + _indexer(spec, layer)
     h, at = spec.hidden_size, (layer,)
-    q_out, kv_out = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
+    heads, head_dim = att.shape(spec.layer_kind(layer))
+    q_out, kv_out = att.num_heads * head_dim, heads * head_dim
     out = [
-        TensorGroup("self_attn.q_proj", q_out, h, 1, LINEAR, at),
+        TensorGroup("self_attn.q_proj", q_out * (2 if att.q_gate else 1), h, 1, LINEAR, at),
         TensorGroup("self_attn.k_proj", kv_out, h, 1, LINEAR, at),
         TensorGroup("self_attn.v_proj", kv_out, h, 1, LINEAR, at),
         TensorGroup("self_attn.o_proj", h, q_out, 1, LINEAR, at),
     ]
+    if spec.model_type == "gemma4_text" and att.full_kv_heads and head_dim == att.full_head_dim:
+        out.pop(2)  # attention_k_eq_v: the full layers' K projection doubles as V
+    if spec.model_type == "gemma4_text":
+        out.append(TensorGroup("layer_scalar", 1, 1, 1, VECTOR, at))
     if att.qkv_bias:
         out.append(TensorGroup("self_attn.qkv_bias", 1, q_out + 2 * kv_out, 1, VECTOR, at))
     if att.qkv_bias and spec.model_type == "gpt_oss":
         out.append(TensorGroup("self_attn.o_proj.bias", 1, h, 1, VECTOR, at))
     if att.qk_norm:
-        out.append(TensorGroup("self_attn.qk_norm", 1, att.head_dim, 2, VECTOR, at))
+        width = q_out + kv_out if att.qk_norm_heads else 2 * head_dim
+        out.append(TensorGroup("self_attn.qk_norm", 1, width, 1, VECTOR, at))
     if att.sinks:
         out.append(TensorGroup("self_attn.sinks", 1, att.num_heads, 1, VECTOR, at))
     return out
@@ -86,12 +117,28 @@ def _mla(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     ]
 
 
+def _indexer(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+    """DeepSeek-V3.2's indexer: wq_b (heads x dim from the q latent), wk, k_norm (weight and
+    bias), weights_proj (one weight per head)."""
+    att, h, at = spec.attention, spec.hidden_size, (layer,)
+    dim, heads = att.indexer_head_dim, att.indexer_heads
+    if not dim:
+        return []
+    return [TensorGroup("self_attn.indexer.wq_b", heads * dim, att.q_lora_rank or h, 1,
+                        LINEAR, at),
+            TensorGroup("self_attn.indexer.wk", dim, h, 1, LINEAR, at),
+            TensorGroup("self_attn.indexer.weights_proj", heads, h, 1, LINEAR, at),
+            TensorGroup("self_attn.indexer.k_norm", 1, 2 * dim, 1, VECTOR, at)]
+
+
 def _mlp(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     moe, h, at = spec.moe, spec.hidden_size, (layer,)
+    mats = 3 if spec.gated_mlp else 2
     if moe is None or layer in moe.dense_layers:
-        return [TensorGroup("mlp.gate_up_down", spec.intermediate_size, h, 3, LINEAR, at)]
+        return [TensorGroup("mlp.gate_up_down", spec.intermediate_size, h, mats, LINEAR, at)]
     e, inter = moe.num_experts, moe.expert_intermediate_size
-    out = [TensorGroup("mlp.experts", inter, h, 3 * e, LINEAR, at),
+    out = _gemma4_moe_extras(spec, layer) if spec.model_type == "gemma4_text" else []
+    out += [TensorGroup("mlp.experts", inter, h, mats * e, LINEAR, at),
            TensorGroup("mlp.router", e, h, 1, LINEAR, at)]
     if moe.router_bias:
         out.append(TensorGroup("mlp.router.bias", 1, e, 1, VECTOR, at))
@@ -99,8 +146,18 @@ def _mlp(spec: ModelSpec, layer: int) -> list[TensorGroup]:
         out.append(TensorGroup("mlp.experts.bias", 1, 2 * inter + h, e, VECTOR, at))
     if moe.num_shared_experts:
         shared = moe.shared_intermediate_size or inter * moe.num_shared_experts
-        out.append(TensorGroup("mlp.shared_experts", shared, h, 3, LINEAR, at))
+        out.append(TensorGroup("mlp.shared_experts", shared, h, mats, LINEAR, at))
+    if moe.shared_expert_gate:
+        out.append(TensorGroup("mlp.shared_expert_gate", 1, h, 1, LINEAR, at))
     return out
+
+
+def _gemma4_moe_extras(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+    """Gemma-4's MoE layers keep the dense MLP beside the experts, a router scale per hidden
+    dim and per expert, and three more norms."""
+    h, at, e = spec.hidden_size, (layer,), spec.moe.num_experts
+    return [TensorGroup("mlp.gate_up_down", spec.intermediate_size, h, 3, LINEAR, at),
+            TensorGroup("router.scales_and_norms", 1, h + e + 3 * h, 1, VECTOR, at)]
 
 
 def count_parameters(spec: ModelSpec) -> int:
@@ -116,6 +173,8 @@ def active_parameters(spec: ModelSpec) -> int:
     if spec.moe is None or not spec.has_architecture:
         return total
     idle = spec.moe.num_experts - spec.moe.num_experts_per_tok
-    per_expert = 3 * spec.moe.expert_intermediate_size * spec.hidden_size
-    moe_layers = spec.num_layers - len(spec.moe.dense_layers)
+    per_expert = (3 if spec.gated_mlp else 2) * spec.moe.expert_intermediate_size * \
+        spec.hidden_size
+    with_mlp = range(spec.num_layers) if spec.mlp_layers is None else spec.mlp_layers
+    moe_layers = len([n for n in with_mlp if n not in spec.moe.dense_layers])
     return total - idle * per_expert * moe_layers

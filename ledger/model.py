@@ -37,6 +37,9 @@ class Attention:
     full_kv_heads: int = 0  # and their KV heads (Gemma-4: num_global_key_value_heads)
     indexer_head_dim: int = 0  # DeepSeek-V3.2 sparse-attention indexer: one K of this size
     rotary_dim: int = 0  # rotated dims when only part of a head rotates (MiniMax, Qwen3.5)
+    q_gate: bool = False  # q_proj also emits an output gate (Qwen3-Next, Qwen3.5): 2x rows
+    qk_norm_heads: bool = False  # q/k norms span every head (MiniMax's per_layer qk_norm)
+    indexer_heads: int = 0  # indexer query heads (DeepSeek-V3.2 index_n_heads)
 
     def shape(self, kind: str) -> tuple[int, int]:
         """(KV heads, head size) of a layer of this kind."""
@@ -80,6 +83,7 @@ class MoE:
     dense_layers: tuple[int, ...] = ()
     router_bias: bool = False
     expert_bias: bool = False
+    shared_expert_gate: bool = False  # a 1 x hidden sigmoid gate on the shared expert (Qwen)
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,7 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default_factory=tuple)
     state: StateShape | None = None
     mlp_layers: tuple[int, ...] | None = None  # layers with an MLP/MoE block (None: every one)
-    extra_parameters: int = 0  # tensors the inventory has no group for, counted from the config
+    gated_mlp: bool = True  # gate/up/down; False: up/down only (Nemotron-H's relu2 MLPs)
 
     @property
     def state_layers(self) -> tuple[int, ...]:

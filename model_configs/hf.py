@@ -35,7 +35,8 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
         name=name, source=source, num_layers=layers, attention=att,
         hidden_size=_need(cfg, "hidden_size"), intermediate_size=_intermediate(cfg, layers),
         vocab_size=_need(cfg, "vocab_size"), tie_word_embeddings=_tied(cfg),
-        norms_per_layer=4 if cfg.model_type in FOUR_NORMS else 2, moe=_moe(cfg, layers),
+        norms_per_layer=_norms(cfg), moe=_moe(cfg, layers),
+        gated_mlp=cfg.model_type != "nemotron_h", mlp_layers=_mlp_layers(cfg, layers),
         quant=parse_quantization(cfg.quantization_config), num_parameters=num_parameters,
         checkpoint_dtype=dtype,
         max_position_embeddings=cfg.max_position_embeddings or 0, model_type=cfg.model_type,
@@ -49,8 +50,24 @@ def _short_dtype(name: str) -> str:
     return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name, name)
 
 
+def _norms(cfg: HFConfig) -> int:
+    if cfg.model_type == "nemotron_h":
+        return 1  # one pre-norm per block: each layer is one mixer or one MLP
+    return 4 if cfg.model_type in FOUR_NORMS else 2
+
+
+def _mlp_layers(cfg: HFConfig, layers: int) -> tuple[int, ...] | None:
+    """Nemotron-H: only its '-' (MLP) and 'E' (MoE) layers have a feed-forward block."""
+    if cfg.model_type != "nemotron_h" or not cfg.hybrid_override_pattern:
+        return None
+    return tuple(i for i, c in enumerate(cfg.hybrid_override_pattern[:layers]) if c in "-E")
+
+
 def _intermediate(cfg: HFConfig, layers: int) -> int:
-    """Dense MLP width; 0 when every layer is MoE and the config states none (Qwen3.5-MoE)."""
+    """Dense MLP width; 0 when every layer is MoE and the config states none (Qwen3.5-MoE);
+    Llama-4's dense layers use intermediate_size_mlp (intermediate_size is the experts')."""
+    if cfg.model_type == "llama4_text" and cfg.intermediate_size_mlp:
+        return cfg.intermediate_size_mlp
     moe = _moe(cfg, layers)
     if cfg.intermediate_size is None and moe is not None and not moe.dense_layers:
         return 0
@@ -124,7 +141,9 @@ def _attention(cfg: HFConfig, layers: int) -> tuple[Attention, tuple[str, ...]]:
                                                    == "minimax_m2"),
         sinks=cfg.model_type == "gpt_oss", sliding_window_tokens=window, layer_kinds=kinds,
         chunk_size_tokens=cfg.attention_chunk_size if cfg.model_type == "llama4_text" else None,
-        full_head_dim=full_dim, full_kv_heads=full_heads, rotary_dim=cfg.rotary_dim or 0)
+        full_head_dim=full_dim, full_kv_heads=full_heads, rotary_dim=cfg.rotary_dim or 0,
+        q_gate=cfg.model_type == "qwen3_next" or bool(cfg.attn_output_gate),
+        qk_norm_heads=cfg.model_type == "minimax_m2")
     return att, notes
 
 
@@ -145,7 +164,8 @@ def _mla(cfg: HFConfig, heads: int) -> Attention:
                      q_lora_rank=cfg.q_lora_rank, kv_lora_rank=cfg.kv_lora_rank,
                      qk_rope_head_dim=cfg.qk_rope_head_dim,
                      qk_nope_head_dim=cfg.qk_nope_head_dim, v_head_dim=cfg.v_head_dim,
-                     indexer_head_dim=indexer or 0)
+                     indexer_head_dim=indexer or 0,
+                     indexer_heads=(cfg.index_n_heads or 0) if indexer else 0)
 
 
 def _windows(cfg: HFConfig, layers: int) -> tuple[int | None, tuple[str, ...]]:
@@ -189,6 +209,7 @@ def _moe(cfg: HFConfig, layers: int) -> MoE | None:
                dense_layers=_dense_layers(cfg, layers),
                router_bias=cfg.model_type in {"deepseek_v3", "gpt_oss", "deepseek_v32",
                                               "glm_moe_dsa", "nemotron_h", "minimax_m2"},
+               shared_expert_gate=cfg.model_type in {"qwen3_next", "qwen3_5_moe_text"},
                expert_bias=cfg.model_type == "gpt_oss")
 
 
@@ -196,6 +217,8 @@ def _dense_layers(cfg: HFConfig, layers: int) -> tuple[int, ...]:
     if cfg.model_type == "llama4_text":
         step = cfg.interleave_moe_layer_step or 1
         return tuple(i for i in range(layers) if (i + 1) % step != 0)
+    if cfg.model_type == "nemotron_h":
+        return tuple(i for i, c in enumerate(cfg.hybrid_override_pattern or "") if c == "-")
     if cfg.first_k_dense_replace:
         return tuple(range(min(cfg.first_k_dense_replace, layers)))
     step = cfg.decoder_sparse_step or 1
