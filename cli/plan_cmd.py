@@ -70,7 +70,9 @@ def plan(
     from_workbook: Annotated[Path | None, Out(help="Plan again from a workbook's Inputs sheet "
                                               "(instead of MODEL and flags).")] = None,
     verbose: Annotated[bool, Out("--verbose", "-v", help="Say what was read from the Hugging "
-                                 "Face Hub: each file, its bytes, network or cache (stderr).")]
+                                 "Face Hub (each file, its bytes, network or cache) and which "
+                                 "config.json fields were ignored as irrelevant to memory "
+                                 "(stderr).")]
     = False,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
@@ -100,6 +102,7 @@ def plan(
     result = deployment_from_flags(model, flags, deploy, loaded)
     if verbose:
         print_fetch_report(loaded.hub)
+        print_ignored_fields(loaded)
     if as_json:
         print(json.dumps({**deployment_to_dict(result), **source_to_dict(loaded)}, indent=2))
     else:
@@ -115,6 +118,14 @@ def print_fetch_report(hub) -> None:
         from servecap.model_configs.hub import fetch_report
 
         print("\n".join(fetch_report(hub)), file=sys.stderr)
+
+
+def print_ignored_fields(loaded) -> None:
+    """-v: the config.json fields no ledger line reads (router settings, time_step_limit, the
+    vision tower ...), on stderr, so a reviewer sees what was left out and why."""
+    if loaded.ignored_fields:
+        print(f"ignored as irrelevant to memory ({len(loaded.ignored_fields)}): "
+              + ", ".join(loaded.ignored_fields), file=sys.stderr)
 
 
 def _render(result) -> None:
