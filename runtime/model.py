@@ -52,6 +52,7 @@ def check_buildable(spec: ModelSpec) -> None:
     if not spec.has_architecture:
         raise SpecError("model", spec.name, "the runtime needs the full architecture "
                         "(hidden_size, intermediate_size, vocab_size, model_type)")
+    _refuse_hybrid_kinds(spec)
     if spec.attention.kind == "mla":
         raise SpecError("attention", "mla", "the runtime builds GQA/MHA/MQA attention only")
     if spec.moe is not None:
@@ -62,6 +63,34 @@ def check_buildable(spec: ModelSpec) -> None:
     if spec.model_type not in SUPPORTED_MODEL_TYPES or spec.attention.sinks:
         raise SpecError("model_type", spec.model_type,
                         "the runtime builds: " + ", ".join(SUPPORTED_MODEL_TYPES))
+
+
+# each kind the ledger plans and the runtime does not run yet, with the reason named
+UNRUN_KINDS = {
+    "linear": "gated-DeltaNet linear attention (a fixed state per request; docs/hybrid.md "
+              "gives vLLM's state layout)",
+    "mamba": "Mamba-2 state-space layers (a fixed state per request; docs/hybrid.md)",
+    "chunked": "chunked local attention (Llama-4)",
+    "none": "cache-free MLP/MoE blocks of a hybrid (Nemotron-H)",
+}
+
+
+def _refuse_hybrid_kinds(spec: ModelSpec) -> None:
+    """Nothing runs wrong silently: each kind the runtime cannot run is refused by name."""
+    for kind in dict.fromkeys(spec.attention.layer_kinds):
+        if kind in UNRUN_KINDS:
+            raise SpecError("layer kind", kind, "the runtime does not run "
+                            f"{UNRUN_KINDS[kind]} yet; plan it with servecap plan")
+    att = spec.attention
+    if att.indexer_head_dim:
+        raise SpecError("index_head_dim", att.indexer_head_dim, "the runtime does not run the "
+                        "sparse-attention indexer (DeepSeek-V3.2, GLM-5) yet")
+    if att.full_head_dim and att.full_head_dim != att.head_dim:
+        raise SpecError("global_head_dim", att.full_head_dim, "the runtime does not run "
+                        "per-layer-type head sizes (Gemma-4) yet")
+    if att.q_gate:
+        raise SpecError("attn_output_gate", True, "the runtime does not run gated attention "
+                        "output (Qwen3-Next, Qwen3.5) yet")
 
 
 def with_num_layers(spec: ModelSpec, num_layers: int) -> ModelSpec:
