@@ -14,12 +14,12 @@ NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_
                 "num_layers", "moe_expert_bytes", "moe_flops_per_token", "num_experts",
                 "experts_per_token", "num_moe_layers", "moe_layer_overhead_s",
                 "collective_bytes_per_token", "collective_latency_s", "pipeline_bytes_per_token",
-                "pipeline_latency_s", "step_time_cv")
+                "pipeline_latency_s", "step_time_cv", "state_bytes_per_request")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
         "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
         "moe_flops_per_token", "num_experts", "num_moe_layers",
         "experts_per_token", "tensor_parallel_size", "pipeline_parallel_size",
-        "expert_parallel_size"}
+        "expert_parallel_size", "state_bytes_per_request"}
 
 @dataclass(frozen=True)
 class Coefficients:
@@ -58,6 +58,9 @@ class Coefficients:
     moe_flops_per_token: int = 0
     moe_gemm_efficiency: float = 1.0
     num_moe_layers: int = 0
+    # linear-attention / Mamba state: read and written once per request per step, whatever
+    # its context (ledger/state.py); 0 for pure attention models
+    state_bytes_per_request: int = 0
     moe_layer_overhead_s: float = 0.0
     num_experts: int = 0
     experts_per_token: int = 0
@@ -111,8 +114,10 @@ def coefficients_for_plan(plan: Plan, bandwidth_bytes_per_s: float, flops_per_s:
     """The ledger's weights (+ quantization metadata) and KV bytes per token, the model's
     active parameters, and the device's bandwidth and FLOPS."""
     weights = plan.line("weights") + plan.line("weight_metadata")
-    return coefficients(weights, plan.kv_bytes_per_token, plan.active_parameters,
-                        bandwidth_bytes_per_s, flops_per_s, step_overhead_s)
+    base = coefficients(weights, plan.kv_bytes_per_token + plan.indexer_bytes_per_token,
+                        plan.active_parameters, bandwidth_bytes_per_s, flops_per_s,
+                        step_overhead_s)
+    return replace(base, state_bytes_per_request=plan.state_bytes_per_request)
 
 
 def iteration_s(coef: Coefficients, num_tokens: int, kv_tokens_read: int) -> float:

@@ -40,6 +40,8 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
     weights = c.weights_bytes - c.moe_expert_bytes * (
         1.0 - experts_touched_share(tokens, c.num_experts, c.experts_per_token))
     kv = c.kv_bytes_per_token * (prefill_context_tokens + decode_context_tokens + tokens)
+    # each decode stream (and the prefilling request) reads and writes its fixed state once
+    kv += 2 * c.state_bytes_per_request * (num_decode + (1 if num_prefill else 0))
     memory = (weights + kv) / (c.bandwidth_bytes_per_s * c.bandwidth_efficiency)
     collective = (c.collective_bytes_per_token * tokens / c.interconnect_bytes_per_s
                   + c.collective_latency_s) if c.collective_bytes_per_token else 0.0

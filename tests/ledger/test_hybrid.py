@@ -140,3 +140,19 @@ def test_new_kinds_are_monotonic_and_never_above_the_device(name, a, b, n, m) ->
 def test_state_does_not_grow_with_context(name, a, b) -> None:
     assert plain(name, a, 1).state_bytes_per_request == \
         plain(name, b, 1).state_bytes_per_request == state_bytes_per_request(SPECS[name]) > 0
+
+
+def test_the_step_model_prices_states_as_reads_and_writes_not_context() -> None:
+    from servecap.sim.roofline import coefficients_for_plan
+    from servecap.sim.step_model import step_s
+
+    plan = plain("Qwen--Qwen3.6-35B-A3B", 8192, 1)
+    coef = coefficients_for_plan(plan, 1e12, 1e15)
+    assert coef.state_bytes_per_request == plan.state_bytes_per_request > 0
+    one = step_s(coef, 0, 1, 0, 1000)
+    longer = step_s(coef, 0, 1, 0, 2000)
+    # 1,000 more context tokens add only their KV reads; the state is paid once either way
+    assert longer - one == pytest.approx(1000 * plan.kv_bytes_per_token / 1e12)
+    two = step_s(coef, 0, 2, 0, 2000)
+    assert two - longer == pytest.approx((1 * plan.kv_bytes_per_token
+                                          + 2 * plan.state_bytes_per_request) / 1e12)
