@@ -53,7 +53,7 @@ def layout(spec: ModelSpec, kv_bits: int, layer_ids: tuple[int, ...], tp: int,
            max_model_len: int, max_num_batched_tokens: int, block_size_tokens: int,
            mode: str = DEFAULT_MAMBA_CACHE_MODE) -> HybridLayout:
     """The layout vLLM builds for `spec` on one rank (all layers' specs, then the groups)."""
-    from .kv import kv_bits_for_layer, Shard
+    from .kv import Shard, kv_bits_for_layer
 
     shard = Shard(tensor_parallel_size=tp, layers=layer_ids)
     att = spec.attention

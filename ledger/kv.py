@@ -3,9 +3,9 @@ chunked-local layers (linear-attention and Mamba layers hold a fixed state: ledg
 
 from dataclasses import dataclass
 
+from .cache_specs import indexer_bytes_per_token as _indexer_per_layer
 from .dtypes import bits_to_bytes
 from .errors import SpecError
-from .cache_specs import indexer_bytes_per_token as _indexer_per_layer
 from .model import ATTENTION_KINDS, CHUNKED, FULL, SLIDING, ModelSpec
 from .paging import blocks_for, window_blocks
 

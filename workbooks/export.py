@@ -42,6 +42,10 @@ def default_sweep(src: WorkbookSource) -> Sweep:
 def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
                    results: Mapping | None = None) -> Workbook:
     """Every sheet, formulas over named inputs; `results` fills the Latency record."""
+    if src.spec.is_hybrid:  # its formulas assume one KV shape per layer: refuse, not mislead
+        raise SpecError("--xlsx", src.spec.name, "the workbook's live formulas do not model "
+                        "hybrid caches yet (fixed states, chunked-local layers, an indexer, "
+                        "per-layer head sizes); use plan --json for this model")
     wb = Workbook()
     wb.remove(wb.active)
     write_inputs(wb, src)

@@ -54,3 +54,11 @@ def test_kimi_k2_is_planned_as_deepseek_v3_and_says_so(run) -> None:
     out = json.loads(result.stdout)
     assert out["kv_bytes_per_token"] == 61 * (512 + 64) * 2
     assert any("kimi_k2 read as deepseek_v3" in note for note in out["notes"])
+
+
+def test_a_hybrid_workbook_is_refused_rather_than_written_wrong(run, tmp_path: Path) -> None:
+    pytest_importorskip = __import__("pytest").importorskip
+    pytest_importorskip("openpyxl")
+    out = tmp_path / "plan.xlsx"
+    result = run("plan", "qwen3.6-35b-a3b", "--device", "h100-80gb", "--xlsx", out)
+    assert result.exit_code == 2 and "hybrid" in result.output and not out.exists()

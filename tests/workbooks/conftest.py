@@ -16,13 +16,14 @@ from servecap.cli.inputs import PlanFlags
 from servecap.cli.workbook_cmd import workbook_source
 from servecap.ledger.plan import Plan, build_plan
 from servecap.ledger.units import GiB
-from servecap.model_configs import bundled_models
+from servecap.model_configs import bundled_models, load_model
 from servecap.workbooks.envelope import Sweep
 from servecap.workbooks.export import build_workbook, save_workbook
 from servecap.workbooks.names import cell_of
 from servecap.workbooks.source import WorkbookSource
 
-BUNDLED = [p.stem for p in bundled_models()]
+# every bundled model the workbook models (it refuses hybrids: tests/cli/test_config_relevance)
+BUNDLED = [p.stem for p in bundled_models() if not load_model(p.stem).spec.is_hybrid]
 
 
 def soffice() -> str:
