@@ -115,7 +115,7 @@ def _hold_to_binding(plans: list[StagePlan], binding: int, engine: EngineSpec) -
     out = []
     for item in plans:
         held = with_blocks(item.plan.budget, least.num_gpu_blocks,
-                           item.plan.serve.context_tokens, engine.formula)
+                           item.plan.serve.context_tokens, engine)
         out.append(replace(item, plan=replace(item.plan, budget=held,
                                               lines=_spare_line_held(item.plan, held),
                                               memory_ceiling_requests=int(held.max_concurrency))))
