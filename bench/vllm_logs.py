@@ -60,7 +60,18 @@ class Outcome:
 
     @property
     def kv_error(self) -> float | None:
+        """Relative KV error of a start that happened; a failed start is judged by the verdict
+        (its pool, often negative, is shown as a GiB residual instead)."""
+        if not self.case.meta["started"] and not self.case.meta.get("failure"):
+            return None  # refused at the pool; 'failure' names a later one (graph capture)
         return self.error(self.predicted_kv, self.logged_kv)
+
+    @property
+    def kv_residual(self) -> str:
+        if self.kv_error is not None or self.predicted_kv is None or self.logged_kv is None:
+            return _pct(self.kv_error)
+        unit = " GiB" if self.kv_unit == "GiB" else ""
+        return f"{self.predicted_kv - self.logged_kv:+.2f}{unit} (failed start)"
 
     @property
     def weights_error(self) -> float | None:
@@ -122,7 +133,7 @@ def table(outcomes: list[Outcome]) -> list[str]:
         starts = f"{'yes' if o.predicted_starts else 'no'} / {'yes' if m['started'] else 'no'}"
         lines.append(f"| {o.case.name} | {m['model']} | {m['gpu']} | {m.get('vllm_version')} "
                      f"| {_kv(o.predicted_kv, o.kv_unit)} | {_kv(o.logged_kv, o.kv_unit)} | "
-                     f"{_pct(o.kv_error)} | {w_pred} | {w_log} | {_pct(o.weights_error)} | "
+                     f"{o.kv_residual} | {w_pred} | {w_log} | {_pct(o.weights_error)} | "
                      f"{starts} |")
     return lines
 

@@ -18,7 +18,7 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     ),
     "total_gpu_gib": (r"total_gpu_memory[=\s(]+" + _NUM + r"\s*GiB",),
     "gpu_memory_utilization": (r"gpu_memory_utilization[=\s(]+" + _NUM,
-                               r"--gpu-memory-utilization=" + _NUM,
+                               r"--gpu-memory-utilization[= ]" + _NUM,
                                r"'gpu_memory_utilization': " + _NUM),
     "non_torch_gib": (r"non_torch_memory(?:=|\s+takes\s+|\s+)" + _NUM + r"\s*GiB",),
     "activation_gib": (r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB",),
