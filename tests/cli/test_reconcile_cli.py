@@ -73,7 +73,8 @@ def test_unexplained_block_bytes_are_not_blamed_on_a_draft():
 
 def test_a_draft_the_log_shows_is_named(tmp_path):
     text = (LOGS / "v1_llama31_8b_eagle_h100.log").read_text() + \
-        "INFO [core.py] Initializing a V1 LLM engine with config: speculative_config={'method': 'eagle'}\n"
+        ("INFO [core.py] Initializing a V1 LLM engine with config: "
+         "speculative_config={'method': 'eagle'}\n")
     log = tmp_path / "eagle.log"
     log.write_text(text)
     report = reconcile_path(log, "--model", "llama-3.1-8b", "--device", "h100-80gb")
