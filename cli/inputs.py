@@ -32,7 +32,7 @@ class PlanFlags:
     block_size: int | None = None
     shared_prefix: int = 0
     group_size: int = 128
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_batched_tokens: int | None = None  # None: 8192, or the vLLM release's default
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
 
 
@@ -71,7 +71,8 @@ def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
         kv_dtype=_dtype(flags.kv_dtype, loaded, "--kv-dtype", dtypes.KV_DTYPES),
         activation_dtype=_dtype(flags.activation_dtype, loaded, "--activation-dtype",
                                 dtypes.ACTIVATION_DTYPES),
-        max_num_batched_tokens=flags.max_num_batched_tokens, max_num_seqs=flags.max_num_seqs,
+        max_num_batched_tokens=flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        max_num_seqs=flags.max_num_seqs,
         device_label=label)
     return spec
 

@@ -12,7 +12,8 @@ import typer
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Overrides
-from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, ServeSpec
+from servecap.ledger.serve import ServeSpec
+from servecap.ledger.vllm_start import advise, starts
 from servecap.ledger.weights import WeightBytes, weight_bytes
 from servecap.model_configs import LoadedModel, load_model
 
@@ -59,9 +60,10 @@ def plan(
                                       "(full blocks stored once).")] = 0,
     group_size: Annotated[int, Rep(help="int4 group size (0: per channel).")]
     = 128,
-    max_num_batched_tokens: Annotated[int, Led(help="Tokens per forward pass (sizes the "
-                                               "runtime-peak estimate).")]
-    = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_batched_tokens: Annotated[int | None, Led(help="Tokens per forward pass (sizes the "
+                                                      "runtime-peak estimate). Default 8192; "
+                                                      "--engine vllm: the release's default "
+                                                      "for this GPU.")] = None,
     as_json: Annotated[bool, Out("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Out(help="Also write a capacity workbook with live formulas "
@@ -100,15 +102,43 @@ def plan(
                                                 force)
     loaded = _load(model)
     result = deployment_from_flags(model, flags, deploy, loaded)
+    advice = None if starts(result) else start_advice(model, flags, deploy, loaded, result)
     if verbose:
         print_fetch_report(loaded.hub)
         print_ignored_fields(loaded)
     if as_json:
-        print(json.dumps({**deployment_to_dict(result), **source_to_dict(loaded)}, indent=2))
+        extra = {"starts": advice is None, "start_advice": advice and {
+            "max_model_len": advice.max_model_len,
+            "gpu_memory_utilization": advice.gpu_memory_utilization, "text": advice.text}}
+        print(json.dumps({**deployment_to_dict(result), **extra, **source_to_dict(loaded)},
+                         indent=2))
     else:
         _render(result)
+        if advice is not None:
+            print(f"does not start: {advice.text}")
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
+
+
+def start_advice(model: str | None, flags: PlanFlags, deploy: DeployFlags,
+                 loaded: LoadedModel, result):
+    """vLLM's own advice, each figure found by fit's search over this plan's own flags."""
+    context = result.plan.serve.context_tokens
+    util = deploy.gpu_memory_utilization or result.plan.budget and _default_util(deploy)
+
+    def at_length(n: int):
+        return deployment_from_flags(model, replace(flags, context=n), deploy, loaded)
+
+    def at_utilization(u: float):
+        return deployment_from_flags(model, flags, replace(deploy, gpu_memory_utilization=u),
+                                     loaded)
+    return advise(at_length, at_utilization, context, util or 1.0)
+
+
+def _default_util(deploy: DeployFlags) -> float:
+    from .deploy import engine_spec
+
+    return engine_spec(deploy).default_utilization
 
 
 def print_fetch_report(hub) -> None:

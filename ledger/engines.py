@@ -1,6 +1,7 @@
 """Serving engines' KV budgets (vLLM, SGLang, TensorRT-LLM) and the lines outside torch."""
 
 from dataclasses import dataclass, replace
+from dataclasses import field as dataclass_field
 
 from .errors import SpecError
 from .kv_blocks import (
@@ -17,10 +18,12 @@ from .lines import Line
 from .model import ModelSpec
 from .serve import DEFAULT_BLOCK_SIZE_TOKENS
 from .units import GiB, MiB
+from .vllm_profile import SERVE
+from .vllm_versions import NEWEST, TOKENS_FROM_CONCURRENCY, VllmRow
 
 PLAIN, VLLM, SGLANG, TRTLLM = "plain", "vllm", "sglang", "trtllm"
 ENGINES = (PLAIN, VLLM, SGLANG, TRTLLM)
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.90  # vLLM <= 0.11 (0.92 in 0.20+)
+DEFAULT_GPU_MEMORY_UTILIZATION = NEWEST.default_gpu_memory_utilization  # per release: VllmRow
 DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.90  # TensorRT-LLM KvCacheConfig
 # SGLang's default mem_fraction_static by tp x pp (server_args.py, 0.4.6): 0.88 on one GPU.
 SGLANG_DEFAULT_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
@@ -43,7 +46,16 @@ class EngineSpec:
     non_torch_bytes: int | None = None
     comm_buffer_bytes: int | None = None
     cuda_graph_bytes: int | None = None
-    formula: str = V1
+    formula: str | None = None
+    vllm_row: VllmRow = NEWEST
+    version_note: str = ""
+    entrypoint: str = SERVE
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    mxfp4_backend: str | None = None
+    sampler: str | None = None
+    native_fp4: bool = False
+    notes: tuple[str, ...] = dataclass_field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         if self.name not in ENGINES:
@@ -54,8 +66,17 @@ class EngineSpec:
             if value is not None and not 0 < value <= 1:
                 pct = f" (for {value:g}% write {value / 100:g})" if 2 <= value <= 100 else ""
                 raise SpecError("--" + field.replace("_", "-"), value, f"a fraction in (0, 1]{pct}")
-        if self.formula not in (V0, V1):
+        if self.formula not in (None, V0, V1):
             raise SpecError("formula", self.formula, "v0 or v1")
+
+    @property
+    def kv_formula(self) -> str:
+        """vLLM's concurrency formula: the row's engine unless stated (a V0 log on a V1 row)."""
+        return self.formula or (self.vllm_row.formula if self.name == VLLM else V1)
+
+    @property
+    def default_utilization(self) -> float:
+        return self.vllm_row.default_gpu_memory_utilization
 
 
 PLAIN_ENGINE = EngineSpec()
@@ -104,8 +125,9 @@ def comm_buffer_estimate(tp: int, pp: int) -> tuple[int, str]:
 
 
 def overhead_lines(engine: EngineSpec, tp: int, pp: int) -> tuple[Line, ...]:
-    """non-torch memory and communication buffers: shown for engine budgets, for any
-    multi-GPU plan, and whenever declared; the plain single-GPU ledger stays the seed's."""
+    """non-torch memory and communication buffers of SGLang, TensorRT-LLM and plain multi-GPU
+    plans (vLLM's come from its release's rules: vllm_lines), and whatever was declared; the
+    plain single-GPU ledger stays the seed's."""
     out = []
     if engine.non_torch_bytes is not None:
         out.append(Line("non_torch", "non-torch memory", engine.non_torch_bytes,
@@ -148,9 +170,10 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
     amount = {line.key: line.num_bytes for line in lines}
     weights = amount["weights"] + amount["weight_metadata"]
     act, non_torch, comm = amount["runtime_peak"], amount["non_torch"], amount["comm_buffers"]
-    weights += amount.get("rotary_cache", 0)
+    weights += amount.get("rotary_cache", 0) + amount.get("weights_resident", 0)
     if engine.name == VLLM:
-        return _vllm(engine, device_bytes, weights + act + non_torch, comm)
+        return _vllm(engine, device_bytes, weights + act + non_torch + comm
+                     + amount.get("cuda_graphs", 0))
     graphs = amount.get("cuda_graphs", 0)
     if engine.name == SGLANG:
         return _sglang(engine, device_bytes - non_torch - comm, weights, act + graphs, world_size)
@@ -173,22 +196,23 @@ def _trtllm(engine: EngineSpec, free_after: int):
     ), f"the {1 - fraction:.0%} of free memory TensorRT-LLM leaves"
 
 
-def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, comm: int):
-    """vLLM (>= 0.6.6) takes its memory baseline after NCCL is set up, so comm buffers sit in
-    the 1 - util headroom (0.6.4 and a vllm PR 10511 development build counted them in
-    non_torch_memory). Declared CUDA-graph memory comes out of the pool, as in vLLM >= 0.21."""
-    non_kv += engine.cuda_graph_bytes or 0
+def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int):
+    """requested = total x gpu_memory_utilization; pool = requested - everything the profile
+    counted (weights, activation peak, non-torch incl. collective buffers, and the CUDA-graph
+    estimate where the release subtracts it: see VllmRow). The headroom is the rest."""
+    row = engine.vllm_row
     if engine.kv_cache_memory_bytes is not None:
-        rest = device_bytes - non_kv - comm - engine.kv_cache_memory_bytes
+        rest = device_bytes - non_kv - engine.kv_cache_memory_bytes
         return engine.kv_cache_memory_bytes, rest, "measured: --kv-cache-memory (ignores " \
             "gpu_memory_utilization)", "left on the device outside the declared pool"
-    util = engine.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION
+    util = engine.gpu_memory_utilization or row.default_gpu_memory_utilization
     requested = device_bytes * util
     pool = int(requested - non_kv)
-    graphs = " - CUDA graphs" if engine.cuda_graph_bytes else ""
-    return pool, device_bytes - int(requested) - comm, (
-        f"vLLM: total x gpu_memory_utilization {util:.2f} - weights - activation peak - "
-        f"non-torch{graphs}"), f"outside gpu_memory_utilization {util:.2f}, less comm buffers"
+    return pool, device_bytes - int(requested), (
+        f"{row.name} ({row.tag}): total x gpu_memory_utilization {util:.2f} - weights - "
+        "activation peak - non-torch - comm" + (" - CUDA graphs" if row.graphs_subtracted
+                                                  or engine.cuda_graph_bytes else "")
+    ), f"outside gpu_memory_utilization {util:.2f}"
 
 
 def _sglang_default(world_size: int) -> float:
@@ -208,9 +232,10 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
         per_request = blocks_per_request(groups.kinds, geo.max_model_len, bsz,
                                          spec.attention.sliding_window_tokens,
                                          geo.max_num_batched_tokens)
-        tokens = kv_cache_tokens(blocks, len(groups.kinds), bsz)
         concurrency = max_concurrency(blocks, per_request, geo.max_model_len, bsz,
-                                      engine.formula)
+                                      engine.kv_formula)
+        tokens = logged_tokens(engine, blocks, len(groups.kinds), bsz, concurrency,
+                               geo.max_model_len)
         return Budget(engine.name, pool_bytes, blocks, tokens, concurrency, bsz, page * size,
                       per_request, how, len(groups.kinds))
     block_bytes = bsz * geo.layer_bytes_per_token * len(geo.layer_ids)
@@ -222,7 +247,7 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
 
 def _hybrid_budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Budget:
     """States, chunked-local layers, an indexer or per-layer shapes: ledger/hybrid.py's layout.
-    'GPU KV cache size' is max concurrency x max_model_len, as vLLM >= 0.20 logs it."""
+    'GPU KV cache size' as the release prints it (logged_tokens)."""
     from .hybrid import layout
 
     plan = layout(geo.spec, geo.kv_bits, geo.layer_ids, geo.tensor_parallel_size,
@@ -230,17 +255,40 @@ def _hybrid_budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: st
                   geo.mamba_cache_mode)
     blocks = plan.num_gpu_blocks(pool_bytes)
     concurrency = plan.max_concurrency(blocks)
-    return Budget(engine.name, pool_bytes, blocks, int(concurrency * geo.max_model_len),
-                  concurrency, plan.block_size_tokens, plan.page_bytes * plan.group_size,
-                  plan.pages_per_request, how, len(plan.kinds))
+    tokens = logged_tokens(engine, blocks, len(plan.kinds), plan.block_size_tokens, concurrency,
+                           geo.max_model_len)
+    return Budget(engine.name, pool_bytes, blocks, tokens, concurrency, plan.block_size_tokens,
+                  plan.page_bytes * plan.group_size, plan.pages_per_request, how,
+                  len(plan.kinds))
 
 
-def with_blocks(result: Budget, num_blocks: int, max_model_len: int, formula: str) -> Budget:
+def logged_tokens(engine: EngineSpec, blocks: int, groups: int, block_size: int,
+                  concurrency: float, max_model_len: int) -> int:
+    """'GPU KV cache size: N tokens' as the release prints it (VllmRow.tokens_rule)."""
+    if engine.vllm_row.tokens_rule == TOKENS_FROM_CONCURRENCY:
+        return int(concurrency * max_model_len)
+    return kv_cache_tokens(blocks, groups, block_size)
+
+
+def starts(result: Budget, max_model_len: int) -> bool:
+    """vLLM refuses to start when its pool is not positive or cannot hold one max_model_len
+    request: V1's check_enough_kv_cache_memory (blocks one request reserves), V0's 'max seq
+    len ... larger than the maximum number of tokens that can be stored in KV cache'."""
+    if result.engine != VLLM:
+        return True
+    return result.kv_pool_bytes > 0 and result.num_gpu_blocks >= max(result.blocks_per_request,
+                                                                        1)
+
+
+def with_blocks(result: Budget, num_blocks: int, max_model_len: int,
+                engine: EngineSpec) -> Budget:
     """The same budget held to `num_blocks` (vLLM gives every rank the smallest rank's count)."""
     tokens = kv_cache_tokens(num_blocks, result.num_groups, result.block_size_tokens)
     if result.engine == VLLM:
         concurrency = max_concurrency(num_blocks, result.blocks_per_request, max_model_len,
-                                      result.block_size_tokens, formula)
+                                      result.block_size_tokens, engine.kv_formula)
+        tokens = logged_tokens(engine, num_blocks, result.num_groups,
+                               result.block_size_tokens, concurrency, max_model_len)
     else:
         concurrency = tokens / max_model_len
     return replace(result, num_gpu_blocks=num_blocks, kv_cache_tokens=tokens,

@@ -16,6 +16,7 @@ from .engines import (
     overhead_lines,
     pool_and_headroom,
     rotary_cache_line,
+    starts,
 )
 from .errors import SpecError
 from .kv import (
@@ -34,6 +35,8 @@ from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .sharding import Stage, rank_inventory
 from .state import state_bytes_per_request
+from .vllm_lines import overhead as vllm_overhead
+from .vllm_lines import resident_line, runtime_line
 from .weights import WeightBytes, default_quant, weight_bytes
 
 __all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
@@ -79,10 +82,16 @@ class Plan:
         return self.device_bytes - self.committed_bytes
 
     @property
+    def starts(self) -> bool:
+        """The engine would start: its pool holds one max_model_len request (plain: True)."""
+        return self.budget is None or starts(self.budget, self.serve.context_tokens)
+
+    @property
     def fits(self) -> bool:
-        """Nothing overcommitted; with an engine, the load's KV also fits in whole blocks."""
-        if self.budget is not None and self.cache_in_use_bytes > \
-                self.budget.num_gpu_blocks * self.budget.block_bytes:
+        """Nothing overcommitted; with an engine, it starts and the load's caches also fit in
+        whole blocks."""
+        if self.budget is not None and (not self.starts or self.cache_in_use_bytes >
+                                        self.budget.num_gpu_blocks * self.budget.block_bytes):
             return False
         return self.free_bytes >= 0
 
@@ -149,7 +158,8 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         memory_ceiling_requests=ceiling if result is None else int(result.max_concurrency),
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
-        notes=_notes(spec, serve, weights, fixed, result), budget=result, shard=shard,
+        notes=_notes(spec, serve, weights, fixed, result) + _engine_notes(engine), budget=result,
+        shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
         longest_ceiling_requests=longest if serve.lengths and result is None else None,
         state_bytes_per_request=state, indexer_bytes_per_token=indexer_bytes_per_token(spec, shard),
@@ -190,16 +200,23 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
                  engine: EngineSpec) -> tuple[WeightBytes, tuple[Line, ...]]:
     """Weights, metadata, runtime peak, and (engines, multi-GPU) non-torch and comm buffers."""
     weights, weights_from = _weights(spec, serve, overrides, shard)
-    runtime, runtime_from = _runtime_peak(spec, serve, shard)
     pp = 1 if shard.first_stage and shard.last_stage else 2
-    return weights, (
+    vllm = engine.name == VLLM
+    if vllm and serve.runtime_peak_bytes is None:
+        runtime = runtime_line(spec, serve, shard, engine)
+    else:
+        runtime = Line("runtime_peak", "runtime peak", *_runtime_peak(spec, serve, shard),
+                       serve.runtime_peak_bytes is not None)
+    measured = overrides.per_device and overrides.weights is not None
+    head = (
         Line("weights", "weights", weights.param_bytes, weights_from,
              overrides.weights is not None),
         Line("weight_metadata", "weight metadata",
              weights.metadata_bytes, _meta_from(weights, overrides)),
-        Line("runtime_peak", "runtime peak", runtime, runtime_from,
-             serve.runtime_peak_bytes is not None),
-    ) + _rotary(spec, engine, overrides) + overhead_lines(engine, shard.tensor_parallel_size, pp)
+    ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) + (runtime,)
+    tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
+            else overhead_lines(engine, shard.tensor_parallel_size, pp))
+    return weights, head + _rotary(spec, engine, overrides) + tail
 
 
 def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[Line, ...]:
@@ -221,7 +238,7 @@ def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: Engin
                      shard.layer_ids(spec), serve.context_tokens, serve.max_num_batched_tokens,
                      serve.block_size_tokens, kv_bits, shard.tensor_parallel_size,
                      serve.mamba_cache_mode)
-    result = budget(engine, max(pool, 0), geo, how)
+    result = budget(engine, pool, geo, how)
     usable = result.num_gpu_blocks * result.block_bytes
     spare = max(usable - sum(item.num_bytes for item in cache_lines), 0)
     measured = engine.kv_cache_memory_bytes is not None
@@ -340,9 +357,18 @@ def _notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: int,
     elif result is not None and result.kv_pool_bytes <= 0:
         notes.append(f"{result.engine}: no memory left for the KV pool ({result.how}): the "
                      "engine would refuse to start")
+    elif result is not None and not starts(result, serve.context_tokens):
+        notes.append(f"{result.engine}: its {result.num_gpu_blocks:,} KV blocks cannot hold "
+                     f"one {serve.context_tokens:,}-token request ({result.blocks_per_request:,} "
+                     "blocks): the engine would refuse to start")
     elif fixed > serve.device_bytes:
         notes.append("weights, runtime peak and safety leave no room for any KV: ceiling 0")
     return tuple(notes)
+
+
+def _engine_notes(engine: EngineSpec) -> tuple[str, ...]:
+    """Which release's rules a vLLM plan used (or the nearest row, said so)."""
+    return (engine.version_note,) if engine.name == VLLM and engine.version_note else ()
 
 
 def with_device(serve: ServeSpec, device_bytes: int) -> ServeSpec:

@@ -115,7 +115,7 @@ def _hold_to_binding(plans: list[StagePlan], binding: int, engine: EngineSpec) -
     out = []
     for item in plans:
         held = with_blocks(item.plan.budget, least.num_gpu_blocks,
-                           item.plan.serve.context_tokens, engine.formula)
+                           item.plan.serve.context_tokens, engine)
         out.append(replace(item, plan=replace(item.plan, budget=held,
                                               lines=_spare_line_held(item.plan, held),
                                               memory_ceiling_requests=int(held.max_concurrency))))
@@ -153,3 +153,10 @@ def _reason(plans: list[StagePlan], binding: int, parallel: Parallel) -> str:
     return (f"{head} (stage {stage.index}: {', '.join(holds)}; {fmt_gib(weights)} of weights, "
             f"{fmt_gib(plan.fixed_bytes)} fixed) binds: {what}, the fewest of the "
             f"{parallel.pipeline_parallel_size} stages")
+
+
+def engine_pool(spec: ModelSpec, serve: ServeSpec, engine: EngineSpec,
+                parallel: Parallel = SINGLE, overrides: Overrides = NO_OVERRIDES):
+    """The engine's KV pool on the binding rank (blocks, tokens, max concurrency, start), as
+    `plan --engine` prints it: what a scheduler simulation sizes its pool from."""
+    return build_deployment(spec, serve, overrides, parallel, engine).plan.budget

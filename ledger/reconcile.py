@@ -32,10 +32,15 @@ class Row:
 
 @dataclass(frozen=True)
 class Reconciliation:
+    """The rows, the notes, every memory line of the log that was read (with what it gave),
+    and whether the plan agrees with the log (exit 0) or not (exit 1)."""
+
     model: str
     engine_version: str
     rows: tuple[Row, ...]
     notes: tuple[str, ...]
+    lines: tuple = ()
+    agrees: bool = True
 
 
 def check_same_model(plan: Plan, facts: LogFacts, model_name: str) -> None:
@@ -60,40 +65,76 @@ def check_same_model(plan: Plan, facts: LogFacts, model_name: str) -> None:
 AFTER_POOL_GRAPHS = ("the log's 'Graph capturing finished ... took {gib} GiB' comes after the "
                      "KV pool was sized: those graphs use the headroom (1 - "
                      "gpu_memory_utilization), not the pool, so do not declare them as "
-                     "--cuda-graph-memory (only vLLM >= 0.19's 'Estimated CUDA graph memory' "
-                     "is taken out of the pool)")
+                     "--cuda-graph-memory (only vLLM >= 0.20's 'Estimated CUDA graph memory' "
+                     "is taken out of the pool by default)")
+AGREE = 0.05  # KV tokens (or the pool) within 5% and the same start verdict: exit 0
 
-def reconcile(plan: Plan, replanned: Plan, facts: LogFacts) -> Reconciliation:
+
+def reconcile(plan: Plan, replanned: Plan, facts: LogFacts, rules: str = "") -> Reconciliation:
     """Rows for every figure the log printed. `plan` is the prediction from the config alone;
-    `replanned` uses the log's own weights, activation and non-torch lines as measured, so its
-    pool residual isolates servecap's arithmetic from its estimates."""
+    `replanned` uses the log's own weights, activation, non-torch and graph lines as measured,
+    so its pool residual isolates servecap's arithmetic from its estimates. Notes explain a
+    residual only by what the log shows."""
     rows = [r for r in (_weights(plan, facts), _gib_row(plan, facts, "activation_peak_gib",
                                                         "runtime_peak", "activation peak"),
                         _gib_row(plan, facts, "non_torch_gib", "non_torch", "non-torch memory"),
                         _gib_row(plan, facts, "cuda_graph_gib", "cuda_graphs", "CUDA graph pool"),
                         _pool(plan, facts), _replanned(replanned, facts))
             if r is not None]
-    rows += _blocks(plan, facts)
+    rows += _rank_rows(plan, facts) + _blocks(plan, facts) + _capacity_rows(plan, facts)
+    rows.append(_start_row(plan, facts))
     notes = [f"GiB figures in the log are rounded to {ROUNDING_GIB} GiB; residuals within that "
-             "are matches"]
+             "are matches"] + ([rules] if rules else [])
     if facts.graph_capture_gib is not None and facts.cuda_graph_gib is None:
         notes.append(AFTER_POOL_GRAPHS.format(gib=facts.graph_capture_gib))
+    notes += _unknown_memory(facts) + _block_note(plan, facts)
+    return Reconciliation(plan.model, facts.engine_version, tuple(rows), tuple(notes),
+                          facts.lines, _agrees(rows))
+
+
+def _agrees(rows: list[Row]) -> bool:
+    """The start verdicts agree, and the KV tokens (else the pool) are within AGREE."""
+    by_key = {r.key: r for r in rows}
+    if by_key["starts"].predicted != by_key["starts"].logged:
+        return False
+    if not by_key["starts"].logged:  # a failed start: the verdict is what is compared
+        return True
+    kv = by_key.get("kv_cache_tokens") or by_key.get("kv_pool")
+    if kv is None or not kv.logged:
+        return True
+    return abs(kv.residual) <= AGREE * abs(kv.logged)
+
+
+def _unknown_memory(facts: LogFacts) -> list[str]:
+    """KV connectors hold GPU memory (staging buffers) that vLLM's lines do not show."""
+    return [f"the log shows KV connector {name}: memory it holds on the GPU is not in any "
+            "line vLLM prints, so it is unknown memory here, not explained away"
+            for name in facts.connectors]
+
+
+def _block_note(plan: Plan, facts: LogFacts) -> list[str]:
+    """Bytes per logged block beyond this model's: a draft model only when the log shows one."""
     implied = _implied_block_bytes(plan, facts)
-    if implied and implied > plan.budget.block_bytes * 1.005:
-        extra = implied / plan.budget.block_bytes - 1
-        notes.append(f"the log's blocks hold {extra:.1%} more bytes than {plan.model}'s: more "
-                     "layers share the pool than the config has (a draft model's, e.g. EAGLE)")
-    return Reconciliation(plan.model, facts.engine_version, tuple(rows), tuple(notes))
+    if not implied or implied <= plan.budget.block_bytes * 1.005:
+        return []
+    extra = implied / plan.budget.block_bytes - 1
+    if facts.draft:
+        return [f"the log's blocks hold {extra:.1%} more bytes than {plan.model}'s: the log "
+                "shows speculative decoding, whose draft layers share the pool"]
+    return [f"the log's blocks hold {extra:.1%} more bytes than {plan.model}'s: no line of "
+            "the log explains it (check the model, --kv-cache-dtype and --block-size)"]
 
 
 def _weights(plan: Plan, facts: LogFacts) -> Row | None:
     logged = facts.gib_bytes("weights_gib")
     if logged is None:
         return None
-    predicted = plan.line("weights") + plan.line("weight_metadata") + plan.line("rotary_cache")
+    predicted = sum(plan.line(k) for k in ("weights", "weight_metadata", "weights_resident",
+                                           "rotary_cache"))
     gap = (logged - predicted) / GiB
-    if abs(gap) <= ROUNDING_GIB:
-        advice = "matches"
+    if abs(gap) <= ROUNDING_GIB or abs(logged - predicted) <= 0.002 * logged:
+        advice = "matches" + (" (with vLLM's resident layout)"
+                              if plan.line("weights_resident") else "")
     elif gap > 0:
         advice = (f"weights in the log are {gap:.2f} GiB above the plan: the checkpoint carries "
                   "tensors the config does not describe (unquantized modules, extra layers, "
@@ -110,6 +151,10 @@ def _gib_row(plan: Plan, facts: LogFacts, attr: str, key: str, label: str) -> Ro
     if value is None:
         return None
     logged, predicted = round(value * GiB), plan.line(key)
+    if key == "cuda_graphs" and not any(item.key == key for item in plan.lines):
+        return Row(key, label, "GiB", 0, logged, "vLLM estimated it, but this release does "
+                   "not subtract it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 by default): "
+                   "the graphs use the headroom, not the pool")
     flag = {"runtime_peak": "--runtime-peak", "non_torch": "--non-torch",
             "cuda_graphs": "--cuda-graph-memory"}[key]
     advice = "matches" if abs(logged - predicted) / GiB <= ROUNDING_GIB else (
@@ -122,8 +167,9 @@ def _gib_row(plan: Plan, facts: LogFacts, attr: str, key: str, label: str) -> Ro
 
 def _replanned(plan: Plan, facts: LogFacts) -> Row | None:
     """Only meaningful when the log printed the lines the pool is made of."""
-    printed = facts.weights_gib is not None and (facts.non_torch_gib is not None or
-                                                 facts.activation_peak_gib is not None)
+    printed = facts.weights_gib is not None and any(
+        value is not None for value in (facts.non_torch_gib, facts.activation_peak_gib,
+                                        facts.cuda_graph_gib))
     return _pool(plan, facts, replanned=True) if printed else None
 
 
@@ -134,9 +180,11 @@ def _pool(plan: Plan, facts: LogFacts, replanned: bool = False) -> Row | None:
     predicted = plan.budget.kv_pool_bytes
     gap = (logged - predicted) / GiB
     if replanned:
+        unknown = (f"; the log shows KV connector {', '.join(facts.connectors)}, whose GPU "
+                   "memory no line states" if facts.connectors else "")
         advice = ("servecap's arithmetic matches vLLM's" if abs(gap) <= 2 * ROUNDING_GIB else
                   f"{gap:+.2f} GiB left after the logged lines: check --device "
-                  "(total_gpu_memory) and --gpu-memory-utilization")
+                  "(total_gpu_memory) and --gpu-memory-utilization" + unknown)
         return Row("kv_pool_replanned", "KV pool from the logged lines", "GiB", predicted,
                    logged, advice)
     advice = "matches" if abs(gap) <= ROUNDING_GIB else (
@@ -186,6 +234,56 @@ def _blocks_row(plan: Plan, facts: LogFacts) -> Row:
                    + (", the logged count among them" if lo <= logged <= hi else
                       ": the logged count is outside (another KV layout?)"))
     return Row("num_gpu_blocks", "GPU blocks", "blocks", budget.num_gpu_blocks, logged, advice)
+
+
+def _rank_rows(plan: Plan, facts: LogFacts) -> list[Row]:
+    """One row per rank the log printed a pool for; vLLM holds every rank to the smallest."""
+    if not facts.rank_pools:
+        return []
+    least = min(value for _, value in facts.rank_pools)
+    return [Row(f"kv_pool_rank{rank}", f"KV pool, rank {rank}", "GiB",
+                plan.budget.kv_pool_bytes, round(value * GiB),
+                "the smallest: every rank gets its block count" if value == least else
+                f"{value - least:.2f} GiB above the smallest rank's; vLLM does not use it")
+            for rank, value in facts.rank_pools]
+
+
+def _capacity_rows(plan: Plan, facts: LogFacts) -> list[Row]:
+    """V0's 'maximum number of tokens that can be stored in KV cache (N)' = blocks x block
+    size; V1's 'estimated maximum model length is N' for the pool it printed."""
+    budget, rows = plan.budget, []
+    if facts.v0_max_tokens is not None:
+        predicted = budget.num_gpu_blocks * budget.block_size_tokens
+        rows.append(Row("v0_max_tokens", "tokens the KV cache can store (V0)", "tokens",
+                        predicted, facts.v0_max_tokens, "matches" if predicted ==
+                        facts.v0_max_tokens else "follows the blocks"))
+    if facts.estimated_max_len is not None and facts.kv_pool_gib is not None:
+        pool = round(facts.kv_pool_gib * GiB)
+        per_block = budget.block_bytes
+        predicted = pool // per_block * budget.block_size_tokens if per_block else 0
+        close = abs(predicted - facts.estimated_max_len) <= ROUNDING_GIB / 2 * GiB / max(
+            per_block, 1) * budget.block_size_tokens
+        rows.append(Row("estimated_max_len", "estimated maximum model length (V1)", "tokens",
+                        predicted, facts.estimated_max_len,
+                        "matches, to the pool's rounding" if close else
+                        "the logged pool holds a different length: another KV layout?"))
+    return rows
+
+
+def _start_row(plan: Plan, facts: LogFacts) -> Row:
+    """1 = starts, 0 = refused. The log shows a failure or none; the plan decides."""
+    logged = 0 if facts.failure else 1
+    predicted = 1 if plan.starts else 0
+    if predicted == logged:
+        advice = "agrees" + (f": {facts.failure}" if facts.failure else "")
+    elif logged == 0:
+        advice = (f"vLLM failed ({facts.failure}) where the plan starts: " + (
+            "the failure came after the pool was sized, which its arithmetic does not cover"
+            if plan.budget.num_gpu_blocks >= plan.budget.blocks_per_request else
+            "the plan's pool is larger than vLLM's"))
+    else:
+        advice = "the plan says it would not start; the log shows no failure"
+    return Row("starts", "engine starts (1) or refuses (0)", "flag", predicted, logged, advice)
 
 
 def _logged_blocks(plan: Plan, facts: LogFacts) -> int | None:

@@ -1,12 +1,14 @@
-"""Read the memory figures out of a vLLM startup log's text (V0 and V1 formats)."""
+"""Read what a vLLM startup log says about memory (V0 and V1 formats), line by line: each
+figure, the start's failure, per-rank pools, the release, the flags and KV connectors."""
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from .errors import SpecError
 from .units import GiB
 
-_NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
+_NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
+_INT = r"([0-9][0-9,]*)"
 # field -> patterns, in the wordings vLLM has printed since 0.6 (see each pattern's comment)
 PATTERNS: dict[str, tuple[str, ...]] = {
     "weights_gib": (
@@ -15,11 +17,13 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         r"model weights take\s+" + _NUM + r"\s*GiB",  # V0 profiling summary / table
     ),
     "total_gpu_gib": (r"total_gpu_memory[=\s(]+" + _NUM + r"\s*GiB",),
-    "gpu_memory_utilization": (r"gpu_memory_utilization[=\s(]+" + _NUM,),
+    "gpu_memory_utilization": (r"gpu_memory_utilization[=\s(]+" + _NUM,
+                               r"--gpu-memory-utilization[= ]" + _NUM,
+                               r"'gpu_memory_utilization': " + _NUM),
     "non_torch_gib": (r"non_torch_memory(?:=|\s+takes\s+|\s+)" + _NUM + r"\s*GiB",),
     "activation_gib": (r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB",),
     "peak_torch_gib": (r"peak_torch_memory=" + _NUM + r"GiB",),  # 0.6.4: includes weights
-    "cuda_graph_gib": (r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB",),  # >= 0.19
+    "cuda_graph_gib": (r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB",),  # >= 0.18
     # earlier engines capture graphs after sizing the pool: reported, never subtracted
     "graph_capture_gib": (r"Graph capturing finished in [0-9.]+ secs?, took\s*" + _NUM
                           + r"\s*GiB",),
@@ -28,21 +32,82 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         r"kv_cache_size=" + _NUM + r"GiB",  # V0 0.6.4
         r"reserved for KV Cache is\s+" + _NUM + r"\s*GiB",  # V0 0.6.6 - 0.10
         r"available_kv_cache_memory\s+" + _NUM + r"\s*GiB",  # V0 development table
+        r"available KV cache memory \(" + _NUM + r" GiB\)",  # V1 check_enough_kv_cache_memory
     ),
-    "num_gpu_blocks": (r"(?:GPU|cuda) blocks:\s*" + _NUM,),
-    "kv_cache_tokens": (r"KV cache size:\s*" + _NUM + r" tokens",),  # also 0.33's one line
-    "max_model_len": (r"Maximum concurrency for " + _NUM + r" tokens per request",),
+    "num_gpu_blocks": (r"(?:GPU|cuda|CUDA) blocks:\s*" + _INT,),
+    "kv_cache_tokens": (r"KV cache size:\s*" + _INT + r" tokens",),  # also 0.28's one line
+    "max_model_len": (r"Maximum concurrency for " + _INT + r" tokens per request",
+                      r"max seq len \(" + _INT + r"\)", r"'max_model_len': " + _INT,
+                      r"max_seq_len=" + _INT, r"--max-model-len[= ]" + _INT),
     "max_concurrency": (r"tokens per request:\s*" + _NUM + r"x",),
+    "v0_max_tokens": (r"maximum number of tokens that can be stored in KV cache \(" + _INT
+                      + r"\)",),
+    "needed_gib": (r"\(" + _NUM + r" GiB KV cache is needed",),
+    "estimated_max_len": (r"estimated maximum model length is " + _INT,),
+    "tensor_parallel_size": (r"'tensor_parallel_size': " + _INT, r"tensor_parallel_size=" + _INT,
+                             r"--tensor-parallel-size[= ]" + _INT),
+    "max_num_batched_tokens": (r"'max_num_batched_tokens': " + _INT,
+                               r"max_num_batched_tokens=" + _INT,
+                               r"--max-num-batched-tokens[= ]" + _INT),
+    "max_num_seqs": (r"'max_num_seqs': " + _INT, r"--max-num-seqs[= ]" + _INT),
 }
-MODEL_PATTERNS = (r"\bmodel='([^']+)'", r'\bmodel="([^"]+)"', r"Starting to load model (\S+)",
-                  r"vllm serve (\S+)", r"pretrained=([^,\s]+)")
-V1_MARKS = ("Available KV cache memory", "GPU KV cache size", "EngineCore", "V1 engine")
+TEXT_PATTERNS = {
+    "version": (r"vLLM API server version v?([0-9][\w.+]*)", r"LLM engine \(v([0-9][\w.+]*)\)",
+                r"\bversion v?([0-9]+\.[0-9]+\.[0-9][\w.+]*)\b"),
+    "kv_cache_dtype": (r"'kv_cache_dtype': '([\w]+)'", r"kv_cache_dtype=([\w]+)",
+                       r"--kv-cache-dtype[= ]([\w]+)"),
+    "model": (r"\bmodel='([^']+)'", r'\bmodel="([^"]+)"',
+              r"Starting to load model (\S+?)(?:\.\.\.|\s|$)", r"vllm serve (/?[\w./-]+)",
+              r"pretrained=([^,\s]+)"),
+}
+FAILURES = (("EngineCore failed to start", "EngineCore failed to start"),
+            ("No available memory for the cache blocks", "no memory for the cache blocks"),
+            ("maximum number of tokens that can be stored in KV cache",
+             "max_model_len exceeds the KV cache"),
+            ("To serve at least one request", "one max_model_len request does not fit"),
+            ("CUDA out of memory", "CUDA out of memory"),
+            ("WorkerProc hit an exception", "a worker failed"),
+            ("OutOfMemoryError", "CUDA out of memory"))
+CONNECTORS = ("LMCacheConnectorV1", "LMCacheConnector", "LMCache", "NixlConnector",
+              "MooncakeStoreConnector", "MooncakeConnector", "SharedStorageConnector",
+              "OffloadingConnector")
+SAMPLER_MARKS = (("Using FlashInfer for top-p & top-k sampling", "flashinfer"),
+                 ("FlashInfer backend", "flashinfer"), ("FLASHINFER", "flashinfer"),
+                 ("Falling back to the PyTorch-native implementation of top-p", "torch"))
+MXFP4_MARKS = (("marlin_utils_fp4", "marlin"), ("Using Marlin backend", "marlin"),
+               ("Using Triton backend", "triton"), ("FlashInfer MXFP4", "flashinfer"))
+DRAFT_MARKS = ("speculative_config={", "'speculative_config': {", "eagle", "EAGLE",
+               "draft model", "'method': 'mtp'", "num_speculative_tokens")
+# Wordings only some releases print: the release a log without a version line came from
+FORMAT_VERSIONS = (("peak_torch_memory=", "0.6.4", "its one-line 'Memory profiling results'"),
+                   ("available_kv_cache_memory", "0.6.5", "the profiling table of 0.6.5's "
+                    "development"),
+                   ("the rest of the memory reserved for KV Cache", "0.6.5",
+                    "V0's 'Memory profiling takes' sentence (0.6.5 - 0.10)"))
+V1_MARKS = ("Available KV cache memory", "GPU KV cache size", "EngineCore", "V1 engine",
+            "To serve at least one request")
+RANK = re.compile(r"(?:rank=|Worker_TP|Worker_PP|TP|rank )(\d+)")
+MEMORY_WORDS = re.compile(r"GiB|\bGB\b|blocks|KV cache|memory", re.IGNORECASE)
+INTEGER_FIELDS = {"num_gpu_blocks", "kv_cache_tokens", "max_model_len", "v0_max_tokens",
+                  "estimated_max_len", "tensor_parallel_size", "max_num_batched_tokens",
+                  "max_num_seqs"}
+
+
+@dataclass(frozen=True)
+class LineRead:
+    """One line of the log that carried memory: its number, what was read from it."""
+
+    number: int
+    text: str
+    read: str
 
 
 @dataclass(frozen=True)
 class LogFacts:
     """The figures one startup (the first in the log) printed; None where it printed none.
-    GiB figures are as printed: rounded to 2 (or 4) decimals."""
+    GiB figures are as printed: rounded to 2 (or 4) decimals. rank_pools: each rank's
+    'Available KV cache memory' where the log says which rank printed it; kv_pool_gib is the
+    smallest (vLLM gives every rank the smallest rank's blocks)."""
 
     weights_gib: float | None = None
     total_gpu_gib: float | None = None
@@ -57,8 +122,24 @@ class LogFacts:
     kv_cache_tokens: int | None = None
     max_model_len: int | None = None
     max_concurrency: float | None = None
+    v0_max_tokens: int | None = None
+    needed_gib: float | None = None
+    estimated_max_len: int | None = None
+    tensor_parallel_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
     engine_version: str = "v1"
     model: str | None = None
+    version: str | None = None
+    format_version: tuple[str, str] | None = None
+    kv_cache_dtype: str | None = None
+    failure: str | None = None
+    connectors: tuple[str, ...] = ()
+    sampler: str | None = None
+    mxfp4_backend: str | None = None
+    draft: bool = False
+    rank_pools: tuple[tuple[int, float], ...] = ()
+    lines: tuple[LineRead, ...] = field(default_factory=tuple)
 
     @property
     def activation_peak_gib(self) -> float | None:
@@ -69,6 +150,11 @@ class LogFacts:
             return round(self.peak_torch_gib - self.weights_gib, 4)
         return None
 
+    @property
+    def started(self) -> bool | None:
+        """False when the log shows a failed start; None when it shows no failure."""
+        return False if self.failure else None
+
     def gib_bytes(self, name: str) -> int | None:
         value = getattr(self, name)
         return None if value is None else round(value * GiB)
@@ -76,23 +162,75 @@ class LogFacts:
 
 def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
     """The first occurrence of each figure; fails when none is recognised. Lines starting
-    with '#' are comments (a quoted log's provenance) unless they are V0's '# GPU blocks'."""
-    text = "\n".join(line for line in text.splitlines()
-                     if not line.lstrip().startswith("#") or "blocks:" in line)
+    with '#' are comments (a quoted log's provenance) unless they are V0's '# GPU blocks'.
+    Every line that carries memory is kept with what was read from it ('' when nothing)."""
+    numbered = _first_startup([(n, line) for n, line in enumerate(text.splitlines(), 1)
+                               if not line.lstrip().startswith("#") or "blocks:" in line])
+    body = "\n".join(line for _, line in numbered)
     found = {}
     for name, patterns in PATTERNS.items():
-        value = _first(text, patterns)
+        value = _first(body, patterns)
         if value is not None:
             found[name] = _number(name, value.replace(",", ""), source)
-    if not found:
+    if not any(k in found for k in ("weights_gib", "kv_pool_gib", "kv_cache_tokens",
+                                    "num_gpu_blocks", "v0_max_tokens", "max_concurrency")):
         allowed = "none of vLLM's startup lines (model loading, memory profiling, GPU blocks, " \
                   "available KV cache memory, GPU KV cache size, maximum concurrency) found"
         raise SpecError("log", source, allowed)
-    version = "v1" if any(mark in text for mark in V1_MARKS) else "v0"
-    model = _first(text, MODEL_PATTERNS)
+    ranks = _rank_pools(numbered)
+    if ranks:
+        found["kv_pool_gib"] = min(value for _, value in ranks)
+    text_found = {name: _first(body, patterns) for name, patterns in TEXT_PATTERNS.items()}
     known = {f.name for f in fields(LogFacts)}
-    return LogFacts(engine_version=version, model=model,
-                    **{k: v for k, v in found.items() if k in known})
+    return LogFacts(
+        engine_version="v1" if any(mark in body for mark in V1_MARKS) else "v0",
+        failure=next((why for mark, why in FAILURES if mark in body), None),
+        connectors=tuple(c for c in CONNECTORS if c in body and not any(
+            c != other and c in other and other in body for other in CONNECTORS)),
+        sampler=next((kind for mark, kind in SAMPLER_MARKS if mark in body), None),
+        mxfp4_backend=next((kind for mark, kind in MXFP4_MARKS if mark in body), None),
+        draft=any(mark in body for mark in DRAFT_MARKS), rank_pools=ranks,
+        format_version=next(((v, why) for mark, v, why in FORMAT_VERSIONS if mark in body),
+                            None),
+        lines=tuple(_lines_read(numbered)), **{k: v for k, v in text_found.items() if v},
+        **{k: v for k, v in found.items() if k in known})
+
+
+def _first_startup(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The lines up to the second startup (a log quoting several runs: the first is read);
+    a startup begins where the weights are loaded, once per rank."""
+    starts = [i for i, (_, line) in enumerate(numbered)
+              if any(re.search(p, line) for p in PATTERNS["weights_gib"])
+              and not RANK.search(line) and "pid=" not in line]
+    return numbered[:starts[1]] if len(starts) > 1 else numbered
+
+
+def _rank_pools(numbered: list[tuple[int, str]]) -> tuple[tuple[int, float], ...]:
+    """'Available KV cache memory' per rank, where the line names its rank."""
+    out = {}
+    for _, line in numbered:
+        pool = re.search(r"Available KV cache memory:\s*" + _NUM, line)
+        rank = RANK.search(line)
+        if pool and rank:
+            out.setdefault(int(rank.group(1)), float(pool.group(1).replace(",", "")))
+    return tuple(sorted(out.items())) if len(out) > 1 else ()
+
+
+def _lines_read(numbered: list[tuple[int, str]]):
+    """Each line that matched a pattern, with the fields it gave; and each other line that
+    mentions memory, with '' (read, nothing vLLM-defined in it) so none is dropped silently."""
+    for number, line in numbered:
+        names = [name for name, patterns in PATTERNS.items()
+                 if any(re.search(p, line) for p in patterns)]
+        names += [why for mark, why in FAILURES if mark in line]
+        names += [f"connector {c}" for c in CONNECTORS if c in line][:1]
+        names += [f"sampler {kind}" for mark, kind in SAMPLER_MARKS if mark in line][:1]
+        names += [f"MXFP4 kernel {kind}" for mark, kind in MXFP4_MARKS if mark in line][:1]
+        names += ["speculative decoding"] if any(m in line for m in DRAFT_MARKS) else []
+        names += ["vLLM version"] if any(re.search(p, line)
+                                         for p in TEXT_PATTERNS["version"]) else []
+        if names or MEMORY_WORDS.search(line):
+            yield LineRead(number, line.strip(), ", ".join(dict.fromkeys(names)))
 
 
 def _number(name: str, digits: str, source: str) -> int | float:
@@ -101,8 +239,7 @@ def _number(name: str, digits: str, source: str) -> int | float:
     if len(digits) > 30:
         raise SpecError(name, digits, f"a figure of {len(digits):,} digits is not a vLLM value "
                         f"(in {source})")
-    integer = name in ("num_gpu_blocks", "kv_cache_tokens", "max_model_len")
-    return int(digits) if integer else float(digits)
+    return int(digits) if name in INTEGER_FIELDS else float(digits)
 
 
 def _first(text: str, patterns: tuple[str, ...]) -> str | None:

@@ -9,6 +9,7 @@ from servecap.ledger.engines import PLAIN, SGLANG, TRTLLM, VLLM
 from . import style
 
 FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
+         ("weights_resident", "weight layout in vLLM (beyond the checkpoint)"),
          ("runtime_peak", "runtime peak"), ("rotary_cache", "rotary cos/sin cache"),
          ("non_torch", "non-torch memory"), ("comm_buffers", "communication buffers"),
          ("cuda_graphs", "CUDA graph pool"))
@@ -30,17 +31,18 @@ HELD_ONE = f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},{WINDOW_SLOTS}),{SLOTS_O
 KV_REQUEST = (
     f"ROUNDUP(([layers]-[sliding_layers])*{SLOTS_ONE}*[kv_bits_layer]/8,0)"
     f"+ROUNDUP([sliding_layers]*{HELD_ONE}*[kv_bits_layer]/8,0)")
-WEIGHTS = "([weights]+[weight_metadata]+[rotary_cache])"
+WEIGHTS = "([weights]+[weight_metadata]+[weights_resident]+[rotary_cache])"
 POOL = {
     VLLM: ("IF(ISNUMBER(kv_cache_memory_bytes),kv_cache_memory_bytes,TRUNC(device_bytes*"
-           f"gpu_memory_utilization-({WEIGHTS}+[runtime_peak]+[non_torch]+[cuda_graphs])))"),
+           f"gpu_memory_utilization-({WEIGHTS}+[runtime_peak]+[non_torch]+[comm_buffers]"
+           "+[cuda_graphs])))"),
     SGLANG: f"TRUNC([free_start]*mem_fraction_static)-{WEIGHTS}",
     TRTLLM: "TRUNC([free_start]*free_gpu_memory_fraction)",
 }
 HEADROOM = {
     VLLM: (f"IF(ISNUMBER(kv_cache_memory_bytes),device_bytes-{WEIGHTS}-[runtime_peak]-[non_torch]"
            "-[cuda_graphs]-[comm_buffers]-kv_cache_memory_bytes,device_bytes-TRUNC(device_bytes*"
-           "gpu_memory_utilization)-[comm_buffers])"),
+           "gpu_memory_utilization))"),
     SGLANG: ("[free_start]-TRUNC([free_start]*mem_fraction_static)-[runtime_peak]"
              "-[cuda_graphs]"),
     TRTLLM: "[free_start]-[pool]",

@@ -15,7 +15,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 from servecap.ledger.units import parse_fraction_or_size
 
-from .deploy_inputs import FRACTIONS, MEASURED, default_fraction
+from .deploy_inputs import FRACTIONS, MEASURED, default_fraction, engine_base
 from .inputs_sheet import model_rows
 from .names import cell_of
 from .source import WorkbookSource
@@ -71,7 +71,7 @@ def _deploy(cells: "_Cells") -> dict:
     out = {key: cells.whole(key, 1) for key in ("tensor_parallel_size",
                                                  "pipeline_parallel_size", "data_parallel_size")}
     out["engine"] = cells.text("engine")
-    knob = FRACTIONS.get(out["engine"])
+    knob = FRACTIONS.get(engine_base(out["engine"]))
     if knob and cells.wb.defined_names.get(knob) is not None:
         value = cells.value(knob)
         default = default_fraction(out["engine"], out["tensor_parallel_size"],

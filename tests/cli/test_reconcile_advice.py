@@ -21,7 +21,7 @@ def _reconcile(tmp_path, text: str) -> dict:
     result = CliRunner().invoke(app, ["reconcile", str(log), "--model", "llama-3.1-8b",
                                       "--device", "h100-80gb", "--max-model-len", "8192",
                                       "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code in (0, 1), result.output
     return json.loads(result.stdout)
 
 

@@ -20,6 +20,7 @@ from servecap.ledger.model import FULL, SLIDING, Attention, ModelSpec
 from servecap.ledger.plan import Overrides, build_plan
 from servecap.ledger.serve import ServeSpec
 from servecap.ledger.units import GiB, parse_size
+from servecap.ledger.vllm_versions import row
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import load_model
 
@@ -29,11 +30,14 @@ def kv_only(layers, kv_heads, head_dim):
                      num_parameters=1)
 
 
-def vllm_plan(spec, pool_bytes, max_model_len, formula="v1", device=80 * GiB):
+V011 = row("0.11")  # blocks // groups x block_size tokens, no CUDA-graph estimate
+
+
+def vllm_plan(spec, pool_bytes, max_model_len, formula="v1", device=80 * GiB, rules=V011):
     serve = ServeSpec(device_bytes=device, context_tokens=max_model_len, concurrency=1,
                       runtime_peak_bytes=0)
     engine = EngineSpec("vllm", kv_cache_memory_bytes=pool_bytes, non_torch_bytes=0,
-                        formula=formula)
+                        formula=formula, vllm_row=rules)
     weights = Overrides(weights=WeightBytes(0, 0, 0, 0, ""), weights_source="test",
                         per_device=True)
     return build_plan(spec, serve, weights, engine=engine)
@@ -88,7 +92,7 @@ def test_vllm_budget_reproduces_the_profiling_line():
     spec = load_model("llama-3.1-8b").spec
     serve = ServeSpec(device_bytes=parse_size("79.22GiB"), context_tokens=8192, concurrency=1,
                       runtime_peak_bytes=parse_size("1.26GiB"))
-    engine = EngineSpec("vllm", gpu_memory_utilization=0.9,
+    engine = EngineSpec("vllm", gpu_memory_utilization=0.9, vllm_row=row("0.6.5"),
                         non_torch_bytes=parse_size("1.79GiB"))
     weights = Overrides(weights=WeightBytes(parse_size("14.96GiB"), 0, 0, 0, ""),
                         weights_source="measured", per_device=True)
@@ -114,6 +118,15 @@ def test_vllm_hybrid_groups_gemma2():
     assert budget.max_concurrency == 1000 / 1025
 
 
+def test_vllm_020_prints_tokens_from_the_concurrency():
+    """vllm/v1/core/kv_cache_utils.py @v0.20.0: tokens = int(max_concurrency x max_model_len),
+    which counts the window groups' capped reservation (0.11 printed 500 x 16 here)."""
+    spec = load_model("gemma-2-9b-it").spec
+    page = 16 * 2 * 8 * 256 * 2
+    budget = vllm_plan(spec, 1000 * page * 21, 8192, rules=row("0.20")).budget
+    assert budget.kv_cache_tokens == int(1000 / 1025 * 8192) == 7992
+
+
 def test_vllm_hybrid_groups_gpt_oss_window_128():
     window = load_model("gpt-oss-20b").spec.attention.sliding_window_tokens
     assert blocks_per_request((SLIDING, FULL), 131_072, 16, window, 8192) == \
@@ -135,6 +148,7 @@ def test_num_blocks_floor_and_zero():
 
 
 def sized_plan(engine, device=80 * GiB):
+    engine = replace(engine, vllm_row=V011)
     spec = load_model("llama-3.1-8b").spec
     serve = ServeSpec(device_bytes=device, context_tokens=8192, concurrency=1,
                       runtime_peak_bytes=2 * GiB, block_size_tokens=16)
@@ -202,17 +216,19 @@ def test_v1_concurrency_never_above_v0_for_full_attention(blocks, max_len):
         max_concurrency(blocks, per_request, max_len, 16, V0) + 1e-9
 
 
-def test_vllm_comm_buffers_sit_in_the_headroom_not_the_pool():
-    """vLLM's baseline is taken after NCCL is up: a 0.6.6 log at tp > 1 shows non_torch
-    0.39 GiB, as on one GPU."""
+def test_vllm_comm_buffers_come_out_of_the_pool():
+    """Every release takes its memory baseline before init_worker_distributed_environment
+    (vllm/v1/worker/gpu_worker.py @v0.9.2 init_device), so NCCL's buffers are profiled as
+    non-torch memory, inside gpu_memory_utilization: the headroom does not move."""
     spec = load_model("llama-3.1-8b").spec
     serve = ServeSpec(device_bytes=80 * GiB, context_tokens=8192, concurrency=1,
                       runtime_peak_bytes=GiB)
     from servecap.ledger.kv import Shard
     plans = [build_plan(spec, serve, shard=Shard(2), engine=EngineSpec(
-        "vllm", non_torch_bytes=0, comm_buffer_bytes=comm)) for comm in (0, 2 * GiB)]
-    assert plans[0].budget.kv_pool_bytes == plans[1].budget.kv_pool_bytes
-    assert plans[0].line("safety") - plans[1].line("safety") == 2 * GiB
+        "vllm", non_torch_bytes=0, comm_buffer_bytes=comm, vllm_row=V011))
+        for comm in (0, 2 * GiB)]
+    assert plans[0].budget.kv_pool_bytes - plans[1].budget.kv_pool_bytes == 2 * GiB
+    assert plans[0].line("safety") == plans[1].line("safety")
 
 
 def test_declared_cuda_graphs_come_out_of_the_pool():

@@ -1,5 +1,6 @@
-"""vLLM's hybrid page arithmetic against real startup logs (tests/fixtures/vllm_logs/hybrid_*)
-and a hand derivation (docs/hybrid.md); properties of every new cache kind."""
+"""vLLM's hybrid page arithmetic against real startup logs
+(tests/fixtures/vllm_logs/v1_qwen36_35b_a3b_*) and a hand derivation (docs/hybrid.md);
+properties of every new cache kind."""
 
 import json
 from pathlib import Path
@@ -35,8 +36,8 @@ def vllm_pool_plan(spec, pool_bytes: int, max_model_len: int, kv_dtype: str = "b
     return build_plan(spec, serve, NO_WEIGHTS, engine=engine)
 
 
-@pytest.mark.parametrize("log", ["hybrid_qwen3_6_35b_a3b_rtx5090_issue652.log",
-                                 "hybrid_qwen3_6_35b_a3b_rtx5090_issue612.log"])
+@pytest.mark.parametrize("log", ["v1_qwen36_35b_a3b_nvfp4_5090_club652.log",
+                                 "v1_qwen36_35b_a3b_nvfp4_5090_club612.log"])
 def test_gated_deltanet_blocks_and_concurrency_match_vllm_logs(log: str) -> None:
     facts = parse_vllm_log((FIXTURES / "vllm_logs" / log).read_text())
     plan = vllm_pool_plan(spec_of("Qwen--Qwen3.6-35B-A3B"), facts.gib_bytes("kv_pool_gib"),

@@ -1,0 +1,182 @@
+"""Plan every real vLLM startup log in tests/fixtures/vllm_logs from its model's config.json and
+the flags the log (or its thread) states, and compare with what vLLM printed.
+
+    python bench/vllm_logs.py            # the table (markdown) and the hit rates
+    python bench/vllm_logs.py --json     # one object per log
+
+Each log has a sidecar <log>.json: source URL, vLLM version, GPU, device, model, config (a
+directory under tests/fixtures/configs), the flags, whether vLLM started. KV is compared in
+tokens when the log prints them, else as the pool's bytes; weights with 'Model loading took'.
+"""
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from servecap.cli.deploy import DeployFlags
+from servecap.cli.inputs import PlanFlags
+from servecap.cli.plan_cmd import deployment_from_flags
+from servecap.ledger.units import GiB
+from servecap.ledger.vllm_log import parse_vllm_log
+
+ROOT = Path(__file__).resolve().parents[1]
+LOGS = ROOT / "tests" / "fixtures" / "vllm_logs"
+CONFIGS = ROOT / "tests" / "fixtures" / "configs"
+DEPLOY_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs", "entrypoint",
+               "mxfp4_backend", "sampler")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    meta: dict
+
+    @property
+    def log(self) -> Path:
+        return LOGS / f"{self.name}.log"
+
+    @property
+    def planned(self) -> bool:
+        return bool(self.meta.get("config")) and not self.meta.get("not_planned")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    kv_unit: str  # 'tokens' or 'GiB'
+    predicted_kv: float | None
+    logged_kv: float | None
+    predicted_weights_gib: float | None
+    logged_weights_gib: float | None
+    predicted_starts: bool
+    rules: str
+
+    @staticmethod
+    def error(predicted, logged) -> float | None:
+        if predicted is None or logged is None or logged == 0:
+            return None
+        return (predicted - logged) / abs(logged)
+
+    @property
+    def kv_error(self) -> float | None:
+        """Relative KV error of a start that happened; a failed start is judged by the verdict
+        (its pool, often negative, is shown as a GiB residual instead)."""
+        if not self.case.meta["started"] and not self.case.meta.get("failure"):
+            return None  # refused at the pool; 'failure' names a later one (graph capture)
+        return self.error(self.predicted_kv, self.logged_kv)
+
+    @property
+    def kv_residual(self) -> str:
+        if self.kv_error is not None or self.predicted_kv is None or self.logged_kv is None:
+            return _pct(self.kv_error)
+        unit = " GiB" if self.kv_unit == "GiB" else ""
+        return f"{self.predicted_kv - self.logged_kv:+.2f}{unit} (failed start)"
+
+    @property
+    def weights_error(self) -> float | None:
+        return self.error(self.predicted_weights_gib, self.logged_weights_gib)
+
+
+def cases() -> list[Case]:
+    return [Case(p.stem, json.loads(p.read_text())) for p in sorted(LOGS.glob("*.json"))]
+
+
+def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
+    """The model directory and servecap's flags for what the log's deployment stated."""
+    meta, flags = case.meta, case.meta["flags"]
+    version = meta.get("vllm_version")
+    plan = PlanFlags(device=meta["device"], context=flags.get("max_model_len"),
+                     kv_dtype=flags.get("kv_cache_dtype"),
+                     max_num_batched_tokens=flags.get("max_num_batched_tokens"))
+    deploy = DeployFlags(engine=f"vllm=={version}" if version else "vllm",
+                         **{k: flags[k] for k in DEPLOY_KEYS if k in flags})
+    return str(CONFIGS / meta["config"]), plan, deploy
+
+
+def evaluate(case: Case) -> Outcome:
+    facts = parse_vllm_log(case.log.read_text(), case.log.name)
+    model, plan_flags, deploy = flags_for(case)
+    deployment = deployment_from_flags(model, plan_flags, deploy)
+    plan = deployment.plan
+    weights = sum(plan.line(k) for k in ("weights", "weight_metadata", "weights_resident",
+                                         "rotary_cache")) / GiB
+    if facts.kv_cache_tokens is not None:
+        unit, predicted, logged = "tokens", plan.budget.kv_cache_tokens, facts.kv_cache_tokens
+    else:
+        unit, predicted = "GiB", plan.budget.kv_pool_bytes / GiB
+        logged = facts.kv_pool_gib
+    row = next(n for n in plan.notes if n.startswith("vLLM"))
+    return Outcome(case, unit, predicted, logged, weights, facts.weights_gib,
+                   deployment.fits or plan.starts and all(s.plan.starts
+                                                          for s in deployment.stages), row)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1%}"
+
+
+def _kv(value, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if unit == "tokens" else f"{value:.2f} GiB"
+
+
+def table(outcomes: list[Outcome]) -> list[str]:
+    lines = ["| log | model | GPU | vLLM | KV predicted | KV logged | error | weights "
+             "predicted | Model loading took | error | starts: predicted / logged |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for o in outcomes:
+        m = o.case.meta
+        w_pred = "-" if o.predicted_weights_gib is None else f"{o.predicted_weights_gib:.2f} GiB"
+        w_log = "-" if o.logged_weights_gib is None else f"{o.logged_weights_gib:.2f} GiB"
+        starts = f"{'yes' if o.predicted_starts else 'no'} / {'yes' if m['started'] else 'no'}"
+        lines.append(f"| {o.case.name} | {m['model']} | {m['gpu']} | {m.get('vllm_version')} "
+                     f"| {_kv(o.predicted_kv, o.kv_unit)} | {_kv(o.logged_kv, o.kv_unit)} | "
+                     f"{o.kv_residual} | {w_pred} | {w_log} | {_pct(o.weights_error)} | "
+                     f"{starts} |")
+    return lines
+
+
+def summary(outcomes: list[Outcome], skipped: list[Case]) -> list[str]:
+    kv = [abs(o.kv_error) for o in outcomes if o.kv_error is not None]
+    weights = [abs(o.weights_error) for o in outcomes if o.weights_error is not None]
+    failed = [o for o in outcomes if not o.case.meta["started"]]
+    said = [o for o in failed if not o.predicted_starts]
+    false_no = [o for o in outcomes if o.case.meta["started"] and not o.predicted_starts]
+
+    def share(values, limit):
+        return f"{sum(v <= limit for v in values)}/{len(values)}"
+    return [f"logs planned: {len(outcomes)} of {len(outcomes) + len(skipped)} "
+            f"({len(skipped)} not planned: model or GPU not stated, config not found, or a "
+            "hybrid)",
+            f"KV within 5%: {share(kv, 0.05)}; within 10%: {share(kv, 0.10)}",
+            f"weights within 2% of 'Model loading took': {share(weights, 0.02)}",
+            f"'does not start' where vLLM failed: {len(said)}/{len(failed)}; said of a log "
+            f"that started: {len(false_no)}"]
+
+
+def main(argv: list[str]) -> int:
+    planned = [c for c in cases() if c.planned]
+    skipped = [c for c in cases() if not c.planned]
+    outcomes = [evaluate(c) for c in planned]
+    if "--json" in argv:
+        print(json.dumps([{"log": o.case.name, "kv_unit": o.kv_unit,
+                           "kv_predicted": o.predicted_kv, "kv_logged": o.logged_kv,
+                           "kv_error": o.kv_error, "weights_predicted_gib":
+                           o.predicted_weights_gib, "weights_logged_gib": o.logged_weights_gib,
+                           "weights_error": o.weights_error, "starts_predicted":
+                           o.predicted_starts, "started": o.case.meta["started"],
+                           "rules": o.rules} for o in outcomes], indent=2))
+        return 0
+    print("\n".join(table(outcomes)))
+    print()
+    print("\n".join(summary(outcomes, skipped)))
+    print("\nnot planned:")
+    for c in skipped:
+        print(f"- {c.name}: {c.meta['not_planned']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,155 @@
+"""What vLLM's start-up profile subtracts besides weights, estimated from the config: the
+activation peak of its dummy forward and sampler pass, memory outside torch, collective
+buffers and (vLLM >= 0.20) its CUDA-graph estimate. Each term is an estimate, labelled."""
+
+from dataclasses import dataclass
+
+from . import dtypes
+from .kv import Shard
+from .model import ModelSpec
+from .units import GiB, MiB
+from .vllm_versions import PROFILED, VllmRow
+
+SERVE, LLM = "serve", "llm"  # vLLM's usage contexts: OPENAI_API_SERVER and LLM_CLASS
+LONG_CONTEXT = 32_768  # V0 turns on chunked prefill above this max_model_len
+V0_CHUNKED_TOKENS = {(0, 6): 512}  # SchedulerConfig's chunked default; 2048 from 0.7
+BIG_GPU = 70 * GiB  # arg_utils: >= 70 GiB (and not an A100) gets the larger batch defaults
+# Memory outside torch's allocator that the profile counts on one GPU: cuBLAS and attention
+# workspaces, loaded kernels; with the CUDA context where the row measures device-wide use.
+# Public logs: 0.16-0.25 GiB profiled (vllm PR 12126, issues 13061, 14447), 0.35 GiB with the
+# context (issue 10517, 0.6.4). Estimates; the log's figure replaces them in reconcile.
+NON_TORCH_PROFILED = 256 * MiB
+NON_TORCH_WITH_CONTEXT = 384 * MiB
+COMM_PER_GPU = 128 * MiB  # NCCL + custom all-reduce buffers per GPU when tp x pp > 1
+GRAPH_OVERHEAD = 6 * MiB  # per captured graph beyond the first (LMCache issue 3430's 0.52 GiB)
+FUSED_MOE_CHUNK = 32_768  # fused_moe processes at most this many tokens at once
+# FlashInfer's top-k/top-p sampling from logits (vllm/v1/sample/ops/topk_topp_sampler.py
+# flashinfer_sample): the bf16 logits, their fp32 copy and the fp32 probabilities it writes.
+FLASHINFER_SAMPLER_BYTES = 2 + 4 + 4
+FLASHINFER, TORCH = "flashinfer", "torch"
+SAMPLERS = (FLASHINFER, TORCH)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """vLLM's max_num_batched_tokens and max_num_seqs for the profile pass, and why."""
+
+    tokens: int
+    seqs: int
+    how: str
+
+
+def batch_defaults(row: VllmRow, device_bytes: int, device_label: str, max_model_len: int,
+                   entrypoint: str = SERVE, tokens: int | None = None,
+                   seqs: int | None = None) -> Batch:
+    """vllm/engine/arg_utils.py at the row's tag: V1 picks by device memory and usage context;
+    V0 profiles max(max_model_len, 2048) tokens, or its chunked default above 32K."""
+    if row.formula == "v0":
+        if tokens is None:
+            chunked = max_model_len > LONG_CONTEXT
+            tokens = V0_CHUNKED_TOKENS.get(row.version[:2], 2048) if chunked \
+                else max(max_model_len, 2048)
+            why = "V0 chunked prefill above 32K" if chunked else "V0: max(max_model_len, 2048)"
+        else:
+            why = "declared"
+        return Batch(tokens, seqs or 256, why)
+    big = device_bytes >= BIG_GPU and "a100" not in device_label.lower()
+    default_tokens = {(True, SERVE): 8192, (True, LLM): 16384,
+                      (False, SERVE): 2048, (False, LLM): 8192}[(big, entrypoint)]
+    default_seqs = 1024 if big else 256
+    why = f"V1 {entrypoint} default on a {'>= 70 GiB' if big else '< 70 GiB or A100'} GPU"
+    return Batch(tokens or default_tokens, seqs or default_seqs,
+                 why if tokens is None or seqs is None else "declared")
+
+
+def forward_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:
+    """The widest layer of the dummy forward on this rank, T tokens held at once: hidden,
+    residual and output (3 H) with, in an MLP, gate_up (2 I), the activation (I); in a fused
+    MoE, per routed copy the intermediate caches (2 I, I, H); in attention q, k, v, its output
+    and o_proj's (2 q + 2 kv + H). Activation dtype bytes per element."""
+    act = dtypes.lookup("bf16" if spec.checkpoint_dtype not in ("fp16", "fp32")
+                        else spec.checkpoint_dtype, "dtype").bits // 8
+    tp, h, att = shard.tensor_parallel_size, spec.hidden_size, spec.attention
+    widths = [2 * (att.num_heads * att.head_dim) // tp + 2 * max(
+        att.num_kv_heads * att.head_dim // tp, att.head_dim) + h]
+    if spec.moe is None or len(spec.moe.dense_layers) == spec.num_layers:
+        widths.append(3 * spec.intermediate_size // tp)
+    if spec.moe is not None:
+        moe = spec.moe
+        per_copy = 3 * -(-moe.expert_intermediate_size // tp) + h
+        moe_tokens = min(tokens, FUSED_MOE_CHUNK)
+        widths.append(moe.num_experts_per_tok * per_copy * moe_tokens // tokens)
+        if moe.dense_layers:
+            widths.append(3 * spec.intermediate_size // tp)
+    return tokens * (3 * h + max(widths)) * act
+
+
+def sampler_path(row: VllmRow, sampler: str | None) -> str:
+    """V0 samples in PyTorch; V1 with FlashInfer where installed (required from 0.12)."""
+    if sampler is not None:
+        return sampler
+    return FLASHINFER if row.formula == "v1" and row.flashinfer_sampler else TORCH
+
+
+def sampler_peak(spec: ModelSpec, row: VllmRow, seqs: int, sampler: str | None = None) -> int:
+    """The dummy sampler over `seqs` rows of the full vocabulary (logits are gathered from the
+    tensor-parallel ranks): FLASHINFER_SAMPLER_BYTES or the row's PyTorch-path bytes each."""
+    path = sampler_path(row, sampler)
+    per = FLASHINFER_SAMPLER_BYTES if path == FLASHINFER else row.sampler_bytes_per_logit
+    return seqs * spec.vocab_size * per
+
+
+def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch,
+                        sampler_kind: str | None = None) -> tuple[int, str]:
+    """Torch peak increase of vLLM's profile run: the forward and the sampler run one after
+    the other, so the wider of the two; only the last pipeline stage samples."""
+    seqs = min(batch.seqs, batch.tokens)
+    forward = forward_peak(spec, shard, batch.tokens)
+    sampler = sampler_peak(spec, row, seqs, sampler_kind) if shard.last_stage else 0
+    wider = "forward" if forward >= sampler else "sampler"
+    return max(forward, sampler), (
+        f"estimate of vLLM's profile run ({row.name}): max(forward of {batch.tokens:,} tokens "
+        f"{forward / GiB:.2f} GiB, {sampler_path(row, sampler_kind)} sampler of {seqs:,} x "
+        f"{spec.vocab_size:,} logits {sampler / GiB:.2f} GiB) = the {wider} ({batch.how}); "
+        "measure to replace")
+
+
+def non_torch_estimate(row: VllmRow) -> tuple[int, str]:
+    if row.profile == PROFILED:
+        return NON_TORCH_PROFILED, (f"estimate ({row.name}): cuBLAS/attention workspaces "
+                                    "outside torch since the baseline; measure to replace")
+    return NON_TORCH_WITH_CONTEXT, (f"estimate ({row.name}): the CUDA context and workspaces "
+                                    "outside torch (this release counts device-wide use)")
+
+
+def comm_estimate(tp: int, pp: int) -> tuple[int, str]:
+    """Collective buffers are allocated after every row's memory baseline, so vLLM's profile
+    counts them with non-torch memory, inside the gpu_memory_utilization budget."""
+    if tp * pp == 1:
+        return 0, "none: one GPU, no collectives"
+    return COMM_PER_GPU, (f"estimate for tp={tp}, pp={pp}: NCCL + custom all-reduce buffers, "
+                          "inside vLLM's budget (allocated after its baseline)")
+
+
+def capture_sizes(max_num_seqs: int) -> tuple[int, int, int]:
+    """(piecewise graphs, full decode graphs, largest piecewise size) for vLLM's default
+    capture list: 1, 2, 4, then every 8 to 256 and every 16 beyond, up to min(2 x
+    max_num_seqs, 512) (vllm/config/compilation.py); full graphs up to max_num_seqs."""
+    largest = min(2 * max_num_seqs, 512)
+
+    def count(limit: int) -> int:
+        sizes = [s for s in (1, 2, 4) if s <= limit]
+        sizes += [s for s in range(8, 256, 8) if s <= limit]
+        sizes += [s for s in range(256, limit + 1, 16)]
+        return len(sizes)
+    return count(largest), count(min(max_num_seqs, largest)), largest
+
+
+def graph_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch) -> tuple[int, str]:
+    """vLLM's profile_cudagraph_memory(): the first capture (the activations of the largest
+    size) plus a per-graph overhead for the rest; GRAPH_OVERHEAD is an estimate."""
+    piecewise, full, largest = capture_sizes(batch.seqs)
+    size = forward_peak(spec, shard, largest) + (piecewise + full - 2) * GRAPH_OVERHEAD
+    return size, (f"estimate of vLLM's CUDA-graph profile ({row.name} subtracts it): "
+                  f"{piecewise} piecewise + {full} full graphs, largest {largest} tokens; "
+                  "the log's 'Estimated CUDA graph memory' replaces it")

@@ -1,0 +1,158 @@
+"""vLLM's memory rules per release: one row per version where they change, each citing vLLM's
+source at that tag, and the `--engine vllm==X` spelling that picks a row."""
+
+import re
+from dataclasses import dataclass
+
+from .errors import SpecError
+
+# How the profile pass is turned into 'memory the KV pool may not use' (worker code at the tag):
+PEAK_FREE = "peak_free"  # init free - free after profiling: every byte since start-up
+ALLOCATED = "allocated"  # torch allocated peak (weights included) + device-wide non-torch
+PROFILED = "profiled"  # memory_profiling(): weights + torch peak increase + non-torch increase
+# How 'GPU KV cache size: N tokens' is printed (vllm/v1/core/kv_cache_utils.py at the tag)
+TOKENS_PER_GROUP = "blocks // groups x block_size"
+TOKENS_FROM_CONCURRENCY = "int(max_concurrency x max_model_len)"
+
+
+@dataclass(frozen=True)
+class VllmRow:
+    """What one range of vLLM releases does, from `version` up to the next row.
+
+    default_gpu_memory_utilization: CacheConfig's default. formula: 'v0' or 'v1' engine (its
+    concurrency formula and sampler placement). profile: PEAK_FREE / ALLOCATED / PROFILED.
+    context_in_budget: the CUDA context is inside the subtracted memory (ALLOCATED measures
+    device-wide use; the others take their baseline after the context exists). graphs_logged:
+    'Estimated CUDA graph memory' is printed; graphs_subtracted: and taken out of the pool by
+    default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS). Collective buffers are always inside
+    the budget: every row takes its memory baseline before init_worker_distributed_environment.
+    sampler_bytes_per_logit: bytes the dummy sampler holds per (request x vocab) element in
+    the profile pass on PyTorch's path (V0: fp32 logits, sort values and int64 indices,
+    probabilities, their cumulative sum, masks, the inverse permutation; V1 the same less the
+    inverse gather). flashinfer_sampler: V1 samples with FlashInfer when it is installed, and
+    the release requires it (flashinfer-python is a hard dependency of the wheel from 0.12).
+    source: files read at `tag`."""
+
+    version: tuple[int, ...]
+    tag: str
+    default_gpu_memory_utilization: float
+    formula: str
+    profile: str
+    graphs_logged: bool
+    graphs_subtracted: bool
+    tokens_rule: str
+    sampler_bytes_per_logit: int
+    source: str
+    flashinfer_sampler: bool = False
+
+    @property
+    def pin(self) -> str:
+        """The --engine spelling that picks this row."""
+        return "vllm==" + ".".join(map(str, self.version))
+
+    @property
+    def name(self) -> str:
+        """The releases the row covers, pip-style: 'vllm>=0.9.2,<0.11.0'."""
+        later = [r for r in ROWS if r.version > self.version]
+        upper = ",<" + ".".join(map(str, later[0].version)) if later else ""
+        return "vllm>=" + ".".join(map(str, self.version)) + upper
+
+    @property
+    def context_in_budget(self) -> bool:
+        return self.profile == ALLOCATED
+
+
+V0_WORKER = "vllm/worker/worker.py (determine_num_available_blocks)"
+V1_WORKER = "vllm/v1/worker/gpu_worker.py (determine_available_memory)"
+ROWS: tuple[VllmRow, ...] = (
+    VllmRow((0, 6, 3), "v0.6.3.post1", 0.90, "v0", PEAK_FREE, False, False, TOKENS_PER_GROUP,
+            40, f"{V0_WORKER}: peak = init free - free after profile_run; "
+            "vllm/config.py CacheConfig gpu_memory_utilization=0.90"),
+    VllmRow((0, 6, 4), "v0.6.4.post1", 0.90, "v0", ALLOCATED, False, False, TOKENS_PER_GROUP,
+            40, f"{V0_WORKER}: allocated_bytes.all.peak + (device used - torch allocated); "
+            "the 'Memory profiling results: total_gpu_memory=...' line"),
+    VllmRow((0, 6, 5), "v0.6.5", 0.90, "v0", PROFILED, False, False, TOKENS_PER_GROUP, 40,
+            f"{V0_WORKER}: memory_profiling(baseline = total - init free) in vllm/utils.py; "
+            "'Memory profiling takes ... the current vLLM instance can use'"),
+    VllmRow((0, 8, 0), "v0.8.0", 0.90, "v1", ALLOCATED, False, False, TOKENS_PER_GROUP, 36,
+            f"{V1_WORKER}: allocated peak + non_torch_allocations; vllm/envs.py VLLM_USE_V1=1 "
+            "by default"),
+    VllmRow((0, 9, 2), "v0.9.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+            f"{V1_WORKER}: memory_profiling(init_snapshot) in vllm/utils/__init__.py; "
+            "'Available KV cache memory'"),
+    VllmRow((0, 11, 0), "v0.11.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+            f"{V1_WORKER}; V0 removed (vllm/worker/ gone)"),
+    VllmRow((0, 12, 0), "v0.12.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+            f"{V1_WORKER}; the wheel's METADATA requires flashinfer-python (0.5.3), so "
+            "vllm/v1/sample/ops/topk_topp_sampler.py samples with FlashInfer", True),
+    VllmRow((0, 18, 1), "v0.18.1", 0.90, "v1", PROFILED, True, False, TOKENS_PER_GROUP, 36,
+            f"{V1_WORKER}: profile_cudagraph_memory() estimated and logged, subtracted only "
+            "with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (vllm/envs.py default '0')", True),
+    VllmRow((0, 20, 0), "v0.20.0", 0.92, "v1", PROFILED, True, True,
+            TOKENS_FROM_CONCURRENCY, 36,
+            f"{V1_WORKER}: available = requested - non_kv - cudagraph_memory_estimate; "
+            "vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default '1'; "
+            "vllm/config/cache.py gpu_memory_utilization default 0.92; "
+            "vllm/v1/core/kv_cache_utils.py tokens = int(max_concurrency * max_model_len)",
+            True),
+)
+NEWEST = ROWS[-1]
+KNOWN = "known: " + ", ".join(".".join(map(str, r.version)) for r in ROWS) + " (a row holds " \
+    "until the next)"
+
+
+@dataclass(frozen=True)
+class VersionChoice:
+    """The row a spelling picked, and a note when the version asked for is not a row's."""
+
+    row: VllmRow
+    asked: str
+    note: str = ""
+
+
+def parse_version(text: str, field: str = "--engine") -> tuple[int, ...]:
+    """'0.11' -> (0, 11); '0.6.4.post1' and '0.9.1.dev705+g01220ce8' keep their numbers."""
+    match = re.fullmatch(r"\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.+\-]?\w[\w.+\-]*)?\s*", text)
+    if not match:
+        raise SpecError(field, text, "a vLLM version such as 0.11 or 0.10.2")
+    return tuple(int(g) for g in match.groups() if g is not None)
+
+
+def choose(spec: str, field: str = "--engine") -> VersionChoice:
+    """'vllm' -> the newest row; 'vllm==0.11', 'vllm>=0.21', 'vllm 0.10.2' -> the row that
+    covers that version; a version past the newest row or before the oldest is given the
+    nearest row, and the note says so."""
+    text = spec.strip().lower()
+    rest = text[len("vllm"):].strip() if text.startswith("vllm") else None
+    if rest is None:
+        raise SpecError(field, spec, "vllm, vllm==X.Y or vllm>=X.Y")
+    if not rest:
+        return VersionChoice(NEWEST, "vllm", f"vllm: the newest rules known "
+                             f"({NEWEST.tag}); pin one with --engine vllm==X.Y")
+    op = re.match(r"(==|>=|=|@)?\s*", rest)
+    version = parse_version(rest[op.end():], field)
+    return row_for(version, ".".join(map(str, version)))
+
+
+def row_for(version: tuple[int, ...], asked: str) -> VersionChoice:
+    """The last row at or before `version`; before the first row, the first (said so); past
+    the newest release read, the newest row (said so)."""
+    key = version + (0,) * (3 - len(version))
+    if key < ROWS[0].version:
+        return VersionChoice(ROWS[0], asked, f"vLLM {asked} is older than any known rules: "
+                             f"the nearest row, {ROWS[0].tag}, is used")
+    row = [r for r in ROWS if r.version <= key][-1]
+    note = ""
+    if key[:2] > NEWEST_READ:
+        newest = ".".join(map(str, NEWEST_READ))
+        note = (f"vLLM {asked} is newer than the releases read ({newest}): the nearest row, "
+                f"{row.tag}, is used")
+    return VersionChoice(row, asked, note)
+
+
+NEWEST_READ = (0, 33)  # the newest release whose source the rows were checked against
+
+
+def row(version: str) -> VllmRow:
+    """The row covering a version string ('0.6.5', '0.10.2')."""
+    return row_for(parse_version(version, "version"), version).row
