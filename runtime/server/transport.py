@@ -30,8 +30,20 @@ class HeadDeadline(H11Protocol):
         super().on_response_complete()
         self._arm()
 
+    def connection_lost(self, exc) -> None:  # noqa: ANN001
+        self._disarm()
+        super().connection_lost(exc)
+
     def _arm(self) -> None:
-        self.loop.call_later(self.header_timeout_s, self._deadline, self.cycle)
+        self._disarm()
+        self._head_timer = self.loop.call_later(self.header_timeout_s, self._deadline,
+                                                self.cycle)
+
+    def _disarm(self) -> None:  # a pending timer would keep the connection alive in memory
+        timer = getattr(self, "_head_timer", None)
+        if timer is not None:
+            timer.cancel()
+            self._head_timer = None
 
     def _deadline(self, cycle_when_armed) -> None:
         if self.cycle is cycle_when_armed and not self.transport.is_closing():
