@@ -4,6 +4,7 @@ every refusal (404, 405, parse errors), so no client ever sees FastAPI's {"detai
 
 import asyncio
 import hmac
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
@@ -104,11 +105,44 @@ def _too_large(size: int, opts: EdgeOptions) -> Refused:
                    f"{opts.max_request_bytes:,} bytes (--max-request-bytes)", 413)
 
 
-async def parse_body(model: type[p.SamplingFields], body: bytes) -> p.SamplingFields:
-    """Validate the body; a big one in a worker thread, so the event loop keeps streaming."""
-    try:
-        if len(body) <= PARSE_INLINE_BYTES:
-            return p.parse(model, body)
-        return await asyncio.to_thread(p.parse, model, body)
-    except p.Invalid as exc:
-        raise Refused(str(exc), 400, exc.param) from None
+class BodyParser:
+    """Bodies over PARSE_INLINE_BYTES are parsed and validated in a helper process: a parser
+    holds the GIL for the whole body (50 MB: ~9 s), which in a thread would still pause every
+    stream and /health. The helper sends back the validated request, or the refusal; a
+    token-id prompt past max_model_len is refused there, by count (protocol.parse_bounded)."""
+
+    def __init__(self, max_prompt_tokens: int) -> None:
+        self.max_prompt_tokens = max_prompt_tokens
+        self._pool = None
+
+    def start(self) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        methods = multiprocessing.get_all_start_methods()  # never fork a threaded server
+        context = multiprocessing.get_context("forkserver" if "forkserver" in methods
+                                              else "spawn")
+        self._pool = ProcessPoolExecutor(1, mp_context=context)
+        self._pool.submit(p.parse_bounded, p.CompletionRequest, b'{"model": "", "prompt": 1}',
+                          1)  # start and import now, not on the first big request
+
+    def stop(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    async def parse(self, model: type[p.SamplingFields], body: bytes) -> p.SamplingFields:
+        try:
+            if len(body) <= PARSE_INLINE_BYTES or self._pool is None:
+                return p.parse_bounded(model, body, self.max_prompt_tokens)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._pool, p.parse_bounded, model, body,
+                                              self.max_prompt_tokens)
+        except p.TooLong:
+            raise
+        except p.Invalid as exc:
+            raise Refused(str(exc), 400, exc.param) from None
+        except BrokenProcessPool:
+            self.stop()
+            self.start()
+            raise Refused("the request parser stopped; retry", 503) from None

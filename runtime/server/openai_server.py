@@ -21,11 +21,15 @@ DISCONNECT_POLL_S = 0.5
 
 def create_app(serving: ServingLoop, metrics: ServerMetrics, tokenizer, model_name: str,
                max_model_len: int, opts: edge.EdgeOptions | None = None) -> FastAPI:
+    parser = edge.BodyParser(max_model_len)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
+        parser.start()
         serving.start()
         yield
         serving.stop()
+        parser.stop()
 
     app = FastAPI(title="servecap serve", lifespan=lifespan, openapi_url=None, docs_url=None,
                   redoc_url=None)
@@ -33,17 +37,17 @@ def create_app(serving: ServingLoop, metrics: ServerMetrics, tokenizer, model_na
     edge.install(app, opts)
     admission = Admission(tokenizer, model_name, max_model_len,
                           serving.engine.model.spec.vocab_size)
-    api = _Api(serving, admission, opts)
+    api = _Api(serving, admission, opts, parser)
 
     @app.post("/v1/completions")
     async def completions(request: Request):
         body = await api.body(p.CompletionRequest, request)
-        return await api.generate(body, admission.completion_ids(body), False, request)
+        return await api.generate(body, await admission.completion_ids(body), False, request)
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         body = await api.body(p.ChatRequest, request)
-        return await api.generate(body, admission.chat_ids(body), True, request)
+        return await api.generate(body, await admission.chat_ids(body), True, request)
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -67,12 +71,17 @@ def _sse(obj: dict) -> str:
 
 
 class _Api:
-    def __init__(self, serving: ServingLoop, admission: Admission, opts: edge.EdgeOptions):
-        self.serving, self.admission, self.opts = serving, admission, opts
+    def __init__(self, serving: ServingLoop, admission: Admission, opts: edge.EdgeOptions,
+                 parser: edge.BodyParser):
+        self.serving, self.admission, self.opts, self.parser = serving, admission, opts, parser
         self.tok, self.model_name = admission.tok, admission.model_name
 
     async def body(self, model: type[p.SamplingFields], request: Request) -> p.SamplingFields:
-        return await edge.parse_body(model, await edge.read_body(request, self.opts))
+        raw = await edge.read_body(request, self.opts)
+        try:
+            return await self.parser.parse(model, raw)
+        except p.TooLong as exc:
+            raise self.admission.too_long(exc.num_tokens) from None
 
     async def generate(self, body: p.SamplingFields, ids: list[int], chat: bool,
                        request: Request):

@@ -84,8 +84,21 @@ class Invalid(ValueError):
     """A request body the edge refuses: one line naming the field, the value and the rule."""
 
     def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
+        super().__init__(message, param)  # both in args: it crosses a process boundary
+        self.message, self.param = message, param
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class TooLong(Invalid):
+    """A token-id prompt of num_tokens, found past max_model_len before it was sent back
+    from the parsing process (admit.py words the refusal)."""
+
+    def __init__(self, num_tokens: int) -> None:
+        super().__init__(f"{num_tokens} prompt tokens", "prompt")
+        self.num_tokens = num_tokens
+        self.args = (num_tokens,)
 
 
 def parse(model: type[SamplingFields], body: bytes) -> SamplingFields:
@@ -96,6 +109,20 @@ def parse(model: type[SamplingFields], body: bytes) -> SamplingFields:
     except ValidationError as exc:
         raise Invalid(*_first(exc)) from None
     check_sampling(request)
+    return request
+
+
+def parse_bounded(model: type[SamplingFields], body: bytes, max_prompt_tokens: int
+                  ) -> SamplingFields:
+    """parse, and a token-id prompt of max_prompt_tokens or more is TooLong: the parsing
+    process never sends millions of ids back to be refused."""
+    request = parse(model, body)
+    prompt = getattr(request, "prompt", None)
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], list):
+        prompt = prompt[0]
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], int) and \
+            len(prompt) >= max_prompt_tokens:
+        raise TooLong(len(prompt))
     return request
 
 

@@ -76,3 +76,25 @@ def test_a_chunked_body_growing_past_the_limit_is_413(server) -> None:
     assert resp.status == 413
     assert_openai_error(413, json.loads(resp.read()), "over this server's limit")
     conn.close()
+
+
+def _padded(**fields) -> bytes:
+    """A body past 64 KiB (whitespace is valid JSON), so the helper process parses it."""
+    return json.dumps({"model": "tiny-llama", **fields}).encode()[:-1] + b" " * 70_000 + b"}"
+
+
+@pytest.mark.parametrize(("data", "status", "phrase"), [
+    (_padded(prompt=[1, 2, 3], max_tokens=4), 200, ""),
+    (_padded(prompt=[1, 2, 3], seed=2**64), 400, "seed"),
+    (_padded(prompt=[1] * 30_000), 400, "your request has 30000 input tokens"),
+    (_padded(prompt=[[1] * 30_000]), 400, "your request has 30000 input tokens"),
+    (b"[" * 70_000, 400, "JSON"),
+])
+def test_big_bodies_are_parsed_beside_the_event_loop_with_the_same_answers(
+        server, data, status, phrase) -> None:
+    got, payload, _ = send(server.port, "POST", "/v1/completions", data)
+    assert got == status, payload
+    if status == 200:
+        assert payload["usage"]["completion_tokens"] == 4
+    else:
+        assert_openai_error(status, payload, phrase)
