@@ -4,16 +4,18 @@ every refusal (404, 405, parse errors), so no client ever sees FastAPI's {"detai
 
 import asyncio
 import hmac
+import logging
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from . import protocol as p
 from .limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES, PARSE_INLINE_BYTES
+
+log = logging.getLogger("servecap.serve")
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,10 @@ def install(app: FastAPI, opts: EdgeOptions) -> None:
                    405: f"Method {req.method} is not allowed on {req.url.path}"}
         return error(message.get(exc.status_code, str(exc.detail)), exc.status_code)
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
-        return error(f"{where}: {first.get('msg', 'invalid request')}", 400)
+    @app.exception_handler(Exception)
+    async def _internal(_req: Request, exc: Exception) -> JSONResponse:
+        log.exception("request failed inside the server")  # a bug: its own 500, logged
+        return error(f"internal error ({type(exc).__name__}); the server goes on", 500)
 
 
 class ApiKey:

@@ -83,6 +83,9 @@ def run_server(spec: ModelSpec, serve: ServeSpec, opts: ServerOptions) -> None:
           f"{engine.config.max_num_seqs}; up to {opts.max_waiting:,} waiting, then 429; "
           f"tokenizer: {tokenizer.name}; API key: "
           f"{'required' if opts.edge.api_key else 'none'})", file=sys.stderr, flush=True)
+    if opts.edge.api_key is None and opts.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"servecap serve: warning: listening on {opts.host} without --api-key: anyone "
+              "who can reach the port can generate", file=sys.stderr, flush=True)
     serve_app(app, serving, opts.host, opts.port, opts.header_timeout_s,
               opts.shutdown_timeout_s)
 
