@@ -1,8 +1,8 @@
 """The rest of the file-and-flag campaign (its flag cases are in test_hostile_flags.py): each
 case used to trace back, hang or exit 0 with a silent guess; now it is one named line and
-exit 2, or a bounded answer. Temporary output
-files never outlive their write: SIGTERM removes them, and a SIGKILLed writer's leftovers are
-removed by the next write of the same target."""
+exit 2, or a bounded answer. Temporary output files never outlive their write: SIGTERM
+removes them, and a SIGKILLed writer's leftovers are removed by the next write of the same
+target."""
 
 import os
 import signal
