@@ -108,7 +108,7 @@ def test_shutdown_is_bounded_and_ends_each_stream_with_an_error_event() -> None:
         took = time.monotonic() - start
     finally:
         srv.stop()
-    assert took < 0 + 2 + 3, took  # --shutdown-timeout, uvicorn's hard margin, slack
+    assert took < 0 + 2 + 8, took  # --shutdown-timeout, the hard margin, a loaded machine
     for tail in tails:  # chunked transfer encoding: find the events in the raw bytes
         events = re.findall(rb'data: (\{"error".*?\})\n\n', tail)
         assert len(events) == 1, tail[-300:]
