@@ -140,6 +140,9 @@ def blocks(
       servecap blocks 17 33 65 --block-size 16 --block-size 4
       # B=16: 10 blocks, 160 slots, 45 unused; B=4: 124 slots, 31 block-table entries
     """
+    if lengths and shared_prefix > min(lengths):
+        raise SpecError("--shared-prefix", shared_prefix, f"at most the shortest sequence "
+                        f"({min(lengths):,} tokens): every sequence holds the whole prefix")
     reports = [paging_report(list(lengths), b, shared_prefix) for b in block_size]
     keys = ("block_size_tokens", "logical_tokens", "num_blocks", "slot_tokens",
             "unused_slot_tokens", "block_table_entries", "shared_blocks")

@@ -67,10 +67,21 @@ def cost(model: Annotated[str | None, typer.Argument(
         report |= {"reserved_price_per_h": reserved_price,
                    "reserved_pays_above_utilization": reserved_price / gpu_price}
         report |= reserved_report(reserved_price * num_gpus, report)
+    _check_finite(report)
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         _render(report, Console())
+
+
+def _check_finite(report: dict) -> None:
+    """Prices and rates each in range can still overflow together (5e-324 $/1e6 makes a
+    break-even of inf): refuse the result in one line rather than print inf or fail in JSON."""
+    for key, value in report.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SpecError(key, value, "the prices and rates given overflow a float here; "
+                            "check --gpu-price, --api-price, --input-price and the tokens/s "
+                            "(dollars and tokens of everyday magnitude)")
 
 
 def _priced(rates: dict, num_gpus: int, gpu_price: float, utilization: float,

@@ -9,6 +9,7 @@ import typer
 from servecap.ledger.errors import SpecError
 
 EXIT_OK, EXIT_DOES_NOT_FIT, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -30,6 +31,6 @@ def handle_errors(func: Callable) -> Callable:
             raise fail(f"an input is beyond what can be computed with ({exc.__class__.__name__}: "
                        f"{str(exc)[:120]}); check the sizes and counts given") from None
         except KeyboardInterrupt:
-            raise fail("interrupted", 130) from None
+            raise fail("interrupted", EXIT_INTERRUPTED) from None
 
     return wrapper

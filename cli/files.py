@@ -1,13 +1,14 @@
-"""Output files written whole or not at all: a temp file beside the target, then one rename."""
+"""Output files written whole or not at all: a temp file beside the target, then one rename
+(model_configs/writing.py: removed on failure and SIGTERM, a dead writer's cleaned up)."""
 
 import csv
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from servecap.ledger.errors import SpecError
+from servecap.model_configs.writing import temp_beside
 
 
 def check_new(path: Path | None, force: bool, field: str) -> None:
@@ -41,14 +42,10 @@ def write_json(path: Path, data: dict, field: str = "--calibration-out",
     if not path.parent.is_dir():
         raise SpecError(field, str(path), "its folder does not exist")
     check_new(path, force, field)
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
+    with temp_beside(path) as (handle, tmp):
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             json.dump(data, out, indent=2, allow_nan=False)
         publish(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return announce(path)
 
 
@@ -88,20 +85,12 @@ def write_csv(path: Path, columns: tuple[str, ...], rows, field: str = "--record
     """Written to a temporary file beside the target and renamed: never half a file."""
     check_writable(path, field)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.",
-                                   suffix=".tmp")
+        with temp_beside(path.resolve()) as (fd, tmp):
+            with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
+                writer = csv.DictWriter(handle, fieldnames=columns)
+                writer.writeheader()
+                writer.writerows({k: csv_text(v) for k, v in row.items()} for row in rows)
+            publish(tmp, path)
     except OSError as exc:
         raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows({k: csv_text(v) for k, v in row.items()} for row in rows)
-        publish(tmp, path)
-        announce(path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    announce(path)

@@ -14,7 +14,7 @@ from servecap.ledger.errors import SpecError
 from servecap.sim.workload import Arrivals
 
 from . import load_compare
-from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
+from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
 from .files import check_output_files, write_csv
 from .load_view import progress_bar, render_load
 from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration
@@ -71,8 +71,10 @@ def load(
       servecap load http://localhost:8000/v1 --model tiny-llama --workload workloads/chat.yaml
       servecap load http://gpu:8000/v1 --model m --trace prod.csv --concurrency 32 --json
 
-    Exit 0 when at least one request completed (failures are counted in the report), 1 when
-    none did, 2 on bad input.
+    Exit 0 when at least one request completed (failures are counted in the report by kind:
+    http_error, timeout, connection_error, stream_error, bad_json, bad_schema, bad_encoding,
+    bad_sse, bad_response), 1 when none did, 2 on bad input, 130 when interrupted (the
+    report and records of what finished are still written).
     """
     check_output_files({"--records": records_path, "--token-times": token_times_path},
                        (workload, trace, coefficients), force)
@@ -83,7 +85,7 @@ def load(
     if compare_simulate or (metrics and plan_device):
         load_compare.check(sim_model or model, plan_device, compare_simulate)
     report, seqs = _measure(spec, metrics, nvml, as_json)
-    _write_csvs(seqs, base_url, records_path, token_times_path)
+    _write_csvs(seqs, base_url, records_path, token_times_path)  # always, even interrupted
     report = {"base_url": base_url, "model": model, "source": source,
               "mode": "open loop" if concurrency is None else f"closed loop ({concurrency})",
               "not_sent": len(requests) - report["offered"], **report}
@@ -94,6 +96,9 @@ def load(
         report["compare_simulate"] = load_compare.compare_simulate(
             sim_model or model, plan_device, coefficients, seqs, report)
     print(json.dumps(report, indent=2)) if as_json else render_load(report, Console())
+    if report["interrupted"]:
+        raise fail(f"interrupted: {report['offered']} requests finished (reported above)",
+                   EXIT_INTERRUPTED)
     if not report["completed"]:
         raise fail(f"no request completed ({report['failed']} failed)", EXIT_DOES_NOT_FIT)
 
@@ -123,14 +128,18 @@ def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[
     """Run the load (with the /metrics scraper and NVML sampler when asked); the summary
     and the measured requests as simulator records."""
     from servecap.load.report import measured_seqs, summarize
-    from servecap.load.runner import run_scraped
+    from servecap.load.runner import RunState, run_scraped
     from servecap.load.scrape import Scraper
 
     scraper = Scraper(metrics) if metrics else None
+    state, interrupted = RunState(), False
     with _nvml(nvml) as sampler, progress_bar(len(spec.requests), quiet) as on_done:
-        sent, start = asyncio.run(run_scraped(spec, scraper, on_done))
+        try:
+            sent, start = asyncio.run(run_scraped(spec, scraper, on_done, state))
+        except KeyboardInterrupt:  # Ctrl-C: report and write what finished
+            sent, start, interrupted = state.finished, state.start_s, True
     seqs = measured_seqs(sent, start)
-    report = summarize(sent, seqs, start)
+    report = summarize(sent, seqs, start) | {"interrupted": interrupted}
     if scraper is not None:
         report["server_metrics"] = scraper.summary()
     if sampler is not None:

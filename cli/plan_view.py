@@ -104,8 +104,23 @@ def _summary(plan: Plan, console: Console, notes: bool = True) -> None:
     console.print(f"memory-only ceiling: {_ceiling_text(plan)}; declared load {verdict}"
                   + _over(plan))
     console.print("  (memory only: not a latency promise; see servecap simulate)", style="dim")
-    for note in plan.notes if notes else ():
-        console.print(f"note: {note}", style="yellow")
+    if notes:
+        print_notes(plan.notes, console)
+
+
+MAX_NOTES_SHOWN = 12  # a model file's notes are a few lines; --json lists every one
+MAX_NOTE_CHARS = 400
+
+
+def print_notes(notes, console: Console) -> None:
+    """The first MAX_NOTES_SHOWN notes, each cut at MAX_NOTE_CHARS, as plain text (a note
+    is the file's text, never rich markup), then how many more there are."""
+    for note in notes[:MAX_NOTES_SHOWN]:
+        text = note if len(note) <= MAX_NOTE_CHARS else note[:MAX_NOTE_CHARS] + " ..."
+        console.print(f"note: {text}", style="yellow", markup=False, highlight=False)
+    if len(notes) > MAX_NOTES_SHOWN:
+        console.print(f"note: ... and {len(notes) - MAX_NOTES_SHOWN:,} more notes (--json "
+                      "lists every one)", style="yellow", markup=False)
 
 
 def plural(count: int, noun: str) -> str:

@@ -24,14 +24,13 @@ from servecap.sim.search.space import Axes, parse_counts, parse_devices, parse_d
 from servecap.sim.sweep import at_rate
 
 from . import sim_options as o
-from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
+from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
 from .inputs import PlanFlags, serve_spec
 from .search_view import infeasible_line, render_search
 from .sim_inputs import load_workload, parse_bandwidth, parse_duration
 from .sim_xlsx import check_target
 
 Opt = typer.Option
-EXIT_INTERRUPTED = 130
 
 
 def search(model: o.Model,

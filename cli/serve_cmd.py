@@ -8,6 +8,7 @@ import typer
 from servecap.ledger.errors import SpecError
 from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 from servecap.model_configs import load_model
+from servecap.runtime.server import limits
 
 from .errors import handle_errors
 from .inputs import PlanFlags, serve_spec
@@ -45,6 +46,21 @@ def serve(
                                          "model or weights folder's; else a byte-level "
                                          "stand-in).")] = None,
     seed: Annotated[int, Opt(help="Seed for random weights.")] = 0,
+    api_key: Annotated[str | None, Opt(envvar="VLLM_API_KEY", show_envvar=True,
+                                       help="Require 'Authorization: Bearer KEY' on /v1/* "
+                                       "(401 without it; /health and /metrics stay open), "
+                                       "as vLLM's --api-key.")] = None,
+    max_request_bytes: Annotated[int, Opt(help="Largest request body; a bigger one is "
+                                          "HTTP 413.")] = limits.DEFAULT_MAX_REQUEST_BYTES,
+    header_timeout: Annotated[float, Opt(help="Seconds a connection may take to send a "
+                                         "request's headers; then it is closed.")]
+    = limits.DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout: Annotated[float, Opt(help="Seconds a request may take to send its body; "
+                                       "then HTTP 408.")] = limits.DEFAULT_BODY_TIMEOUT_S,
+    shutdown_timeout: Annotated[float, Opt(help="On SIGTERM/Ctrl-C, seconds running "
+                                           "requests may take to finish; the rest then end "
+                                           "with an error event.")]
+    = limits.DEFAULT_SHUTDOWN_TIMEOUT_S,
 ) -> None:
     """Serve MODEL on /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics.
 
@@ -59,6 +75,10 @@ def serve(
         raise SpecError("--port", port, "a TCP port in 1..65535")
     if max_waiting < 0:
         raise SpecError("--max-waiting", max_waiting, "must be >= 0 requests")
+    edge = _edge(api_key, max_request_bytes, body_timeout)
+    for flag, value in (("--header-timeout", header_timeout),
+                        ("--shutdown-timeout", shutdown_timeout)):
+        _seconds(flag, value, 0 if flag == "--shutdown-timeout" else 0.001)
     from servecap.runtime.server.launch import ServerOptions, run_server
     from servecap.runtime.telemetry import check_device
 
@@ -86,7 +106,24 @@ def serve(
     run_server(loaded.spec, spec_serve, ServerOptions(
         served_model_name or model, model_dir and Path(model_dir), device, host, port, seed,
         weights, tokenizer, num_kv_blocks, max_waiting, admission == "reserve",
-        whole_device=size is None))
+        whole_device=size is None, edge=edge, header_timeout_s=header_timeout,
+        shutdown_timeout_s=shutdown_timeout))
+
+
+def _edge(api_key: str | None, max_request_bytes: int, body_timeout: float):
+    from servecap.runtime.server.edge import EdgeOptions
+
+    if api_key is not None and not api_key.strip():
+        raise SpecError("--api-key", api_key, "a non-empty key (or leave it unset)")
+    if not 1024 <= max_request_bytes <= 2**31:
+        raise SpecError("--max-request-bytes", max_request_bytes, "bytes in 1,024..2^31")
+    _seconds("--body-timeout", body_timeout, 0.001)
+    return EdgeOptions(api_key, max_request_bytes, body_timeout)
+
+
+def _seconds(flag: str, value: float, least: float) -> None:
+    if not least <= value <= 86_400:
+        raise SpecError(flag, value, f"seconds in {least:g}..86,400")
 
 
 def register(app: typer.Typer) -> None:

@@ -188,7 +188,7 @@ def _p99(stats: dict) -> str:
 
 
 def _rates(text: str | None) -> list[float] | None:
-    if not text:
+    if text is None:  # not given: the default sweep ('' is a value, and no rates)
         return None
     try:
         values = [float(v) for v in text.split(",")]  # '1,,2' is a typo, not two rates

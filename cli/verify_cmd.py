@@ -12,7 +12,11 @@ from rich.console import Console
 
 from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
-from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
+from servecap.ledger.serve import (
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    MAX_CONCURRENCY,
+)
 from servecap.model_configs import load_model
 
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
@@ -266,6 +270,7 @@ def _check_where(device: str) -> None:
 def _check_load(serve, vflags: VerifyFlags, max_position_embeddings: int) -> None:
     """Refuse what the runtime would otherwise build or cut silently: a context past the
     model's, and output that leaves no prompt."""
+    _check_budget(serve)
     if max_position_embeddings and serve.context_tokens > max_position_embeddings:
         raise SpecError("--context", serve.context_tokens, f"at most the model's "
                         f"max_position_embeddings ({max_position_embeddings:,})")
@@ -273,6 +278,16 @@ def _check_load(serve, vflags: VerifyFlags, max_position_embeddings: int) -> Non
             vflags.output_tokens >= serve.context_tokens:
         raise SpecError("--output-tokens", vflags.output_tokens, f"fewer than the context "
                         f"({serve.context_tokens:,} tokens): the prompt needs at least one")
+
+
+def _check_budget(serve) -> None:
+    """Work that would not end in reasonable time: a step budget below one block makes every
+    prompt a chunk per few tokens (and the allocation counter a record of every one)."""
+    if serve.max_num_batched_tokens < serve.block_size_tokens:
+        raise SpecError("--max-num-batched-tokens", serve.max_num_batched_tokens,
+                        f"at least one block ({serve.block_size_tokens} tokens, --block-size)")
+    if serve.max_num_seqs > MAX_CONCURRENCY:
+        raise SpecError("--max-num-seqs", serve.max_num_seqs, f"at most {MAX_CONCURRENCY:,}")
 
 
 def hub_weights(hub, vflags: VerifyFlags) -> None:

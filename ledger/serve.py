@@ -47,6 +47,7 @@ class ServeSpec:
                             "on one device")
         _positive("block_size", self.block_size_tokens, "tokens per block")
         _positive("max_num_batched_tokens", self.max_num_batched_tokens, "tokens")
+        _positive("max_num_seqs", self.max_num_seqs, "sequences per step")
         if any(n < 1 for n in self.lengths):
             raise SpecError("lengths", ",".join(map(str, self.lengths)),
                             "every live length must be >= 1 token")

@@ -14,7 +14,7 @@ from servecap.sim.metrics import PERCENTILE_METHOD, ms, quantiles, tpot_s, weigh
 from servecap.sim.records import RECORD_COLUMNS, TOKEN_COLUMNS, records, token_rows
 from servecap.sim.state import DONE, REJECTED, Seq
 
-from .client import OK
+from .errors import OK
 from .runner import Sent
 
 POLICY = "measured"

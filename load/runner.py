@@ -38,19 +38,36 @@ class Sent:
     outcome: Outcome
 
 
-async def run_load(spec: LoadSpec, on_done: Callable[[Sent], None] = lambda s: None
-                   ) -> tuple[list[Sent], float]:
+@dataclass
+class RunState:
+    """What a run has done so far, kept outside it: an interrupted run still reports these."""
+
+    start_s: float = 0.0
+    finished: list = None  # Sent, in the order they finished
+
+    def __post_init__(self) -> None:
+        self.finished = []
+
+
+async def run_load(spec: LoadSpec, on_done: Callable[[Sent], None] = lambda s: None,
+                   state: RunState | None = None) -> tuple[list[Sent], float]:
     """Every request that started, with its outcome; and the run's start (perf_counter)."""
+    state = state or RunState()
+
+    def done(sent: Sent) -> None:
+        state.finished.append(sent)
+        on_done(sent)
+
     bodies = {r.request_id: request_body(spec.model, prompt_ids(r, spec.vocab_size, spec.seed),
                                          r.output_tokens) for r in spec.requests}
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        start = time.perf_counter()
+        start = state.start_s = time.perf_counter()
         if spec.concurrency is None:
-            sent = await _open_loop(spec, session, bodies, start, on_done)
+            sent = await _open_loop(spec, session, bodies, start, done)
         else:
-            sent = await _closed_loop(spec, session, bodies, start, on_done)
+            sent = await _closed_loop(spec, session, bodies, start, done)
     return sent, start
 
 
@@ -92,15 +109,15 @@ async def _closed_loop(spec, session, bodies, start, on_done) -> list[Sent]:
     return sorted(sent, key=lambda s: s.request.request_id)
 
 
-async def run_scraped(spec: LoadSpec, scraper, on_done: Callable[[Sent], None]
-                      ) -> tuple[list[Sent], float]:
+async def run_scraped(spec: LoadSpec, scraper, on_done: Callable[[Sent], None],
+                      state: RunState | None = None) -> tuple[list[Sent], float]:
     """run_load with a /metrics scraper (or None) polling alongside until the run ends."""
     if scraper is None:
-        return await run_load(spec, on_done)
+        return await run_load(spec, on_done, state)
     stop = asyncio.Event()
     task = asyncio.create_task(scraper.run(stop))
     try:
-        return await run_load(spec, on_done)
+        return await run_load(spec, on_done, state)
     finally:
         stop.set()
         await task

@@ -1,26 +1,28 @@
 """Poll a Prometheus /metrics endpoint during a run: requests running and waiting, KV usage."""
 
 import asyncio
+import math
 import time
 
 import aiohttp
 
+MAX_METRICS_BYTES = 16 * 2**20  # more of a /metrics body than this is not read
 GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
           "vllm:kv_cache_usage_perc": "kv_usage", "vllm:gpu_cache_usage_perc": "kv_usage"}
 
 
 def parse_metrics(text: str) -> dict:
     """{'running', 'waiting', 'kv_usage' (0..1), 'num_gpu_blocks', 'block_size'} as found;
-    gauges with several label sets (engines) are summed, usage averaged."""
+    gauges with several label sets (engines) are summed, usage averaged. A line that is not
+    `name{labels} value` (blank, cut short, a value that is no number) is skipped."""
     found: dict[str, list[float]] = {}
     for line in text.splitlines():
-        if not line or line.startswith("#"):
+        sample = _sample_line(line)
+        if sample is None:
             continue
-        name, _, rest = line.partition("{")
-        labels, _, value = rest.rpartition("} ") if rest else ("", "", line.split()[-1])
-        name = name.split()[0]
+        name, labels, value = sample
         if name in GAUGES:
-            found.setdefault(GAUGES[name], []).append(float(value))
+            found.setdefault(GAUGES[name], []).append(value)
         elif name == "vllm:cache_config_info":
             for key in ("num_gpu_blocks", "block_size"):
                 text_value = _label(labels, key)
@@ -30,6 +32,27 @@ def parse_metrics(text: str) -> dict:
     if "kv_usage" in found:
         out["kv_usage"] = sum(found["kv_usage"]) / len(found["kv_usage"])
     return out
+
+
+def _sample_line(line: str) -> tuple[str, str, float] | None:
+    """(name, labels, value) of a Prometheus sample line, or None for anything else."""
+    line = line.strip()
+    if not line or line.startswith("#"):
+        return None
+    if "{" in line:
+        name, _, rest = line.partition("{")
+        labels, brace, value = rest.rpartition("}")
+        if not brace:
+            return None
+    else:
+        name, _, value = line.partition(" ")
+        labels = ""
+    fields = value.split()
+    try:
+        number = float(fields[0]) if fields else math.nan
+    except ValueError:
+        return None
+    return (name.strip(), labels, number) if math.isfinite(number) else None
 
 
 def _label(labels: str, key: str) -> str | None:
@@ -57,9 +80,11 @@ class Scraper:
     async def _sample(self, session: aiohttp.ClientSession) -> None:
         try:
             async with session.get(self.url) as resp:
-                self.samples.append({"time": time.perf_counter()}
-                                    | parse_metrics(await resp.text()))
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                if resp.status != 200:
+                    raise ValueError(f"HTTP {resp.status}")
+                text = (await resp.content.read(MAX_METRICS_BYTES)).decode("utf-8", "replace")
+                self.samples.append({"time": time.perf_counter()} | parse_metrics(text))
+        except Exception as exc:  # a scrape that fails is counted; the run goes on
             self.num_failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
 

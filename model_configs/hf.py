@@ -128,7 +128,10 @@ def _attention(cfg: HFConfig, layers: int) -> tuple[Attention, tuple[str, ...]]:
     notes: tuple[str, ...] = ()
     head_dim = cfg.head_dim
     if head_dim is None:
-        head_dim = _need(cfg, "hidden_size") // heads
+        if _need(cfg, "hidden_size") % heads:
+            raise SpecError("head_dim", None, f"required: hidden_size {cfg.hidden_size} is "
+                            f"not a multiple of num_attention_heads {heads}")
+        head_dim = cfg.hidden_size // heads
         notes = (f"head_dim not stated: hidden_size / num_attention_heads = {head_dim}, "
                  f"as transformers derives it for {cfg.model_type}",)
     window, kinds = _windows(cfg, layers)

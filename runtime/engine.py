@@ -19,19 +19,23 @@ from pathlib import Path
 
 import torch
 
+from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard
 from servecap.ledger.model import SLIDING, ModelSpec
 from servecap.ledger.plan import build_plan
 from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, ServeSpec
 
 from .block_manager import BlockManager
+from .isolation import forward_isolated, sample_isolated
 from .kv_pool import KVPool, blocks_for_plan
 from .model import Decoder
 from .parallel import SINGLE, TensorParallel, broadcast_int
-from .runner import forward_step, profile_forward, sample
+from .runner import profile_forward
 from .scheduler import Scheduler, StepPlan
 from .sequence import (
     CANCELLED,
+    ENDED,
+    FAILED,
     FINISHED,
     REJECTED,
     Arrival,
@@ -161,6 +165,19 @@ class Engine:
             self.scheduler.waiting.append(seq)
         return record
 
+    def check_request(self, prompt_token_ids: list[int], max_output_tokens: int,
+                      temperature: float = 0.0, n: int = 1) -> None:
+        """add_request's checks without queueing anything (reads no state another thread
+        changes): SpecError for a bad field or a request the whole pool could never hold."""
+        check_request(prompt_token_ids, max_output_tokens, self.model.spec.vocab_size,
+                      temperature, n)
+        probe = Sequence(-1, list(prompt_token_ids), len(prompt_token_ids),
+                         max_output_tokens, temperature, 0, RequestRecord(-1, 0, 0),
+                         parallel=n)
+        reason = self._too_long(probe)
+        if reason:
+            raise SpecError("max_tokens", max_output_tokens, reason)
+
     def _too_long(self, seq: Sequence) -> str:
         """Blocks this request needs even alone (every sample's full length; forks share the
         full prompt blocks), as the scheduler would reserve them."""
@@ -180,7 +197,7 @@ class Engine:
     def cancel(self, request_id: int) -> None:
         """Stop a request now; its blocks are back in the free list when this returns."""
         for seq in self._seqs[request_id]:
-            if seq.record.status in (FINISHED, REJECTED, CANCELLED):
+            if seq.record.status in ENDED:
                 continue
             self.scheduler.release(seq)
             seq.record.status, seq.record.released_s = CANCELLED, self.now()
@@ -190,7 +207,7 @@ class Engine:
         the engine's bookkeeping (a server calls it once the request's tokens are sent, so a
         long run keeps only the live ones). A request still running is an error."""
         seqs = self._seqs.get(request_id, [])
-        if any(s.record.status not in (FINISHED, REJECTED, CANCELLED) for s in seqs):
+        if any(s.record.status not in ENDED for s in seqs):
             raise ValueError(f"request {request_id} is still running; cancel it first")
         for seq in self._seqs.pop(request_id, []):
             self._generators.pop(seq.seq_id, None)
@@ -240,15 +257,28 @@ class Engine:
                 seq.record.prefill_start_s = now
             if num_tokens > 1 or seq.num_computed_tokens < seq.num_prompt_tokens:
                 seq.record.num_prefill_chunks += 1  # not a decode: simulate's prefill_chunks
-        logits, ready = forward_step(self.model, self.pool, self.blocks, plan.chunks)
+        logits, ready, failed = forward_isolated(self.model, self.pool, self.blocks,
+                                                 plan.chunks)
         for seq, num_tokens in plan.chunks:
-            seq.num_computed_tokens += num_tokens
-            self.blocks.mark_computed(seq.seq_id, seq.token_ids, seq.num_computed_tokens)
+            if seq.seq_id not in failed:
+                seq.num_computed_tokens += num_tokens
+                self.blocks.mark_computed(seq.seq_id, seq.token_ids, seq.num_computed_tokens)
         rows, seqs = self._fork(logits, ready)
-        tokens = sample(rows, [s.temperature for s in seqs], [self._generator(s) for s in seqs])
+        tokens, unsampled = sample_isolated(rows, seqs, self._generator)
         ready_s = self.now()
-        for seq, token in zip(seqs, tokens, strict=True):
+        for seq, token in tokens:
             self._append(seq, token, ready_s)
+        for seq, _ in plan.chunks + [(s, 0) for s in seqs]:
+            reason = failed.get(seq.seq_id) or unsampled.get(seq.seq_id)
+            if reason and seq.record.status not in ENDED:
+                self._fail(seq, reason)
+
+    def _fail(self, seq: Sequence, reason: str) -> None:
+        """This request's own work raised: it ends (status failed, with the reason) and gives
+        its blocks back; the rest of the step stands."""
+        self.scheduler.release(seq)
+        self._generators.pop(seq.seq_id, None)
+        seq.record.status, seq.record.reason, seq.record.released_s = FAILED, reason, self.now()
 
     def _fork(self, logits: torch.Tensor,
               ready: list[Sequence]) -> tuple[torch.Tensor, list[Sequence]]:

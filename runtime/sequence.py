@@ -4,8 +4,9 @@ from dataclasses import dataclass, field
 
 from servecap.ledger.errors import SpecError
 
-WAITING, RUNNING, FINISHED, REJECTED, CANCELLED = (
-    "waiting", "running", "finished", "rejected", "cancelled")
+WAITING, RUNNING, FINISHED, REJECTED, CANCELLED, FAILED = (
+    "waiting", "running", "finished", "rejected", "cancelled", "failed")
+ENDED = (FINISHED, REJECTED, CANCELLED, FAILED)  # a request in one of these holds no block
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def check_request(prompt_token_ids: list[int], max_output_tokens: int, vocab_siz
     bad = [t for t in prompt_token_ids if not 0 <= t < vocab_size]
     if bad:
         raise SpecError("prompt_tokens", bad[0], f"token ids must be in [0, {vocab_size})")
-    if temperature < 0:
-        raise SpecError("temperature", temperature, "must be >= 0 (0 is greedy)")
+    if not 0 <= temperature < float("inf"):
+        raise SpecError("temperature", temperature, "must be finite and >= 0 (0 is greedy)")
     if parallel < 1:
         raise SpecError("n", parallel, "must be >= 1 sequence per request")

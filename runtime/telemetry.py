@@ -58,22 +58,45 @@ class AllocatorCounter:
     net growth since counting began, peak_bytes its highest point; past `cap_bytes` (the
     emulated device) the exit raises MemoryError."""
 
+    FOLD_EVERY_STEPS = 64  # a profiler session holds every event: fold and restart this often
+
     def __init__(self, cap_bytes: int | None = None) -> None:
         self.cap_bytes = cap_bytes
         self.current_bytes = self.peak_bytes = 0
         self._profile = None
+        self._steps = 0
 
     def __enter__(self) -> "AllocatorCounter":
-        from torch.profiler import ProfilerActivity, profile
-
-        self._profile = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-        self._profile.__enter__()
+        if self._profile is not None:
+            raise RuntimeError("AllocatorCounter is already counting")
+        self._start()
         return self
 
+    def _start(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        session = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        session.__enter__()
+        self._profile = session
+
+    def _stop(self, *exc) -> None:
+        """Close the session whatever happens, then fold what it saw."""
+        session, self._profile = self._profile, None
+        if session is not None:
+            session.__exit__(*exc)
+            self._fold(session.profiler.kineto_results)
+
+    def fold_every(self, _stats=None) -> None:
+        """A step hook: every FOLD_EVERY_STEPS steps the session's events are folded into the
+        running sums and a new session starts, so a long run holds a bounded event list (the
+        sums run on across sessions, so the peak is the same)."""
+        self._steps += 1
+        if self._profile is not None and self._steps % self.FOLD_EVERY_STEPS == 0:
+            self._stop(None, None, None)
+            self._start()
+
     def __exit__(self, *exc) -> None:
-        self._profile.__exit__(*exc)
-        self._fold(self._profile.profiler.kineto_results)
-        self._profile = None
+        self._stop(*exc)
         if exc[0] is None and self.cap_bytes is not None and self.peak_bytes > self.cap_bytes:
             raise MemoryError(f"emulated device out of memory: transients need "
                               f"{self.peak_bytes:,} B, {self.cap_bytes:,} B left")

@@ -7,6 +7,10 @@ from servecap.ledger.plan import Plan, memory_ceiling
 
 from .roofline import Coefficients, iteration_s
 
+# vLLM's num_speculative_tokens is a handful (EAGLE 1-8, n-gram up to ~10); a longer draft
+# only adds work: every draft token is a draft forward pass the simulation prices
+MAX_DRAFT_LENGTH = 64
+
 
 @dataclass(frozen=True)
 class Speculation:
@@ -24,8 +28,9 @@ class Speculation:
 
     def __post_init__(self) -> None:
         if isinstance(self.draft_length, bool) or not isinstance(self.draft_length, int) \
-                or self.draft_length < 1:
-            raise SpecError("--draft-length", self.draft_length, "a whole number >= 1")
+                or not 1 <= self.draft_length <= MAX_DRAFT_LENGTH:
+            raise SpecError("--draft-length", self.draft_length, f"a whole number in 1.."
+                            f"{MAX_DRAFT_LENGTH} (draft tokens per step)")
         if not 0 <= self.acceptance <= 1:
             raise SpecError("--acceptance", self.acceptance, "a probability in [0, 1]")
 

@@ -1,13 +1,13 @@
 """Build a capacity workbook and write it atomically: temp file in the same folder, os.replace."""
 
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from openpyxl import Workbook
 
 from servecap.ledger.errors import SpecError
+from servecap.model_configs.writing import temp_beside
 
 from . import style
 from .cached import add_cached_values
@@ -75,20 +75,14 @@ def save_workbook(wb: Workbook, path: Path, force: bool = False, field: str = "-
     if path.exists() and not force:
         raise SpecError(field, str(path), "file exists; pass --force to replace it")
     try:
-        handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with temp_beside(path) as (handle, tmp):  # removed on failure and on SIGTERM
+            os.close(handle)
+            wb.save(tmp)
+            add_cached_values(wb, Path(tmp))
+            mask = os.umask(0)  # mkstemp's 0600 would keep colleagues out: respect the umask
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+            os.replace(tmp, path)
     except OSError as exc:
         raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
-    os.close(handle)
-    try:
-        wb.save(tmp)
-        add_cached_values(wb, Path(tmp))
-        mask = os.umask(0)  # mkstemp's 0600 would keep colleagues out: respect the umask
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise SpecError(field, str(path), f"cannot be written ({exc.strerror})") from None
-        raise
     return path

@@ -9,6 +9,8 @@ from servecap.ledger.model import ModelSpec
 from servecap.ledger.serve import ServeSpec
 from servecap.runtime.engine import Engine
 
+from .edge import EdgeOptions
+from .limits import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_SHUTDOWN_TIMEOUT_S
 from .prom_metrics import ServerMetrics
 from .serving_loop import ServingLoop
 from .tokenizer import load_tokenizer
@@ -28,6 +30,9 @@ class ServerOptions:
     max_waiting: int = 1024
     reserve_full_context: bool = True
     whole_device: bool = False  # plan the KV pool for the GPU's total memory
+    edge: EdgeOptions = EdgeOptions()
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
 
 
 def build_serving(spec: ModelSpec, serve: ServeSpec, opts: ServerOptions):
@@ -43,8 +48,9 @@ def build_serving(spec: ModelSpec, serve: ServeSpec, opts: ServerOptions):
     tokenizer = load_tokenizer(folders, spec.vocab_size)
     metrics = ServerMetrics(opts.model_name)
     serving = ServingLoop(engine, metrics, opts.max_waiting, tokenizer.eos_token_ids)
-    app = create_app(serving, metrics, tokenizer, opts.model_name, serve.context_tokens)
-    return app, engine, tokenizer
+    app = create_app(serving, metrics, tokenizer, opts.model_name, serve.context_tokens,
+                     opts.edge)
+    return app, serving, tokenizer
 
 
 def check_port(host: str, port: int) -> None:
@@ -65,17 +71,23 @@ def check_port(host: str, port: int) -> None:
 
 
 def run_server(spec: ModelSpec, serve: ServeSpec, opts: ServerOptions) -> None:
-    import uvicorn
+    from .transport import serve_app
 
     check_port(opts.host, opts.port)
-    app, engine, tokenizer = build_serving(spec, serve, opts)
+    app, serving, tokenizer = build_serving(spec, serve, opts)
+    engine = serving.engine
     blocks = engine.blocks
     print(f"servecap serve: {opts.model_name} on http://{opts.host}:{opts.port}/v1 "
           f"({opts.device}; {blocks.num_blocks:,} KV blocks of {blocks.block_size_tokens} "
           f"tokens; max_model_len {serve.context_tokens:,}; max_num_seqs "
           f"{engine.config.max_num_seqs}; up to {opts.max_waiting:,} waiting, then 429; "
-          f"tokenizer: {tokenizer.name})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning")
+          f"tokenizer: {tokenizer.name}; API key: "
+          f"{'required' if opts.edge.api_key else 'none'})", file=sys.stderr, flush=True)
+    if opts.edge.api_key is None and opts.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"servecap serve: warning: listening on {opts.host} without --api-key: anyone "
+              "who can reach the port can generate", file=sys.stderr, flush=True)
+    serve_app(app, serving, opts.host, opts.port, opts.header_timeout_s,
+              opts.shutdown_timeout_s)
 
 
 def _total_bytes(device: str) -> int:

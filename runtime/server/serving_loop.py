@@ -4,6 +4,11 @@ Handlers call submit() and read token events from the returned Stream's asyncio 
 engine thread adds queued requests, steps once, and hands each stream its new tokens. A
 cancel (client gone) frees the request's blocks before the next step. At most max_waiting
 requests wait for admission; submit() beyond that raises Overloaded (HTTP 429).
+
+One request's failure is its own: the engine isolates a step's per-request work (engine.py),
+a request whose work raises ends with an error event, and the loop itself never dies on one
+request's account. drain() refuses new requests (ShuttingDown, HTTP 503) and abort() ends
+every request in flight with an error event, so a shutdown is bounded.
 """
 
 import asyncio
@@ -14,7 +19,7 @@ from dataclasses import dataclass
 
 from servecap.ledger.errors import SpecError
 from servecap.runtime.engine import Engine
-from servecap.runtime.sequence import FINISHED, REJECTED
+from servecap.runtime.sequence import FAILED, FINISHED, REJECTED
 
 from .prom_metrics import ServerMetrics
 
@@ -23,6 +28,10 @@ log = logging.getLogger("servecap.serve")
 
 class Overloaded(Exception):
     """More requests wait for admission than the stated bound."""
+
+
+class ShuttingDown(Exception):
+    """The server is draining for shutdown and admits nothing new."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class Event:
     token_ids: tuple[int, ...] = ()
     finish_reason: str | None = None
     message: str = ""
+    status: int = 400  # the HTTP status an 'error' stands for
 
 
 class Stream:
@@ -57,7 +67,10 @@ class Stream:
         self.done = False
 
     def push(self, event: Event) -> None:
-        self.loop.call_soon_threadsafe(self.events.put_nowait, event)
+        try:
+            self.loop.call_soon_threadsafe(self.events.put_nowait, event)
+        except RuntimeError:  # the event loop has closed: nobody is left to tell
+            pass
 
 
 class ServingLoop:
@@ -70,6 +83,7 @@ class ServingLoop:
         self._lock = threading.Lock()
         self._num_waiting = 0  # submitted, not yet admitted nor finished
         self._stop = threading.Event()
+        self.draining = False
         self._thread = threading.Thread(target=self._run, name="servecap-engine", daemon=True)
         self._publish()
 
@@ -86,7 +100,20 @@ class ServingLoop:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def drain(self) -> None:
+        """Admit nothing new (ShuttingDown); what runs goes on until abort() or its end."""
+        self.draining = True
+
+    def abort(self, message: str) -> None:
+        """End every request in flight with an error event (HTTP 503) and free its blocks."""
+        self._commands.put(("abort", message))
+
     def submit(self, gen: Generation) -> Stream:
+        """Queue a generation; SpecError if the engine could never run it (past the whole KV
+        pool), so the edge refuses it before a stream starts."""
+        if self.draining:
+            raise ShuttingDown("the server is shutting down; retry on another instance")
+        self.engine.check_request(list(gen.prompt_token_ids), gen.max_tokens, gen.temperature)
         with self._lock:
             if self._num_waiting >= self.max_waiting:
                 raise Overloaded(f"{self._num_waiting} requests already wait for admission "
@@ -103,18 +130,20 @@ class ServingLoop:
     # -- the engine thread ---------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._drain(block=not self.engine.has_unfinished())
-            if self.engine.has_unfinished():
-                try:
-                    stats = self.engine.step()
-                except Exception as exc:  # a failed step fails its requests, not the server
-                    log.exception("engine step failed")
-                    self._fail_all(f"engine step failed: {exc}")
-                    continue
-                with self.metrics.lock:
-                    self.metrics.counters["vllm:num_preemptions_total"] += stats.num_preempted
-                self._deliver()
-            self._publish()
+            try:
+                self._iterate()
+            except Exception:  # a bug here must not stop the server: log, fail, go on
+                log.exception("serving loop iteration failed")
+                self._fail_all("internal error in the serving loop", 500)
+
+    def _iterate(self) -> None:
+        self._drain(block=not self.engine.has_unfinished())
+        if self.engine.has_unfinished():
+            stats = self.engine.step()  # per-request failures are isolated inside
+            with self.metrics.lock:
+                self.metrics.counters["vllm:num_preemptions_total"] += stats.num_preempted
+            self._deliver()
+        self._publish()
 
     def _drain(self, block: bool) -> None:
         try:
@@ -122,11 +151,13 @@ class ServingLoop:
         except queue.Empty:
             return
         while True:
-            kind, stream = command
+            kind, payload = command
             if kind == "add":
-                self._add(stream)
+                self._add(payload)
             elif kind == "cancel":
-                self._cancel(stream)
+                self._cancel(payload)
+            elif kind == "abort":
+                self._fail_all(payload, 503)
             try:
                 command = self._commands.get_nowait()
             except queue.Empty:
@@ -139,6 +170,10 @@ class ServingLoop:
                                              gen.temperature, gen.seed)
         except SpecError as exc:
             return self._finish(stream, Event(finish_reason="error", message=exc.line()))
+        except Exception as exc:  # this request alone fails
+            log.exception("adding a request failed")
+            return self._finish(stream, Event(finish_reason="error", status=500,
+                                              message=f"request not added: {exc}"))
         if record.status == REJECTED:
             self.engine.release(record.request_id)
             return self._finish(stream, Event(finish_reason="error", message=record.reason))
@@ -159,6 +194,10 @@ class ServingLoop:
             record = stream.record
             if stream.waiting and record.admitted_s is not None:
                 self._admitted(stream)
+            if record.status == FAILED:
+                self._finish(stream, Event(finish_reason="error", message=record.reason,
+                                           status=500))
+                continue
             new = record.output_token_ids[stream.num_sent:]
             if not new:
                 continue
@@ -223,10 +262,13 @@ class ServingLoop:
                 self.metrics.counters["servecap:requests_rejected_total"] += 1
         stream.push(event)
 
-    def _fail_all(self, message: str) -> None:
+    def _fail_all(self, message: str, status: int) -> None:
         for stream in list(self._active.values()):
-            self.engine.cancel(stream.record.request_id)
-            self._finish(stream, Event(finish_reason="error", message=message))
+            try:
+                self.engine.cancel(stream.record.request_id)
+            finally:
+                self._finish(stream, Event(finish_reason="error", message=message,
+                                           status=status))
 
     def _publish(self) -> None:
         eng, g = self.engine, self.metrics.gauges

@@ -73,14 +73,15 @@ def load_tokenizer(folders: list[Path], vocab_size: int) -> ByteTokenizer | File
     return ByteTokenizer(vocab_size)
 
 
-def chat_prompt(messages: list[dict]) -> str:
+def chat_prompt(messages) -> str:
     """A plain role-tagged transcript ending in the assistant's turn. servecap does not run
-    Jinja chat templates, so chat prompts are this template for every model."""
-    lines = [f"{m.get('role', 'user')}: {_content(m.get('content'))}" for m in messages]
+    Jinja chat templates, so chat prompts are this template for every model. messages are
+    protocol.Message: content is text, a list of text parts, or none."""
+    lines = [f"{m.role}: {_content(m.content)}" for m in messages]
     return "\n".join(lines) + "\nassistant:"
 
 
 def _content(content) -> str:
-    if isinstance(content, list):  # OpenAI content parts: keep the text ones
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if isinstance(content, list):
+        return "".join(part.text for part in content)
     return content or ""

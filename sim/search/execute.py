@@ -1,7 +1,9 @@
 """Run batches in order-independent parallel: inline, a local process pool, or Ray."""
 
+import contextlib
 import multiprocessing
 import signal
+import threading
 from collections.abc import Callable
 
 from servecap.ledger.errors import SpecError
@@ -18,22 +20,44 @@ def run_all(problem: Problem, batches: list[Batch], workers: int = 1, ray: str |
     done: dict[int, dict] = {}
     tick = on_done or (lambda: None)
     try:
-        if ray is not None:
-            _on_ray(problem, batches, ray, workers, prune, done, tick)
-        elif workers <= 1:
-            for i, batch in enumerate(batches):
-                done[i] = run_batch(problem, batch, prune)
-                tick()
-        else:
-            _on_pool(problem, batches, workers, prune, done, tick)
+        with sigterm_as_sigint():
+            if ray is not None:
+                _on_ray(problem, batches, ray, workers, prune, done, tick)
+            elif workers <= 1:
+                for i, batch in enumerate(batches):
+                    done[i] = run_batch(problem, batch, prune)
+                    tick()
+            else:
+                _on_pool(problem, batches, workers, prune, done, tick)
     except KeyboardInterrupt:
         return done, True
     return done, False
 
 
+@contextlib.contextmanager
+def sigterm_as_sigint():
+    """SIGTERM (a scheduler, `timeout`, `kill`) stops the run as Ctrl-C does: the pool is
+    terminated, what finished is kept and printed, the exit is 130; without this the parent
+    died at once and each worker wrote a BrokenPipeError traceback into a closed pipe."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _quiet_worker() -> None:
-    """Workers leave Ctrl-C to the parent, which stops handing out batches."""
+    """Workers leave Ctrl-C to the parent, which stops handing out batches; SIGTERM (the
+    parent's terminate(), or a signal to the whole group) ends a worker at once, silently."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _context():

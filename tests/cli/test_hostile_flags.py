@@ -6,6 +6,7 @@ import pytest
 
 CHAT = str(Path(__file__).resolve().parents[2] / "workloads" / "chat.yaml")
 H100 = ("--device", "h100-80gb")
+DRAFT = ("--draft", "llama-3.2-1b-instruct")
 
 
 @pytest.mark.parametrize(("args", "needles"), [
@@ -29,6 +30,17 @@ H100 = ("--device", "h100-80gb")
       "1,,8"), ("--batches",)),
     (("simulate", "teaching-7b", "--device", "80GiB", "--bandwidth", "1e400GB/s", "--flops",
       "990TFLOPS", "--workload", CHAT), ("--bandwidth",)),
+    (("cost", "--tokens-per-s", "1000", "--gpu-price", "2", "--api-price", "5e-324", "--json"),
+     ("break_even_utilization = inf", "--api-price")),
+    (("cost", "--tokens-per-s", "1000", "--api-price", "1e308"), ("= inf",)),
+    (("speculate", "llama-3.1-8b", *H100, *DRAFT, "--draft-length", "1000000"),
+     ("--draft-length = 1000000", "1..64")),
+    (("simulate", "teaching-7b", *H100, "--workload", CHAT, *DRAFT, "--draft-length",
+      "1000000"), ("--draft-length",)),
+    (("blocks", "17", "33", "--shared-prefix", "100"),
+     ("--shared-prefix = 100", "shortest sequence (17 tokens)")),
+    (("sweep", "teaching-7b", *H100, "--workload", CHAT, "--rates", ""), ("--rates = ''",)),
+    (("verify", "tiny-llama", "--device", "cpu", "--max-num-seqs", "0"), ("max_num_seqs = 0",)),
 ])
 def test_refused_with_one_line(run, args, needles) -> None:
     result = run(*args)

@@ -93,7 +93,7 @@ def _hf_greedy(hf, prompt: list[int]) -> tuple[list[int], torch.Tensor]:
 def _engine_run(model, prompts, monkeypatch, num_blocks=128, staggered=False, **config):
     """The engine's tokens and, per request, the (N, V) logits rows its sampler was given.
     staggered: the first request finishes before the others arrive (they hit its prefix)."""
-    from servecap.runtime import engine as engine_module
+    from servecap.runtime import isolation as engine_module  # where the step calls it
 
     real = engine_module.forward_step
     seen: dict[int, list[torch.Tensor]] = {}

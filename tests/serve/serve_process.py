@@ -24,12 +24,14 @@ def servecap(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 class Server:
-    def __init__(self, *extra: str) -> None:
+    def __init__(self, *extra: str, env: dict | None = None, model: str = "tiny-llama",
+                 api_key: str | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} | (env or {})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "servecap.cli", "serve", "tiny-llama", "--port",
+            [sys.executable, "-m", "servecap.cli", "serve", model, "--port",
              str(self.port), *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env=env)
         self._wait()
@@ -50,7 +52,7 @@ class Server:
 
     def metric(self, name: str) -> float:
         """The value of an unlabelled-by-reason gauge or counter from /metrics."""
-        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as resp:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as resp:
             for line in resp.read().decode().splitlines():
                 if line.startswith(name + "{"):
                     return float(line.rsplit(" ", 1)[1])

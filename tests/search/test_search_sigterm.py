@@ -1,0 +1,40 @@
+"""SIGTERM stops a search as Ctrl-C does: exit 130, the layouts that finished printed as valid
+JSON, and the workers end quietly (no BrokenPipeError tracebacks, no leaked semaphores)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CHAT = str(Path(__file__).resolve().parents[2] / "workloads" / "chat.yaml")
+ARGS = ["search", "llama-3.1-8b", "--workload", CHAT, "--rate", "4", "--slo-ttft", "1s",
+        "--slo-tpot", "50ms", "--devices", "l4-24gb,a100-80gb,h100-80gb", "--max-gpus", "4",
+        "--num-requests", "20000", "--workers", "2", "--no-capacity", "--json"]
+
+
+@pytest.mark.parametrize("whole_group", [False, True])
+def test_sigterm_prints_what_finished_and_exits_130(whole_group: bool) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "servecap.cli", *ARGS],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,
+                            env=os.environ | {"OMP_NUM_THREADS": "1"})
+    time.sleep(8)  # imports, planning, and the first layouts simulated
+    assert proc.poll() is None, "the search finished before it could be interrupted"
+    if whole_group:  # as a job scheduler or a terminal's hang-up signals every process
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:  # as `kill PID` or `timeout`
+        proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+    assert "leaked" not in err, err
+    report = json.loads(out)
+    assert report["interrupted"] is True
+    space = report["space"]
+    assert 0 <= space["batches_finished"] < space["num_batches"]
+    assert err.strip().splitlines()[-1].startswith("servecap: error: interrupted:")
