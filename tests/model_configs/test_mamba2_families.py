@@ -132,6 +132,8 @@ def test_state_per_rank_divides_heads_and_replicates_one_group(tmp_path, model_t
     conv, ssm = state_shapes(spec.state, tp)
     assert conv == (kernel - 1, (inner + 2 * tp * d_state) // tp)
     assert ssm == (heads // tp, dim, d_state)
+    with pytest.raises(SpecError, match="--tensor-parallel-size"):
+        state_shapes(spec.state, 3)  # 128 Mamba heads do not split across 3 ranks (divide())
 
 
 def test_falcon_mamba_d_ssm_null_means_expand_times_hidden(tmp_path):
