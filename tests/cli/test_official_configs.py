@@ -129,3 +129,23 @@ def test_every_family_of_the_survey_has_a_fixture() -> None:
                 "gemma-3-27b-it", "phi-4", "Devstral-Small-2")
     assert all(any(f in d for d in DIRS) for f in families)
     assert all((CONFIGS / d / "SOURCE.md").exists() for d in DIRS)
+
+
+TOTALS = sorted(d for d in DIRS if (CONFIGS / d / "index_total_size.json").exists())
+
+
+@pytest.mark.parametrize("name", TOTALS)
+def test_checkpoint_weight_bytes_equal_the_published_total_size(run, name: str) -> None:
+    """weights + weight metadata (scales) of the checkpoint as published: the safetensors index
+    metadata.total_size kept beside the config (index_total_size.SOURCE.md names its source)."""
+    published = json.loads((CONFIGS / name / "index_total_size.json").read_text())
+    result = run("plan", CONFIGS / name / "config.json", "--device", "h100-80gb", "--context",
+                 str(CONTEXT), "--json")
+    out = json.loads(result.stdout)
+    assert out["weights_bytes"] + out["weight_metadata_bytes"] == \
+        published["metadata"]["total_size"]
+    assert (CONFIGS / name / "index_total_size.SOURCE.md").exists()
+
+
+def test_some_fixtures_carry_their_published_total() -> None:
+    assert "meta-llama--Meta-Llama-3.1-8B" in TOTALS
