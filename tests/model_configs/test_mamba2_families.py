@@ -8,6 +8,8 @@ against transformers' model classes and an independent computation of vLLM's cac
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servecap.ledger.arch import count_parameters
 from servecap.ledger.engines import EngineSpec
@@ -161,3 +163,34 @@ def test_the_runtime_refuses_both_families_by_name(tmp_path):
     for model_type in FAMILIES:
         with pytest.raises(SpecError, match="Mamba-2 state-space layers"):
             model.check_buildable(spec_of(tmp_path, model_type))
+
+
+@pytest.fixture(scope="module")
+def family_specs(tmp_path_factory) -> dict:
+    return {model_type: spec_of(tmp_path_factory.mktemp(model_type), model_type)
+            for model_type in FAMILIES}
+
+
+def _plan(spec, context: int, concurrency: int, engine: str = "plain"):
+    serve = ServeSpec(device_bytes=80 * GiB, context_tokens=context, concurrency=concurrency,
+                      runtime_peak_bytes=GiB)
+    return build_plan(spec, serve, NO_WEIGHTS, engine=EngineSpec(engine))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(sorted(FAMILIES)), st.integers(1, 200_000), st.integers(1, 200_000),
+       st.integers(1, 64), st.integers(1, 64))
+def test_monotonic_never_above_the_device_and_a_state_constant_in_context(
+        family_specs, model_type, a, b, n, m) -> None:
+    spec = family_specs[model_type]
+    short, long = sorted((a, b))
+    few, many = sorted((n, m))
+    assert _plan(spec, short, few).cache_in_use_bytes <= _plan(spec, long, few).cache_in_use_bytes
+    assert _plan(spec, short, few).cache_in_use_bytes <= _plan(spec, short, many).cache_in_use_bytes
+    assert _plan(spec, long, few).memory_ceiling_requests <= \
+        _plan(spec, short, few).memory_ceiling_requests
+    assert _plan(spec, short, 1).state_bytes_per_request == \
+        _plan(spec, long, 1).state_bytes_per_request > 0
+    for engine in ("plain", "vllm"):
+        result = _plan(spec, short, few, engine)
+        assert not result.fits or result.committed_bytes <= result.device_bytes
