@@ -45,12 +45,15 @@ def _mixer(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     kind = spec.layer_kind(layer)
     if kind in STATE_KINDS:
         return _state_mixer(spec, layer)
+    if spec.parallel_state:  # Falcon-H1: attention and a Mamba-2 mixer side by side
+        return _attention(spec, layer) + _state_mixer(spec, layer)
     return [] if kind == NONE else _attention(spec, layer)
 
 
 def _state_mixer(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     """Gated DeltaNet: in_proj (q, k, v, z, b, a), conv1d, dt_bias, A_log, norm, out_proj.
-    Mamba-2: in_proj (z, x, B, C, dt), conv1d + bias, dt_bias, A_log, D, norm, out_proj."""
+    Mamba-2: in_proj (z, x, B, C, dt) [+ bias], conv1d [+ bias], dt_bias, A_log, D, the gated
+    norm (Falcon-H1 only with mamba_rms_norm), out_proj [+ bias]."""
     st, h, at = spec.state, spec.hidden_size, (layer,)
     heads, (dv, _) = st.recurrent_heads, st.recurrent_shape
     if st.kind == "linear":
@@ -58,7 +61,9 @@ def _state_mixer(spec: ModelSpec, layer: int) -> list[TensorGroup]:
         vectors = st.conv_dim * st.conv_kernel + 2 * heads + dv
     else:
         rows = 2 * st.intermediate + 2 * st.n_groups * st.d_state + heads
-        vectors = st.conv_dim * (st.conv_kernel + 1) + 3 * heads + st.intermediate
+        vectors = (st.conv_dim * (st.conv_kernel + st.conv_bias) + 3 * heads
+                   + st.intermediate * st.gated_norm + rows * st.in_proj_bias
+                   + h * st.out_proj_bias)
     return [TensorGroup("mixer.in_proj", rows, h, 1, LINEAR, at),
             TensorGroup("mixer.out_proj", h, heads * dv, 1, LINEAR, at),
             TensorGroup("mixer.conv_and_norms", 1, vectors, 1, VECTOR, at)]
@@ -83,7 +88,7 @@ def _attention(spec: ModelSpec, layer: int) -> list[TensorGroup]:
         out.append(TensorGroup("layer_scalar", 1, 1, 1, VECTOR, at))
     if att.qkv_bias:
         out.append(TensorGroup("self_attn.qkv_bias", 1, q_out + 2 * kv_out, 1, VECTOR, at))
-    if att.qkv_bias and spec.model_type == "gpt_oss":
+    if att.qkv_bias and spec.model_type in {"gpt_oss", "granitemoehybrid", "falcon_h1"}:
         out.append(TensorGroup("self_attn.o_proj.bias", 1, h, 1, VECTOR, at))
     if att.qk_norm:
         width = q_out + kv_out if att.qk_norm_heads else 2 * head_dim

@@ -67,13 +67,15 @@ def layout(spec: ModelSpec, kv_bits: int, layer_ids: tuple[int, ...], tp: int,
             specs[n] = MambaStatePage(state, padded, mode, block)
         elif per_token[n]:
             specs[n] = _attention_page(kind, block, per_token[n], att)
+        if spec.parallel_state:  # Falcon-H1: the layer's Mamba-2 mixer is a layer of its own
+            specs[("state", n)] = MambaStatePage(state, padded, mode, block)
     if att.indexer_head_dim:
         per = indexer_bytes_per_token(att.indexer_head_dim)
         specs.update({("indexer", n): IndexerPage(block, per) for n in range(spec.num_layers)})
     if not specs:
         raise SpecError("layer_types", spec.attention.layer_kinds, "at least one layer with a "
                         "cache (vLLM's attention-free models hold no pool)")
-    held = set(layer_ids) | {("indexer", n) for n in layer_ids}
+    held = set(layer_ids) | {(extra, n) for n in layer_ids for extra in ("indexer", "state")}
     return _groups(specs, held, block, state, max_model_len, max_num_batched_tokens)
 
 

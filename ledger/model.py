@@ -8,7 +8,7 @@ FULL = "full"
 SLIDING = "sliding"
 CHUNKED = "chunked"  # chunked local attention (Llama-4): attends within its 8,192-token chunk
 LINEAR = "linear"  # gated DeltaNet linear attention: a fixed state, no KV (Qwen3-Next, Qwen3.5)
-MAMBA = "mamba"  # Mamba-2 state-space layer: a fixed state, no KV (Nemotron-H)
+MAMBA = "mamba"  # Mamba-2 state-space layer: a fixed state, no KV (Nemotron-H, Granite-4)
 NONE = "none"  # a layer with no cache at all (Nemotron-H's MLP and MoE-only layers)
 ATTENTION_KINDS = (FULL, SLIDING, CHUNKED)  # layers whose cache grows with the context
 STATE_KINDS = (LINEAR, MAMBA)  # layers that keep one fixed state per request
@@ -69,6 +69,11 @@ class StateShape:
     d_state: int = 0
     intermediate: int = 0
     proj_weights: int = 0  # parameters of one layer's projections, norms and conv (weights)
+    conv_bias: bool = True  # conv1d has a bias (mamba_conv_bias)
+    gated_norm: bool = True  # a gated RMSNorm over the intermediate (Falcon-H1: mamba_rms_norm)
+    in_proj_bias: bool = False  # in_proj has a bias (mamba_proj_bias)
+    out_proj_bias: bool = False  # out_proj has a bias (Granite: mamba_proj_bias; Falcon:
+    # projectors_bias)
 
 
 @dataclass(frozen=True)
@@ -138,10 +143,15 @@ class ModelSpec:
     state: StateShape | None = None
     mlp_layers: tuple[int, ...] | None = None  # layers with an MLP/MoE block (None: every one)
     gated_mlp: bool = True  # gate/up/down; False: up/down only (Nemotron-H's relu2 MLPs)
+    parallel_state: bool = False  # every layer runs a Mamba-2 mixer beside its attention and
+    # keeps both caches (Falcon-H1's parallel hybrid)
 
     @property
     def state_layers(self) -> tuple[int, ...]:
-        """Layers that keep a fixed state per request (linear attention, Mamba-2)."""
+        """Layers that keep a fixed state per request (linear attention, Mamba-2): every layer
+        of a parallel hybrid, beside its attention KV."""
+        if self.parallel_state:
+            return tuple(range(self.num_layers))
         return tuple(i for i in range(self.num_layers) if self.layer_kind(i) in STATE_KINDS)
 
     @property
@@ -151,7 +161,7 @@ class ModelSpec:
         att = self.attention
         kinds = set(att.layer_kinds)
         return bool(kinds - {FULL, SLIDING}) or bool(att.indexer_head_dim) or bool(
-            att.full_head_dim and att.full_head_dim != att.head_dim)
+            att.full_head_dim and att.full_head_dim != att.head_dim) or self.parallel_state
 
     @property
     def has_architecture(self) -> bool:

@@ -19,6 +19,7 @@ ARCHITECTURES = {
     "Qwen3NextForCausalLM": "qwen3_next", "NemotronHForCausalLM": "nemotron_h",
     "MiniMaxM2ForCausalLM": "minimax_m2", "GlmMoeDsaForCausalLM": "glm_moe_dsa",
     "Llama4ForCausalLM": "llama4_text", "Phi3ForCausalLM": "phi3",
+    "GraniteMoeHybridForCausalLM": "granitemoehybrid", "FalconH1ForCausalLM": "falcon_h1",
 }
 # a wrapper's model_type -> its text_config's, when the text_config does not say
 TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text", "gemma4": "gemma4_text",
@@ -34,6 +35,8 @@ MEMORY_FIELDS = {
     "hybrid_override_pattern": {"nemotron_h"},
     "linear_num_value_heads": {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"},
     "mamba_num_heads": {"nemotron_h"},
+    "mamba_n_heads": {"granitemoehybrid", "falcon_h1"},
+    "mamba_d_ssm": {"falcon_h1"},
     "index_head_dim": {"deepseek_v32", "glm_moe_dsa"},
     "global_head_dim": {"gemma4_text"},
     "kv_lora_rank": {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"},
@@ -101,6 +104,9 @@ def _refuse_unread_memory_fields(kept: dict, model_type: str | None) -> None:
         if value not in (None, False, 0, "") and model_type not in types:
             raise SpecError(field, value, f"changes the cache, and servecap reads it only for "
                             f"model_type {', '.join(sorted(types))} (this is {model_type})")
+    if kept.get("mlp_bias"):
+        raise SpecError("mlp_bias", kept["mlp_bias"], "MLP biases are not counted in the "
+                        "weights yet; only false is allowed")
     shared = kept.get("num_kv_shared_layers")
     if shared:
         raise SpecError("num_kv_shared_layers", shared, "layers sharing another layer's KV "

@@ -9,10 +9,10 @@ from .quant import parse_quantization
 from .schema import HFConfig
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
-         "ministral3", "qwen3_5_text"}
+         "ministral3", "qwen3_5_text", "falcon_h1"}
 MOE_TYPES = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss",
              "deepseek_v32", "glm_moe_dsa", "qwen3_next", "qwen3_5_moe_text", "nemotron_h",
-             "minimax_m2", "llama4_text", "gemma4_text"}
+             "minimax_m2", "llama4_text", "gemma4_text", "granitemoehybrid"}
 SUPPORTED = tuple(sorted(DENSE | MOE_TYPES))
 FOUR_NORMS = {"gemma2", "gemma3_text", "gemma4_text"}
 MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"}
@@ -42,7 +42,8 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
         max_position_embeddings=cfg.max_position_embeddings or 0, model_type=cfg.model_type,
         notes=notes + att_notes + _mtp_note(cfg),
         state=state_shape(cfg, _short_dtype(dtype)) if set(att.layer_kinds) - {FULL, SLIDING}
-        - {"chunked"} else None,
+        - {"chunked"} or cfg.model_type == "falcon_h1" else None,
+        parallel_state=cfg.model_type == "falcon_h1",
     )
 
 
@@ -68,6 +69,8 @@ def _intermediate(cfg: HFConfig, layers: int) -> int:
     Llama-4's dense layers use intermediate_size_mlp (intermediate_size is the experts')."""
     if cfg.model_type == "llama4_text" and cfg.intermediate_size_mlp:
         return cfg.intermediate_size_mlp
+    if cfg.model_type == "granitemoehybrid":
+        return _need(cfg, "shared_intermediate_size")  # the shared MLP (the dense one, no MoE)
     moe = _moe(cfg, layers)
     if cfg.intermediate_size is None and moe is not None and not moe.dense_layers:
         return 0
@@ -207,6 +210,8 @@ def _moe(cfg: HFConfig, layers: int) -> MoE | None:
     shared = cfg.n_shared_experts or (1 if shared_inter else 0)
     if cfg.model_type == "llama4_text":
         shared, shared_inter = 1, inter
+    if cfg.model_type == "granitemoehybrid":  # GraniteMoeHybridMLP beside the experts
+        shared, shared_inter = 1, _need(cfg, "shared_intermediate_size")
     return MoE(experts, top_k, inter, num_shared_experts=shared,
                shared_intermediate_size=shared_inter,
                dense_layers=_dense_layers(cfg, layers),

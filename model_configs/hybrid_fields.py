@@ -1,6 +1,8 @@
 """Per-layer kinds and fixed states of the hybrid families, read from their config.json fields
 the way vLLM's model classes read them (vllm/model_executor/models/qwen3_next.py,
-nemotron_h.py, llama4.py, gemma4.py)."""
+nemotron_h.py, llama4.py, gemma4.py; granitemoehybrid.py at vllm-project/vllm commit
+fc41bfe8ebdbe69a333da8eeb0c17bf22741d1d4 and falcon_h1.py at commit
+59e459897da422926a8c401c975d8765f0a3e1d1, get_mamba_state_shape_from_config)."""
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import CHUNKED, FULL, LINEAR, MAMBA, NONE, SLIDING, StateShape
@@ -11,6 +13,11 @@ LAYER_TYPE_NAMES = {"full_attention": FULL, "sliding_attention": SLIDING,
                     "mamba": MAMBA, "attention": FULL}
 # Nemotron-H's hybrid_override_pattern: M Mamba-2, * attention, - MLP, E MoE
 PATTERN = {"M": MAMBA, "*": FULL, "-": NONE, "E": NONE}
+# Granite-4's layer_types; transformers renames them linear_attention / full_attention (its
+# default, when the config states none, is every layer Mamba-2)
+GRANITE_TYPES = {"mamba": MAMBA, "linear_attention": MAMBA, "attention": FULL,
+                 "full_attention": FULL}
+MAMBA2_TYPES = {"granitemoehybrid", "falcon_h1"}  # Mamba-2 fields spelt mamba_n_heads, ...
 
 
 def hybrid_kinds(cfg, layers: int) -> tuple[str, ...] | None:
@@ -22,6 +29,8 @@ def hybrid_kinds(cfg, layers: int) -> tuple[str, ...] | None:
         return tuple(FULL if (i + 1) % every == 0 else LINEAR for i in range(layers))
     if cfg.model_type == "nemotron_h":
         return _pattern(cfg.hybrid_override_pattern, layers)
+    if cfg.model_type == "granitemoehybrid":
+        return _granite_types(cfg.layer_types, layers)
     if cfg.model_type == "llama4_text" and cfg.attention_chunk_size:
         # Llama4DecoderLayer: RoPE layers ((i + 1) % 4 != 0) attend within a chunk; every
         # fourth (NoPE) layer attends to the whole context
@@ -34,6 +43,15 @@ def layer_types(types: list[str], layers: int) -> tuple[str, ...]:
         raise SpecError("layer_types", types, f"{layers} entries, each one of "
                         + ", ".join(LAYER_TYPE_NAMES))
     return tuple(LAYER_TYPE_NAMES[t] for t in types)
+
+
+def _granite_types(types: list[str] | None, layers: int) -> tuple[str, ...]:
+    if types is None:
+        return (MAMBA,) * layers
+    if len(types) != layers or any(t not in GRANITE_TYPES for t in types):
+        raise SpecError("layer_types", types, f"{layers} entries, each one of "
+                        + ", ".join(GRANITE_TYPES))
+    return tuple(GRANITE_TYPES[t] for t in types)
 
 
 def _pattern(pattern: str | None, layers: int) -> tuple[str, ...]:
@@ -61,7 +79,40 @@ def state_shape(cfg, model_dtype: str) -> StateShape | None:
         ssm = cfg.mamba_ssm_cache_dtype or cfg.mamba_ssm_dtype or "float16"
         return StateShape(MAMBA, inner + 2 * groups * d_state, _need(cfg, "conv_kernel"), heads,
                           (dim, d_state), model_dtype, ssm, groups, d_state, inner)
+    if cfg.model_type in MAMBA2_TYPES:
+        return _mamba2_state(cfg, model_dtype)
     return None
+
+
+def _mamba2_state(cfg, model_dtype: str) -> StateShape:
+    """Granite-4 and Falcon-H1: MambaMixer2 with intermediate = mamba_expand x hidden_size
+    (Falcon-H1: mamba_d_ssm when set); both states in the model dtype (vLLM's
+    mamba2_state_dtype with mamba_cache_dtype and mamba_ssm_cache_dtype 'auto': neither family's
+    vLLM config hook sets them)."""
+    heads, groups = _need(cfg, "mamba_n_heads"), _need(cfg, "mamba_n_groups")
+    d_state, kernel = _need(cfg, "mamba_d_state"), _need(cfg, "mamba_d_conv")
+    falcon = cfg.model_type == "falcon_h1"
+    inner = cfg.mamba_d_ssm if falcon and cfg.mamba_d_ssm else \
+        _need(cfg, "mamba_expand") * _need(cfg, "hidden_size")
+    dim = _head_dim(cfg.mamba_d_head, inner, heads)
+    if dim * heads != inner:
+        raise SpecError("mamba_d_head", cfg.mamba_d_head, f"mamba_d_head x mamba_n_heads = "
+                        f"the Mamba intermediate size {inner:,} ({heads} heads)")
+    return StateShape(MAMBA, inner + 2 * groups * d_state, kernel, heads, (dim, d_state),
+                      model_dtype, model_dtype, groups, d_state, inner,
+                      conv_bias=cfg.mamba_conv_bias is not False,
+                      gated_norm=not falcon or bool(cfg.mamba_rms_norm),
+                      in_proj_bias=bool(cfg.mamba_proj_bias),
+                      out_proj_bias=bool(cfg.projectors_bias if falcon else cfg.mamba_proj_bias))
+
+
+def _head_dim(value, inner: int, heads: int) -> int:
+    """mamba_d_head, or 'auto': intermediate / heads (the config class's __post_init__)."""
+    if value is None or value == "auto":
+        return inner // heads
+    if isinstance(value, str):
+        raise SpecError("mamba_d_head", value, "a whole number >= 1 or 'auto'")
+    return value
 
 
 def _need(cfg, field: str) -> int:

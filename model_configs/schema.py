@@ -71,6 +71,20 @@ class HFConfig(BaseModel):
     mamba_ssm_cache_dtype: str | None = None
     mamba_ssm_dtype: str | None = None
     moe_shared_expert_intermediate_size: Zero | None = None
+    # Mamba-2 hybrids as Granite-4 (granitemoehybrid) and Falcon-H1 (falcon_h1) spell them
+    mamba_n_heads: Count | None = None
+    mamba_d_head: Count | str | None = None  # "auto": mamba intermediate / mamba_n_heads
+    mamba_n_groups: Count | None = None
+    mamba_d_state: Count | None = None
+    mamba_d_conv: Count | None = None
+    mamba_expand: Count | None = None
+    mamba_d_ssm: Count | None = None  # Falcon-H1's mamba intermediate (else expand x hidden)
+    mamba_conv_bias: bool | None = None
+    mamba_proj_bias: bool | None = None
+    mamba_rms_norm: bool | None = None
+    projectors_bias: bool | None = None
+    mlp_bias: bool | None = None
+    shared_intermediate_size: Zero | None = None
     # chunked local attention, MoE interleaving (Llama-4)
     attention_chunk_size: Count | None = None
     interleave_moe_layer_step: Zero | None = None

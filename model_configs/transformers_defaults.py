@@ -37,12 +37,26 @@ DEFAULTS: dict[str, dict[str, object]] = {
     "glm_moe_dsa": {"attention_bias": False, "index_head_dim": 128, "index_n_heads": 32,
                     "tie_word_embeddings": False},
     "ministral3": {"head_dim": 128, "tie_word_embeddings": False},
+    "granitemoehybrid": {"attention_bias": False, "mamba_conv_bias": True, "mamba_d_conv": 4,
+                         "mamba_d_head": "auto", "mamba_d_state": 256, "mamba_expand": 2,
+                         "mamba_n_groups": 1, "mamba_n_heads": 128, "mamba_proj_bias": False,
+                         "num_experts_per_tok": 2, "num_local_experts": 8,
+                         "shared_intermediate_size": 1024, "tie_word_embeddings": False},
+    "falcon_h1": {"attention_bias": False, "mamba_conv_bias": True, "mamba_d_conv": 4,
+                  "mamba_d_head": "auto", "mamba_d_ssm": 1024, "mamba_d_state": 256,
+                  "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 128,
+                  "mamba_proj_bias": False, "mamba_rms_norm": False, "mlp_bias": False,
+                  "projectors_bias": False, "tie_word_embeddings": False},
 }
+# keys whose explicit null the config class keeps (its default applies only when the key is
+# absent): Falcon-H1's mamba_d_ssm null means mamba_expand x hidden_size, not 1024
+NULL_KEPT: dict[str, frozenset[str]] = {"falcon_h1": frozenset({"mamba_d_ssm"})}
 
 
 def with_defaults(model_type: str, data: dict) -> tuple[dict, tuple[str, ...]]:
     """`data` with the class defaults of `model_type` under the keys it omits (or sets null),
     and the names filled (the plan's notes say which came from transformers)."""
     table = DEFAULTS.get(model_type, {})
-    filled = tuple(k for k in table if data.get(k) is None)
+    kept = NULL_KEPT.get(model_type, frozenset())
+    filled = tuple(k for k in table if data.get(k) is None and not (k in kept and k in data))
     return {**data, **{k: table[k] for k in filled}}, filled

@@ -81,6 +81,9 @@ def _refuse_hybrid_kinds(spec: ModelSpec) -> None:
         if kind in UNRUN_KINDS:
             raise SpecError("layer kind", kind, "the runtime does not run "
                             f"{UNRUN_KINDS[kind]} yet; plan it with servecap plan")
+    if spec.parallel_state:
+        raise SpecError("layer kind", "attention + mamba", f"the runtime does not run "
+                        f"{UNRUN_KINDS['mamba']} beside attention (Falcon-H1) yet")
     att = spec.attention
     if att.indexer_head_dim:
         raise SpecError("index_head_dim", att.indexer_head_dim, "the runtime does not run the "

@@ -20,8 +20,11 @@ def text_config(name: str) -> dict:
 
 
 def layer_kinds(cfg: dict) -> list[str]:
-    """full / sliding / chunked / linear / mamba / none for each layer, from the config."""
+    """full / sliding / chunked / linear / mamba / none for each layer, from the config (or,
+    where it states none, from transformers' config class: Gemma-3's one full layer in six)."""
     n = cfg["num_hidden_layers"]
+    if cfg.get("model_type") == "gemma3_text" and not cfg.get("layer_types"):
+        cfg = {**cfg, "layer_types": transformers_config(cfg).layer_types}
     if "hybrid_override_pattern" in cfg:
         return [{"M": "mamba", "*": "full"}.get(c, "none") for c in cfg["hybrid_override_pattern"]]
     if "linear_num_value_heads" in cfg:
@@ -34,6 +37,12 @@ def layer_kinds(cfg: dict) -> list[str]:
     if cfg.get("model_type") == "gpt_oss":
         return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
     return ["full"] * n
+
+
+def transformers_config(cfg: dict):
+    transformers = pytest.importorskip("transformers")
+    data = {k: v for k, v in cfg.items() if k != "model_type"}
+    return transformers.AutoConfig.for_model(cfg["model_type"], **data)
 
 
 def kv_per_token_layer(cfg: dict, kind: str) -> int:
@@ -116,6 +125,27 @@ def test_official_config_plans_with_exact_kv_state_and_parameters(run, name: str
 def test_every_family_of_the_survey_has_a_fixture() -> None:
     families = ("Llama-4-Scout", "Llama-4-Maverick", "Kimi-K2", "DeepSeek-V3.2", "GLM-5",
                 "Qwen3-Next", "Qwen3.5", "Qwen3.6", "Nemotron-H", "Nemotron-3-Nano",
-                "MiniMax-M2.5", "gemma-4", "DeepSeek-V3.1", "gpt-oss-120b", "Llama-3.1-405B")
+                "MiniMax-M2.5", "gemma-4", "DeepSeek-V3.1", "gpt-oss-120b", "Llama-3.1-405B",
+                "gemma-3-27b-it", "phi-4", "Devstral-Small-2")
     assert all(any(f in d for d in DIRS) for f in families)
     assert all((CONFIGS / d / "SOURCE.md").exists() for d in DIRS)
+
+
+TOTALS = sorted(d for d in DIRS if (CONFIGS / d / "index_total_size.json").exists())
+
+
+@pytest.mark.parametrize("name", TOTALS)
+def test_checkpoint_weight_bytes_equal_the_published_total_size(run, name: str) -> None:
+    """weights + weight metadata (scales) of the checkpoint as published: the safetensors index
+    metadata.total_size kept beside the config (index_total_size.SOURCE.md names its source)."""
+    published = json.loads((CONFIGS / name / "index_total_size.json").read_text())
+    result = run("plan", CONFIGS / name / "config.json", "--device", "h100-80gb", "--context",
+                 str(CONTEXT), "--json")
+    out = json.loads(result.stdout)
+    assert out["weights_bytes"] + out["weight_metadata_bytes"] == \
+        published["metadata"]["total_size"]
+    assert (CONFIGS / name / "index_total_size.SOURCE.md").exists()
+
+
+def test_some_fixtures_carry_their_published_total() -> None:
+    assert "meta-llama--Meta-Llama-3.1-8B" in TOTALS
