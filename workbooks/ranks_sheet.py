@@ -18,7 +18,7 @@ from servecap.ledger.kv_blocks import kv_cache_groups, uniform_kinds
 from servecap.ledger.model import SLIDING
 from servecap.ledger.ranks import StagePlan
 
-from . import charts, style
+from . import charts, page, style
 from .cached import remember
 from .names import define
 from .ranks_formulas import FIXED, rank_rows
@@ -120,8 +120,17 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
         define(wb, f"rank_{key}", SHEET, f"C{row}:{last}{row}")
         row += 1
     _binding(wb, ws, row + 1, at, last, known, dep)
-    _breakdown(ws, ws.max_row + 2, at, values, known)
     style.fit_columns(ws)
+    _breakdown(ws, ws.max_row + 2, at, values, known)
+    # from B (the key column is for scripts); past RANKS_PER_PAGE ranks, more pages wide,
+    # each with the line names
+    wide = -(-len(columns) // RANKS_PER_PAGE)
+    if wide > 1:
+        ws.print_title_cols = "B:B"
+    page.finish(ws, areas=[page.used_range(ws, first_col=2)], pages_wide=wide)
+
+
+RANKS_PER_PAGE = 8
 
 
 BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "kv_pool_spare", "safety")
@@ -129,7 +138,8 @@ BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "kv_pool_spare", "safe
 
 def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list[dict]) -> None:
     """Every line of each rank in GiB, and the stacked column chart over them."""
-    style.section(ws, row, "memory breakdown per rank [GiB], charted below")
+    page.break_before(ws, row)  # the breakdown and its chart on a page of their own
+    style.section(ws, row, "memory breakdown per rank [GiB], charted below", column=2)
     keys = [key for key in BREAKDOWN if key in at]
     for offset, key in enumerate(keys, start=1):
         r = row + offset
@@ -144,8 +154,13 @@ def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list
     define(ws.parent, "rank_breakdown_lines", SHEET, f"B{row + 1}:B{row + len(keys)}")
     define(ws.parent, "rank_breakdown_gib", SHEET,
            f"C{row + 1}:{get_column_letter(last_col)}{row + len(keys)}")
-    charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1,
-                            f"B{row + len(keys) + 2}", "Memory per rank (stacked ledger lines)")
+    width = max(CHART_WIDTH, 24 + 10 * len(values))  # a column per rank, each legible
+    block = charts.block_below(ws, row + len(keys) + 2, 2, width, CHART_ROWS)
+    charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1, block,
+                            "Memory per rank (stacked ledger lines)", keys=keys)
+
+
+CHART_WIDTH, CHART_ROWS = 90, 20
 
 
 LARGEST_ON_BINDING = ("=INDEX(rank_breakdown_lines,MATCH(MAX(INDEX(rank_breakdown_gib,0,"
@@ -178,13 +193,13 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
     def whole(key: str) -> str:
         return f"$C${at[key]}:${last}${at[key]}"
 
-    style.section(ws, row - 1, "the binding rank and the deployment")
+    style.section(ws, row - 1, "the binding rank and the deployment", column=2)
     at.update(tie=row, candidate=row + 1, binding=row + 2)
     rows = (("tie", "left, among the fewest", style.BYTES,
              "IF([order]=MIN(<order>),[free_own],9.99E+307)"),
-            ("candidate", "fewest, then least left", None,
+            ("candidate", "fewest, then least left", style.BOOL,
              "AND([order]=MIN(<order>),[free_own]=MIN(<tie>))"),
-            ("binding", "binding rank (its stage)", None,
+            ("binding", "binding rank (its stage)", style.BOOL,
              "[stage]=INDEX(<stage>,MATCH(TRUE,<candidate>,0))"))
     for key, label, fmt, formula in rows:
         _label(ws, at[key], key, label)
@@ -208,7 +223,7 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
          f"=INDEX({whole('ceiling')},{pick})"),
         ("total_ceiling_requests", "ceiling, all replicas", style.REQUESTS,
          "=deployment_ceiling_requests*data_parallel_size"),
-        ("deployment_fits", "declared load fits on every rank", None,
+        ("deployment_fits", "declared load fits on every rank", style.BOOL,
          f"=AND({whole('fits')})"),
         ("weights_bytes_all_devices", "weights on every GPU", style.BYTES,
          f"=(SUM({whole('weights')})+SUM({whole('weight_metadata')}))*data_parallel_size"),
