@@ -10,6 +10,7 @@ from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NU
 from servecap.model_configs import load_model
 
 from .errors import handle_errors
+from .extras import RUNTIME, SERVER, need
 from .inputs import PlanFlags, serve_spec
 
 Opt = typer.Option
@@ -53,6 +54,7 @@ def serve(
       servecap serve tiny-llama --port 8000          # seeded tiny model on the CPU
       servecap serve ./Llama-3.1-8B --device cuda:0 --weights ./Llama-3.1-8B --port 8000
     """
+    need("serve", RUNTIME | SERVER)
     if admission not in ("reserve", "optimistic"):
         raise SpecError("--admission", admission, "allowed: reserve, optimistic")
     if not 0 < port < 65536:

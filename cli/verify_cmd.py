@@ -16,6 +16,7 @@ from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NU
 from servecap.model_configs import load_model
 
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
+from .extras import RUNTIME, need
 from .files import check_output_files, write_csv, write_json
 from .inputs import PlanFlags, serve_spec
 from .plan_view import over_ceiling
@@ -127,6 +128,7 @@ def verify(
       servecap verify tiny-llama --device cpu --json --calibration-out coeffs.json
       servecap verify tiny-llama --device cpu --trace requests.csv --records runs.csv
     """
+    need("verify", RUNTIME)
     outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path,
                "--calibration-out": calibration_out}
     check_output_files(outputs, (workload, trace), force)
