@@ -23,6 +23,7 @@ class Page:
     font_points: float  # the size most of the page's characters print at
     outside: list[str]  # characters (partly) off the page
     inkless: list[str]  # characters in the PDF with nothing drawn in their box
+    overlaps: list[tuple[str, str]]  # words printed over each other (a row too short for them)
 
 
 def read_pages(path) -> list[Page]:
@@ -47,7 +48,25 @@ def _page(page) -> Page:
     sizes = Counter(round(char["size"], 1) for char in page.chars if char["text"].isalnum())
     rotated = "".join(char["text"] for char in page.chars if not char["upright"])
     return Page(footer["sheet"], int(footer["page"]), text, set(re.findall(r"\S+", text)),
-                rotated, sizes.most_common(1)[0][0] if sizes else 0.0, outside, inkless)
+                rotated, sizes.most_common(1)[0][0] if sizes else 0.0, outside, inkless,
+                _overlaps(page.extract_words()))
+
+
+def _overlaps(words: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of words whose boxes share more than a third of the smaller one's area."""
+    words = sorted(words, key=lambda w: w["top"])
+    out = []
+    for i, a in enumerate(words):
+        for b in words[i + 1:]:
+            if b["top"] >= a["bottom"]:
+                break
+            dx = min(a["x1"], b["x1"]) - max(a["x0"], b["x0"])
+            dy = min(a["bottom"], b["bottom"]) - max(a["top"], b["top"])
+            small = min((a["x1"] - a["x0"]) * (a["bottom"] - a["top"]),
+                        (b["x1"] - b["x0"]) * (b["bottom"] - b["top"]))
+            if dx > 0 and dy > 0 and dx * dy > small / 3:
+                out.append((a["text"], b["text"]))
+    return out
 
 
 def _drawn(gray, char) -> bool:

@@ -85,12 +85,14 @@ def test_no_error_value_or_raw_float_prints(printed) -> None:
 
 
 def test_no_text_is_off_the_page_or_clipped(printed) -> None:
-    """Every letter and digit the PDF holds is on its page and drawn: text a print area, a
-    neighbouring cell or a row too short cuts off is held but hidden."""
+    """Every letter and digit the PDF holds is on its page and drawn (text a print area, a
+    neighbouring cell or a row too short cuts off is held but hidden), and no two words are
+    printed over each other (wrapped text running into the row below)."""
     for name, (_, pages) in printed.items():
         for page in pages:
             assert not page.outside, (name, page.sheet, page.number, "".join(page.outside))
             assert not page.inkless, (name, page.sheet, page.number, "".join(page.inkless))
+            assert not page.overlaps, (name, page.sheet, page.number, page.overlaps)
 
 
 def test_every_sheet_prints_at_seventy_percent_or_more(printed) -> None:
