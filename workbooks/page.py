@@ -12,6 +12,7 @@ from .style import HEADER_FILL, booleans
 # Inches; narrow sides keep the scale that fits a sheet to one page wide high.
 MARGINS = PageMargins(left=0.4, right=0.4, top=0.5, bottom=0.6, header=0.25, footer=0.3)
 FOOTER = "&A, page &P of &N"  # sheet name, page number, pages
+WIDE_SCALE_PERCENT = 75
 LINE_POINTS = 13  # one line of 10-point text
 
 
@@ -28,13 +29,18 @@ def finish(ws: Worksheet, one_page: bool = False, areas: list[str] | None = None
 
 def print_setup(ws: Worksheet, one_page: bool = False, areas: list[str] | None = None,
                 title_rows: str | None = "1:1", pages_wide: int = 1) -> None:
-    """Landscape, one page wide (one page in all with one_page), the header rows on every
-    page, the print area, the sheet's name and page number in the footer."""
+    """Landscape, one page wide (one page in all with one_page; with pages_wide > 1 as many
+    pages wide as it takes at WIDE_SCALE_PERCENT), the header rows on every page, the print
+    area, the sheet's name and page number in the footer."""
     ws.page_setup.orientation = "landscape"
     ws.page_setup.paperSize = ws.PAPERSIZE_A4
-    ws.sheet_properties.pageSetUpPr.fitToPage = True
-    ws.page_setup.fitToWidth = pages_wide
-    ws.page_setup.fitToHeight = 1 if one_page else 0
+    if pages_wide > 1:  # a fixed scale: fitting to N pages wide lets a reader pick any scale
+        ws.sheet_properties.pageSetUpPr.fitToPage = False
+        ws.page_setup.scale = WIDE_SCALE_PERCENT
+    else:
+        ws.sheet_properties.pageSetUpPr.fitToPage = True
+        ws.page_setup.fitToWidth = 1
+        ws.page_setup.fitToHeight = 1 if one_page else 0
     ws.page_margins = MARGINS
     ws.oddFooter.center.text = FOOTER
     if title_rows:

@@ -50,7 +50,7 @@ def write_quantization(wb: Workbook, plan: Plan | None = None) -> None:
     style.fit_columns(ws, maximum=40)
     if plan is not None:
         _widths(ws, plan)
-    ws.column_dimensions["J"].width = 44
+    ws.column_dimensions["J"].width = 40
     style.note(ws, 6, "Three rows, not one: a regression traces to the "
                "representation that changed. Weight-only quantization leaves bf16 KV unchanged, "
                "so long-context concurrency barely moves once weights stop dominating.",
@@ -59,11 +59,11 @@ def write_quantization(wb: Workbook, plan: Plan | None = None) -> None:
 
 
 def _widths(ws, plan: Plan) -> None:
-    """Bytes saved are at most 4x the weights or the KV cache (int4 against bf16), a bf16
-    ceiling at most 4x the plan's (int4 KV): widths for those, not for the widest number."""
-    saved = 4 * max(plan.line("weights"), plan.line("kv_cache"))
+    """Metadata is at most the weights; bytes saved at most 3x the weights or the KV cache
+    (int4 against bf16); a bf16 ceiling at most 4x the plan's (int4 KV): widths for those."""
+    saved = 3 * max(plan.line("weights"), plan.line("kv_cache"))
     ceiling = 4 * plan.memory_ceiling_requests + 9
-    for col, text in (("E", style.shown(saved, style.BYTES)),
+    for col, text in (("E", style.shown(plan.line("weights"), style.BYTES)),
                       ("F", style.shown(saved, style.BYTES)),
                       ("G", style.shown(ceiling, style.REQUESTS)),
                       ("H", style.shown(ceiling, style.REQUESTS)),

@@ -130,7 +130,8 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
     page.finish(ws, areas=[page.used_range(ws, first_col=2)], pages_wide=wide)
 
 
-RANKS_PER_PAGE = 8
+RANKS_PER_PAGE = 8  # one page wide at about 75 %; more ranks print pages wide at 75 %
+CHART_RANK_COLUMNS = 4  # of the rank columns a 75 % page holds, the ones the chart may cover
 
 
 BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "kv_pool_spare", "safety")
@@ -139,7 +140,7 @@ BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "kv_pool_spare", "safe
 def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list[dict]) -> None:
     """Every line of each rank in GiB, and the stacked column chart over them."""
     page.break_before(ws, row)  # the breakdown and its chart on a page of their own
-    style.section(ws, row, "memory breakdown per rank [GiB], charted below", column=2)
+    _section(ws, row, "memory breakdown per rank [GiB], charted below")
     keys = [key for key in BREAKDOWN if key in at]
     for offset, key in enumerate(keys, start=1):
         r = row + offset
@@ -154,8 +155,14 @@ def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list
     define(ws.parent, "rank_breakdown_lines", SHEET, f"B{row + 1}:B{row + len(keys)}")
     define(ws.parent, "rank_breakdown_gib", SHEET,
            f"C{row + 1}:{get_column_letter(last_col)}{row + len(keys)}")
-    width = max(CHART_WIDTH, 24 + 10 * len(values))  # a column per rank, each legible
-    block = charts.block_below(ws, row + len(keys) + 2, 2, width, CHART_ROWS)
+    # a column per rank, each legible; on a sheet more than a page wide, within the rank
+    # columns the first page surely holds (the line names in B repeat on every page: a chart
+    # reaching into B, or past the first page, would be drawn again, cut, on the next)
+    width = max(CHART_WIDTH, 24 + 10 * len(values))
+    if len(values) > RANKS_PER_PAGE:
+        width = sum(ws.column_dimensions[get_column_letter(FIRST_COL + i)].width or 10
+                    for i in range(CHART_RANK_COLUMNS))
+    block = charts.block_below(ws, row + len(keys) + 2, FIRST_COL, width, CHART_ROWS)
     charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1, block,
                             "Memory per rank (stacked ledger lines)", keys=keys)
 
@@ -176,6 +183,13 @@ def largest_on_binding(src: WorkbookSource) -> str:
     return labels[max(keys, key=plan.line)]
 
 
+def _section(ws, row: int, title: str) -> None:
+    """A section title in the line-name column, wrapped there: that column repeats on every
+    page of a wide sheet, where text running on into the next column would be cut."""
+    style.section(ws, row, title, column=2)
+    ws.cell(row=row, column=2).alignment = style.WRAP
+
+
 def _label(ws, row: int, key: str, label: str) -> None:
     ws.cell(row=row, column=1, value=key)
     ws.cell(row=row, column=2, value=label)
@@ -193,7 +207,7 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
     def whole(key: str) -> str:
         return f"$C${at[key]}:${last}${at[key]}"
 
-    style.section(ws, row - 1, "the binding rank and the deployment", column=2)
+    _section(ws, row - 1, "the binding rank and the deployment")
     at.update(tie=row, candidate=row + 1, binding=row + 2)
     rows = (("tie", "left, among the fewest", style.BYTES,
              "IF([order]=MIN(<order>),[free_own],9.99E+307)"),
