@@ -15,6 +15,7 @@ from servecap.sim.workload import Arrivals
 
 from . import load_compare
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
+from .extras import CLIENT, need
 from .files import check_output_files, write_csv
 from .load_view import progress_bar, render_load
 from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration
@@ -76,6 +77,7 @@ def load(
     bad_sse, bad_response), 1 when none did, 2 on bad input, 130 when interrupted (the
     report and records of what finished are still written).
     """
+    need("load", CLIENT)
     check_output_files({"--records": records_path, "--token-times": token_times_path},
                        (workload, trace, coefficients), force)
     requests, source = _requests(workload, trace, rate, num_requests, seed)

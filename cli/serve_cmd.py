@@ -11,6 +11,7 @@ from servecap.model_configs import load_model
 from servecap.runtime.server import limits
 
 from .errors import handle_errors
+from .extras import RUNTIME, SERVER, need
 from .inputs import PlanFlags, serve_spec
 
 Opt = typer.Option
@@ -69,6 +70,7 @@ def serve(
       servecap serve tiny-llama --port 8000          # seeded tiny model on the CPU
       servecap serve ./Llama-3.1-8B --device cuda:0 --weights ./Llama-3.1-8B --port 8000
     """
+    need("serve", RUNTIME | SERVER)
     if admission not in ("reserve", "optimistic"):
         raise SpecError("--admission", admission, "allowed: reserve, optimistic")
     if not 0 < port < 65536:

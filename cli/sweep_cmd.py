@@ -134,7 +134,8 @@ def capacity_point(report: dict) -> tuple[dict, str]:
                  "slo_attainment": p["slo_attainment"], "goodput_rps": p["goodput_rps"],
                  "output_tokens_per_s": p["output_tokens_per_s"],
                  "ttft_p99_ms": p["ttft_ms"]["p99"], "itl_p99_ms": p["itl_ms"]["p99"],
-                 "e2e_p99_ms": p["e2e_ms"]["p99"], "meets_slo": p["meets_slo"]}
+                 "tpot_p99_ms": p["tpot_ms"]["p99"], "e2e_p99_ms": p["e2e_ms"]["p99"],
+                 "meets_slo": p["meets_slo"]}
                 for p in report["points"]]
     return point | {"offered_rps": offered, "policy": report["policy"],
                     "deployment": report["deployment"], "sweep": envelope}, note

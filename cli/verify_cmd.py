@@ -20,10 +20,12 @@ from servecap.ledger.serve import (
 from servecap.model_configs import load_model
 
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
+from .extras import RUNTIME, need
 from .files import check_output_files, write_csv, write_json
 from .inputs import PlanFlags, serve_spec
 from .plan_view import over_ceiling
 from .verify_json import verify_to_dict
+from .verify_progress import phase_bars, wanted
 from .verify_view import render_verify, violation_summary
 from .verify_xlsx import write_failed_workbook, write_verified_workbook
 
@@ -130,15 +132,18 @@ def verify(
       servecap verify tiny-llama --device cpu --json --calibration-out coeffs.json
       servecap verify tiny-llama --device cpu --trace requests.csv --records runs.csv
     """
+    need("verify", RUNTIME)
     outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path,
                "--calibration-out": calibration_out}
     check_output_files(outputs, (workload, trace), force)
     flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
                       weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
                       max_num_seqs)
-    result = verify_from_flags(model, flags, VerifyFlags(
-        device, device_memory, num_layers, output_tokens, seed, weights, workload, realtime,
-        admission, tensor_parallel_size, trace, probe, _injected(inject_oom), verbose))
+    vflags = VerifyFlags(device, device_memory, num_layers, output_tokens, seed, weights,
+                         workload, realtime, admission, tensor_parallel_size, trace, probe,
+                         _injected(inject_oom), verbose)
+    with phase_bars(wanted(as_json)) as progress:
+        result = verify_from_flags(model, flags, vflags, progress)
     report = verify_to_dict(result)
     if xlsx is not None and result.ranks:
         write_verified_workbook(model, result.binding, report["lines"], xlsx, force)
@@ -175,8 +180,9 @@ def write_outputs(result, calibration_out: Path | None, records_path: Path | Non
                   "--token-times")
 
 
-def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
-    """Load, scale, plan against the (emulated) device, run and reconcile: the one call."""
+def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags, progress=None):
+    """Load, scale, plan against the (emulated) device, run and reconcile: the one call;
+    progress(phase, done, total) hears each phase move (runtime.progress)."""
     from servecap.runtime.model import with_num_layers
     from servecap.runtime.verify import ParallelResult, VerifyOptions, verify
 
@@ -208,10 +214,10 @@ def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags):
                             reserve_full_context=_reserve(vflags.admission),
                             probe_ceiling=vflags.probe, starve=vflags.starve)
     if vflags.tensor_parallel_size == 1:
-        return ParallelResult((verify(spec, serve, options),))
+        return ParallelResult((verify(spec, serve, options, progress=progress),))
     from servecap.runtime.verify_parallel import verify_parallel
 
-    return verify_parallel(spec, serve, options, vflags.tensor_parallel_size)
+    return verify_parallel(spec, serve, options, vflags.tensor_parallel_size, progress)
 
 
 def _reserve(admission: str) -> bool:

@@ -21,8 +21,34 @@ def write_verified_workbook(model_ref: str, result, rows: list[dict], output: Pa
 
     src = WorkbookSource(model_ref, result.spec, result.plan.serve)
     wb = build_workbook(src, results=latency_results(result.latency, result.record))
-    fill_verification(wb, [{key: row[key] for key in VERIFY_KEYS} for row in rows])
+    fill_verification(wb, [_row(row) for row in rows] + [_ceiling(result.reconciliation)],
+                      _record(result.record))
     return announce(save_workbook(wb, output, force))
+
+
+def _row(row: dict) -> dict:
+    """A reconciled line as the sheet shows it: the CLI's name and rule in words."""
+    out = {key: row[key] for key in VERIFY_KEYS}
+    out["name"] = row.get("label") or row["line"]
+    out["tolerance"] = row.get("detail") or row.get("tolerance") or ""
+    return out
+
+
+def _ceiling(rec) -> dict:
+    """The memory-only ceiling, predicted vs probed, in requests."""
+    measured = rec.measured_ceiling_requests
+    return {"line": "memory_ceiling_requests", "unit": "requests",
+            "predicted_bytes": rec.predicted_ceiling_requests, "measured_bytes": measured,
+            "residual_bytes": None if measured is None
+            else measured - rec.predicted_ceiling_requests,
+            "verdict": rec.ceiling_verdict if measured is not None else "not measured",
+            "tolerance": "equal" if measured is not None else "not probed (--no-probe)"}
+
+
+def _record(record: dict) -> dict:
+    """The run record's plain fields (numbers and text), for the sheet's provenance block."""
+    return {key: value for key, value in record.items()
+            if isinstance(value, str | int | float) and not isinstance(value, bool)}
 
 
 def write_failed_workbook(model_ref: str, result, rows: list[dict], output: Path,
@@ -34,7 +60,7 @@ def write_failed_workbook(model_ref: str, result, rows: list[dict], output: Path
     from servecap.workbooks.source import WorkbookSource
 
     wb = build_workbook(WorkbookSource(model_ref, result.spec, result.serve))
-    fill_verification(wb, [{key: row[key] for key in VERIFY_KEYS} for row in rows])
+    fill_verification(wb, [_row(row) for row in rows])
     return announce(save_workbook(wb, output, force))
 
 

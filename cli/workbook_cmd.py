@@ -12,6 +12,7 @@ from servecap.ledger.errors import SpecError
 
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec
 from .errors import handle_errors
+from .extras import EXCEL, need
 from .files import announce
 from .inputs import PlanFlags
 from .plan_cmd import deployment_from_flags, plan_parts
@@ -120,11 +121,7 @@ def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = N
 
 
 def _need_excel() -> None:
-    try:
-        import openpyxl  # noqa: F401
-    except ImportError:
-        raise SpecError("openpyxl", None, "not installed: pip install 'servecap[excel]' for "
-                        "workbooks") from None
+    need("a workbook", EXCEL)
 
 
 def _head(values: list):

@@ -51,6 +51,9 @@ def process_rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+KINETO_QUIET = "6"
+
+
 class AllocatorCounter:
     """Counts bytes at the CPU allocator while active (torch.profiler's allocation events, one
     per c10 allocate and free), so buffers a fused op allocates inside itself count as well as
@@ -75,6 +78,9 @@ class AllocatorCounter:
     def _start(self) -> None:
         from torch.profiler import ProfilerActivity, profile
 
+        # Kineto prints 'USDT ... profiler_start/stop' on stderr at every start and stop; only a
+        # level past its last (USDT = 5) quiets them. A level the user set is kept.
+        os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
         session = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
         session.__enter__()
         self._profile = session

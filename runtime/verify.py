@@ -46,6 +46,7 @@ from .kv_pool import KVPool, blocks_for_plan
 from .latency import latency_report
 from .model import check_buildable
 from .parallel import SINGLE, TensorParallel, check_split
+from .progress import Progress, finished_counter
 from .provenance import benchmark_record
 from .sequence import FINISHED, Arrival
 from .sim_check import simulated_vs_measured
@@ -125,7 +126,7 @@ def binding_rank(results: list[VerifyResult]) -> int:
 
 
 def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
-           tp: TensorParallel = SINGLE) -> VerifyResult:
+           tp: TensorParallel = SINGLE, progress: Progress | None = None) -> VerifyResult:
     """Plan this rank's shard against the (emulated) device size, then measure each phase."""
     check_buildable(spec)
     check_split(spec, tp)
@@ -136,7 +137,7 @@ def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
         raise SpecError("--device-memory", f"{plan.device_bytes:,} B", "weights, metadata, "
                         f"runtime peak and safety ({plan.fixed_bytes:,} B) leave no room for "
                         "one KV block: declare a larger device or smaller budgets")
-    return _Run(spec, plan, probe, options, tp).execute()
+    return _Run(spec, plan, probe, options, tp, progress).execute()
 
 
 def _collectives(kind: str, tp_size: int) -> EngineSpec:
@@ -149,8 +150,9 @@ class _Run:
     """One verification: owns the model, the pool, the phase snapshots and the failures."""
 
     def __init__(self, spec: ModelSpec, plan: Plan, probe, options: VerifyOptions,
-                 tp: TensorParallel) -> None:
+                 tp: TensorParallel, progress: Progress | None = None) -> None:
         self.spec, self.plan, self.probe, self.options, self.tp = spec, plan, probe, options, tp
+        self.progress = progress or (lambda phase, done, total: None)
         self.torch_device = "cpu" if probe.kind == "cpu" else str(probe.device)
         self.phases: list[Snapshot] = [probe.snapshot("baseline")]
         self.notes: list[str] = []
@@ -205,6 +207,7 @@ class _Run:
 
     def _load_weights(self):
         opts, serve = self.options, self.plan.serve
+        self.progress("weights", 0, 1)
         with _allocating("the weights", self.plan.line("weights")):
             model = (load_decoder(self.spec, opts.weights_dir, serve.weight_dtype,
                                   self.torch_device, self.tp) if opts.weights_dir else
@@ -212,6 +215,7 @@ class _Run:
                                     tp=self.tp))
         self.probe.add_resident(model.weight_bytes, "weights")
         self._snap("weights")
+        self.progress("weights", 1, 1)
         if self.tp.size > 1:
             self.notes.append(f"rank {self.tp.rank} of {self.tp.size}: the weights line is this "
                               "rank's shard: q/k/v/o, MLP and vocabulary slices, replicated norms")
@@ -219,12 +223,14 @@ class _Run:
 
     def _allocate_pool(self) -> KVPool:
         serve = self.plan.serve
+        self.progress("kv_pool", 0, 1)
         with _allocating("the KV pool", kv_pool_bytes(self.plan)):
             pool = KVPool(self.spec, blocks_for_plan(self.spec, self.plan, self.tp.size),
                           serve.block_size_tokens, serve.kv_dtype, self.torch_device,
                           self.tp.size)
         self.probe.add_resident(pool.tensor_bytes, "KV pool")
         self._snap("kv_pool")
+        self.progress("kv_pool", 1, 1)
         return pool
 
     def _engine(self, model, pool, max_num_seqs: int | None = None,
@@ -266,12 +272,14 @@ class _Run:
         engine = Engine(model, pool, EngineConfig(
             max_num_seqs=serve.max_num_seqs,
             max_num_batched_tokens=min(serve.max_num_batched_tokens, serve.context_tokens)))
+        self.progress("warmup", 0, 1)
         try:
             with self._counting("warmup"):
                 engine.profile_run()
         except (MemoryError, torch.OutOfMemoryError) as exc:
             self._out_of_memory("warmup", "warm-up", exc)
         self._snap("warmup")
+        self.progress("warmup", 1, 1)
 
     def _declared_load(self, model, pool: KVPool):
         engine = self._engine(model, pool,
@@ -334,6 +342,7 @@ class _Run:
         """Run under the probe: (records, ran out of memory). Out of (emulated) device memory
         and requests that never finish are findings."""
         oom = False
+        engine.step_hooks.append(finished_counter(engine, key, len(arrivals), self.progress))
         try:
             with self._counting(key) as counter:
                 if hasattr(counter, "fold_every"):  # the CPU counter's profiler stays bounded

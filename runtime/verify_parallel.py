@@ -27,6 +27,7 @@ from servecap.ledger.serve import ServeSpec
 from servecap.ledger.verification import Failure
 
 from .parallel import TensorParallel, check_split
+from .progress import Progress
 from .verify import (
     ParallelResult,
     RankFailure,
@@ -44,8 +45,9 @@ COLLECTIVE_TIMEOUT = timedelta(minutes=10)  # last resort; a failing rank stops 
 
 
 def verify_parallel(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
-                    size: int) -> ParallelResult:
-    """Spawn `size` ranks, each running verify() on its shard; rank r uses cuda:r on CUDA."""
+                    size: int, progress: Progress | None = None) -> ParallelResult:
+    """Spawn `size` ranks, each running verify() on its shard; rank r uses cuda:r on CUDA.
+    progress hears rank 0's phases (through a file the rank rewrites, read while joining)."""
     check_split(spec, TensorParallel(0, size))
     if options.device != "cpu" and torch.cuda.device_count() < size:
         raise SpecError("--tensor-parallel-size", size, f"needs {size} CUDA devices, "
@@ -55,22 +57,26 @@ def verify_parallel(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
     with tempfile.TemporaryDirectory() as tmp:
         context = mp.spawn(_rank_main, args=(size, spec, serve, options, tmp), nprocs=size,
                            join=False)
-        failed = _join(context.processes)
+        relay = _relay(Path(tmp) / PROGRESS_FILE, progress) if progress else None
+        failed = _join(context.processes, relay)
         if failed is not None:
             return replace(_failed(Path(tmp), size, failed), spec=spec, serve=serve)
         results = [_collect(Path(tmp) / f"rank{r}.pkl") for r in range(size)]
     return ParallelResult(tuple(results), binding_rank(results))
 
 
-def _join(processes, grace_s: float = 10.0) -> str | None:
-    """Wait for every rank. When one fails, the others get `grace_s` to write their own
-    finding and leave (a rank that failed first may be the one that saw a peer go, not the
-    cause) before they are stopped; returns how the first failing rank ended, or None."""
+def _join(processes, relay=None, grace_s: float = 10.0) -> str | None:
+    """Wait for every rank (calling relay() as it waits). When one fails, the others get
+    `grace_s` to write their own finding and leave (a rank that failed first may be the one
+    that saw a peer go, not the cause) before they are stopped; returns how the first failing
+    rank ended, or None."""
     first = None
     deadline = None
     while any(p.is_alive() for p in processes):
         alive = [p for p in processes if p.is_alive()]
         mp_connection.wait([p.sentinel for p in alive], timeout=0.2)
+        if relay is not None:
+            relay()
         for rank, p in enumerate(processes):
             if first is None and not p.is_alive() and p.exitcode != 0:
                 first = f"process {rank} terminated with exit code {p.exitcode}"
@@ -97,8 +103,10 @@ def _rank_main(rank: int, size: int, spec: ModelSpec, serve: ServeSpec,
     dist.init_process_group("gloo" if cpu else "nccl", init_method=f"file://{tmp}/init",
                             rank=rank, world_size=size, timeout=COLLECTIVE_TIMEOUT)
     device = "cpu" if cpu else f"cuda:{rank}"
+    progress = _to_file(Path(tmp) / PROGRESS_FILE) if rank == 0 else None
     try:
-        outcome = verify(spec, serve, replace(options, device=device), TensorParallel(rank, size))
+        outcome = verify(spec, serve, replace(options, device=device), TensorParallel(rank, size),
+                         progress)
     except SpecError as exc:  # bad input found on a rank: the others may be mid-collective
         _write(tmp, rank, ("error", exc.field, exc.value, exc.allowed, exc.source))
         os._exit(2)
@@ -115,6 +123,35 @@ def _rank_main(rank: int, size: int, spec: ModelSpec, serve: ServeSpec,
         _write(tmp, rank, ("failed", _rank_error(rank, exc)))
         os._exit(1)
     _write(tmp, rank, outcome)
+
+
+PROGRESS_FILE = "progress"
+
+
+def _to_file(path: Path) -> Progress:
+    """Rank 0's progress as one line 'phase done total', replaced whole each time it moves."""
+    def write(phase: str, done: int, total: int) -> None:
+        path.with_suffix(".tmp").write_text(f"{phase} {done} {total}")
+        os.replace(path.with_suffix(".tmp"), path)
+
+    return write
+
+
+def _relay(path: Path, progress: Progress):
+    """Read the progress file and pass on what changed since the last read."""
+    last = None
+
+    def relay() -> None:
+        nonlocal last
+        try:
+            text = path.read_text()
+        except OSError:
+            return
+        if text != last and len(parts := text.split()) == 3:
+            last = text
+            progress(parts[0], int(parts[1]), int(parts[2]))
+
+    return relay
 
 
 def _rank_error(rank: int, exc: Exception) -> Failure:

@@ -2,12 +2,13 @@
 
 from dataclasses import dataclass, replace
 
+from openpyxl.utils import get_column_letter
 from openpyxl.workbook.workbook import Workbook
 
 from servecap.ledger import dtypes
 from servecap.ledger.plan import Plan, build_plan, with_device
 
-from . import charts, style
+from . import charts, page, style
 from .cached import known, remember
 from .formulas import ceiling, kv_request, safety_on
 from .source import WorkbookSource
@@ -41,8 +42,12 @@ def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None
                 if src is not None:
                     _cache(ws, row, _point(src, kv_dtype, context, device_bytes, runtime))
                 row += 1
-    _chart_block(ws, sweep)
     style.fit_columns(ws)
+    block = _chart_block(ws, sweep)
+    last_col = get_column_letter(max(block.last_col, ws.max_column))
+    pivot = f"{get_column_letter(block.first_col)}1:{last_col}{block.last_row}"
+    # the table, then the ceiling per context with its chart on a page of their own
+    page.finish(ws, areas=[f"A1:{get_column_letter(len(HEADERS))}{row - 1}", pivot])
 
 
 def _point(src: WorkbookSource, kv_dtype: str, context: int, device_bytes: int,
@@ -72,15 +77,17 @@ def _row(ws, row: int, kv_dtype: str, context: int, label: str, device_bytes: in
         (style.as_input if is_input else style.as_formula)(cell, number_format)
 
 
-def _chart_block(ws, sweep: Sweep) -> None:
-    """Ceiling vs context: one column (a line) per KV dtype and device."""
+def _chart_block(ws, sweep: Sweep) -> charts.Block:
+    """Ceiling vs context: one column (a line) per KV dtype and device, the chart below; the
+    cells it covers."""
     first = len(HEADERS) + 2
-    ws.cell(row=1, column=first, value="context [tokens]")
+    style.header_cell(ws.cell(row=1, column=first, value="context [tokens]"))
     n_ctx, n_dev = len(sweep.contexts_tokens), len(sweep.devices)
     pairs = [(d, kv) for kv in range(len(sweep.kv_dtypes)) for d in range(n_dev)]
     for j, (d, kv) in enumerate(pairs, start=1):
-        ws.cell(row=1, column=first + j,
-                value=f"{sweep.devices[d][0]}, {sweep.kv_dtypes[kv]} KV [requests]")
+        style.header_cell(ws.cell(row=1, column=first + j, value=f"{sweep.devices[d][0]}, "
+                                  f"{sweep.kv_dtypes[kv]} KV [requests]"))
+    ceilings = []
     for i in range(n_ctx):
         cell = ws.cell(row=2 + i, column=first, value=f"=C{2 + i * n_dev}")
         style.as_formula(cell, style.TOKENS)
@@ -90,7 +97,18 @@ def _chart_block(ws, sweep: Sweep) -> None:
             cell = ws.cell(row=2 + i, column=first + j, value=f"=H{source}")
             style.as_formula(cell, style.REQUESTS)
             remember(ws, cell.coordinate, known(ws, f"H{source}"))
-    charts.lines_by_column(ws, first, first + 1, first + len(pairs), 1, 1 + n_ctx,
-                           ws.cell(row=n_ctx + 4, column=first).coordinate,
-                           "Memory-only ceiling vs context, per device and KV dtype",
-                           "context [tokens/request]", "ceiling [requests]")
+            ceilings.append(known(ws, f"H{source}"))
+    for col in range(first, first + len(pairs) + 1):
+        ws.column_dimensions[get_column_letter(col)].width = PIVOT_WIDTH
+    lines = [charts.Line(first, first + j, 2, 1 + n_ctx, 1, j - 1)
+             for j in range(1, len(pairs) + 1)]
+    block = charts.block_below(ws, n_ctx + 3, first, CHART_WIDTH, CHART_ROWS)
+    page.break_before(ws, block.first_row - 1)  # a chart starts a page, a row down
+    charts.xy_lines(ws, lines, charts.Axes(
+        "Memory-only ceiling vs context, per device and KV dtype", "context [tokens/request]",
+        "ceiling [requests]", sweep.contexts_tokens, ceilings, x_format=charts.COUNT_AXIS),
+        block)
+    return block
+
+
+PIVOT_WIDTH, CHART_WIDTH, CHART_ROWS = 22, 120, 28

@@ -26,7 +26,6 @@ DEFAULT_CONTEXTS_TOKENS = tuple(sorted({1024 << k for k in range(8)}
                                        | {1536 << k for k in range(7)}))
 SHEETS = ("Summary", "Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Latency record",
           "Verification")
-ONE_PAGE = ("Summary", "Ledger")
 
 
 def default_sweep(src: WorkbookSource) -> Sweep:
@@ -48,18 +47,18 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
                         "per-layer head sizes); use plan --json for this model")
     wb = Workbook()
     wb.remove(wb.active)
+    style.use_default_font(wb)
     write_inputs(wb, src)
     write_ledger(wb, src)
     if src.multi:
         write_ranks(wb, src)
     write_envelope(wb, sweep or default_sweep(src), src)
-    write_quantization(wb)
+    write_quantization(wb, src.plan())
     write_paging(wb, src.serve.block_size_tokens, src.serve)
     write_latency(wb, results)
     write_verification(wb)
     write_summary(wb, src)
-    for ws in wb.worksheets:
-        style.print_setup(ws, one_page=ws.title in ONE_PAGE)
+    for ws in wb.worksheets:  # each sheet set up its own page when it was written
         if ws.sheet_state == "hidden":  # a blank template prints nothing (a blank cell)
             ws.print_area = f"A{ws.max_row + 2}"
     wb.calculation.fullCalcOnLoad = True  # cached values are servecap's: recalculate on open

@@ -8,7 +8,7 @@ from servecap.ledger import dtypes
 from servecap.ledger.kv import kv_bytes_per_request
 from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 
-from . import style
+from . import page, style
 from .cached import remember
 from .deploy_inputs import deploy_rows
 from .formulas import kv_request
@@ -23,6 +23,7 @@ from .source import (
 )
 
 SHEET = "Inputs"
+SETTINGS = "plan settings: replayed by servecap plan --from-workbook"
 LOAD_COLUMNS = ("F", "G", "H")  # live length, requests of that length, KV bytes per request
 DTYPE_COLUMNS = ("J", "K")
 
@@ -103,7 +104,7 @@ def setting_rows(src: WorkbookSource) -> list[InputRow]:
     rows = [
         ("model", src.model_ref, None, "text", src.spec.source),
         ("device_label", serve.device_label, None, "text", "as given to --device"),
-        ("explicit_lengths", bool(serve.lengths), None, "TRUE/FALSE",
+        ("explicit_lengths", bool(serve.lengths), style.BOOL, "TRUE/FALSE",
          "TRUE: the live-length table is the load (--lengths); FALSE: N x S"),
         ("weight_dtype", serve.weight_dtype, None, "dtype", "weights as planned"),
         ("weight_dtype_flag", src.weight_dtype_flag or "", None, "dtype",
@@ -131,18 +132,28 @@ def write_inputs(wb: Workbook, src: WorkbookSource) -> None:
     row = 2
     for title, rows in (("model: architecture and weights (from the model file)", model_rows(src)),
                         ("deployment: change these to ask 'what if'", serve_rows(src)),
-                        ("plan settings: replayed by servecap plan --from-workbook",
+                        (SETTINGS,
                          setting_rows(src)),
                         ("deployment: GPUs and engine (the Ranks sheet), replayed too",
                          [InputRow(*row) for row in deploy_rows(src)])):
+        if title == SETTINGS:  # the formula inputs on page one, the replayed settings next
+            page.break_before(ws, row)
         style.section(ws, row, title)
         row += 1
         for item in rows:
             _write_row(wb, ws, row, item, known)
             row += 1
+    last = row - 1
     _write_load(wb, ws, src)
     _write_dtypes(wb, ws)
     style.fit_columns(ws)
+    ws.column_dimensions["D"].width = MEANING_WIDTH
+    tables = max(len(load_runs(src.serve)), len(dtypes.WEIGHT_DTYPES)) + 1
+    # two print ranges: the inputs, then the load and width tables on a page of their own
+    page.finish(ws, areas=[f"A1:D{last}", f"{LOAD_COLUMNS[0]}1:{DTYPE_COLUMNS[-1]}{tables}"])
+
+
+MEANING_WIDTH = 64
 
 
 def _write_row(wb: Workbook, ws, row: int, item: InputRow, known: dict) -> None:
@@ -154,8 +165,10 @@ def _write_row(wb: Workbook, ws, row: int, item: InputRow, known: dict) -> None:
     (style.as_formula if is_formula else style.as_input)(cell, item.number_format)
     if is_formula:
         remember(ws, f"B{row}", known.get(item.name))
+    if not is_formula and isinstance(item.value, str):
+        cell.alignment = style.WRAP  # a long path or label wraps inside its column
     style.text(ws, row, 3, item.unit)
-    style.text(ws, row, 4, item.meaning)
+    style.text(ws, row, 4, item.meaning).alignment = style.WRAP
     define(wb, item.name, SHEET, f"B{row}")
 
 
@@ -165,7 +178,7 @@ def _write_load(wb: Workbook, ws, src: WorkbookSource) -> None:
     for col, title in zip(LOAD_COLUMNS, ("live length [tokens]", "requests [count]",
                                          "KV per request [B]"), strict=True):
         ws[f"{col}1"] = title
-        ws[f"{col}1"].font, ws[f"{col}1"].fill = style.HEADER_FONT, style.HEADER_FILL
+        style.header_cell(ws[f"{col}1"])
     runs = load_runs(src.serve)
     explicit = bool(src.serve.lengths)
     for i, (length, count) in enumerate(runs, start=2):
@@ -192,7 +205,7 @@ def _write_dtypes(wb: Workbook, ws) -> None:
     j, k = DTYPE_COLUMNS
     ws[f"{j}1"], ws[f"{k}1"] = "dtype", "width [bits/element]"
     for col in DTYPE_COLUMNS:
-        ws[f"{col}1"].font, ws[f"{col}1"].fill = style.HEADER_FONT, style.HEADER_FILL
+        style.header_cell(ws[f"{col}1"])
     names = dtypes.WEIGHT_DTYPES
     for i, name in enumerate(names, start=2):
         ws[f"{j}{i}"] = name

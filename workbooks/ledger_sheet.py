@@ -6,7 +6,7 @@ from servecap.ledger import dtypes
 from servecap.ledger.kv import kv_bits_per_token_layer
 from servecap.ledger.plan import Plan
 
-from . import charts, style
+from . import charts, page, style
 from .cached import remember
 from .formulas import ceiling, kv_request, weights_computed
 from .names import define
@@ -62,7 +62,7 @@ DERIVED = (
      ceiling("device_bytes", "safety_bytes", "weights_bytes", "kv_bytes_per_request"),
      style.REQUESTS,
      "MAX(0, FLOOR((device - weights - metadata - runtime - safety) / KV per request))"),
-    ("fits", "declared load fits", "=free_bytes>=0", None, "TRUE when left >= 0"),
+    ("fits", "declared load fits", "=free_bytes>=0", style.BOOL, "TRUE when left >= 0"),
 )
 
 
@@ -82,16 +82,26 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
         _row(wb, ws, row, item, item[0], "", known)
         row += 1
     row += 1
-    style.section(ws, row, "KV cache and the memory-only ceiling")
+    section = row
+    style.section(ws, row, "KV cache and the memory-only ceiling", column=2)
     for item in DERIVED:
         row += 1
         _row(wb, ws, row, item, item[0], "", known)
     if src.multi:
         style.note(ws, row + 2, "The whole model on one device with the plain engine, for "
-                   "reference: the deployment's ledger, one column per rank, is on Ranks.")
+                   "reference: the deployment's ledger, one column per rank, is on Ranks.",
+                   last_col=6, column=2)
     style.fit_columns(ws)
-    ws.column_dimensions["C"].width = max(ws.column_dimensions["C"].width, 24)
-    charts.memory_breakdown(ws, 2, 6, 2, 4, 4, 1, "H2", "Memory on the device (ledger lines)")
+    for col in "EF":  # the formula's meaning and its source wrap in their columns
+        ws.column_dimensions[col].width = TEXT_WIDTH
+    # the chart stands in the "from" column beside the derived lines, which have no source
+    charts.memory_breakdown(ws, 2, 6, 2, 4, 4, 1, charts.Block(6, section, 6, row),
+                            "Memory on the device", keys=keys)
+    # the key column is for scripts (the defined names say the same): the page starts at B
+    page.finish(ws, one_page=True, areas=[page.used_range(ws, first_col=2)])
+
+
+TEXT_WIDTH = 40
 
 
 def known_values(src: WorkbookSource, plan: Plan) -> dict[str, object]:
@@ -125,6 +135,6 @@ def _row(wb: Workbook, ws, row: int, item: tuple, key: str, source: str,
     if number_format == style.BYTES:
         style.as_formula(ws.cell(row=row, column=4, value=f"=C{row}/2^30"), style.GIB)
         remember(ws, f"D{row}", None if name not in known else known[name] / 2**30)
-    ws.cell(row=row, column=5, value=meaning)
-    style.text(ws, row, 6, source)
+    ws.cell(row=row, column=5, value=meaning).alignment = style.TEXT_BESIDE_NUMBER
+    style.text(ws, row, 6, source).alignment = style.TEXT_BESIDE_NUMBER
     define(wb, name, SHEET, f"C{row}")

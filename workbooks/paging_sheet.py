@@ -5,7 +5,7 @@ from openpyxl.workbook.workbook import Workbook
 from servecap.ledger.paging import paging_report
 from servecap.ledger.serve import ServeSpec
 
-from . import style
+from . import page, style
 from .cached import remember
 
 SHEET = "Paging"
@@ -50,7 +50,8 @@ def write_paging(wb: Workbook, declared_block_size_tokens: int,
             style.as_formula(cell, number_format)
             remember(ws, cell.coordinate, values[col - 2])
     note = len(block_sizes(declared_block_size_tokens)) + 3
+    style.fit_columns(ws)
     style.note(ws, note, "Smaller blocks waste fewer slots in each request's last "
                "block but need more block-table entries and allocations; the live lengths are the "
-               "table on Inputs (F:G).")
-    style.fit_columns(ws)
+               "table on Inputs (F:G).", last_col=len(HEADERS))
+    page.finish(ws)

@@ -2,7 +2,9 @@
 
 from openpyxl.workbook.workbook import Workbook
 
-from . import style
+from servecap.ledger.plan import Plan
+
+from . import page, style
 from .formulas import ceiling, kv_request, weights_computed
 
 SHEET = "Quantization"
@@ -32,7 +34,9 @@ ROWS = (
 )
 
 
-def write_quantization(wb: Workbook) -> None:
+def write_quantization(wb: Workbook, plan: Plan | None = None) -> None:
+    """With `plan`, the columns are as wide as its magnitudes need (the formulas here carry
+    no cached values to measure)."""
     ws = wb.create_sheet(SHEET)
     style.header(ws, HEADERS)
     for r, (name, dtype, bits, meta, saved, bf16_ceiling, measure) in enumerate(ROWS, start=2):
@@ -42,8 +46,28 @@ def write_quantization(wb: Workbook) -> None:
                    style.REQUESTS, '+#,##0" requests";-#,##0" requests";0" requests"', None)
         for col, (value, number_format) in enumerate(zip(values, formats, strict=True), 1):
             style.as_formula(ws.cell(row=r, column=col, value=value), number_format)
+        ws.cell(row=r, column=len(HEADERS)).alignment = style.TEXT_BESIDE_NUMBER
+    style.fit_columns(ws, maximum=40)
+    if plan is not None:
+        _widths(ws, plan)
+    ws.column_dimensions["J"].width = 40
     style.note(ws, 6, "Three rows, not one: a regression traces to the "
                "representation that changed. Weight-only quantization leaves bf16 KV unchanged, "
-               "so long-context concurrency barely moves once weights stop dominating.")
-    style.fit_columns(ws, maximum=40)
-    ws.column_dimensions["J"].width = 90
+               "so long-context concurrency barely moves once weights stop dominating.",
+               last_col=len(HEADERS))
+    page.finish(ws)
+
+
+def _widths(ws, plan: Plan) -> None:
+    """Metadata is at most the weights; bytes saved at most 3x the weights or the KV cache
+    (int4 against bf16); a bf16 ceiling at most 4x the plan's (int4 KV): widths for those."""
+    saved = 3 * max(plan.line("weights"), plan.line("kv_cache"))
+    ceiling = 4 * plan.memory_ceiling_requests + 9
+    for col, text in (("E", style.shown(plan.line("weights"), style.BYTES)),
+                      ("F", style.shown(saved, style.BYTES)),
+                      ("G", style.shown(ceiling, style.REQUESTS)),
+                      ("H", style.shown(ceiling, style.REQUESTS)),
+                      ("I", "+" + style.shown(ceiling, style.REQUESTS))):
+        ws.column_dimensions[col].width = max(len(text) + 3, 12)
+    for col, width in (("A", 14), ("B", 10), ("C", 17), ("D", 16)):
+        ws.column_dimensions[col].width = width

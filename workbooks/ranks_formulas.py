@@ -78,7 +78,7 @@ def rank_rows(engine: str) -> list[tuple[str, str, str | None, str]]:
              "IF([kv_bytes_per_request]>0,MAX(0,INT((device_bytes-[fixed]-[safety])/"
              "[kv_bytes_per_request])),0)"),
             ("order", "binding order (fewest first)", style.COUNT, "[ceiling]"),
-            ("fits", "declared load fits", None, "[free]>=0")]
+            ("fits", "declared load fits", style.BOOL, "[free]>=0")]
     if engine in FREE_START:
         rows.append(("free_start", "memory the engine sizes from", style.BYTES,
                      FREE_START[engine]))
@@ -114,6 +114,6 @@ def rank_rows(engine: str) -> list[tuple[str, str, str | None, str]]:
          "device_bytes-[fixed]-[kv_cache]-MAX([own_blocks]*[block_bytes]-[kv_cache],0)-[safety]"),
         ("ceiling", "max concurrency, whole requests", style.REQUESTS, "INT([max_concurrency])"),
         ("order", "binding order (fewest first)", style.BLOCKS, "[own_blocks]"),
-        ("fits", "declared load fits", None,
+        ("fits", "declared load fits", style.BOOL,
          "AND([free]>=0,[kv_cache]<=[num_gpu_blocks]*[block_bytes])")]
     return rows

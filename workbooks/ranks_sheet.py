@@ -18,7 +18,7 @@ from servecap.ledger.kv_blocks import kv_cache_groups, uniform_kinds
 from servecap.ledger.model import SLIDING
 from servecap.ledger.ranks import StagePlan
 
-from . import charts, style
+from . import charts, page, style
 from .cached import remember
 from .names import define
 from .ranks_formulas import FIXED, rank_rows
@@ -120,8 +120,18 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
         define(wb, f"rank_{key}", SHEET, f"C{row}:{last}{row}")
         row += 1
     _binding(wb, ws, row + 1, at, last, known, dep)
-    _breakdown(ws, ws.max_row + 2, at, values, known)
     style.fit_columns(ws)
+    _breakdown(ws, ws.max_row + 2, at, values, known)
+    # from B (the key column is for scripts); past RANKS_PER_PAGE ranks, more pages wide,
+    # each with the line names
+    wide = -(-len(columns) // RANKS_PER_PAGE)
+    if wide > 1:
+        ws.print_title_cols = "B:B"
+    page.finish(ws, areas=[page.used_range(ws, first_col=2)], pages_wide=wide)
+
+
+RANKS_PER_PAGE = 8  # one page wide at about 75 %; more ranks print pages wide at 75 %
+CHART_RANK_COLUMNS = 4  # of the rank columns a 75 % page holds, the ones the chart may cover
 
 
 BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "kv_pool_spare", "safety")
@@ -129,7 +139,8 @@ BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "kv_pool_spare", "safe
 
 def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list[dict]) -> None:
     """Every line of each rank in GiB, and the stacked column chart over them."""
-    style.section(ws, row, "memory breakdown per rank [GiB], charted below")
+    page.break_before(ws, row)  # the breakdown and its chart on a page of their own
+    _section(ws, row, "memory breakdown per rank [GiB], charted below")
     keys = [key for key in BREAKDOWN if key in at]
     for offset, key in enumerate(keys, start=1):
         r = row + offset
@@ -144,8 +155,19 @@ def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list
     define(ws.parent, "rank_breakdown_lines", SHEET, f"B{row + 1}:B{row + len(keys)}")
     define(ws.parent, "rank_breakdown_gib", SHEET,
            f"C{row + 1}:{get_column_letter(last_col)}{row + len(keys)}")
-    charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1,
-                            f"B{row + len(keys) + 2}", "Memory per rank (stacked ledger lines)")
+    # a column per rank, each legible; on a sheet more than a page wide, within the rank
+    # columns the first page surely holds (the line names in B repeat on every page: a chart
+    # reaching into B, or past the first page, would be drawn again, cut, on the next)
+    width = max(CHART_WIDTH, 24 + 10 * len(values))
+    if len(values) > RANKS_PER_PAGE:
+        width = sum(ws.column_dimensions[get_column_letter(FIRST_COL + i)].width or 10
+                    for i in range(CHART_RANK_COLUMNS))
+    block = charts.block_below(ws, row + len(keys) + 2, FIRST_COL, width, CHART_ROWS)
+    charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1, block,
+                            "Memory per rank (stacked ledger lines)", keys=keys)
+
+
+CHART_WIDTH, CHART_ROWS = 90, 20
 
 
 LARGEST_ON_BINDING = ("=INDEX(rank_breakdown_lines,MATCH(MAX(INDEX(rank_breakdown_gib,0,"
@@ -159,6 +181,13 @@ def largest_on_binding(src: WorkbookSource) -> str:
     labels = dict(FIXED) | {key: label for key, label, _, _ in rank_rows(src.engine.name)}
     keys = [key for key in BREAKDOWN if key in labels]
     return labels[max(keys, key=plan.line)]
+
+
+def _section(ws, row: int, title: str) -> None:
+    """A section title in the line-name column, wrapped there: that column repeats on every
+    page of a wide sheet, where text running on into the next column would be cut."""
+    style.section(ws, row, title, column=2)
+    ws.cell(row=row, column=2).alignment = style.WRAP
 
 
 def _label(ws, row: int, key: str, label: str) -> None:
@@ -178,13 +207,13 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
     def whole(key: str) -> str:
         return f"$C${at[key]}:${last}${at[key]}"
 
-    style.section(ws, row - 1, "the binding rank and the deployment")
+    _section(ws, row - 1, "the binding rank and the deployment")
     at.update(tie=row, candidate=row + 1, binding=row + 2)
     rows = (("tie", "left, among the fewest", style.BYTES,
              "IF([order]=MIN(<order>),[free_own],9.99E+307)"),
-            ("candidate", "fewest, then least left", None,
+            ("candidate", "fewest, then least left", style.BOOL,
              "AND([order]=MIN(<order>),[free_own]=MIN(<tie>))"),
-            ("binding", "binding rank (its stage)", None,
+            ("binding", "binding rank (its stage)", style.BOOL,
              "[stage]=INDEX(<stage>,MATCH(TRUE,<candidate>,0))"))
     for key, label, fmt, formula in rows:
         _label(ws, at[key], key, label)
@@ -208,7 +237,7 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
          f"=INDEX({whole('ceiling')},{pick})"),
         ("total_ceiling_requests", "ceiling, all replicas", style.REQUESTS,
          "=deployment_ceiling_requests*data_parallel_size"),
-        ("deployment_fits", "declared load fits on every rank", None,
+        ("deployment_fits", "declared load fits on every rank", style.BOOL,
          f"=AND({whole('fits')})"),
         ("weights_bytes_all_devices", "weights on every GPU", style.BYTES,
          f"=(SUM({whole('weights')})+SUM({whole('weight_metadata')}))*data_parallel_size"),

@@ -1,10 +1,10 @@
 """The Summary sheet: the answer on one screen, every cell a formula over the other sheets."""
 
 from openpyxl.formatting.rule import FormulaRule
-from openpyxl.styles import Font, PatternFill
+from openpyxl.styles import Alignment, PatternFill
 from openpyxl.workbook.workbook import Workbook
 
-from . import style
+from . import page, style
 from .cached import remember
 from .ranks_sheet import LARGEST_ON_BINDING, largest_on_binding
 from .record_sheets import write_checklist
@@ -77,22 +77,27 @@ def write_summary(wb: Workbook, src: WorkbookSource) -> None:
     ws = wb.create_sheet(SHEET, 0)
     style.header(ws, ["summary", "value"])
     for row, (label, formula, fmt, value) in enumerate(_rows(src), start=2):
-        ws.cell(row=row, column=1, value=label).font = Font(bold=True)
+        ws.cell(row=row, column=1, value=label).font = style.LABEL_FONT
         cell = ws.cell(row=row, column=2, value=formula)
         style.as_formula(cell, fmt)
-        cell.alignment = style.WRAP
+        cell.alignment = VALUE_ALIGN  # numbers too: a label's value starts where the text does
         remember(ws, cell.coordinate, value)
     verdict = f"$B${2 + [r[0] for r in _rows(src)].index('verdict')}"
     ws.conditional_formatting.add(verdict, FormulaRule(formula=[f'{verdict}="FITS"'],
-                                                       fill=FITS_FILL, font=Font(bold=True)))
+                                                       fill=FITS_FILL, font=style.LABEL_FONT))
     ws.conditional_formatting.add(verdict, FormulaRule(formula=[f'{verdict}<>"FITS"'],
-                                                       fill=FAILS_FILL, font=Font(bold=True)))
+                                                       fill=FAILS_FILL, font=style.LABEL_FONT))
     row = len(_rows(src)) + 3
     if src.multi:
         style.note(ws, row, src.deployment.binding_reason)
     style.note(ws, row + 1, "Latency record and Verification stay hidden until servecap "
                "simulate or verify fills them (--xlsx).")
     write_checklist(ws, row + 3)
-    for col, width in zip("ABCD", (34, 60, 60, 40), strict=True):
+    page.break_before(ws, row + 3)  # the answer on page one, the checklist on the next
+    for col, width in zip("ABCD", WIDTHS, strict=True):
         ws.column_dimensions[col].width = width
-    style.fit_rows(ws)
+    page.finish(ws, title_rows=None)  # the checklist's page has its own header row
+
+
+VALUE_ALIGN = Alignment(horizontal="left", vertical="top", wrap_text=True)
+WIDTHS = (32, 56, 50, 36)

@@ -65,7 +65,8 @@ def test_sweep_records_the_capacity_point(tmp_path):
     start = next(i for i, r in enumerate(rows) if r[0] == "offered req/s") + 1
     envelope = rows[start:]
     assert [r[0] for r in envelope] == [p["rate_per_s"] for p in report["points"]]
-    assert [r[8] for r in envelope] == [p["meets_slo"] for p in report["points"]]
+    assert [r[9] for r in envelope] == [p["meets_slo"] for p in report["points"]]
+    assert [r[7] for r in envelope] == [p["tpot_ms"]["p99"] for p in report["points"]]
     assert ws.freeze_panes == "A2"
 
 
@@ -99,10 +100,11 @@ def test_sweep_workbook_offered_rate_is_its_source_lines_and_the_slos_are_drawn(
     rows = list(ws.iter_rows(values_only=True))
     header = next(r for r in rows if r[0] == "offered req/s")
     start = rows.index(header) + 1
-    ttft_col, itl_col = header.index("SLO ttft_p99 [ms]"), header.index("SLO itl_p99 [ms]")
-    assert "SLO e2e_p99 [ms]" not in header  # none declared: no line
-    assert {r[ttft_col] for r in rows[start:]} == {500}
-    assert {r[itl_col] for r in rows[start:]} == {30}
+    ttft_col, tpot_col = header.index("SLO TTFT p99 [ms]"), header.index("SLO TPOT p99 [ms]")
+    assert "SLO e2e p99 [ms]" not in header and "SLO ITL p99 [ms]" not in header
+    # a flat line from the lowest to the highest rate: two points each
+    assert [r[ttft_col] for r in rows[start:start + 2]] == [500, 500]
+    assert [r[tpot_col] for r in rows[start:start + 2]] == [30, 30]  # --slo-tpot on TPOT p99
 
 
 def test_a_tensor_parallel_simulation_writes_the_tensor_parallel_plan(tmp_path) -> None:

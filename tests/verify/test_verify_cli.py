@@ -184,10 +184,15 @@ def test_xlsx_fills_the_verification_sheet(tmp_path) -> None:
     result = _invoke("--output-tokens", "2", "--xlsx", str(path))
     assert result.exit_code == 0, result.stderr
     rows = list(openpyxl.load_workbook(path)["Verification"].iter_rows(values_only=True))
-    assert rows[0] == ("line", "predicted_bytes", "measured_bytes", "residual_bytes", "verdict")
-    assert [r[0] for r in rows[1:]] == LINES
-    weights = rows[1]
-    assert weights[1] == weights[2] == 106_816 * 4 and weights[3:] == (0, "ok")
+    assert rows[0] == ("line", "predicted_bytes", "measured_bytes", "residual_bytes", "verdict",
+                       "tolerance_bytes", "line name", "tolerance")
+    assert [r[0] for r in rows[1:10]] == [*LINES, "memory_ceiling_requests"]
+    weights, ceiling = rows[1], rows[9]
+    assert weights[1] == weights[2] == 106_816 * 4 and weights[3:5] == (0, "ok")
+    assert weights[5:] == (None, "weights", "exact")  # the name and the rule, as verify prints them
+    assert ceiling[1] == ceiling[2] == 15 and ceiling[4:5] == ("ok",) and ceiling[7] == "equal"
+    record = {r[0]: r[1] for r in rows[11:] if r[0]}
+    assert record["torch"] == torch.__version__ and "config hash" in record
     again = _invoke("--xlsx", str(path))
     assert again.exit_code == 2 and "--force" in again.stderr
 

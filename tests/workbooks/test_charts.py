@@ -6,7 +6,7 @@ import re
 import pytest
 from conftest import recalc
 from openpyxl import load_workbook
-from openpyxl.chart import BarChart, LineChart
+from openpyxl.chart import BarChart, ScatterChart
 from openpyxl.utils import range_boundaries
 
 from servecap.cli.deploy import DeployFlags
@@ -16,9 +16,10 @@ from servecap.workbooks.export import DEFAULT_CONTEXTS_TOKENS, build_workbook, s
 
 POINTS = [{"rate_per_s": rate, "achieved_rps": rate * 0.98, "slo_attainment": 1.0 - rate / 40,
            "goodput_rps": rate * 0.9, "output_tokens_per_s": rate * 200.0,
-           "ttft_p99_ms": 50.0 * rate, "itl_p99_ms": 10.0 + rate, "e2e_p99_ms": 900.0 * rate,
-           "meets_slo": rate <= 4} for rate in (1.0, 2.0, 4.0, 8.0, 16.0)]
-SLO = {"ttft_p99_ms": 500.0, "itl_p99_ms": 30.0, "e2e_p99_ms": 5000.0}
+           "ttft_p99_ms": 50.0 * rate, "itl_p99_ms": 10.0 + rate, "tpot_p99_ms": 8.0 + rate,
+           "e2e_p99_ms": 900.0 * rate, "meets_slo": rate <= 4}
+          for rate in (1.0, 2.0, 4.0, 8.0, 16.0)]
+SLO = {"ttft_p99_ms": 500.0, "tpot_p99_ms": 30.0, "e2e_p99_ms": 5000.0}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,8 @@ def _bound(chart, computed) -> list[list]:
     """Every series: its values are numbers of the workbook, its title a cell with text."""
     out = []
     for series in chart.series:
-        values = _cells(computed, series.val.numRef.f)
+        ref = series.val if series.val is not None else series.yVal
+        values = _cells(computed, ref.numRef.f)
         assert any(isinstance(v, int | float) for v in values), series.val.numRef.f
         title = series.tx.strRef.f
         assert all(isinstance(v, str) and v for v in _cells(computed, title)), title
@@ -91,23 +93,33 @@ def test_memory_breakdown_has_a_stacked_column_per_rank(books) -> None:
 
 def test_envelope_has_a_line_per_device_and_kv_dtype_over_enough_contexts(books) -> None:
     written, computed = books["single"]
-    chart = _chart(written, "Envelope", LineChart)
+    chart = _chart(written, "Envelope", ScatterChart)
     values = _bound(chart, computed)
     assert len(values) == 2  # one device: bf16 (the plan's) and fp8
     assert all(len(v) >= len(DEFAULT_CONTEXTS_TOKENS) >= 15 for v in values)
     assert values[0] == sorted(values[0], reverse=True)  # the ceiling falls with context
+    contexts = _cells(computed, chart.series[0].xVal.numRef.f)
+    assert contexts == sorted(contexts) and contexts[0] == 1024  # x: the contexts themselves
+    # 1K to 128K tokens span two decades: a logarithmic context axis, as is the ceiling's
+    assert chart.x_axis.scaling.logBase == 10 and chart.y_axis.scaling.logBase == 10
+    assert chart.x_axis.scaling.min <= contexts[0] and chart.x_axis.scaling.max >= contexts[-1]
 
 
 def test_latency_chart_has_percentiles_slo_lines_and_the_capacity(books) -> None:
     written, computed = books["sweep"]
-    chart = _chart(written, "Latency record", LineChart)
+    chart = _chart(written, "Latency record", ScatterChart)
     values = _bound(chart, computed)
     titles = [_cells(computed, s.tx.strRef.f)[0] for s in chart.series]
-    assert titles[:3] == ["TTFT p99 [ms]", "ITL p99 [ms]", "e2e p99 [ms]"]
-    assert {"SLO ttft_p99 [ms]", "SLO itl_p99 [ms]", "SLO e2e_p99 [ms]"} <= set(titles)
-    capacity = values[titles.index("capacity [ms]")]
-    marked = [v for v in capacity if isinstance(v, int | float)]
-    assert marked == [900.0 * 4]  # the highest offered rate that holds the SLO
+    assert titles[:4] == ["TTFT p99", "ITL p99", "TPOT p99", "e2e p99"]
+    assert titles[4:6] == ["SLO TTFT p99 [ms]", "SLO TPOT p99 [ms]"]  # the TPOT target on TPOT
+    assert titles[6:] == ["SLO e2e p99 [ms]", "capacity"]
+    tpot = chart.series[titles.index("TPOT p99")]
+    slo = chart.series[titles.index("SLO TPOT p99 [ms]")]
+    assert tpot.graphicalProperties.line.solidFill.srgbClr == \
+        slo.graphicalProperties.line.solidFill.srgbClr  # drawn in the colour of its metric
+    assert values[titles.index("SLO TPOT p99 [ms]")] == [30.0, 30.0]
+    rates = _cells(computed, chart.series[-1].xVal.numRef.f)
+    assert rates == [4.0] and values[-1] == [900.0 * 4]  # the highest rate holding the SLO
 
 
 def test_charts_are_not_on_blank_templates(books) -> None:

@@ -1,5 +1,6 @@
-"""Print-ready workbooks: LibreOffice's PDF of a single-device plan is at most 6 pages, the
-Ledger one page, no number shows as ###, and every sheet has its page setup."""
+"""Print-ready workbooks: LibreOffice's PDF of a single-device plan is at most 12 pages, the
+Ledger one page, no number shows as ###, and every sheet has its page setup (every page as
+printed: test_printed_pages.py)."""
 
 import shutil
 import subprocess
@@ -52,9 +53,11 @@ def printed(soffice_bin, tmp_path_factory) -> dict[str, tuple[Path, Path, PdfRea
     return {p.stem: (p, computed[p.stem], pdfs[p.stem]) for p in paths}
 
 
-def test_a_single_device_plan_prints_on_at_most_six_pages(printed) -> None:
+def test_a_single_device_plan_prints_on_at_most_twelve_pages(printed) -> None:
+    """Summary 2, Inputs 3, Ledger 1, Envelope 4 (the table, the ceiling per context and its
+    chart), Quantization 1, Paging 1."""
     for name in ("llama", "gemma-lengths", "deepseek"):
-        assert len(printed[name][2].pages) <= 6, name
+        assert len(printed[name][2].pages) <= 12, name
 
 
 def test_the_ledger_prints_on_one_page(printed) -> None:
@@ -99,6 +102,7 @@ def test_every_sheet_has_a_page_setup(printed) -> None:
     for ws in wb.worksheets:
         assert ws.page_setup.orientation == "landscape", ws.title
         assert ws.sheet_properties.pageSetUpPr.fitToPage and ws.page_setup.fitToWidth == 1
-        assert ws.print_title_rows == "$1:$1", ws.title
+        if ws.title not in ("Summary", "Latency record"):  # their second pages have their own
+            assert ws.print_title_rows == "$1:$1", ws.title
         assert ws.print_area, ws.title
     assert wb["Ledger"].page_setup.fitToHeight == 1
