@@ -55,6 +55,12 @@ def find(name: str) -> Device | None:
     return next((d for d in DEVICES if d.name == key), None)
 
 
+def from_label(label: str) -> Device | None:
+    """The catalog device a resolved label names ('NVIDIA H100 80GB HBM3 (h100-80gb)')."""
+    name = label.rsplit("(", 1)[-1].rstrip(")") if label.endswith(")") else label
+    return find(name)
+
+
 def _hint(text: str) -> str:
     """A unit hint for a bare unit ('80G' -> 80GiB or 80GB), else the catalog names a mistyped
     one points to ('a100' -> a100-40gb or a100-80gb)."""
