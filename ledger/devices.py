@@ -82,8 +82,9 @@ MAX_DEVICE_BYTES = 64 * TiB  # far above any accelerator: a larger figure is a t
 
 
 def resolve_device(text: str, field: str = "device") -> tuple[int, str]:
-    """A catalog name ('h100-80gb') or a size ('40GiB', '80GB', bytes) -> (bytes, label)."""
-    device = find(str(text))
+    """A catalog name ('h100-80gb'), a label this returned ('NVIDIA H100 80GB HBM3
+    (h100-80gb)', as a workbook keeps it) or a size ('40GiB', '80GB', bytes) -> (bytes, label)."""
+    device = find(str(text)) or from_label(str(text).strip())
     if device is not None:
         return device.usable_bytes, f"{device.label} ({device.name})"
     try:
