@@ -55,6 +55,12 @@ def find(name: str) -> Device | None:
     return next((d for d in DEVICES if d.name == key), None)
 
 
+def from_label(label: str) -> Device | None:
+    """The catalog device a resolved label names ('NVIDIA H100 80GB HBM3 (h100-80gb)')."""
+    name = label.rsplit("(", 1)[-1].rstrip(")") if label.endswith(")") else label
+    return find(name)
+
+
 def _hint(text: str) -> str:
     """A unit hint for a bare unit ('80G' -> 80GiB or 80GB), else the catalog names a mistyped
     one points to ('a100' -> a100-40gb or a100-80gb)."""
@@ -76,8 +82,9 @@ MAX_DEVICE_BYTES = 64 * TiB  # far above any accelerator: a larger figure is a t
 
 
 def resolve_device(text: str, field: str = "device") -> tuple[int, str]:
-    """A catalog name ('h100-80gb') or a size ('40GiB', '80GB', bytes) -> (bytes, label)."""
-    device = find(str(text))
+    """A catalog name ('h100-80gb'), a label this returned ('NVIDIA H100 80GB HBM3
+    (h100-80gb)', as a workbook keeps it) or a size ('40GiB', '80GB', bytes) -> (bytes, label)."""
+    device = find(str(text)) or from_label(str(text).strip())
     if device is not None:
         return device.usable_bytes, f"{device.label} ({device.name})"
     try:
@@ -127,6 +134,11 @@ DEVICES: tuple[Device, ...] = (
     Device("a10g-24gb", "NVIDIA A10G", 24 * GB, 22_587 * MiB, 600 * GB, None,
            "usable: torch total_memory=22587MB (MiB, floored); 600 GB/s (baseten A10 vs A10G); "
            "BF16 FLOPS: unknown (not published)"),
+    Device("a10-24gb", "NVIDIA A10", 24 * GB, round(22.18 * GiB), 600 * GB, 125 * TB,
+           "usable: PyTorch's 'GPU 0 has a total capacity of 22.18 GiB' on one A10 "
+           "(OpenBMB/MiniCPM-V issue 640, 2024-10; two decimals, exact bytes unknown; 22.06 GiB "
+           "on an older driver, vllm issue 928); 600 GB/s, 125 TFLOPS BF16 dense (250 with "
+           "sparsity): NVIDIA A10 datasheet; PCIe 4.0 x16. Not the A10G (AWS's variant)"),
     Device("l40s-48gb", "NVIDIA L40S", 48 * GB, 47_576_711_168, 864 * GB, 362_050 * GB,
            "usable: deviceQuery 45373 MBytes (47576711168 bytes), driver 12.4; 864 GB/s and "
            "362.05 TFLOPS dense: NVIDIA L40S datasheet table; FP8 733 TFLOPS, PCIe 4.0 32 GB/s "

@@ -303,8 +303,13 @@ def _implied_block_bytes(plan: Plan, facts: LogFacts) -> float | None:
 
 
 def _same_name(logged: str, model_name: str) -> bool:
+    """The same model whatever the spelling: a local directory ('../qwen25_32b_instruct_HF/'),
+    a repo ('Qwen/Qwen2.5-32B-Instruct') or a fixture folder ('Qwen--Qwen2.5-32B-Instruct')."""
     def norm(name: str) -> str:
-        base = name.rstrip("/").rsplit("/", 1)[-1].lower()
-        return re.sub(r"-(instruct|chat|hf|base|it)$", "", base)
+        base = name.rstrip("/").rsplit("/", 1)[-1].rsplit("--", 1)[-1].lower()
+        words = [w for w in re.split(r"[-_.\s]+", base) if w]
+        while words and words[-1] in ("instruct", "chat", "hf", "base", "it"):
+            words.pop()
+        return "".join(words)
     a, b = norm(logged), norm(model_name)
-    return a in b or b in a
+    return bool(a and b) and (a in b or b in a)

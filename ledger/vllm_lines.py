@@ -1,6 +1,7 @@
 """The ledger lines of a vLLM rank that come from its release's rules: resident weight layout,
 the profile pass's activation peak, memory outside torch, collective buffers, CUDA graphs."""
 
+from .devices import from_label
 from .kv import Shard
 from .lines import Line
 from .model import ModelSpec
@@ -53,7 +54,7 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
                         "declared: --comm-buffer", True))
     else:
         out.append(Line("comm_buffers", "communication buffers",
-                        *comm_estimate(shard.tensor_parallel_size, pp)))
+                        *comm_estimate(shard.tensor_parallel_size, pp, _interconnect(serve))))
     if engine.cuda_graph_bytes is not None:
         out.append(Line("cuda_graphs", "CUDA graph pool", engine.cuda_graph_bytes,
                         "measured: --cuda-graph-memory", True))
@@ -61,3 +62,8 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
         out.append(Line("cuda_graphs", "CUDA graph pool",
                         *graph_estimate(spec, shard, row, profile_batch(engine, serve))))
     return tuple(out)
+
+
+def _interconnect(serve: ServeSpec) -> str:
+    device = from_label(serve.device_label)
+    return device.interconnect if device is not None else ""

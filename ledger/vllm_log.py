@@ -16,12 +16,16 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         r"Model loading took " + _NUM + r" Gi?B",  # V0 >= 0.6.5 and V1
         r"model weights take\s+" + _NUM + r"\s*GiB",  # V0 profiling summary / table
     ),
-    "total_gpu_gib": (r"total_gpu_memory[=\s(]+" + _NUM + r"\s*GiB",),
+    "total_gpu_gib": (r"total_gpu_memory[=\s(]+" + _NUM + r"\s*GiB",
+                      r"memory snapshot: .*?total_memory=" + _NUM + r"GiB"),  # V1 DEBUG
     "gpu_memory_utilization": (r"gpu_memory_utilization[=\s(]+" + _NUM,
                                r"--gpu-memory-utilization[= ]" + _NUM,
                                r"'gpu_memory_utilization': " + _NUM),
-    "non_torch_gib": (r"non_torch_memory(?:=|\s+takes\s+|\s+)" + _NUM + r"\s*GiB",),
-    "activation_gib": (r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB",),
+    # (the V1 init snapshot's non_torch_memory, after ', ', is the CUDA context, not the profile's)
+    "non_torch_gib": (r"(?<!, )non_torch_memory(?:=|\s+takes\s+|\s+)" + _NUM + r"\s*GiB",
+                      r"non-torch forward increase memory:\s*" + _NUM + r"\s*GiB"),  # V1 DEBUG
+    "activation_gib": (r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB",
+                       r"torch peak memory increase:\s*" + _NUM + r"\s*GiB"),  # V1 DEBUG
     "peak_torch_gib": (r"peak_torch_memory=" + _NUM + r"GiB",),  # 0.6.4: includes weights
     "cuda_graph_gib": (r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB",),  # >= 0.18
     # earlier engines capture graphs after sizing the pool: reported, never subtracted

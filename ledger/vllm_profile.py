@@ -8,7 +8,7 @@ from . import dtypes
 from .kv import Shard
 from .model import ModelSpec
 from .units import GiB, MiB
-from .vllm_versions import PROFILED, VllmRow
+from .vllm_versions import FLASHINFER, PROFILED, TORCH, TRITON, VllmRow
 
 SERVE, LLM = "serve", "llm"  # vLLM's usage contexts: OPENAI_API_SERVER and LLM_CLASS
 LONG_CONTEXT = 32_768  # V0 turns on chunked prefill above this max_model_len
@@ -20,14 +20,22 @@ BIG_GPU = 70 * GiB  # arg_utils: >= 70 GiB (and not an A100) gets the larger bat
 # context (issue 10517, 0.6.4). Estimates; the log's figure replaces them in reconcile.
 NON_TORCH_PROFILED = 256 * MiB
 NON_TORCH_WITH_CONTEXT = 384 * MiB
-COMM_PER_GPU = 128 * MiB  # NCCL + custom all-reduce buffers per GPU when tp x pp > 1
+COMM_PER_GPU = 128 * MiB  # NCCL + custom all-reduce buffers per GPU when tp x pp > 1 (PCIe)
+# Over NVLink/NVSwitch (H100/H200/B200 SXM) NCCL's NVLink buffers and the all-reduce workspaces
+# vLLM sets up there take far more: the profile's non-torch increase is 0.24-0.27 GiB at TP 1
+# and 2.06-2.21 GiB at TP 2 and 4 in vLLM 0.19.0's H100 logs (llm-d-planner sweep; 1.79 ->
+# 3.58 GiB from TP 1 to 2 in vllm PR 10511's H100 log), against 0.30 GiB at TP 2 over PCIe
+# (vllm issue 15815, 2x L40S). An estimate; the log's figure replaces it in reconcile.
+COMM_PER_GPU_NVLINK = 1_856 * MiB
 GRAPH_OVERHEAD = 6 * MiB  # per captured graph beyond the first (LMCache issue 3430's 0.52 GiB)
 FUSED_MOE_CHUNK = 32_768  # fused_moe processes at most this many tokens at once
 # FlashInfer's top-k/top-p sampling from logits (vllm/v1/sample/ops/topk_topp_sampler.py
 # flashinfer_sample): the bf16 logits, their fp32 copy and the fp32 probabilities it writes.
 FLASHINFER_SAMPLER_BYTES = 2 + 4 + 4
-FLASHINFER, TORCH = "flashinfer", "torch"
-SAMPLERS = (FLASHINFER, TORCH)
+# Triton's top-k/top-p masks the fp32 logits in place; then softmax's fp32 probabilities and
+# random_sample's exponential noise q (probs.div_(q)): model-dtype logits, fp32 copy, probs, q.
+TRITON_SAMPLER_BYTES = 2 + 4 + 4 + 4
+SAMPLERS = (FLASHINFER, TORCH, TRITON)
 
 
 @dataclass(frozen=True)
@@ -67,8 +75,7 @@ def forward_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:
     residual and output (3 H) with, in an MLP, gate_up (2 I), the activation (I); in a fused
     MoE, per routed copy the intermediate caches (2 I, I, H); in attention q, k, v, its output
     and o_proj's (2 q + 2 kv + H). Activation dtype bytes per element."""
-    act = dtypes.lookup("bf16" if spec.checkpoint_dtype not in ("fp16", "fp32")
-                        else spec.checkpoint_dtype, "dtype").bits // 8
+    act = _act_bytes(spec)
     tp, h, att = shard.tensor_parallel_size, spec.hidden_size, spec.attention
     widths = [2 * (att.num_heads * att.head_dim) // tp + 2 * max(
         att.num_kv_heads * att.head_dim // tp, att.head_dim) + h]
@@ -85,33 +92,54 @@ def forward_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:
 
 
 def sampler_path(row: VllmRow, sampler: str | None) -> str:
-    """V0 samples in PyTorch; V1 with FlashInfer where installed (required from 0.12)."""
-    if sampler is not None:
-        return sampler
-    return FLASHINFER if row.formula == "v1" and row.flashinfer_sampler else TORCH
+    """The path a log (or --sampler) states, else the release's default (VllmRow.sampler)."""
+    return sampler if sampler is not None else row.sampler
 
 
 def sampler_peak(spec: ModelSpec, row: VllmRow, seqs: int, sampler: str | None = None) -> int:
     """The dummy sampler over `seqs` rows of the full vocabulary (logits are gathered from the
     tensor-parallel ranks): FLASHINFER_SAMPLER_BYTES or the row's PyTorch-path bytes each."""
     path = sampler_path(row, sampler)
-    per = FLASHINFER_SAMPLER_BYTES if path == FLASHINFER else row.sampler_bytes_per_logit
+    per = {FLASHINFER: FLASHINFER_SAMPLER_BYTES, TRITON: TRITON_SAMPLER_BYTES}.get(
+        path, row.sampler_bytes_per_logit)
     return seqs * spec.vocab_size * per
+
+
+def moe_workspace(spec: ModelSpec, shard: Shard, tokens: int) -> int:
+    """The fused-MoE workspaces vLLM keeps once allocated (WorkspaceManager, from 0.13):
+    workspace1 (M, topk, max(I, H)) and workspace2 (M, topk, max(2 I, H)) in the activation
+    dtype, M = min(tokens, the fused-MoE chunk) (TritonExperts.workspace_shapes)."""
+    if spec.moe is None or len(spec.moe.dense_layers) == spec.num_layers:
+        return 0
+    inter, h = -(-spec.moe.expert_intermediate_size // shard.tensor_parallel_size), spec.hidden_size
+    rows = min(tokens, FUSED_MOE_CHUNK) * spec.moe.num_experts_per_tok
+    return rows * (max(inter, h) + max(2 * inter, h)) * _act_bytes(spec)
+
+
+def _act_bytes(spec: ModelSpec) -> int:
+    return dtypes.lookup("bf16" if spec.checkpoint_dtype not in ("fp16", "fp32")
+                         else spec.checkpoint_dtype, "dtype").bits // 8
 
 
 def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch,
                         sampler_kind: str | None = None) -> tuple[int, str]:
     """Torch peak increase of vLLM's profile run: the forward and the sampler run one after
-    the other, so the wider of the two; only the last pipeline stage samples."""
+    the other, so the wider of the two; only the last pipeline stage samples. V1 samples from
+    the dummy batch's hidden states (tokens x hidden), held meanwhile, and where the release
+    keeps the fused-MoE workspaces (VllmRow.moe_workspace_kept), so are they."""
     seqs = min(batch.seqs, batch.tokens)
     forward = forward_peak(spec, shard, batch.tokens)
     sampler = sampler_peak(spec, row, seqs, sampler_kind) if shard.last_stage else 0
-    wider = "forward" if forward >= sampler else "sampler"
-    return max(forward, sampler), (
+    kept = moe_workspace(spec, shard, batch.tokens) if row.moe_workspace_kept else 0
+    if row.formula == "v1" and shard.last_stage:  # _dummy_run's hidden states feed the sampler
+        kept += batch.tokens * spec.hidden_size * _act_bytes(spec)
+    wider = "forward" if forward >= sampler + kept else "sampler"
+    also = f" + what the forward still holds {kept / GiB:.2f} GiB" if kept else ""
+    return max(forward, sampler + kept), (
         f"estimate of vLLM's profile run ({row.name}): max(forward of {batch.tokens:,} tokens "
         f"{forward / GiB:.2f} GiB, {sampler_path(row, sampler_kind)} sampler of {seqs:,} x "
-        f"{spec.vocab_size:,} logits {sampler / GiB:.2f} GiB) = the {wider} ({batch.how}); "
-        "measure to replace")
+        f"{spec.vocab_size:,} logits {sampler / GiB:.2f} GiB{also}) = the {wider} "
+        f"({batch.how}); measure to replace")
 
 
 def non_torch_estimate(row: VllmRow) -> tuple[int, str]:
@@ -122,13 +150,17 @@ def non_torch_estimate(row: VllmRow) -> tuple[int, str]:
                                     "outside torch (this release counts device-wide use)")
 
 
-def comm_estimate(tp: int, pp: int) -> tuple[int, str]:
+def comm_estimate(tp: int, pp: int, interconnect: str = "") -> tuple[int, str]:
     """Collective buffers are allocated after every row's memory baseline, so vLLM's profile
-    counts them with non-torch memory, inside the gpu_memory_utilization budget."""
+    counts them with non-torch memory, inside the gpu_memory_utilization budget; tensor
+    parallelism over NVLink takes COMM_PER_GPU_NVLINK, anything else COMM_PER_GPU."""
     if tp * pp == 1:
         return 0, "none: one GPU, no collectives"
-    return COMM_PER_GPU, (f"estimate for tp={tp}, pp={pp}: NCCL + custom all-reduce buffers, "
-                          "inside vLLM's budget (allocated after its baseline)")
+    nvlink = tp > 1 and interconnect.startswith("NVLink")
+    size = COMM_PER_GPU_NVLINK if nvlink else COMM_PER_GPU
+    link = interconnect or "an interconnect not in the catalog (PCIe assumed)"
+    return size, (f"estimate for tp={tp}, pp={pp} over {link}: NCCL + all-reduce buffers, "
+                  "inside vLLM's budget (allocated after its baseline)")
 
 
 def capture_sizes(max_num_seqs: int) -> tuple[int, int, int]:

@@ -13,6 +13,8 @@ PROFILED = "profiled"  # memory_profiling(): weights + torch peak increase + non
 # How 'GPU KV cache size: N tokens' is printed (vllm/v1/core/kv_cache_utils.py at the tag)
 TOKENS_PER_GROUP = "blocks // groups x block_size"
 TOKENS_FROM_CONCURRENCY = "int(max_concurrency x max_model_len)"
+# How the dummy sampler of V1's profile pass samples (vllm/v1/sample/ops/topk_topp_sampler.py)
+FLASHINFER, TORCH, TRITON = "flashinfer", "torch", "triton"
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,9 @@ class VllmRow:
     sampler_bytes_per_logit: bytes the dummy sampler holds per (request x vocab) element in
     the profile pass on PyTorch's path (V0: fp32 logits, sort values and int64 indices,
     probabilities, their cumulative sum, masks, the inverse permutation; V1 the same less the
-    inverse gather). flashinfer_sampler: V1 samples with FlashInfer when it is installed, and
-    the release requires it (flashinfer-python is a hard dependency of the wheel from 0.12).
+    inverse gather). sampler: the top-k/top-p path the release takes unless told (TORCH: the
+    sort above; TRITON: Triton's in-place masking, 0.17 - 0.20; FLASHINFER: FlashInfer's
+    sampling kernels, the default from 0.21; before, opt-in with VLLM_USE_FLASHINFER_SAMPLER=1).
     source: files read at `tag`."""
 
     version: tuple[int, ...]
@@ -43,7 +46,8 @@ class VllmRow:
     tokens_rule: str
     sampler_bytes_per_logit: int
     source: str
-    flashinfer_sampler: bool = False
+    sampler: str = TORCH
+    moe_workspace_kept: bool = False
 
     @property
     def pin(self) -> str:
@@ -82,19 +86,33 @@ ROWS: tuple[VllmRow, ...] = (
             "'Available KV cache memory'"),
     VllmRow((0, 11, 0), "v0.11.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}; V0 removed (vllm/worker/ gone)"),
-    VllmRow((0, 12, 0), "v0.12.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
-            f"{V1_WORKER}; the wheel's METADATA requires flashinfer-python (0.5.3), so "
-            "vllm/v1/sample/ops/topk_topp_sampler.py samples with FlashInfer", True),
+    VllmRow((0, 11, 2), "v0.11.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+            f"{V1_WORKER}; vllm/v1/sample/ops/topk_topp_sampler.py: FlashInfer sampling only with "
+            "VLLM_USE_FLASHINFER_SAMPLER=1 ('Users must opt in explicitly'), else PyTorch's sort"),
+    VllmRow((0, 13, 0), "v0.13.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+            f"{V1_WORKER}; vllm/v1/worker/workspace.py WorkspaceManager: fused_moe/"
+            "modular_kernel.py takes its workspaces from it, kept once allocated",
+            moe_workspace_kept=True),
+    VllmRow((0, 17, 1), "v0.17.1", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+            f"{V1_WORKER}; topk_topp_sampler.py apply_top_k_top_p: apply_top_k_top_p_triton "
+            "(in place) for batches of 8 or more; FlashInfer still opt-in",
+            sampler=TRITON, moe_workspace_kept=True),
     VllmRow((0, 18, 1), "v0.18.1", 0.90, "v1", PROFILED, True, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}: profile_cudagraph_memory() estimated and logged, subtracted only "
-            "with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (vllm/envs.py default '0')", True),
+            "with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (vllm/envs.py default '0')",
+            sampler=TRITON, moe_workspace_kept=True),
     VllmRow((0, 20, 0), "v0.20.0", 0.92, "v1", PROFILED, True, True,
             TOKENS_FROM_CONCURRENCY, 36,
             f"{V1_WORKER}: available = requested - non_kv - cudagraph_memory_estimate; "
             "vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default '1'; "
             "vllm/config/cache.py gpu_memory_utilization default 0.92; "
             "vllm/v1/core/kv_cache_utils.py tokens = int(max_concurrency * max_model_len)",
-            True),
+            sampler=TRITON, moe_workspace_kept=True),
+    VllmRow((0, 21, 0), "v0.21.0", 0.92, "v1", PROFILED, True, True,
+            TOKENS_FROM_CONCURRENCY, 36,
+            f"{V1_WORKER}; vllm/envs.py VLLM_USE_FLASHINFER_SAMPLER defaults to True, so "
+            "topk_topp_sampler.py samples with FlashInfer unless set to 0",
+            sampler=FLASHINFER, moe_workspace_kept=True),
 )
 NEWEST = ROWS[-1]
 KNOWN = "known: " + ", ".join(".".join(map(str, r.version)) for r in ROWS) + " (a row holds " \

@@ -1,6 +1,7 @@
 """The regression set: real vLLM startup logs (tests/fixtures/vllm_logs, each with a sidecar
 naming its source, release, GPU, flags and config) planned from the config and the logged
-flags alone. Known misses are strict xfails carrying their figure, so a fix flips them."""
+flags alone. Known misses are strict xfails carrying their figure, so a fix flips them, and
+the rates over the whole planned set are asserted as measured."""
 
 import importlib.util
 import json
@@ -19,26 +20,40 @@ _spec = importlib.util.spec_from_file_location("vllm_logs", ROOT / "bench" / "vl
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
-# Misses, with the figure bench/vllm_logs.py prints for them (no constant is tuned to a log)
+# Misses, with the figure bench/vllm_logs.py prints for them (no constant is tuned to a log).
+# Outside 10%:
 KV_MISSES = {
-    "v1_llama31_8b_l40s_pr17122": "+20.9%: 0.8's pool is smaller by 4 GiB the log does not "
-                                  "break down (no profile line in this release)",
-    "v1_qwen3_30b_a3b_4xa10_issue17469": "-16.4%: the A10's total memory is not in the log "
-                                         "(planned as the catalog's A10G)",
+    "v1_llama31_8b_l40s_pr17122": "+20.8%: 0.8's V1 profile counts every byte in use on the "
+                                  "device (other processes too, until 0.9.2) and this release "
+                                  "prints no line that breaks its 4 GiB down",
+    "v1_qwen3_30b_a3b_4xa10_issue17469": "-14.2%: the pool vLLM logged is 0.65 GiB larger than "
+                                         "0.8.5's rules give on the catalog's A10; its profile "
+                                         "lines are not in the excerpt",
+    "v1_qwen3_235b_fp8_4xh100_issue21348": "+10.3%: the LMCache connector holds GPU memory the "
+                                           "log does not size",
+}
+# Within 10% but outside 5%:
+KV_NEAR_MISSES = {
+    "v1_qwen25_72b_2xh100_planner": "+8.2%: a 3.04 GiB pool, so the 0.2 GiB of the profile's "
+                                    "torch peak the rules do not name is 8% of it",
 }
 START_MISSES = {
     "v1_qwen3_30b_a3b_4xa10_issue17469": "vLLM failed in CUDA-graph capture, after sizing a "
                                          "pool that held the request",
+    "v1_gptoss20b_h100_planner_failed": "vLLM failed in its sampler warm-up in the 5% headroom, "
+                                        "after sizing the pool and capturing 1.84 GiB of graphs",
 }
+KV_WITHIN_5_AT_LEAST = 0.80  # measured 20/24: the Done-when's 90% is missed, said in the docs
 
 
-def _cases(predicate):
-    return [pytest.param(c, id=c.name, marks=_marks(c)) for c in bench.cases() if predicate(c)]
+def _cases(predicate, misses=None):
+    return [pytest.param(c, id=c.name, marks=_marks(c, misses or {})) for c in bench.cases()
+            if predicate(c)]
 
 
-def _marks(case):
-    if case.meta.get("hybrid"):
-        return [pytest.mark.xfail(strict=True, reason="hybrid state not yet planned")]
+def _marks(case, misses):
+    if case.name in misses:
+        return [pytest.mark.xfail(strict=True, reason=misses[case.name])]
     return []
 
 
@@ -67,27 +82,53 @@ def test_the_set_spans_what_it_must():
     assert len(minors) >= 3
 
 
-@pytest.mark.parametrize("case", _cases(lambda c: c.planned or c.meta.get("hybrid")))
+@pytest.mark.parametrize("case", _cases(lambda c: c.planned, KV_MISSES))
 def test_kv_within_10_percent(case):
-    if case.name in KV_MISSES:
-        pytest.xfail(KV_MISSES[case.name])
     outcome = bench.evaluate(case)
     if outcome.kv_error is not None:
         assert abs(outcome.kv_error) <= 0.10, f"{outcome.kv_error:+.1%}"
 
 
-@pytest.mark.parametrize("case", _cases(lambda c: c.planned or c.meta.get("hybrid")))
+@pytest.mark.parametrize("case", _cases(lambda c: c.planned, {**KV_MISSES, **KV_NEAR_MISSES}))
+def test_kv_within_5_percent(case):
+    outcome = bench.evaluate(case)
+    if outcome.kv_error is not None:
+        assert abs(outcome.kv_error) <= 0.05, f"{outcome.kv_error:+.1%}"
+
+
+@pytest.mark.parametrize("case", _cases(lambda c: c.planned))
 def test_weights_within_2_percent_of_model_loading_took(case):
     outcome = bench.evaluate(case)
     if outcome.weights_error is not None:
         assert abs(outcome.weights_error) <= 0.02, f"{outcome.weights_error:+.2%}"
 
 
-@pytest.mark.parametrize("case", _cases(lambda c: c.planned or c.meta.get("hybrid")))
+@pytest.mark.parametrize("case", _cases(lambda c: c.planned, START_MISSES))
 def test_does_not_start_where_vllm_did_not(case):
-    if case.name in START_MISSES:
-        pytest.xfail(START_MISSES[case.name])
     assert bench.evaluate(case).predicted_starts == case.meta["started"]
+
+
+def test_the_rates_over_the_whole_planned_set():
+    """The Done-when's rates, as measured: which logs miss is exactly the named lists."""
+    outcomes = [bench.evaluate(c) for c in bench.cases() if c.planned]
+    assert len(outcomes) >= 25
+    errors = {o.case.name: abs(o.kv_error) for o in outcomes if o.kv_error is not None}
+    assert {n for n, e in errors.items() if e > 0.10} == set(KV_MISSES)
+    assert {n for n, e in errors.items() if 0.05 < e <= 0.10} == set(KV_NEAR_MISSES)
+    within_5 = sum(e <= 0.05 for e in errors.values()) / len(errors)
+    assert within_5 >= KV_WITHIN_5_AT_LEAST, f"{within_5:.0%}"
+    weights = [abs(o.weights_error) for o in outcomes if o.weights_error is not None]
+    assert weights and max(weights) <= 0.02
+    wrong = {o.case.name for o in outcomes if o.predicted_starts != o.case.meta["started"]}
+    assert wrong == set(START_MISSES)
+    assert not any(o.case.meta["started"] and not o.predicted_starts for o in outcomes)
+
+
+def test_hybrid_logs_are_kept_and_say_why_they_are_not_planned():
+    hybrids = [c for c in bench.cases() if c.meta.get("hybrid")]
+    assert len(hybrids) == 6
+    for case in hybrids:
+        assert not case.planned and "config" in case.meta["not_planned"], case.name
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in bench.cases()])
