@@ -108,13 +108,15 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
         render_simulation(report, Console())
 
 
-def run_simulation(setup: Setup) -> tuple[dict, list]:
+def run_simulation(setup: Setup, window: bool = True, num_seeds: int = 1) -> tuple[dict, list]:
     """Every policy over the same requests on the deployment; the report every output is
-    rendered from, and the outcomes the records come from."""
+    rendered from, and the outcomes the records come from. window=False measures every
+    request rather than the steady-state window."""
     outcomes, policies = [], []
     for cfg in setup.configs:
         for outcome in run_deployment(setup.requests, setup.coefficients, cfg,
-                                      setup.num_blocks, setup.deployment, setup.slo):
+                                      setup.num_blocks, setup.deployment, setup.slo,
+                                      num_seeds, window):
             outcomes.append((cfg.policy, outcome))
             policies.append(_entry(setup, outcome))
     return header(setup) | {"policies": policies}, outcomes

@@ -17,9 +17,10 @@ from servecap.ledger.serve import (
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_WATERMARK,
 )
-from servecap.sim.deploy import run_deployment
+from servecap.sim.deploy import Deployment, run_deployment
 from servecap.sim.metrics import summarize
 from servecap.sim.run import simulate
+from servecap.sim.sizing import run_size
 from servecap.sim.sweep import closed_loop_points, run_sweep
 
 from . import sim_options as o
@@ -92,7 +93,10 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
         render_sweep(report, Console())
 
 
-def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool) -> dict:
+def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool,
+                 num_requests: int | None = None, num_seeds: int = 1) -> dict:
+    """The sweep of setup's workload, each rate run until steady with at most num_requests
+    requests (default: the workload's), step-time spreads drawn over num_seeds seeds."""
     if not 0 < target <= 1:
         raise SpecError("--target", target, "a share of requests in (0, 1]")
     if not 1 <= num_rates <= MAX_NUM_RATES:
@@ -102,33 +106,35 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
 
     def run(requests):  # the last outcome: the disaggregated one when asked for
         return run_deployment(requests, setup.coefficients, cfg, setup.num_blocks,
-                              setup.deployment, setup.slo)[-1].summary
+                              setup.deployment, setup.slo, num_seeds)[-1].summary
 
     def one_at_a_time(requests):
         single = replace(cfg, max_num_seqs=1)
         return summarize(simulate(requests, setup.coefficients, single, setup.num_blocks))
 
+    size = run_size(setup.coefficients, setup.requests,
+                    num_requests or setup.workload.num_requests)
     total = len(rates) if rates else num_rates
     with Progress(disable=quiet, transient=True) as bar:
         task = bar.add_task("sweeping offered load", total=total)
-        result = run_sweep(setup.workload, run, target, rates, num_rates,
+        result = run_sweep(setup.workload, run, target, size, rates, num_rates,
                            on_point=lambda _: bar.advance(task),
                            run_one_at_a_time=one_at_a_time)
     if closed is not None:
         result["closed_loop_points"] = closed_loop_points(
-            setup.workload, lambda reqs, n: summarize(simulate(
-                reqs, setup.coefficients, replace(cfg, concurrency=n), setup.num_blocks),
-                setup.slo), closed, target)
+            setup.workload, lambda reqs, n: run_deployment(
+                reqs, setup.coefficients, replace(cfg, concurrency=n), setup.num_blocks,
+                Deployment(), setup.slo, num_seeds)[0].summary, closed, target)
     return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
 
 
 def capacity_point(report: dict) -> tuple[dict, str]:
-    """The sweep point the Latency record holds: the highest rate meeting the SLO target, or
-    the lowest rate swept when none does (said so in the record's source)."""
-    good = [p for p in report["points"] if p["meets_slo"]]
-    point = good[-1] if good else report["points"][0]
-    offered = point["rate_per_s"]  # the swept rate: the record's offered rate and its note
-    note = (f"sweep point at the capacity, {offered:.2f} req/s offered" if good
+    """The run the Latency record holds: the one at the capacity (capacity.capacity's
+    bisection), or the lowest rate swept when none meets the target (said so in the
+    record's source)."""
+    point = report["capacity_point"] or report["points"][0]
+    offered = point["rate_per_s"]  # the simulated rate: the record's offered rate and its note
+    note = (f"run at the capacity, {offered:.2f} req/s offered" if report["capacity_point"]
             else f"no swept rate met the SLO target; the lowest, {offered:.2f} req/s offered")
     envelope = [{"rate_per_s": p["rate_per_s"], "achieved_rps": p["achieved_rps"],
                  "slo_attainment": p["slo_attainment"], "goodput_rps": p["goodput_rps"],

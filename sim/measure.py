@@ -1,0 +1,245 @@
+"""The report over the measured window: counts of the whole run, rates and latency of the
+steady-state requests, and a 95 % batch-means interval on each figure people decide from.
+
+Every run (one per --seeds draw) is measured in its own window (sim/steady.py); the windows'
+requests are pooled for the estimates and each contributes NUM_BATCHES batches, in arrival
+order, to the intervals (sim/intervals.py): TTFT, TPOT, ITL, E2E and queue p50/p99, SLO
+attainment, goodput, achieved requests/s and output tokens/s.
+"""
+
+from dataclasses import dataclass
+
+from .intervals import (
+    Sorted,
+    batch_bounds,
+    quantile_interval,
+    ratio_interval,
+    share_interval,
+)
+from .metrics import (
+    PERCENTILE_METHOD,
+    QUANTILES,
+    SLO,
+    percentile_key,
+    tpot_s,
+)
+from .state import DONE, REJECTED, RUNNING, Seq, SimResult
+from .steady import Window, find_window, whole_run
+
+LATENCY = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+CI_QUANTILES = (("p50", 0.50), ("p99", 0.99))
+RATE_CIS = ("achieved_rps", "goodput_rps", "output_tokens_per_s")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One simulated run: every arrived request (in arrival order) and the engines whose
+    decode timelines their token times index."""
+
+    seqs: list[Seq]
+    results: list[SimResult]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Consecutive measured requests of one run and the seconds of arrivals they span."""
+
+    seqs: list[Seq]
+    duration_s: float
+    timelines: dict
+
+
+def measure(policy: str, runs: list[Run], slo: SLO, itl: bool = True,
+            window: bool = True) -> dict:
+    """The summary over every run's measured window (the keys of metrics.summarize_seqs,
+    plus the window and the *_ci intervals). itl=False leaves the per-token ITL out (a
+    search reads TPOT); window=False measures every request (what a benchmark of the same
+    requests reports), still saying whether a steady state was reached."""
+    windows = [find_window(r.seqs, r.results) for r in runs]
+    if not window:
+        windows = [whole_run(r.seqs, w) for r, w in zip(runs, windows, strict=True)]
+    batches = [b for r, w in zip(runs, windows, strict=True) for b in _batches(r, w)]
+    measured = [s for b in batches for s in b.seqs]
+    every = [s for r in runs for s in r.seqs]
+    report = _counts(policy, every) | _window(windows)
+    report |= {"offered_rps": _offered(runs, windows)} | _rates(measured, batches, slo)
+    report |= _latency(measured, batches, slo.percentiles, itl)
+    report["percentile_method"] = PERCENTILE_METHOD
+    return report
+
+
+def _batches(run: Run, window: Window) -> list[Batch]:
+    """NUM_BATCHES consecutive batches of the window, each with its share of the window's
+    seconds (its arrival span; the last closed one mean gap after its last arrival)."""
+    seqs = run.seqs[window.start:window.stop]
+    if not seqs:
+        return []
+    timelines = {id(s): r.decode_end_s for r in run.results for s in r.seqs}
+    edges = batch_bounds(len(seqs))
+    opens = [seqs[e].req.arrival_s for e in edges[:-1]]
+    gap = (seqs[-1].req.arrival_s - seqs[0].req.arrival_s) / (len(seqs) - 1) \
+        if len(seqs) > 1 else 0.0
+    spans = [b - a for a, b in zip(opens, opens[1:] + [seqs[-1].req.arrival_s + gap],
+                                   strict=True)]
+    total = sum(spans)
+    scale = [s / total * window.duration_s for s in spans] if total > 0 else \
+        [window.duration_s / len(spans)] * len(spans)
+    return [Batch(seqs[edges[i]:edges[i + 1]], scale[i], timelines)
+            for i in range(len(edges) - 1)]
+
+
+def _counts(policy: str, seqs: list[Seq]) -> dict:
+    """What happened to every request of the runs, warm-up and drain included."""
+    done = [s for s in seqs if s.state == DONE]
+    rejected = [s for s in seqs if s.state == REJECTED]
+    offered = sum(s.req.prefix_tokens for s in done)
+    return {
+        "policy": policy, "offered": len(seqs), "completed": len(done),
+        "rejected": len(rejected), "queued": len(seqs) - len(done) - len(rejected),
+        "running_at_end": sum(1 for s in seqs if s.state == RUNNING),
+        "rejection_reasons": sorted({s.reason for s in rejected}),
+        "preemptions": sum(s.preemptions for s in seqs),
+        "recomputed_tokens": sum(s.recomputed_tokens for s in seqs),
+        "prefix_hit_tokens": sum(s.prefix_hit_tokens for s in seqs),
+        "prefix_hit_rate": sum(s.prefix_hit_tokens for s in done) / offered if offered else 0.0,
+    }
+
+
+def _window(windows: list[Window]) -> dict:
+    steady = all(w.steady for w in windows)
+    reasons = sorted({w.reason for w in windows if w.reason})
+    return {"steady_state": steady,
+            "steady_state_reason": "; ".join(reasons) if reasons else None,
+            "overloaded": any(w.overloaded for w in windows),
+            "measured_requests": sum(w.num_measured for w in windows),
+            "warmup_requests": sum(w.start for w in windows),
+            "drain_requests": sum(w.num_requests - w.stop for w in windows),
+            "window_lifetimes": round(min(w.lifetimes for w in windows), 3),
+            "simulated_requests": max(w.num_requests for w in windows),
+            "num_runs": len(windows)}
+
+
+def _rates(measured: list[Seq], batches: list[Batch], slo: SLO) -> dict:
+    """Requests/s, tokens/s, goodput and attainment over the windows' arrival spans."""
+    span = max(sum(b.duration_s for b in batches), 1e-12)  # the windows' seconds
+    done = [s for s in measured if s.state == DONE]
+    met = sum(1 for s in done if slo.met(s))
+    out = {"duration_s": round(span, 6),
+           "achieved_rps": len(done) / span,
+           "input_tokens_per_s": sum(s.req.prompt_tokens for s in done) / span,
+           "output_tokens_per_s": sum(s.req.output_tokens for s in done) / span,
+           "slo_attainment": met / len(measured) if measured else 0.0,
+           "goodput_rps": met / span,
+           "ttft_attainment": _share(measured, SLO(ttft_s=slo.ttft_s)),
+           "tpot_attainment": _share(measured, SLO(itl_s=slo.itl_s))}
+    per = [_batch_rates(b, slo) for b in batches]
+    seconds = [b.duration_s for b in batches]
+    for key in RATE_CIS:
+        out[f"{key}_ci"] = ratio_interval([p[key] for p in per], seconds)
+    out["slo_attainment_ci"] = share_interval(
+        out["slo_attainment"], [p["met"] / len(b.seqs) for p, b in zip(per, batches,
+                                                                        strict=True)])
+    return out
+
+
+def _share(seqs: list[Seq], slo: SLO) -> float:
+    """The share of requests meeting `slo` (one target of the SLO, for what binds)."""
+    return sum(1 for s in seqs if slo.met(s)) / len(seqs) if seqs else 0.0
+
+
+def _offered(runs: list[Run], windows: list[Window]) -> float | None:
+    """Arrivals per second of the measured requests: (n - 1) over their arrival span, over
+    every run; None when they all arrive at once."""
+    gaps = span = 0.0
+    for run, win in zip(runs, windows, strict=True):
+        seqs = run.seqs[win.start:win.stop]
+        if len(seqs) > 1:
+            gaps += len(seqs) - 1
+            span += seqs[-1].req.arrival_s - seqs[0].req.arrival_s
+    return gaps / span if span > 0 else None
+
+
+def _batch_rates(batch: Batch, slo: SLO) -> dict:
+    done = [s for s in batch.seqs if s.state == DONE]
+    met = sum(1 for s in done if slo.met(s))
+    return {"achieved_rps": len(done), "goodput_rps": met, "met": met,
+            "output_tokens_per_s": sum(s.req.output_tokens for s in done)}
+
+
+def _latency(measured: list[Seq], batches: list[Batch], extra: tuple[float, ...],
+             itl: bool) -> dict:
+    """Each latency's percentiles over the measured requests (ms), and p50/p99 intervals."""
+    out = {}
+    for key in LATENCY:
+        if key == "itl_ms" and not itl:
+            continue
+        whole = Sorted(_samples(key, measured, batches))
+        parts = [Sorted(_samples(key, b.seqs, [b])) for b in batches]
+        out[key] = _ms(_stats(whole, extra))
+        out[f"{key}_ci"] = {name: _ms_pair(quantile_interval(whole, parts, q))
+                            for name, q in CI_QUANTILES}
+    return out
+
+
+def _samples(key: str, seqs: list[Seq], batches: list[Batch]) -> list[tuple[float, int]]:
+    done = [s for s in seqs if s.state == DONE]
+    if key == "queue_ms":
+        return [(s.admitted_s - s.req.arrival_s, 1) for s in done]
+    if key == "ttft_ms":
+        return [(s.first_token_s - s.req.arrival_s, 1) for s in done]
+    if key == "tpot_ms":
+        return [(tpot_s(s), 1) for s in done if s.req.output_tokens > 1]
+    if key == "e2e_ms":
+        return [(s.release_s - s.req.arrival_s, 1) for s in done]
+    return [p for b in batches for p in gap_pairs(b.seqs, b.timelines)]
+
+
+def gap_pairs(seqs: list[Seq], timelines: dict) -> list[tuple[float, int]]:
+    """Every gap between consecutive tokens of these requests, as (gap s, count): the
+    requests' share of metrics.itl_pairs (token gaps inside decode segments counted per
+    decode iteration, the count being how many of these requests stepped in it and the
+    one before)."""
+    by_line: dict[int, tuple[list[float], dict[int, int]]] = {}
+    pairs = []
+    for seq in seqs:
+        ends = timelines.get(id(seq))
+        if ends is None:
+            continue
+        _, weights = by_line.setdefault(id(ends), (ends, {}))
+        for first, last, prev_s in seq.segments:
+            pairs.append((ends[first] - prev_s, 1))
+            weights[first + 1] = weights.get(first + 1, 0) + 1
+            weights[last + 1] = weights.get(last + 1, 0) - 1
+        pairs.extend((gap, 1) for gap in seq.extra_gaps_s)
+    for ends, weights in by_line.values():
+        if not weights:
+            continue
+        live, marks = 0, sorted(weights)
+        for a, b in zip(marks, marks[1:] + [marks[-1]], strict=True):
+            live += weights[a]
+            if live:
+                pairs.extend((ends[j] - ends[j - 1], live) for j in range(a, min(b, len(ends))))
+    return pairs
+
+
+def _stats(whole: Sorted, extra: tuple[float, ...]) -> dict:
+    """p50/p95/p99, the mean, the extra percentiles and the max (with extras), as
+    metrics.weighted_quantiles gives them."""
+    wanted = list(QUANTILES) + [(percentile_key(p), p / 100) for p in extra
+                                if percentile_key(p) not in dict(QUANTILES)]
+    keys = [name for name, _ in wanted] + ["mean"] + (["max"] if extra else [])
+    if not whole.total:
+        return dict.fromkeys(keys)
+    out = {name: whole.quantile(q) for name, q in wanted}
+    out["mean"] = whole.mean()
+    if extra:
+        out["max"] = whole.values[-1]
+    return {k: out[k] for k in keys}
+
+
+def _ms(stats: dict) -> dict:
+    return {k: None if v is None else round(v * 1000, 3) for k, v in stats.items()}
+
+
+def _ms_pair(pair: list[float] | None) -> list[float] | None:
+    return None if pair is None else [round(v * 1000, 3) for v in pair]
