@@ -71,7 +71,7 @@ def capacity(point: Callable[[float], dict], target: float, start_rps: float,
             "capacity_tolerance": tolerance,
             "capacity_steady_state": bool(low) and probes[low]["steady_state"],
             "capacity_limited_by": _limited_by(probes.get(above), low, most),
-            "capacity_probes": [_probe(r, probes[r], target) for r in sorted(probes)]}
+            "capacity_probes": [probe_row(r, probes[r], target) for r in sorted(probes)]}
 
 
 def highest(holds: Callable[[float], bool], start: float, tolerance: float,
@@ -117,19 +117,17 @@ def _bisect(holds: Callable[[float], bool], low: float, high: float, tolerance: 
 
 
 def _limited_by(failed: dict | None, low: float, most: float) -> str:
-    """Why the next rate up failed: the SLO, a queue that grew, the saturation rate, or a
-    run too short to show a steady state (the capacity may then be higher: raise
-    --num-requests)."""
+    """Why the next rate up failed: the SLO, a queue that grew through the run, or the
+    saturation rate."""
     if failed is None:
         if most < float("inf"):
             return "saturation"
         return "none: met up to the highest rate probed" if low else "slo"
-    if failed["overloaded"]:
-        return "queue grows"
-    return "slo" if failed["steady_state"] else "steady state not reached"
+    return "queue grows" if failed["overloaded"] else "slo"
 
 
-def _probe(rate: float, summary: dict, target: float) -> dict:
+def probe_row(rate: float, summary: dict, target: float) -> dict:
+    """One probed rate as the report lists it."""
     return {"rate_per_s": rate, "slo_attainment": summary["slo_attainment"],
             "slo_attainment_ci": summary.get("slo_attainment_ci"),
             "steady_state": summary["steady_state"], "overloaded": summary["overloaded"],

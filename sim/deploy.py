@@ -14,6 +14,7 @@ from .sampling import Request
 from .state import Seq, SimResult
 
 MAX_DEVICES = 4096  # each is a simulated engine; more only slows the run down
+MAX_SEEDS = 64  # step-time draws per run: the interval narrows as 1/sqrt of them
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ def run_deployment(requests: list[Request], coef: Coefficients, config: Schedule
     devices). With num_seeds > 1 and a step-time spread, the run is repeated with step-time
     seeds config.seed, +1, ...: the summary pools every run (sim/measure.py), the outcome's
     requests are the first run's. window=False measures every request, not the window."""
+    if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) \
+            or not 1 <= num_seeds <= MAX_SEEDS:
+        raise SpecError("--seeds", num_seeds, f"a whole number in 1..{MAX_SEEDS}")
     deployments = [Deployment(deployment.prefill_replicas + deployment.decode_replicas,
                               deployment.router), deployment] \
         if deployment.disaggregated else [deployment]

@@ -16,8 +16,13 @@ inverted through the distribution function: the share of each batch at or below 
 x_q estimates F(x_q) with a batch-means spread, and the interval is the nearest-rank quantiles
 at q -/+ that half-width (the sample quantile's error is (q - F(x_q)) / f(x_q), Bahadur's
 representation, so an interval for F at x_q maps back through the sample's own distribution).
-The half-width in F is never narrower than the binomial one, t x sqrt(q (1 - q) / n), so a
-quantile at the edge of every batch (the max) does not get a zero-width interval.
+The half-width in F is never narrower than the binomial one, t x r x sqrt(q (1 - q) / n),
+r being how much wider than independent sampling the median's batches spread (correlation a
+tail quantile, seen by few of its own samples, carries too), so a quantile at the edge of
+every batch (the max) does not get a zero-width interval. A side with fewer than MIN_TAIL
+effective samples beyond the quantile (n / r^2 x (1 - q) for the high side) is unbounded,
+None: a run whose whole sample may lie below the true p99 cannot bound it from above. A
+share's interval is likewise never narrower than Wilson's score interval.
 """
 
 import math
@@ -26,6 +31,7 @@ from itertools import accumulate
 
 CONFIDENCE = 0.95
 NUM_BATCHES = 10
+MIN_TAIL = 5  # effective samples beyond a quantile needed to bound it on that side
 # t quantiles at 0.975 for few degrees of freedom, where the expansion below is inaccurate
 _T_SMALL = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
             9: 2.262}
@@ -69,10 +75,25 @@ def mean_interval(estimate: float | None, batch_means: list[float]) -> list[floa
     return [estimate - half, estimate + half]
 
 
-def share_interval(estimate: float, batch_shares: list[float]) -> list[float] | None:
-    """A share's interval, kept inside [0, 1]."""
+def share_interval(estimate: float, batch_shares: list[float], count: int
+                   ) -> list[float] | None:
+    """A share's interval, kept inside [0, 1] and never narrower than the Wilson score
+    interval of `count` independent observations (so a share every batch reaches, 100 %,
+    still gets an interval: the batches' spread is 0 there)."""
     out = mean_interval(estimate, batch_shares)
-    return None if out is None else [max(0.0, out[0]), min(1.0, out[1])]
+    if out is None:
+        return None
+    low, high = wilson(estimate, count)
+    return [max(0.0, min(out[0], low)), min(1.0, max(out[1], high))]
+
+
+def wilson(share: float, count: int) -> tuple[float, float]:
+    """The Wilson score interval at 95 % (Wilson 1927) of a share of `count` trials."""
+    z2 = _Z * _Z
+    centre = (share + z2 / (2 * count)) / (1 + z2 / count)
+    half = _Z * math.sqrt(share * (1 - share) / count + z2 / (4 * count * count)) \
+        / (1 + z2 / count)
+    return centre - half, centre + half
 
 
 def ratio_interval(numerators: list[float], denominators: list[float]) -> list[float] | None:
@@ -119,10 +140,32 @@ def quantile_interval(whole: Sorted, batches: list[Sorted], share: float
                       ) -> list[float] | None:
     """[low, high] of the nearest-rank `share` quantile (see the module docstring)."""
     estimate = whole.quantile(share)
-    shares = [b.at_or_below(estimate) / b.total for b in batches if b.total]
-    half = _half(shares)
-    if estimate is None or half is None:
+    half = _share_half(whole, batches, estimate, share)
+    if half is None:
         return None
-    floor = t_quantile(len(shares) - 1) * math.sqrt(share * (1 - share) / whole.total)
+    inflation = _inflation(whole, batches)
+    floor = t_quantile(len(batches) - 1) * inflation * math.sqrt(share * (1 - share)
+                                                                 / whole.total)
     half = max(half, floor)
-    return [whole.quantile(share - half), whole.quantile(share + half)]
+    effective = whole.total / (inflation * inflation)
+    low = whole.quantile(share - half) if share * effective >= MIN_TAIL else None
+    high = whole.quantile(share + half) if (1 - share) * effective >= MIN_TAIL else None
+    return [low, high]
+
+
+def _share_half(whole: Sorted, batches: list[Sorted], value: float | None, share: float
+                ) -> float | None:
+    if value is None:
+        return None
+    return _half([b.at_or_below(value) / b.total for b in batches if b.total])
+
+
+def _inflation(whole: Sorted, batches: list[Sorted]) -> float:
+    """How much wider than independent sampling the batches say the median's share is:
+    correlation that tail quantiles, seen by few of their own samples, also carry (at
+    least 1)."""
+    half = _share_half(whole, batches, whole.quantile(0.5), 0.5)
+    if not half or len(batches) < 2:
+        return 1.0
+    iid = t_quantile(len(batches) - 1) * math.sqrt(0.25 / whole.total)
+    return max(1.0, half / iid)

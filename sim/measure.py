@@ -138,7 +138,8 @@ def _rates(measured: list[Seq], batches: list[Batch], slo: SLO) -> dict:
         out[f"{key}_ci"] = ratio_interval([p[key] for p in per], seconds)
     out["slo_attainment_ci"] = share_interval(
         out["slo_attainment"], [p["met"] / len(b.seqs) for p, b in zip(per, batches,
-                                                                        strict=True)])
+                                                                        strict=True)],
+        len(measured))
     return out
 
 
@@ -242,4 +243,4 @@ def _ms(stats: dict) -> dict:
 
 
 def _ms_pair(pair: list[float] | None) -> list[float] | None:
-    return None if pair is None else [round(v * 1000, 3) for v in pair]
+    return None if pair is None else [None if v is None else round(v * 1000, 3) for v in pair]

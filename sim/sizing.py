@@ -1,12 +1,14 @@
 """How long a run at a rate needs to be: sized by request lifetimes, between a floor and a
-ceiling, doubled until its window is steady (sim/steady.py) or the ceiling is reached.
+ceiling, until its window is steady (sim/steady.py) or the ceiling is reached.
 
-A window needs MIN_LIFETIMES request lifetimes of arrivals after a warm-up of a few more, so
-the first run at rate r is r x lifetime x (MIN_LIFETIMES + WARMUP_LIFETIMES) requests, the
-lifetime being one request's unloaded one (its prefill and its decode steps alone on the
-device, the mean request of the workload). Under load requests live longer than that, so a
-run that is not yet steady is run again at twice the size, up to the ceiling; one that is
-settled another way stops early (a queue that grows through the run only grows longer).
+A window needs MIN_LIFETIMES request lifetimes of arrivals after a warm-up of a few more: at
+rate r, r x lifetime x (MIN_LIFETIMES + WARMUP_LIFETIMES) requests. The first run has the
+floor's requests (or what one request's unloaded lifetime calls for, when a caller gives it:
+its prefill and decode steps alone on the device); it measures how long requests live under
+this load, and a run that is not yet steady is run again at the size those lifetimes call
+for (at least twice the size), up to the ceiling. A run settled another way stops early: a
+queue that grows through the run only grows longer, and a caller may stop one that already
+misses what it is asked.
 """
 
 import math
@@ -63,10 +65,14 @@ def unloaded_lifetime_s(coef: Coefficients, requests: list[Request]) -> float:
     return prefill + max(output - 1, 0) * step_s(coef, 0, 1, 0, prompt + output // 2)
 
 
-def run_size(coef: Coefficients, requests: list[Request], ceiling: int) -> RunSize:
-    """The sizing of runs like `requests` (their mean lengths price the lifetime) on one
-    engine priced by coef, with at most `ceiling` requests a run."""
-    return RunSize(ceiling, lifetime_s=unloaded_lifetime_s(coef, requests))
+def run_size(coef: Coefficients, requests: list[Request], ceiling: int,
+             from_floor: bool = False) -> RunSize:
+    """The sizing of runs like `requests` (their mean lengths price the unloaded lifetime)
+    on one engine priced by coef, with at most `ceiling` requests a run; from_floor: the
+    first run has the floor's requests whatever the lifetime (a search, where most runs
+    settle a miss on their first and smallest)."""
+    return RunSize(ceiling, lifetime_s=0.0 if from_floor else
+                   unloaded_lifetime_s(coef, requests))
 
 
 def settled(summary: dict) -> bool:
@@ -84,4 +90,11 @@ def steady_point(workload: Workload, rate_per_s: float, run: Callable[[list[Requ
         summary = run(at_rate(replace(workload, num_requests=count), rate_per_s))
         if count >= size.ceiling or done(summary):
             return summary
-        count = min(2 * count, size.ceiling)
+        count = min(max(2 * count, _needed(summary, rate_per_s)), size.ceiling)
+
+
+def _needed(summary: dict, rate_per_s: float) -> int:
+    """Requests a steady window needs at the lifetimes this run measured (its requests' mean
+    end-to-end latency): longer than the unloaded guess once requests share the device."""
+    mean_ms = (summary.get("e2e_ms") or {}).get("mean") or 0.0
+    return math.ceil(rate_per_s * mean_ms / 1000 * (MIN_LIFETIMES + WARMUP_LIFETIMES))

@@ -39,6 +39,7 @@ MIN_MEASURED = 100
 MIN_LIFETIMES = NUM_BATCHES
 GROWING = 2.0  # backlog in the last quarter over the second: a queue growing without bound
 GROWING_SHARE = 0.1  # ... by at least this share of the arrivals in between
+GROWING_LIFETIMES = 8  # ... over a run long enough to be past its warm-up
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def find_window(seqs: list[Seq], results: list[SimResult]) -> Window:
     load = in_system(seqs)
     cuts = [mser5(load), mser5(kv_in_use(seqs, results))]
     stop = _drain_cut(seqs)
-    growing = _growing(load)
+    growing = _growing(load, seqs)
     if None in cuts:
         return _whole(seqs, "warm-up still trending at the end of the run"
                       if count >= 2 * MSER_BATCH * MSER_MIN_TAIL_BATCHES else
@@ -163,13 +164,19 @@ def _span(seqs: list[Seq]) -> tuple[float, float]:
     return duration, duration / lifetime if lifetime > 0 else 0.0
 
 
-def _growing(load: list[int]) -> bool:
+def _growing(load: list[int], seqs: list[Seq]) -> bool:
     """A queue that grows for as long as requests arrive: the mean backlog over the last
     quarter of the arrivals is GROWING x the second quarter's, and larger by GROWING_SHARE of
-    the arrivals between them (completions fall at least that far behind arrivals)."""
+    the arrivals between them (completions fall at least that far behind arrivals), in a run
+    whose arrivals span GROWING_LIFETIMES lifetimes of its first quarter's requests (a
+    shorter run may still be warming up: its backlog grows either way)."""
     quarter = len(load) // 4
     if quarter < MSER_BATCH:
         return False
     second = sum(load[quarter:2 * quarter]) / quarter
     last = sum(load[3 * quarter:]) / (len(load) - 3 * quarter)
-    return last > GROWING * second and last - second > GROWING_SHARE * 2 * quarter
+    if not (last > GROWING * second and last - second > GROWING_SHARE * 2 * quarter):
+        return False
+    early = [s.release_s - s.req.arrival_s for s in seqs[:quarter] if s.state == DONE]
+    lifetime = sum(early) / len(early) if early else 0.0
+    return seqs[-1].req.arrival_s - seqs[0].req.arrival_s >= GROWING_LIFETIMES * lifetime

@@ -4,7 +4,7 @@ when the SLO fails; the capacity is sim/capacity.py's."""
 from collections.abc import Callable
 from dataclasses import replace
 
-from .capacity import capacity, meets, verdict
+from .capacity import capacity, meets, probe_row, verdict
 from .sampling import Request, at_rate
 from .sizing import RunSize, steady_point
 from .workload import Workload
@@ -37,7 +37,8 @@ def sweep_rates(low_rps: float, high_rps: float, num_rates: int) -> list[float]:
 def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: float,
               size: RunSize, rates: list[float] | None = None, num_rates: int = 10,
               on_point: Callable[[dict], None] | None = None,
-              run_one_at_a_time: Callable[[list[Request]], dict] | None = None) -> dict:
+              run_one_at_a_time: Callable[[list[Request]], dict] | None = None,
+              bisect: bool = True) -> dict:
     """`run` simulates one request list and returns its measured summary (sim/measure.py);
     `run_one_at_a_time` the same with one resident sequence (the synchronous end). Each rate
     is run until steady (sim/sizing.py, up to size.ceiling requests); the sweep stops at the
@@ -45,7 +46,8 @@ def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: 
     rate meeting the target, bisected to its tolerance, with its interval (the swept rates
     are its first probes). The saturation rate (every request offered at once) is a
     throughput, not a sustainable rate: at utilisation 1 an open-loop queue grows without
-    bound."""
+    bound. bisect=False (no SLO to meet) takes the highest swept rate that met the target
+    instead of bisecting."""
     saturation = run(saturated(workload))
     low = run_one_at_a_time(saturated(workload))["achieved_rps"] if run_one_at_a_time else \
         saturation["achieved_rps"] / num_rates
@@ -67,13 +69,25 @@ def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: 
             stopped = True
             break
     good = [p["rate_per_s"] for p in points if p["meets_slo"]]
-    found = capacity(point, target, max(good, default=rates[0]), most, probes=probes)
+    found = capacity(point, target, max(good, default=rates[0]), most, probes=probes) \
+        if bisect else swept_capacity(points, probes, target)
     rate = found["capacity_rps"]
     at = sweep_point(rate, probes[rate], target, most) if rate else None
     return {"target_attainment": target, "synchronous_rps": low,
             "saturation_rps": saturation["achieved_rps"],
             "saturation_output_tokens_per_s": saturation["output_tokens_per_s"],
             **found, "capacity_point": at, "stopped_on_slo": stopped, "points": points}
+
+
+def swept_capacity(points: list[dict], probes: dict[float, dict], target: float) -> dict:
+    """The highest swept rate that met the target, without bisection (no SLO was given:
+    every completed request meets it, so a bisection would only find saturation again)."""
+    good = [p["rate_per_s"] for p in points if p["meets_slo"]]
+    rate = max(good, default=0.0)
+    return {"capacity_rps": rate, "capacity_rps_ci": None, "capacity_tolerance": None,
+            "capacity_steady_state": bool(rate) and probes[rate]["steady_state"],
+            "capacity_limited_by": "no SLO target: the highest swept rate",
+            "capacity_probes": [probe_row(r, probes[r], target) for r in sorted(probes)]}
 
 
 def sweep_point(rate: float | None, summary: dict, target: float,

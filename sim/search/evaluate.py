@@ -42,7 +42,7 @@ def price_layout(problem: Problem, layout: Layout) -> Priced:
     blocks = verdict.deployment.plan.budget.num_gpu_blocks  # plan --engine vllm's pool
     sample = draw_requests(replace(problem.workload, num_requests=min(
         problem.workload.num_requests, LENGTH_SAMPLE)))
-    size = run_size(coef, sample, problem.workload.num_requests)
+    size = run_size(coef, sample, problem.workload.num_requests, from_floor=True)
     return Priced(coef, blocks, config, notes, size)
 
 
@@ -53,10 +53,11 @@ def deployment_of(problem: Problem, cand: Candidate) -> Deployment:
 
 def run_at(problem: Problem, priced: Priced, cand: Candidate, rate_per_s: float,
            decided: bool = True) -> dict:
-    """The deployment's measured summary at rate_per_s, run until steady (a run that already
-    misses the target stops early when `decided`: a longer one only adds load it has not
-    met). The simulator's own summary, less the per-token ITL percentiles (a search reads
-    TPOT; the token gaps were a quarter of its time)."""
+    """The deployment's measured summary at rate_per_s, run until steady. When `decided`, a
+    run that surely misses the target (its queue grew through the run, or its attainment's
+    whole interval is below the target) stops early: a longer run would not rescue it. The
+    simulator's own summary, less the per-token ITL percentiles (a search reads TPOT; the
+    token gaps were a quarter of its time)."""
     target = problem.target_attainment
 
     def run(requests):

@@ -2,11 +2,12 @@
 
 
 def rank_key(row: dict) -> tuple:
-    """Meeting the SLOs first, then cost per hour, then more tokens/s per GPU; the label
-    breaks every remaining tie, so the order never depends on who finished first."""
+    """Meeting the SLOs first, then cost per hour, then the higher SLO attainment at the
+    target rate (the wider margin: at steady state every deployment that keeps up serves the
+    same tokens/s), then more tokens/s per GPU; the label breaks every remaining tie, so the
+    order never depends on who finished first."""
     return (not row["meets_slo"], row["cost_usd_per_hour"] if row["meets_slo"] else 0.0,
-            -row["slo_attainment"] if not row["meets_slo"] else 0.0,
-            -row["tokens_per_s_per_gpu"], row["label"])
+            -row["slo_attainment"], -row["tokens_per_s_per_gpu"], row["label"])
 
 
 def ranked(rows: list[dict]) -> list[dict]:
@@ -34,13 +35,12 @@ def overlap(a: list[float] | None, b: list[float] | None) -> bool:
 
 
 def settle_tie(rows: list[dict], capacities: dict[str, dict]) -> tuple[list[dict], dict | None]:
-    """The cheapest against its runner-up at the same cost: apart when their tokens/s per GPU
+    """The cheapest against its runner-up at the same cost: apart when their SLO attainment
     intervals do not overlap; else the higher SLO capacity wins when the capacity intervals
     do not overlap (the winner moves first), else a tie. Returns the rows and the tie."""
     best = cheapest(rows)
     other = runner_up(rows, best)
-    if other is None or not overlap(best["tokens_per_s_per_gpu_ci"],
-                                    other["tokens_per_s_per_gpu_ci"]):
+    if other is None or not overlap(best["slo_attainment_ci"], other["slo_attainment_ci"]):
         return rows, None
     a, b = capacities.get(best["label"]), capacities.get(other["label"])
     if a and b and not overlap(a["capacity_rps_ci"], b["capacity_rps_ci"]):
@@ -48,7 +48,8 @@ def settle_tie(rows: list[dict], capacities: dict[str, dict]) -> tuple[list[dict
             rows = [other] + [r for r in rows if r is not other]
         return rows, None
     return rows, {"labels": [best["label"], other["label"]],
-                  "why": "their tokens/s per GPU and SLO capacity intervals overlap"}
+                  "why": "the same cost, and their SLO attainment and SLO capacity intervals "
+                         "overlap"}
 
 
 def demote(row: dict, capacity: dict) -> dict:

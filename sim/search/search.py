@@ -66,7 +66,7 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
                           "worker_cpu_s": round(sum(d["cpu_s"] for d in done.values()), 3)},
         "interrupted": interrupted,
         "binding_constraint": None if interrupted else binding_constraint(rows, len(batches)),
-        "cheapest": best, "tie": tie,
+        "cheapest": best, "tie": tie, "steady_state": steady(best),
         "launch": launch_lines(model_id, best, problem.context_tokens, utilization)
         if best else None,
         "frontier": [r | {"launch": launch_lines(model_id, r, problem.context_tokens,
@@ -76,6 +76,14 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
         "time_model_notes": sorted({n for r in rows for n in r["time_model_notes"]}),
         "elapsed_s": round(time.perf_counter() - started, 3),
     }
+
+
+def steady(best: dict | None) -> bool | None:
+    """Whether the answer holds at steady state: its run at the target rate and, when
+    bisected, its SLO capacity's run (None: no answer)."""
+    if best is None:
+        return None
+    return best["steady_state"] and best.get("capacity_steady_state") is not False
 
 
 CAPACITY_KEYS = ("capacity_rps", "capacity_rps_ci", "capacity_steady_state",
