@@ -4,6 +4,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from .steady_view import pm
+
 SHORT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "i8", "int4": "i4",
                "fp4": "fp4", "fp32": "fp32"}
 
@@ -29,18 +31,6 @@ def _ms(value) -> str:
 
 
 MARK = {"meets": "", "marginal": "~", "misses": "x"}
-
-
-def pm(estimate: float | None, interval: list[float] | None, fmt: str = "{:,.2f}",
-       scale: float = 1.0) -> str:
-    """'26.5 ±0.3': the estimate and half its 95 % interval's width (the bounds themselves
-    are in --json)."""
-    if estimate is None:
-        return "-"
-    text = fmt.format(estimate * scale)
-    if not interval:
-        return text
-    return f"{text} ±{fmt.format((interval[1] - interval[0]) / 2 * scale).lstrip()}"
 
 
 def _met(row: dict) -> str:

@@ -10,12 +10,15 @@ INTERVAL_KEYS = (("TTFT", "ttft_ms"), ("ITL", "itl_ms"), ("TPOT", "tpot_ms"),
 def pm(estimate: float | None, interval: list[float] | None, digits: int = 2,
        scale: float = 1.0) -> str:
     """'26.50 ±0.30': the estimate and half its 95 % interval's width (--json has the
-    bounds themselves)."""
+    bounds themselves); '±?' when the run could not bound a side (too few requests beyond
+    a tail quantile)."""
     if estimate is None:
         return "-"
     text = f"{estimate * scale:,.{digits}f}"
     if not interval:
         return text
+    if None in interval:
+        return f"{text} ±?"
     return f"{text} ±{(interval[1] - interval[0]) / 2 * scale:,.{digits}f}"
 
 

@@ -109,30 +109,41 @@ def ratio_interval(numerators: list[float], denominators: list[float]) -> list[f
 
 
 class Sorted:
-    """A weighted sample sorted once: nearest-rank quantiles and counts at or below a value.
-    pairs: (value, count); counts > 0."""
+    """A sample sorted once: nearest-rank quantiles and counts at or below a value. pairs:
+    (value, count) with counts > 0; or, with unit counts, the plain values (of_values)."""
 
     def __init__(self, pairs: list[tuple[float, int]]) -> None:
         pairs = sorted(p for p in pairs if p[1] > 0)
         self.values = [v for v, _ in pairs]
-        self.weights = [w for _, w in pairs]
-        self.cum = list(accumulate(self.weights))
+        self.weights: list[int] | None = [w for _, w in pairs]
+        self.cum: list[int] | None = list(accumulate(self.weights))
         self.total = self.cum[-1] if self.cum else 0
+
+    @classmethod
+    def of_values(cls, values: list[float]) -> "Sorted":
+        out = cls.__new__(cls)
+        out.values, out.weights, out.cum, out.total = sorted(values), None, None, len(values)
+        return out
 
     def quantile(self, share: float) -> float | None:
         """The smallest value with at least share x total at or below it."""
         if not self.total:
             return None
         rank = max(1, math.ceil(round(min(max(share, 0.0), 1.0) * self.total, 6)))
-        return self.values[min(bisect_right(self.cum, rank - 1), len(self.values) - 1)]
+        index = rank - 1 if self.cum is None else bisect_right(self.cum, rank - 1)
+        return self.values[min(index, len(self.values) - 1)]
 
     def mean(self) -> float | None:
         if not self.total:
             return None
+        if self.weights is None:
+            return sum(self.values) / self.total
         return sum(v * w for v, w in zip(self.values, self.weights, strict=True)) / self.total
 
     def at_or_below(self, value: float) -> int:
         i = bisect_right(self.values, value)
+        if self.cum is None:
+            return i
         return self.cum[i - 1] if i else 0
 
 

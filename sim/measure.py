@@ -58,23 +58,23 @@ def measure(policy: str, runs: list[Run], slo: SLO, itl: bool = True,
     windows = [find_window(r.seqs, r.results) for r in runs]
     if not window:
         windows = [whole_run(r.seqs, w) for r, w in zip(runs, windows, strict=True)]
-    batches = [b for r, w in zip(runs, windows, strict=True) for b in _batches(r, w)]
-    measured = [s for b in batches for s in b.seqs]
+    batches = [b for r, w in zip(runs, windows, strict=True) for b in _batches(r, w, itl)]
     every = [s for r in runs for s in r.seqs]
     report = _counts(policy, every) | _window(windows)
-    report |= {"offered_rps": _offered(runs, windows)} | _rates(measured, batches, slo)
-    report |= _latency(measured, batches, slo.percentiles, itl)
+    rows = [_Rows(b.seqs, slo) for b in batches]
+    report |= {"offered_rps": _offered(runs, windows)} | _rates(rows, batches)
+    report |= _latency(rows, batches, slo.percentiles, itl)
     report["percentile_method"] = PERCENTILE_METHOD
     return report
 
 
-def _batches(run: Run, window: Window) -> list[Batch]:
+def _batches(run: Run, window: Window, itl: bool) -> list[Batch]:
     """NUM_BATCHES consecutive batches of the window, each with its share of the window's
     seconds (its arrival span; the last closed one mean gap after its last arrival)."""
     seqs = run.seqs[window.start:window.stop]
     if not seqs:
         return []
-    timelines = {id(s): r.decode_end_s for r in run.results for s in r.seqs}
+    timelines = {id(s): r.decode_end_s for r in run.results for s in r.seqs} if itl else {}
     edges = batch_bounds(len(seqs))
     opens = [seqs[e].req.arrival_s for e in edges[:-1]]
     gap = (seqs[-1].req.arrival_s - seqs[0].req.arrival_s) / (len(seqs) - 1) \
@@ -119,33 +119,60 @@ def _window(windows: list[Window]) -> dict:
             "num_runs": len(windows)}
 
 
-def _rates(measured: list[Seq], batches: list[Batch], slo: SLO) -> dict:
+class _Rows:
+    """One pass over a batch's requests: its latencies (seconds) and its counts."""
+
+    def __init__(self, seqs: list[Seq], slo: SLO) -> None:
+        self.count = len(seqs)
+        self.queue, self.ttft, self.tpot, self.e2e = [], [], [], []
+        self.met = self.met_ttft = self.met_tpot = self.prompt = self.output = 0
+        ttft_s, tpot_limit, e2e_s = slo.ttft_s, slo.itl_s, slo.e2e_s
+        for seq in seqs:
+            if seq.state != DONE:
+                continue
+            req = seq.req
+            first = seq.prefill_token_s[0] - req.arrival_s
+            tpot = tpot_s(seq)
+            e2e = seq.release_s - req.arrival_s
+            self.queue.append(seq.admitted_s - req.arrival_s)
+            self.ttft.append(first)
+            if req.output_tokens > 1:
+                self.tpot.append(tpot)
+            self.e2e.append(e2e)
+            self.prompt += req.prompt_tokens
+            self.output += req.output_tokens
+            ok_ttft = ttft_s is None or first <= ttft_s
+            ok_tpot = tpot_limit is None or tpot <= tpot_limit
+            self.met_ttft += ok_ttft
+            self.met_tpot += ok_tpot
+            self.met += ok_ttft and ok_tpot and (e2e_s is None or e2e <= e2e_s)
+
+    @property
+    def done(self) -> int:
+        return len(self.e2e)
+
+
+def _rates(rows: list[_Rows], batches: list[Batch]) -> dict:
     """Requests/s, tokens/s, goodput and attainment over the windows' arrival spans."""
     span = max(sum(b.duration_s for b in batches), 1e-12)  # the windows' seconds
-    done = [s for s in measured if s.state == DONE]
-    met = sum(1 for s in done if slo.met(s))
+    count = sum(r.count for r in rows)
+    done, met = sum(r.done for r in rows), sum(r.met for r in rows)
     out = {"duration_s": round(span, 6),
-           "achieved_rps": len(done) / span,
-           "input_tokens_per_s": sum(s.req.prompt_tokens for s in done) / span,
-           "output_tokens_per_s": sum(s.req.output_tokens for s in done) / span,
-           "slo_attainment": met / len(measured) if measured else 0.0,
+           "achieved_rps": done / span,
+           "input_tokens_per_s": sum(r.prompt for r in rows) / span,
+           "output_tokens_per_s": sum(r.output for r in rows) / span,
+           "slo_attainment": met / count if count else 0.0,
            "goodput_rps": met / span,
-           "ttft_attainment": _share(measured, SLO(ttft_s=slo.ttft_s)),
-           "tpot_attainment": _share(measured, SLO(itl_s=slo.itl_s))}
-    per = [_batch_rates(b, slo) for b in batches]
+           "ttft_attainment": sum(r.met_ttft for r in rows) / count if count else 0.0,
+           "tpot_attainment": sum(r.met_tpot for r in rows) / count if count else 0.0}
     seconds = [b.duration_s for b in batches]
+    per = {"achieved_rps": [r.done for r in rows], "goodput_rps": [r.met for r in rows],
+           "output_tokens_per_s": [r.output for r in rows]}
     for key in RATE_CIS:
-        out[f"{key}_ci"] = ratio_interval([p[key] for p in per], seconds)
+        out[f"{key}_ci"] = ratio_interval(per[key], seconds)
     out["slo_attainment_ci"] = share_interval(
-        out["slo_attainment"], [p["met"] / len(b.seqs) for p, b in zip(per, batches,
-                                                                        strict=True)],
-        len(measured))
+        out["slo_attainment"], [r.met / r.count for r in rows], count)
     return out
-
-
-def _share(seqs: list[Seq], slo: SLO) -> float:
-    """The share of requests meeting `slo` (one target of the SLO, for what binds)."""
-    return sum(1 for s in seqs if slo.met(s)) / len(seqs) if seqs else 0.0
 
 
 def _offered(runs: list[Run], windows: list[Window]) -> float | None:
@@ -160,39 +187,24 @@ def _offered(runs: list[Run], windows: list[Window]) -> float | None:
     return gaps / span if span > 0 else None
 
 
-def _batch_rates(batch: Batch, slo: SLO) -> dict:
-    done = [s for s in batch.seqs if s.state == DONE]
-    met = sum(1 for s in done if slo.met(s))
-    return {"achieved_rps": len(done), "goodput_rps": met, "met": met,
-            "output_tokens_per_s": sum(s.req.output_tokens for s in done)}
-
-
-def _latency(measured: list[Seq], batches: list[Batch], extra: tuple[float, ...],
+def _latency(rows: list[_Rows], batches: list[Batch], extra: tuple[float, ...],
              itl: bool) -> dict:
     """Each latency's percentiles over the measured requests (ms), and p50/p99 intervals."""
     out = {}
     for key in LATENCY:
-        if key == "itl_ms" and not itl:
-            continue
-        whole = Sorted(_samples(key, measured, batches))
-        parts = [Sorted(_samples(key, b.seqs, [b])) for b in batches]
+        if key == "itl_ms":
+            if not itl:
+                continue
+            parts = [Sorted(gap_pairs(b.seqs, b.timelines)) for b in batches]
+            whole = Sorted([p for b in batches for p in gap_pairs(b.seqs, b.timelines)])
+        else:
+            name = key[:-3]
+            parts = [Sorted.of_values(getattr(r, name)) for r in rows]
+            whole = Sorted.of_values([v for r in rows for v in getattr(r, name)])
         out[key] = _ms(_stats(whole, extra))
         out[f"{key}_ci"] = {name: _ms_pair(quantile_interval(whole, parts, q))
                             for name, q in CI_QUANTILES}
     return out
-
-
-def _samples(key: str, seqs: list[Seq], batches: list[Batch]) -> list[tuple[float, int]]:
-    done = [s for s in seqs if s.state == DONE]
-    if key == "queue_ms":
-        return [(s.admitted_s - s.req.arrival_s, 1) for s in done]
-    if key == "ttft_ms":
-        return [(s.first_token_s - s.req.arrival_s, 1) for s in done]
-    if key == "tpot_ms":
-        return [(tpot_s(s), 1) for s in done if s.req.output_tokens > 1]
-    if key == "e2e_ms":
-        return [(s.release_s - s.req.arrival_s, 1) for s in done]
-    return [p for b in batches for p in gap_pairs(b.seqs, b.timelines)]
 
 
 def gap_pairs(seqs: list[Seq], timelines: dict) -> list[tuple[float, int]]:
