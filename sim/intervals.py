@@ -27,6 +27,7 @@ share's interval is likewise never narrower than Wilson's score interval.
 
 import math
 from bisect import bisect_right
+from collections.abc import Callable
 from itertools import accumulate
 
 CONFIDENCE = 0.95
@@ -140,6 +141,9 @@ class Sorted:
             return sum(self.values) / self.total
         return sum(v * w for v, w in zip(self.values, self.weights, strict=True)) / self.total
 
+    def max(self) -> float | None:
+        return self.values[-1] if self.total else None
+
     def at_or_below(self, value: float) -> int:
         i = bisect_right(self.values, value)
         if self.cum is None:
@@ -147,16 +151,21 @@ class Sorted:
         return self.cum[i - 1] if i else 0
 
 
-def quantile_interval(whole: Sorted, batches: list[Sorted], share: float
-                      ) -> list[float] | None:
-    """[low, high] of the nearest-rank `share` quantile (see the module docstring)."""
+def quantile_interval(whole, shares: Callable[[float], list[float]], share: float
+                      ) -> list[float | None] | None:
+    """[low, high] of the nearest-rank `share` quantile of `whole` (anything with quantile()
+    and total), shares(value) giving each batch's share at or below value (see the module
+    docstring); None for a side the run cannot bound."""
     estimate = whole.quantile(share)
-    half = _share_half(whole, batches, estimate, share)
+    if estimate is None:
+        return None
+    found = shares(estimate)
+    half = _half(found)
     if half is None:
         return None
-    inflation = _inflation(whole, batches)
-    floor = t_quantile(len(batches) - 1) * inflation * math.sqrt(share * (1 - share)
-                                                                 / whole.total)
+    inflation = _inflation(whole, shares, len(found))
+    floor = t_quantile(len(found) - 1) * inflation * math.sqrt(share * (1 - share)
+                                                               / whole.total)
     half = max(half, floor)
     effective = whole.total / (inflation * inflation)
     low = whole.quantile(share - half) if share * effective >= MIN_TAIL else None
@@ -164,19 +173,18 @@ def quantile_interval(whole: Sorted, batches: list[Sorted], share: float
     return [low, high]
 
 
-def _share_half(whole: Sorted, batches: list[Sorted], value: float | None, share: float
-                ) -> float | None:
-    if value is None:
-        return None
-    return _half([b.at_or_below(value) / b.total for b in batches if b.total])
+def sorted_shares(batches: list[Sorted]) -> Callable[[float], list[float]]:
+    """shares() for batches held as Sorted samples."""
+    return lambda value: [b.at_or_below(value) / b.total for b in batches if b.total]
 
 
-def _inflation(whole: Sorted, batches: list[Sorted]) -> float:
+def _inflation(whole, shares: Callable[[float], list[float]], num_batches: int) -> float:
     """How much wider than independent sampling the batches say the median's share is:
     correlation that tail quantiles, seen by few of their own samples, also carry (at
     least 1)."""
-    half = _share_half(whole, batches, whole.quantile(0.5), 0.5)
-    if not half or len(batches) < 2:
+    median = whole.quantile(0.5)
+    half = _half(shares(median)) if median is not None else None
+    if not half or num_batches < 2:
         return 1.0
-    iid = t_quantile(len(batches) - 1) * math.sqrt(0.25 / whole.total)
+    iid = t_quantile(num_batches - 1) * math.sqrt(0.25 / whole.total)
     return max(1.0, half / iid)

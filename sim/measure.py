@@ -7,14 +7,17 @@ order, to the intervals (sim/intervals.py): TTFT, TPOT, ITL, E2E and queue p50/p
 attainment, goodput, achieved requests/s and output tokens/s.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from .gaps import Gaps, batch_shares
 from .intervals import (
     Sorted,
     batch_bounds,
     quantile_interval,
     ratio_interval,
     share_interval,
+    sorted_shares,
 )
 from .metrics import (
     PERCENTILE_METHOD,
@@ -195,44 +198,34 @@ def _latency(rows: list[_Rows], batches: list[Batch], extra: tuple[float, ...],
         if key == "itl_ms":
             if not itl:
                 continue
-            parts = [Sorted(gap_pairs(b.seqs, b.timelines)) for b in batches]
-            whole = Sorted([p for b in batches for p in gap_pairs(b.seqs, b.timelines)])
+            whole, shares = _gaps(batches)
         else:
             name = key[:-3]
-            parts = [Sorted.of_values(getattr(r, name)) for r in rows]
             whole = Sorted.of_values([v for r in rows for v in getattr(r, name)])
+            shares = sorted_shares([Sorted.of_values(getattr(r, name)) for r in rows])
         out[key] = _ms(_stats(whole, extra))
-        out[f"{key}_ci"] = {name: _ms_pair(quantile_interval(whole, parts, q))
+        out[f"{key}_ci"] = {name: _ms_pair(quantile_interval(whole, shares, q))
                             for name, q in CI_QUANTILES}
     return out
 
 
-def gap_pairs(seqs: list[Seq], timelines: dict) -> list[tuple[float, int]]:
-    """Every gap between consecutive tokens of these requests, as (gap s, count): the
-    requests' share of metrics.itl_pairs (token gaps inside decode segments counted per
-    decode iteration, the count being how many of these requests stepped in it and the
-    one before)."""
-    by_line: dict[int, tuple[list[float], dict[int, int]]] = {}
-    pairs = []
-    for seq in seqs:
-        ends = timelines.get(id(seq))
-        if ends is None:
-            continue
-        _, weights = by_line.setdefault(id(ends), (ends, {}))
-        for first, last, prev_s in seq.segments:
-            pairs.append((ends[first] - prev_s, 1))
-            weights[first + 1] = weights.get(first + 1, 0) + 1
-            weights[last + 1] = weights.get(last + 1, 0) - 1
-        pairs.extend((gap, 1) for gap in seq.extra_gaps_s)
-    for ends, weights in by_line.values():
-        if not weights:
-            continue
-        live, marks = 0, sorted(weights)
-        for a, b in zip(marks, marks[1:] + [marks[-1]], strict=True):
-            live += weights[a]
-            if live:
-                pairs.extend((ends[j] - ends[j - 1], live) for j in range(a, min(b, len(ends))))
-    return pairs
+def _gaps(batches: list[Batch]) -> tuple[Gaps, Callable[[float], list[float]]]:
+    """Every measured request's token gaps, and each batch's share at or below a value."""
+    timelines = batches[0].timelines if batches else {}
+    for batch in batches[1:]:
+        if batch.timelines is not timelines:
+            timelines = {k: v for b in batches for k, v in b.timelines.items()}
+            break
+    groups = [b.seqs for b in batches]
+    whole = Gaps([s for b in batches for s in b.seqs], timelines)
+    found: dict[float, list[float]] = {}
+
+    def shares(value: float) -> list[float]:
+        if value not in found:
+            found[value] = [below / count for below, count in
+                            batch_shares(groups, timelines, value, whole) if count]
+        return found[value]
+    return whole, shares
 
 
 def _stats(whole: Sorted, extra: tuple[float, ...]) -> dict:
@@ -246,7 +239,7 @@ def _stats(whole: Sorted, extra: tuple[float, ...]) -> dict:
     out = {name: whole.quantile(q) for name, q in wanted}
     out["mean"] = whole.mean()
     if extra:
-        out["max"] = whole.values[-1]
+        out["max"] = whole.max()
     return {k: out[k] for k in keys}
 
 
