@@ -160,9 +160,9 @@ def capacity_point(report: dict) -> tuple[dict, str]:
 SWEEP_NOTES = ("SLO met: % of requests meeting every target, ± half its 95 % interval; the "
                "TPOT target (--slo-tpot) is checked on each request's TPOT column, not on "
                "ITL. ~: the interval straddles the target (not a pass); !: the run did not "
-               "reach steady state (every request measured); *: at or above the saturation "
-               "rate, or a queue that grew through the run: not sustainable, whatever its "
-               "share.")
+               "reach steady state (every request measured); *: offered at or above the "
+               "saturation rate, or a queue that grew through the run: not sustainable, "
+               "whatever its share.")
 
 
 def render_sweep(report: dict, console: Console) -> None:
