@@ -40,6 +40,7 @@ from .calibration import (
     NOMINAL_FLOPS_PER_S,
     StepClock,
     calibrate,
+    calibration_loads,
 )
 from .engine import Engine, EngineConfig
 from .kv_pool import KVPool, blocks_for_plan
@@ -170,6 +171,7 @@ class _Run:
         transient = self.probe.transient_peak_bytes()
         probe = self._ceiling_probe(model, pool) if self.options.probe_ceiling else {}
         peak = self._snap("peak")
+        self._calibration_sweep(model, pool)
         measured = self._measured(model, pool, kv_in_use, probe.get("resident_requests"),
                                   peak, len(records), transient)
         num_blocks = pool.num_blocks
@@ -178,7 +180,7 @@ class _Run:
         latency, calibration = latency_report(records, wall_s), self._calibration()
         latency["simulated_vs_measured"] = simulated_vs_measured(
             self.plan, self._arrivals(), self._realtime(), calibration["coefficients"],
-            num_blocks, latency)
+            num_blocks, latency, calibration.get("underdetermined"))
         record = benchmark_record(self.spec, self.plan, self.options, self.probe, self.tp)
         record["realtime"] = self._realtime()
         if self.probe.kind == "cuda":
@@ -245,9 +247,21 @@ class _Run:
                               enable_prefix_caching=bool(self.options.workload))
         return Engine(model, pool, config)
 
+    def _calibration_sweep(self, model, pool: KVPool) -> None:
+        """calibration_loads' short loads, each alone, after the peak is measured: steps of
+        the shapes the declared load does not have, for the step-model fit."""
+        serve = self.plan.serve
+        capacity = pool.num_blocks * serve.block_size_tokens
+        batch = max(1, min(serve.concurrency, serve.max_num_seqs))
+        for arrivals in calibration_loads(serve.context_tokens, batch, capacity):
+            engine = self._engine(model, pool, max_num_seqs=len(arrivals))
+            engine.step_hooks.append(self.clock)
+            self._run(engine, list(arrivals), "calibration", "the calibration sweep")
+
     def _calibration(self) -> dict:
-        """The simulator's step-model fit of the declared load's steps only (the probe's are
-        another load), from this rank's ledger bytes, FLOPs and attention."""
+        """The simulator's step-model fit of the declared load's steps and the calibration
+        sweep's (the probe's are another load, at the memory limit), from this rank's ledger
+        bytes, FLOPs and attention."""
         plan = self.plan
         constants = {"weights_bytes": plan.line("weights") + plan.line("weight_metadata"),
                      "kv_bytes_per_token": plan.kv_bytes_per_token,
