@@ -79,9 +79,11 @@ def step_s(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: in
 def dense_decode_constants(coef) -> tuple | None:
     """(gemm s per token, attention s per pair, weight bytes, KV bytes per token, effective
     bandwidth, link s per token, fixed s per step) of a dense single-stage model, the
-    constants step_s folds for decode-only steps; None for MoE and pipeline stages."""
+    constants step_s folds for decode-only steps; None for MoE, pipeline stages and fixed
+    per-request states (hybrids), which step_s prices."""
     c = coef
-    if c.num_experts or c.moe_flops_per_token or c.pipeline_parallel_size > 1:
+    if c.num_experts or c.moe_flops_per_token or c.pipeline_parallel_size > 1 \
+            or c.state_bytes_per_request:
         return None
     gemm_per_token = c.flops_per_token / (c.flops_per_s * c.gemm_efficiency)
     attn_per_pair = c.attention_flops_per_token_pair / (
@@ -98,8 +100,8 @@ def dense_decode_constants(coef) -> tuple | None:
 def decode_pricer(coef):
     """step_s for decode-only steps as a function of (sequences, context tokens), with the
     arithmetic of a dense single-stage model inlined and its constants folded (the
-    simulator's hot path inlines the same arithmetic); MoE and pipeline stages go through
-    step_s."""
+    simulator's hot path inlines the same arithmetic); MoE, pipeline stages and hybrids go
+    through step_s."""
     dense = dense_decode_constants(coef)
     if dense is None:
         return lambda n, live: step_s(coef, 0, n, 0, live)

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from .batch import Batch
 from .evaluate import row_capacity
-from .execute import run_all
+from .execute import run_all, sigterm_as_sigint
 from .frontier import binding_constraint, cheapest, demote, pareto, ranked, runner_up, settle_tie
 from .launch import launch_lines
 from .memory import MemoryCheck
@@ -39,7 +39,13 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
                workers: int = 1, ray: str | None = None, prune: bool = True,
                on_start: Callable[[int], None] | None = None,
                on_done: Callable[[], None] | None = None) -> dict:
-    """The report: space counts, ranked rows, cheapest, frontier, launch lines, what binds."""
+    """The report: space counts, ranked rows, cheapest, frontier, launch lines, what binds.
+    SIGTERM is Ctrl-C for the whole search, the re-check of the answers included."""
+    with sigterm_as_sigint():
+        return _search(problem, axes, prices, model_id, workers, ray, prune, on_start, on_done)
+
+
+def _search(problem, axes, prices, model_id, workers, ray, prune, on_start, on_done) -> dict:
     started = time.perf_counter()
     batches, space = plan_batches(problem, axes)
     if on_start:

@@ -63,7 +63,7 @@ def test_search_pools_kv_blocks_as_plan_engine_vllm_does(small_problem) -> None:
     priced = price_layout(small_problem, lay)
     plan = _json("plan", "llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm",
                  "--context", small_problem.context_tokens, "--max-num-batched-tokens",
-                 "8192", "--json")
+                 "8192", "--max-num-seqs", "256", "--json")
     assert priced.num_blocks == plan["num_gpu_blocks"]
 
 
