@@ -27,6 +27,9 @@ class Measured:
     failures: tuple["Failure", ...] = ()
     cuda_context_bytes: int = 0  # the CUDA context (CUDA only; 0 on the CPU)
     cuda_context_charged: bool = True  # False on an emulated device: it lives outside it
+    # the ledger's KV for the load as it ran (kv.kv_in_use_for_load: windowed layers at the
+    # larger of their decode hold and their own prompts' in-flight prefill); None: the line
+    kv_load_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -168,10 +171,16 @@ def _kv_in_use(plan: Plan, measured: Measured) -> LineCheck:
     if not measured.load_is_declared:
         return _within("kv_cache", "KV in use (peak)", predicted, used,
                        "<= ledger (workload lengths)")
+    detail = ""
+    if measured.kv_load_bytes is not None and measured.kv_load_bytes != predicted:
+        detail = (f"windowed layers at the larger of the decode hold and the declared "
+                  f"prompts' in-flight prefill (the plan's line, prompts of the whole context: "
+                  f"{predicted:,} B)")
+        predicted = measured.kv_load_bytes
     slack = plan.serve.concurrency * block_bytes(plan)
     ok = predicted - slack <= used <= predicted
     return LineCheck("kv_cache", "KV in use (peak)", predicted, used, OK if ok else VIOLATED,
-                     "<= ledger, >= ledger - 1 block/request")
+                     "<= ledger, >= ledger - 1 block/request", detail)
 
 
 def _safety(plan: Plan, measured: Measured) -> LineCheck:

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from servecap.ledger import dtypes
 from servecap.ledger.engines import PLAIN_ENGINE, EngineSpec
 from servecap.ledger.errors import SpecError
-from servecap.ledger.kv import Shard
+from servecap.ledger.kv import Shard, kv_in_use_for_load
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan, build_plan, with_device
 from servecap.ledger.serve import ServeSpec
@@ -41,7 +42,7 @@ from .calibration import (
     StepClock,
     calibrate,
 )
-from .engine import Engine, EngineConfig
+from .engine import Engine, EngineConfig, windowed_everywhere
 from .kv_pool import KVPool, blocks_for_plan
 from .latency import latency_report
 from .model import check_buildable
@@ -319,9 +320,8 @@ class _Run:
             return "device memory" if self.probe.kind == "cuda" else "runtime transients"
         if resident >= count:
             return "none (every probe request was resident)"
-        serve = self.plan.serve
-        per_request = -(-serve.context_tokens // serve.block_size_tokens)
-        if resident >= pool.num_blocks // per_request:
+        per_request = self.plan.kv_bytes_per_request // pool.block_bytes
+        if per_request and resident >= pool.num_blocks // per_request:
             return "KV blocks"
         return "admission (requests finished before the pool filled; not memory)"
 
@@ -361,7 +361,20 @@ class _Run:
             + charged_context,
             ceiling_requests=ceiling, num_requests=num_requests,
             load_is_declared=not self.options.workload, failures=tuple(self.failures),
-            cuda_context_bytes=context, cuda_context_charged=bool(charged_context))
+            cuda_context_bytes=context, cuda_context_charged=bool(charged_context),
+            kv_load_bytes=self._kv_load_bytes())
+
+    def _kv_load_bytes(self) -> int | None:
+        """The ledger's KV for the declared load with its own prompt lengths, where the runtime
+        frees out-of-window blocks (every layer windowed): a prompt that fits the window
+        leaves only the decode hold, a longer one holds its prefill in flight."""
+        if self.options.workload or windowed_everywhere(self.spec) is None:
+            return None
+        serve = self.plan.serve
+        bits = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
+        load = [(a.prompt_tokens, a.prompt_tokens + a.output_tokens) for a in self._arrivals()]
+        return kv_in_use_for_load(self.spec, bits, load, serve.block_size_tokens,
+                                  serve.max_num_batched_tokens, Shard(self.tp.size))
 
     def _release(self) -> None:
         gc.collect()
