@@ -23,6 +23,9 @@ SMALL_TENSOR_BYTES = 16384  # scalar operands, block tables and other tensors of
 # fp32 attention scores one grouped pass over paged K/V may hold (the runtime reads the cache a
 # group of blocks at a time, so its attention transient is bounded by this, not by context)
 ATTENTION_GROUP_SCORES = 1 << 15
+# tokens per chunk of the runtime's chunked state scans (Mamba-2 SSD, gated delta rule): the
+# (chunk x chunk) per-head intermediates a prefill makes are bounded by it
+STATE_SCAN_CHUNK_TOKENS = 64
 
 
 @dataclass(frozen=True)

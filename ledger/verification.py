@@ -102,12 +102,28 @@ def kv_pool_blocks(plan: Plan, bytes_per_block: int | None = None,
     these hold memory_ceiling_requests requests. The one copy of this formula: the runtime's
     pool and the simulator's call it."""
     per_block = bytes_per_block if bytes_per_block is not None else block_bytes(plan)
-    return max(0, (plan.device_bytes - plan.fixed_bytes - extra_fixed_bytes) // per_block)
+    states = state_pool_slots(plan) * plan.state_bytes_per_request
+    return max(0, (plan.device_bytes - plan.fixed_bytes - extra_fixed_bytes - states)
+               // per_block)
 
 
 def kv_pool_bytes(plan: Plan) -> int:
     """The pool tensor the plan implies: (blocks + null block) x block bytes."""
     return (kv_pool_blocks(plan) + NULL_BLOCKS) * block_bytes(plan)
+
+
+def state_pool_slots(plan: Plan) -> int:
+    """Hybrids: one state slot for each request the plan's ceiling admits (a request holds one
+    slot in every state layer, ledger/state.py); 0 without state layers. The KV pool takes what
+    is left (kv_pool_blocks), which holds the ceiling's KV: device - fixed >= ceiling x (KV +
+    state) per request."""
+    return plan.memory_ceiling_requests if plan.state_bytes_per_request else 0
+
+
+def state_pool_bytes(plan: Plan) -> int:
+    """The state pool tensors the plan implies: (slots + null slot) x state bytes a request."""
+    slots = state_pool_slots(plan)
+    return (slots + NULL_BLOCKS) * plan.state_bytes_per_request if slots else 0
 
 
 def reconcile(plan: Plan, measured: Measured) -> Reconciliation:

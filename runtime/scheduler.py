@@ -13,6 +13,7 @@ from servecap.ledger.paging import blocks_for, windowed_blocks
 
 from .block_manager import BlockManager
 from .sequence import RUNNING, WAITING, Sequence
+from .state_pool import StateSlots
 
 
 @dataclass
@@ -52,11 +53,16 @@ class Scheduler:
     windowed: the KV pool is shared by all layers, so a full layer keeps every block). Before a
     sequence computes from position p, its blocks wholly before p - W + 1 are freed, and its
     growth is counted up to paging.windowed_blocks, the ledger's windowed line: the in-flight
-    prefill peak of a request of its length with chunks of up to max_num_batched_tokens."""
+    prefill peak of a request of its length with chunks of up to max_num_batched_tokens.
+
+    slots: hybrids' state slots; a running sequence holds one (and keeps one free for each
+    sample it has yet to fork), taken at admission, given back when it finishes or is
+    preempted."""
 
     def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
-                 reserve_full_context: bool = True, window_tokens: int | None = None) -> None:
-        self.blocks = blocks
+                 reserve_full_context: bool = True, window_tokens: int | None = None,
+                 slots: StateSlots | None = None) -> None:
+        self.blocks, self.slots = blocks, slots
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
         self.reserve_full_context = reserve_full_context
         self.window_tokens = window_tokens
@@ -104,7 +110,11 @@ class Scheduler:
             upto = min(len(seq.token_ids), self.blocks.cached_tokens(seq.token_ids) + budget)
             if not self.blocks.can_allocate(seq.token_ids, self._reserve(seq, upto), upto):
                 return
+            if self.slots is not None and self.slots.num_free - self._unforked() < seq.parallel:
+                return
             self.waiting.popleft()
+            if self.slots is not None:
+                seq.state_slot = self.slots.take()
             seq.num_computed_tokens = self.blocks.allocate(seq.seq_id, seq.token_ids, upto)
             seq.record.num_cached_tokens = seq.num_computed_tokens
             if self.window_tokens:
@@ -116,6 +126,10 @@ class Scheduler:
             num_tokens = upto - seq.num_computed_tokens
             plan.chunks.append((seq, num_tokens))
             budget -= num_tokens
+
+    def _unforked(self) -> int:
+        """State slots the running sequences' samples take when they fork."""
+        return sum(s.parallel - 1 for s in self.running)
 
     def _num_seqs(self) -> int:
         """Running sequences, counting the samples a request with n > 1 forks after prefill."""
@@ -174,8 +188,10 @@ class Scheduler:
         return grow + shared + forks
 
     def preempt(self, seq: Sequence) -> None:
-        """Recompute later: drop its K/V now, keep its tokens, requeue it at the front."""
+        """Recompute later: drop its K/V (and state) now, keep its tokens, requeue it at the
+        front."""
         self.blocks.free(seq.seq_id)
+        self._release_slot(seq)
         self.running.remove(seq)
         seq.num_computed_tokens = 0
         seq.status = WAITING
@@ -186,6 +202,12 @@ class Scheduler:
         """A finished or cancelled sequence gives every block back at once."""
         if seq in self.running:
             self.blocks.free(seq.seq_id)
+            self._release_slot(seq)
             self.running.remove(seq)
         elif seq in self.waiting:
             self.waiting.remove(seq)
+
+    def _release_slot(self, seq: Sequence) -> None:
+        if self.slots is not None and seq.state_slot is not None:
+            self.slots.release(seq.state_slot)
+            seq.state_slot = None

@@ -51,3 +51,4 @@ def generate_dense(model: Decoder, prompt: list[int], num_output: int) -> list[i
         hidden = model(torch.tensor(out[-1:], device=dev), torch.tensor([pos], device=dev), kv)
         out.append(int(model.logits(hidden).argmax()))
     return out
+

@@ -10,6 +10,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from hf_reference import hf_greedy  # noqa: E402
+
 from servecap.ledger.errors import SpecError  # noqa: E402
 from servecap.model_configs import load_model  # noqa: E402
 from servecap.runtime.engine import Engine, EngineConfig  # noqa: E402
@@ -78,41 +80,11 @@ def _to_old_format(path) -> None:
     path.write_text(json.dumps(config))
 
 
-@torch.inference_mode()
-def _hf_greedy(hf, prompt: list[int]) -> tuple[list[int], torch.Tensor]:
-    """transformers' cached generation, one sequence: tokens and the (N, V) logits behind them."""
-    out = hf(torch.tensor([prompt]), use_cache=True)
-    rows, tokens = [out.logits[0, -1]], [int(out.logits[0, -1].argmax())]
-    while len(tokens) < NUM_OUTPUT:
-        out = hf(torch.tensor([tokens[-1:]]), cache=out.past_key_values, use_cache=True)
-        rows.append(out.logits[0, -1])
-        tokens.append(int(out.logits[0, -1].argmax()))
-    return tokens, torch.stack(rows)
-
-
 def _engine_run(model, prompts, monkeypatch, num_blocks=128, staggered=False, **config):
-    """The engine's tokens and, per request, the (N, V) logits rows its sampler was given.
-    staggered: the first request finishes before the others arrive (they hit its prefix)."""
-    from servecap.runtime import engine as engine_module
+    from hf_reference import engine_logits
 
-    real = engine_module.forward_step
-    seen: dict[int, list[torch.Tensor]] = {}
-
-    def recording(*args):  # the real forward step; its logits are also kept per request
-        logits, ready = real(*args)
-        for row, seq in zip(logits, ready, strict=True):
-            seen.setdefault(seq.record.request_id, []).append(row.clone())
-        return logits, ready
-
-    monkeypatch.setattr(engine_module, "forward_step", recording)
     engine = Engine(model, KVPool(model.spec, num_blocks, 4, "fp32"), EngineConfig(**config))
-    records = []
-    for group in ([prompts[:1], prompts[1:]] if staggered else [prompts]):
-        records += [engine.add_request(p, NUM_OUTPUT) for p in group]
-        while engine.has_unfinished():
-            engine.step()
-    monkeypatch.undo()
-    return records, [torch.stack(seen[r.request_id][-NUM_OUTPUT:]) for r in records]
+    return engine_logits(engine, prompts, NUM_OUTPUT, monkeypatch, staggered)
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -132,7 +104,7 @@ def _check(model, hf, prompts, monkeypatch, **config) -> list:
     records, logits = _engine_run(model, prompts, monkeypatch, **config)
     worst = 0.0
     for record, rows, prompt in zip(records, logits, prompts, strict=True):
-        tokens, reference = _hf_greedy(hf, prompt)
+        tokens, reference = hf_greedy(hf, prompt, NUM_OUTPUT)
         assert record.output_token_ids == tokens, (prompt, record.output_token_ids, tokens)
         worst = max(worst, float((rows - reference).abs().max()))
     assert worst < TOLERANCE
