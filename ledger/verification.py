@@ -30,6 +30,8 @@ class Measured:
     # the ledger's KV for the load as it ran (kv.kv_in_use_for_load: windowed layers at the
     # larger of their decode hold and their own prompts' in-flight prefill); None: the line
     kv_load_bytes: int | None = None
+    state_pool_bytes: int = 0  # hybrids: the state pool tensors (slots + null slot)
+    state_in_use_bytes: int = 0  # the most slots the load held at once x state bytes a slot
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ def reconcile(plan: Plan, measured: Measured) -> Reconciliation:
                 measured.runtime_peak_bytes, "<= declared budget"),
         _exact("kv_pool", "KV pool tensor", kv_pool_bytes(plan), measured.kv_pool_bytes),
         _kv_in_use(plan, measured),
+        *_states(plan, measured),
         _safety(plan, measured),
         LineCheck("non_torch", "non-torch", 0, measured.non_torch_bytes,
                   REPORTED, "reported (from safety)"),
@@ -197,6 +200,22 @@ def _kv_in_use(plan: Plan, measured: Measured) -> LineCheck:
     ok = predicted - slack <= used <= predicted
     return LineCheck("kv_cache", "KV in use (peak)", predicted, used, OK if ok else VIOLATED,
                      "<= ledger, >= ledger - 1 block/request", detail)
+
+
+def _states(plan: Plan, measured: Measured) -> tuple[LineCheck, ...]:
+    """Hybrids: the state pool tensors, exact; the fixed state in use, exact under the declared
+    load (each live request holds one slot of state_bytes_per_request), at most the ledger's
+    with a workload file."""
+    if not plan.state_bytes_per_request:
+        return ()
+    pool = _exact("state_pool", "state pool tensors", state_pool_bytes(plan),
+                  measured.state_pool_bytes)
+    if not measured.load_is_declared:
+        return pool, _within("state_cache", "fixed state in use (peak)",
+                             plan.line("state_cache"), measured.state_in_use_bytes,
+                             "<= ledger (workload lengths)")
+    return pool, _exact("state_cache", "fixed state in use (peak)", plan.line("state_cache"),
+                        measured.state_in_use_bytes)
 
 
 def _safety(plan: Plan, measured: Measured) -> LineCheck:

@@ -1,5 +1,6 @@
 """What the runtime builds, and a one-line refusal by name for everything it does not run."""
 
+from servecap.ledger.arch import routed_layers
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ATTENTION_KINDS, NONE, ModelSpec
 
@@ -22,9 +23,9 @@ def check_buildable(spec: ModelSpec) -> None:
     _refuse_kinds(spec)
     if spec.attention.kind == "mla":
         raise SpecError("attention", "mla", "the runtime builds GQA/MHA/MQA attention only")
-    if moe_layers(spec):
+    if routed_layers(spec):
         raise SpecError("moe", spec.moe.num_experts, "the runtime builds dense MLPs only "
-                        f"(layers {moe_layers(spec)[:4]} route to experts)")
+                        f"(layers {routed_layers(spec)[:4]} route to experts)")
     if spec.quant is not None:
         raise SpecError("quantization", spec.quant.method, "the runtime runs unquantized "
                         "weights only (fp32, bf16, fp16)")
@@ -34,15 +35,6 @@ def check_buildable(spec: ModelSpec) -> None:
     if spec.model_type not in SUPPORTED_MODEL_TYPES:
         raise SpecError("model_type", spec.model_type,
                         "the runtime builds: " + ", ".join(SUPPORTED_MODEL_TYPES))
-
-
-def moe_layers(spec: ModelSpec) -> tuple[int, ...]:
-    """Layers whose feed-forward block routes to experts (a spec may state experts and keep
-    every layer dense: mlp_only_layers, Nemotron-H without E blocks)."""
-    if spec.moe is None:
-        return ()
-    with_mlp = range(spec.num_layers) if spec.mlp_layers is None else spec.mlp_layers
-    return tuple(n for n in with_mlp if n not in spec.moe.dense_layers)
 
 
 def _refuse_kinds(spec: ModelSpec) -> None:

@@ -55,6 +55,9 @@ class EngineConfig:
     reserve_full_context: bool = True
     # free blocks wholly out of the window when every layer is windowed (Scheduler)
     free_out_of_window: bool = True
+    # the token budget a windowed request's in-flight prefill peak is counted with (the
+    # ledger's line): max_num_batched_tokens unless a probe lifted it
+    window_budget_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ class Engine:
         self.slots = StateSlots(states.num_slots) if states is not None else None
         self.scheduler = Scheduler(self.blocks, config.max_num_seqs,
                                    config.max_num_batched_tokens, config.reserve_full_context,
-                                   window, self.slots)
+                                   window, self.slots, config.window_budget_tokens)
         self.records: list[RequestRecord] = []
         self.step_hooks: list[Callable[[StepStats], None]] = []
         self.num_steps = self.max_resident_requests = self.max_blocks_in_use = 0
@@ -229,6 +232,8 @@ class Engine:
                                               self.slots.num_slots - self.slots.num_free)
         for seq in plan.admitted:
             seq.record.admitted_s = seq.record.admitted_s or now
+            if self.states is not None:  # a slot's last holder left its state behind
+                self.states.clear_slot(seq.state_slot)
         context = sum(seq.num_computed_tokens + n for seq, n in plan.chunks)
         decodes = sum(1 for _, n in plan.chunks if n == 1)
         work = _attention_work(plan.chunks)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from servecap.ledger.model import ModelSpec
+from servecap.ledger.runtime_estimate import state_group_rows
 
 from .recurrences import (
     causal_conv,
@@ -60,25 +61,27 @@ class GatedRMSNorm(nn.Module):
         return (h * F.silu(gate.float())).to(dtype)
 
 
-def _conv(module: nn.Conv1d, xbc: torch.Tensor, states: StateStep, layer: int
-          ) -> list[tuple[slice, torch.Tensor, int | torch.Tensor, bool]]:
-    """The short causal conv + SiLU of every row group, conv states read and written in the
-    pool: [(rows, conv output, slot(s), fresh)], decodes first."""
+def _conv_groups(module: nn.Conv1d, xbc: torch.Tensor, states: StateStep, layer: int,
+                 state_elements: int):
+    """Row groups with their short causal conv + SiLU done, conv states read and written in
+    the pool, one at a time: (rows, conv output, slot(s), fresh). Decodes first, in groups of
+    state_group_rows sequences (a tensor of slots), then each prefill chunk (one slot)."""
     conv_pages, _ = states.pool.layer(layer)
     weight, bias = module.weight[:, 0, :], module.bias
-    out = []
-    nd = states.num_decode
-    if nd:
-        slots = states.decode_slots
-        y, new = conv_step(xbc[:nd], conv_pages.index_select(0, slots), weight, bias)
+    group = state_group_rows(state_elements)
+    for start in range(0, states.num_decode, group):
+        rows = slice(start, min(states.num_decode, start + group))
+        slots = states.decode_slots[rows]
+        y, new = conv_step(xbc[rows], conv_pages.index_select(0, slots), weight, bias)
         conv_pages.index_copy_(0, slots, new.to(conv_pages.dtype))
-        out.append((slice(0, nd), F.silu(y), slots, False))
+        del new
+        yield rows, F.silu(y), slots, False
     for span in states.spans:
         y, new = causal_conv(xbc[span.rows], None if span.fresh else conv_pages[span.slot],
                              weight, bias)
         conv_pages[span.slot] = new.to(conv_pages.dtype)
-        out.append((span.rows, F.silu(y), span.slot, span.fresh))
-    return out
+        del new
+        yield span.rows, F.silu(y), span.slot, span.fresh
 
 
 class Mamba2Mixer(nn.Module):
@@ -107,20 +110,25 @@ class Mamba2Mixer(nn.Module):
         a = -torch.exp(self.A_log.float())
         y = x.new_empty(x.shape[0], self.inner, dtype=torch.float32)
         groups = self.groups * self.d_state
-        for rows, conv, slot, fresh in _conv(self.conv1d, xbc, states, self.layer):
+        for rows, conv, slot, fresh in _conv_groups(self.conv1d, xbc, states, self.layer,
+                                                    pages[0].numel()):
             n = conv.shape[0]
             xs, b, c = conv.split([self.inner, groups, groups], dim=-1)
             xs = xs.reshape(n, self.heads, self.head_dim)
             b, c = (t.reshape(n, self.groups, self.d_state) for t in (b, c))
             step = F.softplus(dt[rows] + self.dt_bias)
             if isinstance(slot, torch.Tensor):  # decodes: one step each, states by slot
-                out, new = ssd_step(xs, step, a, b, c, self.D, pages.index_select(0, slot))
+                out, new = ssd_step(xs, step, a, b, c, self.D, pages.index_select(0, slot).float())
                 pages.index_copy_(0, slot, new.to(pages.dtype))
             else:
-                out, new = ssd_scan(xs, step.clamp(min=self.time_step_min), a, b, c, self.D,
-                                    None if fresh else pages[slot])
+                _, new = ssd_scan(xs, step.clamp(min=self.time_step_min), a, b, c, self.D,
+                                  None if fresh else pages[slot],
+                                  out=y[rows].view(n, self.heads, self.head_dim))
                 pages[slot] = new.to(pages.dtype)
+                del new
+                continue
             y[rows] = out.reshape(n, -1)
+            del out, new  # the group's states go before the next group's are gathered
         return self.out_proj(self.norm(y, gate, x.dtype))
 
 
@@ -163,19 +171,23 @@ class GatedDeltaNet(nn.Module):
         beta = b.sigmoid()
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
         core = x.new_empty(x.shape[0], self.v_heads, self.v_dim)
-        for rows, conv, slot, fresh in _conv(self.conv1d, mixed, states, self.layer):
+        for rows, conv, slot, fresh in _conv_groups(self.conv1d, mixed, states, self.layer,
+                                                    pages[0].numel()):
             n = conv.shape[0]
             qs, ks, vs = conv.split([self.key_size, self.key_size, self.value_size], dim=-1)
             qs, ks = (t.reshape(n, self.k_heads, self.k_dim) for t in (qs, ks))
             vs = vs.reshape(n, self.v_heads, self.v_dim)
             if isinstance(slot, torch.Tensor):
                 out, new = delta_rule_step(qs, ks, vs, g[rows], beta[rows],
-                                           pages.index_select(0, slot))
+                                           pages.index_select(0, slot).float())
                 pages.index_copy_(0, slot, new.to(pages.dtype))
             else:
-                out, new = delta_rule_chunked(qs, ks, vs, g[rows], beta[rows],
-                                              None if fresh else pages[slot])
+                _, new = delta_rule_chunked(qs, ks, vs, g[rows], beta[rows],
+                                            None if fresh else pages[slot], out=core[rows])
                 pages[slot] = new.to(pages.dtype)
+                del new
+                continue
             core[rows] = out.to(core.dtype)
+            del out, new  # the group's states go before the next group's are gathered
         out = self.norm(core.view(-1, self.v_dim), z.reshape(-1, self.v_dim))
         return self.out_proj(out.view(x.shape[0], -1))

@@ -40,62 +40,68 @@ def conv_step(x: torch.Tensor, states: torch.Tensor, weight: torch.Tensor,
 
 # -- Mamba-2 ---------------------------------------------------------------------------------
 def _segment_sum(x: torch.Tensor) -> torch.Tensor:
-    """(..., L) -> (..., L, L): entry [i, j] = Σ x[j+1..i] below the diagonal, -inf above."""
+    """(..., L) -> (..., L, L): entry [i, j] = Σ x[j+1..i] on and below the diagonal, -inf
+    above (the cumulative sum of masked copies, as transformers' segment_sum: stable)."""
     size = x.shape[-1]
     x = x[..., None].expand(*x.shape, size)
     below = torch.tril(torch.ones(size, size, dtype=torch.bool, device=x.device), diagonal=-1)
     sums = torch.cumsum(x.masked_fill(~below, 0), dim=-2)
     keep = torch.tril(torch.ones(size, size, dtype=torch.bool, device=x.device), diagonal=0)
-    return sums.masked_fill(~keep, float("-inf"))
+    return sums.masked_fill_(~keep, float("-inf"))
 
 
 def ssd_scan(x: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
              c: torch.Tensor, d: torch.Tensor, state: torch.Tensor | None,
-             chunk: int = STATE_SCAN_CHUNK_TOKENS) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mamba-2's state space of one chunk of n tokens, in chunks of `chunk` (the SSD form).
-    x (n, H, P); dt (n, H) already softplus'd and clamped; a (H,) < 0; b, c (n, G, N);
-    d (H,); state (H, P, N) or None. Returns y (n, H, P) fp32 and the final state fp32."""
-    n, heads, _ = x.shape
-    rep = heads // b.shape[1]
-    x = x.float()
-    b = b.float().repeat_interleave(rep, dim=1)  # (n, H, N)
-    c = c.float().repeat_interleave(rep, dim=1)
-    pad = (chunk - n % chunk) % chunk
-    skip = d[:, None].float() * x  # (n, H, P)
-    x = x * dt[..., None].float()
-    da = a.float() * dt.float()  # (n, H)
-    xs, da, b, c = (F.pad(t, (0, 0) * (t.dim() - 1) + (0, pad)).view(-1, chunk, *t.shape[1:])
-                    for t in (x, da, b, c))  # (chunks, L, ...)
-    da = da.permute(2, 0, 1)  # (H, chunks, L)
-    cum = torch.cumsum(da, dim=-1)
-    decay = torch.exp(_segment_sum(da))  # (H, chunks, L, L)
-    scores = torch.einsum("zlhn,zshn->zlsh", c, b) * decay.permute(1, 2, 3, 0)
-    y_diag = torch.einsum("zlsh,zshp->zlhp", scores, xs)
-    to_end = torch.exp(cum[:, :, -1:] - cum)  # (H, chunks, L)
-    states = torch.einsum("zlhn,zlhp->zhpn", b * to_end.permute(1, 2, 0)[..., None], xs)
-    start = state[None].float() if state is not None else torch.zeros_like(states[:1])
-    states = torch.cat((start, states))  # (chunks + 1, H, P, N)
-    across = torch.exp(_segment_sum(F.pad(cum[:, :, -1], (1, 0))))  # (H, chunks+1, chunks+1)
-    states = torch.einsum("hcz,zhpn->chpn", across, states)
-    states, final = states[:-1], states[-1]
-    y_off = torch.einsum("zlhn,zhpn->zlhp", c, states) * torch.exp(cum).permute(1, 2, 0)[..., None]
-    y = (y_diag + y_off).reshape(-1, heads, x.shape[-1])[:n] + skip
-    return y, final
+             chunk: int = STATE_SCAN_CHUNK_TOKENS, out: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mamba-2's state space over one sequence's n tokens, `chunk` tokens at a time (the SSD
+    form: within a chunk as masked attention, across chunks through the state). x (n, H, P);
+    dt (n, H) already softplus'd and clamped; a (H,) < 0; b, c (n, G, N); d (H,); state
+    (H, P, N) or None. Returns y (n, H, P) fp32 (written into `out` when given) and the final
+    state fp32."""
+    n, heads, dim = x.shape
+    s = state.float() if state is not None else x.new_zeros(heads, dim, b.shape[-1],
+                                                             dtype=torch.float32)
+    y = out if out is not None else x.new_empty(n, heads, dim, dtype=torch.float32)
+    for start in range(0, n, chunk):
+        rows = slice(start, min(n, start + chunk))
+        y[rows], s = _ssd_chunk(x[rows], dt[rows], a, b[rows], c[rows], d, s)
+    return y, s
+
+
+def _ssd_chunk(x, dt, a, b, c, d, s):
+    """One chunk of l tokens from state s (H, P, N), heads first: (y (l, H, P), the new state).
+    Within the chunk y = (C B^T o exp(segment sums)) (x dt) + exp(cum) C s^T + D x; the state
+    decays by the chunk's total and takes each token's (x dt) B^T, decayed to the chunk end."""
+    rep = x.shape[1] // b.shape[1]
+    dt = dt.float().T  # (H, l)
+    bh = b.float().transpose(0, 1).repeat_interleave(rep, dim=0)  # (H, l, N)
+    ch = c.float().transpose(0, 1).repeat_interleave(rep, dim=0)
+    xdt = (x.float() * dt.T[..., None]).transpose(0, 1).contiguous()  # (H, l, P)
+    cum = torch.cumsum(a.float()[:, None] * dt, dim=-1)  # (H, l)
+    scores = torch.bmm(ch, bh.transpose(1, 2))  # (H, l, l)
+    scores.mul_(torch.exp(_segment_sum(a.float()[:, None] * dt)))
+    y = torch.bmm(scores, xdt)  # (H, l, P)
+    del scores
+    y.baddbmm_(ch.mul_(torch.exp(cum)[..., None]), s.transpose(1, 2))
+    y.addcmul_(x.float().transpose(0, 1), d.float()[:, None, None])
+    new = s * torch.exp(cum[:, -1])[:, None, None]
+    new.baddbmm_(xdt.transpose(1, 2), bh.mul_(torch.exp(cum[:, -1:] - cum)[..., None]))
+    return y.transpose(0, 1), new
 
 
 def ssd_step(x: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
              c: torch.Tensor, d: torch.Tensor,
              states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per sequence: x (S, H, P), dt (S, H) already softplus'd, b, c (S, G, N),
-    states (S, H, P, N). Returns y (S, H, P) fp32 and the new states fp32."""
+    states (S, H, P, N) fp32, updated in place. Returns y (S, H, P) fp32 and the states."""
     rep = x.shape[1] // b.shape[1]
     dt = dt.float()[..., None]  # (S, H, 1)
-    decay = torch.exp(dt * a.float()[:, None])[..., None]  # (S, H, 1, 1)
+    states.mul_(torch.exp(dt * a.float()[:, None])[..., None])
     b = b.float().repeat_interleave(rep, dim=1)[:, :, None, :]  # (S, H, 1, N)
+    states += (dt[..., None] * b) * x.float()[..., None]
     c = c.float().repeat_interleave(rep, dim=1)
-    new = states.float() * decay + (dt[..., None] * b) * x.float()[..., None]
-    y = torch.einsum("shpn,shn->shp", new, c) + x.float() * d.float()[:, None]
-    return y, new
+    return torch.einsum("shpn,shn->shp", states, c) + x.float() * d.float()[:, None], states
 
 
 # -- gated delta rule (gated DeltaNet) ----------------------------------------------------------
@@ -103,62 +109,69 @@ def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
 
 
-def _prepare(q, k, v, g, beta):
+def _heads_first(q, k, v, g, beta):
     """fp32, heads first, q and k L2-normalised and repeated to the value heads, q scaled."""
     rep = v.shape[1] // k.shape[1]
-    q, k = (t.repeat_interleave(rep, dim=1) if rep > 1 else t for t in (q, k))
-    q, k, v, g, beta = (t.transpose(0, 1).float().contiguous() for t in (q, k, v, g, beta))
+    q, k = (t.float().transpose(0, 1).repeat_interleave(rep, dim=0) for t in (q, k))
     q, k = l2norm(q), l2norm(k)
-    return q * q.shape[-1] ** -0.5, k, v, g, beta
+    v = v.float().transpose(0, 1).contiguous()
+    return q.mul_(q.shape[-1] ** -0.5), k, v, g.float().T, beta.float().T
 
 
 def delta_rule_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
                        beta: torch.Tensor, state: torch.Tensor | None,
-                       chunk: int = STATE_SCAN_CHUNK_TOKENS) -> tuple[torch.Tensor, torch.Tensor]:
-    """The gated delta rule over one chunk of n tokens, in chunks of `chunk` (the UT form).
-    q, k (n, Hk, Dk); v (n, Hv, Dv); g, beta (n, Hv); state (Hv, Dv, Dk) or None.
-    Returns the output (n, Hv, Dv) fp32 and the final state (Hv, Dv, Dk) fp32."""
-    n = q.shape[0]
-    q, k, v, g, beta = _prepare(q, k, v, g, beta)  # (H, n, D), (H, n)
-    heads, _, dk = k.shape
-    pad = (chunk - n % chunk) % chunk
-    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
-    beta, g = (F.pad(t, (0, pad)) for t in (beta, g))
-    v_beta, k_beta = v * beta[..., None], k * beta[..., None]
-    q, k, k_beta, v_beta = (t.view(heads, -1, chunk, t.shape[-1]) for t in (q, k, k_beta, v_beta))
-    g = g.view(heads, -1, chunk).cumsum(dim=-1)  # (H, chunks, L)
-    upper = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).triu(1)
-    pair = (g[..., :, None] - g[..., None, :]).masked_fill(upper, float("-inf")).exp()
-    system = (k_beta @ k.transpose(-1, -2)) * pair
-    intra = (q @ k.transpose(-1, -2)) * pair
-    values = torch.linalg.solve_triangular(system, v_beta, upper=False, unitriangular=True)
-    k_cum = torch.linalg.solve_triangular(system, k_beta * g.exp()[..., None], upper=False,
-                                          unitriangular=True)
+                       chunk: int = STATE_SCAN_CHUNK_TOKENS, out: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gated delta rule over one sequence's n tokens, `chunk` tokens at a time (the UT
+    form within a chunk, the state across). q, k (n, Hk, Dk); v (n, Hv, Dv); g, beta (n, Hv);
+    state (Hv, Dv, Dk) or None. Returns the output (n, Hv, Dv) (written into `out` when given,
+    else fp32) and the final state (Hv, Dv, Dk) fp32."""
+    n, heads, dv = v.shape
     s = state.float().transpose(-1, -2) if state is not None else \
-        q.new_zeros(heads, dk, v.shape[-1])  # (H, Dk, Dv)
-    out = torch.zeros_like(values)
-    q = q * g.exp()[..., None]
-    k = k * (g[..., -1:] - g).exp()[..., None]
-    last = g[..., -1].exp()[..., None, None]
-    for i in range(values.shape[1]):
-        v_new = values[:, i] - k_cum[:, i] @ s
-        out[:, i] = q[:, i] @ s + intra[:, i] @ v_new
-        s = s * last[:, i] + k[:, i].transpose(-1, -2) @ v_new
-    out = out.reshape(heads, -1, out.shape[-1])[:, :n]
-    return out.transpose(0, 1), s.transpose(-1, -2)
+        v.new_zeros(heads, q.shape[-1], dv, dtype=torch.float32)  # (H, Dk, Dv)
+    if out is None:
+        out = v.new_empty(n, heads, dv, dtype=torch.float32)
+    for start in range(0, n, chunk):
+        rows = slice(start, min(n, start + chunk))
+        out[rows], s = _delta_chunk(q[rows], k[rows], v[rows], g[rows], beta[rows], s)
+    return out, s.transpose(-1, -2)
+
+
+def _delta_chunk(q, k, v, g, beta, s):
+    """One chunk of l tokens from state s (H, Dk, Dv), heads first: (out (l, H, Dv), the new
+    state). The UT transform (I + strictly lower (beta k k^T o decay))^-1 turns the chunk's
+    delta-rule updates into two triangular solves, as transformers' torch fallback does."""
+    q, k, v, g, beta = _heads_first(q, k, v, g, beta)  # (H, l, D), (H, l)
+    g = g.cumsum(dim=-1)
+    size = g.shape[-1]
+    upper = torch.ones(size, size, dtype=torch.bool, device=q.device).triu(1)
+    pair = (g[..., :, None] - g[..., None, :]).masked_fill_(upper, float("-inf")).exp_()
+    k_beta = k * beta[..., None]
+    system = torch.bmm(k_beta, k.transpose(1, 2)).mul_(pair)
+    values = torch.linalg.solve_triangular(system, v.mul_(beta[..., None]), upper=False,
+                                           unitriangular=True)
+    k_cum = torch.linalg.solve_triangular(system, k_beta.mul_(g.exp()[..., None]), upper=False,
+                                          unitriangular=True)
+    del system, k_beta
+    values.sub_(torch.bmm(k_cum, s))  # the new values: what the state does not yet predict
+    del k_cum
+    out = torch.bmm(q * g.exp()[..., None], s)
+    out.baddbmm_(torch.bmm(q, k.transpose(1, 2)).mul_(pair), values)
+    new = s * g[:, -1:].exp()[..., None]
+    new.baddbmm_(k.mul_((g[:, -1:] - g).exp()[..., None]).transpose(1, 2), values)
+    return out.transpose(0, 1), new
 
 
 def delta_rule_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
                     beta: torch.Tensor,
                     states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per sequence: q, k (S, Hk, Dk); v (S, Hv, Dv); g, beta (S, Hv); states
-    (S, Hv, Dv, Dk). Returns (S, Hv, Dv) fp32 and the new states fp32."""
+    (S, Hv, Dv, Dk) fp32, updated in place. Returns (S, Hv, Dv) fp32 and the states."""
     rep = v.shape[1] // k.shape[1]
     q, k = (t.repeat_interleave(rep, dim=1) if rep > 1 else t for t in (q, k))
     q, k = l2norm(q.float()), l2norm(k.float())
     q = q * q.shape[-1] ** -0.5
-    m = states.float() * g.float().exp()[..., None, None]  # (S, H, Dv, Dk)
-    remembered = torch.einsum("shvk,shk->shv", m, k)
-    delta = (v.float() - remembered) * beta.float()[..., None]
-    m = m + delta[..., None] * k[:, :, None, :]
-    return torch.einsum("shvk,shk->shv", m, q), m
+    states.mul_(g.float().exp()[..., None, None])  # (S, H, Dv, Dk)
+    delta = (v.float() - torch.einsum("shvk,shk->shv", states, k)) * beta.float()[..., None]
+    states += delta[..., None] * k[:, :, None, :]
+    return torch.einsum("shvk,shk->shv", states, q), states

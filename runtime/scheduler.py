@@ -61,8 +61,10 @@ class Scheduler:
 
     def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
                  reserve_full_context: bool = True, window_tokens: int | None = None,
-                 slots: StateSlots | None = None) -> None:
+                 slots: StateSlots | None = None, window_budget_tokens: int | None = None
+                 ) -> None:
         self.blocks, self.slots = blocks, slots
+        self.window_budget_tokens = window_budget_tokens or max_num_batched_tokens
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
         self.reserve_full_context = reserve_full_context
         self.window_tokens = window_tokens
@@ -162,7 +164,7 @@ class Scheduler:
         bsz = self.blocks.block_size_tokens
         if self.window_tokens:
             return windowed_blocks(seq.max_tokens, self.window_tokens, bsz,
-                                   self.max_num_batched_tokens)
+                                   self.window_budget_tokens)
         return blocks_for(seq.max_tokens, bsz)
 
     def blocks_needed_alone(self, seq: Sequence) -> int:
@@ -173,7 +175,7 @@ class Scheduler:
         if self.reserve_full_context or not self.window_tokens or seq.parallel > 1:
             return blocks_for(len(seq.token_ids), bsz) + self._own_growth(seq)
         return windowed_blocks(seq.max_tokens, self.window_tokens, bsz,
-                               self.max_num_batched_tokens, len(seq.token_ids))
+                               self.window_budget_tokens, len(seq.token_ids))
 
     def _future_blocks(self, seq: Sequence) -> int:
         """Blocks a running sequence may still take: growth, a copy of each shared block it

@@ -59,6 +59,11 @@ class StatePool:
         i = self.index[layer]
         return self.conv[i], self.recurrent[i]
 
+    def clear_slot(self, slot: int) -> None:
+        """A request starts from zero states (its first token may run as a decode row)."""
+        self.conv[:, slot].zero_()
+        self.recurrent[:, slot].zero_()
+
     def copy_slot(self, src: int, dst: int) -> None:
         """A forked sample starts from its parent's state in every layer."""
         self.conv[:, dst] = self.conv[:, src]

@@ -3,7 +3,8 @@
     result = verify(spec, serve, VerifyOptions(device="cpu", device_bytes=16 * MiB))
     result.reconciliation.violations  # () when the ledger held on this device
 
-Phases: baseline, weights, kv_pool (sized by the ledger), warmup (one profile request), peak
+Phases: baseline, weights, kv_pool (sized by the ledger; a hybrid's state pool beside it),
+warmup (one profile request), peak
 (the declared load, then the ceiling probe: more requests of the declared context than the
 ledger says fit, as fast as possible), release.
 
@@ -33,6 +34,8 @@ from servecap.ledger.verification import (
     Reconciliation,
     kv_pool_bytes,
     reconcile,
+    state_pool_bytes,
+    state_pool_slots,
 )
 from servecap.sim.rank_model import attention_flops_per_token_pair
 
@@ -50,6 +53,7 @@ from .parallel import SINGLE, TensorParallel, check_split
 from .provenance import benchmark_record
 from .sequence import FINISHED, Arrival
 from .sim_check import simulated_vs_measured
+from .state_pool import StatePool
 from .telemetry import Snapshot, probe_for
 from .weights import load_decoder, random_decoder
 
@@ -157,6 +161,8 @@ class _Run:
         self.notes: list[str] = []
         self.failures: list[Failure] = []
         self.clock = StepClock()
+        self.states: StatePool | None = None  # hybrids' state pool (sized by the ledger)
+        self.state_slots_in_use = 0  # the most the declared load held at once
 
     def execute(self) -> VerifyResult:
         model = self._load_weights()
@@ -225,16 +231,22 @@ class _Run:
                           serve.block_size_tokens, serve.kv_dtype, self.torch_device,
                           self.tp.size)
         self.probe.add_resident(pool.tensor_bytes, "KV pool")
+        if self.spec.state_layers:
+            with _allocating("the state pool", state_pool_bytes(self.plan)):
+                self.states = StatePool(self.spec, state_pool_slots(self.plan),
+                                        self.torch_device, self.tp.size)
+            self.probe.add_resident(self.states.tensor_bytes, "state pool")
         self._snap("kv_pool")
         return pool
 
     def _engine(self, model, pool, max_num_seqs: int | None = None,
-                reserve_full_context: bool = True) -> Engine:
+                reserve_full_context: bool = True, budget: int | None = None) -> Engine:
         serve = self.plan.serve
         config = EngineConfig(max_num_seqs=max_num_seqs or serve.max_num_seqs,
-                              max_num_batched_tokens=serve.max_num_batched_tokens,
-                              reserve_full_context=reserve_full_context)
-        return Engine(model, pool, config)
+                              max_num_batched_tokens=budget or serve.max_num_batched_tokens,
+                              reserve_full_context=reserve_full_context,
+                              window_budget_tokens=serve.max_num_batched_tokens)
+        return Engine(model, pool, config, self.states)
 
     def _calibration(self) -> dict:
         """The simulator's step-model fit of the declared load's steps only (the probe's are
@@ -262,7 +274,8 @@ class _Run:
         serve = self.plan.serve
         engine = Engine(model, pool, EngineConfig(
             max_num_seqs=serve.max_num_seqs,
-            max_num_batched_tokens=min(serve.max_num_batched_tokens, serve.context_tokens)))
+            max_num_batched_tokens=min(serve.max_num_batched_tokens, serve.context_tokens)),
+            self.states)
         try:
             with self._counting("warmup"):
                 engine.profile_run()
@@ -278,6 +291,7 @@ class _Run:
         what = "the replayed load" if self.options.workload else "the declared load"
         records, _ = self._run(engine, list(self._arrivals()), "declared_load", what,
                                self._realtime())
+        self.state_slots_in_use = engine.max_state_slots_in_use
         return records, time.perf_counter() - start, engine.max_blocks_in_use
 
     def _realtime(self) -> bool:
@@ -300,11 +314,13 @@ class _Run:
         """The most requests of the declared context resident at once, memory the only limit:
         max_num_seqs is lifted, and each request generates long enough that none finishes
         before the step budget has admitted every one that fits (so admission never races
-        completion). Every request must still complete."""
+        completion). Every request must still complete. A ceiling past the step's token budget
+        lifts the budget too (as vLLM needs max_num_batched_tokens >= max_num_seqs): decodes
+        alone would spend it and admit no more."""
         count = self.plan.memory_ceiling_requests + CEILING_PROBE_EXTRA
-        engine = self._engine(model, pool, max_num_seqs=count)
-        output = probe_output_tokens(count, self.plan.serve.context_tokens,
-                                     self.plan.serve.max_num_batched_tokens,
+        budget = max(self.plan.serve.max_num_batched_tokens, count + 1)
+        engine = self._engine(model, pool, max_num_seqs=count, budget=budget)
+        output = probe_output_tokens(count, self.plan.serve.context_tokens, budget,
                                      self.options.output_tokens)
         records, oom = self._run(engine, list(self._full_context(count, output)),
                                  "ceiling_probe", "the ceiling probe")
@@ -320,6 +336,8 @@ class _Run:
             return "device memory" if self.probe.kind == "cuda" else "runtime transients"
         if resident >= count:
             return "none (every probe request was resident)"
+        if self.states is not None and resident >= self.states.num_slots:
+            return "state slots"
         per_request = self.plan.kv_bytes_per_request // pool.block_bytes
         if per_request and resident >= pool.num_blocks // per_request:
             return "KV blocks"
@@ -351,7 +369,8 @@ class _Run:
         non_torch = peak.non_torch_bytes or 0
         context = self.probe.context_bytes()
         charged_context = context if self.probe.charges_context() else 0
-        resident = model.weight_bytes + pool.tensor_bytes
+        states = self.states.tensor_bytes if self.states else 0
+        resident = model.weight_bytes + pool.tensor_bytes + states
         return Measured(
             weights_bytes=model.weight_bytes, weight_metadata_bytes=0,
             runtime_peak_bytes=transient, kv_pool_bytes=pool.tensor_bytes,
@@ -362,7 +381,8 @@ class _Run:
             ceiling_requests=ceiling, num_requests=num_requests,
             load_is_declared=not self.options.workload, failures=tuple(self.failures),
             cuda_context_bytes=context, cuda_context_charged=bool(charged_context),
-            kv_load_bytes=self._kv_load_bytes())
+            kv_load_bytes=self._kv_load_bytes(), state_pool_bytes=states,
+            state_in_use_bytes=self.state_slots_in_use * self.plan.state_bytes_per_request)
 
     def _kv_load_bytes(self) -> int | None:
         """The ledger's KV for the declared load with its own prompt lengths, where the runtime
