@@ -1,6 +1,7 @@
 """Checkpoints written by transformers itself run exactly: greedy tokens identical and fp32 logits
 within 1e-4 of transformers' own forward pass, in both config formats, through every engine path
-(batched, chunked, prefix-cached, preempted)."""
+(batched, chunked, prefix-cached, preempted), windowed models' blocks allocated chunk by chunk
+(and freed out of the window when every layer is windowed)."""
 
 import json
 import random
@@ -41,6 +42,10 @@ CASES = {
     "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", {}, "default", 1000000.0),
     "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", {"head_dim": 16}, "default", 1000000.0),
     "mistral": ("MistralForCausalLM", "MistralConfig", {"sliding_window": 8}, "default", 1e4),
+    # local and global layers (Gemma-2/3 style: windowed and full attention in one model)
+    "qwen2-local-global": ("Qwen2ForCausalLM", "Qwen2Config", {
+        "use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1}, "default",
+        1000000.0),
     **{f"llama-{kind}": ("LlamaForCausalLM", "LlamaConfig", {}, kind, 500000.0)
        for kind in ROPES if kind != "default"},
 }
@@ -177,3 +182,12 @@ def test_mistral_frees_out_of_window_blocks_and_still_equals_transformers(tmp_pa
         records = _check(model, hf, _prompts(), patch)
     assert all(len(r.output_token_ids) == NUM_OUTPUT for r in records)
     assert sum(freed) > 0
+
+
+def test_local_global_checkpoint_has_a_windowed_and_a_full_layer(tmp_path) -> None:
+    """The local/global case is what it says: layer 0 full, layer 1 windowed (8 tokens), so
+    the prompts above (up to 29 tokens) reach past the window in one layer and not the other."""
+    _save("qwen2-local-global", tmp_path, old_format=False)
+    spec = load_model(str(tmp_path)).spec
+    assert spec.attention.layer_kinds == ("full", "sliding")
+    assert spec.attention.sliding_window_tokens == 8
