@@ -1,6 +1,34 @@
-"""transformers' reference generation and the engine's logits, for the parity tests."""
+"""transformers' reference generation and the engine's logits, and the tiny hybrid checkpoints
+transformers writes, for the parity and verify tests."""
 
 import torch
+
+HYBRID_DIMS = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, vocab_size=256,
+                   max_position_embeddings=256)
+HYBRIDS = {  # model_type -> (transformers class, config class, config beyond HYBRID_DIMS)
+    # Mamba-2, attention, MLP, Mamba-2, MLP; an 8-token SSD chunk in transformers
+    "nemotron_h": ("NemotronHForCausalLM", "NemotronHConfig", dict(
+        hybrid_override_pattern="M*-M-", mamba_num_heads=4, mamba_head_dim=16, n_groups=2,
+        ssm_state_size=16, conv_kernel=4, chunk_size=8, num_nextn_predict_layers=0)),
+    # gated DeltaNet and gated attention alternating; dense MLPs (mlp_only_layers)
+    "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3NextConfig", dict(
+        num_hidden_layers=4, full_attention_interval=2, linear_num_key_heads=2,
+        linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
+        linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=32, shared_expert_intermediate_size=32,
+        mlp_only_layers=[0, 1, 2, 3])),
+}
+
+
+def save_hybrid(transformers, model_type: str, directory) -> str:
+    """A seeded random tiny hybrid written by transformers' own save_pretrained; returns its
+    transformers class name."""
+    arch, config_class, extra = HYBRIDS[model_type]
+    torch.manual_seed(0)
+    config = getattr(transformers, config_class)(**HYBRID_DIMS, **extra)
+    getattr(transformers, arch)(config).float().save_pretrained(directory)
+    return arch
 
 
 @torch.inference_mode()

@@ -11,7 +11,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from hf_reference import engine_logits, hf_greedy  # noqa: E402
+from hf_reference import HYBRIDS, engine_logits, hf_greedy, save_hybrid  # noqa: E402
 
 from servecap.ledger.plan import build_plan  # noqa: E402
 from servecap.ledger.serve import ServeSpec  # noqa: E402
@@ -24,22 +24,6 @@ from servecap.runtime.weights import load_decoder  # noqa: E402
 
 TOLERANCE = 1e-4
 NUM_OUTPUT = 6
-DIMS = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-            head_dim=16, vocab_size=256, max_position_embeddings=256)
-CASES = {
-    # Mamba-2, attention, MLP, Mamba-2, MLP; an 8-token SSD chunk in transformers
-    "nemotron_h": ("NemotronHForCausalLM", "NemotronHConfig", dict(
-        hybrid_override_pattern="M*-M-", mamba_num_heads=4, mamba_head_dim=16, n_groups=2,
-        ssm_state_size=16, conv_kernel=4, chunk_size=8, num_nextn_predict_layers=0)),
-    # gated DeltaNet and gated attention alternating; dense MLPs (mlp_only_layers)
-    "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3NextConfig", dict(
-        num_hidden_layers=4, full_attention_interval=2, linear_num_key_heads=2,
-        linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
-        linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
-        moe_intermediate_size=32, shared_expert_intermediate_size=32,
-        mlp_only_layers=[0, 1, 2, 3])),
-}
-
 
 def _prompts(count: int = 4) -> list[list[int]]:
     """Lengths 5..29, and one of 70 that crosses the runtime's 64-token scan chunk."""
@@ -48,14 +32,11 @@ def _prompts(count: int = 4) -> list[list[int]]:
     return [[rng.randrange(256) for _ in range(n)] for n in lengths]
 
 
-@pytest.fixture(scope="module", params=sorted(CASES))
+@pytest.fixture(scope="module", params=sorted(HYBRIDS))
 def checkpoint(request, tmp_path_factory):
-    arch, config_class, extra = CASES[request.param]
     directory = tmp_path_factory.mktemp(request.param)
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    config = getattr(transformers, config_class)(**DIMS, **extra)
-    getattr(transformers, arch)(config).float().save_pretrained(directory)
+    arch = save_hybrid(transformers, request.param, directory)
     hf = getattr(transformers, arch).from_pretrained(directory).float().eval()
     spec = load_model(str(directory)).spec
     return spec, load_decoder(spec, directory, "fp32"), hf
