@@ -4,14 +4,9 @@ import pytest
 import torch
 
 from servecap.ledger.model import (
-    FULL,
-    LINEAR,
-    MAMBA,
-    NONE,
     SLIDING,
     Attention,
     ModelSpec,
-    StateShape,
 )
 from servecap.runtime.attention import DenseKV
 from servecap.runtime.model import Decoder
@@ -25,33 +20,6 @@ def make_spec(model_type: str = "llama", **attention) -> ModelSpec:
     return ModelSpec(name=f"tiny-{model_type}", source="test", num_layers=2, attention=att,
                      hidden_size=64, intermediate_size=128, vocab_size=256,
                      model_type=model_type)
-
-
-def hybrid_spec(model_type: str, hidden: int = 64, heads: int = 4, kv_heads: int = 2,
-                head_dim: int = 16, state_heads: int = 4, dims: tuple[int, int] = (16, 16),
-                groups: int = 2, inter: int = 128, vocab: int = 256,
-                kernel: int = 4) -> ModelSpec:
-    """A Nemotron-H (Mamba-2, attention, MLP, Mamba-2, MLP blocks) or Qwen3-Next (gated
-    DeltaNet and gated attention alternating) shape; dims: the recurrent state's two dims
-    (Mamba-2 head_dim, d_state; DeltaNet v dim, k dim); groups: Mamba-2's B/C groups or
-    DeltaNet's k heads."""
-    a, b = dims
-    if model_type == "nemotron_h":
-        kinds = (MAMBA, FULL, NONE, MAMBA, NONE)
-        state = StateShape(MAMBA, state_heads * a + 2 * groups * b, kernel, state_heads, dims,
-                           "fp32", "fp32", groups, b, state_heads * a)
-        att = Attention("gqa", heads, kv_heads, head_dim, layer_kinds=kinds)
-        extra = dict(mlp_layers=(2, 4), gated_mlp=False, norms_per_layer=1)
-    else:
-        kinds = (LINEAR, FULL, LINEAR, FULL)
-        state = StateShape(LINEAR, 2 * groups * b + state_heads * a, kernel, state_heads, dims,
-                           "fp32", "fp32")
-        att = Attention("gqa", heads, kv_heads, head_dim, qk_norm=True, q_gate=True,
-                        layer_kinds=kinds)
-        extra = {}
-    return ModelSpec(name=f"tiny-{model_type}", source="test", num_layers=len(kinds),
-                     attention=att, hidden_size=hidden, intermediate_size=inter,
-                     vocab_size=vocab, model_type=model_type, state=state, **extra)
 
 
 @pytest.fixture(scope="session")

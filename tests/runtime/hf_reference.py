@@ -3,6 +3,8 @@ transformers writes, for the parity and verify tests."""
 
 import torch
 
+from servecap.ledger.model import FULL, LINEAR, MAMBA, NONE, Attention, ModelSpec, StateShape
+
 HYBRID_DIMS = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=16, vocab_size=256,
                    max_position_embeddings=256)
@@ -65,3 +67,30 @@ def engine_logits(engine, prompts, num_output: int, monkeypatch, staggered: bool
             engine.step()
     monkeypatch.undo()
     return records, [torch.stack(seen[r.request_id][-num_output:]) for r in records]
+
+
+def hybrid_spec(model_type: str, hidden: int = 64, heads: int = 4, kv_heads: int = 2,
+                head_dim: int = 16, state_heads: int = 4, dims: tuple[int, int] = (16, 16),
+                groups: int = 2, inter: int = 128, vocab: int = 256,
+                kernel: int = 4) -> ModelSpec:
+    """A Nemotron-H (Mamba-2, attention, MLP, Mamba-2, MLP blocks) or Qwen3-Next (gated
+    DeltaNet and gated attention alternating) shape; dims: the recurrent state's two dims
+    (Mamba-2 head_dim, d_state; DeltaNet v dim, k dim); groups: Mamba-2's B/C groups or
+    DeltaNet's k heads."""
+    a, b = dims
+    if model_type == "nemotron_h":
+        kinds = (MAMBA, FULL, NONE, MAMBA, NONE)
+        state = StateShape(MAMBA, state_heads * a + 2 * groups * b, kernel, state_heads, dims,
+                           "fp32", "fp32", groups, b, state_heads * a)
+        att = Attention("gqa", heads, kv_heads, head_dim, layer_kinds=kinds)
+        extra = dict(mlp_layers=(2, 4), gated_mlp=False, norms_per_layer=1)
+    else:
+        kinds = (LINEAR, FULL, LINEAR, FULL)
+        state = StateShape(LINEAR, 2 * groups * b + state_heads * a, kernel, state_heads, dims,
+                           "fp32", "fp32")
+        att = Attention("gqa", heads, kv_heads, head_dim, qk_norm=True, q_gate=True,
+                        layer_kinds=kinds)
+        extra = {}
+    return ModelSpec(name=f"tiny-{model_type}", source="test", num_layers=len(kinds),
+                     attention=att, hidden_size=hidden, intermediate_size=inter,
+                     vocab_size=vocab, model_type=model_type, state=state, **extra)

@@ -33,7 +33,7 @@ def test_cuda_bf16_weights_equal_the_ledger(tiny_spec) -> None:
 @pytest.mark.parametrize("model_type", ["nemotron_h", "qwen3_next"])
 def test_cuda_hybrid_engine_matches_the_cpu_engine(model_type) -> None:
     """The state layers' scans and the state pool run on CUDA and give the CPU's tokens."""
-    from conftest import hybrid_spec
+    from hf_reference import hybrid_spec
 
     from servecap.runtime.state_pool import StatePool
 

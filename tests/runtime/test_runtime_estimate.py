@@ -8,7 +8,7 @@ size depends on the kernel picked, which the estimate covers with a conservative
 model widths bf16 measures 1.02 to 1.10x under the estimate) but cannot state to 25%."""
 
 import torch
-from conftest import hybrid_spec
+from hf_reference import hybrid_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
