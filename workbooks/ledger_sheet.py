@@ -54,7 +54,8 @@ DERIVED = (
     ("kv_bytes_per_request", "KV per request",
      "=IF(explicit_lengths,ROUNDUP(kv_cache_bytes/requests,0)," + kv_request("context_tokens")
      + ")", style.BYTES,
-     "Σ layers ceil(S/B) x B slots x bytes/slot (sliding layers: min(S, W)); mixed: mean, up"),
+     "Σ layers ceil(S/B) x B slots x bytes/slot (sliding layers: the prefill in flight, "
+     "W - 1 + T tokens + 1 block at most); mixed: mean, up"),
     ("fixed_bytes", "fixed lines",
      "=weights_bytes+weight_metadata_bytes+runtime_peak_bytes+safety_bytes", style.BYTES,
      "everything but the KV cache"),

@@ -15,9 +15,12 @@ FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
          ("cuda_graphs", "CUDA graph pool"))
 BITS = ('IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
         "2*[kv_heads]*head_dim*kv_bits_per_element)")
-# a windowed layer holds min(ceil(S/B), 1 + ceil((W-1)/B)) blocks (ledger.paging.window_blocks);
-# over the load's lengths min(a, b) is written a - (a>b)(a-b), as MIN would aggregate the array
-WINDOW_SLOTS = "(1+ROUNDUP((sliding_window_tokens-1)/block_size_tokens,0))*block_size_tokens"
+# a windowed layer holds min(ceil(S/B), ceil(min(W-1+T, S)/B) + 1) blocks at its peak, its
+# prefill in flight (ledger.paging.windowed_blocks); over the load's lengths min(a, b) is written
+# a - (a>b)(a-b), as MIN would aggregate the array
+SPAN = "(sliding_window_tokens-1+max_num_batched_tokens)"
+LENGTHS_SPAN = f"(load_lengths_tokens-(load_lengths_tokens>{SPAN})*(load_lengths_tokens-{SPAN}))"
+WINDOW_SLOTS = f"(ROUNDUP({LENGTHS_SPAN}/block_size_tokens,0)+1)*block_size_tokens"
 SLOTS = "ROUNDUP(load_lengths_tokens/block_size_tokens,0)*block_size_tokens"
 HELD_SLOTS = (f"({SLOTS}-(sliding_window_tokens>0)*({SLOTS}>{WINDOW_SLOTS})"
               f"*({SLOTS}-{WINDOW_SLOTS}))")
@@ -27,7 +30,9 @@ KV_IN_USE = (
     "-IF(AND(shared_prefix_slot_tokens>0,requests>1),ROUNDUP(([layers]-[sliding_layers])*"
     "shared_prefix_slot_tokens*[kv_bits_layer]/8,0)*(requests-1),0)")
 SLOTS_ONE = "ROUNDUP(context_tokens/block_size_tokens,0)*block_size_tokens"
-HELD_ONE = f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},{WINDOW_SLOTS}),{SLOTS_ONE})"
+WINDOW_ONE = (f"(ROUNDUP(MIN({SPAN},context_tokens)/block_size_tokens,0)+1)"
+              "*block_size_tokens")
+HELD_ONE = f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},{WINDOW_ONE}),{SLOTS_ONE})"
 KV_REQUEST = (
     f"ROUNDUP(([layers]-[sliding_layers])*{SLOTS_ONE}*[kv_bits_layer]/8,0)"
     f"+ROUNDUP([sliding_layers]*{HELD_ONE}*[kv_bits_layer]/8,0)")

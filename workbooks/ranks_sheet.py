@@ -59,7 +59,8 @@ def _known(src: WorkbookSource, item: StagePlan, binding: bool,
            else kv_heads_per_rank(src.spec, shard.tensor_parallel_size),
            "kv_bits_layer": kv_bits_per_token_layer(src.spec, bits, shard),
            "kv_request_context": kv_bytes_per_request(src.spec, bits, plan.serve.context_tokens,
-                                                      plan.serve.block_size_tokens, shard)}
+                                                      plan.serve.block_size_tokens, shard,
+                                                      plan.serve.max_num_batched_tokens)}
     if budget is None:
         return out | {"order": plan.memory_ceiling_requests, "free_own": plan.free_bytes}
     world = shard.tensor_parallel_size * (1 if one_stage else 2)
