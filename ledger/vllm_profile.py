@@ -35,6 +35,7 @@ FLASHINFER_SAMPLER_BYTES = 2 + 4 + 4
 # Triton's top-k/top-p masks the fp32 logits in place; then softmax's fp32 probabilities and
 # random_sample's exponential noise q (probs.div_(q)): model-dtype logits, fp32 copy, probs, q.
 TRITON_SAMPLER_BYTES = 2 + 4 + 4 + 4
+TRITON_MIN_BATCH = 8  # apply_top_k_top_p: Triton for batches of 8 or more, else PyTorch's sort
 SAMPLERS = (FLASHINFER, TORCH, TRITON)
 
 
@@ -96,13 +97,27 @@ def sampler_path(row: VllmRow, sampler: str | None) -> str:
     return sampler if sampler is not None else row.sampler
 
 
-def sampler_peak(spec: ModelSpec, row: VllmRow, seqs: int, sampler: str | None = None) -> int:
+def sampler_peak(spec: ModelSpec, row: VllmRow, seqs: int, sampler: str | None = None,
+                 sms: int | None = None) -> int:
     """The dummy sampler over `seqs` rows of the full vocabulary (logits are gathered from the
-    tensor-parallel ranks): FLASHINFER_SAMPLER_BYTES or the row's PyTorch-path bytes each."""
+    tensor-parallel ranks): FLASHINFER_SAMPLER_BYTES or the row's PyTorch-path bytes each;
+    Triton's path also keeps its per-program buffer (triton_buffer)."""
     path = sampler_path(row, sampler)
     per = {FLASHINFER: FLASHINFER_SAMPLER_BYTES, TRITON: TRITON_SAMPLER_BYTES}.get(
         path, row.sampler_bytes_per_logit)
-    return seqs * spec.vocab_size * per
+    extra = triton_buffer(spec, seqs, sms) if path == TRITON else 0
+    return seqs * spec.vocab_size * per + extra
+
+
+def triton_buffer(spec: ModelSpec, seqs: int, sms: int | None) -> int:
+    """apply_top_k_top_p_triton (vllm/v1/sample/ops/topk_topp_triton.py, 0.17.1 - 0.21.0) for
+    batches of TRITON_MIN_BATCH or more: one fp32 vocabulary row per program, min(SMs, batch)
+    programs, the buffer min(next power of 2, SMs) rows, cached once made (so held after the
+    profile). Unknown SM count (a device outside the catalog's SM_COUNTS): 0."""
+    if sms is None or seqs < TRITON_MIN_BATCH:
+        return 0
+    programs = min(sms, seqs)
+    return min(1 << (programs - 1).bit_length(), sms) * spec.vocab_size * 4
 
 
 def moe_workspace(spec: ModelSpec, shard: Shard, tokens: int) -> int:
@@ -122,14 +137,15 @@ def _act_bytes(spec: ModelSpec) -> int:
 
 
 def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch,
-                        sampler_kind: str | None = None) -> tuple[int, str]:
+                        sampler_kind: str | None = None,
+                        sms: int | None = None) -> tuple[int, str]:
     """Torch peak increase of vLLM's profile run: the forward and the sampler run one after
     the other, so the wider of the two; only the last pipeline stage samples. V1 samples from
     the dummy batch's hidden states (tokens x hidden), held meanwhile, and where the release
     keeps the fused-MoE workspaces (VllmRow.moe_workspace_kept), so are they."""
     seqs = min(batch.seqs, batch.tokens)
     forward = forward_peak(spec, shard, batch.tokens)
-    sampler = sampler_peak(spec, row, seqs, sampler_kind) if shard.last_stage else 0
+    sampler = sampler_peak(spec, row, seqs, sampler_kind, sms) if shard.last_stage else 0
     kept = moe_workspace(spec, shard, batch.tokens) if row.moe_workspace_kept else 0
     if row.formula == "v1" and shard.last_stage:  # _dummy_run's hidden states feed the sampler
         kept += batch.tokens * spec.hidden_size * _act_bytes(spec)

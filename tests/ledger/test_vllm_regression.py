@@ -34,8 +34,9 @@ KV_MISSES = {
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
-    "v1_qwen25_72b_2xh100_planner": "+8.2%: a 3.04 GiB pool, so the 0.2 GiB of the profile's "
-                                    "torch peak the rules do not name is 8% of it",
+    "v1_qwen25_72b_2xh100_planner": "+5.8%: a 3.04 GiB pool, so the 0.17 GiB the rules leave "
+                                    "out (weights 67.72 vs 67.80 logged, torch peak 2.24 vs "
+                                    "2.29) is 6% of it",
 }
 START_MISSES = {
     "v1_qwen3_30b_a3b_4xa10_issue17469": "vLLM failed in CUDA-graph capture, after sizing a "
