@@ -76,7 +76,7 @@ def forward_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:
     residual and output (3 H) with, in an MLP, gate_up (2 I), the activation (I); in a fused
     MoE, per routed copy the intermediate caches (2 I, I, H); in attention q, k, v, its output
     and o_proj's (2 q + 2 kv + H). Activation dtype bytes per element."""
-    act = _act_bytes(spec)
+    act = act_bytes(spec)
     tp, h, att = shard.tensor_parallel_size, spec.hidden_size, spec.attention
     widths = [2 * (att.num_heads * att.head_dim) // tp + 2 * max(
         att.num_kv_heads * att.head_dim // tp, att.head_dim) + h]
@@ -128,10 +128,10 @@ def moe_workspace(spec: ModelSpec, shard: Shard, tokens: int) -> int:
         return 0
     inter, h = -(-spec.moe.expert_intermediate_size // shard.tensor_parallel_size), spec.hidden_size
     rows = min(tokens, FUSED_MOE_CHUNK) * spec.moe.num_experts_per_tok
-    return rows * (max(inter, h) + max(2 * inter, h)) * _act_bytes(spec)
+    return rows * (max(inter, h) + max(2 * inter, h)) * act_bytes(spec)
 
 
-def _act_bytes(spec: ModelSpec) -> int:
+def act_bytes(spec: ModelSpec) -> int:
     return dtypes.lookup("bf16" if spec.checkpoint_dtype not in ("fp16", "fp32")
                          else spec.checkpoint_dtype, "dtype").bits // 8
 
@@ -148,7 +148,7 @@ def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batc
     sampler = sampler_peak(spec, row, seqs, sampler_kind, sms) if shard.last_stage else 0
     kept = moe_workspace(spec, shard, batch.tokens) if row.moe_workspace_kept else 0
     if row.formula == "v1" and shard.last_stage:  # _dummy_run's hidden states feed the sampler
-        kept += batch.tokens * spec.hidden_size * _act_bytes(spec)
+        kept += batch.tokens * spec.hidden_size * act_bytes(spec)
     wider = "forward" if forward >= sampler + kept else "sampler"
     also = f" + what the forward still holds {kept / GiB:.2f} GiB" if kept else ""
     return max(forward, sampler + kept), (

@@ -41,3 +41,52 @@ def test_sm_counts_resolve_from_a_device_label():
     assert sm_count("h100-pcie-80gb") == 114
     assert sm_count("48GiB") is None
     assert all(40 <= n <= 200 for n in SM_COUNTS.values())
+
+
+LLAMA = "tests/fixtures/configs/meta-llama--Llama-3.1-8B-Instruct"
+
+
+def _plan(*extra: str):
+    import json
+
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    result = CliRunner().invoke(app, ["plan", LLAMA, "--device", "h100-80gb", "--engine",
+                                      "vllm==0.19", "--context", "8192", "--json", *extra])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_a_pool_that_holds_the_request_still_fails_when_the_warm_up_has_no_room():
+    """At 0.99 of an H100 the 1% outside the budget, less the CUDA context, plus the profile's
+    freed activations cannot hold the graphs and the 1,024-request sampler warm-up."""
+    code, out = _plan("--gpu-memory-utilization", "0.99")
+    assert code == 1 and out["starts"] is False
+    advice = out["start_advice"]
+    assert advice["max_model_len"] is None  # a shorter request would not help
+    assert advice["gpu_memory_utilization"] < 0.99 and advice["max_num_seqs"] < 1024
+    assert "sampler warm-up" in advice["text"] and "--enforce-eager" in advice["text"]
+    # each figure of the advice starts, as fit's search found it
+    assert _plan("--gpu-memory-utilization", str(advice["gpu_memory_utilization"]))[0] == 0
+    assert _plan("--gpu-memory-utilization", "0.99", "--max-num-seqs",
+                 str(advice["max_num_seqs"]))[0] == 0
+    assert _plan("--gpu-memory-utilization", "0.99", "--max-num-seqs",
+                 str(advice["max_num_seqs"] + 1))[0] == 1
+
+
+def test_the_after_pool_room_is_what_the_pool_leaves_less_what_precedes_the_baseline():
+    from servecap.cli.deploy import DeployFlags
+    from servecap.cli.inputs import PlanFlags
+    from servecap.cli.plan_cmd import deployment_from_flags
+    from servecap.ledger.vllm_after import CUDA_CONTEXT
+
+    plan = deployment_from_flags(LLAMA, PlanFlags(device="h100-80gb", context=8192),
+                                 DeployFlags(engine="vllm==0.19")).plan
+    after = plan.after_pool
+    held = sum(plan.line(k) for k in ("weights", "weight_metadata", "weights_resident",
+                                      "rotary_cache", "non_torch", "comm_buffers"))
+    pool = plan.budget.num_gpu_blocks * plan.budget.block_bytes
+    assert after.outside_bytes == CUDA_CONTEXT
+    assert after.room_bytes == plan.device_bytes - held - pool - CUDA_CONTEXT
+    assert after.fits and plan.starts
