@@ -35,8 +35,9 @@ from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .sharding import Stage, rank_inventory
 from .state import state_bytes_per_request
+from .vllm_after import AfterPool, after_pool
 from .vllm_lines import overhead as vllm_overhead
-from .vllm_lines import resident_line, runtime_line
+from .vllm_lines import profile_batch, resident_line, runtime_line
 from .weights import WeightBytes, default_quant, weight_bytes
 
 __all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
@@ -67,6 +68,7 @@ class Plan:
     # the load's KV once every request decodes: windowed layers hold only their window then;
     # the kv_cache line is the peak, with each windowed prefill in flight (== it without windows)
     kv_decode_hold_bytes: int = 0
+    after_pool: AfterPool | None = None  # vLLM: what runs after the pool, and the room for it
 
     def line(self, key: str) -> int:
         return next((item.num_bytes for item in self.lines if item.key == key), 0)
@@ -86,8 +88,12 @@ class Plan:
 
     @property
     def starts(self) -> bool:
-        """The engine would start: its pool holds one max_model_len request (plain: True)."""
-        return self.budget is None or starts(self.budget, self.serve.context_tokens)
+        """The engine would start: its pool holds one max_model_len request and (vLLM) what
+        runs after the pool fits in what it leaves (plain: True)."""
+        if self.budget is None:
+            return True
+        return starts(self.budget, self.serve.context_tokens) and (
+            self.after_pool is None or self.after_pool.fits)
 
     @property
     def fits(self) -> bool:
@@ -150,6 +156,10 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         lines = head + cache_lines + (Line("safety", "safety reserve", safety, safety_from),)
     else:
         lines, result = _engine_lines(spec, serve, shard, engine, head, cache_lines, kv_bits)
+    after = None
+    if engine.name == VLLM and starts(result, serve.context_tokens):
+        after = after_pool(spec, serve, shard, engine, lines, result,
+                           profile_batch(engine, serve))
     fixed = sum(item.num_bytes for item in lines) - cache_total
     longest = memory_ceiling(serve.device_bytes, fixed, whole_request)
     if serve.lengths:
@@ -166,7 +176,8 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         memory_ceiling_requests=ceiling if result is None else int(result.max_concurrency),
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
-        notes=_notes(spec, serve, weights, fixed, result) + _engine_notes(engine), budget=result,
+        notes=_notes(spec, serve, weights, fixed, result) + _engine_notes(engine)
+        + _after_notes(after), budget=result, after_pool=after,
         shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
         longest_ceiling_requests=longest if serve.lengths and result is None else None,
@@ -386,6 +397,13 @@ def _notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: int,
     elif fixed > serve.device_bytes:
         notes.append("weights, runtime peak and safety leave no room for any KV: ceiling 0")
     return tuple(notes)
+
+
+def _after_notes(after: AfterPool | None) -> tuple[str, ...]:
+    if after is None or after.fits:
+        return ()
+    return (f"vllm: {after.sentence()} ({after.how}): the engine would fail to start after "
+            "sizing its pool",)
 
 
 def _engine_notes(engine: EngineSpec) -> tuple[str, ...]:
