@@ -1,0 +1,213 @@
+"""Run every published vLLM benchmark run in tests/fixtures/vllm_bench through `simulate` and
+compare what vLLM measured with what servecap predicts.
+
+    python bench/vllm_latency.py             # the table (markdown) and the median errors
+    python bench/vllm_latency.py --json      # one object per comparison, and the summary
+    python bench/vllm_latency.py --only sglang_vllm060_a100_h100   # one fixture file
+
+Each fixture file names its source, vLLM version, GPU, tensor parallelism, launch flags,
+request shape and load (tests/fixtures/vllm_bench/SOURCE.md). A run is simulated with
+`--engine vllm==<engine_pin>` (the fixture's row of servecap's vLLM table) and the launch
+flags it states; ShareGPT runs at the mean lengths of sharegpt_llama3_lengths.json. Every
+request is measured (as `vllm bench serve` does), not only the steady-state window.
+
+error = (predicted - measured) / measured. Families: ttft (median TTFT), tpot (median TPOT,
+median ITL, and the batch latency of the offline latency tests, all decode-bound) and
+throughput (request or output-token throughput with every prompt sent at once).
+"""
+
+import json
+import statistics
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from servecap.cli.sim_inputs import SimFlags, build_setup
+from servecap.cli.simulate_cmd import run_simulation
+from servecap.sim.sampling import draw_requests
+from servecap.sim.workload import Arrivals, Lengths, Workload
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "vllm_bench"
+SHAREGPT = "sharegpt_llama3_lengths.json"
+# measured key -> (family, how the prediction is read from a policy entry of simulate --json)
+METRICS = {
+    "median_ttft_ms": ("ttft", lambda e: e["ttft_ms"]["p50"]),
+    "median_tpot_ms": ("tpot", lambda e: e["tpot_ms"]["p50"]),
+    "median_itl_ms": ("tpot", lambda e: e["itl_ms"]["p50"]),
+    "mean_latency_ms": ("tpot", lambda e: e["e2e_ms"]["mean"]),
+    "request_throughput_rps": ("throughput", lambda e: e["achieved_rps"]),
+    "output_throughput_tok_s": ("throughput", lambda e: e["output_tokens_per_s"]),
+}
+FAMILIES = ("ttft", "tpot", "throughput")
+TARGET_MEDIAN, TARGET_MAX = 0.15, 0.40
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run of one fixture file, with the group (GPU, model, TP, flags) it belongs to."""
+
+    fixture: str
+    data: dict
+    group: dict
+    run: dict
+
+    @property
+    def name(self) -> str:
+        return f"{self.fixture}:{self.run['id']}"
+
+    @property
+    def label(self) -> str:
+        g = self.group
+        return (f"{g['model']['servecap']} / {g['gpu']['device']} / TP{g['tp']} / "
+                f"vllm {self.data['vllm_version']} ({self.data['engine']})")
+
+    @property
+    def load(self) -> str:
+        load = self.run["load"]
+        count = load.get("num_prompts", load.get("batch"))
+        text = {"poisson": f"{load.get('rate_rps')} req/s", "all-at-once": "all at once",
+                "concurrency": f"concurrency {load.get('concurrency')}",
+                "batch": f"batch {load.get('batch')}"}[load["kind"]]
+        return f"{text}, {count} prompts"
+
+
+def load_cases(folder: Path = FIXTURES, only: str | None = None) -> list[Case]:
+    """Every run of every fixture file (the ShareGPT shape reference is not a run)."""
+    cases = []
+    for path in sorted(folder.glob("*.json")):
+        if path.name == SHAREGPT or (only and path.stem != only):
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for group in data["groups"]:
+            cases.extend(Case(path.stem, data, group, run) for run in group["runs"])
+    return cases
+
+
+def sharegpt_means(folder: Path = FIXTURES) -> tuple[int, int]:
+    """(prompt, output) tokens per request of the ShareGPT reference run, rounded."""
+    m = json.loads((folder / SHAREGPT).read_text(encoding="utf-8"))["measured"]
+    n = m["successful_requests"]
+    return round(m["total_input_tokens"] / n), round(m["total_generated_tokens"] / n)
+
+
+def workload_for(case: Case, folder: Path = FIXTURES) -> Workload:
+    """The run's request shape and load as a servecap workload."""
+    shape, load = case.run["shape"], case.run["load"]
+    if shape.get("dataset") == "sharegpt":
+        prompt, output = sharegpt_means(folder)
+        prompt_len, output_len = Lengths("fixed", value=prompt), Lengths("fixed", value=output)
+    elif shape.get("range_ratio"):
+        prompt_len, output_len = (_spread(shape[k], shape["range_ratio"])
+                                  for k in ("input_len", "output_len"))
+    else:
+        prompt_len = Lengths("fixed", value=shape["input_len"])
+        output_len = Lengths("fixed", value=shape["output_len"])
+    count = load.get("num_prompts", load.get("batch"))
+    arrivals = Arrivals("poisson", rate_per_s=load["rate_rps"]) if load["kind"] == "poisson" \
+        else Arrivals("bursts", burst_size=count, interval_s=1.0)
+    return Workload(arrivals, prompt_len, output_len, count, name=case.run["id"])
+
+
+def _spread(value: int, ratio: float) -> Lengths:
+    """vllm bench serve's --random-range-ratio: uniform in [value(1-r), value(1+r)]."""
+    return Lengths("uniform", low=int(value * (1 - ratio)), high=int(value * (1 + ratio)))
+
+
+def flags_for(case: Case) -> SimFlags:
+    """simulate's flags for the run: device, TP, engine row, stated launch flags, the load."""
+    g, load, flags = case.group, case.run["load"], case.group.get("flags", {})
+    concurrency = load.get("concurrency")
+    return SimFlags(device=g["gpu"]["device"], tensor_parallel_size=g["tp"],
+                    weight_dtype=g["model"].get("weight_dtype"),
+                    context=flags.get("max_model_len"),
+                    concurrency=concurrency, input_len=1, output_len=1, num_requests=1,
+                    **engine_flags(case))
+
+
+def engine_flags(case: Case) -> dict:
+    """The scheduler vLLM ran, from the fixture's engine: V0 prefills first whole prompts
+    (prefill-priority), V1 always chunks prefills within its token budget."""
+    flags = case.group.get("flags", {})
+    policy = "chunked-prefill" if case.data["engine"] == "v1" else "prefill-priority"
+    out = {"policies": (policy,)}
+    if "max_num_seqs" in flags:
+        out["max_num_seqs"] = flags["max_num_seqs"]
+    return out
+
+
+def predict(case: Case, folder: Path = FIXTURES) -> dict:
+    """simulate's policy entry for the run, every request measured."""
+    setup = build_setup(case.group["model"]["servecap"], flags_for(case))
+    setup = replace(setup, requests=draw_requests(workload_for(case, folder)))
+    report, _ = run_simulation(setup, window=False)
+    return report["policies"][0]
+
+
+def compare(case: Case, entry: dict) -> list[dict]:
+    """One row per measured figure servecap predicts."""
+    rows = []
+    for key, value in case.run["measured"].items():
+        if key not in METRICS:
+            continue
+        family, read = METRICS[key]
+        predicted = read(entry)
+        rows.append({"fixture": case.name, "setup": case.label, "load": case.load,
+                     "metric": key, "family": family, "measured": value,
+                     "predicted": predicted, "error": error(predicted, value)})
+    return rows
+
+
+def error(predicted: float, measured: float) -> float:
+    """Signed relative error of the prediction, (p - m) / m."""
+    return (predicted - measured) / measured
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per family: comparisons, median |error|, the largest |error|, and whether the target
+    (median within 15 %, none beyond 40 %) holds."""
+    out = {}
+    for family in FAMILIES:
+        errs = [abs(r["error"]) for r in rows if r["family"] == family]
+        if not errs:
+            continue
+        med, worst = statistics.median(errs), max(errs)
+        out[family] = {"comparisons": len(errs), "median_abs_error": round(med, 4),
+                       "max_abs_error": round(worst, 4),
+                       "within_target": med <= TARGET_MEDIAN and worst <= TARGET_MAX}
+    return out
+
+
+def run_all(folder: Path = FIXTURES, only: str | None = None) -> list[dict]:
+    rows = []
+    for case in load_cases(folder, only):
+        rows.extend(compare(case, predict(case, folder)))
+    return rows
+
+
+def markdown(rows: list[dict], summary: dict) -> str:
+    lines = ["| fixture | model / GPU / TP / version | load | metric | measured | predicted "
+             "| error |", "|---|---|---|---|---:|---:|---:|"]
+    lines += [f"| {r['fixture']} | {r['setup']} | {r['load']} | {r['metric']} | "
+              f"{r['measured']:g} | {r['predicted']:.4g} | {r['error']:+.1%} |" for r in rows]
+    lines += ["", "| family | comparisons | median abs error | max abs error | target |",
+              "|---|---:|---:|---:|---|"]
+    lines += [f"| {f} | {s['comparisons']} | {s['median_abs_error']:.1%} | "
+              f"{s['max_abs_error']:.1%} | {'met' if s['within_target'] else 'missed'} |"
+              for f, s in summary.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    only = argv[argv.index("--only") + 1] if "--only" in argv else None
+    rows = run_all(only=only)
+    summary = summarize(rows)
+    if "--json" in argv:
+        print(json.dumps({"comparisons": rows, "summary": summary}, indent=1))
+    else:
+        print(markdown(rows, summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
