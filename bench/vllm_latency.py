@@ -4,6 +4,8 @@ compare what vLLM measured with what servecap predicts.
     python bench/vllm_latency.py             # the table (markdown) and the median errors
     python bench/vllm_latency.py --json      # one object per comparison, and the summary
     python bench/vllm_latency.py --only sglang_vllm060_a100_h100   # one fixture file
+    python bench/vllm_latency.py --without-engine   # before: the roofline alone, no --engine
+    python bench/vllm_latency.py --fit       # the two fitted constants of sim/vllm_engine.py
 
 Each fixture file names its source, vLLM version, GPU, tensor parallelism, launch flags,
 request shape and load (tests/fixtures/vllm_bench/SOURCE.md). A run is simulated with
@@ -23,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from servecap.cli.sim_inputs import SimFlags, build_setup
-from servecap.cli.simulate_cmd import run_simulation
+from servecap.cli.simulate_cmd import default_policy, run_simulation
 from servecap.sim.sampling import draw_requests
 from servecap.sim.workload import Arrivals, Lengths, Workload
 
@@ -126,32 +128,41 @@ def flags_for(case: Case) -> SimFlags:
 
 
 def engine_flags(case: Case) -> dict:
-    """The scheduler vLLM ran, from the fixture's engine: V0 prefills first whole prompts
-    (prefill-priority), V1 always chunks prefills within its token budget."""
+    """The engine the run used: its vLLM row (--engine), V0's multi-step groups and
+    --enforce-eager when its launch says so, and that release's scheduler (simulate's
+    default for the row: V0 prefills whole prompts first, V1 chunks them)."""
     flags = case.group.get("flags", {})
-    policy = "chunked-prefill" if case.data["engine"] == "v1" else "prefill-priority"
-    out = {"policies": (policy,)}
+    engine = f"vllm=={case.data['engine_pin']}"
+    out = {"policies": (default_policy(engine),), "engine": engine,
+           "num_scheduler_steps": flags.get("num_scheduler_steps", 1),
+           "enforce_eager": flags.get("enforce_eager", False)}
     if "max_num_seqs" in flags:
         out["max_num_seqs"] = flags["max_num_seqs"]
     return out
 
 
-def predict(case: Case, folder: Path = FIXTURES) -> dict:
-    """simulate's policy entry for the run, every request measured."""
-    setup = build_setup(case.group["model"]["servecap"], flags_for(case))
+def predict(case: Case, folder: Path = FIXTURES, engine: bool = True) -> dict:
+    """simulate's policy entry for the run, every request measured; engine=False: the same
+    scheduler on the device's roofline alone (no --engine terms)."""
+    flags = flags_for(case)
+    if not engine:
+        flags = replace(flags, engine=None, num_scheduler_steps=1, enforce_eager=False)
+    setup = build_setup(case.group["model"]["servecap"], flags)
     setup = replace(setup, requests=draw_requests(workload_for(case, folder)))
     report, _ = run_simulation(setup, window=False)
     return report["policies"][0]
 
 
 def compare(case: Case, entry: dict) -> list[dict]:
-    """One row per measured figure servecap predicts."""
-    rows = []
+    """One row per measured figure servecap predicts. Under V0 multi-step scheduling a
+    stream delivers its tokens in chunks of num_scheduler_steps and the client times one gap
+    per chunk, so the ITL compared is that many token gaps."""
+    rows, steps = [], case.group.get("flags", {}).get("num_scheduler_steps", 1)
     for key, value in case.run["measured"].items():
         if key not in METRICS:
             continue
         family, read = METRICS[key]
-        predicted = read(entry)
+        predicted = read(entry) * (steps if key == "median_itl_ms" else 1)
         rows.append({"fixture": case.name, "setup": case.label, "load": case.load,
                      "metric": key, "family": family, "measured": value,
                      "predicted": predicted, "error": error(predicted, value)})
@@ -178,11 +189,38 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
-def run_all(folder: Path = FIXTURES, only: str | None = None) -> list[dict]:
+def run_all(folder: Path = FIXTURES, only: str | None = None, engine: bool = True) -> list[dict]:
     rows = []
     for case in load_cases(folder, only):
-        rows.extend(compare(case, predict(case, folder)))
+        rows.extend(compare(case, predict(case, folder, engine)))
     return rows
+
+
+# What --fit fits: (constant in sim/vllm_engine.py, run, measured key, bracket in seconds)
+FITS = (("V0_CPU_PER_SEQ_S", "sglang_vllm060_a100_h100:a100-8b-inf", "output_throughput_tok_s",
+         (0.0, 1e-3)),
+        ("EAGER_LAYER_S", "issue20469_qwen3_14b_awq_a100:a100-qwen3-14b-awq-c1-16k",
+         "median_tpot_ms", (0.0, 2e-3)))
+
+
+def fit(name: str, run: str, key: str, bracket: tuple[float, float]) -> float:
+    """The value of sim/vllm_engine.py's `name` at which the run's prediction of `key`
+    meets its measurement (bisection; the prediction is monotonic in either cost)."""
+    from servecap.sim import vllm_engine
+
+    case = next(c for c in load_cases() if c.name == run)
+    measured, (low, high) = case.run["measured"][key], bracket
+    saved = getattr(vllm_engine, name)
+    sign = -1 if METRICS[key][0] == "throughput" else 1  # a cost lowers throughput
+    try:
+        for _ in range(30):
+            mid = (low + high) / 2
+            setattr(vllm_engine, name, mid)
+            predicted = METRICS[key][1](predict(case))
+            low, high = (mid, high) if sign * (predicted - measured) < 0 else (low, mid)
+    finally:
+        setattr(vllm_engine, name, saved)
+    return (low + high) / 2
 
 
 def markdown(rows: list[dict], summary: dict) -> str:
@@ -199,8 +237,12 @@ def markdown(rows: list[dict], summary: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if "--fit" in argv:
+        for name, run, key, bracket in FITS:
+            print(f"{name} = {fit(name, run, key, bracket):.3g}  # {run} {key}")
+        return 0
     only = argv[argv.index("--only") + 1] if "--only" in argv else None
-    rows = run_all(only=only)
+    rows = run_all(only=only, engine="--without-engine" not in argv)
     summary = summarize(rows)
     if "--json" in argv:
         print(json.dumps({"comparisons": rows, "summary": summary}, indent=1))

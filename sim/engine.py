@@ -40,6 +40,7 @@ class Engine:
         self.extra_s = 0.0
         self.reserved_blocks = 0
         self.steps_since_prefill = 0
+        self.group_steps = 0  # decode steps since the last scheduling point (multi-step)
         self.by_priority = config.scheduling == "priority"
         self.jitter = step_jitter(coef.step_time_cv, config.seed)
         self.price, self.dense = decode_pricer(coef), dense_decode_constants(coef)
@@ -230,6 +231,13 @@ class Engine:
         while self.waiting and self.waiting[0].swapped_tokens \
                 and len(self.running) < self.cfg.max_num_seqs and self.try_admit(self.waiting[0]):
             pass
+
+    def mid_group(self) -> int:
+        """Decode steps left in the current multi-step group (0: the scheduler may run)."""
+        k = self.cfg.num_scheduler_steps
+        if k == 1 or not self.decoding:
+            return 0
+        return (k - self.group_steps % k) % k
 
     def reserve_decode(self) -> None:
         """Before admitting anything, secure the blocks this iteration's decodes will write."""
