@@ -44,6 +44,9 @@ class Engine:
         self.by_priority = config.scheduling == "priority"
         self.jitter = step_jitter(coef.step_time_cv, config.seed)
         self.price, self.dense = decode_pricer(coef), dense_decode_constants(coef)
+        if coef.frontend_s:  # the API server's time before the engine sees a request
+            for seq in self.seqs:
+                seq.ready_s = seq.req.arrival_s + coef.frontend_s
         self.closed = config.concurrency is not None
         self.next_closed = 0
         if self.closed:
@@ -63,7 +66,7 @@ class Engine:
         if self.next_closed < len(self.seqs):
             seq = self.seqs[self.next_closed]
             seq.req = replace(seq.req, arrival_s=self.now)
-            seq.ready_s = self.now
+            seq.ready_s = self.now + self.coef.frontend_s
             self.next_closed += 1
 
     def pull_arrivals(self) -> None:

@@ -15,7 +15,7 @@ NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_
                 "experts_per_token", "num_moe_layers", "moe_layer_overhead_s",
                 "collective_bytes_per_token", "collective_latency_s", "pipeline_bytes_per_token",
                 "pipeline_latency_s", "step_time_cv", "state_bytes_per_request", "cpu_step_s",
-                "cpu_per_seq_s", "eager_layer_s", "graph_max_tokens")
+                "cpu_per_seq_s", "eager_layer_s", "graph_max_tokens", "frontend_s")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
         "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
         "moe_flops_per_token", "num_experts", "num_moe_layers",
@@ -45,7 +45,8 @@ class Coefficients:
     GPU's time, or overlapped with it (the larger of the two) when cpu_overlap is 1 (async
     scheduling); eager_layer_s per layer for a step CUDA graphs do not cover: more than
     graph_max_tokens tokens (0: every step, --enforce-eager), or a prefill when
-    graph_prefill is 0 (V0 captures decode batches only)."""
+    graph_prefill is 0 (V0 captures decode batches only); frontend_s per request, before the
+    engine sees it (the API server's HTTP handling and tokenization)."""
 
     weights_bytes: int
     kv_bytes_per_token: int
@@ -88,6 +89,7 @@ class Coefficients:
     eager_layer_s: float = 0.0
     graph_max_tokens: int = 0
     graph_prefill: float = 1.0
+    frontend_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("bandwidth_bytes_per_s", "flops_per_s", "swap_bandwidth_bytes_per_s",

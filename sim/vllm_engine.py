@@ -2,9 +2,10 @@
 CUDA-graph coverage and async scheduling, from the release's row of ledger/vllm_versions.py.
 
 Every term is a Coefficients field, printed in `simulate --json` (coefficients, step_terms)
-and overridable with --coefficients. The host's per-sequence cost (V0) and the eager cost
-per layer are fitted, each on one named published run (tests/fixtures/vllm_bench), by
-`python bench/vllm_latency.py --fit`; the rest are read from vLLM's source at the tag."""
+and overridable with --coefficients. The host's per-sequence cost (V0), the eager cost
+per layer and the API server's time per request are fitted, each on one named published
+run (tests/fixtures/vllm_bench), by `python bench/vllm_latency.py --fit`; the rest are read
+from vLLM's source at the tag."""
 
 from dataclasses import dataclass
 
@@ -23,6 +24,10 @@ V0_CPU_PER_SEQ_S = 9.49e-05
 # Fitted likewise: the launch cost per layer of a step outside CUDA graphs, on the
 # issue #20469 run (vLLM 0.9.1 --enforce-eager, Qwen3-14B-AWQ on an A100, median TPOT 20.94 ms).
 EAGER_LAYER_S = 2.77e-04
+# Fitted likewise: the API server's time per request before the engine sees it (HTTP
+# handling, tokenization, the hop to the engine), on the buildkite9555 llama70B-tp4-qps1 run
+# (8xH100, 1 req/s: median TTFT 56.99 ms); one value for V0 and V1.
+FRONTEND_S = 9.16e-03
 SOURCES = {
     "v0": "V0 engine loop (vllm/engine/llm_engine.py): scheduling, sampling, detokenization "
           "and output processing run on the host between steps, per sequence; graphs for "
@@ -43,6 +48,7 @@ class EngineTerms:
     eager_layer_s: float
     graph_max_tokens: int
     graph_prefill: float
+    frontend_s: float
     source: str
 
     def coefficients(self) -> dict:
@@ -50,7 +56,7 @@ class EngineTerms:
         return {"cpu_step_s": self.cpu_step_s, "cpu_per_seq_s": self.cpu_per_seq_s,
                 "cpu_overlap": self.cpu_overlap, "eager_layer_s": self.eager_layer_s,
                 "graph_max_tokens": self.graph_max_tokens,
-                "graph_prefill": self.graph_prefill}
+                "graph_prefill": self.graph_prefill, "frontend_s": self.frontend_s}
 
 
 def engine_terms(row: VllmRow, enforce_eager: bool = False,
@@ -63,10 +69,12 @@ def engine_terms(row: VllmRow, enforce_eager: bool = False,
     notes = [f"{row.tag}: {SOURCES[row.formula]}",
              f"cpu_per_seq_s {V0_CPU_PER_SEQ_S if v0 else 0:g} s (V0: fitted on sglang "
              "a100-8b-inf; V1: 0, off the engine loop)",
-             f"eager_layer_s {EAGER_LAYER_S:g} s (fitted on vllm#20469)"]
+             f"eager_layer_s {EAGER_LAYER_S:g} s (fitted on vllm#20469)",
+             f"frontend_s {FRONTEND_S:g} s (fitted on buildkite 9555 qps 1)"]
     if enforce_eager:
         notes.append("--enforce-eager: no CUDA graphs")
     if async_scheduling:
         notes.append("--async-scheduling: host work overlaps the GPU's")
     return EngineTerms(0.0, V0_CPU_PER_SEQ_S if v0 else 0.0, 1.0 if async_scheduling else 0.0,
-                       EAGER_LAYER_S, graph_max, 0.0 if v0 else 1.0, "; ".join(notes))
+                       EAGER_LAYER_S, graph_max, 0.0 if v0 else 1.0, FRONTEND_S,
+                       "; ".join(notes))

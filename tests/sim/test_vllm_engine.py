@@ -18,6 +18,7 @@ from servecap.sim.sampling import Request
 from servecap.sim.step_model import decode_pricer, stage_s, step_s, terms
 from servecap.sim.vllm_engine import (
     EAGER_LAYER_S,
+    FRONTEND_S,
     V0_CPU_PER_SEQ_S,
     V0_GRAPH_MAX,
     V1_GRAPH_MAX,
@@ -109,3 +110,12 @@ def test_engine_terms_are_printed_and_pick_the_release_scheduler() -> None:
     assert plain["coefficients"]["cpu_per_seq_s"] == 0.0
     assert v0["step_terms"]["prefill_1024_tokens"]["eager_s"] > 0
     assert v0["policies"][0]["ttft_ms"]["p50"] > plain["policies"][0]["ttft_ms"]["p50"]
+
+
+def test_the_front_end_delays_each_request_by_its_time() -> None:
+    reqs = [Request(0, 0.5, 64, 8)]
+    cfg = SchedulerConfig(policy="prefill-priority")
+    base = simulate(reqs, COEF, cfg, 10_000).seqs[0]
+    late = simulate(reqs, replace(COEF, frontend_s=FRONTEND_S), cfg, 10_000).seqs[0]
+    assert late.first_token_s - base.first_token_s == pytest.approx(FRONTEND_S)
+    assert engine_terms(choose("vllm").row).frontend_s == FRONTEND_S
