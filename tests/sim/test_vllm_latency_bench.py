@@ -89,3 +89,15 @@ def test_every_fixture_simulates_into_the_table() -> None:
                                              abs=1e-3)
     table = bench.markdown(rows, bench.summarize(rows))
     assert table.count("\n| ") >= len(rows) and "median abs error" in table
+
+
+def test_spread_bound_runs_are_the_small_sharegpt_sets_sent_at_once() -> None:
+    bound = {c.name for c in CASES if bench.spread_bound(c)}
+    assert bound and all(c.run["load"]["kind"] == "all-at-once" and
+                         c.run["load"]["num_prompts"] <= 1000 for c in CASES if c.name in bound)
+    assert "sglang_vllm060_a100_h100:a100-8b-inf" not in bound  # 5,000 prompts
+    rows = [{"family": "throughput", "error": 2.0, "spread_bound": True},
+            {"family": "throughput", "error": 0.1, "spread_bound": False}]
+    assert bench.summarize(rows)["throughput"]["comparisons"] == 2
+    assert bench.summarize(rows, known_shape=True)["throughput"] == {
+        "comparisons": 1, "median_abs_error": 0.1, "max_abs_error": 0.1, "within_target": True}
