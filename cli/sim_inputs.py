@@ -237,8 +237,10 @@ def speculation_for(flags: SimFlags, drafted: Ranked | None = None) -> Speculati
 
 
 def _draft_flags(flags: SimFlags) -> SimFlags:
-    """The target's flags for the draft, less what describes the target alone."""
-    return replace(flags, coefficients=None, runtime_peak=None)
+    """The target's flags for the draft, less what describes the target alone (the engine's
+    host and graph terms are the target step's: a draft shares its iteration)."""
+    return replace(flags, coefficients=None, runtime_peak=None, engine=None,
+                   num_scheduler_steps=1, enforce_eager=False, async_scheduling=False)
 
 
 def draft_plan(draft: str, flags: SimFlags) -> Ranked:
