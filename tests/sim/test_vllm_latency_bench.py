@@ -73,7 +73,8 @@ def test_summary_takes_median_and_worst_of_absolute_errors() -> None:
         [{"family": "tpot", "error": 0.41}]
     summary = bench.summarize(rows)
     assert summary["ttft"] == {"comparisons": 3, "median_abs_error": 0.10,
-                               "max_abs_error": 0.30, "within_target": True}
+                               "max_abs_error": 0.30, "within_target": True,
+                               "misses_outside_interval": 0}
     assert summary["tpot"]["within_target"] is False  # one comparison beyond 40 %
     assert "throughput" not in summary
 
@@ -83,6 +84,8 @@ def test_every_fixture_simulates_into_the_table() -> None:
     expected = sum(len(set(c.run["measured"]) & set(bench.METRICS)) for c in CASES)
     assert len(rows) == expected
     assert {r["fixture"].split(":")[0] for r in rows} == {c.fixture for c in CASES}
+    assert {r["interval"] for r in rows} <= {"inside", "outside", "none"}
+    assert any(r["interval"] != "none" for r in rows)
     for row in rows:
         assert row["predicted"] > 0 and math.isfinite(row["error"])
         assert row["error"] == pytest.approx(bench.error(row["predicted"], row["measured"]),
@@ -100,4 +103,20 @@ def test_spread_bound_runs_are_the_small_sharegpt_sets_sent_at_once() -> None:
             {"family": "throughput", "error": 0.1, "spread_bound": False}]
     assert bench.summarize(rows)["throughput"]["comparisons"] == 2
     assert bench.summarize(rows, known_shape=True)["throughput"] == {
-        "comparisons": 1, "median_abs_error": 0.1, "max_abs_error": 0.1, "within_target": True}
+        "comparisons": 1, "median_abs_error": 0.1, "max_abs_error": 0.1, "within_target": True,
+        "misses_outside_interval": 0}
+
+
+def test_a_miss_is_judged_against_the_simulators_own_interval() -> None:
+    steady = {"steady_state": True, "ttft_ms_ci": {"p50": [90.0, 110.0]},
+              "itl_ms_ci": {"p50": [10.0, 12.0]}, "achieved_rps_ci": [1.0, None]}
+    assert bench.interval_verdict("median_ttft_ms", 100.0, steady) == "inside"
+    assert bench.interval_verdict("median_ttft_ms", 120.0, steady) == "outside"
+    assert bench.interval_verdict("median_itl_ms", 110.0, steady, steps=10) == "inside"
+    assert bench.interval_verdict("request_throughput_rps", 1.5, steady) == "none"
+    assert bench.interval_verdict("median_ttft_ms", 100.0, {"steady_state": False}) == "none"
+    assert bench.interval_verdict("mean_latency_ms", 100.0, steady) == "none"
+    rows = [{"family": "ttft", "error": 0.3, "interval": "outside"},
+            {"family": "ttft", "error": 0.3, "interval": "inside"},
+            {"family": "ttft", "error": 0.05, "interval": "outside"}]
+    assert bench.summarize(rows)["ttft"]["misses_outside_interval"] == 1
