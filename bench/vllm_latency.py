@@ -5,7 +5,7 @@ compare what vLLM measured with what servecap predicts.
     python bench/vllm_latency.py --json      # one object per comparison, and the summary
     python bench/vllm_latency.py --only sglang_vllm060_a100_h100   # one fixture file
     python bench/vllm_latency.py --without-engine   # before: the roofline alone, no --engine
-    python bench/vllm_latency.py --fit       # the three fitted constants of sim/vllm_engine.py
+    python bench/vllm_latency.py --fit       # sim/vllm_engine.py's four fitted constants
 
 Each fixture file names its source, vLLM version, GPU, tensor parallelism, launch flags,
 request shape and load (tests/fixtures/vllm_bench/SOURCE.md). A run is simulated with
@@ -134,9 +134,11 @@ def flags_for(case: Case) -> SimFlags:
     """simulate's flags for the run: device, TP, engine row, stated launch flags, the load."""
     g, load, flags = case.group, case.run["load"], case.group.get("flags", {})
     concurrency = load.get("concurrency")
+    gmu = flags.get("gpu_memory_utilization")
     return SimFlags(device=g["gpu"]["device"], tensor_parallel_size=g["tp"],
                     weight_dtype=g["model"].get("weight_dtype"),
                     context=flags.get("max_model_len"),
+                    safety=None if gmu is None else f"{(1 - gmu) * 100:g}%",
                     concurrency=concurrency, input_len=1, output_len=1, num_requests=1,
                     **engine_flags(case))
 
@@ -155,6 +157,18 @@ def engine_flags(case: Case) -> dict:
     return out
 
 
+def offline(case: Case) -> bool:
+    """benchmark_latency.py and benchmark_throughput.py: the LLM class, no HTTP server."""
+    load = case.run["load"]
+    return load["kind"] == "batch" or bool(load.get("offline"))
+
+
+def model_for(case: Case) -> str:
+    """The bundled model name, or a config directory under the repository (tests/fixtures)."""
+    name = case.group["model"]["servecap"]
+    return str(ROOT / name) if "/" in name else name
+
+
 def predict(case: Case, folder: Path = FIXTURES, engine: bool = True,
             window: bool = False) -> dict:
     """simulate's policy entry for the run, every request measured (window=True: the
@@ -163,8 +177,10 @@ def predict(case: Case, folder: Path = FIXTURES, engine: bool = True,
     flags = flags_for(case)
     if not engine:
         flags = replace(flags, engine=None, num_scheduler_steps=1, enforce_eager=False)
-    setup = build_setup(case.group["model"]["servecap"], flags)
+    setup = build_setup(model_for(case), flags)
     setup = replace(setup, requests=draw_requests(workload_for(case, folder)))
+    if offline(case):  # vLLM's offline scripts drive the engine without the API server
+        setup = replace(setup, coefficients=replace(setup.coefficients, frontend_s=0.0))
     report, _ = run_simulation(setup, window=window)
     return report["policies"][0]
 
@@ -246,6 +262,8 @@ def run_all(folder: Path = FIXTURES, only: str | None = None, engine: bool = Tru
 # What --fit fits: (constant in sim/vllm_engine.py, run, measured key, bracket in seconds)
 FITS = (("V0_CPU_PER_SEQ_S", "sglang_vllm060_a100_h100:a100-8b-inf", "output_throughput_tok_s",
          (0.0, 1e-3)),
+        ("V1_CPU_STEP_S", "kvcached_vllm019_qwen3_06b_h100:h100-qwen3-06b-rps16",
+         "median_tpot_ms", (0.0, 5e-3)),
         ("EAGER_LAYER_S", "issue20469_qwen3_14b_awq_a100:a100-qwen3-14b-awq-c1-16k",
          "median_tpot_ms", (0.0, 2e-3)),
         ("FRONTEND_S", "buildkite9555_h100:h100-80gb-llama70B-tp4-qps1", "median_ttft_ms",

@@ -44,9 +44,11 @@ class Engine:
         self.by_priority = config.scheduling == "priority"
         self.jitter = step_jitter(coef.step_time_cv, config.seed)
         self.price, self.dense = decode_pricer(coef), dense_decode_constants(coef)
-        if coef.frontend_s:  # the API server's time before the engine sees a request
+        if coef.frontend_s:  # the API server takes requests one at a time, in arrival order
+            free = 0.0
             for seq in self.seqs:
-                seq.ready_s = seq.req.arrival_s + coef.frontend_s
+                free = max(free, seq.req.arrival_s) + coef.frontend_s
+                seq.ready_s = free
         self.closed = config.concurrency is not None
         self.next_closed = 0
         if self.closed:

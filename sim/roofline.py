@@ -46,7 +46,8 @@ class Coefficients:
     scheduling); eager_layer_s per layer for a step CUDA graphs do not cover: more than
     graph_max_tokens tokens (0: every step, --enforce-eager), or a prefill when
     graph_prefill is 0 (V0 captures decode batches only); frontend_s per request, before the
-    engine sees it (the API server's HTTP handling and tokenization)."""
+    engine sees it (the API server's HTTP handling and tokenization, one request at a time:
+    a burst queues there)."""
 
     weights_bytes: int
     kv_bytes_per_token: int

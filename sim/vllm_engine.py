@@ -21,13 +21,19 @@ V1_GRAPH_MAX = 512
 # (sampling, detokenization and output processing in the engine loop) on the sglang
 # a100-8b-inf run (vLLM 0.6.0, 5,000 ShareGPT prompts at once: 4,132.37 output tok/s).
 V0_CPU_PER_SEQ_S = 9.49e-05
+# Fitted likewise: V1's host time per step (scheduling and input preparation in the engine
+# core's busy loop, not overlapped without --async-scheduling), on the kvcached
+# h100-qwen3-06b-rps16 run (vLLM 0.19.0, Qwen3-0.6B on an H100 at 16 req/s: median TPOT
+# 2.40 ms, where the GPU's share is about 1 ms). V0's is inside cpu_per_seq_s's fit.
+V1_CPU_STEP_S = 0.00136
 # Fitted likewise: the launch cost per layer of a step outside CUDA graphs, on the
 # issue #20469 run (vLLM 0.9.1 --enforce-eager, Qwen3-14B-AWQ on an A100, median TPOT 20.94 ms).
-EAGER_LAYER_S = 2.77e-04
+EAGER_LAYER_S = 0.000243
 # Fitted likewise: the API server's time per request before the engine sees it (HTTP
-# handling, tokenization, the hop to the engine), on the buildkite9555 llama70B-tp4-qps1 run
-# (8xH100, 1 req/s: median TTFT 56.99 ms); one value for V0 and V1.
-FRONTEND_S = 9.16e-03
+# handling, tokenization, the hop to the engine; one request at a time, so a burst queues),
+# on the buildkite9555 llama70B-tp4-qps1 run (8xH100, 1 req/s: median TTFT 56.99 ms); one
+# value for V0 and V1.
+FRONTEND_S = 0.0109
 SOURCES = {
     "v0": "V0 engine loop (vllm/engine/llm_engine.py): scheduling, sampling, detokenization "
           "and output processing run on the host between steps, per sequence; graphs for "
@@ -66,15 +72,22 @@ def engine_terms(row: VllmRow, enforce_eager: bool = False,
     two (vllm/v1/engine/core.py step_with_batch_queue)."""
     v0 = row.formula == "v0"
     graph_max = 0 if enforce_eager else (V0_GRAPH_MAX if v0 else V1_GRAPH_MAX)
+    # V1 compiles the model (torch.compile); a step above the captured sizes runs the
+    # compiled kernels without a graph, whose launch cost no fixture measures: only
+    # --enforce-eager (no compile, no graphs) pays the eager cost there
+    eager = EAGER_LAYER_S if v0 or enforce_eager else 0.0
     notes = [f"{row.tag}: {SOURCES[row.formula]}",
              f"cpu_per_seq_s {V0_CPU_PER_SEQ_S if v0 else 0:g} s (V0: fitted on sglang "
              "a100-8b-inf; V1: 0, off the engine loop)",
-             f"eager_layer_s {EAGER_LAYER_S:g} s (fitted on vllm#20469)",
+             f"cpu_step_s {0 if v0 else V1_CPU_STEP_S:g} s (V1: fitted on kvcached "
+             "h100-qwen3-06b-rps16; V0: inside cpu_per_seq_s)",
+             f"eager_layer_s {eager:g} s (fitted on vllm#20469; V1 without "
+             "--enforce-eager: 0, compiled steps above the graphs are not priced)",
              f"frontend_s {FRONTEND_S:g} s (fitted on buildkite 9555 qps 1)"]
     if enforce_eager:
         notes.append("--enforce-eager: no CUDA graphs")
     if async_scheduling:
         notes.append("--async-scheduling: host work overlaps the GPU's")
-    return EngineTerms(0.0, V0_CPU_PER_SEQ_S if v0 else 0.0, 1.0 if async_scheduling else 0.0,
-                       EAGER_LAYER_S, graph_max, 0.0 if v0 else 1.0, FRONTEND_S,
-                       "; ".join(notes))
+    return EngineTerms(0.0 if v0 else V1_CPU_STEP_S, V0_CPU_PER_SEQ_S if v0 else 0.0,
+                       1.0 if async_scheduling else 0.0, eager, graph_max,
+                       0.0 if v0 else 1.0, FRONTEND_S, "; ".join(notes))

@@ -21,6 +21,7 @@ from servecap.sim.vllm_engine import (
     FRONTEND_S,
     V0_CPU_PER_SEQ_S,
     V0_GRAPH_MAX,
+    V1_CPU_STEP_S,
     V1_GRAPH_MAX,
     engine_terms,
 )
@@ -36,7 +37,10 @@ def test_v0_and_v1_rows_carry_their_terms() -> None:
     assert (v0.cpu_per_seq_s, v0.graph_max_tokens, v0.graph_prefill) == \
         (V0_CPU_PER_SEQ_S, V0_GRAPH_MAX, 0.0)
     assert (v1.cpu_per_seq_s, v1.graph_max_tokens, v1.graph_prefill) == (0.0, V1_GRAPH_MAX, 1.0)
-    assert engine_terms(choose("vllm").row, enforce_eager=True).graph_max_tokens == 0
+    assert (v0.cpu_step_s, v1.cpu_step_s) == (0.0, V1_CPU_STEP_S)
+    assert (v0.eager_layer_s, v1.eager_layer_s) == (EAGER_LAYER_S, 0.0)  # V1 compiles
+    eager = engine_terms(choose("vllm").row, enforce_eager=True)
+    assert (eager.graph_max_tokens, eager.eager_layer_s) == (0, EAGER_LAYER_S)
     assert engine_terms(choose("vllm").row, async_scheduling=True).cpu_overlap == 1.0
     assert "fitted" in v0.source and "v0.6.3" in v0.source
 
@@ -119,3 +123,12 @@ def test_the_front_end_delays_each_request_by_its_time() -> None:
     late = simulate(reqs, replace(COEF, frontend_s=FRONTEND_S), cfg, 10_000).seqs[0]
     assert late.first_token_s - base.first_token_s == pytest.approx(FRONTEND_S)
     assert engine_terms(choose("vllm").row).frontend_s == FRONTEND_S
+
+
+def test_a_burst_queues_at_the_front_end_one_request_at_a_time() -> None:
+    reqs = [Request(i, 0.0, 16, 2) for i in range(20)]
+    cfg = SchedulerConfig(policy="prefill-priority")
+    seqs = simulate(reqs, replace(COEF, frontend_s=FRONTEND_S), cfg, 10_000).seqs
+    firsts = sorted(s.first_token_s for s in seqs)
+    assert firsts[-1] >= 20 * FRONTEND_S  # the last waited for the other 19
+    assert all(b - a >= FRONTEND_S * 0.999 for a, b in zip(firsts, firsts[1:], strict=False))
