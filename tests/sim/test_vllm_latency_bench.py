@@ -120,3 +120,19 @@ def test_a_miss_is_judged_against_the_simulators_own_interval() -> None:
             {"family": "ttft", "error": 0.3, "interval": "inside"},
             {"family": "ttft", "error": 0.05, "interval": "outside"}]
     assert bench.summarize(rows)["ttft"]["misses_outside_interval"] == 1
+
+
+def test_the_engine_terms_do_what_the_docs_say_on_the_published_set() -> None:
+    """docs/vllm-latency.md's figures: --engine lowers every family's median error, TTFT and
+    TPOT medians meet 15 %, throughput does so only without the spread-bound runs; the
+    single worst comparisons stay beyond 40 % (the target is missed)."""
+    rows, bare = bench.run_all(), bench.run_all(engine=False)
+    after, before = bench.summarize(rows), bench.summarize(bare)
+    known = bench.summarize(rows, known_shape=True)
+    for family in bench.FAMILIES:
+        assert after[family]["median_abs_error"] < before[family]["median_abs_error"]
+        assert after[family]["max_abs_error"] > bench.TARGET_MAX
+    assert after["ttft"]["median_abs_error"] <= bench.TARGET_MEDIAN
+    assert after["tpot"]["median_abs_error"] <= bench.TARGET_MEDIAN
+    assert after["throughput"]["median_abs_error"] > bench.TARGET_MEDIAN
+    assert known["throughput"]["median_abs_error"] <= bench.TARGET_MEDIAN
