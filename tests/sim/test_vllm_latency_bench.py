@@ -79,6 +79,7 @@ def test_summary_takes_median_and_worst_of_absolute_errors() -> None:
     assert "throughput" not in summary
 
 
+@pytest.mark.slow
 def test_every_fixture_simulates_into_the_table() -> None:
     rows = bench.run_all()
     expected = sum(len(set(c.run["measured"]) & set(bench.METRICS)) for c in CASES)
@@ -122,6 +123,7 @@ def test_a_miss_is_judged_against_the_simulators_own_interval() -> None:
     assert bench.summarize(rows)["ttft"]["misses_outside_interval"] == 1
 
 
+@pytest.mark.slow
 def test_the_engine_terms_do_what_the_docs_say_on_the_published_set() -> None:
     """docs/vllm-latency.md's figures: --engine lowers every family's median error, TTFT and
     TPOT medians meet 15 %, throughput does so only without the spread-bound runs; the
