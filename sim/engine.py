@@ -44,15 +44,14 @@ class Engine:
         self.by_priority = config.scheduling == "priority"
         self.jitter = step_jitter(coef.step_time_cv, config.seed)
         self.price, self.dense = decode_pricer(coef), dense_decode_constants(coef)
-        if coef.frontend_s:  # the API server takes requests one at a time, in arrival order
-            free = 0.0
-            for seq in self.seqs:
-                free = max(free, seq.req.arrival_s) + coef.frontend_s
-                seq.ready_s = free
+        self.frontend_free = 0.0  # when the API server is next free (coef.frontend_s)
         self.closed = config.concurrency is not None
         self.next_closed = 0
         if self.closed:
             self._open_closed_loop(config.concurrency)
+        elif coef.frontend_s:
+            for seq in self.seqs:
+                self.through_frontend(seq)
         self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, [])
 
     # arrivals -------------------------------------------------------------------------------
@@ -68,7 +67,8 @@ class Engine:
         if self.next_closed < len(self.seqs):
             seq = self.seqs[self.next_closed]
             seq.req = replace(seq.req, arrival_s=self.now)
-            seq.ready_s = self.now + self.coef.frontend_s
+            seq.ready_s = self.now
+            self.through_frontend(seq)
             self.next_closed += 1
 
     def pull_arrivals(self) -> None:
@@ -99,8 +99,17 @@ class Engine:
         self.now = max(self.now, self.seqs[self.next_arrival].ready_s)
         return True
 
+    def through_frontend(self, seq: Seq) -> None:
+        """The API server takes requests one at a time, in the order they reach it, for
+        coef.frontend_s each; the engine sees a request when it is through."""
+        if self.coef.frontend_s:
+            self.frontend_free = max(self.frontend_free, seq.ready_s) + self.coef.frontend_s
+            seq.ready_s = self.frontend_free
+
     def add(self, seq: Seq) -> None:
-        """A request routed here now (in ready order, at or after the engine's last pull)."""
+        """A request routed here now (in ready order, at or after the engine's last pull),
+        through this replica's API server."""
+        self.through_frontend(seq)
         self.seqs.append(seq)
 
     # admission ------------------------------------------------------------------------------

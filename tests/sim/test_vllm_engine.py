@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from servecap.cli.app import app
 from servecap.ledger.vllm_versions import choose
+from servecap.sim.cluster import simulate_replicas
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.roofline import Coefficients
 from servecap.sim.run import simulate
@@ -132,3 +133,19 @@ def test_a_burst_queues_at_the_front_end_one_request_at_a_time() -> None:
     firsts = sorted(s.first_token_s for s in seqs)
     assert firsts[-1] >= 20 * FRONTEND_S  # the last waited for the other 19
     assert all(b - a >= FRONTEND_S * 0.999 for a, b in zip(firsts, firsts[1:], strict=False))
+
+
+def test_a_closed_loop_and_replicas_pass_the_front_end_once_per_request() -> None:
+    coef = replace(COEF, frontend_s=FRONTEND_S)
+    reqs = [Request(i, 100.0 * i, 16, 2) for i in range(6)]  # offered times are ignored
+    closed = simulate(reqs, coef, SchedulerConfig(policy="prefill-priority", concurrency=1),
+                      10_000).seqs
+    bare = simulate(reqs, COEF, SchedulerConfig(policy="prefill-priority", concurrency=1),
+                    10_000).seqs
+    for with_fe, without in zip(closed, bare, strict=True):
+        assert with_fe.first_token_s - with_fe.req.arrival_s == pytest.approx(
+            without.first_token_s - without.req.arrival_s + FRONTEND_S)
+    routed = simulate_replicas(reqs, coef, SchedulerConfig(policy="prefill-priority"),
+                               10_000, 2, "round-robin")
+    seqs = [s for r in routed for s in r.seqs]
+    assert all(s.first_token_s - s.req.arrival_s > FRONTEND_S for s in seqs)
