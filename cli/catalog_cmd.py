@@ -9,7 +9,7 @@ from servecap.ledger.devices import DEVICES
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import kv_bytes_per_token
 from servecap.ledger.paging import paging_report
-from servecap.ledger.units import GiB, fmt_bytes
+from servecap.ledger.units import GiB, fmt_bytes, plural
 
 from .errors import handle_errors
 
@@ -157,7 +157,8 @@ def blocks(
 
     from .narrow import print_table
 
-    table = Table(title=f"paging {len(lengths)} sequences, Σ {sum(lengths):,} tokens")
+    table = Table(title=f"paging {plural(len(lengths), 'sequence')}, Σ "
+                  f"{plural(sum(lengths), 'token')}")
     for k in keys:
         table.add_column(k.replace("_", " "), justify="right")
     for r in rows:
