@@ -7,9 +7,10 @@ from rich.table import Column, Table
 
 
 def print_table(console: Console, table: Table, drop: tuple[str, ...] = ()) -> list[str]:
-    """Print `table` whole at console.width. A right-justified or no-wrap column keeps its
-    widest cell on one line; other columns keep their longest word. Columns whose header is
-    in `drop` go, in that order, until the table fits; returns the headers dropped."""
+    """Print `table` whole at console.width. A right-justified (number) or no-wrap column keeps
+    its widest cell on one line; other columns keep their longest word. Columns whose header
+    is in `drop` go, in that order, until the table fits; then, if it still does not, no-wrap
+    text columns wrap at words. Returns the headers dropped."""
     for column in table.columns:
         column.min_width = _least(console, column)
     dropped = []
@@ -18,6 +19,11 @@ def print_table(console: Console, table: Table, drop: tuple[str, ...] = ()) -> l
             break
         if _remove(table, header):
             dropped.append(header)
+    for column in table.columns:
+        if minimum_width(table) > console.width and column.no_wrap \
+                and column.justify != "right":
+            column.no_wrap, column.min_width = False, None
+            column.min_width = _least(console, column)
     _share(console, table)
     console.print(table)
     if dropped:

@@ -36,6 +36,20 @@ EXAMPLES = {
                "--slo-tpot", "50ms", "--devices", "h100-80gb,h200", "--max-gpus", "2"),
     "verify": ("verify", "tiny-llama", "--device", "cpu"),
 }
+# more tables than the examples draw: engine ledgers with long labels, closed loops, more
+# percentiles, disaggregated pools, a shared prefix
+MORE = [
+    ("plan", "deepseek-v3.2", "--device", "h200", "-tp", "8", "--engine", "vllm"),
+    ("plan", "qwen2.5-7b", "--device", "l40s-48gb", "--lengths", "512,2048,8192,8192,30000"),
+    ("plan", "llama-3.1-70b-instruct", *H100, "-tp", "2", "-pp", "2", "--engine", "vllm"),
+    ("sweep", "llama-3.1-8b", *H100, "WORKLOAD", "--concurrency", "8", "--slo-ttft", "500ms"),
+    ("simulate", "llama-3.1-70b-instruct", *H100, "-tp", "4", "WORKLOAD", "--concurrency",
+     "32", "--percentiles", "50,90,99,99.9"),
+    ("simulate", "llama-3.1-8b", *H100, "WORKLOAD", "--disaggregate", "1:1"),
+    ("speculate", "llama-3.1-8b", *H100, "--draft", "llama-3.2-1b-instruct", "--acceptance",
+     "0.9"),
+    ("blocks", "1", "2", "3", "100000000", "--block-size", "16", "--shared-prefix", "1"),
+]
 # serve runs until stopped and load needs a server: tests/serve/test_load_columns.py
 NOT_HERE = {"serve", "load"}
 CUT_NUMBER = re.compile(r"\d[\d,.]*…|…[\d,.]*\d")
@@ -64,19 +78,28 @@ def test_every_command_has_an_example_here() -> None:
     assert set(EXAMPLES) | NOT_HERE == set(COMMANDS)
 
 
-@pytest.mark.parametrize("width", [80, 200])
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_the_main_example_cuts_nothing(tmp_path, workload, name: str, width: int) -> None:
-    args = [("--workload" if a == "WORKLOAD" else a) for a in EXAMPLES[name]]
-    if "WORKLOAD" in EXAMPLES[name]:
+def _check(example: tuple[str, ...], workload: Path, width: int, tmp_path: Path) -> None:
+    args = [("--workload" if a == "WORKLOAD" else a) for a in example]
+    if "WORKLOAD" in example:
         args.insert(args.index("--workload") + 1, str(workload))
-    if name == "workbook":
+    if example[0] == "workbook":
         args += ["-o", str(tmp_path / "w.xlsx")]
     result = CliRunner().invoke(app, args, env={"COLUMNS": str(width)})
     assert result.exit_code in (0, 1), result.output
     out = result.stdout
     assert "…" not in out, out
     assert table_lines_past(out, width) == [], out
+
+
+@pytest.mark.parametrize("width", [80, 200])
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_the_main_example_cuts_nothing(tmp_path, workload, name: str, width: int) -> None:
+    _check(EXAMPLES[name], workload, width, tmp_path)
+
+
+@pytest.mark.parametrize("example", MORE, ids=lambda e: " ".join(e[:2]))
+def test_more_tables_cut_nothing_at_80_columns(tmp_path, workload, example) -> None:
+    _check(example, workload, 80, tmp_path)
 
 
 @pytest.mark.parametrize("width", [80, 200])

@@ -47,3 +47,15 @@ def test_a_wrapping_text_column_keeps_its_words() -> None:
     print_table(Console(file=out, width=28), table)
     text = out.getvalue()
     assert "417.25 KiB" in text and "(requests)" in text and "…" not in text
+
+
+def test_a_no_wrap_label_wraps_before_a_number_is_cut() -> None:
+    out = io.StringIO()
+    table = Table()
+    table.add_column("ledger line", no_wrap=True)
+    table.add_column("bytes", justify="right", no_wrap=True)
+    table.add_row("weight layout in vLLM (beyond the checkpoint)", "150,109,486,517")
+    print_table(Console(file=out, width=40), table)
+    text = out.getvalue()
+    assert "150,109,486,517" in text and "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= 40
