@@ -59,3 +59,15 @@ def test_http_counts_read_as_written() -> None:
     assert counts({"200": 8}) == "200: 8"
     assert counts({"200": 1200, "503": 1}) == "200: 1,200, 503: 1"
     assert counts({}) == ""
+
+
+def test_a_hybrids_state_line_for_one_request_is_singular(run) -> None:
+    out = run("plan", "qwen3.6-35b-a3b", "--device", "h100-80gb", "--concurrency", "1",
+              "--context", "4096", "--json")
+    line = next(ln for ln in json.loads(out.stdout)["lines"] if ln["key"] == "state_cache")
+    assert line["from"].startswith("1 request x ")
+
+
+def test_blocks_title_counts_one_sequence(run) -> None:
+    out = " ".join(run("blocks", "17").stdout.split())
+    assert "paging 1 sequence, Σ 17 tokens" in out
