@@ -71,3 +71,18 @@ def test_a_hybrids_state_line_for_one_request_is_singular(run) -> None:
 def test_blocks_title_counts_one_sequence(run) -> None:
     out = " ".join(run("blocks", "17").stdout.split())
     assert "paging 1 sequence, Σ 17 tokens" in out
+
+
+def test_search_names_the_step_model_as_simulate_does(run, tmp_path) -> None:
+    from pathlib import Path
+
+    chat = (Path(__file__).resolve().parents[2] / "workloads" / "chat.yaml").read_text()
+    workload = tmp_path / "w.yaml"
+    workload.write_text(chat.replace("num_requests: 2000", "num_requests: 60"))
+    searched = run("search", "llama-3.1-8b", "--workload", workload, "--rate", "2",
+                   "--slo-ttft", "1s", "--slo-tpot", "50ms", "--devices", "h100-80gb", "--tp", "1",
+                   "--max-gpus", "1", "--workers", "1", "--json")
+    simulated = json.loads(_simulate(run, "--num-requests", "20", "--json").stdout)
+    source = simulated["coefficients"]["efficiency_source"]
+    assert searched.exit_code in (0, 1), searched.output
+    assert f"step model on h100-80gb: {source}" in json.loads(searched.stdout)["time_model_notes"]
