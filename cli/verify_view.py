@@ -17,7 +17,7 @@ def render_verify(result, console: Console) -> None:
         print_table(console, _failures(result))
         return
     if len(result.ranks) > 1:
-        print_table(console, _ranks(result))
+        print_table(console, _ranks(result), drop=("violated",))  # the exit line names it
     render_rank(result.binding, console, f" (rank {result.binding_rank}, binding)"
                 if len(result.ranks) > 1 else "")
     if not violation_summary(result):  # a violation is said once, on stderr, by the command
