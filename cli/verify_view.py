@@ -160,8 +160,8 @@ def _simulated(check: dict) -> Table:
     tol = check.get("tolerance") or {}
     within = f"verdict: agrees when within {tol['share']:.0%} or {tol['floor_ms']:g} ms of " \
         "measured (informational)" if tol else None
-    table = Table(title=f"the same load simulated ({check['policy']}, this run's "
-                  "coefficients)", title_justify="left", caption=within,
+    table = Table(title=f"the same load simulated ({check['policy']}, the step model "
+                  "calibrated on this run)", title_justify="left", caption=within,
                   caption_justify="left")
     for name in ("ms", "sim p50", "measured p50", "sim p95", "measured p95", "verdict"):
         table.add_column(name, justify="left" if name in ("ms", "verdict") else "right",
@@ -189,7 +189,8 @@ def _calibration(calibration: dict, console: Console) -> None:
     coef, fit = calibration.get("coefficients", {}), calibration.get("fit", {})
     if "bandwidth_bytes_per_s" not in coef or "measured_step_ms" not in fit:
         return
-    console.print(f"step time fit ({fit['num_steps']} steps of the declared load and the "
+    console.print(f"step model calibrated on this run ({fit['num_steps']} steps of the "
+                  f"declared load and the "
                   f"calibration sweep, {calibration.get('num_outliers', 0)} dropped as "
                   f"stalls): effective bandwidth "
                   f"{_fitted(calibration, 'bandwidth_bytes_per_s', 1e9, 'GB/s (decimal)')} of "
