@@ -46,6 +46,7 @@ COMMANDS = {
     "load": ("load_cmd", "Send a workload to an OpenAI-compatible server; report "
              "TTFT/ITL/TPOT/E2E as simulate does."),
 }
+CONTEXT = {"help_option_names": ["-h", "--help"]}  # vLLM's and most CLIs' short help flag
 _WITH_SUFFIX = re.compile(r"(\d+(?:\.\d+)?)([kKmM])")
 
 
@@ -89,12 +90,51 @@ class LazyGroup(TyperGroup):
 
 
 def load_command(name: str) -> click.Command:
-    """Import the command's module and build its click command, with the app's settings."""
+    """Import the command's module and build its click command, with the app's settings:
+    -h beside --help, and --version."""
     module = importlib.import_module(f".{COMMANDS[name][0]}", __package__)
     holder = typer.Typer(rich_markup_mode="rich", pretty_exceptions_enable=False,
-                         add_completion=False)
+                         add_completion=False, context_settings=CONTEXT)
     module.register(holder)
-    return typer.main.get_group(holder).commands[name]
+    command = typer.main.get_group(holder).commands[name]
+    command.context_settings = {**CONTEXT, **command.context_settings}
+    command.params.append(version_option())
+    return command
+
+
+def version() -> str:
+    """'servecap 0.1.0': the installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return f"servecap {installed('servecap')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "servecap (not installed)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(version())
+        raise typer.Exit(0)
+
+
+VERSION = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                       help="Print servecap's version and exit.")
+
+
+def version_option() -> click.Parameter:
+    """The --version flag as typer builds it, for a command whose function does not declare
+    it."""
+    holder = typer.Typer(add_completion=False)
+
+    @holder.command()
+    def _probe(version: bool = VERSION) -> None:
+        """A command typer builds only to lend its --version option."""
+
+    param = typer.main.get_command(holder).params[0]
+    param.expose_value = False  # the command's own function never sees it
+    return param
 
 
 def usage_line(exc: click.ClickException, args: list[str]) -> str:
@@ -131,11 +171,12 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    context_settings=CONTEXT,
 )
 
 
 @app.callback()
-def _root() -> None:
+def _root(_version: bool = VERSION) -> None:
     """The commands are listed from COMMANDS; this only makes typer build a group."""
 
 

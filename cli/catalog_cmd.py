@@ -9,7 +9,7 @@ from servecap.ledger.devices import DEVICES
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import kv_bytes_per_token
 from servecap.ledger.paging import paging_report
-from servecap.ledger.units import GiB, fmt_bytes
+from servecap.ledger.units import GiB, fmt_bytes, plural
 
 from .errors import handle_errors
 
@@ -107,6 +107,8 @@ def _print_table(title: str, cols: tuple[str, ...], rows: list[tuple[str, ...]],
     from rich.console import Console
     from rich.table import Table
 
+    from .narrow import print_table
+
     table = Table(title=title, title_justify="left")
     widest = max(len(row[0]) for row in rows)
     table.add_column(cols[0], no_wrap=True, min_width=widest)
@@ -115,7 +117,7 @@ def _print_table(title: str, cols: tuple[str, ...], rows: list[tuple[str, ...]],
     for row in rows:
         table.add_row(*row)
     console = Console()
-    console.print(table)
+    print_table(console, table, drop=("type", "attention", "KV heads"))
     console.print("sources:")
     for name, source in sources:
         console.print(f"  {name}: {source}", highlight=False, markup=False)
@@ -153,12 +155,15 @@ def blocks(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"paging {len(lengths)} sequences, Σ {sum(lengths):,} tokens")
+    from .narrow import print_table
+
+    table = Table(title=f"paging {plural(len(lengths), 'sequence')}, Σ "
+                  f"{plural(sum(lengths), 'token')}")
     for k in keys:
         table.add_column(k.replace("_", " "), justify="right")
     for r in rows:
         table.add_row(*(f"{r[k]:,}" for k in keys))
-    Console().print(table)
+    print_table(Console(), table)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.units import plural
 from servecap.sim.cost import cost_report, reserved_report
 from servecap.sim.deploy import run_deployment
 from servecap.sim.sweep import saturated
@@ -164,7 +165,8 @@ def _render(report: dict, console: Console) -> None:
         console.print(f"SLO capacity {report['capacity_rps']:,.2f} req/s (95 %: {low:,.2f}-"
                       f"{high:,.2f})" + ("" if report["capacity_steady_state"] else
                                         "; warning: its run did not reach steady state"))
-    console.print(f"on {report['num_gpus']} GPU(s) at ${report['gpu_price_per_h']:g}/GPU-hour"
+    console.print(f"on {plural(report['num_gpus'], 'GPU')} at "
+                  f"${report['gpu_price_per_h']:g}/GPU-hour"
                   f" on demand: ${report['deployment_usd_per_h']:,.2f} per hour")
     console.print(f"full load:           ${report['usd_per_million_full_load']:,.2f} per "
                   "million output tokens")

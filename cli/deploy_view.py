@@ -4,9 +4,9 @@ from rich.console import Console
 
 from servecap.ledger.engines import Budget
 from servecap.ledger.ranks import Deployment, StagePlan
-from servecap.ledger.units import fmt_gib
+from servecap.ledger.units import fmt_gib, plural
 
-from .plan_view import plural, render_plan
+from .plan_view import render_plan
 
 
 def render_deployment(deployment: Deployment, console: Console) -> None:

@@ -7,6 +7,7 @@ from servecap.ledger import fit as search
 from servecap.ledger.units import fmt_gib
 
 from .fit_cmd import candidate, requests_text
+from .narrow import print_table
 
 
 def headline(result: search.Fit) -> str:
@@ -49,7 +50,7 @@ def render_fit(result: search.Fit, console: Console | None = None) -> None:
     for t in shown:
         table.add_row(candidate(q, t.value), "yes" if t.fits else "no",
                       f"{t.plan.memory_ceiling_requests:,}", f"{t.plan.free_bytes / 2**30:,.2f}")
-    console.print(table)
+    print_table(console, table)
     _ledger(result, console)
 
 
@@ -72,7 +73,7 @@ def _ledger(result: search.Fit, console: Console) -> None:
     table.add_section()
     table.add_row("left", *(f"{p.free_bytes / 2**30:,.2f}" for _, p in plans),
                   *([""] if bind is not None else []))
-    console.print(table)
+    print_table(console, table)
     if answer is not None and answer.deployment.parallel.world_size > 1:
         console.print(f"at {plans[0][0]}: {answer.deployment.binding_reason}")
     if bind is not None and bind.key == "refused":

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .narrow import print_table
+
 METRICS = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 
 
@@ -29,13 +31,19 @@ def progress_bar(total: int, quiet: bool) -> Iterator[Callable]:
         yield on_done
 
 
+def counts(by_kind: dict) -> str:
+    """'200: 8, 503: 1' from {'200': 8, '503': 1}: a count per kind, as a person writes it."""
+    return ", ".join(f"{kind}: {n:,}" for kind, n in by_kind.items())
+
+
 def render_load(report: dict, console: Console) -> None:
     console.print(f"[bold]{report['base_url']}[/bold] model {report['model']}, "
                   f"{report['source']}, {report['mode']}")
+    errors = f" ({counts(report['errors'])})" if report["errors"] else ""
+    http = counts(report["http_status_counts"]) or "none"
     console.print(f"offered {report['offered']}, completed {report['completed']}, failed "
-                  f"{report['failed']} {report['errors'] or ''}; HTTP "
-                  f"{report['http_status_counts']}; output-length mismatches "
-                  f"{report['output_token_mismatches']}")
+                  f"{report['failed']}{errors}; HTTP {http}; output-length mismatches "
+                  f"{report['output_token_mismatches']}", highlight=False)
     for example in report["error_examples"]:
         console.print(f"  [red]{example}[/red]")
     console.print(f"{report['achieved_rps']:.2f} requests/s, "
@@ -47,7 +55,7 @@ def render_load(report: dict, console: Console) -> None:
         row = report[name]
         table.add_row(name, *("-" if row[k] is None else f"{row[k]:.2f}"
                               for k in ("p50", "p95", "p99", "mean")))
-    console.print(table)
+    print_table(console, table)
     console.print("queue: not observable from the stream (the server's "
                   "vllm:request_queue_time_seconds has it)")
     if "server_metrics" in report:
@@ -79,4 +87,4 @@ def _render_compare(comp: dict, console: Console) -> None:
         sim, meas = row["simulated"], row["measured"]
         table.add_row(name, *(f"{v:.2f}" if v is not None else "-"
                               for v in (sim["p50"], meas["p50"], sim["p95"], meas["p95"])))
-    console.print(table)
+    print_table(console, table)

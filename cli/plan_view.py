@@ -4,7 +4,9 @@ from rich.console import Console
 from rich.table import Table
 
 from servecap.ledger.plan import Plan
-from servecap.ledger.units import fmt_bytes, fmt_gib
+from servecap.ledger.units import fmt_bytes, fmt_gib, plural
+
+from .narrow import print_table
 
 
 def render_plan(plan: Plan, console: Console, heading: str = "", notes: bool = True) -> None:
@@ -31,7 +33,7 @@ def render_plan(plan: Plan, console: Console, heading: str = "", notes: bool = T
     table.add_row(f"[{style}]left[/{style}]", f"[{style}]{plan.free_bytes:,}[/{style}]",
                   f"[{style}]{plan.free_bytes / 2**30:,.2f}[/{style}]",
                   sources.cell("device - committed"))
-    console.print(table)
+    print_table(console, table)
     sources.print(console)
     _summary(plan, console, notes)
 
@@ -122,11 +124,6 @@ def print_notes(notes, console: Console) -> None:
     if len(notes) > MAX_NOTES_SHOWN:
         console.print(f"note: ... and {len(notes) - MAX_NOTES_SHOWN:,} more notes (--json "
                       "lists every one)", style="yellow", markup=False)
-
-
-def plural(count: int, noun: str) -> str:
-    """'1 request', '39 requests'."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _mark(item) -> str:

@@ -176,6 +176,8 @@ def render(result: Reconciliation, log: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from .narrow import print_table
+
     console = Console()
     table = Table(title=f"{log.name} (vLLM {result.engine_version.upper()}) vs the plan for "
                   f"{result.model}", title_justify="left")
@@ -187,7 +189,7 @@ def render(result: Reconciliation, log: Path) -> None:
         table.add_row(row.label, _cell(row.predicted, row.unit), _cell(row.logged, row.unit),
                       residual if residual.startswith("-") or not residual else "+" + residual,
                       row.advice)
-    console.print(table)
+    print_table(console, table)
     for note in result.notes:
         console.print(f"note: {note}", style="yellow")
     console.print(f"read {len(result.lines)} memory lines of the log:")

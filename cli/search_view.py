@@ -4,6 +4,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from servecap.ledger.units import plural
+
+from .narrow import print_table
 from .steady_view import pm
 
 SHORT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "i8", "int4": "i4",
@@ -24,12 +27,12 @@ def short_label(row: dict) -> str:
 
 
 def _ms(value) -> str:
-    """Milliseconds, or whole seconds from 10 s up (an overloaded tail), 5 characters at most."""
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if value < 10_000 else f"{value / 1000:,.0f}s"
+    """Whole milliseconds, at every size: a column holds one unit (an overloaded tail reads
+    '13,412', never '13s' beside '620')."""
+    return "-" if value is None else f"{value:,.0f}"
 
 
+DROP = ("tok/s\n/user", "$/h")  # at 80 columns, when a 6-digit tail needs the room
 MARK = {"meets": "", "marginal": "~", "misses": "x"}
 
 
@@ -66,12 +69,12 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
                   f"simulated at {report['rate_per_s']:g} req/s ({report['elapsed_s']:.1f} s)")
     rows = report["candidates"][:top]
     if rows:
-        console.print(candidate_table(f"ranked (best {len(rows)}; p99 in ms; SLO met % ± "
+        print_table(console, candidate_table(f"ranked (best {len(rows)}; p99 in ms; SLO met % ± "
                                       f"half its 95 % interval; x: misses the "
                                       f"{report['target_attainment']:.0%} target, ~: "
-                                      "straddles it, not a pass)", rows))
-        console.print(candidate_table("Pareto frontier: tokens/s per GPU vs per user",
-                                      report["frontier"]))
+                                      "straddles it, not a pass)", rows), drop=DROP)
+        print_table(console, candidate_table("Pareto frontier: tokens/s per GPU vs per user",
+                                             report["frontier"]), drop=DROP)
     for device, price in report["prices"].items():
         console.print(f"price {device}: ${price['usd_per_gpu_hour']:g}/GPU-hour "
                       f"({price['source']})", soft_wrap=False)
@@ -80,7 +83,8 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
     best = report["cheapest"]
     if best is None:
         return
-    console.print(f"cheapest meeting the SLOs: {short_label(best)}, {best['num_gpus']} GPUs, "
+    console.print(f"cheapest meeting the SLOs: {short_label(best)}, "
+                  f"{plural(best['num_gpus'], 'GPU')}, "
                   f"${best['cost_usd_per_hour']:.2f}/h" + _capacity(best, report))
     ttft, tpot = best["ttft_ms"], best["tpot_ms"]
     console.print(f"  TTFT p50/p99 {_ms(ttft['p50'])}/{_ms(ttft['p99'])} ms, TPOT p50/p99 "

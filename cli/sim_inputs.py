@@ -299,9 +299,11 @@ def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
     if data is None:
         return coef
     try:
-        return override(coef, data, f"measured: {flags.coefficients}")
+        coef = override(coef, data, f"measured: {flags.coefficients}")
     except SpecError as exc:
         raise exc.at(str(flags.coefficients)) from None
+    # a file's fitted rates are the achieved ones: no efficiency table applies on top of them
+    return replace(coef, efficiency_source=f"{coef.source} (calibrated)")
 
 
 def with_engine(coef: Coefficients, flags: SimFlags) -> Coefficients:

@@ -4,19 +4,21 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from servecap.ledger.units import GB, TB, fmt_gib
+from servecap.ledger.units import GB, TB, fmt_gib, plural
 
+from .narrow import print_table
 from .steady_view import interval_table, warning_line, window_line
 
 
 def render_coefficients(report: dict, console: Console) -> None:
     coef, pool = report["coefficients"], report["kv_pool"]
     console.print(f"[bold]{report['model']}[/] on {report['device']} | {report['source']} | "
-                  f"{report['num_requests']:,} requests")
+                  f"{plural(report['num_requests'], 'request')}")
+    rates = "device peaks" if coef["source"] == "roofline" else coef["source"]
     console.print(
-        f"iteration time ({coef['source']}) = max(FLOPs / {coef['flops_per_s'] / TB:,.1f} "
-        f"TFLOP/s, bytes / {coef['bandwidth_bytes_per_s'] / GB:,.1f} GB/s) + "
-        f"{coef['step_overhead_s'] * 1000:g} ms; weights read per iteration "
+        f"rates ({rates}): {coef['flops_per_s'] / TB:,.1f} TFLOP/s, "
+        f"{coef['bandwidth_bytes_per_s'] / GB:,.1f} GB/s, "
+        f"{coef['step_overhead_s'] * 1000:g} ms per step; weights read per iteration "
         f"{coef['weights_bytes']:,} B, KV {coef['kv_bytes_per_token']:,} B/token, "
         f"{coef['flops_per_token']:,} FLOPs/token, swap {coef['swap_bandwidth_bytes_per_s'] / GB:g}"
         f" GB/s")
@@ -38,9 +40,10 @@ def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None
     """The terms beyond the roofline: efficiencies and their source, overheads, links."""
     if "gemm_efficiency" not in coef:
         return
-    console.print(f"step model ({coef['efficiency_source']}): GEMM x{coef['gemm_efficiency']:g}"
+    console.print(f"step model: {coef['efficiency_source']}; GEMM x{coef['gemm_efficiency']:g}"
                   f", attention x{coef['attention_efficiency']:g}, bandwidth "
-                  f"x{coef['bandwidth_efficiency']:g} of peak; {coef['num_layers']} layers x "
+                  f"x{coef['bandwidth_efficiency']:g} of those rates; "
+                  f"{coef['num_layers']} layers x "
                   f"{coef['layer_overhead_s'] * 1e6:g} us; tp {coef['tensor_parallel_size']}, "
                   f"pp {coef['pipeline_parallel_size']}"
                   + (f"; {coef['num_experts']} experts, top {coef['experts_per_token']}"
@@ -89,14 +92,14 @@ def render_simulation(report: dict, console: Console) -> None:
                        f"{p['goodput_rps']:,.2f}")
         times.add_row(name, *(_pair(p[k]) for k in ("queue_ms", "ttft_ms", "itl_ms",
                                                            "tpot_ms", "e2e_ms")))
-    console.print(counts)
+    print_table(console, counts, drop=("preempted", "queued", "in\ntok/s"))
     extra = report["policies"][0]["ttft_ms"].keys() - {"p50", "p95", "p99", "mean"}
     # p50 / p99 pairs that would wrap switch to one column per percentile
     narrow = Measurement.get(console, console.options.update_width(10_000),
                              times).maximum > console.width
-    console.print(percentile_table(report) if extra or narrow else times)
+    print_table(console, percentile_table(report) if extra or narrow else times)
     console.print(f"percentiles: {report['percentile_method']}")
-    console.print(interval_table([(p["policy"] + (f" {p['deployment']}" if many else ""), p)
+    print_table(console, interval_table([(p["policy"] + (f" {p['deployment']}" if many else ""), p)
                                   for p in report["policies"]]))
     for p in report["policies"]:
         console.print(f"{p['policy']}: {window_line(p)}")
@@ -134,7 +137,7 @@ def _render_tenants(entry: dict, console: Console) -> None:
         table.add_row(t["tenant"], str(t["priority"]), f"{t['offered']:,}",
                       f"{t['slo_attainment']:.1%}",
                       *(_pair(t[k]) for k in ("queue_ms", "ttft_ms", "e2e_ms")))
-    console.print(table)
+    print_table(console, table)
 
 
 def _pair(stats: dict) -> str:

@@ -4,6 +4,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.units import plural
 
 from .deploy import DeployFlags
 from .files import announce
@@ -105,7 +106,7 @@ def _lengths_text(lengths) -> str:
 
 def _observed(values: list[int]) -> str:
     ordered = sorted(values)
-    return (f"trace: {len(ordered)} requests, min {ordered[0]}, median "
+    return (f"trace: {plural(len(ordered), 'request')}, min {ordered[0]}, median "
             f"{ordered[len(ordered) // 2]}, max {ordered[-1]} tokens")
 
 

@@ -14,6 +14,7 @@ from servecap.ledger.serve import (
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_WATERMARK,
 )
+from servecap.ledger.units import plural
 from servecap.ledger.vllm_versions import choose
 from servecap.sim.deploy import run_deployment
 from servecap.sim.records import (
@@ -114,7 +115,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
     write_files(outcomes, records_path, token_times_path)
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
         write_simulated_workbook(model, flags, setup, report["policies"][-1], xlsx, force,
-                                 f"{report['num_requests']} requests")
+                                 plural(report['num_requests'], 'request'))
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.units import GiB
+from servecap.ledger.units import GiB, plural
 from servecap.sim.speculative import (
     Speculation,
     batches_within,
@@ -19,6 +19,7 @@ from servecap.sim.speculative import (
 )
 
 from . import sim_options as o
+from .narrow import print_table
 from .sim_inputs import SimFlags, device_coefficients, draft_plan, rank_for
 
 Opt = typer.Option
@@ -74,7 +75,7 @@ def _render(report: dict, console: Console) -> None:
     for r in report["rows"]:
         table.add_row(str(r["batch"]), f"{r['plain_tokens_per_s_per_seq']:,.1f}",
                       f"{r['speculative_tokens_per_s_per_seq']:,.1f}", f"{r['speedup']:.2f}x")
-    console.print(table)
+    print_table(console, table)
     _render_memory(report, console)
     edge = report["break_even_batch"]
     largest = max(r["batch"] for r in report["rows"])
@@ -87,8 +88,8 @@ def _render(report: dict, console: Console) -> None:
 def _render_memory(report: dict, console: Console) -> None:
     mem = report["memory"]
     ceiling = mem["memory_ceiling_requests"]
-    console.print(f"memory-only ceiling with the draft: {ceiling:,} "
-                  f"request{'' if ceiling == 1 else 's'} of {mem['context_tokens']:,} tokens "
+    console.print(f"memory-only ceiling with the draft: {plural(ceiling, 'request')} of "
+                  f"{mem['context_tokens']:,} tokens "
                   f"({mem['target_only_memory_ceiling_requests']:,} without)")
     console.print(f"the draft's share: weights {mem['draft_weights_bytes'] / GiB:.2f} GiB, "
                   f"KV {mem['draft_kv_bytes_per_token']:,} B per token")

@@ -3,6 +3,8 @@ and the warning when a run did not reach steady state."""
 
 from rich.table import Table
 
+from servecap.ledger.units import plural
+
 INTERVAL_KEYS = (("TTFT", "ttft_ms"), ("ITL", "itl_ms"), ("TPOT", "tpot_ms"),
                  ("e2e", "e2e_ms"))
 
@@ -29,7 +31,7 @@ def window_line(entry: dict) -> str:
     warm = f" (warm-up {entry['warmup_requests']:,}, drain {entry['drain_requests']:,})" \
         if entry["steady_state"] else ""
     runs = f" over {entry['num_runs']} step-time seeds" if entry.get("num_runs", 1) > 1 else ""
-    return (f"{entry['measured_requests']:,} of {entry['offered']:,} requests measured "
+    return (f"{entry['measured_requests']:,} of {plural(entry['offered'], 'request')} measured "
             f"{where}{warm}{runs}; goodput {pm(entry['goodput_rps'], entry['goodput_rps_ci'])}"
             f" req/s; SLO met {pm(entry['slo_attainment'], entry['slo_attainment_ci'], 1, 100)}"
             " %")

@@ -24,6 +24,7 @@ from servecap.sim.sizing import run_size
 from servecap.sim.sweep import closed_loop_points, run_sweep
 
 from . import sim_options as o
+from .narrow import print_table
 from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_coefficients
 from .sim_xlsx import check_target, write_simulated_workbook
@@ -178,7 +179,7 @@ def render_sweep(report: dict, console: Console) -> None:
                       f"{p['output_tokens_per_s']:,.0f}",
                       *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
-    console.print(table)
+    print_table(console, table, drop=("achieved\nreq/s", "out\ntok/s"))
     console.print(SWEEP_NOTES, style="dim")
     if "closed_loop_points" in report:
         _render_closed(report["closed_loop_points"], console)
@@ -223,7 +224,7 @@ def _render_closed(points: list[dict], console: Console) -> None:
         table.add_row(str(p["concurrency"]), f"{p['achieved_rps']:,.2f}",
                       _met(p), f"{p['output_tokens_per_s']:,.0f}",
                       *(_p99(p[k]) for k in ("ttft_ms", "tpot_ms", "e2e_ms")))
-    console.print(table)
+    print_table(console, table, drop=("achieved req/s", "out tok/s"))
 
 
 def _p99(stats: dict) -> str:

@@ -3,7 +3,9 @@
 from rich.console import Console
 from rich.table import Table
 
-from servecap.ledger.units import fmt_bytes
+from servecap.ledger.units import fmt_bytes, plural
+
+from .narrow import print_table
 
 STYLE = {"ok": "green", "violated": "bold red", "reported": "yellow"}
 
@@ -12,10 +14,10 @@ def render_verify(result, console: Console) -> None:
     """The binding rank in full (the only one without tensor parallelism), every rank in brief,
     then the verdict. A violation is not printed here: the command's exit line states it once."""
     if not result.ranks:
-        console.print(_failures(result))
+        print_table(console, _failures(result))
         return
     if len(result.ranks) > 1:
-        console.print(_ranks(result))
+        print_table(console, _ranks(result), drop=("violated",))  # the exit line names it
     render_rank(result.binding, console, f" (rank {result.binding_rank}, binding)"
                 if len(result.ranks) > 1 else "")
     if not violation_summary(result):  # a violation is said once, on stderr, by the command
@@ -70,16 +72,16 @@ def render_rank(result, console: Console, which: str = "") -> None:
                   "-" if measured is None else f"{measured - rec.predicted_ceiling_requests:+d}",
                   "-", f"[{style}]{rec.ceiling_verdict}[/{style}]",
                   "equal" if measured is not None else "not probed (--no-probe)")
-    console.print(table)
-    console.print(_phases(result.phases))
-    console.print(_latency(result.latency))
+    print_table(console, table, drop=("residual %", "tolerance"))
+    print_table(console, _phases(result.phases), drop=("non-torch", "reserved"))
+    print_table(console, _latency(result.latency))
     check = result.latency.get("simulated_vs_measured")
     if check and check.get("verdict") == "underdetermined":
         console.print("the same load simulated: not predicted, the step-model fit is "
                       "underdetermined: " + "; ".join(f"{k} {v}" for k, v in
                                                      check["underdetermined"].items()))
     elif check:
-        console.print(_simulated(check))
+        print_table(console, _simulated(check), drop=("verdict",))
     _calibration(result.calibration, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
@@ -116,7 +118,7 @@ def _maybe(num_bytes: int | None) -> str:
 
 def _latency(latency: dict) -> Table:
     table = Table(title=f"the load (ms from each request's arrival): {latency['num_finished']} of "
-                  f"{latency['num_requests']} requests finished; input "
+                  f"{plural(latency['num_requests'], 'request')} finished; input "
                   f"{latency['input_tokens_per_s']:,.1f} tokens/s, output "
                   f"{latency['output_tokens_per_s']:,.1f} tokens/s", title_justify="left")
     for name in ("ms", "p50", "p95", "p99", "mean"):
@@ -150,7 +152,7 @@ def _rank_violations(rec) -> str:
              for c in rec.lines if c.verdict == "violated"]
     if rec.ceiling_verdict == "violated":
         parts.append(f"memory_ceiling (measured {rec.measured_ceiling_requests} vs predicted "
-                     f"{rec.predicted_ceiling_requests} requests)")
+                     f"{plural(rec.predicted_ceiling_requests, 'request')})")
     return "; ".join(parts)
 
 
@@ -158,8 +160,8 @@ def _simulated(check: dict) -> Table:
     tol = check.get("tolerance") or {}
     within = f"verdict: agrees when within {tol['share']:.0%} or {tol['floor_ms']:g} ms of " \
         "measured (informational)" if tol else None
-    table = Table(title=f"the same load simulated ({check['policy']}, this run's "
-                  "coefficients)", title_justify="left", caption=within,
+    table = Table(title=f"the same load simulated ({check['policy']}, the step model "
+                  "calibrated on this run)", title_justify="left", caption=within,
                   caption_justify="left")
     for name in ("ms", "sim p50", "measured p50", "sim p95", "measured p95", "verdict"):
         table.add_column(name, justify="left" if name in ("ms", "verdict") else "right",
@@ -187,7 +189,8 @@ def _calibration(calibration: dict, console: Console) -> None:
     coef, fit = calibration.get("coefficients", {}), calibration.get("fit", {})
     if "bandwidth_bytes_per_s" not in coef or "measured_step_ms" not in fit:
         return
-    console.print(f"step time fit ({fit['num_steps']} steps of the declared load and the "
+    console.print(f"step model calibrated on this run ({fit['num_steps']} steps of the "
+                  f"declared load and the "
                   f"calibration sweep, {calibration.get('num_outliers', 0)} dropped as "
                   f"stalls): effective bandwidth "
                   f"{_fitted(calibration, 'bandwidth_bytes_per_s', 1e9, 'GB/s (decimal)')} of "

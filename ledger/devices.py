@@ -66,8 +66,14 @@ def sm_count(label: str) -> int | None:
     return SM_COUNTS.get(device.name) if device is not None else None
 
 def find(name: str) -> Device | None:
+    """A catalog device by its name ('h200-141gb', any case), or by the one name it begins up
+    to a dash ('h200'; 'a100' names two, so none): every command reads devices here."""
     key = name.strip().lower()
-    return next((d for d in DEVICES if d.name == key), None)
+    exact = next((d for d in DEVICES if d.name == key), None)
+    if exact is not None or not key:
+        return exact
+    begun = [d for d in DEVICES if d.name.startswith(key + "-")]
+    return begun[0] if len(begun) == 1 else None
 
 
 def from_label(label: str) -> Device | None:

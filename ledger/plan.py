@@ -35,6 +35,7 @@ from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .sharding import Stage, rank_inventory
 from .state import state_bytes_per_request
+from .units import plural
 from .vllm_after import AfterPool, after_pool
 from .vllm_lines import overhead as vllm_overhead
 from .vllm_lines import profile_batch, resident_line, runtime_line
@@ -204,8 +205,8 @@ def _extra_cache_lines(spec: ModelSpec, lengths: list[int], bsz: int,
     if state:
         held_layers = len(set(spec.state_layers) & set(shard.layer_ids(spec)))
         out.append(Line("state_cache", "fixed state in use", state * len(lengths),
-                        f"{len(lengths)} requests x {state:,} B ({held_layers} {spec.state.kind}"
-                        f" layers: conv {spec.state.conv_dtype}, recurrent "
+                        f"{plural(len(lengths), 'request')} x {state:,} B ({held_layers} "
+                        f"{spec.state.kind} layers: conv {spec.state.conv_dtype}, recurrent "
                         f"{spec.state.ssm_dtype})"))
     return tuple(out)
 

@@ -10,7 +10,7 @@ from .model import ModelSpec
 from .plan import Overrides, Plan, build_plan
 from .serve import ServeSpec
 from .sharding import Stage, check_tensor_parallel, stages
-from .units import fmt_gib
+from .units import fmt_gib, plural
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def _reason(plans: list[StagePlan], binding: int, parallel: Parallel) -> str:
     holds += ["the embedding"] if stage.first else []
     holds += ["the lm_head"] if stage.last else []
     what = (f"{plan.budget.num_gpu_blocks:,} KV blocks" if plan.budget is not None
-            else f"a ceiling of {plan.memory_ceiling_requests} requests")
+            else f"a ceiling of {plural(plan.memory_ceiling_requests, 'request')}")
     weights = plan.line("weights") + plan.line("weight_metadata")
     head = (f"ranks {item.ranks[0]}-{item.ranks[-1]}" if len(item.ranks) > 1
             else f"rank {item.ranks[0]}")

@@ -84,6 +84,11 @@ def parse_fraction_or_size(text: str, total_bytes: int, field: str) -> tuple[int
     return parse_size_flag(raw, field, share=True) if size else 0, None
 
 
+def plural(count: int, noun: str) -> str:
+    """'1 request', '39 requests', '1 GPU': every count-and-noun the program prints."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def gib(num_bytes: int) -> float:
     """Bytes -> GiB (2**30), for display only."""
     return num_bytes / GiB

@@ -11,6 +11,7 @@ import torch
 
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan
+from servecap.ledger.units import plural
 
 
 def config_hash(spec: ModelSpec, config_path: str | None) -> str:
@@ -37,7 +38,7 @@ def benchmark_record(spec: ModelSpec, plan: Plan, options, probe, tp) -> dict:
         "weights": options.weights_dir or f"seeded random, seed {options.seed}",
         "weight_dtype": serve.weight_dtype, "kv_dtype": serve.kv_dtype,
         "workload": options.workload_name or (
-            f"{serve.concurrency} requests x {serve.context_tokens} tokens "
+            f"{plural(serve.concurrency, 'request')} x {plural(serve.context_tokens, 'token')} "
             f"({options.output_tokens} output), all at t=0"),
         "seed": options.seed,
         "context_tokens": serve.context_tokens,

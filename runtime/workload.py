@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.units import plural
 from servecap.model_configs.reading import MAX_INPUT_BYTES, parse_yaml, read_text
 
 from .sequence import Arrival
@@ -30,7 +31,7 @@ def load_arrivals(path: str | Path, vocab_size: int) -> tuple[tuple[Arrival, ...
     except SpecError as exc:
         raise exc.at(str(path)) from None
     requests = draw_requests(workload)
-    name = (f"{workload.name} ({path}): {len(requests)} requests, seed {workload.seed}, "
+    name = (f"{workload.name} ({path}): {plural(len(requests), 'request')}, seed {workload.seed}, "
             f"arrivals {workload.arrivals.kind}")
     return arrivals_from_requests(requests, vocab_size, workload.seed), name
 
@@ -52,7 +53,7 @@ def load_trace(path: str | Path, vocab_size: int) -> tuple[tuple[Arrival, ...], 
     except SpecError as exc:
         raise exc.at(str(path)) from None
     return (arrivals_from_requests(requests, vocab_size, 0),
-            f"trace {path}: {len(requests)} requests")
+            f"trace {path}: {plural(len(requests), 'request')}")
 
 
 def arrivals_from_requests(requests, vocab_size: int, seed: int) -> tuple[Arrival, ...]:

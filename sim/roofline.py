@@ -150,9 +150,11 @@ def iteration_s(coef: Coefficients, num_tokens: int, kv_tokens_read: int) -> flo
 
 
 def decode_bound_tokens_per_s(coef: Coefficients) -> float:
-    """One stream's ceiling: bandwidth / weights bytes (seed 004: 14 GB at 2,000 GB/s -> ~143
-    tokens/s; 8-bit weights -> ~286). Ignores KV reads and overhead, as the seed does."""
-    return coef.bandwidth_bytes_per_s / coef.weights_bytes
+    """One stream's ceiling: 1 / the step the simulation prices for one decode token with no
+    context. On the bare roofline that is bandwidth / weights bytes (seed 004: 14 GB at
+    2,000 GB/s -> ~143 tokens/s; 8-bit weights -> ~286); a fitted or calibrated step model's
+    efficiencies and overheads lower it as they lower every simulated step."""
+    return 1 / iteration_s(coef, num_tokens=1, kv_tokens_read=0)
 
 
 def swap_s(coef: Coefficients, num_tokens: int) -> float:

@@ -29,6 +29,8 @@ no one behind them); both are kinder than the steady state a deployment runs in.
 from bisect import bisect_right
 from dataclasses import dataclass
 
+from servecap.ledger.units import plural
+
 from .intervals import NUM_BATCHES
 from .state import DONE, REJECTED, Seq, SimResult
 
@@ -115,10 +117,10 @@ def find_window(seqs: list[Seq], results: list[SimResult]) -> Window:
     if None in cuts:
         return _whole(seqs, "warm-up still trending at the end of the run"
                       if count >= 2 * MSER_BATCH * MSER_MIN_TAIL_BATCHES else
-                      f"{count} requests: too few to find a warm-up", growing)
+                      f"{plural(count, 'request')}: too few to find a warm-up", growing)
     start = max(cuts)
     if stop - start < MIN_MEASURED:
-        return _whole(seqs, f"{max(stop - start, 0)} requests left after the warm-up "
+        return _whole(seqs, f"{plural(max(stop - start, 0), 'request')} left after the warm-up "
                       f"({start}) and the drain ({count - stop}); at least {MIN_MEASURED} "
                       "needed", growing)
     duration, lifetimes = _span(seqs[start:stop])

@@ -118,8 +118,8 @@ def num_candidates(axes: Axes) -> int:
 def device_name(text: str) -> str:
     """A catalog name, or the unique catalog name it begins ('h200' -> 'h200-141gb')."""
     key = text.strip().lower()
-    if find(key) is not None:
-        return key
+    if (device := find(key)) is not None:
+        return device.name
     matches = [d.name for d in DEVICES if d.name.startswith(key + "-")]
     if len(matches) == 1:
         return matches[0]

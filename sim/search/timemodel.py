@@ -24,7 +24,5 @@ def parallel_coefficients(spec: ModelSpec, deployment: Deployment, device_name: 
     coef = rank_coefficients(spec, deployment, device.bandwidth_bytes_per_s,
                              device.flops_per_s(weight_dtype), step_overhead_s, device,
                              measured, expert_parallel)
-    note = (f"step model: measured efficiency table {measured.source}" if measured else
-            f"step model: speed of light on {device.name} (no measured efficiency table: "
-            f"optimistic)")
-    return coef, (note,)
+    # simulate's own label for the same step model, so the two commands name it alike
+    return coef, (f"step model on {device.name}: {coef.efficiency_source}",)

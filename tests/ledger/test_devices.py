@@ -39,13 +39,21 @@ def test_resolve_by_name_or_size():
 
 @pytest.mark.parametrize(("text", "hint"), [
     ("h100", "did you mean h100-80gb or h100-pcie-80gb or h100-nvl-94gb?"),
-    ("a100", "did you mean a100-40gb or a100-80gb?"), ("h20", "h20-96gb?"),
+    ("a100", "did you mean a100-40gb or a100-80gb?"), ("h2", "h200-141gb or h20-96gb?"),
     ("RTX 4090", "did you mean rtx-4090-24gb?"), ("80G", "did you mean 80GiB (2^30) or 80GB"),
 ])
 def test_a_mistyped_device_points_to_what_was_meant(text, hint):
     with pytest.raises(SpecError) as err:
         resolve_device(text, "--device")
     assert hint in str(err.value) and "catalog name" in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "name"), [("h200", "h200-141gb"), ("H20", "h20-96gb"),
+                                            ("l4", "l4-24gb"), ("rtx-4090", "rtx-4090-24gb")])
+def test_the_one_name_a_prefix_begins_is_that_device(text, name):
+    """As search's --devices: 'h200' is h200-141gb wherever a device is read."""
+    assert resolve_device(text) == resolve_device(name)
+    assert find(text).name == name
 
 
 def test_an_unrelated_device_gets_no_guess():

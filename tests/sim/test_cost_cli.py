@@ -41,7 +41,8 @@ def test_seed_004_golden_arithmetic_and_the_gpu_count():
     assert eight["gpu_price_per_h"] == 2
     assert eight["usd_per_million_full_load"] == pytest.approx(8 * 2 / 3.6)
     out = _run(*SEED, "-tp", "2").stdout
-    assert "on 2 GPU(s) at $2/GPU-hour on demand: $4.00 per hour" in out
+    assert "on 2 GPUs at $2/GPU-hour on demand: $4.00 per hour" in out
+    assert "on 1 GPU at" in _run(*SEED).stdout
 
 
 def test_input_tokens_priced_separately():
