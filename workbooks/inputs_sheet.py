@@ -26,6 +26,7 @@ from .source import (
 
 SHEET = "Inputs"
 SETTINGS = "plan settings: replayed by servecap plan --from-workbook"
+WHAT_IF = "deployment: change these to ask 'what if'"
 LOAD_COLUMNS = ("F", "G", "H")  # live length, requests of that length, KV bytes per request
 DTYPE_COLUMNS = ("J", "K")
 
@@ -203,12 +204,14 @@ def write_inputs(wb: Workbook, src: WorkbookSource) -> None:
     style.header(ws, ["input (defined name)", "value", "unit", "meaning / source"])
     row = 2
     for title, rows in (("model: architecture and weights (from the model file)", model_rows(src)),
-                        ("deployment: change these to ask 'what if'", serve_rows(src)),
+                        (WHAT_IF, serve_rows(src)),
                         (SETTINGS,
                          setting_rows(src)),
                         ("deployment: GPUs and engine (the Ranks sheet), replayed too",
                          [InputRow(*row) for row in deploy_rows(src)])):
-        if title == SETTINGS:  # the formula inputs on page one, the replayed settings next
+        # the formula inputs on page one, the replayed settings next; a hybrid's longer model
+        # section takes page one, its what-if inputs the next, whole
+        if title == SETTINGS or (title == WHAT_IF and hybrid_rows(src)):
             page.break_before(ws, row)
         style.section(ws, row, title)
         row += 1

@@ -35,6 +35,7 @@ from .ranks_formulas import FIXED, RankModel, rank_rows
 from .source import WorkbookSource, cache_bytes_per_request
 
 SHEET = "Ranks"
+GROUP_ORDER = (FULL, SLIDING, CHUNKED, "indexer", "state")  # vLLM's cache group kinds
 FIRST_COL = 3
 
 
@@ -81,7 +82,7 @@ def _structure(src: WorkbookSource, item: StagePlan, rank: int,
     if model.vllm_hybrid:
         plan = _layout(src, item)
         out.update({f"{kind}_groups": plan.kinds.count(kind)
-                    for kind in dict.fromkeys(plan.kinds)})
+                    for kind in GROUP_ORDER if kind in plan.kinds})
         out["group_layers"] = plan.group_size
     else:
         vllm = src.engine.name == VLLM

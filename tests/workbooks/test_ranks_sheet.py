@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from servecap.cli.app import app
 from servecap.ledger.errors import SpecError
+from servecap.ledger.vllm_log import parse_vllm_log
 from servecap.workbooks.names import cell_of
 
 RUNNER = CliRunner()
@@ -40,7 +41,36 @@ VARIANTS = {
                           "--gpu-memory-utilization", "0.85", "--kv-dtype", "fp8"],
     "8b-vllm-weights": ["llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm",
                         "--weights", "14.99GiB", "--concurrency", "300", "--context", "8192"],
+    # hybrids: vLLM's page arithmetic (docs/hybrid.md), every engine, pipeline stages, lengths
+    "qwen36-tp4-vllm-long": ["qwen3.6-35b-a3b", "--device", "h100-80gb", "-tp", "4",
+                             "--engine", "vllm", "--context", "131072", "--concurrency", "2"],
+    "qwen36-pp2-vllm-fp8": ["qwen3.6-35b-a3b", "--device", "h100-80gb", "-pp", "2",
+                            "--engine", "vllm", "--context", "32768", "--kv-dtype", "fp8"],
+    "nemotron-tp4-pp2-lengths": ["nemotron-3-nano-30b-a3b", "--device", "h100-80gb", "-tp",
+                                 "4", "-pp", "2", "--engine", "vllm", "--lengths",
+                                 "100,5000,8192"],
+    "nemotron-tp2-plain": ["nemotron-3-nano-30b-a3b", "--device", "h100-80gb", "-tp", "2",
+                           "--context", "8192", "--concurrency", "9"],
+    "qwen36-tp2-sglang": ["qwen3.6-35b-a3b", "--device", "h100-80gb", "-tp", "2", "--engine",
+                          "sglang", "--context", "8192", "--concurrency", "9"],
+    "deepseek32-tp8-trtllm": ["deepseek-v3.2", "--device", "2TiB", "-tp", "8", "--engine",
+                              "trtllm", "--context", "8192", "--concurrency", "9"],
+    "deepseek32-pp2-vllm": ["deepseek-v3.2", "--device", "2TiB", "-pp", "2", "--engine", "vllm",
+                            "--context", "16384", "--kv-dtype", "fp8", "--block-size", "64"],
+    "llama4-tp2-pp2-lengths": ["llama-4-scout-17b-16e-instruct", "--device", "h100-80gb", "-tp",
+                               "2", "-pp", "2", "--engine", "vllm", "--lengths",
+                               "100,9000,100000", "--shared-prefix", "64"],
+    "gemma4-tp8-vllm": ["gemma-4-26b-a4b", "--device", "h100-80gb", "-tp", "8", "--engine",
+                        "vllm", "--context", "8192"],
+    "gemma4-tp4-vllm-fp8": ["gemma-4-26b-a4b", "--device", "h100-80gb", "-tp", "4", "--engine",
+                            "vllm", "--kv-dtype", "fp8", "--context", "20000"],
+    "qwen36-vllm-0.10": ["qwen3.6-35b-a3b", "--device", "h100-80gb", "-tp", "2", "--engine",
+                         "vllm==0.10", "--context", "8192"],
 }
+# A real vLLM startup log of a gated-DeltaNet hybrid (issue 652 of noonghunna/club-3090, vLLM
+# 0.24.0, tests/fixtures/vllm_logs): its KV pool, max_model_len and flags as planned flags.
+LOG = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs" / \
+    "v1_qwen36_35b_a3b_nvfp4_5090_club652.log"
 # Each ranks entry of plan --json -> the Ranks sheet row (its key in column A).
 ROWS = {"weights_bytes": "weights", "weight_metadata_bytes": "weight_metadata",
         "runtime_peak_bytes": "runtime_peak", "safety_bytes": "safety",
@@ -66,6 +96,11 @@ def _engine_cases() -> dict[str, list[str]]:
     from servecap.cli.plan_cmd import deployment_from_flags
 
     cases = dict(VARIANTS)
+    facts = parse_vllm_log(LOG.read_text())
+    cases["qwen36-5090-log"] = ["qwen3.6-35b-a3b", "--device", "32GiB", "--engine", "vllm",
+                                "--kv-dtype", "fp8", "--context", str(facts.max_model_len),
+                                "--max-num-batched-tokens", "8192", "--kv-cache-memory",
+                                str(facts.gib_bytes("kv_pool_gib"))]
     for model in BUNDLED:
         try:
             deployment_from_flags(model, PlanFlags(device="2TiB", context=4096),
@@ -107,6 +142,11 @@ def test_every_rank_recalculates_to_plan_json(books) -> None:
         ws, rows = wb["Ranks"], _rows(wb["Ranks"])
         assert ws.max_column - 2 == len(out["ranks"]), name
         for i, rank in enumerate(out["ranks"]):
+            lines = {line["key"]: line["bytes"] for line in rank["lines"]}
+            for key in ("indexer_cache", "state_cache"):  # a row where the model has the cache
+                assert (key in rows) is (key in lines), (name, key)
+                if key in lines:
+                    assert ws.cell(row=rows[key], column=3 + i).value == lines[key], (name, key)
             for key, row in ROWS.items():
                 if key not in rank:
                     continue
@@ -120,6 +160,85 @@ def test_every_rank_recalculates_to_plan_json(books) -> None:
         for key in TOTALS:
             assert cell_of(wb, key).value == out[key], (name, key)
         assert cell_of(wb, "deployment_fits").value is out["fits"], name
+
+
+def test_the_real_hybrid_log_recalculates_to_what_vllm_printed(books) -> None:
+    """300 blocks, 4.35x, 569,878 tokens (docs/hybrid.md derives them by hand): the page
+    arithmetic as LibreOffice computes it from the workbook's cells."""
+    facts = parse_vllm_log(LOG.read_text())
+    _, _, path, computed = books["qwen36-5090-log"]
+    ws = load_workbook(computed, data_only=True)["Ranks"]
+    rows = _rows(ws)
+    assert ws.cell(row=rows["attention_block_size"], column=3).value == 2096
+    assert ws.cell(row=rows["page_bytes"], column=3).value == 2_146_304
+    pool = facts.gib_bytes("kv_pool_gib")  # the log prints the pool and concurrency, not blocks
+    assert ws.cell(row=rows["num_gpu_blocks"], column=3).value == pool // 2_146_304 // 10 == 300
+    assert f"{ws.cell(row=rows['max_concurrency'], column=3).value:.2f}" \
+        == f"{facts.max_concurrency:.2f}"
+    assert ws.cell(row=rows["kv_cache_tokens"], column=3).value == facts.kv_cache_tokens
+    formula = load_workbook(path)["Ranks"].cell(row=rows["attention_block_size"], column=3).value
+    assert "mamba_cache_mode" in formula and "LCM(" in formula
+
+
+def test_a_hybrid_block_size_and_page_recalculate_to_the_deployment(books) -> None:
+    """The attention block raised to hold a state, the page every group shares, per rank."""
+    from servecap.cli.deploy import DeployFlags
+    from servecap.cli.inputs import PlanFlags
+    from servecap.cli.plan_cmd import deployment_from_flags
+
+    count = 0
+    for name, (_, out, _, computed) in books.items():
+        ws = load_workbook(computed, data_only=True)["Ranks"]
+        rows = _rows(ws)
+        if "attention_block_size" not in rows:
+            continue
+        count += 1
+        for i, rank in enumerate(out["ranks"]):
+            block = ws.cell(row=rows["attention_block_size"], column=3 + i).value
+            blocks = ws.cell(row=rows["num_gpu_blocks"], column=3 + i).value
+            assert blocks == rank["num_gpu_blocks"], name
+            assert rank["block_bytes"] == ws.cell(row=rows["page_bytes"], column=3 + i).value \
+                * ws.cell(row=rows["group_layers"], column=3 + i).value, name
+            assert block % 16 == 0 or "deepseek" in name, (name, block)
+    assert count >= 10
+    dep = deployment_from_flags("qwen3.6-35b-a3b", PlanFlags(device="h100-80gb",
+                                                             context=131072, concurrency=2),
+                                DeployFlags(tensor_parallel_size=4, engine="vllm"))
+    ws = load_workbook(books["qwen36-tp4-vllm-long"][3], data_only=True)["Ranks"]
+    assert ws.cell(row=_rows(ws)["attention_block_size"], column=3).value \
+        == dep.plan.budget.block_size_tokens > 16
+
+
+def test_an_edited_tensor_parallel_size_reshapes_a_hybrid_rank(books, soffice_bin,
+                                                               tmp_path) -> None:
+    """tp 2 -> 4 in the cell: each rank's KV heads, state and page follow the shapes tp 4 has
+    (the per-rank weights are the plan's values: --from-workbook replans the rest)."""
+    wb = load_workbook(books["nemotron-3-nano-30b-a3b-tp2-vllm"][2])
+    cell_of(wb, "tensor_parallel_size").value = 4
+    wb.save(tmp_path / "tp4.xlsx")
+    ws = load_workbook(recalc(soffice_bin, [tmp_path / "tp4.xlsx"], tmp_path / "out",
+                              workers=1)["tp4"], data_only=True)["Ranks"]
+    _, tp4 = _plan(["nemotron-3-nano-30b-a3b", "--device", "2TiB", "--context", "4096",
+                    "--concurrency", "4", "-tp", "4", "--engine", "vllm"])
+    rows, lines = _rows(ws), {line["key"]: line["bytes"] for line in tp4["ranks"][0]["lines"]}
+    assert ws.cell(row=rows["state_cache"], column=3).value == lines["state_cache"]
+    assert ws.cell(row=rows["kv_cache"], column=3).value == lines["kv_cache"]
+    assert ws.cell(row=rows["page_bytes"], column=3).value * ws.cell(
+        row=rows["group_layers"], column=3).value == tp4["block_bytes"]
+    assert ws.cell(row=rows["blocks_per_request"], column=3).value == tp4["blocks_per_request"]
+
+
+def test_an_edited_hybrid_workbook_replans_like_the_flags(books, tmp_path) -> None:
+    wb = load_workbook(books["qwen36-tp4-vllm-long"][2])
+    cell_of(wb, "context_tokens").value = 65536
+    cell_of(wb, "kv_dtype").value = "fp8"
+    cell_of(wb, "gpu_memory_utilization").value = 0.85
+    wb.save(tmp_path / "edited.xlsx")
+    _, edited = _plan(["--from-workbook", str(tmp_path / "edited.xlsx")])
+    args = VARIANTS["qwen36-tp4-vllm-long"]
+    args = args[:args.index("--context")] + ["--context", "65536", "--concurrency", "2"]
+    _, flagged = _plan([*args, "--kv-dtype", "fp8", "--gpu-memory-utilization", "0.85"])
+    assert edited == flagged and edited["state_bytes_per_request"] > 0
 
 
 def test_ranks_are_formulas_over_named_inputs(books) -> None:
