@@ -223,15 +223,13 @@ def _page_rows(engine: str) -> list[tuple]:
          else request_pages(FULL, "block_size_tokens"))]
 
 
-TOKEN_BYTES = {FULL: None, SLIDING: "INT([kv_bits_layer]/8)", CHUNKED: "INT([kv_bits_layer]/8)",
-               "indexer": INDEXER_LAYER_BYTES}
-
-
 def _hybrid_page_rows(model: RankModel) -> list[tuple]:
     """vLLM's hybrid page arithmetic (ledger.hybrid.layout): the attention block raised until
     a page holds a state, one page size for every group, the blocks one request reserves."""
     kinds, rows = model.kinds, []
-    token = dict(TOKEN_BYTES, full=f"INT({model.full_bits}/8)")
+    windowed = "INT([kv_bits_layer]/8)"  # bytes of one token in one layer of each kind
+    token = {FULL: f"INT({model.full_bits}/8)", SLIDING: windowed, CHUNKED: windowed,
+             "indexer": INDEXER_LAYER_BYTES}
     block = "[attention_block_size]"
     if kinds.state:
         first = token[FULL] if model.first_attention_full else token[SLIDING]

@@ -209,23 +209,66 @@ def test_a_hybrid_block_size_and_page_recalculate_to_the_deployment(books) -> No
         == dep.plan.budget.block_size_tokens > 16
 
 
-def test_an_edited_tensor_parallel_size_reshapes_a_hybrid_rank(books, soffice_bin,
-                                                               tmp_path) -> None:
+@pytest.fixture(scope="module")
+def what_ifs(books, soffice_bin, tmp_path_factory) -> dict[str, Path]:
+    """The Nemotron-3-Nano tp 2 vLLM workbook with tp 4, and with vLLM's other Mamba cache
+    modes, typed in its cells (one LibreOffice run)."""
+    folder = tmp_path_factory.mktemp("what-ifs")
+    edits = {"tp4": ("tensor_parallel_size", 4), "all": ("mamba_cache_mode", "all"),
+             "none": ("mamba_cache_mode", "none")}
+    paths = []
+    for name, (cell, value) in edits.items():
+        wb = load_workbook(books["nemotron-3-nano-30b-a3b-tp2-vllm"][2])
+        cell_of(wb, cell).value = value
+        wb.save(folder / f"{name}.xlsx")
+        paths.append(folder / f"{name}.xlsx")
+    return recalc(soffice_bin, paths, folder / "recalculated")
+
+
+NEMOTRON_TP2 = ["nemotron-3-nano-30b-a3b", "--device", "2TiB", "--context", "4096",
+                "--concurrency", "4", "-tp", "2", "--engine", "vllm"]
+
+
+def test_an_edited_tensor_parallel_size_reshapes_a_hybrid_rank(what_ifs) -> None:
     """tp 2 -> 4 in the cell: each rank's KV heads, state and page follow the shapes tp 4 has
     (the per-rank weights are the plan's values: --from-workbook replans the rest)."""
-    wb = load_workbook(books["nemotron-3-nano-30b-a3b-tp2-vllm"][2])
-    cell_of(wb, "tensor_parallel_size").value = 4
-    wb.save(tmp_path / "tp4.xlsx")
-    ws = load_workbook(recalc(soffice_bin, [tmp_path / "tp4.xlsx"], tmp_path / "out",
-                              workers=1)["tp4"], data_only=True)["Ranks"]
-    _, tp4 = _plan(["nemotron-3-nano-30b-a3b", "--device", "2TiB", "--context", "4096",
-                    "--concurrency", "4", "-tp", "4", "--engine", "vllm"])
+    ws = load_workbook(what_ifs["tp4"], data_only=True)["Ranks"]
+    tp = NEMOTRON_TP2.index("-tp")
+    _, tp4 = _plan([*NEMOTRON_TP2[:tp], "-tp", "4", *NEMOTRON_TP2[tp + 2:]])
     rows, lines = _rows(ws), {line["key"]: line["bytes"] for line in tp4["ranks"][0]["lines"]}
     assert ws.cell(row=rows["state_cache"], column=3).value == lines["state_cache"]
     assert ws.cell(row=rows["kv_cache"], column=3).value == lines["kv_cache"]
     assert ws.cell(row=rows["page_bytes"], column=3).value * ws.cell(
         row=rows["group_layers"], column=3).value == tp4["block_bytes"]
     assert ws.cell(row=rows["blocks_per_request"], column=3).value == tp4["blocks_per_request"]
+
+
+@pytest.mark.parametrize("mode", ["all", "none"])
+def test_vllm_mamba_cache_modes_recalculate_as_the_ledger_lays_them_out(what_ifs, mode):
+    """'all' raises the block in steps of lcm(256, 16) and keeps a state per block; 'none' one
+    state page a request (ledger.hybrid.layout, built here with the mode the cell names)."""
+    from dataclasses import replace
+
+    from servecap.cli.deploy import DeployFlags
+    from servecap.cli.inputs import PlanFlags
+    from servecap.cli.workbook_cmd import workbook_source
+    from servecap.ledger.ranks import build_deployment
+
+    src = workbook_source(NEMOTRON_TP2[0], PlanFlags(device="2TiB", context=4096, concurrency=4),
+                          DeployFlags(tensor_parallel_size=2, engine="vllm"))
+    dep = build_deployment(src.spec, replace(src.serve, mamba_cache_mode=mode), src.overrides,
+                           src.deployment.parallel, src.engine)
+    ws = load_workbook(what_ifs[mode], data_only=True)["Ranks"]
+    rows, budget = _rows(ws), dep.plan.budget
+    for key, expected in (("attention_block_size", budget.block_size_tokens),
+                          ("num_gpu_blocks", budget.num_gpu_blocks),
+                          ("blocks_per_request", budget.blocks_per_request),
+                          ("block_bytes", budget.block_bytes),
+                          ("kv_cache_tokens", budget.kv_cache_tokens)):
+        assert ws.cell(row=rows[key], column=3).value == expected, (mode, key)
+    assert math.isclose(ws.cell(row=rows["max_concurrency"], column=3).value,
+                        budget.max_concurrency, rel_tol=1e-14)
+    assert (budget.block_size_tokens % 256 == 0) is (mode == "all")
 
 
 def test_an_edited_hybrid_workbook_replans_like_the_flags(books, tmp_path) -> None:
