@@ -3,6 +3,8 @@
 #   1. the `gpu` tests (pytest -m gpu)
 #   2. the teaching 7B plan verified on an emulated 40 GiB device (bench/gpu_verify_teaching.py)
 #   3. decode tokens/s of an 8B shape against the bandwidth roofline, batch 1 and 32
+#   4. the hybrids' state line: Nemotron-H-56B (Mamba-2) and a dense Qwen3-Next shape (gated
+#      DeltaNet), 8 layers each, verified on an emulated 16 GiB device (bench/gpu_verify_hybrid.py)
 # Every figure is written as JSON into OUTDIR (summary.json names each step's file and exit code).
 #
 #   bash bench/gpu_check.sh OUTDIR             # a bare machine with only the repository
@@ -81,6 +83,7 @@ EOF
 step teaching_7b 240 "$PY" bench/gpu_verify_teaching.py $DRY --json-out "$OUT/teaching_7b.json"
 step decode_roofline 120 "$PY" bench/gpu_decode_roofline.py $DRY \
     --json-out "$OUT/decode_roofline.json"
+step hybrid_state 180 "$PY" bench/gpu_verify_hybrid.py $DRY --json-out "$OUT/hybrid_state.json"
 
 FAILED=0
 {
@@ -89,7 +92,7 @@ FAILED=0
     echo "  \"total_s\": $(( $(date +%s) - START )),"
     echo "  \"steps\": {"
     sep=""
-    for name in gpu_tests teaching_7b decode_roofline; do
+    for name in gpu_tests teaching_7b decode_roofline hybrid_state; do
         printf '%s    "%s": {"exit_code": %s, "seconds": %s, "figures": "%s.json", "log": "%s.log"}' \
             "$sep" "$name" "${RC[$name]}" "${SECONDS_TAKEN[$name]}" "$name" "$name"
         sep=$',\n'

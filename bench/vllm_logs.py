@@ -51,6 +51,7 @@ class Outcome:
     logged_weights_gib: float | None
     predicted_starts: bool
     rules: str
+    after_pool_margin_gib: float | None = None  # room left after graphs + sampler warm-up
 
     @staticmethod
     def error(predicted, logged) -> float | None:
@@ -107,9 +108,12 @@ def evaluate(case: Case) -> Outcome:
         unit, predicted = "GiB", plan.budget.kv_pool_bytes / GiB
         logged = facts.kv_pool_gib
     row = next(n for n in plan.notes if n.startswith("vLLM"))
+    margins = [(s.plan.after_pool.room_bytes - s.plan.after_pool.needed_bytes) / GiB
+               for s in deployment.stages if s.plan.after_pool is not None]
     return Outcome(case, unit, predicted, logged, weights, facts.weights_gib,
                    deployment.fits or plan.starts and all(s.plan.starts
-                                                          for s in deployment.stages), row)
+                                                          for s in deployment.stages), row,
+                   min(margins) if margins else None)
 
 
 def _pct(value: float | None) -> str:
@@ -153,7 +157,18 @@ def summary(outcomes: list[Outcome], skipped: list[Case]) -> list[str]:
             f"KV within 5%: {share(kv, 0.05)}; within 10%: {share(kv, 0.10)}",
             f"weights within 2% of 'Model loading took': {share(weights, 0.02)}",
             f"'does not start' where vLLM failed: {len(said)}/{len(failed)}; said of a log "
-            f"that started: {len(false_no)}"]
+            f"that started: {len(false_no)}"] + _tightest(outcomes)
+
+
+def _tightest(outcomes: list[Outcome]) -> list[str]:
+    """The started log with the least room left after its pool (graphs + sampler warm-up)."""
+    started = [o for o in outcomes if o.case.meta["started"] and o.after_pool_margin_gib
+               is not None]
+    if not started:
+        return []
+    o = min(started, key=lambda o: o.after_pool_margin_gib)
+    return [f"least room left after the pool on a log that started: "
+            f"{o.after_pool_margin_gib:.2f} GiB ({o.case.name})"]
 
 
 def main(argv: list[str]) -> int:
@@ -167,7 +182,9 @@ def main(argv: list[str]) -> int:
                            o.predicted_weights_gib, "weights_logged_gib": o.logged_weights_gib,
                            "weights_error": o.weights_error, "starts_predicted":
                            o.predicted_starts, "started": o.case.meta["started"],
-                           "rules": o.rules} for o in outcomes], indent=2))
+                           "rules": o.rules,
+                           "after_pool_margin_gib": o.after_pool_margin_gib}
+                          for o in outcomes], indent=2))
         return 0
     print("\n".join(table(outcomes)))
     print()

@@ -43,7 +43,9 @@ def cost(model: Annotated[str | None, typer.Argument(
                                       "of requests).")] = 0.9,
          tensor_parallel_size: o.TensorParallel = 1,
          pipeline_parallel_size: o.PipelineParallel = 1, replicas: o.Replicas = 1,
-         speed_of_light: o.SpeedOfLight = False, as_json: o.Json = False) -> None:
+         speed_of_light: o.SpeedOfLight = False, num_requests: o.CeilingRequests = None,
+         input_len: o.InputLen = None, output_len: o.OutputLen = None,
+         as_json: o.Json = False) -> None:
     """Self-hosted $ per million output tokens at full load and at --utilization.
 
     Output tokens/s come from --tokens-per-s, or from simulating MODEL's
@@ -59,7 +61,8 @@ def cost(model: Annotated[str | None, typer.Argument(
                      slo_ttft=slo_ttft, slo_itl=slo_itl, replicas=replicas,
                      tensor_parallel_size=tensor_parallel_size,
                      pipeline_parallel_size=pipeline_parallel_size,
-                     speed_of_light=speed_of_light)
+                     speed_of_light=speed_of_light, num_requests=num_requests,
+                     input_len=input_len, output_len=output_len)
     rates = _rates(model, flags, tokens_per_s, input_tokens_per_s, target)
     num_gpus = tensor_parallel_size * pipeline_parallel_size * replicas
     report = _priced(rates, num_gpus, gpu_price, utilization, api_price, input_price)
@@ -116,7 +119,7 @@ def _rates(model: str | None, flags: SimFlags, tokens_per_s: float | None,
 
 
 def _need_workload(model: str | None, flags: SimFlags) -> None:
-    if model is None or flags.workload is None:
+    if model is None or (flags.workload is None and flags.input_len is None):
         raise SpecError("--tokens-per-s", None, "give measured output tokens/s, or a MODEL "
                         "and --workload to simulate")
 
@@ -128,7 +131,8 @@ def _saturation(model: str | None, flags: SimFlags) -> dict:
                              setup.num_blocks, setup.deployment, setup.slo)[-1].summary
     return {"output_tokens_per_s": summary["output_tokens_per_s"],
             "input_tokens_per_s": summary["input_tokens_per_s"], "priced_at": "saturation",
-            "tokens_source": f"simulated saturation, {flags.policies[0]}, {flags.workload}"}
+            "tokens_source": f"simulated saturation, {flags.policies[0]}, "
+                             f"{flags.workload or 'fixed shape'}"}
 
 
 def _simulated(model: str | None, flags: SimFlags, target: float) -> dict:
@@ -146,13 +150,20 @@ def _simulated(model: str | None, flags: SimFlags, target: float) -> dict:
     return {"output_tokens_per_s": point["output_tokens_per_s"],
             "input_tokens_per_s": point["input_tokens_per_s"], "priced_at": "slo_capacity",
             "capacity_rps": point["rate_per_s"], "target_attainment": target,
+            "capacity_rps_ci": report["capacity_rps_ci"],
+            "capacity_steady_state": report["capacity_steady_state"],
             "tokens_source": f"simulated SLO capacity, {point['rate_per_s']:.2f} req/s, "
-                             f"{flags.policies[0]}, {flags.workload}"}
+                             f"{flags.policies[0]}, {flags.workload or 'fixed shape'}"}
 
 
 def _render(report: dict, console: Console) -> None:
     console.print(f"{report['output_tokens_per_s']:,.1f} output tokens/s "
                   f"({report['tokens_source']})")
+    if report.get("capacity_rps_ci"):
+        low, high = report["capacity_rps_ci"]
+        console.print(f"SLO capacity {report['capacity_rps']:,.2f} req/s (95 %: {low:,.2f}-"
+                      f"{high:,.2f})" + ("" if report["capacity_steady_state"] else
+                                        "; warning: its run did not reach steady state"))
     console.print(f"on {report['num_gpus']} GPU(s) at ${report['gpu_price_per_h']:g}/GPU-hour"
                   f" on demand: ${report['deployment_usd_per_h']:,.2f} per hour")
     console.print(f"full load:           ${report['usd_per_million_full_load']:,.2f} per "

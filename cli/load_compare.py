@@ -46,7 +46,7 @@ def compare_simulate(model: str, plan_device: str | None, coefficients: Path | N
     requests = [replace(s.req, output_tokens=s.req.output_tokens) for s in seqs]
     setup = Setup(plan, device_coefficients(ranked, flags), pool_blocks(plan, flags.block_size),
                   (config,), requests, None, slo_for(flags), "load arrivals")
-    report, _ = run_simulation(setup)
+    report, _ = run_simulation(setup, window=False)  # every request, as load measured them
     simulated = report["policies"][0]
     pick = ("p50", "p95", "p99")
     kv = simulated.get("kv", {})

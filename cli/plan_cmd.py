@@ -13,7 +13,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Overrides
 from servecap.ledger.serve import ServeSpec
-from servecap.ledger.vllm_start import advise, starts
+from servecap.ledger.vllm_start import advise, advise_after_pool, fails_after_pool, starts
 from servecap.ledger.weights import WeightBytes, weight_bytes
 from servecap.model_configs import LoadedModel, load_model
 
@@ -109,7 +109,8 @@ def plan(
     if as_json:
         extra = {"starts": advice is None, "start_advice": advice and {
             "max_model_len": advice.max_model_len,
-            "gpu_memory_utilization": advice.gpu_memory_utilization, "text": advice.text}}
+            "gpu_memory_utilization": advice.gpu_memory_utilization,
+            "max_num_seqs": advice.max_num_seqs, "text": advice.text}}
         print(json.dumps({**deployment_to_dict(result), **extra, **source_to_dict(loaded)},
                          indent=2))
     else:
@@ -132,6 +133,12 @@ def start_advice(model: str | None, flags: PlanFlags, deploy: DeployFlags,
     def at_utilization(u: float):
         return deployment_from_flags(model, flags, replace(deploy, gpu_memory_utilization=u),
                                      loaded)
+
+    if fails_after_pool(result):
+        def at_seqs(n: int):
+            return deployment_from_flags(model, flags, replace(deploy, max_num_seqs=n), loaded)
+        seqs = next(s.plan.after_pool.max_num_seqs for s in result.stages)
+        return advise_after_pool(at_utilization, at_seqs, util or 1.0, seqs, result)
     return advise(at_length, at_utilization, context, util or 1.0)
 
 

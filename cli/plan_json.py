@@ -27,6 +27,7 @@ def plan_to_dict(plan: Plan) -> dict:
         "state_bytes_total": plan.line("state_cache"),
         "indexer_bytes_total": plan.line("indexer_cache"),
         "kv_bytes_total": plan.line("kv_cache"),
+        "kv_decode_hold_bytes_total": plan.kv_decode_hold_bytes,
         "device_bytes": plan.device_bytes,
         "committed_bytes": plan.committed_bytes,
         "free_bytes": plan.free_bytes,

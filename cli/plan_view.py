@@ -78,7 +78,8 @@ def _kv_kinds(plan: Plan, table: Table, sources: "Sources") -> None:
     for kind, label, source in (
             ("full", "  full-attention layers", "every live token"),
             ("sliding", "  sliding-window layers",
-             f"the {window:,}-token window (+1 block where it straddles one)")):
+             f"the {window:,}-token window, its prefill in flight (W - 1 + "
+             f"{plan.serve.max_num_batched_tokens:,} batched tokens + 1 block at most)")):
         table.add_row(label, f"{kinds[kind]:,}", f"{kinds[kind] / 2**30:,.2f}",
                       sources.cell(f"{source} (part of the line above)"), style="dim")
 

@@ -2,7 +2,6 @@
 
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +20,7 @@ from servecap.sim.search.prices import parse_prices, price_table
 from servecap.sim.search.problem import Problem
 from servecap.sim.search.search import run_search
 from servecap.sim.search.space import Axes, parse_counts, parse_devices, parse_dtypes, parse_ratios
+from servecap.sim.shape import with_load
 from servecap.sim.sweep import at_rate
 
 from . import sim_options as o
@@ -66,8 +66,10 @@ def search(model: o.Model,
            max_model_len: Annotated[int | None, Opt(help="Context every layout must hold "
                                                     "(default: the workload's longest "
                                                     "request).")] = None,
-           num_requests: Annotated[int | None, Opt(help="Requests simulated per candidate "
-                                                   "(default: the workload's).")] = None,
+           num_requests: Annotated[int | None, Opt(help="Most requests one run of a candidate "
+                                                   "may simulate (default: the workload's "
+                                                   "count): each runs from 200 until steady, "
+                                                   "sized by request lifetimes.")] = None,
            policy: Annotated[str, Opt(help="Scheduler policy simulated.")] = "chunked-prefill",
            step_overhead: o.StepOverhead = "0ms", kv_transfer: o.KvTransfer = "50GB/s",
            router: o.Router = "least-tokens",
@@ -94,8 +96,10 @@ def search(model: o.Model,
 
     The space is device x TP x PP x replicas x dtypes x max_num_seqs x max_num_batched_tokens,
     aggregated and disaggregated. Layouts the per-rank ledger cannot fit are pruned; the rest
-    are simulated at --rate, ranked by cost per hour, and the Pareto frontier of tokens/s per
-    GPU against tokens/s per user is drawn. Exit 1 when nothing qualifies. Example:
+    are simulated at --rate until steady, ranked by cost per hour, and the Pareto frontier of
+    tokens/s per GPU against tokens/s per user is drawn; the answers are re-checked with their
+    SLO capacity and its 95 % interval, and ties are called. Exit 1 when nothing qualifies.
+    Example:
 
       servecap search llama-3.1-70b-instruct --workload workloads/chat.yaml --rate 4 \\
           --slo-ttft 1s --slo-tpot 50ms --devices h100-80gb,h200 --max-gpus 16
@@ -132,11 +136,7 @@ def build_problem(loaded, workload_path, rate, slo_ttft, slo_tpot, target, max_m
         raise SpecError("--router", router, "one of " + ", ".join(ROUTERS))
     slo = SLO(None if slo_ttft is None else parse_duration(slo_ttft, "--slo-ttft"),
               None if slo_tpot is None else parse_duration(slo_tpot, "--slo-tpot"))
-    work = load_workload(workload_path)
-    if num_requests is not None:
-        if not 1 <= num_requests <= 1_000_000:
-            raise SpecError("--num-requests", num_requests, "a whole number in 1..1,000,000")
-        work = replace(work, num_requests=num_requests)
+    work = with_load(load_workload(workload_path), None, num_requests)
     longest = max(r.prompt_tokens + r.output_tokens for r in at_rate(work, rate))
     context = max_model_len if max_model_len is not None else longest
     if context < longest:

@@ -4,6 +4,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from .steady_view import pm
+
 SHORT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "i8", "int4": "i4",
                "fp4": "fp4", "fp32": "fp32"}
 
@@ -28,20 +30,30 @@ def _ms(value) -> str:
     return f"{value:,.0f}" if value < 10_000 else f"{value / 1000:,.0f}s"
 
 
+MARK = {"meets": "", "marginal": "~", "misses": "x"}
+
+
+def _met(row: dict) -> str:
+    """'97±4~': SLO attainment in %, half its 95 % interval's width, the verdict's mark."""
+    ci = row.get("slo_attainment_ci")
+    text = f"{row['slo_attainment'] * 100:.0f}" + (
+        f"±{(ci[1] - ci[0]) / 2 * 100:.0f}" if ci else "")
+    return text + MARK[row.get("verdict", "meets" if row["meets_slo"] else "misses")]
+
+
 def candidate_table(title: str, rows: list[dict]) -> Table:
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   padding=(0, 1, 0, 0))
     table.add_column("deployment", no_wrap=True)
-    for col in ("GPUs", "$/h", "tok/s\n/GPU", "tok/s\n/user", "TTFT\np99 ms", "TPOT\np99 ms",
-                "SLO\nmet"):
+    for col in ("GPUs", "$/h", "tok/s\n/GPU", "tok/s\n/user", "TTFT\np99", "TPOT\np99",
+                "SLO\nmet %"):
         table.add_column(col, justify="right", no_wrap=True)
     for row in rows:
         user = row["tokens_per_s_per_user"]
         table.add_row(short_label(row), str(row["num_gpus"]), f"{row['cost_usd_per_hour']:.2f}",
                       f"{row['tokens_per_s_per_gpu']:,.0f}",
                       "-" if user is None else f"{user:,.0f}", _ms(row["ttft_ms"]["p99"]),
-                      _ms(row["tpot_ms"]["p99"]),
-                      f"{row['slo_attainment']:.0%}" + ("" if row["meets_slo"] else "x"))
+                      _ms(row["tpot_ms"]["p99"]), _met(row))
     return table
 
 
@@ -54,8 +66,10 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
                   f"simulated at {report['rate_per_s']:g} req/s ({report['elapsed_s']:.1f} s)")
     rows = report["candidates"][:top]
     if rows:
-        console.print(candidate_table(f"ranked (best {len(rows)}; x: misses the SLO target "
-                                      f"of {report['target_attainment']:.0%})", rows))
+        console.print(candidate_table(f"ranked (best {len(rows)}; p99 in ms; SLO met % ± "
+                                      f"half its 95 % interval; x: misses the "
+                                      f"{report['target_attainment']:.0%} target, ~: "
+                                      "straddles it, not a pass)", rows))
         console.print(candidate_table("Pareto frontier: tokens/s per GPU vs per user",
                                       report["frontier"]))
     for device, price in report["prices"].items():
@@ -66,19 +80,61 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
     best = report["cheapest"]
     if best is None:
         return
-    cap = best.get("capacity_rps")
     console.print(f"cheapest meeting the SLOs: {short_label(best)}, {best['num_gpus']} GPUs, "
-                  f"${best['cost_usd_per_hour']:.2f}/h"
-                  + (f", SLO capacity {cap:,.2f} req/s" if cap else ""))
+                  f"${best['cost_usd_per_hour']:.2f}/h" + _capacity(best, report))
     ttft, tpot = best["ttft_ms"], best["tpot_ms"]
     console.print(f"  TTFT p50/p99 {_ms(ttft['p50'])}/{_ms(ttft['p99'])} ms, TPOT p50/p99 "
                   f"{_ms(tpot['p50'])}/{_ms(tpot['p99'])} ms, goodput "
                   f"{best['goodput_rps']:,.2f} req/s, SLO met by {best['slo_attainment']:.1%} "
                   f"(TTFT {best['ttft_attainment']:.1%}, TPOT {best['tpot_attainment']:.1%})")
+    _render_tie(report, console)
+    for line in steady_warnings(report):
+        console.print(f"warning: {line}", style="yellow")
     for engine, lines in report["launch"].items():
         console.print(f"{engine}:", style="bold")
         for line in lines:
             console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
+def _capacity(row: dict, report: dict) -> str:
+    cap = row.get("capacity_rps")
+    if not cap:
+        return ""
+    low, high = row["capacity_rps_ci"]
+    text = (f", SLO capacity {pm(cap, row['capacity_rps_ci'])} req/s (95 %: {low:,.2f}-"
+            f"{high:,.2f}, {row['capacity_limited_by']})")
+    if low <= report["rate_per_s"] <= high and low < high:
+        text += f"; its interval straddles {report['rate_per_s']:g} req/s"
+    return text
+
+
+def _render_tie(report: dict, console: Console) -> None:
+    tie = report.get("tie")
+    if not tie:
+        return
+    rows = {r["label"]: r for r in report["candidates"]}
+    console.print(f"tie: {tie['why']}:")
+    for label in tie["labels"]:
+        row = rows[label]
+        console.print(f"  {short_label(row)}: SLO met {_met(row)}" + _capacity(row, report),
+                      highlight=False)
+
+
+def steady_warnings(report: dict) -> list[str]:
+    """One line per answer whose run, or capacity, did not reach steady state."""
+    out = []
+    for row in [report["cheapest"], *report["frontier"]]:
+        if row is None or not row["meets_slo"]:
+            continue
+        if not row["steady_state"]:
+            out.append(f"{short_label(row)}: not at steady state "
+                       f"({row['steady_state_reason']}; {row['measured_requests']:,} of "
+                       f"{row['simulated_requests']:,} requests measured): raise "
+                       "--num-requests")
+        elif row.get("capacity_steady_state") is False:
+            out.append(f"{short_label(row)}: its SLO capacity run did not reach steady state; "
+                       "raise --num-requests")
+    return list(dict.fromkeys(out))
 
 
 def infeasible_line(report: dict) -> str:

@@ -27,6 +27,7 @@ from servecap.sim.metrics import SLO
 from servecap.sim.rank_model import rank_coefficients
 from servecap.sim.roofline import Coefficients, override
 from servecap.sim.sampling import Request, draw_requests
+from servecap.sim.shape import fixed_shape, with_load
 from servecap.sim.speculative import Speculation
 from servecap.sim.trace import parse_trace
 from servecap.sim.workload import Workload, workload_from_dict
@@ -86,6 +87,10 @@ class SimFlags:
     seed: int = 0
     expert_parallel: bool = False
     percentiles: str | None = None
+    rate: float | None = None
+    num_requests: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
 
 
 @dataclass(frozen=True)
@@ -323,11 +328,17 @@ def _expert_parallel(ranked: Ranked, flags: SimFlags) -> bool:
 
 
 def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]:
+    if flags.input_len is not None or flags.output_len is not None:
+        workload = _fixed_shape(flags)
+        return draw_requests(workload), workload, workload.name
     if (flags.workload is None) == (flags.trace is None):
         given = "both" if flags.workload is not None else None  # None reads "is missing"
         raise SpecError("--workload/--trace", given, "give exactly one: a workload YAML or a "
-                        "CSV trace")
+                        "CSV trace (or --input-len/--output-len for a fixed shape)")
     if flags.trace is not None:
+        if flags.rate is not None or flags.num_requests is not None:
+            raise SpecError("--rate/--num-requests", flags.rate or flags.num_requests,
+                            f"a trace ({flags.trace}) carries its own arrivals: use a workload")
         text = _read_text(flags.trace)
         try:
             return parse_trace(io.StringIO(text, newline="")), None, str(flags.trace)
@@ -337,8 +348,18 @@ def load_requests(flags: SimFlags) -> tuple[list[Request], Workload | None, str]
                                 "arrival_s,prompt_tokens,output_tokens").at(
                                     str(flags.trace)) from None
             raise exc.at(str(flags.trace)) from None
-    workload = load_workload(flags.workload)
+    workload = with_load(load_workload(flags.workload), flags.rate, flags.num_requests)
     return draw_requests(workload), workload, str(flags.workload)
+
+
+def _fixed_shape(flags: SimFlags) -> Workload:
+    if flags.workload is not None or flags.trace is not None:
+        raise SpecError("--input-len/--output-len", flags.input_len or flags.output_len,
+                        "a fixed shape instead of --workload/--trace, not with one")
+    if flags.input_len is None or flags.output_len is None:
+        raise SpecError("--output-len" if flags.output_len is None else "--input-len", None,
+                        "give both --input-len and --output-len")
+    return fixed_shape(flags.input_len, flags.output_len, flags.num_requests, flags.rate)
 
 
 def load_workload(path: Path) -> Workload:

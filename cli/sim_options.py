@@ -101,3 +101,21 @@ ExpertParallel = Annotated[bool, Opt("--enable-expert-parallel", help="MoE: the 
                                      "activations.")]
 Force = Annotated[bool, Opt("--force", help="Replace existing output files (--xlsx, --records, "
                                "--token-times).")]
+Rate = Annotated[float | None, Opt("--rate", "--request-rate", help="Poisson arrivals at this "
+                                   "many requests/s (as `vllm bench serve --request-rate`), "
+                                   "replacing the workload's; a gamma workload keeps its CV.")]
+SimNumRequests = Annotated[int | None, Opt(help="Requests to simulate (as `vllm bench serve "
+                                           "--num-prompts`), replacing the workload's count; "
+                                           "default 1,000 with --input-len.")]
+CeilingRequests = Annotated[int | None, Opt(help="Most requests one run may simulate "
+                                            "(default: the workload's count). Each rate runs "
+                                            "until steady state, sized by request lifetimes "
+                                            "from 200 requests up, doubling to this "
+                                            "ceiling; a run that does not get there says so.")]
+InputLen = Annotated[int | None, Opt(help="Fixed prompt tokens per request: a workload without "
+                                     "a YAML (with --output-len).")]
+OutputLen = Annotated[int | None, Opt(help="Fixed output tokens per request (with "
+                                      "--input-len).")]
+Seeds = Annotated[int, Opt("--seeds", help="Runs with step-time seeds --seed, +1, ...: a "
+                           "step-time spread (--step-time-cv) is sampled over N draws, pooled "
+                           "in the figures and their intervals.")]

@@ -6,6 +6,8 @@ from rich.table import Table
 
 from servecap.ledger.units import GB, TB, fmt_gib
 
+from .steady_view import interval_table, warning_line, window_line
+
 
 def render_coefficients(report: dict, console: Console) -> None:
     coef, pool = report["coefficients"], report["kv_pool"]
@@ -78,6 +80,13 @@ def render_simulation(report: dict, console: Console) -> None:
                              times).maximum > console.width
     console.print(percentile_table(report) if extra or narrow else times)
     console.print(f"percentiles: {report['percentile_method']}")
+    console.print(interval_table([(p["policy"] + (f" {p['deployment']}" if many else ""), p)
+                                  for p in report["policies"]]))
+    for p in report["policies"]:
+        console.print(f"{p['policy']}: {window_line(p)}")
+        warning = warning_line(p, p["policy"])
+        if warning:
+            console.print(warning, style="yellow")
     for p in report["policies"]:
         for reason in p["rejection_reasons"]:
             console.print(f"{p['policy']}: rejected: {reason}")

@@ -62,7 +62,9 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              tensor_parallel_size: o.TensorParallel = 1,
              pipeline_parallel_size: o.PipelineParallel = 1,
              speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
-             step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0,
+             step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, seeds: o.Seeds = 1,
+             rate: o.Rate = None, num_requests: o.SimNumRequests = None,
+             input_len: o.InputLen = None, output_len: o.OutputLen = None,
              expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
@@ -75,10 +77,14 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
 
     The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
     iteration time is the printed roofline (override any coefficient with --coefficients).
+    Figures are measured over the steady-state window (warm-up and drain excluded), with
+    95 % intervals; a run that never reaches steady state is measured whole and says so.
     Examples:
 
       servecap simulate llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml \\
           --policy static --policy continuous --slo-ttft 500ms --slo-itl 50ms
+      servecap simulate llama-3.1-8b --device h100-80gb --input-len 1024 \\
+          --output-len 128 --rate 8 --num-requests 2000
       servecap simulate llama-3.1-8b --device 80GiB --bandwidth 2000GB/s --flops 990TFLOPS \\
           --trace requests.csv --json
 
@@ -92,12 +98,13 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      draft_length, acceptance, speculate_max_batch, scheduling,
                      tensor_parallel_size, pipeline_parallel_size, speed_of_light,
                      concurrency, step_time_cv, seed, expert_parallel,
-                     percentiles=percentiles)
+                     percentiles=percentiles, rate=rate, num_requests=num_requests,
+                     input_len=input_len, output_len=output_len)
     check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
     if verbose:
         print_fetch_report(setup.hub)
-    report, outcomes = run_simulation(setup)
+    report, outcomes = run_simulation(setup, num_seeds=seeds)
     write_files(outcomes, records_path, token_times_path)
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
         write_simulated_workbook(model, flags, setup, report["policies"][-1], xlsx, force,
@@ -108,13 +115,15 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
         render_simulation(report, Console())
 
 
-def run_simulation(setup: Setup) -> tuple[dict, list]:
+def run_simulation(setup: Setup, window: bool = True, num_seeds: int = 1) -> tuple[dict, list]:
     """Every policy over the same requests on the deployment; the report every output is
-    rendered from, and the outcomes the records come from."""
+    rendered from, and the outcomes the records come from. window=False measures every
+    request rather than the steady-state window."""
     outcomes, policies = [], []
     for cfg in setup.configs:
         for outcome in run_deployment(setup.requests, setup.coefficients, cfg,
-                                      setup.num_blocks, setup.deployment, setup.slo):
+                                      setup.num_blocks, setup.deployment, setup.slo,
+                                      num_seeds, window):
             outcomes.append((cfg.policy, outcome))
             policies.append(_entry(setup, outcome))
     return header(setup) | {"policies": policies}, outcomes

@@ -17,9 +17,10 @@ from servecap.ledger.serve import (
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_WATERMARK,
 )
-from servecap.sim.deploy import run_deployment
+from servecap.sim.deploy import Deployment, run_deployment
 from servecap.sim.metrics import summarize
 from servecap.sim.run import simulate
+from servecap.sim.sizing import run_size
 from servecap.sim.sweep import closed_loop_points, run_sweep
 
 from . import sim_options as o
@@ -27,6 +28,7 @@ from .sim_inputs import Setup, SimFlags, build_setup
 from .sim_view import render_coefficients
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
+from .steady_view import pm
 
 MAX_NUM_RATES = 200  # each rate is a whole simulation; 200 already resolves a knee finely
 
@@ -59,13 +61,17 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
           tensor_parallel_size: o.TensorParallel = 1,
           pipeline_parallel_size: o.PipelineParallel = 1,
           speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
-          step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0,
+          step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, seeds: o.Seeds = 1,
+          num_requests: o.CeilingRequests = None, input_len: o.InputLen = None,
+          output_len: o.OutputLen = None,
           expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
           xlsx: o.Xlsx = None, force: o.Force = False) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity.
 
-    Rates run from the synchronous rate (one request at a time) to saturation, or --rates;
-    the capacity is the highest rate where --target of the requests meet every SLO. Example:
+    Rates run from the synchronous rate (one request at a time) to saturation, or --rates,
+    each until steady state (at most --num-requests requests). The capacity is the highest
+    rate where --target of the requests meet every SLO, bisected to 2 %, with its 95 %
+    interval. Example:
 
       servecap sweep llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml \\
           --slo-ttft 500ms --slo-itl 50ms
@@ -78,11 +84,13 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
                      draft_length, acceptance, speculate_max_batch, scheduling,
                      tensor_parallel_size, pipeline_parallel_size, speed_of_light,
                      concurrency, step_time_cv, seed, expert_parallel,
-                     percentiles=percentiles)
+                     percentiles=percentiles, num_requests=num_requests, input_len=input_len,
+                     output_len=output_len)
     if xlsx is not None:
         check_target(xlsx, force)
     setup = build_setup(model, flags)
-    report = header(setup) | run_envelope(setup, target, _rates(rates), num_rates, as_json)
+    report = header(setup) | run_envelope(setup, target, _rates(rates), num_rates, as_json,
+                                          num_seeds=seeds)
     if xlsx is not None:
         entry, note = capacity_point(report)
         write_simulated_workbook(model, flags, setup, entry, xlsx, force, note)
@@ -92,7 +100,10 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
         render_sweep(report, Console())
 
 
-def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool) -> dict:
+def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool,
+                 num_seeds: int = 1) -> dict:
+    """The sweep of setup's workload, each rate run until steady with at most the workload's
+    count of requests, step-time spreads drawn over num_seeds seeds."""
     if not 0 < target <= 1:
         raise SpecError("--target", target, "a share of requests in (0, 1]")
     if not 1 <= num_rates <= MAX_NUM_RATES:
@@ -102,33 +113,39 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
 
     def run(requests):  # the last outcome: the disaggregated one when asked for
         return run_deployment(requests, setup.coefficients, cfg, setup.num_blocks,
-                              setup.deployment, setup.slo)[-1].summary
+                              setup.deployment, setup.slo, num_seeds)[-1].summary
 
     def one_at_a_time(requests):
         single = replace(cfg, max_num_seqs=1)
         return summarize(simulate(requests, setup.coefficients, single, setup.num_blocks))
 
+    if setup.workload is None or setup.workload.arrivals.kind == "fixed":
+        raise SpecError("--workload", setup.source, "a workload whose arrivals a rate can "
+                        "replace (poisson, gamma or bursts): a sweep sets its own rates")
+    size = run_size(setup.coefficients, setup.requests, setup.workload.num_requests)
     total = len(rates) if rates else num_rates
     with Progress(disable=quiet, transient=True) as bar:
         task = bar.add_task("sweeping offered load", total=total)
-        result = run_sweep(setup.workload, run, target, rates, num_rates,
+        slo = setup.slo
+        result = run_sweep(setup.workload, run, target, size, rates, num_rates,
                            on_point=lambda _: bar.advance(task),
-                           run_one_at_a_time=one_at_a_time)
+                           run_one_at_a_time=one_at_a_time,
+                           bisect=any(t is not None for t in (slo.ttft_s, slo.itl_s, slo.e2e_s)))
     if closed is not None:
         result["closed_loop_points"] = closed_loop_points(
-            setup.workload, lambda reqs, n: summarize(simulate(
-                reqs, setup.coefficients, replace(cfg, concurrency=n), setup.num_blocks),
-                setup.slo), closed, target)
+            setup.workload, lambda reqs, n: run_deployment(
+                reqs, setup.coefficients, replace(cfg, concurrency=n), setup.num_blocks,
+                Deployment(), setup.slo, num_seeds)[0].summary, closed, target)
     return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
 
 
 def capacity_point(report: dict) -> tuple[dict, str]:
-    """The sweep point the Latency record holds: the highest rate meeting the SLO target, or
-    the lowest rate swept when none does (said so in the record's source)."""
-    good = [p for p in report["points"] if p["meets_slo"]]
-    point = good[-1] if good else report["points"][0]
-    offered = point["rate_per_s"]  # the swept rate: the record's offered rate and its note
-    note = (f"sweep point at the capacity, {offered:.2f} req/s offered" if good
+    """The run the Latency record holds: the one at the capacity (capacity.capacity's
+    bisection), or the lowest rate swept when none meets the target (said so in the
+    record's source)."""
+    point = report["capacity_point"] or report["points"][0]
+    offered = point["rate_per_s"]  # the simulated rate: the record's offered rate and its note
+    note = (f"run at the capacity, {offered:.2f} req/s offered" if report["capacity_point"]
             else f"no swept rate met the SLO target; the lowest, {offered:.2f} req/s offered")
     envelope = [{"rate_per_s": p["rate_per_s"], "achieved_rps": p["achieved_rps"],
                  "slo_attainment": p["slo_attainment"], "goodput_rps": p["goodput_rps"],
@@ -141,34 +158,60 @@ def capacity_point(report: dict) -> tuple[dict, str]:
                     "deployment": report["deployment"], "sweep": envelope}, note
 
 
-SWEEP_NOTES = ("SLO met: share of requests meeting every target; the TPOT target (--slo-tpot) "
-               "is checked on each request's TPOT column, not on ITL. *: offered at or "
-               "above the saturation rate, where the queue grows without bound, so the rate "
-               "fails whatever its share.")
+SWEEP_NOTES = ("SLO met: % of requests meeting every target, ± half its 95 % interval; the "
+               "TPOT target (--slo-tpot) is checked on each request's TPOT column, not on "
+               "ITL. ~: the interval straddles the target (not a pass); !: the run did not "
+               "reach steady state (every request measured); *: offered at or above the "
+               "saturation rate, or a queue that grew through the run: not sustainable, "
+               "whatever its share.")
+
 
 def render_sweep(report: dict, console: Console) -> None:
     render_coefficients(report, console)
     table = Table(title=f"{report['policy']}: offered load sweep (latency: p99 ms)")
-    for col in ("offered\nreq/s", "achieved\nreq/s", "SLO\nmet", "goodput\nreq/s",
+    for col in ("offered\nreq/s", "achieved\nreq/s", "SLO\nmet %", "goodput\nreq/s",
                 "out\ntok/s", "TTFT", "ITL", "TPOT", "e2e"):
         table.add_column(col, justify="right", no_wrap=True)
     for p in report["points"]:
-        table.add_row(f"{p['rate_per_s']:,.2f}", f"{p['achieved_rps']:,.2f}",
-                      f"{p['slo_attainment']:.1%}" + ("" if p["sustainable"] else "*"),
+        table.add_row(f"{p['rate_per_s']:,.2f}", f"{p['achieved_rps']:,.2f}", _met(p),
                       f"{p['goodput_rps']:,.2f}",
                       f"{p['output_tokens_per_s']:,.0f}",
                       *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
     console.print(table)
-    if (report.get("slo") or {}).get("itl_s") is not None or any(
-            not p["sustainable"] for p in report["points"]):
-        console.print(SWEEP_NOTES, style="dim")
+    console.print(SWEEP_NOTES, style="dim")
     if "closed_loop_points" in report:
         _render_closed(report["closed_loop_points"], console)
-    console.print(f"capacity: {report['capacity_rps']:,.2f} req/s at >= "
-                  f"{report['target_attainment']:.0%} SLO attainment (synchronous "
-                  f"{report['synchronous_rps']:,.2f} req/s, saturation "
-                  f"{report['saturation_rps']:,.2f} req/s)")
+    console.print(capacity_line(report))
+    short = [p for p in report["points"] if not p["steady_state"]]
+    if short:
+        console.print(f"warning: {len(short)} of {len(report['points'])} rates did not reach "
+                      f"steady state (marked !): give them more requests (--num-requests)",
+                      style="yellow")
+
+
+def capacity_line(report: dict) -> str:
+    if report["capacity_rps_ci"] is None:
+        return (f"capacity: {report['capacity_rps']:,.2f} req/s, the highest swept rate ("
+                f"{report['capacity_limited_by']}; synchronous {report['synchronous_rps']:,.2f}"
+                f" req/s, saturation {report['saturation_rps']:,.2f} req/s)")
+    low, high = report["capacity_rps_ci"]
+    steady = "" if report["capacity_steady_state"] or not report["capacity_rps"] else \
+        "; its run did not reach steady state"
+    return (f"capacity: {pm(report['capacity_rps'], report['capacity_rps_ci'])} req/s at >= "
+            f"{report['target_attainment']:.0%} SLO attainment (95 %: {low:,.2f}-{high:,.2f};"
+            f" bisected to {report['capacity_tolerance']:.0%}; limited by "
+            f"{report['capacity_limited_by']}{steady}; synchronous "
+            f"{report['synchronous_rps']:,.2f} req/s, saturation "
+            f"{report['saturation_rps']:,.2f} req/s)")
+
+
+def _met(point: dict) -> str:
+    ci = point.get("slo_attainment_ci")
+    text = f"{point['slo_attainment'] * 100:.0f}" + (
+        f"±{(ci[1] - ci[0]) / 2 * 100:.0f}" if ci else "")
+    mark = "*" if not point["sustainable"] else "~" if point["verdict"] == "marginal" else ""
+    return text + mark + ("" if point["steady_state"] else "!")
 
 
 def _render_closed(points: list[dict], console: Console) -> None:
@@ -178,7 +221,7 @@ def _render_closed(points: list[dict], console: Console) -> None:
         table.add_column(col, justify="right")
     for p in points:
         table.add_row(str(p["concurrency"]), f"{p['achieved_rps']:,.2f}",
-                      f"{p['slo_attainment']:.1%}", f"{p['output_tokens_per_s']:,.0f}",
+                      _met(p), f"{p['output_tokens_per_s']:,.0f}",
                       *(_p99(p[k]) for k in ("ttft_ms", "tpot_ms", "e2e_ms")))
     console.print(table)
 

@@ -6,7 +6,8 @@ def verify_to_dict(result) -> dict:
     predicted_ceiling_requests, measured_ceiling_requests, phases, record (of the binding rank);
     tensor_parallel_size and binding_rank; with more than one rank, `ranks` holds each one.
     simulation_verdict: the simulated-vs-measured latency check's verdict (agrees, disagrees,
-    n/a; None without the simulator), informational: `ok` does not depend on it."""
+    underdetermined: the step-model fit could not pin a rate, so nothing was predicted; n/a;
+    None without the simulator), informational: `ok` does not depend on it."""
     if not result.ranks:
         return failed_to_dict(result)
     out = rank_to_dict(result.binding)

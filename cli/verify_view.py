@@ -73,8 +73,13 @@ def render_rank(result, console: Console, which: str = "") -> None:
     console.print(table)
     console.print(_phases(result.phases))
     console.print(_latency(result.latency))
-    if result.latency.get("simulated_vs_measured"):
-        console.print(_simulated(result.latency["simulated_vs_measured"]))
+    check = result.latency.get("simulated_vs_measured")
+    if check and check.get("verdict") == "underdetermined":
+        console.print("the same load simulated: not predicted, the step-model fit is "
+                      "underdetermined: " + "; ".join(f"{k} {v}" for k, v in
+                                                     check["underdetermined"].items()))
+    elif check:
+        console.print(_simulated(check))
     _calibration(result.calibration, console)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
@@ -177,17 +182,34 @@ def _ms(value: float | None) -> str:
 
 def _calibration(calibration: dict, console: Console) -> None:
     """The simulator's step-model fit in words: bandwidth in decimal GB/s and compute in
-    TFLOP/s (as vendors state them), overhead in ms, and how well it explains the steps."""
+    TFLOP/s (as vendors state them), overhead in ms, each with its 95 % interval or the
+    reason the steps could not pin it, and how well it explains the steps."""
     coef, fit = calibration.get("coefficients", {}), calibration.get("fit", {})
     if "bandwidth_bytes_per_s" not in coef or "measured_step_ms" not in fit:
         return
-    console.print(f"step time fit (declared load, {fit['num_steps']} steps): effective "
-                  f"bandwidth {coef['bandwidth_bytes_per_s'] / 1e9:,.3f} GB/s (decimal) of "
-                  f"weights+KV per step, compute {coef.get('flops_per_s', 0) / 1e12:,.4f} "
-                  f"TFLOP/s, attention {coef.get('attention_flops_per_s', 0) / 1e12:,.4f} "
-                  f"TFLOP/s, overhead {coef['step_overhead_s'] * 1e3:,.2f} ms per step; step "
-                  f"p50/p95 measured {_ms(fit['measured_step_ms']['p50'])}/"
+    console.print(f"step time fit ({fit['num_steps']} steps of the declared load and the "
+                  f"calibration sweep, {calibration.get('num_outliers', 0)} dropped as "
+                  f"stalls): effective bandwidth "
+                  f"{_fitted(calibration, 'bandwidth_bytes_per_s', 1e9, 'GB/s (decimal)')} of "
+                  f"weights+KV per step, compute "
+                  f"{_fitted(calibration, 'flops_per_s', 1e12, 'TFLOP/s', 4)}, attention "
+                  f"{_fitted(calibration, 'attention_flops_per_s', 1e12, 'TFLOP/s', 4)}, "
+                  f"overhead {_fitted(calibration, 'step_overhead_s', 1e-3, 'ms', 2)} per "
+                  f"step; step p50/p95 measured {_ms(fit['measured_step_ms']['p50'])}/"
                   f"{_ms(fit['measured_step_ms']['p95'])} ms, replayed "
                   f"{_ms(fit['replayed_step_ms']['p50'])}/{_ms(fit['replayed_step_ms']['p95'])}"
                   f" ms; residual spread {calibration.get('residual_cv', 0):.1%} of a step "
                   f"({calibration.get('num_compute_bound', 0)} compute-bound)")
+    for name, why in (calibration.get("underdetermined") or {}).items():
+        console.print(f"[yellow]underdetermined:[/yellow] {name}: {why}")
+
+
+def _fitted(calibration: dict, key: str, unit: float, label: str, digits: int = 3) -> str:
+    """'1.46 GB/s (95 %: 1.2-1.7)', or the value marked underdetermined."""
+    value = calibration["coefficients"].get(key, 0) / unit
+    if key in (calibration.get("underdetermined") or {}):
+        return f"{value:,.{digits}f} {label} (underdetermined)"
+    low, high = (calibration.get("intervals") or {}).get(key, (None, None))
+    if low is None or high is None:
+        return f"{value:,.{digits}f} {label}"
+    return f"{value:,.{digits}f} {label} (95 %: {low / unit:,.{digits}f}-{high / unit:,.{digits}f})"

@@ -180,6 +180,13 @@ def active_parameters(spec: ModelSpec) -> int:
     idle = spec.moe.num_experts - spec.moe.num_experts_per_tok
     per_expert = (3 if spec.gated_mlp else 2) * spec.moe.expert_intermediate_size * \
         spec.hidden_size
+    return total - idle * per_expert * len(routed_layers(spec))
+
+
+def routed_layers(spec: ModelSpec) -> tuple[int, ...]:
+    """Layers whose feed-forward block routes to experts (a spec may state experts and keep
+    every layer dense: mlp_only_layers, Nemotron-H without E blocks)."""
+    if spec.moe is None:
+        return ()
     with_mlp = range(spec.num_layers) if spec.mlp_layers is None else spec.mlp_layers
-    moe_layers = len([n for n in with_mlp if n not in spec.moe.dense_layers])
-    return total - idle * per_expert * moe_layers
+    return tuple(n for n in with_mlp if n not in spec.moe.dense_layers)

@@ -50,6 +50,21 @@ class Device:
         return self.bf16_flops_per_s
 
 
+# Streaming multiprocessors per GPU, from NVIDIA's architecture whitepapers and datasheets
+# (H100 SXM5 132, H100 PCIe 114, A100 108, AD102 boards L40/L40S/RTX 6000 Ada 142, RTX 4090 128,
+# AD104 L4 58, GA102 A10 72, A10G 80, RTX A6000 84, T4 40, B200 148). Kernels that launch one
+# program per SM size their buffers by it (vLLM's Triton top-k/top-p sampler); None: unknown.
+SM_COUNTS = {"h100-80gb": 132, "h200-141gb": 132, "h100-nvl-94gb": 132, "h100-pcie-80gb": 114,
+             "a100-40gb": 108, "a100-80gb": 108, "l40s-48gb": 142, "l40-48gb": 142,
+             "rtx-6000-ada-48gb": 142, "rtx-4090-24gb": 128, "l4-24gb": 58, "a10-24gb": 72,
+             "a10g-24gb": 80, "a6000-48gb": 84, "t4-16gb": 40, "b200-180gb": 148}
+
+
+def sm_count(label: str) -> int | None:
+    """The SM count of the catalog device a resolved label names, None when not known."""
+    device = from_label(label)
+    return SM_COUNTS.get(device.name) if device is not None else None
+
 def find(name: str) -> Device | None:
     key = name.strip().lower()
     return next((d for d in DEVICES if d.name == key), None)

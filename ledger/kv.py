@@ -7,7 +7,7 @@ from .cache_specs import indexer_bytes_per_token as _indexer_per_layer
 from .dtypes import bits_to_bytes
 from .errors import SpecError
 from .model import ATTENTION_KINDS, CHUNKED, FULL, SLIDING, ModelSpec
-from .paging import blocks_for, window_blocks
+from .paging import blocks_for, windowed_blocks
 
 
 @dataclass(frozen=True)
@@ -78,11 +78,15 @@ def indexer_bytes_per_token(spec: ModelSpec, shard: Shard = WHOLE) -> int:
 
 
 def kv_bytes_by_layer_kind(spec: ModelSpec, kv_bits: int, tokens: int, block_size_tokens: int,
-                           shard: Shard = WHOLE) -> dict[str, int]:
+                           shard: Shard = WHOLE, max_num_batched_tokens: int | None = None,
+                           prompt_tokens: int | None = None) -> dict[str, int]:
     """Bytes one sequence of `tokens` holds, split into full and sliding-window layers. A full
-    layer holds ceil(S/B) x B slots; a windowed layer min(ceil(S/B), 1 + ceil((W-1)/B)) x B
-    (paging.window_blocks: the window need not start on a block edge); a chunked-local layer
-    ceil(min(S, C) / B) x B, the most it holds at once (its chunk fills before it is freed)."""
+    layer holds ceil(S/B) x B slots; a windowed layer, without a token budget, its steady
+    decode hold min(ceil(S/B), 1 + ceil((W-1)/B)) x B (paging.window_blocks: the window need
+    not start on a block edge), and with max_num_batched_tokens T its peak, the in-flight
+    prefill of its prompt (paging.windowed_blocks: vLLM's SlidingWindowSpec); a chunked-local
+    layer ceil(min(S, C) / B) x B, the most it holds at once (its chunk fills before it is
+    freed)."""
     _check_attention(spec)
     window = spec.attention.sliding_window_tokens
     chunk = spec.attention.chunk_size_tokens
@@ -93,7 +97,8 @@ def kv_bytes_by_layer_kind(spec: ModelSpec, kv_bits: int, tokens: int, block_siz
         if not per_layer:
             continue
         if kind == SLIDING and window:
-            blocks = window_blocks(tokens, window, block_size_tokens)
+            blocks = windowed_blocks(tokens, window, block_size_tokens,
+                                     max_num_batched_tokens, prompt_tokens)
         elif kind == CHUNKED and chunk:
             blocks = blocks_for(min(tokens, chunk), block_size_tokens)
         else:
@@ -104,9 +109,22 @@ def kv_bytes_by_layer_kind(spec: ModelSpec, kv_bits: int, tokens: int, block_siz
 
 
 def kv_bytes_per_request(spec: ModelSpec, kv_bits: int, tokens: int, block_size_tokens: int,
-                         shard: Shard = WHOLE) -> int:
-    """M_KV,request = Σ over layers of the slots it holds x bytes per slot."""
-    return sum(kv_bytes_by_layer_kind(spec, kv_bits, tokens, block_size_tokens, shard).values())
+                         shard: Shard = WHOLE, max_num_batched_tokens: int | None = None) -> int:
+    """M_KV,request = Σ over layers of the slots it holds x bytes per slot (windowed layers at
+    their peak when a token budget is given, see kv_bytes_by_layer_kind)."""
+    return sum(kv_bytes_by_layer_kind(spec, kv_bits, tokens, block_size_tokens, shard,
+                                      max_num_batched_tokens).values())
+
+
+def kv_in_use_for_load(spec: ModelSpec, kv_bits: int, requests: list[tuple[int, int]],
+                       block_size_tokens: int, max_num_batched_tokens: int,
+                       shard: Shard = WHOLE) -> int:
+    """Σ over (prompt tokens, total tokens) requests of the KV each holds at its peak: the
+    kv_cache line for a load whose prompts are known (windowed layers at the larger of their
+    decode hold and their own prompt's in-flight prefill; other layers as the line)."""
+    return sum(sum(kv_bytes_by_layer_kind(spec, kv_bits, total, block_size_tokens, shard,
+                                          max_num_batched_tokens, prompt).values())
+               for prompt, total in requests)
 
 
 def _check_attention(spec: ModelSpec) -> None:

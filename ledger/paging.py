@@ -33,6 +33,34 @@ def window_blocks(num_tokens: int, window_tokens: int, block_size_tokens: int) -
     return min(blocks_for(num_tokens, block_size_tokens), held)
 
 
+def prefill_window_blocks(prompt_tokens: int, window_tokens: int, block_size_tokens: int,
+                          max_num_batched_tokens: int) -> int:
+    """min(ceil(P / B), ceil(min(W - 1 + T, P) / B) + 1): the most blocks a sliding-window
+    layer holds while a prompt of P tokens is prefilled in chunks of at most T tokens, each
+    chunk's blocks allocated before it runs and the blocks wholly before its window freed
+    (vLLM's SlidingWindowSpec.max_memory_usage_bytes with max_model_len = P, never more than
+    the prompt's own blocks). A chunk from position s attends from s - W + 1: it holds the
+    W - 1 tokens before it and its own n <= T, +1 block where the span straddles one."""
+    span = min(window_tokens - 1 + max_num_batched_tokens, prompt_tokens)
+    return min(blocks_for(prompt_tokens, block_size_tokens),
+               blocks_for(span, block_size_tokens) + 1)
+
+
+def windowed_blocks(num_tokens: int, window_tokens: int, block_size_tokens: int,
+                    max_num_batched_tokens: int | None = None,
+                    prompt_tokens: int | None = None) -> int:
+    """Blocks a sliding-window layer holds for a request of S tokens at its peak: the steady
+    decode hold (window_blocks) when no token budget is given, else the larger of that and the
+    in-flight prefill peak of its prompt (prefill_window_blocks; the prompt is the whole
+    request unless stated, the most it can be)."""
+    hold = window_blocks(num_tokens, window_tokens, block_size_tokens)
+    if max_num_batched_tokens is None:
+        return hold
+    prompt = num_tokens if prompt_tokens is None else prompt_tokens
+    return max(hold, prefill_window_blocks(prompt, window_tokens, block_size_tokens,
+                                           max_num_batched_tokens))
+
+
 def check_block_size(block_size_tokens: int) -> int:
     if block_size_tokens < 1:
         raise SpecError("block_size", block_size_tokens, "must be a whole number of tokens >= 1")

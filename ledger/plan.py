@@ -35,8 +35,9 @@ from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .sharding import Stage, rank_inventory
 from .state import state_bytes_per_request
+from .vllm_after import AfterPool, after_pool
 from .vllm_lines import overhead as vllm_overhead
-from .vllm_lines import resident_line, runtime_line
+from .vllm_lines import profile_batch, resident_line, runtime_line
 from .weights import WeightBytes, default_quant, weight_bytes
 
 __all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
@@ -64,6 +65,10 @@ class Plan:
     longest_ceiling_requests: int | None = None
     state_bytes_per_request: int = 0  # linear-attention / Mamba state: constant in context
     indexer_bytes_per_token: int = 0  # DeepSeek-V3.2's indexer K cache, its own line
+    # the load's KV once every request decodes: windowed layers hold only their window then;
+    # the kv_cache line is the peak, with each windowed prefill in flight (== it without windows)
+    kv_decode_hold_bytes: int = 0
+    after_pool: AfterPool | None = None  # vLLM: what runs after the pool, and the room for it
 
     def line(self, key: str) -> int:
         return next((item.num_bytes for item in self.lines if item.key == key), 0)
@@ -83,8 +88,12 @@ class Plan:
 
     @property
     def starts(self) -> bool:
-        """The engine would start: its pool holds one max_model_len request (plain: True)."""
-        return self.budget is None or starts(self.budget, self.serve.context_tokens)
+        """The engine would start: its pool holds one max_model_len request and (vLLM) what
+        runs after the pool fits in what it leaves (plain: True)."""
+        if self.budget is None:
+            return True
+        return starts(self.budget, self.serve.context_tokens) and (
+            self.after_pool is None or self.after_pool.fits)
 
     @property
     def fits(self) -> bool:
@@ -128,11 +137,15 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     kv_bits = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
     weights, head = _fixed_lines(spec, serve, overrides, shard, engine)
     bsz = serve.block_size_tokens
-    per_request = kv_bytes_per_request(spec, kv_bits, serve.context_tokens, bsz, shard)
+    budget_tokens = serve.max_num_batched_tokens
+    per_request = kv_bytes_per_request(spec, kv_bits, serve.context_tokens, bsz, shard,
+                                       budget_tokens)
     lengths = list(serve.live_lengths)
-    kv_by_kind = _kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard)
+    kv_by_kind = _kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard, budget_tokens)
     kv_total = sum(kv_by_kind.values())
-    kv_line = Line("kv_cache", "KV cache in use", kv_total, _kv_from(lengths, bsz, serve))
+    hold = sum(_kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard).values())
+    kv_line = Line("kv_cache", "KV cache in use", kv_total,
+                   _kv_from(lengths, bsz, serve) + _window_from(kv_by_kind, hold, serve))
     cache_lines = (kv_line,) + _extra_cache_lines(spec, lengths, bsz, shard)
     cache_total = sum(item.num_bytes for item in cache_lines)
     state = state_bytes_per_request(spec, shard.layer_ids(spec), shard.tensor_parallel_size)
@@ -143,6 +156,10 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         lines = head + cache_lines + (Line("safety", "safety reserve", safety, safety_from),)
     else:
         lines, result = _engine_lines(spec, serve, shard, engine, head, cache_lines, kv_bits)
+    after = None
+    if engine.name == VLLM and starts(result, serve.context_tokens):
+        after = after_pool(spec, serve, shard, engine, lines, result,
+                           profile_batch(engine, serve))
     fixed = sum(item.num_bytes for item in lines) - cache_total
     longest = memory_ceiling(serve.device_bytes, fixed, whole_request)
     if serve.lengths:
@@ -153,16 +170,19 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         model=spec.name, serve=serve, lines=lines,
         kv_bytes_per_token=kv_bytes_per_token(spec, kv_bits, shard),
         kv_bytes_per_request=per_request,
-        kv_bytes_by_kind=kv_bytes_by_layer_kind(spec, kv_bits, serve.context_tokens, bsz, shard),
+        kv_bytes_by_kind=kv_bytes_by_layer_kind(spec, kv_bits, serve.context_tokens, bsz, shard,
+                                                budget_tokens),
         paging=paging_report(lengths, bsz, serve.shared_prefix_tokens),
         memory_ceiling_requests=ceiling if result is None else int(result.max_concurrency),
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
-        notes=_notes(spec, serve, weights, fixed, result) + _engine_notes(engine), budget=result,
+        notes=_notes(spec, serve, weights, fixed, result) + _engine_notes(engine)
+        + _after_notes(after), budget=result, after_pool=after,
         shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
         longest_ceiling_requests=longest if serve.lengths and result is None else None,
         state_bytes_per_request=state, indexer_bytes_per_token=indexer_bytes_per_token(spec, shard),
+        kv_decode_hold_bytes=hold,
     )
 
 
@@ -310,13 +330,15 @@ def _safety(serve: ServeSpec) -> tuple[int, str]:
 
 
 def _kv_in_use_by_kind(spec: ModelSpec, kv_bits: int, lengths: list[int], serve: ServeSpec,
-                       shard: Shard) -> dict[str, int]:
+                       shard: Shard, budget_tokens: int | None = None) -> dict[str, int]:
     """Σ_r over live requests, paged, split into full and sliding-window layers; a shared
-    prefix's full blocks are stored once (windowed layers keep each request's own window)."""
+    prefix's full blocks are stored once (windowed layers keep each request's own window).
+    budget_tokens: windowed layers at their in-flight prefill peak (else the decode hold)."""
     bsz = serve.block_size_tokens
     out = {"full": 0, "sliding": 0}
     for n, count in Counter(lengths).items():  # equal lengths once: 16 x 4,096 is one call
-        for kind, num_bytes in kv_bytes_by_layer_kind(spec, kv_bits, n, bsz, shard).items():
+        for kind, num_bytes in kv_bytes_by_layer_kind(spec, kv_bits, n, bsz, shard,
+                                                      budget_tokens).items():
             out[kind] = out.get(kind, 0) + num_bytes * count
     shared_tokens = min([serve.shared_prefix_tokens, *lengths]) // bsz * bsz
     if shared_tokens and len(lengths) > 1:
@@ -331,6 +353,17 @@ def _kv_from(lengths: list[int], bsz: int, serve: ServeSpec) -> str:
     shared = f", {serve.shared_prefix_tokens:,}-token prefix shared" \
         if serve.shared_prefix_tokens else ""
     return f"{load}, {serve.kv_dtype}, {bsz}-token blocks{shared}"
+
+
+def _window_from(kv_by_kind: dict[str, int], hold: int, serve: ServeSpec) -> str:
+    """Windowed layers: the line is the peak, each request's prefill in flight (vLLM's
+    SlidingWindowSpec: W - 1 + T tokens + 1 block, at most its own); the steady decode hold
+    beside it."""
+    if not kv_by_kind.get("sliding"):
+        return ""
+    return (f"; windowed layers at the in-flight prefill peak (W - 1 + "
+            f"{serve.max_num_batched_tokens:,} batched tokens + 1 block, vLLM's "
+            f"SlidingWindowSpec); steady decode hold {hold:,} B")
 
 
 def _representations(serve: ServeSpec, weights: WeightBytes, kv_bits: int):
@@ -364,6 +397,13 @@ def _notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: int,
     elif fixed > serve.device_bytes:
         notes.append("weights, runtime peak and safety leave no room for any KV: ceiling 0")
     return tuple(notes)
+
+
+def _after_notes(after: AfterPool | None) -> tuple[str, ...]:
+    if after is None or after.fits:
+        return ()
+    return (f"vllm: {after.sentence()} ({after.how}): the engine would fail to start after "
+            "sizing its pool",)
 
 
 def _engine_notes(engine: EngineSpec) -> tuple[str, ...]:

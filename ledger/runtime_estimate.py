@@ -10,10 +10,12 @@ many requests are resident: attention reads the paged KV a bounded group of bloc
 from dataclasses import dataclass
 
 from . import dtypes
+from .arch import routed_layers
 from .errors import SpecError
 from .kv import WHOLE, Shard, kv_heads_per_rank
 from .model import ModelSpec
 from .serve import DEFAULT_BLOCK_SIZE_TOKENS, ServeSpec
+from .state_estimate import StateDims, state_dims, state_layer_peak
 
 LOGIT_BITS = 32  # samplers upcast logits to fp32
 FP32_BYTES = 4  # scores, softmax state and RMSNorm run in fp32
@@ -23,6 +25,17 @@ SMALL_TENSOR_BYTES = 16384  # scalar operands, block tables and other tensors of
 # fp32 attention scores one grouped pass over paged K/V may hold (the runtime reads the cache a
 # group of blocks at a time, so its attention transient is bounded by this, not by context)
 ATTENTION_GROUP_SCORES = 1 << 15
+# tokens per chunk of the runtime's chunked state scans (Mamba-2 SSD, gated delta rule): the
+# (chunk x chunk) per-head intermediates a prefill makes are bounded by it
+STATE_SCAN_CHUNK_TOKENS = 64
+# fp32 state elements one group of decoding sequences steps at once (their states gathered from
+# the state pool, stepped, written back): bounds a decode's state transient, whatever the batch
+STATE_GROUP_ELEMENTS = 1 << 22
+
+
+def state_group_rows(state_elements: int) -> int:
+    """Sequences one decode group of a state layer steps together (at least one)."""
+    return max(1, STATE_GROUP_ELEMENTS // state_elements)
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,9 @@ class Dims:
     block: int
     qk_norm: bool = False
     exact: bool = True  # False: KV dtype unknown, a cast of the gathered K/V always counted
+    gated_mlp: bool = True  # False: up/down only (Nemotron-H's relu2 MLP)
+    q_gate: bool = False  # q_proj also emits an output gate (Qwen3-Next)
+    state: StateDims | None = None  # hybrids' state layers (ledger/state_estimate.py)
 
     @property
     def cast_bytes(self) -> int:
@@ -105,7 +121,9 @@ def step_terms(dims: Dims, num_tokens: int, num_seqs: int, logit_rows: int) -> d
     layer = layer_peak(dims, t, num_seqs, group)
     logits = t * dims.hidden * b + logit_rows * (dims.hidden * b + dims.vocab * b
                                                  + dims.vocab * dims.cast_bytes)
-    tables = num_seqs * (2 * group // dims.block + 1)  # block ids of two groups of keys
+    # block ids of two groups of keys (any block up to the default when the block is not known)
+    table_block = dims.block if dims.exact else 1
+    tables = num_seqs * (2 * group_tokens(t, dims.q_heads, table_block) // table_block + 1)
     return {"index": INDEX_BYTES * (STEP_INDEX_TENSORS * t + num_seqs + tables),
             "layers": max(residual + layer, logits),
             "sampling": 2 * dims.vocab * FP32_BYTES + logit_rows * INDEX_BYTES,
@@ -119,7 +137,8 @@ def layer_peak(dims: Dims, tokens: int, num_seqs: int, group: int) -> int:
                prompt kernel's output, its log-sum-exp and row-major copy with o_proj (H), or
                the paged pass (paged_attention)
     mlp        h and two (T, I) (gate, up), then gate and the (T, H) down projection.
-    (Qwen3's q/k RMSNorm holds fp32 (T, q) temporaries inside the attention phase.)"""
+    (Qwen3's q/k RMSNorm holds fp32 (T, q) temporaries inside the attention phase.)
+    state      a hybrid's linear-attention or Mamba-2 layer (state_estimate.state_layer_peak)"""
     t, b, d = tokens, dims.act_bytes, dims
     norm = t * d.hidden * (FP32_BYTES + d.cast_bytes)
     held = t * (d.hidden + d.q + 2 * d.kv) * b
@@ -127,8 +146,17 @@ def layer_peak(dims: Dims, tokens: int, num_seqs: int, group: int) -> int:
     qk_norm = t * d.q * (FP32_BYTES + d.cast_bytes) if d.qk_norm else 0  # RMSNorm of q
     attention = held + max(2 * t * d.q * b, qk_norm, prompt,
                            paged_attention(d, t, num_seqs, group), t * (d.q + d.hidden) * b)
+    if d.q_gate:  # q_proj's gate rows beside q, then the gate's row-major copy
+        attention += 2 * t * d.q * b
     mlp = t * d.hidden * b + max(2 * t * d.inter * b, t * (d.inter + d.hidden) * b)
-    return max(norm, attention, mlp)
+    if not d.gated_mlp:  # relu(up) squared in place, then down
+        mlp = t * d.hidden * b + t * (d.inter + d.hidden) * b
+    widest = max(norm, attention, mlp)
+    if d.state is not None:  # the normed input, then the state layer
+        num_decode = tokens if num_seqs == tokens else 0
+        widest = max(widest, t * d.hidden * b + state_layer_peak(
+            d.state, t, num_decode, b, STATE_SCAN_CHUNK_TOKENS, state_group_rows(d.state.state)))
+    return widest
 
 
 def paged_attention(dims: Dims, rows: int, num_seqs: int, group: int) -> int:
@@ -170,11 +198,11 @@ def _dims(spec: ModelSpec, serve: ServeSpec, shard: Shard, exact: bool) -> Dims:
         else FP32_BYTES
     tp, att = shard.tensor_parallel_size, spec.attention
     inter = spec.intermediate_size
-    if spec.moe is not None:
+    if routed_layers(spec):
         inter = max(inter, spec.moe.expert_intermediate_size * spec.moe.num_experts_per_tok)
     q_heads = max(1, att.num_heads // tp)
     kv_heads = min(q_heads, kv_heads_per_rank(spec, tp))
     return Dims(spec.hidden_size, inter // tp, q_heads * att.head_dim,
                 kv_heads * att.head_dim, att.head_dim, q_heads, kv_heads, spec.vocab_size,
                 act, max(1, kv), serve.block_size_tokens if exact else DEFAULT_BLOCK_SIZE_TOKENS,
-                att.qk_norm, exact)
+                att.qk_norm, exact, spec.gated_mlp, att.q_gate, state_dims(spec))

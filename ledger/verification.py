@@ -27,6 +27,11 @@ class Measured:
     failures: tuple["Failure", ...] = ()
     cuda_context_bytes: int = 0  # the CUDA context (CUDA only; 0 on the CPU)
     cuda_context_charged: bool = True  # False on an emulated device: it lives outside it
+    # the ledger's KV for the load as it ran (kv.kv_in_use_for_load: windowed layers at the
+    # larger of their decode hold and their own prompts' in-flight prefill); None: the line
+    kv_load_bytes: int | None = None
+    state_pool_bytes: int = 0  # hybrids: the state pool tensors (slots + null slot)
+    state_in_use_bytes: int = 0  # the most slots the load held at once x state bytes a slot
 
 
 @dataclass(frozen=True)
@@ -99,12 +104,28 @@ def kv_pool_blocks(plan: Plan, bytes_per_block: int | None = None,
     these hold memory_ceiling_requests requests. The one copy of this formula: the runtime's
     pool and the simulator's call it."""
     per_block = bytes_per_block if bytes_per_block is not None else block_bytes(plan)
-    return max(0, (plan.device_bytes - plan.fixed_bytes - extra_fixed_bytes) // per_block)
+    states = state_pool_slots(plan) * plan.state_bytes_per_request
+    return max(0, (plan.device_bytes - plan.fixed_bytes - extra_fixed_bytes - states)
+               // per_block)
 
 
 def kv_pool_bytes(plan: Plan) -> int:
     """The pool tensor the plan implies: (blocks + null block) x block bytes."""
     return (kv_pool_blocks(plan) + NULL_BLOCKS) * block_bytes(plan)
+
+
+def state_pool_slots(plan: Plan) -> int:
+    """Hybrids: one state slot for each request the plan's ceiling admits (a request holds one
+    slot in every state layer, ledger/state.py); 0 without state layers. The KV pool takes what
+    is left (kv_pool_blocks), which holds the ceiling's KV: device - fixed >= ceiling x (KV +
+    state) per request."""
+    return plan.memory_ceiling_requests if plan.state_bytes_per_request else 0
+
+
+def state_pool_bytes(plan: Plan) -> int:
+    """The state pool tensors the plan implies: (slots + null slot) x state bytes a request."""
+    slots = state_pool_slots(plan)
+    return (slots + NULL_BLOCKS) * plan.state_bytes_per_request if slots else 0
 
 
 def reconcile(plan: Plan, measured: Measured) -> Reconciliation:
@@ -117,6 +138,7 @@ def reconcile(plan: Plan, measured: Measured) -> Reconciliation:
                 measured.runtime_peak_bytes, "<= declared budget"),
         _exact("kv_pool", "KV pool tensor", kv_pool_bytes(plan), measured.kv_pool_bytes),
         _kv_in_use(plan, measured),
+        *_states(plan, measured),
         _safety(plan, measured),
         LineCheck("non_torch", "non-torch", 0, measured.non_torch_bytes,
                   REPORTED, "reported (from safety)"),
@@ -168,10 +190,32 @@ def _kv_in_use(plan: Plan, measured: Measured) -> LineCheck:
     if not measured.load_is_declared:
         return _within("kv_cache", "KV in use (peak)", predicted, used,
                        "<= ledger (workload lengths)")
+    detail = ""
+    if measured.kv_load_bytes is not None and measured.kv_load_bytes != predicted:
+        detail = (f"windowed layers at the larger of the decode hold and the declared "
+                  f"prompts' in-flight prefill (the plan's line, prompts of the whole context: "
+                  f"{predicted:,} B)")
+        predicted = measured.kv_load_bytes
     slack = plan.serve.concurrency * block_bytes(plan)
     ok = predicted - slack <= used <= predicted
     return LineCheck("kv_cache", "KV in use (peak)", predicted, used, OK if ok else VIOLATED,
-                     "<= ledger, >= ledger - 1 block/request")
+                     "<= ledger, >= ledger - 1 block/request", detail)
+
+
+def _states(plan: Plan, measured: Measured) -> tuple[LineCheck, ...]:
+    """Hybrids: the state pool tensors, exact; the fixed state in use, exact under the declared
+    load (each live request holds one slot of state_bytes_per_request), at most the ledger's
+    with a workload file."""
+    if not plan.state_bytes_per_request:
+        return ()
+    pool = _exact("state_pool", "state pool tensors", state_pool_bytes(plan),
+                  measured.state_pool_bytes)
+    if not measured.load_is_declared:
+        return pool, _within("state_cache", "fixed state in use (peak)",
+                             plan.line("state_cache"), measured.state_in_use_bytes,
+                             "<= ledger (workload lengths)")
+    return pool, _exact("state_cache", "fixed state in use (peak)", plan.line("state_cache"),
+                        measured.state_in_use_bytes)
 
 
 def _safety(plan: Plan, measured: Measured) -> LineCheck:

@@ -1,7 +1,7 @@
 """The ledger lines of a vLLM rank that come from its release's rules: resident weight layout,
 the profile pass's activation peak, memory outside torch, collective buffers, CUDA graphs."""
 
-from .devices import from_label
+from .devices import from_label, sm_count
 from .kv import Shard
 from .lines import Line
 from .model import ModelSpec
@@ -36,7 +36,7 @@ def resident_line(spec: ModelSpec, shard: Shard, engine) -> tuple[Line, ...]:
 
 def runtime_line(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine) -> Line:
     size, how = activation_estimate(spec, shard, engine.vllm_row, profile_batch(engine, serve),
-                                    engine.sampler)
+                                    engine.sampler, sm_count(serve.device_label))
     return Line("runtime_peak", "runtime peak", size, how)
 
 

@@ -35,6 +35,7 @@ FLASHINFER_SAMPLER_BYTES = 2 + 4 + 4
 # Triton's top-k/top-p masks the fp32 logits in place; then softmax's fp32 probabilities and
 # random_sample's exponential noise q (probs.div_(q)): model-dtype logits, fp32 copy, probs, q.
 TRITON_SAMPLER_BYTES = 2 + 4 + 4 + 4
+TRITON_MIN_BATCH = 8  # apply_top_k_top_p: Triton for batches of 8 or more, else PyTorch's sort
 SAMPLERS = (FLASHINFER, TORCH, TRITON)
 
 
@@ -75,7 +76,7 @@ def forward_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:
     residual and output (3 H) with, in an MLP, gate_up (2 I), the activation (I); in a fused
     MoE, per routed copy the intermediate caches (2 I, I, H); in attention q, k, v, its output
     and o_proj's (2 q + 2 kv + H). Activation dtype bytes per element."""
-    act = _act_bytes(spec)
+    act = act_bytes(spec)
     tp, h, att = shard.tensor_parallel_size, spec.hidden_size, spec.attention
     widths = [2 * (att.num_heads * att.head_dim) // tp + 2 * max(
         att.num_kv_heads * att.head_dim // tp, att.head_dim) + h]
@@ -96,13 +97,27 @@ def sampler_path(row: VllmRow, sampler: str | None) -> str:
     return sampler if sampler is not None else row.sampler
 
 
-def sampler_peak(spec: ModelSpec, row: VllmRow, seqs: int, sampler: str | None = None) -> int:
+def sampler_peak(spec: ModelSpec, row: VllmRow, seqs: int, sampler: str | None = None,
+                 sms: int | None = None) -> int:
     """The dummy sampler over `seqs` rows of the full vocabulary (logits are gathered from the
-    tensor-parallel ranks): FLASHINFER_SAMPLER_BYTES or the row's PyTorch-path bytes each."""
+    tensor-parallel ranks): FLASHINFER_SAMPLER_BYTES or the row's PyTorch-path bytes each;
+    Triton's path also keeps its per-program buffer (triton_buffer)."""
     path = sampler_path(row, sampler)
     per = {FLASHINFER: FLASHINFER_SAMPLER_BYTES, TRITON: TRITON_SAMPLER_BYTES}.get(
         path, row.sampler_bytes_per_logit)
-    return seqs * spec.vocab_size * per
+    extra = triton_buffer(spec, seqs, sms) if path == TRITON else 0
+    return seqs * spec.vocab_size * per + extra
+
+
+def triton_buffer(spec: ModelSpec, seqs: int, sms: int | None) -> int:
+    """apply_top_k_top_p_triton (vllm/v1/sample/ops/topk_topp_triton.py, 0.17.1 - 0.21.0) for
+    batches of TRITON_MIN_BATCH or more: one fp32 vocabulary row per program, min(SMs, batch)
+    programs, the buffer min(next power of 2, SMs) rows, cached once made (so held after the
+    profile). Unknown SM count (a device outside the catalog's SM_COUNTS): 0."""
+    if sms is None or seqs < TRITON_MIN_BATCH:
+        return 0
+    programs = min(sms, seqs)
+    return min(1 << (programs - 1).bit_length(), sms) * spec.vocab_size * 4
 
 
 def moe_workspace(spec: ModelSpec, shard: Shard, tokens: int) -> int:
@@ -113,26 +128,27 @@ def moe_workspace(spec: ModelSpec, shard: Shard, tokens: int) -> int:
         return 0
     inter, h = -(-spec.moe.expert_intermediate_size // shard.tensor_parallel_size), spec.hidden_size
     rows = min(tokens, FUSED_MOE_CHUNK) * spec.moe.num_experts_per_tok
-    return rows * (max(inter, h) + max(2 * inter, h)) * _act_bytes(spec)
+    return rows * (max(inter, h) + max(2 * inter, h)) * act_bytes(spec)
 
 
-def _act_bytes(spec: ModelSpec) -> int:
+def act_bytes(spec: ModelSpec) -> int:
     return dtypes.lookup("bf16" if spec.checkpoint_dtype not in ("fp16", "fp32")
                          else spec.checkpoint_dtype, "dtype").bits // 8
 
 
 def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch,
-                        sampler_kind: str | None = None) -> tuple[int, str]:
+                        sampler_kind: str | None = None,
+                        sms: int | None = None) -> tuple[int, str]:
     """Torch peak increase of vLLM's profile run: the forward and the sampler run one after
     the other, so the wider of the two; only the last pipeline stage samples. V1 samples from
     the dummy batch's hidden states (tokens x hidden), held meanwhile, and where the release
     keeps the fused-MoE workspaces (VllmRow.moe_workspace_kept), so are they."""
     seqs = min(batch.seqs, batch.tokens)
     forward = forward_peak(spec, shard, batch.tokens)
-    sampler = sampler_peak(spec, row, seqs, sampler_kind) if shard.last_stage else 0
+    sampler = sampler_peak(spec, row, seqs, sampler_kind, sms) if shard.last_stage else 0
     kept = moe_workspace(spec, shard, batch.tokens) if row.moe_workspace_kept else 0
     if row.formula == "v1" and shard.last_stage:  # _dummy_run's hidden states feed the sampler
-        kept += batch.tokens * spec.hidden_size * _act_bytes(spec)
+        kept += batch.tokens * spec.hidden_size * act_bytes(spec)
     wider = "forward" if forward >= sampler + kept else "sampler"
     also = f" + what the forward still holds {kept / GiB:.2f} GiB" if kept else ""
     return max(forward, sampler + kept), (

@@ -1,5 +1,7 @@
 """'Does not start', and vLLM's own advice when it would not: the largest max_model_len its pool
-holds, or the gpu_memory_utilization that would be needed, each found with fit's search."""
+holds, or the gpu_memory_utilization that would be needed, each found with fit's search; when
+what runs after the pool does not fit, the largest gpu_memory_utilization or max_num_seqs that
+leaves it room, or --enforce-eager."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,16 +14,50 @@ UTIL_STEP = 100  # gpu_memory_utilization is searched in hundredths, as users ty
 
 @dataclass(frozen=True)
 class StartAdvice:
-    """What would make the engine start: a max_model_len, a gpu_memory_utilization (either may
-    be None when nothing in range does), and the sentence vLLM's own error gives."""
+    """What would make the engine start: a max_model_len, a gpu_memory_utilization, a
+    max_num_seqs (each None when nothing in range does, or it would not help), and the sentence
+    vLLM's own error gives."""
 
     max_model_len: int | None
     gpu_memory_utilization: float | None
     text: str
+    max_num_seqs: int | None = None
 
 
 def starts(deployment: Deployment) -> bool:
     return all(stage.plan.starts for stage in deployment.stages)
+
+
+def fails_after_pool(deployment: Deployment) -> bool:
+    """Every pool holds a request, but on some rank what runs after it does not fit."""
+    plans = [stage.plan for stage in deployment.stages]
+    return all(p.after_pool is not None for p in plans) and not starts(deployment)
+
+
+def advise_after_pool(at_utilization: Callable[[float], Deployment],
+                      at_seqs: Callable[[int], Deployment], utilization: float,
+                      max_num_seqs: int, deployment: Deployment) -> StartAdvice:
+    """vLLM's 'Please try lowering max_num_seqs or gpu_memory_utilization' (its sampler
+    warm-up error) and --enforce-eager for the capture, with the figures: the largest
+    gpu_memory_utilization below the asked one, and the largest max_num_seqs below it, that
+    start."""
+    hundredths = round(utilization * UTIL_STEP)
+    # hundredths below the asked utilization that still fail: the first past them starts (far
+    # lower, the pool would stop holding a request: the gallop lands well inside the gap)
+    by_util = largest("gpu_memory_utilization", lambda j: _gate(
+        at_utilization((hundredths - j) / UTIL_STEP), fails=True), 0, max(hundredths - 1, 0))
+    below = by_util.beyond.value if by_util.beyond else None
+    util = (hundredths - below) / UTIL_STEP if below is not None and _starts_at(
+        at_utilization, (hundredths - below) / UTIL_STEP) else None
+    by_seqs = largest("max_num_seqs", lambda n: _gate(at_seqs(n)), 1, max(max_num_seqs - 1, 1))
+    seqs = by_seqs.answer.value if by_seqs.answer else None
+    after = next(s.plan.after_pool for s in deployment.stages if not s.plan.starts)
+    parts = [f"lower gpu_memory_utilization to {util:.2f}"] if util is not None else []
+    parts += [f"lower max_num_seqs to {seqs:,}"] if seqs is not None else []
+    parts.append("start vLLM with --enforce-eager (no CUDA graphs)")
+    text = (f"vLLM would fail after sizing its KV pool: {after.sentence()}; "
+            + " or ".join(parts))
+    return StartAdvice(None, util, text, seqs)
 
 
 def advise(at_length: Callable[[int], Deployment], at_utilization: Callable[[float], Deployment],
@@ -48,13 +84,18 @@ def advise(at_length: Callable[[int], Deployment], at_utilization: Callable[[flo
 
 
 class _Gate:
-    """A deployment whose `fits` is whether the engine starts (what the search reads)."""
+    """A deployment whose `fits` is whether the engine starts (what the search reads), or with
+    `fails`, whether it does not."""
 
-    def __init__(self, deployment: Deployment) -> None:
+    def __init__(self, deployment: Deployment, fails: bool = False) -> None:
         self.deployment = deployment
-        self.fits = starts(deployment)
+        self.fits = starts(deployment) != fails
         self.plan = deployment.plan
 
 
-def _gate(deployment: Deployment) -> "_Gate":
-    return _Gate(deployment)
+def _gate(deployment: Deployment, fails: bool = False) -> "_Gate":
+    return _Gate(deployment, fails)
+
+
+def _starts_at(at_utilization: Callable[[float], Deployment], utilization: float) -> bool:
+    return utilization > 0 and starts(at_utilization(utilization))

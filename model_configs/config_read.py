@@ -50,6 +50,7 @@ def prepare(data: dict) -> tuple[dict, tuple[str, ...], tuple[str, ...]]:
     model_type = _resolve_type(data, notes)
     if model_type is not None:
         data = {**data, "model_type": model_type}
+        data = _block_types(data, notes)
         data, filled = with_defaults(model_type, data)
         if filled:
             notes.append(f"{', '.join(filled)} not stated: {model_type}'s defaults in "
@@ -59,6 +60,31 @@ def prepare(data: dict) -> tuple[dict, tuple[str, ...], tuple[str, ...]]:
     check_numbers(kept)
     _refuse_unread_memory_fields(kept, model_type)
     return kept, ignored, tuple(notes)
+
+
+# transformers >= 5 writes Nemotron-H's pattern as layers_block_type (NemotronHConfig
+# _list_to_pattern): mamba blocks are its "linear_attention"
+BLOCK_TYPES = {"linear_attention": "M", "mamba": "M", "full_attention": "*", "attention": "*",
+               "mlp": "-", "moe": "E"}
+
+
+def _block_types(data: dict, notes: list[str]) -> dict:
+    """Nemotron-H's layers_block_type read as the hybrid_override_pattern it replaces (and its
+    length as num_hidden_layers, which such configs leave out)."""
+    types = data.get("layers_block_type")
+    if data["model_type"] != "nemotron_h" or types is None or \
+            data.get("hybrid_override_pattern") is not None:
+        return data
+    if not isinstance(types, list) or any(t not in BLOCK_TYPES for t in types):
+        raise SpecError("layers_block_type", types, "a list, each one of "
+                        + ", ".join(BLOCK_TYPES))
+    pattern = "".join(BLOCK_TYPES[t] for t in types)
+    notes.append(f"layers_block_type read as hybrid_override_pattern {pattern}")
+    out = {k: v for k, v in data.items() if k != "layers_block_type"}
+    out["hybrid_override_pattern"] = pattern
+    if out.get("num_hidden_layers") is None:
+        out["num_hidden_layers"] = len(types)
+    return out
 
 
 def _unwrap(data: dict, notes: list[str]) -> dict:

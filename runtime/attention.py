@@ -37,6 +37,7 @@ class PagedBatch:
     prefills: list[PrefillSpan]
     # (T,) each token's sequence length after this step (RoPE types that depend on it)
     seq_lens: torch.Tensor | None = None
+    states: object = None  # hybrids: the step's state layout (state_pool.StateStep)
 
 
 def allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> torch.Tensor:
@@ -175,6 +176,11 @@ class PagedKV:
 
     def __init__(self, pool: KVPool, batch: PagedBatch) -> None:
         self.pool, self.batch = pool, batch
+
+    @property
+    def states(self):
+        """The step's state layout for linear-attention and Mamba layers (hybrids only)."""
+        return self.batch.states
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                window_tokens: int | None) -> torch.Tensor:

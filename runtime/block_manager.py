@@ -88,30 +88,44 @@ class BlockManager:
         after this whole prefix): a hash collision cannot serve another prefix's K/V."""
         return block.parent_serial == (parent and parent.serial) and block.token_ids == tokens
 
-    def allocation_cost(self, token_ids: list[int]) -> int:
-        """Free blocks that allocate(token_ids) would take: cache hits on blocks another
-        sequence holds are free of charge; hits on freed (cached) blocks still leave the list."""
-        shared = sum(1 for b in self.prefix_hits(token_ids) if self.blocks[b].ref_count > 0)
-        return blocks_for(len(token_ids), self.block_size_tokens) - shared
+    def allocation_cost(self, token_ids: list[int], num_tokens: int | None = None) -> int:
+        """Free blocks that allocate(token_ids, num_tokens) would take: cache hits on blocks
+        another sequence holds are free of charge; hits on freed (cached) blocks still leave
+        the list."""
+        hits = self.prefix_hits(token_ids)
+        shared = sum(1 for b in hits if self.blocks[b].ref_count > 0)
+        return self._blocks_upto(token_ids, num_tokens, hits) - shared
 
-    def can_allocate(self, token_ids: list[int], extra_blocks: int = 0) -> bool:
-        return self.allocation_cost(token_ids) + extra_blocks <= self.num_free_blocks
+    def can_allocate(self, token_ids: list[int], extra_blocks: int = 0,
+                     num_tokens: int | None = None) -> bool:
+        return self.allocation_cost(token_ids, num_tokens) + extra_blocks <= self.num_free_blocks
 
-    def allocate(self, seq_id: int, token_ids: list[int]) -> int:
-        """Blocks for every token of `token_ids`; returns how many leading tokens are already
-        computed (prefix-cache hits)."""
+    def cached_tokens(self, token_ids: list[int]) -> int:
+        """Leading tokens allocate() would serve from the prefix cache."""
+        return len(self.prefix_hits(token_ids)) * self.block_size_tokens
+
+    def _blocks_upto(self, token_ids: list[int], num_tokens: int | None,
+                     hits: list[int]) -> int:
+        """Blocks covering the first num_tokens tokens (all of them by default), and never fewer
+        than the cache hits."""
+        upto = len(token_ids) if num_tokens is None else min(num_tokens, len(token_ids))
+        return max(len(hits), blocks_for(upto, self.block_size_tokens))
+
+    def allocate(self, seq_id: int, token_ids: list[int], num_tokens: int | None = None) -> int:
+        """Blocks for the first num_tokens tokens of `token_ids` (every token by default: a
+        scheduler allocates one chunk at a time and grows the table with prepare_write);
+        returns how many leading tokens are already computed (prefix-cache hits)."""
         if seq_id in self.tables:
             raise ValueError(f"sequence {seq_id} already holds blocks")
         if not token_ids:
             raise SpecError("prompt_tokens", 0, "a sequence needs at least one token")
-        if not self.can_allocate(token_ids):
+        if not self.can_allocate(token_ids, num_tokens=num_tokens):
             raise MemoryError(f"sequence {seq_id}: not enough free KV blocks")
         hits = self.prefix_hits(token_ids)
         for block_id in hits:
             self._retain(block_id)
-        table = hits + [self._take_free() for _ in
-                        range(blocks_for(len(token_ids), self.block_size_tokens) - len(hits))]
-        self.tables[seq_id] = table
+        fresh = self._blocks_upto(token_ids, num_tokens, hits) - len(hits)
+        self.tables[seq_id] = hits + [self._take_free() for _ in range(fresh)]
         self.num_hashed[seq_id] = len(hits)
         return len(hits) * self.block_size_tokens
 

@@ -24,6 +24,7 @@ from servecap.ledger.kv import Shard
 from servecap.ledger.model import SLIDING, ModelSpec
 from servecap.ledger.plan import build_plan
 from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, ServeSpec
+from servecap.ledger.verification import state_pool_slots
 
 from .block_manager import BlockManager
 from .isolation import forward_isolated, sample_isolated
@@ -43,6 +44,7 @@ from .sequence import (
     Sequence,
     check_request,
 )
+from .state_pool import StatePool, StateSlots
 from .weights import load_decoder, random_decoder
 
 
@@ -56,6 +58,9 @@ class EngineConfig:
     reserve_full_context: bool = True
     # free blocks wholly out of the window when every layer is windowed (Scheduler)
     free_out_of_window: bool = True
+    # the token budget a windowed request's in-flight prefill peak is counted with (the
+    # ledger's line): max_num_batched_tokens unless a probe lifted it
+    window_budget_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,18 +87,27 @@ class StepStats:
 
 
 class Engine:
-    def __init__(self, model: Decoder, pool: KVPool, config: EngineConfig = EngineConfig()
-                 ) -> None:
-        self.model, self.pool, self.config = model, pool, config
+    """states: the hybrids' state pool (required when the model has linear-attention or
+    Mamba layers). Prefix caching is off for them: a cached prefix's KV does not give back the
+    state after it (vLLM's mamba_cache_mode 'none')."""
+
+    def __init__(self, model: Decoder, pool: KVPool, config: EngineConfig = EngineConfig(),
+                 states: StatePool | None = None) -> None:
+        if bool(model.spec.state_layers) != (states is not None):
+            raise SpecError("state pool", states is not None, "a state pool exactly when the "
+                            "model has linear-attention or Mamba layers")
+        self.model, self.pool, self.config, self.states = model, pool, config, states
         self.blocks = BlockManager(pool.num_blocks, pool.block_size_tokens,
-                                   config.enable_prefix_caching)
+                                   config.enable_prefix_caching and states is None)
         window = windowed_everywhere(model.spec) if config.free_out_of_window else None
+        self.slots = StateSlots(states.num_slots) if states is not None else None
         self.scheduler = Scheduler(self.blocks, config.max_num_seqs,
                                    config.max_num_batched_tokens, config.reserve_full_context,
-                                   window)
+                                   window, self.slots, config.window_budget_tokens)
         self.records: list[RequestRecord] = []
         self.step_hooks: list[Callable[[StepStats], None]] = []
         self.num_steps = self.max_resident_requests = self.max_blocks_in_use = 0
+        self.max_state_slots_in_use = 0
         self._seqs: dict[int, list[Sequence]] = {}
         self._generators: dict[int, torch.Generator] = {}
         self._next_seq_id = self._next_request_id = 0
@@ -109,14 +123,16 @@ class Engine:
         rank's shard leaves."""
         model = (load_decoder(spec, weights_dir, serve.weight_dtype, device, tp) if weights_dir
                  else random_decoder(spec, serve.weight_dtype, device, seed, tp=tp))
+        plan = build_plan(spec, serve, shard=Shard(tp.size))
         if num_blocks is None:
-            plan = build_plan(spec, serve, shard=Shard(tp.size))
             num_blocks = blocks_for_plan(spec, plan, tp.size)
         pool = KVPool(spec, num_blocks, serve.block_size_tokens, serve.kv_dtype, device,
                       tp.size)
+        states = StatePool(spec, state_pool_slots(plan), device, tp.size) \
+            if spec.state_layers else None
         config.setdefault("max_num_seqs", serve.max_num_seqs)
         config.setdefault("max_num_batched_tokens", serve.max_num_batched_tokens)
-        return cls(model, pool, EngineConfig(**config))
+        return cls(model, pool, EngineConfig(**config), states)
 
     # -- memory the runtime owns ---------------------------------------------------------
     @property
@@ -131,14 +147,15 @@ class Engine:
         """Resident tensors by ledger line; the null block is the pool's one extra block."""
         return {"weights_bytes": self.weight_bytes, "kv_pool_bytes": self.kv_pool_bytes,
                 "kv_usable_bytes": self.pool.usable_bytes,
-                "kv_null_block_bytes": self.pool.null_block_bytes}
+                "kv_null_block_bytes": self.pool.null_block_bytes,
+                "state_pool_bytes": self.states.tensor_bytes if self.states else 0}
 
     def profile_run(self, max_model_len: int | None = None) -> None:
         """The widest steps the scheduler allows (max_num_batched_tokens prefill tokens,
         max_num_seqs decodes, logits for max_num_seqs rows), contexts up to max_model_len;
         touches no request and no usable block."""
         profile_forward(self.model, self.pool, self.config.max_num_batched_tokens,
-                        self.config.max_num_seqs, max_model_len)
+                        self.config.max_num_seqs, max_model_len, self.states)
 
     def now(self) -> float:
         """Seconds since the engine started (or since run() began)."""
@@ -226,8 +243,13 @@ class Engine:
                                          len(self.scheduler.running))
         self.max_blocks_in_use = max(self.max_blocks_in_use,
                                      self.blocks.num_blocks - self.blocks.num_free_blocks)
+        if self.slots is not None:
+            self.max_state_slots_in_use = max(self.max_state_slots_in_use,
+                                              self.slots.num_slots - self.slots.num_free)
         for seq in plan.admitted:
             seq.record.admitted_s = seq.record.admitted_s or now
+            if self.states is not None:  # a slot's last holder left its state behind
+                self.states.clear_slot(seq.state_slot)
         context = sum(seq.num_computed_tokens + n for seq, n in plan.chunks)
         decodes = sum(1 for _, n in plan.chunks if n == 1)
         work = _attention_work(plan.chunks)
@@ -258,7 +280,7 @@ class Engine:
             if num_tokens > 1 or seq.num_computed_tokens < seq.num_prompt_tokens:
                 seq.record.num_prefill_chunks += 1  # not a decode: simulate's prefill_chunks
         logits, ready, failed = forward_isolated(self.model, self.pool, self.blocks,
-                                                 plan.chunks)
+                                                 plan.chunks, self.states)
         for seq, num_tokens in plan.chunks:
             if seq.seq_id not in failed:
                 seq.num_computed_tokens += num_tokens
@@ -293,6 +315,9 @@ class Engine:
                                  self._child_record(seq.record), seq.num_computed_tokens,
                                  seq.status)
                 self.blocks.fork(seq.seq_id, child.seq_id)
+                if self.slots is not None:  # a sample starts from its parent's state
+                    child.state_slot = self.slots.take()
+                    self.states.copy_slot(seq.state_slot, child.state_slot)
                 self.scheduler.running.append(child)
                 self._seqs[seq.record.request_id].append(child)
                 family.append(child)

@@ -9,7 +9,7 @@ import torch
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard, kv_bytes_per_token, kv_heads_per_rank
-from servecap.ledger.model import ModelSpec
+from servecap.ledger.model import ATTENTION_KINDS, ModelSpec
 from servecap.ledger.plan import Plan
 from servecap.ledger.verification import kv_pool_blocks
 
@@ -46,7 +46,9 @@ def blocks_for_plan(spec: ModelSpec, plan: Plan, tensor_parallel_size: int = 1) 
 
 
 class KVPool:
-    """tensor: (num_layers, 2 [K, V], H_kv, num_blocks + 1, block_size_tokens, d_h).
+    """tensor: (attention layers, 2 [K, V], H_kv, num_blocks + 1, block_size_tokens, d_h): every
+    layer of a dense model; a hybrid's attention layers only (its state layers keep their
+    state in the state pool, state_pool.py).
 
     Head-major, so one head's gathered blocks are a contiguous (tokens, d_h) matrix that batched
     matmuls read in place."""
@@ -61,7 +63,9 @@ class KVPool:
         self.num_blocks, self.block_size_tokens, self.kv_dtype = num_blocks, block_size_tokens, \
             kv_dtype
         self.null_block = num_blocks
-        shape = (spec.num_layers, 2, kv_heads_per_rank(spec, tensor_parallel_size),
+        layers = [n for n in range(spec.num_layers) if spec.layer_kind(n) in ATTENTION_KINDS]
+        self.index = {layer: i for i, layer in enumerate(layers)}
+        shape = (len(layers), 2, kv_heads_per_rank(spec, tensor_parallel_size),
                  num_blocks + NULL_BLOCKS, block_size_tokens, spec.attention.head_dim)
         self.tensor = torch.zeros(shape, dtype=cache_dtype(kv_dtype), device=device)
         # vLLM's --kv-cache-dtype fp8 without checkpoint scales: per-tensor scale 1.0, so a
@@ -92,7 +96,8 @@ class KVPool:
 
     def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(K, V) of one layer, each (H_kv, num_blocks + 1, block_size_tokens, d_h)."""
-        return self.tensor[layer, 0], self.tensor[layer, 1]
+        i = self.index[layer]
+        return self.tensor[i, 0], self.tensor[i, 1]
 
     def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
         """Copy-on-write: block src's K and V in every layer into block dst."""

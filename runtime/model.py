@@ -1,4 +1,6 @@
-"""A Llama-family decoder built from a ModelSpec: RMSNorm, RoPE, GQA, gated MLP, Qwen extras.
+"""A decoder built from a ModelSpec: Llama-family layers (RMSNorm, RoPE, GQA, gated MLP, Qwen
+extras) and the hybrids' (Qwen3-Next's gated DeltaNet and gated attention, Nemotron-H's Mamba-2,
+attention and relu2 MLP blocks).
 
 Module names follow Hugging Face checkpoints (model.layers.0.self_attn.q_proj.weight, ...) so a
 local safetensors directory loads with a strict state dict. Attention itself is delegated to a
@@ -13,8 +15,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.model import SLIDING, ModelSpec
+from servecap.ledger.model import LINEAR, MAMBA, NONE, SLIDING, ModelSpec
 
+from .buildable import SUPPORTED_MODEL_TYPES, UNRUN_KINDS, check_buildable  # noqa: F401
+from .mixers import GatedDeltaNet, Mamba2Mixer
 from .parallel import (
     SINGLE,
     TensorParallel,
@@ -26,7 +30,6 @@ from .parallel import (
 )
 from .rope import Rope, apply_rope
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 INIT_STD = 0.02  # seeded random weights: the usual transformer init scale
 
@@ -37,6 +40,8 @@ class DecoderOptions:
 
     rope: Rope = Rope()
     rms_norm_eps: float = 1e-6
+    rotary_fraction: float = 1.0  # partial_rotary_factor: Qwen3-Next rotates a quarter
+    time_step_min: float = 1e-3  # Mamba-2's dt floor in prefill (NemotronH's time_step_min)
 
 
 DEFAULT_OPTIONS = DecoderOptions()
@@ -45,55 +50,6 @@ DEFAULT_OPTIONS = DecoderOptions()
 class KVBackend(Protocol):
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                window_tokens: int | None) -> torch.Tensor: ...
-
-
-def check_buildable(spec: ModelSpec) -> None:
-    """Fail closed on what this runtime cannot build rather than approximating it."""
-    if not spec.has_architecture:
-        raise SpecError("model", spec.name, "the runtime needs the full architecture "
-                        "(hidden_size, intermediate_size, vocab_size, model_type)")
-    _refuse_hybrid_kinds(spec)
-    if spec.attention.kind == "mla":
-        raise SpecError("attention", "mla", "the runtime builds GQA/MHA/MQA attention only")
-    if spec.moe is not None:
-        raise SpecError("moe", spec.moe.num_experts, "the runtime builds dense MLPs only")
-    if spec.quant is not None:
-        raise SpecError("quantization", spec.quant.method, "the runtime runs unquantized "
-                        "weights only (fp32, bf16, fp16)")
-    if spec.model_type not in SUPPORTED_MODEL_TYPES or spec.attention.sinks:
-        raise SpecError("model_type", spec.model_type,
-                        "the runtime builds: " + ", ".join(SUPPORTED_MODEL_TYPES))
-
-
-# each kind the ledger plans and the runtime does not run yet, with the reason named
-UNRUN_KINDS = {
-    "linear": "gated-DeltaNet linear attention (a fixed state per request; docs/hybrid.md "
-              "gives vLLM's state layout)",
-    "mamba": "Mamba-2 state-space layers (a fixed state per request; docs/hybrid.md)",
-    "chunked": "chunked local attention (Llama-4)",
-    "none": "cache-free MLP/MoE blocks of a hybrid (Nemotron-H)",
-}
-
-
-def _refuse_hybrid_kinds(spec: ModelSpec) -> None:
-    """Nothing runs wrong silently: each kind the runtime cannot run is refused by name."""
-    for kind in dict.fromkeys(spec.attention.layer_kinds):
-        if kind in UNRUN_KINDS:
-            raise SpecError("layer kind", kind, "the runtime does not run "
-                            f"{UNRUN_KINDS[kind]} yet; plan it with servecap plan")
-    if spec.parallel_state:
-        raise SpecError("layer kind", "attention + mamba", f"the runtime does not run "
-                        f"{UNRUN_KINDS['mamba']} beside attention (Falcon-H1) yet")
-    att = spec.attention
-    if att.indexer_head_dim:
-        raise SpecError("index_head_dim", att.indexer_head_dim, "the runtime does not run the "
-                        "sparse-attention indexer (DeepSeek-V3.2, GLM-5) yet")
-    if att.full_head_dim and att.full_head_dim != att.head_dim:
-        raise SpecError("global_head_dim", att.full_head_dim, "the runtime does not run "
-                        "per-layer-type head sizes (Gemma-4) yet")
-    if att.q_gate:
-        raise SpecError("attn_output_gate", True, "the runtime does not run gated attention "
-                        "output (Qwen3-Next, Qwen3.5) yet")
 
 
 def with_num_layers(spec: ModelSpec, num_layers: int) -> ModelSpec:
@@ -116,6 +72,8 @@ def torch_dtype(name: str, field: str = "weight_dtype") -> torch.dtype:
 class RMSNorm(nn.Module):
     """x / sqrt(mean(x^2) + eps) * w, computed in fp32 as Llama does."""
 
+    unit_weight = 1.0  # the weight a seeded random model starts from
+
     def __init__(self, size: int, eps: float) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(size))
@@ -129,8 +87,46 @@ class RMSNorm(nn.Module):
         return out
 
 
+class OffsetRMSNorm(RMSNorm):
+    """Qwen3-Next's zero-centred RMSNorm: (x / rms(x)) * (1 + w) in fp32, then the input dtype."""
+
+    unit_weight = 0.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (x32 * (1.0 + self.weight.float())).to(x.dtype)
+
+
+class Fp32RMSNorm(RMSNorm):
+    """Nemotron-H's RMSNorm: the weight multiplies in fp32, then the input dtype."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (self.weight.float() * x32).to(x.dtype)
+
+
+NORMS = {"qwen3_next": OffsetRMSNorm, "nemotron_h": Fp32RMSNorm}
+
+
+def norm_class(spec: ModelSpec) -> type[RMSNorm]:
+    return NORMS.get(spec.model_type, RMSNorm)
+
+
+def uses_rope(spec: ModelSpec) -> bool:
+    """Nemotron-H's attention layers take no positional embedding (its Mamba layers order)."""
+    return spec.model_type != "nemotron_h"
+
+
+def rotary_dim(spec: ModelSpec, opts: DecoderOptions) -> int:
+    """Dims of a head that rotate: int(head_dim x partial_rotary_factor), as transformers."""
+    return int(spec.attention.head_dim * opts.rotary_fraction)
+
+
 class SelfAttention(nn.Module):
-    """This rank's heads: q/k/v split by head, o_proj by input column, outputs summed."""
+    """This rank's heads: q/k/v split by head, o_proj by input column, outputs summed. Qwen3-Next
+    adds an output gate (q_proj emits it beside q: sigmoid(gate) scales the output)."""
 
     def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions,
                  tp: TensorParallel) -> None:
@@ -138,27 +134,44 @@ class SelfAttention(nn.Module):
         att, h = spec.attention, spec.hidden_size
         self.layer, self.tp = layer, tp
         self.num_heads, _, self.num_kv_heads = heads(spec, tp)
-        self.head_dim = att.head_dim
+        self.head_dim, self.gated = att.head_dim, att.q_gate
+        self.rotary = rotary_dim(spec, opts) if uses_rope(spec) else 0
         self.window = att.sliding_window_tokens if spec.layer_kind(layer) == SLIDING else None
-        self.q_proj = nn.Linear(h, self.num_heads * att.head_dim, bias=att.qkv_bias)
+        q_rows = self.num_heads * att.head_dim * (2 if att.q_gate else 1)
+        self.q_proj = nn.Linear(h, q_rows, bias=att.qkv_bias)
         self.k_proj = nn.Linear(h, self.num_kv_heads * att.head_dim, bias=att.qkv_bias)
         self.v_proj = nn.Linear(h, self.num_kv_heads * att.head_dim, bias=att.qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * att.head_dim, h, bias=False)
         if att.qk_norm:
-            self.q_norm = RMSNorm(att.head_dim, opts.rms_norm_eps)
-            self.k_norm = RMSNorm(att.head_dim, opts.rms_norm_eps)
+            self.q_norm = norm_class(spec)(att.head_dim, opts.rms_norm_eps)
+            self.k_norm = norm_class(spec)(att.head_dim, opts.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
+    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None,
                 kv: KVBackend) -> torch.Tensor:
         tokens = x.shape[0]
-        q = self.q_proj(x).view(tokens, self.num_heads, self.head_dim)  # (T, H, D)
+        q = self.q_proj(x).view(tokens, self.num_heads, -1)  # (T, H, D), gated: (T, H, 2D)
+        gate = None
+        if self.gated:
+            q, gate = q.chunk(2, dim=-1)
+            gate = gate.reshape(tokens, -1)
         k = self.k_proj(x).view(tokens, self.num_kv_heads, self.head_dim)  # (T, Hkv, D)
         v = self.v_proj(x).view(tokens, self.num_kv_heads, self.head_dim)
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
-        out = kv.attend(self.layer, q, k, v, self.window)  # (T, H, D)
-        return all_reduce(self.o_proj(out.reshape(tokens, -1)), self.tp)
+        if self.rotary:
+            q, k = _rotate(q, rotary, self.rotary), _rotate(k, rotary, self.rotary)
+        out = kv.attend(self.layer, q, k, v, self.window).reshape(tokens, -1)  # (T, H x D)
+        if gate is not None:
+            out = out * torch.sigmoid(gate)
+        return all_reduce(self.o_proj(out), self.tp)
+
+
+def _rotate(x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor], dims: int
+            ) -> torch.Tensor:
+    """RoPE over the first `dims` of each head (all of it for most models)."""
+    if dims == x.shape[-1]:
+        return apply_rope(x, *rotary)
+    return torch.cat((apply_rope(x[..., :dims], *rotary), x[..., dims:]), dim=-1)
 
 
 class MLP(nn.Module):
@@ -177,37 +190,102 @@ class MLP(nn.Module):
         return all_reduce(self.down_proj(gate), self.tp)
 
 
+class Relu2MLP(nn.Module):
+    """Nemotron-H's ungated MLP: down(relu(up(x))^2)."""
+
+    def __init__(self, hidden: int, inter: int) -> None:
+        super().__init__()
+        self.up_proj = nn.Linear(hidden, inter, bias=False)
+        self.down_proj = nn.Linear(inter, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        up = F.relu(self.up_proj(x), inplace=True)
+        return self.down_proj(up.square_())
+
+
 class DecoderLayer(nn.Module):
+    """Pre-norm token mixer then pre-norm MLP, each added into the residual stream: Llama's
+    self_attn, or Qwen3-Next's linear_attn (gated DeltaNet) on its linear layers."""
+
     def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions,
                  tp: TensorParallel) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
-        self.self_attn = SelfAttention(spec, layer, opts, tp)
-        self.post_attention_layernorm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
+        norm = norm_class(spec)
+        self.input_layernorm = norm(spec.hidden_size, opts.rms_norm_eps)
+        if spec.layer_kind(layer) == LINEAR:
+            self.linear_attn = GatedDeltaNet(spec, layer, opts.rms_norm_eps)
+        else:
+            self.self_attn = SelfAttention(spec, layer, opts, tp)
+        self.post_attention_layernorm = norm(spec.hidden_size, opts.rms_norm_eps)
         self.mlp = MLP(spec.hidden_size, spec.intermediate_size, tp)
 
-    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
+    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None,
                 kv: KVBackend) -> torch.Tensor:
         """Adds both sublayers into the residual stream x in place: one (T, H) stream for the
         whole pass rather than a new one per sublayer."""
-        x += self.self_attn(self.input_layernorm(x), rotary, kv)
+        h = self.input_layernorm(x)
+        x += (self.linear_attn(h, kv.states) if hasattr(self, "linear_attn")
+              else self.self_attn(h, rotary, kv))
+        del h
         x += self.mlp(self.post_attention_layernorm(x))
         return x
+
+
+class NemotronBlock(nn.Module):
+    """Nemotron-H's block: one pre-norm mixer (Mamba-2, attention or MLP) added into the stream."""
+
+    def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions,
+                 tp: TensorParallel) -> None:
+        super().__init__()
+        self.norm = Fp32RMSNorm(spec.hidden_size, opts.rms_norm_eps)
+        kind = spec.layer_kind(layer)
+        self.kind = kind
+        if kind == MAMBA:
+            self.mixer = Mamba2Mixer(spec, layer, opts.rms_norm_eps, opts.time_step_min)
+        elif kind == NONE:
+            self.mixer = Relu2MLP(spec.hidden_size, spec.intermediate_size)
+        else:
+            self.mixer = SelfAttention(spec, layer, opts, tp)
+
+    def forward(self, x: torch.Tensor, rotary, kv: KVBackend) -> torch.Tensor:
+        h = self.norm(x)
+        if self.kind == MAMBA:
+            x += self.mixer(h, kv.states)
+        elif self.kind == NONE:
+            x += self.mixer(h)
+        else:
+            x += self.mixer(h, rotary, kv)
+        return x
+
+
+# model_type -> (layer class, body, embedding and final norm names) as the checkpoints name them
+FAMILIES = {"nemotron_h": (NemotronBlock, "backbone", "embeddings", "norm_f")}
+LLAMA_FAMILY = (DecoderLayer, "model", "embed_tokens", "norm")
 
 
 class Body(nn.Module):
     def __init__(self, spec: ModelSpec, opts: DecoderOptions, tp: TensorParallel) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(vocab_rows(spec, tp)[1], spec.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(spec, i, opts, tp)
-                                    for i in range(spec.num_layers))
-        self.norm = RMSNorm(spec.hidden_size, opts.rms_norm_eps)
+        layer, _, embed, norm = FAMILIES.get(spec.model_type, LLAMA_FAMILY)
+        self.embed_name, self.norm_name = embed, norm
+        setattr(self, embed, nn.Embedding(vocab_rows(spec, tp)[1], spec.hidden_size))
+        self.layers = nn.ModuleList(layer(spec, i, opts, tp) for i in range(spec.num_layers))
+        setattr(self, norm, norm_class(spec)(spec.hidden_size, opts.rms_norm_eps))
+
+    @property
+    def embed(self) -> nn.Embedding:
+        return getattr(self, self.embed_name)
+
+    @property
+    def final_norm(self) -> nn.Module:
+        return getattr(self, self.norm_name)
 
 
 class Decoder(nn.Module):
     """forward(input_ids (T,), positions (T,), kv) -> hidden (T, H); logits() -> (R, V) fp32.
     seq_lens (T,): each token's sequence length this step, for the RoPE types that depend on
-    it (dynamic, longrope); by default the step's furthest position + 1, as transformers does."""
+    it (dynamic, longrope); by default the step's furthest position + 1, as transformers does.
+    Hybrids' state layers read and write their states through kv.states (state_pool.py)."""
 
     def __init__(self, spec: ModelSpec, opts: DecoderOptions = DEFAULT_OPTIONS,
                  tp: TensorParallel = SINGLE) -> None:
@@ -215,32 +293,43 @@ class Decoder(nn.Module):
         check_buildable(spec)
         check_split(spec, tp)
         self.spec, self.options, self.tp = spec, opts, tp
-        self.model = Body(spec, opts, tp)
+        self.body_name = FAMILIES.get(spec.model_type, LLAMA_FAMILY)[1]
+        self.add_module(self.body_name, Body(spec, opts, tp))
         if not spec.tie_word_embeddings:
             self.lm_head = nn.Linear(spec.hidden_size, vocab_rows(spec, tp)[1], bias=False)
+
+    @property
+    def model(self) -> Body:
+        """The layers, embedding and final norm (checkpoints call it model, or backbone)."""
+        body = self._modules.get(self.body_name)
+        if body is None:
+            raise AttributeError("model")  # during __init__, before the body is added
+        return body
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv: KVBackend,
                 seq_lens: torch.Tensor | None = None) -> torch.Tensor:
         x = self._embed(input_ids)
-        rotary = self.options.rope.cos_sin(positions, self.spec.attention.head_dim, x.dtype,
-                                           seq_lens)  # (T, D) each, shared by every layer
+        rotary = None
+        if uses_rope(self.spec):  # (T, D) each, shared by every layer
+            rotary = self.options.rope.cos_sin(positions, rotary_dim(self.spec, self.options),
+                                               x.dtype, seq_lens)
         for layer in self.model.layers:
             layer(x, rotary, kv)  # updates x in place
-        return self.model.norm(x)
+        return self.model.final_norm(x)
 
     def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Vocabulary-parallel lookup: rows outside this rank's slice read 0, then a sum."""
         if self.tp.size == 1:
-            return self.model.embed_tokens(input_ids)
+            return self.model.embed(input_ids)
         start, rows = vocab_rows(self.spec, self.tp)
         local = input_ids - start
         inside = (local >= 0) & (local < rows)
-        x = self.model.embed_tokens(local.clamp(0, rows - 1)) * inside.unsqueeze(-1)
+        x = self.model.embed(local.clamp(0, rows - 1)) * inside.unsqueeze(-1)
         return all_reduce(x, self.tp)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(R, H) -> (R, V) fp32; under tensor parallelism each rank's slice is gathered."""
-        head = self.model.embed_tokens.weight if self.spec.tie_word_embeddings \
+        head = self.model.embed.weight if self.spec.tie_word_embeddings \
             else self.lm_head.weight
         local = (hidden @ head.T).float()
         return all_gather_last(local, self.tp)[:, :self.spec.vocab_size]
@@ -252,8 +341,8 @@ class Decoder(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.model.embed_tokens.weight.dtype
+        return self.model.embed.weight.dtype
 
     @property
     def device(self) -> torch.device:
-        return self.model.embed_tokens.weight.device
+        return self.model.embed.weight.device

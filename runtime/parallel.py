@@ -32,6 +32,9 @@ SINGLE = TensorParallel()
 
 def check_split(spec: ModelSpec, tp: TensorParallel) -> None:
     att = spec.attention
+    if tp.size > 1 and (spec.state_layers or att.q_gate or spec.model_type == "nemotron_h"):
+        raise SpecError("tensor_parallel_size", tp.size, f"the runtime runs {spec.model_type}'s "
+                        "hybrid layers on one device only (1)")
     if spec.attention.num_heads % tp.size or spec.intermediate_size % tp.size:
         raise SpecError("tensor_parallel_size", tp.size, f"must divide num_attention_heads "
                         f"({att.num_heads}) and intermediate_size ({spec.intermediate_size})")

@@ -57,6 +57,7 @@ class Sequence:
     num_computed_tokens: int = 0
     status: str = WAITING
     parallel: int = 1  # n: sequences sampled from this prompt (forked after prefill)
+    state_slot: int | None = None  # hybrids: its slot in the state pool while it runs
 
     @property
     def num_output_tokens(self) -> int:

@@ -11,10 +11,16 @@ TOLERANCE_FLOOR_MS = 1.0  # ... or within 1 ms, for figures near zero (an empty 
 
 
 def simulated_vs_measured(plan: Plan, arrivals: tuple[Arrival, ...], realtime: bool,
-                          coefficients: dict, num_blocks: int, measured: dict) -> dict | None:
+                          coefficients: dict, num_blocks: int, measured: dict,
+                          underdetermined: dict | None = None) -> dict | None:
     """{metric: {simulated: {p50, p95}, measured: {p50, p95}}} under the simulator's
     chunked-prefill policy with the engine's knobs, no watermark; None when the simulator is
-    not installed or the run gave no bandwidth and FLOP rate to price steps with."""
+    not installed or the run gave no bandwidth and FLOP rate to price steps with. When the
+    fit could not pin a rate, no prediction: {"verdict": "underdetermined", "underdetermined":
+    {rate: why}}."""
+    if underdetermined:
+        return {"policy": "chunked-prefill", "verdict": "underdetermined",
+                "underdetermined": dict(underdetermined)}
     try:
         from servecap.sim.config import SchedulerConfig
         from servecap.sim.metrics import summarize

@@ -3,7 +3,8 @@
     result = verify(spec, serve, VerifyOptions(device="cpu", device_bytes=16 * MiB))
     result.reconciliation.violations  # () when the ledger held on this device
 
-Phases: baseline, weights, kv_pool (sized by the ledger), warmup (one profile request), peak
+Phases: baseline, weights, kv_pool (sized by the ledger; a hybrid's state pool beside it),
+warmup (one profile request), peak
 (the declared load, then the ceiling probe: more requests of the declared context than the
 ledger says fit, as fast as possible), release.
 
@@ -20,9 +21,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from servecap.ledger import dtypes
 from servecap.ledger.engines import PLAIN_ENGINE, EngineSpec
 from servecap.ledger.errors import SpecError
-from servecap.ledger.kv import Shard
+from servecap.ledger.kv import Shard, kv_in_use_for_load
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan, build_plan, with_device
 from servecap.ledger.serve import ServeSpec
@@ -32,6 +34,8 @@ from servecap.ledger.verification import (
     Reconciliation,
     kv_pool_bytes,
     reconcile,
+    state_pool_bytes,
+    state_pool_slots,
 )
 from servecap.sim.rank_model import attention_flops_per_token_pair
 
@@ -40,8 +44,9 @@ from .calibration import (
     NOMINAL_FLOPS_PER_S,
     StepClock,
     calibrate,
+    calibration_loads,
 )
-from .engine import Engine, EngineConfig
+from .engine import Engine, EngineConfig, windowed_everywhere
 from .kv_pool import KVPool, blocks_for_plan
 from .latency import latency_report
 from .model import check_buildable
@@ -50,6 +55,7 @@ from .progress import Progress, finished_counter
 from .provenance import benchmark_record
 from .sequence import FINISHED, Arrival
 from .sim_check import simulated_vs_measured
+from .state_pool import StatePool
 from .telemetry import Snapshot, probe_for
 from .weights import load_decoder, random_decoder
 
@@ -158,6 +164,8 @@ class _Run:
         self.notes: list[str] = []
         self.failures: list[Failure] = []
         self.clock = StepClock()
+        self.states: StatePool | None = None  # hybrids' state pool (sized by the ledger)
+        self.state_slots_in_use = 0  # the most the declared load held at once
 
     def execute(self) -> VerifyResult:
         model = self._load_weights()
@@ -170,6 +178,7 @@ class _Run:
         transient = self.probe.transient_peak_bytes()
         probe = self._ceiling_probe(model, pool) if self.options.probe_ceiling else {}
         peak = self._snap("peak")
+        self._calibration_sweep(model, pool)
         measured = self._measured(model, pool, kv_in_use, probe.get("resident_requests"),
                                   peak, len(records), transient)
         num_blocks = pool.num_blocks
@@ -178,7 +187,7 @@ class _Run:
         latency, calibration = latency_report(records, wall_s), self._calibration()
         latency["simulated_vs_measured"] = simulated_vs_measured(
             self.plan, self._arrivals(), self._realtime(), calibration["coefficients"],
-            num_blocks, latency)
+            num_blocks, latency, calibration.get("underdetermined"))
         record = benchmark_record(self.spec, self.plan, self.options, self.probe, self.tp)
         record["realtime"] = self._realtime()
         if self.probe.kind == "cuda":
@@ -229,25 +238,43 @@ class _Run:
                           serve.block_size_tokens, serve.kv_dtype, self.torch_device,
                           self.tp.size)
         self.probe.add_resident(pool.tensor_bytes, "KV pool")
+        if self.spec.state_layers:
+            with _allocating("the state pool", state_pool_bytes(self.plan)):
+                self.states = StatePool(self.spec, state_pool_slots(self.plan),
+                                        self.torch_device, self.tp.size)
+            self.probe.add_resident(self.states.tensor_bytes, "state pool")
         self._snap("kv_pool")
         self.progress("kv_pool", 1, 1)
         return pool
 
     def _engine(self, model, pool, max_num_seqs: int | None = None,
-                reserve_full_context: bool = True) -> Engine:
+                reserve_full_context: bool = True, budget: int | None = None) -> Engine:
         """Prefix caching only for a replayed workload: the declared load and the probe are
         distinct requests the ledger plans without sharing, and with small blocks random
         prompts would share their first blocks by chance (1-token blocks: 1 in the vocab)."""
         serve = self.plan.serve
         config = EngineConfig(max_num_seqs=max_num_seqs or serve.max_num_seqs,
-                              max_num_batched_tokens=serve.max_num_batched_tokens,
+                              max_num_batched_tokens=budget or serve.max_num_batched_tokens,
                               reserve_full_context=reserve_full_context,
+                              window_budget_tokens=serve.max_num_batched_tokens,
                               enable_prefix_caching=bool(self.options.workload))
-        return Engine(model, pool, config)
+        return Engine(model, pool, config, self.states)
+
+    def _calibration_sweep(self, model, pool: KVPool) -> None:
+        """calibration_loads' short loads, each alone, after the peak is measured: steps of
+        the shapes the declared load does not have, for the step-model fit."""
+        serve = self.plan.serve
+        capacity = pool.num_blocks * serve.block_size_tokens
+        batch = max(1, min(serve.concurrency, serve.max_num_seqs))
+        for arrivals in calibration_loads(serve.context_tokens, batch, capacity):
+            engine = self._engine(model, pool, max_num_seqs=len(arrivals))
+            engine.step_hooks.append(self.clock)
+            self._run(engine, list(arrivals), "calibration", "the calibration sweep")
 
     def _calibration(self) -> dict:
-        """The simulator's step-model fit of the declared load's steps only (the probe's are
-        another load), from this rank's ledger bytes, FLOPs and attention."""
+        """The simulator's step-model fit of the declared load's steps and the calibration
+        sweep's (the probe's are another load, at the memory limit), from this rank's ledger
+        bytes, FLOPs and attention."""
         plan = self.plan
         constants = {"weights_bytes": plan.line("weights") + plan.line("weight_metadata"),
                      "kv_bytes_per_token": plan.kv_bytes_per_token,
@@ -271,7 +298,8 @@ class _Run:
         serve = self.plan.serve
         engine = Engine(model, pool, EngineConfig(
             max_num_seqs=serve.max_num_seqs,
-            max_num_batched_tokens=min(serve.max_num_batched_tokens, serve.context_tokens)))
+            max_num_batched_tokens=min(serve.max_num_batched_tokens, serve.context_tokens)),
+            self.states)
         self.progress("warmup", 0, 1)
         try:
             with self._counting("warmup"):
@@ -289,6 +317,7 @@ class _Run:
         what = "the replayed load" if self.options.workload else "the declared load"
         records, _ = self._run(engine, list(self._arrivals()), "declared_load", what,
                                self._realtime())
+        self.state_slots_in_use = engine.max_state_slots_in_use
         return records, time.perf_counter() - start, engine.max_blocks_in_use
 
     def _realtime(self) -> bool:
@@ -311,11 +340,13 @@ class _Run:
         """The most requests of the declared context resident at once, memory the only limit:
         max_num_seqs is lifted, and each request generates long enough that none finishes
         before the step budget has admitted every one that fits (so admission never races
-        completion). Every request must still complete."""
+        completion). Every request must still complete. A ceiling past the step's token budget
+        lifts the budget too (as vLLM needs max_num_batched_tokens >= max_num_seqs): decodes
+        alone would spend it and admit no more."""
         count = self.plan.memory_ceiling_requests + CEILING_PROBE_EXTRA
-        engine = self._engine(model, pool, max_num_seqs=count)
-        output = probe_output_tokens(count, self.plan.serve.context_tokens,
-                                     self.plan.serve.max_num_batched_tokens,
+        budget = max(self.plan.serve.max_num_batched_tokens, count + 1)
+        engine = self._engine(model, pool, max_num_seqs=count, budget=budget)
+        output = probe_output_tokens(count, self.plan.serve.context_tokens, budget,
                                      self.options.output_tokens)
         records, oom = self._run(engine, list(self._full_context(count, output)),
                                  "ceiling_probe", "the ceiling probe")
@@ -331,9 +362,10 @@ class _Run:
             return "device memory" if self.probe.kind == "cuda" else "runtime transients"
         if resident >= count:
             return "none (every probe request was resident)"
-        serve = self.plan.serve
-        per_request = -(-serve.context_tokens // serve.block_size_tokens)
-        if resident >= pool.num_blocks // per_request:
+        if self.states is not None and resident >= self.states.num_slots:
+            return "state slots"
+        per_request = self.plan.kv_bytes_per_request // pool.block_bytes
+        if per_request and resident >= pool.num_blocks // per_request:
             return "KV blocks"
         return "admission (requests finished before the pool filled; not memory)"
 
@@ -366,7 +398,8 @@ class _Run:
         non_torch = peak.non_torch_bytes or 0
         context = self.probe.context_bytes()
         charged_context = context if self.probe.charges_context() else 0
-        resident = model.weight_bytes + pool.tensor_bytes
+        states = self.states.tensor_bytes if self.states else 0
+        resident = model.weight_bytes + pool.tensor_bytes + states
         return Measured(
             weights_bytes=model.weight_bytes, weight_metadata_bytes=0,
             runtime_peak_bytes=transient, kv_pool_bytes=pool.tensor_bytes,
@@ -376,7 +409,21 @@ class _Run:
             + charged_context,
             ceiling_requests=ceiling, num_requests=num_requests,
             load_is_declared=not self.options.workload, failures=tuple(self.failures),
-            cuda_context_bytes=context, cuda_context_charged=bool(charged_context))
+            cuda_context_bytes=context, cuda_context_charged=bool(charged_context),
+            kv_load_bytes=self._kv_load_bytes(), state_pool_bytes=states,
+            state_in_use_bytes=self.state_slots_in_use * self.plan.state_bytes_per_request)
+
+    def _kv_load_bytes(self) -> int | None:
+        """The ledger's KV for the declared load with its own prompt lengths, where the runtime
+        frees out-of-window blocks (every layer windowed): a prompt that fits the window
+        leaves only the decode hold, a longer one holds its prefill in flight."""
+        if self.options.workload or windowed_everywhere(self.spec) is None:
+            return None
+        serve = self.plan.serve
+        bits = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
+        load = [(a.prompt_tokens, a.prompt_tokens + a.output_tokens) for a in self._arrivals()]
+        return kv_in_use_for_load(self.spec, bits, load, serve.block_size_tokens,
+                                  serve.max_num_batched_tokens, Shard(self.tp.size))
 
     def _release(self) -> None:
         gc.collect()

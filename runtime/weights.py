@@ -8,7 +8,7 @@ import torch
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
-from .model import DEFAULT_OPTIONS, INIT_STD, Decoder, DecoderOptions, RMSNorm, torch_dtype
+from .model import DEFAULT_OPTIONS, INIT_STD, Decoder, DecoderOptions, torch_dtype
 from .parallel import SINGLE, TensorParallel, shard
 from .rope import rope_from_config
 
@@ -30,12 +30,14 @@ def random_decoder(spec: ModelSpec, dtype: str = "bf16", device: str | torch.dev
     model = _empty(spec, dtype, device, opts, tp)
     generator = torch.Generator(device=model.device).manual_seed(seed)
     full_shapes = _full_shapes(spec, opts) if tp.size > 1 else {}
+    norms = {f"{name}.weight" for name, module in model.named_modules()
+             if hasattr(module, "unit_weight")}
     with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, RMSNorm):
-                module.weight.fill_(1.0)
+        for name, module in model.named_modules():
+            if f"{name}.weight" in norms:
+                module.weight.fill_(module.unit_weight)
         for name, param in model.named_parameters():
-            if not name.endswith("norm.weight"):
+            if name not in norms:
                 full = torch.randn(full_shapes.get(name, param.shape), generator=generator,
                                    device=model.device)
                 param.copy_(shard(name, full, spec, tp) * INIT_STD)
@@ -47,14 +49,31 @@ def _full_shapes(spec: ModelSpec, opts: DecoderOptions) -> dict[str, torch.Size]
         return {name: p.shape for name, p in Decoder(spec, opts).named_parameters()}
 
 
+# model types whose transformers class rotates part of each head (partial_rotary_factor), with
+# the class default when the config omits it
+PARTIAL_ROTARY = {"qwen3_next": 0.25}
+
+
 def decoder_options(directory: Path) -> DecoderOptions:
-    """RoPE (either config format) and rms_norm_eps from config.json; a RoPE type or key the
-    runtime does not implement is refused by name, never ignored."""
+    """RoPE (either config format), the norm epsilon (rms_norm_eps; Nemotron-H's
+    layer_norm_epsilon), the rotated share of a head and Mamba-2's dt floor from config.json; a
+    RoPE type or key the runtime does not implement is refused by name, never ignored."""
     path = directory / "config.json"
     config = _read_config(path)
     defaults = DecoderOptions()
-    return DecoderOptions(rope_from_config(config, str(path)),
-                          float(config.get("rms_norm_eps", defaults.rms_norm_eps)))
+    model_type = config.get("model_type")
+    partial = PARTIAL_ROTARY.get(model_type)
+    rope_config = config
+    if partial is not None:
+        params = dict(config.get("rope_parameters") or {})
+        partial = float(params.pop("partial_rotary_factor",
+                                   config.get("partial_rotary_factor", partial)))
+        rope_config = {k: v for k, v in config.items() if k != "partial_rotary_factor"}
+        rope_config["rope_parameters"] = params or None
+    eps = config.get("rms_norm_eps", config.get("layer_norm_epsilon", defaults.rms_norm_eps))
+    return DecoderOptions(rope_from_config(rope_config, str(path)), float(eps),
+                          partial if partial is not None else 1.0,
+                          float(config.get("time_step_min", defaults.time_step_min)))
 
 
 def _read_config(path: Path) -> dict:

@@ -17,16 +17,14 @@ ROUTERS = ("round-robin", "least-requests", "least-tokens")
 
 def outstanding_tokens(eng: Engine) -> int:
     """Prompt tokens still to compute plus output tokens still to generate, over every
-    request the replica holds (a router's least-outstanding-tokens signal)."""
-    total = 0
-    for seq in eng.seqs[eng.next_arrival:]:  # routed here, not yet taken in
-        total += seq.target + seq.req.output_tokens - seq.generated
-    for seq in eng.waiting:
-        total += seq.target - seq.computed + seq.req.output_tokens - seq.generated
-    for seq in eng.running.values():
-        made = eng.dec_idx - seq.j0 if seq.req.request_id in eng.decoding else 0
-        total += seq.target - seq.computed + seq.req.output_tokens - seq.generated - made
-    return total
+    request the replica holds (a router's least-outstanding-tokens signal). A decoding
+    sequence has made dec_idx - j0 tokens since it joined the decode set."""
+    routed = sum(s.target + s.req.output_tokens - s.generated
+                 for s in eng.seqs[eng.next_arrival:])  # routed here, not yet taken in
+    held = sum(s.target - s.computed + s.req.output_tokens - s.generated
+               for group in (eng.waiting, eng.running.values()) for s in group)
+    made = len(eng.decoding) * eng.dec_idx - sum(s.j0 for s in eng.decoding.values())
+    return routed + held - made
 
 
 def held_requests(eng: Engine) -> int:

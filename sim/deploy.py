@@ -1,18 +1,20 @@
 """Deployments: one engine, replicas behind a router, or disaggregated prefill/decode pools."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servecap.ledger.errors import SpecError
 
-from .cluster import ROUTERS, disaggregated_summary, simulate_disaggregated, simulate_replicas
+from .cluster import ROUTERS, simulate_disaggregated, simulate_replicas
 from .config import SchedulerConfig
-from .metrics import SLO, summarize
+from .measure import Run, measure
+from .metrics import SLO
 from .roofline import Coefficients
 from .run import simulate
 from .sampling import Request
 from .state import Seq, SimResult
 
 MAX_DEVICES = 4096  # each is a simulated engine; more only slows the run down
+MAX_SEEDS = 64  # step-time draws per run: the interval narrows as 1/sqrt of them
 
 
 @dataclass(frozen=True)
@@ -66,24 +68,54 @@ class Outcome:
 
 
 def run_deployment(requests: list[Request], coef: Coefficients, config: SchedulerConfig,
-                   num_blocks: int, deployment: Deployment, slo: SLO) -> list[Outcome]:
+                   num_blocks: int, deployment: Deployment, slo: SLO, num_seeds: int = 1,
+                   window: bool = True, itl: bool = True) -> list[Outcome]:
+    """The deployment's outcome (a disaggregated one after its colocated twin on as many
+    devices). With num_seeds > 1 and a step-time spread, the run is repeated with step-time
+    seeds config.seed, +1, ...: the summary pools every run (sim/measure.py), the outcome's
+    requests are the first run's. window=False measures every request, not the window."""
+    if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) \
+            or not 1 <= num_seeds <= MAX_SEEDS:
+        raise SpecError("--seeds", num_seeds, f"a whole number in 1..{MAX_SEEDS}")
+    deployments = [Deployment(deployment.prefill_replicas + deployment.decode_replicas,
+                              deployment.router), deployment] \
+        if deployment.disaggregated else [deployment]
+    out = []
+    for dep in deployments:
+        runs = [run_once(requests, coef, replace(config, seed=config.seed + i), num_blocks,
+                         dep) for i in range(seeds_needed(coef, num_seeds))]
+        summary = measure(config.policy, runs, slo, itl, window)
+        summary["not_arrived"] = sum(len(r.seqs) - r.num_arrived for run in runs
+                                     for r in run.results if not dep.disaggregated)
+        summary["num_iterations"] = sum(r.num_iterations for run in runs for r in run.results)
+        every = runs[0].seqs if dep.disaggregated else \
+            sorted((s for r in runs[0].results for s in r.seqs), key=_arrival)
+        out.append(Outcome(dep.label, every, runs[0].results, summary))
+    return out
+
+
+def seeds_needed(coef: Coefficients, num_seeds: int) -> int:
+    """Step-time seeds change nothing without a spread: one run then."""
+    return num_seeds if coef.step_time_cv else 1
+
+
+def run_once(requests: list[Request], coef: Coefficients, config: SchedulerConfig,
+             num_blocks: int, deployment: Deployment) -> Run:
+    """Exactly this deployment (no colocated twin): every arrived request in arrival order,
+    and the engines whose timelines they index (a disaggregated one's decode pool)."""
     if deployment.disaggregated:
-        devices = deployment.prefill_replicas + deployment.decode_replicas
-        colocated = Deployment(devices, deployment.router)
-        return [*run_deployment(requests, coef, config, num_blocks, colocated, slo),
-                _disaggregated(requests, coef, config, num_blocks, deployment, slo)]
+        _, final, decode = simulate_disaggregated(
+            requests, coef, config, num_blocks, deployment.prefill_replicas,
+            deployment.decode_replicas, deployment.kv_transfer_bytes_per_s, deployment.router)
+        return Run(sorted(final, key=_arrival), decode)
     if deployment.replicas == 1:
         results = [simulate(requests, coef, config, num_blocks)]
     else:
         results = simulate_replicas(requests, coef, config, num_blocks, deployment.replicas,
                                     deployment.router)
-    seqs = sorted((s for r in results for s in r.seqs), key=lambda s: s.req.arrival_s)
-    return [Outcome(deployment.label, seqs, results, summarize(results, slo))]
+    seqs = sorted((s for r in results for s in r.seqs[:r.num_arrived]), key=_arrival)
+    return Run(seqs, results)
 
 
-def _disaggregated(requests, coef, config, num_blocks, deployment, slo) -> Outcome:
-    _, final, decode = simulate_disaggregated(
-        requests, coef, config, num_blocks, deployment.prefill_replicas,
-        deployment.decode_replicas, deployment.kv_transfer_bytes_per_s, deployment.router)
-    return Outcome(deployment.label, final, decode,
-                   disaggregated_summary(final, decode, config.policy, slo))
+def _arrival(seq: Seq) -> tuple[float, int]:
+    return seq.req.arrival_s, seq.req.request_id

@@ -11,7 +11,7 @@ from .kvpool import BlockPool
 from .roofline import Coefficients, swap_s
 from .sampling import Request
 from .state import DONE, REJECTED, RUNNING, WAITING, Seq, SimResult
-from .step_model import step_jitter
+from .step_model import decode_pricer, dense_decode_constants, step_jitter
 
 INF = float("inf")
 
@@ -42,6 +42,7 @@ class Engine:
         self.steps_since_prefill = 0
         self.by_priority = config.scheduling == "priority"
         self.jitter = step_jitter(coef.step_time_cv, config.seed)
+        self.price, self.dense = decode_pricer(coef), dense_decode_constants(coef)
         self.closed = config.concurrency is not None
         self.next_closed = 0
         if self.closed:

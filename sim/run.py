@@ -8,7 +8,9 @@ from .sampling import Request
 from .speculative import decode_iteration_s
 from .state import REJECTED, SimResult
 from .static import run_static
-from .step_model import decode_pricer, prefill_pairs, step_s
+from .step_model import prefill_pairs, step_s
+
+INF = float("inf")
 
 
 def simulate(requests: list[Request], coef: Coefficients, config: SchedulerConfig,
@@ -95,56 +97,85 @@ def _decode_only(eng: Engine) -> bool:
 
 def _decode_run(eng: Engine, horizon: float | None, max_steps: int | None) -> int:
     """Decode-only iterations: the hot path, with the bookkeeping of _iterate, _account and
-    _finish_decode_step inlined, until the next arrival, an empty decode set, max_steps, a
-    preemption, or (with prompts waiting) decode-priority's prefill coming due. Returns the
+    _finish_decode_step inlined (the clock, decode index and free blocks kept in locals and
+    written back before anything else reads them), until the next arrival, an empty decode
+    set, max_steps, a preemption, or (with prompts waiting) decode-priority's prefill coming
+    due. A dense model's step price is decode_pricer's arithmetic, inlined. Returns the
     iterations run."""
-    res, pool, coef, residue, bsz = eng.result, eng.pool, eng.coef, eng.residue, eng.bsz
-    ends, samples, finish_at, decoding = res.decode_end_s, res.kv_samples, eng.finish_at, \
-        eng.decoding
+    res, pool, residue, bsz = eng.result, eng.pool, eng.residue, eng.bsz
+    end_append, sample_append = res.decode_end_s.append, res.kv_samples.append
+    finish_at, decoding = eng.finish_at, eng.decoding
     seqs, nxt = eng.seqs, eng.next_arrival
-    next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else float("inf")
-    stop = min(next_arrival, horizon if horizon is not None else float("inf"))
-    num_waiting, steps = len(eng.waiting), 0
-    limit = max_steps if max_steps is not None else float("inf")
-    price, jitter = decode_pricer(coef), eng.jitter
-    total_blocks, spec = pool.num_blocks, eng.cfg.speculation
-    busy = queue_area = system_area = 0.0
-    while decoding and eng.now < stop and steps < limit:
-        j = eng.dec_idx
+    next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
+    stop = min(next_arrival, horizon if horizon is not None else INF)
+    num_waiting, limit = len(eng.waiting), max_steps or 0
+    jitter, total_blocks, dense = eng.jitter, pool.num_blocks, eng.dense
+    busy = segment = system_area = 0.0
+    now, j, free, base, n = eng.now, eng.dec_idx, pool.free, eng.ctx_base, len(decoding)
+    last_step = j + limit if max_steps is not None else INF
+    price, gn, lk = _pricing(eng, n)
+    if dense is not None:
+        _, a, wb, kvb, bw, _, fixed = dense
+    start = j
+    while n and now < stop and j < last_step:
         need = residue[j % bsz]
-        if need > pool.free:
+        if need > free:
+            eng.now, eng.dec_idx, pool.free = now, j, free
             eng.make_room_for_decode()
+            system_area += (n + num_waiting) * segment
+            busy, segment = busy + segment, 0.0
+            free, base, n = pool.free, eng.ctx_base, len(decoding)
             if len(eng.waiting) != num_waiting:
                 break
+            price, gn, lk = _pricing(eng, n)
             need = residue[j % bsz]
-        n = len(decoding)
-        live = eng.ctx_base + n * j
-        dt = decode_iteration_s(coef, spec, n, live) if spec is not None and spec.applies(n) \
-            else price(n, live)
+        live = base + n * j
+        if price is None:
+            compute = gn + a * live
+            memory = (wb + kvb * (live + n)) / bw
+            dt = (compute if compute > memory else memory) + lk + fixed
+        else:
+            dt = price(n, live)
         if jitter is not None:
             dt *= jitter()
-        busy += dt
-        queue_area += num_waiting * dt
-        system_area += (n + num_waiting) * dt
-        samples.append((eng.now, live, total_blocks - pool.free))
-        eng.now += dt
-        ends.append(eng.now)
-        pool.free -= need
-        eng.dec_idx = j + 1
-        steps += 1
-        done = finish_at.pop(j, None)
+        segment += dt
+        sample_append((now, live, total_blocks - free))
+        now += dt
+        end_append(now)
+        free -= need
+        j += 1
+        done = finish_at.pop(j - 1, None)
         if done:
+            eng.now, eng.dec_idx, pool.free = now, j, free
             for seq in done:
                 if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
-                        - seq.generated - 1 == j:
-                    eng.finish(seq, eng._stop_decoding(seq, j))
+                        - seq.generated - 1 == j - 1:
+                    eng.finish(seq, eng._stop_decoding(seq, j - 1))
+            system_area += (n + num_waiting) * segment
+            busy, segment = busy + segment, 0.0
+            free, base, n = pool.free, eng.ctx_base, len(decoding)
             if num_waiting and decode_due(eng) or eng.closed:
                 break
-    res.num_iterations += steps
+            price, gn, lk = _pricing(eng, n)
+    system_area += (n + num_waiting) * segment
+    busy += segment
+    eng.now, eng.dec_idx, pool.free = now, j, free
+    res.num_iterations += j - start
     res.busy_s += busy
-    res.queue_area += queue_area
+    res.queue_area += num_waiting * busy
     res.system_area += system_area
-    return steps
+    return j - start
+
+
+def _pricing(eng: Engine, n: int) -> tuple:
+    """How _decode_run prices a step of n sequences: (None, gemm s for n tokens, link s for n
+    tokens) to inline a dense model's arithmetic; else (a price function, 0, 0)."""
+    spec = eng.cfg.speculation
+    if spec is not None and spec.applies(n):
+        return (lambda num, live: decode_iteration_s(eng.coef, spec, num, live)), 0.0, 0.0
+    if eng.dense is None:
+        return eng.price, 0.0, 0.0
+    return None, eng.dense[0] * n, eng.dense[5] * n
 
 
 def _account(eng: Engine, dt: float) -> None:

@@ -2,7 +2,7 @@
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .workload import Arrivals, Lengths, Workload
 
@@ -34,6 +34,14 @@ def draw_requests(workload: Workload) -> list[Request]:
                     n and n.name, n.priority if n else 0)
             for i, (t, p, o, g, n) in enumerate(zip(times, prompts, outputs, groups, tenants,
                                                     strict=True))]
+
+
+def at_rate(workload: Workload, rate_per_s: float) -> list[Request]:
+    """The workload's lengths and seed at another offered rate: gamma keeps its CV, every
+    other arrival process becomes Poisson."""
+    cv = workload.arrivals.cv if workload.arrivals.kind == "gamma" else 1.0
+    kind = "gamma" if workload.arrivals.kind == "gamma" else "poisson"
+    return draw_requests(replace(workload, arrivals=Arrivals(kind, rate_per_s, cv)))
 
 
 def arrival_times(arrivals: Arrivals, count: int, rng: random.Random) -> list[float]:

@@ -76,22 +76,36 @@ def step_s(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: in
     return pp * one + hops
 
 
-def decode_pricer(coef):
-    """step_s for decode-only steps as a function of (sequences, context tokens), with the
-    arithmetic of a dense single-stage model inlined and its constants folded (the
-    simulator's hot path); MoE and pipeline stages go through step_s."""
+def dense_decode_constants(coef) -> tuple | None:
+    """(gemm s per token, attention s per pair, weight bytes, KV bytes per token, effective
+    bandwidth, link s per token, fixed s per step) of a dense single-stage model, the
+    constants step_s folds for decode-only steps; None for MoE, pipeline stages and fixed
+    per-request states (hybrids), which step_s prices."""
     c = coef
-    if c.num_experts or c.moe_flops_per_token or c.pipeline_parallel_size > 1:
-        return lambda n, live: step_s(c, 0, n, 0, live)
+    if c.num_experts or c.moe_flops_per_token or c.pipeline_parallel_size > 1 \
+            or c.state_bytes_per_request:
+        return None
     gemm_per_token = c.flops_per_token / (c.flops_per_s * c.gemm_efficiency)
     attn_per_pair = c.attention_flops_per_token_pair / (
         (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency)
     bw = c.bandwidth_bytes_per_s * c.bandwidth_efficiency
-    wb, kvb = c.weights_bytes, c.kv_bytes_per_token
     link_per_token = c.collective_bytes_per_token / c.interconnect_bytes_per_s
     fixed = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
         + c.moe_layer_overhead_s * c.num_moe_layers \
         + (c.collective_latency_s if c.collective_bytes_per_token else 0.0)
+    return (gemm_per_token, attn_per_pair, c.weights_bytes, c.kv_bytes_per_token, bw,
+            link_per_token, fixed)
+
+
+def decode_pricer(coef):
+    """step_s for decode-only steps as a function of (sequences, context tokens), with the
+    arithmetic of a dense single-stage model inlined and its constants folded (the
+    simulator's hot path inlines the same arithmetic); MoE, pipeline stages and hybrids go
+    through step_s."""
+    dense = dense_decode_constants(coef)
+    if dense is None:
+        return lambda n, live: step_s(coef, 0, n, 0, live)
+    gemm_per_token, attn_per_pair, wb, kvb, bw, link_per_token, fixed = dense
 
     def price(n: int, live: int) -> float:
         compute = gemm_per_token * n + attn_per_pair * live

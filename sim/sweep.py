@@ -1,22 +1,23 @@
-"""The open-loop load sweep: offered rates up to saturation, stopping when the SLO fails."""
+"""The open-loop load sweep: offered rates up to saturation, each run until steady, stopping
+when the SLO fails; the capacity is sim/capacity.py's."""
 
 from collections.abc import Callable
 from dataclasses import replace
 
-from .sampling import Request, draw_requests
-from .workload import Arrivals, Workload
+from .capacity import capacity, meets, probe_row, verdict
+from .sampling import Request, at_rate
+from .sizing import RunSize, steady_point
+from .workload import Workload
+
+__all__ = ["at_rate", "saturated", "sweep_rates", "run_sweep", "concurrency_levels",
+           "closed_loop_points"]
 
 POINT_KEYS = ("offered_rps", "achieved_rps", "slo_attainment", "goodput_rps",
               "input_tokens_per_s", "output_tokens_per_s", "completed", "rejected",
-              "preemptions")
-
-
-def at_rate(workload: Workload, rate_per_s: float) -> list[Request]:
-    """The workload's lengths and seed at another offered rate: gamma keeps its CV, every
-    other arrival process becomes Poisson."""
-    cv = workload.arrivals.cv if workload.arrivals.kind == "gamma" else 1.0
-    kind = "gamma" if workload.arrivals.kind == "gamma" else "poisson"
-    return draw_requests(replace(workload, arrivals=Arrivals(kind, rate_per_s, cv)))
+              "preemptions", "steady_state", "steady_state_reason", "overloaded",
+              "measured_requests", "simulated_requests")
+POINT_CIS = ("slo_attainment_ci", "goodput_rps_ci", "achieved_rps_ci", "output_tokens_per_s_ci")
+LATENCY_KEYS = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 
 
 def saturated(workload: Workload) -> list[Request]:
@@ -34,41 +35,74 @@ def sweep_rates(low_rps: float, high_rps: float, num_rates: int) -> list[float]:
 
 
 def run_sweep(workload: Workload, run: Callable[[list[Request]], dict], target: float,
-              rates: list[float] | None = None, num_rates: int = 10,
+              size: RunSize, rates: list[float] | None = None, num_rates: int = 10,
               on_point: Callable[[dict], None] | None = None,
-              run_one_at_a_time: Callable[[list[Request]], dict] | None = None) -> dict:
-    """`run` simulates one request list and returns its summary; `run_one_at_a_time` the same
-    with one resident sequence (the synchronous end). A rate above the saturation rate cannot
-    be sustained (its queue grows without bound however short the run), so it fails whatever
-    its attainment. Capacity is the highest sustainable offered rate whose SLO attainment is
-    at least `target`; the sweep stops at the first rate that fails. The saturation rate itself
-    is utilisation 1, where an open-loop queue still grows without bound (as the square root
-    of time), so it is not sustainable either: capacity lies strictly below it."""
+              run_one_at_a_time: Callable[[list[Request]], dict] | None = None,
+              bisect: bool = True) -> dict:
+    """`run` simulates one request list and returns its measured summary (sim/measure.py);
+    `run_one_at_a_time` the same with one resident sequence (the synchronous end). Each rate
+    is run until steady (sim/sizing.py, up to size.ceiling requests); the sweep stops at the
+    first rate that fails the SLO target. The capacity is capacity.capacity's: the highest
+    rate meeting the target, bisected to its tolerance, with its interval (the swept rates
+    are its first probes). The saturation rate (every request offered at once) is a
+    throughput, not a sustainable rate: at utilisation 1 an open-loop queue grows without
+    bound. bisect=False (no SLO to meet) takes the highest swept rate that met the target
+    instead of bisecting."""
     saturation = run(saturated(workload))
     low = run_one_at_a_time(saturated(workload))["achieved_rps"] if run_one_at_a_time else \
         saturation["achieved_rps"] / num_rates
     rates = rates or sweep_rates(low, saturation["achieved_rps"], num_rates)
-    points, stopped = [], False
+    probes: dict[float, dict] = {}
+
+    def point(rate: float) -> dict:
+        if rate not in probes:
+            probes[rate] = steady_point(workload, rate, run, size)
+        return probes[rate]
+
+    points, stopped, most = [], False, saturation["achieved_rps"]
     for rate in rates:
-        summary = run(at_rate(workload, rate))
-        sustainable = rate < saturation["achieved_rps"]
-        point = {"rate_per_s": rate, "sustainable": sustainable,
-                 "meets_slo": sustainable and summary["slo_attainment"] >= target,
-                 **{k: summary[k] for k in POINT_KEYS},
-                 **{k: summary[k] for k in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms",
-                                            "e2e_ms")}}
-        points.append(point)
+        entry = sweep_point(rate, point(rate), target, most)
+        points.append(entry)
         if on_point:
-            on_point(point)
-        if not point["meets_slo"]:
+            on_point(entry)
+        if not entry["meets_slo"]:
             stopped = True
             break
     good = [p["rate_per_s"] for p in points if p["meets_slo"]]
+    found = capacity(point, target, max(good, default=rates[0]), most, probes=probes) \
+        if bisect else swept_capacity(points, probes, target)
+    rate = found["capacity_rps"]
+    at = sweep_point(rate, probes[rate], target, most) if rate else None
     return {"target_attainment": target, "synchronous_rps": low,
             "saturation_rps": saturation["achieved_rps"],
             "saturation_output_tokens_per_s": saturation["output_tokens_per_s"],
-            "capacity_rps": max(good, default=0.0), "stopped_on_slo": stopped,
-            "points": points}
+            **found, "capacity_point": at, "stopped_on_slo": stopped, "points": points}
+
+
+def swept_capacity(points: list[dict], probes: dict[float, dict], target: float) -> dict:
+    """The highest swept rate that met the target, without bisection (no SLO was given:
+    every completed request meets it, so a bisection would only find saturation again)."""
+    good = [p["rate_per_s"] for p in points if p["meets_slo"]]
+    rate = max(good, default=0.0)
+    return {"capacity_rps": rate, "capacity_rps_ci": None, "capacity_tolerance": None,
+            "capacity_steady_state": bool(rate) and probes[rate]["steady_state"],
+            "capacity_limited_by": "no SLO target: the highest swept rate",
+            "capacity_probes": [probe_row(r, probes[r], target) for r in sorted(probes)]}
+
+
+def sweep_point(rate: float | None, summary: dict, target: float,
+                saturation_rps: float | None = None) -> dict:
+    """One swept rate: its verdict against the target, the run's window and its figures. A
+    rate at or above the saturation rate is not sustainable whatever its run showed."""
+    sustainable = not summary["overloaded"] and (
+        rate is None or saturation_rps is None or rate < saturation_rps)
+    good = sustainable and meets(summary, target)
+    return {"rate_per_s": rate, "sustainable": sustainable, "meets_slo": good,
+            "verdict": verdict(summary, target) if sustainable else "misses",
+            **{k: summary[k] for k in POINT_KEYS},
+            **{k: summary.get(k) for k in POINT_CIS},
+            **{k: summary[k] for k in LATENCY_KEYS},
+            **{f"{k}_ci": summary.get(f"{k}_ci") for k in LATENCY_KEYS}}
 
 
 def concurrency_levels(max_concurrency: int) -> list[int]:
@@ -88,8 +122,7 @@ def closed_loop_points(workload: Workload, run: Callable[[list[Request], int], d
     points = []
     for n in concurrency_levels(max_concurrency):
         summary = run(requests, n)
-        points.append({"concurrency": n, "meets_slo": summary["slo_attainment"] >= target,
-                       **{k: summary[k] for k in POINT_KEYS},
-                       **{k: summary[k] for k in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms",
-                                                  "e2e_ms")}})
+        entry = sweep_point(None, summary, target)
+        del entry["rate_per_s"]
+        points.append({"concurrency": n} | entry)
     return points

@@ -61,7 +61,11 @@ def slots(tokens: str) -> str:
     return f"ROUNDUP({tokens}/block_size_tokens,0)*block_size_tokens"
 
 
-WINDOW_SLOTS = "(1+ROUNDUP((sliding_window_tokens-1)/block_size_tokens,0))*block_size_tokens"
+def window_peak_slots(tokens: str) -> str:
+    """(ceil(min(W - 1 + T, S) / B) + 1) x B: a windowed layer's in-flight prefill peak, vLLM's
+    SlidingWindowSpec with max_model_len = S (ledger.paging.prefill_window_blocks)."""
+    return (f"(ROUNDUP(MIN(sliding_window_tokens-1+max_num_batched_tokens,{tokens})"
+            "/block_size_tokens,0)+1)*block_size_tokens")
 
 
 def chunk_slots(tokens: str) -> str:
@@ -71,11 +75,13 @@ def chunk_slots(tokens: str) -> str:
 
 
 def kv_request(tokens: str, bits: str = KV_BITS, kinds: Kinds = PURE) -> str:
-    """Bytes one request of `tokens` holds: full layers keep every slot, sliding layers
-    min(ceil(S/B), 1 + ceil((W-1)/B)) blocks, chunked layers their chunk, each kind rounded up
-    to whole bytes (ledger.kv.kv_bytes_by_layer_kind, ledger.paging.window_blocks)."""
+    """Bytes one request of `tokens` holds at its peak: full layers keep every slot, sliding
+    layers min(ceil(S/B), ceil(min(W-1+T, S)/B) + 1) blocks (its prefill in flight), chunked
+    layers their chunk, each kind rounded up to whole bytes (ledger.kv.kv_bytes_by_layer_kind,
+    ledger.paging.windowed_blocks with a token budget)."""
     layer = per_layer_bits(bits)
-    held = f"IF(sliding_window_tokens>0,MIN({slots(tokens)},{WINDOW_SLOTS}),{slots(tokens)})"
+    window = window_peak_slots(tokens)
+    held = f"IF(sliding_window_tokens>0,MIN({slots(tokens)},{window}),{slots(tokens)})"
     out = (f"ROUNDUP({full_layers(kinds)}*{slots(tokens)}*{full_layer_bits(kinds, bits)}/8,0)"
            f"+ROUNDUP(num_sliding_layers*{held}*{layer}/8,0)")
     if kinds.chunked:

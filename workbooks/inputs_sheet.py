@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from openpyxl.workbook.workbook import Workbook
 
 from servecap.ledger import dtypes
-from servecap.ledger.kv import kv_bytes_per_request
+from servecap.ledger.kv import WHOLE, kv_bytes_per_request
 from servecap.ledger.model import CHUNKED, FULL
 from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 from servecap.ledger.state import STATE_DTYPES
@@ -265,7 +265,8 @@ def _write_load(wb: Workbook, ws, src: WorkbookSource) -> None:
         style.as_formula(ws[f"{h}{i}"], style.BYTES)
         bits = dtypes.lookup(src.serve.kv_dtype, "kv_dtype").bits
         remember(ws, f"{h}{i}", kv_bytes_per_request(src.spec, bits, length,
-                                                     src.serve.block_size_tokens))
+                                                     src.serve.block_size_tokens, WHOLE,
+                                                     src.serve.max_num_batched_tokens))
         if not explicit:
             remember(ws, f"{f}{i}", length)
             remember(ws, f"{g}{i}", count)

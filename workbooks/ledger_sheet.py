@@ -100,8 +100,9 @@ def derived(kinds: Kinds) -> list[tuple]:
         ("kv_bytes_per_request", "KV per request",
          "=IF(explicit_lengths,ROUNDUP(kv_cache_bytes/requests,0),"
          + kv_request("context_tokens", kinds=kinds) + ")", style.BYTES,
-         "Σ layers ceil(S/B) x B slots x bytes/slot (sliding layers: min(S, W)"
-         + ("; chunked: min(S, C)" if kinds.chunked else "") + "); mixed: mean, up"),
+         "Σ layers ceil(S/B) x B slots x bytes/slot (sliding layers: the prefill in flight, "
+         "W - 1 + T tokens + 1 block at most" + ("; chunked: min(S, C)" if kinds.chunked else "")
+         + "); mixed: mean, up"),
         ("indexer_bytes_per_token", "indexer K per token",
          f"=num_layers*{INDEXER_LAYER_BYTES}" if kinds.indexer else "=0", style.BYTES,
          "L x (index_head_dim fp8 + an fp32 scale per 128)" if kinds.indexer

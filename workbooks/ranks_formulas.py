@@ -20,6 +20,7 @@ from .formulas import (
     request_pages,
     state_layer_bytes,
     unified_block,
+    window_peak_slots,
 )
 
 FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
@@ -27,11 +28,23 @@ FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
          ("runtime_peak", "runtime peak"), ("rotary_cache", "rotary cos/sin cache"),
          ("non_torch", "non-torch memory"), ("comm_buffers", "communication buffers"),
          ("cuda_graphs", "CUDA graph pool"))
+# vLLM, after sizing its pool (ledger.vllm_after): what precedes its baseline, the CUDA graphs it
+# captures and the sampler warm-up, each the plan's estimate carried as a value on every rank
+AFTER = (("after_pool_outside", "after the pool: in use before vLLM's baseline (plan's)"),
+         ("after_pool_graphs", "after the pool: CUDA-graph capture (plan's)"),
+         ("after_pool_warmup", "after the pool: sampler warm-up peak (plan's)"))
+# what stays allocated once the pool exists (ledger.vllm_after.HELD); the profile's
+# activations are free again
+HELD = "+".join(f"[{key}]" for key in ("weights", "weight_metadata", "weights_resident",
+                                       "rotary_cache", "non_torch", "comm_buffers"))
 BITS = ('IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
         "2*[kv_heads]*head_dim*kv_bits_per_element)")
-# a windowed layer holds min(ceil(S/B), 1 + ceil((W-1)/B)) blocks (ledger.paging.window_blocks);
-# over the load's lengths min(a, b) is written a - (a>b)(a-b), as MIN would aggregate the array
-WINDOW_SLOTS = "(1+ROUNDUP((sliding_window_tokens-1)/block_size_tokens,0))*block_size_tokens"
+# a windowed layer holds min(ceil(S/B), ceil(min(W-1+T, S)/B) + 1) blocks at its peak, its
+# prefill in flight (ledger.paging.windowed_blocks); over the load's lengths min(a, b) is written
+# a - (a>b)(a-b), as MIN would aggregate the array
+SPAN = "(sliding_window_tokens-1+max_num_batched_tokens)"
+LENGTHS_SPAN = f"(load_lengths_tokens-(load_lengths_tokens>{SPAN})*(load_lengths_tokens-{SPAN}))"
+WINDOW_SLOTS = f"(ROUNDUP({LENGTHS_SPAN}/block_size_tokens,0)+1)*block_size_tokens"
 SLOTS = "ROUNDUP(load_lengths_tokens/block_size_tokens,0)*block_size_tokens"
 HELD_SLOTS = (f"({SLOTS}-(sliding_window_tokens>0)*({SLOTS}>{WINDOW_SLOTS})"
               f"*({SLOTS}-{WINDOW_SLOTS}))")
@@ -40,7 +53,8 @@ CHUNK_LENGTHS = ("(load_lengths_tokens-(load_lengths_tokens>chunk_size_tokens)"
                  "*(load_lengths_tokens-chunk_size_tokens))")
 CHUNK_SLOTS = f"ROUNDUP({CHUNK_LENGTHS}/block_size_tokens,0)*block_size_tokens"
 SLOTS_ONE = "ROUNDUP(context_tokens/block_size_tokens,0)*block_size_tokens"
-HELD_ONE = f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},{WINDOW_SLOTS}),{SLOTS_ONE})"
+HELD_ONE = (f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},{window_peak_slots('context_tokens')}),"
+            f"{SLOTS_ONE})")
 WEIGHTS = "([weights]+[weight_metadata]+[weights_resident]+[rotary_cache])"
 POOL = {
     VLLM: ("IF(ISNUMBER(kv_cache_memory_bytes),kv_cache_memory_bytes,TRUNC(device_bytes*"
@@ -273,7 +287,6 @@ def _budget_rows(model: RankModel) -> list[tuple]:
     block = "[attention_block_size]" if model.vllm_hybrid else "block_size_tokens"
     tokens = "INT([max_concurrency]*context_tokens)" if vllm and model.tokens_from_concurrency \
         else f"INT([num_gpu_blocks]/[num_groups])*{block}"
-    starts = ",[kv_pool_bytes]>0,[num_gpu_blocks]>=MAX([blocks_per_request],1)" if vllm else ""
     return [
         ("max_concurrency", "max concurrency", "0.00",
          f"[num_gpu_blocks]*{block}/context_tokens" if vllm and model.concurrency_v0 else
@@ -290,5 +303,19 @@ def _budget_rows(model: RankModel) -> list[tuple]:
          f"device_bytes-[fixed]-{caches}-MAX([own_blocks]*[block_bytes]-{caches},0)-[safety]"),
         ("ceiling", "max concurrency, whole requests", style.REQUESTS, "INT([max_concurrency])"),
         ("order", "binding order (fewest first)", style.BLOCKS, "[own_blocks]"),
+        *(_start_rows() if vllm else ()),
         ("fits", "declared load fits", style.BOOL,
-         f"AND([free]>=0,{caches}<=[num_gpu_blocks]*[block_bytes]{starts})")]
+         f"AND([free]>=0,{caches}<=[num_gpu_blocks]*[block_bytes]"
+         + (",[starts])" if vllm else ")"))]
+
+
+def _start_rows() -> tuple[tuple, ...]:
+    """vLLM's start: its pool holds one max_model_len request (ledger.engines.starts), and what
+    it runs after sizing the pool fits what is left (ledger.vllm_after.after_pool: room =
+    device - what stays allocated - this rank's own pool - what precedes the baseline)."""
+    return (
+        ("after_pool_room", "after the pool: room left", style.BYTES,
+         f"device_bytes-({HELD})-[own_blocks]*[block_bytes]-[after_pool_outside]"),
+        ("starts", "vLLM starts (pool holds a request; graphs + warm-up fit)", style.BOOL,
+         "AND([kv_pool_bytes]>0,[num_gpu_blocks]>=MAX([blocks_per_request],1),"
+         "[after_pool_graphs]+[after_pool_warmup]<=[after_pool_room])"))

@@ -31,7 +31,8 @@ from . import charts, page, style
 from .cached import remember
 from .formulas import kinds_of
 from .names import define
-from .ranks_formulas import FIXED, RankModel, rank_rows
+from .ranks_after import after_known, after_values, plan_after, start_note
+from .ranks_formulas import AFTER, FIXED, RankModel, rank_rows
 from .source import WorkbookSource, cache_bytes_per_request
 
 SHEET = "Ranks"
@@ -90,7 +91,7 @@ def _structure(src: WorkbookSource, item: StagePlan, rank: int,
                    sliding_groups=groups.kinds.count(SLIDING) if vllm else 0,
                    group_layers=groups.group_size_on(stage.layers))
     out.update({key: lines.get(key, 0) for key, _ in FIXED})
-    return out
+    return out | after_values(plan_after(src, item))
 
 
 def _known(src: WorkbookSource, item: StagePlan, binding: bool, one_stage: bool,
@@ -109,7 +110,8 @@ def _known(src: WorkbookSource, item: StagePlan, binding: bool, one_stage: bool,
            else kv_heads_per_rank(src.spec, shard.tensor_parallel_size),
            "kv_bits_layer": kv_bits_per_token_layer(src.spec, bits, shard),
            "kv_request_context": kv_bytes_per_request(src.spec, bits, plan.serve.context_tokens,
-                                                      plan.serve.block_size_tokens, shard)}
+                                                      plan.serve.block_size_tokens, shard,
+                                                      plan.serve.max_num_batched_tokens)}
     out.update(_cache_known(src, plan, bits))
     if budget is None:
         return out | {"order": plan.memory_ceiling_requests, "free_own": plan.free_bytes}
@@ -121,6 +123,7 @@ def _known(src: WorkbookSource, item: StagePlan, binding: bool, one_stage: bool,
                blocks_per_request=budget.blocks_per_request, pool=pool, headroom=headroom)
     if model.vllm_hybrid:
         out.update(_page_known(src, item))
+    out.update(after_known(item, plan_after(src, item), one_stage))
     if one_stage:
         out.update(own_blocks=budget.num_gpu_blocks, order=budget.num_gpu_blocks,
                    free_own=plan.free_bytes)
@@ -189,10 +192,10 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
     row = 2
     for key in values[0]:
         at[key] = row
-        _label(ws, row, key, dict(FIXED).get(key, key.replace("_", " ")))
+        _label(ws, row, key, VALUE_LABELS.get(key, key.replace("_", " ")))
         for i, data in enumerate(values):
             style.as_input(ws.cell(row=row, column=FIRST_COL + i, value=data[key]),
-                           style.BYTES if key in dict(FIXED) else style.COUNT)
+                           style.BYTES if key in VALUE_LABELS else style.COUNT)
         row += 1
     at["fixed"] = row
     rows = [("fixed", "fixed lines", style.BYTES, "+".join(f"[{k}]" for k, _ in FIXED))]
@@ -210,6 +213,8 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
         row += 1
     _binding(wb, ws, row + 1, at, last, known, dep)
     style.fit_columns(ws)
+    if "starts" in at:
+        _note(ws, ws.max_row + 2, start_note(src), FIRST_COL + len(columns) - 1)
     _breakdown(ws, ws.max_row + 2, at, values, known)
     # from B (the key column is for scripts); past RANKS_PER_PAGE ranks, more pages wide,
     # each with the line names
@@ -219,6 +224,7 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
     page.finish(ws, areas=[page.used_range(ws, first_col=2)], pages_wide=wide)
 
 
+VALUE_LABELS = dict(FIXED + AFTER)  # value rows in bytes, by their labels
 RANKS_PER_PAGE = 8  # one page wide at about 75 %; more ranks print pages wide at 75 %
 CHART_RANK_COLUMNS = 4  # of the rank columns a 75 % page holds, the ones the chart may cover
 
@@ -273,6 +279,15 @@ def largest_on_binding(src: WorkbookSource) -> str:
     return labels[max(keys, key=plan.line)]
 
 
+def _note(ws, row: int, text: str, last_col: int) -> None:
+    """A sentence wrapped across the line-name and rank columns, its row tall enough for it
+    (a spreadsheet does not grow a merged cell's row)."""
+    style.note(ws, row, text, last_col=last_col, column=2)
+    width = sum(ws.column_dimensions[get_column_letter(c)].width or 10
+                for c in range(2, last_col + 1))
+    ws.row_dimensions[row].height = 13 * (-(-len(text) * 11 // (10 * int(width))) + 1)
+
+
 def _section(ws, row: int, title: str) -> None:
     """A section title in the line-name column, wrapped there: that column repeats on every
     page of a wide sheet, where text running on into the next column would be cut."""
@@ -319,6 +334,7 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
                     "deployment_ceiling_requests": dep.plan.memory_ceiling_requests,
                     "total_ceiling_requests": dep.total_ceiling_requests,
                     "deployment_fits": dep.fits,
+                    "deployment_starts": all(item.plan.starts for item in dep.stages),
                     "weights_bytes_all_devices": dep.weights_bytes_all_devices}
     totals = (
         ("binding_rank", "binding rank", style.COUNT,
@@ -331,7 +347,8 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
          f"=AND({whole('fits')})"),
         ("weights_bytes_all_devices", "weights on every GPU", style.BYTES,
          f"=(SUM({whole('weights')})+SUM({whole('weight_metadata')}))*data_parallel_size"),
-    )
+    ) + ((("deployment_starts", "vLLM starts on every rank", style.BOOL,
+           f"=AND({whole('starts')})"),) if "starts" in at else ())
     for i, (name, label, fmt, formula) in enumerate(totals, start=at['binding'] + 2):
         _label(ws, i, name, label)
         style.as_formula(ws.cell(row=i, column=FIRST_COL, value=formula), fmt)

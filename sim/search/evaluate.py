@@ -1,33 +1,34 @@
-"""Price one candidate: simulate it at the target rate; its SLO capacity by bisection on rate."""
+"""Price one candidate: simulate it at the target rate until steady; its SLO capacity by
+sim/capacity.py's bisection."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from servecap.sim.cluster import simulate_disaggregated, simulate_replicas
+from servecap.sim.capacity import capacity, may_meet, verdict
 from servecap.sim.config import SchedulerConfig
-from servecap.sim.kvpool import pool_blocks
-from servecap.sim.metrics import SLO, summarize_seqs
+from servecap.sim.deploy import Deployment, run_once
+from servecap.sim.measure import measure
 from servecap.sim.roofline import Coefficients
-from servecap.sim.run import simulate
-from servecap.sim.state import Seq
-from servecap.sim.sweep import at_rate
+from servecap.sim.sampling import at_rate, draw_requests
+from servecap.sim.sizing import RunSize, run_size, settled, steady_point
 
 from .memory import plan_layout
 from .problem import Problem
 from .space import Candidate, Layout
 from .timemodel import parallel_coefficients
 
-NUM_DOUBLINGS = 6  # capacity searched up to 2^6 x the target rate
-NUM_BISECTIONS = 5  # then to within 1/32 of the bracket
+LENGTH_SAMPLE = 500  # requests drawn to price a layout's unloaded request lifetime
 
 
 @dataclass(frozen=True)
 class Priced:
-    """A layout ready to simulate: its time coefficients, KV pool and scheduler knobs."""
+    """A layout ready to simulate: its time coefficients, KV pool, scheduler knobs and how
+    long its runs need to be."""
 
     coef: Coefficients
     num_blocks: int
     config: SchedulerConfig
     notes: tuple[str, ...]
+    size: RunSize
 
 
 def price_layout(problem: Problem, layout: Layout) -> Priced:
@@ -38,39 +39,59 @@ def price_layout(problem: Problem, layout: Layout) -> Priced:
     config = SchedulerConfig(policy=problem.policy, max_num_seqs=layout.max_num_seqs,
                              max_num_batched_tokens=layout.max_num_batched_tokens,
                              block_size_tokens=problem.block_size_tokens)
-    blocks = pool_blocks(verdict.deployment.plan, problem.block_size_tokens)
-    return Priced(coef, blocks, config, notes)
+    blocks = verdict.deployment.plan.budget.num_gpu_blocks  # plan --engine vllm's pool
+    sample = draw_requests(replace(problem.workload, num_requests=min(
+        problem.workload.num_requests, LENGTH_SAMPLE)))
+    size = run_size(coef, sample, problem.workload.num_requests, from_floor=True)
+    return Priced(coef, blocks, config, notes, size)
 
 
-def run_at(problem: Problem, priced: Priced, cand: Candidate, rate_per_s: float
-           ) -> tuple[dict, list[Seq]]:
-    """The deployment's summary and every request's final state at rate_per_s. The summary
-    is the simulator's own, less the per-token ITL percentiles (a search reads TPOT; the
+def deployment_of(problem: Problem, cand: Candidate) -> Deployment:
+    return Deployment(max(cand.replicas, 1), problem.router, cand.prefill, cand.decode,
+                      problem.kv_transfer_bytes_per_s)
+
+
+def run_at(problem: Problem, priced: Priced, cand: Candidate, rate_per_s: float,
+           decided: bool = True) -> dict:
+    """The deployment's measured summary at rate_per_s, run until steady. When `decided`, a
+    run that surely misses the target (its queue grew through the run, or its attainment's
+    whole interval is below the target) stops early: a longer run would not rescue it. The
+    simulator's own summary, less the per-token ITL percentiles (a search reads TPOT; the
     token gaps were a quarter of its time)."""
-    requests = at_rate(problem.workload, rate_per_s)
-    if cand.disaggregated:
-        _, seqs, _ = simulate_disaggregated(
-            requests, priced.coef, priced.config, priced.num_blocks, cand.prefill,
-            cand.decode, problem.kv_transfer_bytes_per_s, problem.router)
-    else:
-        if cand.replicas == 1:
-            results = [simulate(requests, priced.coef, priced.config, priced.num_blocks)]
-        else:
-            results = simulate_replicas(requests, priced.coef, priced.config,
-                                        priced.num_blocks, cand.replicas, problem.router)
-        seqs = [s for r in results for s in r.seqs[:r.num_arrived]]
-    return summarize_seqs(priced.config.policy, seqs, [], problem.slo), seqs
+    target = problem.target_attainment
+
+    def run(requests):
+        outcome = run_once(requests, priced.coef, priced.config, priced.num_blocks,
+                           deployment_of(problem, cand))
+        return measure(priced.config.policy, [outcome], problem.slo, itl=False)
+
+    def done(summary: dict) -> bool:
+        return settled(summary) or (decided and not may_meet(summary, target))
+    return steady_point(problem.workload, rate_per_s, run, priced.size, done)
 
 
-def meets(problem: Problem, summary: dict) -> bool:
-    return summary["completed"] > 0 and summary["slo_attainment"] >= problem.target_attainment
+def saturation_rps(problem: Problem, priced: Priced, cand: Candidate) -> float:
+    """Requests/s with every request of a ceiling-sized run offered at once."""
+    requests = [replace(r, arrival_s=0.0) for r in at_rate(problem.workload, 1.0)]
+    run = run_once(requests, priced.coef, priced.config, priced.num_blocks,
+                   deployment_of(problem, cand))
+    return measure(priced.config.policy, [run], problem.slo, itl=False,
+                   window=False)["achieved_rps"]
 
 
 def evaluate(problem: Problem, priced: Priced, cand: Candidate) -> dict:
-    """One row of the ranked list: cost, throughput per GPU and per user, tails, SLO shares."""
-    summary, seqs = run_at(problem, priced, cand, problem.rate_per_s)
+    """One row of the ranked list: cost, throughput per GPU and per user, tails, SLO shares,
+    each figure people decide from with its interval, and the verdict (meets only when the
+    attainment's interval clears the target)."""
+    summary = run_at(problem, priced, cand, problem.rate_per_s)
+    return describe(problem, priced, cand, summary)
+
+
+def describe(problem: Problem, priced: Priced, cand: Candidate, summary: dict) -> dict:
     tpot_p50 = summary["tpot_ms"]["p50"]
     out_tps = summary["output_tokens_per_s"]
+    out_ci = summary["output_tokens_per_s_ci"]
+    judged = verdict(summary, problem.target_attainment)
     return {
         "label": cand.label, "device": cand.layout.device,
         "tensor_parallel_size": cand.layout.tensor_parallel_size,
@@ -84,34 +105,32 @@ def evaluate(problem: Problem, priced: Priced, cand: Candidate) -> dict:
         "decode_replicas": cand.decode, "num_gpus": cand.num_gpus,
         "num_kv_blocks_per_rank": priced.num_blocks,
         "output_tokens_per_s": out_tps, "tokens_per_s_per_gpu": out_tps / cand.num_gpus,
+        "tokens_per_s_per_gpu_ci": None if out_ci is None else
+        [v / cand.num_gpus for v in out_ci],
         "tokens_per_s_per_user": 1000 / tpot_p50 if tpot_p50 else None,
         "ttft_ms": _tails(summary["ttft_ms"]), "tpot_ms": _tails(summary["tpot_ms"]),
-        "goodput_rps": summary["goodput_rps"], "slo_attainment": summary["slo_attainment"],
-        "ttft_attainment": _share(seqs, SLO(ttft_s=problem.slo.ttft_s)),
-        "tpot_attainment": _share(seqs, SLO(itl_s=problem.slo.itl_s)),
+        "ttft_ms_ci": summary["ttft_ms_ci"], "tpot_ms_ci": summary["tpot_ms_ci"],
+        "goodput_rps": summary["goodput_rps"], "goodput_rps_ci": summary["goodput_rps_ci"],
+        "slo_attainment": summary["slo_attainment"],
+        "slo_attainment_ci": summary["slo_attainment_ci"],
+        "ttft_attainment": summary["ttft_attainment"],
+        "tpot_attainment": summary["tpot_attainment"],
         "completed": summary["completed"], "rejected": summary["rejected"],
-        "meets_slo": meets(problem, summary), "time_model_notes": list(priced.notes),
+        "steady_state": summary["steady_state"],
+        "steady_state_reason": summary["steady_state_reason"],
+        "measured_requests": summary["measured_requests"],
+        "simulated_requests": summary["simulated_requests"],
+        "verdict": judged, "meets_slo": judged == "meets",
+        "time_model_notes": list(priced.notes),
     }
 
 
-def slo_capacity(problem: Problem, priced: Priced, cand: Candidate) -> float:
-    """The highest offered rate (req/s) still meeting the SLO target: doubling from the target
-    rate until it fails, then bisection. The target rate must already meet it."""
-    low, high = problem.rate_per_s, None
-    for _ in range(NUM_DOUBLINGS):
-        if not meets(problem, run_at(problem, priced, cand, 2 * low)[0]):
-            high = 2 * low
-            break
-        low *= 2
-    if high is None:
-        return low
-    for _ in range(NUM_BISECTIONS):
-        mid = (low + high) / 2
-        if meets(problem, run_at(problem, priced, cand, mid)[0]):
-            low = mid
-        else:
-            high = mid
-    return low
+def slo_capacity(problem: Problem, priced: Priced, cand: Candidate) -> dict:
+    """capacity.capacity of the candidate from the target rate, each probe run until steady,
+    no rate at or above its saturation rate."""
+    return capacity(lambda rate: run_at(problem, priced, cand, rate, decided=False),
+                    problem.target_attainment, problem.rate_per_s,
+                    saturation_rps(problem, priced, cand))
 
 
 def candidate_of(row: dict) -> Candidate:
@@ -122,15 +141,12 @@ def candidate_of(row: dict) -> Candidate:
     return Candidate(layout, row["replicas"], row["prefill_replicas"], row["decode_replicas"])
 
 
-def row_capacity(problem: Problem, row: dict) -> float:
-    """The SLO capacity (req/s) of a row that meets the SLOs at the target rate."""
+def row_capacity(problem: Problem, row: dict) -> dict:
+    """The SLO capacity (capacity.capacity's keys) of a row that meets the SLOs at the target
+    rate."""
     cand = candidate_of(row)
     return slo_capacity(problem, price_layout(problem, cand.layout), cand)
 
 
 def _tails(stats: dict) -> dict:
     return {"p50": stats["p50"], "p99": stats["p99"]}
-
-
-def _share(seqs: list[Seq], slo: SLO) -> float:
-    return sum(1 for s in seqs if slo.met(s)) / len(seqs) if seqs else 0.0

@@ -2,11 +2,12 @@
 
 
 def rank_key(row: dict) -> tuple:
-    """Meeting the SLOs first, then cost per hour, then more tokens/s per GPU; the label
-    breaks every remaining tie, so the order never depends on who finished first."""
+    """Meeting the SLOs first, then cost per hour, then the higher SLO attainment at the
+    target rate (the wider margin: at steady state every deployment that keeps up serves the
+    same tokens/s), then more tokens/s per GPU; the label breaks every remaining tie, so the
+    order never depends on who finished first."""
     return (not row["meets_slo"], row["cost_usd_per_hour"] if row["meets_slo"] else 0.0,
-            -row["slo_attainment"] if not row["meets_slo"] else 0.0,
-            -row["tokens_per_s_per_gpu"], row["label"])
+            -row["slo_attainment"], -row["tokens_per_s_per_gpu"], row["label"])
 
 
 def ranked(rows: list[dict]) -> list[dict]:
@@ -14,8 +15,48 @@ def ranked(rows: list[dict]) -> list[dict]:
 
 
 def cheapest(rows: list[dict]) -> dict | None:
-    """The lowest cost per hour among candidates meeting every SLO at the target rate."""
-    return next((r for r in ranked(rows) if r["meets_slo"]), None)
+    """The lowest cost per hour among candidates meeting every SLO at the target rate (the
+    first of them in `rows`, which are ranked)."""
+    return next((r for r in rows if r["meets_slo"]), None)
+
+
+def runner_up(rows: list[dict], best: dict | None) -> dict | None:
+    """The next qualifying candidate (rows are ranked) at the cheapest one's cost per hour."""
+    if best is None:
+        return None
+    return next((r for r in rows if r["meets_slo"] and r["label"] != best["label"]
+                 and r["cost_usd_per_hour"] == best["cost_usd_per_hour"]), None)
+
+
+def overlap(a: list[float] | None, b: list[float] | None) -> bool:
+    """Two intervals share a point (a missing one overlaps everything: nothing tells them
+    apart)."""
+    return a is None or b is None or (a[0] <= b[1] and b[0] <= a[1])
+
+
+def settle_tie(rows: list[dict], capacities: dict[str, dict]) -> tuple[list[dict], dict | None]:
+    """The cheapest against its runner-up at the same cost: apart when their SLO attainment
+    intervals do not overlap; else the higher SLO capacity wins when the capacity intervals
+    do not overlap (the winner moves first), else a tie. Returns the rows and the tie."""
+    best = cheapest(rows)
+    other = runner_up(rows, best)
+    if other is None or not overlap(best["slo_attainment_ci"], other["slo_attainment_ci"]):
+        return rows, None
+    a, b = capacities.get(best["label"]), capacities.get(other["label"])
+    if a and b and not overlap(a["capacity_rps_ci"], b["capacity_rps_ci"]):
+        if b["capacity_rps"] > a["capacity_rps"]:
+            rows = [other] + [r for r in rows if r is not other]
+        return rows, None
+    return rows, {"labels": [best["label"], other["label"]],
+                  "why": "the same cost, and their SLO attainment and SLO capacity intervals "
+                         "overlap"}
+
+
+def demote(row: dict, capacity: dict) -> dict:
+    """A candidate the re-check failed: its SLO capacity is below the target rate."""
+    return row | {"meets_slo": False, "verdict": "misses",
+                  "recheck": f"SLO capacity {capacity['capacity_rps']:.3g} req/s "
+                             f"({capacity['capacity_limited_by']}) is below the target rate"}
 
 
 def dominates(a: dict, b: dict) -> bool:

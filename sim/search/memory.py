@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from servecap.ledger.devices import find
+from servecap.ledger.engines import VLLM, EngineSpec
 from servecap.ledger.errors import SpecError
 from servecap.ledger.ranks import Deployment, Parallel, build_deployment
 from servecap.ledger.serve import ServeSpec
@@ -20,7 +21,8 @@ class MemoryVerdict:
 
 def plan_layout(problem: Problem, layout: Layout, context_tokens: int) -> MemoryVerdict:
     """The binding rank must hold weights, runtime peak, the reserve and the KV of one request
-    of context_tokens (vLLM refuses to start otherwise)."""
+    of context_tokens (vLLM refuses to start otherwise). Planned with vLLM's budget, as
+    `plan --engine vllm` plans it: its pool is the one the layout is simulated with."""
     device = find(layout.device)
     serve = ServeSpec(device_bytes=device.usable_bytes, context_tokens=context_tokens,
                       concurrency=1, block_size_tokens=problem.block_size_tokens,
@@ -33,9 +35,14 @@ def plan_layout(problem: Problem, layout: Layout, context_tokens: int) -> Memory
     if layout.expert_parallel and (moe is None or moe.num_experts % layout.tensor_parallel_size):
         return MemoryVerdict(False, "invalid: expert parallelism needs a mixture-of-experts "
                              "model whose experts tp divides")
+    # the layout's scheduler knobs are what vLLM's profile pass runs, as `plan --engine vllm
+    # --max-num-seqs N --max-num-batched-tokens M` plans them
+    engine = EngineSpec(VLLM, gpu_memory_utilization=1 - problem.safety_fraction,
+                        max_num_seqs=layout.max_num_seqs,
+                        max_num_batched_tokens=layout.max_num_batched_tokens)
     try:
         deployment = build_deployment(problem.spec_for(layout.weight_dtype), serve,
-                                      parallel=parallel)
+                                      parallel=parallel, engine=engine)
     except SpecError as exc:  # e.g. tp does not divide the heads
         return MemoryVerdict(False, f"invalid: {exc.allowed}")
     plan = deployment.plan

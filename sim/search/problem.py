@@ -3,7 +3,8 @@
 from dataclasses import dataclass, replace
 
 from servecap.ledger.model import ModelSpec
-from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS, DEFAULT_SAFETY_FRACTION
+from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS
+from servecap.ledger.vllm_versions import NEWEST
 from servecap.ledger.weights import default_quant
 from servecap.sim.metrics import SLO
 from servecap.sim.workload import Workload
@@ -13,7 +14,8 @@ from servecap.sim.workload import Workload
 class Problem:
     """Everything a worker needs to price one candidate; picklable (sent to each worker).
     context_tokens is the max_model_len every layout must hold one whole request of.
-    safety_fraction is the share of the device kept back (vLLM's 1 - gpu_memory_utilization)."""
+    safety_fraction is the share of the device kept back (vLLM's 1 - gpu_memory_utilization;
+    by default the newest vLLM release's, as `plan --engine vllm` plans it)."""
 
     spec: ModelSpec
     checkpoint_weight_dtype: str
@@ -27,7 +29,7 @@ class Problem:
     step_overhead_s: float = 0.0
     kv_transfer_bytes_per_s: float = 50e9
     router: str = "least-tokens"
-    safety_fraction: float = DEFAULT_SAFETY_FRACTION
+    safety_fraction: float = round(1 - NEWEST.default_gpu_memory_utilization, 6)
     capacity: bool = True
 
     def spec_for(self, weight_dtype: str) -> ModelSpec:

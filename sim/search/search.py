@@ -5,8 +5,8 @@ from collections.abc import Callable
 
 from .batch import Batch
 from .evaluate import row_capacity
-from .execute import run_all
-from .frontier import binding_constraint, cheapest, pareto, ranked
+from .execute import run_all, sigterm_as_sigint
+from .frontier import binding_constraint, cheapest, demote, pareto, ranked, runner_up, settle_tie
 from .launch import launch_lines
 from .memory import MemoryCheck
 from .problem import Problem
@@ -39,7 +39,13 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
                workers: int = 1, ray: str | None = None, prune: bool = True,
                on_start: Callable[[int], None] | None = None,
                on_done: Callable[[], None] | None = None) -> dict:
-    """The report: space counts, ranked rows, cheapest, frontier, launch lines, what binds."""
+    """The report: space counts, ranked rows, cheapest, frontier, launch lines, what binds.
+    SIGTERM is Ctrl-C for the whole search, the re-check of the answers included."""
+    with sigterm_as_sigint():
+        return _search(problem, axes, prices, model_id, workers, ray, prune, on_start, on_done)
+
+
+def _search(problem, axes, prices, model_id, workers, ray, prune, on_start, on_done) -> dict:
     started = time.perf_counter()
     batches, space = plan_batches(problem, axes)
     if on_start:
@@ -52,7 +58,7 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
             rows.append(row | {"cost_usd_per_hour": round(price * row["num_gpus"], 6)})
         for reason, n in done[i]["skipped"].items():
             skipped[reason] = skipped.get(reason, 0) + n
-    rows, stopped = with_capacities(problem, ranked(rows), interrupted)
+    rows, stopped, tie = with_capacities(problem, ranked(rows), interrupted)
     interrupted = interrupted or stopped
     best = cheapest(rows)
     front = pareto(rows)
@@ -66,7 +72,7 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
                           "worker_cpu_s": round(sum(d["cpu_s"] for d in done.values()), 3)},
         "interrupted": interrupted,
         "binding_constraint": None if interrupted else binding_constraint(rows, len(batches)),
-        "cheapest": best,
+        "cheapest": best, "tie": tie, "steady_state": steady(best),
         "launch": launch_lines(model_id, best, problem.context_tokens, utilization)
         if best else None,
         "frontier": [r | {"launch": launch_lines(model_id, r, problem.context_tokens,
@@ -78,19 +84,62 @@ def run_search(problem: Problem, axes: Axes, prices: dict[str, dict], model_id: 
     }
 
 
+def steady(best: dict | None) -> bool | None:
+    """Whether the answer holds at steady state: its run at the target rate and, when
+    bisected, its SLO capacity's run (None: no answer)."""
+    if best is None:
+        return None
+    return best["steady_state"] and best.get("capacity_steady_state") is not False
+
+
+CAPACITY_KEYS = ("capacity_rps", "capacity_rps_ci", "capacity_steady_state",
+                 "capacity_limited_by")
+
+
 def with_capacities(problem: Problem, rows: list[dict], interrupted: bool
-                    ) -> tuple[list[dict], bool]:
-    """SLO capacity, bisected on rate, of the answers: the cheapest qualifying row and the
-    qualifying frontier points (the rest carry None: a dozen simulations each is the bulk of
-    a search's time otherwise). A Ctrl-C here keeps the capacities found so far."""
-    best, front = cheapest(rows), pareto(rows)
-    chosen = [r["label"] for r in [best, *front] if r is not None and r["meets_slo"]]
-    found: dict[str, float] = {}
-    if problem.capacity and not interrupted:
-        by_label = {r["label"]: r for r in rows}
-        try:
-            for label in dict.fromkeys(chosen):
-                found[label] = row_capacity(problem, by_label[label])
-        except KeyboardInterrupt:
-            interrupted = True
-    return [r | {"capacity_rps": found.get(r["label"])} for r in rows], interrupted
+                    ) -> tuple[list[dict], bool, dict | None]:
+    """Re-check the answers: the cheapest qualifying row, the runner-up at its cost and the
+    qualifying frontier points get their SLO capacity with its interval (capacity.capacity,
+    every probe run until steady, nothing at or above the candidate's saturation rate). An
+    answer whose capacity falls below the target rate is demoted (it misses after all) and
+    the next one is checked. The cheapest and its runner-up tie when their tokens/s per GPU
+    intervals overlap: then the higher capacity wins if the two capacity intervals do not
+    overlap, and otherwise both are reported as a tie. The rest carry None (a dozen
+    simulations each is the bulk of a search's time otherwise). A Ctrl-C here keeps what was
+    found so far. Returns the rows, whether interrupted, and the tie (None: no tie)."""
+    found: dict[str, dict] = {}
+    if not problem.capacity or interrupted:
+        return [_with(r, found) for r in rows], interrupted, None
+    tie = None
+    try:
+        rows = _confirm(problem, rows, found, lambda rs: [cheapest(rs)])
+        rows = _confirm(problem, rows, found, lambda rs: [runner_up(rs, cheapest(rs))])
+        rows = _confirm(problem, rows, found, lambda rs: [r for r in pareto(rs)
+                                                          if r["meets_slo"]])
+        rows, tie = settle_tie(rows, found)
+    except KeyboardInterrupt:
+        interrupted = True
+    return [_with(r, found) for r in rows], interrupted, tie
+
+
+def _confirm(problem: Problem, rows: list[dict], found: dict,
+             pick: Callable[[list[dict]], list]) -> list[dict]:
+    """Capacities of the rows `pick` chooses, demoting (and choosing again) any whose
+    capacity is below the target rate."""
+    while True:
+        chosen = [r for r in pick(rows) if r is not None and r["meets_slo"]]
+        demoted = False
+        for row in chosen:
+            if row["label"] not in found:
+                found[row["label"]] = row_capacity(problem, row)
+            if found[row["label"]]["capacity_rps"] < problem.rate_per_s:
+                rows = ranked([demote(r, found[r["label"]]) if r["label"] == row["label"]
+                               else r for r in rows])
+                demoted = True
+        if not demoted:
+            return rows
+
+
+def _with(row: dict, found: dict) -> dict:
+    cap = found.get(row["label"], {})
+    return row | {k: cap.get(k) for k in CAPACITY_KEYS}

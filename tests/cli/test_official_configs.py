@@ -10,7 +10,7 @@ import pytest
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 DIRS = sorted(p.name for p in CONFIGS.iterdir() if (p / "config.json").exists())
-CONTEXT, BLOCK = 8192, 16
+CONTEXT, BLOCK, BUDGET = 8192, 16, 8192  # BUDGET: vLLM's max_num_batched_tokens, plan's default
 BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
@@ -58,10 +58,12 @@ def kv_per_token_layer(cfg: dict, kind: str) -> int:
 
 
 def slots(cfg: dict, kind: str) -> int:
-    """Token slots one 8,192-token request holds in a layer of this kind (16-token blocks)."""
+    """Token slots one 8,192-token request holds in a layer of this kind (16-token blocks) at
+    its peak; a sliding layer's is its prefill in flight (vLLM's SlidingWindowSpec: the window
+    - 1 + one step's batched tokens, capped at the request, + 1 block, at most its own)."""
     if kind == "sliding":
         window = cfg.get("sliding_window") or 128
-        return min(CONTEXT, (1 + -(-(window - 1) // BLOCK)) * BLOCK)
+        return min(CONTEXT, (-(-min(window - 1 + BUDGET, CONTEXT) // BLOCK) + 1) * BLOCK)
     if kind == "chunked":
         return min(CONTEXT, cfg["attention_chunk_size"])
     return CONTEXT

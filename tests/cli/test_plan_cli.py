@@ -114,11 +114,14 @@ def test_hybrid_model_table_shows_both_layer_kinds(run) -> None:
     assert "full-attention" in result.stdout and "sliding-window" in result.stdout
     assert "4,096-token" in result.stdout
     data = json.loads(run("plan", "gemma-2-9b-it", "--device", "40GiB", "--context", "8192",
-                          "--concurrency", "4", "--json").stdout)
+                          "--concurrency", "4", "--max-num-batched-tokens", "2048",
+                          "--json").stdout)
     kinds = data["kv_bytes_total_by_layer_kind"]
-    # 512 blocks per full layer, 257 per windowed one (the 4,096-token window + 1 block)
-    assert kinds["full"] * 257 == kinds["sliding"] * 512
+    # 512 blocks per full layer; a windowed one at its prefill peak holds ceil((4,095 + 2,048)
+    # / 16) + 1 = 385 (vLLM's SlidingWindowSpec), once decoding 257 (the window + 1 block)
+    assert kinds["full"] * 385 == kinds["sliding"] * 512
     assert sum(kinds.values()) == data["kv_bytes_total"]
+    assert data["kv_decode_hold_bytes_total"] == kinds["full"] + kinds["full"] * 257 // 512
 
 
 def test_a_context_past_max_position_embeddings_is_noted_as_vllm_would_refuse_it(run) -> None:

@@ -200,3 +200,26 @@ def test_window_blocks_is_the_most_a_freeing_paged_engine_holds():
                 p = tokens - 1
                 most = max(most, p // bsz - max(0, p - window + 1) // bsz + 1)
                 assert window_blocks(tokens, window, bsz) == most, (bsz, window, tokens)
+
+
+def test_prefill_window_blocks_bounds_every_chunked_prefill():
+    """A prompt of P tokens prefilled in chunks of at most T, each chunk's blocks allocated
+    before it runs and those wholly before its window freed: whatever the first chunk, the most
+    blocks held at once never exceeds paging.prefill_window_blocks (vLLM's bound)."""
+    from servecap.ledger.paging import prefill_window_blocks
+
+    def held(start: int, size: int, window: int, bsz: int) -> int:
+        return (start + size - 1) // bsz - max(0, start - window + 1) // bsz + 1
+
+    for bsz in (1, 4, 16):
+        for window in (1, 3, 16, 20):
+            for budget in (1, 5, 16, 40):
+                for prompt in range(1, 90, 7):
+                    bound = prefill_window_blocks(prompt, window, bsz, budget)
+                    for first in range(1, min(budget, prompt) + 1):  # any first chunk, then T
+                        most, start, size = 0, 0, first
+                        while start < prompt:
+                            size = min(size, prompt - start)
+                            most = max(most, held(start, size, window, bsz))
+                            start, size = start + size, budget
+                        assert most <= bound, (bsz, window, budget, prompt, first)

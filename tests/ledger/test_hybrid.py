@@ -157,3 +157,18 @@ def test_the_step_model_prices_states_as_reads_and_writes_not_context() -> None:
     two = step_s(coef, 0, 2, 0, 2000)
     assert two - longer == pytest.approx((1 * plan.kv_bytes_per_token
                                           + 2 * plan.state_bytes_per_request) / 1e12)
+
+
+def test_the_simulators_decode_price_keeps_a_dense_hybrids_state() -> None:
+    """The decode hot path folds a dense model's constants; a state must not fall out of it."""
+    from servecap.sim.roofline import coefficients_for_plan
+    from servecap.sim.step_model import decode_pricer, step_s
+
+    serve = ServeSpec(device_bytes=80 * GiB, context_tokens=8192, concurrency=1,
+                      runtime_peak_bytes=GiB)
+    plan = build_plan(spec_of("nvidia--Nemotron-H-56B-Base-8K"), serve, NO_WEIGHTS)
+    coef = coefficients_for_plan(plan, 1e12, 1e15)
+    assert coef.num_experts == 0 and coef.state_bytes_per_request > 0
+    price = decode_pricer(coef)
+    for n, live in ((1, 100), (8, 4000), (64, 100_000)):
+        assert price(n, live) == pytest.approx(step_s(coef, 0, n, 0, live))

@@ -85,7 +85,8 @@ def test_int4_group_metadata_counts_scales_and_zero_points() -> None:
 @pytest.mark.parametrize("lengths", [(8192,) * 4, (100, 5000, 300)])
 def test_hybrid_kv_in_use_splits_into_full_and_windowed_layers(lengths) -> None:
     """The ledger's KV line is the sum of its two kinds; a shared prefix is stored once in the
-    full layers only, and windowed layers never hold more than the window (+1 block) each."""
+    full layers only; windowed layers hold their prefill in flight (W - 1 + T tokens, +1
+    block) at most, and their steady decode hold the window (+1 block) at most."""
     from servecap.ledger.plan import build_plan
     from servecap.ledger.serve import ServeSpec
 
@@ -95,8 +96,12 @@ def test_hybrid_kv_in_use_splits_into_full_and_windowed_layers(lengths) -> None:
     plan = build_plan(spec, serve)
     kinds = plan.kv_in_use_by_kind
     assert sum(kinds.values()) == plan.line("kv_cache")
-    per_window = kv_bytes_by_layer_kind(spec, BF16, 10**6, 16)["sliding"]  # the most
-    assert 0 < kinds["sliding"] <= per_window * len(lengths)
+    peak = kv_bytes_by_layer_kind(spec, BF16, 10**6, 16, max_num_batched_tokens=8192)
+    per_window = kv_bytes_by_layer_kind(spec, BF16, 10**6, 16)["sliding"]  # the decode hold
+    assert peak["sliding"] == 21 * (4096 + 8192 + 16) * per_window // (21 * (4096 + 16))
+    assert 0 < kinds["sliding"] <= peak["sliding"] * len(lengths)
+    hold = plan.kv_decode_hold_bytes - kinds["full"]
+    assert 0 < hold <= per_window * len(lengths) and hold <= kinds["sliding"]
     unshared = sum(kv_bytes_by_layer_kind(spec, BF16, n, 16)["full"] for n in lengths)
     assert kinds["full"] == unshared - kv_bytes_by_layer_kind(spec, BF16, 64, 16)["full"] * (
         len(lengths) - 1)

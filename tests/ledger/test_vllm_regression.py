@@ -34,14 +34,22 @@ KV_MISSES = {
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
-    "v1_qwen25_72b_2xh100_planner": "+8.2%: a 3.04 GiB pool, so the 0.2 GiB of the profile's "
-                                    "torch peak the rules do not name is 8% of it",
+    "v1_qwen25_72b_2xh100_planner": "+5.8%: a 3.04 GiB pool, so the 0.17 GiB the rules leave "
+                                    "out (weights 67.72 vs 67.80 logged, torch peak 2.24 vs "
+                                    "2.29) is 6% of it",
 }
 START_MISSES = {
-    "v1_qwen3_30b_a3b_4xa10_issue17469": "vLLM failed in CUDA-graph capture, after sizing a "
-                                         "pool that held the request",
-    "v1_gptoss20b_h100_planner_failed": "vLLM failed in its sampler warm-up in the 5% headroom, "
-                                        "after sizing the pool and capturing 1.84 GiB of graphs",
+    "v1_qwen3_30b_a3b_4xa10_issue17469": "vLLM failed in CUDA-graph capture after sizing a pool "
+                                         "that held the request; by the release's rules 1.71 "
+                                         "GiB are left after capture and the sampler warm-up "
+                                         "(the thread: it fails even at max-num-seqs 1, starts "
+                                         "with enforce-eager)",
+    "v1_gptoss20b_h100_planner_failed": "vLLM failed in its sampler warm-up after capturing "
+                                        "1.84 GiB of graphs; by the rules 2.86 GiB are left, "
+                                        "and vLLM's own arithmetic (--kv-cache-memory 59.93 GiB "
+                                        "to use the GPU, 58.47 in use) also says it fits: the "
+                                        "2.02 GiB its allocator held after profiling is sized "
+                                        "by no rule",
 }
 KV_WITHIN_5_AT_LEAST = 0.80  # measured 20/24: the Done-when's 90% is missed, said in the docs
 

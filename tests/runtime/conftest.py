@@ -3,7 +3,11 @@
 import pytest
 import torch
 
-from servecap.ledger.model import SLIDING, Attention, ModelSpec
+from servecap.ledger.model import (
+    SLIDING,
+    Attention,
+    ModelSpec,
+)
 from servecap.runtime.attention import DenseKV
 from servecap.runtime.model import Decoder
 from servecap.runtime.weights import random_decoder
@@ -51,3 +55,4 @@ def generate_dense(model: Decoder, prompt: list[int], num_output: int) -> list[i
         hidden = model(torch.tensor(out[-1:], device=dev), torch.tensor([pos], device=dev), kv)
         out.append(int(model.logits(hidden).argmax()))
     return out
+

@@ -1,6 +1,7 @@
 """Checkpoints written by transformers itself run exactly: greedy tokens identical and fp32 logits
 within 1e-4 of transformers' own forward pass, in both config formats, through every engine path
-(batched, chunked, prefix-cached, preempted)."""
+(batched, chunked, prefix-cached, preempted), windowed models' blocks allocated chunk by chunk
+(and freed out of the window when every layer is windowed)."""
 
 import json
 import random
@@ -9,6 +10,8 @@ import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
+
+from hf_reference import hf_greedy  # noqa: E402
 
 from servecap.ledger.errors import SpecError  # noqa: E402
 from servecap.model_configs import load_model  # noqa: E402
@@ -39,6 +42,10 @@ CASES = {
     "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", {}, "default", 1000000.0),
     "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", {"head_dim": 16}, "default", 1000000.0),
     "mistral": ("MistralForCausalLM", "MistralConfig", {"sliding_window": 8}, "default", 1e4),
+    # local and global layers (Gemma-2/3 style: windowed and full attention in one model)
+    "qwen2-local-global": ("Qwen2ForCausalLM", "Qwen2Config", {
+        "use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1}, "default",
+        1000000.0),
     **{f"llama-{kind}": ("LlamaForCausalLM", "LlamaConfig", {}, kind, 500000.0)
        for kind in ROPES if kind != "default"},
 }
@@ -78,41 +85,11 @@ def _to_old_format(path) -> None:
     path.write_text(json.dumps(config))
 
 
-@torch.inference_mode()
-def _hf_greedy(hf, prompt: list[int]) -> tuple[list[int], torch.Tensor]:
-    """transformers' cached generation, one sequence: tokens and the (N, V) logits behind them."""
-    out = hf(torch.tensor([prompt]), use_cache=True)
-    rows, tokens = [out.logits[0, -1]], [int(out.logits[0, -1].argmax())]
-    while len(tokens) < NUM_OUTPUT:
-        out = hf(torch.tensor([tokens[-1:]]), cache=out.past_key_values, use_cache=True)
-        rows.append(out.logits[0, -1])
-        tokens.append(int(out.logits[0, -1].argmax()))
-    return tokens, torch.stack(rows)
-
-
 def _engine_run(model, prompts, monkeypatch, num_blocks=128, staggered=False, **config):
-    """The engine's tokens and, per request, the (N, V) logits rows its sampler was given.
-    staggered: the first request finishes before the others arrive (they hit its prefix)."""
-    from servecap.runtime import isolation as engine_module  # where the step calls it
+    from hf_reference import engine_logits
 
-    real = engine_module.forward_step
-    seen: dict[int, list[torch.Tensor]] = {}
-
-    def recording(*args):  # the real forward step; its logits are also kept per request
-        logits, ready = real(*args)
-        for row, seq in zip(logits, ready, strict=True):
-            seen.setdefault(seq.record.request_id, []).append(row.clone())
-        return logits, ready
-
-    monkeypatch.setattr(engine_module, "forward_step", recording)
     engine = Engine(model, KVPool(model.spec, num_blocks, 4, "fp32"), EngineConfig(**config))
-    records = []
-    for group in ([prompts[:1], prompts[1:]] if staggered else [prompts]):
-        records += [engine.add_request(p, NUM_OUTPUT) for p in group]
-        while engine.has_unfinished():
-            engine.step()
-    monkeypatch.undo()
-    return records, [torch.stack(seen[r.request_id][-NUM_OUTPUT:]) for r in records]
+    return engine_logits(engine, prompts, NUM_OUTPUT, monkeypatch, staggered)
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -132,7 +109,7 @@ def _check(model, hf, prompts, monkeypatch, **config) -> list:
     records, logits = _engine_run(model, prompts, monkeypatch, **config)
     worst = 0.0
     for record, rows, prompt in zip(records, logits, prompts, strict=True):
-        tokens, reference = _hf_greedy(hf, prompt)
+        tokens, reference = hf_greedy(hf, prompt, NUM_OUTPUT)
         assert record.output_token_ids == tokens, (prompt, record.output_token_ids, tokens)
         worst = max(worst, float((rows - reference).abs().max()))
     assert worst < TOLERANCE
@@ -205,3 +182,12 @@ def test_mistral_frees_out_of_window_blocks_and_still_equals_transformers(tmp_pa
         records = _check(model, hf, _prompts(), patch)
     assert all(len(r.output_token_ids) == NUM_OUTPUT for r in records)
     assert sum(freed) > 0
+
+
+def test_local_global_checkpoint_has_a_windowed_and_a_full_layer(tmp_path) -> None:
+    """The local/global case is what it says: layer 0 full, layer 1 windowed (8 tokens), so
+    the prompts above (up to 29 tokens) reach past the window in one layer and not the other."""
+    _save("qwen2-local-global", tmp_path, old_format=False)
+    spec = load_model(str(tmp_path)).spec
+    assert spec.attention.layer_kinds == ("full", "sliding")
+    assert spec.attention.sliding_window_tokens == 8

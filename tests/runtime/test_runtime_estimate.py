@@ -8,6 +8,7 @@ size depends on the kernel picked, which the estimate covers with a conservative
 model widths bf16 measures 1.02 to 1.10x under the estimate) but cannot state to 25%."""
 
 import torch
+from hf_reference import hybrid_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from servecap.ledger.serve import ServeSpec
 from servecap.ledger.units import GiB
 from servecap.runtime.engine import Engine, EngineConfig
 from servecap.runtime.kv_pool import KVPool
+from servecap.runtime.state_pool import StatePool
 from servecap.runtime.telemetry import AllocatorCounter
 from servecap.runtime.weights import random_decoder
 
@@ -38,18 +40,48 @@ def shapes(draw):
                      model_type=model_type, tie_word_embeddings=draw(st.booleans()))
 
 
+@st.composite
+def hybrid_shapes(draw):
+    """Nemotron-H and Qwen3-Next shapes whose state layers may outweigh the rest."""
+    model_type = draw(st.sampled_from(["nemotron_h", "qwen3_next"]))
+    groups = draw(st.sampled_from([1, 2, 4]))
+    return hybrid_spec(model_type, hidden=draw(st.sampled_from([64, 128])),
+                       state_heads=groups * draw(st.sampled_from([1, 2, 4])),
+                       dims=(draw(st.sampled_from([8, 16, 32])),
+                             draw(st.sampled_from([16, 32, 64]))),
+                       groups=groups, inter=draw(st.sampled_from([128, 352])),
+                       vocab=draw(st.sampled_from([128, 500])),
+                       kernel=draw(st.sampled_from([2, 4])))
+
+
 @settings(max_examples=12, derandomize=True, deadline=None)
 @given(spec=shapes(), dtype=st.just("fp32"),
        kv_dtype=st.sampled_from(["fp32", "bf16", "fp8"]), tokens=st.integers(32, 512),
        seqs=st.integers(1, 64), block=st.sampled_from([4, 16]))
 def test_estimate_bounds_the_measured_peak(spec, dtype, kv_dtype, tokens, seqs, block) -> None:
+    _check_bound(spec, dtype, kv_dtype, tokens, seqs, block)
+
+
+@settings(max_examples=10, derandomize=True, deadline=None)
+@given(spec=hybrid_shapes(), kv_dtype=st.sampled_from(["fp32", "bf16"]),
+       tokens=st.integers(32, 512), seqs=st.integers(1, 64), block=st.sampled_from([4, 16]))
+def test_estimate_bounds_the_measured_peak_of_hybrids(spec, kv_dtype, tokens, seqs,
+                                                      block) -> None:
+    """The same bound for the Mamba-2 and gated-DeltaNet hybrids: their state layers' scans,
+    conv and decode groups (ledger/state_estimate.py), gated attention and relu2 MLPs."""
+    _check_bound(spec, "fp32", kv_dtype, tokens, seqs, block)
+
+
+def _check_bound(spec, dtype, kv_dtype, tokens, seqs, block) -> None:
     torch.set_num_threads(1)
     serve = ServeSpec(device_bytes=GiB, context_tokens=256, concurrency=1, weight_dtype=dtype,
                       kv_dtype=kv_dtype, activation_dtype=dtype, block_size_tokens=block,
                       max_num_batched_tokens=tokens, max_num_seqs=seqs)
     model = random_decoder(spec, dtype)
     pool = KVPool(spec, 4, block, kv_dtype)
-    engine = Engine(model, pool, EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens))
+    states = StatePool(spec, 2) if spec.state_layers else None
+    engine = Engine(model, pool, EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens),
+                    states)
     engine.profile_run()  # first call: lazily made kernel state
     counter = AllocatorCounter()
     with counter:

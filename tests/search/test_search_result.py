@@ -7,8 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from servecap.sim.capacity import meets
 from servecap.sim.metrics import SLO
-from servecap.sim.search.evaluate import candidate_of, meets, price_layout, row_capacity, run_at
+from servecap.sim.search.evaluate import (
+    candidate_of,
+    evaluate,
+    price_layout,
+    row_capacity,
+    run_at,
+)
 from servecap.sim.search.frontier import dominates, pareto
 from servecap.sim.search.search import run_search
 from servecap.sim.search.space import Candidate, Layout
@@ -36,12 +43,11 @@ def test_winner_meets_every_slo_when_simulated_again(small_problem, pruned) -> N
     assert best is not None and best["meets_slo"]
     cand = candidate_of(best)
     assert cand.label == best["label"]
-    _, seqs = run_at(small_problem, price_layout(small_problem, cand.layout), cand,
+    summary = run_at(small_problem, price_layout(small_problem, cand.layout), cand,
                      small_problem.rate_per_s)
-    slo = small_problem.slo
-    for one in (SLO(ttft_s=slo.ttft_s), SLO(itl_s=slo.itl_s), slo):
-        share = sum(1 for s in seqs if one.met(s)) / len(seqs)
-        assert share >= small_problem.target_attainment
+    for key in ("ttft_attainment", "tpot_attainment", "slo_attainment"):
+        assert summary[key] >= small_problem.target_attainment
+    assert summary["slo_attainment_ci"][0] >= small_problem.target_attainment
 
 
 def test_no_cheaper_candidate_meets_the_slos(brute, pruned) -> None:
@@ -108,12 +114,18 @@ def test_pareto_keeps_exactly_the_non_dominated_points(pts) -> None:
 def test_capacity_bisection_brackets_the_slo(small_problem, pruned) -> None:
     problem = replace(small_problem, capacity=True)
     best = pruned["cheapest"]
-    capacity = row_capacity(problem, best)
+    found = row_capacity(problem, best)
+    capacity, target = found["capacity_rps"], problem.target_attainment
     assert capacity >= problem.rate_per_s
+    low, high = found["capacity_rps_ci"]
+    assert low <= capacity <= high
     cand = candidate_of(best)
     priced = price_layout(problem, cand.layout)
-    assert meets(problem, run_at(problem, priced, cand, capacity)[0])
-    assert not meets(problem, run_at(problem, priced, cand, capacity * 1.25)[0])
+    assert meets(run_at(problem, priced, cand, capacity, decided=False), target)
+    above = min(p["rate_per_s"] for p in found["capacity_probes"]
+                if p["rate_per_s"] > capacity)
+    assert above <= capacity * (1 + found["capacity_tolerance"])
+    assert not meets(run_at(problem, priced, cand, above, decided=False), target)
 
 
 @settings(max_examples=10, deadline=None)
@@ -130,5 +142,5 @@ def test_meeting_the_slos_is_monotone_in_replicas(small_problem, seed, rate, ttf
     priced = price_layout(problem, lay)
     for ladder in ([Candidate(lay, r) for r in (1, 2, 3, 4)],
                    [Candidate(lay, 0, k, k) for k in (1, 2)]):
-        met = [meets(problem, run_at(problem, priced, c, rate)[0]) for c in ladder]
+        met = [evaluate(problem, priced, c)["meets_slo"] for c in ladder]
         assert met == sorted(met)

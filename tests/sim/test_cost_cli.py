@@ -74,7 +74,8 @@ def test_priced_at_the_slo_capacity_that_sweep_finds(tmp_path):
     at_slo = _json("cost", "teaching-7b", *INLINE, "--workload", work, *slo)
     assert saturation["priced_at"] == "saturation" and at_slo["priced_at"] == "slo_capacity"
     assert at_slo["capacity_rps"] == sweep["capacity_rps"] > 0
-    point = next(p for p in sweep["points"] if p["rate_per_s"] == sweep["capacity_rps"])
+    point = sweep["capacity_point"]  # the run at the bisected capacity
+    assert point["rate_per_s"] == sweep["capacity_rps"] and point["meets_slo"]
     assert at_slo["output_tokens_per_s"] == point["output_tokens_per_s"]
     assert at_slo["input_tokens_per_s"] == point["input_tokens_per_s"]
     assert at_slo["output_tokens_per_s"] < saturation["output_tokens_per_s"]

@@ -43,3 +43,51 @@ def test_too_few_steps_give_no_coefficients_and_say_why() -> None:
     out = calibrate(SAMPLES[:2], CONSTANTS)
     assert out["coefficients"] == {}
     assert "at least 3" in out["fit"]["note"] and len(out["steps"]) == 2
+
+
+def test_calibration_loads_span_batch_sizes_and_prefill_lengths() -> None:
+    from servecap.runtime.calibration import calibration_loads
+
+    loads = calibration_loads(512, 8, 8000)
+    prompts = {a.prompt_tokens for load in loads if len(load) == 1 for a in load}
+    batches = {len(load) for load in loads}
+    assert {32, 64, 128, 256, 510} <= prompts  # prefill lengths: tokens apart from pairs
+    assert {1, 2, 4, 8} <= batches  # decode batches: tokens apart from the fixed cost
+    for load in loads:
+        assert sum(a.prompt_tokens + a.output_tokens for a in load) <= 8000
+        assert all(a.prompt_tokens + a.output_tokens <= 512 for a in load)
+    seeds = [a.seed for load in loads for a in load]
+    assert len(set(seeds)) == len(seeds)  # no two share a prompt (no prefix hits)
+    assert len(calibration_loads(512, 8, 300)) < len(loads)  # what the pool cannot hold
+
+
+def test_verify_pins_every_rate_or_says_the_fit_is_underdetermined() -> None:
+    """The default-sized run (tiny-llama, 8 requests of 512 tokens, 256 MiB): no rate is left
+    at the nominal peak the fit starts from, and the simulated p50s either agree with the
+    measured ones within 25 % or verify says why it predicts nothing."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+    from servecap.runtime.calibration import NOMINAL_BANDWIDTH_BYTES_PER_S, NOMINAL_FLOPS_PER_S
+
+    out = CliRunner().invoke(app, ["verify", "tiny-llama", "--device", "cpu",
+                                   "--device-memory", "256MiB", "--context", "512",
+                                   "--concurrency", "8", "--no-probe", "--json"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    calibration = report["calibration"]
+    coef = calibration["coefficients"]
+    assert calibration["num_samples"] > 16  # the sweep's steps beside the load's
+    assert coef["bandwidth_bytes_per_s"] != NOMINAL_BANDWIDTH_BYTES_PER_S
+    for key in ("flops_per_s", "attention_flops_per_s"):
+        assert coef[key] != NOMINAL_FLOPS_PER_S
+    check = report["latency"]["simulated_vs_measured"]
+    if check["verdict"] == "underdetermined":
+        assert check["underdetermined"] == calibration["underdetermined"] != {}
+        assert report["simulation_verdict"] == "underdetermined"
+    else:
+        for metric in ("ttft_ms", "itl_ms", "e2e_ms"):
+            sim, real = check[metric]["simulated"]["p50"], check[metric]["measured"]["p50"]
+            assert abs(sim - real) <= 0.25 * real, metric

@@ -46,3 +46,19 @@ def test_decode_roofline_dry_run_writes_every_batch(tmp_path) -> None:
 def test_decode_roofline_without_cuda_says_so(tmp_path) -> None:
     result = _bench("gpu_decode_roofline.py", "--json-out", str(tmp_path / "x.json"))
     assert result.returncode == 1 and "no CUDA device here" in result.stderr
+
+
+def test_hybrid_dry_run_plans_both_state_lines(tmp_path) -> None:
+    """Nemotron-H-56B's first 8 blocks hold 4 Mamba-2 layers: each keeps a conv state of
+    3 x (256 x 64 + 2 x 8 x 256) bf16 values and a 256 x 64 x 256 fp16 recurrent state."""
+    out = tmp_path / "hybrid.json"
+    result = _bench("gpu_verify_hybrid.py", "--dry-run", "--json-out", str(out))
+    assert result.returncode == 0, result.stderr
+    plans = json.loads(out.read_text())["plans"]
+    per_layer = 3 * (256 * 64 + 2 * 8 * 256) * 2 + 256 * 64 * 256 * 2
+    assert plans["nemotron_h_56b"]["state_bytes_per_request"] == 4 * per_layer
+    assert plans["nemotron_h_56b"]["state_bytes_total"] == 8 * 4 * per_layer
+    dense = plans["qwen3_next_dense"]  # 6 gated-DeltaNet layers of the first 8
+    assert dense["state_bytes_per_request"] == 6 * (3 * (2 * 16 * 128 + 32 * 128) * 2
+                                                    + 32 * 128 * 128 * 2)
+    assert all(p["memory_ceiling_requests"] >= 8 for p in plans.values())

@@ -201,10 +201,13 @@ def test_calibration_out_is_the_simulators_fit_and_simulate_reads_it(tmp_path) -
     path = tmp_path / "coeffs.json"
     result = _invoke("--output-tokens", "8", "--calibration-out", str(path))
     assert result.exit_code == 0, result.stderr
-    assert "step time fit (declared load" in result.stdout
+    assert "steps of the declared load and the calibration sweep" in result.stdout
     fit = json.loads(path.read_text())
-    assert set(fit) == {"coefficients", "residual_cv", "rms_residual_s", "num_samples",
+    assert set(fit) == {"coefficients", "intervals", "underdetermined", "residual_cv",
+                        "rms_residual_s", "num_samples", "num_outliers",
                         "num_compute_bound"}  # what sim.calibrate.fit_step_model returns
+    for name, why in fit["underdetermined"].items():  # named with its reason, no interval
+        assert why and name not in fit["intervals"]
     coef = fit["coefficients"]
     assert set(coef) == {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
                          "bandwidth_bytes_per_s", "flops_per_s",
@@ -236,6 +239,10 @@ def test_the_simulator_replays_the_same_load() -> None:
     assert code == 0, out["violations"]
     check = out["latency"]["simulated_vs_measured"]
     assert check["policy"] == "chunked-prefill"
+    if check["verdict"] == "underdetermined":  # the fit could not pin a rate: no prediction
+        assert check["underdetermined"] == out["calibration"]["underdetermined"] != {}
+        assert not any(key in check for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"))
+        return
     for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
         assert check[key]["measured"] == {k: out["latency"][key][k] for k in ("p50", "p95")}
         assert check[key]["simulated"]["p50"] >= 0

@@ -66,7 +66,17 @@ VARIANTS = {
                             "vllm", "--kv-dtype", "fp8", "--context", "20000"],
     "qwen36-vllm-0.10": ["qwen3.6-35b-a3b", "--device", "h100-80gb", "-tp", "2", "--engine",
                          "vllm==0.10", "--context", "8192"],
+    # pools that hold a request, but the graphs and the sampler warm-up find no room after them
+    "8b-vllm-after-pool": ["llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm==0.19",
+                           "--context", "8192", "--gpu-memory-utilization", "0.99"],
+    "qwen36-tp4-vllm-after-pool": ["qwen3.6-35b-a3b", "--device", "h100-80gb", "-tp", "4",
+                                   "--engine", "vllm", "--context", "131072", "--concurrency",
+                                   "2", "--gpu-memory-utilization", "0.99"],
+    "gemma-tp2-vllm-window-after-pool": ["gemma-2-9b-it", "--device", "h100-80gb", "-tp", "2",
+                                         "--engine", "vllm", "--lengths", "100,4111,5000",
+                                         "--gpu-memory-utilization", "0.99"],
 }
+AFTER_POOL = tuple(name for name in VARIANTS if name.endswith("after-pool"))
 # A real vLLM startup log of a gated-DeltaNet hybrid (issue 652 of noonghunna/club-3090, vLLM
 # 0.24.0, tests/fixtures/vllm_logs): its KV pool, max_model_len and flags as planned flags.
 LOG = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs" / \
@@ -207,6 +217,85 @@ def test_a_hybrid_block_size_and_page_recalculate_to_the_deployment(books) -> No
     ws = load_workbook(books["qwen36-tp4-vllm-long"][3], data_only=True)["Ranks"]
     assert ws.cell(row=_rows(ws)["attention_block_size"], column=3).value \
         == dep.plan.budget.block_size_tokens > 16
+
+
+def test_the_start_verdict_recalculates_to_the_plan(books) -> None:
+    """vLLM starts when its pool holds a request and what runs after the pool fits the room it
+    leaves: the room is a formula, the graphs and the warm-up the plan's values."""
+    from servecap.cli.workbook_cmd import flags_from_workbook, workbook_source
+
+    vllm = [name for name, (_, out, _, _) in books.items() if out["engine"] == "vllm"]
+    assert len(vllm) >= 20 and set(AFTER_POOL) <= set(vllm)
+    for name in vllm:
+        code, out, path, computed = books[name]
+        wb = load_workbook(computed, data_only=True)
+        assert cell_of(wb, "deployment_starts").value is out["starts"], name
+        rows, ws = _rows(wb["Ranks"]), wb["Ranks"]
+        dep = workbook_source(*flags_from_workbook(path)).deployment
+        columns = [item for item in dep.stages for _ in item.ranks]
+        for i, item in enumerate(columns):
+            assert ws.cell(row=rows["starts"], column=3 + i).value is item.plan.starts, name
+            if item.plan.after_pool is not None:
+                assert ws.cell(row=rows["after_pool_room"], column=3 + i).value \
+                    == item.plan.after_pool.room_bytes, (name, i)
+    for name in AFTER_POOL:
+        code, out, _, computed = books[name]
+        ws = load_workbook(computed, data_only=True)["Ranks"]
+        rows = _rows(ws)
+        assert code == 1 and out["starts"] is False and out["fits"] is False, name
+        assert all(rank["num_gpu_blocks"] >= rank["blocks_per_request"] for rank in out["ranks"])
+        needed = [ws.cell(row=rows[k], column=3).value
+                  for k in ("after_pool_graphs", "after_pool_warmup", "after_pool_room")]
+        assert needed[0] + needed[1] > needed[2] > 0, (name, needed)
+        assert "sampler warm-up" in out["start_advice"]["text"], name
+
+
+def test_the_sheet_says_the_start_check_is_the_plans(books) -> None:
+    wb = load_workbook(books["8b-vllm-after-pool"][2])
+    ws, rows = wb["Ranks"], _rows(wb["Ranks"])
+    notes = [c.value for c in ws["B"] if isinstance(c.value, str) and "warm-up" in c.value]
+    assert any("plan's estimates at max_num_seqs 1,024" in n and "--from-workbook" in n
+               for n in notes), notes
+    for key in ("after_pool_graphs", "after_pool_warmup", "after_pool_outside"):
+        assert isinstance(ws.cell(row=rows[key], column=3).value, int), key
+        assert "plan's" in ws.cell(row=rows[key], column=2).value, key
+    for key in ("after_pool_room", "starts", "fits"):
+        assert str(ws.cell(row=rows[key], column=3).value).startswith("="), key
+    assert "after_pool_room" not in _rows(load_workbook(books["gemma-tp2-sglang"][2])["Ranks"])
+
+
+@pytest.fixture(scope="module")
+def start_what_ifs(books, soffice_bin, tmp_path_factory) -> dict[str, Path]:
+    """gpu_memory_utilization typed in the cell: 0.99 -> 0.9 on a hybrid that did not start,
+    0.92 -> 0.99 on a windowed model that did (one LibreOffice run)."""
+    folder = tmp_path_factory.mktemp("start-what-ifs")
+    edits = {"qwen36-tp4-vllm-after-pool": 0.9, "gemma-tp2-vllm-window": 0.99}
+    for name, value in edits.items():
+        wb = load_workbook(books[name][2])
+        cell_of(wb, "gpu_memory_utilization").value = value
+        wb.save(folder / f"{name}.xlsx")
+    return recalc(soffice_bin, [folder / f"{name}.xlsx" for name in edits],
+                  folder / "recalculated")
+
+
+@pytest.mark.parametrize("name,util,starts", [("qwen36-tp4-vllm-after-pool", "0.9", True),
+                                              ("gemma-tp2-vllm-window", "0.99", False)])
+def test_an_edited_utilization_moves_the_start_verdict(books, start_what_ifs, name, util,
+                                                       starts) -> None:
+    args = list(VARIANTS[name])
+    if "--gpu-memory-utilization" in args:
+        at = args.index("--gpu-memory-utilization")
+        del args[at:at + 2]
+    code, flagged = _plan([*args, "--gpu-memory-utilization", util])
+    assert flagged["starts"] is starts and code == (0 if starts else 1)
+    wb = load_workbook(start_what_ifs[name], data_only=True)
+    assert cell_of(wb, "deployment_starts").value is starts
+    assert cell_of(wb, "deployment_fits").value is flagged["fits"]
+    ws, rows = wb["Ranks"], _rows(wb["Ranks"])
+    for i, rank in enumerate(flagged["ranks"]):
+        assert ws.cell(row=rows["fits"], column=3 + i).value is rank["fits"], (name, i)
+        assert ws.cell(row=rows["num_gpu_blocks"], column=3 + i).value == rank["num_gpu_blocks"]
+    assert _plan(["--from-workbook", str(start_what_ifs[name])]) == (code, flagged)
 
 
 @pytest.fixture(scope="module")

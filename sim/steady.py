@@ -1,0 +1,182 @@
+"""Steady state from the run itself: MSER-5 finds the warm-up, the drain is cut, the rest is
+the measured window.
+
+A run starts empty (the first requests find no queue) and ends draining (the last ones find
+no one behind them); both are kinder than the steady state a deployment runs in. So:
+
+1. Warm-up, by MSER-5 (White 1997, "An effective truncation heuristic for bias reduction in
+   simulation output", Simulation 69(6); White, Cobb & Spratt 2000, "A comparison of five
+   steady-state truncation heuristics for simulation", Proc. Winter Simulation Conference;
+   Hoad, Robinson & Davies 2010 found it the most reliable of the automated rules). Two
+   series are read at each request's arrival, in arrival order: the requests in the system
+   (queued or running) and the KV blocks in use. Each is cut into batches of 5 with means
+   Z_1..Z_k; deleting the first d batches leaves MSER(d) = sum_{j>d} (Z_j - mean_d)^2 /
+   (k - d)^2, and the warm-up is the d (over the first three quarters of the batches: the
+   statistic is erratic over the last few) that minimises it, taken on
+   whichever series needs the longer one. A minimum in the second half of the run means the
+   series never settled: no steady state.
+2. Drain: once the arrivals stop (the last arrival), load falls. Measured requests are the
+   ones that arrived after the warm-up and before the first request still in the system at
+   the last arrival, so every one of them was served while requests kept arriving, and none
+   is left out for being slow (a prefix in arrival order, not a filter on finishing).
+3. A window is steady when the warm-up ends in the first half, at least MIN_MEASURED
+   requests remain, and the window spans MIN_LIFETIMES request lifetimes (its arrival span
+   over the mean end-to-end latency of its requests), so each of its NUM_BATCHES batch-means
+   batches spans about one lifetime or more. Otherwise every request is measured (what a run
+   without the window would report) and the window says why it is not steady.
+"""
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from .intervals import NUM_BATCHES
+from .state import DONE, REJECTED, Seq, SimResult
+
+MSER_BATCH = 5
+MSER_MIN_TAIL_BATCHES = 5
+MSER_TAIL_SHARE = 0.25  # MSER's statistic is erratic on its last batches: not searched there
+MIN_MEASURED = 100
+MIN_LIFETIMES = NUM_BATCHES
+GROWING = 2.0  # backlog in the last quarter over the second: a queue growing without bound
+GROWING_SHARE = 0.1  # ... by at least this share of the arrivals in between
+GROWING_LIFETIMES = 8  # ... over a run long enough to be past its warm-up
+
+
+@dataclass(frozen=True)
+class Window:
+    """The measured requests [start, stop) in arrival order, and whether they are steady."""
+
+    start: int
+    stop: int
+    steady: bool
+    reason: str  # why not steady; "" when steady
+    overloaded: bool  # the queue grew through the run: longer runs only make it worse
+    num_requests: int
+    duration_s: float  # the measured requests' arrival span (every request: first arrival
+    # to last release)
+    lifetimes: float  # duration_s over their mean end-to-end latency
+
+    @property
+    def num_measured(self) -> int:
+        return self.stop - self.start
+
+
+def mser5(series: list[float]) -> int | None:
+    """Observations to delete as warm-up (a multiple of 5), or None when the minimum lies
+    in the second half (the series is still trending)."""
+    k = len(series) // MSER_BATCH
+    if k < 2 * MSER_MIN_TAIL_BATCHES:
+        return None
+    z = [sum(series[i * MSER_BATCH:(i + 1) * MSER_BATCH]) / MSER_BATCH for i in range(k)]
+    best, best_d, total, squares = None, 0, 0.0, 0.0
+    last = min(k - MSER_MIN_TAIL_BATCHES, int(k * (1 - MSER_TAIL_SHARE)))
+    for d in range(k - 1, -1, -1):  # suffix sums: MSER(d) for every d in one pass
+        total += z[d]
+        squares += z[d] * z[d]
+        if d > last:
+            continue
+        m = k - d
+        stat = (squares - total * total / m) / (m * m)
+        if best is None or stat <= best:
+            best, best_d = stat, d
+    return None if best_d > k // 2 else best_d * MSER_BATCH
+
+
+def in_system(seqs: list[Seq]) -> list[int]:
+    """Requests in the system (arrived, not yet released) at each request's arrival; a
+    request never released counts as in the system to the end."""
+    releases = sorted(s.release_s for s in seqs if s.release_s is not None)
+    return [max(i - bisect_right(releases, s.req.arrival_s), 0) for i, s in enumerate(seqs)]
+
+
+def kv_in_use(seqs: list[Seq], results: list[SimResult]) -> list[int]:
+    """KV blocks in use over every engine at each request's arrival (the last iteration that
+    started by then)."""
+    out = [0] * len(seqs)
+    for res in results:
+        samples = res.kv_samples
+        if not samples:
+            continue
+        times = [t for t, _, _ in samples]
+        for i, seq in enumerate(seqs):
+            at = bisect_right(times, seq.req.arrival_s)
+            if at:
+                out[i] += samples[at - 1][2]
+    return out
+
+
+def find_window(seqs: list[Seq], results: list[SimResult]) -> Window:
+    """The measured window of a run whose requests `seqs` are in arrival order."""
+    count = len(seqs)
+    load = in_system(seqs)
+    cuts = [mser5(load), mser5(kv_in_use(seqs, results))]
+    stop = _drain_cut(seqs)
+    growing = _growing(load, seqs)
+    if None in cuts:
+        return _whole(seqs, "warm-up still trending at the end of the run"
+                      if count >= 2 * MSER_BATCH * MSER_MIN_TAIL_BATCHES else
+                      f"{count} requests: too few to find a warm-up", growing)
+    start = max(cuts)
+    if stop - start < MIN_MEASURED:
+        return _whole(seqs, f"{max(stop - start, 0)} requests left after the warm-up "
+                      f"({start}) and the drain ({count - stop}); at least {MIN_MEASURED} "
+                      "needed", growing)
+    duration, lifetimes = _span(seqs[start:stop])
+    if lifetimes < MIN_LIFETIMES:
+        return _whole(seqs, f"the window spans {lifetimes:.1f} request lifetimes; at least "
+                      f"{MIN_LIFETIMES} needed", growing)
+    return Window(start, stop, True, "", False, count, duration, lifetimes)
+
+
+def whole_run(seqs: list[Seq], found: Window) -> Window:
+    """Every request measured, with what find_window said of the run."""
+    return _whole(seqs, found.reason, found.overloaded, found.steady)
+
+
+def _whole(seqs: list[Seq], reason: str, growing: bool, steady: bool = False) -> Window:
+    """Every request measured over the run's span, first arrival to last release (as a
+    benchmark of the same requests measures it)."""
+    start = min((s.req.arrival_s for s in seqs), default=0.0)
+    end = max((s.release_s for s in seqs if s.state == DONE), default=start)
+    return Window(0, len(seqs), steady, reason, growing, len(seqs), max(end - start, 1e-12),
+                  _span(seqs)[1])
+
+
+def _drain_cut(seqs: list[Seq]) -> int:
+    """The first request (in arrival order) still in the system at the last arrival."""
+    if not seqs:
+        return 0
+    last = seqs[-1].req.arrival_s
+    for i, seq in enumerate(seqs):
+        if seq.state != REJECTED and (seq.release_s is None or seq.release_s > last):
+            return i
+    return len(seqs)
+
+
+def _span(seqs: list[Seq]) -> tuple[float, float]:
+    """(arrival span in seconds, that span over the mean end-to-end latency): n requests
+    span n gaps, so the span of their arrivals is stretched by n / (n - 1)."""
+    done = [s.release_s - s.req.arrival_s for s in seqs if s.state == DONE]
+    if len(seqs) < 2:
+        return 0.0, 0.0
+    duration = (seqs[-1].req.arrival_s - seqs[0].req.arrival_s) * len(seqs) / (len(seqs) - 1)
+    lifetime = sum(done) / len(done) if done else 0.0
+    return duration, duration / lifetime if lifetime > 0 else 0.0
+
+
+def _growing(load: list[int], seqs: list[Seq]) -> bool:
+    """A queue that grows for as long as requests arrive: the mean backlog over the last
+    quarter of the arrivals is GROWING x the second quarter's, and larger by GROWING_SHARE of
+    the arrivals between them (completions fall at least that far behind arrivals), in a run
+    whose arrivals span GROWING_LIFETIMES lifetimes of its first quarter's requests (a
+    shorter run may still be warming up: its backlog grows either way)."""
+    quarter = len(load) // 4
+    if quarter < MSER_BATCH:
+        return False
+    second = sum(load[quarter:2 * quarter]) / quarter
+    last = sum(load[3 * quarter:]) / (len(load) - 3 * quarter)
+    if not (last > GROWING * second and last - second > GROWING_SHARE * 2 * quarter):
+        return False
+    early = [s.release_s - s.req.arrival_s for s in seqs[:quarter] if s.state == DONE]
+    lifetime = sum(early) / len(early) if early else 0.0
+    return seqs[-1].req.arrival_s - seqs[0].req.arrival_s >= GROWING_LIFETIMES * lifetime
