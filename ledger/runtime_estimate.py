@@ -20,7 +20,9 @@ from .state_estimate import StateDims, state_dims, state_layer_peak
 LOGIT_BITS = 32  # samplers upcast logits to fp32
 FP32_BYTES = 4  # scores, softmax state and RMSNorm run in fp32
 INDEX_BYTES = 8  # int64 token ids, positions, slots, sequence lengths
-STEP_INDEX_TENSORS = 4  # ids, positions, slot_mapping, seq_lens: one int64 per token each
+# ids, positions, slot_mapping, seq_lens, and the query positions paged attention is handed
+# (a chunk's arange, a decode's lengths - 1): one int64 per token each
+STEP_INDEX_TENSORS = 5
 SMALL_TENSOR_BYTES = 16384  # scalar operands, block tables and other tensors of a few bytes
 # fp32 attention scores one grouped pass over paged K/V may hold (the runtime reads the cache a
 # group of blocks at a time, so its attention transient is bounded by this, not by context)
@@ -103,9 +105,11 @@ def step_terms(dims: Dims, num_tokens: int, num_seqs: int, logit_rows: int) -> d
     """Bytes by term for a step of num_tokens query rows over num_seqs sequences (a chunk:
     1 sequence; a decode: one row each) and logit_rows sampled rows:
 
-    index        4 int64 per token (ids, positions, slots, lengths), one length per sequence,
-                 block tables for two groups of keys per sequence (a context longer than that
-                 adds S x context / B x 8 B more, which this context-free estimate leaves out)
+    index        5 int64 per token (ids, positions, slots, lengths, attention's query
+                 positions), one length per sequence, block tables covering each sequence's
+                 new tokens and two groups of keys before them (a chunk's table grows with the
+                 chunk, T / B ids; a context longer than that adds S x context / B x 8 B more,
+                 which this context-free estimate leaves out)
     residual     the (T, H) stream, updated in place, and RoPE cos/sin (T, d_h) x 2
     layer        the widest sublayer: RMSNorm, attention or MLP (layer_peak)
     logits       the final (T, H) hidden, its R sampled rows, (R, V) logits in the activation
@@ -121,9 +125,11 @@ def step_terms(dims: Dims, num_tokens: int, num_seqs: int, logit_rows: int) -> d
     layer = layer_peak(dims, t, num_seqs, group)
     logits = t * dims.hidden * b + logit_rows * (dims.hidden * b + dims.vocab * b
                                                  + dims.vocab * dims.cast_bytes)
-    # block ids of two groups of keys (any block up to the default when the block is not known)
+    # block ids of each sequence's new tokens and two groups of keys (any block up to the
+    # default when the block is not known: one token a block is the longest table)
     table_block = dims.block if dims.exact else 1
-    tables = num_seqs * (2 * group_tokens(t, dims.q_heads, table_block) // table_block + 1)
+    keys = t // num_seqs - 1 + 2 * group_tokens(t, dims.q_heads, table_block)
+    tables = num_seqs * (keys // table_block + 1)
     return {"index": INDEX_BYTES * (STEP_INDEX_TENSORS * t + num_seqs + tables),
             "layers": max(residual + layer, logits),
             "sampling": 2 * dims.vocab * FP32_BYTES + logit_rows * INDEX_BYTES,
@@ -162,10 +168,11 @@ def layer_peak(dims: Dims, tokens: int, num_seqs: int, group: int) -> int:
 def paged_attention(dims: Dims, rows: int, num_seqs: int, group: int) -> int:
     """Inside one grouped pass of `group` key slots per sequence for `rows` query rows: the
     K and V group buffers, the query in (Hkv, S, QG, D) order, query and key positions and
-    gather indices, a cast of the gathered K/V when the cache is in another dtype, and the
-    widest of: fp32 scores and their masked copy with the
-    bool mask and the running fp32 accumulator; the scores, their cast and two accumulators;
-    the accumulator, the output and its row-major copy."""
+    gather indices, a cast of the gathered K/V when the cache is in another dtype, five fp32
+    values per query row and head (the running max and sum, the group's max, its copy with
+    -inf made 0, and the group's sum), the group's bool mask, and the widest of: fp32 scores and
+    their masked copy with the running fp32 accumulator; the scores, their cast and two
+    accumulators; the accumulator, the output and its row-major copy."""
     d, b = dims, dims.act_bytes
     scores = rows * d.q_heads * group
     groups_per_kv = d.q_heads // d.kv_heads
@@ -178,9 +185,10 @@ def paged_attention(dims: Dims, rows: int, num_seqs: int, group: int) -> int:
     # a reduced-precision batched matmul on the CPU computes in fp32: copies of its operands
     # (the group's K or V read twice) and of its result
     upcast = (scores + 2 * keys * d.kv + rows * d.q) * FP32_BYTES if cast else 0
-    masks = 2 * rows * groups_per_kv * group
-    state = 4 * rows * d.q_heads * FP32_BYTES  # running and new max and sum per query head
-    widest = max(masks + state + max(2 * scores * FP32_BYTES + acc,
+    # the mask: its operands (causal, window, length) are freed once combined, before any score
+    mask = rows * groups_per_kv * group
+    state = 5 * rows * d.q_heads * FP32_BYTES  # running max and sum, new max, its safe copy, sum
+    widest = max(mask + state + max(2 * scores * FP32_BYTES + acc,
                              scores * (FP32_BYTES + cast) + upcast + acc + rows * d.q * b,
                              scores * FP32_BYTES + 2 * acc + rows * d.q * cast),
                  acc + rows * d.q * (b + cast))
