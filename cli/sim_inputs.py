@@ -18,6 +18,7 @@ from servecap.ledger.serve import (
     DEFAULT_WATERMARK,
 )
 from servecap.ledger.units import GB, TB, parse_size
+from servecap.ledger.vllm_versions import choose
 from servecap.model_configs.reading import parse_json, parse_yaml, read_text
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.deploy import Deployment
@@ -30,6 +31,7 @@ from servecap.sim.sampling import Request, draw_requests
 from servecap.sim.shape import fixed_shape, with_load
 from servecap.sim.speculative import Speculation
 from servecap.sim.trace import parse_trace
+from servecap.sim.vllm_engine import engine_terms
 from servecap.sim.workload import Workload, workload_from_dict
 
 from .deploy import DeployFlags
@@ -91,6 +93,10 @@ class SimFlags:
     num_requests: int | None = None
     input_len: int | None = None
     output_len: int | None = None
+    engine: str | None = None
+    num_scheduler_steps: int = 1
+    enforce_eager: bool = False
+    async_scheduling: bool = False
 
 
 @dataclass(frozen=True)
@@ -191,7 +197,8 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
         max_num_seqs=flags.max_num_seqs, block_size_tokens=flags.block_size,
         watermark=flags.watermark, preemption_mode=flags.preemption,
         prefix_caching=flags.prefix_caching, speculation=speculation,
-        scheduling=flags.scheduling, seed=flags.seed, concurrency=flags.concurrency)
+        scheduling=flags.scheduling, seed=flags.seed, concurrency=flags.concurrency,
+        num_scheduler_steps=flags.num_scheduler_steps)
         for p in flags.policies)
     if flags.concurrency is not None and (flags.replicas > 1 or flags.disaggregate):
         raise SpecError("--concurrency", flags.concurrency, "closed loop runs one engine: drop "
@@ -230,8 +237,10 @@ def speculation_for(flags: SimFlags, drafted: Ranked | None = None) -> Speculati
 
 
 def _draft_flags(flags: SimFlags) -> SimFlags:
-    """The target's flags for the draft, less what describes the target alone."""
-    return replace(flags, coefficients=None, runtime_peak=None)
+    """The target's flags for the draft, less what describes the target alone (the engine's
+    host and graph terms are the target step's: a draft shares its iteration)."""
+    return replace(flags, coefficients=None, runtime_peak=None, engine=None,
+                   num_scheduler_steps=1, enforce_eager=False, async_scheduling=False)
 
 
 def draft_plan(draft: str, flags: SimFlags) -> Ranked:
@@ -286,12 +295,43 @@ def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
             raise SpecError("--step-time-cv", flags.step_time_cv, "a coefficient of variation "
                             "in [0, 10), e.g. 0.05")
         coef = override(coef, {"step_time_cv": flags.step_time_cv}, coef.source)
+    coef = with_engine(coef, flags)
     if data is None:
         return coef
     try:
         return override(coef, data, f"measured: {flags.coefficients}")
     except SpecError as exc:
         raise exc.at(str(flags.coefficients)) from None
+
+
+def with_engine(coef: Coefficients, flags: SimFlags) -> Coefficients:
+    """--engine vllm==X: the release's host, CUDA-graph and async-scheduling terms on top of
+    the device's (sim/vllm_engine.py); without --engine the flags that need one are refused."""
+    row = engine_row(flags)
+    if row is None:
+        return coef
+    terms = engine_terms(row, flags.enforce_eager, flags.async_scheduling)
+    return override(coef, terms.coefficients(), f"{coef.source}; engine {row.pin}: "
+                    f"{terms.source}")
+
+
+def engine_row(flags: SimFlags):
+    """The vLLM row --engine picks, after checking the flags that depend on it."""
+    if flags.engine is None:
+        for name, value in (("--num-scheduler-steps", flags.num_scheduler_steps != 1),
+                            ("--enforce-eager", flags.enforce_eager),
+                            ("--async-scheduling", flags.async_scheduling)):
+            if value:
+                raise SpecError(name, True, "needs --engine vllm==X (the release it belongs "
+                                "to)")
+        return None
+    row = choose(flags.engine).row
+    if flags.num_scheduler_steps != 1 and row.formula != "v0":
+        raise SpecError("--num-scheduler-steps", flags.num_scheduler_steps, f"V0 only "
+                        f"(vllm<0.8); {row.pin} is V1, which removed multi-step scheduling")
+    if flags.async_scheduling and row.formula == "v0":
+        raise SpecError("--async-scheduling", True, f"V1 only (vllm>=0.8); {row.pin} is V0")
+    return row
 
 
 def _coefficients_file(path: Path) -> dict:

@@ -119,3 +119,16 @@ OutputLen = Annotated[int | None, Opt(help="Fixed output tokens per request (wit
 Seeds = Annotated[int, Opt("--seeds", help="Runs with step-time seeds --seed, +1, ...: a "
                            "step-time spread (--step-time-cv) is sampled over N draws, pooled "
                            "in the figures and their intervals.")]
+Engine = Annotated[str | None, Opt("--engine", help="vLLM release whose scheduling to "
+                                  "simulate, e.g. vllm==0.6.3 or vllm (the newest known): its "
+                                  "host time per step and per sequence, CUDA-graph sizes, "
+                                  "scheduler (V0 prefills first, V1 chunks). Default: none "
+                                  "(the device's roofline alone).")]
+NumSchedulerSteps = Annotated[int, Opt(help="vLLM V0 multi-step scheduling (with --engine "
+                                       "vllm<0.8): the scheduler runs once per this many "
+                                       "decode steps; new prompts wait for the group.")]
+EnforceEager = Annotated[bool, Opt("--enforce-eager", help="With --engine: no CUDA graphs "
+                                   "(vLLM's flag); every step pays the eager launch cost.")]
+AsyncScheduling = Annotated[bool, Opt("--async-scheduling", help="With --engine vllm>=0.8 (V1): "
+                                      "the host schedules the next step while the GPU runs "
+                                      "this one (vLLM's flag).")]

@@ -50,7 +50,23 @@ def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None
                       f"{parts['gemm_s'] * 1000:.3f} + attention {parts['attention_s'] * 1000:.3f}"
                       f", memory {parts['memory_s'] * 1000:.3f}) + collectives "
                       f"{parts['collective_s'] * 1000:.3f} + overhead "
-                      f"{parts['overhead_s'] * 1000:.3f} ms", highlight=False)
+                      f"{parts['overhead_s'] * 1000:.3f}{_engine_parts(parts)} ms",
+                      highlight=False)
+    if coef.get("eager_layer_s") or coef.get("cpu_per_seq_s") or coef.get("frontend_s"):
+        console.print(f"engine: host {coef['cpu_step_s'] * 1e6:g} us/step + "
+                      f"{coef['cpu_per_seq_s'] * 1e6:g} us/sequence"
+                      f"{' (overlapped: async scheduling)' if coef['cpu_overlap'] else ''}; "
+                      f"CUDA graphs up to {coef['graph_max_tokens']} tokens"
+                      f"{'' if coef['graph_prefill'] else ', decode only'}, eager "
+                      f"{coef['eager_layer_s'] * 1e6:g} us/layer; API server "
+                      f"{coef['frontend_s'] * 1000:g} ms/request", highlight=False)
+
+
+def _engine_parts(parts: dict) -> str:
+    """The engine's share of a reference step, when it has one."""
+    eager, cpu = parts.get("eager_s", 0.0), parts.get("cpu_s", 0.0)
+    return (f" + eager {eager * 1000:.3f}" if eager else "") + \
+        (f" + host {cpu * 1000:.3f}" if cpu else "")
 
 
 def render_simulation(report: dict, console: Console) -> None:

@@ -14,6 +14,7 @@ from servecap.ledger.serve import (
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_WATERMARK,
 )
+from servecap.ledger.vllm_versions import choose
 from servecap.sim.deploy import run_deployment
 from servecap.sim.records import (
     RECORD_COLUMNS,
@@ -65,7 +66,10 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
              step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, seeds: o.Seeds = 1,
              rate: o.Rate = None, num_requests: o.SimNumRequests = None,
              input_len: o.InputLen = None, output_len: o.OutputLen = None,
-             expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
+             expert_parallel: o.ExpertParallel = False, engine: o.Engine = None,
+             num_scheduler_steps: o.NumSchedulerSteps = 1,
+             enforce_eager: o.EnforceEager = False,
+             async_scheduling: o.AsyncScheduling = False, as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
                  "timestamp).")] = None,
@@ -91,7 +95,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
     Workload and trace formats: workloads/README.md; the JSON contract: docs/simulate.md.
     """
     flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, trace,
-                     tuple(policy or ("continuous",)), context, weight_dtype, kv_dtype,
+                     tuple(policy or (default_policy(engine),)), context, weight_dtype, kv_dtype,
                      block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
@@ -99,7 +103,9 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      tensor_parallel_size, pipeline_parallel_size, speed_of_light,
                      concurrency, step_time_cv, seed, expert_parallel,
                      percentiles=percentiles, rate=rate, num_requests=num_requests,
-                     input_len=input_len, output_len=output_len)
+                     input_len=input_len, output_len=output_len, engine=engine,
+                     num_scheduler_steps=num_scheduler_steps, enforce_eager=enforce_eager,
+                     async_scheduling=async_scheduling)
     check_outputs(flags, records_path, token_times_path, xlsx, force)
     setup = build_setup(model, flags)
     if verbose:
@@ -113,6 +119,14 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         render_simulation(report, Console())
+
+
+def default_policy(engine: str | None) -> str:
+    """continuous without --engine; the release's own scheduler with one (V0 runs whole
+    prompts first: prefill-priority; V1 always chunks prefills: chunked-prefill)."""
+    if engine is None:
+        return "continuous"
+    return "prefill-priority" if choose(engine).row.formula == "v0" else "chunked-prefill"
 
 
 def run_simulation(setup: Setup, window: bool = True, num_seeds: int = 1) -> tuple[dict, list]:

@@ -32,7 +32,12 @@ class SchedulerConfig:
     ordered by tenant priority, then arrival, and preemption takes the lowest priority first;
     running requests are not preempted to admit higher-priority ones). seed: the step-time
     draws when the coefficients carry a spread (step_time_cv). concurrency: closed loop, this
-    many requests in flight, the next sent as one finishes (None: open loop, as offered)."""
+    many requests in flight, the next sent as one finishes (None: open loop, as offered).
+    num_scheduler_steps: vLLM V0's multi-step scheduling (--num-scheduler-steps, 0.6 - 0.7):
+    the scheduler runs once per group of that many decode steps, so a prompt that arrives
+    mid-group waits for the group to finish before its prefill (a prefill runs as one step:
+    vllm/sequence.py init_multi_step_from_lookahead_slots gives prefills no lookahead
+    slots), and each sequence's tokens stream out in bursts of the group."""
 
     policy: str = "continuous"
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -48,6 +53,7 @@ class SchedulerConfig:
     scheduling: str = "fcfs"
     seed: int = 0
     concurrency: int | None = None
+    num_scheduler_steps: int = 1
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -58,7 +64,7 @@ class SchedulerConfig:
             raise SpecError("preemption", self.preemption_mode,
                             "one of " + ", ".join(PREEMPTION_MODES))
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size_tokens",
-                     "max_waiting_steps"):
+                     "max_waiting_steps", "num_scheduler_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(name, value, "a whole number >= 1")

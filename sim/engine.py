@@ -40,13 +40,18 @@ class Engine:
         self.extra_s = 0.0
         self.reserved_blocks = 0
         self.steps_since_prefill = 0
+        self.group_steps = 0  # decode steps since the last scheduling point (multi-step)
         self.by_priority = config.scheduling == "priority"
         self.jitter = step_jitter(coef.step_time_cv, config.seed)
         self.price, self.dense = decode_pricer(coef), dense_decode_constants(coef)
+        self.frontend_free = 0.0  # when the API server is next free (coef.frontend_s)
         self.closed = config.concurrency is not None
         self.next_closed = 0
         if self.closed:
             self._open_closed_loop(config.concurrency)
+        elif coef.frontend_s:
+            for seq in self.seqs:
+                self.through_frontend(seq)
         self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, [])
 
     # arrivals -------------------------------------------------------------------------------
@@ -63,6 +68,7 @@ class Engine:
             seq = self.seqs[self.next_closed]
             seq.req = replace(seq.req, arrival_s=self.now)
             seq.ready_s = self.now
+            self.through_frontend(seq)
             self.next_closed += 1
 
     def pull_arrivals(self) -> None:
@@ -93,8 +99,17 @@ class Engine:
         self.now = max(self.now, self.seqs[self.next_arrival].ready_s)
         return True
 
+    def through_frontend(self, seq: Seq) -> None:
+        """The API server takes requests one at a time, in the order they reach it, for
+        coef.frontend_s each; the engine sees a request when it is through."""
+        if self.coef.frontend_s:
+            self.frontend_free = max(self.frontend_free, seq.ready_s) + self.coef.frontend_s
+            seq.ready_s = self.frontend_free
+
     def add(self, seq: Seq) -> None:
-        """A request routed here now (in ready order, at or after the engine's last pull)."""
+        """A request routed here now (in ready order, at or after the engine's last pull),
+        through this replica's API server."""
+        self.through_frontend(seq)
         self.seqs.append(seq)
 
     # admission ------------------------------------------------------------------------------
@@ -230,6 +245,13 @@ class Engine:
         while self.waiting and self.waiting[0].swapped_tokens \
                 and len(self.running) < self.cfg.max_num_seqs and self.try_admit(self.waiting[0]):
             pass
+
+    def mid_group(self) -> int:
+        """Decode steps left in the current multi-step group (0: the scheduler may run)."""
+        k = self.cfg.num_scheduler_steps
+        if k == 1 or not self.decoding:
+            return 0
+        return (k - self.group_steps % k) % k
 
     def reserve_decode(self) -> None:
         """Before admitting anything, secure the blocks this iteration's decodes will write."""

@@ -14,12 +14,13 @@ NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_
                 "num_layers", "moe_expert_bytes", "moe_flops_per_token", "num_experts",
                 "experts_per_token", "num_moe_layers", "moe_layer_overhead_s",
                 "collective_bytes_per_token", "collective_latency_s", "pipeline_bytes_per_token",
-                "pipeline_latency_s", "step_time_cv", "state_bytes_per_request")
+                "pipeline_latency_s", "step_time_cv", "state_bytes_per_request", "cpu_step_s",
+                "cpu_per_seq_s", "eager_layer_s", "graph_max_tokens", "frontend_s")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
         "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
         "moe_flops_per_token", "num_experts", "num_moe_layers",
         "experts_per_token", "tensor_parallel_size", "pipeline_parallel_size",
-        "expert_parallel_size", "state_bytes_per_request"}
+        "expert_parallel_size", "state_bytes_per_request", "graph_max_tokens"}
 
 @dataclass(frozen=True)
 class Coefficients:
@@ -37,7 +38,16 @@ class Coefficients:
     the link.
     step_time_cv is the residual spread of a calibration (0: every step takes its mean).
     Efficiencies of 1 and no overheads: the speed-of-light roofline.
-    swap_bandwidth_bytes_per_s prices moving KV to and from host memory."""
+    swap_bandwidth_bytes_per_s prices moving KV to and from host memory.
+    The serving engine's own terms (sim/vllm_engine.py, per vLLM release; all 0 without an
+    engine): cpu_step_s per iteration and cpu_per_seq_s per sequence in it (scheduling, input
+    preparation, sampling, detokenization and output processing on the host), added to the
+    GPU's time, or overlapped with it (the larger of the two) when cpu_overlap is 1 (async
+    scheduling); eager_layer_s per layer for a step CUDA graphs do not cover: more than
+    graph_max_tokens tokens (0: every step, --enforce-eager), or a prefill when
+    graph_prefill is 0 (V0 captures decode batches only); frontend_s per request, before the
+    engine sees it (the API server's HTTP handling and tokenization, one request at a time:
+    a burst queues there)."""
 
     weights_bytes: int
     kv_bytes_per_token: int
@@ -74,12 +84,22 @@ class Coefficients:
     interconnect_bytes_per_s: float = 450e9
     step_time_cv: float = 0.0
     efficiency_source: str = SPEED_OF_LIGHT
+    cpu_step_s: float = 0.0
+    cpu_per_seq_s: float = 0.0
+    cpu_overlap: float = 0.0
+    eager_layer_s: float = 0.0
+    graph_max_tokens: int = 0
+    graph_prefill: float = 1.0
+    frontend_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("bandwidth_bytes_per_s", "flops_per_s", "swap_bandwidth_bytes_per_s",
                      "interconnect_bytes_per_s"):
             if not getattr(self, name) > 0:
                 raise SpecError(name, getattr(self, name), "must be > 0")
+        for name in ("cpu_overlap", "graph_prefill"):
+            if getattr(self, name) not in (0, 1):
+                raise SpecError(name, getattr(self, name), "0 or 1")
         for name in ("gemm_efficiency", "attention_efficiency", "bandwidth_efficiency",
                      "moe_gemm_efficiency"):
             if not 0 < getattr(self, name) <= 1:

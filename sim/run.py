@@ -8,7 +8,7 @@ from .sampling import Request
 from .speculative import decode_iteration_s
 from .state import REJECTED, SimResult
 from .static import run_static
-from .step_model import prefill_pairs, step_s
+from .step_model import decode_eager_s, prefill_pairs, step_s
 
 INF = float("inf")
 
@@ -46,10 +46,13 @@ def _run_iterations(eng: Engine, horizon: float | None) -> None:
             if not eng.jump_to_next_arrival():
                 return
             continue
-        if eng.decoding and not eng.prefilling and not eng.extra_s and _decode_only(eng):
-            steps = _decode_run(eng, horizon, eng.cfg.max_waiting_steps - eng.steps_since_prefill
-                                if eng.waiting else None)
+        left = eng.mid_group() if eng.waiting else 0
+        if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
+                                                                         _decode_only(eng)):
+            steps = _decode_run(eng, horizon, left or (
+                eng.cfg.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
             eng.steps_since_prefill += steps if eng.waiting else 0
+            eng.group_steps += steps
             continue
         eng.swap_in_waiting()
         work, decode = plan(eng)
@@ -80,6 +83,7 @@ def _iterate(eng: Engine, work: list, decode: bool) -> None:
     _account(eng, dt)
     start = eng.now
     eng.now += dt
+    eng.group_steps = 0 if work else eng.group_steps + 1
     if decode:
         _finish_decode_step(eng)
     for seq, chunk in work:
@@ -175,7 +179,7 @@ def _pricing(eng: Engine, n: int) -> tuple:
         return (lambda num, live: decode_iteration_s(eng.coef, spec, num, live)), 0.0, 0.0
     if eng.dense is None:
         return eng.price, 0.0, 0.0
-    return None, eng.dense[0] * n, eng.dense[5] * n
+    return None, eng.dense[0] * n, eng.dense[5] * n + decode_eager_s(eng.coef, n)
 
 
 def _account(eng: Engine, dt: float) -> None:

@@ -47,16 +47,33 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
                   + c.collective_latency_s) if c.collective_bytes_per_token else 0.0
     overhead = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
         + c.moe_layer_overhead_s * c.num_moe_layers
+    eager = c.eager_layer_s * c.num_layers if eager_step(c, num_prefill, tokens) else 0.0
+    cpu = c.cpu_step_s + c.cpu_per_seq_s * (num_decode + (1 if num_prefill else 0))
     return {"gemm_s": gemm, "attention_s": attention, "memory_s": memory,
-            "collective_s": collective, "overhead_s": overhead}
+            "collective_s": collective, "overhead_s": overhead, "eager_s": eager,
+            "cpu_s": cpu}
 
 
-def stage_s(parts: dict) -> float:
-    """One stage: compute and memory traffic overlap; collectives and overheads do not."""
+def eager_step(coef, num_prefill: int, tokens: int) -> bool:
+    """Whether a step runs outside CUDA graphs: more tokens than the largest captured batch
+    (graph_max_tokens; 0 with --enforce-eager: every step), or a prefill where the engine
+    captures decode batches only (graph_prefill 0). Never without an eager cost."""
+    if not coef.eager_layer_s:
+        return False
+    return tokens > coef.graph_max_tokens or bool(num_prefill and not coef.graph_prefill)
+
+
+def stage_s(parts: dict, cpu_overlap: float = 0.0) -> float:
+    """One stage: compute and memory traffic overlap; collectives and overheads do not; the
+    host's cpu_s adds on, or hides behind the GPU's time under async scheduling."""
     compute = parts["gemm_s"] + parts["attention_s"]
     memory = parts["memory_s"]
-    return (compute if compute > memory else memory) + parts["collective_s"] \
-        + parts["overhead_s"]
+    gpu = (compute if compute > memory else memory) + parts["collective_s"] \
+        + parts["overhead_s"] + parts.get("eager_s", 0.0)
+    cpu = parts.get("cpu_s", 0.0)
+    if cpu_overlap:
+        return gpu if gpu > cpu else cpu
+    return gpu + cpu
 
 
 def step_s(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int,
@@ -66,7 +83,7 @@ def step_s(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: in
     plus the activations handed between stages (pipeline_bytes_per_token over the link and
     collective latency per hop)."""
     one = stage_s(terms(coef, num_prefill, num_decode, prefill_attention_tokens,
-                        decode_context_tokens, prefill_context_tokens))
+                        decode_context_tokens, prefill_context_tokens), coef.cpu_overlap)
     pp = coef.pipeline_parallel_size
     if pp == 1:
         return one
@@ -79,18 +96,20 @@ def step_s(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: in
 def dense_decode_constants(coef) -> tuple | None:
     """(gemm s per token, attention s per pair, weight bytes, KV bytes per token, effective
     bandwidth, link s per token, fixed s per step) of a dense single-stage model, the
-    constants step_s folds for decode-only steps; None for MoE, pipeline stages and fixed
-    per-request states (hybrids), which step_s prices."""
+    constants step_s folds for decode-only steps (the host's per-sequence cost rides with the
+    link's, both linear in sequences and outside the overlap; eager steps add decode_eager_s);
+    None for MoE, pipeline stages, fixed per-request states (hybrids) and async scheduling,
+    which step_s prices."""
     c = coef
     if c.num_experts or c.moe_flops_per_token or c.pipeline_parallel_size > 1 \
-            or c.state_bytes_per_request:
+            or c.state_bytes_per_request or c.cpu_overlap:
         return None
     gemm_per_token = c.flops_per_token / (c.flops_per_s * c.gemm_efficiency)
     attn_per_pair = c.attention_flops_per_token_pair / (
         (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency)
     bw = c.bandwidth_bytes_per_s * c.bandwidth_efficiency
-    link_per_token = c.collective_bytes_per_token / c.interconnect_bytes_per_s
-    fixed = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
+    link_per_token = c.collective_bytes_per_token / c.interconnect_bytes_per_s + c.cpu_per_seq_s
+    fixed = c.cpu_step_s + c.step_overhead_s + c.layer_overhead_s * c.num_layers \
         + c.moe_layer_overhead_s * c.num_moe_layers \
         + (c.collective_latency_s if c.collective_bytes_per_token else 0.0)
     return (gemm_per_token, attn_per_pair, c.weights_bytes, c.kv_bytes_per_token, bw,
@@ -110,8 +129,14 @@ def decode_pricer(coef):
     def price(n: int, live: int) -> float:
         compute = gemm_per_token * n + attn_per_pair * live
         memory = (wb + kvb * (live + n)) / bw
-        return (compute if compute > memory else memory) + link_per_token * n + fixed
+        return (compute if compute > memory else memory) + link_per_token * n + fixed \
+            + decode_eager_s(coef, n)
     return price
+
+
+def decode_eager_s(coef, n: int) -> float:
+    """The eager cost of a decode-only step of n sequences (0 inside CUDA graphs)."""
+    return coef.eager_layer_s * coef.num_layers if eager_step(coef, 0, n) else 0.0
 
 
 def prefill_pairs(computed: int, chunk: int) -> int:

@@ -1,0 +1,93 @@
+"""What a vLLM release adds to each step's time: the host's work per step and per sequence,
+CUDA-graph coverage and async scheduling, from the release's row of ledger/vllm_versions.py.
+
+Every term is a Coefficients field, printed in `simulate --json` (coefficients, step_terms)
+and overridable with --coefficients. The host's per-sequence cost (V0), the eager cost
+per layer and the API server's time per request are fitted, each on one named published
+run (tests/fixtures/vllm_bench), by `python bench/vllm_latency.py --fit`; the rest are read
+from vLLM's source at the tag."""
+
+from dataclasses import dataclass
+
+from servecap.ledger.vllm_versions import VllmRow
+
+# vllm/worker/model_runner.py (V0, 0.6.x): _BATCH_SIZES_TO_CAPTURE = [1, 2, 4] +
+# [8 * i for i in range(1, 33)]: decode batches up to 256 replay a graph; prefills never do.
+V0_GRAPH_MAX = 256
+# vllm/config.py CompilationConfig (V1): capture sizes [1, 2, 4] + multiples of 8 up to 512
+# (max_num_seqs x 2, at most 512); piecewise graphs cover mixed prefill/decode batches.
+V1_GRAPH_MAX = 512
+# Fitted by bench/vllm_latency.py --fit: the host's time per running sequence per V0 step
+# (sampling, detokenization and output processing in the engine loop) on the sglang
+# a100-8b-inf run (vLLM 0.6.0, 5,000 ShareGPT prompts at once: 4,132.37 output tok/s).
+V0_CPU_PER_SEQ_S = 9.49e-05
+# Fitted likewise: V1's host time per step (scheduling and input preparation in the engine
+# core's busy loop, not overlapped without --async-scheduling), on the kvcached
+# h100-qwen3-06b-rps16 run (vLLM 0.19.0, Qwen3-0.6B on an H100 at 16 req/s: median TPOT
+# 2.40 ms, where the GPU's share is about 1 ms). V0's is inside cpu_per_seq_s's fit.
+V1_CPU_STEP_S = 0.00136
+# Fitted likewise: the launch cost per layer of a step outside CUDA graphs, on the
+# issue #20469 run (vLLM 0.9.1 --enforce-eager, Qwen3-14B-AWQ on an A100, median TPOT 20.94 ms).
+EAGER_LAYER_S = 0.000243
+# Fitted likewise: the API server's time per request before the engine sees it (HTTP
+# handling, tokenization, the hop to the engine; one request at a time, so a burst queues),
+# on the buildkite9555 llama70B-tp4-qps1 run (8xH100, 1 req/s: median TTFT 56.99 ms); one
+# value for V0 and V1.
+FRONTEND_S = 0.0109
+SOURCES = {
+    "v0": "V0 engine loop (vllm/engine/llm_engine.py): scheduling, sampling, detokenization "
+          "and output processing run on the host between steps, per sequence; graphs for "
+          "decode batches <= 256 (vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE)",
+    "v1": "V1 engine core (vllm/v1/engine/core.py): detokenization and streaming run in the "
+          "API server process (vllm/v1/engine/output_processor.py), beside the busy loop; "
+          "piecewise graphs up to 512 tokens (CompilationConfig cudagraph_capture_sizes)",
+}
+
+
+@dataclass(frozen=True)
+class EngineTerms:
+    """The terms one release runs with, as Coefficients fields, and where they come from."""
+
+    cpu_step_s: float
+    cpu_per_seq_s: float
+    cpu_overlap: float
+    eager_layer_s: float
+    graph_max_tokens: int
+    graph_prefill: float
+    frontend_s: float
+    source: str
+
+    def coefficients(self) -> dict:
+        """The Coefficients fields these terms set."""
+        return {"cpu_step_s": self.cpu_step_s, "cpu_per_seq_s": self.cpu_per_seq_s,
+                "cpu_overlap": self.cpu_overlap, "eager_layer_s": self.eager_layer_s,
+                "graph_max_tokens": self.graph_max_tokens,
+                "graph_prefill": self.graph_prefill, "frontend_s": self.frontend_s}
+
+
+def engine_terms(row: VllmRow, enforce_eager: bool = False,
+                 async_scheduling: bool = False) -> EngineTerms:
+    """The row's terms. --enforce-eager: every step outside graphs. --async-scheduling (V1):
+    the host prepares step n+1 while the GPU runs step n, so the step takes the larger of the
+    two (vllm/v1/engine/core.py step_with_batch_queue)."""
+    v0 = row.formula == "v0"
+    graph_max = 0 if enforce_eager else (V0_GRAPH_MAX if v0 else V1_GRAPH_MAX)
+    # V1 compiles the model (torch.compile); a step above the captured sizes runs the
+    # compiled kernels without a graph, whose launch cost no fixture measures: only
+    # --enforce-eager (no compile, no graphs) pays the eager cost there
+    eager = EAGER_LAYER_S if v0 or enforce_eager else 0.0
+    notes = [f"{row.tag}: {SOURCES[row.formula]}",
+             f"cpu_per_seq_s {V0_CPU_PER_SEQ_S if v0 else 0:g} s (V0: fitted on sglang "
+             "a100-8b-inf; V1: 0, off the engine loop)",
+             f"cpu_step_s {0 if v0 else V1_CPU_STEP_S:g} s (V1: fitted on kvcached "
+             "h100-qwen3-06b-rps16; V0: inside cpu_per_seq_s)",
+             f"eager_layer_s {eager:g} s (fitted on vllm#20469; V1 without "
+             "--enforce-eager: 0, compiled steps above the graphs are not priced)",
+             f"frontend_s {FRONTEND_S:g} s (fitted on buildkite 9555 qps 1)"]
+    if enforce_eager:
+        notes.append("--enforce-eager: no CUDA graphs")
+    if async_scheduling:
+        notes.append("--async-scheduling: host work overlaps the GPU's")
+    return EngineTerms(0.0 if v0 else V1_CPU_STEP_S, V0_CPU_PER_SEQ_S if v0 else 0.0,
+                       1.0 if async_scheduling else 0.0, eager, graph_max,
+                       0.0 if v0 else 1.0, FRONTEND_S, "; ".join(notes))

@@ -1,0 +1,140 @@
+"""The published vLLM benchmark runs (tests/fixtures/vllm_bench) and bench/vllm_latency.py's
+table: every run parses, says where it comes from and simulates; errors and medians are the
+arithmetic they claim; the set spans what it must (versions, engines, TP, GPUs, loads)."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from servecap.ledger.devices import find
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("vllm_latency", ROOT / "bench" / "vllm_latency.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+CASES = bench.load_cases()
+LOADS = {"poisson", "all-at-once", "concurrency", "batch"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_every_run_names_its_source_and_setup(case) -> None:
+    src = case.data["source"]
+    assert src.get("url", "").startswith("https://") or src.get("commit")
+    assert case.data["engine"] in ("v0", "v1")
+    assert case.data["vllm_version"] == "unknown" or case.data["vllm_version"][0].isdigit()
+    assert case.data["engine_pin"] and case.data["engine_pin_note"]
+    assert find(case.group["gpu"]["device"]) is not None, case.group["gpu"]
+    assert case.group["tp"] >= 1 and case.group["launch"]
+    assert case.run["load"]["kind"] in LOADS
+    assert set(case.run["measured"]) & set(bench.METRICS), case.run["measured"]
+    assert all(isinstance(v, int | float) and v > 0 for v in case.run["measured"].values())
+
+
+def test_the_set_spans_versions_engines_tp_gpus_and_loads() -> None:
+    versions = {".".join(c.data["vllm_version"].split(".")[:2]) for c in CASES
+                if c.data["vllm_version"] != "unknown"}
+    assert len(CASES) >= 25
+    assert len(versions) >= 3, versions
+    assert {c.data["engine"] for c in CASES} == {"v0", "v1"}
+    assert {1, 2, 4, 8} <= {c.group["tp"] for c in CASES}
+    assert len({c.group["gpu"]["device"] for c in CASES}) >= 2
+    assert {c.run["load"]["kind"] for c in CASES} == LOADS
+
+
+def test_run_ids_are_unique() -> None:
+    names = [c.name for c in CASES]
+    assert len(names) == len(set(names))
+
+
+def test_sharegpt_runs_take_the_reference_run_means() -> None:
+    data = json.loads((bench.FIXTURES / bench.SHAREGPT).read_text())["measured"]
+    assert bench.sharegpt_means() == (round(data["total_input_tokens"] / 1000),
+                                      round(data["total_generated_tokens"] / 1000)) == (215, 179)
+    case = next(c for c in CASES if c.run["shape"].get("dataset") == "sharegpt")
+    work = bench.workload_for(case)
+    assert (work.prompt.value, work.output.value) == (215, 179)
+
+
+def test_a_range_ratio_is_vllm_bench_serves_uniform_spread() -> None:
+    spread = bench._spread(20000, 0.15)
+    assert (spread.kind, spread.low, spread.high) == ("uniform", 17000, 23000)
+
+
+def test_error_is_signed_and_relative_to_the_measurement() -> None:
+    assert bench.error(110.0, 100.0) == pytest.approx(0.10)
+    assert bench.error(80.0, 100.0) == pytest.approx(-0.20)
+
+
+def test_summary_takes_median_and_worst_of_absolute_errors() -> None:
+    rows = [{"family": "ttft", "error": e} for e in (-0.30, 0.10, 0.05)] + \
+        [{"family": "tpot", "error": 0.41}]
+    summary = bench.summarize(rows)
+    assert summary["ttft"] == {"comparisons": 3, "median_abs_error": 0.10,
+                               "max_abs_error": 0.30, "within_target": True,
+                               "misses_outside_interval": 0}
+    assert summary["tpot"]["within_target"] is False  # one comparison beyond 40 %
+    assert "throughput" not in summary
+
+
+@pytest.mark.slow
+def test_every_fixture_simulates_into_the_table() -> None:
+    rows = bench.run_all()
+    expected = sum(len(set(c.run["measured"]) & set(bench.METRICS)) for c in CASES)
+    assert len(rows) == expected
+    assert {r["fixture"].split(":")[0] for r in rows} == {c.fixture for c in CASES}
+    assert {r["interval"] for r in rows} <= {"inside", "outside", "none"}
+    assert any(r["interval"] != "none" for r in rows)
+    for row in rows:
+        assert row["predicted"] > 0 and math.isfinite(row["error"])
+        assert row["error"] == pytest.approx(bench.error(row["predicted"], row["measured"]),
+                                             abs=1e-3)
+    table = bench.markdown(rows, bench.summarize(rows))
+    assert table.count("\n| ") >= len(rows) and "median abs error" in table
+
+
+def test_spread_bound_runs_are_the_small_sharegpt_sets_sent_at_once() -> None:
+    bound = {c.name for c in CASES if bench.spread_bound(c)}
+    assert bound and all(c.run["load"]["kind"] == "all-at-once" and
+                         c.run["load"]["num_prompts"] <= 1000 for c in CASES if c.name in bound)
+    assert "sglang_vllm060_a100_h100:a100-8b-inf" not in bound  # 5,000 prompts
+    rows = [{"family": "throughput", "error": 2.0, "spread_bound": True},
+            {"family": "throughput", "error": 0.1, "spread_bound": False}]
+    assert bench.summarize(rows)["throughput"]["comparisons"] == 2
+    assert bench.summarize(rows, known_shape=True)["throughput"] == {
+        "comparisons": 1, "median_abs_error": 0.1, "max_abs_error": 0.1, "within_target": True,
+        "misses_outside_interval": 0}
+
+
+def test_a_miss_is_judged_against_the_simulators_own_interval() -> None:
+    steady = {"steady_state": True, "ttft_ms_ci": {"p50": [90.0, 110.0]},
+              "itl_ms_ci": {"p50": [10.0, 12.0]}, "achieved_rps_ci": [1.0, None]}
+    assert bench.interval_verdict("median_ttft_ms", 100.0, steady) == "inside"
+    assert bench.interval_verdict("median_ttft_ms", 120.0, steady) == "outside"
+    assert bench.interval_verdict("median_itl_ms", 110.0, steady, steps=10) == "inside"
+    assert bench.interval_verdict("request_throughput_rps", 1.5, steady) == "none"
+    assert bench.interval_verdict("median_ttft_ms", 100.0, {"steady_state": False}) == "none"
+    assert bench.interval_verdict("mean_latency_ms", 100.0, steady) == "none"
+    rows = [{"family": "ttft", "error": 0.3, "interval": "outside"},
+            {"family": "ttft", "error": 0.3, "interval": "inside"},
+            {"family": "ttft", "error": 0.05, "interval": "outside"}]
+    assert bench.summarize(rows)["ttft"]["misses_outside_interval"] == 1
+
+
+@pytest.mark.slow
+def test_the_engine_terms_do_what_the_docs_say_on_the_published_set() -> None:
+    """docs/vllm-latency.md's figures: --engine lowers every family's median error, TTFT and
+    TPOT medians meet 15 %, throughput does so only without the spread-bound runs; the
+    single worst comparisons stay beyond 40 % (the target is missed)."""
+    rows, bare = bench.run_all(), bench.run_all(engine=False)
+    after, before = bench.summarize(rows), bench.summarize(bare)
+    known = bench.summarize(rows, known_shape=True)
+    for family in bench.FAMILIES:
+        assert after[family]["median_abs_error"] < before[family]["median_abs_error"]
+        assert after[family]["max_abs_error"] > bench.TARGET_MAX
+    assert after["ttft"]["median_abs_error"] <= bench.TARGET_MEDIAN
+    assert after["tpot"]["median_abs_error"] <= bench.TARGET_MEDIAN
+    assert after["throughput"]["median_abs_error"] > bench.TARGET_MEDIAN
+    assert known["throughput"]["median_abs_error"] <= bench.TARGET_MEDIAN
