@@ -10,7 +10,7 @@ from servecap.ledger.plan import Plan, build_plan, with_device
 
 from . import charts, page, style
 from .cached import known, remember
-from .formulas import ceiling, kv_request, safety_on
+from .formulas import PURE, Kinds, ceiling, extra_per_request, kinds_of, kv_request, safety_on
 from .source import WorkbookSource
 
 SHEET = "Envelope"
@@ -35,10 +35,11 @@ def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None
     style.header(ws, HEADERS)
     row = 2
     runtime = src.plan().line("runtime_peak") if src is not None else 0
+    kinds = kinds_of(src.spec) if src is not None else PURE
     for kv_dtype in sweep.kv_dtypes:
         for context in sweep.contexts_tokens:
             for label, device_bytes in sweep.devices:
-                _row(ws, row, kv_dtype, context, label, device_bytes)
+                _row(ws, row, (kv_dtype, context, label, device_bytes), kinds)
                 if src is not None:
                     _cache(ws, row, _point(src, kv_dtype, context, device_bytes, runtime))
                 row += 1
@@ -64,13 +65,18 @@ def _cache(ws, row: int, plan: Plan) -> None:
         remember(ws, f"{col}{row}", value)
 
 
-def _row(ws, row: int, kv_dtype: str, context: int, label: str, device_bytes: int) -> None:
+def _row(ws, row: int, point: tuple[str, int, str, int], kinds: Kinds) -> None:
+    """One point: the KV per request at its width; the ceiling divides by it plus the indexer K
+    and the fixed states, which no KV dtype changes."""
+    kv_dtype, context, label, device_bytes = point
+    extra = extra_per_request(f"C{row}", kinds)
+    per_request = f"(G{row}{extra})" if extra else f"G{row}"
     cells = (
         (kv_dtype, None, True), (f"=VLOOKUP(A{row},dtype_bits,2,FALSE)", style.BITS, False),
         (context, style.TOKENS, True), (label, None, True), (device_bytes, style.BYTES, True),
         ("=" + safety_on(f"E{row}"), style.BYTES, False),
-        ("=" + kv_request(f"C{row}", f"B{row}"), style.BYTES, False),
-        (ceiling(f"E{row}", f"F{row}", "weights_bytes", f"G{row}"), style.REQUESTS, False),
+        ("=" + kv_request(f"C{row}", f"B{row}", kinds), style.BYTES, False),
+        (ceiling(f"E{row}", f"F{row}", "weights_bytes", per_request), style.REQUESTS, False),
     )
     for col, (value, number_format, is_input) in enumerate(cells, start=1):
         cell = ws.cell(row=row, column=col, value=value)

@@ -12,6 +12,7 @@ from servecap.model_configs.writing import temp_beside
 from . import style
 from .cached import add_cached_values
 from .envelope import Sweep, write_envelope
+from .formulas import kinds_of
 from .inputs_sheet import write_inputs
 from .ledger_sheet import write_ledger
 from .paging_sheet import write_paging
@@ -41,10 +42,6 @@ def default_sweep(src: WorkbookSource) -> Sweep:
 def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
                    results: Mapping | None = None) -> Workbook:
     """Every sheet, formulas over named inputs; `results` fills the Latency record."""
-    if src.spec.is_hybrid:  # its formulas assume one KV shape per layer: refuse, not mislead
-        raise SpecError("--xlsx", src.spec.name, "the workbook's live formulas do not model "
-                        "hybrid caches yet (fixed states, chunked-local layers, an indexer, "
-                        "per-layer head sizes); use plan --json for this model")
     wb = Workbook()
     wb.remove(wb.active)
     style.use_default_font(wb)
@@ -53,7 +50,7 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     if src.multi:
         write_ranks(wb, src)
     write_envelope(wb, sweep or default_sweep(src), src)
-    write_quantization(wb, src.plan())
+    write_quantization(wb, src.plan(), kinds_of(src.spec))
     write_paging(wb, src.serve.block_size_tokens, src.serve)
     write_latency(wb, results)
     write_verification(wb)

@@ -6,12 +6,14 @@ from openpyxl.workbook.workbook import Workbook
 
 from servecap.ledger import dtypes
 from servecap.ledger.kv import WHOLE, kv_bytes_per_request
+from servecap.ledger.model import CHUNKED, FULL
 from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
+from servecap.ledger.state import STATE_DTYPES
 
 from . import page, style
 from .cached import remember
 from .deploy_inputs import deploy_rows
-from .formulas import kv_request
+from .formulas import kinds_of, kv_request
 from .names import define
 from .source import (
     WorkbookSource,
@@ -24,6 +26,7 @@ from .source import (
 
 SHEET = "Inputs"
 SETTINGS = "plan settings: replayed by servecap plan --from-workbook"
+WHAT_IF = "deployment: change these to ask 'what if'"
 LOAD_COLUMNS = ("F", "G", "H")  # live length, requests of that length, KV bytes per request
 DTYPE_COLUMNS = ("J", "K")
 
@@ -66,7 +69,77 @@ def model_rows(src: WorkbookSource) -> list[InputRow]:
         ("qk_rope_head_dim", att.qk_rope_head_dim, style.ELEMENTS, "elements",
          "MLA decoupled RoPE key width"),
     ]
-    return [InputRow(*row, model_derived=True) for row in rows]
+    return [InputRow(*row, model_derived=True) for row in rows + hybrid_rows(src)]
+
+
+HYBRID_NAMES = ("num_full_layers", "num_chunked_layers", "chunk_size_tokens", "full_kv_heads",
+                "full_head_dim", "indexer_head_dim", "num_state_layers", "state_conv_kernel",
+                "state_conv_dim", "state_recurrent_heads", "state_head_elements",
+                "state_n_groups", "state_d_state", "state_intermediate", "state_conv_dtype",
+                "state_ssm_dtype", "mamba_cache_mode")
+
+
+def hybrid_rows(src: WorkbookSource) -> list[tuple]:
+    """The shapes of chunked-local, per-layer-type, indexer and state layers, where the model
+    has them (the formulas name only these cells)."""
+    spec, kinds, att = src.spec, kinds_of(src.spec), src.spec.attention
+    rows = []
+    if kinds.hybrid:
+        rows.append(("num_full_layers", _count(spec, FULL), style.LAYERS, "layers",
+                     "of L, full-attention layers (every token's KV)"))
+    if kinds.chunked:
+        rows += [("num_chunked_layers", _count(spec, CHUNKED), style.LAYERS, "layers",
+                  "of L, chunked local attention layers (Llama-4)"),
+                 ("chunk_size_tokens", att.chunk_size_tokens, style.TOKENS, "tokens",
+                  "C: a chunked layer attends within its chunk")]
+    if kinds.full_shape:
+        heads, dim = att.shape(FULL)
+        rows += [("full_kv_heads", heads, style.HEADS, "heads/layer",
+                  "KV heads of the full-attention layers"),
+                 ("full_head_dim", dim, style.ELEMENTS, "elements/head",
+                  "head size of the full-attention layers (Gemma-4: 512)")]
+    if kinds.indexer:
+        rows.append(("indexer_head_dim", att.indexer_head_dim, style.ELEMENTS, "elements",
+                     "sparse-attention indexer: one K of this size per token and layer"))
+    return rows + (state_rows(src) if kinds.state else [])
+
+
+def state_rows(src: WorkbookSource) -> list[tuple]:
+    """One state layer as vLLM keeps it (ledger.model.StateShape), and vLLM's cache mode."""
+    spec, state = src.spec, src.spec.state
+    heads_elements = state.recurrent_shape[0] * state.recurrent_shape[1]
+    return [
+        ("num_state_layers", len(spec.state_layers), style.LAYERS, "layers",
+         f"layers with a fixed state per request ({state.kind}"
+         + (", beside each layer's attention" if spec.parallel_state else "") + ")"),
+        ("state_conv_kernel", state.conv_kernel, style.COUNT, "positions",
+         "conv kernel: the conv state keeps kernel - 1 positions"),
+        ("state_conv_dim", state.conv_dim, style.ELEMENTS, "elements", "conv state width"),
+        ("state_recurrent_heads", state.recurrent_heads, style.HEADS, "heads",
+         "recurrent state heads (split by tensor parallelism)"),
+        ("state_head_elements", heads_elements, style.ELEMENTS, "elements/head",
+         f"recurrent state per head: {state.recurrent_shape[0]} x {state.recurrent_shape[1]}"),
+        ("state_n_groups", state.n_groups, style.COUNT, "groups",
+         "Mamba-2 B/C groups, replicated when tp does not divide them (0: none)"),
+        ("state_d_state", state.d_state, style.ELEMENTS, "elements", "Mamba-2 state size"),
+        ("state_intermediate", state.intermediate, style.ELEMENTS, "elements",
+         "Mamba-2 intermediate width (conv_dim = it + 2 groups x d_state)"),
+        ("state_conv_dtype", _state_dtype(state.conv_dtype), None, "dtype",
+         "conv state element type (the width table)"),
+        ("state_ssm_dtype", _state_dtype(state.ssm_dtype), None, "dtype",
+         "recurrent state element type"),
+        ("mamba_cache_mode", src.serve.mamba_cache_mode, None, "text",
+         "vLLM's: align (prefix caching, its default) keeps 2 state pages a request; none 1; "
+         "all one per block"),
+    ]
+
+
+def _count(spec, kind: str) -> int:
+    return sum(spec.layer_kind(n) == kind for n in range(spec.num_layers))
+
+
+def _state_dtype(name: str) -> str:
+    return dtypes.lookup(name, "state dtype", STATE_DTYPES).name
 
 
 def serve_rows(src: WorkbookSource) -> list[InputRow]:
@@ -131,12 +204,14 @@ def write_inputs(wb: Workbook, src: WorkbookSource) -> None:
     style.header(ws, ["input (defined name)", "value", "unit", "meaning / source"])
     row = 2
     for title, rows in (("model: architecture and weights (from the model file)", model_rows(src)),
-                        ("deployment: change these to ask 'what if'", serve_rows(src)),
+                        (WHAT_IF, serve_rows(src)),
                         (SETTINGS,
                          setting_rows(src)),
                         ("deployment: GPUs and engine (the Ranks sheet), replayed too",
                          [InputRow(*row) for row in deploy_rows(src)])):
-        if title == SETTINGS:  # the formula inputs on page one, the replayed settings next
+        # the formula inputs on page one, the replayed settings next; a hybrid's longer model
+        # section takes page one, its what-if inputs the next, whole
+        if title == SETTINGS or (title == WHAT_IF and hybrid_rows(src)):
             page.break_before(ws, row)
         style.section(ws, row, title)
         row += 1
@@ -186,7 +261,7 @@ def _write_load(wb: Workbook, ws, src: WorkbookSource) -> None:
         ws[f"{g}{i}"] = count if explicit else "=requests"
         for col, fmt in ((f, style.TOKENS), (g, style.REQUESTS)):
             (style.as_input if explicit else style.as_formula)(ws[f"{col}{i}"], fmt)
-        ws[f"{h}{i}"] = "=" + kv_request(f"{f}{i}")
+        ws[f"{h}{i}"] = "=" + kv_request(f"{f}{i}", kinds=kinds_of(src.spec))
         style.as_formula(ws[f"{h}{i}"], style.BYTES)
         bits = dtypes.lookup(src.serve.kv_dtype, "kv_dtype").bits
         remember(ws, f"{h}{i}", kv_bytes_per_request(src.spec, bits, length,

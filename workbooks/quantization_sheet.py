@@ -5,7 +5,7 @@ from openpyxl.workbook.workbook import Workbook
 from servecap.ledger.plan import Plan
 
 from . import page, style
-from .formulas import ceiling, kv_request, weights_computed
+from .formulas import PURE, Kinds, ceiling, extra_per_request, kv_request, weights_computed
 
 SHEET = "Quantization"
 HEADERS = ["representation", "dtype", "width [bits/element]", "width [bytes/element]",
@@ -13,33 +13,41 @@ HEADERS = ["representation", "dtype", "width [bits/element]", "width [bytes/elem
            "ceiling at bf16 [requests]", "effect on ceiling [requests]",
            "measure before trusting it"]
 _BF16_WEIGHTS = weights_computed("16", "16")
-_BF16_KV = kv_request("context_tokens", "16")
-
-ROWS = (
-    ("weights", "=weight_dtype", "=quantized_bits_per_parameter", "=weight_metadata_bytes",
-     f"=IF(declared_weights_bytes>0,0,{_BF16_WEIGHTS}-weights_bytes-weight_metadata_bytes)",
-     ceiling("device_bytes", "safety_bytes", f"({_BF16_WEIGHTS})", "kv_bytes_per_request"),
-     "task quality on your own eval (not only perplexity); dequant/matmul kernels for this "
-     "format on the target device; latency at the deployed batch shape (small batches can "
-     "slow down); that metadata has not erased the saving"),
-    ("activations", "=activation_dtype", "=VLOOKUP(activation_dtype,dtype_bits,2,FALSE)", 0,
-     None, None,
-     "outlier channels (SmoothQuant-style calibration); W8A8 kernels on the device; quality; "
-     "the runtime peak at the largest batch shape (servecap verify) - not modelled here"),
-    ("KV cache", "=kv_dtype", "=kv_bits_per_element", 0,
-     f"=({_BF16_KV}-kv_bytes_per_request)*requests",
-     ceiling("device_bytes", "safety_bytes", "weights_bytes", f"({_BF16_KV})"),
-     "long-context quality; attention kernels for this KV dtype; inter-token latency at the "
-     "deployed batch; per-token scales this table does not count"),
-)
 
 
-def write_quantization(wb: Workbook, plan: Plan | None = None) -> None:
+def rows(kinds: Kinds) -> tuple:
+    """(representation, dtype, bits, metadata, saved, ceiling at bf16, what to measure); the
+    ceilings divide by one request's caches (KV + indexer K + fixed states)."""
+    bf16_kv = kv_request("context_tokens", "16", kinds)
+    return (
+        ("weights", "=weight_dtype", "=quantized_bits_per_parameter", "=weight_metadata_bytes",
+         f"=IF(declared_weights_bytes>0,0,{_BF16_WEIGHTS}-weights_bytes-weight_metadata_bytes)",
+         ceiling("device_bytes", "safety_bytes", f"({_BF16_WEIGHTS})",
+                 "cache_bytes_per_request"),
+         "task quality on your own eval (not only perplexity); dequant/matmul kernels for this "
+         "format on the target device; latency at the deployed batch shape (small batches can "
+         "slow down); that metadata has not erased the saving"),
+        ("activations", "=activation_dtype", "=VLOOKUP(activation_dtype,dtype_bits,2,FALSE)", 0,
+         None, None,
+         "outlier channels (SmoothQuant-style calibration); W8A8 kernels on the device; "
+         "quality; the runtime peak at the largest batch shape (servecap verify) - not "
+         "modelled here"),
+        ("KV cache", "=kv_dtype", "=kv_bits_per_element", 0,
+         f"=({bf16_kv}-kv_bytes_per_request)*requests",
+         ceiling("device_bytes", "safety_bytes", "weights_bytes",
+                 f"({bf16_kv}{extra_per_request('context_tokens', kinds)})"),
+         "long-context quality; attention kernels for this KV dtype; inter-token latency at the "
+         "deployed batch; per-token scales this table does not count"),
+    )
+
+
+def write_quantization(wb: Workbook, plan: Plan | None = None, kinds: Kinds = PURE) -> None:
     """With `plan`, the columns are as wide as its magnitudes need (the formulas here carry
     no cached values to measure)."""
     ws = wb.create_sheet(SHEET)
     style.header(ws, HEADERS)
-    for r, (name, dtype, bits, meta, saved, bf16_ceiling, measure) in enumerate(ROWS, start=2):
+    for r, row in enumerate(rows(kinds), start=2):
+        name, dtype, bits, meta, saved, bf16_ceiling, measure = row
         values = (name, dtype, bits, f"=C{r}/8", meta, saved, "=memory_ceiling_requests",
                   bf16_ceiling, f"=G{r}-H{r}" if bf16_ceiling else None, measure)
         formats = (None, None, style.BITS, "0.00", style.BYTES, style.BYTES, style.REQUESTS,

@@ -12,39 +12,90 @@ from openpyxl.utils import get_column_letter
 from openpyxl.workbook.workbook import Workbook
 
 from servecap.ledger import dtypes
+from servecap.ledger.cache_specs import indexer_bytes_per_token
 from servecap.ledger.engines import VLLM, pool_and_headroom
-from servecap.ledger.kv import kv_bits_per_token_layer, kv_bytes_per_request, kv_heads_per_rank
-from servecap.ledger.kv_blocks import kv_cache_groups, uniform_kinds
-from servecap.ledger.model import SLIDING
+from servecap.ledger.hybrid import HybridLayout, layout
+from servecap.ledger.kv import (
+    kv_bits_for_layer,
+    kv_bits_per_token_layer,
+    kv_bytes_per_request,
+    kv_heads_per_rank,
+)
+from servecap.ledger.kv_blocks import V0, kv_cache_groups, uniform_kinds
+from servecap.ledger.model import ATTENTION_KINDS, CHUNKED, FULL, SLIDING
 from servecap.ledger.ranks import StagePlan
+from servecap.ledger.state import state_bytes_per_layer
+from servecap.ledger.vllm_versions import TOKENS_FROM_CONCURRENCY
 
 from . import charts, page, style
 from .cached import remember
+from .formulas import kinds_of
 from .names import define
-from .ranks_formulas import FIXED, rank_rows
-from .source import WorkbookSource
+from .ranks_after import after_known, after_values, plan_after, start_note
+from .ranks_formulas import AFTER, FIXED, RankModel, rank_rows
+from .source import WorkbookSource, cache_bytes_per_request
 
 SHEET = "Ranks"
+GROUP_ORDER = (FULL, SLIDING, CHUNKED, "indexer", "state")  # vLLM's cache group kinds
 FIRST_COL = 3
 
 
-def _structure(src: WorkbookSource, item: StagePlan, rank: int) -> dict[str, object]:
-    spec, stage = src.spec, item.stage
+def rank_model(src: WorkbookSource) -> RankModel:
+    """The formulas' shape: engine, cache kinds, and vLLM's groups for a hybrid."""
+    spec, engine = src.spec, src.engine
+    kinds = kinds_of(spec)
+    vllm = engine.name == VLLM
+    rules = {"tokens_from_concurrency": vllm and
+             engine.vllm_row.tokens_rule == TOKENS_FROM_CONCURRENCY,
+             "concurrency_v0": vllm and engine.kv_formula == V0}
+    if not vllm or not kinds.hybrid:
+        return RankModel(engine.name, kinds, **rules)
+    plan = _layout(src, src.deployment.stages[0])
+    first = next(n for n in range(spec.num_layers) if spec.layer_kind(n) in ATTENTION_KINDS)
+    return RankModel(engine.name, kinds, plan.kinds, plan.uniform_type,
+                     spec.layer_kind(first) == FULL, **rules)
+
+
+def _layout(src: WorkbookSource, item: StagePlan) -> HybridLayout:
+    """vLLM's pool layout on this stage's ranks (ledger.hybrid), as the plan built it."""
+    serve, shard = item.plan.serve, item.plan.shard
+    bits = dtypes.lookup(serve.kv_dtype, "kv_dtype").bits
+    return layout(src.spec, bits, shard.layer_ids(src.spec), shard.tensor_parallel_size,
+                  serve.context_tokens, serve.max_num_batched_tokens, serve.block_size_tokens,
+                  serve.mamba_cache_mode)
+
+
+def _structure(src: WorkbookSource, item: StagePlan, rank: int,
+               model: RankModel) -> dict[str, object]:
+    spec, stage, kinds = src.spec, item.stage, model.kinds
     groups = kv_cache_groups(uniform_kinds(spec.attention.layer_kinds, spec.num_layers))
     lines = {line.key: line.num_bytes for line in item.plan.lines}
     out = {"rank": rank, "stage": stage.index, "tp_rank": rank - item.ranks[0],
            "first_layer": stage.layers[0], "last_layer": stage.layers[-1],
            "layers": len(stage.layers),
-           "sliding_layers": sum(spec.layer_kind(i) == SLIDING for i in stage.layers),
-           "full_groups": groups.kinds.count("full") if src.engine.name == VLLM else 0,
-           "sliding_groups": groups.kinds.count(SLIDING) if src.engine.name == VLLM else 0,
-           "group_layers": groups.group_size_on(stage.layers)}
+           "sliding_layers": sum(spec.layer_kind(i) == SLIDING for i in stage.layers)}
+    if kinds.hybrid:
+        out["full_layers"] = sum(spec.layer_kind(i) == FULL for i in stage.layers)
+    if kinds.chunked:
+        out["chunked_layers"] = sum(spec.layer_kind(i) == CHUNKED for i in stage.layers)
+    if kinds.state:
+        out["state_layers"] = len(set(spec.state_layers) & set(stage.layers))
+    if model.vllm_hybrid:
+        plan = _layout(src, item)
+        out.update({f"{kind}_groups": plan.kinds.count(kind)
+                    for kind in GROUP_ORDER if kind in plan.kinds})
+        out["group_layers"] = plan.group_size
+    else:
+        vllm = src.engine.name == VLLM
+        out.update(full_groups=groups.kinds.count("full") if vllm else 0,
+                   sliding_groups=groups.kinds.count(SLIDING) if vllm else 0,
+                   group_layers=groups.group_size_on(stage.layers))
     out.update({key: lines.get(key, 0) for key, _ in FIXED})
-    return out
+    return out | after_values(plan_after(src, item))
 
 
-def _known(src: WorkbookSource, item: StagePlan, binding: bool,
-           one_stage: bool) -> dict[str, object]:
+def _known(src: WorkbookSource, item: StagePlan, binding: bool, one_stage: bool,
+           model: RankModel) -> dict[str, object]:
     """The values the plan already holds for this rank's formula rows (cached beside them);
     a rank's own block count before the binding rank's is known only with one stage."""
     plan, budget, shard = item.plan, item.plan.budget, item.plan.shard
@@ -61,6 +112,7 @@ def _known(src: WorkbookSource, item: StagePlan, binding: bool,
            "kv_request_context": kv_bytes_per_request(src.spec, bits, plan.serve.context_tokens,
                                                       plan.serve.block_size_tokens, shard,
                                                       plan.serve.max_num_batched_tokens)}
+    out.update(_cache_known(src, plan, bits))
     if budget is None:
         return out | {"order": plan.memory_ceiling_requests, "free_own": plan.free_bytes}
     world = shard.tensor_parallel_size * (1 if one_stage else 2)
@@ -69,9 +121,46 @@ def _known(src: WorkbookSource, item: StagePlan, binding: bool,
                kv_cache_tokens=budget.kv_cache_tokens, block_bytes=budget.block_bytes,
                max_concurrency=float(budget.max_concurrency), num_groups=budget.num_groups,
                blocks_per_request=budget.blocks_per_request, pool=pool, headroom=headroom)
+    if model.vllm_hybrid:
+        out.update(_page_known(src, item))
+    out.update(after_known(item, plan_after(src, item), one_stage))
     if one_stage:
         out.update(own_blocks=budget.num_gpu_blocks, order=budget.num_gpu_blocks,
                    free_own=plan.free_bytes)
+    return out
+
+
+def _cache_known(src: WorkbookSource, plan, bits: int) -> dict[str, object]:
+    """The full layers' shape, the indexer K and the fixed states on this rank."""
+    spec, shard = src.spec, plan.shard
+    full = [n for n in range(spec.num_layers) if spec.layer_kind(n) == FULL]
+    out = {"indexer_bytes_per_token": plan.indexer_bytes_per_token,
+           "indexer_cache": plan.line("indexer_cache"),
+           "state_bytes_per_request": plan.state_bytes_per_request,
+           "state_cache": plan.line("state_cache"),
+           "cache_bytes_per_request": cache_bytes_per_request(plan),
+           "full_kv_heads": kv_heads_per_rank(spec, shard.tensor_parallel_size, FULL),
+           "kv_bits_full_layer": kv_bits_for_layer(spec, full[0], bits, shard) if full
+           else None}
+    if spec.state is not None:
+        out["state_layer_bytes"] = state_bytes_per_layer(spec.state, shard.tensor_parallel_size)
+    return out
+
+
+def _page_known(src: WorkbookSource, item: StagePlan) -> dict[str, object]:
+    """The page arithmetic's steps as ledger.hybrid.layout took them on this rank."""
+    spec, plan = src.spec, _layout(src, item)
+    bits = dtypes.lookup(item.plan.serve.kv_dtype, "kv_dtype").bits
+    page = plan.page_bytes
+    token = {kind: kv_bits_for_layer(spec, n, bits, item.plan.shard) // 8
+             for n in reversed(range(spec.num_layers))
+             if (kind := spec.layer_kind(n)) in ATTENTION_KINDS}
+    if spec.attention.indexer_head_dim:
+        token["indexer"] = indexer_bytes_per_token(spec.attention.indexer_head_dim)
+    first = next(n for n in range(spec.num_layers) if spec.layer_kind(n) in ATTENTION_KINDS)
+    out = {"attention_block_size": plan.block_size_tokens, "page_bytes": page,
+           "one_token_bytes": kv_bits_for_layer(spec, first, bits, item.plan.shard) // 8}
+    out.update({f"{kind}_block_size": page // per for kind, per in token.items()})
     return out
 
 
@@ -94,21 +183,23 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
     last = get_column_letter(FIRST_COL + len(columns) - 1)
     style.header(ws, ["key", "line"] + [f"rank {rank}" for _, rank in columns])
     at: dict[str, int] = {}
-    values = [_structure(src, item, rank) for item, rank in columns]
+    model = rank_model(src)
+    values = [_structure(src, item, rank, model) for item, rank in columns]
     binding = dep.stages[dep.binding]
-    known = [_known(src, item, item is binding, len(dep.stages) == 1) for item, _ in columns]
+    known = [_known(src, item, item is binding, len(dep.stages) == 1, model)
+             for item, _ in columns]
     _ties(known)
     row = 2
     for key in values[0]:
         at[key] = row
-        _label(ws, row, key, dict(FIXED).get(key, key.replace("_", " ")))
+        _label(ws, row, key, VALUE_LABELS.get(key, key.replace("_", " ")))
         for i, data in enumerate(values):
             style.as_input(ws.cell(row=row, column=FIRST_COL + i, value=data[key]),
-                           style.BYTES if key in dict(FIXED) else style.COUNT)
+                           style.BYTES if key in VALUE_LABELS else style.COUNT)
         row += 1
     at["fixed"] = row
     rows = [("fixed", "fixed lines", style.BYTES, "+".join(f"[{k}]" for k, _ in FIXED))]
-    rows += rank_rows(src.engine.name)
+    rows += rank_rows(model)
     for key, label, fmt, formula in rows:
         at[key] = row
         _label(ws, row, key, label)
@@ -122,6 +213,8 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
         row += 1
     _binding(wb, ws, row + 1, at, last, known, dep)
     style.fit_columns(ws)
+    if "starts" in at:
+        _note(ws, ws.max_row + 2, start_note(src), FIRST_COL + len(columns) - 1)
     _breakdown(ws, ws.max_row + 2, at, values, known)
     # from B (the key column is for scripts); past RANKS_PER_PAGE ranks, more pages wide,
     # each with the line names
@@ -131,11 +224,13 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
     page.finish(ws, areas=[page.used_range(ws, first_col=2)], pages_wide=wide)
 
 
+VALUE_LABELS = dict(FIXED + AFTER)  # value rows in bytes, by their labels
 RANKS_PER_PAGE = 8  # one page wide at about 75 %; more ranks print pages wide at 75 %
 CHART_RANK_COLUMNS = 4  # of the rank columns a 75 % page holds, the ones the chart may cover
 
 
-BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "kv_pool_spare", "safety")
+BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "indexer_cache", "state_cache",
+                                              "kv_pool_spare", "safety")
 
 
 def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list[dict]) -> None:
@@ -179,9 +274,18 @@ LARGEST_ON_BINDING = ("=INDEX(rank_breakdown_lines,MATCH(MAX(INDEX(rank_breakdow
 def largest_on_binding(src: WorkbookSource) -> str:
     """The label of the binding rank's largest line (what LARGEST_ON_BINDING finds)."""
     plan = src.deployment.plan
-    labels = dict(FIXED) | {key: label for key, label, _, _ in rank_rows(src.engine.name)}
+    labels = dict(FIXED) | {key: label for key, label, _, _ in rank_rows(rank_model(src))}
     keys = [key for key in BREAKDOWN if key in labels]
     return labels[max(keys, key=plan.line)]
+
+
+def _note(ws, row: int, text: str, last_col: int) -> None:
+    """A sentence wrapped across the line-name and rank columns, its row tall enough for it
+    (a spreadsheet does not grow a merged cell's row)."""
+    style.note(ws, row, text, last_col=last_col, column=2)
+    width = sum(ws.column_dimensions[get_column_letter(c)].width or 10
+                for c in range(2, last_col + 1))
+    ws.row_dimensions[row].height = 13 * (-(-len(text) * 11 // (10 * int(width))) + 1)
 
 
 def _section(ws, row: int, title: str) -> None:
@@ -230,6 +334,7 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
                     "deployment_ceiling_requests": dep.plan.memory_ceiling_requests,
                     "total_ceiling_requests": dep.total_ceiling_requests,
                     "deployment_fits": dep.fits,
+                    "deployment_starts": all(item.plan.starts for item in dep.stages),
                     "weights_bytes_all_devices": dep.weights_bytes_all_devices}
     totals = (
         ("binding_rank", "binding rank", style.COUNT,
@@ -242,7 +347,8 @@ def _binding(wb: Workbook, ws, row: int, at: dict[str, int], last: str,
          f"=AND({whole('fits')})"),
         ("weights_bytes_all_devices", "weights on every GPU", style.BYTES,
          f"=(SUM({whole('weights')})+SUM({whole('weight_metadata')}))*data_parallel_size"),
-    )
+    ) + ((("deployment_starts", "vLLM starts on every rank", style.BOOL,
+           f"=AND({whole('starts')})"),) if "starts" in at else ())
     for i, (name, label, fmt, formula) in enumerate(totals, start=at['binding'] + 2):
         _label(ws, i, name, label)
         style.as_formula(ws.cell(row=i, column=FIRST_COL, value=formula), fmt)

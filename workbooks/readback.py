@@ -16,7 +16,7 @@ from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 from servecap.ledger.units import parse_fraction_or_size
 
 from .deploy_inputs import FRACTIONS, MEASURED, default_fraction, engine_base
-from .inputs_sheet import model_rows
+from .inputs_sheet import HYBRID_NAMES, model_rows
 from .names import cell_of
 from .source import WorkbookSource
 
@@ -56,6 +56,8 @@ def read_plan_inputs(path: Path) -> WorkbookPlan:
         "max_num_seqs": cells.whole("max_num_seqs"),
     }
     model_cells = {name: cells.value(name) for name in MODEL_NAMES}
+    model_cells.update({name: cells.value(name) for name in HYBRID_NAMES
+                        if cells.wb.defined_names.get(name) is not None})
     deploy = _deploy(cells)
     if deploy.get("engine", "plain") != "plain":
         flags["safety"] = None  # an engine keeps its own headroom; --safety is plain's
@@ -90,11 +92,16 @@ def check_model_cells(plan_inputs: WorkbookPlan, src: WorkbookSource, path: Path
     """Model-derived cells are checked, not applied: a changed layer count must come from the
     model file, where every other line (weights, runtime) follows it too."""
     for row in model_rows(src):
-        found = plan_inputs.model_cells[row.name]
-        if found != row.value:
-            raise SpecError(f"Inputs!{row.name}", found, f"comes from the model ({row.value!r} "
-                            f"for {plan_inputs.model_ref}); change the model file, not the "
-                            "workbook", str(path))
+        found = plan_inputs.model_cells.get(row.name, MISSING)
+        if found == row.value:
+            continue
+        if row.name == "mamba_cache_mode":
+            raise SpecError("Inputs!mamba_cache_mode", found, f"{row.value!r}: no plan flag sets "
+                            "another mode (the workbook recalculates any); set it back to "
+                            "replan", str(path))
+        raise SpecError(f"Inputs!{row.name}", found, f"comes from the model ({row.value!r} "
+                        f"for {plan_inputs.model_ref}); change the model file, not the "
+                        "workbook", str(path))
 
 
 def _check_unzipped_size(path: Path) -> None:
@@ -163,6 +170,7 @@ class _Cells:
         return [row[0].value for row in (cells if isinstance(cells, tuple) else ((cells,),))]
 
 
+MISSING = "(no such defined name)"
 MODEL_NAMES = ("num_parameters", "quantized_parameters", "quantized_bits_per_parameter",
                "dense_bits_per_parameter", "weight_metadata_bytes", "declared_weights_bytes",
                "num_layers", "num_sliding_layers", "sliding_window_tokens", "attention_kind",

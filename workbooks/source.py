@@ -95,3 +95,14 @@ def safety_rule(serve: ServeSpec) -> str:
     if serve.safety_bytes is None:
         return "default"
     return "fraction" if serve.safety_fraction is not None else "bytes"
+
+
+def cache_bytes_per_request(plan: Plan) -> int:
+    """KV + indexer K + fixed state of one request at the context (with mixed lengths the mean
+    of the caches in use, rounded up): what build_plan divides the rest of the device by."""
+    serve = plan.serve
+    if serve.lengths:
+        return -(-plan.cache_in_use_bytes // len(serve.lengths))
+    bsz = serve.block_size_tokens
+    indexer = -(-serve.context_tokens // bsz) * bsz * plan.indexer_bytes_per_token
+    return plan.kv_bytes_per_request + indexer + plan.state_bytes_per_request

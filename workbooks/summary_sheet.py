@@ -6,6 +6,7 @@ from openpyxl.workbook.workbook import Workbook
 
 from . import page, style
 from .cached import remember
+from .ledger_sheet import line_rows
 from .ranks_sheet import LARGEST_ON_BINDING, largest_on_binding
 from .record_sheets import write_checklist
 from .source import WorkbookSource
@@ -13,7 +14,6 @@ from .source import WorkbookSource
 SHEET = "Summary"
 FITS_FILL = PatternFill("solid", start_color="C6EFCE")
 FAILS_FILL = PatternFill("solid", start_color="FFC7CE")
-LEDGER_LINES = "Ledger!$C$2:$C$6"
 
 
 def _rows(src: WorkbookSource) -> list[tuple[str, str, str | None, object]]:
@@ -23,7 +23,9 @@ def _rows(src: WorkbookSource) -> list[tuple[str, str, str | None, object]]:
     binding = dep.plan if multi else plan
     fits = dep.fits if multi else plan.fits
     ceiling = binding.memory_ceiling_requests
-    largest = max(plan.lines[:5], key=lambda line: line.num_bytes)
+    largest = max(plan.lines, key=lambda line: line.num_bytes)  # the Ledger's lines, in order
+    first, last = line_rows(src)
+    amounts = f"Ledger!$C${first}:$C${last}"
     label = serve.device_label or f"{serve.device_bytes:,} B"
     rows = [
         ("model", "=model", None, src.model_ref),
@@ -57,11 +59,11 @@ def _rows(src: WorkbookSource) -> list[tuple[str, str, str | None, object]]:
          dep.stages[dep.binding].ranks[0] if multi else 0),
         ("largest line on the binding rank", LARGEST_ON_BINDING, None,
          largest_on_binding(src)) if multi else
-        ("largest line", f"=INDEX(Ledger!$B$2:$B$6,MATCH(MAX({LEDGER_LINES}),{LEDGER_LINES},0))",
-         None, largest.label),
-        ("weights from", "=Ledger!$F$2", None, plan.lines[0].source),
-        ("runtime peak from", "=Ledger!$F$4", None, plan.lines[2].source),
-        ("safety from", "=Ledger!$F$6", None, plan.lines[4].source),
+        ("largest line", f"=INDEX(Ledger!$B${first}:$B${last},MATCH(MAX({amounts}),"
+         f"{amounts},0))", None, largest.label),
+        ("weights from", f"=Ledger!$F${first}", None, plan.lines[0].source),
+        ("runtime peak from", f"=Ledger!$F${first + 2}", None, plan.lines[2].source),
+        ("safety from", f"=Ledger!$F${last}", None, plan.lines[-1].source),
     ]
     return rows
 

@@ -16,14 +16,23 @@ from servecap.cli.inputs import PlanFlags
 from servecap.cli.workbook_cmd import workbook_source
 from servecap.ledger.plan import Plan, build_plan
 from servecap.ledger.units import GiB
-from servecap.model_configs import bundled_models, load_model
+from servecap.model_configs import bundled_models
 from servecap.workbooks.envelope import Sweep
 from servecap.workbooks.export import build_workbook, save_workbook
 from servecap.workbooks.names import cell_of
 from servecap.workbooks.source import WorkbookSource
 
-# every bundled model the workbook models (it refuses hybrids: tests/cli/test_config_relevance)
-BUNDLED = [p.stem for p in bundled_models() if not load_model(p.stem).spec.is_hybrid]
+BUNDLED = [p.stem for p in bundled_models()]
+# the bundled models of today's new families: hybrids (states, chunked-local layers, an
+# indexer, per-layer shapes), and the two whose configs were refused before (kimi_k2, MiniMax)
+HYBRIDS = ("qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "llama-4-scout-17b-16e-instruct",
+           "deepseek-v3.2", "gemma-4-26b-a4b", "minimax-m2.5", "kimi-k2-instruct")
+# transformers' own config-class defaults, written at test time (no official config.json of
+# either was found: tests/model_configs/test_mamba2_families.py)
+CLASS_DEFAULTS = {"falcon-h1": ("falcon_h1", {"num_hidden_layers": 10}),
+                  "granite-4": ("granitemoehybrid", {"num_hidden_layers": 10, "layer_types":
+                                                     ["mamba"] * 4 + ["attention"]
+                                                     + ["mamba"] * 5})}
 
 
 def soffice() -> str:
@@ -46,16 +55,22 @@ def recalc(binary: str, paths: list[Path], outdir: Path, workers: int = 2) -> di
     values are computed on load. A few processes share the batch, each with its own profile
     (two instances on one profile would lock each other out)."""
     outdir.mkdir(parents=True, exist_ok=True)
+    workers = max(1, min(workers, len(paths)))  # soffice given no file waits for ever
     profiles = [Path(tempfile.mkdtemp(prefix="servecap-lo-profile-")) for _ in range(workers)]
+    runs = []
     try:
-        runs = [subprocess.Popen([binary, f"-env:UserInstallation={profile.as_uri()}",
+        runs += [subprocess.Popen([binary, f"-env:UserInstallation={profile.as_uri()}",
                                   "--headless", "--norestore", "--convert-to", "xlsx",
                                   "--outdir", str(outdir), *map(str, paths[i::workers])],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                 for i, profile in enumerate(profiles)]
-        outputs = [run.communicate(timeout=300)[0] for run in runs]
+        outputs = [run.communicate(timeout=600)[0] for run in runs]
         assert all(run.returncode == 0 for run in runs), outputs
     finally:
+        for run in runs:  # none left behind by a timeout or a failed assertion
+            if run.poll() is None:
+                run.kill()
+                run.wait()
         for profile in profiles:
             shutil.rmtree(profile, ignore_errors=True)
     out = {p.stem: outdir / p.name for p in paths}
@@ -97,6 +112,18 @@ def _flag_cases() -> dict[str, tuple[str, PlanFlags]]:
             device="2TiB", context=16384, concurrency=8, kv_dtype="fp8", block_size=64)),
         "gemma-mixed": ("gemma-2-9b-it", PlanFlags(
             device="h100-80gb", context=10000, concurrency=5, safety="2GiB", block_size=8)),
+        "qwen36-lengths-prefix": ("qwen3.6-35b-a3b", PlanFlags(
+            device="160GiB", lengths="100,5000,5000,70000", shared_prefix=64, kv_dtype="fp8")),
+        "nemotron-int8kv": ("nemotron-3-nano-30b-a3b", PlanFlags(
+            device="96GiB", context=100000, concurrency=3, kv_dtype="int8", safety="5%")),
+        "llama4-past-chunk": ("llama-4-scout-17b-16e-instruct", PlanFlags(
+            device="512GiB", context=20000, concurrency=5, kv_dtype="fp8", block_size=32)),
+        "llama4-lengths": ("llama-4-scout-17b-16e-instruct", PlanFlags(
+            device="512GiB", lengths="100,8191,8192,8193,30000", shared_prefix=100)),
+        "deepseek32-lengths": ("deepseek-v3.2", PlanFlags(
+            device="2TiB", lengths="17,5000,16385", kv_dtype="fp8", block_size=64)),
+        "gemma4-mixed": ("gemma-4-26b-a4b", PlanFlags(
+            device="h100-80gb", lengths="100,2000,40000", shared_prefix=48, block_size=8)),
     })
     return cases
 
@@ -115,18 +142,53 @@ def _edits() -> dict[str, tuple[str, dict, dict]]:
     }
 
 
+def _hybrid_edits(plans: dict[str, Plan]) -> dict[str, tuple[str, dict, dict]]:
+    """What a reviewer changes on a hybrid: the load, the device, the KV dtype, the block."""
+    kept = {name: {"safety_bytes": plans[name].line("safety"), "safety_fraction": None}
+            for name in ("nemotron-3-nano-30b-a3b", "deepseek-v3.2")}
+    return {
+        "edit-qwen36-load": ("qwen3.6-35b-a3b", {"context_tokens": 100000, "requests": 3,
+                                                  "kv_dtype": "fp8"},
+                             {"context_tokens": 100000, "concurrency": 3, "kv_dtype": "fp8"}),
+        "edit-nemotron-device": ("nemotron-3-nano-30b-a3b",
+                                 {"device_bytes": 200 * GiB, "block_size_tokens": 32},
+                                 {"device_bytes": 200 * GiB, "block_size_tokens": 32,
+                                  **kept["nemotron-3-nano-30b-a3b"]}),
+        "edit-llama4-context": ("llama-4-scout-17b-16e-instruct", {"context_tokens": 50000},
+                                {"context_tokens": 50000}),
+        "edit-deepseek32-dtype": ("deepseek-v3.2", {"kv_dtype": "int4", "context_tokens": 30000,
+                                                    "device_bytes": 3 * 2**40},
+                                  {"kv_dtype": "int4", "context_tokens": 30000,
+                                   "device_bytes": 3 * 2**40, **kept["deepseek-v3.2"]}),
+        # a token budget below the context: the windowed layers' prefill peak is W - 1 + T;
+        # the runtime peak is a value the formulas carry, so it stays as the cell holds it
+        # (plan --from-workbook takes a cell that is no longer its estimate as declared)
+        "edit-gemma4-block": ("gemma-4-26b-a4b", {"block_size_tokens": 1, "requests": 20,
+                                                  "max_num_batched_tokens": 512},
+                              {"block_size_tokens": 1, "concurrency": 20,
+                               "max_num_batched_tokens": 512,
+                               "runtime_peak_bytes": plans["gemma-4-26b-a4b"].line(
+                                   "runtime_peak")}),
+    }
+
+
 RANDOM_BASES = ("llama-3.1-8b", "gemma-mixed", "deepseek-fp8kv", "mistral-7b-v0.1",
                 "phi-3-mini-4k-instruct", "qwen3-30b-a3b", "llama-int4-fp8kv", "model-dir")
 RANDOM_EDITS = tuple(f"random-{i}" for i in range(12))
+HYBRID_BASES = ("qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "llama-4-scout-17b-16e-instruct",
+                "deepseek-v3.2", "gemma-4-26b-a4b", "nemotron-int8kv", "llama4-past-chunk")
+HYBRID_RANDOM_EDITS = tuple(f"random-hybrid-{i}" for i in range(8))
 
 
-def _random_edits(plans: dict[str, Plan]) -> dict[str, tuple[str, dict, dict]]:
+def _random_edits(plans: dict[str, Plan], names: tuple[str, ...] = RANDOM_EDITS,
+                  bases: tuple[str, ...] = RANDOM_BASES,
+                  seed: int = 2026) -> dict[str, tuple[str, dict, dict]]:
     """Seeded random what-ifs: context, requests, block size, KV dtype and device together.
     The safety cell is an input, so it keeps its bytes when the device changes."""
-    rng = random.Random(2026)
+    rng = random.Random(seed)
     edits = {}
-    for name in RANDOM_EDITS:
-        base = rng.choice(RANDOM_BASES)
+    for name in names:
+        base = rng.choice(bases)
         cells = {"context_tokens": rng.randint(1, 200_000), "requests": rng.randint(1, 64),
                  "block_size_tokens": rng.choice((1, 8, 16, 32, 128)),
                  "kv_dtype": rng.choice(("fp32", "bf16", "fp8", "int4")),
@@ -162,10 +224,34 @@ def model_directory(folder: Path) -> Path:
     return directory
 
 
-def _envelope_sweep() -> tuple[str, PlanFlags, Sweep]:
-    return ("gemma-2-9b-it", PlanFlags(device="40GiB", context=4096, concurrency=2),
-            Sweep((("40GiB", 40 * GiB), ("H100", 85_017_853_952)), (1024, 4096, 32768, 131072),
-                  ("bf16", "fp8", "int4")))
+def _envelope_sweeps() -> dict[str, tuple[str, PlanFlags, Sweep]]:
+    return {
+        "envelope": ("gemma-2-9b-it", PlanFlags(device="40GiB", context=4096, concurrency=2),
+                     Sweep((("40GiB", 40 * GiB), ("H100", 85_017_853_952)),
+                           (1024, 4096, 32768, 131072), ("bf16", "fp8", "int4"))),
+        "envelope-hybrid": ("qwen3.6-35b-a3b", PlanFlags(device="96GiB", context=4096,
+                                                          concurrency=2),
+                            Sweep((("96GiB", 96 * GiB), ("H200", 150_754_820_096)),
+                                  (1024, 8192, 131072, 262144), ("bf16", "fp8"))),
+    }
+
+
+def class_default_configs(folder: Path) -> dict[str, Path]:
+    """Falcon-H1 and Granite-4 as transformers' config classes default them, as config.json;
+    none without transformers (a dev dependency)."""
+    try:
+        import transformers
+    except ImportError:
+        return {}
+    transformers.logging.set_verbosity_error()
+    out = {}
+    for name, (model_type, fields) in CLASS_DEFAULTS.items():
+        data = transformers.AutoConfig.for_model(model_type, **fields).to_dict()
+        directory = folder / name
+        directory.mkdir(exist_ok=True)
+        (directory / "config.json").write_text(json.dumps({**data, "torch_dtype": "bfloat16"}))
+        out[name] = directory / "config.json"
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -175,17 +261,21 @@ def recalculated(soffice_bin, tmp_path_factory) -> dict[str, Case]:
     flag_cases = _flag_cases()
     flag_cases["model-dir"] = (str(model_directory(folder)),
                                PlanFlags(device="24GiB", context=3000, concurrency=3))
+    for name, path in class_default_configs(folder).items():
+        flag_cases[name] = (str(path), PlanFlags(device="40GiB", context=8192, concurrency=6))
     for name, (model, flags) in flag_cases.items():
         src = workbook_source(model, flags)
         cases[name] = (src, src.plan(), None)
-    model, flags, sweep = _envelope_sweep()
-    src = workbook_source(model, flags)
-    cases["envelope"] = (src, src.plan(), sweep)
+    for name, (model, flags, sweep) in _envelope_sweeps().items():
+        src = workbook_source(model, flags)
+        cases[name] = (src, src.plan(), sweep)
     paths = {}
     for name, (src, _, sw) in cases.items():
         paths[name] = save_workbook(build_workbook(src, sw), folder / f"{name}.xlsx")
     plans = {name: case[1] for name, case in cases.items()}
-    for name, (base, cells, changes) in {**_edits(), **_random_edits(plans)}.items():
+    edits = {**_edits(), **_hybrid_edits(plans), **_random_edits(plans),
+             **_random_edits(plans, HYBRID_RANDOM_EDITS, HYBRID_BASES, 2027)}
+    for name, (base, cells, changes) in edits.items():
         src = cases[base][0]
         paths[name] = _edited(paths[base], cells, folder / f"{name}.xlsx")
         expected = build_plan(src.spec, replace(src.serve, **changes), src.overrides)

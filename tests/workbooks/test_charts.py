@@ -29,8 +29,13 @@ def books(soffice_bin, tmp_path_factory):
     tp = workbook_source("llama-3.1-70b-instruct", PlanFlags(device="h100-80gb"),
                          DeployFlags(tensor_parallel_size=4, pipeline_parallel_size=2,
                                      engine="vllm"))
+    hybrid = workbook_source("qwen3.6-35b-a3b", PlanFlags(device="h100-80gb", context=8192))
+    hybrid_tp = workbook_source("nemotron-3-nano-30b-a3b", PlanFlags(device="h100-80gb"),
+                                DeployFlags(tensor_parallel_size=2, engine="vllm"))
     paths = {
         "single": save_workbook(build_workbook(single), folder / "single.xlsx"),
+        "hybrid": save_workbook(build_workbook(hybrid), folder / "hybrid.xlsx"),
+        "hybrid-ranks": save_workbook(build_workbook(hybrid_tp), folder / "hybrid-ranks.xlsx"),
         "ranks": save_workbook(build_workbook(tp), folder / "ranks.xlsx"),
         "sweep": save_workbook(build_workbook(single, results={"sweep": POINTS,
                                                                "slo_ms": SLO}),
@@ -71,13 +76,27 @@ def _chart(wb, sheet: str, kind):
     return charts[0]
 
 
-def test_memory_breakdown_of_the_device_stacks_the_ledger_lines(books) -> None:
-    written, computed = books["single"]
+@pytest.mark.parametrize("name, lines", [("single", 5), ("hybrid", 6)])
+def test_memory_breakdown_of_the_device_stacks_the_ledger_lines(books, name, lines) -> None:
+    """A series per ledger line, the fixed state of a hybrid included."""
+    written, computed = books[name]
     chart = _chart(written, "Ledger", BarChart)
-    assert chart.grouping == "stacked" and len(chart.series) == 5
+    assert chart.grouping == "stacked" and len(chart.series) == lines
     values = _bound(chart, computed)
-    total = computed["Ledger"]["D7"].value  # committed + reserved [GiB]
+    total = computed["Ledger"][f"D{2 + lines}"].value  # committed + reserved [GiB]
+    assert computed["Ledger"][f"A{2 + lines}"].value == "committed_bytes"
     assert sum(v[0] for v in values) == pytest.approx(total, rel=1e-12)
+    titles = [_cells(computed, series.tx.strRef.f)[0] for series in chart.series]
+    assert ("fixed state in use" in titles) is (name == "hybrid")
+
+
+def test_memory_breakdown_per_rank_stacks_the_fixed_state_of_a_hybrid(books) -> None:
+    written, computed = books["hybrid-ranks"]
+    chart = _chart(written, "Ranks", BarChart)
+    titles = [_cells(computed, series.tx.strRef.f)[0] for series in chart.series]
+    assert "fixed state in use" in titles and "KV cache in use" in titles
+    state = _bound(chart, computed)[titles.index("fixed state in use")]
+    assert len(state) == 2 and all(v > 0 for v in state)
 
 
 def test_memory_breakdown_has_a_stacked_column_per_rank(books) -> None:

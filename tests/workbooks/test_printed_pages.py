@@ -29,6 +29,9 @@ BOOKS = {
     "plan-tp": ["plan", "llama-3.1-70b-instruct", *H100, "--context", "8192", "-tp", "4",
                 "-pp", "2", "--xlsx"],
     "plan-vllm": ["plan", "llama-3.1-8b", *H100, "--engine", "vllm", "--xlsx"],
+    # a gated-DeltaNet hybrid: the fixed-state line on the Ledger, vLLM's hybrid pages on Ranks
+    "plan-hybrid": ["plan", "qwen3.6-35b-a3b", *H100, "-tp", "2", "--engine", "vllm",
+                    "--context", "32768", "--xlsx"],
     "envelope": ["workbook", "llama-3.1-8b", "--device", "40GiB", "--device", "80GiB",
                  "--context", "4096", "--context", "32768", "-o"],
     "simulate": ["simulate", "llama-3.1-8b", *H100, "--workload", CHAT, "--policy",
@@ -129,6 +132,15 @@ def test_wrapped_text_prints_whole(printed) -> None:
                 missing = [word for word in _tokens(str(cell.value)) - printed_words
                            if not _broken(word, printed_words)]
                 assert not missing, (name, ws.title, cell.coordinate, missing)
+
+
+def test_a_hybrid_prints_its_state_line_and_page_arithmetic(printed) -> None:
+    book, pages = printed["plan-hybrid"]
+    (ledger,) = by_sheet(pages)["Ledger"]
+    assert "fixed state in use" in ledger.text and "fixed state per request" in ledger.text
+    ranks = " ".join(page.text for page in by_sheet(pages)["Ranks"])
+    assert "attention block size" in ranks and "page (every group's, padded)" in ranks
+    assert "1,056 tokens" in ranks  # 16 x cdiv(state, 16 x one token) at tp 2: docs/hybrid.md
 
 
 def test_the_ledger_is_one_page_with_its_chart(printed) -> None:

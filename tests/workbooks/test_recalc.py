@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pandas
 import pytest
-from conftest import BUNDLED, RANDOM_EDITS, Case, cached_mismatches
+from conftest import (
+    BUNDLED,
+    CLASS_DEFAULTS,
+    HYBRID_RANDOM_EDITS,
+    HYBRIDS,
+    RANDOM_EDITS,
+    Case,
+    cached_mismatches,
+)
 from openpyxl import load_workbook
 from typer.testing import CliRunner
 
@@ -19,13 +27,19 @@ from servecap.ledger.paging import paging_report
 from servecap.ledger.plan import build_plan, with_device
 from servecap.workbooks.names import cell_of
 from servecap.workbooks.paging_sheet import block_sizes
+from servecap.workbooks.source import cache_bytes_per_request
 
 LINE_NAMES = {"weights": "weights_bytes", "weight_metadata": "weight_metadata_line_bytes",
               "runtime_peak": "runtime_peak_line_bytes", "kv_cache": "kv_cache_bytes",
               "safety": "safety_line_bytes"}
-EDITED = ["edit-llama-context", "edit-gemma-context", "edit-teaching-device"]
+CACHE_NAMES = {"indexer_cache": "indexer_cache_bytes", "state_cache": "state_cache_bytes"}
+EDITED = ["edit-llama-context", "edit-gemma-context", "edit-teaching-device",
+          "edit-qwen36-load", "edit-nemotron-device", "edit-llama4-context",
+          "edit-deepseek32-dtype", "edit-gemma4-block"]
 VARIANTS = ["llama-int4-fp8kv", "llama-lengths-prefix", "gptoss-lengths-window",
-            "deepseek-fp8kv", "gemma-mixed", "envelope", "model-dir"]
+            "deepseek-fp8kv", "gemma-mixed", "envelope", "model-dir", "qwen36-lengths-prefix",
+            "nemotron-int8kv", "llama4-past-chunk", "llama4-lengths", "deepseek32-lengths",
+            "gemma4-mixed", "envelope-hybrid"]
 
 
 def _exact(value, expected: int) -> None:
@@ -39,7 +53,16 @@ def _check_ledger(case: Case) -> None:
     plan = case.expected
     for key, name in LINE_NAMES.items():
         _exact(cell_of(wb, name).value, plan.line(key))
-    for name, expected in (("committed_bytes", plan.committed_bytes),
+    for key, name in CACHE_NAMES.items():  # a line only where the model has that cache
+        assert (cell_of(wb, name) is None) is (key not in {line.key for line in plan.lines})
+        if cell_of(wb, name) is not None:
+            _exact(cell_of(wb, name).value, plan.line(key))
+    assert [wb["Ledger"].cell(row=r, column=1).value for r in range(2, 2 + len(plan.lines))] \
+        == [line.key for line in plan.lines]
+    for name, expected in (("state_bytes_per_request", plan.state_bytes_per_request),
+                           ("indexer_bytes_per_token", plan.indexer_bytes_per_token),
+                           ("cache_bytes_per_request", cache_bytes_per_request(plan)),
+                           ("committed_bytes", plan.committed_bytes),
                            ("free_bytes", plan.free_bytes),
                            ("kv_bytes_per_token", plan.kv_bytes_per_token),
                            ("kv_bytes_per_request", plan.kv_bytes_per_request),
@@ -62,9 +85,44 @@ def test_an_edited_input_recomputes_as_build_plan_would(recalculated, name) -> N
     _check_ledger(case)
 
 
-@pytest.mark.parametrize("name", RANDOM_EDITS)
+@pytest.mark.parametrize("name", RANDOM_EDITS + HYBRID_RANDOM_EDITS)
 def test_random_what_ifs_recompute_as_build_plan_would(recalculated, name) -> None:
     _check_ledger(recalculated[name])
+
+
+def test_the_new_families_are_recalculated(recalculated) -> None:
+    """Every bundled hybrid (a state, chunked-local layers, an indexer, per-layer shapes) and
+    the configs once refused (kimi_k2, MiniMax) is among the workbooks checked above."""
+    assert set(HYBRIDS) <= set(BUNDLED) <= set(recalculated)
+    specs = {name: recalculated[name].src.spec for name in HYBRIDS}
+    assert {n for n, s in specs.items() if s.state_layers} == {"qwen3.6-35b-a3b",
+                                                                "nemotron-3-nano-30b-a3b"}
+    assert specs["deepseek-v3.2"].attention.indexer_head_dim
+    assert "chunked" in specs["llama-4-scout-17b-16e-instruct"].attention.layer_kinds
+    assert specs["gemma-4-26b-a4b"].attention.full_head_dim == 512
+
+
+@pytest.mark.parametrize("name", sorted(CLASS_DEFAULTS))
+def test_mamba2_families_recalculate_from_transformers_defaults(recalculated, name) -> None:
+    """Falcon-H1 (attention and Mamba-2 in every layer) and Granite-4, from transformers'
+    config-class defaults."""
+    pytest.importorskip("transformers")
+    case = recalculated[name]
+    assert case.expected.state_bytes_per_request > 0
+    _check_ledger(case)
+
+
+def test_a_hybrid_state_does_not_grow_with_context_but_its_ceiling_falls(recalculated):
+    """Edited context: the state per request stays, the KV grows, the ceiling moves."""
+    case = recalculated["edit-qwen36-load"]
+    before = load_workbook(recalculated["qwen3.6-35b-a3b"].computed, data_only=True)
+    after = load_workbook(case.computed, data_only=True)
+    assert cell_of(after, "state_bytes_per_request").value \
+        == cell_of(before, "state_bytes_per_request").value > 0
+    assert cell_of(after, "kv_bytes_per_request").value > cell_of(
+        before, "kv_bytes_per_request").value
+    assert cell_of(after, "state_cache_bytes").value == 3 * cell_of(
+        after, "state_bytes_per_request").value
 
 
 def test_weights_read_from_safetensors_headers_are_declared_in_the_workbook(recalculated):
@@ -87,8 +145,9 @@ def test_ledger_lines_are_formulas_not_pasted_numbers(recalculated) -> None:
     assert "INT(" in cell_of(wb, "memory_ceiling_requests").value
 
 
-def test_envelope_matches_build_plan_per_context_device_and_kv_dtype(recalculated) -> None:
-    case = recalculated["envelope"]
+@pytest.mark.parametrize("name", ["envelope", "envelope-hybrid"])
+def test_envelope_matches_build_plan_per_context_device_and_kv_dtype(recalculated, name):
+    case = recalculated[name]
     rows = list(load_workbook(case.computed, data_only=True)["Envelope"].iter_rows(
         min_row=2, max_col=8, values_only=True))
     sweep = case.sweep
@@ -115,6 +174,17 @@ def test_paging_sheet_matches_paging_report(recalculated, name) -> None:
         assert (logical, entries, shared, physical, slots, unused) == (
             report.logical_tokens, report.block_table_entries, report.shared_blocks,
             report.num_blocks, report.slot_tokens, report.unused_slot_tokens)
+
+
+def test_a_hybrid_quantization_row_divides_by_kv_and_state(recalculated) -> None:
+    case = recalculated["nemotron-int8kv"]
+    kv = list(load_workbook(case.computed, data_only=True)["Quantization"].iter_rows(
+        min_row=4, max_row=4, values_only=True))[0]
+    bf16_kv = build_plan(case.src.spec, replace(case.src.serve, kv_dtype="bf16"),
+                         case.src.overrides)
+    assert kv[:3] == ("KV cache", "int8", 8)
+    _exact(kv[7], bf16_kv.memory_ceiling_requests)
+    _exact(kv[6], case.expected.memory_ceiling_requests)
 
 
 def test_quantization_rows_give_the_bf16_ceilings(recalculated) -> None:

@@ -24,6 +24,12 @@ ROUND_TRIPS = {
     "mla-does-not-fit": ["deepseek-v3", "--device", "80GiB", "--context", "8192"],
     "batched-tokens": ["qwen3-30b-a3b", "--device", "96GiB", "--max-num-batched-tokens",
                        "2048", "--activation-dtype", "fp16", "--safety", "3GiB"],
+    "hybrid-state": ["qwen3.6-35b-a3b", "--device", "h100-80gb", "--context", "32768"],
+    "hybrid-indexer-lengths": ["deepseek-v3.2", "--device", "2TiB", "--lengths", "100,5000"],
+    "hybrid-chunked-vllm": ["llama-4-scout-17b-16e-instruct", "--device", "h100-80gb", "-tp",
+                            "4", "--engine", "vllm", "--context", "20000"],
+    "hybrid-mamba-tp2": ["nemotron-3-nano-30b-a3b", "--device", "h100-80gb", "-tp", "2",
+                         "--engine", "vllm", "--kv-dtype", "fp8"],
 }
 
 
@@ -64,6 +70,36 @@ def test_an_edited_model_cell_is_refused_with_its_name(tmp_path) -> None:
     assert result.exit_code == 2
     assert "Inputs!num_layers" in result.stderr and "model file" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_an_edited_hybrid_replans_like_the_flags(tmp_path) -> None:
+    book = tmp_path / "hybrid.xlsx"
+    _plan_json("nemotron-3-nano-30b-a3b", "--device", "h100-80gb", "--xlsx", str(book))
+    wb = load_workbook(book)
+    cell_of(wb, "context_tokens").value = 200000
+    cell_of(wb, "requests").value = 3
+    cell_of(wb, "kv_dtype").value = "fp8"
+    wb.save(book)
+    _, edited = _plan_json("--from-workbook", str(book))
+    _, flagged = _plan_json("nemotron-3-nano-30b-a3b", "--device", "h100-80gb", "--context",
+                            "200000", "--concurrency", "3", "--kv-dtype", "fp8")
+    assert edited == flagged and edited["state_bytes_total"] == 3 * edited[
+        "state_bytes_per_request"] > 0
+
+
+@pytest.mark.parametrize("name, value, said", [
+    ("state_conv_dim", 1, "model file"), ("indexer_head_dim", 64, "model file"),
+    ("mamba_cache_mode", "all", "no plan flag sets another mode")])
+def test_an_edited_hybrid_shape_is_refused_with_its_name(tmp_path, name, value, said) -> None:
+    model = "deepseek-v3.2" if name.startswith("indexer") else "qwen3.6-35b-a3b"
+    book = tmp_path / "hybrid.xlsx"
+    _plan_json(model, "--device", "2TiB", "--xlsx", str(book))
+    wb = load_workbook(book)
+    cell_of(wb, name).value = value
+    wb.save(book)
+    result = RUNNER.invoke(app, ["plan", "--from-workbook", str(book)])
+    assert result.exit_code == 2 and f"Inputs!{name}" in result.stderr
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_not_a_workbook_is_a_one_line_error(tmp_path) -> None:
