@@ -201,7 +201,8 @@ def test_calibration_out_is_the_simulators_fit_and_simulate_reads_it(tmp_path) -
     path = tmp_path / "coeffs.json"
     result = _invoke("--output-tokens", "8", "--calibration-out", str(path))
     assert result.exit_code == 0, result.stderr
-    assert "steps of the declared load and the calibration sweep" in result.stdout
+    said = " ".join(result.stdout.split())  # the console wraps at its width
+    assert "steps of the declared load and the calibration sweep" in said
     fit = json.loads(path.read_text())
     assert set(fit) == {"coefficients", "intervals", "underdetermined", "residual_cv",
                         "rms_residual_s", "num_samples", "num_outliers",
