@@ -26,7 +26,9 @@ Opt = typer.Option
 def load(
     base_url: Annotated[str, typer.Argument(help="The server's OpenAI base URL, e.g. "
                                             "http://localhost:8000/v1")],
-    model: Annotated[str, Opt(help="The `model` to send (as the server names it).")],
+    model: Annotated[str | None, Opt(help="The `model` to send (as the server names it; "
+                                      "default: the only model its /v1/models lists).")]
+    = None,
     workload: Annotated[Path | None, Opt(help="Workload YAML, as `simulate` reads it.")] = None,
     trace: Annotated[Path | None, Opt(help="CSV trace arrival_s,prompt_tokens,output_tokens "
                                       "(replayed at its timestamps).")] = None,
@@ -69,7 +71,7 @@ def load(
     Prompts are token ids of each request's length (completions endpoint); max_tokens,
     min_tokens and ignore_eos make output lengths exact (docs/serve.md). Examples:
 
-      servecap load http://localhost:8000/v1 --model tiny-llama --workload workloads/chat.yaml
+      servecap load http://localhost:8000/v1 --workload workloads/chat.yaml
       servecap load http://gpu:8000/v1 --model m --trace prod.csv --concurrency 32 --json
 
     Exit 0 when at least one request completed (failures are counted in the report by kind:
@@ -83,6 +85,8 @@ def load(
     requests, source = _requests(workload, trace, rate, num_requests, seed)
     if metrics is not None:
         http_url(metrics, "--metrics", "http://localhost:8000/metrics")
+    http_url(base_url, "base_url", "http://localhost:8000/v1")
+    model = model or _only_model(base_url)
     spec = _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed)
     if compare_simulate or (metrics and plan_device):
         load_compare.check(sim_model or model, plan_device, compare_simulate)
@@ -115,10 +119,15 @@ def http_url(text: str, field: str, example: str) -> None:
         raise SpecError(field, text, f"an http:// or https:// URL, e.g. {example}")
 
 
+def _only_model(base_url: str) -> str:
+    from servecap.load.models import only_model
+
+    return only_model(base_url)
+
+
 def _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed):
     from servecap.load.runner import LoadSpec
 
-    http_url(base_url, "base_url", "http://localhost:8000/v1")
     return LoadSpec(base_url.rstrip("/") + "/completions", model, tuple(requests),
                     _positive(concurrency, "--concurrency"),
                     duration and parse_duration(duration, "--duration"),

@@ -84,3 +84,9 @@ def test_an_existing_records_file_needs_force_and_an_input_is_never_an_output(tr
                  "--token-times", trace, "--force")
     assert result.exit_code == 2 and "is an input of this run" in result.stderr
     assert trace.read_text().startswith("arrival_s")
+
+
+def test_without_model_an_unreachable_server_is_one_line_naming_model(trace):
+    result = run("load", "http://127.0.0.1:9/v1", "--trace", trace)
+    assert result.exit_code == 2 and "--model" in result.stderr, result.output
+    assert "127.0.0.1:9/v1/models" in result.stderr and "Traceback" not in result.output

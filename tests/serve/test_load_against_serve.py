@@ -61,3 +61,11 @@ def test_timeouts_are_counted_not_dropped(server, tmp_path):
     assert run.returncode == 1, run.stderr
     report = json.loads(run.stdout)
     assert report["offered"] == 2 and report["errors"] == {"timeout": 2}
+
+
+def test_without_model_the_servers_only_model_is_used(server, tmp_path):
+    _trace(tmp_path / "trace.csv")
+    run = servecap("load", server.url + "/v1", "--trace", tmp_path / "trace.csv", "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["model"] == "tiny-llama" and report["completed"] == len(TRACE)
