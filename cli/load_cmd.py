@@ -17,6 +17,7 @@ from . import load_compare
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
 from .extras import CLIENT, need
 from .files import check_output_files, write_csv
+from .load_inputs import PromptFlags, from_dataset, from_requests, prompter
 from .load_view import progress_bar, render_load
 from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration
 
@@ -65,6 +66,23 @@ def load(
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
     force: Annotated[bool, Opt(help="Replace an existing --records or --token-times file.")]
     = False,
+    endpoint: Annotated[str, Opt(help="completions (/v1/completions) or chat "
+                                 "(/v1/chat/completions, messages).")] = "completions",
+    dataset: Annotated[Path | None, Opt(help="JSONL of conversations sent as text: ShareGPT, "
+                                        '{"prompt", "output_tokens"} or OpenAI messages '
+                                        "(with --rate or --concurrency).")] = None,
+    tokenizer: Annotated[str | None, Opt(help="The server's tokenizer (folder, tokenizer.json "
+                                         "or a Hub id in the local cache): prompts are text "
+                                         "of each request's length, counted and checked "
+                                         "against the server's usage.")] = None,
+    output_tokens: Annotated[int | None, Opt(help="Output length of a dataset turn that "
+                                             "gives none.")] = None,
+    turns: Annotated[int | None, Opt(help="Turns per conversation: each sends the history "
+                                     "and the previous answer (default 1; a dataset: all "
+                                     "its turns).")] = None,
+    think_time: Annotated[str, Opt(help="Pause between an answer and the next turn.")] = "0s",
+    shared_prefix: Annotated[int, Opt(help="A system prompt of this many tokens shared by "
+                                      "every conversation.")] = 0,
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
 
@@ -82,12 +100,23 @@ def load(
     need("load", CLIENT)
     check_output_files({"--records": records_path, "--token-times": token_times_path},
                        (workload, trace, coefficients), force)
-    requests, source = _requests(workload, trace, rate, num_requests, seed)
+    flags = PromptFlags(endpoint, dataset, tokenizer, turns, shared_prefix, output_tokens,
+                        _positive(vocab_size, "--vocab-size"), seed)
+    if dataset is not None and (workload or trace):
+        raise SpecError("--dataset", str(dataset), "a dataset replaces --workload/--trace")
+    requests, source = _requests(workload, trace, rate, num_requests, seed) \
+        if dataset is None else ([], str(dataset))
     if metrics is not None:
         http_url(metrics, "--metrics", "http://localhost:8000/metrics")
     http_url(base_url, "base_url", "http://localhost:8000/v1")
+    ask = prompter(flags, model or "")  # bad flags fail before the server is asked
     model = model or _only_model(base_url)
-    spec = _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed)
+    ask = replace(ask, model=model)
+    convs = from_requests(requests, flags) if dataset is None else \
+        from_dataset(flags, ask.tokenizer, rate, concurrency, num_requests)
+    spec = _spec(base_url, ask, convs, concurrency, duration, timeout,
+                 parse_duration(think_time, "--think-time"))
+    requests = [r for c in convs for r in c.requests]
     if compare_simulate or (metrics and plan_device):
         load_compare.check(sim_model or model, plan_device, compare_simulate)
     report, seqs = _measure(spec, metrics, nvml, as_json)
@@ -125,14 +154,14 @@ def _only_model(base_url: str) -> str:
     return only_model(base_url)
 
 
-def _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed):
+def _spec(base_url, ask, convs, concurrency, duration, timeout, think_s):
     from servecap.load.runner import LoadSpec
 
-    return LoadSpec(base_url.rstrip("/") + "/completions", model, tuple(requests),
+    path = "/chat/completions" if ask.endpoint == "chat" else "/completions"
+    return LoadSpec(base_url.rstrip("/") + path, ask, convs,
                     _positive(concurrency, "--concurrency"),
                     duration and parse_duration(duration, "--duration"),
-                    parse_duration(timeout, "--timeout"), _positive(vocab_size, "--vocab-size"),
-                    seed)
+                    parse_duration(timeout, "--timeout"), think_s)
 
 
 def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[dict, list]:
@@ -144,7 +173,7 @@ def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[
 
     scraper = Scraper(metrics) if metrics else None
     state, interrupted = RunState(), False
-    with _nvml(nvml) as sampler, progress_bar(len(spec.requests), quiet) as on_done:
+    with _nvml(nvml) as sampler, progress_bar(spec.num_requests, quiet) as on_done:
         try:
             sent, start = asyncio.run(run_scraped(spec, scraper, on_done, state))
         except KeyboardInterrupt:  # Ctrl-C: report and write what finished

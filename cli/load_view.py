@@ -38,6 +38,7 @@ def render_load(report: dict, console: Console) -> None:
                   f"{report['output_token_mismatches']}")
     for example in report["error_examples"]:
         console.print(f"  [red]{example}[/red]")
+    _render_prompt_check(report, console)
     console.print(f"{report['achieved_rps']:.2f} requests/s, "
                   f"{report['output_tokens_per_s']:.1f} output tokens/s over "
                   f"{report['duration_s']:.2f} s; latest send "
@@ -48,6 +49,7 @@ def render_load(report: dict, console: Console) -> None:
         table.add_row(name, *("-" if row[k] is None else f"{row[k]:.2f}"
                               for k in ("p50", "p95", "p99", "mean")))
     console.print(table)
+    _render_turns(report.get("turns", []), console)
     console.print("queue: not observable from the stream (the server's "
                   "vllm:request_queue_time_seconds has it)")
     if "server_metrics" in report:
@@ -56,6 +58,10 @@ def render_load(report: dict, console: Console) -> None:
                       f"{m['peak_waiting']}, peak KV usage {m['peak_kv_usage']}, peak KV "
                       f"tokens in use {m['peak_kv_tokens_in_use']} of "
                       f"{m['kv_capacity_tokens']}")
+        if m.get("prefix_cache_queried_tokens"):
+            console.print(f"server prefix cache: {m['prefix_cache_hit_tokens']:,} of "
+                          f"{m['prefix_cache_queried_tokens']:,} prompt tokens hit "
+                          f"({m['prefix_cache_hit_share']:.1%})")
     if "kv_vs_ledger" in report:
         kv = report["kv_vs_ledger"]
         console.print(f"KV: measured peak {kv['measured_peak_kv_tokens']} tokens in use; the "
@@ -79,4 +85,30 @@ def _render_compare(comp: dict, console: Console) -> None:
         sim, meas = row["simulated"], row["measured"]
         table.add_row(name, *(f"{v:.2f}" if v is not None else "-"
                               for v in (sim["p50"], meas["p50"], sim["p95"], meas["p95"])))
+    console.print(table)
+
+
+def _render_prompt_check(report: dict, console: Console) -> None:
+    checked, wrong = report.get("prompt_tokens_checked", 0), report.get("prompt_token_mismatches")
+    if not checked:
+        return
+    style = "red" if wrong else "green"
+    console.print(f"prompt tokens: {checked} counted with the tokenizer and checked against the "
+                  f"server's usage, [{style}]{wrong} mismatches[/{style}]")
+    for example in report["prompt_token_mismatch_examples"]:
+        console.print(f"  [red]{example}[/red]")
+
+
+def _render_turns(turns: list[dict], console: Console) -> None:
+    """Per turn when there are conversations or the server reported its prefix cache."""
+    if len(turns) < 2 and not any(t["cached_prompt_tokens"] for t in turns):
+        return
+    table = Table("turn", "requests", "done", "prompt", "cached", "cached %", "TTFT p50 ms",
+                  title="per turn, mean tokens (cached: usage.prompt_tokens_details)")
+    for t in turns:
+        cached, share, ttft = t["mean_cached_prompt_tokens"], t["cached_share"], t["ttft_ms_p50"]
+        table.add_row(str(t["turn"]), str(t["requests"]), str(t["completed"]),
+                      f"{t['mean_prompt_tokens']:.1f}", "-" if cached is None else f"{cached:.1f}",
+                      "-" if share is None else f"{share:.1%}",
+                      "-" if ttft is None else f"{ttft:.2f}")
     console.print(table)

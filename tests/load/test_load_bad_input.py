@@ -90,3 +90,51 @@ def test_without_model_an_unreachable_server_is_one_line_naming_model(trace):
     result = run("load", "http://127.0.0.1:9/v1", "--trace", trace)
     assert result.exit_code == 2 and "--model" in result.stderr, result.output
     assert "127.0.0.1:9/v1/models" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("line, where", [
+    ("not json", "line 1"),
+    ('{"text": "hi"}', "line 1"),
+    ('{"prompt": 5}', "prompt = 5"),
+    ('{"prompt": "hi", "output_tokens": 0}', "output_tokens = 0"),
+    ('{"messages": [{"role": "tool", "content": "x"}]}', "role = 'tool'"),
+    ('{"messages": [{"role": "assistant", "content": "x"}]}', "user (human) message"),
+    ('{"conversations": [{"from": "human"}]}', "value is missing"),
+    ('{"prompt": "no length"}', "--output-tokens"),
+])
+def test_a_bad_dataset_line_is_one_line_naming_file_and_line(tmp_path, line, where):
+    data = tmp_path / "d.jsonl"
+    data.write_text(line + "\n")
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--dataset", data,
+                 "--rate", "1")
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and where in lines[0] and "d.jsonl" in lines[0], lines
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("--endpoint", "embeddings"), "--endpoint"),
+    (("--endpoint", "chat"), "--tokenizer is missing"),
+    (("--tokenizer", "/no/such/tok"), "--tokenizer = '/no/such/tok'"),
+    (("--turns", "0"), "--turns"),
+    (("--shared-prefix", "-1"), "--shared-prefix"),
+    (("--think-time", "5"), "--think-time"),
+])
+def test_bad_prompt_flags_are_one_line_and_exit_2(trace, args, flag):
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace, *args)
+    assert result.exit_code == 2, result.output
+    assert flag in result.stderr and "Traceback" not in result.output
+
+
+def test_a_dataset_needs_its_arrivals_and_replaces_a_trace(trace, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "hi", "output_tokens": 3}\n')
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--dataset", data)
+    assert result.exit_code == 2 and "--rate/--concurrency" in result.stderr, result.output
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--dataset", data,
+                 "--trace", trace, "--rate", "1")
+    assert result.exit_code == 2 and "--dataset" in result.stderr, result.output
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--dataset",
+                 tmp_path / "none.jsonl", "--rate", "1")
+    assert result.exit_code == 2 and "none.jsonl" in result.stderr, result.output
