@@ -170,6 +170,7 @@ def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[
     from servecap.load.report import measured_seqs, summarize
     from servecap.load.runner import RunState, run_scraped
     from servecap.load.scrape import Scraper
+    from servecap.load.steady import kv_samples
 
     scraper = Scraper(metrics) if metrics else None
     state, interrupted = RunState(), False
@@ -180,11 +181,22 @@ def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[
             sent, start, interrupted = state.finished, state.start_s, True
     seqs = measured_seqs(sent, start)
     report = summarize(sent, seqs, start) | {"interrupted": interrupted}
+    report |= _steady(seqs, kv_samples(scraper, start))
     if scraper is not None:
         report["server_metrics"] = scraper.summary()
     if sampler is not None:
         report["nvml"] = sampler.summary()
     return report, seqs
+
+
+def _steady(seqs: list, kv: list) -> dict:
+    """steady_state (bool), its reason, and `window`: the simulator's measured window of the
+    run (warm-up and drain cut) with 95 % intervals (load/steady.py)."""
+    from servecap.load.steady import steady_window
+
+    window = steady_window(seqs, kv)
+    return {"steady_state": window.pop("steady_state"),
+            "steady_state_reason": window.pop("steady_state_reason"), "window": window}
 
 
 def _nvml(index: int | None):

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .steady_view import interval_table, window_line
+
 METRICS = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 
 
@@ -50,6 +52,7 @@ def render_load(report: dict, console: Console) -> None:
                               for k in ("p50", "p95", "p99", "mean")))
     console.print(table)
     _render_turns(report.get("turns", []), console)
+    _render_window(report, console)
     console.print("queue: not observable from the stream (the server's "
                   "vllm:request_queue_time_seconds has it)")
     if "server_metrics" in report:
@@ -93,8 +96,8 @@ def _render_prompt_check(report: dict, console: Console) -> None:
     if not checked:
         return
     style = "red" if wrong else "green"
-    console.print(f"prompt tokens: {checked} counted with the tokenizer and checked against the "
-                  f"server's usage, [{style}]{wrong} mismatches[/{style}]")
+    console.print(f"prompt tokens of {checked} requests checked against the server's usage: "
+                  f"[{style}]{wrong} mismatches[/{style}]")
     for example in report["prompt_token_mismatch_examples"]:
         console.print(f"  [red]{example}[/red]")
 
@@ -112,3 +115,17 @@ def _render_turns(turns: list[dict], console: Console) -> None:
                       "-" if share is None else f"{share:.1%}",
                       "-" if ttft is None else f"{ttft:.2f}")
     console.print(table)
+
+
+def _render_window(report: dict, console: Console) -> None:
+    """The simulator's steady-state window of the run, with its 95 % intervals."""
+    if "window" not in report:
+        return
+    window = report["window"]
+    console.print(window_line({**window, "steady_state": report["steady_state"]}))
+    if not report["steady_state"]:
+        console.print(f"[yellow]not at steady state ({report['steady_state_reason']}): the "
+                      "window is every request; send more (--num-requests, --duration)"
+                      "[/yellow]")
+        return
+    console.print(interval_table([("window", window)]))
