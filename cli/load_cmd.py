@@ -14,12 +14,14 @@ from servecap.ledger.errors import SpecError
 from servecap.sim.workload import Arrivals
 
 from . import load_compare
+from . import sim_options as o
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
 from .extras import CLIENT, need
 from .files import check_output_files, write_csv
 from .load_inputs import PromptFlags, from_dataset, from_requests, prompter
 from .load_view import progress_bar, render_load
-from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration
+from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration, slo_for
+from .sim_xlsx import check_target
 
 Opt = typer.Option
 
@@ -83,6 +85,16 @@ def load(
     think_time: Annotated[str, Opt(help="Pause between an answer and the next turn.")] = "0s",
     shared_prefix: Annotated[int, Opt(help="A system prompt of this many tokens shared by "
                                       "every conversation.")] = 0,
+    slo_ttft: o.SloTtft = None, slo_tpot: o.SloItl = None, slo_e2e: o.SloE2e = None,
+    target: Annotated[float, Opt(help="SLO attainment (share of requests) a rate must reach "
+                                 "to meet the SLOs.")] = 0.9,
+    sweep: Annotated[bool, Opt(help="The server's SLO capacity: --workload at doubling "
+                               "rates, then bisected; each step --num-requests requests, "
+                               "none started after --duration.")] = False,
+    sweep_tolerance: Annotated[float, Opt(help="Bisect the capacity to this share of "
+                                          "itself.")] = 0.1,
+    xlsx: Annotated[Path | None, Opt(help="With --sweep: a workbook of the sweep, with "
+                                     "sweep's latency chart.")] = None,
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
 
@@ -116,10 +128,22 @@ def load(
         from_dataset(flags, ask.tokenizer, rate, concurrency, num_requests)
     spec = _spec(base_url, ask, convs, concurrency, duration, timeout,
                  parse_duration(think_time, "--think-time"))
+    slo = slo_for(SimFlags(slo_ttft=slo_ttft, slo_itl=slo_tpot, slo_e2e=slo_e2e))
+    if not 0 < target <= 1:
+        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    if sweep:
+        return _sweep(base_url, model, source, flags, ask, workload, num_requests, duration,
+                      timeout, think_time, slo, target, sweep_tolerance, as_json, xlsx, force)
     requests = [r for c in convs for r in c.requests]
     if compare_simulate or (metrics and plan_device):
         load_compare.check(sim_model or model, plan_device, compare_simulate)
-    report, seqs = _measure(spec, metrics, nvml, as_json)
+    report, seqs = _measure(spec, metrics, nvml, as_json, slo)
+    if any(t is not None for t in (slo.ttft_s, slo.itl_s, slo.e2e_s)):
+        from servecap.sim.capacity import meets, verdict
+
+        report["slo_target_attainment"] = target
+        report["slo_meets"] = meets(report["window"], target)  # the point estimate
+        report["slo_verdict"] = verdict(report["window"], target)  # with its interval
     _write_csvs(seqs, base_url, records_path, token_times_path)  # always, even interrupted
     report = {"base_url": base_url, "model": model, "source": source,
               "mode": "open loop" if concurrency is None else f"closed loop ({concurrency})",
@@ -164,7 +188,50 @@ def _spec(base_url, ask, convs, concurrency, duration, timeout, think_s):
                     parse_duration(timeout, "--timeout"), think_s)
 
 
-def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[dict, list]:
+def _sweep(base_url, model, source, flags, ask, workload, num_requests, duration, timeout,
+           think_time, slo, target, tolerance, as_json, xlsx, force) -> None:
+    """load --sweep: the capacity search over bounded runs of the workload (cli/load_sweep)."""
+    from .load_sweep import check_plan, report_sweep, run_sweep
+
+    if workload is None or flags.dataset is not None:
+        raise SpecError("--workload", None, "--sweep draws its requests from a workload YAML "
+                        "at each rate")
+    if xlsx is not None:
+        check_target(xlsx, force)
+    plan = check_plan(load_workload(workload), _positive(num_requests, "--num-requests"),
+                      duration and parse_duration(duration, "--duration"), slo, target,
+                      tolerance)
+    think = parse_duration(think_time, "--think-time")
+
+    def make_spec(convs, concurrency, duration_s):
+        return replace(_spec(base_url, ask, convs, concurrency, None, timeout, think),
+                       duration_s=duration_s)
+
+    found = run_sweep(plan, make_spec, flags, as_json)
+    report = {"base_url": base_url, "model": model, "source": source,
+              "slo_text": _slo_text(slo), "slo_ms": _slo_ms(slo),
+              "requests_per_step": plan.num_requests, "step_duration_s": plan.duration_s,
+              **found}
+    report_sweep(report, as_json, xlsx, force)
+    if not found["capacity_rps"]:
+        raise fail("no rate met the SLO target (reported above)", EXIT_DOES_NOT_FIT)
+
+
+def _slo_ms(slo) -> dict:
+    def ms(value):
+        return None if value is None else value * 1000
+    return {"ttft_ms": ms(slo.ttft_s), "tpot_ms": ms(slo.itl_s), "e2e_ms": ms(slo.e2e_s)}
+
+
+def _slo_text(slo) -> str:
+    parts = [f"{name} <= {value:g} ms" for name, value in
+             zip(("TTFT", "TPOT", "e2e"), _slo_ms(slo).values(), strict=True)
+             if value is not None]
+    return ", ".join(parts) or "no latency target"
+
+
+def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool,
+             slo=None) -> tuple[dict, list]:
     """Run the load (with the /metrics scraper and NVML sampler when asked); the summary
     and the measured requests as simulator records."""
     from servecap.load.report import measured_seqs, summarize
@@ -181,7 +248,7 @@ def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[
             sent, start, interrupted = state.finished, state.start_s, True
     seqs = measured_seqs(sent, start)
     report = summarize(sent, seqs, start) | {"interrupted": interrupted}
-    report |= _steady(seqs, kv_samples(scraper, start))
+    report |= _steady(seqs, kv_samples(scraper, start), slo)
     if scraper is not None:
         report["server_metrics"] = scraper.summary()
     if sampler is not None:
@@ -189,12 +256,12 @@ def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[
     return report, seqs
 
 
-def _steady(seqs: list, kv: list) -> dict:
+def _steady(seqs: list, kv: list, slo=None) -> dict:
     """steady_state (bool), its reason, and `window`: the simulator's measured window of the
     run (warm-up and drain cut) with 95 % intervals (load/steady.py)."""
     from servecap.load.steady import steady_window
 
-    window = steady_window(seqs, kv)
+    window = steady_window(seqs, kv, slo)
     return {"steady_state": window.pop("steady_state"),
             "steady_state_reason": window.pop("steady_state_reason"), "window": window}
 

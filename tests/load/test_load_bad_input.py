@@ -138,3 +138,23 @@ def test_a_dataset_needs_its_arrivals_and_replaces_a_trace(trace, tmp_path):
     result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--dataset",
                  tmp_path / "none.jsonl", "--rate", "1")
     assert result.exit_code == 2 and "none.jsonl" in result.stderr, result.output
+
+
+@pytest.mark.parametrize("args, flag", [
+    (("--sweep",), "--slo-ttft/--slo-tpot"),
+    (("--sweep", "--slo-ttft", "50ms", "--sweep-tolerance", "2"), "--sweep-tolerance"),
+    (("--slo-ttft", "50ms", "--target", "0"), "--target"),
+    (("--slo-tpot", "fast"), "--slo-itl"),
+    (("--sweep", "--slo-ttft", "50ms", "--xlsx", "/no/such/folder/s.xlsx"), "--xlsx"),
+])
+def test_bad_sweep_flags_are_one_line_and_exit_2(args, flag):
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--workload",
+                 "workloads/chat.yaml", *args)
+    assert result.exit_code == 2, result.output
+    assert flag in result.stderr and "Traceback" not in result.output
+
+
+def test_a_sweep_needs_a_workload(trace):
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace, "--sweep",
+                 "--slo-ttft", "50ms")
+    assert result.exit_code == 2 and "--workload" in result.stderr, result.output
