@@ -98,11 +98,16 @@ def load(
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
 
-    Prompts are token ids of each request's length (completions endpoint); max_tokens,
-    min_tokens and ignore_eos make output lengths exact (docs/serve.md). Examples:
+    Prompts are token ids of each request's length (completions endpoint), or text with
+    --tokenizer / --dataset, as chat messages with --endpoint chat; max_tokens, min_tokens
+    and ignore_eos make output lengths exact (docs/serve.md, docs/load.md). Examples:
 
       servecap load http://localhost:8000/v1 --workload workloads/chat.yaml
       servecap load http://gpu:8000/v1 --model m --trace prod.csv --concurrency 32 --json
+      servecap load http://gpu:8000/v1 --endpoint chat --dataset sharegpt.jsonl \
+          --tokenizer meta-llama/Llama-3.1-8B-Instruct --rate 4 --turns 3 --think-time 2s
+      servecap load http://gpu:8000/v1 --workload workloads/chat.yaml --sweep \
+          --slo-ttft 500ms --slo-tpot 50ms --num-requests 300 --duration 60s
 
     Exit 0 when at least one request completed (failures are counted in the report by kind:
     http_error, timeout, connection_error, stream_error, bad_json, bad_schema, bad_encoding,

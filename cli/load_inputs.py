@@ -102,6 +102,10 @@ def _with_prefix(req: Request, tokens: int) -> Request:
         raise SpecError("--shared-prefix", tokens, "a token count >= 0")
     if not tokens:
         return req
+    if req.prefix_group is not None:
+        raise SpecError("--shared-prefix", tokens, f"the workload already shares prefixes "
+                        f"(prefix group {req.prefix_group!r}): use its prefix_groups or "
+                        "--shared-prefix, not both")
     return replace(req, prefix_group=SHARED_PREFIX_GROUP, prefix_tokens=tokens,
                    prompt_tokens=req.prompt_tokens + tokens)
 

@@ -158,3 +158,10 @@ def test_a_sweep_needs_a_workload(trace):
     result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--trace", trace, "--sweep",
                  "--slo-ttft", "50ms")
     assert result.exit_code == 2 and "--workload" in result.stderr, result.output
+
+
+def test_a_shared_prefix_over_a_workloads_own_prefix_groups_is_refused():
+    result = run("load", "http://127.0.0.1:9/v1", "--model", "m", "--workload",
+                 "workloads/chat.yaml", "--shared-prefix", "64")
+    assert result.exit_code == 2 and "--shared-prefix = 64" in result.stderr, result.output
+    assert "system-prompt" in result.stderr

@@ -128,3 +128,22 @@ def test_made_up_text_has_the_token_count_asked_for(word_tok):
         assert words_text(word_tok, count, key) == text  # seeded
 
     check()
+
+
+def test_a_hub_id_is_found_in_the_local_hub_cache_never_fetched(tmp_path, monkeypatch):
+    """The Hub cache's own layout (models--ORG--NAME/refs/main naming a snapshot), as
+    huggingface_hub writes it; an id not in the cache is one line, no network."""
+    from servecap.ledger.errors import SpecError
+    from servecap.load.tokenize import load_tokenizer
+
+    repo = tmp_path / "hub" / "models--acme--tiny-chat"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abcd" * 5)
+    write_word_tokenizer(repo / "snapshots" / ("0123abcd" * 5))
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    tok = load_tokenizer("acme/tiny-chat")
+    assert tok.count("user : the world") == 4
+    with pytest.raises(SpecError, match="Hub cache"):
+        load_tokenizer("acme/not-downloaded")
