@@ -13,7 +13,7 @@ from rich.console import Console
 from servecap.ledger.errors import SpecError
 from servecap.sim.workload import Arrivals
 
-from . import load_compare
+from . import load_calibrate, load_compare
 from . import sim_options as o
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
 from .extras import CLIENT, need
@@ -95,6 +95,10 @@ def load(
                                           "itself.")] = 0.1,
     xlsx: Annotated[Path | None, Opt(help="With --sweep: a workbook of the sweep, with "
                                      "sweep's latency chart.")] = None,
+    calibration_out: Annotated[Path | None, Opt(help="Write the simulator's step-model fit of "
+                                                "the server's steps (reconstructed from the "
+                                                "token stream) for simulate --coefficients; "
+                                                "needs --plan-device.")] = None,
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
 
@@ -115,7 +119,8 @@ def load(
     report and records of what finished are still written).
     """
     need("load", CLIENT)
-    check_output_files({"--records": records_path, "--token-times": token_times_path},
+    check_output_files({"--records": records_path, "--token-times": token_times_path,
+                        "--calibration-out": calibration_out},
                        (workload, trace, coefficients), force)
     flags = PromptFlags(endpoint, dataset, tokenizer, turns, shared_prefix, output_tokens,
                         _positive(vocab_size, "--vocab-size"), seed)
@@ -141,7 +146,9 @@ def load(
                       timeout, think_time, slo, target, sweep_tolerance, as_json, xlsx, force)
     requests = [r for c in convs for r in c.requests]
     if compare_simulate or (metrics and plan_device):
-        load_compare.check(sim_model or model, plan_device, compare_simulate)
+        load_compare.check(sim_model or model, plan_device, compare_simulate, coefficients)
+    if calibration_out is not None:
+        load_calibrate.check(sim_model or model, plan_device)
     report, seqs = _measure(spec, metrics, nvml, as_json, slo)
     if any(t is not None for t in (slo.ttft_s, slo.itl_s, slo.e2e_s)):
         from servecap.sim.capacity import meets, verdict
@@ -156,6 +163,9 @@ def load(
     if metrics and plan_device:
         report["kv_vs_ledger"] = load_compare.kv_against_ledger(
             sim_model or model, plan_device, report["server_metrics"], seqs)
+    if calibration_out is not None and report["completed"]:
+        report["calibration"] = load_calibrate.write_calibration(
+            calibration_out, sim_model or model, plan_device, seqs, force)
     if compare_simulate:
         report["compare_simulate"] = load_compare.compare_simulate(
             sim_model or model, plan_device, coefficients, seqs, report)
