@@ -19,7 +19,7 @@ import sys
 import time
 
 from servecap.load.report import measured_seqs, summarize
-from servecap.load.runner import LoadSpec, run_load
+from servecap.load.runner import LoadSpec, base_spec, run_load
 from servecap.sim.sampling import Request
 
 TARGET_TOKENS_PER_S = 50_000
@@ -86,7 +86,7 @@ def main(num_requests: int = 400, output_tokens: int = 256, concurrency: int = 3
     stub.start()
     os.sched_setaffinity(0, {client_cpu})
     requests = tuple(Request(i, 0.0, 8, output_tokens) for i in range(num_requests))
-    spec = LoadSpec(f"http://127.0.0.1:{port}/v1/completions", "stub", requests, concurrency)
+    spec = base_spec(f"http://127.0.0.1:{port}/v1", "stub", requests, concurrency=concurrency)
     try:
         for _ in range(3):
             _run(spec, num_requests, output_tokens, concurrency)

@@ -13,12 +13,15 @@ from rich.console import Console
 from servecap.ledger.errors import SpecError
 from servecap.sim.workload import Arrivals
 
-from . import load_compare
+from . import load_calibrate, load_compare
+from . import sim_options as o
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
 from .extras import CLIENT, need
 from .files import check_output_files, write_csv
+from .load_inputs import PromptFlags, from_dataset, from_requests, prompter
 from .load_view import progress_bar, render_load
-from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration
+from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration, slo_for
+from .sim_xlsx import check_target
 
 Opt = typer.Option
 
@@ -26,7 +29,9 @@ Opt = typer.Option
 def load(
     base_url: Annotated[str, typer.Argument(help="The server's OpenAI base URL, e.g. "
                                             "http://localhost:8000/v1")],
-    model: Annotated[str, Opt(help="The `model` to send (as the server names it).")],
+    model: Annotated[str | None, Opt(help="The `model` to send (as the server names it; "
+                                      "default: the only model its /v1/models lists).")]
+    = None,
     workload: Annotated[Path | None, Opt(help="Workload YAML, as `simulate` reads it.")] = None,
     trace: Annotated[Path | None, Opt(help="CSV trace arrival_s,prompt_tokens,output_tokens "
                                       "(replayed at its timestamps).")] = None,
@@ -63,14 +68,50 @@ def load(
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
     force: Annotated[bool, Opt(help="Replace an existing --records or --token-times file.")]
     = False,
+    endpoint: Annotated[str, Opt(help="completions (/v1/completions) or chat "
+                                 "(/v1/chat/completions, messages).")] = "completions",
+    dataset: Annotated[Path | None, Opt(help="JSONL of conversations sent as text: ShareGPT, "
+                                        '{"prompt", "output_tokens"} or OpenAI messages '
+                                        "(with --rate or --concurrency).")] = None,
+    tokenizer: Annotated[str | None, Opt(help="The server's tokenizer (folder, tokenizer.json "
+                                         "or a Hub id in the local cache): prompts are text "
+                                         "of each request's length, counted and checked "
+                                         "against the server's usage.")] = None,
+    output_tokens: Annotated[int | None, Opt(help="Output length of a dataset turn that "
+                                             "gives none.")] = None,
+    turns: Annotated[int | None, Opt(help="Turns per conversation: each sends the history "
+                                     "and the previous answer (default 1; a dataset: all "
+                                     "its turns).")] = None,
+    think_time: Annotated[str, Opt(help="Pause between an answer and the next turn.")] = "0s",
+    shared_prefix: Annotated[int, Opt(help="A system prompt of this many tokens shared by "
+                                      "every conversation.")] = 0,
+    slo_ttft: o.SloTtft = None, slo_tpot: o.SloItl = None, slo_e2e: o.SloE2e = None,
+    target: Annotated[float, Opt(help="SLO attainment (share of requests) a rate must reach "
+                                 "to meet the SLOs.")] = 0.9,
+    sweep: Annotated[bool, Opt(help="The server's SLO capacity: --workload at doubling "
+                               "rates, then bisected; each step --num-requests requests, "
+                               "none started after --duration.")] = False,
+    sweep_tolerance: Annotated[float, Opt(help="Bisect the capacity to this share of "
+                                          "itself.")] = 0.1,
+    xlsx: Annotated[Path | None, Opt(help="With --sweep: a workbook of the sweep, with "
+                                     "sweep's latency chart.")] = None,
+    calibration_out: Annotated[Path | None, Opt(help="Write the simulator's step-model fit of "
+                                                "the server's steps (reconstructed from the "
+                                                "token stream) for simulate --coefficients; "
+                                                "needs --plan-device.")] = None,
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
 
-    Prompts are token ids of each request's length (completions endpoint); max_tokens,
-    min_tokens and ignore_eos make output lengths exact (docs/serve.md). Examples:
+    Prompts are token ids of each request's length (completions endpoint), or text with
+    --tokenizer / --dataset, as chat messages with --endpoint chat; max_tokens, min_tokens
+    and ignore_eos make output lengths exact (docs/serve.md, docs/load.md). Examples:
 
-      servecap load http://localhost:8000/v1 --model tiny-llama --workload workloads/chat.yaml
+      servecap load http://localhost:8000/v1 --workload workloads/chat.yaml
       servecap load http://gpu:8000/v1 --model m --trace prod.csv --concurrency 32 --json
+      servecap load http://gpu:8000/v1 --endpoint chat --dataset sharegpt.jsonl \
+          --tokenizer meta-llama/Llama-3.1-8B-Instruct --rate 4 --turns 3 --think-time 2s
+      servecap load http://gpu:8000/v1 --workload workloads/chat.yaml --sweep \
+          --slo-ttft 500ms --slo-tpot 50ms --num-requests 300 --duration 60s
 
     Exit 0 when at least one request completed (failures are counted in the report by kind:
     http_error, timeout, connection_error, stream_error, bad_json, bad_schema, bad_encoding,
@@ -78,15 +119,43 @@ def load(
     report and records of what finished are still written).
     """
     need("load", CLIENT)
-    check_output_files({"--records": records_path, "--token-times": token_times_path},
+    check_output_files({"--records": records_path, "--token-times": token_times_path,
+                        "--calibration-out": calibration_out},
                        (workload, trace, coefficients), force)
-    requests, source = _requests(workload, trace, rate, num_requests, seed)
+    flags = PromptFlags(endpoint, dataset, tokenizer, turns, shared_prefix, output_tokens,
+                        _positive(vocab_size, "--vocab-size"), seed)
+    if dataset is not None and (workload or trace):
+        raise SpecError("--dataset", str(dataset), "a dataset replaces --workload/--trace")
+    requests, source = _requests(workload, trace, rate, num_requests, seed) \
+        if dataset is None else ([], str(dataset))
     if metrics is not None:
         http_url(metrics, "--metrics", "http://localhost:8000/metrics")
-    spec = _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed)
+    http_url(base_url, "base_url", "http://localhost:8000/v1")
+    ask = prompter(flags, model or "")  # bad flags fail before the server is asked
+    model = model or _only_model(base_url)
+    ask = replace(ask, model=model)
+    convs = from_requests(requests, flags) if dataset is None else \
+        from_dataset(flags, ask.tokenizer, rate, concurrency, num_requests)
+    spec = _spec(base_url, ask, convs, concurrency, duration, timeout,
+                 parse_duration(think_time, "--think-time"))
+    slo = slo_for(SimFlags(slo_ttft=slo_ttft, slo_itl=slo_tpot, slo_e2e=slo_e2e))
+    if not 0 < target <= 1:
+        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    if sweep:
+        return _sweep(base_url, model, source, flags, ask, workload, num_requests, duration,
+                      timeout, think_time, slo, target, sweep_tolerance, as_json, xlsx, force)
+    requests = [r for c in convs for r in c.requests]
     if compare_simulate or (metrics and plan_device):
-        load_compare.check(sim_model or model, plan_device, compare_simulate)
-    report, seqs = _measure(spec, metrics, nvml, as_json)
+        load_compare.check(sim_model or model, plan_device, compare_simulate, coefficients)
+    if calibration_out is not None:
+        load_calibrate.check(sim_model or model, plan_device)
+    report, seqs = _measure(spec, metrics, nvml, as_json, slo)
+    if any(t is not None for t in (slo.ttft_s, slo.itl_s, slo.e2e_s)):
+        from servecap.sim.capacity import meets, verdict
+
+        report["slo_target_attainment"] = target
+        report["slo_meets"] = meets(report["window"], target)  # the point estimate
+        report["slo_verdict"] = verdict(report["window"], target)  # with its interval
     _write_csvs(seqs, base_url, records_path, token_times_path)  # always, even interrupted
     report = {"base_url": base_url, "model": model, "source": source,
               "mode": "open loop" if concurrency is None else f"closed loop ({concurrency})",
@@ -94,6 +163,9 @@ def load(
     if metrics and plan_device:
         report["kv_vs_ledger"] = load_compare.kv_against_ledger(
             sim_model or model, plan_device, report["server_metrics"], seqs)
+    if calibration_out is not None and report["completed"]:
+        report["calibration"] = load_calibrate.write_calibration(
+            calibration_out, sim_model or model, plan_device, seqs, force)
     if compare_simulate:
         report["compare_simulate"] = load_compare.compare_simulate(
             sim_model or model, plan_device, coefficients, seqs, report)
@@ -115,38 +187,98 @@ def http_url(text: str, field: str, example: str) -> None:
         raise SpecError(field, text, f"an http:// or https:// URL, e.g. {example}")
 
 
-def _spec(base_url, model, requests, concurrency, duration, timeout, vocab_size, seed):
+def _only_model(base_url: str) -> str:
+    from servecap.load.models import only_model
+
+    return only_model(base_url)
+
+
+def _spec(base_url, ask, convs, concurrency, duration, timeout, think_s):
     from servecap.load.runner import LoadSpec
 
-    http_url(base_url, "base_url", "http://localhost:8000/v1")
-    return LoadSpec(base_url.rstrip("/") + "/completions", model, tuple(requests),
+    path = "/chat/completions" if ask.endpoint == "chat" else "/completions"
+    return LoadSpec(base_url.rstrip("/") + path, ask, convs,
                     _positive(concurrency, "--concurrency"),
                     duration and parse_duration(duration, "--duration"),
-                    parse_duration(timeout, "--timeout"), _positive(vocab_size, "--vocab-size"),
-                    seed)
+                    parse_duration(timeout, "--timeout"), think_s)
 
 
-def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool) -> tuple[dict, list]:
+def _sweep(base_url, model, source, flags, ask, workload, num_requests, duration, timeout,
+           think_time, slo, target, tolerance, as_json, xlsx, force) -> None:
+    """load --sweep: the capacity search over bounded runs of the workload (cli/load_sweep)."""
+    from .load_sweep import check_plan, report_sweep, run_sweep
+
+    if workload is None or flags.dataset is not None:
+        raise SpecError("--workload", None, "--sweep draws its requests from a workload YAML "
+                        "at each rate")
+    if xlsx is not None:
+        check_target(xlsx, force)
+    plan = check_plan(load_workload(workload), _positive(num_requests, "--num-requests"),
+                      duration and parse_duration(duration, "--duration"), slo, target,
+                      tolerance)
+    think = parse_duration(think_time, "--think-time")
+
+    def make_spec(convs, concurrency, duration_s):
+        return replace(_spec(base_url, ask, convs, concurrency, None, timeout, think),
+                       duration_s=duration_s)
+
+    found = run_sweep(plan, make_spec, flags, as_json)
+    report = {"base_url": base_url, "model": model, "source": source,
+              "slo_text": _slo_text(slo), "slo_ms": _slo_ms(slo),
+              "requests_per_step": plan.num_requests, "step_duration_s": plan.duration_s,
+              **found}
+    report_sweep(report, as_json, xlsx, force)
+    if not found["capacity_rps"]:
+        raise fail("no rate met the SLO target (reported above)", EXIT_DOES_NOT_FIT)
+
+
+def _slo_ms(slo) -> dict:
+    def ms(value):
+        return None if value is None else value * 1000
+    return {"ttft_ms": ms(slo.ttft_s), "tpot_ms": ms(slo.itl_s), "e2e_ms": ms(slo.e2e_s)}
+
+
+def _slo_text(slo) -> str:
+    parts = [f"{name} <= {value:g} ms" for name, value in
+             zip(("TTFT", "TPOT", "e2e"), _slo_ms(slo).values(), strict=True)
+             if value is not None]
+    return ", ".join(parts) or "no latency target"
+
+
+def _measure(spec, metrics: str | None, nvml: int | None, quiet: bool,
+             slo=None) -> tuple[dict, list]:
     """Run the load (with the /metrics scraper and NVML sampler when asked); the summary
     and the measured requests as simulator records."""
     from servecap.load.report import measured_seqs, summarize
     from servecap.load.runner import RunState, run_scraped
     from servecap.load.scrape import Scraper
+    from servecap.load.steady import kv_samples
 
     scraper = Scraper(metrics) if metrics else None
     state, interrupted = RunState(), False
-    with _nvml(nvml) as sampler, progress_bar(len(spec.requests), quiet) as on_done:
+    with _nvml(nvml) as sampler, progress_bar(spec.num_requests, quiet) as on_done:
         try:
             sent, start = asyncio.run(run_scraped(spec, scraper, on_done, state))
         except KeyboardInterrupt:  # Ctrl-C: report and write what finished
             sent, start, interrupted = state.finished, state.start_s, True
     seqs = measured_seqs(sent, start)
     report = summarize(sent, seqs, start) | {"interrupted": interrupted}
+    report |= _steady(seqs, kv_samples(scraper, start), slo)
     if scraper is not None:
         report["server_metrics"] = scraper.summary()
     if sampler is not None:
         report["nvml"] = sampler.summary()
     return report, seqs
+
+
+def _steady(seqs: list, kv: list, slo=None) -> dict:
+    """steady_state (bool), its reason, and `window`: the simulator's measured window of the
+    run (warm-up and drain cut) with 95 % intervals (load/steady.py)."""
+    from servecap.load.steady import steady_window
+
+    window = steady_window(seqs, kv, slo)
+    return {"steady_state": window.pop("steady_state"),
+            "steady_state_reason": window.pop("steady_state_reason"), "window": window}
 
 
 def _nvml(index: int | None):

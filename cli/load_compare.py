@@ -14,16 +14,19 @@ NO_DEVICE = ("required with --compare-simulate and for the KV comparison of --me
 POLICY = "chunked-prefill"
 
 
-def check(model: str, plan_device: str | None, compare: bool = False) -> None:
+def check(model: str, plan_device: str | None, compare: bool = False,
+          coefficients: Path | None = None) -> None:
     """Fail before the run, not after it: the device is named and the model plans on it;
-    the simulation prices its steps with a catalog device's bandwidth and FLOPS."""
+    the simulation prices its steps with a catalog device's bandwidth and FLOPS, or with a
+    coefficients file's rates (load or verify --calibration-out)."""
     if plan_device is None:
         raise SpecError("--plan-device", None, NO_DEVICE)
     from servecap.ledger.devices import find
 
-    if compare and find(plan_device) is None:
+    if compare and coefficients is None and find(plan_device) is None:
         raise SpecError("--plan-device", plan_device, "a catalog device with --compare-simulate"
-                        " (`servecap devices`): its bandwidth and FLOPS price the steps")
+                        " (`servecap devices`): its bandwidth and FLOPS price the steps (or "
+                        "--coefficients from load or verify --calibration-out)")
     plan_for(model, SimFlags(device=plan_device))
 
 

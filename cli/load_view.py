@@ -9,6 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .narrow import print_table
+from .steady_view import interval_table, window_line
 
 METRICS = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 
@@ -46,6 +47,7 @@ def render_load(report: dict, console: Console) -> None:
                   f"{report['output_token_mismatches']}", highlight=False)
     for example in report["error_examples"]:
         console.print(f"  [red]{example}[/red]")
+    _render_prompt_check(report, console)
     console.print(f"{report['achieved_rps']:.2f} requests/s, "
                   f"{report['output_tokens_per_s']:.1f} output tokens/s over "
                   f"{report['duration_s']:.2f} s; latest send "
@@ -56,6 +58,8 @@ def render_load(report: dict, console: Console) -> None:
         table.add_row(name, *("-" if row[k] is None else f"{row[k]:.2f}"
                               for k in ("p50", "p95", "p99", "mean")))
     print_table(console, table)
+    _render_turns(report.get("turns", []), console)
+    _render_window(report, console)
     console.print("queue: not observable from the stream (the server's "
                   "vllm:request_queue_time_seconds has it)")
     if "server_metrics" in report:
@@ -64,6 +68,10 @@ def render_load(report: dict, console: Console) -> None:
                       f"{m['peak_waiting']}, peak KV usage {m['peak_kv_usage']}, peak KV "
                       f"tokens in use {m['peak_kv_tokens_in_use']} of "
                       f"{m['kv_capacity_tokens']}")
+        if m.get("prefix_cache_queried_tokens"):
+            console.print(f"server prefix cache: {m['prefix_cache_hit_tokens']:,} of "
+                          f"{m['prefix_cache_queried_tokens']:,} prompt tokens hit "
+                          f"({m['prefix_cache_hit_share']:.1%})")
     if "kv_vs_ledger" in report:
         kv = report["kv_vs_ledger"]
         console.print(f"KV: measured peak {kv['measured_peak_kv_tokens']} tokens in use; the "
@@ -88,3 +96,43 @@ def _render_compare(comp: dict, console: Console) -> None:
         table.add_row(name, *(f"{v:.2f}" if v is not None else "-"
                               for v in (sim["p50"], meas["p50"], sim["p95"], meas["p95"])))
     print_table(console, table)
+
+
+def _render_prompt_check(report: dict, console: Console) -> None:
+    checked, wrong = report.get("prompt_tokens_checked", 0), report.get("prompt_token_mismatches")
+    if not checked:
+        return
+    style = "red" if wrong else "green"
+    console.print(f"prompt tokens of {checked} requests checked against the server's usage: "
+                  f"[{style}]{wrong} mismatches[/{style}]")
+    for example in report["prompt_token_mismatch_examples"]:
+        console.print(f"  [red]{example}[/red]")
+
+
+def _render_turns(turns: list[dict], console: Console) -> None:
+    """Per turn when there are conversations or the server reported its prefix cache."""
+    if len(turns) < 2 and not any(t["cached_prompt_tokens"] for t in turns):
+        return
+    table = Table("turn", "requests", "done", "prompt", "cached", "cached %", "TTFT p50 ms",
+                  title="per turn, mean tokens (cached: usage.prompt_tokens_details)")
+    for t in turns:
+        cached, share, ttft = t["mean_cached_prompt_tokens"], t["cached_share"], t["ttft_ms_p50"]
+        table.add_row(str(t["turn"]), str(t["requests"]), str(t["completed"]),
+                      f"{t['mean_prompt_tokens']:.1f}", "-" if cached is None else f"{cached:.1f}",
+                      "-" if share is None else f"{share:.1%}",
+                      "-" if ttft is None else f"{ttft:.2f}")
+    print_table(console, table)
+
+
+def _render_window(report: dict, console: Console) -> None:
+    """The simulator's steady-state window of the run, with its 95 % intervals."""
+    if "window" not in report:
+        return
+    window = report["window"]
+    console.print(window_line({**window, "steady_state": report["steady_state"]}))
+    if not report["steady_state"]:
+        console.print(f"[yellow]not at steady state ({report['steady_state_reason']}): the "
+                      "window is every request; send more (--num-requests, --duration)"
+                      "[/yellow]")
+        return
+    print_table(console, interval_table([("window", window)]))

@@ -1,9 +1,9 @@
 """One streamed completion against an OpenAI-compatible endpoint, timed token by token.
 
-The prompt is token ids (the completions endpoint takes them, as vLLM does) and the output
-length is exact: max_tokens = min_tokens = the requested count and ignore_eos (vLLM's
-extensions). Every SSE chunk carrying text is one token arrival; the final usage chunk
-(stream_options.include_usage) gives the token count when the server sends it.
+The body (load/prompts.py) asks for an exact output length: max_tokens = min_tokens = the
+requested count and ignore_eos (vLLM's extensions). Every SSE chunk carrying text is one
+token arrival; the final usage chunk (stream_options.include_usage) gives the token counts
+(and the prefix cache's cached_tokens) when the server sends them.
 
 A response that breaks the protocol is never an exception out of here: it is an Outcome of
 one named kind (load/errors.py), so one bad answer among many loses only itself.
@@ -44,12 +44,9 @@ class Outcome:
     token_s: list[float] = field(default_factory=list)
     num_output_tokens: int = 0  # usage.completion_tokens, else the chunks counted
     done_s: float | None = None
-
-
-def request_body(model: str, prompt_ids: list[int], output_tokens: int) -> dict:
-    return {"model": model, "prompt": prompt_ids, "max_tokens": output_tokens,
-            "min_tokens": output_tokens, "ignore_eos": True, "temperature": 0.0,
-            "stream": True, "stream_options": {"include_usage": True}}
+    text: str = ""  # the answer as streamed
+    num_prompt_tokens: int | None = None  # usage.prompt_tokens, when sent
+    num_cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, when sent
 
 
 async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict,
@@ -76,7 +73,7 @@ async def stream_completion(session: aiohttp.ClientSession, url: str, body: dict
 
 async def _read_events(resp: aiohttp.ClientResponse, out: Outcome) -> None:
     """Split the body on blank lines; each `data:` event is a chunk, `[DONE]` ends it."""
-    buffer, usage = b"", None
+    buffer, usage, texts = b"", None, []
     async for piece in resp.content.iter_any():
         now = time.perf_counter()
         buffer += piece.replace(b"\r\n", b"\n") if b"\r" in piece else piece
@@ -89,6 +86,7 @@ async def _read_events(resp: aiohttp.ClientResponse, out: Outcome) -> None:
                 continue
             payload = event[6:]
             if payload == b"[DONE]":
+                out.text = "".join(texts)
                 return _finish(out, usage, now)
             chunk = decode_chunk(payload)
             if "error" in chunk:
@@ -96,6 +94,7 @@ async def _read_events(resp: aiohttp.ClientResponse, out: Outcome) -> None:
             usage = chunk_usage(chunk) or usage
             if carries_token(chunk):
                 out.token_s.append(now)
+                texts.append(chunk_text(chunk))
     _failed(out, STREAM_ERROR, "the stream ended without data: [DONE]")
 
 
@@ -145,9 +144,24 @@ def carries_token(chunk: dict) -> bool:
     return bool(delta.get("content"))
 
 
+def chunk_text(chunk: dict) -> str:
+    """The text a chunk that carries_token carries."""
+    choice = chunk["choices"][0]
+    return choice.get("text") or (choice.get("delta") or {}).get("content") or ""
+
+
 def _finish(out: Outcome, usage: dict | None, now: float) -> None:
     out.done_s = now
     out.num_output_tokens = usage["completion_tokens"] if usage else len(out.token_s)
+    if usage:
+        out.num_prompt_tokens = _whole(usage.get("prompt_tokens"))
+        details = usage.get("prompt_tokens_details")
+        out.num_cached_tokens = _whole(details.get("cached_tokens")) \
+            if isinstance(details, dict) else None
+
+
+def _whole(value) -> int | None:
+    return value if type(value) is int and value >= 0 else None
 
 
 def _stream_error(out: Outcome, error) -> None:

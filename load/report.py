@@ -74,8 +74,45 @@ def summarize(sent: list[Sent], seqs: list[Seq], start_s: float) -> dict:
         "output_tokens_per_s": sum(s.req.output_tokens for s in done) / span,
         "max_send_lag_ms": round(max((s.outcome.sent_s - start_s - s.arrival_s
                                       for s in sent), default=0.0) * 1000, 3),
-        **latency(done), "percentile_method": PERCENTILE_METHOD,
+        **prompt_check(sent), **latency(done), "percentile_method": PERCENTILE_METHOD,
+        "turns": per_turn(sent, seqs),
     }
+
+
+def prompt_check(sent: list[Sent]) -> dict:
+    """The client's prompt token counts against the server's usage.prompt_tokens, for every
+    answered request that has both; mismatches are counted and shown, never hidden."""
+    pairs = [(s.request.request_id, s.counted_prompt_tokens, s.outcome.num_prompt_tokens)
+             for s in sent if s.outcome.status == OK]
+    both = [(i, c, u) for i, c, u in pairs if c is not None and u is not None]
+    wrong = [(i, c, u) for i, c, u in both if c != u]
+    return {"prompt_tokens_checked": len(both), "prompt_token_mismatches": len(wrong),
+            "prompt_token_mismatch_examples": [f"request {i}: counted {c}, server {u}"
+                                               for i, c, u in wrong[:3]]}
+
+
+def per_turn(sent: list[Sent], seqs: list[Seq]) -> list[dict]:
+    """Per turn of the conversations: requests, completed, mean prompt tokens, and the
+    prefix cache's share from usage.prompt_tokens_details.cached_tokens (None: the server
+    did not send it), with TTFT p50."""
+    by_id = {s.req.request_id: s for s in seqs}
+    out = []
+    for turn in sorted({s.turn for s in sent}):
+        these = [s for s in sent if s.turn == turn]
+        done = [by_id[s.request.request_id] for s in these
+                if by_id[s.request.request_id].state == DONE]
+        cached = [s.outcome.num_cached_tokens for s in these
+                  if s.outcome.status == OK and s.outcome.num_cached_tokens is not None]
+        prompts = sum(s.request.prompt_tokens for s in these if s.outcome.status == OK)
+        out.append({
+            "turn": turn + 1, "requests": len(these), "completed": len(done),
+            "mean_prompt_tokens": prompts / max(len(done), 1),
+            "cached_prompt_tokens": sum(cached) if cached else None,
+            "mean_cached_prompt_tokens": sum(cached) / len(cached) if cached else None,
+            "cached_share": sum(cached) / prompts if cached and prompts else None,
+            "ttft_ms_p50": ms(quantiles([s.first_token_s - s.req.arrival_s
+                                         for s in done]))["p50"]})
+    return out
 
 
 def latency(done: list[Seq]) -> dict:

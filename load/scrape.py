@@ -1,4 +1,5 @@
-"""Poll a Prometheus /metrics endpoint during a run: requests running and waiting, KV usage."""
+"""Poll a Prometheus /metrics endpoint during a run: requests running and waiting, KV usage,
+and the prefix cache's counters (prompt tokens queried and hit)."""
 
 import asyncio
 import math
@@ -8,11 +9,17 @@ import aiohttp
 
 MAX_METRICS_BYTES = 16 * 2**20  # more of a /metrics body than this is not read
 GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
-          "vllm:kv_cache_usage_perc": "kv_usage", "vllm:gpu_cache_usage_perc": "kv_usage"}
+          "vllm:kv_cache_usage_perc": "kv_usage", "vllm:gpu_cache_usage_perc": "kv_usage",
+          # counters (vLLM V1; the gpu_ names are its releases before 0.10)
+          "vllm:prefix_cache_queries_total": "prefix_queries",
+          "vllm:gpu_prefix_cache_queries_total": "prefix_queries",
+          "vllm:prefix_cache_hits_total": "prefix_hits",
+          "vllm:gpu_prefix_cache_hits_total": "prefix_hits"}
 
 
 def parse_metrics(text: str) -> dict:
-    """{'running', 'waiting', 'kv_usage' (0..1), 'num_gpu_blocks', 'block_size'} as found;
+    """{'running', 'waiting', 'kv_usage' (0..1), 'num_gpu_blocks', 'block_size',
+    'prefix_queries', 'prefix_hits'} as found;
     gauges with several label sets (engines) are summed, usage averaged. A line that is not
     `name{labels} value` (blank, cut short, a value that is no number) is skipped."""
     found: dict[str, list[float]] = {}
@@ -76,6 +83,7 @@ class Scraper:
                     await asyncio.wait_for(stop.wait(), self.interval_s)
                 except TimeoutError:
                     pass
+            await self._sample(session)  # the counters once the last request has answered
 
     async def _sample(self, session: aiohttp.ClientSession) -> None:
         try:
@@ -96,8 +104,20 @@ class Scraper:
         usage, blocks, bsz = peak("kv_usage"), peak("num_gpu_blocks"), peak("block_size")
         tokens = round(usage * blocks * bsz) if None not in (usage, blocks, bsz) else None
         return {"url": self.url, "num_samples": len(self.samples),
+                **self._prefix_cache(),
                 "num_failures": self.num_failures, "last_error": self.last_error,
                 "peak_running": peak("running"), "peak_waiting": peak("waiting"),
                 "peak_kv_usage": usage, "num_gpu_blocks": blocks, "block_size_tokens": bsz,
                 "peak_kv_tokens_in_use": tokens,
                 "kv_capacity_tokens": None if None in (blocks, bsz) else int(blocks * bsz)}
+
+    def _prefix_cache(self) -> dict:
+        """Prompt tokens the server looked up in its prefix cache over the run, and those it
+        found (the counters' rise from the first sample to the last)."""
+        def rise(key):
+            values = [s[key] for s in self.samples if key in s]
+            return round(values[-1] - values[0]) if len(values) >= 2 else None
+        queried, hit = rise("prefix_queries"), rise("prefix_hits")
+        return {"prefix_cache_queried_tokens": queried, "prefix_cache_hit_tokens": hit,
+                "prefix_cache_hit_share": hit / queried if queried and hit is not None
+                else None}

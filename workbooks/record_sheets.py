@@ -133,6 +133,7 @@ def _sweep(ws, row: int, points: Sequence[Mapping], slo_ms: Mapping) -> None:
     _sweep_chart(ws, row + 1, row + 1 + len(points), slo_ms)
 
 
+sweep_section = _sweep  # for a sheet of its own: `servecap load --sweep --xlsx`
 LATENCY_SERIES = ("ttft_p99_ms", "itl_p99_ms", "tpot_p99_ms", "e2e_p99_ms")
 HELPER_GAP = 2  # empty columns between the table and the chart's own cells (not printed)
 

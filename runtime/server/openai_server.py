@@ -118,7 +118,7 @@ class _Api:
         finally:
             watcher.cancel()
             self.serving.cancel(stream)
-        used = p.usage(len(stream.gen.prompt_token_ids), len(tokens))
+        used = p.usage(len(stream.gen.prompt_token_ids), len(tokens), stream.num_cached_tokens)
         body = p.chat_body if chat else p.completion_body
         return body(rid, self.model_name, self.tok.decode(tokens), event.finish_reason, used)
 
@@ -154,7 +154,8 @@ class _Api:
                     break
             if include_usage:
                 obj = "chat.completion.chunk" if chat else "text_completion"
-                used = p.usage(len(stream.gen.prompt_token_ids), num_out)
+                used = p.usage(len(stream.gen.prompt_token_ids), num_out,
+                               stream.num_cached_tokens)
                 yield _sse(p.usage_chunk(rid, name, obj, used))
             yield "data: [DONE]\n\n"
         finally:

@@ -5,8 +5,10 @@ vllm:kv_cache_usage_perc and the older vllm:gpu_cache_usage_perc (a fraction 0..
 name), vllm:num_preemptions_total, vllm:prompt_tokens_total, vllm:generation_tokens_total,
 vllm:request_success_total (counters), vllm:time_to_first_token_seconds,
 vllm:inter_token_latency_seconds, vllm:e2e_request_latency_seconds,
-vllm:request_queue_time_seconds (histograms), vllm:cache_config_info. servecap's own block
-counts are servecap:kv_blocks_total / _used / _free and servecap:kv_block_size_tokens.
+vllm:request_queue_time_seconds, vllm:iteration_tokens_total (tokens per engine step)
+(histograms), vllm:prefix_cache_queries_total / vllm:prefix_cache_hits_total (prompt tokens
+looked up in and served from the prefix cache, counters), vllm:cache_config_info. servecap's
+own block counts are servecap:kv_blocks_total / _used / _free and servecap:kv_block_size_tokens.
 """
 
 import bisect
@@ -17,28 +19,29 @@ TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.
                   5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS_S = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
                  7.5, 10.0, 20.0, 40.0, 80.0)
+ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 E2E_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                  60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 
 
 @dataclass
 class Histogram:
-    buckets_s: tuple[float, ...]
+    buckets: tuple[float, ...]
     counts: list[int] = field(default_factory=list)
     total: float = 0.0
     num: int = 0
 
-    def observe(self, value_s: float) -> None:
+    def observe(self, value: float) -> None:
         if not self.counts:
-            self.counts = [0] * (len(self.buckets_s) + 1)
-        self.counts[bisect.bisect_left(self.buckets_s, value_s)] += 1
-        self.total += value_s
+            self.counts = [0] * (len(self.buckets) + 1)
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.total += value
         self.num += 1
 
     def lines(self, name: str, labels: str) -> list[str]:
-        counts = self.counts or [0] * (len(self.buckets_s) + 1)
+        counts = self.counts or [0] * (len(self.buckets) + 1)
         out, cum = [], 0
-        for edge, count in zip((*self.buckets_s, "+Inf"), counts, strict=True):
+        for edge, count in zip((*self.buckets, "+Inf"), counts, strict=True):
             cum += count
             out.append(f'{name}_bucket{{{labels},le="{edge}"}} {cum}')
         return out + [f"{name}_sum{{{labels}}} {self.total}",
@@ -64,13 +67,16 @@ class ServerMetrics:
         self.lock = threading.Lock()
         self.gauges = Gauges()
         self.counters = {"vllm:num_preemptions_total": 0, "vllm:prompt_tokens_total": 0,
-                         "vllm:generation_tokens_total": 0, "servecap:requests_cancelled_total": 0,
+                         "vllm:generation_tokens_total": 0,
+                         "vllm:prefix_cache_queries_total": 0, "vllm:prefix_cache_hits_total": 0,
+                         "servecap:requests_cancelled_total": 0,
                          "servecap:requests_rejected_total": 0}
         self.success: dict[str, int] = {"length": 0, "stop": 0}
         self.histograms = {"vllm:time_to_first_token_seconds": Histogram(TTFT_BUCKETS_S),
                            "vllm:inter_token_latency_seconds": Histogram(ITL_BUCKETS_S),
                            "vllm:e2e_request_latency_seconds": Histogram(E2E_BUCKETS_S),
-                           "vllm:request_queue_time_seconds": Histogram(E2E_BUCKETS_S)}
+                           "vllm:request_queue_time_seconds": Histogram(E2E_BUCKETS_S),
+                           "vllm:iteration_tokens_total": Histogram(ITERATION_TOKENS_BUCKETS)}
 
     def render(self) -> str:
         with self.lock:

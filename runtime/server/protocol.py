@@ -154,9 +154,12 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def usage(num_prompt: int, num_output: int) -> dict:
+def usage(num_prompt: int, num_output: int, num_cached: int = 0) -> dict:
+    """OpenAI's usage object; prompt_tokens_details.cached_tokens is the prompt tokens the
+    prefix cache served (vLLM sends it with --enable-prompt-tokens-details; servecap always)."""
     return {"prompt_tokens": num_prompt, "completion_tokens": num_output,
-            "total_tokens": num_prompt + num_output}
+            "total_tokens": num_prompt + num_output,
+            "prompt_tokens_details": {"cached_tokens": num_cached}}
 
 
 def completion_chunk(rid: str, model: str, text: str, finish: str | None) -> dict:

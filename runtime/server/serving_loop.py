@@ -66,6 +66,11 @@ class Stream:
         self.waiting = True
         self.done = False
 
+    @property
+    def num_cached_tokens(self) -> int:
+        """Prompt tokens the prefix cache served at admission (0 before it)."""
+        return self.record.num_cached_tokens if self.record is not None else 0
+
     def push(self, event: Event) -> None:
         try:
             self.loop.call_soon_threadsafe(self.events.put_nowait, event)
@@ -142,6 +147,9 @@ class ServingLoop:
             stats = self.engine.step()  # per-request failures are isolated inside
             with self.metrics.lock:
                 self.metrics.counters["vllm:num_preemptions_total"] += stats.num_preempted
+                if stats.num_batched_tokens:
+                    self.metrics.histograms["vllm:iteration_tokens_total"].observe(
+                        stats.num_batched_tokens)
             self._deliver()
         self._publish()
 
@@ -236,12 +244,17 @@ class ServingLoop:
             m.counters["vllm:generation_tokens_total"] += num_new
 
     def _admitted(self, stream: Stream) -> None:
+        """Queue time, and the prefix-cache lookup in vLLM's terms: its prompt tokens queried,
+        the cached ones hit."""
         stream.waiting = False
         with self._lock:
             self._num_waiting -= 1
-        with self.metrics.lock:
-            self.metrics.histograms["vllm:request_queue_time_seconds"].observe(
-                stream.record.admitted_s - stream.arrival_s)
+        record, m = stream.record, self.metrics
+        with m.lock:
+            m.histograms["vllm:request_queue_time_seconds"].observe(
+                record.admitted_s - stream.arrival_s)
+            m.counters["vllm:prefix_cache_queries_total"] += record.num_prompt_tokens
+            m.counters["vllm:prefix_cache_hits_total"] += record.num_cached_tokens
 
     def _finish(self, stream: Stream, event: Event) -> None:
         if stream.waiting:

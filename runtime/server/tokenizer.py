@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+from servecap.ledger.chat import plain_chat_prompt
 from servecap.ledger.errors import SpecError
 
 
@@ -74,11 +75,10 @@ def load_tokenizer(folders: list[Path], vocab_size: int) -> ByteTokenizer | File
 
 
 def chat_prompt(messages) -> str:
-    """A plain role-tagged transcript ending in the assistant's turn. servecap does not run
-    Jinja chat templates, so chat prompts are this template for every model. messages are
-    protocol.Message: content is text, a list of text parts, or none."""
-    lines = [f"{m.role}: {_content(m.content)}" for m in messages]
-    return "\n".join(lines) + "\nassistant:"
+    """ledger.chat's plain role-tagged transcript ending in the assistant's turn. servecap
+    does not run Jinja chat templates, so chat prompts are this template for every model.
+    messages are protocol.Message: content is text, a list of text parts, or none."""
+    return plain_chat_prompt([(m.role, _content(m.content)) for m in messages])
 
 
 def _content(content) -> str:

@@ -1,5 +1,6 @@
 """A real HTTP server that misbehaves: the first path segment names how. POST /MODE/v1/completions
-answers each request in that mode; GET /MODE/metrics serves a /metrics body with blank,
+answers each request in that mode; GET /A+B/v1/models lists models A and B;
+GET /MODE/metrics serves a /metrics body with blank,
 whitespace-only and cut-short lines between valid samples. Runs in a thread of the test."""
 
 import http.server
@@ -55,7 +56,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self._send(200, METRICS, "text/plain")
+        if self.path.endswith("/v1/models"):  # /MODE/v1/models: MODE names the ids, by '+'
+            ids = self.path.strip("/").split("/")[0].split("+")
+            listing = {"object": "list", "data": [{"id": i, "object": "model"} for i in ids]}
+            return self._send(200, json.dumps(listing).encode(), "application/json")
+        return self._send(200, METRICS, "text/plain")
 
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers.get("Content-Length", 0)))

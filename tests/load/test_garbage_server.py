@@ -78,3 +78,14 @@ def test_a_metrics_body_with_blank_and_broken_lines_is_read_around(garbage, tmp_
     assert scraped["num_failures"] == 0 and scraped["num_samples"] >= 1
     assert scraped["peak_running"] == 3 and scraped["peak_waiting"] == 2
     assert scraped["peak_kv_usage"] is None  # 'abc' and NaN are no usage
+
+
+def test_without_model_a_server_of_several_models_is_one_line_listing_them(garbage, tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,8,4\n")
+    out = subprocess.run([sys.executable, "-m", "servecap.cli", "load",
+                          garbage.url("llama-a+qwen-b"), "--trace", str(trace)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--model" in lines[0] and "llama-a, qwen-b" in lines[0]

@@ -41,3 +41,14 @@ def test_plan_imports_neither_the_server_nor_the_client_stack():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_prefix_cache_counters_are_read_in_both_vllm_spellings():
+    """vLLM V1's vllm:prefix_cache_queries/hits (counters, so `_total` on the wire) and the
+    gpu_-prefixed names of its releases before 0.10; engines are summed."""
+    text = ('vllm:prefix_cache_queries_total{engine="0",model_name="m"} 1000.0\n'
+            'vllm:prefix_cache_queries_total{engine="1",model_name="m"} 500.0\n'
+            'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 640.0\n')
+    assert parse_metrics(text) == {"prefix_queries": 1500.0, "prefix_hits": 640.0}
+    old = 'vllm:gpu_prefix_cache_hits_total{model_name="m"} 3.0\n'
+    assert parse_metrics(old) == {"prefix_hits": 3.0}

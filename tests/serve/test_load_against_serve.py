@@ -61,3 +61,50 @@ def test_timeouts_are_counted_not_dropped(server, tmp_path):
     assert run.returncode == 1, run.stderr
     report = json.loads(run.stdout)
     assert report["offered"] == 2 and report["errors"] == {"timeout": 2}
+
+
+def test_without_model_the_servers_only_model_is_used(server, tmp_path):
+    _trace(tmp_path / "trace.csv")
+    run = servecap("load", server.url + "/v1", "--trace", tmp_path / "trace.csv", "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["model"] == "tiny-llama" and report["completed"] == len(TRACE)
+
+
+def test_a_long_enough_run_reports_its_steady_window_with_intervals(server, tmp_path):
+    """The simulator's window (sim/steady.py, sim/measure.py) over what the server did:
+    warm-up and drain cut, each percentile with its 95 % interval."""
+    (tmp_path / "w.yaml").write_text(
+        "name: small\nseed: 3\nnum_requests: 200\narrivals: {kind: poisson, rate_per_s: 25}\n"
+        "prompt_tokens: {kind: uniform, low: 16, high: 64}\n"
+        "output_tokens: {kind: uniform, low: 4, high: 16}\n")
+    run = servecap("load", server.url + "/v1", "--workload", tmp_path / "w.yaml", "--json",
+                   "--metrics", server.url + "/metrics", timeout=120)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    window = report["window"]
+    assert report["completed"] == 200 and report["steady_state"] is True, report
+    assert report["steady_state_reason"] is None and window["measured_requests"] >= 100
+    assert window["measured_requests"] + window["warmup_requests"] + \
+        window["drain_requests"] == 200
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        low, high = window[f"{key}_ci"]["p50"]
+        assert low <= window[key]["p50"] <= high, key
+    low, high = window["achieved_rps_ci"]
+    assert low <= window["achieved_rps"] <= high and window["queue_ms"] is None
+
+
+def test_a_short_run_says_it_is_not_steady_and_why(server, tmp_path):
+    _trace(tmp_path / "trace.csv")
+    report, _, _ = _load(server, tmp_path, "s")
+    assert report["steady_state"] is False and "too few" in report["steady_state_reason"]
+    assert report["window"]["measured_requests"] == len(TRACE)
+
+
+def test_the_report_on_screen_has_the_window_and_the_turns(server, tmp_path):
+    _trace(tmp_path / "trace.csv")
+    run = servecap("load", server.url + "/v1", "--trace", tmp_path / "trace.csv", "--turns",
+                   "2")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert "per turn" in run.stdout and "not at steady state (12 requests" in run.stdout
+    assert "checked against the server's usage: 0 mismatches" in run.stdout

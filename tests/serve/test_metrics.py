@@ -16,8 +16,8 @@ def _metrics(server) -> list[str]:
         return resp.read().decode().splitlines()
 
 
-def _complete(server, max_tokens: int) -> dict:
-    body = json.dumps({"model": "tiny-llama", "prompt": [3, 4, 5], "max_tokens": max_tokens,
+def _complete(server, max_tokens: int, prompt: list[int] = (3, 4, 5)) -> dict:
+    body = json.dumps({"model": "tiny-llama", "prompt": list(prompt), "max_tokens": max_tokens,
                        "ignore_eos": True}).encode()
     req = urllib.request.Request(server.url + "/v1/completions", body,
                                  {"Content-Type": "application/json"})
@@ -40,3 +40,20 @@ def test_counters_and_histograms_follow_a_request(server):
                if line.startswith("vllm:inter_token_latency_seconds_bucket")]
     assert buckets == sorted(buckets) and buckets[-1] >= 10  # cumulative, +Inf holds all gaps
     assert 0 <= server.metric("vllm:kv_cache_usage_perc") <= 1
+
+
+def test_a_repeated_prompt_reports_its_cached_tokens_in_usage_and_metrics(server):
+    """usage.prompt_tokens_details.cached_tokens and vLLM's prefix_cache_queries/hits: the
+    second send of a 40-token prompt finds its full 16-token blocks in the prefix cache."""
+    prompt = [(7 * i + 11) % 200 for i in range(40)]
+    queries = server.metric("vllm:prefix_cache_queries_total")
+    hits = server.metric("vllm:prefix_cache_hits_total")
+    first = _complete(server, 2, prompt)["usage"]
+    second = _complete(server, 2, prompt)["usage"]
+    assert first["prompt_tokens"] == second["prompt_tokens"] == 40
+    assert first["prompt_tokens_details"]["cached_tokens"] == 0
+    assert 32 <= second["prompt_tokens_details"]["cached_tokens"] < 40
+    assert server.metric("vllm:prefix_cache_queries_total") == queries + 80
+    assert server.metric("vllm:prefix_cache_hits_total") == \
+        hits + second["prompt_tokens_details"]["cached_tokens"]
+    assert server.metric("vllm:iteration_tokens_total_count") >= 2

@@ -1,0 +1,69 @@
+"""--calibration-out from a real server: the simulator's step model (sim/calibrate.py, the one
+fit) fitted to the server's steps as the token stream shows them.
+
+The stream is request-level data: an OpenAI server says when each token reached the client,
+not when its engine stepped, and a client reads tokens in bursts (several chunks in one
+read), so a single gap is no step's time. Each answered request gives two samples instead:
+- its first token: arrival to first token (its prefill step, queueing and the network
+  included), with its prompt as the prefill and the other requests decoding meanwhile;
+- its decode: its TPOT as the mean step, with the mean batch over its decode (each other
+  request weighted by the share of the span it was decoding) at their mean context.
+Assumed: a prompt is prefilled in one step and no prefix-cache hit shortens it. vLLM's
+/metrics has no per-iteration times (vllm:iteration_tokens_total counts tokens), so this is
+what a server that is not servecap's own can be calibrated from.
+"""
+
+from servecap.sim.calibrate import fit_step_model
+from servecap.sim.state import DONE, Seq
+
+SOURCE = ("request-level: each request's first-token and mean decode step from the "
+          "streamed token times (no iteration-level timing from the server)")
+
+
+def reconstructed_steps(seqs: list[Seq]) -> list[dict]:
+    """StepSample dicts (sim.calibrate.SAMPLE_KEYS), two per request: its first token's step
+    (arrival to first token: its prefill, with the requests decoding meanwhile) and its mean
+    decode step (its TPOT, with the mean batch over its decode). Means, because a client
+    reads tokens in bursts (several chunks in one read): a single gap is no step's time."""
+    done = [s for s in seqs if s.state == DONE and len(s.prefill_token_s) > 1]
+    samples = []
+    for seq in done:
+        times, req = seq.prefill_token_s, seq.req
+        n = len(times) - 1
+        count, context = _in_flight(done, req.arrival_s, times[0], seq)
+        samples.append(_sample(times[0] - req.arrival_s, req.prompt_tokens, count, context))
+        count, context = _in_flight(done, times[0], times[-1], seq)
+        samples.append(_sample((times[-1] - times[0]) / n, 0, count + 1,
+                               context + req.prompt_tokens + (n + 1) / 2))
+    return samples
+
+
+def _in_flight(done: list[Seq], a: float, b: float, me: Seq) -> tuple[float, float]:
+    """(mean decoding requests, their summed mean context tokens) of the others over
+    [a, b], each weighted by the share of the span it was decoding."""
+    span = max(b - a, 1e-12)
+    count = context = 0.0
+    for other in done:
+        if other is me:
+            continue
+        first, last = other.prefill_token_s[0], other.prefill_token_s[-1]
+        share = max(0.0, min(b, last) - max(a, first)) / span
+        if share:
+            count += share
+            context += share * (other.req.prompt_tokens + len(other.prefill_token_s) / 2)
+    return count, context
+
+
+def _sample(duration: float, prefill: int, decodes: float, context: float) -> dict:
+    return {"duration_s": duration, "num_prefill_tokens": prefill,
+            "num_decode_tokens": decodes,
+            "prefill_attention_tokens": prefill * (prefill + 1) // 2,
+            "decode_context_tokens": context, "num_seqs": decodes + (1 if prefill else 0)}
+
+
+def calibrate_from_stream(seqs: list[Seq], constants: dict) -> dict:
+    """fit_step_model's fit (what `simulate --coefficients` reads) of the reconstructed
+    steps, with its source and the number of steps."""
+    steps = reconstructed_steps(seqs)
+    fitted = fit_step_model(steps, constants)
+    return fitted | {"source": SOURCE, "num_steps": len(steps)}
