@@ -7,8 +7,12 @@ import typer
 
 Opt = typer.Option
 
+OUTPUT = "Output"
 Model = Annotated[str, typer.Argument(help="Bundled model name (servecap models), a model YAML, "
                                       "a config.json or a model directory.")]
+OptionalModel = Annotated[str | None, typer.Argument(
+    help="Bundled model name (servecap models), a model YAML, a config.json, a model directory "
+    "or a Hub id; may come from --scenario instead.", show_default=False)]
 Device = Annotated[str | None, Opt(help="Catalog name (h100-80gb: bandwidth and FLOPS known) or "
                                    "a size (80GiB) with --bandwidth and --flops.")]
 Bandwidth = Annotated[str | None, Opt(help="Memory bandwidth, e.g. 2000GB/s (decimal, as vendors "

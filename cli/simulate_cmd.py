@@ -12,8 +12,10 @@ from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
-    DEFAULT_WATERMARK,
 )
+from servecap.scenario import simulation
+from servecap.scenario.spec import DEFAULT as D
+from servecap.scenario.spec import Scenario
 from servecap.sim.deploy import run_deployment
 from servecap.sim.records import (
     RECORD_COLUMNS,
@@ -32,7 +34,8 @@ from .cost_cmd import cost
 from .errors import handle_errors
 from .files import check_output_files, refuse_inputs, write_csv
 from .plan_cmd import print_fetch_report
-from .sim_inputs import Setup, SimFlags, build_setup
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
+from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
 from .sim_view import render_simulation
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
@@ -40,39 +43,45 @@ from .speculate_cmd import speculate
 from .sweep_cmd import sweep
 
 
-def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
-             flops: o.Flops = None, step_overhead: o.StepOverhead = "0ms",
+def simulate(ctx: typer.Context, model: o.OptionalModel = None, device: o.Device = None,
+             bandwidth: o.Bandwidth = None,
+             flops: o.Flops = None, step_overhead: o.StepOverhead = D.simulator.step_overhead,
              coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
              trace: o.Trace = None, policy: o.Policy = None, context: o.Context = None,
              weight_dtype: o.WeightDtype = None, kv_dtype: o.KvDtype = None,
              block_size: o.BlockSize = DEFAULT_BLOCK_SIZE_TOKENS,
              max_num_batched_tokens: o.MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS,
              max_num_seqs: o.MaxSeqs = DEFAULT_MAX_NUM_SEQS,
-             watermark: o.Watermark = DEFAULT_WATERMARK,
-             preemption: o.Preemption = "recompute", prefix_caching: o.PrefixCaching = True,
+             watermark: o.Watermark = D.scheduler.watermark,
+             preemption: o.Preemption = D.scheduler.preemption_mode,
+             prefix_caching: o.PrefixCaching = D.scheduler.enable_prefix_caching,
              slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
              percentiles: o.Percentiles = None,
-             replicas: o.Replicas = 1, router: o.Router = "least-tokens",
-             disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
+             replicas: o.Replicas = D.simulator.replicas, router: o.Router = D.simulator.router,
+             disaggregate: o.Disaggregate = None,
+             kv_transfer: o.KvTransfer = D.simulator.kv_transfer,
              runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
              num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
-             draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
+             draft_length: o.DraftLength = D.speculative.num_speculative_tokens,
+             acceptance: o.Acceptance = D.speculative.acceptance,
              speculate_max_batch: o.SpeculateMaxBatch = None,
-             scheduling: o.Scheduling = "fcfs",
+             scheduling: o.Scheduling = D.scheduler.scheduling_policy,
              tensor_parallel_size: o.TensorParallel = 1,
              pipeline_parallel_size: o.PipelineParallel = 1,
              speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
-             step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, seeds: o.Seeds = 1,
+             step_time_cv: o.StepTimeCv = None, seed: o.Seed = D.simulator.seed,
+             seeds: o.Seeds = D.simulator.seeds,
              rate: o.Rate = None, num_requests: o.SimNumRequests = None,
              input_len: o.InputLen = None, output_len: o.OutputLen = None,
              expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
-                 "timestamp).")] = None,
+                 "timestamp).", rich_help_panel=o.OUTPUT)] = None,
              token_times_path: Annotated[Path | None, typer.Option(
                  "--token-times", help="Write one CSV row per generated token (its ready "
-                 "time and the gap before it).")] = None,
-             xlsx: o.Xlsx = None, force: o.Force = False, verbose: o.Verbose = False) -> None:
+                 "time and the gap before it).", rich_help_panel=o.OUTPUT)] = None,
+             xlsx: o.Xlsx = None, force: o.Force = False, verbose: o.Verbose = False,
+             scenario_file: ScenarioFile = None, save_scenario: SaveScenario = None) -> None:
     """Simulate the scheduler over a workload: latency percentiles, throughput, goodput.
 
     The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
@@ -91,7 +100,7 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
     Workload and trace formats: workloads/README.md; the JSON contract: docs/simulate.md.
     """
     flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, trace,
-                     tuple(policy or ("continuous",)), context, weight_dtype, kv_dtype,
+                     tuple(policy or D.simulator.policies), context, weight_dtype, kv_dtype,
                      block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
                      prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
                      disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
@@ -100,14 +109,18 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
                      concurrency, step_time_cv, seed, expert_parallel,
                      percentiles=percentiles, rate=rate, num_requests=num_requests,
                      input_len=input_len, output_len=output_len)
-    check_outputs(flags, records_path, token_times_path, xlsx, force)
-    setup = build_setup(model, flags)
+    scenario = merged(ctx, sim_scenario(model, flags, seeds), SIM_PATHS, scenario_file,
+                      verbose)
+    check_outputs(scenario, records_path, token_times_path, xlsx, force)
+    setup = simulation.setup(scenario)
     if verbose:
         print_fetch_report(setup.hub)
-    report, outcomes = run_simulation(setup, num_seeds=seeds)
+    report, outcomes = run_simulation(setup, num_seeds=scenario.simulator.seeds)
     write_files(outcomes, records_path, token_times_path)
+    save(scenario, save_scenario)
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
-        write_simulated_workbook(model, flags, setup, report["policies"][-1], xlsx, force,
+        write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup,
+                                 report["policies"][-1], xlsx, force,
                                  f"{report['num_requests']} requests")
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
@@ -156,18 +169,20 @@ def write_files(outcomes: list, records_path: Path | None,
             "--token-times")
 
 
-def check_outputs(flags: SimFlags, records_path: Path | None, token_times_path: Path | None,
-                  xlsx: Path | None, force: bool) -> None:
+def check_outputs(scenario: Scenario, records_path: Path | None,
+                  token_times_path: Path | None, xlsx: Path | None, force: bool) -> None:
     """Every output file must be writable, and none may be an input, before anything is
     simulated."""
-    inputs = (flags.workload, flags.trace, flags.coefficients)
+    inputs = tuple(None if p is None else Path(p) for p in (
+        scenario.workload.file, scenario.workload.trace, scenario.simulator.coefficients))
     refuse_inputs({"--records": records_path, "--token-times": token_times_path,
                    "--xlsx": xlsx}, inputs)
     check_output_files({"--records": records_path, "--token-times": token_times_path}, inputs,
                        force)
     if xlsx is not None:
-        if len(flags.policies) > 1:
-            raise SpecError("--xlsx", ", ".join(flags.policies), "the Latency record holds "
+        policies = scenario.simulator.policies
+        if len(policies) > 1:
+            raise SpecError("--xlsx", ", ".join(policies), "the Latency record holds "
                             "one run: give one --policy")
         check_target(xlsx, force)
 
