@@ -14,8 +14,10 @@ from pydantic import TypeAdapter, ValidationError
 from servecap.ledger.errors import SpecError
 from servecap.model_configs.reading import parse_yaml, read_text
 
-from .spec import SECTIONS, Scenario
+from .spec import SECTIONS, Scenario, get, with_values
 
+PATHS = ("workload.file", "workload.trace", "simulator.coefficients", "model.name",
+         "speculative.model", "runtime.weights")  # relative to the scenario file
 HEADER = ("# servecap scenario: one deployment question (docs/scenario.md). null: not given,\n"
           "# the default applies where it is derived.\n")
 
@@ -37,7 +39,33 @@ def load_scenario(path: Path) -> Scenario:
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "a scenario is a mapping of "
                         "sections: " + ", ".join(SECTIONS)).at(where)
-    return from_dict(data, where)
+    return _paths(from_dict(data, where), Path(path).parent, _from_file)
+
+
+def _paths(scenario: Scenario, folder: Path, move) -> Scenario:
+    """Each relative path a scenario names, re-based between the scenario's folder and the
+    working directory (absolute paths and bundled model names are left as they are)."""
+    values = {}
+    for name in PATHS:
+        value = get(scenario, name)
+        if isinstance(value, str) and not os.path.isabs(value):
+            moved = move(value, folder)
+            if moved != value:
+                values[name] = moved
+    return with_values(scenario, values)
+
+
+def _from_file(value: str, folder: Path) -> str:
+    """A path written relative to the scenario file, as seen from the working directory."""
+    joined = os.path.normpath(os.path.join(folder, value))
+    return joined if os.path.exists(joined) else value  # else a bundled name or a Hub id
+
+
+def _to_file(value: str, folder: Path) -> str:
+    """A path from the working directory, written relative to the scenario file's folder."""
+    if not os.path.exists(value):
+        return value  # a bundled model name or a Hub id
+    return os.path.relpath(value, folder)
 
 
 def from_dict(data: dict, where: str = "scenario") -> Scenario:
@@ -99,7 +127,7 @@ def save_scenario(scenario: Scenario, path: Path, field: str = "--save-scenario"
         raise SpecError(field, str(path), f"a writable path ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(dump(scenario))
+            handle.write(dump(_paths(scenario, parent, _to_file)))
         os.replace(tmp, path)
     except OSError as exc:
         os.unlink(tmp)

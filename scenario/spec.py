@@ -175,7 +175,7 @@ class Slo:
     ttft: Text | None = None
     tpot: Text | None = None
     e2e: Text | None = None
-    target: Fraction | None = None
+    target: Fraction = 0.9
     percentiles: Text | None = None
 
 
@@ -203,7 +203,8 @@ class Speculative:
 class Simulator:
     """How the simulator runs the question: the scheduler policies compared, the step model
     (a coefficients file, speed of light, a fixed overhead, a spread and its seeds) and the
-    fleet (replicas behind a router, or disaggregated prefill:decode pools)."""
+    fleet (replicas behind a router, or disaggregated prefill:decode pools); a sweep's offered
+    rates ('1,2,4'; None: num_rates evenly up to saturation)."""
 
     __pydantic_config__ = _FORBID
     policies: tuple[Text, ...] = ("continuous",)
@@ -217,6 +218,27 @@ class Simulator:
     router: Text = "least-tokens"
     disaggregate: Text | None = None
     kv_transfer: Text = "50GB/s"
+    rates: Text | None = None
+    num_rates: Count = 10
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How `servecap verify` runs the question on a device: where (cpu, cuda, cuda:N), a copy
+    with only the first num_layers, each declared request's output tokens, the seed of weights
+    and prompts, a local safetensors folder (None: seeded random weights), arrivals in real
+    time (None: with a workload or trace), admission (reserve or optimistic) and the ceiling
+    probe."""
+
+    __pydantic_config__ = _FORBID
+    run_on: Text = "cpu"
+    num_layers: Count | None = None
+    output_tokens: Count = 16
+    seed: Zero = 0
+    weights: Text | None = None
+    realtime: StrictBool | None = None
+    admission: Text = "reserve"
+    probe: StrictBool = True
 
 
 @dataclass(frozen=True)
@@ -237,6 +259,7 @@ class Scenario:
     prices: Prices = field(default_factory=Prices)
     speculative: Speculative = field(default_factory=Speculative)
     simulator: Simulator = field(default_factory=Simulator)
+    runtime: Runtime = field(default_factory=Runtime)
 
 
 SECTIONS = tuple(f.name for f in fields(Scenario))

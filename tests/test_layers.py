@@ -16,8 +16,9 @@ ALLOWED_INTERNAL = {
     "workbooks": {"ledger", "workbooks", "model_configs", "sim"},
     "runtime": {"ledger", "runtime", "model_configs", "sim"},
     "load": {"ledger", "sim", "model_configs", "load"},
-    # a Scenario is below cli/ and above ledger/ and sim/: the library runs without the CLI
-    "scenario": {"ledger", "model_configs", "sim", "scenario"},
+    # a Scenario is below cli/ and above ledger/ and sim/: the library runs without the CLI;
+    # a verification runs the runtime (imported when one runs: see below)
+    "scenario": {"ledger", "model_configs", "sim", "scenario", "runtime"},
 }
 CLI_ONLY = {"typer", "click", "rich"}
 
@@ -56,6 +57,15 @@ def test_scenario_does_not_need_the_cli_libraries() -> None:
     for path in _files("scenario"):
         tops = {name.split(".")[0] for name in _imports(path)}
         assert not tops & CLI_ONLY, f"{path} imports {tops & CLI_ONLY}"
+
+
+def test_scenario_imports_the_runtime_only_when_a_verification_runs() -> None:
+    for path in _files("scenario"):
+        tree = ast.parse(path.read_text())
+        top = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+        assert not {m for m in top if m.startswith("servecap.runtime")}, path
+        if path.name != "verification.py":
+            assert not {n for n in _imports(path) if n.startswith("servecap.runtime")}, path
 
 
 @pytest.mark.parametrize("folder", ["ledger", "model_configs", "sim", "workbooks", "cli",

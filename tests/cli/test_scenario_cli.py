@@ -12,6 +12,8 @@ from servecap.cli.plan_cmd import plan
 from servecap.cli.scenario_opts import unmapped
 from servecap.cli.sim_inputs import SIM_PATHS
 from servecap.cli.simulate_cmd import simulate
+from servecap.cli.sweep_cmd import SWEEP_PATHS, sweep
+from servecap.cli.verify_cmd import VERIFY_PATHS, verify
 from servecap.scenario.spec import paths
 
 runner = CliRunner()
@@ -92,10 +94,72 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
             assert needle in line
 
 
-@pytest.mark.parametrize(("command", "mapping"), [(plan, PLAN_PATHS), (simulate, SIM_PATHS)])
+@pytest.mark.parametrize(("command", "mapping"), [(plan, PLAN_PATHS), (simulate, SIM_PATHS),
+                                                  (sweep, SWEEP_PATHS),
+                                                  (verify, VERIFY_PATHS)])
 def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
-               "save_scenario", "records_path", "token_times_path", "vllm_line"}
+               "save_scenario", "records_path", "token_times_path", "vllm_line",
+               "calibration_out", "inject_oom"}
     assert unmapped(command, mapping, outputs) == set()
     known = set(paths())
     assert {p for targets in mapping.values() for p in targets} <= known
+
+
+WORKLOAD = {"seed": 5, "num_requests": 60, "arrivals": {"kind": "poisson", "rate_per_s": 1},
+            "prompt_tokens": {"kind": "uniform", "low": 500, "high": 1500},
+            "output_tokens": {"kind": "uniform", "low": 50, "high": 150}}
+
+
+def test_a_workload_path_is_kept_relative_to_the_scenario_file(tmp_path, monkeypatch):
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loads").mkdir()
+    (tmp_path / "loads" / "w.yaml").write_text(yaml.safe_dump(WORKLOAD))
+    (tmp_path / "conf").mkdir()
+    first = invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload",
+                   "loads/w.yaml", "--json", "--save-scenario", "conf/s.yaml")
+    assert yaml.safe_load((tmp_path / "conf" / "s.yaml").read_text())["workload"]["file"] \
+        == "../loads/w.yaml"
+    assert invoke("simulate", "--scenario", "conf/s.yaml", "--json").stdout == first.stdout
+    monkeypatch.chdir(tmp_path / "conf")  # the file still finds its workload from elsewhere
+    moved = json.loads(invoke("simulate", "--scenario", "s.yaml", "--json").stdout)
+    assert moved["policies"][0]["completed"] == json.loads(first.stdout)["policies"][0][
+        "completed"]
+
+
+def test_sweep_saved_then_run_from_the_file_prints_the_same_json(tmp_path):
+    import yaml
+
+    workload, saved = tmp_path / "w.yaml", tmp_path / "s.yaml"
+    workload.write_text(yaml.safe_dump(WORKLOAD))
+    first = invoke("sweep", "llama-3.1-8b", "--device", "h100-80gb", "--workload",
+                   str(workload), "--rates", "1,4", "--slo-ttft", "500ms", "--target", "0.8",
+                   "--json", "--save-scenario", str(saved))
+    again = invoke("sweep", "--scenario", str(saved), "--json")
+    assert again.stdout == first.stdout
+    assert [p["rate_per_s"] for p in json.loads(again.stdout)["points"]] == [1.0, 4.0]
+    faster = json.loads(invoke("sweep", "--scenario", str(saved), "--rates", "2",
+                               "--json").stdout)
+    assert [p["rate_per_s"] for p in faster["points"]] == [2.0]
+
+
+def test_verify_saved_then_run_from_the_file_plans_and_runs_the_same(tmp_path):
+    pytest.importorskip("torch")
+    saved = tmp_path / "v.yaml"
+    args = ["tiny-llama", "--device", "cpu", "--device-memory", "16MiB", "--context", "64",
+            "--concurrency", "3", "--output-tokens", "8", "--no-probe"]
+    first = json.loads(invoke("verify", *args, "--json", "--save-scenario", str(saved)).stdout)
+    again = json.loads(invoke("verify", "--scenario", str(saved), "--json").stdout)
+
+    def planned(report):  # what the scenario decides; the rest is measured on this run
+        return ([(line["line"], line["predicted_bytes"]) for line in report["lines"]],
+                report["predicted_ceiling_requests"], report["device_bytes"],
+                report["model"], report["tensor_parallel_size"])
+    assert planned(again) == planned(first)
+    assert again["ceiling_probe"] == first["ceiling_probe"]
+    wider = json.loads(invoke("verify", "--scenario", str(saved), "--concurrency", "2",
+                              "--json").stdout)
+    assert wider["predicted_ceiling_requests"] == first["predicted_ceiling_requests"]
+    assert planned(wider) != planned(first)  # the KV line holds two requests, not three
