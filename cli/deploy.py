@@ -23,10 +23,11 @@ Mes = functools.partial(Opt, rich_help_panel="Measured lines (replace an estimat
 class DeployFlags:
     """The deployment flags as typed (vLLM's / SGLang's / TensorRT-LLM's own names)."""
 
-    tensor_parallel_size: Annotated[int, Par("--tensor-parallel-size", "-tp", help="GPUs "
+    tensor_parallel_size: Annotated[int, Par("--tensor-parallel-size", "-tp", "--tp", help="GPUs "
                                              "that shard each layer.")] = 1
-    pipeline_parallel_size: Annotated[int, Par("--pipeline-parallel-size", "-pp", help="GPUs "
-                                               "that split the layers into stages.")] = 1
+    pipeline_parallel_size: Annotated[int, Par("--pipeline-parallel-size", "-pp", "--pp",
+                                               help="GPUs that split the layers into "
+                                               "stages.")] = 1
     data_parallel_size: Annotated[int, Par("--data-parallel-size", "-dp", help="Replicas of "
                                            "the whole tp x pp group.")] = 1
     engine: Annotated[str, Eng(help="Budget semantics: plain (the seed ledger), vllm, sglang, "

@@ -7,6 +7,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.serve import DEFAULT_MAX_NUM_SEQS, ServeSpec
 from servecap.model_configs import LoadedModel
 from servecap.scenario import serving
+from servecap.scenario.deployment import deployment, file_overrides, load
 from servecap.scenario.engine import engine_text, implied_engine
 from servecap.scenario.spec import (
     DEFAULT,
@@ -18,6 +19,8 @@ from servecap.scenario.spec import (
     Scenario,
     Scheduler,
 )
+
+from .deploy import DeployFlags, deploy_sections
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,6 @@ def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
     memory = Memory(runtime_peak=flags.runtime_peak, safety=flags.safety)
     parallel = DEFAULT.parallel
     if deploy is not None:
-        from .deploy import deploy_sections
-
         engine, memory, parallel, own_seqs = deploy_sections(deploy, memory)
         seqs = own_seqs if own_seqs is not None else seqs
     return Scenario(
@@ -92,8 +93,6 @@ PLAN_PATHS = {
 def plan_flags_of(scenario: Scenario):
     """A Scenario as plan's MODEL, PlanFlags and DeployFlags (for the workbook, which reads
     them)."""
-    from .deploy import DeployFlags
-
     s, sched = scenario, scenario.scheduler
     vllm = implied_engine(s) == "vllm"
     flags = PlanFlags(
@@ -149,3 +148,17 @@ def parse_lengths(text: str | None) -> tuple[int, ...] | None:
 def _is_count(text: str) -> bool:
     """ASCII digits only ('²'.isdigit() is True), and few enough to be a token count."""
     return text.isascii() and text.isdigit() and len(text) <= 18
+
+
+def deployment_from_flags(model: str | None, flags: PlanFlags,
+                          deploy=None, loaded: LoadedModel | None = None):
+    """Every rank's ledger for these flags (scenario/deployment.py)."""
+    return deployment(plan_scenario(model, flags, deploy), loaded)
+
+
+def plan_parts(model: str | None, flags: PlanFlags):
+    """What build_plan is called with: the model as flagged, the deployment, file weights."""
+    scenario = plan_scenario(model, flags)
+    loaded = load(scenario)
+    return (serving.model_spec(scenario, loaded), serving.serve_spec(scenario, loaded),
+            file_overrides(scenario, loaded))

@@ -8,18 +8,21 @@ from typing import Annotated
 
 import typer
 
-from servecap.ledger.model import ModelSpec
-from servecap.ledger.plan import Overrides
-from servecap.ledger.serve import ServeSpec
 from servecap.model_configs import LoadedModel
-from servecap.scenario.deployment import deployment, file_overrides, load
+from servecap.scenario.deployment import deployment, load
 from servecap.scenario.deployment import plan as scenario_plan
 from servecap.scenario.serving import model_spec
-from servecap.scenario.serving import serve_spec as scenario_serve_spec
 
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
-from .inputs import PLAN_PATHS, PlanFlags, plan_flags_of, plan_scenario
+from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-exported)
+    PLAN_PATHS,
+    PlanFlags,
+    deployment_from_flags,
+    plan_flags_of,
+    plan_parts,
+    plan_scenario,
+)
 from .plan_json import deployment_to_dict, source_to_dict
 from .scenario_opts import SaveScenario, ScenarioFile, VllmLine, launch_line, merged, save
 
@@ -52,7 +55,8 @@ def plan(
                                       "device (10%). Default 10%.")] = None,
     weight_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8, int4, fp4. Default: "
                                             "the checkpoint's.")] = None,
-    kv_dtype: Annotated[str | None, Rep(help="KV cache dtype: bf16, fp16, fp8, int8, int4.")]
+    kv_dtype: Annotated[str | None, Rep("--kv-dtype", "--kv-cache-dtype", help="KV cache "
+                                        "dtype: bf16, fp16, fp8, int8, int4.")]
     = None,
     activation_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8.")] = None,
     block_size: Annotated[int | None, Dev(help="Paged KV block size in tokens (vLLM default "
@@ -160,12 +164,6 @@ def plan_from_flags(model: str | None, flags: PlanFlags):
     return deployment_from_flags(model, flags).plan
 
 
-def deployment_from_flags(model: str | None, flags: PlanFlags,
-                          deploy: DeployFlags = NO_DEPLOY, loaded: LoadedModel | None = None):
-    """Every rank's ledger for these flags (scenario/deployment.py)."""
-    return deployment(plan_scenario(model, flags, deploy), loaded)
-
-
 def deployment_parts(model: str, flags: PlanFlags, deploy: DeployFlags):
     """The model as flagged, its deployment with one resident request (what the simulator
     sizes its KV pool and prices its steps from: the same ledger plan prints) and where a Hub
@@ -174,14 +172,6 @@ def deployment_parts(model: str, flags: PlanFlags, deploy: DeployFlags):
     loaded = load(scenario)
     return (model_spec(scenario, loaded), deployment(scenario, loaded, concurrency=1),
             loaded.hub)
-
-
-def plan_parts(model: str | None, flags: PlanFlags) -> tuple[ModelSpec, ServeSpec, Overrides]:
-    """What build_plan is called with: the model as flagged, the deployment, file weights."""
-    scenario = plan_scenario(model, flags)
-    loaded = load(scenario)
-    return (model_spec(scenario, loaded), scenario_serve_spec(scenario, loaded),
-            file_overrides(scenario, loaded))
 
 
 def _load(model: str | None) -> LoadedModel:
