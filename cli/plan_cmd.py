@@ -97,6 +97,8 @@ def plan(
       servecap plan ./model-dir --device h100-80gb --kv-dtype fp8 --json
       servecap plan llama-3.1-70b-instruct --device h100-80gb -tp 4 --engine vllm
       servecap plan Qwen/Qwen3-32B --device h100-80gb -v   # Hub id: reads only headers
+      servecap plan --device h100-80gb -- vllm serve ./model-dir -tp 2 --max-model-len 8k
+      servecap plan --scenario chat.yaml --context 4096 -v   # a saved scenario, one flag over
 
     Exit 0 when the declared load fits, 1 when it does not, 2 for bad input.
     """

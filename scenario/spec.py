@@ -223,6 +223,28 @@ class Simulator:
 
 
 @dataclass(frozen=True)
+class Search:
+    """The space `servecap search` tries, each axis as a comma-separated list (devices by
+    catalog name or unique prefix; None: every replica count --max-gpus allows, the
+    checkpoint's dtypes), and whether it prunes by monotonicity and bisects capacities."""
+
+    __pydantic_config__ = _FORBID
+    devices: Text | None = None
+    tensor_parallel_sizes: Text = "1,2,4,8"
+    pipeline_parallel_sizes: Text = "1"
+    replicas: Text | None = None
+    weight_dtypes: Text | None = None
+    kv_dtypes: Text | None = None
+    max_num_seqs: Text = "128,256"
+    max_num_batched_tokens: Text = "2048,8192"
+    disaggregate: Text = "1:1,1:2,2:1"
+    max_gpus: Count = 8
+    policy: Text = "chunked-prefill"
+    prune: StrictBool = True
+    capacity: StrictBool = True
+
+
+@dataclass(frozen=True)
 class Runtime:
     """How `servecap verify` runs the question on a device: where (cpu, cuda, cuda:N), a copy
     with only the first num_layers, each declared request's output tokens, the seed of weights
@@ -260,6 +282,7 @@ class Scenario:
     speculative: Speculative = field(default_factory=Speculative)
     simulator: Simulator = field(default_factory=Simulator)
     runtime: Runtime = field(default_factory=Runtime)
+    search: Search = field(default_factory=Search)
 
 
 SECTIONS = tuple(f.name for f in fields(Scenario))

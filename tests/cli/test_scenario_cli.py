@@ -7,9 +7,11 @@ import pytest
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
+from servecap.cli.fit_cmd import fit
 from servecap.cli.inputs import PLAN_PATHS
 from servecap.cli.plan_cmd import plan
 from servecap.cli.scenario_opts import unmapped
+from servecap.cli.search_cmd import SEARCH_PATHS, search
 from servecap.cli.sim_inputs import SIM_PATHS
 from servecap.cli.simulate_cmd import simulate
 from servecap.cli.sweep_cmd import SWEEP_PATHS, sweep
@@ -96,11 +98,13 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
 
 @pytest.mark.parametrize(("command", "mapping"), [(plan, PLAN_PATHS), (simulate, SIM_PATHS),
                                                   (sweep, SWEEP_PATHS),
-                                                  (verify, VERIFY_PATHS)])
+                                                  (verify, VERIFY_PATHS),
+                                                  (search, SEARCH_PATHS),
+                                                  (fit, PLAN_PATHS)])
 def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
                "save_scenario", "records_path", "token_times_path", "vllm_line",
-               "calibration_out", "inject_oom"}
+               "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to"}
     assert unmapped(command, mapping, outputs) == set()
     known = set(paths())
     assert {p for targets in mapping.values() for p in targets} <= known
@@ -163,3 +167,35 @@ def test_verify_saved_then_run_from_the_file_plans_and_runs_the_same(tmp_path):
                               "--json").stdout)
     assert wider["predicted_ceiling_requests"] == first["predicted_ceiling_requests"]
     assert planned(wider) != planned(first)  # the KV line holds two requests, not three
+
+
+def test_search_saved_then_run_from_the_file_gives_the_same_report(tmp_path):
+    import yaml
+
+    workload, saved = tmp_path / "w.yaml", tmp_path / "s.yaml"
+    workload.write_text(yaml.safe_dump(WORKLOAD))
+    args = ["llama-3.1-8b", "--workload", str(workload), "--rate", "6", "--slo-ttft", "500ms",
+            "--slo-itl", "30ms", "--devices", "l4-24gb,a100-80gb", "--tp", "1,2",
+            "--max-gpus", "4", "--max-num-seqs", "64", "--max-num-batched-tokens", "2048",
+            "--disaggregate", "1:1", "--no-capacity"]
+    first = json.loads(invoke("search", *args, "--workers", "1", "--json",
+                              "--save-scenario", str(saved)).stdout)
+    again = json.loads(invoke("search", "--scenario", str(saved), "--workers", "1",
+                              "--json").stdout)
+    for report in (first, again):  # wall and CPU time: the figures measured on each run
+        report.pop("elapsed_s"), report["space"].pop("worker_cpu_s")
+    assert again == first
+    assert first["cheapest"]["max_num_seqs"] == 64
+    missing = runner.invoke(app, ["search", "llama-3.1-8b", "--rate", "6"])
+    assert missing.exit_code == 2 and "--workload is missing" in missing.stderr
+
+
+def test_fit_saved_then_run_from_the_file_gives_the_same_answer(tmp_path):
+    saved = tmp_path / "f.yaml"
+    args = ["llama-3.1-8b", "--device", "40GiB", "--context", "32768"]
+    first = invoke("fit", *args, "--json", "--save-scenario", str(saved))
+    assert invoke("fit", "--scenario", str(saved), "--json").stdout == first.stdout
+    shorter = json.loads(invoke("fit", "--scenario", str(saved), "--context", "8192",
+                                "--json").stdout)
+    assert shorter["max_concurrency_requests"] > json.loads(first.stdout)[
+        "max_concurrency_requests"]
