@@ -1,10 +1,18 @@
 """The typer options `simulate` and `sweep` share, declared once, each in its help panel."""
 
 import functools
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+)
+from servecap.scenario.spec import DEFAULT as D
 
 Opt = typer.Option
 MODEL, DEPLOYMENT, ENGINE = "Model and device", "Deployment", "Engine (vLLM's knobs)"
@@ -137,3 +145,55 @@ OutputLen = Annotated[int | None, Wkl(help="Fixed output tokens per request (wit
 Seeds = Annotated[int, Stp("--seeds", help="Runs with step-time seeds --seed, +1, ...: a "
                            "step-time spread (--step-time-cv) is sampled over N draws, pooled "
                            "in the figures and their intervals.")]
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """The options simulate and sweep share (each in its panel), received as one value."""
+
+    device: Device = None
+    bandwidth: Bandwidth = None
+    flops: Flops = None
+    step_overhead: StepOverhead = D.simulator.step_overhead
+    coefficients: CoefficientsFile = None
+    workload: Workload = None
+    context: Context = None
+    weight_dtype: WeightDtype = None
+    kv_dtype: KvDtype = None
+    block_size: BlockSize = DEFAULT_BLOCK_SIZE_TOKENS
+    max_num_batched_tokens: MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: MaxSeqs = DEFAULT_MAX_NUM_SEQS
+    watermark: Watermark = D.scheduler.watermark
+    preemption: Preemption = D.scheduler.preemption_mode
+    prefix_caching: PrefixCaching = D.scheduler.enable_prefix_caching
+    slo_ttft: SloTtft = None
+    slo_itl: SloItl = None
+    slo_e2e: SloE2e = None
+    percentiles: Percentiles = None
+    replicas: Replicas = D.simulator.replicas
+    router: Router = D.simulator.router
+    disaggregate: Disaggregate = None
+    kv_transfer: KvTransfer = D.simulator.kv_transfer
+    runtime_peak: RuntimePeak = None
+    safety: Safety = None
+    num_gpu_blocks: NumGpuBlocks = None
+    draft: Draft = None
+    draft_length: DraftLength = D.speculative.num_speculative_tokens
+    acceptance: Acceptance = D.speculative.acceptance
+    speculate_max_batch: SpeculateMaxBatch = None
+    scheduling: Scheduling = D.scheduler.scheduling_policy
+    tensor_parallel_size: TensorParallel = 1
+    pipeline_parallel_size: PipelineParallel = 1
+    speed_of_light: SpeedOfLight = False
+    concurrency: Concurrency = None
+    step_time_cv: StepTimeCv = None
+    seed: Seed = D.simulator.seed
+    seeds: Seeds = D.simulator.seeds
+    input_len: InputLen = None
+    output_len: OutputLen = None
+    expert_parallel: ExpertParallel = False
+
+    def values(self) -> dict:
+        """The options as SimFlags' fields (seeds is the run's, not a flag of SimFlags)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seeds"}
+NO_SIM_OPTIONS = SimOptions()

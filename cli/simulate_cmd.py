@@ -8,11 +8,6 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.serve import (
-    DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
-)
 from servecap.scenario import simulation
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.spec import Scenario
@@ -33,6 +28,7 @@ from . import sim_options as o
 from .cost_cmd import cost
 from .errors import handle_errors
 from .files import check_output_files, refuse_inputs, write_csv
+from .option_groups import options_from
 from .plan_cmd import print_fetch_report
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
@@ -43,37 +39,10 @@ from .speculate_cmd import speculate
 from .sweep_cmd import sweep
 
 
-def simulate(ctx: typer.Context, model: o.OptionalModel = None, device: o.Device = None,
-             bandwidth: o.Bandwidth = None,
-             flops: o.Flops = None, step_overhead: o.StepOverhead = D.simulator.step_overhead,
-             coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
-             trace: o.Trace = None, policy: o.Policy = None, context: o.Context = None,
-             weight_dtype: o.WeightDtype = None, kv_dtype: o.KvDtype = None,
-             block_size: o.BlockSize = DEFAULT_BLOCK_SIZE_TOKENS,
-             max_num_batched_tokens: o.MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-             max_num_seqs: o.MaxSeqs = DEFAULT_MAX_NUM_SEQS,
-             watermark: o.Watermark = D.scheduler.watermark,
-             preemption: o.Preemption = D.scheduler.preemption_mode,
-             prefix_caching: o.PrefixCaching = D.scheduler.enable_prefix_caching,
-             slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
-             percentiles: o.Percentiles = None,
-             replicas: o.Replicas = D.simulator.replicas, router: o.Router = D.simulator.router,
-             disaggregate: o.Disaggregate = None,
-             kv_transfer: o.KvTransfer = D.simulator.kv_transfer,
-             runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
-             num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
-             draft_length: o.DraftLength = D.speculative.num_speculative_tokens,
-             acceptance: o.Acceptance = D.speculative.acceptance,
-             speculate_max_batch: o.SpeculateMaxBatch = None,
-             scheduling: o.Scheduling = D.scheduler.scheduling_policy,
-             tensor_parallel_size: o.TensorParallel = 1,
-             pipeline_parallel_size: o.PipelineParallel = 1,
-             speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
-             step_time_cv: o.StepTimeCv = None, seed: o.Seed = D.simulator.seed,
-             seeds: o.Seeds = D.simulator.seeds,
-             rate: o.Rate = None, num_requests: o.SimNumRequests = None,
-             input_len: o.InputLen = None, output_len: o.OutputLen = None,
-             expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
+@options_from(o.SimOptions, "opts", after="model")
+def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace = None,
+             policy: o.Policy = None, rate: o.Rate = None,
+             num_requests: o.SimNumRequests = None, as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
                  "timestamp).", rich_help_panel=o.OUTPUT)] = None,
@@ -81,7 +50,8 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, device: o.Device
                  "--token-times", help="Write one CSV row per generated token (its ready "
                  "time and the gap before it).", rich_help_panel=o.OUTPUT)] = None,
              xlsx: o.Xlsx = None, force: o.Force = False, verbose: o.Verbose = False,
-             scenario_file: ScenarioFile = None, save_scenario: SaveScenario = None) -> None:
+             scenario_file: ScenarioFile = None, save_scenario: SaveScenario = None,
+             opts: o.SimOptions = o.NO_SIM_OPTIONS) -> None:
     """Simulate the scheduler over a workload: latency percentiles, throughput, goodput.
 
     The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
@@ -99,17 +69,9 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, device: o.Device
 
     Workload and trace formats: workloads/README.md; the JSON contract: docs/simulate.md.
     """
-    flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, trace,
-                     tuple(policy or D.simulator.policies), context, weight_dtype, kv_dtype,
-                     block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
-                     prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
-                     disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch, scheduling,
-                     tensor_parallel_size, pipeline_parallel_size, speed_of_light,
-                     concurrency, step_time_cv, seed, expert_parallel,
-                     percentiles=percentiles, rate=rate, num_requests=num_requests,
-                     input_len=input_len, output_len=output_len)
-    scenario = merged(ctx, sim_scenario(model, flags, seeds), SIM_PATHS, scenario_file,
+    flags = SimFlags(**opts.values(), trace=trace, policies=tuple(policy or D.simulator.policies),
+                     rate=rate, num_requests=num_requests)
+    scenario = merged(ctx, sim_scenario(model, flags, opts.seeds), SIM_PATHS, scenario_file,
                       verbose)
     check_outputs(scenario, records_path, token_times_path, xlsx, force)
     setup = simulation.setup(scenario)

@@ -48,3 +48,14 @@ def test_help_groups_the_options_in_panels(command):
     for panel in ("Model and device", "Deployment", "Engine (vLLM's knobs)", "Workload",
                   "SLOs", "Step model", "Output", "Scenario"):
         assert panel in text, panel
+
+
+def test_simulate_and_sweep_take_their_shared_options_as_one_group():
+    import inspect
+
+    from servecap.cli.simulate_cmd import simulate
+    from servecap.cli.sweep_cmd import sweep
+
+    for command in (simulate, sweep):
+        assert len(inspect.signature(command.command).parameters) <= 15
+        assert len(inspect.signature(command).parameters) > 40  # every option still offered
