@@ -1,8 +1,7 @@
 """Deployment flags (parallel sizes, engine knobs, measured lines) shared by plan/reconcile."""
 
 import functools
-import inspect
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 import typer
@@ -12,6 +11,8 @@ from servecap.ledger.vllm_profile import SERVE
 from servecap.scenario import engine as scenario_engine
 from servecap.scenario.engine import split_engine, with_device  # noqa: F401 (re-exported)
 from servecap.scenario.spec import DEFAULT, Engine, Memory, Parallel, Scenario
+
+from .option_groups import options_from
 
 Opt = typer.Option
 Par = functools.partial(Opt, rich_help_panel="Parallelism (one ledger per rank)")
@@ -68,22 +69,7 @@ class DeployFlags:
 NO_DEPLOY = DeployFlags()
 
 
-def deploy_options(command):
-    """Append DeployFlags' options to `command`'s signature; it receives them as `deploy`."""
-    names = [f.name for f in fields(DeployFlags)]
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        flags = DeployFlags(**{name: kwargs.pop(name) for name in names})
-        return command(*args, deploy=flags, **kwargs)
-
-    own = [p for p in inspect.signature(command).parameters.values() if p.name != "deploy"]
-    hints = inspect.get_annotations(DeployFlags)
-    extra = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                               annotation=hints[f.name]) for f in fields(DeployFlags)]
-    wrapper.__signature__ = inspect.Signature(own + extra)
-    del wrapper.__wrapped__
-    return wrapper
+deploy_options = options_from(DeployFlags, "deploy")  # the command receives them as deploy
 
 
 def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
