@@ -114,8 +114,8 @@ def plan(
         again = plan_workbook_io(*plan_flags_of(scenario), from_workbook, xlsx, force)
         if from_workbook is not None:
             scenario = plan_scenario(*again)
-    save(scenario, save_scenario)
     outcome = scenario_plan(scenario)
+    save(scenario, save_scenario)
     result, advice = outcome.deployment, outcome.advice
     if verbose:
         print_fetch_report(outcome.loaded.hub)

@@ -83,7 +83,12 @@ def launch_line(model: str | None, rest: list[str] | None) -> list[str] | None:
     """plan's positionals: MODEL alone, or after -- a whole launch line (vllm serve ...)."""
     if not rest:
         return None
-    return [model or "", *rest]
+    if model not in ("vllm", "python", "python3"):
+        from servecap.ledger.errors import SpecError
+
+        raise SpecError("MODEL", model, "give MODEL, or a launch line after -- (vllm serve "
+                        "MODEL ...), not both")
+    return [model, *rest]
 
 
 def save(scenario: Scenario, path: Path | None) -> None:

@@ -120,3 +120,11 @@ def test_searchs_launch_line_pasted_back_gives_its_answers_pool(tmp_path):
     assert planned["num_gpu_blocks"] == best["num_kv_blocks_per_rank"]
     assert len(planned["ranks"]) == best["tensor_parallel_size"] * \
         best["pipeline_parallel_size"]
+
+
+def test_the_api_server_module_line_reads_the_same_and_model_with_a_line_is_refused():
+    module = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", DIR, *LINE[3:]]
+    assert plan("--device", "h100-80gb", "--json", "--", *module).stdout == \
+        plan("--device", "h100-80gb", "--json", "--", *LINE).stdout
+    both = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "h100-80gb", "--", *LINE])
+    assert both.exit_code == 2 and "not both" in both.stderr
