@@ -181,10 +181,17 @@ class Slo:
 
 @dataclass(frozen=True)
 class Prices:
-    """USD per GPU-hour, DEVICE=USD each (None: servecap's labelled price table)."""
+    """What the hours cost: search's DEVICE=USD per GPU-hour (None: servecap's labelled price
+    table), and cost's on-demand and reserved USD per GPU-hour, the share of hours in use and
+    an API's USD per million output and input tokens to break even against."""
 
     __pydantic_config__ = _FORBID
     gpu_price: tuple[Text, ...] | None = None
+    usd_per_gpu_hour: Annotated[Real, Field(gt=0)] = 2.0
+    reserved_usd_per_gpu_hour: Annotated[Real, Field(gt=0)] | None = None
+    utilization: Fraction = 1.0
+    api_usd_per_million_output: Annotated[Real, Field(gt=0)] | None = None
+    api_usd_per_million_input: Annotated[Real, Field(ge=0)] | None = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
+from servecap.cli.cost_cmd import COST_PATHS, cost
 from servecap.cli.fit_cmd import fit
 from servecap.cli.inputs import PLAN_PATHS
 from servecap.cli.plan_cmd import plan
@@ -100,11 +101,12 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
                                                   (sweep, SWEEP_PATHS),
                                                   (verify, VERIFY_PATHS),
                                                   (search, SEARCH_PATHS),
-                                                  (fit, PLAN_PATHS)])
+                                                  (fit, PLAN_PATHS), (cost, COST_PATHS)])
 def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
                "save_scenario", "records_path", "token_times_path", "vllm_line",
-               "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to"}
+               "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
+               "tokens_per_s", "input_tokens_per_s"}  # measured rates cost prices, not a scenario
     assert unmapped(command, mapping, outputs) == set()
     known = set(paths())
     assert {p for targets in mapping.values() for p in targets} <= known
@@ -199,3 +201,17 @@ def test_fit_saved_then_run_from_the_file_gives_the_same_answer(tmp_path):
                                 "--json").stdout)
     assert shorter["max_concurrency_requests"] > json.loads(first.stdout)[
         "max_concurrency_requests"]
+
+
+def test_cost_saved_then_run_from_the_file_prices_the_same(tmp_path):
+    saved = tmp_path / "c.yaml"
+    args = ["llama-3.1-8b", "--device", "h100-80gb", "--input-len", "512", "--output-len",
+            "64", "--num-requests", "120", "--gpu-price", "3", "--api-price", "0.5"]
+    first = invoke("cost", *args, "--json", "--save-scenario", str(saved))
+    assert invoke("cost", "--scenario", str(saved), "--json").stdout == first.stdout
+    half = json.loads(invoke("cost", "--scenario", str(saved), "--utilization", "0.5",
+                             "--json").stdout)
+    full = json.loads(first.stdout)
+    assert half["gpu_price_per_h"] == 3.0 and half["utilization"] == 0.5
+    assert half["usd_per_million_at_utilization"] == pytest.approx(
+        2 * full["usd_per_million_at_utilization"])
