@@ -15,6 +15,7 @@ from servecap.cli.scenario_opts import unmapped
 from servecap.cli.search_cmd import SEARCH_PATHS, search
 from servecap.cli.sim_inputs import SIM_PATHS
 from servecap.cli.simulate_cmd import simulate
+from servecap.cli.speculate_cmd import SPECULATE_PATHS, speculate
 from servecap.cli.sweep_cmd import SWEEP_PATHS, sweep
 from servecap.cli.verify_cmd import VERIFY_PATHS, verify
 from servecap.scenario.spec import paths
@@ -101,12 +102,13 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
                                                   (sweep, SWEEP_PATHS),
                                                   (verify, VERIFY_PATHS),
                                                   (search, SEARCH_PATHS),
-                                                  (fit, PLAN_PATHS), (cost, COST_PATHS)])
+                                                  (fit, PLAN_PATHS), (cost, COST_PATHS),
+                                                  (speculate, SPECULATE_PATHS)])
 def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
                "save_scenario", "records_path", "token_times_path", "vllm_line",
                "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
-               "tokens_per_s", "input_tokens_per_s"}  # measured rates cost prices, not a scenario
+               "tokens_per_s", "input_tokens_per_s", "batches"}  # the question, not the scenario
     assert unmapped(command, mapping, outputs) == set()
     known = set(paths())
     assert {p for targets in mapping.values() for p in targets} <= known
@@ -215,3 +217,16 @@ def test_cost_saved_then_run_from_the_file_prices_the_same(tmp_path):
     assert half["gpu_price_per_h"] == 3.0 and half["utilization"] == 0.5
     assert half["usd_per_million_at_utilization"] == pytest.approx(
         2 * full["usd_per_million_at_utilization"])
+
+
+def test_speculate_saved_then_run_from_the_file_compares_the_same(tmp_path):
+    saved = tmp_path / "sp.yaml"
+    args = ["llama-3.1-8b", "--device", "h100-80gb", "--draft", "llama-3.2-1b-instruct",
+            "--batches", "1,8,64"]
+    first = invoke("speculate", *args, "--json", "--save-scenario", str(saved))
+    again = invoke("speculate", "--scenario", str(saved), "--batches", "1,8,64", "--json")
+    assert again.stdout == first.stdout
+    longer = json.loads(invoke("speculate", "--scenario", str(saved), "--acceptance", "0.9",
+                               "--batches", "1,8,64", "--json").stdout)
+    assert longer["expected_tokens_per_step"] > json.loads(first.stdout)[
+        "expected_tokens_per_step"]
