@@ -12,7 +12,7 @@ from servecap.ledger.vllm_profile import LLM, SAMPLERS, SERVE
 from servecap.ledger.vllm_versions import KNOWN, choose
 from servecap.ledger.vllm_weights import MXFP4_BACKENDS
 
-from .spec import Scenario
+from .spec import Scenario, get
 
 # Each engine knob, where the Scenario holds it, and the engine it belongs to.
 ENGINE_KNOBS = {"memory.gpu_memory_utilization": VLLM, "memory.kv_cache_memory_bytes": VLLM,
@@ -55,7 +55,7 @@ def implied_engine(scenario: Scenario) -> str:
     name, _ = split_engine(scenario.engine.name)
     if name is not None:
         return name
-    owners = {owner for path, owner in ENGINE_KNOBS.items() if _get(scenario, path) is not None}
+    owners = {owner for path, owner in ENGINE_KNOBS.items() if get(scenario, path) is not None}
     return owners.pop() if len(owners) == 1 else PLAIN
 
 
@@ -63,7 +63,7 @@ def engine_spec(scenario: Scenario) -> EngineSpec:
     """The engine and its knobs, with the lines declared from measurement."""
     name = implied_engine(scenario)
     for path, owner in ENGINE_KNOBS.items():
-        value = _get(scenario, path)
+        value = get(scenario, path)
         if value is not None and name != owner:
             raise SpecError(knob_flag(path), value, f"applies to --engine {owner} (got "
                             f"--engine {name})")
@@ -134,8 +134,3 @@ def _vllm_size(text, field: str) -> int | None:
 def size(text, field: str) -> int | None:
     """A size line of the Scenario ('3GiB' or a byte count) in bytes; None when not given."""
     return None if text is None else parse_size_flag(str(text), field)
-
-
-def _get(scenario: Scenario, path: str):
-    section, name = path.split(".")
-    return getattr(getattr(scenario, section), name)
