@@ -115,7 +115,7 @@ def plan(
         if from_workbook is not None:
             scenario = plan_scenario(*again)
     outcome = scenario_plan(scenario)
-    save(scenario, save_scenario)
+    save(scenario, save_scenario, outcome.deployment.plan)
     result, advice = outcome.deployment, outcome.advice
     if verbose:
         print_fetch_report(outcome.loaded.hub)

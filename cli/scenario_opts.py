@@ -91,12 +91,15 @@ def launch_line(model: str | None, rest: list[str] | None) -> list[str] | None:
     return [model, *rest]
 
 
-def save(scenario: Scenario, path: Path | None) -> None:
-    """--save-scenario: the file written whole, or nothing."""
+def save(scenario: Scenario, path: Path | None, plan=None) -> None:
+    """--save-scenario: the file written whole, or nothing; with the ledger plan the run made,
+    each null field the plan derived carries its value as a comment."""
     if path is not None:
+        from servecap.scenario.deployment import in_effect
         from servecap.scenario.file import save_scenario
 
-        save_scenario(scenario, path)
+        save_scenario(scenario, path, in_effect=None if plan is None else
+                      in_effect(scenario, plan))
 
 
 def _flag(ctx: typer.Context, param: str) -> str:

@@ -79,7 +79,7 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
         print_fetch_report(setup.hub)
     report, outcomes = run_simulation(setup, num_seeds=scenario.simulator.seeds)
     write_files(outcomes, records_path, token_times_path)
-    save(scenario, save_scenario)
+    save(scenario, save_scenario, setup.plan)
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
         write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup,
                                  report["policies"][-1], xlsx, force,

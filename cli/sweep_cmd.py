@@ -72,7 +72,7 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
     sim = scenario.simulator
     report = header(setup) | run_envelope(setup, scenario.slo.target, _rates(sim.rates),
                                           sim.num_rates, as_json, num_seeds=sim.seeds)
-    save(scenario, save_scenario)
+    save(scenario, save_scenario, setup.plan)
     if xlsx is not None:
         entry, note = capacity_point(report)
         write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup, entry, xlsx,

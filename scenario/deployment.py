@@ -17,9 +17,9 @@ from servecap.ledger.vllm_start import (
 from servecap.ledger.weights import WeightBytes, weight_bytes
 from servecap.model_configs import LoadedModel, load_model
 
-from .engine import engine_spec, size, with_device
+from .engine import engine_spec, implied_engine, size, with_device
 from .serving import model_spec, serve_spec
-from .spec import Scenario, with_values
+from .spec import Scenario, get, with_values
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,27 @@ def start_advice(scenario: Scenario, loaded: LoadedModel, result: Deployment) ->
         seqs = next(s.plan.after_pool.max_num_seqs for s in result.stages)
         return advise_after_pool(at_utilization, at_seqs, util or 1.0, seqs, result)
     return advise(at_length, at_utilization, context, util or 1.0)
+
+
+def in_effect(scenario: Scenario, plan) -> dict[str, object]:
+    """The value each unset field took in this plan (a ledger Plan): what --save-scenario
+    writes beside its null, so a reader sees every default without changing the file's
+    meaning (null still means: derive it again)."""
+    serve, engine = plan.serve, implied_engine(scenario)
+    taken = {"engine.name": engine, "scheduler.block_size": serve.block_size_tokens,
+             "dtypes.weight_dtype": serve.weight_dtype, "dtypes.kv_cache_dtype": serve.kv_dtype,
+             "dtypes.activation_dtype": serve.activation_dtype}
+    if engine == PLAIN:  # an engine's release picks its own batch (not this plan's serve)
+        taken |= {"scheduler.max_num_batched_tokens": serve.max_num_batched_tokens,
+                  "scheduler.max_num_seqs": serve.max_num_seqs}
+    if not serve.lengths:
+        taken["scheduler.max_model_len"] = serve.context_tokens
+        taken["load.concurrency"] = serve.concurrency
+    if engine != PLAIN:
+        taken["memory.gpu_memory_utilization"] = engine_spec(scenario).default_utilization \
+            if engine == VLLM else None
+    return {path: value for path, value in taken.items()
+            if value is not None and get(scenario, path) is None}
 
 
 def file_overrides(scenario: Scenario, loaded: LoadedModel) -> Overrides:

@@ -19,7 +19,7 @@ from .spec import SECTIONS, Scenario, get, with_values
 PATHS = ("workload.file", "workload.trace", "simulator.coefficients", "model.name",
          "speculative.model", "runtime.weights")  # relative to the scenario file
 HEADER = ("# servecap scenario: one deployment question (docs/scenario.md). null: not given,\n"
-          "# the default applies where it is derived.\n")
+          "# the default applies where it is derived (the run's value in a comment).\n")
 
 
 @cache
@@ -110,12 +110,26 @@ def to_dict(scenario: Scenario) -> dict:
     return plain(asdict(scenario))
 
 
-def dump(scenario: Scenario) -> str:
-    """The scenario file's text."""
-    return HEADER + yaml.safe_dump(to_dict(scenario), sort_keys=False, allow_unicode=True)
+def dump(scenario: Scenario, in_effect: dict[str, object] | None = None) -> str:
+    """The scenario file's text; a field left null that the run derived says what it took, as
+    a comment (the file's meaning is unchanged: null is derived again)."""
+    text = yaml.safe_dump(to_dict(scenario), sort_keys=False, allow_unicode=True)
+    if not in_effect:
+        return HEADER + text
+    lines, section = [], None
+    for line in text.splitlines():
+        if not line.startswith(" ") and line.endswith(":"):
+            section = line[:-1]
+        name = line.strip().split(":")[0]
+        value = in_effect.get(f"{section}.{name}")
+        if line.startswith("  ") and line.endswith(": null") and value is not None:
+            line += f"  # in effect: {value}"
+        lines.append(line)
+    return HEADER + "\n".join(lines) + "\n"
 
 
-def save_scenario(scenario: Scenario, path: Path, field: str = "--save-scenario") -> None:
+def save_scenario(scenario: Scenario, path: Path, field: str = "--save-scenario",
+                  in_effect: dict[str, object] | None = None) -> None:
     """Write the file whole or not at all (a temporary file renamed over the target)."""
     path = Path(path)
     if path.is_dir():
@@ -127,7 +141,7 @@ def save_scenario(scenario: Scenario, path: Path, field: str = "--save-scenario"
         raise SpecError(field, str(path), f"a writable path ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(dump(_paths(scenario, parent, _to_file)))
+            handle.write(dump(_paths(scenario, parent, _to_file), in_effect))
         os.replace(tmp, path)
     except OSError as exc:
         os.unlink(tmp)

@@ -230,3 +230,16 @@ def test_speculate_saved_then_run_from_the_file_compares_the_same(tmp_path):
                                "--batches", "1,8,64", "--json").stdout)
     assert longer["expected_tokens_per_step"] > json.loads(first.stdout)[
         "expected_tokens_per_step"]
+
+
+def test_a_saved_scenario_says_what_each_null_field_took(tmp_path):
+    import yaml
+
+    saved = tmp_path / "s.yaml"
+    invoke("plan", "llama-3.1-70b-instruct", "--device", "h100-80gb", "-tp", "4", "--engine",
+           "vllm", "--json", "--save-scenario", str(saved))
+    text = saved.read_text()
+    assert "max_model_len: null  # in effect: 131072" in text  # the model's context
+    assert "gpu_memory_utilization: null  # in effect: 0.92" in text  # the release's
+    assert "max_num_seqs: null  #" not in text  # vLLM's release picks it, not the plan
+    assert yaml.safe_load(text)["scheduler"]["max_model_len"] is None  # still derived again
