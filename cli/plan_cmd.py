@@ -3,6 +3,7 @@
 import functools
 import json
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +24,7 @@ from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-expor
     plan_parts,
     plan_scenario,
 )
+from .option_groups import options_from
 from .plan_json import deployment_to_dict, source_to_dict
 from .scenario_opts import SaveScenario, ScenarioFile, VllmLine, launch_line, merged, save
 
@@ -33,42 +35,47 @@ Rep = functools.partial(Opt, rich_help_panel="Representations (dtypes)")
 Out = functools.partial(Opt, rich_help_panel="Output")
 
 
+@dataclass(frozen=True)
+class PlanOptions:
+    """plan's own options (fit reads the same), each in its help panel; PlanFlags' names."""
+
+    device: Annotated[str | None, Dev(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
+                                      "bytes.")] = None
+    context: Annotated[int | None, Dev("--context", "--max-model-len",
+                                       help="Tokens per request (prompt + output). Default: "
+                                       "the model's max_position_embeddings.")] = None
+    concurrency: Annotated[int | None, Dev(help="Resident requests. Default 1.")] = None
+    lengths: Annotated[str | None, Dev(help="Mixed batch of live lengths, e.g. 17,33,65 "
+                                       "(instead of context x concurrency).")] = None
+    runtime_peak: Annotated[str | None, Led(help="Measured runtime peak (activations, "
+                                            "workspaces), e.g. 3GiB. Default: an estimate, "
+                                            "labelled.")] = None
+    safety: Annotated[str | None, Led(help="Safety reserve: a size (4GiB) or a share of the "
+                                      "device (10%). Default 10%.")] = None
+    weight_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8, int4, fp4. Default: "
+                                            "the checkpoint's.")] = None
+    kv_dtype: Annotated[str | None, Rep("--kv-dtype", "--kv-cache-dtype", help="KV cache "
+                                        "dtype: bf16, fp16, fp8, int8, int4.")] = None
+    activation_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8.")] = None
+    block_size: Annotated[int | None, Dev(help="Paged KV block size in tokens (vLLM default "
+                                          "16).")] = None
+    shared_prefix: Annotated[int, Dev(help="Tokens of prompt prefix shared by every request "
+                                      "(full blocks stored once).")] = 0
+    group_size: Annotated[int, Rep(help="int4 group size (0: per channel).")] = 128
+    max_num_batched_tokens: Annotated[int | None, Led(help="Tokens per forward pass (sizes the "
+                                                      "runtime-peak estimate). Default 8192; "
+                                                      "--engine vllm: the release's default "
+                                                      "for this GPU.")] = None
+
+
 @deploy_options
+@options_from(PlanOptions, "opts", after="model")
 def plan(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Argument(help="Bundled model name (servecap models), a "
                                                 "model YAML, a config.json, a local model "
                                                 "directory or a Hugging Face Hub id "
                                                 "org/name[@revision].")] = None,
-    device: Annotated[str | None, Dev(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
-                                      "bytes.")] = None,
-    context: Annotated[int | None, Dev("--context", "--max-model-len",
-                                       help="Tokens per request (prompt + output). Default: "
-                                       "the model's max_position_embeddings.")] = None,
-    concurrency: Annotated[int | None, Dev(help="Resident requests. Default 1.")] = None,
-    lengths: Annotated[str | None, Dev(help="Mixed batch of live lengths, e.g. 17,33,65 "
-                                       "(instead of context x concurrency).")] = None,
-    runtime_peak: Annotated[str | None, Led(help="Measured runtime peak (activations, "
-                                            "workspaces), e.g. 3GiB. Default: an estimate, "
-                                            "labelled.")] = None,
-    safety: Annotated[str | None, Led(help="Safety reserve: a size (4GiB) or a share of the "
-                                      "device (10%). Default 10%.")] = None,
-    weight_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8, int4, fp4. Default: "
-                                            "the checkpoint's.")] = None,
-    kv_dtype: Annotated[str | None, Rep("--kv-dtype", "--kv-cache-dtype", help="KV cache "
-                                        "dtype: bf16, fp16, fp8, int8, int4.")]
-    = None,
-    activation_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8.")] = None,
-    block_size: Annotated[int | None, Dev(help="Paged KV block size in tokens (vLLM default "
-                                          "16).")] = None,
-    shared_prefix: Annotated[int, Dev(help="Tokens of prompt prefix shared by every request "
-                                      "(full blocks stored once).")] = 0,
-    group_size: Annotated[int, Rep(help="int4 group size (0: per channel).")]
-    = 128,
-    max_num_batched_tokens: Annotated[int | None, Led(help="Tokens per forward pass (sizes the "
-                                                      "runtime-peak estimate). Default 8192; "
-                                                      "--engine vllm: the release's default "
-                                                      "for this GPU.")] = None,
     as_json: Annotated[bool, Out("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Out(help="Also write a capacity workbook with live formulas "
@@ -84,6 +91,7 @@ def plan(
     scenario_file: ScenarioFile = None,
     save_scenario: SaveScenario = None,
     vllm_line: VllmLine = None,
+    opts: PlanOptions = None,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Build the per-device memory ledger and the memory-only concurrency ceiling.
@@ -102,9 +110,7 @@ def plan(
 
     Exit 0 when the declared load fits, 1 when it does not, 2 for bad input.
     """
-    flags = PlanFlags(device, context, concurrency, lengths, runtime_peak, safety, weight_dtype,
-                      kv_dtype, activation_dtype, block_size, shared_prefix, group_size,
-                      max_num_batched_tokens)
+    flags = PlanFlags(**asdict(opts))
     line = launch_line(model, vllm_line)
     scenario = merged(ctx, plan_scenario(None if line else model, flags, deploy), PLAN_PATHS,
                       scenario_file, verbose, line)
