@@ -19,6 +19,7 @@ from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
 from .extras import RUNTIME, need
 from .files import check_output_files, write_csv, write_json
 from .inputs import PlanFlags, plan_scenario
+from .option_groups import options_from
 from .plan_view import over_ceiling
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .verify_json import verify_to_dict
@@ -47,54 +48,63 @@ class VerifyFlags:
     verbose: bool = False
 
 
+@dataclass(frozen=True)
+class VerifyOptions:
+    """What verify runs and how: the plan's inputs, where it runs, the load and its seed."""
+
+    device: Annotated[str, Opt(help="cpu, cuda or cuda:N.")] = "cpu"
+    device_memory: Annotated[str | None, Opt(help="Emulate a device of this size (40GiB): "
+                                             "CUDA by the per-process memory fraction, CPU as "
+                                             "a cap the runtime enforces. Default: the model "
+                                             "file's device, else the whole GPU.")] = None
+    context: Annotated[int | None, Opt("--context", "--max-model-len",
+                                       help="Tokens per request.")] = None
+    concurrency: Annotated[int | None, Opt(help="Requests in the declared load.")] = None
+    runtime_peak: Annotated[str | None, Opt(help="Declared runtime peak budget, e.g. "
+                                            "3GiB.")] = None
+    safety: Annotated[str | None, Opt(help="Safety reserve: a size or a share (10%).")] = None
+    weight_dtype: Annotated[str | None, Opt(help="fp32, bf16, fp16.")] = None
+    kv_dtype: Annotated[str | None, Opt("--kv-dtype", "--kv-cache-dtype", help="KV cache "
+                                        "dtype: fp32, bf16, fp16, fp8 (e4m3, scale 1.0 as "
+                                        "vLLM's --kv-cache-dtype fp8).")] = None
+    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None
+    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")] = (
+        DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = DEFAULT_MAX_NUM_SEQS
+    num_layers: Annotated[int | None, Opt(help="Run a copy with only the first N layers; the "
+                                          "ledger is scaled the same way.")] = None
+    output_tokens: Annotated[int, Opt(help="Output tokens of each request in the declared "
+                                      "load (prompt = context - output).")] = 16
+    seed: Annotated[int, Opt(help="Seed for weights and prompts.")] = 0
+    weights: Annotated[str | None, Opt(help="Local safetensors directory (default: seeded "
+                                       "random weights); a Hub model's: hf download it "
+                                       "first.")] = None
+    workload: Annotated[Path | None, Opt(help="The simulator's workload YAML as the load "
+                                         "(default: concurrency requests of the "
+                                         "context).")] = None
+    trace: Annotated[Path | None, Opt(help="CSV trace (arrival_s,prompt_tokens,output_tokens, "
+                                      "as simulate reads) to replay as the load.")] = None
+    realtime: Annotated[bool | None, Opt("--realtime/--no-realtime", help="Add each request "
+                                         "at its arrival time (default with --trace or "
+                                         "--workload); --no-realtime: all at once.")] = None
+    admission: Annotated[str, Opt(help="reserve: admit only when blocks for the whole "
+                                  "context are free (never preempts); optimistic: admit on the "
+                                  "prompt's blocks, preempt by recompute when decode growth "
+                                  "runs out (vLLM).")] = "reserve"
+    tensor_parallel_size: Annotated[int, Opt("--tensor-parallel-size", "-tp", "--tp",
+                                             help="Ranks, one process each (gloo on the CPU, "
+                                             "NCCL on CUDA: rank r on cuda:r); each reconciles "
+                                             "its own shard.")] = 1
+    probe: Annotated[bool, Opt("--probe/--no-probe", help="Run the ceiling probe after the "
+                               "load (--no-probe: the ceiling is not measured).")] = True
+
+
+@options_from(VerifyOptions, "opts", after="model")
 def verify(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Argument(
         help="Bundled model name, a model YAML, a config.json, a local model directory or a "
         "Hub id org/name; may come from --scenario instead.", show_default=False)] = None,
-    device: Annotated[str, Opt(help="cpu, cuda or cuda:N.")] = "cpu",
-    device_memory: Annotated[str | None, Opt(help="Emulate a device of this size (40GiB): "
-                                             "CUDA by the per-process memory fraction, CPU as "
-                                             "a cap the runtime enforces. Default: the model "
-                                             "file's device, else the whole GPU.")] = None,
-    context: Annotated[int | None, Opt("--context", "--max-model-len",
-                                       help="Tokens per request.")] = None,
-    concurrency: Annotated[int | None, Opt(help="Requests in the declared load.")] = None,
-    runtime_peak: Annotated[str | None, Opt(help="Declared runtime peak budget, e.g. 3GiB.")]
-    = None,
-    safety: Annotated[str | None, Opt(help="Safety reserve: a size or a share (10%).")] = None,
-    weight_dtype: Annotated[str | None, Opt(help="fp32, bf16, fp16.")] = None,
-    kv_dtype: Annotated[str | None, Opt("--kv-dtype", "--kv-cache-dtype", help="KV cache "
-                                        "dtype: fp32, bf16, fp16, fp8 (e4m3, scale 1.0 as "
-                                        "vLLM's --kv-cache-dtype fp8).")] = None,
-    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
-    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")]
-    = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = DEFAULT_MAX_NUM_SEQS,
-    num_layers: Annotated[int | None, Opt(help="Run a copy with only the first N layers; the "
-                                          "ledger is scaled the same way.")] = None,
-    output_tokens: Annotated[int, Opt(help="Output tokens of each request in the declared "
-                                      "load (prompt = context - output).")] = 16,
-    seed: Annotated[int, Opt(help="Seed for weights and prompts.")] = 0,
-    weights: Annotated[str | None, Opt(help="Local safetensors directory (default: seeded "
-                                       "random weights); a Hub model's: hf download it "
-                                       "first.")] = None,
-    workload: Annotated[Path | None, Opt(help="The simulator's workload YAML as the load "
-                                         "(default: concurrency requests of the context).")]
-    = None,
-    trace: Annotated[Path | None, Opt(help="CSV trace (arrival_s,prompt_tokens,output_tokens, "
-                                      "as simulate reads) to replay as the load.")] = None,
-    realtime: Annotated[bool | None, Opt("--realtime/--no-realtime", help="Add each request "
-                                         "at its arrival time (default with --trace or "
-                                         "--workload); --no-realtime: all at once.")] = None,
-    admission: Annotated[str, Opt(help="reserve: admit only when blocks for the whole "
-                                  "context are free (never preempts); optimistic: admit on the "
-                                  "prompt's blocks, preempt by recompute when decode growth "
-                                  "runs out (vLLM).")] = "reserve",
-    tensor_parallel_size: Annotated[int, Opt("--tensor-parallel-size", "-tp", "--tp",
-                                             help="Ranks, one process each (gloo on the CPU, "
-                                             "NCCL on CUDA: rank r on cuda:r); each reconciles "
-                                             "its own shard.")] = 1,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
@@ -110,13 +120,12 @@ def verify(
     token_times_path: Annotated[Path | None, Opt("--token-times", help="Write one CSV row per "
                                                  "generated token (simulate's --token-times "
                                                  "columns).")] = None,
-    probe: Annotated[bool, Opt("--probe/--no-probe", help="Run the ceiling probe after the "
-                               "load (--no-probe: the ceiling is not measured).")] = True,
     verbose: Annotated[bool, Opt("--verbose", "-v", help="Say what was read from the Hugging "
                                  "Face Hub: each file, its bytes, network or cache (stderr).")]
     = False,
     scenario_file: ScenarioFile = None,
     save_scenario: SaveScenario = None,
+    opts: VerifyOptions = None,
     inject_oom: Annotated[str | None, Opt(hidden=True, help="RANK:PHASE (e.g. 1:warmup), "
                                           "--device cpu only: that rank's emulated device has "
                                           "no room for transients in that phase, to check the "
@@ -133,12 +142,14 @@ def verify(
       servecap verify tiny-llama --device cpu --trace requests.csv --records runs.csv
     """
     need("verify", RUNTIME)
-    flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
-                      weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
-                      max_num_seqs)
-    vflags = VerifyFlags(device, device_memory, num_layers, output_tokens, seed, weights,
-                         workload, realtime, admission, tensor_parallel_size, trace, probe,
-                         _injected(inject_oom), verbose)
+    o = opts
+    flags = PlanFlags(o.device_memory, o.context, o.concurrency, None, o.runtime_peak, o.safety,
+                      o.weight_dtype, o.kv_dtype, None, o.block_size, 0, 128,
+                      o.max_num_batched_tokens, o.max_num_seqs)
+    vflags = VerifyFlags(o.device, o.device_memory, o.num_layers, o.output_tokens, o.seed,
+                         o.weights, o.workload, o.realtime, o.admission,
+                         o.tensor_parallel_size, o.trace, o.probe, _injected(inject_oom),
+                         verbose)
     scenario = merged(ctx, verify_scenario(model, flags, vflags), VERIFY_PATHS, scenario_file,
                       verbose)
     outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path,
