@@ -50,15 +50,17 @@ def test_help_groups_the_options_in_panels(command):
         assert panel in text, panel
 
 
-def test_plan_simulate_sweep_and_verify_take_their_options_as_groups():
+def test_the_big_commands_take_their_options_as_groups():
     import inspect
 
     from servecap.cli.plan_cmd import plan
+    from servecap.cli.search_cmd import search
     from servecap.cli.simulate_cmd import simulate
     from servecap.cli.sweep_cmd import sweep
     from servecap.cli.verify_cmd import verify
 
-    for command, offered in ((simulate, 40), (sweep, 40), (plan, 35), (verify, 30)):
+    for command, offered in ((simulate, 40), (sweep, 40), (plan, 35), (verify, 30),
+                              (search, 30)):
         written = command
         while hasattr(written, "command"):  # each group's expansion, down to the function
             written = written.command
