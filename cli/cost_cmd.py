@@ -9,25 +9,37 @@ from rich.console import Console
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import plural
+from servecap.scenario.spec import DEFAULT as D
+from servecap.scenario.spec import with_values
 from servecap.sim.cost import cost_report, reserved_report
 from servecap.sim.deploy import run_deployment
 from servecap.sim.sweep import saturated
 
 from . import sim_options as o
-from .sim_inputs import SimFlags, build_setup
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
+from .sim_inputs import SIM_PATHS, SimFlags, build_setup, sim_flags, sim_scenario
 
 MIN_TOKENS_PER_S = 1e-6
+COST_PATHS = {name: SIM_PATHS[name] for name in (
+    "model", "device", "bandwidth", "flops", "step_overhead", "workload", "policy", "slo_ttft",
+    "slo_itl", "tensor_parallel_size", "pipeline_parallel_size", "replicas", "speed_of_light",
+    "num_requests", "input_len", "output_len")} | {
+    "gpu_price": ("prices.usd_per_gpu_hour",),
+    "reserved_price": ("prices.reserved_usd_per_gpu_hour",),
+    "utilization": ("prices.utilization",), "api_price": ("prices.api_usd_per_million_output",),
+    "input_price": ("prices.api_usd_per_million_input",), "target": ("slo.target",)}
 Opt = typer.Option
 
 
-def cost(model: Annotated[str | None, typer.Argument(
+def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
              help="Model to simulate (omit with --tokens-per-s).")] = None,
-         gpu_price: Annotated[float, Opt(help="On-demand dollars per GPU-hour.")] = 2.0,
+         gpu_price: Annotated[float, Opt(help="On-demand dollars per GPU-hour.")]
+         = D.prices.usd_per_gpu_hour,
          reserved_price: Annotated[float | None, Opt(help="Reserved (committed) dollars per "
                                                      "GPU-hour, priced beside on-demand.")]
          = None,
          utilization: Annotated[float, Opt(help="Share of the hour the GPU does useful "
-                                           "work.")] = 1.0,
+                                           "work.")] = D.prices.utilization,
          api_price: Annotated[float | None, Opt(help="API dollars per million output tokens "
                                                 "to break even against.")] = None,
          input_price: Annotated[float | None, Opt(help="API dollars per million input tokens "
@@ -37,16 +49,20 @@ def cost(model: Annotated[str | None, typer.Argument(
          input_tokens_per_s: Annotated[float | None, Opt(help="Measured input tokens/s "
                                                          "(with --tokens-per-s).")] = None,
          device: o.Device = None, bandwidth: o.Bandwidth = None, flops: o.Flops = None,
-         step_overhead: o.StepOverhead = "0ms", workload: o.Workload = None,
-         policy: Annotated[str, Opt(help="Scheduler policy simulated.")] = "continuous",
+         step_overhead: o.StepOverhead = D.simulator.step_overhead,
+         workload: o.Workload = None,
+         policy: Annotated[str, Opt(help="Scheduler policy simulated.")]
+         = D.simulator.policies[0],
          slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None,
          target: Annotated[float, Opt(help="SLO attainment the capacity must reach (share "
-                                      "of requests).")] = 0.9,
+                                      "of requests).")] = D.slo.target,
          tensor_parallel_size: o.TensorParallel = 1,
-         pipeline_parallel_size: o.PipelineParallel = 1, replicas: o.Replicas = 1,
+         pipeline_parallel_size: o.PipelineParallel = 1,
+         replicas: o.Replicas = D.simulator.replicas,
          speed_of_light: o.SpeedOfLight = False, num_requests: o.CeilingRequests = None,
          input_len: o.InputLen = None, output_len: o.OutputLen = None,
-         as_json: o.Json = False) -> None:
+         as_json: o.Json = False, scenario_file: ScenarioFile = None,
+         save_scenario: SaveScenario = None) -> None:
     """Self-hosted $ per million output tokens at full load and at --utilization.
 
     Output tokens/s come from --tokens-per-s, or from simulating MODEL's
@@ -64,14 +80,24 @@ def cost(model: Annotated[str | None, typer.Argument(
                      pipeline_parallel_size=pipeline_parallel_size,
                      speed_of_light=speed_of_light, num_requests=num_requests,
                      input_len=input_len, output_len=output_len)
-    rates = _rates(model, flags, tokens_per_s, input_tokens_per_s, target)
-    num_gpus = tensor_parallel_size * pipeline_parallel_size * replicas
-    report = _priced(rates, num_gpus, gpu_price, utilization, api_price, input_price)
+    built = with_values(sim_scenario(model, flags), {
+        "prices.usd_per_gpu_hour": gpu_price, "prices.reserved_usd_per_gpu_hour":
+        reserved_price, "prices.utilization": utilization,
+        "prices.api_usd_per_million_output": api_price,
+        "prices.api_usd_per_million_input": input_price, "slo.target": target})
+    scenario = merged(ctx, built, COST_PATHS, scenario_file)
+    model, flags, prices = scenario.model.ref, sim_flags(scenario), scenario.prices
+    gpu_price, reserved_price = prices.usd_per_gpu_hour, prices.reserved_usd_per_gpu_hour
+    rates = _rates(model, flags, tokens_per_s, input_tokens_per_s, scenario.slo.target)
+    num_gpus = flags.tensor_parallel_size * flags.pipeline_parallel_size * flags.replicas
+    report = _priced(rates, num_gpus, gpu_price, prices.utilization,
+                     prices.api_usd_per_million_output, prices.api_usd_per_million_input)
     if reserved_price is not None:
         report |= {"reserved_price_per_h": reserved_price,
                    "reserved_pays_above_utilization": reserved_price / gpu_price}
         report |= reserved_report(reserved_price * num_gpus, report)
     _check_finite(report)
+    save(scenario, save_scenario)
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:

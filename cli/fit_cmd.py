@@ -16,8 +16,9 @@ from servecap.ledger.serve import MAX_CONCURRENCY
 from . import plan_cmd
 from .deploy import NO_DEPLOY, DeployFlags
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
-from .inputs import PlanFlags, serve_spec
+from .inputs import PLAN_PATHS, PlanFlags, plan_flags_of, plan_scenario, serve_spec
 from .plan_json import deployment_to_dict
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 
 QUESTIONS = ("context", "concurrency", "tp", "pp", "gpus", "kv-dtype", "weight-dtype")
 PLAN_FLAGS = ("device", "context", "concurrency", "runtime_peak", "safety", "weight_dtype",
@@ -68,6 +69,9 @@ def fit(
                                      f"pp, gpus; default {MAX_DEVICES}).")] = None,
     as_json: Annotated[bool, Out("--json", help="Print one JSON object (integer bytes).")]
     = False,
+    ctx: typer.Context = None,
+    scenario_file: ScenarioFile = None,
+    save_scenario: SaveScenario = None,
     flags: PlanFlags = NO_FLAGS,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
@@ -91,8 +95,11 @@ def fit(
     Exit 0 with an answer, 1 when nothing in the searched range fits, 2 for bad
     input.
     """
+    scenario = merged(ctx, plan_scenario(model, flags, deploy), PLAN_PATHS, scenario_file)
+    model, flags, deploy = plan_flags_of(scenario)
     loaded = plan_cmd._load(model)
     question = _question(find, flags, deploy)
+    save(scenario, save_scenario)
     result = _search(question, model, flags, deploy, loaded, up_to)
     if as_json:
         print(json.dumps(fit_to_dict(result), indent=2))

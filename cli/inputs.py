@@ -1,19 +1,26 @@
-"""Build the frozen ServeSpec from flags and a model file's serving defaults (flags win)."""
+"""The plan flags as typed, and the Scenario they describe (scenario/ derives the rest)."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from servecap.ledger import dtypes
-from servecap.ledger.devices import resolve_device
+from servecap.ledger.engines import PLAIN
 from servecap.ledger.errors import SpecError
-from servecap.ledger.serve import (
-    DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
-    ServeSpec,
-)
-from servecap.ledger.units import parse_fraction_or_size, parse_size_flag
-from servecap.ledger.weights import default_quant
+from servecap.ledger.serve import DEFAULT_MAX_NUM_SEQS, ServeSpec
 from servecap.model_configs import LoadedModel
+from servecap.scenario import serving
+from servecap.scenario.deployment import deployment, file_overrides, load
+from servecap.scenario.engine import engine_text, implied_engine
+from servecap.scenario.spec import (
+    DEFAULT,
+    Device,
+    Dtypes,
+    Load,
+    Memory,
+    Model,
+    Scenario,
+    Scheduler,
+)
+
+from .deploy import DeployFlags, deploy_sections
 
 
 @dataclass(frozen=True)
@@ -36,98 +43,122 @@ class PlanFlags:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
 
 
+def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
+    """The Scenario plan's flags (and deployment flags, cli/deploy.py) describe."""
+    seqs = flags.max_num_seqs if flags.max_num_seqs != DEFAULT_MAX_NUM_SEQS else None
+    engine = DEFAULT.engine
+    memory = Memory(runtime_peak=flags.runtime_peak, safety=flags.safety)
+    parallel = DEFAULT.parallel
+    if deploy is not None:
+        engine, memory, parallel, own_seqs = deploy_sections(deploy, memory)
+        seqs = own_seqs if own_seqs is not None else seqs
+    return Scenario(
+        model=Model(name=model), device=Device(name=flags.device), engine=engine,
+        parallel=parallel,
+        dtypes=Dtypes(weight_dtype=flags.weight_dtype, kv_cache_dtype=flags.kv_dtype,
+                      activation_dtype=flags.activation_dtype, group_size=flags.group_size),
+        scheduler=Scheduler(max_model_len=flags.context, block_size=flags.block_size,
+                            max_num_seqs=seqs,
+                            max_num_batched_tokens=flags.max_num_batched_tokens),
+        memory=memory,
+        load=Load(concurrency=flags.concurrency, lengths=parse_lengths(flags.lengths),
+                  shared_prefix=flags.shared_prefix))
+
+
+# Which Scenario fields each of plan's flags (and the deployment flags) sets.
+PLAN_PATHS = {
+    "model": ("model.name",), "device": ("device.name",),
+    "context": ("scheduler.max_model_len",), "concurrency": ("load.concurrency",),
+    "lengths": ("load.lengths",), "runtime_peak": ("memory.runtime_peak",),
+    "safety": ("memory.safety",), "weight_dtype": ("dtypes.weight_dtype",),
+    "kv_dtype": ("dtypes.kv_cache_dtype",), "activation_dtype": ("dtypes.activation_dtype",),
+    "block_size": ("scheduler.block_size",), "shared_prefix": ("load.shared_prefix",),
+    "group_size": ("dtypes.group_size",),
+    "max_num_batched_tokens": ("scheduler.max_num_batched_tokens",),
+    "tensor_parallel_size": ("parallel.tensor_parallel_size",),
+    "pipeline_parallel_size": ("parallel.pipeline_parallel_size",),
+    "data_parallel_size": ("parallel.data_parallel_size",),
+    "engine": ("engine.name", "engine.version"),
+    "gpu_memory_utilization": ("memory.gpu_memory_utilization",),
+    "kv_cache_memory": ("memory.kv_cache_memory_bytes",),
+    "mem_fraction_static": ("memory.mem_fraction_static",),
+    "free_gpu_memory_fraction": ("memory.free_gpu_memory_fraction",),
+    "max_num_seqs": ("scheduler.max_num_seqs",), "entrypoint": ("engine.entrypoint",),
+    "mxfp4_backend": ("engine.mxfp4_backend",), "sampler": ("engine.sampler",),
+    "non_torch": ("memory.non_torch",), "weights": ("memory.weights",),
+    "comm_buffer": ("memory.comm_buffer",), "cuda_graph_memory": ("memory.cuda_graph_memory",),
+}
+
+
+def plan_flags_of(scenario: Scenario):
+    """A Scenario as plan's MODEL, PlanFlags and DeployFlags (for the workbook, which reads
+    them)."""
+    s, sched = scenario, scenario.scheduler
+    vllm = implied_engine(s) == "vllm"
+    flags = PlanFlags(
+        device=s.device.name, context=sched.max_model_len, concurrency=s.load.concurrency,
+        lengths=None if s.load.lengths is None else ",".join(map(str, s.load.lengths)),
+        runtime_peak=_text(s.memory.runtime_peak), safety=_text(s.memory.safety),
+        weight_dtype=s.dtypes.weight_dtype, kv_dtype=s.dtypes.kv_cache_dtype,
+        activation_dtype=s.dtypes.activation_dtype, block_size=sched.block_size,
+        shared_prefix=s.load.shared_prefix, group_size=s.dtypes.group_size,
+        max_num_batched_tokens=sched.max_num_batched_tokens,
+        max_num_seqs=DEFAULT_MAX_NUM_SEQS if vllm or sched.max_num_seqs is None
+        else sched.max_num_seqs)
+    mem, eng, par = s.memory, s.engine, s.parallel
+    deploy = DeployFlags(
+        par.tensor_parallel_size, par.pipeline_parallel_size, par.data_parallel_size,
+        engine=engine_text(s) if eng.name else PLAIN,
+        gpu_memory_utilization=mem.gpu_memory_utilization,
+        kv_cache_memory=_text(mem.kv_cache_memory_bytes),
+        mem_fraction_static=mem.mem_fraction_static,
+        free_gpu_memory_fraction=mem.free_gpu_memory_fraction,
+        max_num_seqs=sched.max_num_seqs if vllm else None, entrypoint=eng.entrypoint,
+        mxfp4_backend=eng.mxfp4_backend, sampler=eng.sampler, non_torch=_text(mem.non_torch),
+        weights=_text(mem.weights), comm_buffer=_text(mem.comm_buffer),
+        cuda_graph_memory=_text(mem.cuda_graph_memory))
+    return s.model.ref, flags, deploy
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
 def serve_spec(flags: PlanFlags, loaded: LoadedModel) -> ServeSpec:
     """Flags override the model file's serving defaults; what neither gives is vLLM's default."""
-    defaults = loaded.serving
-    device_text = flags.device or defaults.device
-    if device_text is None:
-        raise SpecError("--device", None, "required: a catalog name (servecap devices) or a size "
-                        "like 40GiB")
-    device_bytes, label = resolve_device(device_text, _field(flags.device, "device", loaded))
-    lengths = _lengths(flags)
-    if not lengths and flags.context is not None and flags.shared_prefix > flags.context:
-        raise SpecError("--shared-prefix", flags.shared_prefix, f"at most the request's "
-                        f"{flags.context:,} tokens: a prefix is part of the request")
-    context = _first(flags.context, defaults.context, loaded.spec.max_position_embeddings or None)
-    if context is None and not lengths:
-        raise SpecError("--context", None, "required: this model states no "
-                        "max_position_embeddings to default to")
-    runtime = _first(flags.runtime_peak, defaults.runtime_peak)
-    safety_text = _first(flags.safety, defaults.safety)
-    safety, fraction = (parse_fraction_or_size(safety_text, device_bytes,
-                                               _field(flags.safety, "safety", loaded))
-                        if safety_text is not None else (None, None))
-    spec = ServeSpec(
-        device_bytes=device_bytes, context_tokens=max(lengths) if lengths else context,
-        concurrency=len(lengths) if lengths else _first(flags.concurrency, defaults.concurrency, 1),
-        lengths=lengths,
-        block_size_tokens=_first(flags.block_size, defaults.block_size,
-                                 DEFAULT_BLOCK_SIZE_TOKENS),
-        shared_prefix_tokens=flags.shared_prefix,
-        runtime_peak_bytes=None if runtime is None else parse_size_flag(
-            runtime, _field(flags.runtime_peak, "runtime_peak", loaded)),
-        safety_bytes=safety, safety_fraction=fraction,
-        weight_dtype=_dtype(flags.weight_dtype, loaded, "--weight-dtype", dtypes.WEIGHT_DTYPES),
-        kv_dtype=_dtype(flags.kv_dtype, loaded, "--kv-dtype", dtypes.KV_DTYPES),
-        activation_dtype=_dtype(flags.activation_dtype, loaded, "--activation-dtype",
-                                dtypes.ACTIVATION_DTYPES),
-        max_num_batched_tokens=flags.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
-        max_num_seqs=flags.max_num_seqs,
-        device_label=label)
-    return spec
-
-
-def _field(flag: str | None, key: str, loaded: LoadedModel) -> str:
-    """Name a bad value where it came from: the flag, or the model file's serving defaults."""
-    if flag is not None:
-        return "--" + key.replace("_", "-")
-    return f"{loaded.path.name}: serving.{key}"
+    return serving.serve_spec(plan_scenario(None, flags), loaded)
 
 
 def model_for_flags(flags: PlanFlags, loaded: LoadedModel):
     """An explicit --weight-dtype replaces the checkpoint's own quantization."""
-    if flags.weight_dtype is None:
-        return loaded.spec
-    name = dtypes.lookup(flags.weight_dtype, "--weight-dtype", dtypes.WEIGHT_DTYPES).name
-    return replace(loaded.spec, quant=default_quant(name, flags.group_size))
+    return serving.model_spec(plan_scenario(None, flags), loaded)
 
 
-def _first(*values):
-    """The first value that was given (0 counts as given, so it can be rejected as 0)."""
-    return next((v for v in values if v is not None), None)
-
-
-def _dtype(flag: str | None, loaded: LoadedModel, field: str, allowed: tuple[str, ...]) -> str:
-    if flag is not None:
-        return dtypes.lookup(flag, field, allowed).name
-    spec = loaded.spec
-    if field == "--weight-dtype" and spec.quant is not None:
-        return {"fp8": "fp8", "int8": "int8"}.get(spec.quant.method, _quant_dtype(spec.quant))
-    checkpoint = dtypes.lookup(spec.checkpoint_dtype, "torch_dtype", dtypes.WEIGHT_DTYPES).name
-    return checkpoint if checkpoint in allowed else "bf16"
-
-
-def _quant_dtype(quant) -> str:
-    return "fp4" if quant.method in ("mxfp4", "nvfp4") else "int4" if quant.bits == 4 else "int8"
-
-
-def _lengths(flags: PlanFlags) -> tuple[int, ...]:
-    """17,33,65 -> (17, 33, 65). Every entry a whole number >= 1; a mixed batch replaces
-    context x concurrency, so giving those too is a conflict, not a silent override."""
-    text = flags.lengths
+def parse_lengths(text: str | None) -> tuple[int, ...] | None:
+    """17,33,65 -> (17, 33, 65): every entry a whole number >= 1."""
     if text is None:
-        return ()
+        return None
     parts = [part.strip() for part in text.split(",")]
     if not all(_is_count(part) for part in parts) or min(int(p) for p in parts) < 1:
         raise SpecError("--lengths", text, "comma-separated token counts, each >= 1, "
                         "e.g. 17,33,65")
-    for name, value in (("--context", flags.context), ("--concurrency", flags.concurrency)):
-        if value is not None:
-            raise SpecError(name, value, "give either --lengths or --context/--concurrency: "
-                            "the lengths already set both")
     return tuple(int(part) for part in parts)
 
 
 def _is_count(text: str) -> bool:
     """ASCII digits only ('²'.isdigit() is True), and few enough to be a token count."""
     return text.isascii() and text.isdigit() and len(text) <= 18
+
+
+def deployment_from_flags(model: str | None, flags: PlanFlags,
+                          deploy=None, loaded: LoadedModel | None = None):
+    """Every rank's ledger for these flags (scenario/deployment.py)."""
+    return deployment(plan_scenario(model, flags, deploy), loaded)
+
+
+def plan_parts(model: str | None, flags: PlanFlags):
+    """What build_plan is called with: the model as flagged, the deployment, file weights."""
+    scenario = plan_scenario(model, flags)
+    loaded = load(scenario)
+    return (serving.model_spec(scenario, loaded), serving.serve_spec(scenario, loaded),
+            file_overrides(scenario, loaded))

@@ -3,25 +3,30 @@
 import functools
 import json
 import sys
-from dataclasses import replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from servecap.ledger.errors import SpecError
-from servecap.ledger.model import ModelSpec
-from servecap.ledger.plan import Overrides
-from servecap.ledger.serve import ServeSpec
-from servecap.ledger.vllm_start import advise, advise_after_pool, fails_after_pool, starts
-from servecap.ledger.weights import WeightBytes, weight_bytes
-from servecap.model_configs import LoadedModel, load_model
+from servecap.model_configs import LoadedModel
+from servecap.scenario.deployment import deployment, load
+from servecap.scenario.deployment import plan as scenario_plan
+from servecap.scenario.serving import model_spec
 
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options
-from .deploy import deploy as plan_deployment
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
-from .inputs import PlanFlags, model_for_flags, serve_spec
+from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-exported)
+    PLAN_PATHS,
+    PlanFlags,
+    deployment_from_flags,
+    plan_flags_of,
+    plan_parts,
+    plan_scenario,
+)
+from .option_groups import options_from
 from .plan_json import deployment_to_dict, source_to_dict
+from .scenario_opts import SaveScenario, ScenarioFile, VllmLine, launch_line, merged, save
 
 Opt = typer.Option
 Dev = functools.partial(Opt, rich_help_panel="Device and load")
@@ -30,40 +35,47 @@ Rep = functools.partial(Opt, rich_help_panel="Representations (dtypes)")
 Out = functools.partial(Opt, rich_help_panel="Output")
 
 
+@dataclass(frozen=True)
+class PlanOptions:
+    """plan's own options (fit reads the same), each in its help panel; PlanFlags' names."""
+
+    device: Annotated[str | None, Dev(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
+                                      "bytes.")] = None
+    context: Annotated[int | None, Dev("--context", "--max-model-len",
+                                       help="Tokens per request (prompt + output). Default: "
+                                       "the model's max_position_embeddings.")] = None
+    concurrency: Annotated[int | None, Dev(help="Resident requests. Default 1.")] = None
+    lengths: Annotated[str | None, Dev(help="Mixed batch of live lengths, e.g. 17,33,65 "
+                                       "(instead of context x concurrency).")] = None
+    runtime_peak: Annotated[str | None, Led(help="Measured runtime peak (activations, "
+                                            "workspaces), e.g. 3GiB. Default: an estimate, "
+                                            "labelled.")] = None
+    safety: Annotated[str | None, Led(help="Safety reserve: a size (4GiB) or a share of the "
+                                      "device (10%). Default 10%.")] = None
+    weight_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8, int4, fp4. Default: "
+                                            "the checkpoint's.")] = None
+    kv_dtype: Annotated[str | None, Rep("--kv-dtype", "--kv-cache-dtype", help="KV cache "
+                                        "dtype: bf16, fp16, fp8, int8, int4.")] = None
+    activation_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8.")] = None
+    block_size: Annotated[int | None, Dev(help="Paged KV block size in tokens (vLLM default "
+                                          "16).")] = None
+    shared_prefix: Annotated[int, Dev(help="Tokens of prompt prefix shared by every request "
+                                      "(full blocks stored once).")] = 0
+    group_size: Annotated[int, Rep(help="int4 group size (0: per channel).")] = 128
+    max_num_batched_tokens: Annotated[int | None, Led(help="Tokens per forward pass (sizes the "
+                                                      "runtime-peak estimate). Default 8192; "
+                                                      "--engine vllm: the release's default "
+                                                      "for this GPU.")] = None
+
+
 @deploy_options
+@options_from(PlanOptions, "opts", after="model")
 def plan(
+    ctx: typer.Context,
     model: Annotated[str | None, typer.Argument(help="Bundled model name (servecap models), a "
                                                 "model YAML, a config.json, a local model "
                                                 "directory or a Hugging Face Hub id "
                                                 "org/name[@revision].")] = None,
-    device: Annotated[str | None, Dev(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
-                                      "bytes.")] = None,
-    context: Annotated[int | None, Dev("--context", "--max-model-len",
-                                       help="Tokens per request (prompt + output). Default: "
-                                       "the model's max_position_embeddings.")] = None,
-    concurrency: Annotated[int | None, Dev(help="Resident requests. Default 1.")] = None,
-    lengths: Annotated[str | None, Dev(help="Mixed batch of live lengths, e.g. 17,33,65 "
-                                       "(instead of context x concurrency).")] = None,
-    runtime_peak: Annotated[str | None, Led(help="Measured runtime peak (activations, "
-                                            "workspaces), e.g. 3GiB. Default: an estimate, "
-                                            "labelled.")] = None,
-    safety: Annotated[str | None, Led(help="Safety reserve: a size (4GiB) or a share of the "
-                                      "device (10%). Default 10%.")] = None,
-    weight_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8, int4, fp4. Default: "
-                                            "the checkpoint's.")] = None,
-    kv_dtype: Annotated[str | None, Rep(help="KV cache dtype: bf16, fp16, fp8, int8, int4.")]
-    = None,
-    activation_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8.")] = None,
-    block_size: Annotated[int | None, Dev(help="Paged KV block size in tokens (vLLM default "
-                                          "16).")] = None,
-    shared_prefix: Annotated[int, Dev(help="Tokens of prompt prefix shared by every request "
-                                      "(full blocks stored once).")] = 0,
-    group_size: Annotated[int, Rep(help="int4 group size (0: per channel).")]
-    = 128,
-    max_num_batched_tokens: Annotated[int | None, Led(help="Tokens per forward pass (sizes the "
-                                                      "runtime-peak estimate). Default 8192; "
-                                                      "--engine vllm: the release's default "
-                                                      "for this GPU.")] = None,
     as_json: Annotated[bool, Out("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Out(help="Also write a capacity workbook with live formulas "
@@ -76,6 +88,10 @@ def plan(
                                  "config.json fields were ignored as irrelevant to memory "
                                  "(stderr).")]
     = False,
+    scenario_file: ScenarioFile = None,
+    save_scenario: SaveScenario = None,
+    vllm_line: VllmLine = None,
+    opts: PlanOptions = None,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Build the per-device memory ledger and the memory-only concurrency ceiling.
@@ -89,63 +105,40 @@ def plan(
       servecap plan ./model-dir --device h100-80gb --kv-dtype fp8 --json
       servecap plan llama-3.1-70b-instruct --device h100-80gb -tp 4 --engine vllm
       servecap plan Qwen/Qwen3-32B --device h100-80gb -v   # Hub id: reads only headers
+      servecap plan --device h100-80gb -- vllm serve ./model-dir -tp 2 --max-model-len 8k
+      servecap plan --scenario chat.yaml --context 4096 -v   # a saved scenario, one flag over
 
     Exit 0 when the declared load fits, 1 when it does not, 2 for bad input.
     """
-    flags = PlanFlags(device, context, concurrency, lengths, runtime_peak, safety, weight_dtype,
-                      kv_dtype, activation_dtype, block_size, shared_prefix, group_size,
-                      max_num_batched_tokens)
+    flags = PlanFlags(**asdict(opts))
+    line = launch_line(model, vllm_line)
+    scenario = merged(ctx, plan_scenario(None if line else model, flags, deploy), PLAN_PATHS,
+                      scenario_file, verbose, line)
     if from_workbook is not None or xlsx is not None:
         from .workbook_cmd import plan_workbook_io  # openpyxl only when a workbook is involved
 
-        model, flags, deploy = plan_workbook_io(model, flags, deploy, from_workbook, xlsx,
-                                                force)
-    loaded = _load(model)
-    result = deployment_from_flags(model, flags, deploy, loaded)
-    advice = None if starts(result) else start_advice(model, flags, deploy, loaded, result)
+        again = plan_workbook_io(*plan_flags_of(scenario), from_workbook, xlsx, force)
+        if from_workbook is not None:
+            scenario = plan_scenario(*again)
+    outcome = scenario_plan(scenario)
+    save(scenario, save_scenario, outcome.deployment.plan)
+    result, advice = outcome.deployment, outcome.advice
     if verbose:
-        print_fetch_report(loaded.hub)
-        print_ignored_fields(loaded)
+        print_fetch_report(outcome.loaded.hub)
+        print_ignored_fields(outcome.loaded)
     if as_json:
         extra = {"starts": advice is None, "start_advice": advice and {
             "max_model_len": advice.max_model_len,
             "gpu_memory_utilization": advice.gpu_memory_utilization,
             "max_num_seqs": advice.max_num_seqs, "text": advice.text}}
-        print(json.dumps({**deployment_to_dict(result), **extra, **source_to_dict(loaded)},
-                         indent=2))
+        print(json.dumps({**deployment_to_dict(result), **extra,
+                          **source_to_dict(outcome.loaded)}, indent=2))
     else:
         _render(result)
         if advice is not None:
             print(f"does not start: {advice.text}")
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
-
-
-def start_advice(model: str | None, flags: PlanFlags, deploy: DeployFlags,
-                 loaded: LoadedModel, result):
-    """vLLM's own advice, each figure found by fit's search over this plan's own flags."""
-    context = result.plan.serve.context_tokens
-    util = deploy.gpu_memory_utilization or result.plan.budget and _default_util(deploy)
-
-    def at_length(n: int):
-        return deployment_from_flags(model, replace(flags, context=n), deploy, loaded)
-
-    def at_utilization(u: float):
-        return deployment_from_flags(model, flags, replace(deploy, gpu_memory_utilization=u),
-                                     loaded)
-
-    if fails_after_pool(result):
-        def at_seqs(n: int):
-            return deployment_from_flags(model, flags, replace(deploy, max_num_seqs=n), loaded)
-        seqs = next(s.plan.after_pool.max_num_seqs for s in result.stages)
-        return advise_after_pool(at_utilization, at_seqs, util or 1.0, seqs, result)
-    return advise(at_length, at_utilization, context, util or 1.0)
-
-
-def _default_util(deploy: DeployFlags) -> float:
-    from .deploy import engine_spec
-
-    return engine_spec(deploy).default_utilization
 
 
 def print_fetch_report(hub) -> None:
@@ -179,51 +172,19 @@ def plan_from_flags(model: str | None, flags: PlanFlags):
     return deployment_from_flags(model, flags).plan
 
 
-def deployment_from_flags(model: str | None, flags: PlanFlags,
-                          deploy: DeployFlags = NO_DEPLOY, loaded: LoadedModel | None = None):
-    """Load (unless given), build the ServeSpec, apply file-derived weights, plan every rank."""
-    loaded = loaded or _load(model)
-    return plan_deployment(loaded, model_for_flags(flags, loaded), serve_spec(flags, loaded),
-                           _file_overrides(loaded, flags), deploy, flags)
-
-
 def deployment_parts(model: str, flags: PlanFlags, deploy: DeployFlags):
     """The model as flagged, its deployment with one resident request (what the simulator
     sizes its KV pool and prices its steps from: the same ledger plan prints) and where a Hub
     model was read from (None otherwise)."""
-    loaded = _load(model)
-    spec = model_for_flags(flags, loaded)
-    serve = replace(serve_spec(flags, loaded), concurrency=1)
-    return spec, plan_deployment(loaded, spec, serve, _file_overrides(loaded, flags), deploy,
-                                 flags), loaded.hub
-
-
-def plan_parts(model: str | None, flags: PlanFlags) -> tuple[ModelSpec, ServeSpec, Overrides]:
-    """What build_plan is called with: the model as flagged, the deployment, file weights."""
-    loaded = _load(model)
-    return (model_for_flags(flags, loaded), serve_spec(flags, loaded),
-            _file_overrides(loaded, flags))
+    scenario = plan_scenario(model, flags, deploy)
+    loaded = load(scenario)
+    return (model_spec(scenario, loaded), deployment(scenario, loaded, concurrency=1),
+            loaded.hub)
 
 
 def _load(model: str | None) -> LoadedModel:
-    if model is None:
-        raise SpecError("MODEL", None, "required unless --from-workbook is given")
-    return load_model(model)
-
-
-def _file_overrides(loaded: LoadedModel, flags: PlanFlags) -> Overrides:
-    """Safetensors headers give the weights exactly, unless a different dtype is asked for."""
-    found = loaded.file_weights
-    if found is None or flags.weight_dtype is not None:
-        return Overrides()
-    spec = loaded.spec  # the headers give bytes; the architecture gives the parameter counts
-    counts = weight_bytes(spec, 16, spec.quant) if spec.has_architecture else None
-    weights = WeightBytes(found.param_bytes, found.metadata_bytes,
-                          counts.num_parameters if counts else 0,
-                          counts.quantized_parameters if counts else 0, "")
-    src = (f"safetensors headers: {found.num_tensors:,} tensors in {found.num_files} file(s)"
-           if found.num_files else "model.safetensors.index.json metadata.total_size")
-    return Overrides(weights=weights, weights_source=src)
+    """The model as the plan's MODEL argument names it (fit reads it once for its search)."""
+    return load(plan_scenario(model, PlanFlags()))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,30 +1,19 @@
 """`servecap reconcile`: a vLLM startup log beside the plan of the same deployment."""
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from servecap.ledger.engines import PLAIN, VLLM, EngineSpec
-from servecap.ledger.errors import SpecError
-from servecap.ledger.plan import Overrides
-from servecap.ledger.ranks import Parallel, build_deployment
-from servecap.ledger.reconcile import Reconciliation, check_same_model, reconcile
+from servecap.ledger.reconcile import Reconciliation
 from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS
 from servecap.ledger.units import GiB
-from servecap.ledger.vllm_log import LogFacts, parse_vllm_log
-from servecap.ledger.vllm_versions import choose
-from servecap.ledger.weights import WeightBytes
-from servecap.model_configs import load_model
-from servecap.model_configs.reading import read_bytes
+from servecap.scenario import reconciliation
 
-from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec, implied_engine, with_device
+from .deploy import NO_DEPLOY, DeployFlags, deploy_options
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
-from .inputs import PlanFlags, model_for_flags, serve_spec
-
-MAX_LOG_BYTES = 512 * 2**20  # a startup log is kilobytes; a long-running one stays far below
+from .inputs import PlanFlags, plan_scenario
 
 Opt = typer.Option
 
@@ -68,97 +57,9 @@ def reconcile_cmd(
 
 def reconcile_log(log: Path, model: str, flags: PlanFlags,
                   deploy: DeployFlags = NO_DEPLOY) -> Reconciliation:
-    """Parse, plan the same deployment twice (from the config; with the log's measured lines),
-    check it is the same model, and compare."""
-    if implied_engine(deploy) not in (PLAIN, VLLM):
-        raise SpecError("--engine", deploy.engine, "reconcile reads vLLM logs: vllm (the "
-                        "default here)")
-    facts = parse_vllm_log(_read(log), str(log))
-    loaded = load_model(model)
-    flags = replace(flags, device=flags.device or _logged_device(facts),
-                    context=flags.context or facts.max_model_len,
-                    kv_dtype=flags.kv_dtype or _kv_dtype(facts.kv_cache_dtype),
-                    max_num_batched_tokens=flags.max_num_batched_tokens
-                    or facts.max_num_batched_tokens)
-    deploy, rules = _logged_deploy(deploy, facts)
-    engine = with_device(engine_spec(deploy), flags.device, flags.max_num_batched_tokens)
-    engine = replace(engine, formula=facts.engine_version, version_note="")
-    spec, serve = model_for_flags(flags, loaded), serve_spec(flags, loaded)
-    parallel = Parallel(deploy.tensor_parallel_size, deploy.pipeline_parallel_size)
-    plan = build_deployment(spec, serve, Overrides(), parallel, engine).plan
-    check_same_model(plan, facts, spec.name)
-    replanned = build_deployment(
-        spec, replace(serve, runtime_peak_bytes=facts.gib_bytes("activation_peak_gib")
-                      if facts.activation_peak_gib is not None else serve.runtime_peak_bytes),
-        _measured(facts), parallel, _measured_engine(engine, facts)).plan
-    return reconcile(plan, replanned, facts, rules)
-
-
-def _logged_deploy(deploy: DeployFlags, facts: LogFacts) -> tuple[DeployFlags, str]:
-    """The log's release picks the rules unless --engine names one; the log's flags fill what
-    was not given (tensor parallel size, utilization, batch, sampler, MXFP4 kernel)."""
-    typed = str(deploy.engine).strip().lower()
-    if typed.startswith(VLLM) and typed != VLLM:
-        spelling, said = typed, "as --engine asked"
-    elif facts.version:
-        spelling, said = f"vllm=={facts.version}", f"the log's vLLM {facts.version}"
-    elif facts.format_version:
-        version, why = facts.format_version
-        spelling, said = f"vllm=={version}", f"the log states no version; {why} is {version}'s"
-    else:
-        spelling, said = VLLM, "the log states no vLLM version: the newest known"
-    choice = choose(spelling)
-    rules = (f"rules: {choice.row.name} ({choice.row.tag}), {said}"
-             + (f"; {choice.note}" if choice.note and spelling != VLLM else "")
-             + ("; pin one with --engine vllm==X.Y" if spelling == VLLM else ""))
-    logged = {
-        "engine": choice.row.pin, "gpu_memory_utilization":
-        deploy.gpu_memory_utilization or facts.gpu_memory_utilization,
-        "tensor_parallel_size": facts.tensor_parallel_size or deploy.tensor_parallel_size
-        if deploy.tensor_parallel_size == 1 else deploy.tensor_parallel_size,
-        "max_num_seqs": deploy.max_num_seqs or facts.max_num_seqs,
-        "mxfp4_backend": deploy.mxfp4_backend or facts.mxfp4_backend,
-        "sampler": deploy.sampler or facts.sampler}
-    return replace(deploy, **logged), rules
-
-
-def _measured_engine(engine: EngineSpec, facts: LogFacts) -> EngineSpec:
-    """The log's lines as measured: its non-torch figure already holds the collective buffers
-    (vLLM profiles them as non-torch memory), and its CUDA-graph estimate moves the pool only
-    in releases that subtract it."""
-    logged_non_torch = facts.non_torch_gib is not None
-    graphs = facts.cuda_graph_gib is not None and engine.vllm_row.graphs_subtracted
-    return replace(engine, non_torch_bytes=facts.gib_bytes("non_torch_gib")
-                   if logged_non_torch else engine.non_torch_bytes,
-                   comm_buffer_bytes=0 if logged_non_torch else engine.comm_buffer_bytes,
-                   cuda_graph_bytes=facts.gib_bytes("cuda_graph_gib")
-                   if graphs else engine.cuda_graph_bytes)
-
-
-def _kv_dtype(logged: str | None) -> str | None:
-    """vLLM's 'auto' is the model's dtype; fp8_e4m3 / fp8_e5m2 are one byte, as fp8."""
-    if logged in (None, "auto"):
-        return None
-    return "fp8" if logged.startswith("fp8") else logged
-
-
-def _read(log: Path) -> str:
-    """A regular file of at most MAX_LOG_BYTES (never /dev/zero or a pipe); bad bytes replaced."""
-    return read_bytes(log, MAX_LOG_BYTES, "log").decode("utf-8", errors="replace")
-
-
-def _logged_device(facts: LogFacts) -> str:
-    if facts.total_gpu_gib is None:
-        raise SpecError("--device", None, "the log does not print total_gpu_memory: give the "
-                        "device (catalog name or size)")
-    return f"{facts.total_gpu_gib}GiB"
-
-
-def _measured(facts: LogFacts) -> Overrides:
-    if facts.weights_gib is None:
-        return Overrides()
-    return Overrides(weights=WeightBytes(facts.gib_bytes("weights_gib"), 0, 0, 0, ""),
-                     weights_source="measured: the log", per_device=True)
+    """The log beside the plan of the Scenario these flags describe
+    (scenario/reconciliation.py)."""
+    return reconciliation.reconcile_log(log, plan_scenario(model, flags, deploy))
 
 
 def _cell(value: float, unit: str) -> str:

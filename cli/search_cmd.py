@@ -1,7 +1,9 @@
 """`servecap search`: the cheapest deployment meeting the SLOs, its frontier, launch lines."""
 
+import functools
 import json
 import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
-from servecap.model_configs import load_model
+from servecap.scenario.deployment import load
+from servecap.scenario.spec import DEFAULT, Scenario, Search, with_values
 from servecap.sim.cluster import ROUTERS
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.metrics import SLO
@@ -26,72 +29,100 @@ from servecap.sim.sweep import at_rate
 from . import sim_options as o
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
 from .inputs import PlanFlags, serve_spec
+from .option_groups import options_from
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .search_view import infeasible_line, render_search
 from .sim_inputs import load_workload, parse_bandwidth, parse_duration
 from .sim_xlsx import check_target
 
 Opt = typer.Option
+Ask = functools.partial(Opt, rich_help_panel="The question (workload, rate, SLOs, prices)")
+Look = functools.partial(Opt, rich_help_panel="The space searched (each a list)")
+D = DEFAULT
 
 
-def search(model: o.Model,
-           workload: Annotated[Path, Opt(help="Workload YAML: lengths, prefix groups, seed "
-                                         "(its arrival rate is replaced by --rate).")],
-           rate: Annotated[float, Opt(help="Target offered load, requests per second.")],
-           devices: Annotated[str, Opt(help="Catalog devices to try, e.g. h100-80gb,h200 "
-                                       "(a unique prefix names one).")],
-           slo_ttft: o.SloTtft = None,
-           slo_tpot: Annotated[str | None, Opt("--slo-tpot", "--slo-itl", help="TPOT target "
-                                               "(mean gap between a request's tokens), e.g. "
-                                               "50ms; --slo-itl is the same flag.")] = None,
-           target: Annotated[float, Opt(help="Share of requests that must meet every SLO.")]
-           = 0.9,
-           max_gpus: Annotated[int, Opt(help="Most GPUs one deployment may use.")] = 8,
-           tp: Annotated[str, Opt("--tp", "-tp",
-                                  help="Tensor-parallel sizes, e.g. 1,2,4,8.")]
-           = "1,2,4,8",
-           pp: Annotated[str, Opt("--pp", "-pp",
-                                  help="Pipeline-parallel sizes, e.g. 1,2.")] = "1",
-           replicas: Annotated[str | None, Opt(help="Replica counts (default: 1 up to what "
-                                               "--max-gpus allows).")] = None,
-           weight_dtype: Annotated[str | None, Opt(help="Weight dtypes, e.g. bf16,fp8 "
-                                                   "(default: the checkpoint's).")] = None,
-           kv_dtype: Annotated[str | None, Opt(help="KV cache dtypes, e.g. bf16,fp8 "
-                                               "(default: the checkpoint's).")] = None,
-           max_num_seqs: Annotated[str, Opt(help="max_num_seqs values.")] = "128,256",
-           max_num_batched_tokens: Annotated[str, Opt(help="max_num_batched_tokens values.")]
-           = "2048,8192",
-           disaggregate: Annotated[str, Opt(help="Prefill:decode replica ratios to try "
-                                            "(scaled while they fit), or none.")]
-           = "1:1,1:2,2:1",
-           max_model_len: Annotated[int | None, Opt(help="Context every layout must hold "
-                                                    "(default: the workload's longest "
-                                                    "request).")] = None,
-           num_requests: Annotated[int | None, Opt(help="Most requests one run of a candidate "
-                                                   "may simulate (default: the workload's "
-                                                   "count): each runs from 200 until steady, "
-                                                   "sized by request lifetimes.")] = None,
-           policy: Annotated[str, Opt(help="Scheduler policy simulated.")] = "chunked-prefill",
-           step_overhead: o.StepOverhead = "0ms", kv_transfer: o.KvTransfer = "50GB/s",
-           router: o.Router = "least-tokens",
-           gpu_price: Annotated[list[str] | None, Opt(help="DEVICE=USD per GPU-hour "
-                                                      "(repeatable); default: servecap's "
-                                                      "labelled price table.")] = None,
+@dataclass(frozen=True)
+class SearchQuestion:
+    """What search answers: the workload at a rate, the SLOs and their share, the context, the
+    policy simulated and the fleet's terms, the prices."""
+
+    workload: Annotated[Path | None, Ask(help="Workload YAML: lengths, prefix groups, "
+                                         "seed (its arrival rate is replaced by "
+                                         "--rate). Required unless --scenario gives "
+                                         "it.")] = None
+    rate: Annotated[float | None, Ask(help="Target offered load, requests per second "
+                                      "(required unless --scenario gives it).")] = None
+    slo_ttft: o.SloTtft = None
+    slo_tpot: Annotated[str | None, Ask("--slo-tpot", "--slo-itl", help="TPOT target "
+                                        "(mean gap between a request's tokens), e.g. "
+                                        "50ms; --slo-itl is the same flag.")] = None
+    target: Annotated[float, Ask(help="Share of requests that must meet every SLO.")] = (
+        D.slo.target)
+    max_model_len: Annotated[int | None, Ask(help="Context every layout must hold "
+                                             "(default: the workload's longest "
+                                             "request).")] = None
+    num_requests: Annotated[int | None, Ask(help="Most requests one run of a candidate "
+                                            "may simulate (default: the workload's "
+                                            "count): each runs from 200 until steady, "
+                                            "sized by request lifetimes.")] = None
+    policy: Annotated[str, Ask(help="Scheduler policy simulated.")] = D.search.policy
+    step_overhead: o.StepOverhead = D.simulator.step_overhead
+    kv_transfer: o.KvTransfer = D.simulator.kv_transfer
+    router: o.Router = D.simulator.router
+    gpu_price: Annotated[list[str] | None, Ask(help="DEVICE=USD per GPU-hour "
+                                               "(repeatable); default: servecap's "
+                                               "labelled price table.")] = None
+    expert_parallel: Annotated[bool, Ask("--enable-expert-parallel", help="MoE: also try "
+                                         "every tp >= 2 layout with the tp ranks "
+                                         "holding whole experts (vLLM's flag; each MoE "
+                                         "layer's all-reduce becomes an all-to-all).")] = False
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Where search looks: devices, parallel sizes, replicas, dtypes and the engine's batch
+    limits (each a comma-separated list), split pools, and how it narrows the search."""
+
+    devices: Annotated[str | None, Look(help="Catalog devices to try, e.g. h100-80gb,"
+                                       "h200 (a unique prefix names one; required "
+                                       "unless --scenario gives them).")] = None
+    max_gpus: Annotated[int, Look(help="Most GPUs one deployment may use.")] = D.search.max_gpus
+    tp: Annotated[str, Look("--tp", "-tp",
+                           help="Tensor-parallel sizes, e.g. 1,2,4,8.")] = (
+        D.search.tensor_parallel_sizes)
+    pp: Annotated[str, Look("--pp", "-pp",
+                           help="Pipeline-parallel sizes, e.g. 1,2.")] = (
+        D.search.pipeline_parallel_sizes)
+    replicas: Annotated[str | None, Look(help="Replica counts (default: 1 up to what "
+                                        "--max-gpus allows).")] = None
+    weight_dtype: Annotated[str | None, Look(help="Weight dtypes, e.g. bf16,fp8 "
+                                            "(default: the checkpoint's).")] = None
+    kv_dtype: Annotated[str | None, Look(help="KV cache dtypes, e.g. bf16,fp8 "
+                                        "(default: the checkpoint's).")] = None
+    max_num_seqs: Annotated[str, Look(help="max_num_seqs values.")] = D.search.max_num_seqs
+    max_num_batched_tokens: Annotated[str, Look(help="max_num_batched_tokens values.")] = (
+        D.search.max_num_batched_tokens)
+    disaggregate: Annotated[str, Look(help="Prefill:decode replica ratios to try "
+                                     "(scaled while they fit), or none.")] = D.search.disaggregate
+    prune: Annotated[bool, Look("--prune/--no-prune", help="Skip candidates decided by "
+                               "monotonicity in GPU count.")] = D.search.prune
+    capacity: Annotated[bool, Look("--capacity/--no-capacity", help="Bisect each "
+                                  "qualifying candidate's SLO capacity (req/s).")] = (
+        D.search.capacity)
+
+
+@options_from(SearchQuestion, "question", after="model")
+@options_from(SearchSpace, "space", after="model")
+def search(ctx: typer.Context, model: o.OptionalModel = None,
            workers: Annotated[int | None, Opt(help="Local worker processes (default: every "
                                               "core).")] = None,
            ray: Annotated[str | None, Opt(help="Run on Ray: auto, ray://HOST:PORT, or local "
                                           "(a private Ray with --workers CPUs).")] = None,
-           prune: Annotated[bool, Opt("--prune/--no-prune", help="Skip candidates decided by "
-                                      "monotonicity in GPU count.")] = True,
-           capacity: Annotated[bool, Opt("--capacity/--no-capacity", help="Bisect each "
-                                         "qualifying candidate's SLO capacity (req/s).")]
-           = True,
            top: Annotated[int, Opt(help="Rows of the ranked list shown.")] = 10,
-           expert_parallel: Annotated[bool, Opt("--enable-expert-parallel", help="MoE: also try "
-                                                "every tp >= 2 layout with the tp ranks "
-                                                "holding whole experts (vLLM's flag; each MoE "
-                                                "layer's all-reduce becomes an all-to-all).")]
-           = False,
-           as_json: o.Json = False, xlsx: o.Xlsx = None, force: o.Force = False) -> None:
+           as_json: o.Json = False, xlsx: o.Xlsx = None, force: o.Force = False,
+           verbose: o.Verbose = False, scenario_file: ScenarioFile = None,
+           save_scenario: SaveScenario = None, question: SearchQuestion = None,
+           space: SearchSpace = None) -> None:
     """Search deployments for the cheapest that meets the SLOs at --rate.
 
     The space is device x TP x PP x replicas x dtypes x max_num_seqs x max_num_batched_tokens,
@@ -104,22 +135,72 @@ def search(model: o.Model,
       servecap search llama-3.1-70b-instruct --workload workloads/chat.yaml --rate 4 \\
           --slo-ttft 1s --slo-tpot 50ms --devices h100-80gb,h200 --max-gpus 16
     """
+    q, sp = question, space
+    built = search_scenario(model, q.workload, q.rate, q.slo_ttft, q.slo_tpot, q.target,
+                            q.max_model_len, q.num_requests, q.step_overhead, q.kv_transfer,
+                            q.router, q.gpu_price, q.expert_parallel, Search(
+                                sp.devices, sp.tp, sp.pp, sp.replicas, sp.weight_dtype,
+                                sp.kv_dtype, sp.max_num_seqs, sp.max_num_batched_tokens,
+                                sp.disaggregate, sp.max_gpus, q.policy, sp.prune,
+                                sp.capacity))
+    s = merged(ctx, built, SEARCH_PATHS, scenario_file, verbose)
     if xlsx is not None:
         check_target(xlsx, force)
-    loaded = load_model(model)
-    problem, axes = build_problem(loaded, workload, rate, slo_ttft, slo_tpot, target,
-                                  max_model_len, num_requests, policy, step_overhead,
-                                  kv_transfer, router, capacity), \
-        build_axes(loaded, devices, max_gpus, tp, pp, replicas, weight_dtype, kv_dtype,
-                   max_num_seqs, max_num_batched_tokens, disaggregate, expert_parallel)
-    if axes.ratios and policy == "static":
-        raise SpecError("--policy", policy, "a disaggregated pool needs iteration-level "
+    for flag, value in (("--workload", s.workload.file), ("--rate", s.workload.rate),
+                        ("--devices", s.search.devices)):
+        if value is None:
+            raise SpecError(flag, None, "required (or give it in --scenario FILE)")
+    loaded = load(s)
+    sim, space = s.simulator, s.search
+    problem, axes = build_problem(loaded, Path(s.workload.file), s.workload.rate, s.slo.ttft,
+                                  s.slo.tpot, s.slo.target, s.scheduler.max_model_len,
+                                  s.workload.num_requests, space.policy, sim.step_overhead,
+                                  sim.kv_transfer, sim.router, space.capacity), \
+        build_axes(loaded, space.devices, space.max_gpus, space.tensor_parallel_sizes,
+                   space.pipeline_parallel_sizes, space.replicas, space.weight_dtypes,
+                   space.kv_dtypes, space.max_num_seqs, space.max_num_batched_tokens,
+                   space.disaggregate, s.parallel.enable_expert_parallel)
+    if axes.ratios and space.policy == "static":
+        raise SpecError("--policy", space.policy, "a disaggregated pool needs iteration-level "
                         "batching; pass --disaggregate none, or another policy")
-    prices = price_table(axes.devices, parse_prices(gpu_price))
-    report = _run(problem, axes, prices, model_id(loaded, model), _workers(workers), ray,
-                  prune, as_json)
-    report = {"model": model, "workload": str(workload)} | report
+    prices = price_table(axes.devices, parse_prices(list(s.prices.gpu_price or [])))
+    report = _run(problem, axes, prices, model_id(loaded, s.model.ref), _workers(workers),
+                  ray, space.prune, as_json)
+    save(s, save_scenario)
+    report = {"model": s.model.ref, "workload": s.workload.file} | report
     _finish(report, as_json, top, xlsx, force)
+
+
+# Which Scenario fields each of search's flags sets (--workers, --ray and --top shape only
+# how it runs and what it shows).
+SEARCH_PATHS = {
+    "model": ("model.name",), "workload": ("workload.file",), "rate": ("workload.rate",),
+    "devices": ("search.devices",), "slo_ttft": ("slo.ttft",), "slo_tpot": ("slo.tpot",),
+    "target": ("slo.target",), "max_gpus": ("search.max_gpus",),
+    "tp": ("search.tensor_parallel_sizes",), "pp": ("search.pipeline_parallel_sizes",),
+    "replicas": ("search.replicas",), "weight_dtype": ("search.weight_dtypes",),
+    "kv_dtype": ("search.kv_dtypes",), "max_num_seqs": ("search.max_num_seqs",),
+    "max_num_batched_tokens": ("search.max_num_batched_tokens",),
+    "disaggregate": ("search.disaggregate",), "max_model_len": ("scheduler.max_model_len",),
+    "num_requests": ("workload.num_requests",), "policy": ("search.policy",),
+    "step_overhead": ("simulator.step_overhead",), "kv_transfer": ("simulator.kv_transfer",),
+    "router": ("simulator.router",), "gpu_price": ("prices.gpu_price",),
+    "prune": ("search.prune",), "capacity": ("search.capacity",),
+    "expert_parallel": ("parallel.enable_expert_parallel",),
+}
+
+
+def search_scenario(model, workload, rate, slo_ttft, slo_tpot, target, max_model_len,
+                    num_requests, step_overhead, kv_transfer, router, gpu_price,
+                    expert_parallel, space: Search) -> Scenario:
+    """The Scenario search's flags describe: the question, and the space it tries."""
+    return with_values(replace(DEFAULT, search=space), {
+        "model.name": model, "workload.file": None if workload is None else str(workload),
+        "workload.rate": rate, "slo.ttft": slo_ttft, "slo.tpot": slo_tpot, "slo.target": target,
+        "scheduler.max_model_len": max_model_len, "workload.num_requests": num_requests,
+        "simulator.step_overhead": step_overhead, "simulator.kv_transfer": kv_transfer,
+        "simulator.router": router, "prices.gpu_price": None if gpu_price is None
+        else tuple(gpu_price), "parallel.enable_expert_parallel": expert_parallel})
 
 
 def build_problem(loaded, workload_path, rate, slo_ttft, slo_tpot, target, max_model_len,

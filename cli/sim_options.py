@@ -1,134 +1,216 @@
-"""The typer options `simulate` and `sweep` share, declared once."""
+"""The typer options `simulate` and `sweep` share, declared once, each in its help panel."""
 
+import functools
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+)
+from servecap.scenario.spec import DEFAULT as D
+
 Opt = typer.Option
+MODEL, DEPLOYMENT, ENGINE = "Model and device", "Deployment", "Engine (vLLM's knobs)"
+STEPS, WORKLOAD, SPECULATIVE = "Step model", "Workload", "Speculative decoding"
+SLO, OUTPUT = "SLOs", "Output"
+Mod = functools.partial(Opt, rich_help_panel=MODEL)
+Dep = functools.partial(Opt, rich_help_panel=DEPLOYMENT)
+Eng = functools.partial(Opt, rich_help_panel=ENGINE)
+Stp = functools.partial(Opt, rich_help_panel=STEPS)
+Wkl = functools.partial(Opt, rich_help_panel=WORKLOAD)
+Spc = functools.partial(Opt, rich_help_panel=SPECULATIVE)
+Slo = functools.partial(Opt, rich_help_panel=SLO)
+Out = functools.partial(Opt, rich_help_panel=OUTPUT)
 
 Model = Annotated[str, typer.Argument(help="Bundled model name (servecap models), a model YAML, "
                                       "a config.json or a model directory.")]
-Device = Annotated[str | None, Opt(help="Catalog name (h100-80gb: bandwidth and FLOPS known) or "
+OptionalModel = Annotated[str | None, typer.Argument(
+    help="Bundled model name (servecap models), a model YAML, a config.json, a model directory "
+    "or a Hub id; may come from --scenario instead.", show_default=False)]
+Device = Annotated[str | None, Mod(help="Catalog name (h100-80gb: bandwidth and FLOPS known) or "
                                    "a size (80GiB) with --bandwidth and --flops.")]
-Bandwidth = Annotated[str | None, Opt(help="Memory bandwidth, e.g. 2000GB/s (decimal, as vendors "
+Bandwidth = Annotated[str | None, Mod(help="Memory bandwidth, e.g. 2000GB/s (decimal, as vendors "
                                       "state it). Overrides the catalog.")]
-Flops = Annotated[str | None, Opt(help="Dense BF16 compute, e.g. 990TFLOPS.")]
-StepOverhead = Annotated[str, Opt(help="Fixed cost of every iteration (launch, sampling, "
+Flops = Annotated[str | None, Mod(help="Dense BF16 compute, e.g. 990TFLOPS.")]
+StepOverhead = Annotated[str, Stp(help="Fixed cost of every iteration (launch, sampling, "
                                   "scheduling), e.g. 2ms; 0 allowed.")]
-CoefficientsFile = Annotated[Path | None, Opt(
+CoefficientsFile = Annotated[Path | None, Stp(
     "--coefficients", help="JSON object of measured coefficients replacing the roofline's, "
     "keyed as in the `coefficients` block of --json output (that block itself is accepted).")]
-Workload = Annotated[Path | None, Opt(help="Workload YAML (arrivals, lengths, prefix groups, "
+Workload = Annotated[Path | None, Wkl(help="Workload YAML (arrivals, lengths, prefix groups, "
                                       "seed); the repository's workloads/chat.yaml is an example, "
                                       "workloads/README.md the format.")]
-Trace = Annotated[Path | None, Opt(help="CSV trace with header arrival_s,prompt_tokens,"
+Trace = Annotated[Path | None, Wkl(help="CSV trace with header arrival_s,prompt_tokens,"
                                    "output_tokens (instead of --workload).")]
-Policy = Annotated[list[str] | None, Opt(
+Policy = Annotated[list[str] | None, Wkl(
     "--policy", help="static, continuous, prefill-priority, decode-priority, chunked-prefill. "
     "Repeat to compare side by side. Default continuous.")]
-Context = Annotated[int | None, Opt("--max-model-len", "--context",
+Context = Annotated[int | None, Mod("--max-model-len", "--context",
                                     help="Context the runtime peak is planned for. Default: "
                                     "the model's.")]
-WeightDtype = Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4. Default: the "
+WeightDtype = Annotated[str | None, Mod(help="bf16, fp16, fp8, int8, int4, fp4. Default: the "
                                         "checkpoint's.")]
-KvDtype = Annotated[str | None, Opt(help="KV cache dtype: bf16, fp16, fp8, int8, int4.")]
-BlockSize = Annotated[int, Opt(help="Paged KV block size in tokens.")]
-MaxBatched = Annotated[int, Opt(help="Token budget per iteration (chunked prefill chunk "
+KvDtype = Annotated[str | None, Mod("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype: "
+                                    "bf16, fp16, fp8, int8, int4 (vLLM's name is "
+                                    "--kv-cache-dtype).")]
+BlockSize = Annotated[int, Eng(help="Paged KV block size in tokens.")]
+MaxBatched = Annotated[int, Eng(help="Token budget per iteration (chunked prefill chunk "
                                 "limit).")]
-MaxSeqs = Annotated[int, Opt(help="Sequences resident at once.")]
-Watermark = Annotated[float, Opt(help="Share of KV blocks kept free at admission.")]
-Preemption = Annotated[str, Opt(help="recompute or swap (priced at 25 GB/s unless a "
+MaxSeqs = Annotated[int, Eng(help="Sequences resident at once.")]
+Watermark = Annotated[float, Eng(help="Share of KV blocks kept free at admission.")]
+Preemption = Annotated[str, Eng(help="recompute or swap (priced at 25 GB/s unless a "
                                 "coefficients file says otherwise).")]
-PrefixCaching = Annotated[bool, Opt("--prefix-caching/--no-prefix-caching",
+PrefixCaching = Annotated[bool, Eng("--prefix-caching/--no-prefix-caching",
                                     help="Share full blocks of a prefix group's prompt.")]
-SloTtft = Annotated[str | None, Opt(help="TTFT target, e.g. 500ms.")]
-SloItl = Annotated[str | None, Opt("--slo-tpot", "--slo-itl",
+SloTtft = Annotated[str | None, Slo(help="TTFT target, e.g. 500ms.")]
+SloItl = Annotated[str | None, Slo("--slo-tpot", "--slo-itl",
                                    help="TPOT target: each request's mean token gap must meet "
                                    "it, e.g. 50ms (--slo-itl is the older name).")]
-Percentiles = Annotated[str | None, Opt(help="Latency percentiles to add to the tables and "
+Percentiles = Annotated[str | None, Slo(help="Latency percentiles to add to the tables and "
                                         "JSON, with the max, e.g. 50,90,99,99.9 (as vllm "
                                         "bench serve --metric-percentiles).")]
-SloE2e = Annotated[str | None, Opt(help="End-to-end latency target, e.g. 30s.")]
-Json = Annotated[bool, Opt("--json", help="Print one JSON object.")]
-Verbose = Annotated[bool, Opt("--verbose", "-v", help="Say what was read from the Hugging Face "
+SloE2e = Annotated[str | None, Slo(help="End-to-end latency target, e.g. 30s.")]
+Json = Annotated[bool, Out("--json", help="Print one JSON object.")]
+Verbose = Annotated[bool, Out("--verbose", "-v", help="Say what was read from the Hugging Face "
                               "Hub: each file, its bytes, network or cache (stderr).")]
-Replicas = Annotated[int, Opt(help="Identical devices behind the router.")]
-Router = Annotated[str, Opt(help="round-robin, least-requests or least-tokens (outstanding "
+Replicas = Annotated[int, Dep(help="Identical devices behind the router.")]
+Router = Annotated[str, Dep(help="round-robin, least-requests or least-tokens (outstanding "
                             "prompt + output tokens).")]
-Disaggregate = Annotated[str | None, Opt(help="Separate prefill:decode device pools, e.g. 1:1; "
+Disaggregate = Annotated[str | None, Dep(help="Separate prefill:decode device pools, e.g. 1:1; "
                                          "a colocated run on as many devices is shown "
                                          "beside it.")]
-KvTransfer = Annotated[str, Opt(help="KV link between prefill and decode pools, e.g. "
+KvTransfer = Annotated[str, Dep(help="KV link between prefill and decode pools, e.g. "
                                 "50GB/s.")]
-RuntimePeak = Annotated[str | None, Opt(help="Measured runtime peak, e.g. 3GiB (sizes the KV "
+RuntimePeak = Annotated[str | None, Eng(help="Measured runtime peak, e.g. 3GiB (sizes the KV "
                                          "pool). Default: the ledger's estimate.")]
-Safety = Annotated[str | None, Opt(help="Safety reserve: a size or a share of the device (10%).")]
-NumGpuBlocks = Annotated[int | None, Opt(help="Cap the KV pool at this many blocks (vLLM "
+Safety = Annotated[str | None, Eng(help="Safety reserve: a size or a share of the device (10%).")]
+NumGpuBlocks = Annotated[int | None, Eng(help="Cap the KV pool at this many blocks (vLLM "
                                          "num_gpu_blocks_override).")]
-Draft = Annotated[str | None, Opt(help="Speculative decoding with this draft model (priced "
+Draft = Annotated[str | None, Spc(help="Speculative decoding with this draft model (priced "
                                  "by its own roofline on the same device).")]
-DraftLength = Annotated[int, Opt(help="Draft tokens per verification step (k).")]
-Acceptance = Annotated[float, Opt(help="Probability each draft token is accepted (a).")]
-SpeculateMaxBatch = Annotated[int | None, Opt(help="Decode plainly above this many running "
+DraftLength = Annotated[int, Spc(help="Draft tokens per verification step (k).")]
+Acceptance = Annotated[float, Spc(help="Probability each draft token is accepted (a).")]
+SpeculateMaxBatch = Annotated[int | None, Spc(help="Decode plainly above this many running "
                                               "sequences (vLLM "
                                               "speculative_disable_by_batch_size).")]
-Scheduling = Annotated[str, Opt(help="fcfs, or priority: waiting requests ordered by their "
+Scheduling = Annotated[str, Eng(help="fcfs, or priority: waiting requests ordered by their "
                                 "tenant's priority (workload `tenants`), then arrival.")]
-Xlsx = Annotated[Path | None, Opt(help="Also write a capacity workbook of the simulated "
+Xlsx = Annotated[Path | None, Out(help="Also write a capacity workbook of the simulated "
                                   "device, its Latency record filled from this run.")]
-TensorParallel = Annotated[int, Opt("--tensor-parallel-size", "-tp", help="GPUs that shard "
+TensorParallel = Annotated[int, Dep("--tensor-parallel-size", "-tp", "--tp", help="GPUs that shard "
                                     "each layer: the KV pool is the binding rank's (as `plan "
                                     "-tp`), every layer pays two all-reduces on the "
                                     "interconnect.")]
-PipelineParallel = Annotated[int, Opt("--pipeline-parallel-size", "-pp", help="GPUs that split "
-                                      "the layers into stages, run in turn (one batch in "
-                                      "flight: the bubble is not filled).")]
-SpeedOfLight = Annotated[bool, Opt("--speed-of-light", help="Peak FLOPS and bandwidth with no "
+PipelineParallel = Annotated[int, Dep("--pipeline-parallel-size", "-pp", "--pp",
+                                      help="GPUs that split the layers into stages, run in "
+                                      "turn (one batch in flight: the bubble is not "
+                                      "filled).")]
+SpeedOfLight = Annotated[bool, Stp("--speed-of-light", help="Peak FLOPS and bandwidth with no "
                                    "overheads (the uncalibrated roofline) instead of the "
                                    "device's measured efficiency table.")]
-Concurrency = Annotated[int | None, Opt(help="Closed loop: N requests in flight, the next sent "
+Concurrency = Annotated[int | None, Wkl(help="Closed loop: N requests in flight, the next sent "
                                         "as one finishes (as `vllm bench serve "
                                         "--max-concurrency`); arrival times are ignored.")]
-StepTimeCv = Annotated[float | None, Opt(help="Step-time spread (coefficient of variation, "
+StepTimeCv = Annotated[float | None, Stp(help="Step-time spread (coefficient of variation, "
                                          "e.g. 0.05): each step's time is drawn around its "
                                          "mean, seeded by --seed. Default: the coefficients "
                                          "file's step_time_cv, else 0.")]
-Seed = Annotated[int, Opt(help="Seed of the step-time draws.")]
-ExpertParallel = Annotated[bool, Opt("--enable-expert-parallel", help="MoE: the -tp ranks hold "
+Seed = Annotated[int, Stp(help="Seed of the step-time draws.")]
+ExpertParallel = Annotated[bool, Dep("--enable-expert-parallel", help="MoE: the -tp ranks hold "
                                      "whole experts (vLLM's flag); each MoE layer's all-reduce "
                                      "becomes an all-to-all of every token's top-k "
                                      "activations.")]
-Force = Annotated[bool, Opt("--force", help="Replace existing output files (--xlsx, --records, "
+Force = Annotated[bool, Out("--force", help="Replace existing output files (--xlsx, --records, "
                                "--token-times).")]
-Rate = Annotated[float | None, Opt("--rate", "--request-rate", help="Poisson arrivals at this "
+Rate = Annotated[float | None, Wkl("--rate", "--request-rate", help="Poisson arrivals at this "
                                    "many requests/s (as `vllm bench serve --request-rate`), "
                                    "replacing the workload's; a gamma workload keeps its CV.")]
-SimNumRequests = Annotated[int | None, Opt(help="Requests to simulate (as `vllm bench serve "
+SimNumRequests = Annotated[int | None, Wkl(help="Requests to simulate (as `vllm bench serve "
                                            "--num-prompts`), replacing the workload's count; "
                                            "default 1,000 with --input-len.")]
-CeilingRequests = Annotated[int | None, Opt(help="Most requests one run may simulate "
+CeilingRequests = Annotated[int | None, Wkl(help="Most requests one run may simulate "
                                             "(default: the workload's count). Each rate runs "
                                             "until steady state, sized by request lifetimes "
                                             "from 200 requests up, doubling to this "
                                             "ceiling; a run that does not get there says so.")]
-InputLen = Annotated[int | None, Opt(help="Fixed prompt tokens per request: a workload without "
+InputLen = Annotated[int | None, Wkl(help="Fixed prompt tokens per request: a workload without "
                                      "a YAML (with --output-len).")]
-OutputLen = Annotated[int | None, Opt(help="Fixed output tokens per request (with "
+OutputLen = Annotated[int | None, Wkl(help="Fixed output tokens per request (with "
                                       "--input-len).")]
-Seeds = Annotated[int, Opt("--seeds", help="Runs with step-time seeds --seed, +1, ...: a "
+Seeds = Annotated[int, Stp("--seeds", help="Runs with step-time seeds --seed, +1, ...: a "
                            "step-time spread (--step-time-cv) is sampled over N draws, pooled "
                            "in the figures and their intervals.")]
-Engine = Annotated[str | None, Opt("--engine", help="vLLM release whose scheduling to "
+Engine = Annotated[str | None, Eng("--engine", help="vLLM release whose scheduling to "
                                   "simulate, e.g. vllm==0.6.3 or vllm (the newest known): its "
                                   "host time per step and per sequence, CUDA-graph sizes, "
                                   "scheduler (V0 prefills first, V1 chunks). Default: none "
                                   "(the device's roofline alone).")]
-NumSchedulerSteps = Annotated[int, Opt(help="vLLM V0 multi-step scheduling (with --engine "
+NumSchedulerSteps = Annotated[int, Eng(help="vLLM V0 multi-step scheduling (with --engine "
                                        "vllm<0.8): the scheduler runs once per this many "
                                        "decode steps; new prompts wait for the group.")]
-EnforceEager = Annotated[bool, Opt("--enforce-eager", help="With --engine: no CUDA graphs "
+EnforceEager = Annotated[bool, Eng("--enforce-eager", help="With --engine: no CUDA graphs "
                                    "(vLLM's flag); every step pays the eager launch cost.")]
-AsyncScheduling = Annotated[bool, Opt("--async-scheduling", help="With --engine vllm>=0.8 (V1): "
+AsyncScheduling = Annotated[bool, Eng("--async-scheduling", help="With --engine vllm>=0.8 (V1): "
                                       "the host schedules the next step while the GPU runs "
                                       "this one (vLLM's flag).")]
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """The options simulate and sweep share (each in its panel), received as one value."""
+
+    device: Device = None
+    bandwidth: Bandwidth = None
+    flops: Flops = None
+    step_overhead: StepOverhead = D.simulator.step_overhead
+    coefficients: CoefficientsFile = None
+    workload: Workload = None
+    context: Context = None
+    weight_dtype: WeightDtype = None
+    kv_dtype: KvDtype = None
+    block_size: BlockSize = DEFAULT_BLOCK_SIZE_TOKENS
+    max_num_batched_tokens: MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: MaxSeqs = DEFAULT_MAX_NUM_SEQS
+    watermark: Watermark = D.scheduler.watermark
+    preemption: Preemption = D.scheduler.preemption_mode
+    prefix_caching: PrefixCaching = D.scheduler.enable_prefix_caching
+    slo_ttft: SloTtft = None
+    slo_itl: SloItl = None
+    slo_e2e: SloE2e = None
+    percentiles: Percentiles = None
+    replicas: Replicas = D.simulator.replicas
+    router: Router = D.simulator.router
+    disaggregate: Disaggregate = None
+    kv_transfer: KvTransfer = D.simulator.kv_transfer
+    runtime_peak: RuntimePeak = None
+    safety: Safety = None
+    num_gpu_blocks: NumGpuBlocks = None
+    draft: Draft = None
+    draft_length: DraftLength = D.speculative.num_speculative_tokens
+    acceptance: Acceptance = D.speculative.acceptance
+    speculate_max_batch: SpeculateMaxBatch = None
+    scheduling: Scheduling = D.scheduler.scheduling_policy
+    tensor_parallel_size: TensorParallel = 1
+    pipeline_parallel_size: PipelineParallel = 1
+    speed_of_light: SpeedOfLight = False
+    concurrency: Concurrency = None
+    step_time_cv: StepTimeCv = None
+    seed: Seed = D.simulator.seed
+    seeds: Seeds = D.simulator.seeds
+    input_len: InputLen = None
+    output_len: OutputLen = None
+    expert_parallel: ExpertParallel = False
+    engine: Engine = None
+    num_scheduler_steps: NumSchedulerSteps = 1
+    enforce_eager: EnforceEager = False
+    async_scheduling: AsyncScheduling = False
+
+    def values(self) -> dict:
+        """The options as SimFlags' fields (seeds is the run's, not a flag of SimFlags)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seeds"}
+NO_SIM_OPTIONS = SimOptions()

@@ -8,14 +8,10 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.serve import (
-    DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
-    DEFAULT_WATERMARK,
-)
 from servecap.ledger.units import plural
 from servecap.ledger.vllm_versions import choose
+from servecap.scenario import simulation
+from servecap.scenario.spec import Scenario
 from servecap.sim.deploy import run_deployment
 from servecap.sim.records import (
     RECORD_COLUMNS,
@@ -33,8 +29,10 @@ from . import sim_options as o
 from .cost_cmd import cost
 from .errors import handle_errors
 from .files import check_output_files, refuse_inputs, write_csv
+from .option_groups import options_from
 from .plan_cmd import print_fetch_report
-from .sim_inputs import Setup, SimFlags, build_setup
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
+from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
 from .sim_view import render_simulation
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
@@ -42,42 +40,19 @@ from .speculate_cmd import speculate
 from .sweep_cmd import sweep
 
 
-def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
-             flops: o.Flops = None, step_overhead: o.StepOverhead = "0ms",
-             coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
-             trace: o.Trace = None, policy: o.Policy = None, context: o.Context = None,
-             weight_dtype: o.WeightDtype = None, kv_dtype: o.KvDtype = None,
-             block_size: o.BlockSize = DEFAULT_BLOCK_SIZE_TOKENS,
-             max_num_batched_tokens: o.MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-             max_num_seqs: o.MaxSeqs = DEFAULT_MAX_NUM_SEQS,
-             watermark: o.Watermark = DEFAULT_WATERMARK,
-             preemption: o.Preemption = "recompute", prefix_caching: o.PrefixCaching = True,
-             slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
-             percentiles: o.Percentiles = None,
-             replicas: o.Replicas = 1, router: o.Router = "least-tokens",
-             disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
-             runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
-             num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
-             draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
-             speculate_max_batch: o.SpeculateMaxBatch = None,
-             scheduling: o.Scheduling = "fcfs",
-             tensor_parallel_size: o.TensorParallel = 1,
-             pipeline_parallel_size: o.PipelineParallel = 1,
-             speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
-             step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, seeds: o.Seeds = 1,
-             rate: o.Rate = None, num_requests: o.SimNumRequests = None,
-             input_len: o.InputLen = None, output_len: o.OutputLen = None,
-             expert_parallel: o.ExpertParallel = False, engine: o.Engine = None,
-             num_scheduler_steps: o.NumSchedulerSteps = 1,
-             enforce_eager: o.EnforceEager = False,
-             async_scheduling: o.AsyncScheduling = False, as_json: o.Json = False,
+@options_from(o.SimOptions, "opts", after="model")
+def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace = None,
+             policy: o.Policy = None, rate: o.Rate = None,
+             num_requests: o.SimNumRequests = None, as_json: o.Json = False,
              records_path: Annotated[Path | None, typer.Option(
                  "--records", help="Write one CSV row per request and policy (every "
-                 "timestamp).")] = None,
+                 "timestamp).", rich_help_panel=o.OUTPUT)] = None,
              token_times_path: Annotated[Path | None, typer.Option(
                  "--token-times", help="Write one CSV row per generated token (its ready "
-                 "time and the gap before it).")] = None,
-             xlsx: o.Xlsx = None, force: o.Force = False, verbose: o.Verbose = False) -> None:
+                 "time and the gap before it).", rich_help_panel=o.OUTPUT)] = None,
+             xlsx: o.Xlsx = None, force: o.Force = False, verbose: o.Verbose = False,
+             scenario_file: ScenarioFile = None, save_scenario: SaveScenario = None,
+             opts: o.SimOptions = o.NO_SIM_OPTIONS) -> None:
     """Simulate the scheduler over a workload: latency percentiles, throughput, goodput.
 
     The KV pool is what the memory ledger leaves after weights, runtime peak and safety;
@@ -95,26 +70,21 @@ def simulate(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = N
 
     Workload and trace formats: workloads/README.md; the JSON contract: docs/simulate.md.
     """
-    flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, trace,
-                     tuple(policy or (default_policy(engine),)), context, weight_dtype, kv_dtype,
-                     block_size, max_num_batched_tokens, max_num_seqs, watermark, preemption,
-                     prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
-                     disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch, scheduling,
-                     tensor_parallel_size, pipeline_parallel_size, speed_of_light,
-                     concurrency, step_time_cv, seed, expert_parallel,
-                     percentiles=percentiles, rate=rate, num_requests=num_requests,
-                     input_len=input_len, output_len=output_len, engine=engine,
-                     num_scheduler_steps=num_scheduler_steps, enforce_eager=enforce_eager,
-                     async_scheduling=async_scheduling)
-    check_outputs(flags, records_path, token_times_path, xlsx, force)
-    setup = build_setup(model, flags)
+    flags = SimFlags(**opts.values(), trace=trace,
+                     policies=tuple(policy or (default_policy(opts.engine),)), rate=rate,
+                     num_requests=num_requests)
+    scenario = merged(ctx, sim_scenario(model, flags, opts.seeds), SIM_PATHS, scenario_file,
+                      verbose)
+    check_outputs(scenario, records_path, token_times_path, xlsx, force)
+    setup = simulation.setup(scenario)
     if verbose:
         print_fetch_report(setup.hub)
-    report, outcomes = run_simulation(setup, num_seeds=seeds)
+    report, outcomes = run_simulation(setup, num_seeds=scenario.simulator.seeds)
     write_files(outcomes, records_path, token_times_path)
+    save(scenario, save_scenario, setup.plan)
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
-        write_simulated_workbook(model, flags, setup, report["policies"][-1], xlsx, force,
+        write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup,
+                                 report["policies"][-1], xlsx, force,
                                  plural(report['num_requests'], 'request'))
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
@@ -171,18 +141,20 @@ def write_files(outcomes: list, records_path: Path | None,
             "--token-times")
 
 
-def check_outputs(flags: SimFlags, records_path: Path | None, token_times_path: Path | None,
-                  xlsx: Path | None, force: bool) -> None:
+def check_outputs(scenario: Scenario, records_path: Path | None,
+                  token_times_path: Path | None, xlsx: Path | None, force: bool) -> None:
     """Every output file must be writable, and none may be an input, before anything is
     simulated."""
-    inputs = (flags.workload, flags.trace, flags.coefficients)
+    inputs = tuple(None if p is None else Path(p) for p in (
+        scenario.workload.file, scenario.workload.trace, scenario.simulator.coefficients))
     refuse_inputs({"--records": records_path, "--token-times": token_times_path,
                    "--xlsx": xlsx}, inputs)
     check_output_files({"--records": records_path, "--token-times": token_times_path}, inputs,
                        force)
     if xlsx is not None:
-        if len(flags.policies) > 1:
-            raise SpecError("--xlsx", ", ".join(flags.policies), "the Latency record holds "
+        policies = scenario.simulator.policies
+        if len(policies) > 1:
+            raise SpecError("--xlsx", ", ".join(policies), "the Latency record holds "
                             "one run: give one --policy")
         check_target(xlsx, force)
 

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import GiB, plural
+from servecap.scenario.spec import DEFAULT as D
 from servecap.sim.speculative import (
     Speculation,
     batches_within,
@@ -20,24 +21,41 @@ from servecap.sim.speculative import (
 
 from . import sim_options as o
 from .narrow import print_table
-from .sim_inputs import SimFlags, device_coefficients, draft_plan, rank_for
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
+from .sim_inputs import (
+    SIM_PATHS,
+    SimFlags,
+    device_coefficients,
+    draft_plan,
+    rank_for,
+    sim_flags,
+    sim_scenario,
+)
 
 Opt = typer.Option
+SPECULATE_PATHS = {name: SIM_PATHS[name] for name in (
+    "model", "device", "bandwidth", "flops", "step_overhead", "draft", "draft_length",
+    "acceptance", "context", "tensor_parallel_size", "pipeline_parallel_size",
+    "speed_of_light")}
 
 
-def speculate(model: o.Model,
-              draft: Annotated[str, Opt(help="Draft model (bundled name or file).")],
+def speculate(ctx: typer.Context, model: o.OptionalModel = None,
+              draft: Annotated[str | None, Opt(help="Draft model (bundled name or file); "
+                                               "required unless --scenario gives it.")]
+              = None,
               device: o.Device = None, bandwidth: o.Bandwidth = None, flops: o.Flops = None,
-              step_overhead: o.StepOverhead = "0ms",
-              draft_length: Annotated[int, Opt(help="Draft tokens per step (k).")] = 4,
+              step_overhead: o.StepOverhead = D.simulator.step_overhead,
+              draft_length: Annotated[int, Opt(help="Draft tokens per step (k).")]
+              = D.speculative.num_speculative_tokens,
               acceptance: Annotated[float, Opt(help="Probability each draft token is "
-                                               "accepted (a).")] = 0.7,
+                                               "accepted (a).")] = D.speculative.acceptance,
               context: Annotated[int, Opt(help="Tokens of context per sequence.")] = 1024,
               batches: Annotated[str, Opt(help="Batch sizes to compare.")]
               = "1,2,4,8,16,32,64,128,256,512",
               tensor_parallel_size: o.TensorParallel = 1,
               pipeline_parallel_size: o.PipelineParallel = 1,
-              speed_of_light: o.SpeedOfLight = False, as_json: o.Json = False) -> None:
+              speed_of_light: o.SpeedOfLight = False, as_json: o.Json = False,
+              scenario_file: ScenarioFile = None, save_scenario: SaveScenario = None) -> None:
     """Where speculative decoding helps (low batch, memory-bound) and where it stops.
 
     Speedup per batch size on the roofline, for --draft-length tokens accepted each with
@@ -46,14 +64,22 @@ def speculate(model: o.Model,
 
       servecap speculate llama-3.1-8b --device h100-80gb --draft llama-3.2-1b-instruct
     """
-    if context < 1:
-        raise SpecError("--context", context, "tokens of context per sequence, >= 1")
     flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops,
                      step_overhead=step_overhead, context=context,
                      tensor_parallel_size=tensor_parallel_size,
                      pipeline_parallel_size=pipeline_parallel_size,
-                     speed_of_light=speed_of_light)
+                     speed_of_light=speed_of_light, draft=draft, draft_length=draft_length,
+                     acceptance=acceptance)
+    scenario = merged(ctx, sim_scenario(model, flags), SPECULATE_PATHS, scenario_file)
+    model, flags = scenario.model.ref, sim_flags(scenario)
+    draft, draft_length, acceptance = flags.draft, flags.draft_length, flags.acceptance
+    if draft is None:
+        raise SpecError("--draft", None, "required: the draft model (or give it in "
+                        "--scenario FILE)")
+    if flags.context is not None and flags.context < 1:
+        raise SpecError("--context", flags.context, "tokens of context per sequence, >= 1")
     target, drafted = rank_for(model, flags), draft_plan(draft, flags)
+    context = target.plan.serve.context_tokens  # the scenario's, else the model's
     memory = ceiling_with_draft(target.plan, drafted.plan)
     compared, beyond = batches_within(_batches(batches), memory["memory_ceiling_requests"])
     spec = Speculation(draft_length, acceptance, device_coefficients(drafted, flags))
@@ -61,6 +87,7 @@ def speculate(model: o.Model,
     report = {"expected_tokens_per_step": expected_tokens_per_step(draft_length, acceptance),
               "break_even_batch": break_even_batch(rows), "rows": rows,
               "memory": memory, "batches_beyond_ceiling": beyond}
+    save(scenario, save_scenario)
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:

@@ -11,12 +11,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.serve import (
-    DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
-    DEFAULT_WATERMARK,
-)
+from servecap.scenario import simulation
+from servecap.scenario.spec import DEFAULT as D
+from servecap.scenario.spec import with_values
 from servecap.sim.deploy import Deployment, run_deployment
 from servecap.sim.metrics import summarize
 from servecap.sim.run import simulate
@@ -25,48 +22,35 @@ from servecap.sim.sweep import closed_loop_points, run_sweep
 
 from . import sim_options as o
 from .narrow import print_table
-from .sim_inputs import Setup, SimFlags, build_setup
+from .option_groups import options_from
+from .plan_cmd import print_fetch_report
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
+from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
 from .sim_view import render_coefficients
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 from .steady_view import pm
 
+SWEEP_PATHS = {k: v for k, v in SIM_PATHS.items() if k not in ("trace", "rate")} | {
+    "target": ("slo.target",), "rates": ("simulator.rates",),
+    "num_rates": ("simulator.num_rates",)}
 MAX_NUM_RATES = 200  # each rate is a whole simulation; 200 already resolves a knee finely
 
 
-def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
-          flops: o.Flops = None, step_overhead: o.StepOverhead = "0ms",
-          coefficients: o.CoefficientsFile = None, workload: o.Workload = None,
-          policy: Annotated[str, typer.Option(help="One scheduler policy.")] = "continuous",
-          context: o.Context = None, weight_dtype: o.WeightDtype = None,
-          kv_dtype: o.KvDtype = None, block_size: o.BlockSize = DEFAULT_BLOCK_SIZE_TOKENS,
-          max_num_batched_tokens: o.MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-          max_num_seqs: o.MaxSeqs = DEFAULT_MAX_NUM_SEQS,
-          watermark: o.Watermark = DEFAULT_WATERMARK, preemption: o.Preemption = "recompute",
-          prefix_caching: o.PrefixCaching = True, slo_ttft: o.SloTtft = None,
-          slo_itl: o.SloItl = None, slo_e2e: o.SloE2e = None,
-          percentiles: o.Percentiles = None,
-          target: Annotated[float, typer.Option(help="SLO attainment the capacity must "
-                                                "reach (share of requests).")] = 0.9,
-          rates: Annotated[str | None, typer.Option(help="Offered rates (req/s), e.g. "
-                                                    "1,2,4,8. Default: evenly up to the "
-                                                    "simulated saturation rate.")] = None,
-          num_rates: Annotated[int, typer.Option(help="Rates in the default sweep.")] = 10,
-          replicas: o.Replicas = 1, router: o.Router = "least-tokens",
-          disaggregate: o.Disaggregate = None, kv_transfer: o.KvTransfer = "50GB/s",
-          runtime_peak: o.RuntimePeak = None, safety: o.Safety = None,
-          num_gpu_blocks: o.NumGpuBlocks = None, draft: o.Draft = None,
-          draft_length: o.DraftLength = 4, acceptance: o.Acceptance = 0.7,
-          speculate_max_batch: o.SpeculateMaxBatch = None,
-          scheduling: o.Scheduling = "fcfs",
-          tensor_parallel_size: o.TensorParallel = 1,
-          pipeline_parallel_size: o.PipelineParallel = 1,
-          speed_of_light: o.SpeedOfLight = False, concurrency: o.Concurrency = None,
-          step_time_cv: o.StepTimeCv = None, seed: o.Seed = 0, seeds: o.Seeds = 1,
-          num_requests: o.CeilingRequests = None, input_len: o.InputLen = None,
-          output_len: o.OutputLen = None,
-          expert_parallel: o.ExpertParallel = False, as_json: o.Json = False,
-          xlsx: o.Xlsx = None, force: o.Force = False) -> None:
+@options_from(o.SimOptions, "opts", after="model")
+def sweep(ctx: typer.Context, model: o.OptionalModel = None,
+          policy: Annotated[str, o.Eng(help="One scheduler policy.")] = "continuous",
+          target: Annotated[float, o.Slo(help="SLO attainment the capacity must reach (share "
+                                         "of requests).")] = D.slo.target,
+          rates: Annotated[str | None, o.Wkl(help="Offered rates (req/s), e.g. 1,2,4,8. "
+                                         "Default: evenly up to the simulated saturation "
+                                         "rate.")] = None,
+          num_rates: Annotated[int, o.Wkl(help="Rates in the default sweep.")]
+          = D.simulator.num_rates,
+          num_requests: o.CeilingRequests = None, as_json: o.Json = False,
+          xlsx: o.Xlsx = None, force: o.Force = False, verbose: o.Verbose = False,
+          scenario_file: ScenarioFile = None, save_scenario: SaveScenario = None,
+          opts: o.SimOptions = o.NO_SIM_OPTIONS) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity.
 
     Rates run from the synchronous rate (one request at a time) to saturation, or --rates,
@@ -77,24 +61,23 @@ def sweep(model: o.Model, device: o.Device = None, bandwidth: o.Bandwidth = None
       servecap sweep llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml \\
           --slo-ttft 500ms --slo-itl 50ms
     """
-    flags = SimFlags(device, bandwidth, flops, step_overhead, coefficients, workload, None,
-                     (policy,), context, weight_dtype, kv_dtype, block_size,
-                     max_num_batched_tokens, max_num_seqs, watermark, preemption,
-                     prefix_caching, slo_ttft, slo_itl, slo_e2e, replicas, router,
-                     disaggregate, kv_transfer, runtime_peak, safety, num_gpu_blocks, draft,
-                     draft_length, acceptance, speculate_max_batch, scheduling,
-                     tensor_parallel_size, pipeline_parallel_size, speed_of_light,
-                     concurrency, step_time_cv, seed, expert_parallel,
-                     percentiles=percentiles, num_requests=num_requests, input_len=input_len,
-                     output_len=output_len)
+    flags = SimFlags(**opts.values(), policies=(policy,), num_requests=num_requests)
+    built = with_values(sim_scenario(model, flags, opts.seeds), {
+        "slo.target": target, "simulator.rates": rates, "simulator.num_rates": num_rates})
+    scenario = merged(ctx, built, SWEEP_PATHS, scenario_file, verbose)
     if xlsx is not None:
         check_target(xlsx, force)
-    setup = build_setup(model, flags)
-    report = header(setup) | run_envelope(setup, target, _rates(rates), num_rates, as_json,
-                                          num_seeds=seeds)
+    setup = simulation.setup(scenario)
+    if verbose:
+        print_fetch_report(setup.hub)
+    sim = scenario.simulator
+    report = header(setup) | run_envelope(setup, scenario.slo.target, _rates(sim.rates),
+                                          sim.num_rates, as_json, num_seeds=sim.seeds)
+    save(scenario, save_scenario, setup.plan)
     if xlsx is not None:
         entry, note = capacity_point(report)
-        write_simulated_workbook(model, flags, setup, entry, xlsx, force, note)
+        write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup, entry, xlsx,
+                                 force, note)
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:

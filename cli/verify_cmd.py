@@ -1,7 +1,6 @@
 """`servecap verify`: run the plan on a device (or an emulated one) and reconcile every line."""
 
 import json
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,20 +9,19 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
-from servecap.ledger.serve import (
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
-    MAX_CONCURRENCY,
-)
-from servecap.model_configs import load_model
+from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
+from servecap.scenario import verification
+from servecap.scenario.spec import Scenario, with_values
+from servecap.scenario.verification import PHASES
 
 from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
 from .extras import RUNTIME, need
 from .files import check_output_files, write_csv, write_json
-from .inputs import PlanFlags, serve_spec
+from .inputs import PlanFlags, plan_scenario
+from .option_groups import options_from
 from .plan_view import over_ceiling
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .verify_json import verify_to_dict
 from .verify_progress import phase_bars, wanted
 from .verify_view import render_verify, violation_summary
@@ -50,53 +48,63 @@ class VerifyFlags:
     verbose: bool = False
 
 
-WHOLE_GPU = "1TiB"  # a placeholder size, replaced by the opened GPU's total before planning
+@dataclass(frozen=True)
+class VerifyOptions:
+    """What verify runs and how: the plan's inputs, where it runs, the load and its seed."""
 
-
-def verify(
-    model: Annotated[str, typer.Argument(help="Bundled model name, a model YAML, a config.json, "
-                                         "a local model directory or a Hub id org/name.")],
-    device: Annotated[str, Opt(help="cpu, cuda or cuda:N.")] = "cpu",
+    device: Annotated[str, Opt(help="cpu, cuda or cuda:N.")] = "cpu"
     device_memory: Annotated[str | None, Opt(help="Emulate a device of this size (40GiB): "
                                              "CUDA by the per-process memory fraction, CPU as "
                                              "a cap the runtime enforces. Default: the model "
-                                             "file's device, else the whole GPU.")] = None,
+                                             "file's device, else the whole GPU.")] = None
     context: Annotated[int | None, Opt("--context", "--max-model-len",
-                                       help="Tokens per request.")] = None,
-    concurrency: Annotated[int | None, Opt(help="Requests in the declared load.")] = None,
-    runtime_peak: Annotated[str | None, Opt(help="Declared runtime peak budget, e.g. 3GiB.")]
-    = None,
-    safety: Annotated[str | None, Opt(help="Safety reserve: a size or a share (10%).")] = None,
-    weight_dtype: Annotated[str | None, Opt(help="fp32, bf16, fp16.")] = None,
-    kv_dtype: Annotated[str | None, Opt(help="KV cache dtype: fp32, bf16, fp16, fp8 (e4m3, "
-                                        "scale 1.0 as vLLM's --kv-cache-dtype fp8).")] = None,
-    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
-    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")]
-    = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = DEFAULT_MAX_NUM_SEQS,
+                                       help="Tokens per request.")] = None
+    concurrency: Annotated[int | None, Opt(help="Requests in the declared load.")] = None
+    runtime_peak: Annotated[str | None, Opt(help="Declared runtime peak budget, e.g. "
+                                            "3GiB.")] = None
+    safety: Annotated[str | None, Opt(help="Safety reserve: a size or a share (10%).")] = None
+    weight_dtype: Annotated[str | None, Opt(help="fp32, bf16, fp16.")] = None
+    kv_dtype: Annotated[str | None, Opt("--kv-dtype", "--kv-cache-dtype", help="KV cache "
+                                        "dtype: fp32, bf16, fp16, fp8 (e4m3, scale 1.0 as "
+                                        "vLLM's --kv-cache-dtype fp8).")] = None
+    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None
+    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")] = (
+        DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = DEFAULT_MAX_NUM_SEQS
     num_layers: Annotated[int | None, Opt(help="Run a copy with only the first N layers; the "
-                                          "ledger is scaled the same way.")] = None,
+                                          "ledger is scaled the same way.")] = None
     output_tokens: Annotated[int, Opt(help="Output tokens of each request in the declared "
-                                      "load (prompt = context - output).")] = 16,
-    seed: Annotated[int, Opt(help="Seed for weights and prompts.")] = 0,
+                                      "load (prompt = context - output).")] = 16
+    seed: Annotated[int, Opt(help="Seed for weights and prompts.")] = 0
     weights: Annotated[str | None, Opt(help="Local safetensors directory (default: seeded "
                                        "random weights); a Hub model's: hf download it "
-                                       "first.")] = None,
+                                       "first.")] = None
     workload: Annotated[Path | None, Opt(help="The simulator's workload YAML as the load "
-                                         "(default: concurrency requests of the context).")]
-    = None,
+                                         "(default: concurrency requests of the "
+                                         "context).")] = None
     trace: Annotated[Path | None, Opt(help="CSV trace (arrival_s,prompt_tokens,output_tokens, "
-                                      "as simulate reads) to replay as the load.")] = None,
+                                      "as simulate reads) to replay as the load.")] = None
     realtime: Annotated[bool | None, Opt("--realtime/--no-realtime", help="Add each request "
                                          "at its arrival time (default with --trace or "
-                                         "--workload); --no-realtime: all at once.")] = None,
+                                         "--workload); --no-realtime: all at once.")] = None
     admission: Annotated[str, Opt(help="reserve: admit only when blocks for the whole "
                                   "context are free (never preempts); optimistic: admit on the "
                                   "prompt's blocks, preempt by recompute when decode growth "
-                                  "runs out (vLLM).")] = "reserve",
-    tensor_parallel_size: Annotated[int, Opt(help="Ranks, one process each (gloo on the CPU, "
+                                  "runs out (vLLM).")] = "reserve"
+    tensor_parallel_size: Annotated[int, Opt("--tensor-parallel-size", "-tp", "--tp",
+                                             help="Ranks, one process each (gloo on the CPU, "
                                              "NCCL on CUDA: rank r on cuda:r); each reconciles "
-                                             "its own shard.")] = 1,
+                                             "its own shard.")] = 1
+    probe: Annotated[bool, Opt("--probe/--no-probe", help="Run the ceiling probe after the "
+                               "load (--no-probe: the ceiling is not measured).")] = True
+
+
+@options_from(VerifyOptions, "opts", after="model")
+def verify(
+    ctx: typer.Context,
+    model: Annotated[str | None, typer.Argument(
+        help="Bundled model name, a model YAML, a config.json, a local model directory or a "
+        "Hub id org/name; may come from --scenario instead.", show_default=False)] = None,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object (integer bytes).")]
     = False,
     xlsx: Annotated[Path | None, Opt(help="Also write the capacity workbook with its "
@@ -112,11 +120,12 @@ def verify(
     token_times_path: Annotated[Path | None, Opt("--token-times", help="Write one CSV row per "
                                                  "generated token (simulate's --token-times "
                                                  "columns).")] = None,
-    probe: Annotated[bool, Opt("--probe/--no-probe", help="Run the ceiling probe after the "
-                               "load (--no-probe: the ceiling is not measured).")] = True,
     verbose: Annotated[bool, Opt("--verbose", "-v", help="Say what was read from the Hugging "
                                  "Face Hub: each file, its bytes, network or cache (stderr).")]
     = False,
+    scenario_file: ScenarioFile = None,
+    save_scenario: SaveScenario = None,
+    opts: VerifyOptions = None,
     inject_oom: Annotated[str | None, Opt(hidden=True, help="RANK:PHASE (e.g. 1:warmup), "
                                           "--device cpu only: that rank's emulated device has "
                                           "no room for transients in that phase, to check the "
@@ -133,17 +142,26 @@ def verify(
       servecap verify tiny-llama --device cpu --trace requests.csv --records runs.csv
     """
     need("verify", RUNTIME)
+    o = opts
+    flags = PlanFlags(o.device_memory, o.context, o.concurrency, None, o.runtime_peak, o.safety,
+                      o.weight_dtype, o.kv_dtype, None, o.block_size, 0, 128,
+                      o.max_num_batched_tokens, o.max_num_seqs)
+    vflags = VerifyFlags(o.device, o.device_memory, o.num_layers, o.output_tokens, o.seed,
+                         o.weights, o.workload, o.realtime, o.admission,
+                         o.tensor_parallel_size, o.trace, o.probe, _injected(inject_oom),
+                         verbose)
+    scenario = merged(ctx, verify_scenario(model, flags, vflags), VERIFY_PATHS, scenario_file,
+                      verbose)
     outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path,
                "--calibration-out": calibration_out}
-    check_output_files(outputs, (workload, trace), force)
-    flags = PlanFlags(device_memory, context, concurrency, None, runtime_peak, safety,
-                      weight_dtype, kv_dtype, None, block_size, 0, 128, max_num_batched_tokens,
-                      max_num_seqs)
-    vflags = VerifyFlags(device, device_memory, num_layers, output_tokens, seed, weights,
-                         workload, realtime, admission, tensor_parallel_size, trace, probe,
-                         _injected(inject_oom), verbose)
+    w = scenario.workload
+    check_output_files(outputs, tuple(None if p is None else Path(p) for p in (w.file, w.trace)),
+                       force)
     with phase_bars(wanted(as_json)) as progress:
-        result = verify_from_flags(model, flags, vflags, progress)
+        result = verification.verify(scenario, progress, vflags.starve,
+                                     lambda loaded: hub_weights(loaded.hub, scenario, verbose))
+    save(scenario, save_scenario)
+    model = scenario.model.ref
     report = verify_to_dict(result)
     if xlsx is not None and result.ranks:
         write_verified_workbook(model, result.binding, report["lines"], xlsx, force)
@@ -180,67 +198,44 @@ def write_outputs(result, calibration_out: Path | None, records_path: Path | Non
                   "--token-times")
 
 
+# Which Scenario fields each of verify's flags sets.
+VERIFY_PATHS = {
+    "model": ("model.name",), "device": ("runtime.run_on",),
+    "device_memory": ("device.name",), "context": ("scheduler.max_model_len",),
+    "concurrency": ("load.concurrency",), "runtime_peak": ("memory.runtime_peak",),
+    "safety": ("memory.safety",), "weight_dtype": ("dtypes.weight_dtype",),
+    "kv_dtype": ("dtypes.kv_cache_dtype",), "block_size": ("scheduler.block_size",),
+    "max_num_batched_tokens": ("scheduler.max_num_batched_tokens",),
+    "max_num_seqs": ("scheduler.max_num_seqs",), "num_layers": ("runtime.num_layers",),
+    "output_tokens": ("runtime.output_tokens",), "seed": ("runtime.seed",),
+    "weights": ("runtime.weights",), "workload": ("workload.file",),
+    "trace": ("workload.trace",), "realtime": ("runtime.realtime",),
+    "admission": ("runtime.admission",),
+    "tensor_parallel_size": ("parallel.tensor_parallel_size",), "probe": ("runtime.probe",),
+}
+
+
+def verify_scenario(model: str | None, flags: PlanFlags, vflags: VerifyFlags) -> Scenario:
+    """The Scenario verify's flags describe: plan's, with where and how the runtime runs."""
+    def text(path):
+        return None if path is None else str(path)
+    base = plan_scenario(model, flags)
+    return with_values(base, {
+        "scheduler.max_num_seqs": flags.max_num_seqs,
+        "runtime.run_on": vflags.device, "runtime.num_layers": vflags.num_layers,
+        "runtime.output_tokens": vflags.output_tokens, "runtime.seed": vflags.seed,
+        "runtime.weights": vflags.weights, "runtime.realtime": vflags.realtime,
+        "runtime.admission": vflags.admission, "runtime.probe": vflags.probe,
+        "workload.file": text(vflags.workload), "workload.trace": text(vflags.trace),
+        "parallel.tensor_parallel_size": vflags.tensor_parallel_size})
+
+
 def verify_from_flags(model: str, flags: PlanFlags, vflags: VerifyFlags, progress=None):
-    """Load, scale, plan against the (emulated) device, run and reconcile: the one call;
-    progress(phase, done, total) hears each phase move (runtime.progress)."""
-    from servecap.runtime.model import with_num_layers
-    from servecap.runtime.verify import ParallelResult, VerifyOptions, verify
-
-    if vflags.output_tokens < 1:
-        raise SpecError("--output-tokens", vflags.output_tokens, "must be >= 1 token")
-    _check_where(vflags.device)
-    if vflags.tensor_parallel_size < 1:
-        raise SpecError("--tensor-parallel-size", vflags.tensor_parallel_size, "ranks, >= 1")
-    loaded = load_model(model)
-    hub_weights(loaded.hub, vflags)
-    spec = loaded.spec if vflags.num_layers is None else with_num_layers(loaded.spec,
-                                                                         vflags.num_layers)
-    size_text = vflags.device_memory or loaded.serving.device
-    if size_text is None and vflags.device == "cpu":
-        raise SpecError("--device-memory", None, "required with --device cpu: the size of the "
-                        "emulated device, e.g. 2GiB")
-    device_bytes = resolve_device(size_text, "--device-memory")[0] if size_text else None
-    # the whole GPU: planned against its size once the probe has opened it (with_device)
-    serve = serve_spec(PlanFlags(**{**flags.__dict__, "device": size_text or WHOLE_GPU}), loaded)
-    if vflags.starve is not None and vflags.device != "cpu":
-        raise SpecError("--inject-oom", f"{vflags.starve[0]}:{vflags.starve[1]}",
-                        "only with --device cpu (the emulated device's cap)")
-    _check_load(serve, vflags, spec.max_position_embeddings)
-    workload, name = _load(vflags, spec.vocab_size)
-    options = VerifyOptions(device=vflags.device, device_bytes=device_bytes, seed=vflags.seed,
-                            output_tokens=vflags.output_tokens, weights_dir=vflags.weights,
-                            config_path=str(loaded.path), workload=workload,
-                            workload_name=name, realtime=_realtime(vflags),
-                            reserve_full_context=_reserve(vflags.admission),
-                            probe_ceiling=vflags.probe, starve=vflags.starve)
-    if vflags.tensor_parallel_size == 1:
-        return ParallelResult((verify(spec, serve, options, progress=progress),))
-    from servecap.runtime.verify_parallel import verify_parallel
-
-    return verify_parallel(spec, serve, options, vflags.tensor_parallel_size, progress)
-
-
-def _reserve(admission: str) -> bool:
-    if admission not in ("reserve", "optimistic"):
-        raise SpecError("--admission", admission, "allowed: reserve, optimistic")
-    return admission == "reserve"
-
-
-def _load(vflags: VerifyFlags, vocab_size: int) -> tuple[tuple, str]:
-    """The workload's or the trace's arrivals (one of them at most), else the declared load."""
-    if vflags.workload is not None and vflags.trace is not None:
-        raise SpecError("--workload/--trace", None, "give at most one: a workload YAML or a "
-                        "CSV trace")
-    from servecap.runtime.workload import load_arrivals, load_trace
-
-    if vflags.trace is not None:
-        return load_trace(vflags.trace, vocab_size)
-    if vflags.workload is not None:
-        return load_arrivals(vflags.workload, vocab_size)
-    return (), ""
-
-
-PHASES = ("warmup", "declared_load", "ceiling_probe")
+    """Run and reconcile the Scenario these flags describe (scenario/verification.py)."""
+    scenario = verify_scenario(model, flags, vflags)
+    return verification.verify(scenario, progress, vflags.starve,
+                               lambda loaded: hub_weights(loaded.hub, scenario,
+                                                          vflags.verbose))
 
 
 def _injected(text: str | None) -> tuple[int, str] | None:
@@ -252,60 +247,16 @@ def _injected(text: str | None) -> tuple[int, str] | None:
     return int(rank), phase
 
 
-def _realtime(vflags: VerifyFlags) -> bool:
-    """A trace or workload replays at its arrival times unless --no-realtime."""
-    if vflags.realtime is not None:
-        return vflags.realtime
-    return vflags.trace is not None or vflags.workload is not None
-
-
-def _check_where(device: str) -> None:
-    """In plan --device is a size or catalog name; here it is where to run. Say so when a
-    plan-style value is given, rather than a bare 'allowed: cpu, cuda'."""
-    if re.fullmatch(r"cpu|cuda(:[0-9]+)?", device.strip().lower()):
-        return
-    try:
-        resolve_device(device, "--device")
-    except SpecError:
-        return  # neither reading: the runtime's own error names what is allowed
-    raise SpecError("--device", device, "in verify, --device is where to run (cpu, cuda, "
-                    f"cuda:N); the device's memory goes in --device-memory, e.g. --device "
-                    f"cuda --device-memory {device} (in plan, --device is that size)")
-
-
-def _check_load(serve, vflags: VerifyFlags, max_position_embeddings: int) -> None:
-    """Refuse what the runtime would otherwise build or cut silently: a context past the
-    model's, and output that leaves no prompt."""
-    _check_budget(serve)
-    if max_position_embeddings and serve.context_tokens > max_position_embeddings:
-        raise SpecError("--context", serve.context_tokens, f"at most the model's "
-                        f"max_position_embeddings ({max_position_embeddings:,})")
-    if vflags.workload is None and vflags.trace is None and \
-            vflags.output_tokens >= serve.context_tokens:
-        raise SpecError("--output-tokens", vflags.output_tokens, f"fewer than the context "
-                        f"({serve.context_tokens:,} tokens): the prompt needs at least one")
-
-
-def _check_budget(serve) -> None:
-    """Work that would not end in reasonable time: a step budget below one block makes every
-    prompt a chunk per few tokens (and the allocation counter a record of every one)."""
-    if serve.max_num_batched_tokens < serve.block_size_tokens:
-        raise SpecError("--max-num-batched-tokens", serve.max_num_batched_tokens,
-                        f"at least one block ({serve.block_size_tokens} tokens, --block-size)")
-    if serve.max_num_seqs > MAX_CONCURRENCY:
-        raise SpecError("--max-num-seqs", serve.max_num_seqs, f"at most {MAX_CONCURRENCY:,}")
-
-
-def hub_weights(hub, vflags: VerifyFlags) -> None:
+def hub_weights(hub, scenario: Scenario, verbose: bool) -> None:
     """verify runs weights from disk only: a Hub id as --weights is refused with the download
     command; a Hub model run without --weights gets a note that its weights are seeded random."""
     from servecap.model_configs.hub import is_hub_id
 
     from .plan_cmd import print_fetch_report
 
-    if vflags.verbose:
+    if verbose:
         print_fetch_report(hub)
-    ref = vflags.weights
+    ref = scenario.runtime.weights
     if ref is not None and is_hub_id(ref) and not Path(ref).expanduser().exists():
         raise SpecError("--weights", ref, "verify needs the weights on disk, not a Hub id: "
                         f"{download_command(*ref.partition('@')[::2])}, then --weights "

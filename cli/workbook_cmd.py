@@ -14,8 +14,7 @@ from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec
 from .errors import handle_errors
 from .extras import EXCEL, need
 from .files import announce
-from .inputs import PlanFlags
-from .plan_cmd import deployment_from_flags, plan_parts
+from .inputs import PlanFlags, deployment_from_flags, plan_parts
 
 Opt = typer.Option
 
@@ -29,7 +28,8 @@ def workbook(
                                             "compare. The first is the Ledger's.")] = None,
     context: Annotated[list[int] | None, Opt(help="Tokens per request; repeat for the "
                                              "envelope. The first is the Ledger's.")] = None,
-    kv_dtype: Annotated[list[str] | None, Opt(help="KV dtype; repeat for the envelope.")] = None,
+    kv_dtype: Annotated[list[str] | None, Opt("--kv-dtype", "--kv-cache-dtype",
+                                              help="KV dtype; repeat for the envelope.")] = None,
     concurrency: Annotated[int | None, Opt(help="Resident requests.")] = None,
     runtime_peak: Annotated[str | None, Opt(help="Measured runtime peak, e.g. 3GiB.")] = None,
     safety: Annotated[str | None, Opt(help="Safety reserve: 4GiB or 10%.")] = None,

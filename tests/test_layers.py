@@ -16,7 +16,11 @@ ALLOWED_INTERNAL = {
     "workbooks": {"ledger", "workbooks", "model_configs", "sim"},
     "runtime": {"ledger", "runtime", "model_configs", "sim"},
     "load": {"ledger", "sim", "model_configs", "load"},
+    # a Scenario is below cli/ and above ledger/ and sim/: the library runs without the CLI;
+    # a verification runs the runtime (imported when one runs: see below)
+    "scenario": {"ledger", "model_configs", "sim", "scenario", "runtime"},
 }
+CLI_ONLY = {"typer", "click", "rich"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -49,8 +53,23 @@ def test_internal_imports_point_down(folder: str) -> None:
                 assert parts[1] in ALLOWED_INTERNAL[folder], f"{path} imports {name}"
 
 
+def test_scenario_does_not_need_the_cli_libraries() -> None:
+    for path in _files("scenario"):
+        tops = {name.split(".")[0] for name in _imports(path)}
+        assert not tops & CLI_ONLY, f"{path} imports {tops & CLI_ONLY}"
+
+
+def test_scenario_imports_the_runtime_only_when_a_verification_runs() -> None:
+    for path in _files("scenario"):
+        tree = ast.parse(path.read_text())
+        top = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+        assert not {m for m in top if m.startswith("servecap.runtime")}, path
+        if path.name != "verification.py":
+            assert not {n for n in _imports(path) if n.startswith("servecap.runtime")}, path
+
+
 @pytest.mark.parametrize("folder", ["ledger", "model_configs", "sim", "workbooks", "cli",
-                                    "load"])
+                                    "load", "scenario"])
 def test_torch_is_imported_only_in_runtime(folder: str) -> None:
     for path in _files(folder):
         heavy = {n.split(".")[0] for n in _imports(path)} & {"torch", "pynvml"}

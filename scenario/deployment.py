@@ -1,0 +1,143 @@
+"""Where a Scenario becomes a plan: the model loaded, every rank's ledger under the engine's
+semantics, and vLLM's own start-up advice when it would not start."""
+
+from dataclasses import dataclass, replace
+
+from servecap.ledger.engines import DEFAULT_BLOCK_TOKENS, PLAIN, VLLM
+from servecap.ledger.errors import SpecError
+from servecap.ledger.plan import Overrides
+from servecap.ledger.ranks import Deployment, Parallel, build_deployment
+from servecap.ledger.vllm_start import (
+    StartAdvice,
+    advise,
+    advise_after_pool,
+    fails_after_pool,
+    starts,
+)
+from servecap.ledger.weights import WeightBytes, weight_bytes
+from servecap.model_configs import LoadedModel, load_model
+
+from .engine import engine_spec, implied_engine, size, with_device
+from .serving import model_spec, serve_spec
+from .spec import Scenario, get, with_values
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """What `servecap plan` prints: the deployment, vLLM's advice when it does not start
+    (None when it does) and the model as read."""
+
+    deployment: Deployment
+    advice: StartAdvice | None
+    loaded: LoadedModel
+
+
+def load(scenario: Scenario) -> LoadedModel:
+    """The Scenario's model, read once (bundled name, file, directory or Hub id)."""
+    ref = scenario.model.ref
+    if ref is None:
+        raise SpecError("MODEL", None, "required: a bundled name, a model file or directory or a "
+                        "Hub id (or --scenario FILE; plan also --from-workbook)")
+    return load_model(ref)
+
+
+def plan(scenario: Scenario, loaded: LoadedModel | None = None) -> PlanResult:
+    """Plan every rank, and find vLLM's advice when the plan would not start."""
+    loaded = loaded or load(scenario)
+    result = deployment(scenario, loaded)
+    advice = None if starts(result) else start_advice(scenario, loaded, result)
+    return PlanResult(result, advice, loaded)
+
+
+def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
+               concurrency: int | None = None) -> Deployment:
+    """Every rank's ledger with the engine's semantics; concurrency replaces the resident load
+    (the simulator sizes its pool from one resident request)."""
+    loaded = loaded or load(scenario)
+    serve = serve_spec(scenario, loaded)
+    if concurrency is not None:
+        serve = replace(serve, concurrency=concurrency)
+    engine = engine_spec(scenario)
+    if engine.name != PLAIN and scenario.memory.safety is not None:
+        raise SpecError("--safety", scenario.memory.safety, f"applies to --engine plain; "
+                        f"{engine.name} keeps its own headroom (see its fraction flag)")
+    if engine.name != PLAIN and scenario.scheduler.block_size is None and \
+            loaded.serving.block_size is None:
+        serve = replace(serve, block_size_tokens=DEFAULT_BLOCK_TOKENS[engine.name])
+    if engine.name == VLLM:
+        engine = with_device(engine, scenario.device.name or loaded.serving.device,
+                             scenario.scheduler.max_num_batched_tokens)
+    par = scenario.parallel
+    parallel = Parallel(par.tensor_parallel_size, par.pipeline_parallel_size,
+                        par.data_parallel_size)
+    overrides = measured_overrides(scenario, file_overrides(scenario, loaded))
+    return build_deployment(model_spec(scenario, loaded), serve, overrides, parallel, engine)
+
+
+def start_advice(scenario: Scenario, loaded: LoadedModel, result: Deployment) -> StartAdvice:
+    """vLLM's own advice, each figure found by fit's search over this Scenario."""
+    context = result.plan.serve.context_tokens
+    util = scenario.memory.gpu_memory_utilization or result.plan.budget and \
+        engine_spec(scenario).default_utilization
+
+    def at(**values):
+        return deployment(with_values(scenario, values), loaded)
+
+    def at_length(n: int):
+        return at(**{"scheduler.max_model_len": n})
+
+    def at_utilization(u: float):
+        return at(**{"memory.gpu_memory_utilization": u})
+
+    if fails_after_pool(result):
+        def at_seqs(n: int):
+            return at(**{"scheduler.max_num_seqs": n})
+        seqs = next(s.plan.after_pool.max_num_seqs for s in result.stages)
+        return advise_after_pool(at_utilization, at_seqs, util or 1.0, seqs, result)
+    return advise(at_length, at_utilization, context, util or 1.0)
+
+
+def in_effect(scenario: Scenario, plan) -> dict[str, object]:
+    """The value each unset field took in this plan (a ledger Plan): what --save-scenario
+    writes beside its null, so a reader sees every default without changing the file's
+    meaning (null still means: derive it again)."""
+    serve, engine = plan.serve, implied_engine(scenario)
+    taken = {"engine.name": engine, "scheduler.block_size": serve.block_size_tokens,
+             "dtypes.weight_dtype": serve.weight_dtype, "dtypes.kv_cache_dtype": serve.kv_dtype,
+             "dtypes.activation_dtype": serve.activation_dtype}
+    if engine == PLAIN:  # an engine's release picks its own batch (not this plan's serve)
+        taken |= {"scheduler.max_num_batched_tokens": serve.max_num_batched_tokens,
+                  "scheduler.max_num_seqs": serve.max_num_seqs}
+    if not serve.lengths:
+        taken["scheduler.max_model_len"] = serve.context_tokens
+        taken["load.concurrency"] = serve.concurrency
+    if engine != PLAIN:
+        taken["memory.gpu_memory_utilization"] = engine_spec(scenario).default_utilization \
+            if engine == VLLM else None
+    return {path: value for path, value in taken.items()
+            if value is not None and get(scenario, path) is None}
+
+
+def file_overrides(scenario: Scenario, loaded: LoadedModel) -> Overrides:
+    """Safetensors headers give the weights exactly, unless a different dtype is asked for."""
+    found = loaded.file_weights
+    if found is None or scenario.dtypes.weight_dtype is not None:
+        return Overrides()
+    spec = loaded.spec  # the headers give bytes; the architecture gives the parameter counts
+    counts = weight_bytes(spec, 16, spec.quant) if spec.has_architecture else None
+    weights = WeightBytes(found.param_bytes, found.metadata_bytes,
+                          counts.num_parameters if counts else 0,
+                          counts.quantized_parameters if counts else 0, "")
+    src = (f"safetensors headers: {found.num_tensors:,} tensors in {found.num_files} file(s)"
+           if found.num_files else "model.safetensors.index.json metadata.total_size")
+    return Overrides(weights=weights, weights_source=src)
+
+
+def measured_overrides(scenario: Scenario, file: Overrides) -> Overrides:
+    """A measured weights line replaces the weights (per GPU, as engines log it)."""
+    measured = size(scenario.memory.weights, "--weights")
+    if measured is None:
+        return file
+    return Overrides(weights=WeightBytes(measured, 0, 0, 0, ""),
+                     weights_source="measured: --weights (values and metadata together)",
+                     per_device=True)

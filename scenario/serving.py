@@ -1,0 +1,124 @@
+"""A Scenario's ServeSpec: the device, the resident load, the dtypes and the declared lines,
+the Scenario's values first, then the model file's serving defaults, then vLLM's defaults."""
+
+from dataclasses import replace
+
+from servecap.ledger import dtypes
+from servecap.ledger.devices import resolve_device
+from servecap.ledger.errors import SpecError
+from servecap.ledger.model import ModelSpec
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    ServeSpec,
+)
+from servecap.ledger.units import parse_fraction_or_size, parse_size_flag
+from servecap.ledger.weights import default_quant
+from servecap.model_configs import LoadedModel
+
+from .spec import Scenario
+
+
+def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
+    """The scenario overrides the model file's serving defaults; what neither gives is vLLM's
+    default. Errors name the flag a value would be given with (--context for
+    scheduler.max_model_len), or the model file's serving key it came from."""
+    defaults, sched, mem, load = loaded.serving, scenario.scheduler, scenario.memory, \
+        scenario.load
+    device_text = scenario.device.name or defaults.device
+    if device_text is None:
+        raise SpecError("--device", None, "required: a catalog name (servecap devices) or a size "
+                        "like 40GiB")
+    device_bytes, label = resolve_device(str(device_text),
+                                         _field(scenario.device.name, "device", loaded))
+    lengths = live_lengths(scenario)
+    context = sched.max_model_len
+    if not lengths and context is not None and load.shared_prefix > context:
+        raise SpecError("--shared-prefix", load.shared_prefix, f"at most the request's "
+                        f"{context:,} tokens: a prefix is part of the request")
+    context = _first(context, defaults.context, loaded.spec.max_position_embeddings or None)
+    if context is None and not lengths:
+        raise SpecError("--context", None, "required: this model states no "
+                        "max_position_embeddings to default to")
+    runtime = _first(mem.runtime_peak, defaults.runtime_peak)
+    safety_text = _first(mem.safety, defaults.safety)
+    safety, fraction = (parse_fraction_or_size(str(safety_text), device_bytes,
+                                               _field(mem.safety, "safety", loaded))
+                        if safety_text is not None else (None, None))
+    return ServeSpec(
+        device_bytes=device_bytes, context_tokens=max(lengths) if lengths else context,
+        concurrency=len(lengths) if lengths else _first(load.concurrency, defaults.concurrency, 1),
+        lengths=lengths,
+        block_size_tokens=_first(sched.block_size, defaults.block_size,
+                                 DEFAULT_BLOCK_SIZE_TOKENS),
+        shared_prefix_tokens=load.shared_prefix,
+        runtime_peak_bytes=None if runtime is None else parse_size_flag(
+            str(runtime), _field(mem.runtime_peak, "runtime_peak", loaded)),
+        safety_bytes=safety, safety_fraction=fraction,
+        weight_dtype=_dtype(scenario.dtypes.weight_dtype, loaded, "--weight-dtype",
+                            dtypes.WEIGHT_DTYPES),
+        kv_dtype=_dtype(scenario.dtypes.kv_cache_dtype, loaded, "--kv-dtype", dtypes.KV_DTYPES),
+        activation_dtype=_dtype(scenario.dtypes.activation_dtype, loaded, "--activation-dtype",
+                                dtypes.ACTIVATION_DTYPES),
+        max_num_batched_tokens=_first(sched.max_num_batched_tokens,
+                                      DEFAULT_MAX_NUM_BATCHED_TOKENS),
+        max_num_seqs=_first(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),
+        device_label=label)
+
+
+def model_spec(scenario: Scenario, loaded: LoadedModel) -> ModelSpec:
+    """An explicit weight dtype replaces the checkpoint's own quantization."""
+    wanted = scenario.dtypes.weight_dtype
+    if wanted is None:
+        return loaded.spec
+    name = dtypes.lookup(wanted, "--weight-dtype", dtypes.WEIGHT_DTYPES).name
+    return replace(loaded.spec, quant=default_quant(name, scenario.dtypes.group_size))
+
+
+def live_lengths(scenario: Scenario) -> tuple[int, ...]:
+    """A mixed batch of live lengths replaces max_model_len x concurrency, so giving those too
+    is a conflict, not a silent override."""
+    lengths = scenario.load.lengths or ()
+    if not lengths:
+        return ()
+    if min(lengths) < 1:
+        raise SpecError("--lengths", ",".join(map(str, lengths)), "comma-separated token "
+                        "counts, each >= 1, e.g. 17,33,65")
+    for name, value in (("--context", scenario.scheduler.max_model_len),
+                        ("--concurrency", scenario.load.concurrency)):
+        if value is not None:
+            raise SpecError(name, value, "give either --lengths or --context/--concurrency: "
+                            "the lengths already set both")
+    return tuple(lengths)
+
+
+def checkpoint_dtype(loaded: LoadedModel, field: str, allowed: tuple[str, ...]) -> str:
+    """The dtype a checkpoint is planned at when none is asked for."""
+    return _dtype(None, loaded, field, allowed)
+
+
+def _field(given, key: str, loaded: LoadedModel) -> str:
+    """Name a bad value where it came from: the flag, or the model file's serving defaults."""
+    if given is not None:
+        return "--" + key.replace("_", "-")
+    return f"{loaded.path.name}: serving.{key}"
+
+
+def _first(*values):
+    """The first value that was given (0 counts as given, so it can be rejected as 0)."""
+    return next((v for v in values if v is not None), None)
+
+
+def _dtype(given: str | None, loaded: LoadedModel, field: str, allowed: tuple[str, ...]) -> str:
+    if given is not None:
+        return dtypes.lookup(given, field, allowed).name
+    spec = loaded.spec
+    if field == "--weight-dtype" and spec.quant is not None:
+        return {"fp8": "fp8", "int8": "int8"}.get(spec.quant.method, _quant_dtype(spec.quant))
+    checkpoint = dtypes.lookup(spec.checkpoint_dtype, "torch_dtype", dtypes.WEIGHT_DTYPES).name
+    return checkpoint if checkpoint in allowed else "bf16"
+
+
+def _quant_dtype(quant) -> str:
+    return "fp4" if quant.method in ("mxfp4", "nvfp4") else "int4" if quant.bits == 4 else "int8"

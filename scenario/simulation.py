@@ -1,0 +1,160 @@
+"""Where a Scenario becomes a simulation: the ledger's KV pool (plan's own deployment, one
+resident request), the step model, the scheduler configs, the fleet and the requests."""
+
+from dataclasses import dataclass
+
+from servecap.ledger.errors import SpecError
+from servecap.ledger.model import ModelSpec
+from servecap.ledger.plan import Plan
+from servecap.ledger.ranks import Deployment as RankDeployment
+from servecap.sim.config import SchedulerConfig
+from servecap.sim.deploy import Deployment
+from servecap.sim.kvpool import pool_blocks
+from servecap.sim.metrics import SLO
+from servecap.sim.roofline import Coefficients
+from servecap.sim.sampling import Request
+from servecap.sim.speculative import Speculation
+from servecap.sim.workload import Workload
+
+from . import steps
+from .deployment import deployment, load
+from .serving import model_spec
+from .spec import Scenario, with_values
+from .values import parse_bandwidth, slo
+from .workload import requests as scenario_requests
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The model as described, plan's per-rank deployment, and its binding rank's ledger."""
+
+    spec: ModelSpec
+    deployment: RankDeployment
+    hub: object = None  # HubSource when read from the Hugging Face Hub (simulate -v)
+
+    @property
+    def plan(self) -> Plan:
+        return self.deployment.plan
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything a run needs, built once: plan, coefficients, pool, configs, requests."""
+
+    plan: Plan
+    coefficients: Coefficients
+    num_blocks: int
+    configs: tuple[SchedulerConfig, ...]
+    requests: list[Request]
+    workload: Workload | None
+    slo: SLO
+    source: str
+    deployment: Deployment = Deployment()
+    draft: Plan | None = None  # the resident draft's ledger (speculative.model), sharing the pool
+    hub: object = None  # HubSource when the model was read from the Hugging Face Hub
+
+
+def rank(scenario: Scenario) -> Ranked:
+    """`servecap plan`'s own per-rank deployment (one ledger, the same function) with one
+    resident request: the pool the simulator schedules in."""
+    loaded = load(scenario)
+    return Ranked(model_spec(scenario, loaded), deployment(scenario, loaded, concurrency=1),
+                  loaded.hub)
+
+
+def setup(scenario: Scenario) -> Setup:
+    """Plan the device with the ledger, price iterations with the step model, load the load."""
+    ranked = rank(scenario)
+    plan = ranked.plan
+    coef = steps.coefficients(ranked, scenario)
+    drafted = draft_rank(scenario) if scenario.speculative.model else None
+    configs = scheduler_configs(scenario, plan, speculation(scenario, drafted))
+    sim = scenario.simulator
+    concurrency = scenario.workload.max_concurrency
+    if concurrency is not None and (sim.replicas > 1 or sim.disaggregate):
+        raise SpecError("--concurrency", concurrency, "closed loop runs one engine: drop "
+                        "--replicas/--disaggregate")
+    reqs, workload, source = scenario_requests(scenario)
+    draft = drafted and drafted.plan
+    return Setup(plan, coef, num_blocks(plan, scenario, draft), configs, reqs, workload,
+                 slo(scenario), source, fleet(scenario), draft, ranked.hub)
+
+
+def scheduler_configs(scenario: Scenario, plan: Plan,
+                      speculation: Speculation | None) -> tuple[SchedulerConfig, ...]:
+    """One config per policy compared, with the ledger's block size and batch limits (the
+    Scenario's, else the defaults the ledger planned with)."""
+    sched, sim = scenario.scheduler, scenario.simulator
+    serve = plan.serve
+    return tuple(SchedulerConfig(
+        policy=p, max_num_batched_tokens=serve.max_num_batched_tokens,
+        max_num_seqs=serve.max_num_seqs, block_size_tokens=serve.block_size_tokens,
+        watermark=sched.watermark, preemption_mode=sched.preemption_mode,
+        prefix_caching=sched.enable_prefix_caching, speculation=speculation,
+        scheduling=sched.scheduling_policy, seed=sim.seed,
+        concurrency=scenario.workload.max_concurrency,
+        num_scheduler_steps=sched.num_scheduler_steps)
+        for p in sim.policies)
+
+
+def num_blocks(plan: Plan, scenario: Scenario, draft: Plan | None = None) -> int:
+    """The ledger's pool (a resident draft's weights and KV taken out of it), or fewer blocks
+    when num_gpu_blocks_override caps it; never more than the device holds."""
+    ledger_blocks = pool_blocks(plan, plan.serve.block_size_tokens, draft)
+    cap = scenario.memory.num_gpu_blocks_override
+    if cap is None:
+        return ledger_blocks
+    if not 1 <= cap <= ledger_blocks:
+        raise SpecError("--num-gpu-blocks", cap,
+                        f"between 1 and the {ledger_blocks:,} blocks the ledger leaves")
+    return cap
+
+
+def speculation(scenario: Scenario, drafted: Ranked | None = None) -> Speculation | None:
+    """A draft model: its own step model on the same device, with the tokens it proposes,
+    their acceptance, and the batch size above which decoding runs plainly."""
+    spec = scenario.speculative
+    if spec.model is None:
+        return None
+    if spec.disable_by_batch_size is not None and spec.disable_by_batch_size < 1:
+        raise SpecError("--speculate-max-batch", spec.disable_by_batch_size,
+                        "a batch size >= 1")
+    drafted = drafted or draft_rank(scenario)
+    draft = steps.coefficients(drafted, draft_scenario(scenario))
+    return Speculation(spec.num_speculative_tokens, spec.acceptance, draft,
+                       spec.disable_by_batch_size)
+
+
+def draft_scenario(scenario: Scenario) -> Scenario:
+    """The target's Scenario for the draft, less what describes the target alone (the
+    engine's host and graph terms are the target step's: a draft shares its iteration)."""
+    return with_values(scenario, {"model.name": scenario.speculative.model,
+                                  "model.revision": None, "simulator.coefficients": None,
+                                  "memory.runtime_peak": None, "simulator.engine": None,
+                                  "scheduler.num_scheduler_steps": 1,
+                                  "engine.enforce_eager": False,
+                                  "scheduler.async_scheduling": False})
+
+
+def draft_rank(scenario: Scenario) -> Ranked:
+    """The draft model's ranks; a model that cannot be loaded is named as --draft."""
+    try:
+        return rank(draft_scenario(scenario))
+    except SpecError as exc:
+        if exc.field == "model":
+            raise SpecError("--draft", exc.value, exc.allowed, exc.source) from None
+        raise
+
+
+def fleet(scenario: Scenario) -> Deployment:
+    """Replicas behind a router, or disaggregated prefill:decode pools over a KV link."""
+    sim = scenario.simulator
+    prefill = decode = 0
+    if sim.disaggregate:
+        parts = sim.disaggregate.split(":")
+        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
+            raise SpecError("--disaggregate", sim.disaggregate, "prefill:decode device "
+                            "counts, e.g. 1:1 or 2:3")
+        prefill, decode = (int(p) for p in parts)
+    return Deployment(sim.replicas, sim.router, prefill, decode,
+                      parse_bandwidth(sim.kv_transfer, "--kv-transfer"))

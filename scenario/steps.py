@@ -1,0 +1,132 @@
+"""A Scenario's step model: what each iteration costs on its device (the roofline at the
+catalog's or the given rates, the device's efficiency table, a coefficients file)."""
+
+from dataclasses import replace
+from pathlib import Path
+
+from servecap.ledger.devices import find
+from servecap.ledger.errors import SpecError
+from servecap.ledger.vllm_versions import choose
+from servecap.model_configs.reading import parse_json
+from servecap.sim.efficiency import for_device
+from servecap.sim.rank_model import rank_coefficients
+from servecap.sim.roofline import Coefficients, override
+from servecap.sim.vllm_engine import engine_terms
+
+from .spec import Scenario
+from .values import parse_bandwidth, parse_duration, parse_flops
+from .workload import read_file
+
+
+def coefficients(ranked, scenario: Scenario) -> Coefficients:
+    """Catalog rates (GEMMs at the weights' dtype) unless the Scenario gives a bandwidth or
+    FLOPS, the device's measured efficiency table unless speed of light; then a coefficients
+    file, which replaces the roofline's figures on the speed-of-light model (it was fitted on
+    it). ranked: scenario.simulation.Ranked."""
+    dev, sim, par = scenario.device, scenario.simulator, scenario.parallel
+    device = find(dev.name or "")
+    weight_dtype = ranked.plan.serve.weight_dtype
+    path = None if sim.coefficients is None else Path(sim.coefficients)
+    data = None if path is None else coefficients_file(path)
+    bandwidth = parse_bandwidth(dev.bandwidth) if dev.bandwidth else \
+        device and device.bandwidth_bytes_per_s or _rate(data, "bandwidth_bytes_per_s")
+    flops = parse_flops(dev.flops) if dev.flops else \
+        device and device.flops_per_s(weight_dtype) or _rate(data, "flops_per_s")
+    if not bandwidth or not flops:
+        missing = "--bandwidth" if not bandwidth else "--flops"
+        raise SpecError(missing, None, "required for a device given by size (e.g. --device "
+                        "80GiB --bandwidth 2000GB/s --flops 990TFLOPS)")
+    if device is None and par.tensor_parallel_size * par.pipeline_parallel_size > 1:
+        raise SpecError("--device", dev.name, "a catalog name under -tp/-pp: its "
+                        "interconnect prices the all-reduces and pipeline sends (see "
+                        "`servecap devices`)")
+    measured = None if sim.speed_of_light or path is not None \
+        else for_device(device and device.name)
+    coef = rank_coefficients(ranked.spec, ranked.deployment, bandwidth, flops,
+                             parse_duration(sim.step_overhead, "--step-overhead"), device,
+                             measured, expert_parallel(ranked.spec, scenario))
+    if sim.step_time_cv is not None:
+        if not 0 <= sim.step_time_cv < 10:
+            raise SpecError("--step-time-cv", sim.step_time_cv, "a coefficient of variation "
+                            "in [0, 10), e.g. 0.05")
+        coef = override(coef, {"step_time_cv": sim.step_time_cv}, coef.source)
+    coef = with_engine(coef, scenario)
+    if data is None:
+        return coef
+    try:
+        coef = override(coef, data, f"measured: {path}")
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
+    # a file's fitted rates are the achieved ones: no efficiency table applies on top of them
+    return replace(coef, efficiency_source=f"{coef.source} (calibrated)")
+
+
+def with_engine(coef: Coefficients, scenario: Scenario) -> Coefficients:
+    """simulator.engine (--engine vllm==X): the release's host, CUDA-graph and async-scheduling
+    terms on top of the device's (sim/vllm_engine.py); without one the knobs that need it are
+    refused."""
+    row = engine_row(scenario)
+    if row is None:
+        return coef
+    terms = engine_terms(row, scenario.engine.enforce_eager, scenario.scheduler.async_scheduling)
+    return override(coef, terms.coefficients(), f"{coef.source}; engine {row.pin}: "
+                    f"{terms.source}")
+
+
+def engine_row(scenario: Scenario):
+    """The vLLM row simulator.engine picks, after checking the knobs that depend on it."""
+    sched = scenario.scheduler
+    if scenario.simulator.engine is None:
+        for name, value in (("--num-scheduler-steps", sched.num_scheduler_steps != 1),
+                            ("--enforce-eager", scenario.engine.enforce_eager),
+                            ("--async-scheduling", sched.async_scheduling)):
+            if value:
+                raise SpecError(name, True, "needs --engine vllm==X (the release it belongs "
+                                "to)")
+        return None
+    row = choose(scenario.simulator.engine).row
+    if sched.num_scheduler_steps != 1 and row.formula != "v0":
+        raise SpecError("--num-scheduler-steps", sched.num_scheduler_steps, f"V0 only "
+                        f"(vllm<0.8); {row.pin} is V1, which removed multi-step scheduling")
+    if sched.async_scheduling and row.formula == "v0":
+        raise SpecError("--async-scheduling", True, f"V1 only (vllm>=0.8); {row.pin} is V0")
+    return row
+
+
+def coefficients_file(path: Path) -> dict:
+    """A coefficients file: the keys themselves, or under `coefficients` (a `simulate --json`
+    report, `verify --calibration-out`'s fit)."""
+    try:
+        data = parse_json(read_file(path))
+    except SpecError as exc:
+        raise exc.at(str(path)) from None
+    if not isinstance(data, dict):
+        raise SpecError("document", str(path), "a coefficients file is a JSON object")
+    if isinstance(data.get("coefficients"), dict):
+        data = {k: v for k, v in data["coefficients"].items()
+                if k not in ("source", "efficiency_source")}
+    return data
+
+
+def _rate(data: dict | None, key: str) -> float | None:
+    """A coefficients file's rate where neither the Scenario nor the catalog gives one: the
+    file's value replaces the roofline's anyway, so --device 16MiB needs no
+    --bandwidth/--flops."""
+    value = (data or {}).get(key)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    return value if ok else None
+
+
+def expert_parallel(spec, scenario: Scenario) -> bool:
+    """Expert parallel applies to a MoE model across tensor-parallel ranks whose count divides
+    its experts."""
+    if not scenario.parallel.enable_expert_parallel:
+        return False
+    moe, tp = spec.moe, scenario.parallel.tensor_parallel_size
+    if moe is None:
+        raise SpecError("--enable-expert-parallel", True, f"needs a mixture-of-experts model "
+                        f"({spec.name} is dense)")
+    if tp < 2 or moe.num_experts % tp:
+        raise SpecError("--enable-expert-parallel", True, f"needs -tp >= 2 dividing the "
+                        f"{moe.num_experts} experts (got -tp {tp})")
+    return True

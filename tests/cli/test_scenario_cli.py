@@ -1,0 +1,245 @@
+"""--scenario and --save-scenario through the real CLI: a saved scenario runs the same
+command again to the byte, flags beside a file win (and -v says so), bad files are one line."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+from servecap.cli.cost_cmd import COST_PATHS, cost
+from servecap.cli.fit_cmd import fit
+from servecap.cli.inputs import PLAN_PATHS
+from servecap.cli.plan_cmd import plan
+from servecap.cli.scenario_opts import unmapped
+from servecap.cli.search_cmd import SEARCH_PATHS, search
+from servecap.cli.sim_inputs import SIM_PATHS
+from servecap.cli.simulate_cmd import simulate
+from servecap.cli.speculate_cmd import SPECULATE_PATHS, speculate
+from servecap.cli.sweep_cmd import SWEEP_PATHS, sweep
+from servecap.cli.verify_cmd import VERIFY_PATHS, verify
+from servecap.scenario.spec import paths
+
+runner = CliRunner()
+SIM = ["llama-3.1-8b", "--device", "h100-80gb", "--input-len", "512", "--output-len", "64",
+       "--rate", "4", "--num-requests", "120", "--slo-ttft", "500ms", "--percentiles", "50,99"]
+PLANS = [
+    ["llama-3.1-8b", "--device", "h100-80gb", "--context", "8192", "--concurrency", "4"],
+    ["llama-3.1-70b-instruct", "--device", "h100-80gb", "-tp", "4", "--engine", "vllm==0.11",
+     "--gpu-memory-utilization", "0.85", "--max-num-seqs", "64"],
+    ["teaching-7b", "--lengths", "17,33,65", "--kv-dtype", "fp8", "--safety", "10%"],
+    ["llama-3.1-8b", "--device", "40GiB", "--engine", "sglang", "--mem-fraction-static", "0.8"],
+]
+
+
+def invoke(*args):
+    result = runner.invoke(app, list(args))
+    assert result.exit_code in (0, 1), result.output
+    return result
+
+
+@pytest.mark.parametrize("args", PLANS, ids=lambda a: a[0] + "-" + "-".join(a[1:3]))
+def test_plan_saved_then_run_from_the_file_prints_the_same_json(args, tmp_path):
+    saved = tmp_path / "s.yaml"
+    first = invoke("plan", *args, "--json", "--save-scenario", str(saved))
+    again = invoke("plan", "--scenario", str(saved), "--json")
+    assert again.stdout == first.stdout
+    assert json.loads(first.stdout)["device_bytes"] > 0
+
+
+def test_simulate_saved_then_run_from_the_file_prints_the_same_json(tmp_path):
+    saved = tmp_path / "s.yaml"
+    first = invoke("simulate", *SIM, "--policy", "static", "--policy", "continuous", "--json",
+                   "--save-scenario", str(saved))
+    again = invoke("simulate", "--scenario", str(saved), "--json")
+    assert again.stdout == first.stdout
+    assert [p["policy"] for p in json.loads(again.stdout)["policies"]] == ["static",
+                                                                          "continuous"]
+
+
+def test_a_flag_beside_the_file_wins_and_verbose_names_both_values(tmp_path):
+    saved = tmp_path / "s.yaml"
+    invoke("plan", *PLANS[0], "--json", "--save-scenario", str(saved))
+    result = invoke("plan", "--scenario", str(saved), "--context", "4096", "--json", "-v")
+    assert json.loads(result.stdout)["context_tokens"] == 4096
+    assert "scheduler.max_model_len: --context 4096 (command line) over" in result.stderr
+    assert "'s 8192" in result.stderr
+    direct = invoke("plan", "llama-3.1-8b", "--device", "h100-80gb", "--context", "4096",
+                    "--concurrency", "4", "--json")
+    assert json.loads(direct.stdout) == json.loads(result.stdout)
+
+
+def test_a_simulate_scenario_plans_the_same_device_and_model(tmp_path):
+    saved = tmp_path / "s.yaml"
+    invoke("simulate", *SIM, "--json", "--save-scenario", str(saved))
+    planned = invoke("plan", "--scenario", str(saved), "--json").stdout
+    assert planned == invoke("plan", "llama-3.1-8b", "--device", "h100-80gb", "--json").stdout
+
+
+@pytest.mark.parametrize(("text", "needles"), [
+    ("scheduler:\n  max_model_len: lots\n", ("scheduler.max_model_len = 'lots'", "integer")),
+    ("schedule: {}\n", ("schedule = {}", "unknown key", "scheduler")),
+    ("scheduler:\n  bogus: 1\n", ("scheduler.bogus = 1", "max_model_len")),
+    ("memory:\n  gpu_memory_utilization: 1.5\n", ("memory.gpu_memory_utilization = 1.5",
+                                                  "less than or equal to 1")),
+    ("- 1\n", ("document = 'list'", "mapping")),
+    ("parallel:\n  tensor_parallel_size: true\n", ("parallel.tensor_parallel_size = True",)),
+])
+def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needles, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    for command in ("plan", "simulate"):
+        result = runner.invoke(app, [command, "--scenario", str(bad)])
+        assert result.exit_code == 2, result.output
+        line = result.stderr.strip()
+        assert "\n" not in line and "Traceback" not in line
+        assert str(bad) in line
+        for needle in needles:
+            assert needle in line
+
+
+@pytest.mark.parametrize(("command", "mapping"), [(plan, PLAN_PATHS), (simulate, SIM_PATHS),
+                                                  (sweep, SWEEP_PATHS),
+                                                  (verify, VERIFY_PATHS),
+                                                  (search, SEARCH_PATHS),
+                                                  (fit, PLAN_PATHS), (cost, COST_PATHS),
+                                                  (speculate, SPECULATE_PATHS)])
+def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
+    outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
+               "save_scenario", "records_path", "token_times_path", "vllm_line",
+               "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
+               "tokens_per_s", "input_tokens_per_s", "batches"}  # the question, not the scenario
+    assert unmapped(command, mapping, outputs) == set()
+    known = set(paths())
+    assert {p for targets in mapping.values() for p in targets} <= known
+
+
+WORKLOAD = {"seed": 5, "num_requests": 60, "arrivals": {"kind": "poisson", "rate_per_s": 1},
+            "prompt_tokens": {"kind": "uniform", "low": 500, "high": 1500},
+            "output_tokens": {"kind": "uniform", "low": 50, "high": 150}}
+
+
+def test_a_workload_path_is_kept_relative_to_the_scenario_file(tmp_path, monkeypatch):
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loads").mkdir()
+    (tmp_path / "loads" / "w.yaml").write_text(yaml.safe_dump(WORKLOAD))
+    (tmp_path / "conf").mkdir()
+    first = invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload",
+                   "loads/w.yaml", "--json", "--save-scenario", "conf/s.yaml")
+    assert yaml.safe_load((tmp_path / "conf" / "s.yaml").read_text())["workload"]["file"] \
+        == "../loads/w.yaml"
+    assert invoke("simulate", "--scenario", "conf/s.yaml", "--json").stdout == first.stdout
+    monkeypatch.chdir(tmp_path / "conf")  # the file still finds its workload from elsewhere
+    moved = json.loads(invoke("simulate", "--scenario", "s.yaml", "--json").stdout)
+    assert moved["policies"][0]["completed"] == json.loads(first.stdout)["policies"][0][
+        "completed"]
+
+
+def test_sweep_saved_then_run_from_the_file_prints_the_same_json(tmp_path):
+    import yaml
+
+    workload, saved = tmp_path / "w.yaml", tmp_path / "s.yaml"
+    workload.write_text(yaml.safe_dump(WORKLOAD))
+    first = invoke("sweep", "llama-3.1-8b", "--device", "h100-80gb", "--workload",
+                   str(workload), "--rates", "1,4", "--slo-ttft", "500ms", "--target", "0.8",
+                   "--json", "--save-scenario", str(saved))
+    again = invoke("sweep", "--scenario", str(saved), "--json")
+    assert again.stdout == first.stdout
+    assert [p["rate_per_s"] for p in json.loads(again.stdout)["points"]] == [1.0, 4.0]
+    faster = json.loads(invoke("sweep", "--scenario", str(saved), "--rates", "2",
+                               "--json").stdout)
+    assert [p["rate_per_s"] for p in faster["points"]] == [2.0]
+
+
+def test_verify_saved_then_run_from_the_file_plans_and_runs_the_same(tmp_path):
+    pytest.importorskip("torch")
+    saved = tmp_path / "v.yaml"
+    args = ["tiny-llama", "--device", "cpu", "--device-memory", "16MiB", "--context", "64",
+            "--concurrency", "3", "--output-tokens", "8", "--no-probe"]
+    first = json.loads(invoke("verify", *args, "--json", "--save-scenario", str(saved)).stdout)
+    again = json.loads(invoke("verify", "--scenario", str(saved), "--json").stdout)
+
+    def planned(report):  # what the scenario decides; the rest is measured on this run
+        return ([(line["line"], line["predicted_bytes"]) for line in report["lines"]],
+                report["predicted_ceiling_requests"], report["device_bytes"],
+                report["model"], report["tensor_parallel_size"])
+    assert planned(again) == planned(first)
+    assert again["ceiling_probe"] == first["ceiling_probe"]
+    wider = json.loads(invoke("verify", "--scenario", str(saved), "--concurrency", "2",
+                              "--json").stdout)
+    assert wider["predicted_ceiling_requests"] == first["predicted_ceiling_requests"]
+    assert planned(wider) != planned(first)  # the KV line holds two requests, not three
+
+
+def test_search_saved_then_run_from_the_file_gives_the_same_report(tmp_path):
+    import yaml
+
+    workload, saved = tmp_path / "w.yaml", tmp_path / "s.yaml"
+    workload.write_text(yaml.safe_dump(WORKLOAD))
+    args = ["llama-3.1-8b", "--workload", str(workload), "--rate", "6", "--slo-ttft", "500ms",
+            "--slo-itl", "30ms", "--devices", "l4-24gb,a100-80gb", "--tp", "1,2",
+            "--max-gpus", "4", "--max-num-seqs", "64", "--max-num-batched-tokens", "2048",
+            "--disaggregate", "1:1", "--no-capacity"]
+    first = json.loads(invoke("search", *args, "--workers", "1", "--json",
+                              "--save-scenario", str(saved)).stdout)
+    again = json.loads(invoke("search", "--scenario", str(saved), "--workers", "1",
+                              "--json").stdout)
+    for report in (first, again):  # wall and CPU time: the figures measured on each run
+        report.pop("elapsed_s"), report["space"].pop("worker_cpu_s")
+    assert again == first
+    assert first["cheapest"]["max_num_seqs"] == 64
+    missing = runner.invoke(app, ["search", "llama-3.1-8b", "--rate", "6"])
+    assert missing.exit_code == 2 and "--workload is missing" in missing.stderr
+
+
+def test_fit_saved_then_run_from_the_file_gives_the_same_answer(tmp_path):
+    saved = tmp_path / "f.yaml"
+    args = ["llama-3.1-8b", "--device", "40GiB", "--context", "32768"]
+    first = invoke("fit", *args, "--json", "--save-scenario", str(saved))
+    assert invoke("fit", "--scenario", str(saved), "--json").stdout == first.stdout
+    shorter = json.loads(invoke("fit", "--scenario", str(saved), "--context", "8192",
+                                "--json").stdout)
+    assert shorter["max_concurrency_requests"] > json.loads(first.stdout)[
+        "max_concurrency_requests"]
+
+
+def test_cost_saved_then_run_from_the_file_prices_the_same(tmp_path):
+    saved = tmp_path / "c.yaml"
+    args = ["llama-3.1-8b", "--device", "h100-80gb", "--input-len", "512", "--output-len",
+            "64", "--num-requests", "120", "--gpu-price", "3", "--api-price", "0.5"]
+    first = invoke("cost", *args, "--json", "--save-scenario", str(saved))
+    assert invoke("cost", "--scenario", str(saved), "--json").stdout == first.stdout
+    half = json.loads(invoke("cost", "--scenario", str(saved), "--utilization", "0.5",
+                             "--json").stdout)
+    full = json.loads(first.stdout)
+    assert half["gpu_price_per_h"] == 3.0 and half["utilization"] == 0.5
+    assert half["usd_per_million_at_utilization"] == pytest.approx(
+        2 * full["usd_per_million_at_utilization"])
+
+
+def test_speculate_saved_then_run_from_the_file_compares_the_same(tmp_path):
+    saved = tmp_path / "sp.yaml"
+    args = ["llama-3.1-8b", "--device", "h100-80gb", "--draft", "llama-3.2-1b-instruct",
+            "--batches", "1,8,64"]
+    first = invoke("speculate", *args, "--json", "--save-scenario", str(saved))
+    again = invoke("speculate", "--scenario", str(saved), "--batches", "1,8,64", "--json")
+    assert again.stdout == first.stdout
+    longer = json.loads(invoke("speculate", "--scenario", str(saved), "--acceptance", "0.9",
+                               "--batches", "1,8,64", "--json").stdout)
+    assert longer["expected_tokens_per_step"] > json.loads(first.stdout)[
+        "expected_tokens_per_step"]
+
+
+def test_a_saved_scenario_says_what_each_null_field_took(tmp_path):
+    import yaml
+
+    saved = tmp_path / "s.yaml"
+    invoke("plan", "llama-3.1-70b-instruct", "--device", "h100-80gb", "-tp", "4", "--engine",
+           "vllm", "--json", "--save-scenario", str(saved))
+    text = saved.read_text()
+    assert "max_model_len: null  # in effect: 131072" in text  # the model's context
+    assert "gpu_memory_utilization: null  # in effect: 0.92" in text  # the release's
+    assert "max_num_seqs: null  #" not in text  # vLLM's release picks it, not the plan
+    assert yaml.safe_load(text)["scheduler"]["max_model_len"] is None  # still derived again

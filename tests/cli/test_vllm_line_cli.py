@@ -1,0 +1,130 @@
+"""A pasted `vllm serve` line: plan reads it with vLLM's flag names and prints what the same
+servecap flags print; ignored flags are listed, memory-changing unmodelled ones refused, and
+search's own launch line pasted back gives its answer's pool."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+from servecap.ledger.errors import SpecError
+from servecap.scenario.spec import DEFAULT
+from servecap.scenario.vllm_line import parse_vllm_line
+
+runner = CliRunner()
+DIR = str(Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "Qwen--Qwen3-32B")
+LINE = ["vllm", "serve", DIR, "--tensor-parallel-size", "2", "--max-model-len", "8192",
+        "--gpu-memory-utilization", "0.85", "--kv-cache-dtype", "fp8", "--block-size", "32",
+        "--max-num-seqs", "64"]
+FLAGS = [DIR, "--engine", "vllm", "-tp", "2", "--context", "8192",
+         "--gpu-memory-utilization", "0.85", "--kv-dtype", "fp8", "--block-size", "32",
+         "--max-num-seqs", "64"]
+
+
+def plan(*args):
+    result = runner.invoke(app, ["plan", *args])
+    assert result.exit_code in (0, 1), result.output
+    return result
+
+
+def test_the_pasted_line_prints_the_same_json_as_the_servecap_flags():
+    pasted = plan("--device", "h100-80gb", "--json", "--", *LINE)
+    flagged = plan(*FLAGS, "--device", "h100-80gb", "--json")
+    assert pasted.stdout == flagged.stdout
+    out = json.loads(pasted.stdout)
+    assert out["kv_pool_bytes"] > 0 and out["block_size_tokens"] == 32
+    assert len(out["ranks"]) == 2
+
+
+def test_underscores_equals_signs_and_short_names_read_as_vllm_reads_them():
+    spelled = ["vllm", "serve", DIR, "-tp=2", "--max_model_len=8k", "--gpu-memory-utilization",
+               "0.85", "--kv_cache_dtype", "fp8_e4m3", "--block-size=32", "--max-num-seqs",
+               "64"]
+    parsed = parse_vllm_line(spelled).scenario
+    assert parsed.scheduler.max_model_len == 8000  # vLLM's human_readable_int: 8k = 8,000
+    assert parse_vllm_line([*LINE[:5], "--max-model-len", "8K"]).scenario \
+        .scheduler.max_model_len == 8192
+    assert parsed.dtypes.kv_cache_dtype == "fp8" and parsed.parallel.tensor_parallel_size == 2
+    assert parsed.engine.name == "vllm"
+
+
+def test_flags_that_do_not_change_memory_are_listed_never_dropped():
+    result = plan("--device", "h100-80gb", "--json", "--", *LINE, "--port", "8001",
+                  "--trust-remote-code", "--served-model-name", "q", "--disable-log-stats")
+    assert "ignored (4" in result.stderr
+    for flag in ("--port", "--trust-remote-code", "--served-model-name", "--disable-log-stats"):
+        assert flag in result.stderr
+    assert json.loads(result.stdout) == json.loads(plan(*FLAGS, "--device", "h100-80gb",
+                                                        "--json").stdout)
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--cpu-offload-gb", "8"], "--cpu-offload-gb"),
+    (["--enforce-eager"], "--enforce-eager"),
+    (["--enable-lora"], "--enable-lora"),
+    (["--kv-transfer-config", "{}"], "--kv-transfer-config"),
+    (["--bogus-flag", "1"], "--bogus-flag"),
+    (["--speculative-config", '{"model": "x", "num_speculative_tokens": 3}'],
+     "--speculative-config"),
+    (["--quantization", "bitsandbytes"], "--quantization"),
+    (["--kv-cache-dtype", "int3"], "--kv-cache-dtype"),
+])
+def test_an_unmodelled_memory_flag_is_refused_by_name(extra, needle):
+    result = runner.invoke(app, ["plan", "--device", "h100-80gb", "--", *LINE, *extra])
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line and f"vllm serve {needle}" in line
+
+
+def test_a_flag_before_the_line_replaces_the_lines_value():
+    result = plan("--device", "h100-80gb", "--context", "4096", "--json", "-v", "--", *LINE)
+    assert json.loads(result.stdout)["context_tokens"] == 4096
+    assert "--context 4096 (command line) over the vLLM line's 8192" in result.stderr
+
+
+def test_booleans_take_both_spellings():
+    on = parse_vllm_line([*LINE, "--enable-expert-parallel"]).scenario
+    off = parse_vllm_line([*LINE, "--no-enable-prefix-caching"]).scenario
+    assert on.parallel.enable_expert_parallel and not off.scheduler.enable_prefix_caching
+    assert DEFAULT.scheduler.enable_prefix_caching
+
+
+def test_not_a_vllm_line_is_one_error():
+    with pytest.raises(SpecError, match="vllm serve MODEL"):
+        parse_vllm_line(["sglang", "serve", "x"])
+
+
+def test_searchs_launch_line_pasted_back_gives_its_answers_pool(tmp_path):
+    import yaml
+
+    workload = tmp_path / "w.yaml"
+    workload.write_text(yaml.safe_dump({
+        "seed": 5, "num_requests": 60, "arrivals": {"kind": "poisson", "rate_per_s": 1},
+        "prompt_tokens": {"kind": "uniform", "low": 500, "high": 1500},
+        "output_tokens": {"kind": "uniform", "low": 50, "high": 150}}))
+    found = runner.invoke(app, ["search", "llama-3.1-8b", "--workload", str(workload),
+                                "--rate", "6", "--slo-ttft", "500ms", "--slo-itl", "30ms",
+                                "--devices", "l4-24gb,a100-80gb", "--tp", "1,2",
+                                "--max-gpus", "4", "--max-num-seqs", "64",
+                                "--max-num-batched-tokens", "2048", "--disaggregate", "1:1",
+                                "--workers", "1", "--no-capacity", "--json"])
+    assert found.exit_code == 0, found.output
+    report = json.loads(found.stdout)
+    best, (line,) = report["cheapest"], report["launch"]["vllm"]
+    words = line.split()
+    assert words[:2] == ["vllm", "serve"]
+    words[2] = "llama-3.1-8b"  # the Hub id the line serves is the bundled file's hf_id
+    planned = json.loads(plan("--device", best["device"], "--json", "--", *words).stdout)
+    assert planned["num_gpu_blocks"] == best["num_kv_blocks_per_rank"]
+    assert len(planned["ranks"]) == best["tensor_parallel_size"] * \
+        best["pipeline_parallel_size"]
+
+
+def test_the_api_server_module_line_reads_the_same_and_model_with_a_line_is_refused():
+    module = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", DIR, *LINE[3:]]
+    assert plan("--device", "h100-80gb", "--json", "--", *module).stdout == \
+        plan("--device", "h100-80gb", "--json", "--", *LINE).stdout
+    both = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "h100-80gb", "--", *LINE])
+    assert both.exit_code == 2 and "not both" in both.stderr

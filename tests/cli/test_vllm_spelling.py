@@ -1,0 +1,68 @@
+"""vLLM's own spellings on every command that plans: --kv-cache-dtype for --kv-dtype and
+--tp/--pp beside -tp/-pp print what the servecap spellings print; --help shows the option
+groups as panels."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+
+runner = CliRunner()
+MODEL = ["llama-3.1-70b-instruct", "--device", "h100-80gb", "--context", "8192"]
+SIM = ["llama-3.1-8b", "--device", "h100-80gb", "--input-len", "256", "--output-len", "16",
+       "--num-requests", "40", "--rate", "2"]
+
+
+def out(*args):
+    result = runner.invoke(app, list(args))
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [
+    (["-tp", "4", "-pp", "2"], ["--tp", "4", "--pp", "2"]),
+    (["--kv-dtype", "fp8"], ["--kv-cache-dtype", "fp8"]),
+])
+def test_plan_reads_vllms_spelling_as_its_own(ours, theirs):
+    assert out("plan", *MODEL, *theirs, "--json") == out("plan", *MODEL, *ours, "--json")
+
+
+@pytest.mark.parametrize("command", ["fit", "workbook", "reconcile", "verify"])
+def test_every_planning_command_offers_tp_and_kv_cache_dtype(command):
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "--tp" in result.stdout and "--kv-cache-dtype" in result.stdout
+
+
+def test_simulate_reads_vllms_spelling_as_its_own():
+    ours = out("simulate", *SIM, "--kv-dtype", "fp8", "-tp", "2", "--json")
+    theirs = out("simulate", *SIM, "--kv-cache-dtype", "fp8", "--tp", "2", "--json")
+    assert theirs == ours
+
+
+@pytest.mark.parametrize("command", ["simulate", "sweep"])
+def test_help_groups_the_options_in_panels(command):
+    text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "120"}).stdout
+    for panel in ("Model and device", "Deployment", "Engine (vLLM's knobs)", "Workload",
+                  "SLOs", "Step model", "Output", "Scenario"):
+        assert panel in text, panel
+
+
+def test_the_big_commands_take_their_options_as_groups():
+    import inspect
+
+    from servecap.cli.plan_cmd import plan
+    from servecap.cli.search_cmd import search
+    from servecap.cli.simulate_cmd import simulate
+    from servecap.cli.sweep_cmd import sweep
+    from servecap.cli.verify_cmd import verify
+
+    for command, offered in ((simulate, 40), (sweep, 40), (plan, 35), (verify, 30),
+                              (search, 30)):
+        written = command
+        while hasattr(written, "command"):  # each group's expansion, down to the function
+            written = written.command
+        assert len(inspect.signature(written).parameters) <= 15
+        assert len(inspect.signature(command).parameters) > offered  # every option offered
