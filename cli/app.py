@@ -93,6 +93,9 @@ def load_command(name: str) -> click.Command:
     """Import the command's module and build its click command, with the app's settings:
     -h beside --help, and --version."""
     module = importlib.import_module(f".{COMMANDS[name][0]}", __package__)
+    from .help_width import keep_option_names
+
+    keep_option_names()
     holder = typer.Typer(rich_markup_mode="rich", pretty_exceptions_enable=False,
                          add_completion=False, context_settings=CONTEXT)
     module.register(holder)
