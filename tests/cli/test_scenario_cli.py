@@ -57,6 +57,28 @@ def test_simulate_saved_then_run_from_the_file_prints_the_same_json(tmp_path):
                                                                           "continuous"]
 
 
+def test_a_simulated_engine_release_round_trips_through_the_file(tmp_path):
+    """--engine and the release's scheduling knobs are scenario fields: saved, they run the
+    same V0 multi-step simulation again, its scheduler (prefill-priority) included."""
+    saved = tmp_path / "s.yaml"
+    first = invoke("simulate", *SIM, "--engine", "vllm==0.6.3", "--num-scheduler-steps", "8",
+                   "--json", "--save-scenario", str(saved))
+    text = saved.read_text()
+    assert "engine: vllm==0.6.3" in text and "num_scheduler_steps: 8" in text
+    again = invoke("simulate", "--scenario", str(saved), "--json")
+    assert again.stdout == first.stdout
+    report = json.loads(again.stdout)
+    assert [p["policy"] for p in report["policies"]] == ["prefill-priority"]
+    plain = json.loads(invoke("simulate", *SIM, "--json").stdout)
+    assert report["policies"][0]["ttft_ms"]["p50"] != plain["policies"][0]["ttft_ms"]["p50"]
+
+
+def test_a_knob_of_a_release_without_an_engine_is_refused_by_name(tmp_path):
+    result = runner.invoke(app, ["simulate", *SIM, "--num-scheduler-steps", "8"])
+    assert result.exit_code == 2 and "--num-scheduler-steps" in result.stderr
+    assert "needs --engine" in result.stderr
+
+
 def test_a_flag_beside_the_file_wins_and_verbose_names_both_values(tmp_path):
     saved = tmp_path / "s.yaml"
     invoke("plan", *PLANS[0], "--json", "--save-scenario", str(saved))
