@@ -18,6 +18,7 @@ from servecap.cli.simulate_cmd import simulate
 from servecap.cli.speculate_cmd import SPECULATE_PATHS, speculate
 from servecap.cli.sweep_cmd import SWEEP_PATHS, sweep
 from servecap.cli.verify_cmd import VERIFY_PATHS, verify
+from servecap.cli.workbook_cmd import WORKBOOK_PATHS, workbook
 from servecap.scenario.spec import paths
 
 runner = CliRunner()
@@ -103,12 +104,14 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
                                                   (verify, VERIFY_PATHS),
                                                   (search, SEARCH_PATHS),
                                                   (fit, PLAN_PATHS), (cost, COST_PATHS),
-                                                  (speculate, SPECULATE_PATHS)])
+                                                  (speculate, SPECULATE_PATHS),
+                                                  (workbook, WORKBOOK_PATHS)])
 def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
                "save_scenario", "records_path", "token_times_path", "vllm_line",
                "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
-               "tokens_per_s", "input_tokens_per_s", "batches"}  # the question, not the scenario
+               "tokens_per_s", "input_tokens_per_s", "batches",
+               "output"}  # the question, not the scenario
     assert unmapped(command, mapping, outputs) == set()
     known = set(paths())
     assert {p for targets in mapping.values() for p in targets} <= known
@@ -243,3 +246,55 @@ def test_a_saved_scenario_says_what_each_null_field_took(tmp_path):
     assert "gpu_memory_utilization: null  # in effect: 0.92" in text  # the release's
     assert "max_num_seqs: null  #" not in text  # vLLM's release picks it, not the plan
     assert yaml.safe_load(text)["scheduler"]["max_model_len"] is None  # still derived again
+
+
+def _cells(path) -> dict:
+    """Every sheet's cell values (formulas as their text), by sheet name."""
+    openpyxl = pytest.importorskip("openpyxl")
+    book = openpyxl.load_workbook(path)
+    return {name: [[c.value for c in row] for row in book[name].iter_rows()]
+            for name in book.sheetnames}
+
+
+def test_workbook_saved_then_run_from_the_file_writes_the_same_cells(tmp_path):
+    import yaml
+
+    saved, first, again = tmp_path / "w.yaml", tmp_path / "a.xlsx", tmp_path / "b.xlsx"
+    invoke("workbook", "llama-3.1-8b", "--device", "40GiB", "--device", "h100-80gb",
+           "--context", "4096", "--context", "32768", "--kv-dtype", "fp8", "--concurrency",
+           "8", "-tp", "2", "--engine", "vllm", "-o", str(first), "--save-scenario", str(saved))
+    envelope = yaml.safe_load(saved.read_text())["envelope"]
+    assert envelope == {"devices": ["40GiB", "h100-80gb"], "contexts": [4096, 32768],
+                        "kv_dtypes": ["fp8"]}
+    invoke("workbook", "--scenario", str(saved), "-o", str(again))
+    cells = _cells(first)
+    assert cells == _cells(again)
+    assert {"Inputs", "Ledger", "Ranks", "Envelope"} <= set(cells)
+
+
+def test_a_context_beside_a_workbook_scenario_is_the_ledgers_and_the_envelopes(tmp_path):
+    import yaml
+
+    saved, again = tmp_path / "w.yaml", tmp_path / "w2.yaml"
+    invoke("workbook", "llama-3.1-8b", "--device", "40GiB", "--context", "4096", "--context",
+           "32768", "-o", str(tmp_path / "a.xlsx"), "--save-scenario", str(saved))
+    invoke("workbook", "--scenario", str(saved), "--context", "8192", "-o",
+           str(tmp_path / "b.xlsx"), "--save-scenario", str(again))
+    written = yaml.safe_load(again.read_text())
+    assert written["scheduler"]["max_model_len"] == 8192
+    assert written["envelope"]["contexts"] == [8192]
+    assert written["envelope"]["devices"] == ["40GiB"]  # the file's, untouched
+
+
+def test_a_plan_scenario_makes_the_workbook_plan_xlsx_writes(tmp_path):
+    saved, planned, booked = tmp_path / "p.yaml", tmp_path / "p.xlsx", tmp_path / "w.xlsx"
+    invoke("plan", "llama-3.1-70b-instruct", "--device", "h100-80gb", "-tp", "4", "--engine",
+           "vllm", "--xlsx", str(planned), "--save-scenario", str(saved))
+    invoke("workbook", "--scenario", str(saved), "-o", str(booked))
+    assert _cells(planned) == _cells(booked)
+
+
+def test_workbook_without_a_model_or_a_scenario_names_model(tmp_path):
+    result = runner.invoke(app, ["workbook", "-o", str(tmp_path / "a.xlsx")])
+    assert result.exit_code == 2
+    assert "MODEL" in result.output and not (tmp_path / "a.xlsx").exists()
