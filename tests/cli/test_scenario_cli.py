@@ -2,6 +2,7 @@
 command again to the byte, flags beside a file win (and -v says so), bad files are one line."""
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -11,6 +12,7 @@ from servecap.cli.cost_cmd import COST_PATHS, cost
 from servecap.cli.fit_cmd import fit
 from servecap.cli.inputs import PLAN_PATHS
 from servecap.cli.plan_cmd import plan
+from servecap.cli.reconcile_cmd import RECONCILE_PATHS, reconcile_cmd
 from servecap.cli.scenario_opts import unmapped
 from servecap.cli.search_cmd import SEARCH_PATHS, search
 from servecap.cli.sim_inputs import SIM_PATHS
@@ -105,13 +107,14 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
                                                   (search, SEARCH_PATHS),
                                                   (fit, PLAN_PATHS), (cost, COST_PATHS),
                                                   (speculate, SPECULATE_PATHS),
-                                                  (workbook, WORKBOOK_PATHS)])
+                                                  (workbook, WORKBOOK_PATHS),
+                                                  (reconcile_cmd, RECONCILE_PATHS)])
 def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
                "save_scenario", "records_path", "token_times_path", "vllm_line",
                "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
                "tokens_per_s", "input_tokens_per_s", "batches",
-               "output"}  # the question, not the scenario
+               "output", "log"}  # the question, not the scenario
     assert unmapped(command, mapping, outputs) == set()
     known = set(paths())
     assert {p for targets in mapping.values() for p in targets} <= known
@@ -298,3 +301,38 @@ def test_workbook_without_a_model_or_a_scenario_names_model(tmp_path):
     result = runner.invoke(app, ["workbook", "-o", str(tmp_path / "a.xlsx")])
     assert result.exit_code == 2
     assert "MODEL" in result.output and not (tmp_path / "a.xlsx").exists()
+
+
+LOG = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs" / \
+    "v1_qwen3_14b_a100_40gb.log"
+
+
+def test_reconcile_saved_then_run_from_the_file_prints_the_same_json(tmp_path):
+    import yaml
+
+    saved, again = tmp_path / "r.yaml", tmp_path / "r2.yaml"
+    first = invoke("reconcile", str(LOG), "--model", "qwen3-14b", "--device", "a100-40gb",
+                   "--json", "--save-scenario", str(saved))
+    assert invoke("reconcile", str(LOG), "--scenario", str(saved), "--json").stdout == \
+        first.stdout
+    assert json.loads(first.stdout)["rows"][0]["key"] == "kv_pool"
+    invoke("reconcile", str(LOG), "--scenario", str(saved), "--max-model-len", "4096",
+           "--json", "--save-scenario", str(again))
+    written = yaml.safe_load(again.read_text())
+    assert written["scheduler"]["max_model_len"] == 4096
+    assert written["device"]["name"] == "a100-40gb"  # the file's, untouched
+
+
+def test_a_plan_scenario_reconciles_as_the_same_flags_do(tmp_path):
+    saved = tmp_path / "p.yaml"
+    invoke("plan", "qwen3-14b", "--device", "a100-40gb", "--json", "--save-scenario", str(saved))
+    flagged = invoke("reconcile", str(LOG), "--model", "qwen3-14b", "--device", "a100-40gb",
+                     "--json")
+    assert invoke("reconcile", str(LOG), "--scenario", str(saved), "--json").stdout == \
+        flagged.stdout
+
+
+def test_reconcile_without_a_model_or_a_scenario_names_model():
+    result = runner.invoke(app, ["reconcile", str(LOG)])
+    assert result.exit_code == 2
+    assert "--model" in result.output and "Traceback" not in result.output
