@@ -1,7 +1,9 @@
 """`servecap cost`: dollars per million output tokens and the break-even against an API."""
 
+import functools
 import json
 import math
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -9,13 +11,14 @@ from rich.console import Console
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import plural
-from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.spec import with_values
 from servecap.sim.cost import cost_report, reserved_report
 from servecap.sim.deploy import run_deployment
 from servecap.sim.sweep import saturated
 
 from . import sim_options as o
+from .cost_options import NO_LOAD, NO_PRICES, CostLoad, CostPrices
+from .option_groups import options_from
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .sim_inputs import SIM_PATHS, SimFlags, build_setup, sim_flags, sim_scenario
 
@@ -28,41 +31,23 @@ COST_PATHS = {name: SIM_PATHS[name] for name in (
     "reserved_price": ("prices.reserved_usd_per_gpu_hour",),
     "utilization": ("prices.utilization",), "api_price": ("prices.api_usd_per_million_output",),
     "input_price": ("prices.api_usd_per_million_input",), "target": ("slo.target",)}
-Opt = typer.Option
+Measured = functools.partial(typer.Option, rich_help_panel="Measured throughput (instead of "
+                             "simulating)")
 
 
+@options_from(o.RooflineOptions, "rig", after="model")
+@options_from(CostLoad, "load", after="model")
+@options_from(CostPrices, "paid", after="model")
 def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
              help="Model to simulate (omit with --tokens-per-s).")] = None,
-         gpu_price: Annotated[float, Opt(help="On-demand dollars per GPU-hour.")]
-         = D.prices.usd_per_gpu_hour,
-         reserved_price: Annotated[float | None, Opt(help="Reserved (committed) dollars per "
-                                                     "GPU-hour, priced beside on-demand.")]
-         = None,
-         utilization: Annotated[float, Opt(help="Share of the hour the GPU does useful "
-                                           "work.")] = D.prices.utilization,
-         api_price: Annotated[float | None, Opt(help="API dollars per million output tokens "
-                                                "to break even against.")] = None,
-         input_price: Annotated[float | None, Opt(help="API dollars per million input tokens "
-                                                  "(with --api-price).")] = None,
-         tokens_per_s: Annotated[float | None, Opt(help="Measured output tokens/s of the whole "
-                                                   "deployment (instead of simulating).")] = None,
-         input_tokens_per_s: Annotated[float | None, Opt(help="Measured input tokens/s "
-                                                         "(with --tokens-per-s).")] = None,
-         device: o.Device = None, bandwidth: o.Bandwidth = None, flops: o.Flops = None,
-         step_overhead: o.StepOverhead = D.simulator.step_overhead,
-         workload: o.Workload = None,
-         policy: Annotated[str, Opt(help="Scheduler policy simulated.")]
-         = D.simulator.policies[0],
-         slo_ttft: o.SloTtft = None, slo_itl: o.SloItl = None,
-         target: Annotated[float, Opt(help="SLO attainment the capacity must reach (share "
-                                      "of requests).")] = D.slo.target,
-         tensor_parallel_size: o.TensorParallel = 1,
-         pipeline_parallel_size: o.PipelineParallel = 1,
-         replicas: o.Replicas = D.simulator.replicas,
-         speed_of_light: o.SpeedOfLight = False, num_requests: o.CeilingRequests = None,
-         input_len: o.InputLen = None, output_len: o.OutputLen = None,
+         tokens_per_s: Annotated[float | None, Measured(help="Measured output tokens/s of the "
+                                                        "whole deployment (instead of "
+                                                        "simulating).")] = None,
+         input_tokens_per_s: Annotated[float | None, Measured(help="Measured input tokens/s "
+                                                              "(with --tokens-per-s).")] = None,
          as_json: o.Json = False, scenario_file: ScenarioFile = None,
-         save_scenario: SaveScenario = None) -> None:
+         save_scenario: SaveScenario = None, rig: o.RooflineOptions = o.NO_ROOFLINE,
+         load: CostLoad = NO_LOAD, paid: CostPrices = NO_PRICES) -> None:
     """Self-hosted $ per million output tokens at full load and at --utilization.
 
     Output tokens/s come from --tokens-per-s, or from simulating MODEL's
@@ -74,17 +59,12 @@ def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
       servecap cost llama-3.1-8b --device h100-80gb \\
           --workload workloads/chat.yaml --slo-ttft 500ms --slo-tpot 50ms
     """
-    flags = SimFlags(device, bandwidth, flops, step_overhead, None, workload, None, (policy,),
-                     slo_ttft=slo_ttft, slo_itl=slo_itl, replicas=replicas,
-                     tensor_parallel_size=tensor_parallel_size,
-                     pipeline_parallel_size=pipeline_parallel_size,
-                     speed_of_light=speed_of_light, num_requests=num_requests,
-                     input_len=input_len, output_len=output_len)
-    built = with_values(sim_scenario(model, flags), {
-        "prices.usd_per_gpu_hour": gpu_price, "prices.reserved_usd_per_gpu_hour":
-        reserved_price, "prices.utilization": utilization,
-        "prices.api_usd_per_million_output": api_price,
-        "prices.api_usd_per_million_input": input_price, "slo.target": target})
+    flags = SimFlags(**asdict(rig), workload=load.workload, policies=(load.policy,),
+                     slo_ttft=load.slo_ttft, slo_itl=load.slo_itl, replicas=load.replicas,
+                     num_requests=load.num_requests, input_len=load.input_len,
+                     output_len=load.output_len)
+    built = with_values(sim_scenario(model, flags), {"slo.target": load.target} | {
+        COST_PATHS[name][0]: value for name, value in asdict(paid).items()})
     scenario = merged(ctx, built, COST_PATHS, scenario_file)
     model, flags, prices = scenario.model.ref, sim_flags(scenario), scenario.prices
     gpu_price, reserved_price = prices.usd_per_gpu_hour, prices.reserved_usd_per_gpu_hour

@@ -1,11 +1,13 @@
 """`servecap reconcile`: a vLLM startup log beside the plan of the same deployment."""
 
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from servecap.ledger.errors import SpecError
 from servecap.ledger.reconcile import Reconciliation
 from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS
 from servecap.ledger.units import GiB
@@ -13,16 +15,24 @@ from servecap.scenario import reconciliation
 
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
-from .inputs import PlanFlags, plan_scenario
+from .inputs import PLAN_PATHS, PlanFlags, plan_scenario
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 
 Opt = typer.Option
 
 
+RECONCILE_PATHS = {name: PLAN_PATHS[name] for name in (
+    "model", "device", "block_size", "kv_dtype", "max_num_batched_tokens",
+    *(f.name for f in fields(DeployFlags)))} | {"max_model_len": ("scheduler.max_model_len",)}
+
+
 @deploy_options
 def reconcile_cmd(
+    ctx: typer.Context,
     log: Annotated[Path, typer.Argument(help="A vLLM startup log (V0 or V1 engine).")],
-    model: Annotated[str, Opt("--model", help="The model the log served: bundled name, YAML, "
-                              "config.json or directory.")],
+    model: Annotated[str | None, Opt("--model", help="The model the log served: bundled name, "
+                                     "YAML, config.json or directory; required unless "
+                                     "--scenario gives it.")] = None,
     device: Annotated[str | None, Opt(help="Device (catalog name or size). Default: the log's "
                                       "total_gpu_memory.")] = None,
     max_model_len: Annotated[int | None, Opt("--max-model-len", "--context",
@@ -33,6 +43,8 @@ def reconcile_cmd(
                                                       "Default: the log's, else the "
                                                       "release's.")] = None,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
+    scenario_file: ScenarioFile = None,
+    save_scenario: SaveScenario = None,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Plan the deployment a vLLM log came from and compare each figure: residual and advice.
@@ -43,23 +55,22 @@ def reconcile_cmd(
     when the plan agrees (same start verdict, KV within 5%), 1 when it does not. Example:
 
       servecap reconcile vllm.log --model llama-3.1-8b --device a100-40gb -tp 2
+      servecap reconcile vllm.log --scenario chat.yaml   # the deployment a scenario plans
     """
     flags = PlanFlags(device=device, context=max_model_len, concurrency=1, block_size=block_size,
                       kv_dtype=kv_dtype, max_num_batched_tokens=max_num_batched_tokens)
-    result = reconcile_log(log, model, flags, deploy)
+    scenario = merged(ctx, plan_scenario(model, flags, deploy), RECONCILE_PATHS, scenario_file)
+    if scenario.model.name is None:
+        raise SpecError("--model", None, "required: the model the log served (or give it in "
+                        "--scenario FILE)")
+    result = reconciliation.reconcile_log(log, scenario)
+    save(scenario, save_scenario)
     if as_json:
         print(json.dumps(to_dict(result, log), indent=2))
     else:
         render(result, log)
     if not result.agrees:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
-
-
-def reconcile_log(log: Path, model: str, flags: PlanFlags,
-                  deploy: DeployFlags = NO_DEPLOY) -> Reconciliation:
-    """The log beside the plan of the Scenario these flags describe
-    (scenario/reconciliation.py)."""
-    return reconciliation.reconcile_log(log, plan_scenario(model, flags, deploy))
 
 
 def _cell(value: float, unit: str) -> str:

@@ -214,3 +214,20 @@ class SimOptions:
         """The options as SimFlags' fields (seeds is the run's, not a flag of SimFlags)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seeds"}
 NO_SIM_OPTIONS = SimOptions()
+
+
+@dataclass(frozen=True)
+class RooflineOptions:
+    """The device and step model cost and speculate price on: simulate's flags of the same
+    names, each in its panel, received as one value."""
+
+    device: Device = None
+    bandwidth: Bandwidth = None
+    flops: Flops = None
+    step_overhead: StepOverhead = D.simulator.step_overhead
+    tensor_parallel_size: TensorParallel = 1
+    pipeline_parallel_size: PipelineParallel = 1
+    speed_of_light: SpeedOfLight = False
+
+
+NO_ROOFLINE = RooflineOptions()

@@ -1,6 +1,8 @@
 """`servecap speculate`: speculative decoding's speedup by batch size, on the roofline."""
 
+import functools
 import json
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -21,6 +23,7 @@ from servecap.sim.speculative import (
 
 from . import sim_options as o
 from .narrow import print_table
+from .option_groups import options_from
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .sim_inputs import (
     SIM_PATHS,
@@ -32,30 +35,28 @@ from .sim_inputs import (
     sim_scenario,
 )
 
-Opt = typer.Option
+Compared = functools.partial(typer.Option, rich_help_panel="Compared")
 SPECULATE_PATHS = {name: SIM_PATHS[name] for name in (
     "model", "device", "bandwidth", "flops", "step_overhead", "draft", "draft_length",
     "acceptance", "context", "tensor_parallel_size", "pipeline_parallel_size",
     "speed_of_light")}
 
 
+@options_from(o.RooflineOptions, "rig", after="draft")
 def speculate(ctx: typer.Context, model: o.OptionalModel = None,
-              draft: Annotated[str | None, Opt(help="Draft model (bundled name or file); "
-                                               "required unless --scenario gives it.")]
+              draft: Annotated[str | None, o.Spc(help="Draft model (bundled name or file); "
+                                                 "required unless --scenario gives it.")]
               = None,
-              device: o.Device = None, bandwidth: o.Bandwidth = None, flops: o.Flops = None,
-              step_overhead: o.StepOverhead = D.simulator.step_overhead,
-              draft_length: Annotated[int, Opt(help="Draft tokens per step (k).")]
+              draft_length: Annotated[int, o.Spc(help="Draft tokens per step (k).")]
               = D.speculative.num_speculative_tokens,
-              acceptance: Annotated[float, Opt(help="Probability each draft token is "
-                                               "accepted (a).")] = D.speculative.acceptance,
-              context: Annotated[int, Opt(help="Tokens of context per sequence.")] = 1024,
-              batches: Annotated[str, Opt(help="Batch sizes to compare.")]
+              acceptance: Annotated[float, o.Spc(help="Probability each draft token is "
+                                                 "accepted (a).")] = D.speculative.acceptance,
+              context: Annotated[int, Compared(help="Tokens of context per sequence.")] = 1024,
+              batches: Annotated[str, Compared(help="Batch sizes to compare.")]
               = "1,2,4,8,16,32,64,128,256,512",
-              tensor_parallel_size: o.TensorParallel = 1,
-              pipeline_parallel_size: o.PipelineParallel = 1,
-              speed_of_light: o.SpeedOfLight = False, as_json: o.Json = False,
-              scenario_file: ScenarioFile = None, save_scenario: SaveScenario = None) -> None:
+              as_json: o.Json = False, scenario_file: ScenarioFile = None,
+              save_scenario: SaveScenario = None,
+              rig: o.RooflineOptions = o.NO_ROOFLINE) -> None:
     """Where speculative decoding helps (low batch, memory-bound) and where it stops.
 
     Speedup per batch size on the roofline, for --draft-length tokens accepted each with
@@ -64,11 +65,7 @@ def speculate(ctx: typer.Context, model: o.OptionalModel = None,
 
       servecap speculate llama-3.1-8b --device h100-80gb --draft llama-3.2-1b-instruct
     """
-    flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops,
-                     step_overhead=step_overhead, context=context,
-                     tensor_parallel_size=tensor_parallel_size,
-                     pipeline_parallel_size=pipeline_parallel_size,
-                     speed_of_light=speed_of_light, draft=draft, draft_length=draft_length,
+    flags = SimFlags(**asdict(rig), context=context, draft=draft, draft_length=draft_length,
                      acceptance=acceptance)
     scenario = merged(ctx, sim_scenario(model, flags), SPECULATE_PATHS, scenario_file)
     model, flags = scenario.model.ref, sim_flags(scenario)

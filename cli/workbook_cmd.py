@@ -1,6 +1,6 @@
 """`servecap workbook`, plan --xlsx and --from-workbook: capacity workbooks, openpyxl lazily."""
 
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -9,21 +9,40 @@ import typer
 from servecap.ledger import dtypes
 from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
+from servecap.scenario.spec import with_values
 
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec
 from .errors import handle_errors
 from .extras import EXCEL, need
 from .files import announce
-from .inputs import PlanFlags, deployment_from_flags, plan_parts
+from .inputs import (
+    PLAN_PATHS,
+    PlanFlags,
+    deployment_from_flags,
+    plan_flags_of,
+    plan_parts,
+    plan_scenario,
+)
+from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 
 Opt = typer.Option
 
 
+WORKBOOK_PATHS = {name: PLAN_PATHS[name] for name in (
+    "model", "concurrency", "runtime_peak", "safety", "weight_dtype", "block_size",
+    *(f.name for f in fields(DeployFlags)))} | {
+    "device": ("device.name", "envelope.devices"),
+    "context": ("scheduler.max_model_len", "envelope.contexts"),
+    "kv_dtype": ("dtypes.kv_cache_dtype", "envelope.kv_dtypes")}
+
+
 @deploy_options
 def workbook(
-    model: Annotated[str, typer.Argument(help="Bundled model name, model YAML, config.json or "
-                                         "model directory.")],
+    ctx: typer.Context,
     output: Annotated[Path, Opt("-o", "--output", help="The .xlsx file to write.")],
+    model: Annotated[str | None, typer.Argument(
+        help="Bundled model name, model YAML, config.json or model directory; may come from "
+        "--scenario instead.", show_default=False)] = None,
     device: Annotated[list[str] | None, Opt(help="Device (catalog name or size); repeat to "
                                             "compare. The first is the Ledger's.")] = None,
     context: Annotated[list[int] | None, Opt(help="Tokens per request; repeat for the "
@@ -36,28 +55,43 @@ def workbook(
     weight_dtype: Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4.")] = None,
     block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
     force: Annotated[bool, Opt("--force", help="Replace an existing output file.")] = False,
+    scenario_file: ScenarioFile = None,
+    save_scenario: SaveScenario = None,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
     """Write a capacity workbook: the ledger as live formulas, the envelope over devices x
     contexts x KV dtypes with a chart, and the review sheets.
 
-    Repeat --device, --context and --kv-dtype for the envelope (docs/workbooks.md). Example:
+    Repeat --device, --context and --kv-dtype for the envelope (docs/workbooks.md; a
+    scenario's envelope section). Example:
 
       servecap workbook llama-3.1-8b --device 40GiB --device 80GiB --context 4096 \\
           --context 32768 -o capacity.xlsx
       servecap workbook llama-3.1-70b-instruct --device h100-80gb -tp 4 --engine vllm -o 70b.xlsx
+      servecap workbook --scenario chat.yaml -o chat.xlsx
     """
     devices, contexts, kv_dtypes = device or [], context or [], kv_dtype or []
     flags = PlanFlags(device=_head(devices), context=_head(contexts), concurrency=concurrency,
                       runtime_peak=runtime_peak, safety=safety, weight_dtype=weight_dtype,
                       kv_dtype=_head(kv_dtypes), block_size=block_size)
-    path = export_workbook(model, flags, (devices, contexts, kv_dtypes), output, force, deploy)
+    built = with_values(plan_scenario(model, flags, deploy), {
+        "envelope.devices": tuple(devices) or None, "envelope.contexts": tuple(contexts) or None,
+        "envelope.kv_dtypes": tuple(kv_dtypes) or None})
+    scenario = merged(ctx, built, WORKBOOK_PATHS, scenario_file)
+    model, flags, deploy = plan_flags_of(scenario)
+    if model is None:
+        raise SpecError("MODEL", None, "required: a model (or give it in --scenario FILE)")
+    env = scenario.envelope
+    path, plan = export_workbook(model, flags, (env.devices or (), env.contexts or (),
+                                                env.kv_dtypes or ()), output, force, deploy)
+    save(scenario, save_scenario, plan)
     print(f"wrote {path}")
 
 
 def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Path,
-                    force: bool, deploy: DeployFlags = NO_DEPLOY) -> Path:
-    """The Ledger at the first device/context/KV dtype; the Envelope over all of them."""
+                    force: bool, deploy: DeployFlags = NO_DEPLOY):
+    """The Ledger at the first device/context/KV dtype; the Envelope over all of them. The
+    file written, and the binding rank's plan the Ledger holds."""
     _need_excel()
     from servecap.workbooks.envelope import Sweep
     from servecap.workbooks.export import build_workbook, default_sweep, save_workbook
@@ -71,7 +105,8 @@ def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Pa
         tuple(_positive(c, "--context") for c in contexts) or base.contexts_tokens,
         tuple(dtypes.lookup(k, "--kv-dtype", dtypes.KV_DTYPES).name for k in kv_dtypes)
         or base.kv_dtypes)
-    return save_workbook(build_workbook(src, sweep), output, force, "--output")
+    return (save_workbook(build_workbook(src, sweep), output, force, "--output"),
+            src.deployment.plan)
 
 
 def plan_workbook_io(model: str | None, flags: PlanFlags, deploy: DeployFlags,

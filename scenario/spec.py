@@ -259,6 +259,18 @@ class Search:
 
 
 @dataclass(frozen=True)
+class Envelope:
+    """The axes `servecap workbook`'s Envelope sheet sweeps (None: the plan's device, the
+    standard context ladder with the plan's context, the plan's KV dtype beside bf16 and fp8);
+    its Ledger is planned at device.name, scheduler.max_model_len and dtypes.kv_cache_dtype."""
+
+    __pydantic_config__ = _FORBID
+    devices: tuple[Text, ...] | None = None
+    contexts: tuple[Count, ...] | None = None
+    kv_dtypes: tuple[Text, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Runtime:
     """How `servecap verify` runs the question on a device: where (cpu, cuda, cuda:N), a copy
     with only the first num_layers, each declared request's output tokens, the seed of weights
@@ -297,6 +309,7 @@ class Scenario:
     simulator: Simulator = field(default_factory=Simulator)
     runtime: Runtime = field(default_factory=Runtime)
     search: Search = field(default_factory=Search)
+    envelope: Envelope = field(default_factory=Envelope)
 
 
 SECTIONS = tuple(f.name for f in fields(Scenario))

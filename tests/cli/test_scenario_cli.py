@@ -2,6 +2,7 @@
 command again to the byte, flags beside a file win (and -v says so), bad files are one line."""
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -11,6 +12,7 @@ from servecap.cli.cost_cmd import COST_PATHS, cost
 from servecap.cli.fit_cmd import fit
 from servecap.cli.inputs import PLAN_PATHS
 from servecap.cli.plan_cmd import plan
+from servecap.cli.reconcile_cmd import RECONCILE_PATHS, reconcile_cmd
 from servecap.cli.scenario_opts import unmapped
 from servecap.cli.search_cmd import SEARCH_PATHS, search
 from servecap.cli.sim_inputs import SIM_PATHS
@@ -18,6 +20,7 @@ from servecap.cli.simulate_cmd import simulate
 from servecap.cli.speculate_cmd import SPECULATE_PATHS, speculate
 from servecap.cli.sweep_cmd import SWEEP_PATHS, sweep
 from servecap.cli.verify_cmd import VERIFY_PATHS, verify
+from servecap.cli.workbook_cmd import WORKBOOK_PATHS, workbook
 from servecap.scenario.spec import paths
 
 runner = CliRunner()
@@ -125,12 +128,15 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
                                                   (verify, VERIFY_PATHS),
                                                   (search, SEARCH_PATHS),
                                                   (fit, PLAN_PATHS), (cost, COST_PATHS),
-                                                  (speculate, SPECULATE_PATHS)])
+                                                  (speculate, SPECULATE_PATHS),
+                                                  (workbook, WORKBOOK_PATHS),
+                                                  (reconcile_cmd, RECONCILE_PATHS)])
 def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
                "save_scenario", "records_path", "token_times_path", "vllm_line",
                "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
-               "tokens_per_s", "input_tokens_per_s", "batches"}  # the question, not the scenario
+               "tokens_per_s", "input_tokens_per_s", "batches",
+               "output", "log"}  # the question, not the scenario
     assert unmapped(command, mapping, outputs) == set()
     known = set(paths())
     assert {p for targets in mapping.values() for p in targets} <= known
@@ -265,3 +271,90 @@ def test_a_saved_scenario_says_what_each_null_field_took(tmp_path):
     assert "gpu_memory_utilization: null  # in effect: 0.92" in text  # the release's
     assert "max_num_seqs: null  #" not in text  # vLLM's release picks it, not the plan
     assert yaml.safe_load(text)["scheduler"]["max_model_len"] is None  # still derived again
+
+
+def _cells(path) -> dict:
+    """Every sheet's cell values (formulas as their text), by sheet name."""
+    openpyxl = pytest.importorskip("openpyxl")
+    book = openpyxl.load_workbook(path)
+    return {name: [[c.value for c in row] for row in book[name].iter_rows()]
+            for name in book.sheetnames}
+
+
+def test_workbook_saved_then_run_from_the_file_writes_the_same_cells(tmp_path):
+    import yaml
+
+    saved, first, again = tmp_path / "w.yaml", tmp_path / "a.xlsx", tmp_path / "b.xlsx"
+    invoke("workbook", "llama-3.1-8b", "--device", "40GiB", "--device", "h100-80gb",
+           "--context", "4096", "--context", "32768", "--kv-dtype", "fp8", "--concurrency",
+           "8", "-tp", "2", "--engine", "vllm", "-o", str(first), "--save-scenario", str(saved))
+    envelope = yaml.safe_load(saved.read_text())["envelope"]
+    assert envelope == {"devices": ["40GiB", "h100-80gb"], "contexts": [4096, 32768],
+                        "kv_dtypes": ["fp8"]}
+    invoke("workbook", "--scenario", str(saved), "-o", str(again))
+    cells = _cells(first)
+    assert cells == _cells(again)
+    assert {"Inputs", "Ledger", "Ranks", "Envelope"} <= set(cells)
+
+
+def test_a_context_beside_a_workbook_scenario_is_the_ledgers_and_the_envelopes(tmp_path):
+    import yaml
+
+    saved, again = tmp_path / "w.yaml", tmp_path / "w2.yaml"
+    invoke("workbook", "llama-3.1-8b", "--device", "40GiB", "--context", "4096", "--context",
+           "32768", "-o", str(tmp_path / "a.xlsx"), "--save-scenario", str(saved))
+    invoke("workbook", "--scenario", str(saved), "--context", "8192", "-o",
+           str(tmp_path / "b.xlsx"), "--save-scenario", str(again))
+    written = yaml.safe_load(again.read_text())
+    assert written["scheduler"]["max_model_len"] == 8192
+    assert written["envelope"]["contexts"] == [8192]
+    assert written["envelope"]["devices"] == ["40GiB"]  # the file's, untouched
+
+
+def test_a_plan_scenario_makes_the_workbook_plan_xlsx_writes(tmp_path):
+    saved, planned, booked = tmp_path / "p.yaml", tmp_path / "p.xlsx", tmp_path / "w.xlsx"
+    invoke("plan", "llama-3.1-70b-instruct", "--device", "h100-80gb", "-tp", "4", "--engine",
+           "vllm", "--xlsx", str(planned), "--save-scenario", str(saved))
+    invoke("workbook", "--scenario", str(saved), "-o", str(booked))
+    assert _cells(planned) == _cells(booked)
+
+
+def test_workbook_without_a_model_or_a_scenario_names_model(tmp_path):
+    result = runner.invoke(app, ["workbook", "-o", str(tmp_path / "a.xlsx")])
+    assert result.exit_code == 2
+    assert "MODEL" in result.output and not (tmp_path / "a.xlsx").exists()
+
+
+LOG = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs" / \
+    "v1_qwen3_14b_a100_40gb.log"
+
+
+def test_reconcile_saved_then_run_from_the_file_prints_the_same_json(tmp_path):
+    import yaml
+
+    saved, again = tmp_path / "r.yaml", tmp_path / "r2.yaml"
+    first = invoke("reconcile", str(LOG), "--model", "qwen3-14b", "--device", "a100-40gb",
+                   "--json", "--save-scenario", str(saved))
+    assert invoke("reconcile", str(LOG), "--scenario", str(saved), "--json").stdout == \
+        first.stdout
+    assert json.loads(first.stdout)["rows"][0]["key"] == "kv_pool"
+    invoke("reconcile", str(LOG), "--scenario", str(saved), "--max-model-len", "4096",
+           "--json", "--save-scenario", str(again))
+    written = yaml.safe_load(again.read_text())
+    assert written["scheduler"]["max_model_len"] == 4096
+    assert written["device"]["name"] == "a100-40gb"  # the file's, untouched
+
+
+def test_a_plan_scenario_reconciles_as_the_same_flags_do(tmp_path):
+    saved = tmp_path / "p.yaml"
+    invoke("plan", "qwen3-14b", "--device", "a100-40gb", "--json", "--save-scenario", str(saved))
+    flagged = invoke("reconcile", str(LOG), "--model", "qwen3-14b", "--device", "a100-40gb",
+                     "--json")
+    assert invoke("reconcile", str(LOG), "--scenario", str(saved), "--json").stdout == \
+        flagged.stdout
+
+
+def test_reconcile_without_a_model_or_a_scenario_names_model():
+    result = runner.invoke(app, ["reconcile", str(LOG)])
+    assert result.exit_code == 2
+    assert "--model" in result.output and "Traceback" not in result.output

@@ -50,17 +50,29 @@ def test_help_groups_the_options_in_panels(command):
         assert panel in text, panel
 
 
+@pytest.mark.parametrize(("command", "panels"), [
+    ("cost", ("Prices", "Measured throughput", "Workload", "SLOs")),
+    ("speculate", ("Speculative decoding", "Compared"))])
+def test_cost_and_speculate_show_their_groups_as_panels(command, panels):
+    text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "120"}).stdout
+    for panel in (*panels, "Model and device", "Deployment", "Step model", "Output",
+                  "Scenario"):
+        assert panel in text, panel
+
+
 def test_the_big_commands_take_their_options_as_groups():
     import inspect
 
+    from servecap.cli.cost_cmd import cost
     from servecap.cli.plan_cmd import plan
     from servecap.cli.search_cmd import search
     from servecap.cli.simulate_cmd import simulate
+    from servecap.cli.speculate_cmd import speculate
     from servecap.cli.sweep_cmd import sweep
     from servecap.cli.verify_cmd import verify
 
     for command, offered in ((simulate, 40), (sweep, 40), (plan, 35), (verify, 30),
-                              (search, 30)):
+                              (search, 30), (cost, 25), (speculate, 15)):
         written = command
         while hasattr(written, "command"):  # each group's expansion, down to the function
             written = written.command
