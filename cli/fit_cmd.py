@@ -16,6 +16,7 @@ from servecap.ledger.serve import MAX_CONCURRENCY
 from . import plan_cmd
 from .deploy import NO_DEPLOY, DeployFlags
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
+from .fit_words import candidate
 from .inputs import PLAN_PATHS, PlanFlags, plan_flags_of, plan_scenario, serve_spec
 from .plan_json import deployment_to_dict
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
@@ -183,22 +184,6 @@ def _layouts(question: str, deploy: DeployFlags, at, spec, max_devices: int,
                                  pipeline_parallel_size=par.pipeline_parallel_size))
 
     return search.first(question, probe, layouts, stop=True)
-
-
-def candidate(question: str, value) -> str:
-    """A candidate as a person reads it: '12,352 tokens', 'tp 2', 'tp 4 x pp 2 = 8'."""
-    if isinstance(value, Parallel):
-        return {"tp": f"tp {value.tensor_parallel_size}",
-                "pp": f"pp {value.pipeline_parallel_size}"}.get(
-            question, f"tp {value.tensor_parallel_size} x pp {value.pipeline_parallel_size} = "
-                      f"{value.world_size}")
-    if question == "concurrency":
-        return requests_text(value)
-    return f"{value:,} tokens" if question == "context" else str(value)
-
-
-def requests_text(num: int) -> str:
-    return f"{num:,} request" + ("" if num == 1 else "s")
 
 
 def _answer_value(question: str, value):

@@ -4,9 +4,9 @@ from rich.console import Console
 from rich.table import Table
 
 from servecap.ledger import fit as search
-from servecap.ledger.units import fmt_gib
+from servecap.ledger.units import fmt_gib, plural
 
-from .fit_cmd import candidate, requests_text
+from .fit_words import candidate
 from .narrow import print_table
 
 
@@ -24,7 +24,8 @@ def headline(result: search.Fit) -> str:
     text = f"{what}: {candidate(q, answer.value)}"
     if q == "context":
         blocks = -(-serve.context_tokens // serve.block_size_tokens)
-        text = (f"{what} for {requests_text(serve.concurrency)}: {serve.context_tokens:,} tokens "
+        text = (f"{what} for {plural(serve.concurrency, 'request')}: "
+                f"{serve.context_tokens:,} tokens "
                 f"({blocks:,} blocks of {serve.block_size_tokens})")
     elif q == "concurrency":
         text = f"{what} of {serve.context_tokens:,} tokens: {serve.concurrency:,}"

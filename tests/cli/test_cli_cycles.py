@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 CLI = Path(__file__).resolve().parents[2] / "cli"
-KNOWN = {("fit_cmd", "fit_view")}  # fit's view formats the command's candidates: still a pair
+KNOWN: set[tuple[str, ...]] = set()
 
 
 def _graph() -> dict[str, set[str]]:
