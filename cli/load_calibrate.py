@@ -42,5 +42,6 @@ def write_calibration(path: Path, model: str, plan_device: str, seqs: list,
         raise SpecError("--calibration-out", str(path), f"no fit: {exc.allowed}") from None
     write_json(path, fitted, "--calibration-out", force)
     return {k: fitted[k] for k in ("source", "num_steps", "num_outliers", "residual_cv",
-                                   "coefficients", "underdetermined", "num_left_out",
+                                   "coefficients", "underdetermined",
+                                   "first_token_samples_grouped_by",
                                    "server_terms")}

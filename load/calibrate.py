@@ -23,6 +23,7 @@ from servecap.sim.state import DONE, Seq
 
 from .server_terms import server_terms
 
+FIRST_TOKEN_GROUP = 10  # first-token samples averaged per group when a mean offset is off them
 SOURCE = ("request-level: each request's first-token and mean decode step from the "
           "streamed token times (no iteration-level timing from the server)")
 
@@ -34,24 +35,39 @@ def answered(seqs: list[Seq]) -> list[Seq]:
 
 def reconstructed_steps(seqs: list[Seq], first_token_offset_s: float = 0.0,
                         decode_offset_s: float = 0.0) -> list[dict]:
-    """StepSample dicts (sim.calibrate.SAMPLE_KEYS), two per request: its first token's step
+    """StepSample dicts (sim.calibrate.SAMPLE_KEYS): each request's first token's step
     (arrival to first token less first_token_offset_s: its prefill, with the requests
     decoding meanwhile) and its mean decode step (its TPOT less decode_offset_s, with the
     mean batch over its decode). Means, because a client reads tokens in bursts (several
-    chunks in one read): a single gap is no step's time. A sample the offset leaves at or
-    below 0 is left out."""
+    chunks in one read): a single gap is no step's time. With a first-token offset (a mean
+    over the run, while one request's time outside the step varies by as much as its
+    prefill), the first-token samples are averaged FIRST_TOKEN_GROUP at a time in order of
+    prompt length (binned). A sample the offsets leave at or below 0 is left out."""
     done = answered(seqs)
-    samples = []
+    firsts, decodes = [], []
     for seq in done:
         times, req = seq.prefill_token_s, seq.req
         n = len(times) - 1
         count, context = _in_flight(done, req.arrival_s, times[0], seq)
-        samples.append(_sample(times[0] - req.arrival_s - first_token_offset_s,
-                               req.prompt_tokens, count, context))
+        firsts.append(_sample(times[0] - req.arrival_s - first_token_offset_s,
+                              req.prompt_tokens, count, context))
         count, context = _in_flight(done, times[0], times[-1], seq)
-        samples.append(_sample((times[-1] - times[0]) / n - decode_offset_s, 0, count + 1,
+        decodes.append(_sample((times[-1] - times[0]) / n - decode_offset_s, 0, count + 1,
                                context + req.prompt_tokens + (n + 1) / 2))
-    return [s for s in samples if s["duration_s"] > 0]
+    if first_token_offset_s:
+        firsts = _binned(firsts, FIRST_TOKEN_GROUP)
+    return [s for s in firsts + decodes if s["duration_s"] > 0]
+
+
+def _binned(samples: list[dict], size: int) -> list[dict]:
+    """Means of `size` samples at a time, in order of prefill tokens; a remainder smaller
+    than `size` joins the last group."""
+    ordered = sorted(samples, key=lambda s: s["num_prefill_tokens"])
+    cuts = list(range(0, len(ordered), size))
+    if len(cuts) > 1 and len(ordered) - cuts[-1] < size:
+        cuts.pop()
+    groups = [ordered[a:b] for a, b in zip(cuts, [*cuts[1:], len(ordered)], strict=True)]
+    return [{k: sum(s[k] for s in g) / len(g) for k in g[0]} for g in groups]
 
 
 def _in_flight(done: list[Seq], a: float, b: float, me: Seq) -> tuple[float, float]:
@@ -90,8 +106,9 @@ def calibrate_from_stream(seqs: list[Seq], constants: dict,
     fitted["coefficients"] |= terms["coefficients"]
     source = SOURCE + ("; the server's time outside the step from its /metrics histograms"
                        if terms["coefficients"] else "")
+    grouped = FIRST_TOKEN_GROUP if terms["first_token_offset_s"] else 1
     return fitted | {"source": source, "num_steps": len(steps),
-                     "num_left_out": 2 * len(done) - len(steps),
+                     "first_token_samples_grouped_by": grouped,
                      "server_terms": {"fitted": terms["coefficients"],
                                       "not_fitted": terms["not_fitted"],
                                       "measured": terms["measured"]}}
