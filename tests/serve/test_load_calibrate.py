@@ -25,6 +25,9 @@ def test_a_fit_from_the_stream_is_what_simulate_and_compare_simulate_read(server
     coefficients = written["coefficients"]
     assert coefficients == fit["coefficients"] and coefficients["flops_per_s"] > 0
     assert coefficients["step_overhead_s"] >= 0 and coefficients["bandwidth_bytes_per_s"] > 0
+    # without --metrics the server's time outside the step stays in the step model, said so
+    assert set(written["server_terms"]["not_fitted"]) == {"frontend_s", "cpu_step_s"}
+    assert "frontend_s" not in coefficients and "cpu_step_s" not in coefficients
     sim = servecap("simulate", "tiny-llama", "--device", "16MiB", "--coefficients", str(cal),
                    "--workload", str(tmp_path / "w.yaml"), "--rate", "40", "--json",
                    timeout=120)
