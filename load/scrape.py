@@ -81,11 +81,13 @@ class Scraper:
         self.samples: list[dict] = []
         self.num_failures = 0
         self.last_error = ""
+        self.first = asyncio.Event()  # set once the first scrape has answered or failed
 
     async def run(self, stop: asyncio.Event) -> None:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
             while not stop.is_set():
                 await self._sample(session)
+                self.first.set()
                 try:
                     await asyncio.wait_for(stop.wait(), self.interval_s)
                 except TimeoutError:
