@@ -3,7 +3,8 @@
     .venv/bin/python bench/load_calibration.py [RATE_CALIBRATE] [RATE_PREDICT] [NUM_REQUESTS]
 
 Starts `servecap serve tiny-llama` on a free loopback port, runs `servecap load` at the
-first rate with --calibration-out (the step model fitted to the streamed token times), then
+first rate with --calibration-out and --metrics (the step model fitted to the streamed token
+times, the server's time outside the step from its /metrics histograms), then
 `servecap simulate tiny-llama --coefficients` and a measured `servecap load` at the second,
 and prints the TTFT and TPOT p50 of each with the simulation's error. Target: within 25 %.
 The workload: Poisson arrivals, prompts 16-96 tokens, outputs 8-32 tokens.
@@ -37,8 +38,10 @@ def main(rate_a: float = 10.0, rate_b: float = 30.0, num: int = 200) -> None:
     server = Server()
     try:
         load = ("load", server.url + "/v1", "--workload", str(workload), "--json")
-        fit = _json(servecap(*load, "--rate", str(rate_a), "--calibration-out", str(cal),
-                             "--plan-device", "16MiB", timeout=600))["calibration"]
+        first = _json(servecap(*load, "--rate", str(rate_a), "--calibration-out", str(cal),
+                               "--metrics", server.url + "/metrics", "--plan-device", "16MiB",
+                               timeout=600))
+        fit, at_a = first["calibration"], first["window"]
         measured = _json(servecap(*load, "--rate", str(rate_b), timeout=600))["window"]
     finally:
         server.stop()
@@ -49,6 +52,13 @@ def main(rate_a: float = 10.0, rate_b: float = 30.0, num: int = 200) -> None:
           f"{fit['num_outliers']} outliers, residual CV {fit['residual_cv']:.2f}); "
           f"predicted at {rate_b:g} req/s; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs")
+    print(f"measured at {rate_a:g} req/s: TTFT p50 {at_a['ttft_ms']['p50']:.2f} ms, TPOT p50 "
+          f"{at_a['tpot_ms']['p50']:.2f} ms")
+    terms = fit["coefficients"]
+    print(f"server terms: frontend_s {terms.get('frontend_s', 0) * 1e3:.3f} ms, cpu_step_s "
+          f"{terms.get('cpu_step_s', 0) * 1e3:.3f} ms, step_overhead_s "
+          f"{terms['step_overhead_s'] * 1e3:.3f} ms; not fitted: "
+          f"{fit['server_terms']['not_fitted'] or 'none'}")
     for key in ("ttft_ms", "tpot_ms"):
         got, want = sim[key]["p50"], measured[key]["p50"]
         error = (got - want) / want

@@ -19,8 +19,9 @@ def check(model: str, plan_device: str | None) -> None:
 
 
 def write_calibration(path: Path, model: str, plan_device: str, seqs: list,
-                      force: bool) -> dict:
-    """Fit, write, and return what the report says of it."""
+                      force: bool, server_metrics: dict | None = None) -> dict:
+    """Fit, write, and return what the report says of it; server_metrics (--metrics) adds
+    the server's time outside the step (load/server_terms.py)."""
     from servecap.load.calibrate import calibrate_from_stream
     from servecap.runtime.calibration import NOMINAL_BANDWIDTH_BYTES_PER_S, NOMINAL_FLOPS_PER_S
     from servecap.sim.rank_model import attention_flops_per_token_pair
@@ -35,9 +36,12 @@ def write_calibration(path: Path, model: str, plan_device: str, seqs: list,
                  "bandwidth_bytes_per_s": NOMINAL_BANDWIDTH_BYTES_PER_S,
                  "flops_per_s": NOMINAL_FLOPS_PER_S}
     try:
-        fitted = calibrate_from_stream(seqs, constants)
+        fitted = calibrate_from_stream(seqs, constants,
+                                       (server_metrics or {}).get("histograms"))
     except SpecError as exc:
         raise SpecError("--calibration-out", str(path), f"no fit: {exc.allowed}") from None
     write_json(path, fitted, "--calibration-out", force)
     return {k: fitted[k] for k in ("source", "num_steps", "num_outliers", "residual_cv",
-                                   "coefficients", "underdetermined")}
+                                   "coefficients", "underdetermined",
+                                   "first_token_samples_grouped_by",
+                                   "server_terms")}

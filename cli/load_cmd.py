@@ -98,7 +98,9 @@ def load(
     calibration_out: Annotated[Path | None, Opt(help="Write the simulator's step-model fit of "
                                                 "the server's steps (reconstructed from the "
                                                 "token stream) for simulate --coefficients; "
-                                                "needs --plan-device.")] = None,
+                                                "needs --plan-device. With --metrics, the "
+                                                "server's time outside the step too "
+                                                "(frontend_s, cpu_step_s).")] = None,
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
 
@@ -165,7 +167,8 @@ def load(
             sim_model or model, plan_device, report["server_metrics"], seqs)
     if calibration_out is not None and report["completed"]:
         report["calibration"] = load_calibrate.write_calibration(
-            calibration_out, sim_model or model, plan_device, seqs, force)
+            calibration_out, sim_model or model, plan_device, seqs, force,
+            report.get("server_metrics"))
     if compare_simulate:
         report["compare_simulate"] = load_compare.compare_simulate(
             sim_model or model, plan_device, coefficients, seqs, report)

@@ -84,8 +84,23 @@ def render_load(report: dict, console: Console) -> None:
         console.print(f"NVML device {nv['device_index']}: peak used "
                       f"{'-' if peak is None else f'{peak / 2**30:.2f}'} GiB of "
                       f"{nv['total_bytes'] / 2**30:.2f} GiB")
+    if "calibration" in report:
+        _render_calibration(report["calibration"], console)
     if "compare_simulate" in report:
         _render_compare(report["compare_simulate"], console)
+
+
+def _render_calibration(fit: dict, console: Console) -> None:
+    """The fit in one line, and the server's terms outside the step: fitted, or why not."""
+    c = fit["coefficients"]
+    console.print(f"calibration: {fit['num_steps']} samples, {fit['num_outliers']} outliers, "
+                  f"residual CV {fit['residual_cv']:.2f}; step_overhead_s "
+                  f"{c['step_overhead_s'] * 1e3:.3f} ms")
+    terms = fit.get("server_terms", {})
+    for name, value in terms.get("fitted", {}).items():
+        console.print(f"  {name} {value * 1e3:.3f} ms (from the server's /metrics)")
+    for name, why in terms.get("not_fitted", {}).items():
+        console.print(f"  {name} not fitted: {why}")
 
 
 def _render_compare(comp: dict, console: Console) -> None:

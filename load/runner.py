@@ -149,12 +149,16 @@ class _Run:
 
 async def run_scraped(spec: LoadSpec, scraper, on_done: Callable[[Sent], None],
                       state: RunState | None = None) -> tuple[list[Sent], float]:
-    """run_load with a /metrics scraper (or None) polling alongside until the run ends."""
+    """run_load with a /metrics scraper (or None) polling alongside until the run ends; the
+    first scrape comes before the first request, so the counters' rise covers every one."""
     if scraper is None:
         return await run_load(spec, on_done, state)
     stop = asyncio.Event()
     task = asyncio.create_task(scraper.run(stop))
     try:
+        first = asyncio.create_task(scraper.first.wait())
+        await asyncio.wait({task, first}, return_when=asyncio.FIRST_COMPLETED)
+        first.cancel()
         return await run_load(spec, on_done, state)
     finally:
         stop.set()

@@ -1,5 +1,6 @@
 """Poll a Prometheus /metrics endpoint during a run: requests running and waiting, KV usage,
-and the prefix cache's counters (prompt tokens queried and hit)."""
+the prefix cache's counters (prompt tokens queried and hit), and the sums and counts of the
+latency histograms the calibration reads (HISTOGRAMS)."""
 
 import asyncio
 import math
@@ -16,10 +17,14 @@ GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "
           "vllm:prefix_cache_hits_total": "prefix_hits",
           "vllm:gpu_prefix_cache_hits_total": "prefix_hits"}
 
+# vLLM's (vllm/v1/metrics/loggers.py) and servecap serve's own (runtime/server/prom_metrics.py)
+HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
+              "vllm:iteration_tokens_total", "servecap:host_step_seconds")
+
 
 def parse_metrics(text: str) -> dict:
     """{'running', 'waiting', 'kv_usage' (0..1), 'num_gpu_blocks', 'block_size',
-    'prefix_queries', 'prefix_hits'} as found;
+    'prefix_queries', 'prefix_hits', and NAME_sum / NAME_count of each of HISTOGRAMS} as found;
     gauges with several label sets (engines) are summed, usage averaged. A line that is not
     `name{labels} value` (blank, cut short, a value that is no number) is skipped."""
     found: dict[str, list[float]] = {}
@@ -30,6 +35,8 @@ def parse_metrics(text: str) -> dict:
         name, labels, value = sample
         if name in GAUGES:
             found.setdefault(GAUGES[name], []).append(value)
+        elif name.rpartition("_")[0] in HISTOGRAMS and name.endswith(("_sum", "_count")):
+            found.setdefault(name, []).append(value)
         elif name == "vllm:cache_config_info":
             for key in ("num_gpu_blocks", "block_size"):
                 text_value = _label(labels, key)
@@ -74,11 +81,13 @@ class Scraper:
         self.samples: list[dict] = []
         self.num_failures = 0
         self.last_error = ""
+        self.first = asyncio.Event()  # set once the first scrape has answered or failed
 
     async def run(self, stop: asyncio.Event) -> None:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
             while not stop.is_set():
                 await self._sample(session)
+                self.first.set()
                 try:
                     await asyncio.wait_for(stop.wait(), self.interval_s)
                 except TimeoutError:
@@ -109,7 +118,20 @@ class Scraper:
                 "peak_running": peak("running"), "peak_waiting": peak("waiting"),
                 "peak_kv_usage": usage, "num_gpu_blocks": blocks, "block_size_tokens": bsz,
                 "peak_kv_tokens_in_use": tokens,
-                "kv_capacity_tokens": None if None in (blocks, bsz) else int(blocks * bsz)}
+                "kv_capacity_tokens": None if None in (blocks, bsz) else int(blocks * bsz),
+                "histograms": self._histograms()}
+
+    def _histograms(self) -> dict:
+        """{name: {"sum", "count"}}: each of HISTOGRAMS' rise over the run (first sample to
+        last), for those the server has."""
+        out = {}
+        for name in HISTOGRAMS:
+            rows = [s for s in self.samples if f"{name}_sum" in s and f"{name}_count" in s]
+            if len(rows) >= 2:
+                out[name] = {"sum": rows[-1][f"{name}_sum"] - rows[0][f"{name}_sum"],
+                             "count": round(rows[-1][f"{name}_count"]
+                                            - rows[0][f"{name}_count"])}
+        return out
 
     def _prefix_cache(self) -> dict:
         """Prompt tokens the server looked up in its prefix cache over the run, and those it

@@ -20,7 +20,9 @@ of it), and the classes are revisited until they hold. Then:
   held silently at the peak the fit started from. A memory term no step is bound by is set to
   the slowest bandwidth under which still none would be (a lower bound on the bandwidth, so
   the simulator prices those steps as they were measured); an attention term that moves with
-  the GEMMs is priced at the GEMM rate; any other is left at its peak and named.
+  the GEMMs is priced at the GEMM rate; any other is left at its peak and named. An overhead
+  fitted below 0 is held at 0 and the rates refitted without it (named too), never clipped
+  after a fit that leaned on it.
 """
 
 import math
@@ -113,8 +115,8 @@ def _solve(rows, bound) -> _Fit:
     """Least squares on [1, gemm, attention, 0] (compute-bound) or [1, 0, 0, memory] rows,
     each divided by its measured time (a step's noise is a share of it, so the fit and its
     intervals weigh every step's relative error alike).
-    A column without support, one that moves with another, or a factor fitted <= 0 is
-    dropped (named in `why`) and the rest refitted."""
+    A column without support, one that moves with another, or a factor fitted <= 0 (an
+    overhead < 0) is dropped (named in `why`) and the rest refitted."""
     fit, cols = _Fit(), [0, 1, 2, 3]
     design = [(1.0, g if b else 0.0, a if b else 0.0, 0.0 if b else m)
               for (_, g, a, m), b in zip(rows, bound, strict=True)]
@@ -132,7 +134,7 @@ def _solve(rows, bound) -> _Fit:
         bad = _first_bad(cols, beta)
         if bad is None:
             break
-        fit.why[RATES[TERMS[bad[0]]]] = bad[1]
+        fit.why[RATES.get(TERMS[bad[0]], "step_overhead_s")] = bad[1]
         cols.remove(bad[0])
     for i, j in enumerate(cols):
         fit.factors[TERMS[j]] = beta[i]
@@ -144,7 +146,9 @@ def _solve(rows, bound) -> _Fit:
 
 def _first_bad(cols: list[int], beta: list[float | None]) -> tuple[int, str] | None:
     for i, j in enumerate(cols):
-        if not j:
+        if not j:  # the overhead: one below 0 is held at 0 and the rates refitted without it
+            if beta[i] is not None and beta[i] < 0:
+                return j, f"fitted at {beta[i]:.3g} s (< 0): held at 0, the rates refitted"
             continue
         if beta[i] is None:
             return j, "moves with another term in these steps (collinear)"

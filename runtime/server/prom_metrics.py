@@ -8,7 +8,9 @@ vllm:inter_token_latency_seconds, vllm:e2e_request_latency_seconds,
 vllm:request_queue_time_seconds, vllm:iteration_tokens_total (tokens per engine step)
 (histograms), vllm:prefix_cache_queries_total / vllm:prefix_cache_hits_total (prompt tokens
 looked up in and served from the prefix cache, counters), vllm:cache_config_info. servecap's
-own block counts are servecap:kv_blocks_total / _used / _free and servecap:kv_block_size_tokens.
+own block counts are servecap:kv_blocks_total / _used / _free and servecap:kv_block_size_tokens;
+servecap:host_step_seconds (histogram) is the serving loop's host time per engine step outside
+the step itself (taking requests in, handing tokens to the streams, publishing gauges).
 """
 
 import bisect
@@ -20,6 +22,8 @@ TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.
 ITL_BUCKETS_S = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
                  7.5, 10.0, 20.0, 40.0, 80.0)
 ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+HOST_STEP_BUCKETS_S = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025,
+                       0.05, 0.1)
 E2E_BUCKETS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                  60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 
@@ -76,7 +80,8 @@ class ServerMetrics:
                            "vllm:inter_token_latency_seconds": Histogram(ITL_BUCKETS_S),
                            "vllm:e2e_request_latency_seconds": Histogram(E2E_BUCKETS_S),
                            "vllm:request_queue_time_seconds": Histogram(E2E_BUCKETS_S),
-                           "vllm:iteration_tokens_total": Histogram(ITERATION_TOKENS_BUCKETS)}
+                           "vllm:iteration_tokens_total": Histogram(ITERATION_TOKENS_BUCKETS),
+                           "servecap:host_step_seconds": Histogram(HOST_STEP_BUCKETS_S)}
 
     def render(self) -> str:
         with self.lock:

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 
 from servecap.ledger.errors import SpecError
@@ -142,15 +143,29 @@ class ServingLoop:
                 self._fail_all("internal error in the serving loop", 500)
 
     def _iterate(self) -> None:
-        self._drain(block=not self.engine.has_unfinished())
+        """One pass: take commands, step, hand out tokens. The host's time of a pass that
+        stepped (commands taken without waiting, tokens delivered, gauges published: all but
+        engine.step()) goes to servecap:host_step_seconds."""
+        idle = not self.engine.has_unfinished()
+        start = time.perf_counter()
+        self._drain(block=idle)
+        if idle:  # a blocking take waited for work: its wait is no host time
+            start = time.perf_counter()
         if self.engine.has_unfinished():
+            stepping = time.perf_counter()
             stats = self.engine.step()  # per-request failures are isolated inside
+            stepped = time.perf_counter()
             with self.metrics.lock:
                 self.metrics.counters["vllm:num_preemptions_total"] += stats.num_preempted
                 if stats.num_batched_tokens:
                     self.metrics.histograms["vllm:iteration_tokens_total"].observe(
                         stats.num_batched_tokens)
             self._deliver()
+            self._publish()
+            host = stepping - start + time.perf_counter() - stepped
+            with self.metrics.lock:
+                self.metrics.histograms["servecap:host_step_seconds"].observe(host)
+            return
         self._publish()
 
     def _drain(self, block: bool) -> None:

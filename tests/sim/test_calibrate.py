@@ -146,3 +146,20 @@ def test_a_memory_term_no_step_is_bound_by_gives_a_lower_bound_on_the_bandwidth(
     for s in steps:
         parts = terms(coef, s["num_prefill_tokens"], 0, s["prefill_attention_tokens"], 0)
         assert parts["memory_s"] <= parts["gemm_s"] + parts["attention_s"] * (1 + 1e-9)
+
+
+def test_an_overhead_fitted_below_zero_is_held_at_zero_and_the_rates_refitted():
+    """Steps that follow the rates less a fixed time: clipping the overhead after the fit
+    would keep rates that leaned on it and price every step slower than measured."""
+    samples = _samples(_truth())
+    for s in samples:
+        s["duration_s"] -= 0.003  # the 2 ms overhead and 1 ms more off every step
+    assert min(s["duration_s"] for s in samples) > 0
+    fit = fit_step_model(samples, CONSTANTS)
+    assert fit["coefficients"]["step_overhead_s"] == 0
+    assert "held at 0" in fit["underdetermined"]["step_overhead_s"]
+    coef = override(Coefficients(**CONSTANTS), fit["coefficients"], "measured")
+    errors = [step_s(coef, s["num_prefill_tokens"], s["num_decode_tokens"],
+                     s["prefill_attention_tokens"], s["decode_context_tokens"])
+              / s["duration_s"] - 1 for s in samples]
+    assert min(errors) < 0 < max(errors)  # a fit through the steps, not above all of them
