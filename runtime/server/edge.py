@@ -101,6 +101,34 @@ async def read_body(request: Request, opts: EdgeOptions) -> bytes:
     return b"".join(chunks)
 
 
+def exit_with(server_pid: int, poll_s: float = 1.0) -> None:
+    """A parser helper's initializer: end the helper once the server is gone. A pool worker
+    blocked on its queue never sees the server die (it holds both ends of the queue's pipe),
+    and the forkserver stays up while any worker lives, so a server ended by SIGKILL, or by a
+    shutdown that cannot wait, would leave both behind."""
+    import os
+    import threading
+    import time
+
+    def gone() -> bool:
+        try:
+            os.kill(server_pid, 0)
+        except (ProcessLookupError, PermissionError):  # or the id names another user's
+            return True
+        try:  # a server that died but is not yet reaped still answers kill(0): a zombie
+            with open(f"/proc/{server_pid}/stat") as stat:
+                return stat.read().rpartition(")")[2].split()[0] == "Z"
+        except OSError:  # no /proc: kill(0) is the check
+            return False
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(poll_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-server", daemon=True).start()
+
+
 def _too_large(size: int, opts: EdgeOptions) -> Refused:
     return Refused(f"request body of {size:,}+ bytes is over this server's limit of "
                    f"{opts.max_request_bytes:,} bytes (--max-request-bytes)", 413)
@@ -118,12 +146,14 @@ class BodyParser:
 
     def start(self) -> None:
         import multiprocessing
+        import os
         from concurrent.futures import ProcessPoolExecutor
 
         methods = multiprocessing.get_all_start_methods()  # never fork a threaded server
         context = multiprocessing.get_context("forkserver" if "forkserver" in methods
                                               else "spawn")
-        self._pool = ProcessPoolExecutor(1, mp_context=context)
+        self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=exit_with,
+                                         initargs=(os.getpid(),))
         self._pool.submit(p.parse_bounded, p.CompletionRequest, b'{"model": "", "prompt": 1}',
                           1)  # start and import now, not on the first big request
 
