@@ -93,16 +93,25 @@ def load_command(name: str) -> click.Command:
     """Import the command's module and build its click command, with the app's settings:
     -h beside --help, and --version."""
     module = importlib.import_module(f".{COMMANDS[name][0]}", __package__)
-    from .help_width import keep_option_names
-
-    keep_option_names()
     holder = typer.Typer(rich_markup_mode="rich", pretty_exceptions_enable=False,
                          add_completion=False, context_settings=CONTEXT)
     module.register(holder)
     command = typer.main.get_group(holder).commands[name]
     command.context_settings = {**CONTEXT, **command.context_settings}
     command.params.append(version_option())
+    command.format_help = _whole_option_names(command.format_help)
     return command
+
+
+def _whole_option_names(format_help):
+    """The command's help rendered with cli/help_width's panels: typer's rich help module is
+    imported only when help is shown, never on a command's start-up."""
+    def whole(ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from .help_width import keep_option_names
+
+        keep_option_names()
+        return format_help(ctx, formatter)
+    return whole
 
 
 def version() -> str:
