@@ -35,7 +35,8 @@ def _kv_pool(setup: Setup) -> dict:
     pool = {"num_blocks": setup.num_blocks,
             "block_size_tokens": setup.configs[0].block_size_tokens,
             "kv_bytes_per_token": plan.kv_bytes_per_token,
-            "pool_bytes": plan.device_bytes - plan.fixed_bytes}
+            "pool_bytes": plan.device_bytes - plan.fixed_bytes,
+            "state_blocks_per_request": setup.configs[0].state_blocks}
     if draft is None:
         return pool
     return pool | {"pool_bytes": pool["pool_bytes"] - draft_fixed_bytes(draft),

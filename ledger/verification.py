@@ -97,14 +97,16 @@ def block_bytes(plan: Plan) -> int:
 
 
 def kv_pool_blocks(plan: Plan, bytes_per_block: int | None = None,
-                   extra_fixed_bytes: int = 0) -> int:
+                   extra_fixed_bytes: int = 0, unified: bool = False) -> int:
     """Blocks in what the plan leaves for KV: (device - weights - metadata - runtime peak -
-    safety - extra) // block bytes (the plan's, unless a caller's pool has its own block shape;
-    extra: another resident model, e.g. a speculative draft's weights). At the plan's context
-    these hold memory_ceiling_requests requests. The one copy of this formula: the runtime's
-    pool and the simulator's call it."""
+    safety - extra - hybrids' state slots) // block bytes (the plan's, unless a caller's pool
+    has its own block shape; extra: another resident model, e.g. a speculative draft's
+    weights). At the plan's context these hold memory_ceiling_requests requests. unified: the
+    states come out of the same blocks, per running request (vLLM's hybrid allocator; the
+    simulator charges them at admission), so none are set aside. The one copy of this formula:
+    the runtime's pool and the simulator's call it."""
     per_block = bytes_per_block if bytes_per_block is not None else block_bytes(plan)
-    states = state_pool_slots(plan) * plan.state_bytes_per_request
+    states = 0 if unified else state_pool_slots(plan) * plan.state_bytes_per_request
     return max(0, (plan.device_bytes - plan.fixed_bytes - extra_fixed_bytes - states)
                // per_block)
 

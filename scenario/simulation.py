@@ -9,7 +9,7 @@ from servecap.ledger.plan import Plan
 from servecap.ledger.ranks import Deployment as RankDeployment
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.deploy import Deployment
-from servecap.sim.kvpool import pool_blocks
+from servecap.sim.kvpool import pool_blocks, state_blocks
 from servecap.sim.metrics import SLO
 from servecap.sim.roofline import Coefficients
 from servecap.sim.sampling import Request
@@ -68,22 +68,22 @@ def setup(scenario: Scenario) -> Setup:
     plan = ranked.plan
     coef = steps.coefficients(ranked, scenario)
     drafted = draft_rank(scenario) if scenario.speculative.model else None
-    configs = scheduler_configs(scenario, plan, speculation(scenario, drafted))
+    draft = drafted and drafted.plan
+    configs = scheduler_configs(scenario, plan, speculation(scenario, drafted), draft)
     sim = scenario.simulator
     concurrency = scenario.workload.max_concurrency
     if concurrency is not None and (sim.replicas > 1 or sim.disaggregate):
         raise SpecError("--concurrency", concurrency, "closed loop runs one engine: drop "
                         "--replicas/--disaggregate")
     reqs, workload, source = scenario_requests(scenario)
-    draft = drafted and drafted.plan
     return Setup(plan, coef, num_blocks(plan, scenario, draft), configs, reqs, workload,
                  slo(scenario), source, fleet(scenario), draft, ranked.hub)
 
 
-def scheduler_configs(scenario: Scenario, plan: Plan,
-                      speculation: Speculation | None) -> tuple[SchedulerConfig, ...]:
+def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation | None,
+                      draft: Plan | None = None) -> tuple[SchedulerConfig, ...]:
     """One config per policy compared, with the ledger's block size and batch limits (the
-    Scenario's, else the defaults the ledger planned with)."""
+    Scenario's, else the defaults the ledger planned with), and a hybrid's state blocks."""
     sched, sim = scenario.scheduler, scenario.simulator
     serve = plan.serve
     return tuple(SchedulerConfig(
@@ -93,7 +93,8 @@ def scheduler_configs(scenario: Scenario, plan: Plan,
         prefix_caching=sched.enable_prefix_caching, speculation=speculation,
         scheduling=sched.scheduling_policy, seed=sim.seed,
         concurrency=scenario.workload.max_concurrency,
-        num_scheduler_steps=sched.num_scheduler_steps)
+        num_scheduler_steps=sched.num_scheduler_steps,
+        state_blocks=state_blocks(plan, serve.block_size_tokens, draft))
         for p in sim.policies)
 
 

@@ -37,7 +37,11 @@ class SchedulerConfig:
     the scheduler runs once per group of that many decode steps, so a prompt that arrives
     mid-group waits for the group to finish before its prefill (a prefill runs as one step:
     vllm/sequence.py init_multi_step_from_lookahead_slots gives prefills no lookahead
-    slots), and each sequence's tokens stream out in bursts of the group."""
+    slots), and each sequence's tokens stream out in bursts of the group. state_blocks:
+    hybrids (Mamba / gated DeltaNet layers), the pool's blocks each running request's fixed
+    state takes while it runs, whatever its length: vLLM's hybrid allocator keeps the states in
+    the same pool as the attention pages (vllm/v1/core/single_type_kv_cache_manager.py
+    MambaManager), so a short request is charged its state too."""
 
     policy: str = "continuous"
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -54,6 +58,7 @@ class SchedulerConfig:
     seed: int = 0
     concurrency: int | None = None
     num_scheduler_steps: int = 1
+    state_blocks: int = 0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -68,6 +73,9 @@ class SchedulerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(name, value, "a whole number >= 1")
+        if isinstance(self.state_blocks, bool) or not isinstance(self.state_blocks, int) \
+                or self.state_blocks < 0:
+            raise SpecError("state_blocks", self.state_blocks, "a whole number >= 0")
         if not 0 <= self.watermark < 1:
             raise SpecError("watermark", self.watermark, "a share of blocks in [0, 1)")
         if self.policy == "chunked-prefill" and self.max_num_batched_tokens < self.max_num_seqs:

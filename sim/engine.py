@@ -79,10 +79,13 @@ class Engine:
             self.next_arrival += 1
             self.result.queue_area += now - seq.ready_s
             self.result.system_area += now - seq.ready_s
-            need = blocks_for(seq.req.prompt_tokens + seq.req.output_tokens, self.bsz)
+            need = blocks_for(seq.req.prompt_tokens + seq.req.output_tokens, self.bsz) \
+                + self.cfg.state_blocks
             if need > limit:
                 seq.state, seq.release_s = REJECTED, seq.req.arrival_s
-                seq.reason = f"needs {need} KV blocks; the pool admits at most {limit}"
+                held = f" (with its fixed state's {self.cfg.state_blocks})" \
+                    if self.cfg.state_blocks else ""
+                seq.reason = f"needs {need} KV blocks{held}; the pool admits at most {limit}"
                 if self.closed:
                     self.send_next()
             elif self.by_priority:
@@ -126,18 +129,20 @@ class Engine:
         return max(seq.target - self.prefix_hit_blocks(seq) * self.bsz, 1)
 
     def try_admit(self, seq: Seq) -> bool:
-        """Allocate blocks for the whole prompt (or the swapped-out KV) above the watermark."""
+        """Allocate blocks for the whole prompt (or the swapped-out KV), and a hybrid's fixed
+        state, above the watermark."""
         pool, req = self.pool, seq.req
         hit = self.prefix_hit_blocks(seq)
         tokens = seq.swapped_tokens or seq.target
         need = blocks_for(tokens, self.bsz) - hit
-        spare = pool.available(req.prefix_group if hit else None) - self.reserved_blocks - need
+        taken = need + self.cfg.state_blocks
+        spare = pool.available(req.prefix_group if hit else None) - self.reserved_blocks - taken
         if spare < pool.watermark_blocks:
             return False
         self.waiting.popleft()
         if hit:
             pool.acquire_prefix(req.prefix_group, hit)
-        pool.allocate(need, keep=self.reserved_blocks)
+        pool.allocate(taken, keep=self.reserved_blocks)
         seq.state, seq.computed, seq.prefix_blocks = RUNNING, 0, hit
         if seq.admitted_s is None:
             seq.admitted_s = self.now
@@ -200,7 +205,8 @@ class Engine:
         return self.ctx_base + len(self.decoding) * self.dec_idx
 
     def release(self, seq: Seq, num_blocks: int) -> None:
-        self.pool.release(num_blocks)
+        """Give back a leaving sequence's KV blocks and its fixed state's."""
+        self.pool.release(num_blocks + self.cfg.state_blocks)
         if seq.prefix_blocks:
             self.pool.release_prefix(seq.req.prefix_group)
         seq.prefix_blocks = 0

@@ -13,16 +13,34 @@ def pool_blocks(plan: Plan, block_size_tokens: int, draft: Plan | None = None) -
     """Blocks the device holds after the ledger's fixed lines: (device - weights - metadata -
     runtime peak - safety) // (kv_bytes_per_token x block_size_tokens). Full-attention layers
     assumed: a sliding-window model's pool is understated, never overstated. With a draft
-    model resident, its weights join the fixed lines and each block holds its KV too."""
-    draft_kv = 0 if draft is None else draft.kv_bytes_per_token
-    block_bytes = (plan.kv_bytes_per_token + draft_kv) * block_size_tokens
+    model resident, its weights join the fixed lines and each block holds its KV too. A
+    hybrid's fixed states are not set aside: each running request takes state_blocks of these
+    (SchedulerConfig.state_blocks, from state_blocks below)."""
+    bytes_per_block = block_bytes(plan, block_size_tokens, draft)
     extra = 0 if draft is None else draft_fixed_bytes(draft)
-    blocks = kv_pool_blocks(plan, block_bytes, extra) if block_bytes > 0 else 0
+    blocks = kv_pool_blocks(plan, bytes_per_block, extra, unified=True) \
+        if bytes_per_block > 0 else 0
     if blocks < 1:
         raise SpecError("device", plan.serve.device_label or plan.device_bytes,
                         "leaves no room for a single KV block after weights, runtime peak and "
                         "safety; shard the model with -tp N (or -pp N), as `plan -tp N` does")
     return blocks
+
+
+def block_bytes(plan: Plan, block_size_tokens: int, draft: Plan | None = None) -> int:
+    """One block of the simulated pool: the target's KV (and a resident draft's) for
+    block_size_tokens tokens."""
+    draft_kv = 0 if draft is None else draft.kv_bytes_per_token
+    return (plan.kv_bytes_per_token + draft_kv) * block_size_tokens
+
+
+def state_blocks(plan: Plan, block_size_tokens: int, draft: Plan | None = None) -> int:
+    """Blocks a hybrid's fixed state (its Mamba / gated-DeltaNet layers' per-request state)
+    takes from the pool while its request runs: ceil(state bytes / block bytes); 0 for a
+    model without state layers."""
+    per_block = block_bytes(plan, block_size_tokens, draft)
+    state = plan.state_bytes_per_request
+    return -(-state // per_block) if state and per_block else 0
 
 
 class BlockPool:

@@ -8,7 +8,8 @@ from .step_model import prefill_pairs, step_s
 
 def run_static(eng, horizon: float | None) -> None:
     """When the engine is idle, take up to max_num_seqs waiting requests whose padded KV
-    (group size x blocks for the longest prompt + longest output) fits; run the group's
+    (group size x blocks for the longest prompt + longest output, and a hybrid's
+    state) fits; run the group's
     prefill and decode steps as one shape; new arrivals wait for the batch boundary."""
     while horizon is None or eng.now < horizon:
         eng.pull_arrivals()
@@ -25,7 +26,8 @@ def _take_group(eng) -> list:
     while eng.waiting and len(group) < eng.cfg.max_num_seqs:
         req = eng.waiting[0].req
         padded = max(longest, req.prompt_tokens + req.output_tokens)
-        if group and (len(group) + 1) * blocks_for(padded, eng.bsz) > limit:
+        per_seq = blocks_for(padded, eng.bsz) + eng.cfg.state_blocks
+        if group and (len(group) + 1) * per_seq > limit:
             break
         group.append(eng.waiting.popleft())
         longest = padded
