@@ -31,6 +31,7 @@ from .kv import (
 from .lines import Line
 from .model import ModelSpec, Quant
 from .paging import BlockReport, paging_report
+from .plan_notes import after_notes, engine_notes, plan_notes
 from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .sharding import Stage, rank_inventory
@@ -177,8 +178,8 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         memory_ceiling_requests=ceiling if result is None else int(result.max_concurrency),
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
-        notes=_notes(spec, serve, weights, fixed, result) + _engine_notes(engine)
-        + _after_notes(after), budget=result, after_pool=after,
+        notes=plan_notes(spec, serve, weights, fixed, result) + engine_notes(engine)
+        + after_notes(after), budget=result, after_pool=after,
         shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
         longest_ceiling_requests=longest if serve.lengths and result is None else None,
@@ -377,39 +378,6 @@ def _representations(serve: ServeSpec, weights: WeightBytes, kv_bits: int):
          "transient runtime peak and unquantized tensors"),
         ("kv cache", serve.kv_dtype, kv_bits, "bytes per live token: moves the ceiling directly"),
     )
-
-
-def _notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: int,
-           result: Budget | None = None) -> tuple[str, ...]:
-    notes = list(spec.notes)
-    longest, limit = max(serve.live_lengths), spec.max_position_embeddings
-    if limit and longest > limit:
-        notes.append(f"{longest:,} tokens per request exceed max_position_embeddings {limit:,}: "
-                     "vLLM refuses that max_model_len unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
-    if weights.param_bytes + weights.metadata_bytes > serve.device_bytes:
-        notes.append("the weights alone do not fit on this device: memory ceiling 0")
-    elif result is not None and result.kv_pool_bytes <= 0:
-        notes.append(f"{result.engine}: no memory left for the KV pool ({result.how}): the "
-                     "engine would refuse to start")
-    elif result is not None and not starts(result, serve.context_tokens):
-        notes.append(f"{result.engine}: its {result.num_gpu_blocks:,} KV blocks cannot hold "
-                     f"one {serve.context_tokens:,}-token request ({result.blocks_per_request:,} "
-                     "blocks): the engine would refuse to start")
-    elif fixed > serve.device_bytes:
-        notes.append("weights, runtime peak and safety leave no room for any KV: ceiling 0")
-    return tuple(notes)
-
-
-def _after_notes(after: AfterPool | None) -> tuple[str, ...]:
-    if after is None or after.fits:
-        return ()
-    return (f"vllm: {after.sentence()} ({after.how}): the engine would fail to start after "
-            "sizing its pool",)
-
-
-def _engine_notes(engine: EngineSpec) -> tuple[str, ...]:
-    """Which release's rules a vLLM plan used (or the nearest row, said so)."""
-    return (engine.version_note,) if engine.name == VLLM and engine.version_note else ()
 
 
 def with_device(serve: ServeSpec, device_bytes: int) -> ServeSpec:

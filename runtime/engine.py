@@ -14,7 +14,6 @@ finished requests give theirs back.
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -23,10 +22,11 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import Shard
 from servecap.ledger.model import SLIDING, ModelSpec
 from servecap.ledger.plan import build_plan
-from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, ServeSpec
+from servecap.ledger.serve import ServeSpec
 from servecap.ledger.verification import state_pool_slots
 
 from .block_manager import BlockManager
+from .engine_config import DEFAULT_ENGINE_CONFIG, EngineConfig, StepStats
 from .isolation import forward_isolated, sample_isolated
 from .kv_pool import KVPool, blocks_for_plan
 from .model import Decoder
@@ -48,50 +48,12 @@ from .state_pool import StatePool, StateSlots
 from .weights import load_decoder, random_decoder
 
 
-@dataclass(frozen=True)
-class EngineConfig:
-    """vLLM's knob names. reserve_full_context: see Scheduler."""
-
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
-    enable_prefix_caching: bool = True
-    reserve_full_context: bool = True
-    # free blocks wholly out of the window when every layer is windowed (Scheduler)
-    free_out_of_window: bool = True
-    # the token budget a windowed request's in-flight prefill peak is counted with (the
-    # ledger's line): max_num_batched_tokens unless a probe lifted it
-    window_budget_tokens: int | None = None
-
-
-@dataclass(frozen=True)
-class StepStats:
-    """One step, for telemetry and for fitting step time against the work it did:
-    num_context_tokens is the K/V tokens its attention read (Σ context after each chunk)."""
-
-    step: int
-    now_s: float
-    step_s: float
-    num_batched_tokens: int
-    num_decode_tokens: int
-    num_context_tokens: int
-    num_running: int
-    num_waiting: int
-    num_free_blocks: int
-    num_admitted: int
-    num_preempted: int
-    # the calibration's step sample (runtime/calibration.py): keys attended by the step's
-    # prefill tokens, context of its decode sequences, sequences it computed for
-    prefill_attention_tokens: int = 0
-    decode_context_tokens: int = 0
-    num_seqs: int = 0
-
-
 class Engine:
     """states: the hybrids' state pool (required when the model has linear-attention or
     Mamba layers). Prefix caching is off for them: a cached prefix's KV does not give back the
     state after it (vLLM's mamba_cache_mode 'none')."""
 
-    def __init__(self, model: Decoder, pool: KVPool, config: EngineConfig = EngineConfig(),
+    def __init__(self, model: Decoder, pool: KVPool, config: EngineConfig = DEFAULT_ENGINE_CONFIG,
                  states: StatePool | None = None) -> None:
         if bool(model.spec.state_layers) != (states is not None):
             raise SpecError("state pool", states is not None, "a state pool exactly when the "

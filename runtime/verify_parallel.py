@@ -28,13 +28,13 @@ from servecap.ledger.verification import Failure
 
 from .parallel import TensorParallel, check_split
 from .progress import Progress
-from .verify import (
+from .verify import verify
+from .verify_result import (
     ParallelResult,
     RankFailure,
     VerifyOptions,
     VerifyResult,
     binding_rank,
-    verify,
 )
 
 # how gloo and NCCL say the other end of a collective went away (a consequence, not a cause)

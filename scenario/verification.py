@@ -24,8 +24,8 @@ def verify(scenario: Scenario, progress=None, starve: tuple[int, str] | None = N
     sees the model as read (the CLI's notes); starve: (rank, phase) to check the failure
     path on the emulated CPU device."""
     from servecap.runtime.model import with_num_layers
-    from servecap.runtime.verify import ParallelResult, VerifyOptions
     from servecap.runtime.verify import verify as run_verify
+    from servecap.runtime.verify_result import ParallelResult, VerifyOptions
 
     rt, tp = scenario.runtime, scenario.parallel.tensor_parallel_size
     if rt.output_tokens < 1:

@@ -1,0 +1,40 @@
+"""The notes a plan carries: what would stop the engine starting, and which rules it used."""
+
+from .engines import VLLM, Budget, EngineSpec, starts
+from .model import ModelSpec
+from .serve import ServeSpec
+from .vllm_after import AfterPool
+from .weights import WeightBytes
+
+
+def plan_notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: int,
+           result: Budget | None = None) -> tuple[str, ...]:
+    notes = list(spec.notes)
+    longest, limit = max(serve.live_lengths), spec.max_position_embeddings
+    if limit and longest > limit:
+        notes.append(f"{longest:,} tokens per request exceed max_position_embeddings {limit:,}: "
+                     "vLLM refuses that max_model_len unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    if weights.param_bytes + weights.metadata_bytes > serve.device_bytes:
+        notes.append("the weights alone do not fit on this device: memory ceiling 0")
+    elif result is not None and result.kv_pool_bytes <= 0:
+        notes.append(f"{result.engine}: no memory left for the KV pool ({result.how}): the "
+                     "engine would refuse to start")
+    elif result is not None and not starts(result, serve.context_tokens):
+        notes.append(f"{result.engine}: its {result.num_gpu_blocks:,} KV blocks cannot hold "
+                     f"one {serve.context_tokens:,}-token request ({result.blocks_per_request:,} "
+                     "blocks): the engine would refuse to start")
+    elif fixed > serve.device_bytes:
+        notes.append("weights, runtime peak and safety leave no room for any KV: ceiling 0")
+    return tuple(notes)
+
+
+def after_notes(after: AfterPool | None) -> tuple[str, ...]:
+    if after is None or after.fits:
+        return ()
+    return (f"vllm: {after.sentence()} ({after.how}): the engine would fail to start after "
+            "sizing its pool",)
+
+
+def engine_notes(engine: EngineSpec) -> tuple[str, ...]:
+    """Which release's rules a vLLM plan used (or the nearest row, said so)."""
+    return (engine.version_note,) if engine.name == VLLM and engine.version_note else ()
