@@ -96,6 +96,7 @@ class Budget:
     blocks_per_request: int
     how: str
     num_groups: int = 1
+    kinds: tuple[str, ...] = ()  # vLLM's KV cache groups, one kind each ("full", "state", ...)
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,7 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
         tokens = logged_tokens(engine, blocks, len(groups.kinds), bsz, concurrency,
                                geo.max_model_len)
         return Budget(engine.name, pool_bytes, blocks, tokens, concurrency, bsz, page * size,
-                      per_request, how, len(groups.kinds))
+                      per_request, how, len(groups.kinds), tuple(groups.kinds))
     block_bytes = bsz * geo.layer_bytes_per_token * len(geo.layer_ids)
     blocks = max(pool_bytes, 0) // block_bytes if block_bytes else 0
     per_request = -(-geo.max_model_len // bsz)
@@ -259,7 +260,7 @@ def _hybrid_budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: st
                            geo.max_model_len)
     return Budget(engine.name, pool_bytes, blocks, tokens, concurrency, plan.block_size_tokens,
                   plan.page_bytes * plan.group_size, plan.pages_per_request, how,
-                  len(plan.kinds))
+                  len(plan.kinds), plan.kinds)
 
 
 def logged_tokens(engine: EngineSpec, blocks: int, groups: int, block_size: int,

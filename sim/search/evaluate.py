@@ -36,14 +36,33 @@ def price_layout(problem: Problem, layout: Layout) -> Priced:
     coef, notes = parallel_coefficients(problem.spec_for(layout.weight_dtype),
                                         verdict.deployment, layout.device,
                                         problem.step_overhead_s, layout.expert_parallel)
+    budget = verdict.deployment.plan.budget  # plan --engine vllm's pool, in its own pages
+    blocks, state = simulated_pages(budget, problem.context_tokens)
     config = SchedulerConfig(policy=problem.policy, max_num_seqs=layout.max_num_seqs,
                              max_num_batched_tokens=layout.max_num_batched_tokens,
-                             block_size_tokens=problem.block_size_tokens)
-    blocks = verdict.deployment.plan.budget.num_gpu_blocks  # plan --engine vllm's pool
+                             block_size_tokens=budget.block_size_tokens, state_blocks=state)
     sample = draw_requests(replace(problem.workload, num_requests=min(
         problem.workload.num_requests, LENGTH_SAMPLE)))
     size = run_size(coef, sample, problem.workload.num_requests, from_floor=True)
     return Priced(coef, blocks, config, notes, size)
+
+
+def simulated_pages(budget, context_tokens: int) -> tuple[int, int]:
+    """(blocks, state blocks per request) of vLLM's pool for the simulator. A hybrid's pages
+    hold budget.block_size_tokens attention tokens (vLLM raises the block size to the state's
+    page); each of its k attention groups takes a page per block of tokens, so a simulated
+    block is k pages, and its state groups hold the rest of blocks_per_request whatever the
+    length. Without state groups: the pool as one group (a sliding-window group's pages
+    are not charged, as before)."""
+    kinds = budget.kinds
+    if "state" not in kinds:
+        return budget.num_gpu_blocks, 0
+    attention = len(kinds) - kinds.count("state")
+    growing = attention * -(-context_tokens // budget.block_size_tokens)
+    fixed = max(0, budget.blocks_per_request - growing)
+    if not attention:
+        return budget.num_gpu_blocks, fixed
+    return budget.num_gpu_blocks // attention, -(-fixed // attention)
 
 
 def deployment_of(problem: Problem, cand: Candidate) -> Deployment:
