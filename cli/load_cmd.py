@@ -11,25 +11,30 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
-from servecap.scenario.spec import DEFAULT, Scenario, with_values
+from servecap.scenario.spec import Scenario, with_values
 from servecap.scenario.values import parse_duration
 from servecap.scenario.values import slo as scenario_slo
 from servecap.scenario.workload import load_workload
 from servecap.scenario.workload import requests as scenario_requests
 
 from . import load_calibrate, load_compare
-from . import sim_options as o
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
 from .extras import CLIENT, need
 from .files import check_output_files, write_csv
 from .load_inputs import LOAD_PATHS, PromptFlags, from_dataset, from_requests, prompter
+from .load_options import LoadAgainst, LoadPrompts, LoadSlo, LoadTraffic
 from .load_view import progress_bar, render_load
+from .option_groups import options_from
 from .scenario_opts import SaveScenario, ScenarioFile, from_flags, merged, save
 from .sim_xlsx import check_target
 
 Opt = typer.Option
 
 
+@options_from(LoadPrompts, "prompts", after="save_scenario")
+@options_from(LoadSlo, "slos", after="save_scenario")
+@options_from(LoadAgainst, "against", after="save_scenario")
+@options_from(LoadTraffic, "traffic", after="base_url")
 def load(
     ctx: typer.Context,
     base_url: Annotated[str, typer.Argument(help="The server's OpenAI base URL, e.g. "
@@ -37,89 +42,23 @@ def load(
     model: Annotated[str | None, Opt(help="The `model` to send (as the server names it; "
                                       "default: the only model its /v1/models lists).")]
     = None,
-    workload: Annotated[Path | None, Opt(help="Workload YAML, as `simulate` reads it.")] = None,
-    trace: Annotated[Path | None, Opt(help="CSV trace arrival_s,prompt_tokens,output_tokens "
-                                      "(replayed at its timestamps).")] = None,
-    rate: Annotated[float | None, Opt(help="Arrivals at this many requests/s instead of the "
-                                      "workload's (Poisson; a gamma workload keeps its CV, "
-                                      "as simulate draws them).")] = None,
-    input_len: Annotated[int | None, Opt(help="A fixed shape instead of --workload/--trace: "
-                                         "every prompt this many tokens (with "
-                                         "--output-len).")] = None,
-    output_len: Annotated[int | None, Opt(help="... and every output this many tokens.")]
-    = None,
-    concurrency: Annotated[int | None, Opt(help="Closed loop: keep N requests in flight "
-                                           "(arrival times ignored).")] = None,
-    duration: Annotated[str | None, Opt(help="Start no request after this (120s, 2min).")]
-    = None,
-    num_requests: Annotated[int | None, Opt(help="Send this many requests (a workload is "
-                                            "drawn with this count; a trace is cut).")] = None,
-    timeout: Annotated[str, Opt(help="A request not finished within this is a timeout.")]
-    = DEFAULT.client.timeout,
-    vocab_size: Annotated[int, Opt(help="Prompt token ids are drawn from [0, N).")]
-    = DEFAULT.client.vocab_size,
-    seed: Annotated[int, Opt(help="Seed of the prompt token ids (and of a dataset's --rate "
-                                  "arrivals; a workload's draws are its own seed's).")]
-    = DEFAULT.client.seed,
     records_path: Annotated[Path | None, Opt("--records", help="Per-request CSV (the "
                                              "simulate --records columns).")] = None,
     token_times_path: Annotated[Path | None, Opt("--token-times", help="Per-token CSV (the "
                                                  "simulate --token-times columns).")] = None,
-    metrics: Annotated[str | None, Opt(help="Scrape this Prometheus URL during the run "
-                                       "(running, waiting, KV usage).")] = None,
-    compare_simulate: Annotated[bool, Opt(help="Simulate the same arrivals and report "
-                                          "simulated vs measured per metric.")] = False,
-    sim_model: Annotated[str | None, Opt(help="servecap model for --compare-simulate "
-                                         "(default: --model).")] = None,
-    plan_device: Annotated[str | None, Opt(help="Catalog device the simulation prices "
-                                           "iterations on (h100-80gb).")] = None,
-    coefficients: Annotated[Path | None, Opt(help="Measured coefficients JSON for the "
-                                             "simulation (servecap verify "
-                                             "--calibration-out).")] = None,
-    nvml: Annotated[int | None, Opt(help="Sample this GPU's memory (NVML index) during the "
-                                    "run, when the server runs on this machine.")] = None,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
     force: Annotated[bool, Opt(help="Replace an existing --records or --token-times file.")]
     = False,
-    endpoint: Annotated[str, Opt(help="completions (/v1/completions) or chat "
-                                 "(/v1/chat/completions, messages).")]
-    = DEFAULT.client.endpoint,
-    dataset: Annotated[Path | None, Opt(help="JSONL of conversations sent as text: ShareGPT, "
-                                        '{"prompt", "output_tokens"} or OpenAI messages '
-                                        "(with --rate or --concurrency).")] = None,
-    tokenizer: Annotated[str | None, Opt(help="The server's tokenizer (folder, tokenizer.json "
-                                         "or a Hub id in the local cache): prompts are text "
-                                         "of each request's length, counted and checked "
-                                         "against the server's usage.")] = None,
-    output_tokens: Annotated[int | None, Opt(help="Output length of a dataset turn that "
-                                             "gives none.")] = None,
-    turns: Annotated[int | None, Opt(help="Turns per conversation: each sends the history "
-                                     "and the previous answer (default 1; a dataset: all "
-                                     "its turns).")] = None,
-    think_time: Annotated[str, Opt(help="Pause between an answer and the next turn.")]
-    = DEFAULT.client.think_time,
-    shared_prefix: Annotated[int, Opt(help="A system prompt of this many tokens shared by "
-                                      "every conversation.")] = DEFAULT.load.shared_prefix,
-    slo_ttft: o.SloTtft = None, slo_tpot: o.SloItl = None, slo_e2e: o.SloE2e = None,
-    target: Annotated[float, Opt(help="SLO attainment (share of requests) a rate must reach "
-                                 "to meet the SLOs.")] = DEFAULT.slo.target,
-    sweep: Annotated[bool, Opt(help="The server's SLO capacity: --workload at doubling "
-                               "rates, then bisected; each step --num-requests requests, "
-                               "none started after --duration.")] = False,
-    sweep_tolerance: Annotated[float, Opt(help="Bisect the capacity to this share of "
-                                          "itself.")] = DEFAULT.client.sweep_tolerance,
     xlsx: Annotated[Path | None, Opt(help="With --sweep: a workbook of the sweep, with "
                                      "sweep's latency chart.")] = None,
-    calibration_out: Annotated[Path | None, Opt(help="Write the simulator's step-model fit of "
-                                                "the server's steps (reconstructed from the "
-                                                "token stream) for simulate --coefficients; "
-                                                "needs --plan-device. With --metrics, the "
-                                                "server's time outside the step too "
-                                                "(frontend_s, cpu_step_s).")] = None,
     verbose: Annotated[bool, Opt("--verbose", "-v", help="Say which flags replaced the "
                                  "--scenario file's fields (stderr).")] = False,
     scenario_file: ScenarioFile = None,
     save_scenario: SaveScenario = None,
+    traffic: LoadTraffic = None,
+    prompts: LoadPrompts = None,
+    slos: LoadSlo = None,
+    against: LoadAgainst = None,
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
 
@@ -140,6 +79,8 @@ def load(
     report and records of what finished are still written).
     """
     need("load", CLIENT)
+    metrics, nvml, compare_simulate = against.metrics, against.nvml, against.compare_simulate
+    calibration_out = against.calibration_out
     scenario = merged(ctx, from_flags(ctx.params, LOAD_PATHS), LOAD_PATHS, scenario_file,
                       verbose)
     c, w, srv = scenario.client, scenario.workload, scenario.server

@@ -14,11 +14,15 @@ from servecap.scenario.spec import DEFAULT, Scenario, with_values
 from .errors import handle_errors
 from .extras import RUNTIME, SERVER, need
 from .inputs import PlanFlags, serve_spec
+from .option_groups import options_from
 from .scenario_opts import SaveScenario, ScenarioFile, from_flags, merged, save
+from .serve_options import ServeEdge, ServePool
 
 Opt = typer.Option
 
 
+@options_from(ServeEdge, "edge_opts", after="save_scenario")
+@options_from(ServePool, "pool", after="served_model_name")
 def serve(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Argument(
@@ -29,48 +33,18 @@ def serve(
     port: Annotated[int, Opt(help="TCP port.")] = 8000,
     served_model_name: Annotated[str | None, Opt(help="The `model` clients send (default: "
                                                  "MODEL as given).")] = None,
-    device_memory: Annotated[str | None, Opt(help="Device size the KV pool is planned for "
-                                             "(40GiB). Default: the model file's device, else "
-                                             "the whole GPU.")] = None,
-    context: Annotated[int | None, Opt("--max-model-len", "--context",
-                                       help="Longest prompt + output per request.")] = None,
-    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None,
-    max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = DEFAULT_MAX_NUM_SEQS,
-    max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")]
-    = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    num_kv_blocks: Annotated[int | None, Opt(help="KV pool size in blocks (default: what the "
-                                             "ledger's plan leaves).")] = None,
-    max_waiting: Annotated[int, Opt(help="Requests that may wait for admission; beyond, "
-                                    "HTTP 429.")] = DEFAULT.server.max_waiting,
-    admission: Annotated[str, Opt(help="reserve (blocks for the whole request before "
-                                  "admitting; never preempts) or optimistic (vLLM: the "
-                                  "prompt's blocks; preempts by recompute).")]
-    = DEFAULT.runtime.admission,
     weights: Annotated[str | None, Opt(help="Local safetensors directory (default: seeded "
                                        "random weights).")] = None,
     tokenizer: Annotated[str | None, Opt(help="tokenizer.json or its folder (default: the "
                                          "model or weights folder's; else a byte-level "
                                          "stand-in).")] = None,
     seed: Annotated[int, Opt(help="Seed for random weights.")] = DEFAULT.runtime.seed,
-    api_key: Annotated[str | None, Opt(envvar="VLLM_API_KEY", show_envvar=True,
-                                       help="Require 'Authorization: Bearer KEY' on /v1/* "
-                                       "(401 without it; /health and /metrics stay open), "
-                                       "as vLLM's --api-key.")] = None,
-    max_request_bytes: Annotated[int, Opt(help="Largest request body; a bigger one is "
-                                          "HTTP 413.")] = limits.DEFAULT_MAX_REQUEST_BYTES,
-    header_timeout: Annotated[float, Opt(help="Seconds a connection may take to send a "
-                                         "request's headers; then it is closed.")]
-    = limits.DEFAULT_HEADER_TIMEOUT_S,
-    body_timeout: Annotated[float, Opt(help="Seconds a request may take to send its body; "
-                                       "then HTTP 408.")] = limits.DEFAULT_BODY_TIMEOUT_S,
-    shutdown_timeout: Annotated[float, Opt(help="On SIGTERM/Ctrl-C, seconds running "
-                                           "requests may take to finish; the rest then end "
-                                           "with an error event.")]
-    = limits.DEFAULT_SHUTDOWN_TIMEOUT_S,
     verbose: Annotated[bool, Opt("--verbose", "-v", help="Say which flags replaced the "
                                  "--scenario file's fields (stderr).")] = False,
     scenario_file: ScenarioFile = None,
     save_scenario: SaveScenario = None,
+    pool: ServePool = None,
+    edge_opts: ServeEdge = None,
 ) -> None:
     """Serve MODEL on /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics.
 
@@ -84,6 +58,7 @@ def serve(
     The address (--host, --port) and --api-key are the run's, never the scenario's.
     """
     need("serve", RUNTIME | SERVER)
+    api_key = edge_opts.api_key
     scenario = _server_scenario(merged(ctx, from_flags(ctx.params, SERVE_PATHS), SERVE_PATHS,
                                        scenario_file, verbose))
     srv, sched, run = scenario.server, scenario.scheduler, scenario.runtime
