@@ -73,6 +73,7 @@ def serve(
     if model is None:
         raise SpecError("MODEL", None, "a model to serve (bundled name, model YAML, "
                         "config.json or directory), or --scenario FILE naming one")
+    _served_as_described(scenario)
     if admission not in ("reserve", "optimistic"):
         raise SpecError("--admission", admission, "allowed: reserve, optimistic")
     if not 0 < port < 65536:
@@ -151,6 +152,24 @@ def _server_scenario(scenario: Scenario) -> Scenario:
     if scenario.server.served_model_name is None:
         values["server.served_model_name"] = scenario.model.ref
     return with_values(scenario, values)
+
+
+# What a scenario may describe that serve does not run: refused by field, never dropped.
+_NOT_SERVED = {"parallel.tensor_parallel_size": 1, "parallel.pipeline_parallel_size": 1,
+               "parallel.data_parallel_size": 1, "dtypes.weight_dtype": None,
+               "dtypes.kv_cache_dtype": None, "speculative.model": None}
+
+
+def _served_as_described(scenario: Scenario) -> None:
+    """serve runs one rank in the checkpoint's dtypes without a draft: a scenario asking for
+    more is refused by its field (verify runs tensor-parallel ranks and other dtypes)."""
+    from servecap.scenario.spec import get
+
+    for path, served in _NOT_SERVED.items():
+        if get(scenario, path) != served:
+            raise SpecError(path, get(scenario, path), f"{'null' if served is None else served}"
+                            ": serve runs one rank in the checkpoint's dtypes, without a draft "
+                            "model (plan, simulate or verify the scenario for the rest)")
 
 
 def _edge(api_key: str | None, max_request_bytes: int, body_timeout: float):

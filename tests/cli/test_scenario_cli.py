@@ -392,3 +392,17 @@ def test_a_load_scenario_names_what_load_refuses_as_load_does(tmp_path):
     saved.write_text("client:\n  sweep: true\nworkload:\n  input_len: 8\n  output_len: 2\n")
     result = runner.invoke(app, ["load", "http://127.0.0.1:9/v1", "--scenario", str(saved)])
     assert result.exit_code == 2 and "--workload" in result.stderr, result.output
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("dtypes:\n  kv_cache_dtype: fp8\n", "dtypes.kv_cache_dtype = 'fp8': null"),
+    ("parallel:\n  tensor_parallel_size: 2\n", "parallel.tensor_parallel_size = 2: 1"),
+    ("speculative:\n  model: tiny-llama\n", "speculative.model = 'tiny-llama': null"),
+])
+def test_serve_refuses_by_field_what_a_scenario_asks_that_it_does_not_run(text, field,
+                                                                          tmp_path):
+    saved = tmp_path / "s.yaml"
+    saved.write_text(text)
+    result = runner.invoke(app, ["serve", "tiny-llama", "--scenario", str(saved)])
+    assert result.exit_code == 2 and field in result.stderr, result.output
+    assert "serve runs one rank" in result.stderr
