@@ -4,29 +4,30 @@
 from pathlib import Path
 
 from servecap.ledger.errors import SpecError
+from servecap.scenario import simulation
+from servecap.scenario.spec import Scenario
 
 from .files import write_json
-from .sim_inputs import SimFlags, plan_for, rank_for
 
 NEEDS = ("--calibration-out needs --sim-model (default: --model) and --plan-device: the "
          "ledger's weights, KV bytes and FLOPs per token the step model is priced with")
 
 
-def check(model: str, plan_device: str | None) -> None:
-    if plan_device is None:
+def check(scenario: Scenario) -> None:
+    if scenario.device.name is None:
         raise SpecError("--plan-device", None, NEEDS)
-    plan_for(model, SimFlags(device=plan_device))
+    simulation.rank(scenario)
 
 
-def write_calibration(path: Path, model: str, plan_device: str, seqs: list,
-                      force: bool, server_metrics: dict | None = None) -> dict:
+def write_calibration(path: Path, scenario: Scenario, seqs: list, force: bool,
+                      server_metrics: dict | None = None) -> dict:
     """Fit, write, and return what the report says of it; server_metrics (--metrics) adds
     the server's time outside the step (load/server_terms.py)."""
     from servecap.load.calibrate import calibrate_from_stream
     from servecap.runtime.calibration import NOMINAL_BANDWIDTH_BYTES_PER_S, NOMINAL_FLOPS_PER_S
     from servecap.sim.rank_model import attention_flops_per_token_pair
 
-    ranked = rank_for(model, SimFlags(device=plan_device))
+    ranked = simulation.rank(scenario)
     plan, spec = ranked.plan, ranked.spec
     constants = {"weights_bytes": plan.line("weights") + plan.line("weight_metadata"),
                  "kv_bytes_per_token": plan.kv_bytes_per_token,

@@ -11,96 +11,54 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
-from servecap.sim.workload import Arrivals
+from servecap.scenario.spec import Scenario, with_values
+from servecap.scenario.values import parse_duration
+from servecap.scenario.values import slo as scenario_slo
+from servecap.scenario.workload import load_workload
+from servecap.scenario.workload import requests as scenario_requests
 
 from . import load_calibrate, load_compare
-from . import sim_options as o
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
 from .extras import CLIENT, need
 from .files import check_output_files, write_csv
-from .load_inputs import PromptFlags, from_dataset, from_requests, prompter
+from .load_inputs import LOAD_PATHS, PromptFlags, from_dataset, from_requests, prompter
+from .load_options import LoadAgainst, LoadPrompts, LoadSlo, LoadTraffic
 from .load_view import progress_bar, render_load
-from .sim_inputs import SimFlags, load_requests, load_workload, parse_duration, slo_for
+from .option_groups import options_from
+from .scenario_opts import SaveScenario, ScenarioFile, from_flags, merged, save
 from .sim_xlsx import check_target
 
 Opt = typer.Option
 
 
+@options_from(LoadPrompts, "prompts", after="save_scenario")
+@options_from(LoadSlo, "slos", after="save_scenario")
+@options_from(LoadAgainst, "against", after="save_scenario")
+@options_from(LoadTraffic, "traffic", after="base_url")
 def load(
+    ctx: typer.Context,
     base_url: Annotated[str, typer.Argument(help="The server's OpenAI base URL, e.g. "
                                             "http://localhost:8000/v1")],
     model: Annotated[str | None, Opt(help="The `model` to send (as the server names it; "
                                       "default: the only model its /v1/models lists).")]
     = None,
-    workload: Annotated[Path | None, Opt(help="Workload YAML, as `simulate` reads it.")] = None,
-    trace: Annotated[Path | None, Opt(help="CSV trace arrival_s,prompt_tokens,output_tokens "
-                                      "(replayed at its timestamps).")] = None,
-    rate: Annotated[float | None, Opt(help="Poisson arrivals at this many requests/s instead "
-                                      "of the workload's arrival process.")] = None,
-    concurrency: Annotated[int | None, Opt(help="Closed loop: keep N requests in flight "
-                                           "(arrival times ignored).")] = None,
-    duration: Annotated[str | None, Opt(help="Start no request after this (120s, 2min).")]
-    = None,
-    num_requests: Annotated[int | None, Opt(help="Send this many requests (a workload is "
-                                            "drawn with this count; a trace is cut).")] = None,
-    timeout: Annotated[str, Opt(help="A request not finished within this is a timeout.")]
-    = "600s",
-    vocab_size: Annotated[int, Opt(help="Prompt token ids are drawn from [0, N).")] = 256,
-    seed: Annotated[int, Opt(help="Seed of the prompt token ids (and of --rate arrivals).")]
-    = 0,
     records_path: Annotated[Path | None, Opt("--records", help="Per-request CSV (the "
                                              "simulate --records columns).")] = None,
     token_times_path: Annotated[Path | None, Opt("--token-times", help="Per-token CSV (the "
                                                  "simulate --token-times columns).")] = None,
-    metrics: Annotated[str | None, Opt(help="Scrape this Prometheus URL during the run "
-                                       "(running, waiting, KV usage).")] = None,
-    compare_simulate: Annotated[bool, Opt(help="Simulate the same arrivals and report "
-                                          "simulated vs measured per metric.")] = False,
-    sim_model: Annotated[str | None, Opt(help="servecap model for --compare-simulate "
-                                         "(default: --model).")] = None,
-    plan_device: Annotated[str | None, Opt(help="Catalog device the simulation prices "
-                                           "iterations on (h100-80gb).")] = None,
-    coefficients: Annotated[Path | None, Opt(help="Measured coefficients JSON for the "
-                                             "simulation (servecap verify "
-                                             "--calibration-out).")] = None,
-    nvml: Annotated[int | None, Opt(help="Sample this GPU's memory (NVML index) during the "
-                                    "run, when the server runs on this machine.")] = None,
     as_json: Annotated[bool, Opt("--json", help="Print one JSON object.")] = False,
     force: Annotated[bool, Opt(help="Replace an existing --records or --token-times file.")]
     = False,
-    endpoint: Annotated[str, Opt(help="completions (/v1/completions) or chat "
-                                 "(/v1/chat/completions, messages).")] = "completions",
-    dataset: Annotated[Path | None, Opt(help="JSONL of conversations sent as text: ShareGPT, "
-                                        '{"prompt", "output_tokens"} or OpenAI messages '
-                                        "(with --rate or --concurrency).")] = None,
-    tokenizer: Annotated[str | None, Opt(help="The server's tokenizer (folder, tokenizer.json "
-                                         "or a Hub id in the local cache): prompts are text "
-                                         "of each request's length, counted and checked "
-                                         "against the server's usage.")] = None,
-    output_tokens: Annotated[int | None, Opt(help="Output length of a dataset turn that "
-                                             "gives none.")] = None,
-    turns: Annotated[int | None, Opt(help="Turns per conversation: each sends the history "
-                                     "and the previous answer (default 1; a dataset: all "
-                                     "its turns).")] = None,
-    think_time: Annotated[str, Opt(help="Pause between an answer and the next turn.")] = "0s",
-    shared_prefix: Annotated[int, Opt(help="A system prompt of this many tokens shared by "
-                                      "every conversation.")] = 0,
-    slo_ttft: o.SloTtft = None, slo_tpot: o.SloItl = None, slo_e2e: o.SloE2e = None,
-    target: Annotated[float, Opt(help="SLO attainment (share of requests) a rate must reach "
-                                 "to meet the SLOs.")] = 0.9,
-    sweep: Annotated[bool, Opt(help="The server's SLO capacity: --workload at doubling "
-                               "rates, then bisected; each step --num-requests requests, "
-                               "none started after --duration.")] = False,
-    sweep_tolerance: Annotated[float, Opt(help="Bisect the capacity to this share of "
-                                          "itself.")] = 0.1,
     xlsx: Annotated[Path | None, Opt(help="With --sweep: a workbook of the sweep, with "
                                      "sweep's latency chart.")] = None,
-    calibration_out: Annotated[Path | None, Opt(help="Write the simulator's step-model fit of "
-                                                "the server's steps (reconstructed from the "
-                                                "token stream) for simulate --coefficients; "
-                                                "needs --plan-device. With --metrics, the "
-                                                "server's time outside the step too "
-                                                "(frontend_s, cpu_step_s).")] = None,
+    verbose: Annotated[bool, Opt("--verbose", "-v", help="Say which flags replaced the "
+                                 "--scenario file's fields (stderr).")] = False,
+    scenario_file: ScenarioFile = None,
+    save_scenario: SaveScenario = None,
+    traffic: LoadTraffic = None,
+    prompts: LoadPrompts = None,
+    slos: LoadSlo = None,
+    against: LoadAgainst = None,
 ) -> None:
     """Send a workload to an OpenAI-compatible server; report TTFT/ITL/TPOT/E2E as simulate does.
 
@@ -121,15 +79,25 @@ def load(
     report and records of what finished are still written).
     """
     need("load", CLIENT)
+    metrics, nvml, compare_simulate = against.metrics, against.nvml, against.compare_simulate
+    calibration_out = against.calibration_out
+    scenario = merged(ctx, from_flags(ctx.params, LOAD_PATHS), LOAD_PATHS, scenario_file,
+                      verbose)
+    c, w, srv = scenario.client, scenario.workload, scenario.server
+    workload, trace, dataset = _path(w.file), _path(w.trace), _path(c.dataset)
+    rate, concurrency, num_requests = w.rate, w.max_concurrency, w.num_requests
+    coefficients, plan_device, model = _path(scenario.simulator.coefficients), \
+        scenario.device.name, srv.served_model_name
     check_output_files({"--records": records_path, "--token-times": token_times_path,
                         "--calibration-out": calibration_out},
                        (workload, trace, coefficients), force)
-    flags = PromptFlags(endpoint, dataset, tokenizer, turns, shared_prefix, output_tokens,
-                        _positive(vocab_size, "--vocab-size"), seed)
-    if dataset is not None and (workload or trace):
+    flags = PromptFlags(c.endpoint, dataset, srv.tokenizer, c.turns, scenario.load.shared_prefix,
+                        c.output_tokens, _positive(c.vocab_size, "--vocab-size"), c.seed)
+    if dataset is not None and (workload or trace or w.input_len or w.output_len):
         raise SpecError("--dataset", str(dataset), "a dataset replaces --workload/--trace")
-    requests, source = _requests(workload, trace, rate, num_requests, seed) \
-        if dataset is None else ([], str(dataset))
+    requests, source = _requests(scenario) if dataset is None else ([], str(dataset))
+    if c.sweep:
+        _check_sweep(workload, dataset, c.sweep_tolerance)
     if metrics is not None:
         http_url(metrics, "--metrics", "http://localhost:8000/metrics")
     http_url(base_url, "base_url", "http://localhost:8000/v1")
@@ -138,19 +106,24 @@ def load(
     ask = replace(ask, model=model)
     convs = from_requests(requests, flags) if dataset is None else \
         from_dataset(flags, ask.tokenizer, rate, concurrency, num_requests)
-    spec = _spec(base_url, ask, convs, concurrency, duration, timeout,
-                 parse_duration(think_time, "--think-time"))
-    slo = slo_for(SimFlags(slo_ttft=slo_ttft, slo_itl=slo_tpot, slo_e2e=slo_e2e))
+    spec = _spec(base_url, ask, convs, concurrency, c.duration, c.timeout,
+                 parse_duration(c.think_time, "--think-time"))
+    slo = scenario_slo(scenario)
+    target = scenario.slo.target
     if not 0 < target <= 1:
         raise SpecError("--target", target, "a share of requests in (0, 1]")
-    if sweep:
-        return _sweep(base_url, model, source, flags, ask, workload, num_requests, duration,
-                      timeout, think_time, slo, target, sweep_tolerance, as_json, xlsx, force)
+    sim = with_values(scenario, {"model.name": scenario.model.name or model})
+    if c.sweep:
+        save(scenario, save_scenario, in_effect={"server.served_model_name": model})
+        return _sweep(base_url, model, source, flags, ask, workload, num_requests, c.duration,
+                      c.timeout, c.think_time, slo, target, c.sweep_tolerance, as_json, xlsx,
+                      force)
     requests = [r for c in convs for r in c.requests]
     if compare_simulate or (metrics and plan_device):
-        load_compare.check(sim_model or model, plan_device, compare_simulate, coefficients)
+        load_compare.check(sim, compare_simulate)
     if calibration_out is not None:
-        load_calibrate.check(sim_model or model, plan_device)
+        load_calibrate.check(sim)
+    save(scenario, save_scenario, in_effect={"server.served_model_name": model})
     report, seqs = _measure(spec, metrics, nvml, as_json, slo)
     if any(t is not None for t in (slo.ttft_s, slo.itl_s, slo.e2e_s)):
         from servecap.sim.capacity import meets, verdict
@@ -164,14 +137,12 @@ def load(
               "not_sent": len(requests) - report["offered"], **report}
     if metrics and plan_device:
         report["kv_vs_ledger"] = load_compare.kv_against_ledger(
-            sim_model or model, plan_device, report["server_metrics"], seqs)
+            sim, report["server_metrics"], seqs)
     if calibration_out is not None and report["completed"]:
         report["calibration"] = load_calibrate.write_calibration(
-            calibration_out, sim_model or model, plan_device, seqs, force,
-            report.get("server_metrics"))
+            calibration_out, sim, seqs, force, report.get("server_metrics"))
     if compare_simulate:
-        report["compare_simulate"] = load_compare.compare_simulate(
-            sim_model or model, plan_device, coefficients, seqs, report)
+        report["compare_simulate"] = load_compare.compare_simulate(sim, seqs, report)
     print(json.dumps(report, indent=2)) if as_json else render_load(report, Console())
     if report["interrupted"]:
         raise fail(f"interrupted: {report['offered']} requests finished (reported above)",
@@ -211,9 +182,6 @@ def _sweep(base_url, model, source, flags, ask, workload, num_requests, duration
     """load --sweep: the capacity search over bounded runs of the workload (cli/load_sweep)."""
     from .load_sweep import check_plan, report_sweep, run_sweep
 
-    if workload is None or flags.dataset is not None:
-        raise SpecError("--workload", None, "--sweep draws its requests from a workload YAML "
-                        "at each rate")
     if xlsx is not None:
         check_target(xlsx, force)
     plan = check_plan(load_workload(workload), _positive(num_requests, "--num-requests"),
@@ -233,6 +201,14 @@ def _sweep(base_url, model, source, flags, ask, workload, num_requests, duration
     report_sweep(report, as_json, xlsx, force)
     if not found["capacity_rps"]:
         raise fail("no rate met the SLO target (reported above)", EXIT_DOES_NOT_FIT)
+
+
+def _check_sweep(workload: Path | None, dataset: Path | None, tolerance: float) -> None:
+    if workload is None or dataset is not None:
+        raise SpecError("--workload", None, "--sweep draws its requests from a workload YAML "
+                        "at each rate")
+    if not 0 < tolerance < 1:
+        raise SpecError("--sweep-tolerance", tolerance, "a share in (0, 1), e.g. 0.1")
 
 
 def _slo_ms(slo) -> dict:
@@ -303,28 +279,29 @@ def _write_csvs(seqs: list, base_url: str, records_path: Path | None,
                   "--token-times")
 
 
-def _requests(workload: Path | None, trace: Path | None, rate: float | None,
-              num_requests: int | None, seed: int) -> tuple[list, str]:
-    """The simulator's draws from the workload (with --rate / --num-requests applied) or
-    the trace's rows; each request keeps its id so records line up with the input."""
-    if workload is not None and trace is None:
-        spec = load_workload(workload)
-        if rate is not None:
-            if rate <= 0:
-                raise SpecError("--rate", rate, "requests/s > 0")
-            spec = replace(spec, arrivals=Arrivals("poisson", rate_per_s=rate))
-        if num_requests is not None:
-            spec = replace(spec, num_requests=_positive(num_requests, "--num-requests"))
-        from servecap.sim.sampling import draw_requests
-
-        return draw_requests(spec), str(workload)
-    if rate is not None:
-        raise SpecError("--rate", rate, "a trace replays its own timestamps; --rate goes "
+def _requests(scenario: Scenario) -> tuple[list, str]:
+    """The simulator's draws from the workload (its rate and num_requests replaced where the
+    scenario gives them) or a fixed shape, or the trace's rows (the first num_requests); each
+    request keeps its id so records line up with the input."""
+    w = scenario.workload
+    if w.trace is None or w.file is not None or w.input_len or w.output_len:
+        if w.rate is not None and w.rate <= 0:
+            raise SpecError("--rate", w.rate, "requests/s > 0")
+        _positive(w.num_requests, "--num-requests")
+        requests, _, source = scenario_requests(scenario)
+        return requests, source
+    if w.rate is not None:
+        raise SpecError("--rate", w.rate, "a trace replays its own timestamps; --rate goes "
                         "with --workload")
-    requests, _, source = load_requests(SimFlags(workload=workload, trace=trace))
-    if num_requests is not None:
-        requests = requests[:_positive(num_requests, "--num-requests")]
+    requests, _, source = scenario_requests(with_values(scenario, {"workload.num_requests":
+                                                                   None}))
+    if w.num_requests is not None:
+        requests = requests[:_positive(w.num_requests, "--num-requests")]
     return requests, source
+
+
+def _path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)
 
 
 def _positive(value: int | None, field: str) -> int | None:

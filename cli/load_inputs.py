@@ -6,22 +6,41 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from servecap.ledger.errors import SpecError
+from servecap.scenario.spec import DEFAULT
 from servecap.sim.sampling import Request, arrival_times
 from servecap.sim.workload import Arrivals
 
 SHARED_PREFIX_GROUP = "shared-prefix"
+# Which Scenario fields each of load's flags sets; the rest (the server's URL, --metrics,
+# --nvml, what is written and shown) are the run's, not the scenario's.
+LOAD_PATHS = {
+    "model": ("server.served_model_name",), "workload": ("workload.file",),
+    "trace": ("workload.trace",), "rate": ("workload.rate",),
+    "input_len": ("workload.input_len",), "output_len": ("workload.output_len",),
+    "concurrency": ("workload.max_concurrency",), "num_requests": ("workload.num_requests",),
+    "duration": ("client.duration",), "timeout": ("client.timeout",),
+    "vocab_size": ("client.vocab_size",), "seed": ("client.seed",),
+    "sim_model": ("model.name",), "plan_device": ("device.name",),
+    "coefficients": ("simulator.coefficients",), "endpoint": ("client.endpoint",),
+    "dataset": ("client.dataset",), "tokenizer": ("server.tokenizer",),
+    "output_tokens": ("client.output_tokens",), "turns": ("client.turns",),
+    "think_time": ("client.think_time",), "shared_prefix": ("load.shared_prefix",),
+    "slo_ttft": ("slo.ttft",), "slo_tpot": ("slo.tpot",), "slo_e2e": ("slo.e2e",),
+    "target": ("slo.target",), "sweep": ("client.sweep",),
+    "sweep_tolerance": ("client.sweep_tolerance",),
+}
 
 
 @dataclass(frozen=True)
 class PromptFlags:
-    endpoint: str = "completions"
+    endpoint: str = DEFAULT.client.endpoint
     dataset: Path | None = None
     tokenizer: str | None = None
     turns: int | None = None
-    shared_prefix: int = 0
+    shared_prefix: int = DEFAULT.load.shared_prefix
     output_tokens: int | None = None
-    vocab_size: int = 256
-    seed: int = 0
+    vocab_size: int = DEFAULT.client.vocab_size
+    seed: int = DEFAULT.client.seed
 
 
 def prompter(flags: PromptFlags, model: str):

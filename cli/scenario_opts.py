@@ -91,15 +91,32 @@ def launch_line(model: str | None, rest: list[str] | None) -> list[str] | None:
     return [model, *rest]
 
 
-def save(scenario: Scenario, path: Path | None, plan=None) -> None:
-    """--save-scenario: the file written whole, or nothing; with the ledger plan the run made,
-    each null field the plan derived carries its value as a comment."""
+def save(scenario: Scenario, path: Path | None, plan=None,
+         in_effect: dict[str, object] | None = None) -> None:
+    """--save-scenario: the file written whole, or nothing; with the ledger plan the run made
+    (or the values a run found, in_effect), each null field it derived carries its value as a
+    comment."""
     if path is not None:
-        from servecap.scenario.deployment import in_effect
+        from servecap.scenario.deployment import in_effect as planned
         from servecap.scenario.file import save_scenario
 
-        save_scenario(scenario, path, in_effect=None if plan is None else
-                      in_effect(scenario, plan))
+        found = dict(in_effect or {})
+        if plan is not None:
+            found |= planned(scenario, plan)
+        save_scenario(scenario, path, in_effect=found or None)
+
+
+def from_flags(params: dict, paths: dict[str, tuple[str, ...]]) -> Scenario:
+    """The Scenario a command's flags describe, field by field (paths: flag -> fields), over
+    the defaults; a file path flag is kept as its text."""
+    from servecap.scenario.spec import DEFAULT
+
+    values = {}
+    for param, targets in paths.items():
+        value = params[param]
+        for target in targets:
+            values[target] = str(value) if isinstance(value, Path) else value
+    return with_values(DEFAULT, values)
 
 
 def _flag(ctx: typer.Context, param: str) -> str:

@@ -15,9 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.scenario.deployment import load
+from servecap.scenario.simulation import check_policy
 from servecap.scenario.spec import DEFAULT, Scenario, Search, with_values
 from servecap.sim.cluster import ROUTERS
-from servecap.sim.config import SchedulerConfig
 from servecap.sim.metrics import SLO
 from servecap.sim.search.prices import parse_prices, price_table
 from servecap.sim.search.problem import Problem
@@ -212,7 +212,7 @@ def build_problem(loaded, workload_path, rate, slo_ttft, slo_tpot, target, max_m
     if slo_ttft is None and slo_tpot is None:
         raise SpecError("--slo-ttft/--slo-tpot", None, "give at least one latency target, "
                         "e.g. --slo-ttft 1s --slo-tpot 50ms")
-    SchedulerConfig(policy=policy)  # a bad policy fails here, not in a worker
+    check_policy(policy)  # a bad policy fails here, not in a worker
     if router not in ROUTERS:
         raise SpecError("--router", router, "one of " + ", ".join(ROUTERS))
     slo = SLO(None if slo_ttft is None else parse_duration(slo_ttft, "--slo-ttft"),

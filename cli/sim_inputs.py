@@ -4,7 +4,6 @@ needs is derived from it beneath the commands (scenario/simulation.py)."""
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from servecap.ledger.plan import Plan
 from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -35,11 +34,8 @@ from servecap.scenario.values import (  # noqa: F401 (re-exported)
     slo,
 )
 from servecap.scenario.workload import load_workload, requests  # noqa: F401
-from servecap.sim.metrics import SLO
 from servecap.sim.roofline import Coefficients
-from servecap.sim.sampling import Request
 from servecap.sim.speculative import Speculation
-from servecap.sim.workload import Workload as SimWorkload
 
 
 @dataclass(frozen=True)
@@ -217,10 +213,6 @@ def build_setup(model: str, flags: SimFlags) -> Setup:
     return simulation.setup(sim_scenario(model, flags))
 
 
-def slo_for(flags: SimFlags) -> SLO:
-    return slo(sim_scenario(None, flags))
-
-
 def speculation_for(flags: SimFlags, drafted: Ranked | None = None) -> Speculation | None:
     return simulation.speculation(sim_scenario(None, flags), drafted)
 
@@ -235,17 +227,6 @@ def device_coefficients(ranked: Ranked, flags: SimFlags) -> Coefficients:
     return steps.coefficients(ranked, sim_scenario(None, flags))
 
 
-def load_requests(flags: SimFlags) -> tuple[list[Request], SimWorkload | None, str]:
-    return requests(sim_scenario(None, flags))
-
-
-def plan_for(model: str, flags: SimFlags) -> Plan:
-    """The binding rank's ledger plan of `model` on the flagged device (one resident
-    request)."""
-    return rank_for(model, flags).plan
-
-
 def rank_for(model: str, flags: SimFlags) -> Ranked:
     """`servecap plan`'s own per-rank deployment of `model`, one resident request."""
     return simulation.rank(sim_scenario(model, flags))
-

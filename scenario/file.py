@@ -17,7 +17,8 @@ from servecap.model_configs.reading import parse_yaml, read_text
 from .spec import SECTIONS, Scenario, get, with_values
 
 PATHS = ("workload.file", "workload.trace", "simulator.coefficients", "model.name",
-         "speculative.model", "runtime.weights")  # relative to the scenario file
+         "speculative.model", "runtime.weights", "client.dataset",
+         "server.tokenizer")  # relative to the scenario file
 HEADER = ("# servecap scenario: one deployment question (docs/scenario.md). null: not given,\n"
           "# the default applies where it is derived (the run's value in a comment).\n")
 

@@ -62,8 +62,10 @@ def rank(scenario: Scenario) -> Ranked:
                   loaded.hub)
 
 
-def setup(scenario: Scenario) -> Setup:
-    """Plan the device with the ledger, price iterations with the step model, load the load."""
+def setup(scenario: Scenario, sent: list[Request] | None = None,
+          source: str | None = None) -> Setup:
+    """Plan the device with the ledger, price iterations with the step model, load the load
+    (the scenario's workload, or `sent`: requests a server was sent, named `source`)."""
     ranked = rank(scenario)
     plan = ranked.plan
     coef = steps.coefficients(ranked, scenario)
@@ -75,7 +77,8 @@ def setup(scenario: Scenario) -> Setup:
     if concurrency is not None and (sim.replicas > 1 or sim.disaggregate):
         raise SpecError("--concurrency", concurrency, "closed loop runs one engine: drop "
                         "--replicas/--disaggregate")
-    reqs, workload, source = scenario_requests(scenario)
+    reqs, workload, source = scenario_requests(scenario) if sent is None else \
+        (list(sent), None, source or "requests sent")
     return Setup(plan, coef, num_blocks(plan, scenario, draft), configs, reqs, workload,
                  slo(scenario), source, fleet(scenario), draft, ranked.hub)
 
@@ -96,6 +99,13 @@ def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation |
         num_scheduler_steps=sched.num_scheduler_steps,
         state_blocks=state_blocks(plan, serve.block_size_tokens, draft))
         for p in sim.policies)
+
+
+def check_policy(policy: str) -> str:
+    """A policy the simulator runs (sim/config.py checks the name), else a SpecError: for a
+    command that hands the name on to workers before any config is built."""
+    SchedulerConfig(policy=policy)
+    return policy
 
 
 def num_blocks(plan: Plan, scenario: Scenario, draft: Plan | None = None) -> int:

@@ -290,6 +290,50 @@ class Runtime:
 
 
 @dataclass(frozen=True)
+class Client:
+    """How `servecap load` sends the workload to a server: the endpoint (completions or
+    chat), a dataset of conversations sent as text instead of made-up prompts, turns per
+    conversation and the pause between them, the output length of a dataset turn that gives
+    none, the vocabulary prompt token ids are drawn from and their seed (and a dataset's
+    --rate arrivals'), a request's timeout, the time after which no request starts, and the
+    SLO capacity sweep (doubling rates, then bisected to sweep_tolerance of the capacity).
+    The server's URL is not here: the same scenario is sent to whichever server is named."""
+
+    __pydantic_config__ = _FORBID
+    endpoint: Text = "completions"
+    dataset: Text | None = None
+    turns: Count | None = None
+    think_time: Text = "0s"
+    output_tokens: Count | None = None
+    vocab_size: Count = 256
+    seed: Zero = 0
+    timeout: Text = "600s"
+    duration: Text | None = None
+    sweep: StrictBool = False
+    sweep_tolerance: Annotated[Real, Field(gt=0, lt=1)] = 0.1  # real runs are noisy and
+    # each costs seconds: bisect to 10 %
+
+
+@dataclass(frozen=True)
+class Server:
+    """The OpenAI-compatible server `servecap serve` runs and `servecap load` talks to: the
+    `model` clients send (None: serve names it MODEL as given; load asks /v1/models), the
+    server's tokenizer (a tokenizer.json, its folder or, for load, a Hub id in the local
+    cache), the waiting requests beyond which it answers 429, and its edge limits (None: the
+    server's defaults, runtime/server/limits.py). Where it listens (host, port) and its API
+    key are not here: a run's address, and a secret a file must not hold."""
+
+    __pydantic_config__ = _FORBID
+    served_model_name: Text | None = None
+    tokenizer: Text | None = None
+    max_waiting: Zero = 1024
+    max_request_bytes: Count | None = None
+    header_timeout: Annotated[Real, Field(gt=0)] | None = None
+    body_timeout: Annotated[Real, Field(gt=0)] | None = None
+    shutdown_timeout: Annotated[Real, Field(ge=0)] | None = None
+
+
+@dataclass(frozen=True)
 class Scenario:
     """One deployment question, frozen: every command reads what it needs from it."""
 
@@ -310,6 +354,8 @@ class Scenario:
     runtime: Runtime = field(default_factory=Runtime)
     search: Search = field(default_factory=Search)
     envelope: Envelope = field(default_factory=Envelope)
+    client: Client = field(default_factory=Client)
+    server: Server = field(default_factory=Server)
 
 
 SECTIONS = tuple(f.name for f in fields(Scenario))

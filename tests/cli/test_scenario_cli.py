@@ -11,10 +11,13 @@ from servecap.cli.app import app
 from servecap.cli.cost_cmd import COST_PATHS, cost
 from servecap.cli.fit_cmd import fit
 from servecap.cli.inputs import PLAN_PATHS
+from servecap.cli.load_cmd import load
+from servecap.cli.load_inputs import LOAD_PATHS
 from servecap.cli.plan_cmd import plan
 from servecap.cli.reconcile_cmd import RECONCILE_PATHS, reconcile_cmd
 from servecap.cli.scenario_opts import unmapped
 from servecap.cli.search_cmd import SEARCH_PATHS, search
+from servecap.cli.serve_cmd import SERVE_PATHS, serve
 from servecap.cli.sim_inputs import SIM_PATHS
 from servecap.cli.simulate_cmd import simulate
 from servecap.cli.speculate_cmd import SPECULATE_PATHS, speculate
@@ -130,13 +133,16 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
                                                   (fit, PLAN_PATHS), (cost, COST_PATHS),
                                                   (speculate, SPECULATE_PATHS),
                                                   (workbook, WORKBOOK_PATHS),
-                                                  (reconcile_cmd, RECONCILE_PATHS)])
+                                                  (reconcile_cmd, RECONCILE_PATHS),
+                                                  (load, LOAD_PATHS), (serve, SERVE_PATHS)])
 def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
                "save_scenario", "records_path", "token_times_path", "vllm_line",
                "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
                "tokens_per_s", "input_tokens_per_s", "batches",
-               "output", "log"}  # the question, not the scenario
+               "output", "log",  # the question, not the scenario
+               "base_url", "metrics", "nvml", "compare_simulate",  # load: the run's server
+               "host", "port", "api_key"}  # serve: the run's address and its secret
     assert unmapped(command, mapping, outputs) == set()
     known = set(paths())
     assert {p for targets in mapping.values() for p in targets} <= known
@@ -358,3 +364,45 @@ def test_reconcile_without_a_model_or_a_scenario_names_model():
     result = runner.invoke(app, ["reconcile", str(LOG)])
     assert result.exit_code == 2
     assert "--model" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("text", "needles"), [
+    ("client:\n  turns: 0\n", ("client.turns = 0", "greater than or equal to 1")),
+    ("client:\n  url: http://x\n", ("client.url", "unknown key", "endpoint")),
+    ("server:\n  port: 8000\n", ("server.port = 8000", "unknown key", "served_model_name")),
+    ("client:\n  sweep_tolerance: 1.5\n", ("client.sweep_tolerance = 1.5", "less than 1")),
+])
+def test_a_bad_load_or_serve_scenario_is_one_line_before_anything_runs(text, needles,
+                                                                       tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    for args in (["load", "http://127.0.0.1:9/v1"], ["serve"]):
+        result = runner.invoke(app, [*args, "--scenario", str(bad)])
+        assert result.exit_code == 2, result.output
+        line = result.stderr.strip()
+        assert "\n" not in line and "Traceback" not in line and str(bad) in line
+        for needle in needles:
+            assert needle in line
+
+
+def test_a_load_scenario_names_what_load_refuses_as_load_does(tmp_path):
+    """A --sweep scenario without a workload file is refused by the flag's name, before any
+    request is sent (no server listens on port 9)."""
+    saved = tmp_path / "s.yaml"
+    saved.write_text("client:\n  sweep: true\nworkload:\n  input_len: 8\n  output_len: 2\n")
+    result = runner.invoke(app, ["load", "http://127.0.0.1:9/v1", "--scenario", str(saved)])
+    assert result.exit_code == 2 and "--workload" in result.stderr, result.output
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("dtypes:\n  kv_cache_dtype: fp8\n", "dtypes.kv_cache_dtype = 'fp8': null"),
+    ("parallel:\n  tensor_parallel_size: 2\n", "parallel.tensor_parallel_size = 2: 1"),
+    ("speculative:\n  model: tiny-llama\n", "speculative.model = 'tiny-llama': null"),
+])
+def test_serve_refuses_by_field_what_a_scenario_asks_that_it_does_not_run(text, field,
+                                                                          tmp_path):
+    saved = tmp_path / "s.yaml"
+    saved.write_text(text)
+    result = runner.invoke(app, ["serve", "tiny-llama", "--scenario", str(saved)])
+    assert result.exit_code == 2 and field in result.stderr, result.output
+    assert "serve runs one rank" in result.stderr

@@ -17,10 +17,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def servecap(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def servecap(*args: str, timeout: float = 60, cwd=None) -> subprocess.CompletedProcess:
     env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "servecap.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+                          text=True, timeout=timeout, env=env, cwd=cwd)
 
 
 class Server:

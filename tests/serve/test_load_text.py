@@ -147,3 +147,31 @@ def test_a_hub_id_is_found_in_the_local_hub_cache_never_fetched(tmp_path, monkey
     assert tok.count("user : the world") == 4
     with pytest.raises(SpecError, match="Hub cache"):
         load_tokenizer("acme/not-downloaded")
+
+
+def test_a_dataset_scenario_sends_the_same_conversations_again(text_server, tmp_path):
+    """--save-scenario keeps the dataset (relative to the file), the tokenizer, the endpoint,
+    the rate and its seed: --scenario, run from elsewhere, sends the same turns at the same
+    planned times."""
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    (tmp_path / "conf").mkdir()
+    runs = []
+    for cwd, args in ((tmp_path, ("--tokenizer", text_server.tokenizer, "--endpoint", "chat",
+                                  "--dataset", "d.jsonl", "--rate", 8, "--seed", 4,
+                                  "--turns", 1, "--save-scenario", "conf/chat.yaml")),
+                      (tmp_path / "conf", ("--scenario", "chat.yaml"))):
+        records = tmp_path / f"{len(runs)}.csv"
+        run = servecap("load", text_server.url + "/v1", "--json", "--records", str(records),
+                       *map(str, args), timeout=180, cwd=cwd)
+        assert run.returncode == 0, run.stderr
+        rows = csv.DictReader(records.open())
+        runs.append((json.loads(run.stdout), [(r["request_id"], r["arrival_s"],
+                                               r["prompt_tokens"], r["output_tokens"])
+                                              for r in rows]))
+    text = (tmp_path / "conf" / "chat.yaml").read_text()
+    assert "dataset: ../d.jsonl" in text and "endpoint: chat" in text and "seed: 4" in text
+    assert f"tokenizer: {text_server.tokenizer}" in text
+    (first, sent), (again, sent2) = runs
+    assert sent2 == sent and len(sent) == len(ROWS)  # one turn of each conversation
+    assert again["prompt_token_mismatches"] == first["prompt_token_mismatches"] == 0
+    assert (first["source"], again["source"]) == ("d.jsonl", "../d.jsonl")
