@@ -4,6 +4,7 @@ servecap models sets its Scenario field; one that does not change GPU memory is 
 ignored; one that changes memory in a way servecap does not model is refused by name, and so is
 a flag the table does not know: nothing is dropped silently."""
 
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from servecap.ledger.errors import SpecError
 from .spec import DEFAULT, Scenario, with_values
 
 # How a modelled flag's value is read; a Dialect adds its own kinds (readers).
+_NUMBER = re.compile(r"-[0-9]+(\.[0-9]+)?")
 # BOOL and OFF are switches (no value): BOOL sets its field True (--no-FLAG: False), OFF False.
 COUNT, FRACTION, TEXT, BOOL, OFF = "count", "fraction", "text", "bool", "off"
 Reader = Callable[[str, str, str], dict]  # (value, the flag as errors name it, its field)
@@ -184,7 +186,9 @@ def _bare(flag: str) -> str:
 
 
 def _no_value(rest: list[str]) -> bool:
-    return not rest or rest[0].startswith("-")
+    """No value follows: the line ends or a flag comes next (-1 is a number, as argparse
+    reads it)."""
+    return not rest or (rest[0].startswith("-") and not _NUMBER.fullmatch(rest[0]))
 
 
 def _value(where: str, value: str | None, rest: list[str]) -> tuple[str, list[str]]:
