@@ -54,7 +54,7 @@ def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]
     return with_values(base, values)
 
 
-VllmLine = Annotated[list[str] | None, typer.Argument(
+LaunchLineArg = Annotated[list[str] | None, typer.Argument(
     help="After --: an engine's launch line to plan (vllm serve MODEL ..., python -m "
     "sglang.launch_server --model-path MODEL ..., sglang serve MODEL ..., trtllm-serve MODEL "
     "...), read with that engine's flag names and defaults; servecap flags before -- replace "
