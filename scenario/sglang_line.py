@@ -19,6 +19,7 @@ from .launch_line import (
     FRACTION,
     OFF,
     TEXT,
+    TORCH_DTYPES,
     Dialect,
     choice,
     expert_parallel,
@@ -132,8 +133,6 @@ REFUSED_PREFIXES = (
 # --kv-cache-dtype's choices: auto keeps the model dtype; fp8 spellings are 1 byte.
 _KV = {"auto": None, "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "bf16": "bf16", "bfloat16": "bf16"}
 _KV_NOTE = " (mxfp8, nvfp4 and fp4_mx_block16 are not modelled)"
-_DTYPE = {"auto": None, "half": "fp16", "float16": "fp16", "bfloat16": "bf16",
-          "float": "fp32", "float32": "fp32"}
 # --quantization methods read from the checkpoint's own quantization_config.
 FROM_CHECKPOINT = frozenset({"awq", "awq_marlin", "gptq", "gptq_marlin", "marlin",
                              "compressed-tensors", "modelopt", "modelopt_fp8", "modelopt_fp4",
@@ -204,6 +203,6 @@ SGLANG = Dialect(
     readers={"int": lambda value, where, path: {path: sglang_int(value, where)},
              "chunk": _chunk, "model_type": _model_type,
              "kv": lambda value, where, path: {path: choice(_KV, value, where, _KV_NOTE)},
-             "dtype": lambda value, where, path: {path: choice(_DTYPE, value, where)},
+             "dtype": lambda value, where, path: {path: choice(TORCH_DTYPES, value, where)},
              "quant": lambda value, where, path: quantization(value, where, FROM_CHECKPOINT)},
     finish=_finish)

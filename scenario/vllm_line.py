@@ -13,6 +13,7 @@ from .launch_line import (
     COUNT,
     FRACTION,
     TEXT,
+    TORCH_DTYPES,
     Dialect,
     LaunchLine,
     choice,
@@ -116,8 +117,6 @@ REFUSED = {
 }
 _KV = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8",
        "bfloat16": "bf16", "float16": "fp16"}
-_DTYPE = {"auto": None, "half": "fp16", "float16": "fp16", "bfloat16": "bf16",
-          "float": "fp32", "float32": "fp32"}
 # Quantization methods read from the checkpoint's own quantization_config (planned as such).
 FROM_CHECKPOINT = frozenset({"awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors",
                              "mxfp4", "modelopt", "modelopt_fp4", "fbgemm_fp8", "fp_quant",
@@ -164,7 +163,7 @@ VLLM = Dialect(
     ignored_optional=frozenset({"--hf-token"}), refused=REFUSED,
     readers={_BIG: lambda value, where, path: {path: human_readable_int(value, where)},
              "kv": lambda value, where, path: {path: choice(_KV, value, where)},
-             "dtype": lambda value, where, path: {path: choice(_DTYPE, value, where)},
+             "dtype": lambda value, where, path: {path: choice(TORCH_DTYPES, value, where)},
              "quant": lambda value, where, path: quantization(value, where, FROM_CHECKPOINT),
              "json": lambda value, where, path: _speculative(value, where)},
     spelling=lambda flag: "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag,

@@ -80,23 +80,6 @@ def test_the_yaml_overrides_the_options_wherever_it_stands(in_tmp):
     assert not first.scheduler.enable_prefix_caching
 
 
-@pytest.fixture(scope="module")
-def searched(tmp_path_factory):
-    workload = tmp_path_factory.mktemp("search") / "w.yaml"
-    workload.write_text(yaml.safe_dump({
-        "seed": 5, "num_requests": 60, "arrivals": {"kind": "poisson", "rate_per_s": 1},
-        "prompt_tokens": {"kind": "uniform", "low": 500, "high": 1500},
-        "output_tokens": {"kind": "uniform", "low": 50, "high": 150}}))
-    found = runner.invoke(app, ["search", "llama-3.1-8b", "--workload", str(workload),
-                                "--rate", "6", "--slo-ttft", "500ms", "--slo-itl", "30ms",
-                                "--devices", "l4-24gb,a100-80gb", "--tp", "1,2",
-                                "--max-gpus", "4", "--max-num-seqs", "64",
-                                "--max-num-batched-tokens", "2048", "--disaggregate", "1:1",
-                                "--workers", "1", "--no-capacity", "--json"])
-    assert found.exit_code == 0, found.output
-    return json.loads(found.stdout)
-
-
 @pytest.mark.parametrize(("engine", "knob"), [("sglang", "--mem-fraction-static"),
                                               ("trtllm", "--free-gpu-memory-fraction")])
 def test_searchs_line_pasted_back_plans_its_answer_as_servecap_flags_do(searched, engine, knob):
