@@ -26,7 +26,7 @@ from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-expor
 )
 from .option_groups import options_from
 from .plan_json import deployment_to_dict, source_to_dict
-from .scenario_opts import SaveScenario, ScenarioFile, VllmLine, launch_line, merged, save
+from .scenario_opts import LaunchLineArg, SaveScenario, ScenarioFile, launch_line, merged, save
 
 Opt = typer.Option
 Dev = functools.partial(Opt, rich_help_panel="Device and load")
@@ -90,7 +90,7 @@ def plan(
     = False,
     scenario_file: ScenarioFile = None,
     save_scenario: SaveScenario = None,
-    vllm_line: VllmLine = None,
+    launch: LaunchLineArg = None,
     opts: PlanOptions = None,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
@@ -106,12 +106,14 @@ def plan(
       servecap plan llama-3.1-70b-instruct --device h100-80gb -tp 4 --engine vllm
       servecap plan Qwen/Qwen3-32B --device h100-80gb -v   # Hub id: reads only headers
       servecap plan --device h100-80gb -- vllm serve ./model-dir -tp 2 --max-model-len 8k
+      servecap plan --device h100-80gb -- sglang serve ./model-dir --tp 2 --mem-fraction-static 0.85
+      servecap plan --device h100-80gb -- trtllm-serve ./model-dir --tp_size 2
       servecap plan --scenario chat.yaml --context 4096 -v   # a saved scenario, one flag over
 
     Exit 0 when the declared load fits, 1 when it does not, 2 for bad input.
     """
     flags = PlanFlags(**asdict(opts))
-    line = launch_line(model, vllm_line)
+    line = launch_line(model, launch)
     scenario = merged(ctx, plan_scenario(None if line else model, flags, deploy), PLAN_PATHS,
                       scenario_file, verbose, line)
     if from_workbook is not None or xlsx is not None:

@@ -21,21 +21,21 @@ _GIVEN = ("COMMANDLINE", "ENVIRONMENT")  # click's ParameterSource names
 
 def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]],
            file: Path | None, verbose: bool = False, line: list[str] | None = None) -> Scenario:
-    """The file's Scenario (then a pasted vLLM line's) with each field a flag gave on the
+    """The file's Scenario (then a pasted launch line's) with each field a flag gave on the
     command line replaced by the flag's value (built: the Scenario of every flag, defaults
     included). Neither file nor line: built."""
     if file is None and not line:
         return built
     from servecap.scenario.spec import DEFAULT
 
-    base, origin = DEFAULT, "vllm serve"
+    base, origin = DEFAULT, "the launch line's"
     if file is not None:
         from servecap.scenario.file import load_scenario
 
         base, origin = load_scenario(file), f"{file}'s"
     if line:
-        base = vllm_scenario(line, base)
-        origin = "the vLLM line's"
+        base, name = line_scenario(line, base)
+        origin = f"the {_ENGINE_WORD.get(name, name)} line's"
     values, notes = {}, []
     for param, targets in paths.items():
         source = ctx.get_parameter_source(param)
@@ -47,47 +47,57 @@ def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]
                 notes.append(f"{path}: {_flag(ctx, param)} {_shown(values[path])} (command "
                              f"line) over {origin} {_shown(get(base, path))}")
     if verbose:
-        print(f"scenario: {file or 'the vLLM line'}, {len(values)} field(s) from flags",
+        print(f"scenario: {file or origin[:-2]}, {len(values)} field(s) from flags",
               file=sys.stderr)
         for note in notes:
             print(note, file=sys.stderr)
     return with_values(base, values)
 
 
-VllmLine = Annotated[list[str] | None, typer.Argument(
-    help="After --: a vLLM launch line (vllm serve MODEL [vLLM flags]) to plan, read with "
-    "vLLM's flag names and defaults; servecap flags before -- replace its values.",
-    show_default=False)]
+LaunchLineArg = Annotated[list[str] | None, typer.Argument(
+    help="After --: an engine's launch line to plan (vllm serve MODEL ..., python -m "
+    "sglang.launch_server --model-path MODEL ..., sglang serve MODEL ..., trtllm-serve MODEL "
+    "...), read with that engine's flag names and defaults; servecap flags before -- replace "
+    "its values.", show_default=False)]
+# Flags a line may give that the other commands model but plan does not.
 PLAN_UNMODELLED = {"--speculative-config": "a draft model's weights and KV (simulate sizes "
                    "them)", "--num-gpu-blocks-override": "a capped pool (simulate caps it)"}
+_ENGINE_WORD = {"vllm serve": "vLLM", "sglang": "SGLang", "trtllm-serve": "TensorRT-LLM"}
+_PROGRAMS = ("vllm", "sglang", "trtllm-serve")
 
 
-def vllm_scenario(line: list[str], base: Scenario) -> Scenario:
-    """The pasted line's Scenario over `base`; the flags it ignores are listed on stderr (they
-    do not change GPU memory), never dropped silently."""
+def line_scenario(line: list[str], base: Scenario) -> tuple[Scenario, str]:
+    """The pasted line's Scenario over `base`, and whose line it was ('vllm serve', 'sglang',
+    'trtllm-serve'); the flags it ignores are listed on stderr (they do not change GPU memory),
+    never dropped silently."""
     from servecap.ledger.errors import SpecError
-    from servecap.scenario.vllm_line import parse_vllm_line
+    from servecap.scenario.launch_line import parse_launch_line
 
-    parsed = parse_vllm_line(line, base)
+    parsed = parse_launch_line(line, base)
     for flag in parsed.modelled:
         if flag in PLAN_UNMODELLED:
-            raise SpecError(f"vllm serve {flag}", None, "plan does not model "
+            raise SpecError(f"{parsed.name} {flag}", None, "plan does not model "
                             + PLAN_UNMODELLED[flag] + "; remove it to plan")
     if parsed.ignored:
-        print(f"vllm serve: ignored ({len(parsed.ignored)}, they do not change GPU memory): "
-              + ", ".join(parsed.ignored), file=sys.stderr)
-    return parsed.scenario
+        print(f"{parsed.name}: ignored ({len(parsed.ignored)}, they do not change GPU "
+              "memory): " + ", ".join(parsed.ignored), file=sys.stderr)
+    return parsed.scenario, parsed.name
 
 
 def launch_line(model: str | None, rest: list[str] | None) -> list[str] | None:
-    """plan's positionals: MODEL alone, or after -- a whole launch line (vllm serve ...)."""
+    """plan's positionals: MODEL alone, or after -- a whole launch line (vllm serve ...,
+    python -m sglang.launch_server ..., trtllm-serve ...)."""
     if not rest:
         return None
-    if model not in ("vllm", "python", "python3"):
-        from servecap.ledger.errors import SpecError
+    from servecap.ledger.errors import SpecError
+    from servecap.scenario.launch_line import is_python, parse_launch_line
 
+    if rest[0].rsplit("/", 1)[-1] in _PROGRAMS or is_python(rest[0]):
         raise SpecError("MODEL", model, "give MODEL, or a launch line after -- (vllm serve "
                         "MODEL ...), not both")
+    if model is not None and model.rsplit("/", 1)[-1] not in _PROGRAMS and \
+            not is_python(model):
+        parse_launch_line([model, *rest])  # names the programs it reads
     return [model, *rest]
 
 

@@ -1,22 +1,32 @@
-"""A pasted `vllm serve MODEL [flags]` line as a Scenario, read with vLLM's own flag names and
-defaults (vllm/engine/arg_utils.py, EngineArgs.add_cli_args: each config field is
---field-name, booleans also --no-field-name, underscores accepted for dashes). A flag servecap
-models sets its field; one that does not change GPU memory is listed as ignored; one that
-changes memory in a way servecap does not model is refused by name, as is a flag it does not
-know."""
+"""vLLM's table for a pasted launch line (scenario/launch_line.py reads it): `vllm serve MODEL
+[flags]` or `python -m vllm.entrypoints.openai.api_server --model MODEL ...`, with vLLM's own
+flag names and defaults (vllm/engine/arg_utils.py, EngineArgs.add_cli_args: each config field
+is --field-name, booleans also --no-field-name, underscores accepted for dashes)."""
 
 import json
-import shlex
-from dataclasses import dataclass
 
 from servecap.ledger.errors import SpecError
 
 from .engine import human_readable_int
-from .spec import DEFAULT, Scenario, with_values
+from .launch_line import (
+    BOOL,
+    COUNT,
+    FRACTION,
+    TEXT,
+    TORCH_DTYPES,
+    Dialect,
+    LaunchLine,
+    choice,
+    module_rest,
+    quantization,
+    read,
+    split,
+)
+from .spec import DEFAULT, Scenario
 
 FIELD = "vllm serve"
 # --flag -> (Scenario field, how the value is read); booleans read no value.
-_INT, _FLOAT, _TEXT, _BIG, _BOOL = "int", "float", "text", "human_readable_int", "bool"
+_INT, _FLOAT, _TEXT, _BIG, _BOOL = COUNT, FRACTION, TEXT, "human_readable_int", BOOL
 MODELLED = {
     "--model": ("model.name", _TEXT), "--revision": ("model.revision", _TEXT),
     "--tensor-parallel-size": ("parallel.tensor_parallel_size", _INT),
@@ -107,135 +117,19 @@ REFUSED = {
 }
 _KV = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8",
        "bfloat16": "bf16", "float16": "fp16"}
-_DTYPE = {"auto": None, "half": "fp16", "float16": "fp16", "bfloat16": "bf16",
-          "float": "fp32", "float32": "fp32"}
 # Quantization methods read from the checkpoint's own quantization_config (planned as such).
 FROM_CHECKPOINT = frozenset({"awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors",
                              "mxfp4", "modelopt", "modelopt_fp4", "fbgemm_fp8", "fp_quant",
                              "auto-round", "quark", "moe_wna16", "gptq_marlin_24", "marlin"})
 
 
-@dataclass(frozen=True)
-class VllmLine:
-    """The Scenario a line describes, the flags read, and those listed as ignored."""
-
-    scenario: Scenario
-    modelled: tuple[str, ...]
-    ignored: tuple[str, ...]
+VllmLine = LaunchLine  # the Scenario a line describes, the flags read, those ignored
 
 
-def parse_vllm_line(argv: list[str] | str, base: Scenario = DEFAULT) -> VllmLine:
-    """`vllm serve MODEL --flag value ...` (or `python -m vllm.entrypoints.openai.api_server
-    --model MODEL ...`) as a Scenario of engine vllm."""
-    args = shlex.split(argv) if isinstance(argv, str) else list(argv)
-    rest = _after_entrypoint(args)
-    values: dict[str, object] = {"engine.name": "vllm"}
-    modelled, ignored = [], []
-    if rest and not rest[0].startswith("-"):
-        values["model.name"] = rest.pop(0)
-    while rest:
-        flag, value, rest = _next(rest)
-        if _bare(flag) in MODELLED and MODELLED[_bare(flag)][1] == _BOOL:
-            values[MODELLED[_bare(flag)][0]] = not flag.startswith("--no-")
-            modelled.append(flag)
-        elif flag in MODELLED:
-            path, kind = MODELLED[flag]
-            value, rest = _value(flag, value, rest, False)
-            values.update(_read(flag, path, kind, value))
-            modelled.append(flag)
-        elif _bare(flag) in IGNORED_BOOL:
-            ignored.append(flag)
-        elif flag in IGNORED_VALUE or flag == "--hf-token":
-            value, rest = _value(flag, value, rest, flag == "--hf-token" and _no_value(rest))
-            ignored.append(flag)
-        elif _bare(flag) in REFUSED:
-            raise SpecError(f"{FIELD} {flag}", value, f"not modelled: it {REFUSED[_bare(flag)]}; "
-                            "remove it to plan without it")
-        else:
-            raise SpecError(f"{FIELD} {flag}", value, "not a vLLM flag servecap knows as "
-                            "modelled or ignored; remove it to plan without it")
-    if values.get("model.name") is None and base.model.name is None:
-        raise SpecError(f"{FIELD} MODEL", None, "the line names no model (vllm serve MODEL)")
-    return VllmLine(with_values(base, values), tuple(modelled), tuple(ignored))
-
-
-def _after_entrypoint(args: list[str]) -> list[str]:
+def _entry(args: list[str]) -> list[str] | None:
     if args[:2] == ["vllm", "serve"]:
         return args[2:]
-    for i, arg in enumerate(args[:3]):
-        if arg == "-m" and i + 1 < len(args) and args[i + 1].startswith("vllm.entrypoints"):
-            return args[i + 2:]
-    raise SpecError(FIELD, " ".join(args[:3]), "a vLLM launch line: vllm serve MODEL [flags] "
-                    "(or python -m vllm.entrypoints.openai.api_server --model MODEL ...)")
-
-
-def _next(rest: list[str]) -> tuple[str, str | None, list[str]]:
-    """One flag, vLLM-spelled: --max_model_len is --max-model-len, --flag=value splits."""
-    token, rest = rest[0], rest[1:]
-    if not token.startswith("-"):
-        raise SpecError(FIELD, token, "a --flag: only the model comes before the flags")
-    flag, _, value = token.partition("=")
-    if flag.startswith("--"):
-        flag = "--" + flag[2:].replace("_", "-")
-    flag = SHORT.get(flag, flag)
-    return flag, (value if "=" in token else None), rest
-
-
-def _bare(flag: str) -> str:
-    """--no-enable-prefix-caching is the same knob as --enable-prefix-caching."""
-    return "--" + flag[5:] if flag.startswith("--no-") else flag
-
-
-def _no_value(rest: list[str]) -> bool:
-    return not rest or rest[0].startswith("-")
-
-
-def _value(flag, value, rest, is_bool):
-    if is_bool or value is not None:
-        return value, rest
-    if _no_value(rest):
-        raise SpecError(f"{FIELD} {flag}", None, "needs a value")
-    return rest[0], rest[1:]
-
-
-def _read(flag: str, path: str, kind: str, value) -> dict[str, object]:
-    field = f"{FIELD} {flag}"
-    try:
-        if kind == _INT:
-            return {path: int(value)}
-        if kind == _FLOAT:
-            return {path: float(value)}
-        if kind == _BIG:
-            return {path: human_readable_int(value, field)}
-    except ValueError:
-        raise SpecError(field, value, "a number") from None
-    if kind == "kv":
-        return {path: _choice(_KV, value, field)}
-    if kind == "dtype":
-        return {path: _choice(_DTYPE, value, field)}
-    if kind == "quant":
-        return _quantization(value, field)
-    if kind == "json":
-        return _speculative(value, field)
-    return {path: value}
-
-
-def _choice(table: dict, value, field: str):
-    key = str(value).strip().lower()
-    if key not in table:
-        raise SpecError(field, value, "allowed: " + ", ".join(table))
-    return table[key]
-
-
-def _quantization(value: str, field: str) -> dict[str, object]:
-    """fp8 quantizes the weights online; a checkpoint format is read from the checkpoint."""
-    method = str(value).strip().lower()
-    if method == "fp8":
-        return {"dtypes.weight_dtype": "fp8"}
-    if method in FROM_CHECKPOINT or method == "none":
-        return {}
-    raise SpecError(field, value, "fp8 (online), or a checkpoint's own format (" +
-                    ", ".join(sorted(FROM_CHECKPOINT)) + "); other methods are not modelled")
+    return module_rest(args, "vllm.entrypoints")
 
 
 def _speculative(value: str, field: str) -> dict[str, object]:
@@ -259,3 +153,28 @@ def _speculative(value: str, field: str) -> dict[str, object]:
     if "disable_by_batch_size" in config:
         out["speculative.disable_by_batch_size"] = config["disable_by_batch_size"]
     return out
+
+
+VLLM = Dialect(
+    engine="vllm", name=FIELD, entry=_entry, modelled=MODELLED, aliases=SHORT,
+    usage="vllm serve MODEL [flags] (or python -m vllm.entrypoints.openai.api_server "
+    "--model MODEL ...)",
+    ignored_value=IGNORED_VALUE, ignored_bool=IGNORED_BOOL,
+    ignored_optional=frozenset({"--hf-token"}), refused=REFUSED,
+    readers={_BIG: lambda value, where, path: {path: human_readable_int(value, where)},
+             "kv": lambda value, where, path: {path: choice(_KV, value, where)},
+             "dtype": lambda value, where, path: {path: choice(TORCH_DTYPES, value, where)},
+             "quant": lambda value, where, path: quantization(value, where, FROM_CHECKPOINT),
+             "json": lambda value, where, path: _speculative(value, where)},
+    spelling=lambda flag: "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag,
+    negatable=True)
+
+
+def parse_vllm_line(argv: list[str] | str, base: Scenario = DEFAULT) -> LaunchLine:
+    """`vllm serve MODEL --flag value ...` (or `python -m vllm.entrypoints.openai.api_server
+    --model MODEL ...`) as a Scenario of engine vllm."""
+    args = split(argv)
+    rest = _entry(args)
+    if rest is None:
+        raise SpecError(FIELD, " ".join(args[:3]), "a vLLM launch line: " + VLLM.usage)
+    return read(VLLM, rest, base)

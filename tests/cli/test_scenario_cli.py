@@ -137,7 +137,7 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
                                                   (load, LOAD_PATHS), (serve, SERVE_PATHS)])
 def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping):
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
-               "save_scenario", "records_path", "token_times_path", "vllm_line",
+               "save_scenario", "records_path", "token_times_path", "launch",
                "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
                "tokens_per_s", "input_tokens_per_s", "batches",
                "output", "log",  # the question, not the scenario

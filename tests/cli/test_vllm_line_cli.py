@@ -96,22 +96,8 @@ def test_not_a_vllm_line_is_one_error():
         parse_vllm_line(["sglang", "serve", "x"])
 
 
-def test_searchs_launch_line_pasted_back_gives_its_answers_pool(tmp_path):
-    import yaml
-
-    workload = tmp_path / "w.yaml"
-    workload.write_text(yaml.safe_dump({
-        "seed": 5, "num_requests": 60, "arrivals": {"kind": "poisson", "rate_per_s": 1},
-        "prompt_tokens": {"kind": "uniform", "low": 500, "high": 1500},
-        "output_tokens": {"kind": "uniform", "low": 50, "high": 150}}))
-    found = runner.invoke(app, ["search", "llama-3.1-8b", "--workload", str(workload),
-                                "--rate", "6", "--slo-ttft", "500ms", "--slo-itl", "30ms",
-                                "--devices", "l4-24gb,a100-80gb", "--tp", "1,2",
-                                "--max-gpus", "4", "--max-num-seqs", "64",
-                                "--max-num-batched-tokens", "2048", "--disaggregate", "1:1",
-                                "--workers", "1", "--no-capacity", "--json"])
-    assert found.exit_code == 0, found.output
-    report = json.loads(found.stdout)
+def test_searchs_launch_line_pasted_back_gives_its_answers_pool(searched):
+    report = searched
     best, (line,) = report["cheapest"], report["launch"]["vllm"]
     words = line.split()
     assert words[:2] == ["vllm", "serve"]
