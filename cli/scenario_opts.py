@@ -13,7 +13,8 @@ from .inputs import shown
 
 PANEL = "Scenario (one file for every command)"
 ScenarioFile = Annotated[Path | None, typer.Option(
-    "--scenario", rich_help_panel=PANEL, help="A scenario YAML (docs/scenario.md): the "
+    "--scenario", rich_help_panel=PANEL, help="A scenario YAML (docs/scenario.md), or a "
+    "servecap workbook (.xlsx: the scenario it records, its Inputs edits winning): the "
     "deployment question every command reads. Flags given beside it replace its fields.")]
 SaveScenario = Annotated[Path | None, typer.Option(
     "--save-scenario", rich_help_panel=PANEL, help="Write the scenario this run used (file "
@@ -148,6 +149,8 @@ def _flag(ctx: typer.Context, param: str) -> str:
     found = next((p for p in ctx.command.params if p.name == param), None)
     if found is not None and found.param_type_name == "argument":
         return param.upper()  # MODEL, as --help shows it
+    if found is not None and found.secondary_opts and ctx.params.get(param) is False:
+        return found.secondary_opts[0]  # --no-capacity, as typed
     return found.opts[0] if found is not None and found.opts else param
 
 

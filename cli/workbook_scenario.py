@@ -92,11 +92,13 @@ def workbook_scenario(path: Path) -> FromWorkbook:
                              "one): the Inputs sheet alone"])
     fields, written = recorded
     base = recorded_scenario(fields, path)
+    origins = {p: str(path) for p in paths() if get(base, p) != get(DEFAULT, p)}
+    if inputs is None:  # search's workbook: the record alone
+        return FromWorkbook(base, [], origins)
     edits = edited_inputs(inputs, written, path)
     flags = {**inputs.flags, **{k: v for k, v in edits.items() if k in inputs.flags}}
     now = plan_scenario(inputs.model_ref, PlanFlags(**flags), DeployFlags(**inputs.deploy))
     values, notes = {}, []
-    origins = {p: str(path) for p in paths() if get(base, p) != get(DEFAULT, p)}
     for key in edits:
         cell = f"Inputs!{CELL_OF_FLAG.get(key, key)}"
         for target in PLAN_PATHS[key]:

@@ -42,11 +42,15 @@ def read_plan_inputs(path: Path) -> WorkbookPlan:
     return plan_inputs(_Cells(path))
 
 
-def read_workbook(path: Path) -> tuple[WorkbookPlan, tuple[dict, dict] | None]:
-    """The Inputs as they are now, and the recorded scenario with the Inputs as written (None:
-    a workbook without a Scenario sheet); the file is read once."""
+def read_workbook(path: Path) -> tuple[WorkbookPlan | None, tuple[dict, dict] | None]:
+    """The Inputs as they are now (None: a workbook without them, such as search's), and the
+    recorded scenario with the Inputs as written (None: a workbook without a Scenario sheet);
+    the file is read once."""
     cells = _Cells(path)
-    return plan_inputs(cells), read_scenario(cells.wb, cells.path)
+    recorded = read_scenario(cells.wb, cells.path)
+    if recorded is not None and "Inputs" not in cells.wb.sheetnames:
+        return None, recorded  # a search's workbook: its scenario, no Inputs to edit
+    return plan_inputs(cells), recorded
 
 
 def inputs_snapshot(wb) -> dict:

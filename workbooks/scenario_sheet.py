@@ -70,7 +70,7 @@ def read_scenario(wb: Workbook, where: str) -> tuple[dict[str, object], dict] | 
     for path, value in wb[SHEET].iter_rows(min_row=2, max_col=2, values_only=True):
         if isinstance(path, str) and FIELD.fullmatch(path.strip()):
             fields[path.strip()] = value
-    return fields, _as_written(wb, where)
+    return fields, _as_written(wb, where) if "Inputs" in wb.sheetnames else {}
 
 
 def _as_written(wb: Workbook, where: str) -> dict:

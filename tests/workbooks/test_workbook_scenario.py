@@ -218,3 +218,19 @@ def test_an_edited_model_cell_is_refused_against_the_record(books, tmp_path) -> 
     bad = _edit(books[0]["plan"][0], tmp_path / "layers.xlsx", {"num_layers": 40})
     result = _run("plan", "--from-workbook", bad, codes=(2,))
     assert "Inputs!num_layers = 40: comes from the model (80 for" in result.stderr
+
+
+def test_a_search_workbook_records_its_search_and_runs_it_again(tmp_path) -> None:
+    book = tmp_path / "search.xlsx"
+    args = ["llama-3.1-8b", "--workload", CHAT, "--rate", "4", "--slo-ttft", "1s",
+            "--slo-tpot", "50ms", "--devices", "h100-80gb", "--max-gpus", "2", "--tp", "1",
+            "--num-requests", "100", "--no-capacity"]
+    first = json.loads(_run("search", *args, "--workers", "1", "--json", "--xlsx",
+                            book).stdout)
+    rows = _rows(book)
+    assert rows["search.devices"] == ("h100-80gb", "--devices (command line)")
+    assert rows["search.capacity"] == ("false", "--no-capacity (command line)")
+    again = json.loads(_run("search", "--scenario", book, "--workers", "1", "--json").stdout)
+    for report in (first, again):  # wall and CPU time: the figures measured on each run
+        report.pop("elapsed_s"), report["space"].pop("worker_cpu_s")
+    assert again == first
