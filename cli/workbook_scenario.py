@@ -75,7 +75,14 @@ def yaml_text(value) -> str:
     """One field's value as a scenario file writes it (flow style: [a, b])."""
     plain = list(value) if isinstance(value, tuple) else value
     text = yaml.safe_dump(plain, default_flow_style=True, width=2**20, allow_unicode=True)
-    return text.removesuffix("\n...\n").strip()
+    if "\n" in _one(text) or yaml.safe_load(text) != plain:  # a break or odd space: escaped
+        text = yaml.safe_dump(plain, default_flow_style=True, width=2**20,
+                              allow_unicode=True, default_style='"')
+    return _one(text)
+
+
+def _one(text: str) -> str:
+    return text.removesuffix("\n...\n").rstrip("\n")  # a document's end, not its spaces
 
 
 def workbook_scenario(path: Path) -> FromWorkbook:

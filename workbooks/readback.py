@@ -48,8 +48,8 @@ def read_workbook(path: Path) -> tuple[WorkbookPlan | None, tuple[dict, dict] | 
     the file is read once."""
     cells = _Cells(path)
     recorded = read_scenario(cells.wb, cells.path)
-    if recorded is not None and "Inputs" not in cells.wb.sheetnames:
-        return None, recorded  # a search's workbook: its scenario, no Inputs to edit
+    if recorded is not None and recorded[1] == {}:
+        return None, recorded  # written without Inputs (search's): its scenario alone
     return plan_inputs(cells), recorded
 
 

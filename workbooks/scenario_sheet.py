@@ -35,7 +35,8 @@ class RecordedScenario:
 
 def write_scenario(wb: Workbook, record: RecordedScenario, as_written: dict) -> None:
     """The sheet, printed one page wide; the snapshot of the Inputs sits in a hidden column
-    outside the print area (column E), where `as_written` is read back from."""
+    outside the print area (column E), where `as_written` is read back from ({}: a workbook
+    without an Inputs sheet, such as search's)."""
     ws = wb.create_sheet(SHEET)
     style.header(ws, HEADERS)
     row, section = 2, None
@@ -49,7 +50,7 @@ def write_scenario(wb: Workbook, record: RecordedScenario, as_written: dict) -> 
         cell = style.text(ws, row, 2, value)
         style.as_input(cell, "@")  # what a reviewer types stays text: YAML, read as typed
         cell.alignment = style.WRAP
-        style.text(ws, row, 3, source).alignment = style.WRAP
+        style.text(ws, row, 3, source).alignment = style.TEXT_BESIDE_NUMBER  # off the border
         row += 1
     style.note(ws, row + 1, NOTE, last_col=len(HEADERS))
     for col, width in zip("ABC", WIDTHS, strict=True):
@@ -70,7 +71,7 @@ def read_scenario(wb: Workbook, where: str) -> tuple[dict[str, object], dict] | 
     for path, value in wb[SHEET].iter_rows(min_row=2, max_col=2, values_only=True):
         if isinstance(path, str) and FIELD.fullmatch(path.strip()):
             fields[path.strip()] = value
-    return fields, _as_written(wb, where) if "Inputs" in wb.sheetnames else {}
+    return fields, _as_written(wb, where)
 
 
 def _as_written(wb: Workbook, where: str) -> dict:
@@ -83,7 +84,7 @@ def _as_written(wb: Workbook, where: str) -> dict:
         found = json.loads(str(cell.value))
     except ValueError:
         found = None
-    if not isinstance(found, dict) or not {"flags", "deploy"} <= set(found):
+    if not isinstance(found, dict) or (found and not {"flags", "deploy"} <= set(found)):
         raise SpecError(f"{SHEET}!{AS_WRITTEN}", cell.value, "servecap's JSON record of the "
                         "Inputs as written; restore it, or delete the Scenario sheet to plan "
                         "from the Inputs alone", where)

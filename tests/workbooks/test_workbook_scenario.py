@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import recalc, soffice
+from hypothesis import given
+from hypothesis import strategies as st
 from openpyxl import load_workbook
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
+from servecap.cli.workbook_scenario import yaml_text
 from servecap.scenario.spec import paths
 from servecap.workbooks.names import cell_of
 from servecap.workbooks.scenario_sheet import FIELD
@@ -193,9 +196,8 @@ def test_a_bad_recorded_value_is_one_line_naming_file_field_and_value(books, tmp
     bad = _edit(books[0]["plan"][0], tmp_path / "bad.xlsx", fields=fields)
     flag = "--from-workbook" if command == "plan" else "--scenario"
     result = _run(command, flag, bad, codes=(2,))
-    assert result.stderr.strip() == f"servecap: error: {bad}: {needle}" or (
-        result.stderr.startswith(f"servecap: error: {bad}: {needle}")
-        and len(result.stderr.strip().splitlines()) == 1), result.stderr
+    assert result.stderr.startswith(f"servecap: error: {bad}: {needle}"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
 
 
@@ -234,3 +236,14 @@ def test_a_search_workbook_records_its_search_and_runs_it_again(tmp_path) -> Non
     for report in (first, again):  # wall and CPU time: the figures measured on each run
         report.pop("elapsed_s"), report["space"].pop("worker_cpu_s")
     assert again == first
+
+
+SCALARS = st.none() | st.booleans() | st.integers(-2**62, 2**62) | st.text(max_size=40) | \
+    st.floats(allow_nan=False, allow_infinity=False)
+
+
+@given(st.one_of(SCALARS, st.lists(st.integers(1, 10**6) | st.text(max_size=12), max_size=5)))
+def test_a_value_cell_reads_back_as_the_value_written(value) -> None:
+    """Text that reads as a number, a boolean or null ('1', 'true', 'null') is quoted."""
+    text = yaml_text(value)
+    assert "\n" not in text and yaml.safe_load(text) == value
