@@ -103,6 +103,8 @@ def workbook_scenario(path: Path) -> FromWorkbook:
     if inputs is None:  # search's workbook: the record alone
         return FromWorkbook(base, [], origins)
     edits = edited_inputs(inputs, written, path)
+    if "model" in edits:  # another model typed in: its cells must be that model's, as before
+        flags_of_inputs(inputs, path)
     flags = {**inputs.flags, **{k: v for k, v in edits.items() if k in inputs.flags}}
     now = plan_scenario(inputs.model_ref, PlanFlags(**flags), DeployFlags(**inputs.deploy))
     values, notes = {}, []

@@ -247,3 +247,11 @@ def test_a_value_cell_reads_back_as_the_value_written(value) -> None:
     """Text that reads as a number, a boolean or null ('1', 'true', 'null') is quoted."""
     text = yaml_text(value)
     assert "\n" not in text and yaml.safe_load(text) == value
+
+
+def test_another_model_typed_in_is_refused_while_the_cells_are_the_old_ones(books,
+                                                                          tmp_path) -> None:
+    bad = _edit(books[0]["plan"][0], tmp_path / "model.xlsx", {"model": "qwen2.5-7b"})
+    result = _run("plan", "--from-workbook", bad, codes=(2,))
+    assert "Inputs!" in result.stderr and "comes from the model" in result.stderr
+    assert "(edited" not in result.stderr and "Traceback" not in result.output
