@@ -120,6 +120,13 @@ def plan_flags_of(scenario: Scenario):
     return s.model.ref, flags, deploy
 
 
+def shown(value) -> str:
+    """A scenario value as -v prints it: a list comma-separated, None as null."""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return "null" if value is None else str(value)
+
+
 def _text(value) -> str | None:
     return None if value is None else str(value)
 

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from servecap.ledger.errors import SpecError
 from servecap.model_configs import LoadedModel
 from servecap.scenario.deployment import deployment, load
 from servecap.scenario.deployment import plan as scenario_plan
@@ -81,8 +82,10 @@ def plan(
     xlsx: Annotated[Path | None, Out(help="Also write a capacity workbook with live formulas "
                                      "(needs the excel extra).")] = None,
     force: Annotated[bool, Out("--force", help="Replace an existing --xlsx file.")] = False,
-    from_workbook: Annotated[Path | None, Out(help="Plan again from a workbook's Inputs sheet "
-                                              "(instead of MODEL and flags).")] = None,
+    from_workbook: Annotated[Path | None, Out(help="Plan again from a servecap workbook "
+                                              "(instead of MODEL and flags): the scenario it "
+                                              "records, each Inputs cell edited since winning "
+                                              "(-v says which).")] = None,
     verbose: Annotated[bool, Out("--verbose", "-v", help="Say what was read from the Hugging "
                                  "Face Hub (each file, its bytes, network or cache) and which "
                                  "config.json fields were ignored as irrelevant to memory "
@@ -114,14 +117,18 @@ def plan(
     """
     flags = PlanFlags(**asdict(opts))
     line = launch_line(model, launch)
+    if from_workbook is not None and (scenario_file is not None or line):
+        raise SpecError("--from-workbook", str(from_workbook), "give one of --from-workbook, "
+                        "--scenario and a launch line (--scenario takes a workbook too)")
+    origins: dict[str, str] = {}
     scenario = merged(ctx, plan_scenario(None if line else model, flags, deploy), PLAN_PATHS,
-                      scenario_file, verbose, line)
+                      scenario_file, verbose, line, origins)
     if from_workbook is not None or xlsx is not None:
         from .workbook_cmd import plan_workbook_io  # openpyxl only when a workbook is involved
+        from .workbook_scenario import Recording
 
-        again = plan_workbook_io(*plan_flags_of(scenario), from_workbook, xlsx, force)
-        if from_workbook is not None:
-            scenario = plan_scenario(*again)
+        scenario = plan_workbook_io(Recording(scenario, origins), from_workbook, xlsx, force,
+                                    verbose)
     outcome = scenario_plan(scenario)
     save(scenario, save_scenario, outcome.deployment.plan)
     result, advice = outcome.deployment, outcome.advice

@@ -9,9 +9,12 @@ import typer
 
 from servecap.scenario.spec import Scenario, get, with_values
 
+from .inputs import shown
+
 PANEL = "Scenario (one file for every command)"
 ScenarioFile = Annotated[Path | None, typer.Option(
-    "--scenario", rich_help_panel=PANEL, help="A scenario YAML (docs/scenario.md): the "
+    "--scenario", rich_help_panel=PANEL, help="A scenario YAML (docs/scenario.md), or a "
+    "servecap workbook (.xlsx: the scenario it records, its Inputs edits winning): the "
     "deployment question every command reads. Flags given beside it replace its fields.")]
 SaveScenario = Annotated[Path | None, typer.Option(
     "--save-scenario", rich_help_panel=PANEL, help="Write the scenario this run used (file "
@@ -20,38 +23,78 @@ _GIVEN = ("COMMANDLINE", "ENVIRONMENT")  # click's ParameterSource names
 
 
 def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]],
-           file: Path | None, verbose: bool = False, line: list[str] | None = None) -> Scenario:
+           file: Path | None, verbose: bool = False, line: list[str] | None = None,
+           origins: dict[str, str] | None = None) -> Scenario:
     """The file's Scenario (then a pasted launch line's) with each field a flag gave on the
     command line replaced by the flag's value (built: the Scenario of every flag, defaults
-    included). Neither file nor line: built."""
+    included). Neither file nor line: built. A workbook (.xlsx) is a file too: its recorded
+    scenario, with its Inputs cells edited since over it. origins, when given, is filled with
+    where each field set came from (a workbook's Scenario sheet shows it)."""
+    found = {} if origins is None else origins
     if file is None and not line:
+        found.update(_flag_origins(ctx, paths, line))
         return built
     from servecap.scenario.spec import DEFAULT
+    from servecap.scenario.spec import paths as every_path
 
-    base, origin = DEFAULT, "the launch line's"
+    base, origin, file_notes = DEFAULT, "the launch line's", []
     if file is not None:
-        from servecap.scenario.file import load_scenario
-
-        base, origin = load_scenario(file), f"{file}'s"
+        base, file_notes = _read(file, found)
+        origin = f"{file}'s"
     if line:
         base, name = line_scenario(line, base)
         origin = f"the {_ENGINE_WORD.get(name, name)} line's"
+        found.update({p: f"{name} line" for p in every_path()
+                      if get(base, p) != get(DEFAULT, p)})
     values, notes = {}, []
     for param, targets in paths.items():
-        source = ctx.get_parameter_source(param)
-        if source is None or source.name not in _GIVEN or (line and param == "model"):
+        if not _given(ctx, param, line):
             continue
         for path in targets:
             values[path] = get(built, path)
             if get(base, path) != values[path]:
-                notes.append(f"{path}: {_flag(ctx, param)} {_shown(values[path])} (command "
-                             f"line) over {origin} {_shown(get(base, path))}")
+                notes.append(f"{path}: {_flag(ctx, param)} {shown(values[path])} (command "
+                             f"line) over {origin} {shown(get(base, path))}")
+    found.update(_flag_origins(ctx, paths, line))
     if verbose:
         print(f"scenario: {file or origin[:-2]}, {len(values)} field(s) from flags",
               file=sys.stderr)
-        for note in notes:
+        for note in file_notes + notes:
             print(note, file=sys.stderr)
     return with_values(base, values)
+
+
+def _read(file: Path, origins: dict[str, str]) -> tuple[Scenario, list[str]]:
+    """A scenario YAML, or a workbook's recorded scenario (its Inputs edits noted)."""
+    from servecap.scenario.spec import DEFAULT
+    from servecap.scenario.spec import paths as every_path
+
+    from .workbook_scenario import is_workbook
+
+    if is_workbook(file):
+        from .extras import EXCEL, need
+        from .workbook_scenario import workbook_scenario
+
+        need("a workbook", EXCEL)
+        read = workbook_scenario(file)
+        origins.update(read.origins)
+        return read.scenario, read.notes
+    from servecap.scenario.file import load_scenario
+
+    scenario = load_scenario(file)
+    origins.update({p: str(file) for p in every_path() if get(scenario, p) != get(DEFAULT, p)})
+    return scenario, []
+
+
+def _given(ctx: typer.Context, param: str, line: list[str] | None) -> bool:
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name in _GIVEN and not (line and param == "model")
+
+
+def _flag_origins(ctx: typer.Context, paths: dict[str, tuple[str, ...]],
+                  line: list[str] | None) -> dict[str, str]:
+    return {path: f"{_flag(ctx, param)} (command line)" for param, targets in paths.items()
+            if _given(ctx, param, line) for path in targets}
 
 
 LaunchLineArg = Annotated[list[str] | None, typer.Argument(
@@ -131,13 +174,11 @@ def from_flags(params: dict, paths: dict[str, tuple[str, ...]]) -> Scenario:
 
 def _flag(ctx: typer.Context, param: str) -> str:
     found = next((p for p in ctx.command.params if p.name == param), None)
+    if found is not None and found.param_type_name == "argument":
+        return param.upper()  # MODEL, as --help shows it
+    if found is not None and found.secondary_opts and ctx.params.get(param) is False:
+        return found.secondary_opts[0]  # --no-capacity, as typed
     return found.opts[0] if found is not None and found.opts else param
-
-
-def _shown(value) -> str:
-    if isinstance(value, tuple):
-        return ",".join(map(str, value))
-    return "null" if value is None else str(value)
 
 
 def unmapped(command, paths: dict[str, tuple[str, ...]], outputs: set[str]) -> set[str]:

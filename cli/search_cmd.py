@@ -34,6 +34,7 @@ from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .search_view import infeasible_line, render_search
 from .sim_inputs import load_workload, parse_bandwidth, parse_duration
 from .sim_xlsx import check_target
+from .workbook_scenario import Recording
 
 Opt = typer.Option
 Ask = functools.partial(Opt, rich_help_panel="The question (workload, rate, SLOs, prices)")
@@ -143,7 +144,8 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
                                 sp.kv_dtype, sp.max_num_seqs, sp.max_num_batched_tokens,
                                 sp.disaggregate, sp.max_gpus, q.policy, sp.prune,
                                 sp.capacity))
-    s = merged(ctx, built, SEARCH_PATHS, scenario_file, verbose)
+    origins: dict[str, str] = {}
+    s = merged(ctx, built, SEARCH_PATHS, scenario_file, verbose, origins=origins)
     if xlsx is not None:
         check_target(xlsx, force)
     for flag, value in (("--workload", s.workload.file), ("--rate", s.workload.rate),
@@ -168,7 +170,7 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
                   ray, space.prune, as_json)
     save(s, save_scenario)
     report = {"model": s.model.ref, "workload": s.workload.file} | report
-    _finish(report, as_json, top, xlsx, force)
+    _finish(report, as_json, top, xlsx, force, Recording(s, origins))
 
 
 # Which Scenario fields each of search's flags sets (--workers, --ray and --top shape only
@@ -282,12 +284,14 @@ def _run(problem, axes, prices, mid, workers, ray, prune, quiet) -> dict:
                           on_done=lambda: bar.advance(task))
 
 
-def _finish(report: dict, as_json: bool, top: int, xlsx: Path | None, force: bool) -> None:
+def _finish(report: dict, as_json: bool, top: int, xlsx: Path | None, force: bool,
+            recording=None) -> None:
     if xlsx is not None:
         from servecap.workbooks.search_sheet import write_search_workbook
 
         from .files import announce
-        announce(write_search_workbook(report, xlsx, force))
+        announce(write_search_workbook(report, xlsx, force,
+                                       recording and recording.rows(None, xlsx)))
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:

@@ -11,6 +11,7 @@ from .files import announce
 from .inputs import PlanFlags
 from .sim_inputs import Setup, SimFlags
 from .workbook_cmd import _need_excel, workbook_source
+from .workbook_scenario import Recording
 
 LATENCY_KEYS = {"queue_ms": "queue_delay_ms", "ttft_ms": "ttft_ms", "itl_ms": "itl_ms",
                 "e2e_ms": "e2e_ms"}
@@ -28,18 +29,20 @@ def check_target(path: Path, force: bool) -> None:
 
 
 def write_simulated_workbook(model: str, flags: SimFlags, setup: Setup, entry: dict,
-                             output: Path, force: bool, note: str) -> Path:
+                             output: Path, force: bool, note: str,
+                             recording: Recording | None = None) -> Path:
     """Ledger, envelope and review sheets of the simulated device (as `servecap workbook`
     writes them); the Latency record holds `entry`'s percentiles, token rates and the
-    benchmark-input record of the simulation."""
+    benchmark-input record of the simulation; the Scenario sheet `recording`'s scenario."""
     _need_excel()
     from servecap.workbooks.export import build_workbook, save_workbook
 
     deploy = DeployFlags(tensor_parallel_size=flags.tensor_parallel_size,
                          pipeline_parallel_size=flags.pipeline_parallel_size)
     src = workbook_source(model, plan_flags(flags), deploy)  # -tp/-pp: the Ranks simulated
-    return announce(save_workbook(build_workbook(src, results=latency_results(setup, entry, note)),
-                                  output, force))
+    record = recording and recording.rows(setup.plan, output)
+    return announce(save_workbook(build_workbook(src, results=latency_results(setup, entry, note),
+                                                 scenario=record), output, force))
 
 
 def plan_flags(flags: SimFlags) -> PlanFlags:

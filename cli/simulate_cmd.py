@@ -38,6 +38,7 @@ from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 from .speculate_cmd import speculate
 from .sweep_cmd import sweep
+from .workbook_scenario import Recording
 
 
 @options_from(o.SimOptions, "opts", after="model")
@@ -73,8 +74,9 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
     flags = SimFlags(**opts.values(), trace=trace,
                      policies=tuple(policy or (default_policy(opts.engine),)), rate=rate,
                      num_requests=num_requests)
+    origins: dict[str, str] = {}
     scenario = merged(ctx, sim_scenario(model, flags, opts.seeds), SIM_PATHS, scenario_file,
-                      verbose)
+                      verbose, origins=origins)
     check_outputs(scenario, records_path, token_times_path, xlsx, force)
     setup = simulation.setup(scenario)
     if verbose:
@@ -85,7 +87,8 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
         write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup,
                                  report["policies"][-1], xlsx, force,
-                                 plural(report['num_requests'], 'request'))
+                                 plural(report['num_requests'], 'request'),
+                                 Recording(scenario, origins))
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:

@@ -30,6 +30,7 @@ from .sim_view import render_coefficients
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 from .steady_view import pm
+from .workbook_scenario import Recording
 
 SWEEP_PATHS = {k: v for k, v in SIM_PATHS.items() if k not in ("trace", "rate")} | {
     "target": ("slo.target",), "rates": ("simulator.rates",),
@@ -64,7 +65,8 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
     flags = SimFlags(**opts.values(), policies=(policy,), num_requests=num_requests)
     built = with_values(sim_scenario(model, flags, opts.seeds), {
         "slo.target": target, "simulator.rates": rates, "simulator.num_rates": num_rates})
-    scenario = merged(ctx, built, SWEEP_PATHS, scenario_file, verbose)
+    origins: dict[str, str] = {}
+    scenario = merged(ctx, built, SWEEP_PATHS, scenario_file, verbose, origins=origins)
     if xlsx is not None:
         check_target(xlsx, force)
     setup = simulation.setup(scenario)
@@ -77,7 +79,7 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
     if xlsx is not None:
         entry, note = capacity_point(report)
         write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup, entry, xlsx,
-                                 force, note)
+                                 force, note, Recording(scenario, origins))
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:

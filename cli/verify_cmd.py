@@ -26,6 +26,7 @@ from .verify_json import verify_to_dict
 from .verify_progress import phase_bars, wanted
 from .verify_view import render_verify, violation_summary
 from .verify_xlsx import write_failed_workbook, write_verified_workbook
+from .workbook_scenario import Recording
 
 Opt = typer.Option
 
@@ -150,8 +151,9 @@ def verify(
                          o.weights, o.workload, o.realtime, o.admission,
                          o.tensor_parallel_size, o.trace, o.probe, _injected(inject_oom),
                          verbose)
+    origins: dict[str, str] = {}
     scenario = merged(ctx, verify_scenario(model, flags, vflags), VERIFY_PATHS, scenario_file,
-                      verbose)
+                      verbose, origins=origins)
     outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path,
                "--calibration-out": calibration_out}
     w = scenario.workload
@@ -163,10 +165,11 @@ def verify(
     save(scenario, save_scenario)
     model = scenario.model.ref
     report = verify_to_dict(result)
+    recording = Recording(scenario, origins)
     if xlsx is not None and result.ranks:
-        write_verified_workbook(model, result.binding, report["lines"], xlsx, force)
+        write_verified_workbook(model, result.binding, report["lines"], xlsx, force, recording)
     elif xlsx is not None and result.spec is not None:
-        write_failed_workbook(model, result, report["lines"], xlsx, force)
+        write_failed_workbook(model, result, report["lines"], xlsx, force, recording)
     if result.ranks:
         write_outputs(result.binding, calibration_out, records_path, token_times_path)
     print(json.dumps(report, indent=2)) if as_json else render_verify(result, Console())

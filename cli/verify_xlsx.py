@@ -11,16 +11,18 @@ LATENCY_KEYS = {"queue_ms": "queue_delay_ms", "ttft_ms": "ttft_ms", "itl_ms": "i
 
 
 def write_verified_workbook(model_ref: str, result, rows: list[dict], output: Path,
-                            force: bool) -> Path:
+                            force: bool, recording=None) -> Path:
     """Ledger, envelope and review sheets of the plan as verified; the Latency record holds
-    the run's percentiles and benchmark-input record; Verification holds every line."""
+    the run's percentiles and benchmark-input record; Verification holds every line; the
+    Scenario sheet the scenario verified (`recording`, a workbook_scenario.Recording)."""
     _need_excel()
     from servecap.workbooks.export import build_workbook, save_workbook
     from servecap.workbooks.record_sheets import fill_verification
     from servecap.workbooks.source import WorkbookSource
 
     src = WorkbookSource(model_ref, result.spec, result.plan.serve)
-    wb = build_workbook(src, results=latency_results(result.latency, result.record))
+    wb = build_workbook(src, results=latency_results(result.latency, result.record),
+                        scenario=recording and recording.rows(result.plan, output))
     fill_verification(wb, [_row(row) for row in rows] + [_ceiling(result.reconciliation)],
                       _record(result.record))
     return announce(save_workbook(wb, output, force))
@@ -52,14 +54,15 @@ def _record(record: dict) -> dict:
 
 
 def write_failed_workbook(model_ref: str, result, rows: list[dict], output: Path,
-                          force: bool) -> Path:
+                          force: bool, recording=None) -> Path:
     """Ranks that failed: the plan's sheets and one Verification row per failure."""
     _need_excel()
     from servecap.workbooks.export import build_workbook, save_workbook
     from servecap.workbooks.record_sheets import fill_verification
     from servecap.workbooks.source import WorkbookSource
 
-    wb = build_workbook(WorkbookSource(model_ref, result.spec, result.serve))
+    wb = build_workbook(WorkbookSource(model_ref, result.spec, result.serve),
+                        scenario=recording and recording.rows(None, output))
     fill_verification(wb, [_row(row) for row in rows])
     return announce(save_workbook(wb, output, force))
 

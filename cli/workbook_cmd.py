@@ -1,6 +1,7 @@
 """`servecap workbook`, plan --xlsx and --from-workbook: capacity workbooks, openpyxl lazily."""
 
-from dataclasses import asdict, fields, replace
+import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated
 
@@ -9,21 +10,21 @@ import typer
 from servecap.ledger import dtypes
 from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
-from servecap.scenario.spec import with_values
+from servecap.scenario.spec import DEFAULT, Scenario, with_values
 
-from .deploy import NO_DEPLOY, DeployFlags, deploy_options, engine_spec
+from .deploy import NO_DEPLOY, DeployFlags, deploy_options
 from .errors import handle_errors
 from .extras import EXCEL, need
 from .files import announce
 from .inputs import (
     PLAN_PATHS,
     PlanFlags,
-    deployment_from_flags,
     plan_flags_of,
-    plan_parts,
     plan_scenario,
 )
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
+from .workbook_inputs import flags_from_workbook, workbook_source  # noqa: F401 (re-exported)
+from .workbook_scenario import Recording
 
 Opt = typer.Option
 
@@ -77,21 +78,24 @@ def workbook(
     built = with_values(plan_scenario(model, flags, deploy), {
         "envelope.devices": tuple(devices) or None, "envelope.contexts": tuple(contexts) or None,
         "envelope.kv_dtypes": tuple(kv_dtypes) or None})
-    scenario = merged(ctx, built, WORKBOOK_PATHS, scenario_file)
+    origins: dict[str, str] = {}
+    scenario = merged(ctx, built, WORKBOOK_PATHS, scenario_file, origins=origins)
     model, flags, deploy = plan_flags_of(scenario)
     if model is None:
         raise SpecError("MODEL", None, "required: a model (or give it in --scenario FILE)")
     env = scenario.envelope
     path, plan = export_workbook(model, flags, (env.devices or (), env.contexts or (),
-                                                env.kv_dtypes or ()), output, force, deploy)
+                                                env.kv_dtypes or ()), output, force, deploy,
+                                 Recording(scenario, origins))
     save(scenario, save_scenario, plan)
     print(f"wrote {path}")
 
 
 def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Path,
-                    force: bool, deploy: DeployFlags = NO_DEPLOY):
-    """The Ledger at the first device/context/KV dtype; the Envelope over all of them. The
-    file written, and the binding rank's plan the Ledger holds."""
+                    force: bool, deploy: DeployFlags = NO_DEPLOY,
+                    recording: Recording | None = None):
+    """The Ledger at the first device/context/KV dtype; the Envelope over all of them; the
+    Scenario sheet with `recording`. The file written, and the binding rank's plan."""
     _need_excel()
     from servecap.workbooks.envelope import Sweep
     from servecap.workbooks.export import build_workbook, default_sweep, save_workbook
@@ -105,54 +109,36 @@ def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Pa
         tuple(_positive(c, "--context") for c in contexts) or base.contexts_tokens,
         tuple(dtypes.lookup(k, "--kv-dtype", dtypes.KV_DTYPES).name for k in kv_dtypes)
         or base.kv_dtypes)
-    return (save_workbook(build_workbook(src, sweep), output, force, "--output"),
-            src.deployment.plan)
+    plan = src.deployment.plan
+    record = recording and recording.rows(plan, output)
+    return (save_workbook(build_workbook(src, sweep, scenario=record), output, force,
+                          "--output"), plan)
 
 
-def plan_workbook_io(model: str | None, flags: PlanFlags, deploy: DeployFlags,
-                     from_workbook: Path | None, xlsx: Path | None,
-                     force: bool) -> tuple[str, PlanFlags, DeployFlags]:
-    """plan's workbook options: read the inputs from one, and/or write the plan to one."""
+def plan_workbook_io(recording: Recording, from_workbook: Path | None, xlsx: Path | None,
+                     force: bool, verbose: bool = False) -> Scenario:
+    """plan's workbook options: read the scenario from one (its record, the Inputs edited
+    since winning), and/or write the plan to one, its scenario recorded."""
     _need_excel()
+    scenario = recording.scenario
     if from_workbook is not None:
-        if model is not None or flags != PlanFlags() or deploy != NO_DEPLOY:
+        if plan_flags_of(scenario) != plan_flags_of(DEFAULT):
             raise SpecError("--from-workbook", str(from_workbook), "give the workbook alone: "
-                            "MODEL and plan flags come from its Inputs sheet (edit it there)")
-        model, flags, deploy = flags_from_workbook(from_workbook)
+                            "MODEL and plan flags come from it (edit its Inputs sheet, or use "
+                            "--scenario FILE.xlsx with flags beside it)")
+        from .workbook_scenario import workbook_scenario
+
+        read = workbook_scenario(from_workbook)
+        if verbose:
+            print("\n".join([f"scenario: {from_workbook}", *read.notes]), file=sys.stderr)
+        scenario, recording = read.scenario, Recording(read.scenario, read.origins)
     if xlsx is not None:
         from servecap.workbooks.export import build_workbook, save_workbook
 
-        src = workbook_source(model, flags, deploy)
-        announce(save_workbook(build_workbook(src), xlsx, force))
-    return model, flags, deploy
-
-
-def flags_from_workbook(path: Path) -> tuple[str, PlanFlags, DeployFlags]:
-    """The flags that plan the workbook's Inputs again; an edited runtime cell is declared."""
-    from servecap.workbooks.readback import check_model_cells, read_plan_inputs
-
-    inputs = read_plan_inputs(path)
-    flags, deploy = PlanFlags(**inputs.flags), DeployFlags(**inputs.deploy)
-    src = workbook_source(inputs.model_ref, flags)
-    if src.plan().line("runtime_peak") != inputs.runtime_peak_bytes:
-        flags = replace(flags, runtime_peak=str(inputs.runtime_peak_bytes))
-        src = workbook_source(inputs.model_ref, flags)
-    check_model_cells(inputs, src, path)
-    return inputs.model_ref, flags, deploy
-
-
-def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = NO_DEPLOY):
-    """The single-device plain plan (Ledger) and the deployment (Ranks) the flags describe; an
-    engine's default block size is the workbook's block size, as plan uses it."""
-    from servecap.workbooks.source import WorkbookSource
-
-    spec, serve, overrides = plan_parts(model, flags)
-    deployment = deployment_from_flags(model, flags, deploy)
-    serve = replace(serve, block_size_tokens=deployment.plan.serve.block_size_tokens)
-    wdtype = flags.weight_dtype and dtypes.lookup(flags.weight_dtype, "--weight-dtype").name
-    ref = str(Path(model).resolve()) if Path(model).exists() else model
-    return WorkbookSource(ref, spec, serve, overrides, wdtype, flags.group_size, deployment,
-                          engine_spec(deploy), tuple(asdict(deploy).items()))
+        src = workbook_source(*plan_flags_of(scenario))
+        record = recording.rows(src.deployment.plan, xlsx)
+        announce(save_workbook(build_workbook(src, scenario=record), xlsx, force))
+    return scenario
 
 
 def _need_excel() -> None:

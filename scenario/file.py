@@ -43,6 +43,16 @@ def load_scenario(path: Path) -> Scenario:
     return _paths(from_dict(data, where), Path(path).parent, _from_file)
 
 
+def relative_to(scenario: Scenario, folder: Path) -> Scenario:
+    """The paths it names as a file kept in `folder` writes them (a workbook's record too)."""
+    return _paths(scenario, folder, _to_file)
+
+
+def resolved_from(scenario: Scenario, folder: Path) -> Scenario:
+    """The paths a file kept in `folder` names, as seen from the working directory."""
+    return _paths(scenario, folder, _from_file)
+
+
 def _paths(scenario: Scenario, folder: Path, move) -> Scenario:
     """Each relative path a scenario names, re-based between the scenario's folder and the
     working directory (absolute paths and bundled model names are left as they are)."""

@@ -18,15 +18,17 @@ from .ledger_sheet import write_ledger
 from .paging_sheet import write_paging
 from .quantization_sheet import write_quantization
 from .ranks_sheet import write_ranks
+from .readback import inputs_snapshot
 from .record_sheets import write_latency, write_verification
+from .scenario_sheet import RecordedScenario, write_scenario
 from .source import WorkbookSource
 from .summary_sheet import write_summary
 
 # Doubling steps with a point halfway (x 1.5) between: 15 points from 1K to 128K tokens.
 DEFAULT_CONTEXTS_TOKENS = tuple(sorted({1024 << k for k in range(8)}
                                        | {1536 << k for k in range(7)}))
-SHEETS = ("Summary", "Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Latency record",
-          "Verification")
+SHEETS = ("Summary", "Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Scenario",
+          "Latency record", "Verification")  # Scenario: where the scenario is recorded
 
 
 def default_sweep(src: WorkbookSource) -> Sweep:
@@ -40,8 +42,10 @@ def default_sweep(src: WorkbookSource) -> Sweep:
 
 
 def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
-                   results: Mapping | None = None) -> Workbook:
-    """Every sheet, formulas over named inputs; `results` fills the Latency record."""
+                   results: Mapping | None = None,
+                   scenario: RecordedScenario | None = None) -> Workbook:
+    """Every sheet, formulas over named inputs; `results` fills the Latency record; `scenario`
+    (what every servecap command passes) is recorded on the Scenario sheet."""
     wb = Workbook()
     wb.remove(wb.active)
     style.use_default_font(wb)
@@ -52,6 +56,8 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     write_envelope(wb, sweep or default_sweep(src), src)
     write_quantization(wb, src.plan(), kinds_of(src.spec))
     write_paging(wb, src.serve.block_size_tokens, src.serve)
+    if scenario is not None:
+        write_scenario(wb, scenario, inputs_snapshot(wb))
     write_latency(wb, results)
     write_verification(wb)
     write_summary(wb, src)

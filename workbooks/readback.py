@@ -3,7 +3,7 @@
 import math
 import re
 import zipfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from servecap.ledger.units import parse_fraction_or_size
 from .deploy_inputs import FRACTIONS, MEASURED, default_fraction, engine_base
 from .inputs_sheet import HYBRID_NAMES, model_rows
 from .names import cell_of
+from .scenario_sheet import read_scenario
 from .source import WorkbookSource
 
 FIELD = "--from-workbook"
@@ -38,7 +39,27 @@ class WorkbookPlan:
 
 
 def read_plan_inputs(path: Path) -> WorkbookPlan:
+    return plan_inputs(_Cells(path))
+
+
+def read_workbook(path: Path) -> tuple[WorkbookPlan | None, tuple[dict, dict] | None]:
+    """The Inputs as they are now (None: a workbook without them, such as search's), and the
+    recorded scenario with the Inputs as written (None: a workbook without a Scenario sheet);
+    the file is read once."""
     cells = _Cells(path)
+    recorded = read_scenario(cells.wb, cells.path)
+    if recorded is not None and recorded[1] == {}:
+        return None, recorded  # written without Inputs (search's): its scenario alone
+    return plan_inputs(cells), recorded
+
+
+def inputs_snapshot(wb) -> dict:
+    """What plan_inputs reads from a workbook just built: the Scenario sheet keeps it, so an
+    Inputs cell edited later is told from one as written."""
+    return asdict(plan_inputs(_Cells.of(wb, "(workbook being written)")))
+
+
+def plan_inputs(cells: "_Cells") -> WorkbookPlan:
     device = cells.whole("device_bytes", 1)
     context, requests, lengths = _load(cells)
     flags = {
@@ -91,17 +112,49 @@ def _deploy(cells: "_Cells") -> dict:
 def check_model_cells(plan_inputs: WorkbookPlan, src: WorkbookSource, path: Path) -> None:
     """Model-derived cells are checked, not applied: a changed layer count must come from the
     model file, where every other line (weights, runtime) follows it too."""
-    for row in model_rows(src):
-        found = plan_inputs.model_cells.get(row.name, MISSING)
-        if found == row.value:
+    refuse_changed_model_cells(plan_inputs, {row.name: row.value for row in model_rows(src)},
+                               path)
+
+
+def refuse_changed_model_cells(plan_inputs: WorkbookPlan, expected: dict, path: Path) -> None:
+    """Each model cell must still hold the value the model gives it (`expected`)."""
+    for name, value in expected.items():
+        found = plan_inputs.model_cells.get(name, MISSING)
+        if found == value:
             continue
-        if row.name == "mamba_cache_mode":
-            raise SpecError("Inputs!mamba_cache_mode", found, f"{row.value!r}: no plan flag sets "
+        if name == "mamba_cache_mode":
+            raise SpecError("Inputs!mamba_cache_mode", found, f"{value!r}: no plan flag sets "
                             "another mode (the workbook recalculates any); set it back to "
                             "replan", str(path))
-        raise SpecError(f"Inputs!{row.name}", found, f"comes from the model ({row.value!r} "
+        raise SpecError(f"Inputs!{name}", found, f"comes from the model ({value!r} "
                         f"for {plan_inputs.model_ref}); change the model file, not the "
                         "workbook", str(path))
+
+
+def edited_inputs(now: WorkbookPlan, written: dict, path: Path) -> dict[str, object]:
+    """The plan flags (PlanFlags and DeployFlags fields, and `model`) whose Inputs cells differ
+    from the workbook as written, with their values now; a changed model cell is refused. An
+    edited runtime peak is declared, as plan --from-workbook takes one."""
+    refuse_changed_model_cells(now, written.get("model_cells", {}), path)
+    edits = {key: value for key, value in now.flags.items()
+             if written["flags"].get(key, MISSING) != value}
+    if now.runtime_peak_bytes != written.get("runtime_peak_bytes"):
+        edits["runtime_peak"] = str(now.runtime_peak_bytes)
+    for key in set(now.deploy) | set(written["deploy"]):  # a knob back at its default: absent
+        if now.deploy.get(key) != written["deploy"].get(key):
+            edits[key] = now.deploy.get(key)
+    if now.model_ref != written.get("model_ref"):
+        edits["model"] = now.model_ref
+    return edits
+
+
+# The Inputs cell behind each plan flag: -v names the cell an edit was read from.
+CELL_OF_FLAG = {"device": "device_bytes", "context": "context_tokens", "concurrency": "requests",
+                "lengths": "load_lengths_tokens", "runtime_peak": "runtime_peak_bytes",
+                "safety": "safety_bytes", "weight_dtype": "weight_dtype_flag",
+                "block_size": "block_size_tokens", "shared_prefix": "shared_prefix_tokens",
+                "kv_cache_memory": "kv_cache_memory_bytes",
+                **{field: name for name, field in MEASURED}}
 
 
 def _check_unzipped_size(path: Path) -> None:
@@ -119,6 +172,12 @@ def _check_unzipped_size(path: Path) -> None:
 
 class _Cells:
     """Named cells of one workbook, with errors that name the file and the cell."""
+
+    @classmethod
+    def of(cls, wb, where: str) -> "_Cells":
+        cells = cls.__new__(cls)
+        cells.wb, cells.path = wb, where
+        return cells
 
     def __init__(self, path: Path) -> None:
         self.path = str(path)

@@ -6,6 +6,7 @@ from openpyxl import Workbook
 
 from . import charts, page, style
 from .export import save_workbook
+from .scenario_sheet import RecordedScenario, write_scenario
 
 USD = '"$"#,##0.00'
 TOKENS_S = "#,##0.0"
@@ -31,13 +32,17 @@ COST_COL = 5
 PRINTED = 5 + len(METRICS) + len(TAILS)  # rank, deployment, GPUs, the two prices, metrics
 
 
-def write_search_workbook(report: dict, path: Path, force: bool = False) -> Path:
-    """Two sheets: Search (every simulated candidate, ranked; cost per hour a live formula of
-    GPUs x price) and Frontier (the non-dominated points and a scatter chart of their cells)."""
+def write_search_workbook(report: dict, path: Path, force: bool = False,
+                          scenario: RecordedScenario | None = None) -> Path:
+    """Search (every simulated candidate, ranked; cost per hour a live formula of GPUs x
+    price), Frontier (the non-dominated points and a scatter chart of their cells) and, with
+    `scenario`, the Scenario sheet of the search (no Inputs sheet: nothing to tell an edit)."""
     wb = Workbook()
     style.use_default_font(wb)
     _ranked(wb.active, report)
     _frontier(wb.create_sheet("Frontier"), report["frontier"])
+    if scenario is not None:
+        write_scenario(wb, scenario, {})
     return save_workbook(wb, path, force)
 
 

@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openpyxl import Workbook, load_workbook
 
-from servecap.cli.inputs import PlanFlags
+from servecap.cli.inputs import PlanFlags, plan_scenario
 from servecap.cli.workbook_cmd import workbook_source
+from servecap.cli.workbook_scenario import record
 from servecap.ledger.errors import SpecError
 from servecap.workbooks.export import SHEETS, build_workbook, save_workbook
 from servecap.workbooks.inputs_sheet import model_rows
@@ -33,11 +34,20 @@ def src():
 @pytest.fixture(scope="module")
 def book(src, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("export") / "capacity.xlsx"
-    return save_workbook(build_workbook(src), path)
+    return save_workbook(build_workbook(src, scenario=_record(src, path)), path)
 
 
-def test_sheets_in_review_order(book) -> None:
+def _record(src, path: Path):
+    """The Scenario sheet a command writes for these flags."""
+    scenario = plan_scenario("llama-3.1-8b", PlanFlags(device="40GiB", context=4096,
+                                                       concurrency=16))
+    return record(scenario, src.plan(), None, path)
+
+
+def test_sheets_in_review_order(book, src) -> None:
     assert load_workbook(book).sheetnames == list(SHEETS)
+    unrecorded = [name for name in SHEETS if name != "Scenario"]  # from Python, none given
+    assert build_workbook(src).sheetnames == unrecorded
 
 
 def test_the_defined_name_contract_points_at_single_cells(book) -> None:
@@ -118,7 +128,7 @@ def test_existing_file_needs_force(src, tmp_path) -> None:
     with pytest.raises(SpecError, match="--force"):
         save_workbook(build_workbook(src), path)
     assert path.read_bytes() == b"a reviewer's file"
-    save_workbook(build_workbook(src), path, force=True)
+    save_workbook(build_workbook(src, scenario=_record(src, path)), path, force=True)
     assert load_workbook(path).sheetnames == list(SHEETS)
 
 

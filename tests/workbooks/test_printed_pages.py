@@ -72,7 +72,10 @@ def test_every_kind_of_workbook_was_printed(printed) -> None:
     assert "Ranks" in sheets["plan-tp"] and "Ranks" in sheets["plan-vllm"]
     assert "Latency record" in sheets["sweep"] and "Latency record" in sheets["simulate"]
     assert {"Verification", "Latency record"} <= sheets["verify"]
-    assert sheets["search"] == {"Search", "Frontier"}
+    assert sheets["search"] == {"Search", "Frontier", "Scenario"}
+    for name, (_, pages) in printed.items():  # every workbook records its scenario, in print
+        text = " ".join(page.text for page in by_sheet(pages)["Scenario"])
+        assert "model.name" in text and "envelope.kv_dtypes" in text, name
     for name, (book, _) in printed.items():  # a hidden (blank) sheet prints nothing
         assert sheets[name] == {ws.title for ws in book.worksheets
                                 if ws.sheet_state == "visible"}, name
