@@ -91,15 +91,18 @@ def launch_line(model: str | None, rest: list[str] | None) -> list[str] | None:
     return [model, *rest]
 
 
-def save(scenario: Scenario, path: Path | None, plan=None) -> None:
+def save(scenario: Scenario, path: Path | None, plan=None, engine: dict | None = None) -> None:
     """--save-scenario: the file written whole, or nothing; with the ledger plan the run made,
-    each null field the plan derived carries its value as a comment."""
+    each null field the plan derived carries its value as a comment, and with the engine a
+    run simulated (steps.engine_label) a null simulator.engine says which release it was."""
     if path is not None:
         from servecap.scenario.deployment import in_effect
         from servecap.scenario.file import save_scenario
 
-        save_scenario(scenario, path, in_effect=None if plan is None else
-                      in_effect(scenario, plan))
+        taken = {} if plan is None else in_effect(scenario, plan)
+        if engine is not None and scenario.simulator.engine is None:
+            taken["simulator.engine"] = engine["about"]
+        save_scenario(scenario, path, in_effect=taken or None)
 
 
 def _flag(ctx: typer.Context, param: str) -> str:

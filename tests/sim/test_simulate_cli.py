@@ -30,9 +30,10 @@ def _small_workload(tmp_path: Path, **patch) -> Path:
 
 
 def test_json_contract_side_by_side(tmp_path):
+    # plain: the seed's decode bound is bandwidth / weight bytes on the bare roofline
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   "--policy", "static", "--policy", "continuous", "--policy",
-                  "chunked-prefill", "--step-overhead", "0", "--json")
+                  "chunked-prefill", "--step-overhead", "0", "--engine", "plain", "--json")
     assert out.exit_code == 0, out.output
     report = json.loads(out.stdout)
     assert [p["policy"] for p in report["policies"]] == ["static", "continuous",
@@ -46,6 +47,9 @@ def test_json_contract_side_by_side(tmp_path):
         assert entry["completed"] + entry["rejected"] + entry["queued"] == 120
     assert report["coefficients"]["step_overhead_s"] == 0
     assert report["decode_bound_tokens_per_s"] == pytest.approx(142.857, abs=0.01)
+    assert report["engine"] == {"simulated": "plain", "given": "plain", "default": False,
+                                "about": report["engine"]["about"]}
+    assert report["coefficients"]["cpu_step_s"] == report["coefficients"]["frontend_s"] == 0
 
 
 def test_trace_and_records(tmp_path):
