@@ -4,7 +4,7 @@ compare what vLLM measured with what servecap predicts.
     python bench/vllm_latency.py             # the table (markdown) and the median errors
     python bench/vllm_latency.py --json      # one object per comparison, and the summary
     python bench/vllm_latency.py --only sglang_vllm060_a100_h100   # one fixture file
-    python bench/vllm_latency.py --without-engine   # before: the roofline alone, no --engine
+    python bench/vllm_latency.py --without-engine   # before: the roofline alone, --engine plain
     python bench/vllm_latency.py --fit       # sim/vllm_engine.py's four fitted constants
 
 Each fixture file names its source, vLLM version, GPU, tensor parallelism, launch flags,
@@ -176,7 +176,7 @@ def predict(case: Case, folder: Path = FIXTURES, engine: bool = True,
     roofline alone (no --engine terms)."""
     flags = flags_for(case)
     if not engine:
-        flags = replace(flags, engine=None, num_scheduler_steps=1, enforce_eager=False)
+        flags = replace(flags, engine="plain", num_scheduler_steps=1, enforce_eager=False)
     setup = build_setup(model_for(case), flags)
     setup = replace(setup, requests=draw_requests(workload_for(case, folder)))
     if offline(case):  # vLLM's offline scripts drive the engine without the API server

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import plural
+from servecap.scenario import steps
 from servecap.scenario.spec import with_values
 from servecap.sim.cost import cost_report, reserved_report
 from servecap.sim.deploy import run_deployment
@@ -26,7 +27,7 @@ MIN_TOKENS_PER_S = 1e-6
 COST_PATHS = {name: SIM_PATHS[name] for name in (
     "model", "device", "bandwidth", "flops", "step_overhead", "workload", "policy", "slo_ttft",
     "slo_itl", "tensor_parallel_size", "pipeline_parallel_size", "replicas", "speed_of_light",
-    "num_requests", "input_len", "output_len")} | {
+    "num_requests", "input_len", "output_len", "engine")} | {
     "gpu_price": ("prices.usd_per_gpu_hour",),
     "reserved_price": ("prices.reserved_usd_per_gpu_hour",),
     "utilization": ("prices.utilization",), "api_price": ("prices.api_usd_per_million_output",),
@@ -59,7 +60,9 @@ def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
       servecap cost llama-3.1-8b --device h100-80gb \\
           --workload workloads/chat.yaml --slo-ttft 500ms --slo-tpot 50ms
     """
-    flags = SimFlags(**asdict(rig), workload=load.workload, policies=(load.policy,),
+    policy = load.policy or steps.default_policy(steps.simulated_row(rig.engine,
+                                                                     rig.speed_of_light))
+    flags = SimFlags(**asdict(rig), workload=load.workload, policies=(policy,),
                      slo_ttft=load.slo_ttft, slo_itl=load.slo_itl, replicas=load.replicas,
                      num_requests=load.num_requests, input_len=load.input_len,
                      output_len=load.output_len)
@@ -77,7 +80,7 @@ def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
                    "reserved_pays_above_utilization": reserved_price / gpu_price}
         report |= reserved_report(reserved_price * num_gpus, report)
     _check_finite(report)
-    save(scenario, save_scenario)
+    save(scenario, save_scenario, engine=report.get("engine"))
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -138,8 +141,9 @@ def _saturation(model: str | None, flags: SimFlags) -> dict:
                              setup.num_blocks, setup.deployment, setup.slo)[-1].summary
     return {"output_tokens_per_s": summary["output_tokens_per_s"],
             "input_tokens_per_s": summary["input_tokens_per_s"], "priced_at": "saturation",
+            "engine": setup.engine,
             "tokens_source": f"simulated saturation, {flags.policies[0]}, "
-                             f"{flags.workload or 'fixed shape'}"}
+                             f"{_engine_words(setup.engine)}, {flags.workload or 'fixed shape'}"}
 
 
 def _simulated(model: str | None, flags: SimFlags, target: float) -> dict:
@@ -148,7 +152,8 @@ def _simulated(model: str | None, flags: SimFlags, target: float) -> dict:
     from .sweep_cmd import capacity_point, run_envelope
 
     _need_workload(model, flags)
-    report = run_envelope(build_setup(model, flags), target, None, 10, True)
+    setup = build_setup(model, flags)
+    report = run_envelope(setup, target, None, 10, True)
     point, _ = capacity_point(report)
     if not point["meets_slo"]:
         raise SpecError("--slo-ttft/--slo-tpot", flags.slo_ttft or flags.slo_itl,
@@ -158,9 +163,15 @@ def _simulated(model: str | None, flags: SimFlags, target: float) -> dict:
             "input_tokens_per_s": point["input_tokens_per_s"], "priced_at": "slo_capacity",
             "capacity_rps": point["rate_per_s"], "target_attainment": target,
             "capacity_rps_ci": report["capacity_rps_ci"],
-            "capacity_steady_state": report["capacity_steady_state"],
+            "capacity_steady_state": report["capacity_steady_state"], "engine": setup.engine,
             "tokens_source": f"simulated SLO capacity, {point['rate_per_s']:.2f} req/s, "
-                             f"{flags.policies[0]}, {flags.workload or 'fixed shape'}"}
+                             f"{flags.policies[0]}, {_engine_words(setup.engine)}, "
+                             f"{flags.workload or 'fixed shape'}"}
+
+
+def _engine_words(engine: dict) -> str:
+    """The release simulated, for the tokens' source: 'vllm==0.21.0 (the default)'."""
+    return engine["simulated"] + (" (the default)" if engine["default"] else "")
 
 
 def _render(report: dict, console: Console) -> None:

@@ -145,10 +145,11 @@ def launch_line(model: str | None, rest: list[str] | None) -> list[str] | None:
 
 
 def save(scenario: Scenario, path: Path | None, plan=None,
-         in_effect: dict[str, object] | None = None) -> None:
+         in_effect: dict[str, object] | None = None, engine: dict | None = None) -> None:
     """--save-scenario: the file written whole, or nothing; with the ledger plan the run made
     (or the values a run found, in_effect), each null field it derived carries its value as a
-    comment."""
+    comment, and with the engine a run simulated (steps.engine_label) a null simulator.engine
+    says which release it was."""
     if path is not None:
         from servecap.scenario.deployment import in_effect as planned
         from servecap.scenario.file import save_scenario
@@ -156,6 +157,8 @@ def save(scenario: Scenario, path: Path | None, plan=None,
         found = dict(in_effect or {})
         if plan is not None:
             found |= planned(scenario, plan)
+        if engine is not None and scenario.simulator.engine is None:
+            found["simulator.engine"] = engine["about"]
         save_scenario(scenario, path, in_effect=found or None)
 
 

@@ -14,9 +14,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
+from servecap.ledger.vllm_versions import VllmRow
 from servecap.scenario.deployment import load
 from servecap.scenario.simulation import check_policy
 from servecap.scenario.spec import DEFAULT, Scenario, Search, with_values
+from servecap.scenario.steps import engine_label, simulated_row
 from servecap.sim.cluster import ROUTERS
 from servecap.sim.metrics import SLO
 from servecap.sim.search.prices import parse_prices, price_table
@@ -77,6 +79,13 @@ class SearchQuestion:
                                          "every tp >= 2 layout with the tp ranks "
                                          "holding whole experts (vLLM's flag; each MoE "
                                          "layer's all-reduce becomes an all-to-all).")] = False
+    engine: Annotated[str | None, Ask("--engine", help="vLLM release assumed, e.g. "
+                                      "vllm==0.6.3: its host, CUDA-graph and API-server "
+                                      "costs price each step (as simulate --engine), its "
+                                      "memory rules plan each layout, its launch line is "
+                                      "printed. plain: the device's roofline and efficiency "
+                                      "tables alone. Default: vllm, the newest release "
+                                      "known.", show_default=False)] = None
 
 
 @dataclass(frozen=True)
@@ -139,7 +148,7 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
     q, sp = question, space
     built = search_scenario(model, q.workload, q.rate, q.slo_ttft, q.slo_tpot, q.target,
                             q.max_model_len, q.num_requests, q.step_overhead, q.kv_transfer,
-                            q.router, q.gpu_price, q.expert_parallel, Search(
+                            q.router, q.gpu_price, q.expert_parallel, q.engine, Search(
                                 sp.devices, sp.tp, sp.pp, sp.replicas, sp.weight_dtype,
                                 sp.kv_dtype, sp.max_num_seqs, sp.max_num_batched_tokens,
                                 sp.disaggregate, sp.max_gpus, q.policy, sp.prune,
@@ -162,14 +171,16 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
                    space.pipeline_parallel_sizes, space.replicas, space.weight_dtypes,
                    space.kv_dtypes, space.max_num_seqs, space.max_num_batched_tokens,
                    space.disaggregate, s.parallel.enable_expert_parallel)
+    problem = with_release(problem, simulated_row(sim.engine))
     if axes.ratios and space.policy == "static":
         raise SpecError("--policy", space.policy, "a disaggregated pool needs iteration-level "
                         "batching; pass --disaggregate none, or another policy")
     prices = price_table(axes.devices, parse_prices(list(s.prices.gpu_price or [])))
     report = _run(problem, axes, prices, model_id(loaded, s.model.ref), _workers(workers),
                   ray, space.prune, as_json)
-    save(s, save_scenario)
-    report = {"model": s.model.ref, "workload": s.workload.file} | report
+    engine = engine_label(sim.engine) | {"memory_rules": problem.memory_row.pin}
+    save(s, save_scenario, engine=engine)
+    report = {"model": s.model.ref, "workload": s.workload.file, "engine": engine} | report
     _finish(report, as_json, top, xlsx, force, Recording(s, origins))
 
 
@@ -188,13 +199,13 @@ SEARCH_PATHS = {
     "step_overhead": ("simulator.step_overhead",), "kv_transfer": ("simulator.kv_transfer",),
     "router": ("simulator.router",), "gpu_price": ("prices.gpu_price",),
     "prune": ("search.prune",), "capacity": ("search.capacity",),
-    "expert_parallel": ("parallel.enable_expert_parallel",),
+    "expert_parallel": ("parallel.enable_expert_parallel",), "engine": ("simulator.engine",),
 }
 
 
 def search_scenario(model, workload, rate, slo_ttft, slo_tpot, target, max_model_len,
                     num_requests, step_overhead, kv_transfer, router, gpu_price,
-                    expert_parallel, space: Search) -> Scenario:
+                    expert_parallel, engine, space: Search) -> Scenario:
     """The Scenario search's flags describe: the question, and the space it tries."""
     return with_values(replace(DEFAULT, search=space), {
         "model.name": model, "workload.file": None if workload is None else str(workload),
@@ -202,7 +213,8 @@ def search_scenario(model, workload, rate, slo_ttft, slo_tpot, target, max_model
         "scheduler.max_model_len": max_model_len, "workload.num_requests": num_requests,
         "simulator.step_overhead": step_overhead, "simulator.kv_transfer": kv_transfer,
         "simulator.router": router, "prices.gpu_price": None if gpu_price is None
-        else tuple(gpu_price), "parallel.enable_expert_parallel": expert_parallel})
+        else tuple(gpu_price), "parallel.enable_expert_parallel": expert_parallel,
+        "simulator.engine": engine})
 
 
 def build_problem(loaded, workload_path, rate, slo_ttft, slo_tpot, target, max_model_len,
@@ -253,6 +265,15 @@ def build_axes(loaded, devices, max_gpus, tp, pp, replicas, weight_dtype, kv_dty
         replicas=None if replicas is None else parse_counts(replicas, "--replicas"),
         ratios=parse_ratios(disaggregate), max_gpus=max_gpus,
         expert_parallel=(False, True) if expert_parallel else (False,))
+
+
+def with_release(problem: Problem, row: VllmRow | None) -> Problem:
+    """The release search assumes (None: plain): its terms price the steps, its rules and its
+    default gpu_memory_utilization plan the layouts (plain keeps the newest release's)."""
+    if row is None:
+        return problem
+    return replace(problem, engine=row,
+                   safety_fraction=round(1 - row.default_gpu_memory_utilization, 6))
 
 
 def model_id(loaded, ref: str) -> str:

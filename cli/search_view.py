@@ -95,9 +95,20 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
     for line in steady_warnings(report):
         console.print(f"warning: {line}", style="yellow")
     for engine, lines in report["launch"].items():
-        console.print(f"{engine}:", style="bold")
+        console.print(launch_title(engine, report.get("engine")), style="bold")
         for line in lines:
             console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
+def launch_title(name: str, engine: dict | None) -> str:
+    """An engine's heading over its launch lines; vLLM's names the release search assumed."""
+    if name != "vllm" or not engine:
+        return f"{name}:"
+    if engine["simulated"] == "plain":
+        return f"vllm (memory planned with {engine['memory_rules']}'s rules; steps priced " \
+            "with no engine terms, --engine plain):"
+    default = ", the default: the newest known" if engine["default"] else ""
+    return f"vllm (as simulated: {engine['simulated']}{default}):"
 
 
 def _capacity(row: dict, report: dict) -> str:

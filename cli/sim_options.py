@@ -112,7 +112,8 @@ PipelineParallel = Annotated[int, Dep("--pipeline-parallel-size", "-pp", "--pp",
                                       "filled).")]
 SpeedOfLight = Annotated[bool, Stp("--speed-of-light", help="Peak FLOPS and bandwidth with no "
                                    "overheads (the uncalibrated roofline) instead of the "
-                                   "device's measured efficiency table.")]
+                                   "device's measured efficiency table; no engine terms "
+                                   "either, unless --engine names a release.")]
 Concurrency = Annotated[int | None, Wkl(help="Closed loop: N requests in flight, the next sent "
                                         "as one finishes (as `vllm bench serve "
                                         "--max-concurrency`); arrival times are ignored.")]
@@ -146,18 +147,21 @@ Seeds = Annotated[int, Stp("--seeds", help="Runs with step-time seeds --seed, +1
                            "step-time spread (--step-time-cv) is sampled over N draws, pooled "
                            "in the figures and their intervals.")]
 Engine = Annotated[str | None, Eng("--engine", help="vLLM release whose scheduling to "
-                                  "simulate, e.g. vllm==0.6.3 or vllm (the newest known): its "
-                                  "host time per step and per sequence, CUDA-graph sizes, "
-                                  "scheduler (V0 prefills first, V1 chunks). Default: none "
-                                  "(the device's roofline alone).")]
+                                  "simulate, e.g. vllm==0.6.3, or plain for the device's "
+                                  "roofline and efficiency tables alone: the release's host "
+                                  "time per step and per sequence, CUDA-graph sizes, API "
+                                  "server, scheduler (V0 prefills first, V1 chunks). Default: "
+                                  "vllm, the newest release known (plain with "
+                                  "--speed-of-light or --coefficients).", show_default=False)]
 NumSchedulerSteps = Annotated[int, Eng(help="vLLM V0 multi-step scheduling (with --engine "
                                        "vllm<0.8): the scheduler runs once per this many "
                                        "decode steps; new prompts wait for the group.")]
-EnforceEager = Annotated[bool, Eng("--enforce-eager", help="With --engine: no CUDA graphs "
-                                   "(vLLM's flag); every step pays the eager launch cost.")]
-AsyncScheduling = Annotated[bool, Eng("--async-scheduling", help="With --engine vllm>=0.8 (V1): "
-                                      "the host schedules the next step while the GPU runs "
-                                      "this one (vLLM's flag).")]
+EnforceEager = Annotated[bool, Eng("--enforce-eager", help="No CUDA graphs (vLLM's flag; "
+                                   "not with --engine plain): every step pays the eager "
+                                   "launch cost.")]
+AsyncScheduling = Annotated[bool, Eng("--async-scheduling", help="V1 (vllm>=0.8, the default "
+                                      "--engine's): the host schedules the next step while "
+                                      "the GPU runs this one (vLLM's flag).")]
 
 
 @dataclass(frozen=True)
@@ -218,8 +222,8 @@ NO_SIM_OPTIONS = SimOptions()
 
 @dataclass(frozen=True)
 class RooflineOptions:
-    """The device and step model cost and speculate price on: simulate's flags of the same
-    names, each in its panel, received as one value."""
+    """The device and step model (the release simulated included) cost and speculate price
+    on: simulate's flags of the same names, each in its panel, received as one value."""
 
     device: Device = None
     bandwidth: Bandwidth = None
@@ -228,6 +232,7 @@ class RooflineOptions:
     tensor_parallel_size: TensorParallel = 1
     pipeline_parallel_size: PipelineParallel = 1
     speed_of_light: SpeedOfLight = False
+    engine: Engine = None
 
 
 NO_ROOFLINE = RooflineOptions()

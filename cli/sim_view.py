@@ -14,7 +14,9 @@ def render_coefficients(report: dict, console: Console) -> None:
     coef, pool = report["coefficients"], report["kv_pool"]
     console.print(f"[bold]{report['model']}[/] on {report['device']} | {report['source']} | "
                   f"{plural(report['num_requests'], 'request')}")
-    rates = "device peaks" if coef["source"] == "roofline" else coef["source"]
+    # the release's terms and their sources follow on the engine line (all of it in --json)
+    rates = coef["source"].split("; engine ")[0]
+    rates = "device peaks" if rates == "roofline" else rates
     console.print(
         f"rates ({rates}): {coef['flops_per_s'] / TB:,.1f} TFLOP/s, "
         f"{coef['bandwidth_bytes_per_s'] / GB:,.1f} GB/s, "
@@ -23,6 +25,7 @@ def render_coefficients(report: dict, console: Console) -> None:
         f"{coef['flops_per_token']:,} FLOPs/token, swap {coef['swap_bandwidth_bytes_per_s'] / GB:g}"
         f" GB/s")
     _render_step_model(coef, report.get("step_terms"), console)
+    render_engine(report.get("engine"), coef, console)
     spec = report.get("speculation")
     if spec:
         console.print(f"speculative decoding: k = {spec['draft_length']}, a = "
@@ -58,14 +61,22 @@ def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None
                       f"{parts['collective_s'] * 1000:.3f} + overhead "
                       f"{parts['overhead_s'] * 1000:.3f}{_engine_parts(parts)} ms",
                       highlight=False)
-    if coef.get("eager_layer_s") or coef.get("cpu_per_seq_s") or coef.get("frontend_s"):
-        console.print(f"engine: host {coef['cpu_step_s'] * 1e6:g} us/step + "
-                      f"{coef['cpu_per_seq_s'] * 1e6:g} us/sequence"
-                      f"{' (overlapped: async scheduling)' if coef['cpu_overlap'] else ''}; "
-                      f"CUDA graphs up to {coef['graph_max_tokens']} tokens"
-                      f"{'' if coef['graph_prefill'] else ', decode only'}, eager "
-                      f"{coef['eager_layer_s'] * 1e6:g} us/layer; API server "
-                      f"{coef['frontend_s'] * 1000:g} ms/request", highlight=False)
+
+
+def render_engine(engine: dict | None, coef: dict, console: Console) -> None:
+    """Which release runs around the kernels (or plain), then its terms when it has any."""
+    if engine:
+        console.print(f"engine: {engine['about']}", highlight=False)
+    if not any(coef.get(k) for k in ("cpu_step_s", "cpu_per_seq_s", "eager_layer_s",
+                                     "frontend_s")):
+        return
+    console.print(f"  host {coef['cpu_step_s'] * 1e6:g} us/step + "
+                  f"{coef['cpu_per_seq_s'] * 1e6:g} us/sequence"
+                  f"{' (overlapped: async scheduling)' if coef['cpu_overlap'] else ''}; "
+                  f"CUDA graphs up to {coef['graph_max_tokens']} tokens"
+                  f"{'' if coef['graph_prefill'] else ', decode only'}, eager "
+                  f"{coef['eager_layer_s'] * 1e6:g} us/layer; API server "
+                  f"{coef['frontend_s'] * 1000:g} ms/request", highlight=False)
 
 
 def _engine_parts(parts: dict) -> str:

@@ -9,8 +9,7 @@ from rich.console import Console
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import plural
-from servecap.ledger.vllm_versions import choose
-from servecap.scenario import simulation
+from servecap.scenario import simulation, steps
 from servecap.scenario.spec import Scenario
 from servecap.sim.deploy import run_deployment
 from servecap.sim.records import (
@@ -71,8 +70,8 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
 
     Workload and trace formats: workloads/README.md; the JSON contract: docs/simulate.md.
     """
-    flags = SimFlags(**opts.values(), trace=trace,
-                     policies=tuple(policy or (default_policy(opts.engine),)), rate=rate,
+    policies = policy or (default_policy(opts.engine, opts.speed_of_light, opts.coefficients),)
+    flags = SimFlags(**opts.values(), trace=trace, policies=tuple(policies), rate=rate,
                      num_requests=num_requests)
     origins: dict[str, str] = {}
     scenario = merged(ctx, sim_scenario(model, flags, opts.seeds), SIM_PATHS, scenario_file,
@@ -83,7 +82,7 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
         print_fetch_report(setup.hub)
     report, outcomes = run_simulation(setup, num_seeds=scenario.simulator.seeds)
     write_files(outcomes, records_path, token_times_path)
-    save(scenario, save_scenario, setup.plan)
+    save(scenario, save_scenario, setup.plan, engine=setup.engine)
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
         write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup,
                                  report["policies"][-1], xlsx, force,
@@ -95,12 +94,11 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
         render_simulation(report, Console())
 
 
-def default_policy(engine: str | None) -> str:
-    """continuous without --engine; the release's own scheduler with one (V0 runs whole
-    prompts first: prefill-priority; V1 always chunks prefills: chunked-prefill)."""
-    if engine is None:
-        return "continuous"
-    return "prefill-priority" if choose(engine).row.formula == "v0" else "chunked-prefill"
+def default_policy(engine: str | None, speed_of_light: bool = False,
+                   coefficients: object = None) -> str:
+    """The simulated release's own scheduler (scenario/steps.py default_policy): V1, the
+    default's, chunks prefills; V0 runs whole prompts first; plain: continuous."""
+    return steps.default_policy(steps.simulated_row(engine, speed_of_light, coefficients))
 
 
 def run_simulation(setup: Setup, window: bool = True, num_seeds: int = 1) -> tuple[dict, list]:

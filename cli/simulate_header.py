@@ -14,6 +14,7 @@ def header(setup: Setup) -> dict:
     return {
         "model": plan.model, "device": plan.serve.device_label,
         "source": setup.source, "num_requests": len(setup.requests),
+        "engine": setup.engine,
         "coefficients": as_dict(coef),
         "decode_bound_tokens_per_s": decode_bound_tokens_per_s(coef),
         "step_terms": example_steps(coef),

@@ -1,4 +1,4 @@
-"""`servecap speculate`: speculative decoding's speedup by batch size, on the roofline."""
+"""`servecap speculate`: speculative decoding's speedup by batch size, on the step model."""
 
 import functools
 import json
@@ -11,6 +11,7 @@ from rich.table import Table
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import GiB, plural
+from servecap.scenario import simulation, steps
 from servecap.scenario.spec import DEFAULT as D
 from servecap.sim.speculative import (
     Speculation,
@@ -39,7 +40,7 @@ Compared = functools.partial(typer.Option, rich_help_panel="Compared")
 SPECULATE_PATHS = {name: SIM_PATHS[name] for name in (
     "model", "device", "bandwidth", "flops", "step_overhead", "draft", "draft_length",
     "acceptance", "context", "tensor_parallel_size", "pipeline_parallel_size",
-    "speed_of_light")}
+    "speed_of_light", "engine")}
 
 
 @options_from(o.RooflineOptions, "rig", after="draft")
@@ -59,9 +60,11 @@ def speculate(ctx: typer.Context, model: o.OptionalModel = None,
               rig: o.RooflineOptions = o.NO_ROOFLINE) -> None:
     """Where speculative decoding helps (low batch, memory-bound) and where it stops.
 
-    Speedup per batch size on the roofline, for --draft-length tokens accepted each with
-    probability --acceptance, at batches up to the memory-only ceiling with the draft's
-    weights and KV counted beside the target's. Example:
+    Speedup per batch size on simulate's step model (by default with the newest vLLM
+    release's host time per step; --engine plain: the roofline and efficiency tables
+    alone), for --draft-length tokens accepted each with probability --acceptance, at
+    batches up to the memory-only ceiling with the draft's weights and KV counted beside
+    the target's. Example:
 
       servecap speculate llama-3.1-8b --device h100-80gb --draft llama-3.2-1b-instruct
     """
@@ -79,12 +82,15 @@ def speculate(ctx: typer.Context, model: o.OptionalModel = None,
     context = target.plan.serve.context_tokens  # the scenario's, else the model's
     memory = ceiling_with_draft(target.plan, drafted.plan)
     compared, beyond = batches_within(_batches(batches), memory["memory_ceiling_requests"])
-    spec = Speculation(draft_length, acceptance, device_coefficients(drafted, flags))
+    # the draft runs inside the target's engine step: the release's host terms are the target's
+    draft_coef = steps.coefficients(drafted, simulation.draft_scenario(scenario))
+    spec = Speculation(draft_length, acceptance, draft_coef)
     rows = compare(device_coefficients(target, flags), spec, compared, context)
-    report = {"expected_tokens_per_step": expected_tokens_per_step(draft_length, acceptance),
+    report = {"engine": steps.scenario_engine_label(scenario),
+              "expected_tokens_per_step": expected_tokens_per_step(draft_length, acceptance),
               "break_even_batch": break_even_batch(rows), "rows": rows,
               "memory": memory, "batches_beyond_ceiling": beyond}
-    save(scenario, save_scenario)
+    save(scenario, save_scenario, engine=report["engine"])
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -100,6 +106,7 @@ def _render(report: dict, console: Console) -> None:
         table.add_row(str(r["batch"]), f"{r['plain_tokens_per_s_per_seq']:,.1f}",
                       f"{r['speculative_tokens_per_s_per_seq']:,.1f}", f"{r['speedup']:.2f}x")
     print_table(console, table)
+    console.print(f"engine: {report['engine']['about']}", highlight=False)
     _render_memory(report, console)
     edge = report["break_even_batch"]
     largest = max(r["batch"] for r in report["rows"])

@@ -11,7 +11,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from servecap.ledger.errors import SpecError
-from servecap.scenario import simulation
+from servecap.scenario import simulation, steps
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.spec import with_values
 from servecap.sim.deploy import Deployment, run_deployment
@@ -40,7 +40,11 @@ MAX_NUM_RATES = 200  # each rate is a whole simulation; 200 already resolves a k
 
 @options_from(o.SimOptions, "opts", after="model")
 def sweep(ctx: typer.Context, model: o.OptionalModel = None,
-          policy: Annotated[str, o.Eng(help="One scheduler policy.")] = "continuous",
+          policy: Annotated[str | None, o.Eng(help="One scheduler policy. Default: the "
+                                              "release's own (chunked-prefill for V1, the "
+                                              "default --engine; prefill-priority for V0; "
+                                              "continuous for --engine plain).",
+                                              show_default=False)] = None,
           target: Annotated[float, o.Slo(help="SLO attainment the capacity must reach (share "
                                          "of requests).")] = D.slo.target,
           rates: Annotated[str | None, o.Wkl(help="Offered rates (req/s), e.g. 1,2,4,8. "
@@ -62,6 +66,8 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
       servecap sweep llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml \\
           --slo-ttft 500ms --slo-itl 50ms
     """
+    policy = policy or steps.default_policy(steps.simulated_row(
+        opts.engine, opts.speed_of_light, opts.coefficients))
     flags = SimFlags(**opts.values(), policies=(policy,), num_requests=num_requests)
     built = with_values(sim_scenario(model, flags, opts.seeds), {
         "slo.target": target, "simulator.rates": rates, "simulator.num_rates": num_rates})
@@ -75,7 +81,7 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
     sim = scenario.simulator
     report = header(setup) | run_envelope(setup, scenario.slo.target, _rates(sim.rates),
                                           sim.num_rates, as_json, num_seeds=sim.seeds)
-    save(scenario, save_scenario, setup.plan)
+    save(scenario, save_scenario, setup.plan, engine=setup.engine)
     if xlsx is not None:
         entry, note = capacity_point(report)
         write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup, entry, xlsx,

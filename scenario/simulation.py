@@ -3,6 +3,7 @@ resident request), the step model, the scheduler configs, the fleet and the requ
 
 from dataclasses import dataclass
 
+from servecap.ledger.engines import PLAIN
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.plan import Plan
@@ -52,6 +53,7 @@ class Setup:
     deployment: Deployment = Deployment()
     draft: Plan | None = None  # the resident draft's ledger (speculative.model), sharing the pool
     hub: object = None  # HubSource when the model was read from the Hugging Face Hub
+    engine: dict | None = None  # which release runs around the kernels (steps.engine_label)
 
 
 def rank(scenario: Scenario) -> Ranked:
@@ -80,7 +82,8 @@ def setup(scenario: Scenario, sent: list[Request] | None = None,
     reqs, workload, source = scenario_requests(scenario) if sent is None else \
         (list(sent), None, source or "requests sent")
     return Setup(plan, coef, num_blocks(plan, scenario, draft), configs, reqs, workload,
-                 slo(scenario), source, fleet(scenario), draft, ranked.hub)
+                 slo(scenario), source, fleet(scenario), draft, ranked.hub,
+                 steps.scenario_engine_label(scenario))
 
 
 def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation | None,
@@ -141,7 +144,7 @@ def draft_scenario(scenario: Scenario) -> Scenario:
     engine's host and graph terms are the target step's: a draft shares its iteration)."""
     return with_values(scenario, {"model.name": scenario.speculative.model,
                                   "model.revision": None, "simulator.coefficients": None,
-                                  "memory.runtime_peak": None, "simulator.engine": None,
+                                  "memory.runtime_peak": None, "simulator.engine": PLAIN,
                                   "scheduler.num_scheduler_steps": 1,
                                   "engine.enforce_eager": False,
                                   "scheduler.async_scheduling": False})

@@ -216,8 +216,9 @@ class Simulator:
     (a coefficients file, speed of light, a fixed overhead, a spread and its seeds) and the
     fleet (replicas behind a router, or disaggregated prefill:decode pools); a sweep's offered
     rates ('1,2,4'; None: num_rates evenly up to saturation); engine: the vLLM release whose
-    scheduling and host costs the simulator runs ('vllm==0.6.3'; None: the device's roofline
-    alone; the pool stays the ledger's, which engine.name sizes by a release's budget)."""
+    scheduling and host costs the simulator runs ('vllm==0.6.3'; 'plain': none, the device's
+    roofline alone; None: scenario/steps.py DEFAULT_ENGINE; the pool stays the ledger's,
+    which engine.name sizes by a release's budget)."""
 
     __pydantic_config__ = _FORBID
     policies: tuple[Text, ...] = ("continuous",)

@@ -1,17 +1,19 @@
 """A Scenario's step model: what each iteration costs on its device (the roofline at the
-catalog's or the given rates, the device's efficiency table, a coefficients file)."""
+catalog's or the given rates, the device's efficiency table, a coefficients file), and the
+vLLM release whose scheduling and host costs run on top (by default the newest known)."""
 
 from dataclasses import replace
 from pathlib import Path
 
 from servecap.ledger.devices import find
+from servecap.ledger.engines import PLAIN
 from servecap.ledger.errors import SpecError
-from servecap.ledger.vllm_versions import choose
+from servecap.ledger.vllm_versions import NEWEST, VllmRow, choose
 from servecap.model_configs.reading import parse_json
 from servecap.sim.efficiency import for_device
 from servecap.sim.rank_model import rank_coefficients
 from servecap.sim.roofline import Coefficients, override
-from servecap.sim.vllm_engine import engine_terms
+from servecap.sim.vllm_engine import with_release
 
 from .spec import Scenario
 from .values import parse_bandwidth, parse_duration, parse_flops
@@ -61,35 +63,108 @@ def coefficients(ranked, scenario: Scenario) -> Coefficients:
     return replace(coef, efficiency_source=f"{coef.source} (calibrated)")
 
 
+DEFAULT_ENGINE = "vllm"
+"""simulator.engine left null: the newest vLLM release of ledger/vllm_versions.py, unless
+--speed-of-light or a coefficients file gives the step model (then plain)."""
+ENGINE_ALLOWED = "allowed: vllm (the newest release known), vllm==X.Y, vllm>=X.Y, or plain (the " \
+    "device's roofline and efficiency tables alone)"
+
+
+def simulated_engine(engine: str | None, speed_of_light: bool = False,
+                     coefficients: object = None) -> str:
+    """The --engine spelling a run simulates: the one given; else plain when --speed-of-light
+    (no overheads at all) or a coefficients file (a measured step model, its own host terms
+    included) describes the step; else DEFAULT_ENGINE."""
+    if engine is not None:
+        return engine
+    return PLAIN if speed_of_light or coefficients is not None else DEFAULT_ENGINE
+
+
+def simulated_row(engine: str | None, speed_of_light: bool = False,
+                  coefficients: object = None) -> VllmRow | None:
+    """The vLLM row a run simulates (simulated_engine's), or None for plain."""
+    text = simulated_engine(engine, speed_of_light, coefficients)
+    if text.strip().lower() == PLAIN:
+        return None
+    try:
+        return choose(text).row
+    except SpecError:
+        raise SpecError("--engine", engine, ENGINE_ALLOWED) from None
+
+
+def scenario_row(scenario: Scenario) -> VllmRow | None:
+    """The vLLM row the Scenario's simulator runs, or None for plain."""
+    sim = scenario.simulator
+    return simulated_row(sim.engine, sim.speed_of_light, sim.coefficients)
+
+
+def default_policy(row: VllmRow | None) -> str:
+    """The scheduler policy a release runs unless --policy says otherwise: V0 prefills whole
+    prompts first (prefill-priority), V1 always chunks them (chunked-prefill); plain:
+    continuous."""
+    if row is None:
+        return "continuous"
+    return "prefill-priority" if row.formula == "v0" else "chunked-prefill"
+
+
+def engine_label(engine: str | None, speed_of_light: bool = False,
+                 coefficients: object = None) -> dict:
+    """Which model runs around the kernels, for every output (`engine` in --json, the
+    screen's engine line, a saved scenario's comment): the release simulated (its pin, or
+    plain), whether the default chose it, and a sentence saying so."""
+    row = simulated_row(engine, speed_of_light, coefficients)
+    simulated = PLAIN if row is None else row.pin
+    if engine is None and row is not None:
+        about = (f"{simulated} (default: the newest vLLM release known, {NEWEST.tag}; "
+                 "--engine plain for the roofline and efficiency tables alone)")
+    elif row is not None:
+        about = f"{simulated} ({row.name}, asked {engine})"
+    elif engine is not None:
+        about = "plain (--engine plain: the roofline and efficiency tables alone, no engine terms)"
+    else:
+        why = "--speed-of-light: the uncalibrated roofline" if speed_of_light else \
+            "the coefficients file's step model"
+        about = f"plain (default with {why}, no engine terms; --engine vllm==X adds a release's)"
+    return {"simulated": simulated, "given": engine, "default": engine is None,
+            "about": about}
+
+
+def scenario_engine_label(scenario: Scenario) -> dict:
+    """engine_label of the Scenario's simulator."""
+    sim = scenario.simulator
+    return engine_label(sim.engine, sim.speed_of_light, sim.coefficients)
+
+
 def with_engine(coef: Coefficients, scenario: Scenario) -> Coefficients:
-    """simulator.engine (--engine vllm==X): the release's host, CUDA-graph and async-scheduling
-    terms on top of the device's (sim/vllm_engine.py); without one the knobs that need it are
-    refused."""
+    """The simulated release's host, CUDA-graph and async-scheduling terms on top of the
+    device's (sim/vllm_engine.py); plain adds none, and refuses the knobs that need one."""
     row = engine_row(scenario)
     if row is None:
         return coef
-    terms = engine_terms(row, scenario.engine.enforce_eager, scenario.scheduler.async_scheduling)
-    return override(coef, terms.coefficients(), f"{coef.source}; engine {row.pin}: "
-                    f"{terms.source}")
+    return with_release(coef, row, scenario.engine.enforce_eager,
+                        scenario.scheduler.async_scheduling)
 
 
-def engine_row(scenario: Scenario):
-    """The vLLM row simulator.engine picks, after checking the knobs that depend on it."""
+def engine_row(scenario: Scenario) -> VllmRow | None:
+    """The vLLM row the Scenario simulates (scenario_row), after checking the knobs that
+    depend on it."""
     sched = scenario.scheduler
-    if scenario.simulator.engine is None:
+    row = scenario_row(scenario)
+    if row is None:
         for name, value in (("--num-scheduler-steps", sched.num_scheduler_steps != 1),
                             ("--enforce-eager", scenario.engine.enforce_eager),
                             ("--async-scheduling", sched.async_scheduling)):
             if value:
-                raise SpecError(name, True, "needs --engine vllm==X (the release it belongs "
-                                "to)")
+                raise SpecError(name, True, "needs a vLLM release to belong to: --engine "
+                                "vllm==X (plain has none)")
         return None
-    row = choose(scenario.simulator.engine).row
+    name = f"{row.pin}{' (the default)' if scenario.simulator.engine is None else ''}"
     if sched.num_scheduler_steps != 1 and row.formula != "v0":
         raise SpecError("--num-scheduler-steps", sched.num_scheduler_steps, f"V0 only "
-                        f"(vllm<0.8); {row.pin} is V1, which removed multi-step scheduling")
+                        f"(--engine vllm<0.8); {name} is V1, which removed multi-step "
+                        "scheduling")
     if sched.async_scheduling and row.formula == "v0":
-        raise SpecError("--async-scheduling", True, f"V1 only (vllm>=0.8); {row.pin} is V0")
+        raise SpecError("--async-scheduling", True, f"V1 only (vllm>=0.8); {name} is V0")
     return row
 
 

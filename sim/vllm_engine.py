@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from servecap.ledger.vllm_versions import VllmRow
 
+from .roofline import Coefficients, override
+
 # vllm/worker/model_runner.py (V0, 0.6.x): _BATCH_SIZES_TO_CAPTURE = [1, 2, 4] +
 # [8 * i for i in range(1, 33)]: decode batches up to 256 replay a graph; prefills never do.
 V0_GRAPH_MAX = 256
@@ -91,3 +93,12 @@ def engine_terms(row: VllmRow, enforce_eager: bool = False,
     return EngineTerms(0.0 if v0 else V1_CPU_STEP_S, V0_CPU_PER_SEQ_S if v0 else 0.0,
                        1.0 if async_scheduling else 0.0, eager, graph_max,
                        0.0 if v0 else 1.0, FRONTEND_S, "; ".join(notes))
+
+
+def with_release(coef: Coefficients, row: VllmRow, enforce_eager: bool = False,
+                 async_scheduling: bool = False) -> Coefficients:
+    """coef with the row's terms on top, its source naming the release and each term's own
+    (what simulate and search both price a release's steps with)."""
+    terms = engine_terms(row, enforce_eager, async_scheduling)
+    return override(coef, terms.coefficients(), f"{coef.source}; engine {row.pin}: "
+                    f"{terms.source}")

@@ -35,7 +35,8 @@ def price_layout(problem: Problem, layout: Layout) -> Priced:
     verdict = plan_layout(problem, layout, problem.context_tokens)
     coef, notes = parallel_coefficients(problem.spec_for(layout.weight_dtype),
                                         verdict.deployment, layout.device,
-                                        problem.step_overhead_s, layout.expert_parallel)
+                                        problem.step_overhead_s, layout.expert_parallel,
+                                        problem.engine)
     budget = verdict.deployment.plan.budget  # plan --engine vllm's pool, in its own pages
     blocks, state = simulated_pages(budget, problem.context_tokens)
     config = SchedulerConfig(policy=problem.policy, max_num_seqs=layout.max_num_seqs,

@@ -38,7 +38,7 @@ def plan_layout(problem: Problem, layout: Layout, context_tokens: int) -> Memory
     # the layout's scheduler knobs are what vLLM's profile pass runs, as `plan --engine vllm
     # --max-num-seqs N --max-num-batched-tokens M` plans them
     engine = EngineSpec(VLLM, gpu_memory_utilization=1 - problem.safety_fraction,
-                        max_num_seqs=layout.max_num_seqs,
+                        vllm_row=problem.memory_row, max_num_seqs=layout.max_num_seqs,
                         max_num_batched_tokens=layout.max_num_batched_tokens)
     try:
         deployment = build_deployment(problem.spec_for(layout.weight_dtype), serve,

@@ -24,6 +24,7 @@ from servecap.cli.speculate_cmd import SPECULATE_PATHS, speculate
 from servecap.cli.sweep_cmd import SWEEP_PATHS, sweep
 from servecap.cli.verify_cmd import VERIFY_PATHS, verify
 from servecap.cli.workbook_cmd import WORKBOOK_PATHS, workbook
+from servecap.ledger.vllm_versions import NEWEST
 from servecap.scenario.spec import paths
 
 runner = CliRunner()
@@ -75,14 +76,33 @@ def test_a_simulated_engine_release_round_trips_through_the_file(tmp_path):
     assert again.stdout == first.stdout
     report = json.loads(again.stdout)
     assert [p["policy"] for p in report["policies"]] == ["prefill-priority"]
-    plain = json.loads(invoke("simulate", *SIM, "--json").stdout)
-    assert report["policies"][0]["ttft_ms"]["p50"] != plain["policies"][0]["ttft_ms"]["p50"]
+    default = json.loads(invoke("simulate", *SIM, "--json").stdout)
+    assert report["policies"][0]["ttft_ms"]["p50"] != default["policies"][0]["ttft_ms"]["p50"]
 
 
-def test_a_knob_of_a_release_without_an_engine_is_refused_by_name(tmp_path):
+def test_a_knob_the_release_lacks_is_refused_by_name(tmp_path):
+    """Multi-step scheduling is V0's: the default release (V1) refuses it, naming itself as
+    the default; plain has no release for it to belong to."""
     result = runner.invoke(app, ["simulate", *SIM, "--num-scheduler-steps", "8"])
     assert result.exit_code == 2 and "--num-scheduler-steps" in result.stderr
-    assert "needs --engine" in result.stderr
+    assert f"{NEWEST.pin} (the default) is V1" in result.stderr
+    result = runner.invoke(app, ["simulate", *SIM, "--engine", "plain",
+                                 "--num-scheduler-steps", "8"])
+    assert result.exit_code == 2 and "needs a vLLM release" in result.stderr
+
+
+def test_the_default_engine_is_spelled_out_in_the_saved_scenario(tmp_path):
+    """A null simulator.engine says which release it stood for; run again it is the same
+    release; --engine plain is saved as a value and runs plain again."""
+    saved, plain = tmp_path / "s.yaml", tmp_path / "p.yaml"
+    first = json.loads(invoke("simulate", *SIM, "--json", "--save-scenario", str(saved)).stdout)
+    line = next(x for x in saved.read_text().splitlines() if x.strip().startswith("engine: n"))
+    assert line.startswith(f"  engine: null  # in effect: {NEWEST.pin} (default: the newest")
+    assert first["engine"]["simulated"] == NEWEST.pin and first["engine"]["default"]
+    invoke("simulate", *SIM, "--engine", "plain", "--json", "--save-scenario", str(plain))
+    assert "  engine: plain\n" in plain.read_text()
+    again = json.loads(invoke("simulate", "--scenario", str(plain), "--json").stdout)
+    assert again["engine"]["simulated"] == "plain" and again["coefficients"]["cpu_step_s"] == 0
 
 
 def test_a_flag_beside_the_file_wins_and_verbose_names_both_values(tmp_path):

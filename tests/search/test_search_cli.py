@@ -176,3 +176,41 @@ def test_plan_and_simulate_spelling_of_tp_and_pp_is_accepted(workload_file) -> N
                  "--no-capacity", "--json")
     assert out.exit_code == 0, out.output
     assert {c["tensor_parallel_size"] for c in json.loads(out.stdout)["candidates"]} == {2}
+
+
+ONE = ("--devices", "h100-80gb", "--tp", "1", "--max-gpus", "1", "--max-num-seqs", "64",
+       "--max-num-batched-tokens", "2048", "--disaggregate", "none", "--workers", "1",
+       "--no-capacity", "--rate", 2, "--slo-ttft", "2s", "--slo-itl", "100ms")
+
+
+def test_the_default_engine_is_the_newest_release_and_is_named(report) -> None:
+    from servecap.ledger.vllm_versions import NEWEST
+
+    engine = report["engine"]
+    assert engine["simulated"] == NEWEST.pin and engine["default"] and engine["given"] is None
+    assert engine["memory_rules"] == NEWEST.pin
+    assert any(n.startswith(f"engine {NEWEST.pin}: host") for n in report["time_model_notes"])
+
+
+def test_engine_pin_plans_prices_and_labels_the_launch_line(workload_file) -> None:
+    """A V0 pin: its default gpu_memory_utilization (0.90) in the launch line, its host terms
+    in the notes and the vLLM heading naming it; plain: no release's terms, slower to none."""
+    runs = {}
+    for engine in ("vllm==0.6.3", "plain"):
+        out = search(workload_file, *ONE, "--engine", engine, "--json")
+        assert out.exit_code == 0, out.output
+        runs[engine] = json.loads(out.stdout)
+    v0, plain = runs["vllm==0.6.3"], runs["plain"]
+    assert v0["engine"]["simulated"] == "vllm==0.6.3" and not v0["engine"]["default"]
+    assert "--gpu-memory-utilization 0.90" in v0["launch"]["vllm"][0]
+    assert any(n.startswith("engine vllm==0.6.3: host") for n in v0["time_model_notes"])
+    assert plain["engine"]["simulated"] == "plain"
+    assert any(n.startswith("engine: plain") for n in plain["time_model_notes"])
+    assert v0["cheapest"]["ttft_ms"]["p50"] > plain["cheapest"]["ttft_ms"]["p50"]
+    text = search(workload_file, *ONE, "--engine", "vllm==0.6.3")
+    assert "vllm (as simulated: vllm==0.6.3):" in text.output
+
+
+def test_engine_is_refused_by_name(workload_file) -> None:
+    out = search(workload_file, *ONE, "--engine", "tgi")
+    assert out.exit_code == 2 and "--engine = 'tgi': allowed: vllm" in out.output

@@ -83,3 +83,24 @@ def test_expert_parallel_flag_on_a_dense_model_is_refused_by_name(workload_file)
                                    "--enable-expert-parallel"])
     assert out.exit_code == 2
     assert "--enable-expert-parallel" in out.stderr and "dense" in out.stderr
+
+
+@pytest.mark.parametrize("pin", ["vllm==0.6.3", "vllm"])
+def test_a_release_prices_a_layout_as_simulate_engine_does(small_problem, pin) -> None:
+    """With a release, a layout's step model is simulate --engine's for the same deployment:
+    the device's coefficients with the release's host, graph and API-server terms on top
+    (scenario/steps.py and search share sim/vllm_engine.py with_release)."""
+    from servecap.ledger.vllm_versions import choose
+    from servecap.sim.vllm_engine import engine_terms, with_release
+
+    row = choose(pin).row
+    layout = Layout("h100-80gb", 2, 1, "bf16", "bf16", 64, 2048)
+    plain = price_layout(small_problem, layout)
+    priced = price_layout(replace(small_problem, engine=row), layout)
+    assert priced.coef == with_release(plain.coef, row)
+    terms = engine_terms(row).coefficients()
+    assert {k: getattr(priced.coef, k) for k in terms} == terms
+    assert any(n.startswith(f"engine {row.pin}: host") for n in priced.notes)
+    assert any(n.startswith("engine: plain") for n in plain.notes)
+    # the host's time is in every step: a decode of 8 sequences costs more than plain's
+    assert step_s(priced.coef, 0, 8, 0, 8_000) > step_s(plain.coef, 0, 8, 0, 8_000)

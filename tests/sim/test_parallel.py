@@ -1,6 +1,7 @@
 """Tensor and pipeline parallelism in the simulator: plan's own per-rank ledger, collectives."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -129,10 +130,14 @@ def test_speculate_and_sweep_take_the_parallel_sizes():
     assert sweep["coefficients"]["pipeline_latency_s"] > 0
 
 
+@pytest.mark.parametrize("engine", ["plain", None])
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-30b-a3b"])
-def test_simulated_ttft_and_tpot_at_tp_2_4_8_never_beat_ideal_scaling(model):
+def test_simulated_ttft_and_tpot_at_tp_2_4_8_never_beat_ideal_scaling(model, engine):
     """Whole simulations (static batch of 8 requests, 2,048-token prompts, 64 outputs): TP n's
-    TTFT and TPOT are at least TP 1's divided by n."""
+    TTFT and TPOT are at least TP 1's divided by n, on the step model alone (plain) and with
+    the default release's host terms. The API server's serial queue is left out: it spaces
+    the arrivals by a time TP does not shrink, which changes which requests share a prefill,
+    so a median TTFT can beat 1/n (qwen3-30b-a3b: 84.9 ms at TP 2 against 192.8 ms at TP 1)."""
     from servecap.sim.config import SchedulerConfig
     from servecap.sim.metrics import summarize
     from servecap.sim.run import simulate
@@ -141,7 +146,8 @@ def test_simulated_ttft_and_tpot_at_tp_2_4_8_never_beat_ideal_scaling(model):
     reqs = [Request(i, 0.0, 2048, 64) for i in range(8)]
 
     def run(tp):
-        res = simulate(reqs, _coef(tp, model=model), SchedulerConfig(), 100_000)
+        coef = replace(_coef(tp, model=model, engine=engine), frontend_s=0.0)
+        res = simulate(reqs, coef, SchedulerConfig(), 100_000)
         s = summarize([res])
         return s["ttft_ms"]["p50"], s["tpot_ms"]["p50"]
 

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
+from servecap.ledger.vllm_versions import NEWEST
 from servecap.sim.sweep import sweep_rates
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,9 +31,10 @@ def _small_workload(tmp_path: Path, **patch) -> Path:
 
 
 def test_json_contract_side_by_side(tmp_path):
+    # plain: the seed's decode bound is bandwidth / weight bytes on the bare roofline
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
                   "--policy", "static", "--policy", "continuous", "--policy",
-                  "chunked-prefill", "--step-overhead", "0", "--json")
+                  "chunked-prefill", "--step-overhead", "0", "--engine", "plain", "--json")
     assert out.exit_code == 0, out.output
     report = json.loads(out.stdout)
     assert [p["policy"] for p in report["policies"]] == ["static", "continuous",
@@ -46,6 +48,9 @@ def test_json_contract_side_by_side(tmp_path):
         assert entry["completed"] + entry["rejected"] + entry["queued"] == 120
     assert report["coefficients"]["step_overhead_s"] == 0
     assert report["decode_bound_tokens_per_s"] == pytest.approx(142.857, abs=0.01)
+    assert report["engine"] == {"simulated": "plain", "given": "plain", "default": False,
+                                "about": report["engine"]["about"]}
+    assert report["coefficients"]["cpu_step_s"] == report["coefficients"]["frontend_s"] == 0
 
 
 def test_trace_and_records(tmp_path):
@@ -154,6 +159,40 @@ def test_cost_from_a_simulated_saturation(tmp_path):
     report = json.loads(out.stdout)
     assert report["output_tokens_per_s"] > 143  # batching beats the single-stream bound
     assert "simulated saturation" in report["tokens_source"]
+
+
+def test_cost_names_the_release_its_tokens_were_simulated_with():
+    """The default release's host and API-server time lower the saturation throughput below
+    plain's; each run's tokens say which engine and scheduler made them."""
+    shape = ("cost", "llama-3.1-8b", "--device", "h100-80gb", "--input-len", "256",
+             "--output-len", "32", "--num-requests", "50", "--json")
+    default, plain = (json.loads(_invoke(*shape, *extra).stdout) for extra in
+                      ([], ["--engine", "plain"]))
+    assert default["engine"]["simulated"] == NEWEST.pin and default["engine"]["default"]
+    assert f"chunked-prefill, {NEWEST.pin} (the default)" in default["tokens_source"]
+    assert plain["engine"]["simulated"] == "plain"
+    assert "continuous, plain" in plain["tokens_source"]
+    assert default["output_tokens_per_s"] < plain["output_tokens_per_s"]
+
+
+def test_speculate_and_sweep_run_the_default_release_unless_plain(tmp_path):
+    """speculate: the release's host time is in every target step (one-stream decode slower
+    than plain's); sweep: the release's scheduler is its default policy."""
+    args = ("speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b-instruct", "--device",
+            "h100-80gb", "--batches", "1,64", "--json")
+    default, plain = (json.loads(_invoke(*args, *extra).stdout) for extra in
+                      ([], ["--engine", "plain"]))
+    assert default["engine"]["simulated"] == NEWEST.pin
+    assert plain["engine"] == {"simulated": "plain", "given": "plain", "default": False,
+                               "about": plain["engine"]["about"]}
+    one, bare = default["rows"][0], plain["rows"][0]
+    assert one["plain_tokens_per_s_per_seq"] < bare["plain_tokens_per_s_per_seq"]
+    # the host's time per step is paid once per k + 1 verified tokens: speculation gains more
+    assert one["speedup"] > bare["speedup"]
+    sweep = ("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+             "--rates", "2", "--json")
+    assert json.loads(_invoke(*sweep).stdout)["policy"] == "chunked-prefill"
+    assert json.loads(_invoke(*sweep, "--engine", "plain").stdout)["policy"] == "continuous"
 
 
 def test_speculate_finds_where_it_stops_helping():

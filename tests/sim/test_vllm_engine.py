@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
-from servecap.ledger.vllm_versions import choose
+from servecap.ledger.vllm_versions import NEWEST, choose
 from servecap.sim.cluster import simulate_replicas
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.roofline import Coefficients
@@ -92,11 +92,16 @@ def _run(*args) -> object:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--num-scheduler-steps", "10"], "--num-scheduler-steps = True: needs --engine"),
-    (["--enforce-eager"], "--enforce-eager = True: needs --engine"),
+    (["--num-scheduler-steps", "10"], "vllm==0.21.0 (the default) is V1"),
+    (["--engine", "plain", "--num-scheduler-steps", "10"], "--num-scheduler-steps = True: "
+     "needs a vLLM release"),
+    (["--engine", "plain", "--enforce-eager"], "--enforce-eager = True: needs a vLLM release"),
+    (["--speed-of-light", "--async-scheduling"], "--async-scheduling = True: needs a vLLM"),
     (["--engine", "vllm==0.11", "--num-scheduler-steps", "8"], "V0 only"),
     (["--engine", "vllm==0.6.3", "--async-scheduling"], "V1 only"),
-    (["--engine", "tgi"], "--engine"),
+    (["--engine", "tgi"], "--engine = 'tgi': allowed: vllm (the newest release known), "
+     "vllm==X.Y, vllm>=X.Y, or plain"),
+    (["--engine", "none"], "or plain"),
 ])
 def test_engine_flags_refuse_what_the_release_lacks(args, needle) -> None:
     out = _run(*args)
@@ -106,15 +111,62 @@ def test_engine_flags_refuse_what_the_release_lacks(args, needle) -> None:
 
 def test_engine_terms_are_printed_and_pick_the_release_scheduler() -> None:
     plain, v0 = (json.loads(_run(*a, "--json").output) for a in
-                 ([], ["--engine", "vllm==0.6.3", "--num-scheduler-steps", "4"]))
+                 (["--engine", "plain"], ["--engine", "vllm==0.6.3", "--num-scheduler-steps",
+                                          "4"]))
     coef = v0["coefficients"]
     assert coef["cpu_per_seq_s"] == V0_CPU_PER_SEQ_S and coef["graph_prefill"] == 0.0
     assert "engine vllm==0.6.3" in coef["source"]
+    assert v0["engine"] == {"simulated": "vllm==0.6.3", "given": "vllm==0.6.3",
+                            "default": False, "about": v0["engine"]["about"]}
     assert v0["policies"][0]["policy"] == "prefill-priority"
     assert plain["policies"][0]["policy"] == "continuous"
     assert plain["coefficients"]["cpu_per_seq_s"] == 0.0
+    assert "engine " not in plain["coefficients"]["source"]
     assert v0["step_terms"]["prefill_1024_tokens"]["eager_s"] > 0
     assert v0["policies"][0]["ttft_ms"]["p50"] > plain["policies"][0]["ttft_ms"]["p50"]
+
+
+def test_the_default_is_the_newest_release_and_says_so() -> None:
+    """No --engine: the newest row's V1 terms, its chunked scheduler, labelled as the default
+    in --json and on screen; --engine vllm (spelled out) is the same run, not labelled so."""
+    default, spelled = (json.loads(_run(*a, "--json").output) for a in ([], ["--engine",
+                                                                           "vllm"]))
+    assert default["engine"]["simulated"] == NEWEST.pin and default["engine"]["default"]
+    assert default["engine"]["given"] is None and "default" in default["engine"]["about"]
+    assert not spelled["engine"]["default"] and spelled["engine"]["given"] == "vllm"
+    coef = default["coefficients"]
+    assert coef["cpu_step_s"] == V1_CPU_STEP_S and coef["frontend_s"] == FRONTEND_S
+    assert coef["graph_max_tokens"] == V1_GRAPH_MAX and f"engine {NEWEST.pin}" in coef["source"]
+    assert default["policies"][0]["policy"] == "chunked-prefill"
+    assert default["coefficients"] == spelled["coefficients"]
+    assert default["policies"][0]["ttft_ms"] == spelled["policies"][0]["ttft_ms"]
+    host = default["step_terms"]["decode_1_seq_at_1024"]["cpu_s"]
+    assert host == V1_CPU_STEP_S
+    screen = _run().output
+    assert f"engine: {NEWEST.pin} (default: the newest vLLM release known" in " ".join(
+        screen.split())
+
+
+@pytest.mark.parametrize(("args", "why"), [(["--speed-of-light"], "--speed-of-light"),
+                                           (["--coefficients", "COEF"], "coefficients file")])
+def test_speed_of_light_and_a_coefficients_file_default_to_plain(args, why, tmp_path) -> None:
+    """Both describe a step model of their own (no overheads; a measured one, its host time
+    inside): the default adds no release's terms on top, and says why; --engine adds them."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"step_overhead_s": 0.002}))
+    args = [str(path) if a == "COEF" else a for a in args]
+    alone, pinned = (json.loads(_run(*args, *extra, "--json").output) for extra in
+                     ([], ["--engine", "vllm==0.6.3"]))
+    assert alone["engine"]["simulated"] == "plain" and alone["engine"]["default"]
+    assert why in alone["engine"]["about"]
+    assert alone["coefficients"]["cpu_step_s"] == alone["coefficients"]["frontend_s"] == 0
+    assert alone["policies"][0]["policy"] == "continuous"
+    assert pinned["coefficients"]["cpu_per_seq_s"] == V0_CPU_PER_SEQ_S
+
+
+def test_enforce_eager_alone_runs_the_default_release_without_graphs() -> None:
+    eager = json.loads(_run("--enforce-eager", "--json").output)["coefficients"]
+    assert eager["eager_layer_s"] == EAGER_LAYER_S and eager["graph_max_tokens"] == 0
 
 
 def test_the_front_end_delays_each_request_by_its_time() -> None:
