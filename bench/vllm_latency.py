@@ -10,8 +10,10 @@ compare what vLLM measured with what servecap predicts.
 Each fixture file names its source, vLLM version, GPU, tensor parallelism, launch flags,
 request shape and load (tests/fixtures/vllm_bench/SOURCE.md). A run is simulated with
 `--engine vllm==<engine_pin>` (the fixture's row of servecap's vLLM table) and the launch
-flags it states; ShareGPT runs at the mean lengths of sharegpt_llama3_lengths.json. Every
-request is measured (as `vllm bench serve` does), not only the steady-state window.
+flags it states. ShareGPT runs draw real per-request lengths from sharegpt_sarathi_lengths.csv
+under the benchmarks' filter, scaled to the Llama-3 means (a resample, not the benchmark's own
+draw; SOURCE.md). Every request is measured (as `vllm bench serve` does), not only the
+steady-state window.
 
 error = (predicted - measured) / measured. The last column says whether the measurement lies
 inside servecap's own 95 % interval of the figure (simulate's steady-state window; 'none'
@@ -20,8 +22,8 @@ not the sampling's. Families: ttft (median TTFT), tpot (median TPOT,
 median ITL, and the batch latency of the offline latency tests, all decode-bound) and
 throughput (request or output-token throughput with every prompt sent at once). The summary
 is given twice: over every comparison, and without the spread-bound runs (a ShareGPT set of at
-most 1,000 prompts sent at once lasts as long as its longest request, and the fixtures give
-ShareGPT's mean lengths only).
+most 1,000 prompts sent at once lasts as long as its longest request, which the resampled
+lengths only approximate).
 """
 
 import csv
@@ -291,8 +293,7 @@ def interval_verdict(key: str, measured: float, windowed: dict | None, steps: in
 
 def spread_bound(case: Case) -> bool:
     """A ShareGPT set of at most 1,000 prompts sent at once: its duration is the longest
-    request's, which the mean lengths servecap simulates do not have (the spread of
-    ShareGPT's lengths is not in the fixtures)."""
+    request's, and the resampled ShareGPT lengths have a shorter tail than the real draw."""
     load = case.run["load"]
     return case.run["shape"].get("dataset") == "sharegpt" and load["kind"] == "all-at-once" \
         and load["num_prompts"] <= 1000
