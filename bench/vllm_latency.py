@@ -10,8 +10,10 @@ compare what vLLM measured with what servecap predicts.
 Each fixture file names its source, vLLM version, GPU, tensor parallelism, launch flags,
 request shape and load (tests/fixtures/vllm_bench/SOURCE.md). A run is simulated with
 `--engine vllm==<engine_pin>` (the fixture's row of servecap's vLLM table) and the launch
-flags it states; ShareGPT runs at the mean lengths of sharegpt_llama3_lengths.json. Every
-request is measured (as `vllm bench serve` does), not only the steady-state window.
+flags it states. ShareGPT runs draw real per-request lengths from sharegpt_sarathi_lengths.csv
+under the benchmarks' filter, scaled to the Llama-3 means (a resample, not the benchmark's own
+draw; SOURCE.md). Every request is measured (as `vllm bench serve` does), not only the
+steady-state window.
 
 error = (predicted - measured) / measured. The last column says whether the measurement lies
 inside servecap's own 95 % interval of the figure (simulate's steady-state window; 'none'
@@ -20,11 +22,13 @@ not the sampling's. Families: ttft (median TTFT), tpot (median TPOT,
 median ITL, and the batch latency of the offline latency tests, all decode-bound) and
 throughput (request or output-token throughput with every prompt sent at once). The summary
 is given twice: over every comparison, and without the spread-bound runs (a ShareGPT set of at
-most 1,000 prompts sent at once lasts as long as its longest request, and the fixtures give
-ShareGPT's mean lengths only).
+most 1,000 prompts sent at once lasts as long as its longest request, which the resampled
+lengths only approximate).
 """
 
+import csv
 import json
+import random
 import statistics
 import sys
 from dataclasses import dataclass, replace
@@ -38,6 +42,13 @@ from servecap.sim.workload import Arrivals, Lengths, Workload
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "vllm_bench"
 SHAREGPT = "sharegpt_llama3_lengths.json"
+# Per-request ShareGPT token counts (Sarathi-Serve's trace, Llama-2 tokenizer; SOURCE.md)
+SHAREGPT_SAMPLE = "sharegpt_sarathi_lengths.csv"
+# The ShareGPT filter of vLLM's benchmark_serving.py / benchmark_throughput.py and SGLang's
+# bench_serving.py: prompts or outputs under 4 tokens, prompts over 1,024 tokens and
+# prompt + output over 2,048 tokens are dropped
+SHAREGPT_MIN_TOKENS, SHAREGPT_MAX_PROMPT, SHAREGPT_MAX_TOTAL = 4, 1024, 2048
+SHAREGPT_SEED = 0  # benchmark_serving.py's --seed default
 # measured key -> (family, how the prediction is read from a policy entry of simulate --json)
 METRICS = {
     "median_ttft_ms": ("ttft", lambda e: e["ttft_ms"]["p50"]),
@@ -105,6 +116,70 @@ def sharegpt_means(folder: Path = FIXTURES) -> tuple[int, int]:
     m = json.loads((folder / SHAREGPT).read_text(encoding="utf-8"))["measured"]
     n = m["successful_requests"]
     return round(m["total_input_tokens"] / n), round(m["total_generated_tokens"] / n)
+
+
+def sharegpt_keep(prompt: int, output: int) -> bool:
+    """Whether the benchmarks' ShareGPT filter keeps a (prompt, output) pair."""
+    return prompt >= SHAREGPT_MIN_TOKENS and output >= SHAREGPT_MIN_TOKENS \
+        and prompt <= SHAREGPT_MAX_PROMPT and prompt + output <= SHAREGPT_MAX_TOTAL
+
+
+def sharegpt_pool(folder: Path = FIXTURES) -> list[tuple[int, int]]:
+    """The real (prompt, output) token pairs of the ShareGPT sample that the filter keeps,
+    in the file's order."""
+    with (folder / SHAREGPT_SAMPLE).open(encoding="utf-8", newline="") as f:
+        pairs = [(int(r["prompt_tokens"]), int(r["output_tokens"])) for r in csv.DictReader(f)]
+    return [pair for pair in pairs if sharegpt_keep(*pair)]
+
+
+def sharegpt_targets(folder: Path = FIXTURES) -> dict[str, float]:
+    """The mean tokens per request of the benchmarks' ShareGPT draws under the Llama-3
+    tokenizer: prompts and (client stopping at EOS) outputs from the 1,000-prompt reference
+    run; outputs with ignore_eos (every output runs to the dataset's length) from SGLang's
+    5,000-prompt run (its output tokens per second over its requests per second)."""
+    m = json.loads((folder / SHAREGPT).read_text(encoding="utf-8"))["measured"]
+    sg = next(c for c in load_cases(folder, "sglang_vllm060_a100_h100")
+              if c.run["id"] == "a100-8b-inf").run["measured"]
+    n = m["successful_requests"]
+    return {"prompt": m["total_input_tokens"] / n, "output": m["total_generated_tokens"] / n,
+            "output_ignore_eos": sg["output_throughput_tok_s"] / sg["request_throughput_rps"]}
+
+
+def sharegpt_draw(count: int, folder: Path = FIXTURES, ignore_eos: bool = False,
+                  seed: int = SHAREGPT_SEED) -> list[tuple[int, int]]:
+    """`count` pairs of the filtered sample, as the benchmarks draw them: the pool shuffled
+    with a fixed seed and taken in order (reshuffled for sets larger than the pool). Each
+    pair is scaled so the pool's means are the Llama-3 means (sharegpt_targets): the spread
+    and the pairing are the sample's, the scale the benchmarks'. A resample of the same
+    dataset, not the benchmark's own draw of it."""
+    rng, pool, out = random.Random(seed), sharegpt_pool(folder), []
+    target = sharegpt_targets(folder)
+    a = target["prompt"] / statistics.fmean(p for p, _ in pool)
+    b = target["output_ignore_eos" if ignore_eos else "output"] / \
+        statistics.fmean(o for _, o in pool)
+    pool = [(max(1, round(p * a)), max(1, round(o * b))) for p, o in pool]
+    while len(out) < count:
+        rng.shuffle(pool)
+        out.extend(pool[:count - len(out)])
+    return out
+
+
+def ignore_eos(case: Case) -> bool:
+    """Whether the run's client generates every output to its dataset length: vLLM's offline
+    benchmark_throughput.py (ignore_eos=True) and SGLang's bench_serving.py (ignore_eos
+    unless --disable-ignore-eos); benchmark_serving.py stops at EOS."""
+    return offline(case) or "sglang.bench_serving" in case.data.get("client", "")
+
+
+def requests_for(case: Case, folder: Path = FIXTURES) -> list:
+    """The run's requests: the workload's arrivals and lengths; a ShareGPT run's lengths are
+    real per-request pairs drawn from the ShareGPT sample (prompt and output together)."""
+    requests = draw_requests(workload_for(case, folder))
+    if case.run["shape"].get("dataset") != "sharegpt":
+        return requests
+    pairs = sharegpt_draw(len(requests), folder, ignore_eos(case))
+    return [replace(r, prompt_tokens=p, output_tokens=o)
+            for r, (p, o) in zip(requests, pairs, strict=True)]
 
 
 def workload_for(case: Case, folder: Path = FIXTURES) -> Workload:
@@ -178,7 +253,7 @@ def predict(case: Case, folder: Path = FIXTURES, engine: bool = True,
     if not engine:
         flags = replace(flags, engine="plain", num_scheduler_steps=1, enforce_eager=False)
     setup = build_setup(model_for(case), flags)
-    setup = replace(setup, requests=draw_requests(workload_for(case, folder)))
+    setup = replace(setup, requests=requests_for(case, folder))
     if offline(case):  # vLLM's offline scripts drive the engine without the API server
         setup = replace(setup, coefficients=replace(setup.coefficients, frontend_s=0.0))
     report, _ = run_simulation(setup, window=window)
@@ -218,8 +293,7 @@ def interval_verdict(key: str, measured: float, windowed: dict | None, steps: in
 
 def spread_bound(case: Case) -> bool:
     """A ShareGPT set of at most 1,000 prompts sent at once: its duration is the longest
-    request's, which the mean lengths servecap simulates do not have (the spread of
-    ShareGPT's lengths is not in the fixtures)."""
+    request's, and the resampled ShareGPT lengths have a shorter tail than the real draw."""
     load = case.run["load"]
     return case.run["shape"].get("dataset") == "sharegpt" and load["kind"] == "all-at-once" \
         and load["num_prompts"] <= 1000

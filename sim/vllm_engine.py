@@ -22,7 +22,7 @@ V1_GRAPH_MAX = 512
 # Fitted by bench/vllm_latency.py --fit: the host's time per running sequence per V0 step
 # (sampling, detokenization and output processing in the engine loop) on the sglang
 # a100-8b-inf run (vLLM 0.6.0, 5,000 ShareGPT prompts at once: 4,132.37 output tok/s).
-V0_CPU_PER_SEQ_S = 9.49e-05
+V0_CPU_PER_SEQ_S = 8.94e-05
 # Fitted likewise: V1's host time per step (scheduling and input preparation in the engine
 # core's busy loop, not overlapped without --async-scheduling), on the kvcached
 # h100-qwen3-06b-rps16 run (vLLM 0.19.0, Qwen3-0.6B on an H100 at 16 req/s: median TPOT
@@ -35,7 +35,7 @@ EAGER_LAYER_S = 0.000243
 # handling, tokenization, the hop to the engine; one request at a time, so a burst queues),
 # on the buildkite9555 llama70B-tp4-qps1 run (8xH100, 1 req/s: median TTFT 56.99 ms); one
 # value for V0 and V1.
-FRONTEND_S = 0.0109
+FRONTEND_S = 0.00945
 SOURCES = {
     "v0": "V0 engine loop (vllm/engine/llm_engine.py): scheduling, sampling, detokenization "
           "and output processing run on the host between steps, per sequence; graphs for "

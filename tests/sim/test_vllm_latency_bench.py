@@ -5,6 +5,7 @@ arithmetic they claim; the set spans what it must (versions, engines, TP, GPUs, 
 import importlib.util
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -49,13 +50,50 @@ def test_run_ids_are_unique() -> None:
     assert len(names) == len(set(names))
 
 
-def test_sharegpt_runs_take_the_reference_run_means() -> None:
+def test_sharegpt_filter_is_the_benchmarks() -> None:
+    assert bench.sharegpt_keep(4, 4) and bench.sharegpt_keep(1024, 1024)
+    assert not bench.sharegpt_keep(3, 100) and not bench.sharegpt_keep(100, 3)
+    assert not bench.sharegpt_keep(1025, 10) and not bench.sharegpt_keep(1000, 1049)
+
+
+def test_the_sharegpt_sample_is_real_rows_filtered() -> None:
+    lines = (bench.FIXTURES / bench.SHAREGPT_SAMPLE).read_text().splitlines()
+    assert lines[0] == "prompt_tokens,output_tokens" and len(lines) == 8001
+    assert lines[1:4] == ["74,918", "290,905", "1402,711"]  # Sarathi-Serve's first rows
+    pool = bench.sharegpt_pool()
+    assert len(pool) == 2891 and all(bench.sharegpt_keep(p, o) for p, o in pool)
+    assert len({o for _, o in pool}) > 500  # a spread, not one length
+
+
+def test_sharegpt_draws_are_seeded_scaled_pairs_at_the_llama3_means() -> None:
     data = json.loads((bench.FIXTURES / bench.SHAREGPT).read_text())["measured"]
-    assert bench.sharegpt_means() == (round(data["total_input_tokens"] / 1000),
-                                      round(data["total_generated_tokens"] / 1000)) == (215, 179)
-    case = next(c for c in CASES if c.run["shape"].get("dataset") == "sharegpt")
-    work = bench.workload_for(case)
-    assert (work.prompt.value, work.output.value) == (215, 179)
+    target = bench.sharegpt_targets()
+    assert target["prompt"] == data["total_input_tokens"] / 1000 == 215.196
+    assert target["output"] == data["total_generated_tokens"] / 1000 == 178.793
+    assert target["output_ignore_eos"] == pytest.approx(4132.37 / 21.27)
+    draw = bench.sharegpt_draw(len(bench.sharegpt_pool()))  # the whole pool, shuffled
+    assert statistics.fmean(p for p, _ in draw) == pytest.approx(target["prompt"], rel=0.01)
+    assert statistics.fmean(o for _, o in draw) == pytest.approx(target["output"], rel=0.01)
+    eos = bench.sharegpt_draw(len(draw), ignore_eos=True)
+    assert statistics.fmean(o for _, o in eos) == pytest.approx(194.28, rel=0.01)
+    assert bench.sharegpt_draw(200) == bench.sharegpt_draw(200) != bench.sharegpt_draw(200, seed=1)
+    assert len(bench.sharegpt_draw(5000)) == 5000  # larger than the pool: reshuffled
+    assert max(o for _, o in bench.sharegpt_draw(200)) > 2 * target["output"]
+
+
+def test_sharegpt_runs_get_the_sample_and_their_clients_eos_rule() -> None:
+    by_name = {c.name: c for c in CASES}
+    serving = by_name["buildkite9555_h100:h100-80gb-llama70B-tp4-qps1"]
+    offline = by_name["buildkite9555_h100:h100-80gb-llama8B-tp1-throughput"]
+    sglang = by_name["sglang_vllm060_a100_h100:a100-8b-rps4"]
+    assert not bench.ignore_eos(serving) and bench.ignore_eos(offline)
+    assert bench.ignore_eos(sglang)
+    requests = bench.requests_for(serving)
+    assert [(r.prompt_tokens, r.output_tokens) for r in requests] == bench.sharegpt_draw(200)
+    assert [r.arrival_s for r in requests] == \
+        [r.arrival_s for r in bench.draw_requests(bench.workload_for(serving))]
+    fixed = by_name["kvcached_vllm019_qwen3_06b_h100:h100-qwen3-06b-rps16"]
+    assert {(r.prompt_tokens, r.output_tokens) for r in bench.requests_for(fixed)} == {(512, 128)}
 
 
 def test_a_range_ratio_is_vllm_bench_serves_uniform_spread() -> None:
@@ -125,16 +163,20 @@ def test_a_miss_is_judged_against_the_simulators_own_interval() -> None:
 
 @pytest.mark.slow
 def test_the_engine_terms_do_what_the_docs_say_on_the_published_set() -> None:
-    """docs/vllm-latency.md's figures: --engine lowers every family's median error, TTFT and
-    TPOT medians meet 15 %, throughput does so only without the spread-bound runs; the
-    single worst comparisons stay beyond 40 % (the target is missed)."""
+    """docs/vllm-latency.md's figures: --engine lowers every family's median error; TPOT and
+    throughput medians meet 15 % (throughput 13.3 %, 6.1 % without the spread-bound runs),
+    TTFT's (16.0 %) does not; the single worst comparisons stay beyond 40 % (the target is
+    missed); the 200-prompt ShareGPT sets sent at once, now drawn from the length sample,
+    are off by at most 125 % (239 % at the mean lengths)."""
     rows, bare = bench.run_all(), bench.run_all(engine=False)
     after, before = bench.summarize(rows), bench.summarize(bare)
     known = bench.summarize(rows, known_shape=True)
     for family in bench.FAMILIES:
         assert after[family]["median_abs_error"] < before[family]["median_abs_error"]
         assert after[family]["max_abs_error"] > bench.TARGET_MAX
-    assert after["ttft"]["median_abs_error"] <= bench.TARGET_MEDIAN
-    assert after["tpot"]["median_abs_error"] <= bench.TARGET_MEDIAN
-    assert after["throughput"]["median_abs_error"] > bench.TARGET_MEDIAN
-    assert known["throughput"]["median_abs_error"] <= bench.TARGET_MEDIAN
+    assert after["ttft"]["median_abs_error"] == pytest.approx(0.160, abs=0.001)
+    assert after["tpot"]["median_abs_error"] == pytest.approx(0.088, abs=0.001)
+    assert after["throughput"]["median_abs_error"] == pytest.approx(0.133, abs=0.001)
+    assert known["throughput"]["median_abs_error"] == pytest.approx(0.061, abs=0.001)
+    bound = [abs(r["error"]) for r in rows if r["spread_bound"]]
+    assert len(bound) == 9 and 0.30 < min(bound) and max(bound) == pytest.approx(1.25, abs=0.01)
