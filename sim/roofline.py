@@ -178,8 +178,11 @@ def swap_s(coef: Coefficients, num_tokens: int) -> float:
 
 
 def override(coef: Coefficients, values: dict, source: str) -> Coefficients:
-    """Replace coefficients by name (a measured coefficients file); unknown names are errors."""
+    """Replace coefficients by name (a measured coefficients file); unknown names are errors.
+    The labels (LABELS: which sources and which all-reduce table priced them) are the
+    deployment's, not the file's: a report fed back keeps them and they are skipped."""
     names = {f.name for f in fields(Coefficients)} - LABELS
+    values = {k: v for k, v in values.items() if k not in LABELS}
     for key, value in values.items():
         if key not in names:
             raise SpecError(key, value, "unknown coefficient; allowed: " + ", ".join(sorted(names)))
