@@ -54,6 +54,11 @@ def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None
                   f"pp {coef['pipeline_parallel_size']}"
                   + (f"; {coef['num_experts']} experts, top {coef['experts_per_token']}"
                      if coef["num_experts"] else ""), highlight=False)
+    if coef.get("collective_source"):
+        calls = coef.get("collective_calls")
+        console.print("collectives: " + (f"{calls} all-reduces per step of tokens x "
+                      f"{coef['collective_message_bytes_per_token']:,} B, " if calls else "")
+                      + coef["collective_source"], highlight=False)
     for name, parts in (steps or {}).items():
         console.print(f"  {name.replace('_', ' ')}: {parts['step_s'] * 1000:.3f} ms = max(GEMM "
                       f"{parts['gemm_s'] * 1000:.3f} + attention {parts['attention_s'] * 1000:.3f}"

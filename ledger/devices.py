@@ -8,7 +8,9 @@ from .units import GB, SIZE_HELP, TB, GiB, MiB, TiB, parse_size, unit_hint
 
 # Latency of one ring step of a collective and of one pipeline send: estimates (NCCL's
 # small-message all-reduce is ~2(n-1) x 1-2 us on NVLink, several us over PCIe); aiconfigurator
-# 0.12's system files use 10 us for p2p. Estimates, as every source below says.
+# 0.12's system files use 10 us for p2p. Estimates, as every source below says: the ring step
+# prices a device's all-reduces only where ledger/collectives.py has no measured table for
+# its GPU count (the step model labels which).
 NVLINK_STEP_S = 1.5e-6
 PCIE_STEP_S = 5e-6
 P2P_S = 10e-6

@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+from servecap.ledger.collectives import table_for
 from servecap.ledger.devices import Device
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.ranks import Deployment
@@ -77,11 +78,14 @@ def _moe_layers(spec: ModelSpec, layers: tuple[int, ...]) -> int:
 
 def _links(spec: ModelSpec, layers: int, tp: int, pp: int, device: Device | None,
            moe_layers: int = 0) -> dict:
-    """Ring all-reduce of hidden x 2 bytes per token, twice per layer:
-    bytes term 2(n-1)/n x bytes / link, latency term 2(n-1) ring steps each. Under expert
-    parallelism a MoE layer's second all-reduce is an all-to-all instead: each token's
-    activations go to its top-k experts and come back, (n-1)/n of them off-rank,
-    2 x k x (n-1)/n x bytes, in 2(n-1) latency steps."""
+    """Two all-reduces per layer of hidden x 2 bytes per token in the step (after attention
+    and after the MLP): priced by the measured table of the device at this GPU count where
+    one exists (ledger/collectives.py: collective_calls all-reduces of the step's message),
+    else by the ring estimate, 2(n-1)/n x bytes / link and 2(n-1) latency steps each (folded
+    into collective_bytes_per_token and collective_latency_s). Under expert parallelism a MoE
+    layer's second all-reduce is an all-to-all instead: each token's activations go to its
+    top-k experts and come back, (n-1)/n of them off-rank, 2 x k x (n-1)/n x bytes, in 2(n-1)
+    latency steps (an estimate on every device)."""
     if device is None or (tp == 1 and pp == 1):
         return {}
     out = {"interconnect_bytes_per_s": float(device.interconnect_bytes_per_s)}
@@ -89,12 +93,24 @@ def _links(spec: ModelSpec, layers: int, tp: int, pp: int, device: Device | None
     if tp > 1:
         reduces = 2 * layers - moe_layers
         top_k = spec.moe.num_experts_per_tok if moe_layers else 0
-        out["collective_bytes_per_token"] = (reduces * 2 + moe_layers * 2 * top_k) \
+        table = table_for(device.name, tp)
+        ring_reduces = 0 if table else reduces
+        out["collective_bytes_per_token"] = (ring_reduces * 2 + moe_layers * 2 * top_k) \
             * (tp - 1) / tp * per_token
-        out["collective_latency_s"] = (reduces + moe_layers) * 2 * (tp - 1) \
+        out["collective_latency_s"] = (ring_reduces + moe_layers) * 2 * (tp - 1) \
             * device.interconnect_latency_s
         out["expert_parallel_size"] = tp if moe_layers else 1
+        out["collective_message_bytes_per_token"] = per_token
+        out["collective_calls"] = reduces if table else 0
+        out["collective_table"] = table.key if table else ""
+        out["collective_source"] = table.label() if table else _estimate_label(device, tp)
     if pp > 1:
         out["pipeline_bytes_per_token"] = float(per_token)
         out["pipeline_latency_s"] = device.p2p_latency_s
     return out
+
+
+def _estimate_label(device: Device, tp: int) -> str:
+    return (f"estimate: no measured all-reduce table for {device.name} at tp {tp}; ring of "
+            f"2(n-1) steps x {device.interconnect_latency_s * 1e6:g} us over "
+            f"{device.interconnect} at {device.interconnect_bytes_per_s / 1e9:g} GB/s")

@@ -3,6 +3,7 @@
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
+from servecap.ledger.collectives import TABLES
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Plan
 
@@ -15,12 +16,15 @@ NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_
                 "experts_per_token", "num_moe_layers", "moe_layer_overhead_s",
                 "collective_bytes_per_token", "collective_latency_s", "pipeline_bytes_per_token",
                 "pipeline_latency_s", "step_time_cv", "state_bytes_per_request", "cpu_step_s",
-                "cpu_per_seq_s", "eager_layer_s", "graph_max_tokens", "frontend_s")
+                "cpu_per_seq_s", "eager_layer_s", "graph_max_tokens", "frontend_s",
+                "collective_calls", "collective_message_bytes_per_token")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
         "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
         "moe_flops_per_token", "num_experts", "num_moe_layers",
         "experts_per_token", "tensor_parallel_size", "pipeline_parallel_size",
-        "expert_parallel_size", "state_bytes_per_request", "graph_max_tokens"}
+        "expert_parallel_size", "state_bytes_per_request", "graph_max_tokens",
+        "collective_calls", "collective_message_bytes_per_token"}
+LABELS = {"source", "efficiency_source", "collective_table", "collective_source"}
 
 @dataclass(frozen=True)
 class Coefficients:
@@ -33,9 +37,13 @@ class Coefficients:
     weights) are read only as far as the batch touches them; their share of the FLOPs
     (moe_flops_per_token) runs at moe_gemm_efficiency (grouped expert GEMMs), and each of the
     num_moe_layers pays moe_layer_overhead_s (routing, the grouped kernel's fixed cost).
-    Tensor-parallel all-reduces cost collective_bytes_per_token / interconnect_bytes_per_s per
-    token plus collective_latency_s per step; pipeline stages hand pipeline_bytes_per_token over
-    the link.
+    Tensor-parallel all-reduces: where a published table measured the device at this GPU count
+    (collective_table, ledger/collectives.py), each of the collective_calls all-reduces of a
+    step costs the measured time of a message of tokens x collective_message_bytes_per_token;
+    collective_bytes_per_token / interconnect_bytes_per_s per token plus collective_latency_s
+    per step price what no table covers, the ring estimate (and an expert-parallel
+    all-to-all). collective_source says which. Pipeline stages hand pipeline_bytes_per_token
+    over the link.
     step_time_cv is the residual spread of a calibration (0: every step takes its mean).
     Efficiencies of 1 and no overheads: the speed-of-light roofline.
     swap_bandwidth_bytes_per_s prices moving KV to and from host memory.
@@ -79,6 +87,10 @@ class Coefficients:
     expert_parallel_size: int = 1
     collective_bytes_per_token: float = 0.0
     collective_latency_s: float = 0.0
+    collective_calls: int = 0
+    collective_message_bytes_per_token: int = 0
+    collective_table: str = ""
+    collective_source: str = ""
     pipeline_bytes_per_token: float = 0.0
     pipeline_latency_s: float = 0.0
     interconnect_bytes_per_s: float = 450e9
@@ -110,6 +122,9 @@ class Coefficients:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "expert_parallel_size"):
             if getattr(self, name) < 1:
                 raise SpecError(name, getattr(self, name), "a whole number >= 1")
+        if self.collective_table and self.collective_table not in TABLES:
+            raise SpecError("collective_table", self.collective_table,
+                            "one of " + ", ".join(sorted(TABLES)) + " or empty")
         if self.moe_flops_per_token > self.flops_per_token:
             raise SpecError("moe_flops_per_token", self.moe_flops_per_token,
                             f"at most flops_per_token ({self.flops_per_token:,})")
@@ -163,8 +178,11 @@ def swap_s(coef: Coefficients, num_tokens: int) -> float:
 
 
 def override(coef: Coefficients, values: dict, source: str) -> Coefficients:
-    """Replace coefficients by name (a measured coefficients file); unknown names are errors."""
-    names = {f.name for f in fields(Coefficients)} - {"source", "efficiency_source"}
+    """Replace coefficients by name (a measured coefficients file); unknown names are errors.
+    The labels (LABELS: which sources and which all-reduce table priced them) are the
+    deployment's, not the file's: a report fed back keeps them and they are skipped."""
+    names = {f.name for f in fields(Coefficients)} - LABELS
+    values = {k: v for k, v in values.items() if k not in LABELS}
     for key, value in values.items():
         if key not in names:
             raise SpecError(key, value, "unknown coefficient; allowed: " + ", ".join(sorted(names)))

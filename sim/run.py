@@ -8,7 +8,7 @@ from .sampling import Request
 from .speculative import decode_iteration_s
 from .state import REJECTED, SimResult
 from .static import run_static
-from .step_model import decode_eager_s, prefill_pairs, step_s
+from .step_model import decode_eager_s, measured_collective_s, prefill_pairs, step_s
 
 INF = float("inf")
 
@@ -179,7 +179,8 @@ def _pricing(eng: Engine, n: int) -> tuple:
         return (lambda num, live: decode_iteration_s(eng.coef, spec, num, live)), 0.0, 0.0
     if eng.dense is None:
         return eng.price, 0.0, 0.0
-    return None, eng.dense[0] * n, eng.dense[5] * n + decode_eager_s(eng.coef, n)
+    return None, eng.dense[0] * n, eng.dense[5] * n + decode_eager_s(eng.coef, n) \
+        + measured_collective_s(eng.coef, n)
 
 
 def _account(eng: Engine, dt: float) -> None:

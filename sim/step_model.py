@@ -4,6 +4,8 @@ pipeline stages and fixed overheads; every term named so it can be printed and o
 import math
 import random
 
+from servecap.ledger.collectives import allreduce_s
+
 
 def experts_touched_share(num_tokens: int, num_experts: int, experts_per_token: int) -> float:
     """Expected share of routed experts a batch reads: 1 - (1 - k/E)^B for B tokens each
@@ -26,9 +28,8 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
                   tokens' keys attended plus every decode sequence's context;
     memory_s = (dense weights + routed experts touched + KV read and written) /
                (bandwidth_bytes_per_s x bandwidth_efficiency);
-    compute and memory overlap (max); collective_s (tensor-parallel all-reduce, ring:
-    2(n-1)/n x bytes / link + latency x steps, folded into collective_bytes_per_token and
-    collective_latency_s) and overhead_s (per step, per layer, per MoE layer) add on top."""
+    compute and memory overlap (max); collective_s (tensor-parallel all-reduces, see
+    collective_s) and overhead_s (per step, per layer, per MoE layer) add on top."""
     c = coef
     tokens = num_prefill + num_decode
     dense = c.flops_per_token - c.moe_flops_per_token
@@ -43,8 +44,7 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
     # each decode stream (and the prefilling request) reads and writes its fixed state once
     kv += 2 * c.state_bytes_per_request * (num_decode + (1 if num_prefill else 0))
     memory = (weights + kv) / (c.bandwidth_bytes_per_s * c.bandwidth_efficiency)
-    collective = (c.collective_bytes_per_token * tokens / c.interconnect_bytes_per_s
-                  + c.collective_latency_s) if c.collective_bytes_per_token else 0.0
+    collective = collective_s(c, tokens)
     overhead = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
         + c.moe_layer_overhead_s * c.num_moe_layers
     eager = c.eager_layer_s * c.num_layers if eager_step(c, num_prefill, tokens) else 0.0
@@ -52,6 +52,25 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
     return {"gemm_s": gemm, "attention_s": attention, "memory_s": memory,
             "collective_s": collective, "overhead_s": overhead, "eager_s": eager,
             "cpu_s": cpu}
+
+
+def collective_s(coef, tokens: int) -> float:
+    """The step's tensor-parallel communication: measured_collective_s plus the linear part,
+    collective_bytes_per_token x tokens / interconnect_bytes_per_s + collective_latency_s
+    (the ring estimate where no table measured the device; 0 when no bytes cross)."""
+    linear = (coef.collective_bytes_per_token * tokens / coef.interconnect_bytes_per_s
+              + coef.collective_latency_s) if coef.collective_bytes_per_token else 0.0
+    return linear + measured_collective_s(coef, tokens)
+
+
+def measured_collective_s(coef, tokens: int) -> float:
+    """collective_calls all-reduces of the step's real message, tokens x
+    collective_message_bytes_per_token bytes, each at the time collective_table measured
+    for that size (ledger/collectives.py); 0 without a table."""
+    if not coef.collective_table or not coef.collective_calls or tokens <= 0:
+        return 0.0
+    return coef.collective_calls * allreduce_s(
+        coef.collective_table, tokens * coef.collective_message_bytes_per_token)
 
 
 def eager_step(coef, num_prefill: int, tokens: int) -> bool:
@@ -97,7 +116,8 @@ def dense_decode_constants(coef) -> tuple | None:
     """(gemm s per token, attention s per pair, weight bytes, KV bytes per token, effective
     bandwidth, link s per token, fixed s per step) of a dense single-stage model, the
     constants step_s folds for decode-only steps (the host's per-sequence cost rides with the
-    link's, both linear in sequences and outside the overlap; eager steps add decode_eager_s);
+    link's linear part, both linear in sequences and outside the overlap; eager steps add
+    decode_eager_s, a measured all-reduce table adds measured_collective_s);
     None for MoE, pipeline stages, fixed per-request states (hybrids) and async scheduling,
     which step_s prices."""
     c = coef
@@ -130,7 +150,7 @@ def decode_pricer(coef):
         compute = gemm_per_token * n + attn_per_pair * live
         memory = (wb + kvb * (live + n)) / bw
         return (compute if compute > memory else memory) + link_per_token * n + fixed \
-            + decode_eager_s(coef, n)
+            + decode_eager_s(coef, n) + measured_collective_s(coef, n)
     return price
 
 

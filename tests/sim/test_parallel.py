@@ -59,9 +59,12 @@ def test_tensor_parallel_never_beats_ideal_scaling_and_pays_collectives(tp, shap
     coef = _coef(tp)
     many = step_s(coef, prefill, decode, pairs, context)
     assert many >= one / tp
-    assert coef.collective_latency_s > 0 and coef.collective_bytes_per_token > 0
+    measured = coef.collective_table != ""
+    assert measured == (tp == 4)  # the one H100 GPU count a published table measured
+    assert (coef.collective_calls > 0) == measured
+    assert (coef.collective_latency_s > 0 and coef.collective_bytes_per_token > 0) != measured
     no_links = step_s(coef.__class__(**{**coef.__dict__, "collective_bytes_per_token": 0.0,
-                                         "collective_latency_s": 0.0}),
+                                         "collective_latency_s": 0.0, "collective_calls": 0}),
                       prefill, decode, pairs, context)
     assert many > no_links
 
@@ -158,14 +161,21 @@ def test_simulated_ttft_and_tpot_at_tp_2_4_8_never_beat_ideal_scaling(model, eng
 
 
 def test_expert_parallel_trades_the_moe_all_reduce_for_an_all_to_all():
-    """Qwen3-30B-A3B at -tp 4: with --enable-expert-parallel every MoE layer sends each
-    token's 8 top-k activations out and back instead of one all-reduce, so the per-token link
-    bytes grow; a dense model is refused."""
-    tp = _coef(4, model="qwen3-30b-a3b")
-    ep = _coef(4, model="qwen3-30b-a3b", expert_parallel=True)
-    assert ep.expert_parallel_size == 4 and tp.expert_parallel_size == 1
+    """Qwen3-30B-A3B (48 MoE layers): with --enable-expert-parallel every MoE layer sends
+    each token's 8 top-k activations out and back instead of one all-reduce, so the per-token
+    link bytes grow (at -tp 2, priced by the ring estimate throughout); at -tp 4 on H100s the
+    measured table prices the all-reduces left (48 instead of 96) and the all-to-all stays an
+    estimate; a dense model is refused."""
+    tp = _coef(2, model="qwen3-30b-a3b")
+    ep = _coef(2, model="qwen3-30b-a3b", expert_parallel=True)
+    assert ep.expert_parallel_size == 2 and tp.expert_parallel_size == 1
     assert ep.collective_bytes_per_token == pytest.approx(
         tp.collective_bytes_per_token * (48 + 48 * 8) / (2 * 48))
+    tp4 = _coef(4, model="qwen3-30b-a3b")
+    ep4 = _coef(4, model="qwen3-30b-a3b", expert_parallel=True)
+    assert (tp4.collective_calls, ep4.collective_calls) == (96, 48)
+    assert tp4.collective_bytes_per_token == 0
+    assert ep4.collective_bytes_per_token == pytest.approx(48 * 2 * 8 * 3 / 4 * 2048 * 2)
     from servecap.ledger.errors import SpecError
     with pytest.raises(SpecError, match="mixture-of-experts"):
         _coef(4, expert_parallel=True)
@@ -181,3 +191,76 @@ def test_parallel_and_spread_flags_refuse_what_cannot_be_priced(args, needle):
     out = RUN.invoke(app, ["simulate", "llama-3.1-8b", "--workload", "workloads/chat.yaml",
                            *args])
     assert out.exit_code == 2 and needle in out.output, out.output
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+@pytest.mark.parametrize("tokens", [1, 32, 64, 512, 2048])
+def test_the_collective_term_prices_the_steps_real_message(tp, tokens):
+    """Llama-3.1-8B (32 layers, hidden 4,096) on H100s: two all-reduces per layer of
+    tokens x 4,096 x 2 bytes. At TP 4 each costs what vLLM PR #24111 measured for that size
+    (ledger/collectives.py); at TP 2 and 8, with no table, the ring estimate of the same
+    message: 2(n-1)/n x bytes / link + 2(n-1) x 1.5 us; at TP 1 nothing."""
+    from servecap.ledger.collectives import allreduce_s
+    from servecap.ledger.devices import find
+    from servecap.sim.step_model import collective_s, terms
+
+    coef = _coef(tp)
+    message = tokens * 4096 * 2
+    got = collective_s(coef, tokens)
+    assert terms(coef, 0, tokens, 0, 0)["collective_s"] == got
+    if tp == 1:
+        assert got == 0.0 and coef.collective_source == ""
+    elif tp == 4:
+        assert coef.collective_calls == 64 and coef.collective_message_bytes_per_token == 8192
+        assert got == pytest.approx(64 * allreduce_s(coef.collective_table, message))
+        assert coef.collective_source.startswith("measured: vLLM PR #24111")
+    else:
+        device = find("h100-80gb")
+        ring = ring_allreduce_s(message, tp, device.interconnect_bytes_per_s,
+                                device.interconnect_latency_s)
+        assert got == pytest.approx(64 * ring, rel=1e-9)
+        assert coef.collective_source.startswith(
+            f"estimate: no measured all-reduce table for h100-80gb at tp {tp}")
+
+
+def test_measured_all_reduces_take_the_published_microseconds():
+    """At TP 4 a decode step of 32 Llama-3.1-8B sequences sends 256 KiB per all-reduce (the
+    one-stage kernel, at most its 10 us at 0.5 MiB) and one of 64 sends 512 KiB (the
+    two-stage kernel: 17 us): 64 all-reduces each."""
+    from servecap.sim.step_model import collective_s
+
+    coef = _coef(4)
+    assert collective_s(coef, 32) == pytest.approx(64 * 10e-6)
+    assert collective_s(coef, 64) == pytest.approx(64 * 17e-6)
+
+
+def test_the_simulators_hot_path_prices_measured_all_reduces_as_step_s_does():
+    """The decode loop inlines a dense model's step; with a measured table its times are the
+    ones step_s gives (the same run through step_s: async scheduling with no host cost)."""
+    from dataclasses import replace
+
+    from servecap.sim.config import SchedulerConfig
+    from servecap.sim.metrics import summarize
+    from servecap.sim.run import simulate
+    from servecap.sim.sampling import Request
+
+    coef = _coef(4)
+    reqs = [Request(i, 0.01 * i, 300 + 7 * i, 40 + i) for i in range(48)]
+    fast = simulate(reqs, coef, SchedulerConfig(), 100_000)
+    slow = simulate(reqs, replace(coef, cpu_overlap=1.0), SchedulerConfig(), 100_000)
+    assert fast.decode_end_s == pytest.approx(slow.decode_end_s, rel=1e-9)
+    assert summarize([fast])["tpot_ms"]["p50"] > summarize(
+        [simulate(reqs, replace(coef, collective_calls=0), SchedulerConfig(), 100_000)]
+    )["tpot_ms"]["p50"]
+
+
+def test_simulate_says_which_all_reduces_are_measured_and_which_estimated(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,5\n")
+    for tp, needle in ((4, "measured: vLLM PR #24111"),
+                       (2, "estimate: no measured all-reduce table for h100-80gb at tp 2")):
+        args = ["simulate", "llama-3.1-8b", "--device", "h100-80gb", "-tp", str(tp),
+                "--trace", str(trace)]
+        assert _json(*args, "--json")["coefficients"]["collective_source"].startswith(needle)
+        screen = RUN.invoke(app, args, env={"COLUMNS": "200"}).output
+        assert "collectives: " in screen and needle in screen

@@ -50,8 +50,19 @@ def test_the_hot_path_prices_decode_steps_as_step_s_does(n, live):
 
     from servecap.sim.step_model import decode_pricer
 
-    for coef in (replace(COEF, pipeline_parallel_size=1, num_experts=0, moe_expert_bytes=0,
-                         experts_per_token=0), COEF,
-                 Coefficients(1e9, 1000, 1e9, 1e12, 1e14)):
+    dense = replace(COEF, pipeline_parallel_size=1, num_experts=0, moe_expert_bytes=0,
+                    experts_per_token=0)
+    measured = replace(dense, collective_table="h100-sxm-tp4-vllm-pr24111",
+                       collective_calls=64, collective_message_bytes_per_token=8192)
+    for coef in (dense, COEF, measured, Coefficients(1e9, 1000, 1e9, 1e12, 1e14)):
         assert decode_pricer(coef)(n, live) == pytest.approx(step_s(coef, 0, n, 0, live),
                                                              rel=1e-12)
+
+
+def test_an_unknown_all_reduce_table_is_refused():
+    from dataclasses import replace
+
+    from servecap.ledger.errors import SpecError
+
+    with pytest.raises(SpecError, match="collective_table"):
+        replace(COEF, collective_table="h100-made-up")
