@@ -116,7 +116,11 @@ def render_simulation(report: dict, console: Console) -> None:
     # p50 / p99 pairs that would wrap switch to one column per percentile
     narrow = Measurement.get(console, console.options.update_width(10_000),
                              times).maximum > console.width
-    print_table(console, percentile_table(report) if extra or narrow else times)
+    if extra or narrow:
+        by_percentile = percentile_table(report)
+        print_table(console, by_percentile, drop=least_needed(by_percentile))
+    else:
+        print_table(console, times)
     console.print(f"percentiles: {report['percentile_method']}")
     print_table(console, interval_table([(p["policy"] + (f" {p['deployment']}" if many else ""), p)
                                   for p in report["policies"]]))
@@ -184,6 +188,14 @@ def percentile_table(report: dict) -> Table:
             stats = p[key]
             table.add_row(p["policy"], label, *(_ms(stats.get(c)) for c in columns))
     return table
+
+
+def least_needed(table: Table) -> tuple[str, ...]:
+    """The percentile columns a narrow terminal loses first: those between p50 and p99, then
+    the max, then p99 (p50 stays)."""
+    headers = [str(c.header) for c in table.columns if str(c.header).startswith("p")]
+    middle = [h for h in headers if h not in ("p50", "p99")]
+    return (*reversed(middle), "max", "p99")
 
 
 def _ms(value: float | None) -> str:
