@@ -54,6 +54,7 @@ def plan_options(command):
     wrapper.__signature__ = inspect.Signature(
         [planned["model"], *map(keyword, PLAN_FLAGS), *own, *map(keyword, DEPLOY_FLAGS)])
     del wrapper.__wrapped__
+    wrapper.command = command  # the function as written (its own parameters)
     return wrapper
 
 

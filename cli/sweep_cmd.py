@@ -14,7 +14,7 @@ from servecap.ledger.errors import SpecError
 from servecap.scenario import simulation, steps
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.spec import with_values
-from servecap.sim.deploy import Deployment, run_deployment
+from servecap.sim.deploy import run_deployment
 from servecap.sim.metrics import summarize
 from servecap.sim.run import simulate
 from servecap.sim.sizing import run_size
@@ -127,7 +127,7 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
         result["closed_loop_points"] = closed_loop_points(
             setup.workload, lambda reqs, n: run_deployment(
                 reqs, setup.coefficients, replace(cfg, concurrency=n), setup.num_blocks,
-                Deployment(), setup.slo, num_seeds)[0].summary, closed, target)
+                setup.deployment, setup.slo, num_seeds)[0].summary, closed, target)  # one engine
     return {"policy": cfg.policy, "deployment": setup.deployment.label} | result
 
 

@@ -41,7 +41,7 @@ def test_no_new_import_cycles_in_cli() -> None:
 
 
 BUILDERS = {"build_deployment", "build_plan", "rank_coefficients", "pool_blocks",
-            "SchedulerConfig"}
+            "SchedulerConfig", "Deployment", "fleet", "num_blocks"}
 
 
 def test_no_command_builds_a_pool_a_step_model_or_a_deployment() -> None:

@@ -64,18 +64,22 @@ def test_the_big_commands_take_their_options_as_groups():
     import inspect
 
     from servecap.cli.cost_cmd import cost
+    from servecap.cli.fit_cmd import fit
     from servecap.cli.load_cmd import load
     from servecap.cli.plan_cmd import plan
+    from servecap.cli.reconcile_cmd import reconcile_cmd
     from servecap.cli.search_cmd import search
     from servecap.cli.serve_cmd import serve
     from servecap.cli.simulate_cmd import simulate
     from servecap.cli.speculate_cmd import speculate
     from servecap.cli.sweep_cmd import sweep
     from servecap.cli.verify_cmd import verify
+    from servecap.cli.workbook_cmd import workbook
 
     for command, offered in ((simulate, 40), (sweep, 40), (plan, 35), (verify, 30),
                               (search, 30), (cost, 25), (speculate, 15), (load, 40),
-                              (serve, 24)):
+                              (serve, 24), (fit, 30), (workbook, 25),
+                              (reconcile_cmd, 25)):
         written = command
         while hasattr(written, "command"):  # each group's expansion, down to the function
             written = written.command
