@@ -288,6 +288,7 @@ class ServingLoop:
         elif event.finish_reason == "error":
             with self.metrics.lock:
                 self.metrics.counters["servecap:requests_rejected_total"] += 1
+        self._publish()  # the gauges count its blocks freed before its client sees the end
         stream.push(event)
 
     def _fail_all(self, message: str, status: int) -> None:

@@ -244,7 +244,7 @@ def test_the_simulators_hot_path_prices_measured_all_reduces_as_step_s_does():
     from servecap.sim.run import simulate
     from servecap.sim.sampling import Request
 
-    coef = _coef(4)
+    coef = _coef(4, engine="plain")  # no host cost: overlap changes nothing
     reqs = [Request(i, 0.01 * i, 300 + 7 * i, 40 + i) for i in range(48)]
     fast = simulate(reqs, coef, SchedulerConfig(), 100_000)
     slow = simulate(reqs, replace(coef, cpu_overlap=1.0), SchedulerConfig(), 100_000)
