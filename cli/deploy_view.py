@@ -30,7 +30,7 @@ def _heading(deployment: Deployment, item: StagePlan) -> str:
     holds += ["lm_head"] if stage.last else []
     tp = deployment.parallel.tensor_parallel_size
     shard = f", 1/{tp} tensor shard each" if tp > 1 else ""
-    return f"{name} (stage {stage.index}: {', '.join(holds)}{shard}) | "
+    return f"{name} (stage {stage.index}: {', '.join(holds)}{shard})"
 
 
 def _budget(result: Budget, max_model_len: int, console: Console) -> None:

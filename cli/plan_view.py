@@ -11,8 +11,11 @@ from .narrow import print_table
 
 def render_plan(plan: Plan, console: Console, heading: str = "", notes: bool = True) -> None:
     serve = plan.serve
-    title = (f"{heading}{plan.model} on {serve.device_label or fmt_gib(plan.device_bytes)}: "
+    title = (f"{plan.model} on {serve.device_label or fmt_gib(plan.device_bytes)}: "
              f"{_load(plan)}")
+    if heading:  # one line where it fits, else the ranks on a line of their own
+        joined = f"{heading} | {title}"
+        title = joined if len(joined) <= console.width else f"{heading}\n{title}"
     table = Table(title=title, title_justify="left")
     table.add_column("ledger line", no_wrap=True)
     table.add_column("bytes", justify="right", no_wrap=True)
