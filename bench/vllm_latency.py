@@ -10,10 +10,11 @@ compare what vLLM measured with what servecap predicts.
 Each fixture file names its source, vLLM version, GPU, tensor parallelism, launch flags,
 request shape and load (tests/fixtures/vllm_bench/SOURCE.md). A run is simulated with
 `--engine vllm==<engine_pin>` (the fixture's row of servecap's vLLM table) and the launch
-flags it states. ShareGPT runs draw real per-request lengths from sharegpt_sarathi_lengths.csv
-under the benchmarks' filter, scaled to the Llama-3 means (a resample, not the benchmark's own
-draw; SOURCE.md). Every request is measured (as `vllm bench serve` does), not only the
-steady-state window.
+flags it states. ShareGPT runs draw real per-request lengths from
+sharegpt_v3_first_turn_lengths.csv: the first turn of ShareGPT V3 conversations counted with the
+run's model's tokenizer, under the benchmarks' filter (a resample of the dataset, not the
+benchmark's own draw; SOURCE.md). Every request is measured (as `vllm bench serve` does),
+not only the steady-state window.
 
 error = (predicted - measured) / measured. The last column says whether the measurement lies
 inside servecap's own 95 % interval of the figure (simulate's steady-state window; 'none'
@@ -42,8 +43,11 @@ from servecap.sim.workload import Arrivals, Lengths, Workload
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "vllm_bench"
 SHAREGPT = "sharegpt_llama3_lengths.json"
-# Per-request ShareGPT token counts (Sarathi-Serve's trace, Llama-2 tokenizer; SOURCE.md)
-SHAREGPT_SAMPLE = "sharegpt_sarathi_lengths.csv"
+# Per-conversation first-turn token counts of ShareGPT V3, the pair the benchmarks take
+# (prompt = turn 0, output = turn 1), under the Llama-3 and the Mistral tokenizer (SOURCE.md)
+SHAREGPT_SAMPLE = "sharegpt_v3_first_turn_lengths.csv"
+# The tokenizer (a column of the sample) each ShareGPT run's model counts tokens with
+SHAREGPT_TOKENIZERS = {"llama-3": "llama3", "mixtral": "mistral"}
 # The ShareGPT filter of vLLM's benchmark_serving.py / benchmark_throughput.py and SGLang's
 # bench_serving.py: prompts or outputs under 4 tokens, prompts over 1,024 tokens and
 # prompt + output over 2,048 tokens are dropped
@@ -124,19 +128,20 @@ def sharegpt_keep(prompt: int, output: int) -> bool:
         and prompt <= SHAREGPT_MAX_PROMPT and prompt + output <= SHAREGPT_MAX_TOTAL
 
 
-def sharegpt_pool(folder: Path = FIXTURES) -> list[tuple[int, int]]:
-    """The real (prompt, output) token pairs of the ShareGPT sample that the filter keeps,
-    in the file's order."""
+def sharegpt_pool(folder: Path = FIXTURES, tokenizer: str = "llama3") -> list[tuple[int, int]]:
+    """The (prompt, output) token pairs of the ShareGPT sample under `tokenizer` that the
+    benchmarks' filter keeps, in the file's order."""
     with (folder / SHAREGPT_SAMPLE).open(encoding="utf-8", newline="") as f:
-        pairs = [(int(r["prompt_tokens"]), int(r["output_tokens"])) for r in csv.DictReader(f)]
+        pairs = [(int(r[f"prompt_{tokenizer}"]), int(r[f"output_{tokenizer}"]))
+                 for r in csv.DictReader(f)]
     return [pair for pair in pairs if sharegpt_keep(*pair)]
 
 
 def sharegpt_targets(folder: Path = FIXTURES) -> dict[str, float]:
-    """The mean tokens per request of the benchmarks' ShareGPT draws under the Llama-3
-    tokenizer: prompts and (client stopping at EOS) outputs from the 1,000-prompt reference
-    run; outputs with ignore_eos (every output runs to the dataset's length) from SGLang's
-    5,000-prompt run (its output tokens per second over its requests per second)."""
+    """The mean tokens per request of the benchmarks' published ShareGPT draws under the
+    Llama-3 tokenizer: prompts and (client stopping at EOS) outputs from the 1,000-prompt
+    reference run; outputs with ignore_eos (every output runs to the dataset's length) from
+    SGLang's 5,000-prompt run (its output tokens per second over its requests per second)."""
     m = json.loads((folder / SHAREGPT).read_text(encoding="utf-8"))["measured"]
     sg = next(c for c in load_cases(folder, "sglang_vllm060_a100_h100")
               if c.run["id"] == "a100-8b-inf").run["measured"]
@@ -145,23 +150,35 @@ def sharegpt_targets(folder: Path = FIXTURES) -> dict[str, float]:
             "output_ignore_eos": sg["output_throughput_tok_s"] / sg["request_throughput_rps"]}
 
 
+def sharegpt_eos_ratio(folder: Path = FIXTURES) -> float:
+    """How much of the dataset's output a client that stops at EOS gets, on average: the
+    reference run's generated tokens per request over the filtered sample's output mean
+    (Llama-3 tokenizer, the reference run's)."""
+    return sharegpt_targets(folder)["output"] / \
+        statistics.fmean(o for _, o in sharegpt_pool(folder))
+
+
 def sharegpt_draw(count: int, folder: Path = FIXTURES, ignore_eos: bool = False,
-                  seed: int = SHAREGPT_SEED) -> list[tuple[int, int]]:
+                  seed: int = SHAREGPT_SEED, tokenizer: str = "llama3") -> list[tuple[int, int]]:
     """`count` pairs of the filtered sample, as the benchmarks draw them: the pool shuffled
-    with a fixed seed and taken in order (reshuffled for sets larger than the pool). Each
-    pair is scaled so the pool's means are the Llama-3 means (sharegpt_targets): the spread
-    and the pairing are the sample's, the scale the benchmarks'. A resample of the same
-    dataset, not the benchmark's own draw of it."""
-    rng, pool, out = random.Random(seed), sharegpt_pool(folder), []
-    target = sharegpt_targets(folder)
-    a = target["prompt"] / statistics.fmean(p for p, _ in pool)
-    b = target["output_ignore_eos" if ignore_eos else "output"] / \
-        statistics.fmean(o for _, o in pool)
-    pool = [(max(1, round(p * a)), max(1, round(o * b))) for p, o in pool]
+    with a fixed seed and taken in order (reshuffled for sets larger than the pool). With
+    ignore_eos every output runs to the dataset's length, the pair as counted; a client that
+    stops at EOS gets sharegpt_eos_ratio of each. A resample of the same dataset, not the
+    benchmark's own draw of it."""
+    rng, pool, out = random.Random(seed), sharegpt_pool(folder, tokenizer), []
+    if not ignore_eos:
+        ratio = sharegpt_eos_ratio(folder)
+        pool = [(p, max(1, round(o * ratio))) for p, o in pool]
     while len(out) < count:
         rng.shuffle(pool)
         out.extend(pool[:count - len(out)])
     return out
+
+
+def sharegpt_tokenizer(case: Case) -> str:
+    """The sample's column for the run's model: the tokenizer its benchmark counted with."""
+    name = case.group["model"]["servecap"]
+    return next(col for prefix, col in SHAREGPT_TOKENIZERS.items() if name.startswith(prefix))
 
 
 def ignore_eos(case: Case) -> bool:
@@ -173,11 +190,13 @@ def ignore_eos(case: Case) -> bool:
 
 def requests_for(case: Case, folder: Path = FIXTURES) -> list:
     """The run's requests: the workload's arrivals and lengths; a ShareGPT run's lengths are
-    real per-request pairs drawn from the ShareGPT sample (prompt and output together)."""
+    real per-request pairs drawn from the ShareGPT sample (prompt and output together, under
+    its model's tokenizer)."""
     requests = draw_requests(workload_for(case, folder))
     if case.run["shape"].get("dataset") != "sharegpt":
         return requests
-    pairs = sharegpt_draw(len(requests), folder, ignore_eos(case))
+    pairs = sharegpt_draw(len(requests), folder, ignore_eos(case),
+                          tokenizer=sharegpt_tokenizer(case))
     return [replace(r, prompt_tokens=p, output_tokens=o)
             for r, (p, o) in zip(requests, pairs, strict=True)]
 
@@ -293,7 +312,8 @@ def interval_verdict(key: str, measured: float, windowed: dict | None, steps: in
 
 def spread_bound(case: Case) -> bool:
     """A ShareGPT set of at most 1,000 prompts sent at once: its duration is the longest
-    request's, and the resampled ShareGPT lengths have a shorter tail than the real draw."""
+    request's, which a resample of the lengths does not fix (the draw's own requests are not
+    published; across seeds a 200-prompt resample's throughput moves by tens of percent)."""
     load = case.run["load"]
     return case.run["shape"].get("dataset") == "sharegpt" and load["kind"] == "all-at-once" \
         and load["num_prompts"] <= 1000
