@@ -37,8 +37,8 @@ V1_CPU_STEP_S = 0.00129
 # vLLM PR #46112 times update_from_output alone at 0.142 ms for 128 decodes and 0.287 ms
 # for 256 (1.1 us per request), a part of this. Fitted on the kvcached h100-qwen3-06b-inf
 # run (vLLM 0.19.0, Qwen3-0.6B on an H100, 500 prompts at once) by its median ITL, 4.51 ms:
-# the median gap between two tokens is one decode step at a batch of hundreds (the median
-# TPOT, 5.71 ms, also averages in the long gaps of steps that carry prefill chunks).
+# the median gap between two tokens is one step, at the largest batch of the V1 runs kept
+# (the median TPOT, 5.71 ms, also averages in the long gaps of steps with prefill chunks).
 V1_CPU_PER_SEQ_S = 1.34e-05
 # Fitted likewise: the launch cost per layer of a step outside CUDA graphs, on the
 # issue #20469 run (vLLM 0.9.1 --enforce-eager, Qwen3-14B-AWQ on an A100, median TPOT 20.94 ms).
