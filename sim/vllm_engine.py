@@ -2,10 +2,10 @@
 CUDA-graph coverage and async scheduling, from the release's row of ledger/vllm_versions.py.
 
 Every term is a Coefficients field, printed in `simulate --json` (coefficients, step_terms)
-and overridable with --coefficients. The host's per-sequence cost (V0), the eager cost
-per layer and the API server's time per request are fitted, each on one named published
-run (tests/fixtures/vllm_bench), by `python bench/vllm_latency.py --fit`; the rest are read
-from vLLM's source at the tag."""
+and overridable with --coefficients. The host's per-sequence cost (V0 and V1), V1's host
+cost per step, the eager cost per layer and the API server's time per request are fitted,
+each on one named published run (tests/fixtures/vllm_bench), by
+`python bench/vllm_latency.py --fit`; the rest are read from vLLM's source at the tag."""
 
 from dataclasses import dataclass
 
@@ -27,10 +27,22 @@ V0_CPU_PER_SEQ_S = 8.94e-05
 # core's busy loop, not overlapped without --async-scheduling), on the kvcached
 # h100-qwen3-06b-rps16 run (vLLM 0.19.0, Qwen3-0.6B on an H100 at 16 req/s: median TPOT
 # 2.40 ms, where the GPU's share is about 1 ms). V0's is inside cpu_per_seq_s's fit.
-V1_CPU_STEP_S = 0.00136
+V1_CPU_STEP_S = 0.00129
+# Fitted likewise: V1's host time per running sequence per step in the engine core's busy
+# loop, outside the GPU's time: schedule() walks the running queue and builds each request's
+# cached data (_make_cached_request_data, _update_after_schedule), the model runner's
+# _prepare_inputs gathers each request's block table and positions, and update_from_output
+# appends each sampled token and checks its stop conditions ("can be a performance
+# bottleneck", vllm/v1/core/sched/scheduler.py @ 00024d314514900f361ad072af6931e403b7f589).
+# vLLM PR #46112 times update_from_output alone at 0.142 ms for 128 decodes and 0.287 ms
+# for 256 (1.1 us per request), a part of this. Fitted on the kvcached h100-qwen3-06b-inf
+# run (vLLM 0.19.0, Qwen3-0.6B on an H100, 500 prompts at once) by its median ITL, 4.51 ms:
+# the median gap between two tokens is one step, at the largest batch of the V1 runs kept
+# (the median TPOT, 5.71 ms, also averages in the long gaps of steps with prefill chunks).
+V1_CPU_PER_SEQ_S = 1.34e-05
 # Fitted likewise: the launch cost per layer of a step outside CUDA graphs, on the
 # issue #20469 run (vLLM 0.9.1 --enforce-eager, Qwen3-14B-AWQ on an A100, median TPOT 20.94 ms).
-EAGER_LAYER_S = 0.000243
+EAGER_LAYER_S = 0.000245
 # Fitted likewise: the API server's time per request before the engine sees it (HTTP
 # handling, tokenization, the hop to the engine; one request at a time, so a burst queues),
 # on the buildkite9555 llama70B-tp4-qps1 run (8xH100, 1 req/s: median TTFT 56.99 ms); one
@@ -78,9 +90,11 @@ def engine_terms(row: VllmRow, enforce_eager: bool = False,
     # compiled kernels without a graph, whose launch cost no fixture measures: only
     # --enforce-eager (no compile, no graphs) pays the eager cost there
     eager = EAGER_LAYER_S if v0 or enforce_eager else 0.0
+    per_seq = V0_CPU_PER_SEQ_S if v0 else V1_CPU_PER_SEQ_S
     notes = [f"{row.tag}: {SOURCES[row.formula]}",
-             f"cpu_per_seq_s {V0_CPU_PER_SEQ_S if v0 else 0:g} s (V0: fitted on sglang "
-             "a100-8b-inf; V1: 0, off the engine loop)",
+             f"cpu_per_seq_s {per_seq:g} s (V0: fitted on sglang a100-8b-inf; V1: "
+             "scheduling, input preparation and output update per request, fitted on "
+             "kvcached h100-qwen3-06b-inf)",
              f"cpu_step_s {0 if v0 else V1_CPU_STEP_S:g} s (V1: fitted on kvcached "
              "h100-qwen3-06b-rps16; V0: inside cpu_per_seq_s)",
              f"eager_layer_s {eager:g} s (fitted on vllm#20469; V1 without "
@@ -90,7 +104,7 @@ def engine_terms(row: VllmRow, enforce_eager: bool = False,
         notes.append("--enforce-eager: no CUDA graphs")
     if async_scheduling:
         notes.append("--async-scheduling: host work overlaps the GPU's")
-    return EngineTerms(0.0 if v0 else V1_CPU_STEP_S, V0_CPU_PER_SEQ_S if v0 else 0.0,
+    return EngineTerms(0.0 if v0 else V1_CPU_STEP_S, per_seq,
                        1.0 if async_scheduling else 0.0, eager, graph_max,
                        0.0 if v0 else 1.0, FRONTEND_S, "; ".join(notes))
 

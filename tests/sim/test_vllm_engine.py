@@ -22,6 +22,7 @@ from servecap.sim.vllm_engine import (
     FRONTEND_S,
     V0_CPU_PER_SEQ_S,
     V0_GRAPH_MAX,
+    V1_CPU_PER_SEQ_S,
     V1_CPU_STEP_S,
     V1_GRAPH_MAX,
     engine_terms,
@@ -37,7 +38,9 @@ def test_v0_and_v1_rows_carry_their_terms() -> None:
     v0, v1 = engine_terms(choose("vllm==0.6.3").row), engine_terms(choose("vllm").row)
     assert (v0.cpu_per_seq_s, v0.graph_max_tokens, v0.graph_prefill) == \
         (V0_CPU_PER_SEQ_S, V0_GRAPH_MAX, 0.0)
-    assert (v1.cpu_per_seq_s, v1.graph_max_tokens, v1.graph_prefill) == (0.0, V1_GRAPH_MAX, 1.0)
+    assert (v1.cpu_per_seq_s, v1.graph_max_tokens, v1.graph_prefill) == \
+        (V1_CPU_PER_SEQ_S, V1_GRAPH_MAX, 1.0)
+    assert 0.0 < V1_CPU_PER_SEQ_S < V0_CPU_PER_SEQ_S  # V1 left detokenization to the API server
     assert (v0.cpu_step_s, v1.cpu_step_s) == (0.0, V1_CPU_STEP_S)
     assert (v0.eager_layer_s, v1.eager_layer_s) == (EAGER_LAYER_S, 0.0)  # V1 compiles
     eager = engine_terms(choose("vllm").row, enforce_eager=True)
@@ -57,15 +60,24 @@ def test_v0_prefills_run_eager_and_decodes_only_above_the_largest_graph() -> Non
 def test_the_host_cost_adds_per_sequence_and_hides_under_async_scheduling() -> None:
     parts = terms(V0, 0, 100, 0, 100_000)
     assert parts["cpu_s"] == pytest.approx(100 * V0_CPU_PER_SEQ_S)
+    v1 = replace(COEF, **engine_terms(choose("vllm").row).coefficients())
+    # V1's host time grows with the running batch: 256 decodes cost 256 x 13.4 us more
+    # than one step's fixed 1.29 ms (a batch of 8 adds 0.1 ms, a batch of 256 3.4 ms)
+    for n in (1, 8, 256):
+        assert terms(v1, 0, n, 0, n * 1000)["cpu_s"] == \
+            pytest.approx(V1_CPU_STEP_S + n * V1_CPU_PER_SEQ_S)
+    # a prefilling request counts once, beside the decodes
+    assert terms(v1, 512, 8, 0, 8000)["cpu_s"] == \
+        pytest.approx(V1_CPU_STEP_S + 9 * V1_CPU_PER_SEQ_S)
     gpu = stage_s(parts | {"cpu_s": 0.0})
     assert stage_s(parts) == pytest.approx(gpu + parts["cpu_s"])
     assert stage_s(parts, cpu_overlap=1.0) == pytest.approx(max(gpu, parts["cpu_s"]))
 
 
-@given(st.integers(1, 1024), st.integers(0, 2_000_000), st.booleans())
-def test_the_folded_decode_price_is_step_s(n, live, enforce_eager) -> None:
-    coef = replace(COEF, **engine_terms(choose("vllm==0.6.3").row, enforce_eager)
-                   .coefficients())
+@given(st.integers(1, 1024), st.integers(0, 2_000_000), st.booleans(),
+       st.sampled_from(["vllm==0.6.3", "vllm"]))
+def test_the_folded_decode_price_is_step_s(n, live, enforce_eager, engine) -> None:
+    coef = replace(COEF, **engine_terms(choose(engine).row, enforce_eager).coefficients())
     assert decode_pricer(coef)(n, live) == pytest.approx(step_s(coef, 0, n, 0, live))
 
 
@@ -140,8 +152,9 @@ def test_the_default_is_the_newest_release_and_says_so() -> None:
     assert default["policies"][0]["policy"] == "chunked-prefill"
     assert default["coefficients"] == spelled["coefficients"]
     assert default["policies"][0]["ttft_ms"] == spelled["policies"][0]["ttft_ms"]
+    assert coef["cpu_per_seq_s"] == V1_CPU_PER_SEQ_S
     host = default["step_terms"]["decode_1_seq_at_1024"]["cpu_s"]
-    assert host == V1_CPU_STEP_S
+    assert host == pytest.approx(V1_CPU_STEP_S + V1_CPU_PER_SEQ_S)
     screen = _run().output
     assert f"engine: {NEWEST.pin} (default: the newest vLLM release known" in " ".join(
         screen.split())
