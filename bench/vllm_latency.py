@@ -5,7 +5,7 @@ compare what vLLM measured with what servecap predicts.
     python bench/vllm_latency.py --json      # one object per comparison, and the summary
     python bench/vllm_latency.py --only sglang_vllm060_a100_h100   # one fixture file
     python bench/vllm_latency.py --without-engine   # before: the roofline alone, --engine plain
-    python bench/vllm_latency.py --fit       # sim/vllm_engine.py's five fitted constants
+    python bench/vllm_latency.py --fit       # sim/vllm_engine.py's six fitted constants
 
 Each fixture file names its source, vLLM version, GPU, tensor parallelism, launch flags,
 request shape and load (tests/fixtures/vllm_bench/SOURCE.md). A run is simulated with
@@ -275,7 +275,8 @@ def predict(case: Case, folder: Path = FIXTURES, engine: bool = True,
     setup = build_setup(model_for(case), flags)
     setup = replace(setup, requests=requests_for(case, folder))
     if offline(case):  # vLLM's offline scripts drive the engine without the API server
-        setup = replace(setup, coefficients=replace(setup.coefficients, frontend_s=0.0))
+        setup = replace(setup, coefficients=replace(setup.coefficients, frontend_s=0.0,
+                                                    frontend_latency_s=0.0))
     report, _ = run_simulation(setup, window=window)
     return report["policies"][0]
 
@@ -367,7 +368,9 @@ FITS = (("V0_CPU_PER_SEQ_S", "sglang_vllm060_a100_h100:a100-8b-inf", "output_thr
         ("EAGER_LAYER_S", "issue20469_qwen3_14b_awq_a100:a100-qwen3-14b-awq-c1-16k",
          "median_tpot_ms", (0.0, 2e-3)),
         ("FRONTEND_S", "buildkite9555_h100:h100-80gb-llama70B-tp4-qps1", "median_ttft_ms",
-         (0.0, 0.1)))
+         (0.0, 0.1)),
+        ("V1_FRONTEND_LATENCY_S", "kvcached_vllm019_qwen3_06b_h100:h100-qwen3-06b-rps16",
+         "median_ttft_ms", (0.0, 0.1)))
 
 
 # The (run, measured key) comparisons the fits are made on: in-sample

@@ -49,7 +49,7 @@ class Engine:
         self.next_closed = 0
         if self.closed:
             self._open_closed_loop(config.concurrency)
-        elif coef.frontend_s:
+        elif coef.frontend_s or coef.frontend_latency_s:
             for seq in self.seqs:
                 self.through_frontend(seq)
         self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, [])
@@ -104,10 +104,14 @@ class Engine:
 
     def through_frontend(self, seq: Seq) -> None:
         """The API server takes requests one at a time, in the order they reach it, for
-        coef.frontend_s each; the engine sees a request when it is through."""
-        if self.coef.frontend_s:
-            self.frontend_free = max(self.frontend_free, seq.ready_s) + self.coef.frontend_s
-            seq.ready_s = self.frontend_free
+        coef.frontend_s each; the engine sees a request coef.frontend_latency_s after it is
+        through, a latency that holds no one else up (the hops to the engine core and back:
+        paid here once, it shifts the request's first token and its last alike, and a later
+        request is not kept waiting by it)."""
+        coef = self.coef
+        if coef.frontend_s or coef.frontend_latency_s:
+            self.frontend_free = max(self.frontend_free, seq.ready_s) + coef.frontend_s
+            seq.ready_s = self.frontend_free + coef.frontend_latency_s
 
     def add(self, seq: Seq) -> None:
         """A request routed here now (in ready order, at or after the engine's last pull),

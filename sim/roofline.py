@@ -17,7 +17,7 @@ NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_
                 "collective_bytes_per_token", "collective_latency_s", "pipeline_bytes_per_token",
                 "pipeline_latency_s", "step_time_cv", "state_bytes_per_request", "cpu_step_s",
                 "cpu_per_seq_s", "eager_layer_s", "graph_max_tokens", "frontend_s",
-                "collective_calls", "collective_message_bytes_per_token")
+                "frontend_latency_s", "collective_calls", "collective_message_bytes_per_token")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
         "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
         "moe_flops_per_token", "num_experts", "num_moe_layers",
@@ -55,7 +55,9 @@ class Coefficients:
     graph_max_tokens tokens (0: every step, --enforce-eager), or a prefill when
     graph_prefill is 0 (V0 captures decode batches only); frontend_s per request, before the
     engine sees it (the API server's HTTP handling and tokenization, one request at a time:
-    a burst queues there)."""
+    a burst queues there); frontend_latency_s per request on top, which occupies no queue
+    (the hops between the API server and the engine core and back, paid once by a request's
+    first token and by its last, so by its TTFT and its end-to-end latency alike)."""
 
     weights_bytes: int
     kv_bytes_per_token: int
@@ -103,6 +105,7 @@ class Coefficients:
     graph_max_tokens: int = 0
     graph_prefill: float = 1.0
     frontend_s: float = 0.0
+    frontend_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("bandwidth_bytes_per_s", "flops_per_s", "swap_bandwidth_bytes_per_s",

@@ -3,9 +3,10 @@ CUDA-graph coverage and async scheduling, from the release's row of ledger/vllm_
 
 Every term is a Coefficients field, printed in `simulate --json` (coefficients, step_terms)
 and overridable with --coefficients. The host's per-sequence cost (V0 and V1), V1's host
-cost per step, the eager cost per layer and the API server's time per request are fitted,
-each on one named published run (tests/fixtures/vllm_bench), by
-`python bench/vllm_latency.py --fit`; the rest are read from vLLM's source at the tag."""
+cost per step, the eager cost per layer, the API server's serial time per request and V1's
+front-end latency per request are fitted, each on one named published run
+(tests/fixtures/vllm_bench), by `python bench/vllm_latency.py --fit`; the rest are read from
+vLLM's source at the tag."""
 
 from dataclasses import dataclass
 
@@ -43,11 +44,30 @@ V1_CPU_PER_SEQ_S = 1.34e-05
 # Fitted likewise: the launch cost per layer of a step outside CUDA graphs, on the
 # issue #20469 run (vLLM 0.9.1 --enforce-eager, Qwen3-14B-AWQ on an A100, median TPOT 20.94 ms).
 EAGER_LAYER_S = 0.000245
-# Fitted likewise: the API server's time per request before the engine sees it (HTTP
-# handling, tokenization, the hop to the engine; one request at a time, so a burst queues),
-# on the buildkite9555 llama70B-tp4-qps1 run (8xH100, 1 req/s: median TTFT 56.99 ms); one
-# value for V0 and V1.
+# Fitted likewise: the API server's serial time per request before the engine sees it (HTTP
+# handling, tokenization, building the engine's request; one request at a time, so a burst
+# queues), on the buildkite9555 llama70B-tp4-qps1 run (V0, 8xH100, 1 req/s: median TTFT
+# 56.99 ms), where V0's latency outside the queue is inside the fit. One value for V0 and
+# V1: V1's API server does the same work on its event loop (vllm/v1/engine/async_llm.py
+# add_request, Processor.process_inputs; prompts tokenized on one thread, the
+# ThreadPoolExecutor(max_workers=1) of serving_engine.py that vllm#25301 quotes), and the one V1
+# burst kept bounds it: the kvcached h100-qwen3-06b-inf run (vLLM 0.19.0, 500 prompts at
+# once) passed 500 requests in 5.40 s and its 495th first token came at 4.90 s (p99 TTFT),
+# so a serial time per request of at most 10.8 ms and 9.9 ms; fitted on that run's median
+# TTFT (2,869.83 ms) it would be 11.4 ms, above both.
 FRONTEND_S = 0.00945
+# V1's latency per request outside that queue: the request's hop over ZMQ to the engine
+# core's input thread, which decodes it, builds the Request and puts it on the busy loop's
+# input queue, and each output's way back through the output thread's encode and send
+# (EngineCoreProc.process_input_sockets, process_output_sockets in vllm/v1/engine/core.py @
+# 00080ee13c7a451fce071ccb8d0e94d395acf5a7), then AsyncLLM's output_handler and
+# OutputProcessor, the request's output collector and the OpenAI server's SSE chunk: time in
+# transit and in other threads, which no other request waits on, paid by the first token and
+# by the last alike. No published figure gives it (vllm#46121 proposes a benchmark of the
+# ZMQ path and gives no number); fitted on the kvcached h100-qwen3-06b-rps16 run (vLLM
+# 0.19.0, Qwen3-0.6B on an H100 at 16 req/s, about five requests in flight: median TTFT
+# 36.03 ms, where the prefill is about 1 ms). V0's is inside FRONTEND_S's fit (0).
+V1_FRONTEND_LATENCY_S = 0.0226
 SOURCES = {
     "v0": "V0 engine loop (vllm/engine/llm_engine.py): scheduling, sampling, detokenization "
           "and output processing run on the host between steps, per sequence; graphs for "
@@ -69,6 +89,7 @@ class EngineTerms:
     graph_max_tokens: int
     graph_prefill: float
     frontend_s: float
+    frontend_latency_s: float
     source: str
 
     def coefficients(self) -> dict:
@@ -76,7 +97,8 @@ class EngineTerms:
         return {"cpu_step_s": self.cpu_step_s, "cpu_per_seq_s": self.cpu_per_seq_s,
                 "cpu_overlap": self.cpu_overlap, "eager_layer_s": self.eager_layer_s,
                 "graph_max_tokens": self.graph_max_tokens,
-                "graph_prefill": self.graph_prefill, "frontend_s": self.frontend_s}
+                "graph_prefill": self.graph_prefill, "frontend_s": self.frontend_s,
+                "frontend_latency_s": self.frontend_latency_s}
 
 
 def engine_terms(row: VllmRow, enforce_eager: bool = False,
@@ -91,6 +113,7 @@ def engine_terms(row: VllmRow, enforce_eager: bool = False,
     # --enforce-eager (no compile, no graphs) pays the eager cost there
     eager = EAGER_LAYER_S if v0 or enforce_eager else 0.0
     per_seq = V0_CPU_PER_SEQ_S if v0 else V1_CPU_PER_SEQ_S
+    latency = 0.0 if v0 else V1_FRONTEND_LATENCY_S
     notes = [f"{row.tag}: {SOURCES[row.formula]}",
              f"cpu_per_seq_s {per_seq:g} s (V0: fitted on sglang a100-8b-inf; V1: "
              "scheduling, input preparation and output update per request, fitted on "
@@ -99,14 +122,18 @@ def engine_terms(row: VllmRow, enforce_eager: bool = False,
              "h100-qwen3-06b-rps16; V0: inside cpu_per_seq_s)",
              f"eager_layer_s {eager:g} s (fitted on vllm#20469; V1 without "
              "--enforce-eager: 0, compiled steps above the graphs are not priced)",
-             f"frontend_s {FRONTEND_S:g} s (fitted on buildkite 9555 qps 1)"]
+             f"frontend_s {FRONTEND_S:g} s (the API server's serial time per request; "
+             "fitted on buildkite 9555 qps 1)",
+             f"frontend_latency_s {latency:g} s (outside the API server's queue: V1's hops to "
+             "the engine core and back, fitted on kvcached h100-qwen3-06b-rps16; V0: inside "
+             "frontend_s's fit)"]
     if enforce_eager:
         notes.append("--enforce-eager: no CUDA graphs")
     if async_scheduling:
         notes.append("--async-scheduling: host work overlaps the GPU's")
     return EngineTerms(0.0 if v0 else V1_CPU_STEP_S, per_seq,
                        1.0 if async_scheduling else 0.0, eager, graph_max,
-                       0.0 if v0 else 1.0, FRONTEND_S, "; ".join(notes))
+                       0.0 if v0 else 1.0, FRONTEND_S, latency, "; ".join(notes))
 
 
 def with_release(coef: Coefficients, row: VllmRow, enforce_eager: bool = False,

@@ -36,4 +36,5 @@ def parallel_coefficients(spec: ModelSpec, deployment: Deployment, device_name: 
     return coef, notes + (f"engine {engine.pin}: host {coef.cpu_step_s * 1e6:g} us/step + "
                           f"{coef.cpu_per_seq_s * 1e6:g} us/sequence, CUDA graphs up to "
                           f"{coef.graph_max_tokens} tokens, API server "
-                          f"{coef.frontend_s * 1e3:g} ms/request",)
+                          f"{coef.frontend_s * 1e3:g} ms/request serial + "
+                          f"{coef.frontend_latency_s * 1e3:g} ms latency",)

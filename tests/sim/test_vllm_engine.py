@@ -24,6 +24,7 @@ from servecap.sim.vllm_engine import (
     V0_GRAPH_MAX,
     V1_CPU_PER_SEQ_S,
     V1_CPU_STEP_S,
+    V1_FRONTEND_LATENCY_S,
     V1_GRAPH_MAX,
     engine_terms,
 )
@@ -214,3 +215,66 @@ def test_a_closed_loop_and_replicas_pass_the_front_end_once_per_request() -> Non
                                10_000, 2, "round-robin")
     seqs = [s for r in routed for s in r.seqs]
     assert all(s.first_token_s - s.req.arrival_s > FRONTEND_S for s in seqs)
+
+
+def test_v1_pays_a_front_end_latency_v0_keeps_it_inside_its_fitted_time() -> None:
+    """V1 (the API server in its own process, ZMQ to the engine core) carries the latency
+    fitted on the kvcached 16 req/s run; V0's is inside frontend_s's fit; both print it."""
+    v1, v0 = engine_terms(choose("vllm").row), engine_terms(choose("vllm==0.6.3").row)
+    assert v1.frontend_latency_s == V1_FRONTEND_LATENCY_S > 0 and v0.frontend_latency_s == 0
+    assert v1.frontend_s == v0.frontend_s == FRONTEND_S
+    assert "frontend_latency_s" in v1.source
+    report = json.loads(_run("--json").output)
+    assert report["coefficients"]["frontend_latency_s"] == V1_FRONTEND_LATENCY_S
+    assert f"{V1_FRONTEND_LATENCY_S * 1000:g} ms latency" in " ".join(_run().output.split())
+
+
+def test_a_request_pays_the_front_end_latency_once_in_its_ttft_and_its_e2e() -> None:
+    """A lone request: its first token and its last both come the latency later, so TTFT and
+    end-to-end latency grow by it once and the gaps between its tokens do not change."""
+    reqs = [Request(0, 0.5, 64, 8)]
+    cfg = SchedulerConfig(policy="prefill-priority")
+    base = simulate(reqs, replace(COEF, frontend_s=FRONTEND_S), cfg, 10_000).seqs[0]
+    late = simulate(reqs, replace(COEF, frontend_s=FRONTEND_S,
+                                  frontend_latency_s=V1_FRONTEND_LATENCY_S), cfg,
+                    10_000).seqs[0]
+    assert late.first_token_s - base.first_token_s == pytest.approx(V1_FRONTEND_LATENCY_S)
+    assert late.release_s - base.release_s == pytest.approx(V1_FRONTEND_LATENCY_S)
+    assert late.last_token_s - late.first_token_s == pytest.approx(
+        base.last_token_s - base.first_token_s)
+
+
+def test_the_front_end_latency_holds_no_one_up_and_a_burst_still_queues_on_the_serial_time(
+) -> None:
+    """20 requests at once: the latency alone shifts every first token by the same amount
+    (no queue forms on it), and with the serial time beside it the burst still passes one
+    request per frontend_s: the last first token comes about 20 x frontend_s + the latency,
+    not 20 x (frontend_s + latency)."""
+    reqs = [Request(i, 0.0, 16, 2) for i in range(20)]
+    cfg = SchedulerConfig(policy="prefill-priority")
+    bare = sorted(s.first_token_s for s in simulate(reqs, COEF, cfg, 10_000).seqs)
+    only = sorted(s.first_token_s for s in simulate(
+        reqs, replace(COEF, frontend_latency_s=V1_FRONTEND_LATENCY_S), cfg, 10_000).seqs)
+    assert [b - a for a, b in zip(bare, only, strict=True)] == pytest.approx(
+        [V1_FRONTEND_LATENCY_S] * 20)
+    both = sorted(s.first_token_s for s in simulate(
+        reqs, replace(COEF, frontend_s=FRONTEND_S, frontend_latency_s=V1_FRONTEND_LATENCY_S),
+        cfg, 10_000).seqs)
+    assert all(b - a >= FRONTEND_S * 0.999 for a, b in zip(both, both[1:], strict=False))
+    assert 20 * FRONTEND_S + V1_FRONTEND_LATENCY_S <= both[-1] \
+        < 20 * (FRONTEND_S + V1_FRONTEND_LATENCY_S)
+
+
+def test_a_closed_loop_pays_the_front_end_latency_once_per_request() -> None:
+    """One request at a time: each one's TTFT is the bare engine's plus the serial time and
+    the latency, once (the next is sent when the last token is seen)."""
+    coef = replace(COEF, frontend_s=FRONTEND_S, frontend_latency_s=V1_FRONTEND_LATENCY_S)
+    reqs = [Request(i, 100.0 * i, 16, 2) for i in range(6)]
+    cfg = SchedulerConfig(policy="prefill-priority", concurrency=1)
+    closed, bare = (simulate(reqs, c, cfg, 10_000).seqs for c in (coef, COEF))
+    for with_fe, without in zip(closed, bare, strict=True):
+        assert with_fe.first_token_s - with_fe.req.arrival_s == pytest.approx(
+            without.first_token_s - without.req.arrival_s + FRONTEND_S
+            + V1_FRONTEND_LATENCY_S)
+        assert with_fe.release_s - with_fe.req.arrival_s == pytest.approx(
+            without.release_s - without.req.arrival_s + FRONTEND_S + V1_FRONTEND_LATENCY_S)

@@ -166,7 +166,7 @@ def test_spread_bound_runs_are_the_small_sharegpt_sets_sent_at_once() -> None:
 
 
 def test_in_sample_comparisons_are_the_fits_and_leave_the_out_of_sample_summary() -> None:
-    assert len(bench.IN_SAMPLE) == len(bench.FITS) == 5
+    assert len(bench.IN_SAMPLE) == len(bench.FITS) == 6
     names = {c.name: c for c in CASES}
     for run, key in bench.IN_SAMPLE:
         assert key in names[run].run["measured"] and key in bench.METRICS
@@ -197,8 +197,9 @@ def test_a_miss_is_judged_against_the_simulators_own_interval() -> None:
 def test_the_engine_terms_do_what_the_docs_say_on_the_published_set() -> None:
     """docs/vllm-latency.md's figures: --engine lowers every family's median error from
     --engine plain's (79.5 / 18.2 / 14.0 %); TPOT and throughput medians meet 15 % (TPOT
-    7.5 %; throughput 8.3 %, 5.3 % without the spread-bound runs), TTFT's (16.0 %) does not;
-    out of sample (without the five comparisons a constant is fitted on) 17.5 / 9.9 / 8.5 %;
+    7.5 %; throughput 8.3 %, 5.1 % without the spread-bound runs), and TTFT's too (9.1 %;
+    16.0 % before V1's front-end latency); out of sample (without the six comparisons a
+    constant is fitted on) 13.0 / 9.9 / 8.5 %;
     the single worst comparisons stay beyond 40 % (the target is missed); the 200-prompt
     ShareGPT sets sent at once, drawn from ShareGPT V3's first turns, are off by -26.5 % to
     +22.3 % (+31 % to +125 % on the scaled Sarathi-Serve trace, up to 239 % at the mean
@@ -211,21 +212,27 @@ def test_the_engine_terms_do_what_the_docs_say_on_the_published_set() -> None:
         assert after[family]["max_abs_error"] > bench.TARGET_MAX
     assert [before[f]["median_abs_error"] for f in bench.FAMILIES] == \
         pytest.approx([0.795, 0.182, 0.140], abs=0.001)
-    assert after["ttft"]["median_abs_error"] == pytest.approx(0.160, abs=0.001)
+    assert after["ttft"]["median_abs_error"] == pytest.approx(0.091, abs=0.001)
     assert after["tpot"]["median_abs_error"] == pytest.approx(0.075, abs=0.001)
     assert after["throughput"]["median_abs_error"] == pytest.approx(0.083, abs=0.001)
-    assert known["throughput"]["median_abs_error"] == pytest.approx(0.053, abs=0.001)
+    assert known["throughput"]["median_abs_error"] == pytest.approx(0.051, abs=0.001)
     predicted = bench.summarize(rows, out_of_sample=True)
-    assert [predicted[f]["comparisons"] for f in bench.FAMILIES] == [11, 23, 24]
+    assert [predicted[f]["comparisons"] for f in bench.FAMILIES] == [10, 23, 24]
     assert [predicted[f]["median_abs_error"] for f in bench.FAMILIES] == \
-        pytest.approx([0.175, 0.099, 0.085], abs=0.001)
+        pytest.approx([0.130, 0.099, 0.085], abs=0.001)
     # the V1 host cost per sequence: the 500-prompt Qwen3-0.6B run's ITL is fitted, its
     # TPOT (-40.6 % with a host cost per step alone) and throughput are predicted
     qwen = {r["metric"]: r["error"] for r in rows
             if r["fixture"] == "kvcached_vllm019_qwen3_06b_h100:h100-qwen3-06b-inf"}
     assert qwen["median_itl_ms"] == pytest.approx(0.0, abs=0.005)
     assert qwen["median_tpot_ms"] == pytest.approx(-0.212, abs=0.001)
-    assert qwen["request_throughput_rps"] == pytest.approx(0.046, abs=0.001)
+    assert qwen["request_throughput_rps"] == pytest.approx(0.041, abs=0.001)
+    # V1's front-end latency: fitted on the 16 req/s run's median TTFT (-62.7 % without it);
+    # the 500-prompt run's, set by the serial queue, is predicted (-17.5 % -> -16.7 %)
+    rps16 = {r["metric"]: r["error"] for r in rows
+             if r["fixture"] == "kvcached_vllm019_qwen3_06b_h100:h100-qwen3-06b-rps16"}
+    assert rps16["median_ttft_ms"] == pytest.approx(0.0, abs=0.005)
+    assert qwen["median_ttft_ms"] == pytest.approx(-0.167, abs=0.001)
     bound = [r["error"] for r in rows if r["spread_bound"]]
     assert len(bound) == 9 and min(bound) == pytest.approx(-0.265, abs=0.001)
     assert max(bound) == pytest.approx(0.223, abs=0.001)
