@@ -4,6 +4,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from servecap.ledger import dtypes
+from servecap.ledger.engines import as_cached, release_row
 
 from .deploy import NO_DEPLOY, DeployFlags, engine_spec
 from .inputs import PlanFlags, deployment_from_flags, plan_parts
@@ -21,20 +22,22 @@ def flags_of_inputs(inputs, path: Path) -> tuple[str, PlanFlags, DeployFlags]:
     from servecap.workbooks.readback import check_model_cells
 
     flags, deploy = PlanFlags(**inputs.flags), DeployFlags(**inputs.deploy)
-    src = workbook_source(inputs.model_ref, flags)
+    src = workbook_source(inputs.model_ref, flags, deploy)
     if src.plan().line("runtime_peak") != inputs.runtime_peak_bytes:
         flags = replace(flags, runtime_peak=str(inputs.runtime_peak_bytes))
-        src = workbook_source(inputs.model_ref, flags)
+        src = workbook_source(inputs.model_ref, flags, deploy)
     check_model_cells(inputs, src, path)
     return inputs.model_ref, flags, deploy
 
 
 def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = NO_DEPLOY):
     """The single-device plain plan (Ledger) and the deployment (Ranks) the flags describe; an
-    engine's default block size is the workbook's block size, as plan uses it."""
+    engine's default block size is the workbook's block size, as plan uses it; the model as
+    the engine's release caches it (ledger.engines.as_cached), as plan takes it."""
     from servecap.workbooks.source import WorkbookSource
 
     spec, serve, overrides = plan_parts(model, flags)
+    spec = as_cached(spec, release_row(engine_spec(deploy)))
     deployment = deployment_from_flags(model, flags, deploy)
     serve = replace(serve, block_size_tokens=deployment.plan.serve.block_size_tokens)
     wdtype = flags.weight_dtype and dtypes.lookup(flags.weight_dtype, "--weight-dtype").name

@@ -82,6 +82,25 @@ class EngineSpec:
 PLAIN_ENGINE = EngineSpec()
 
 
+def as_cached(spec: ModelSpec, row: VllmRow | None) -> ModelSpec:
+    """The model as a vLLM release caches it: an MLA model on a row without MLA (VllmRow.mla
+    False: before 0.7.1) runs multi-head attention and caches K and V per head. None (no vLLM
+    release): as described."""
+    att = spec.attention
+    if row is None or row.mla or att.kind != "mla":
+        return spec
+    return replace(spec, attention=replace(att, mla_per_head_cache=True))
+
+
+def release_row(engine: EngineSpec) -> VllmRow | None:
+    """The vLLM release whose rules a plan's engine follows (None: not vLLM)."""
+    return engine.vllm_row if engine.name == VLLM else None
+
+
+PER_HEAD_REASON = ("no MLA in vLLM before 0.7.1: DeepSeek attention runs as multi-head attention "
+                   "on decompressed K and V and caches them per head")
+
+
 @dataclass(frozen=True)
 class Budget:
     """An engine's KV pool on one rank, in its own terms (what its startup log prints)."""

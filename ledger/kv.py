@@ -42,19 +42,23 @@ def kv_bits_for_layer(spec: ModelSpec, layer: int, kv_bits: int, shard: Shard) -
     kind = spec.layer_kind(layer)
     if kind not in ATTENTION_KINDS:
         return 0
-    att = spec.attention
-    if att.kind == "mla":
-        return (att.kv_lora_rank + att.qk_rope_head_dim) * kv_bits
+    if spec.attention.kind == "mla":
+        return kv_bits_per_token_layer(spec, kv_bits, shard)
     heads = kv_heads_per_rank(spec, shard.tensor_parallel_size, kind)
-    return 2 * heads * att.shape(kind)[1] * kv_bits
+    return 2 * heads * spec.attention.shape(kind)[1] * kv_bits
 
 
 def kv_bits_per_token_layer(spec: ModelSpec, kv_bits: int, shard: Shard = WHOLE) -> int:
     """One token in one layer. GQA: 2 [K,V] x H_kv x d_h x b_kv. MLA (DeepSeek-V2/V3):
-    (kv_lora_rank + qk_rope_head_dim) x b_kv, one latent per token, no factor 2, not sharded."""
+    (kv_lora_rank + qk_rope_head_dim) x b_kv, one latent per token, no factor 2, not sharded;
+    MLA run as multi-head attention (mla_per_head_cache, vLLM before 0.7.1): the GQA form
+    with every head a KV head of qk_nope + qk_rope (V padded to it), sharded by tp."""
     att = spec.attention
-    if att.kind == "mla":
+    if att.kind == "mla" and not att.mla_per_head_cache:
         return (att.kv_lora_rank + att.qk_rope_head_dim) * kv_bits
+    if att.kind == "mla":
+        heads = -(-att.num_heads // shard.tensor_parallel_size)
+        return 2 * heads * (att.qk_nope_head_dim + att.qk_rope_head_dim) * kv_bits
     heads = kv_heads_per_rank(spec, shard.tensor_parallel_size)
     return 2 * heads * att.head_dim * kv_bits
 

@@ -40,6 +40,8 @@ class Attention:
     q_gate: bool = False  # q_proj also emits an output gate (Qwen3-Next, Qwen3.5): 2x rows
     qk_norm_heads: bool = False  # q/k norms span every head (MiniMax's per_layer qk_norm)
     indexer_heads: int = 0  # indexer query heads (DeepSeek-V3.2 index_n_heads)
+    # MLA run as multi-head attention (vLLM before 0.7.1, VllmRow.mla): K and V cached per head
+    mla_per_head_cache: bool = False
 
     def shape(self, kind: str) -> tuple[int, int]:
         """(KV heads, head size) of a layer of this kind."""

@@ -6,15 +6,18 @@ from dataclasses import dataclass, field, replace
 from . import dtypes
 from .arch import active_parameters
 from .engines import (
+    PER_HEAD_REASON,
     PLAIN,
     PLAIN_ENGINE,
     VLLM,
     Budget,
     EngineSpec,
     KVGeometry,
+    as_cached,
     budget,
     overhead_lines,
     pool_and_headroom,
+    release_row,
     rotary_cache_line,
     starts,
 )
@@ -31,7 +34,7 @@ from .kv import (
 from .lines import Line
 from .model import ModelSpec, Quant
 from .paging import BlockReport, paging_report
-from .plan_notes import after_notes, engine_notes, plan_notes
+from .plan_notes import after_notes, cache_form_notes, engine_notes, plan_notes
 from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .sharding import Stage, rank_inventory
@@ -135,7 +138,9 @@ class Overrides:
 def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrides(),
                shard: Shard = WHOLE, engine: EngineSpec = PLAIN_ENGINE) -> Plan:
     """The seed's ledger: weights, metadata, runtime peak, KV for the live tokens, safety; with
-    an engine, its KV pool and headroom in place of the safety reserve (servecap.ledger.engines)."""
+    an engine, its KV pool and headroom in place of the safety reserve (servecap.ledger.engines).
+    The model is taken as the engine's release caches it (engines.as_cached)."""
+    spec = as_cached(spec, release_row(engine))
     kv_bits = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
     weights, head = _fixed_lines(spec, serve, overrides, shard, engine)
     bsz = serve.block_size_tokens
@@ -147,7 +152,9 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     kv_total = sum(kv_by_kind.values())
     hold = sum(_kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard).values())
     kv_line = Line("kv_cache", "KV cache in use", kv_total,
-                   _kv_from(lengths, bsz, serve) + _window_from(kv_by_kind, hold, serve))
+                   _kv_from(lengths, bsz, serve) + _window_from(kv_by_kind, hold, serve)
+                   + (f"; K and V per head: {PER_HEAD_REASON}"
+                      if spec.attention.mla_per_head_cache else ""))
     cache_lines = (kv_line,) + _extra_cache_lines(spec, lengths, bsz, shard)
     cache_total = sum(item.num_bytes for item in cache_lines)
     state = state_bytes_per_request(spec, shard.layer_ids(spec), shard.tensor_parallel_size)
@@ -179,7 +186,9 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
         notes=plan_notes(spec, serve, weights, fixed, result) + engine_notes(engine)
-        + after_notes(after), budget=result, after_pool=after,
+        + cache_form_notes(spec, kv_bits_per_token_layer(spec, kv_bits, shard),
+                           shard.tensor_parallel_size) + after_notes(after),
+        budget=result, after_pool=after,
         shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
         longest_ceiling_requests=longest if serve.lengths and result is None else None,

@@ -1,6 +1,6 @@
 """The notes a plan carries: what would stop the engine starting, and which rules it used."""
 
-from .engines import VLLM, Budget, EngineSpec, starts
+from .engines import PER_HEAD_REASON, VLLM, Budget, EngineSpec, starts
 from .model import ModelSpec
 from .serve import ServeSpec
 from .vllm_after import AfterPool
@@ -26,6 +26,23 @@ def plan_notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: i
     elif fixed > serve.device_bytes:
         notes.append("weights, runtime peak and safety leave no room for any KV: ceiling 0")
     return tuple(notes)
+
+
+def cache_form_notes(spec: ModelSpec, per_layer_bits: int, tp: int) -> tuple[str, ...]:
+    """An MLA model cached per head (engines.as_cached): the sum, and its size against the
+    latent."""
+    att = spec.attention
+    if not att.mla_per_head_cache:
+        return ()
+    heads = -(-att.num_heads // tp)
+    head = att.qk_nope_head_dim + att.qk_rope_head_dim
+    latent = att.kv_lora_rank + att.qk_rope_head_dim
+    bits = per_layer_bits // (2 * heads * head)
+    return (f"vllm: {PER_HEAD_REASON}: 2 [K,V] x {heads} heads ({att.num_heads} / tp {tp}) x "
+            f"{head} (qk_nope {att.qk_nope_head_dim} + qk_rope {att.qk_rope_head_dim}; V "
+            f"{att.v_head_dim} padded to it) x {bits // 8} B = {per_layer_bits // 8:,} B per "
+            f"token per layer, {per_layer_bits / (latent * bits):.1f}x the {latent}-wide "
+            "latent MLA caches from 0.7.1",)
 
 
 def after_notes(after: AfterPool | None) -> tuple[str, ...]:

@@ -48,6 +48,7 @@ class VllmRow:
     source: str
     sampler: str = TORCH
     moe_workspace_kept: bool = False
+    mla: bool = True
 
     @property
     def pin(self) -> str:
@@ -68,16 +69,26 @@ class VllmRow:
 
 V0_WORKER = "vllm/worker/worker.py (determine_num_available_blocks)"
 V1_WORKER = "vllm/v1/worker/gpu_worker.py (determine_available_memory)"
+NO_MLA = ("no MLA: vllm/model_executor/models/deepseek_v2.py DeepseekV2Attention caches "
+          "Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads) with V padded "
+          "to qk_head_dim; vllm/worker/cache_engine.py get_cache_block_size K + V per head")
 ROWS: tuple[VllmRow, ...] = (
     VllmRow((0, 6, 3), "v0.6.3.post1", 0.90, "v0", PEAK_FREE, False, False, TOKENS_PER_GROUP,
             40, f"{V0_WORKER}: peak = init free - free after profile_run; "
-            "vllm/config.py CacheConfig gpu_memory_utilization=0.90"),
+            "vllm/config.py CacheConfig gpu_memory_utilization=0.90; no MLA before v0.7.1",
+            mla=False),
     VllmRow((0, 6, 4), "v0.6.4.post1", 0.90, "v0", ALLOCATED, False, False, TOKENS_PER_GROUP,
             40, f"{V0_WORKER}: allocated_bytes.all.peak + (device used - torch allocated); "
-            "the 'Memory profiling results: total_gpu_memory=...' line"),
+            "the 'Memory profiling results: total_gpu_memory=...' line; no MLA before v0.7.1",
+            mla=False),
     VllmRow((0, 6, 5), "v0.6.5", 0.90, "v0", PROFILED, False, False, TOKENS_PER_GROUP, 40,
             f"{V0_WORKER}: memory_profiling(baseline = total - init free) in vllm/utils.py; "
-            "'Memory profiling takes ... the current vLLM instance can use'"),
+            f"'Memory profiling takes ... the current vLLM instance can use'; {NO_MLA} "
+            "(read again at v0.7.0)", mla=False),
+    VllmRow((0, 7, 1), "v0.7.1", 0.90, "v0", PROFILED, False, False, TOKENS_PER_GROUP, 40,
+            f"{V0_WORKER} as v0.6.5; vllm/config.py ModelConfig.use_mla (is_deepseek_mla and "
+            "not VLLM_MLA_DISABLE), get_head_size() kv_lora_rank + qk_rope_head_dim, "
+            "get_num_kv_heads() 1; vllm/worker/cache_engine.py value_cache_block 0 with MLA"),
     VllmRow((0, 8, 0), "v0.8.0", 0.90, "v1", ALLOCATED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}: allocated peak + non_torch_allocations; vllm/envs.py VLLM_USE_V1=1 "
             "by default"),

@@ -73,8 +73,8 @@ def _mxfp4_moe(spec: ModelSpec, shard: Shard, backend: str) -> Resident | None:
 
 def _mla_copies(spec: ModelSpec, shard: Shard) -> Resident | None:
     att = spec.attention
-    if att.kind != "mla" or not att.kv_lora_rank:
-        return None
+    if att.kind != "mla" or not att.kv_lora_rank or att.mla_per_head_cache:
+        return None  # no MLA backend (vLLM before 0.7.1), no absorbed copies
     heads = max(1, att.num_heads // shard.tensor_parallel_size)
     per_layer = heads * (att.qk_nope_head_dim + att.v_head_dim) * att.kv_lora_rank * 2
     layers = len(shard.layer_ids(spec))

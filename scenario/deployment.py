@@ -3,7 +3,7 @@ semantics, and vLLM's own start-up advice when it would not start."""
 
 from dataclasses import dataclass, replace
 
-from servecap.ledger.engines import DEFAULT_BLOCK_TOKENS, PLAIN, VLLM
+from servecap.ledger.engines import DEFAULT_BLOCK_TOKENS, PLAIN, VLLM, as_cached
 from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import Overrides
 from servecap.ledger.ranks import Deployment, Parallel, build_deployment
@@ -14,6 +14,7 @@ from servecap.ledger.vllm_start import (
     fails_after_pool,
     starts,
 )
+from servecap.ledger.vllm_versions import VllmRow
 from servecap.ledger.weights import WeightBytes, weight_bytes
 from servecap.model_configs import LoadedModel, load_model
 
@@ -50,9 +51,11 @@ def plan(scenario: Scenario, loaded: LoadedModel | None = None) -> PlanResult:
 
 
 def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
-               concurrency: int | None = None) -> Deployment:
+               concurrency: int | None = None, release: VllmRow | None = None) -> Deployment:
     """Every rank's ledger with the engine's semantics; concurrency replaces the resident load
-    (the simulator sizes its pool from one resident request)."""
+    (the simulator sizes its pool from one resident request); release: the vLLM release a
+    simulation runs, whose KV cache form (engines.as_cached) a ledger without vLLM's budget
+    still takes."""
     loaded = loaded or load(scenario)
     serve = serve_spec(scenario, loaded)
     if concurrency is not None:
@@ -71,7 +74,10 @@ def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
     parallel = Parallel(par.tensor_parallel_size, par.pipeline_parallel_size,
                         par.data_parallel_size)
     overrides = measured_overrides(scenario, file_overrides(scenario, loaded))
-    return build_deployment(model_spec(scenario, loaded), serve, overrides, parallel, engine)
+    spec = model_spec(scenario, loaded)
+    if engine.name != VLLM:
+        spec = as_cached(spec, release)
+    return build_deployment(spec, serve, overrides, parallel, engine)
 
 
 def start_advice(scenario: Scenario, loaded: LoadedModel, result: Deployment) -> StartAdvice:

@@ -60,8 +60,8 @@ def rank(scenario: Scenario) -> Ranked:
     """`servecap plan`'s own per-rank deployment (one ledger, the same function) with one
     resident request: the pool the simulator schedules in."""
     loaded = load(scenario)
-    return Ranked(model_spec(scenario, loaded), deployment(scenario, loaded, concurrency=1),
-                  loaded.hub)
+    return Ranked(model_spec(scenario, loaded), deployment(
+        scenario, loaded, concurrency=1, release=steps.scenario_row(scenario)), loaded.hub)
 
 
 def setup(scenario: Scenario, sent: list[Request] | None = None,

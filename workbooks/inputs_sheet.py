@@ -62,7 +62,10 @@ def model_rows(src: WorkbookSource) -> list[InputRow]:
          "of L, layers with a sliding attention window"),
         ("sliding_window_tokens", att.sliding_window_tokens or 0, style.TOKENS, "tokens",
          "W: tokens a sliding layer keeps (0 = no window)"),
-        ("attention_kind", att.kind, None, "text", "gqa (also MHA, MQA) or mla (latent KV)"),
+        ("attention_kind", "gqa" if att.mla_per_head_cache else att.kind, None, "text",
+         "gqa (also MHA, MQA) or mla (latent KV)" + (
+             "; MLA run as multi-head attention: K and V per head (vLLM before 0.7.1)"
+             if att.mla_per_head_cache else "")),
         ("num_kv_heads", att.num_kv_heads, style.HEADS, "heads/layer", "H_kv: KV heads"),
         ("head_dim", att.head_dim, style.ELEMENTS, "elements/head", "d_h"),
         ("kv_lora_rank", att.kv_lora_rank, style.ELEMENTS, "elements", "MLA latent width"),

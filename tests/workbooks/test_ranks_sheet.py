@@ -39,6 +39,8 @@ VARIANTS = {
                                  "2GiB"],
     "deepseek-tp8-vllm": ["deepseek-v3", "--device", "2TiB", "-tp", "8", "--engine", "vllm",
                           "--gpu-memory-utilization", "0.85", "--kv-dtype", "fp8"],
+    "deepseek-tp8-vllm-0.6.5": ["deepseek-v3", "--device", "h200-141gb", "-tp", "8", "--engine",
+                                "vllm==0.6.5", "--context", "8192"],  # per-head K and V
     "8b-vllm-weights": ["llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm",
                         "--weights", "14.99GiB", "--concurrency", "300", "--context", "8192"],
     # hybrids: vLLM's page arithmetic (docs/hybrid.md), every engine, pipeline stages, lengths
