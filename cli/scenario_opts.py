@@ -35,17 +35,16 @@ def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]
         found.update(_flag_origins(ctx, paths, line))
         return built
     from servecap.scenario.spec import DEFAULT
-    from servecap.scenario.spec import paths as every_path
 
     base, origin, file_notes = DEFAULT, "the launch line's", []
     if file is not None:
         base, file_notes = _read(file, found)
         origin = f"{file}'s"
     if line:
+        before = base
         base, name = line_scenario(line, base)
         origin = f"the {_ENGINE_WORD.get(name, name)} line's"
-        found.update({p: f"{name} line" for p in every_path()
-                      if get(base, p) != get(DEFAULT, p)})
+        found.update(_changed(base, before, f"{name} line"))
     values, notes = {}, []
     for param, targets in paths.items():
         if not _given(ctx, param, line):
@@ -67,7 +66,6 @@ def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]
 def _read(file: Path, origins: dict[str, str]) -> tuple[Scenario, list[str]]:
     """A scenario YAML, or a workbook's recorded scenario (its Inputs edits noted)."""
     from servecap.scenario.spec import DEFAULT
-    from servecap.scenario.spec import paths as every_path
 
     from .workbook_scenario import is_workbook
 
@@ -82,8 +80,15 @@ def _read(file: Path, origins: dict[str, str]) -> tuple[Scenario, list[str]]:
     from servecap.scenario.file import load_scenario
 
     scenario = load_scenario(file)
-    origins.update({p: str(file) for p in every_path() if get(scenario, p) != get(DEFAULT, p)})
+    origins.update(_changed(scenario, DEFAULT, str(file)))
     return scenario, []
+
+
+def _changed(scenario: Scenario, than: Scenario, origin: str) -> dict[str, str]:
+    """Each field `scenario` sets differently from `than`, credited to `origin`."""
+    from servecap.scenario.spec import paths as every_path
+
+    return {p: origin for p in every_path() if get(scenario, p) != get(than, p)}
 
 
 def _given(ctx: typer.Context, param: str, line: list[str] | None) -> bool:

@@ -255,3 +255,16 @@ def test_another_model_typed_in_is_refused_while_the_cells_are_the_old_ones(book
     result = _run("plan", "--from-workbook", bad, codes=(2,))
     assert "Inputs!" in result.stderr and "comes from the model" in result.stderr
     assert "(edited" not in result.stderr and "Traceback" not in result.output
+
+
+def test_a_line_over_a_scenario_file_credits_each_field_to_the_one_that_set_it(tmp_path):
+    """A field the file set and the pasted line left alone keeps the file as its source."""
+    file = tmp_path / "s.yaml"
+    file.write_text("slo:\n  ttft: 2s\n")
+    book = tmp_path / "w.xlsx"
+    _run("plan", "--device", "h100-80gb", "--scenario", file, "--xlsx", book, "--",
+         "vllm", "serve", "llama-3.1-8b", "-tp", "2")
+    rows = _rows(book)
+    assert rows["slo.ttft"] == ("2s", str(file))
+    assert rows["parallel.tensor_parallel_size"] == ("2", "vllm serve line")
+    assert rows["model.name"] == ("llama-3.1-8b", "vllm serve line")
