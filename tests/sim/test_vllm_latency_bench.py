@@ -6,6 +6,7 @@ import importlib.util
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("vllm_latency", ROOT / "bench" / "vllm_latency.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
+sample = sys.modules["sharegpt_sample"]  # the length sample bench/vllm_latency.py draws from
 CASES = bench.load_cases()
 LOADS = {"poisson", "all-at-once", "concurrency", "batch"}
 
@@ -51,19 +53,19 @@ def test_run_ids_are_unique() -> None:
 
 
 def test_sharegpt_filter_is_the_benchmarks() -> None:
-    assert bench.sharegpt_keep(4, 4) and bench.sharegpt_keep(1024, 1024)
-    assert not bench.sharegpt_keep(3, 100) and not bench.sharegpt_keep(100, 3)
-    assert not bench.sharegpt_keep(1025, 10) and not bench.sharegpt_keep(1000, 1049)
+    assert sample.sharegpt_keep(4, 4) and sample.sharegpt_keep(1024, 1024)
+    assert not sample.sharegpt_keep(3, 100) and not sample.sharegpt_keep(100, 3)
+    assert not sample.sharegpt_keep(1025, 10) and not sample.sharegpt_keep(1000, 1049)
 
 
 def test_the_sharegpt_sample_is_real_first_turns_filtered() -> None:
-    lines = (bench.FIXTURES / bench.SHAREGPT_SAMPLE).read_text().splitlines()
+    lines = (sample.FIXTURES / sample.SHAREGPT_SAMPLE).read_text().splitlines()
     assert lines[0] == "id,prompt_llama3,output_llama3,prompt_mistral,output_mistral"
     assert len(lines) == 17401
     assert lines[1:3] == ["QWJhYvA_0,35,245,37,277", "i6IyJda_0,18,72,19,78"]  # ShareGPT V3's
     for tokenizer, kept in (("llama3", 15822), ("mistral", 15500)):
-        pool = bench.sharegpt_pool(tokenizer=tokenizer)
-        assert len(pool) == kept and all(bench.sharegpt_keep(p, o) for p, o in pool)
+        pool = sample.sharegpt_pool(tokenizer=tokenizer)
+        assert len(pool) == kept and all(sample.sharegpt_keep(p, o) for p, o in pool)
         assert len({o for _, o in pool}) > 800  # a spread, not one length
         assert max(o for _, o in pool) > 1700  # the tail the filter allows (2,048 in all)
 
@@ -72,12 +74,12 @@ def test_the_samples_own_means_are_the_benchmarks() -> None:
     """Unscaled, the filtered Llama-3 counts average what the benchmarks' draws did: 215.2
     prompt tokens (vllm#7567's 1,000 prompts) and 194.3 output tokens with ignore_eos
     (SGLang's 5,000); Mistral's tokenizer counts more of both."""
-    data = json.loads((bench.FIXTURES / bench.SHAREGPT).read_text())["measured"]
-    target = bench.sharegpt_targets()
+    data = json.loads((sample.FIXTURES / sample.SHAREGPT).read_text())["measured"]
+    target = sample.sharegpt_targets()
     assert target["prompt"] == data["total_input_tokens"] / 1000 == 215.196
     assert target["output"] == data["total_generated_tokens"] / 1000 == 178.793
     assert target["output_ignore_eos"] == pytest.approx(4132.37 / 21.27)
-    pool, mistral = bench.sharegpt_pool(), bench.sharegpt_pool(tokenizer="mistral")
+    pool, mistral = sample.sharegpt_pool(), sample.sharegpt_pool(tokenizer="mistral")
     assert statistics.fmean(p for p, _ in pool) == pytest.approx(target["prompt"], rel=0.03)
     assert statistics.fmean(o for _, o in pool) == \
         pytest.approx(target["output_ignore_eos"], rel=0.03)
@@ -85,15 +87,16 @@ def test_the_samples_own_means_are_the_benchmarks() -> None:
 
 
 def test_sharegpt_draws_are_seeded_pairs_and_eos_shortens_the_output() -> None:
-    target, pool = bench.sharegpt_targets(), bench.sharegpt_pool()
-    raw = bench.sharegpt_draw(len(pool), ignore_eos=True)  # the whole pool, shuffled
+    target, pool = sample.sharegpt_targets(), sample.sharegpt_pool()
+    raw = sample.sharegpt_draw(len(pool), ignore_eos=True)  # the whole pool, shuffled
     assert sorted(raw) == sorted(pool)
-    eos = bench.sharegpt_draw(len(pool))
+    eos = sample.sharegpt_draw(len(pool))
     assert statistics.fmean(o for _, o in eos) == pytest.approx(target["output"], rel=0.01)
     assert [p for p, _ in eos] == [p for p, _ in raw]
-    assert bench.sharegpt_draw(200) == bench.sharegpt_draw(200) != bench.sharegpt_draw(200, seed=1)
-    assert len(bench.sharegpt_draw(20000)) == 20000  # larger than the pool: reshuffled
-    assert max(o for _, o in bench.sharegpt_draw(200, ignore_eos=True)) > 1000
+    draw = sample.sharegpt_draw
+    assert draw(200) == draw(200) != draw(200, seed=1)
+    assert len(sample.sharegpt_draw(20000)) == 20000  # larger than the pool: reshuffled
+    assert max(o for _, o in sample.sharegpt_draw(200, ignore_eos=True)) > 1000
 
 
 def test_sharegpt_runs_get_the_sample_and_their_clients_eos_rule() -> None:
@@ -104,13 +107,13 @@ def test_sharegpt_runs_get_the_sample_and_their_clients_eos_rule() -> None:
     assert not bench.ignore_eos(serving) and bench.ignore_eos(offline)
     assert bench.ignore_eos(sglang)
     requests = bench.requests_for(serving)
-    assert [(r.prompt_tokens, r.output_tokens) for r in requests] == bench.sharegpt_draw(200)
+    assert [(r.prompt_tokens, r.output_tokens) for r in requests] == sample.sharegpt_draw(200)
     assert [r.arrival_s for r in requests] == \
         [r.arrival_s for r in bench.draw_requests(bench.workload_for(serving))]
     mixtral = by_name["buildkite9555_h100:h100-80gb-mixtral8x7B-tp2-throughput"]
     assert bench.sharegpt_tokenizer(mixtral) == "mistral" != bench.sharegpt_tokenizer(offline)
     assert [(r.prompt_tokens, r.output_tokens) for r in bench.requests_for(mixtral)] == \
-        bench.sharegpt_draw(200, ignore_eos=True, tokenizer="mistral")
+        sample.sharegpt_draw(200, ignore_eos=True, tokenizer="mistral")
     fixed = by_name["kvcached_vllm019_qwen3_06b_h100:h100-qwen3-06b-rps16"]
     assert {(r.prompt_tokens, r.output_tokens) for r in bench.requests_for(fixed)} == {(512, 128)}
 
