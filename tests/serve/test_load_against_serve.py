@@ -71,22 +71,37 @@ def test_without_model_the_servers_only_model_is_used(server, tmp_path):
     assert report["model"] == "tiny-llama" and report["completed"] == len(TRACE)
 
 
-def test_a_long_enough_run_reports_its_steady_window_with_intervals(server, tmp_path):
-    """The simulator's window (sim/steady.py, sim/measure.py) over what the server did:
-    warm-up and drain cut, each percentile with its 95 % interval."""
+def _steady_run(server, tmp_path, num_requests: int) -> dict:
     (tmp_path / "w.yaml").write_text(
-        "name: small\nseed: 3\nnum_requests: 200\narrivals: {kind: poisson, rate_per_s: 25}\n"
+        f"name: small\nseed: 3\nnum_requests: {num_requests}\n"
+        "arrivals: {kind: poisson, rate_per_s: 25}\n"
         "prompt_tokens: {kind: uniform, low: 16, high: 64}\n"
         "output_tokens: {kind: uniform, low: 4, high: 16}\n")
     run = servecap("load", server.url + "/v1", "--workload", tmp_path / "w.yaml", "--json",
-                   "--metrics", server.url + "/metrics", timeout=120)
+                   "--metrics", server.url + "/metrics", timeout=240)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     window = report["window"]
-    assert report["completed"] == 200 and report["steady_state"] is True, report
-    assert report["steady_state_reason"] is None and window["measured_requests"] >= 100
+    assert report["completed"] == num_requests, report
     assert window["measured_requests"] + window["warmup_requests"] + \
-        window["drain_requests"] == 200
+        window["drain_requests"] == num_requests
+    return report
+
+
+def test_a_long_enough_run_reports_its_steady_window_with_intervals(server, tmp_path):
+    """The simulator's window (sim/steady.py, sim/measure.py) over what the server did:
+    warm-up and drain cut, each percentile with its 95 % interval.
+
+    The server runs on a shared machine: a 0.3 s stall of its process half-way through an
+    8 s run is a backlog MSER-5 rightly reads as 'still trending'. What load tells its user
+    then (run longer) is what the test does: one re-run at twice the requests."""
+    report = _steady_run(server, tmp_path, 200)
+    if not report["steady_state"]:
+        first = report["steady_state_reason"]
+        report = _steady_run(server, tmp_path, 400)
+        assert report["steady_state"] is True, (first, report["steady_state_reason"])
+    window = report["window"]
+    assert report["steady_state_reason"] is None and window["measured_requests"] >= 100
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
         low, high = window[f"{key}_ci"]["p50"]
         assert low <= window[key]["p50"] <= high, key
