@@ -59,7 +59,7 @@ def verify_parallel(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
                            join=False)
         relay = _relay(Path(tmp) / PROGRESS_FILE, progress) if progress else None
         failed = _join(context.processes, relay)
-        if failed is not None:
+        if failed is not None and not _all_measured(Path(tmp), size):
             return replace(_failed(Path(tmp), size, failed), spec=spec, serve=serve)
         results = [_collect(Path(tmp) / f"rank{r}.pkl") for r in range(size)]
     return ParallelResult(tuple(results), binding_rank(results))
@@ -116,13 +116,12 @@ def _rank_main(rank: int, size: int, spec: ModelSpec, serve: ServeSpec,
     except Exception as exc:  # noqa: BLE001 - any other error on a rank is that rank failing
         _write(tmp, rank, ("failed", _rank_error(rank, exc)))
         os._exit(1)
+    _write(tmp, rank, outcome)  # the measurement, before a teardown can lose it
     try:
         dist.barrier()  # every rank done before any tears its connections down
         dist.destroy_process_group()
-    except Exception as exc:  # noqa: BLE001 - a peer that failed after this rank finished
-        _write(tmp, rank, ("failed", _rank_error(rank, exc)))
-        os._exit(1)
-    _write(tmp, rank, outcome)
+    except Exception:  # noqa: BLE001 - a peer that failed after this rank finished: the
+        os._exit(1)  # peer's own file says why
 
 
 PROGRESS_FILE = "progress"
@@ -185,6 +184,17 @@ def _failed(tmp: Path, size: int, exc: str) -> ParallelResult:
     if not failures:
         failures.append(Failure("rank_failed", "a rank failed", str(exc).splitlines()[0]))
     return ParallelResult((), 0, tuple(failures), size)
+
+
+def _all_measured(tmp: Path, size: int) -> bool:
+    """Every rank wrote its measurement: a rank that then dies in gloo's or NCCL's teardown
+    (gloo can abort with 'terminate called without an active exception' on a loaded host)
+    changes nothing that was measured."""
+    for rank in range(size):
+        path = tmp / f"rank{rank}.pkl"
+        if not path.exists() or isinstance(pickle.loads(path.read_bytes()), tuple):
+            return False
+    return True
 
 
 def _collect(path: Path) -> VerifyResult:

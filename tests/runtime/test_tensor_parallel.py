@@ -2,6 +2,7 @@
 holding its share of weights and KV heads as the ledger counts them."""
 
 import json
+import os
 from datetime import timedelta
 
 import pytest
@@ -54,8 +55,9 @@ def _rank(rank: int, size: int, init_file: str, out_file: str) -> None:
             pool = KVPool(spec, 64, 4, "fp32", tensor_parallel_size=size)
             results[num_kv_heads] = {"tokens": _generate(model, 64, size),
                                      "weights": model.weight_bytes, "pool": pool.tensor_bytes}
-        with open(f"{out_file}.{rank}", "w") as f:
+        with open(f"{out_file}.{rank}.part", "w") as f:
             json.dump(results, f)
+        os.replace(f"{out_file}.{rank}.part", f"{out_file}.{rank}")
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -66,9 +68,18 @@ KV_HEADS = (2, 1)
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory) -> list[dict]:
+    """Both ranks' results. A rank that wrote its results can still die in gloo's barrier or
+    teardown (SIGABRT, 'terminate called without an active exception': once in a full suite
+    on 2 shared cores, not in 6 runs of this file alone): what it computed stands. A rank
+    that died before writing fails the test."""
     tmp = tmp_path_factory.mktemp("tp")
-    mp.spawn(_rank, args=(2, str(tmp / "init"), str(tmp / "out")), nprocs=2, join=True)
-    return [json.loads((tmp / f"out.{r}").read_text()) for r in range(2)]
+    out = [tmp / f"out.{r}" for r in range(2)]
+    try:
+        mp.spawn(_rank, args=(2, str(tmp / "init"), str(tmp / "out")), nprocs=2, join=True)
+    except mp.ProcessExitedException:
+        if not all(path.exists() for path in out):
+            raise
+    return [json.loads(path.read_text()) for path in out]
 
 
 @pytest.mark.parametrize("num_kv_heads", KV_HEADS)
