@@ -1,5 +1,7 @@
 """Rich rendering of simulation reports: the coefficients used, then one row per policy."""
 
+import math
+
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -109,7 +111,8 @@ def render_simulation(report: dict, console: Console) -> None:
         name = f"{p['policy']}\n{p['deployment']}" if many else p["policy"]
         counts.add_row(name, f"{p['completed']:,}", f"{p['rejected']:,}",
                        f"{p['queued']:,}", f"{p['preemptions']:,}",
-                       f"{p['input_tokens_per_s']:,.0f}", f"{p['output_tokens_per_s']:,.0f}",
+                       tokens_per_s(p['input_tokens_per_s']),
+                       tokens_per_s(p['output_tokens_per_s']),
                        f"{p['goodput_rps']:,.2f}")
         times.add_row(name, *(_pair(p[k]) for k in ("queue_ms", "ttft_ms", "itl_ms",
                                                            "tpot_ms", "e2e_ms")))
@@ -137,6 +140,15 @@ def render_simulation(report: dict, console: Console) -> None:
         _render_tail(p, console)
         if p.get("tenants"):
             _render_tenants(p, console)
+
+
+def tokens_per_s(value: float) -> str:
+    """Whole tokens/s from 10 up; below, two significant digits, so a slow run's 0.34 does
+    not print as 0 (an exact 0 stays 0)."""
+    rounded = float(f"{value:.2g}")
+    if rounded >= 10 or value == 0:
+        return f"{value:,.0f}"
+    return f"{rounded:.{max(1 - math.floor(math.log10(rounded)), 0)}f}"
 
 
 def _render_tail(entry: dict, console: Console) -> None:
