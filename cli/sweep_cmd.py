@@ -40,10 +40,8 @@ MAX_NUM_RATES = 200  # each rate is a whole simulation; 200 already resolves a k
 
 @options_from(o.SimOptions, "opts", after="model")
 def sweep(ctx: typer.Context, model: o.OptionalModel = None,
-          policy: Annotated[str | None, o.Eng(help="One scheduler policy. Default: the "
-                                              "release's own (chunked-prefill for V1, the "
-                                              "default --engine; prefill-priority for V0; "
-                                              "continuous for --engine plain).",
+          policy: Annotated[str | None, o.Eng(help="One scheduler policy. Default: "
+                                              + steps.DEFAULT_POLICY_HELP + ".",
                                               show_default=False)] = None,
           target: Annotated[float, o.Slo(help="SLO attainment the capacity must reach (share "
                                          "of requests).")] = D.slo.target,
