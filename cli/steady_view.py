@@ -24,6 +24,11 @@ def pm(estimate: float | None, interval: list[float] | None, digits: int = 2,
     return f"{text} ±{(interval[1] - interval[0]) / 2 * scale:,.{digits}f}"
 
 
+def bounds(interval: list[float | None], digits: int = 2, sep: str = "-") -> str:
+    """'19.60-20.10': an interval's ends; '?' for an end the run did not estimate."""
+    return sep.join("?" if v is None else f"{v:,.{digits}f}" for v in interval)
+
+
 def window_line(entry: dict) -> str:
     """What was measured and how sure: '1,406 of 2,000 requests measured at steady state
     (warm-up 400, drain 194), spanning 12.3 request lifetimes; goodput 3.92 ±0.05 req/s;

@@ -29,7 +29,7 @@ from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
 from .sim_view import render_coefficients
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
-from .steady_view import pm
+from .steady_view import bounds, pm
 from .workbook_scenario import Recording
 
 SWEEP_PATHS = {k: v for k, v in SIM_PATHS.items() if k not in ("trace", "rate")} | {
@@ -185,11 +185,11 @@ def capacity_line(report: dict) -> str:
         return (f"capacity: {report['capacity_rps']:,.2f} req/s, the highest swept rate ("
                 f"{report['capacity_limited_by']}; synchronous {report['synchronous_rps']:,.2f}"
                 f" req/s, saturation {report['saturation_rps']:,.2f} req/s)")
-    low, high = report["capacity_rps_ci"]
     steady = "" if report["capacity_steady_state"] or not report["capacity_rps"] else \
         "; its run did not reach steady state"
     return (f"capacity: {pm(report['capacity_rps'], report['capacity_rps_ci'])} req/s at >= "
-            f"{report['target_attainment']:.0%} SLO attainment (95 %: {low:,.2f}-{high:,.2f};"
+            f"{report['target_attainment']:.0%} SLO attainment (95 %: "
+            f"{bounds(report['capacity_rps_ci'])};"
             f" bisected to {report['capacity_tolerance']:.0%}; limited by "
             f"{report['capacity_limited_by']}{steady}; synchronous "
             f"{report['synchronous_rps']:,.2f} req/s, saturation "

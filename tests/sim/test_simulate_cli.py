@@ -126,13 +126,30 @@ def test_sweep_finds_capacity_and_stops_on_slo(tmp_path):
     assert points[0]["meets_slo"] and not points[-1]["meets_slo"]
     # bisected past the last passing rate, to its tolerance, and never to saturation
     assert points[-2]["rate_per_s"] <= report["capacity_rps"] < report["saturation_rps"]
-    low, high = report["capacity_rps_ci"]
-    assert low <= report["capacity_rps"] <= high < report["saturation_rps"]
+    low, high = report["capacity_rps_ci"]  # high None: capped by saturation, not estimated
+    assert low <= report["capacity_rps"] < report["saturation_rps"]
+    assert (high is None) == (report["capacity_limited_by"] == "saturation")
+    assert high is None or report["capacity_rps"] <= high < report["saturation_rps"]
     probes = sorted(p["rate_per_s"] for p in report["capacity_probes"])
     above = [r for r in probes if r > report["capacity_rps"]]
     assert not above or above[0] - report["capacity_rps"] <= \
         report["capacity_tolerance"] * report["capacity_rps"] or \
         report["capacity_limited_by"] == "saturation"
+
+
+def test_a_capacity_capped_by_saturation_prints_its_high_end_as_unknown(tmp_path):
+    """SLOs every rate meets: the capacity is the last rate below saturation and its
+    interval's high end was never estimated (null in --json, '?' on screen), where it used
+    to read as zero width ('±0.00 (95 %: 19.60-19.60)')."""
+    args = ("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+            "--slo-ttft", "100s", "--slo-itl", "10s", "--num-rates", "3")
+    report = json.loads(_invoke(*args, "--json").stdout)
+    assert report["capacity_limited_by"] == "saturation"
+    low, high = report["capacity_rps_ci"]
+    assert high is None and low <= report["capacity_rps"] < report["saturation_rps"]
+    text = " ".join(_invoke(*args).stdout.split())
+    assert f"capacity: {report['capacity_rps']:,.2f} ±? req/s" in text
+    assert f"(95 %: {low:,.2f}-?;" in text and "±0.00" not in text
 
 
 def test_sweep_stops_when_latency_fails_below_saturation(tmp_path):
