@@ -26,7 +26,7 @@ from .option_groups import options_from
 from .plan_cmd import print_fetch_report
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
-from .sim_view import render_coefficients
+from .sim_view import render_coefficients, tokens_per_s
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
 from .steady_view import bounds, pm
@@ -165,7 +165,7 @@ def render_sweep(report: dict, console: Console) -> None:
     for p in report["points"]:
         table.add_row(f"{p['rate_per_s']:,.2f}", f"{p['achieved_rps']:,.2f}", _met(p),
                       f"{p['goodput_rps']:,.2f}",
-                      f"{p['output_tokens_per_s']:,.0f}",
+                      tokens_per_s(p['output_tokens_per_s']),
                       *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
     print_table(console, table, drop=("achieved\nreq/s", "out\ntok/s"))
@@ -211,7 +211,7 @@ def _render_closed(points: list[dict], console: Console) -> None:
         table.add_column(col, justify="right")
     for p in points:
         table.add_row(str(p["concurrency"]), f"{p['achieved_rps']:,.2f}",
-                      _met(p), f"{p['output_tokens_per_s']:,.0f}",
+                      _met(p), tokens_per_s(p['output_tokens_per_s']),
                       *(_p99(p[k]) for k in ("ttft_ms", "tpot_ms", "e2e_ms")))
     print_table(console, table, drop=("achieved req/s", "out tok/s"))
 
