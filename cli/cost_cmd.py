@@ -22,6 +22,7 @@ from .cost_options import NO_LOAD, NO_PRICES, CostLoad, CostPrices
 from .option_groups import options_from
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .sim_inputs import SIM_PATHS, SimFlags, build_setup, sim_flags, sim_scenario
+from .steady_view import bounds
 
 MIN_TOKENS_PER_S = 1e-6
 COST_PATHS = {name: SIM_PATHS[name] for name in (
@@ -178,10 +179,10 @@ def _render(report: dict, console: Console) -> None:
     console.print(f"{report['output_tokens_per_s']:,.1f} output tokens/s "
                   f"({report['tokens_source']})")
     if report.get("capacity_rps_ci"):
-        low, high = report["capacity_rps_ci"]
-        console.print(f"SLO capacity {report['capacity_rps']:,.2f} req/s (95 %: {low:,.2f}-"
-                      f"{high:,.2f})" + ("" if report["capacity_steady_state"] else
-                                        "; warning: its run did not reach steady state"))
+        console.print(f"SLO capacity {report['capacity_rps']:,.2f} req/s (95 %: "
+                      f"{bounds(report['capacity_rps_ci'])})"
+                      + ("" if report["capacity_steady_state"] else
+                         "; warning: its run did not reach steady state"))
     console.print(f"on {plural(report['num_gpus'], 'GPU')} at "
                   f"${report['gpu_price_per_h']:g}/GPU-hour"
                   f" on demand: ${report['deployment_usd_per_h']:,.2f} per hour")

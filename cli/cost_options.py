@@ -21,10 +21,9 @@ class CostLoad:
     attainment its capacity must reach."""
 
     workload: o.Workload = None
-    policy: Annotated[str | None, o.Wkl(help="Scheduler policy simulated. Default: the "
-                                        "release's own (chunked-prefill for V1, the "
-                                        "default; prefill-priority for V0; continuous for "
-                                        "--engine plain).", show_default=False)] = None
+    policy: Annotated[str | None, o.Wkl(help="Scheduler policy simulated. Default: "
+                                        + o.DEFAULT_POLICY_HELP + ".",
+                                        show_default=False)] = None
     slo_ttft: o.SloTtft = None
     slo_itl: o.SloItl = None
     target: Annotated[float, o.Slo(help="SLO attainment the capacity must reach (share of "

@@ -16,7 +16,7 @@ from servecap.sim.metrics import SLO
 from .errors import EXIT_DOES_NOT_FIT, fail
 from .load_inputs import PromptFlags, from_requests
 from .narrow import print_table
-from .steady_view import pm
+from .steady_view import bounds, pm
 
 SYNC_REQUESTS = 10  # one at a time: the synchronous rate, the ladder's start
 
@@ -119,9 +119,9 @@ def render_sweep(report: dict, console: Console) -> None:
 
 
 def capacity_line(report: dict) -> str:
-    low, high = report["capacity_rps_ci"]
     return (f"capacity: {pm(report['capacity_rps'], report['capacity_rps_ci'])} req/s at >= "
-            f"{report['target_attainment']:.0%} SLO attainment (95 %: {low:,.2f}-{high:,.2f}; "
+            f"{report['target_attainment']:.0%} SLO attainment (95 %: "
+            f"{bounds(report['capacity_rps_ci'])}; "
             f"bisected to {report['capacity_tolerance']:.0%}; limited by "
             f"{report['capacity_limited_by']}; synchronous {report['synchronous_rps']:,.2f} "
             f"req/s, saturation {report['saturation_rps']:,.2f} req/s)")

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 from .files import announce, publish, temp_beside
+from .steady_view import bounds
 
 SHEET = "Load sweep"
 
@@ -19,11 +20,11 @@ def write_sweep_workbook(report: dict, path: Path, force: bool) -> Path:
     ws = wb.active
     ws.title = SHEET
     style.section(ws, 1, f"measured SLO capacity of {report['base_url']} ({report['model']})")
-    low, high = report["capacity_rps_ci"]
     facts = (("workload", report["source"]), ("SLO", report["slo_text"]),
              ("target attainment", report["target_attainment"]),
              ("capacity [req/s]", report["capacity_rps"]),
-             ("capacity 95 % interval [req/s]", f"{low:,.2f} - {high:,.2f}"),
+             ("capacity 95 % interval [req/s]", bounds(report["capacity_rps_ci"],
+                                                            sep=" - ")),
              ("limited by", report["capacity_limited_by"]),
              ("requests per step (at most)", report["requests_per_step"]))
     for row, (label, value) in enumerate(facts, start=2):

@@ -7,7 +7,7 @@ from rich.table import Table
 from servecap.ledger.units import plural
 
 from .narrow import print_table
-from .steady_view import pm
+from .steady_view import bounds, pm
 
 SHORT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "i8", "int4": "i4",
                "fp4": "fp4", "fp32": "fp32"}
@@ -116,9 +116,9 @@ def _capacity(row: dict, report: dict) -> str:
     if not cap:
         return ""
     low, high = row["capacity_rps_ci"]
-    text = (f", SLO capacity {pm(cap, row['capacity_rps_ci'])} req/s (95 %: {low:,.2f}-"
-            f"{high:,.2f}, {row['capacity_limited_by']})")
-    if low <= report["rate_per_s"] <= high and low < high:
+    text = (f", SLO capacity {pm(cap, row['capacity_rps_ci'])} req/s (95 %: "
+            f"{bounds(row['capacity_rps_ci'])}, {row['capacity_limited_by']})")
+    if high is not None and low <= report["rate_per_s"] <= high and low < high:
         text += f"; its interval straddles {report['rate_per_s']:g} req/s"
     return text
 

@@ -13,6 +13,7 @@ from servecap.ledger.serve import (
     DEFAULT_MAX_NUM_SEQS,
 )
 from servecap.scenario.spec import DEFAULT as D
+from servecap.scenario.steps import DEFAULT_POLICY_HELP
 
 Opt = typer.Option
 MODEL, DEPLOYMENT, ENGINE = "Model and device", "Deployment", "Engine (vLLM's knobs)"
@@ -49,7 +50,8 @@ Trace = Annotated[Path | None, Wkl(help="CSV trace with header arrival_s,prompt_
                                    "output_tokens (instead of --workload).")]
 Policy = Annotated[list[str] | None, Wkl(
     "--policy", help="static, continuous, prefill-priority, decode-priority, chunked-prefill. "
-    "Repeat to compare side by side. Default continuous.")]
+    "Repeat to compare side by side. Default: " + DEFAULT_POLICY_HELP + ".",
+    show_default=False)]
 Context = Annotated[int | None, Mod("--max-model-len", "--context",
                                     help="Context the runtime peak is planned for. Default: "
                                     "the model's.")]

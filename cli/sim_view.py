@@ -1,10 +1,13 @@
 """Rich rendering of simulation reports: the coefficients used, then one row per policy."""
 
+import math
+
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
 from servecap.ledger.units import GB, TB, fmt_gib, plural
+from servecap.sim.metrics import QUANTILES, percentile_key
 
 from .narrow import print_table
 from .steady_view import interval_table, warning_line, window_line
@@ -109,7 +112,8 @@ def render_simulation(report: dict, console: Console) -> None:
         name = f"{p['policy']}\n{p['deployment']}" if many else p["policy"]
         counts.add_row(name, f"{p['completed']:,}", f"{p['rejected']:,}",
                        f"{p['queued']:,}", f"{p['preemptions']:,}",
-                       f"{p['input_tokens_per_s']:,.0f}", f"{p['output_tokens_per_s']:,.0f}",
+                       tokens_per_s(p['input_tokens_per_s']),
+                       tokens_per_s(p['output_tokens_per_s']),
                        f"{p['goodput_rps']:,.2f}")
         times.add_row(name, *(_pair(p[k]) for k in ("queue_ms", "ttft_ms", "itl_ms",
                                                            "tpot_ms", "e2e_ms")))
@@ -120,7 +124,8 @@ def render_simulation(report: dict, console: Console) -> None:
                              times).maximum > console.width
     if extra or narrow:
         by_percentile = percentile_table(report)
-        print_table(console, by_percentile, drop=least_needed(by_percentile))
+        requested = tuple(percentile_key(q) for q in report["slo"].get("percentiles", ()))
+        print_table(console, by_percentile, drop=least_needed(by_percentile, requested))
     else:
         print_table(console, times)
     console.print(f"percentiles: {report['percentile_method']}")
@@ -137,6 +142,15 @@ def render_simulation(report: dict, console: Console) -> None:
         _render_tail(p, console)
         if p.get("tenants"):
             _render_tenants(p, console)
+
+
+def tokens_per_s(value: float) -> str:
+    """Whole tokens/s from 10 up; below, two significant digits, so a slow run's 0.34 does
+    not print as 0 (an exact 0 stays 0)."""
+    rounded = float(f"{value:.2g}")
+    if rounded >= 10 or value == 0:
+        return f"{value:,.0f}"
+    return f"{rounded:.{max(1 - math.floor(math.log10(rounded)), 0)}f}"
 
 
 def _render_tail(entry: dict, console: Console) -> None:
@@ -192,12 +206,24 @@ def percentile_table(report: dict) -> Table:
     return table
 
 
-def least_needed(table: Table) -> tuple[str, ...]:
-    """The percentile columns a narrow terminal loses first: those between p50 and p99, then
-    the max, then p99 (p50 stays)."""
-    headers = [str(c.header) for c in table.columns if str(c.header).startswith("p")]
+def least_needed(table: Table, requested: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The percentile columns a narrow terminal loses first: the defaults nobody asked for
+    when --percentiles names some (p95 for 50,90,99,99.9), then those between p50 and p99,
+    then the max, then p99 (p50 stays unless it is a default nobody asked for)."""
+    headers = [str(c.header) for c in table.columns if _is_percentile(str(c.header))]
     middle = [h for h in headers if h not in ("p50", "p99")]
-    return (*reversed(middle), "max", "p99")
+    order = (*reversed(middle), "max", "p99")
+    if not requested:
+        return order
+    defaults = {name for name, _ in QUANTILES}
+    unasked = [h for h in order if h in defaults and h not in requested]
+    unasked += ["p50"] if "p50" in headers and "p50" not in requested else []
+    return (*unasked, *(h for h in order if h not in unasked))
+
+
+def _is_percentile(header: str) -> bool:
+    """p50, p99.9: a percentile column (not the policy or metric one)."""
+    return header.startswith("p") and header[1:].replace(".", "", 1).isdigit()
 
 
 def _ms(value: float | None) -> str:

@@ -20,7 +20,8 @@ def header(setup: Setup) -> dict:
         "step_terms": example_steps(coef),
         "memory": _memory(setup),
         "kv_pool": _kv_pool(setup),
-        "slo": {"ttft_s": slo.ttft_s, "itl_s": slo.itl_s, "e2e_s": slo.e2e_s},
+        "slo": {"ttft_s": slo.ttft_s, "itl_s": slo.itl_s, "e2e_s": slo.e2e_s,
+                "percentiles": list(slo.percentiles)},
         "percentile_method": PERCENTILE_METHOD,
         "speculation": _speculation(setup.configs[0].speculation),
     }

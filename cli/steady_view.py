@@ -24,15 +24,25 @@ def pm(estimate: float | None, interval: list[float] | None, digits: int = 2,
     return f"{text} ±{(interval[1] - interval[0]) / 2 * scale:,.{digits}f}"
 
 
+def bounds(interval: list[float | None], digits: int = 2, sep: str = "-") -> str:
+    """'19.60-20.10': an interval's ends; '?' for an end the run did not estimate."""
+    return sep.join("?" if v is None else f"{v:,.{digits}f}" for v in interval)
+
+
 def window_line(entry: dict) -> str:
     """What was measured and how sure: '1,406 of 2,000 requests measured at steady state
-    (warm-up 400, drain 194); goodput 3.92 ±0.05 req/s; SLO met 99.1 ±0.5 %'."""
+    (warm-up 400, drain 194), spanning 12.3 request lifetimes; goodput 3.92 ±0.05 req/s;
+    SLO met 99.1 ±0.5 %'. The lifetimes are those of the requests measured (window_lifetimes:
+    every request when not steady), not of a candidate window the steady-state test refused."""
     where = "at steady state" if entry["steady_state"] else "(no steady state: every request)"
     warm = f" (warm-up {entry['warmup_requests']:,}, drain {entry['drain_requests']:,})" \
         if entry["steady_state"] else ""
     runs = f" over {entry['num_runs']} step-time seeds" if entry.get("num_runs", 1) > 1 else ""
+    span = f", spanning {entry['window_lifetimes']:,.1f} request lifetimes" \
+        if entry.get("window_lifetimes") is not None else ""
     return (f"{entry['measured_requests']:,} of {plural(entry['offered'], 'request')} measured "
-            f"{where}{warm}{runs}; goodput {pm(entry['goodput_rps'], entry['goodput_rps_ci'])}"
+            f"{where}{warm}{runs}{span}; goodput "
+            f"{pm(entry['goodput_rps'], entry['goodput_rps_ci'])}"
             f" req/s; SLO met {pm(entry['slo_attainment'], entry['slo_attainment_ci'], 1, 100)}"
             " %")
 

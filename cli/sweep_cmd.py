@@ -26,10 +26,10 @@ from .option_groups import options_from
 from .plan_cmd import print_fetch_report
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
-from .sim_view import render_coefficients
+from .sim_view import render_coefficients, tokens_per_s
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
-from .steady_view import pm
+from .steady_view import bounds, pm
 from .workbook_scenario import Recording
 
 SWEEP_PATHS = {k: v for k, v in SIM_PATHS.items() if k not in ("trace", "rate")} | {
@@ -40,10 +40,8 @@ MAX_NUM_RATES = 200  # each rate is a whole simulation; 200 already resolves a k
 
 @options_from(o.SimOptions, "opts", after="model")
 def sweep(ctx: typer.Context, model: o.OptionalModel = None,
-          policy: Annotated[str | None, o.Eng(help="One scheduler policy. Default: the "
-                                              "release's own (chunked-prefill for V1, the "
-                                              "default --engine; prefill-priority for V0; "
-                                              "continuous for --engine plain).",
+          policy: Annotated[str | None, o.Eng(help="One scheduler policy. Default: "
+                                              + steps.DEFAULT_POLICY_HELP + ".",
                                               show_default=False)] = None,
           target: Annotated[float, o.Slo(help="SLO attainment the capacity must reach (share "
                                          "of requests).")] = D.slo.target,
@@ -167,7 +165,7 @@ def render_sweep(report: dict, console: Console) -> None:
     for p in report["points"]:
         table.add_row(f"{p['rate_per_s']:,.2f}", f"{p['achieved_rps']:,.2f}", _met(p),
                       f"{p['goodput_rps']:,.2f}",
-                      f"{p['output_tokens_per_s']:,.0f}",
+                      tokens_per_s(p['output_tokens_per_s']),
                       *(_p99(p[k]) for k in ("ttft_ms", "itl_ms", "tpot_ms",
                                                        "e2e_ms")))
     print_table(console, table, drop=("achieved\nreq/s", "out\ntok/s"))
@@ -187,11 +185,11 @@ def capacity_line(report: dict) -> str:
         return (f"capacity: {report['capacity_rps']:,.2f} req/s, the highest swept rate ("
                 f"{report['capacity_limited_by']}; synchronous {report['synchronous_rps']:,.2f}"
                 f" req/s, saturation {report['saturation_rps']:,.2f} req/s)")
-    low, high = report["capacity_rps_ci"]
     steady = "" if report["capacity_steady_state"] or not report["capacity_rps"] else \
         "; its run did not reach steady state"
     return (f"capacity: {pm(report['capacity_rps'], report['capacity_rps_ci'])} req/s at >= "
-            f"{report['target_attainment']:.0%} SLO attainment (95 %: {low:,.2f}-{high:,.2f};"
+            f"{report['target_attainment']:.0%} SLO attainment (95 %: "
+            f"{bounds(report['capacity_rps_ci'])};"
             f" bisected to {report['capacity_tolerance']:.0%}; limited by "
             f"{report['capacity_limited_by']}{steady}; synchronous "
             f"{report['synchronous_rps']:,.2f} req/s, saturation "
@@ -213,7 +211,7 @@ def _render_closed(points: list[dict], console: Console) -> None:
         table.add_column(col, justify="right")
     for p in points:
         table.add_row(str(p["concurrency"]), f"{p['achieved_rps']:,.2f}",
-                      _met(p), f"{p['output_tokens_per_s']:,.0f}",
+                      _met(p), tokens_per_s(p['output_tokens_per_s']),
                       *(_p99(p[k]) for k in ("ttft_ms", "tpot_ms", "e2e_ms")))
     print_table(console, table, drop=("achieved req/s", "out tok/s"))
 

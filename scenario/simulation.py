@@ -81,6 +81,7 @@ def setup(scenario: Scenario, sent: list[Request] | None = None,
                         "--replicas/--disaggregate")
     reqs, workload, source = scenario_requests(scenario) if sent is None else \
         (list(sent), None, source or "requests sent")
+    check_fixed_shape(scenario, max_model_len(plan))
     return Setup(plan, coef, num_blocks(plan, scenario, draft), configs, reqs, workload,
                  slo(scenario), source, fleet(scenario), draft, ranked.hub,
                  steps.scenario_engine_label(scenario))
@@ -89,7 +90,8 @@ def setup(scenario: Scenario, sent: list[Request] | None = None,
 def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation | None,
                       draft: Plan | None = None) -> tuple[SchedulerConfig, ...]:
     """One config per policy compared, with the ledger's block size and batch limits (the
-    Scenario's, else the defaults the ledger planned with), and a hybrid's state blocks."""
+    Scenario's, else the defaults the ledger planned with), a hybrid's state blocks, and the
+    max_model_len requests are refused beyond."""
     sched, sim = scenario.scheduler, scenario.simulator
     serve = plan.serve
     return tuple(SchedulerConfig(
@@ -100,8 +102,28 @@ def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation |
         scheduling=sched.scheduling_policy, seed=sim.seed,
         concurrency=scenario.workload.max_concurrency,
         num_scheduler_steps=sched.num_scheduler_steps,
-        state_blocks=state_blocks(plan, serve.block_size_tokens, draft))
+        state_blocks=state_blocks(plan, serve.block_size_tokens, draft),
+        max_model_len=max_model_len(plan))
         for p in sim.policies)
+
+
+def max_model_len(plan: Plan) -> int | None:
+    """The context every request must fit, prompt and output together: the one the plan was
+    made for (--max-model-len, else the model's max_position_embeddings); None when the plan
+    is of explicit live lengths, which set no limit."""
+    return None if plan.serve.lengths else plan.serve.context_tokens
+
+
+def check_fixed_shape(scenario: Scenario, limit: int | None) -> None:
+    """A fixed shape (--input-len/--output-len) whose every request would be refused for
+    max_model_len is a mistake in the flags, not a run of rejections."""
+    w = scenario.workload
+    if limit is None or w.input_len is None or w.output_len is None \
+            or w.input_len + w.output_len <= limit:
+        return
+    raise SpecError("--input-len/--output-len", f"{w.input_len}/{w.output_len}",
+                    f"prompt + output at most max_model_len, {limit:,} tokens (--max-model-len,"
+                    " else the model's context): vLLM refuses a longer request")
 
 
 def check_policy(policy: str) -> str:

@@ -98,13 +98,21 @@ def scenario_row(scenario: Scenario) -> VllmRow | None:
     return simulated_row(sim.engine, sim.speed_of_light, sim.coefficients)
 
 
+RELEASE_POLICIES = {"v1": "chunked-prefill", "v0": "prefill-priority"}
+"""The scheduler policy each vLLM engine runs unless --policy says otherwise: V1 always
+chunks prefills; V0 prefills whole prompts first."""
+PLAIN_POLICY = "continuous"
+DEFAULT_POLICY_HELP = (
+    f"the release's own ({RELEASE_POLICIES['v1']} for V1, the default --engine; "
+    f"{RELEASE_POLICIES['v0']} for V0, vllm<0.8; {PLAIN_POLICY} for plain: --engine plain, "
+    "or --speed-of-light or --coefficients without --engine)")
+"""What --policy defaults to, in the words every command's help gives (default_policy)."""
+
+
 def default_policy(row: VllmRow | None) -> str:
-    """The scheduler policy a release runs unless --policy says otherwise: V0 prefills whole
-    prompts first (prefill-priority), V1 always chunks them (chunked-prefill); plain:
-    continuous."""
-    if row is None:
-        return "continuous"
-    return "prefill-priority" if row.formula == "v0" else "chunked-prefill"
+    """The scheduler policy a release runs unless --policy says otherwise (RELEASE_POLICIES);
+    plain (no release): continuous."""
+    return PLAIN_POLICY if row is None else RELEASE_POLICIES[row.formula]
 
 
 def engine_label(engine: str | None, speed_of_light: bool = False,

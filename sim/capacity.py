@@ -8,7 +8,10 @@ bisected until the bracket is within CAPACITY_TOLERANCE of its low end; the capa
 bracket's low end, a rate shown to meet. The interval inverts the attainment's: its low end
 is the highest rate whose attainment interval lies wholly at or above the target (surely
 meets), its high end the highest rate whose interval still reaches it (may meet), each
-bisected to the same tolerance. `sweep`, `search`, `cost` and `fit` call this.
+bisected to the same tolerance. When no rate above the capacity failed (it is limited by the
+saturation rate, or met up to the highest rate probed) the high end is None: the bisection
+stopped at that cap, which bounds no attainment interval, so the interval is not estimated
+there (it would read as zero width). `sweep`, `search`, `cost` and `fit` call this.
 """
 
 from collections.abc import Callable
@@ -67,7 +70,10 @@ def capacity(point: Callable[[float], dict], target: float, start_rps: float,
     maybe = highest(test(may_meet), low or start_rps, tolerance, list(probes))
     above = min((r for r in probes if low < r < most and not meets(probes[r], target)),
                 default=None)
-    return {"capacity_rps": low, "capacity_rps_ci": [min(sure, low), max(maybe, low)],
+    # no rate above the capacity failed: the upward bisections stopped at the saturation cap
+    # (or the last doubling), not at an attainment interval, so the high end is not estimated
+    high = None if low and above is None else max(maybe, low)
+    return {"capacity_rps": low, "capacity_rps_ci": [min(sure, low), high],
             "capacity_tolerance": tolerance,
             "capacity_steady_state": bool(low) and probes[low]["steady_state"],
             "capacity_limited_by": _limited_by(probes.get(above), low, most),

@@ -5,7 +5,7 @@ from dataclasses import replace
 from servecap.ledger.errors import SpecError
 
 from .config import SchedulerConfig
-from .engine import Engine
+from .engine import Engine, reject
 from .metrics import SLO, itl_pairs, summarize_seqs
 from .roofline import Coefficients
 from .run import advance, finish_run
@@ -78,10 +78,16 @@ def simulate_disaggregated(requests: list[Request], coef: Coefficients,
     if config.policy == "static":
         raise SpecError("policy", "static", "a decode pool needs iteration-level batching: "
                         "continuous, prefill-priority, decode-priority or chunked-prefill")
-    first = [replace(r, output_tokens=1) for r in requests]
+    refused = {}  # too long for max_model_len as offered: the API refuses it before prefill
+    for req in requests:
+        reason = config.too_long(req.prompt_tokens, req.output_tokens)
+        if reason:
+            refused[req.request_id] = seq = Seq(req)
+            reject(seq, reason)
+    first = [replace(r, output_tokens=1) for r in requests if r.request_id not in refused]
     prefill = simulate_replicas(first, coef, replace(config, policy="continuous"), num_blocks,
                                 num_prefill, router)
-    by_id = {s.req.request_id: s for res in prefill for s in res.seqs}
+    by_id = {s.req.request_id: s for res in prefill for s in res.seqs} | refused
     final, handoff = [], []
     for req in requests:
         done = by_id[req.request_id]

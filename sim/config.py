@@ -41,7 +41,11 @@ class SchedulerConfig:
     hybrids (Mamba / gated DeltaNet layers), the pool's blocks each running request's fixed
     state takes while it runs, whatever its length: vLLM's hybrid allocator keeps the states in
     the same pool as the attention pages (vllm/v1/core/single_type_kv_cache_manager.py
-    MambaManager), so a short request is charged its state too."""
+    MambaManager), so a short request is charged its state too. max_model_len: the context
+    limit (None: none); a request whose prompt plus output tokens exceed it is rejected on
+    arrival, never served, as vLLM's API refuses it with HTTP 400 (vLLM's
+    vllm/entrypoints/openai/serving_engine.py _validate_input, at commit 7ded96b3: "This
+    model's maximum context length is ..." when token_num + max_tokens > max_model_len)."""
 
     policy: str = "continuous"
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -59,6 +63,7 @@ class SchedulerConfig:
     concurrency: int | None = None
     num_scheduler_steps: int = 1
     state_blocks: int = 0
+    max_model_len: int | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -82,6 +87,10 @@ class SchedulerConfig:
             raise SpecError("max_num_batched_tokens", self.max_num_batched_tokens,
                             f"chunked prefill needs >= max_num_seqs ({self.max_num_seqs}) so "
                             "every running sequence decodes each iteration")
+        if self.max_model_len is not None and (isinstance(self.max_model_len, bool) or not
+                                               isinstance(self.max_model_len, int)
+                                               or self.max_model_len < 1):
+            raise SpecError("max_model_len", self.max_model_len, "a whole number >= 1")
         if not self.waiting_served_ratio > 0:
             raise SpecError("waiting_served_ratio", self.waiting_served_ratio, "must be > 0")
         if self.concurrency is not None and (isinstance(self.concurrency, bool) or not
@@ -93,3 +102,10 @@ class SchedulerConfig:
 
     def watermark_blocks(self, num_blocks: int) -> int:
         return int(self.watermark * num_blocks)
+
+    def too_long(self, prompt_tokens: int, output_tokens: int) -> str | None:
+        """Why a request is refused before it is queued (None: it is not): its prompt and
+        output together exceed max_model_len, whatever the pool holds."""
+        if self.max_model_len is None or prompt_tokens + output_tokens <= self.max_model_len:
+            return None
+        return f"longer than max_model_len {self.max_model_len:,} (prompt + output tokens)"

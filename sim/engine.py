@@ -72,7 +72,8 @@ class Engine:
             self.next_closed += 1
 
     def pull_arrivals(self) -> None:
-        """Queue every request accepted by now; one that could never fit is rejected."""
+        """Queue every request accepted by now; one longer than max_model_len, or that could
+        never fit in the pool, is rejected."""
         seqs, now, limit = self.seqs, self.now, self.pool.num_blocks - self.pool.watermark_blocks
         while self.next_arrival < len(seqs) and seqs[self.next_arrival].ready_s <= now:
             seq = seqs[self.next_arrival]
@@ -81,11 +82,12 @@ class Engine:
             self.result.system_area += now - seq.ready_s
             need = blocks_for(seq.req.prompt_tokens + seq.req.output_tokens, self.bsz) \
                 + self.cfg.state_blocks
-            if need > limit:
-                seq.state, seq.release_s = REJECTED, seq.req.arrival_s
+            too_long = self.cfg.too_long(seq.req.prompt_tokens, seq.req.output_tokens)
+            if too_long or need > limit:
                 held = f" (with its fixed state's {self.cfg.state_blocks})" \
                     if self.cfg.state_blocks else ""
-                seq.reason = f"needs {need} KV blocks{held}; the pool admits at most {limit}"
+                reject(seq, too_long or f"needs {need} KV blocks{held}; the pool admits at "
+                       f"most {limit}")
                 if self.closed:
                     self.send_next()
             elif self.by_priority:
@@ -284,6 +286,11 @@ class Engine:
             return max(self.running.values(),
                        key=lambda s: (s.req.priority, order[s.req.request_id]))
         return self.running[next(reversed(self.running))]
+
+
+def reject(seq: Seq, reason: str) -> None:
+    """Refused on arrival: released at once, never queued."""
+    seq.state, seq.release_s, seq.reason = REJECTED, seq.req.arrival_s, reason
 
 
 def _priority_key(seq: Seq) -> tuple[int, float, int]:

@@ -118,8 +118,15 @@ def _window(windows: list[Window]) -> dict:
             "warmup_requests": sum(w.start for w in windows),
             "drain_requests": sum(w.num_requests - w.stop for w in windows),
             "window_lifetimes": round(min(w.lifetimes for w in windows), 3),
+            "candidate_window_lifetimes": _least([w.candidate_lifetimes for w in windows]),
             "simulated_requests": max(w.num_requests for w in windows),
             "num_runs": len(windows)}
+
+
+def _least(values: list[float | None]) -> float | None:
+    """The smallest of the runs' figures, rounded; None when no run has one."""
+    known = [v for v in values if v is not None]
+    return round(min(known), 3) if known else None
 
 
 class _Rows:

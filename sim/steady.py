@@ -56,7 +56,9 @@ class Window:
     num_requests: int
     duration_s: float  # the measured requests' arrival span (every request: first arrival
     # to last release)
-    lifetimes: float  # duration_s over their mean end-to-end latency
+    lifetimes: float  # the measured requests' arrival span over their mean end-to-end latency
+    candidate_lifetimes: float | None = None  # the same of the candidate window (after the
+    # warm-up and the drain: the measured requests when steady); None: no warm-up was found
 
     @property
     def num_measured(self) -> int:
@@ -119,29 +121,34 @@ def find_window(seqs: list[Seq], results: list[SimResult]) -> Window:
                       if count >= 2 * MSER_BATCH * MSER_MIN_TAIL_BATCHES else
                       f"{plural(count, 'request')}: too few to find a warm-up", growing)
     start = max(cuts)
+    duration, lifetimes = _span(seqs[start:stop])
     if stop - start < MIN_MEASURED:
         return _whole(seqs, f"{plural(max(stop - start, 0), 'request')} left after the warm-up "
                       f"({start}) and the drain ({count - stop}); at least {MIN_MEASURED} "
-                      "needed", growing)
-    duration, lifetimes = _span(seqs[start:stop])
+                      "needed", growing, candidate=lifetimes)
     if lifetimes < MIN_LIFETIMES:
-        return _whole(seqs, f"the window spans {lifetimes:.1f} request lifetimes; at least "
-                      f"{MIN_LIFETIMES} needed", growing)
-    return Window(start, stop, True, "", False, count, duration, lifetimes)
+        return _whole(seqs, f"the candidate window after the warm-up and the drain, "
+                      f"requests {start + 1:,}-{stop:,} of {count:,}, spans {lifetimes:.1f} "
+                      f"request lifetimes; at least {MIN_LIFETIMES} needed", growing,
+                      candidate=lifetimes)
+    return Window(start, stop, True, "", False, count, duration, lifetimes, lifetimes)
 
 
 def whole_run(seqs: list[Seq], found: Window) -> Window:
     """Every request measured, with what find_window said of the run."""
-    return _whole(seqs, found.reason, found.overloaded, found.steady)
+    return _whole(seqs, found.reason, found.overloaded, found.steady,
+                  found.candidate_lifetimes)
 
 
-def _whole(seqs: list[Seq], reason: str, growing: bool, steady: bool = False) -> Window:
+def _whole(seqs: list[Seq], reason: str, growing: bool, steady: bool = False,
+           candidate: float | None = None) -> Window:
     """Every request measured over the run's span, first arrival to last release (as a
-    benchmark of the same requests measures it)."""
+    benchmark of the same requests measures it); `candidate`: the lifetimes of the window
+    find_window considered, if any."""
     start = min((s.req.arrival_s for s in seqs), default=0.0)
     end = max((s.release_s for s in seqs if s.state == DONE), default=start)
     return Window(0, len(seqs), steady, reason, growing, len(seqs), max(end - start, 1e-12),
-                  _span(seqs)[1])
+                  _span(seqs)[1], candidate)
 
 
 def _drain_cut(seqs: list[Seq]) -> int:

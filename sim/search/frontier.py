@@ -28,10 +28,13 @@ def runner_up(rows: list[dict], best: dict | None) -> dict | None:
                  and r["cost_usd_per_hour"] == best["cost_usd_per_hour"]), None)
 
 
-def overlap(a: list[float] | None, b: list[float] | None) -> bool:
-    """Two intervals share a point (a missing one overlaps everything: nothing tells them
-    apart)."""
-    return a is None or b is None or (a[0] <= b[1] and b[0] <= a[1])
+def overlap(a: list[float | None] | None, b: list[float | None] | None) -> bool:
+    """Two intervals share a point (a missing one overlaps everything, a missing side reaches
+    as far as it can: nothing tells them apart there)."""
+    if a is None or b is None:
+        return True
+    return (a[0] is None or b[1] is None or a[0] <= b[1]) and \
+        (b[0] is None or a[1] is None or b[0] <= a[1])
 
 
 def settle_tie(rows: list[dict], capacities: dict[str, dict]) -> tuple[list[dict], dict | None]:

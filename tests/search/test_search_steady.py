@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from servecap.cli.app import app
 from servecap.sim.capacity import capacity, highest, meets
 from servecap.sim.search.evaluate import price_layout, slo_capacity
+from servecap.sim.search.frontier import overlap
 from servecap.sim.search.space import Candidate, Layout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,8 +45,8 @@ def test_search_and_sweep_find_the_same_capacity(sweep) -> None:
     best = _search()["cheapest"]
     assert best["capacity_rps"] == pytest.approx(sweep["capacity_rps"], rel=0.10)
     for report in (best, sweep):  # each its own interval, holding its estimate
-        low, high = report["capacity_rps_ci"]
-        assert low <= report["capacity_rps"] <= high
+        low, high = report["capacity_rps_ci"]  # high None: capped by saturation
+        assert low <= report["capacity_rps"] and (high is None or report["capacity_rps"] <= high)
 
 
 @pytest.mark.slow
@@ -97,3 +98,29 @@ def test_bisection_finds_a_known_threshold_to_its_tolerance() -> None:
     assert highest(lambda r: False, 1.0, 0.02) == 0.0  # never meets: no capacity
     assert capacity(point, 0.9, 1.0, saturation_rps=5.0)["capacity_limited_by"] == \
         "saturation"
+
+
+def test_a_capacity_capped_by_saturation_has_no_estimated_high_end() -> None:
+    """Every rate below saturation surely meets: both upward bisections stop at the cap, not
+    at an attainment interval, so the high end is unknown (None), never the zero-width
+    [x, x] it read before (sweep printed '19.60 ±0.00 (95 %: 19.60-19.60)'); the low end,
+    where the attainment's interval surely met, stays."""
+    def point(rate: float) -> dict:
+        return {"completed": 100, "overloaded": False, "slo_attainment": 1.0,
+                "slo_attainment_ci": [0.95, 1.0], "steady_state": False,
+                "measured_requests": 100}
+    capped = capacity(point, 0.9, 1.0, saturation_rps=5.0)
+    assert capped["capacity_limited_by"] == "saturation"
+    assert 5.0 / 1.02 <= capped["capacity_rps"] < 5.0
+    assert capped["capacity_rps_ci"] == [capped["capacity_rps"], None]
+    endless = capacity(point, 0.9, 1.0)  # met up to the last doubling: no cap known at all
+    assert endless["capacity_limited_by"].startswith("none")
+    assert endless["capacity_rps_ci"][1] is None
+    never = capacity(lambda rate: point(rate) | {"slo_attainment": 0.5,
+                                                 "slo_attainment_ci": [0.4, 0.6]}, 0.9, 1.0)
+    assert never["capacity_rps"] == 0.0 and never["capacity_rps_ci"] == [0.0, 0.0]
+
+
+def test_an_unknown_high_end_overlaps_whatever_lies_above_its_low_end() -> None:
+    assert overlap([18.5, None], [20.0, 21.0]) and overlap([20.0, 21.0], [18.5, None])
+    assert not overlap([18.5, None], [10.0, 12.0]) and not overlap([10.0, 12.0], [18.5, None])

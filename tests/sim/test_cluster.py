@@ -1,6 +1,7 @@
 """Replicas behind a router, and disaggregated prefill/decode pools."""
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +17,7 @@ from servecap.sim.config import SchedulerConfig
 from servecap.sim.metrics import SLO, summarize
 from servecap.sim.run import simulate
 from servecap.sim.sampling import Request
-from servecap.sim.state import DONE
+from servecap.sim.state import DONE, REJECTED
 
 CFG = SchedulerConfig(policy="continuous")
 
@@ -79,6 +80,26 @@ def test_disaggregation_conserves_and_isolates_decode(teaching, make_requests):
     colocated = summarize(simulate_replicas(reqs, teaching, CFG, 4000, 2, "round-robin"))
     assert disagg["completed"] == colocated["completed"] == len(reqs)
     assert disagg["tpot_ms"]["p99"] < colocated["tpot_ms"]["p99"]
+
+
+@pytest.mark.parametrize("pools", ["disaggregated", "replicas"])
+def test_a_request_longer_than_max_model_len_is_never_served(teaching, pools):
+    """The limit is on the request as offered, prompt + output (vLLM's API check), so a
+    disaggregated prefill pool, which computes each prompt and one token only, still refuses
+    a 4,090 + 10 request at max_model_len 4,096 before its prompt is computed."""
+    reqs = [Request(0, 0.0, 4_090, 10), Request(1, 0.0, 4_000, 96), Request(2, 0.1, 50, 10)]
+    config = replace(CFG, max_model_len=4_096)
+    if pools == "disaggregated":
+        prefill, final, _ = simulate_disaggregated(reqs, teaching, config, 4000, 1, 1, 50e9,
+                                                   "round-robin")
+        assert all(s.req.request_id != 0 for r in prefill for s in r.seqs)
+    else:
+        final = sorted((s for r in simulate_replicas(reqs, teaching, config, 4000, 2,
+                                                     "round-robin") for s in r.seqs),
+                       key=lambda s: s.req.request_id)
+    assert [s.state for s in final] == [REJECTED, DONE, DONE]
+    assert final[0].reason == "longer than max_model_len 4,096 (prompt + output tokens)"
+    assert final[0].first_token_s is None
 
 
 def test_a_slower_kv_link_delays_the_second_token(teaching, make_requests):

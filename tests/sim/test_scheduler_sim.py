@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from servecap.ledger.errors import SpecError
 from servecap.sim.config import POLICIES, SchedulerConfig
 from servecap.sim.metrics import summarize, weighted_quantiles
 from servecap.sim.roofline import Coefficients, iteration_s
@@ -145,6 +146,33 @@ def test_never_fitting_requests_are_rejected_with_a_reason(teaching):
     res = _run(reqs, teaching, blocks=100)
     assert [s.state for s in res.seqs] == [REJECTED, DONE]
     assert "KV blocks" in res.seqs[0].reason
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_request_longer_than_max_model_len_is_rejected_not_served(teaching, policy):
+    """vLLM refuses a request whose prompt plus max_tokens exceed max_model_len, at its API
+    (HTTP 400 "This model's maximum context length is ..."; vLLM
+    vllm/entrypoints/openai/serving_engine.py _validate_input @ 7ded96b3: `token_num +
+    max_tokens > self.max_model_len`), so one token over is refused and exactly the limit is
+    served, however much room the pool has (100,000 blocks here)."""
+    reqs = [Request(0, 0.0, 4_000, 97), Request(1, 0.1, 4_000, 96), Request(2, 0.2, 100, 10)]
+    res = _run(reqs, teaching, blocks=100_000, policy=policy, max_model_len=4_096)
+    assert [s.state for s in res.seqs] == [REJECTED, DONE, DONE]
+    assert res.seqs[0].reason == "longer than max_model_len 4,096 (prompt + output tokens)"
+    assert res.seqs[0].first_token_s is None and res.seqs[0].release_s == 0.0
+    summary = summarize(res)
+    assert summary["rejected"] == 1 and summary["rejection_reasons"] == [res.seqs[0].reason]
+
+
+def test_without_max_model_len_only_the_pool_limits(teaching):
+    res = _run([Request(0, 0.0, 200_000, 10)], teaching, blocks=100_000)
+    assert res.seqs[0].state == DONE
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+def test_max_model_len_must_be_a_whole_number(value):
+    with pytest.raises(SpecError, match="max_model_len"):
+        SchedulerConfig(max_model_len=value)
 
 
 def test_deterministic_for_a_seed(teaching, make_requests):

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
+from servecap.cli.sim_view import tokens_per_s
 from servecap.ledger.vllm_versions import NEWEST
 from servecap.sim.sweep import sweep_rates
 
@@ -125,13 +126,30 @@ def test_sweep_finds_capacity_and_stops_on_slo(tmp_path):
     assert points[0]["meets_slo"] and not points[-1]["meets_slo"]
     # bisected past the last passing rate, to its tolerance, and never to saturation
     assert points[-2]["rate_per_s"] <= report["capacity_rps"] < report["saturation_rps"]
-    low, high = report["capacity_rps_ci"]
-    assert low <= report["capacity_rps"] <= high < report["saturation_rps"]
+    low, high = report["capacity_rps_ci"]  # high None: capped by saturation, not estimated
+    assert low <= report["capacity_rps"] < report["saturation_rps"]
+    assert (high is None) == (report["capacity_limited_by"] == "saturation")
+    assert high is None or report["capacity_rps"] <= high < report["saturation_rps"]
     probes = sorted(p["rate_per_s"] for p in report["capacity_probes"])
     above = [r for r in probes if r > report["capacity_rps"]]
     assert not above or above[0] - report["capacity_rps"] <= \
         report["capacity_tolerance"] * report["capacity_rps"] or \
         report["capacity_limited_by"] == "saturation"
+
+
+def test_a_capacity_capped_by_saturation_prints_its_high_end_as_unknown(tmp_path):
+    """SLOs every rate meets: the capacity is the last rate below saturation and its
+    interval's high end was never estimated (null in --json, '?' on screen), where it used
+    to read as zero width ('±0.00 (95 %: 19.60-19.60)')."""
+    args = ("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+            "--slo-ttft", "100s", "--slo-itl", "10s", "--num-rates", "3")
+    report = json.loads(_invoke(*args, "--json").stdout)
+    assert report["capacity_limited_by"] == "saturation"
+    low, high = report["capacity_rps_ci"]
+    assert high is None and low <= report["capacity_rps"] < report["saturation_rps"]
+    text = " ".join(_invoke(*args).stdout.split())
+    assert f"capacity: {report['capacity_rps']:,.2f} ±? req/s" in text
+    assert f"(95 %: {low:,.2f}-?;" in text and "±0.00" not in text
 
 
 def test_sweep_stops_when_latency_fails_below_saturation(tmp_path):
@@ -361,3 +379,49 @@ def test_a_latency_never_observed_is_null_not_zero(tmp_path):
                    "--speed-of-light")
     row = next(line for line in text.output.splitlines() if "4.8 / 4.8" in line)
     assert text.exit_code == 0 and [c.strip() for c in row.split("│")][4:6] == ["-", "-"]
+
+
+def test_a_request_longer_than_max_model_len_is_rejected_and_said(tmp_path):
+    """A 5,000-token prompt under --max-model-len 4096 is refused, as vLLM's API refuses it
+    (prompt + max_tokens > max_model_len: HTTP 400), and the reason is in --json and on
+    screen; the model's own context (llama-3.1-8b: max_position_embeddings 131,072) is the
+    limit when none is given, so a 200,000-token prompt is refused too."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,5000,10\n0.1,100,10\n")
+    long = tmp_path / "long.csv"
+    long.write_text("arrival_s,prompt_tokens,output_tokens\n0,200000,10\n")
+    base = ("simulate", "llama-3.1-8b", "--device", "h100-80gb")
+    entry = json.loads(_invoke(*base, "--trace", trace, "--max-model-len", "4096",
+                               "--json").stdout)["policies"][0]
+    assert (entry["completed"], entry["rejected"]) == (1, 1)
+    assert entry["rejection_reasons"] == [
+        "longer than max_model_len 4,096 (prompt + output tokens)"]
+    shown = _invoke(*base, "--trace", long)
+    assert shown.exit_code == 0, shown.output
+    assert "rejected: longer than max_model_len 131,072" in " ".join(shown.stdout.split())
+
+
+@pytest.mark.parametrize("lengths, context", [(("200000", "10"), ()),
+                                               (("4000", "97"), ("--max-model-len", "4096"))])
+def test_a_fixed_shape_that_never_fits_max_model_len_is_one_line(lengths, context):
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--input-len",
+                  lengths[0], "--output-len", lengths[1], "--num-requests", "3", *context)
+    assert out.exit_code == 2
+    assert out.stderr.count("\n") == 1 and "--input-len/--output-len" in out.stderr
+    limit = "4,096" if context else "131,072"
+    assert f"at most max_model_len, {limit} tokens" in out.stderr
+
+
+def test_a_fixed_shape_exactly_at_max_model_len_runs():
+    out = _invoke("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--input-len", "4000",
+                  "--output-len", "96", "--num-requests", "3", "--max-model-len", "4096",
+                  "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["policies"][0]["completed"] == 3
+
+
+@pytest.mark.parametrize("value, shown", [(0.0, "0"), (0.34, "0.34"), (0.0034, "0.0034"),
+                                          (0.999, "1.0"), (9.96, "10"), (86.56, "87"),
+                                          (6849.2, "6,849")])
+def test_a_small_token_rate_is_not_printed_as_zero(value, shown):
+    assert tokens_per_s(value) == shown

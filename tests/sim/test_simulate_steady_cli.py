@@ -58,6 +58,17 @@ def test_a_short_run_is_flagged_in_the_table_a_long_one_is_not() -> None:
     assert "measured at steady state" in long.stdout
 
 
+def test_the_window_line_gives_the_measured_requests_lifetimes() -> None:
+    """The screen's lifetimes figure is --json's window_lifetimes (the requests measured),
+    and a refused candidate window's figure comes only with its own name."""
+    args = ("simulate", "teaching-7b", *INLINE, *SHAPE, "--rate", "6", "--num-requests", "40")
+    entry = json.loads(_invoke(*args, "--json").stdout)["policies"][0]
+    text = " ".join(_invoke(*args).stdout.split())
+    assert f"spanning {entry['window_lifetimes']:.1f} request lifetimes;" in text
+    candidate = entry["candidate_window_lifetimes"]
+    assert candidate is None or "candidate window" in entry["steady_state_reason"]
+
+
 def test_seeds_sample_the_step_time_spread() -> None:
     one = _entry(*SHAPE, "--rate", "6", "--num-requests", "600", "--step-time-cv", "0.3")
     three = _entry(*SHAPE, "--rate", "6", "--num-requests", "600", "--step-time-cv", "0.3",

@@ -148,6 +148,32 @@ def test_a_short_run_is_flagged_and_a_long_one_is_not() -> None:
     assert long["warmup_requests"] + long["measured_requests"] + long["drain_requests"] == 3000
 
 
+def test_each_lifetimes_figure_names_its_window() -> None:
+    """A run refused for its candidate window's lifetimes measures every request: the reason
+    gives the candidate's figure and says it is the candidate's (candidate_window_lifetimes),
+    while window_lifetimes is of the requests measured, here all of them: their arrival span,
+    stretched by n / (n - 1), over their mean end-to-end latency."""
+    config = SchedulerConfig(policy="continuous", max_num_seqs=32)
+    run = run_once(_poisson(200, 0.6 * 32 / (OUTPUT * STEP_S)), FIXED, config, 10**6,
+                   Deployment())
+    m = measure("continuous", [run], SLO())
+    assert not m["steady_state"] and m["measured_requests"] == 200
+    seqs = run.seqs
+    span = (seqs[-1].req.arrival_s - seqs[0].req.arrival_s) * 200 / 199
+    lifetime = sum(s.release_s - s.req.arrival_s for s in seqs) / 200
+    assert m["window_lifetimes"] == pytest.approx(span / lifetime, abs=1e-3)
+    candidate = m["candidate_window_lifetimes"]
+    assert candidate < 10 and round(candidate, 1) != round(m["window_lifetimes"], 1)
+    assert m["steady_state_reason"].startswith("the candidate window after the warm-up and "
+                                               "the drain, requests ")
+    assert f"spans {candidate:.1f} request lifetimes" in m["steady_state_reason"]
+    assert f"{m['window_lifetimes']:.1f}" not in m["steady_state_reason"]
+    steady = measure("continuous", [run_once(_poisson(3000, 20.0), FIXED, ONE_AT_A_TIME,
+                                             10**6, Deployment())], SLO())
+    assert steady["steady_state"]
+    assert steady["candidate_window_lifetimes"] == steady["window_lifetimes"] >= 10
+
+
 def test_a_queue_that_grows_through_the_run_is_overloaded() -> None:
     """Offered at 1.5 x what one server serves: the backlog grows as long as requests come."""
     config = SchedulerConfig(policy="continuous", max_num_seqs=1)
