@@ -142,6 +142,8 @@ def render_simulation(report: dict, console: Console) -> None:
         _render_tail(p, console)
         if p.get("tenants"):
             _render_tenants(p, console)
+    for note in report.get("plan_notes", ()):
+        console.print(f"note: {note}", style="yellow")
 
 
 def tokens_per_s(value: float) -> str:

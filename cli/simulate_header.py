@@ -24,6 +24,8 @@ def header(setup: Setup) -> dict:
                 "percentiles": list(slo.percentiles)},
         "percentile_method": PERCENTILE_METHOD,
         "speculation": _speculation(setup.configs[0].speculation),
+        "plan_notes": list(plan.notes),  # what plan says of this deployment: that vLLM
+        # refuses its max_model_len, that it would not start, how the model was read
     }
 
 

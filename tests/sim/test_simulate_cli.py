@@ -425,3 +425,19 @@ def test_a_fixed_shape_exactly_at_max_model_len_runs():
                                           (6849.2, "6,849")])
 def test_a_small_token_rate_is_not_printed_as_zero(value, shown):
     assert tokens_per_s(value) == shown
+
+
+def test_simulate_says_what_plan_says_of_a_context_vllm_refuses():
+    """A --max-model-len beyond max_position_embeddings: plan notes that vLLM refuses it;
+    simulate, on the same plan, says so too (in --json and on screen)."""
+    args = ("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--max-model-len", "200000",
+            "--input-len", "1000", "--output-len", "10", "--num-requests", "20", "--rate", "2")
+    out = json.loads(_invoke(*args, "--json").stdout)
+    assert any("exceed max_position_embeddings 131,072" in n for n in out["plan_notes"])
+    screen = _invoke(*args)
+    assert screen.exit_code == 0, screen.output
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in " ".join(screen.stdout.split())
+    plain = json.loads(_invoke(*args[:4], "--input-len", "1000",
+                               "--output-len", "10", "--num-requests", "20", "--rate", "2",
+                               "--json").stdout)
+    assert not any("max_position_embeddings" in n for n in plain["plan_notes"])
