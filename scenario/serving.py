@@ -12,6 +12,7 @@ from servecap.ledger.serve import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
     ServeSpec,
+    check_count,
 )
 from servecap.ledger.units import parse_fraction_or_size, parse_size_flag
 from servecap.ledger.weights import default_quant
@@ -33,14 +34,7 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
     device_bytes, label = resolve_device(str(device_text),
                                          _field(scenario.device.name, "device", loaded))
     lengths = live_lengths(scenario)
-    context = sched.max_model_len
-    if not lengths and context is not None and load.shared_prefix > context:
-        raise SpecError("--shared-prefix", load.shared_prefix, f"at most the request's "
-                        f"{context:,} tokens: a prefix is part of the request")
-    context = _first(context, defaults.context, loaded.spec.max_position_embeddings or None)
-    if context is None and not lengths:
-        raise SpecError("--context", None, "required: this model states no "
-                        "max_position_embeddings to default to")
+    context = None if lengths else request_context(scenario, loaded)
     runtime = _first(mem.runtime_peak, defaults.runtime_peak)
     safety_text = _first(mem.safety, defaults.safety)
     safety, fraction = (parse_fraction_or_size(str(safety_text), device_bytes,
@@ -65,6 +59,26 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
                                       DEFAULT_MAX_NUM_BATCHED_TOKENS),
         max_num_seqs=_first(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),
         device_label=label)
+
+
+def request_context(scenario: Scenario, loaded: LoadedModel) -> int:
+    """The tokens planned per request: --context, else the model file's serving.context,
+    else the model's max_position_embeddings; a whole number >= 1 (the error names where it
+    came from), and at least the shared prefix, wherever the context came from."""
+    given, defaults = scenario.scheduler.max_model_len, loaded.serving
+    context = _first(given, defaults.context, loaded.spec.max_position_embeddings or None)
+    if context is None:
+        raise SpecError("--context", None, "required: this model states no "
+                        "max_position_embeddings to default to")
+    where = _field(given, "context", loaded) if given is not None or \
+        defaults.context is not None else "max_position_embeddings"
+    check_count(where, context, "tokens per request")
+    prefix = scenario.load.shared_prefix
+    if prefix > context:
+        whence = "" if given is not None else f" ({where}; set --context)"
+        raise SpecError("--shared-prefix", prefix, f"at most the request's {context:,} "
+                        f"tokens{whence}: a prefix is part of the request")
+    return context
 
 
 def model_spec(scenario: Scenario, loaded: LoadedModel) -> ModelSpec:
