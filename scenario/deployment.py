@@ -19,7 +19,7 @@ from servecap.ledger.weights import WeightBytes, weight_bytes
 from servecap.model_configs import LoadedModel, load_model
 
 from .engine import engine_spec, implied_engine, size, with_device
-from .serving import model_spec, serve_spec
+from .serving import model_spec, serve_spec, weight_dtype_asked
 from .spec import Scenario, get, with_values
 
 
@@ -127,7 +127,7 @@ def in_effect(scenario: Scenario, plan) -> dict[str, object]:
 def file_overrides(scenario: Scenario, loaded: LoadedModel) -> Overrides:
     """Safetensors headers give the weights exactly, unless a different dtype is asked for."""
     found = loaded.file_weights
-    if found is None or scenario.dtypes.weight_dtype is not None:
+    if found is None or weight_dtype_asked(scenario, loaded) is not None:
         return Overrides()
     spec = loaded.spec  # the headers give bytes; the architecture gives the parameter counts
     counts = weight_bytes(spec, 16, spec.quant) if spec.has_architecture else None

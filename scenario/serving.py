@@ -50,11 +50,12 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
         runtime_peak_bytes=None if runtime is None else parse_size_flag(
             str(runtime), _field(mem.runtime_peak, "runtime_peak", loaded)),
         safety_bytes=safety, safety_fraction=fraction,
-        weight_dtype=_dtype(scenario.dtypes.weight_dtype, loaded, "--weight-dtype",
+        weight_dtype=_dtype(weight_dtype_asked(scenario, loaded), loaded, "--weight-dtype",
                             dtypes.WEIGHT_DTYPES),
-        kv_dtype=_dtype(scenario.dtypes.kv_cache_dtype, loaded, "--kv-dtype", dtypes.KV_DTYPES),
-        activation_dtype=_dtype(scenario.dtypes.activation_dtype, loaded, "--activation-dtype",
-                                dtypes.ACTIVATION_DTYPES),
+        kv_dtype=_dtype(_kv(scenario.dtypes.kv_cache_dtype) or model_dtype(scenario), loaded,
+                        "--kv-dtype", dtypes.KV_DTYPES),
+        activation_dtype=_dtype(scenario.dtypes.activation_dtype or model_dtype(scenario),
+                                loaded, "--activation-dtype", dtypes.ACTIVATION_DTYPES),
         max_num_batched_tokens=_first(sched.max_num_batched_tokens,
                                       DEFAULT_MAX_NUM_BATCHED_TOKENS),
         max_num_seqs=_first(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),
@@ -81,9 +82,40 @@ def request_context(scenario: Scenario, loaded: LoadedModel) -> int:
     return context
 
 
-def model_spec(scenario: Scenario, loaded: LoadedModel) -> ModelSpec:
-    """An explicit weight dtype replaces the checkpoint's own quantization."""
+def model_dtype(scenario: Scenario) -> str | None:
+    """The model dtype asked for (vLLM's --dtype; None or auto: the checkpoint's). In vLLM it
+    is the dtype of the weights and activations (vllm/config/model.py@18ec662 ModelConfig.dtype:
+    'Data type for model weights and activations'; ModelConfig.quantization: with no
+    quantization_config 'we assume the model weights are not quantized and use `dtype` to
+    determine the data type of the weights'), and a KV cache left at auto follows it
+    (vllm/config/cache.py@c1d8642 CacheConfig.cache_dtype: 'If "auto", will use model data
+    type'). SGLang's --dtype and TensorRT-LLM's dtype mean the same."""
+    given = scenario.dtypes.dtype
+    if given is None or str(given).strip().lower() == "auto":
+        return None
+    return dtypes.lookup(given, "dtypes.dtype", dtypes.MODEL_DTYPES).name
+
+
+def weight_dtype_asked(scenario: Scenario, loaded: LoadedModel) -> str | None:
+    """The weights' dtype asked for, None for the checkpoint's: --weight-dtype, else the model
+    dtype where it differs from an unquantized checkpoint's. A quantized checkpoint keeps its
+    own weights under any --dtype (its activations and KV cache still follow it; vLLM refuses
+    a dtype the method's kernels do not take: vllm/config/vllm.py@09f030e
+    VllmConfig._get_quantization_config, get_supported_act_dtypes)."""
     wanted = scenario.dtypes.weight_dtype
+    if wanted is not None:
+        return wanted
+    model = model_dtype(scenario)
+    if model is None or loaded.spec.quant is not None or \
+            model == checkpoint_dtype(loaded, "torch_dtype", dtypes.WEIGHT_DTYPES):
+        return None
+    return model
+
+
+def model_spec(scenario: Scenario, loaded: LoadedModel) -> ModelSpec:
+    """An explicit weight dtype (or a model dtype other than the checkpoint's) replaces the
+    checkpoint's own representation."""
+    wanted = weight_dtype_asked(scenario, loaded)
     if wanted is None:
         return loaded.spec
     name = dtypes.lookup(wanted, "--weight-dtype", dtypes.WEIGHT_DTYPES).name
@@ -132,6 +164,11 @@ def _dtype(given: str | None, loaded: LoadedModel, field: str, allowed: tuple[st
         return {"fp8": "fp8", "int8": "int8"}.get(spec.quant.method, _quant_dtype(spec.quant))
     checkpoint = dtypes.lookup(spec.checkpoint_dtype, "torch_dtype", dtypes.WEIGHT_DTYPES).name
     return checkpoint if checkpoint in allowed else "bf16"
+
+
+def _kv(given: str | None) -> str | None:
+    """--kv-cache-dtype auto (vLLM's default) is no KV dtype of its own: the model dtype's."""
+    return dtypes.or_auto(given, None)
 
 
 def _quant_dtype(quant) -> str:

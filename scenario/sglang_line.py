@@ -42,7 +42,7 @@ MODELLED = {
     "--max-prefill-tokens": ("_max_prefill_tokens", "int"),
     "--disable-radix-cache": ("scheduler.enable_prefix_caching", OFF),
     "--kv-cache-dtype": ("dtypes.kv_cache_dtype", "kv"),
-    "--dtype": ("dtypes.activation_dtype", "dtype"),
+    "--dtype": ("dtypes.dtype", "dtype"),
     "--quantization": ("dtypes.weight_dtype", "quant"),
     "--model-type": ("model.name", "model_type"),
 }

@@ -45,7 +45,7 @@ MODELLED = {
     "--kv-cache-memory": ("memory.kv_cache_memory_bytes", _TEXT),
     "--num-gpu-blocks-override": ("memory.num_gpu_blocks_override", _INT),
     "--kv-cache-dtype": ("dtypes.kv_cache_dtype", "kv"),
-    "--dtype": ("dtypes.activation_dtype", "dtype"),
+    "--dtype": ("dtypes.dtype", "dtype"),
     "--quantization": ("dtypes.weight_dtype", "quant"),
     "--speculative-config": ("speculative", "json"),
 }
