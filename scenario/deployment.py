@@ -14,7 +14,7 @@ from servecap.ledger.vllm_start import (
     fails_after_pool,
     starts,
 )
-from servecap.ledger.vllm_versions import VllmRow
+from servecap.ledger.vllm_versions import VllmRow, check_block_size
 from servecap.ledger.weights import WeightBytes, weight_bytes
 from servecap.model_configs import LoadedModel, load_model
 
@@ -68,6 +68,7 @@ def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
             loaded.serving.block_size is None:
         serve = replace(serve, block_size_tokens=DEFAULT_BLOCK_TOKENS[engine.name])
     if engine.name == VLLM:
+        check_block_size(engine.vllm_row, serve.block_size_tokens)
         engine = with_device(engine, scenario.device.name or loaded.serving.device,
                              scenario.scheduler.max_num_batched_tokens)
     par = scenario.parallel

@@ -174,3 +174,22 @@ def test_kv_cache_dtype_auto_is_accepted_as_a_flag_and_follows_the_model(command
     auto = runner.invoke(app, [command, *base, "--kv-cache-dtype", "auto"])
     assert auto.exit_code == 0, auto.output
     assert auto.stdout == runner.invoke(app, [command, *base, "--kv-dtype", "bf16"]).stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("--", "vllm", "serve", "llama-3.1-8b", "--block-size", "24"),
+    ("llama-3.1-8b", "--engine", "vllm", "--block-size", "24"),
+    ("llama-3.1-8b", "--engine", "vllm==0.11", "--block-size", "24"),
+])
+def test_a_block_size_vllm_refuses_is_refused_in_a_line_and_as_a_flag(args):
+    """vLLM 0.11 takes 1, 8, 16, 32, 64, 128 or 256 (vllm/config/cache.py@c1d8642
+    BlockSize); the newest rules take a multiple of 16 (FlashAttention's kernel blocks)."""
+    result = runner.invoke(app, ["plan", "--device", "h100-80gb", *args])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("servecap: error: --block-size = 24: vllm>=")
+    assert ("one of 1, 8, 16, 32, 64, 128, 256" if "vllm==0.11" in args
+            else "a multiple of 16") in line
+    plain = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "h100-80gb",
+                                "--block-size", "24"])
+    assert plain.exit_code == 0, plain.output  # servecap's own paging takes any size
