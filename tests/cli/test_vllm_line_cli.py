@@ -193,3 +193,19 @@ def test_a_block_size_vllm_refuses_is_refused_in_a_line_and_as_a_flag(args):
     plain = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "h100-80gb",
                                 "--block-size", "24"])
     assert plain.exit_code == 0, plain.output  # servecap's own paging takes any size
+
+
+@pytest.mark.parametrize(("line", "needle"), [
+    (("gpt-oss-20b", "--dtype", "float16"), "--dtype = 'fp16': bf16: vLLM's mxfp4 kernels"),
+    (("llama-3.1-8b", "--quantization", "fp8", "--dtype", "float32"),
+     "--dtype = 'fp32': bf16 or fp16: vLLM's fp8 kernels"),
+])
+def test_a_dtype_the_quantized_kernels_do_not_take_is_refused(line, needle):
+    """vLLM refuses a model dtype outside the method's get_supported_act_dtypes()
+    (vllm/config/vllm.py@09f030e): Mxfp4Config takes bfloat16 only, Fp8Config bfloat16 and
+    half."""
+    result = runner.invoke(app, ["plan", "--device", "h100-80gb", "--", "vllm", "serve", *line,
+                                 "--max-model-len", "4096"])
+    assert result.exit_code == 2, result.output
+    (text,) = result.stderr.strip().splitlines()
+    assert needle in text
