@@ -158,14 +158,6 @@ def test_a_quantized_checkpoint_keeps_its_weights_under_dtype():
         "fp16"
 
 
-def test_sglangs_dtype_is_the_model_dtype_too():
-    """SGLang's --dtype: 'Data type for model weights and activations' (ServerArgs), and its
-    --kv-cache-dtype auto uses the model's."""
-    sglang = _plan_json("--", "python", "-m", "sglang.launch_server", "--model-path",
-                        "llama-3.1-8b", "--context-length", "4096", "--dtype", "float32")
-    assert sglang["weights_bytes"] == 32_121_044_992 and sglang["kv_bytes_per_token"] == 262_144
-
-
 @pytest.mark.parametrize("command", ["plan", "fit"])
 def test_kv_cache_dtype_auto_is_accepted_as_a_flag_and_follows_the_model(command):
     """vLLM's default, which search prints in its launch lines: the model dtype's KV (bf16
