@@ -41,6 +41,7 @@ class PlanFlags:
     group_size: int = 128
     max_num_batched_tokens: int | None = None  # None: 8192, or the vLLM release's default
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    dtype: str | None = None  # the model dtype of a launch line's --dtype (no flag of plan's)
 
 
 def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
@@ -56,7 +57,8 @@ def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
         model=Model(name=model), device=Device(name=flags.device), engine=engine,
         parallel=parallel,
         dtypes=Dtypes(weight_dtype=flags.weight_dtype, kv_cache_dtype=flags.kv_dtype,
-                      activation_dtype=flags.activation_dtype, group_size=flags.group_size),
+                      activation_dtype=flags.activation_dtype, group_size=flags.group_size,
+                      dtype=flags.dtype),
         scheduler=Scheduler(max_model_len=flags.context, block_size=flags.block_size,
                             max_num_seqs=seqs,
                             max_num_batched_tokens=flags.max_num_batched_tokens),
@@ -104,7 +106,7 @@ def plan_flags_of(scenario: Scenario):
         shared_prefix=s.load.shared_prefix, group_size=s.dtypes.group_size,
         max_num_batched_tokens=sched.max_num_batched_tokens,
         max_num_seqs=DEFAULT_MAX_NUM_SEQS if vllm or sched.max_num_seqs is None
-        else sched.max_num_seqs)
+        else sched.max_num_seqs, dtype=s.dtypes.dtype)
     mem, eng, par = s.memory, s.engine, s.parallel
     deploy = DeployFlags(
         par.tensor_parallel_size, par.pipeline_parallel_size, par.data_parallel_size,

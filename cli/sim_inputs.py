@@ -53,6 +53,7 @@ class SimFlags:
     context: int | None = None
     weight_dtype: str | None = None
     kv_dtype: str | None = None
+    dtype: str | None = None  # the model dtype (a launch line's --dtype)
     block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
@@ -101,7 +102,8 @@ def sim_scenario(model: str | None, flags: SimFlags, seeds: int = 1) -> Scenario
         device=Device(name=flags.device, bandwidth=flags.bandwidth, flops=flags.flops),
         parallel=Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
                           enable_expert_parallel=flags.expert_parallel),
-        dtypes=Dtypes(weight_dtype=flags.weight_dtype, kv_cache_dtype=flags.kv_dtype),
+        dtypes=Dtypes(weight_dtype=flags.weight_dtype, kv_cache_dtype=flags.kv_dtype,
+                      dtype=flags.dtype),
         scheduler=Scheduler(max_model_len=flags.context, block_size=flags.block_size,
                             max_num_seqs=flags.max_num_seqs,
                             max_num_batched_tokens=flags.max_num_batched_tokens,
@@ -178,7 +180,7 @@ def sim_flags(scenario: Scenario) -> SimFlags:
         step_overhead=sim.step_overhead, coefficients=path(sim.coefficients),
         workload=path(w.file), trace=path(w.trace), policies=sim.policies,
         context=sched.max_model_len, weight_dtype=s.dtypes.weight_dtype,
-        kv_dtype=s.dtypes.kv_cache_dtype,
+        kv_dtype=s.dtypes.kv_cache_dtype, dtype=s.dtypes.dtype,
         block_size=_given(sched.block_size, DEFAULT_BLOCK_SIZE_TOKENS),
         max_num_batched_tokens=_given(sched.max_num_batched_tokens,
                                       DEFAULT_MAX_NUM_BATCHED_TOKENS),

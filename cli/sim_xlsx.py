@@ -49,7 +49,7 @@ def plan_flags(flags: SimFlags) -> PlanFlags:
     return PlanFlags(device=flags.device, context=flags.context,
                      runtime_peak=flags.runtime_peak, safety=flags.safety,
                      weight_dtype=flags.weight_dtype, kv_dtype=flags.kv_dtype,
-                     block_size=flags.block_size,
+                     dtype=flags.dtype, block_size=flags.block_size,
                      max_num_batched_tokens=flags.max_num_batched_tokens,
                      max_num_seqs=flags.max_num_seqs)
 

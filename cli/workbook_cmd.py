@@ -103,13 +103,13 @@ def export_workbook(model: str, flags: PlanFlags, sweep_flags: tuple, output: Pa
     src = workbook_source(model, flags, deploy)
     devices, contexts, kv_dtypes = sweep_flags
     base = default_sweep(src)
+    plan = src.deployment.plan
     sweep = Sweep(
         tuple((label, _positive(size, "--device")) for size, label in (
             resolve_device(d, "--device") for d in devices)) or base.devices,
         tuple(_positive(c, "--context") for c in contexts) or base.contexts_tokens,
-        tuple(dtypes.lookup(k, "--kv-dtype", dtypes.KV_DTYPES).name for k in kv_dtypes)
-        or base.kv_dtypes)
-    plan = src.deployment.plan
+        tuple(dtypes.lookup(dtypes.or_auto(k, plan.serve.kv_dtype), "--kv-dtype",
+                            dtypes.KV_DTYPES).name for k in kv_dtypes) or base.kv_dtypes)
     record = recording and recording.rows(plan, output)
     return (save_workbook(build_workbook(src, sweep, scenario=record), output, force,
                           "--output"), plan)

@@ -25,6 +25,7 @@ _BY_NAME = {alias: d for d in _ALL for alias in (d.name, *d.aliases)}
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
 KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 ACTIVATION_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
+MODEL_DTYPES = ("fp32", "bf16", "fp16")  # an engine's --dtype: float32, bfloat16, float16
 
 
 def lookup(name: str, field: str, allowed: tuple[str, ...] = WEIGHT_DTYPES) -> DType:
@@ -33,6 +34,12 @@ def lookup(name: str, field: str, allowed: tuple[str, ...] = WEIGHT_DTYPES) -> D
     if dtype is None or dtype.name not in allowed:
         raise SpecError(field, name, "allowed: " + ", ".join(allowed))
     return dtype
+
+
+def or_auto(name: str | None, model: str | None) -> str | None:
+    """vLLM's --kv-cache-dtype auto (its default) is the model dtype: `model`; any other name
+    as given."""
+    return model if name is not None and str(name).strip().lower() == "auto" else name
 
 
 def bits_to_bytes(num_bits: int) -> int:

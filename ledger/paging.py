@@ -67,6 +67,13 @@ def check_block_size(block_size_tokens: int) -> int:
     return block_size_tokens
 
 
+def check_lengths(lengths, field: str = "lengths") -> None:
+    """Every live sequence holds at least one token (plan's --lengths, blocks' LENGTHS)."""
+    if any(n < 1 for n in lengths):
+        raise SpecError(field, ",".join(map(str, lengths)), "every live length must be >= 1 "
+                        "token")
+
+
 def paging_report(lengths: list[int], block_size_tokens: int,
                   shared_prefix_tokens: int = 0) -> BlockReport:
     """Σ ceil(S_r / B) blocks (seed 000). With a prefix shared by every request, its full blocks
@@ -74,8 +81,7 @@ def paging_report(lengths: list[int], block_size_tokens: int,
     shareable (it would be written) and stays private. A request shorter than the prefix is all
     prefix: sharing is capped at the shortest length."""
     check_block_size(block_size_tokens)
-    if any(n < 0 for n in lengths):
-        raise SpecError("lengths", lengths, "sequence lengths must be >= 0 tokens")
+    check_lengths(lengths)
     if shared_prefix_tokens < 0:
         raise SpecError("shared_prefix", shared_prefix_tokens, "must be >= 0 tokens")
     shared = min([shared_prefix_tokens, *lengths]) // block_size_tokens if lengths else 0

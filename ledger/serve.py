@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from .errors import SpecError
+from .paging import check_lengths
 
 DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM's default --block-size
 DEFAULT_SAFETY_FRACTION = 0.10  # vLLM's default gpu_memory_utilization = 0.90
@@ -38,19 +39,17 @@ class ServeSpec:
     mamba_cache_mode: str = "align"  # vLLM's for hybrids with prefix caching (its default)
 
     def __post_init__(self) -> None:
-        _positive("device", self.device_bytes)
-        _positive("context", self.context_tokens, "tokens per request")
-        _positive("concurrency", self.concurrency, "resident requests")
+        check_count("device", self.device_bytes)
+        check_count("context", self.context_tokens, "tokens per request")
+        check_count("concurrency", self.concurrency, "resident requests")
         if self.concurrency > MAX_CONCURRENCY or len(self.lengths) > MAX_CONCURRENCY:
             raise SpecError("concurrency", self.concurrency if not self.lengths else
                             len(self.lengths), f"at most {MAX_CONCURRENCY:,} resident requests "
                             "on one device")
-        _positive("block_size", self.block_size_tokens, "tokens per block")
-        _positive("max_num_batched_tokens", self.max_num_batched_tokens, "tokens")
-        _positive("max_num_seqs", self.max_num_seqs, "sequences per step")
-        if any(n < 1 for n in self.lengths):
-            raise SpecError("lengths", ",".join(map(str, self.lengths)),
-                            "every live length must be >= 1 token")
+        check_count("block_size", self.block_size_tokens, "tokens per block")
+        check_count("max_num_batched_tokens", self.max_num_batched_tokens, "tokens")
+        check_count("max_num_seqs", self.max_num_seqs, "sequences per step")
+        check_lengths(self.lengths)
         if self.mamba_cache_mode not in ("none", "align", "all"):
             raise SpecError("mamba_cache_mode", self.mamba_cache_mode, "none, align or all")
         if self.shared_prefix_tokens < 0:
@@ -62,6 +61,8 @@ class ServeSpec:
         return self.lengths or (self.context_tokens,) * self.concurrency
 
 
-def _positive(field: str, value: int, unit: str = "bytes") -> None:
+def check_count(field: str, value: int, unit: str = "bytes") -> int:
+    """A whole number >= 1 of `unit`, else the one error every count gets."""
     if not isinstance(value, int) or value < 1:
         raise SpecError(field, value, f"must be a whole number >= 1 ({unit})")
+    return value

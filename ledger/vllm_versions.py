@@ -13,6 +13,19 @@ PROFILED = "profiled"  # memory_profiling(): weights + torch peak increase + non
 # How 'GPU KV cache size: N tokens' is printed (vllm/v1/core/kv_cache_utils.py at the tag)
 TOKENS_PER_GROUP = "blocks // groups x block_size"
 TOKENS_FROM_CONCURRENCY = "int(max_concurrency x max_model_len)"
+# --block-size as a release takes it. Up to v0.18 a fixed list: the argparse choices
+# (vllm/engine/arg_utils.py: {8,16,32} in docs.vllm.ai/en/v0.6.3.post1 engine_args; 64 and 128
+# restored by vllm-project/vllm#11259, 2024-12-17, after #10938 had dropped them), then
+# CacheConfig's BlockSize literal (docs.vllm.ai/en/v0.9.0 .. v0.10.2 vllm.config: 1, 8, 16,
+# 32, 64, 128; vllm/config/cache.py@c1d8642 and docs v0.11.1, v0.16.0: with 256). From v0.20
+# CacheConfig takes any whole number (vllm/config/cache.py@002f10e block_size: int =
+# Field(gt=0)) and the CUDA attention backend checks it: FlashAttention, the default, needs a
+# multiple of 16 (vllm/v1/attention/backends/flash_attn.py@5704f34 get_kv_cache_shape).
+BLOCKS_V063 = (8, 16, 32)
+BLOCKS_V064 = (8, 16, 32, 64, 128)
+BLOCKS_V09 = (1, 8, 16, 32, 64, 128)
+BLOCKS_V011 = (1, 8, 16, 32, 64, 128, 256)
+MULTIPLE_OF = 16  # block_sizes None: a multiple of this (FlashAttention's kernels)
 # How the dummy sampler of V1's profile pass samples (vllm/v1/sample/ops/topk_topp_sampler.py)
 FLASHINFER, TORCH, TRITON = "flashinfer", "torch", "triton"
 
@@ -34,6 +47,7 @@ class VllmRow:
     inverse gather). sampler: the top-k/top-p path the release takes unless told (TORCH: the
     sort above; TRITON: Triton's in-place masking, 0.17 - 0.20; FLASHINFER: FlashInfer's
     sampling kernels, the default from 0.21; before, opt-in with VLLM_USE_FLASHINFER_SAMPLER=1).
+    block_sizes: the --block-size values the release takes (None: a multiple of MULTIPLE_OF).
     source: files read at `tag`."""
 
     version: tuple[int, ...]
@@ -49,6 +63,7 @@ class VllmRow:
     sampler: str = TORCH
     moe_workspace_kept: bool = False
     mla: bool = True
+    block_sizes: tuple[int, ...] | None = BLOCKS_V011
 
     @property
     def pin(self) -> str:
@@ -76,25 +91,26 @@ ROWS: tuple[VllmRow, ...] = (
     VllmRow((0, 6, 3), "v0.6.3.post1", 0.90, "v0", PEAK_FREE, False, False, TOKENS_PER_GROUP,
             40, f"{V0_WORKER}: peak = init free - free after profile_run; "
             "vllm/config.py CacheConfig gpu_memory_utilization=0.90; no MLA before v0.7.1",
-            mla=False),
+            mla=False, block_sizes=BLOCKS_V063),
     VllmRow((0, 6, 4), "v0.6.4.post1", 0.90, "v0", ALLOCATED, False, False, TOKENS_PER_GROUP,
             40, f"{V0_WORKER}: allocated_bytes.all.peak + (device used - torch allocated); "
             "the 'Memory profiling results: total_gpu_memory=...' line; no MLA before v0.7.1",
-            mla=False),
+            mla=False, block_sizes=BLOCKS_V064),
     VllmRow((0, 6, 5), "v0.6.5", 0.90, "v0", PROFILED, False, False, TOKENS_PER_GROUP, 40,
             f"{V0_WORKER}: memory_profiling(baseline = total - init free) in vllm/utils.py; "
             f"'Memory profiling takes ... the current vLLM instance can use'; {NO_MLA} "
-            "(read again at v0.7.0)", mla=False),
+            "(read again at v0.7.0)", mla=False, block_sizes=BLOCKS_V064),
     VllmRow((0, 7, 1), "v0.7.1", 0.90, "v0", PROFILED, False, False, TOKENS_PER_GROUP, 40,
             f"{V0_WORKER} as v0.6.5; vllm/config.py ModelConfig.use_mla (is_deepseek_mla and "
             "not VLLM_MLA_DISABLE), get_head_size() kv_lora_rank + qk_rope_head_dim, "
-            "get_num_kv_heads() 1; vllm/worker/cache_engine.py value_cache_block 0 with MLA"),
+            "get_num_kv_heads() 1; vllm/worker/cache_engine.py value_cache_block 0 with MLA",
+            block_sizes=BLOCKS_V064),
     VllmRow((0, 8, 0), "v0.8.0", 0.90, "v1", ALLOCATED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}: allocated peak + non_torch_allocations; vllm/envs.py VLLM_USE_V1=1 "
-            "by default"),
+            "by default", block_sizes=BLOCKS_V064),
     VllmRow((0, 9, 2), "v0.9.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}: memory_profiling(init_snapshot) in vllm/utils/__init__.py; "
-            "'Available KV cache memory'"),
+            "'Available KV cache memory'", block_sizes=BLOCKS_V09),
     VllmRow((0, 11, 0), "v0.11.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}; V0 removed (vllm/worker/ gone)"),
     VllmRow((0, 11, 2), "v0.11.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
@@ -118,12 +134,12 @@ ROWS: tuple[VllmRow, ...] = (
             "vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default '1'; "
             "vllm/config/cache.py gpu_memory_utilization default 0.92; "
             "vllm/v1/core/kv_cache_utils.py tokens = int(max_concurrency * max_model_len)",
-            sampler=TRITON, moe_workspace_kept=True),
+            sampler=TRITON, moe_workspace_kept=True, block_sizes=None),
     VllmRow((0, 21, 0), "v0.21.0", 0.92, "v1", PROFILED, True, True,
             TOKENS_FROM_CONCURRENCY, 36,
             f"{V1_WORKER}; vllm/envs.py VLLM_USE_FLASHINFER_SAMPLER defaults to True, so "
             "topk_topp_sampler.py samples with FlashInfer unless set to 0",
-            sampler=FLASHINFER, moe_workspace_kept=True),
+            sampler=FLASHINFER, moe_workspace_kept=True, block_sizes=None),
 )
 NEWEST = ROWS[-1]
 KNOWN = "known: " + ", ".join(".".join(map(str, r.version)) for r in ROWS) + " (a row holds " \
@@ -180,6 +196,19 @@ def row_for(version: tuple[int, ...], asked: str) -> VersionChoice:
 
 
 NEWEST_READ = (0, 33)  # the newest release whose source the rows were checked against
+
+
+def check_block_size(row: VllmRow, size: int, field: str = "--block-size") -> int:
+    """A block size the release's vLLM takes, else one error naming what it takes."""
+    if row.block_sizes is None:
+        if size % MULTIPLE_OF == 0 and size > 0:
+            return size
+        allowed = f"a multiple of {MULTIPLE_OF} (FlashAttention's kernel blocks)"
+    elif size in row.block_sizes:
+        return size
+    else:
+        allowed = "one of " + ", ".join(map(str, row.block_sizes))
+    raise SpecError(field, size, f"{row.name} takes {allowed}")
 
 
 def row(version: str) -> VllmRow:

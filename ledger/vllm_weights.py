@@ -4,6 +4,7 @@ the weights line; this is a line of its own, with the reason."""
 
 from dataclasses import dataclass
 
+from .errors import SpecError
 from .kv import Shard
 from .model import ModelSpec
 
@@ -16,6 +17,12 @@ MXFP4_BLOCK = 32  # elements per e8m0 scale
 MXFP4_PADDING = {MARLIN: (128, 256), FLASHINFER: (256, 256), TRITON: (64, 1)}
 MXFP4_SOURCE = ("vllm/model_executor/layers/quantization/mxfp4.py create_weights and "
                 "utils/marlin_utils_fp4.py prepare_moe_fp4_layer_for_marlin @v0.10.1.1")
+# The model dtypes (--dtype) a quantization method's kernels take: vLLM refuses any other at
+# start-up (vllm/config/vllm.py@09f030e VllmConfig._get_quantization_config: model_config.dtype
+# not in quant_config.get_supported_act_dtypes()). Read: Fp8Config (bfloat16, half;
+# vllm/model_executor/layers/quantization/fp8.py@1436674), Mxfp4Config (bfloat16;
+# quantization/mxfp4.py@afdb4a4). Methods not listed are planned at any dtype asked for.
+ACT_DTYPES = {"fp8": ("bf16", "fp16"), "mxfp4": ("bf16",)}
 MLA_SOURCE = ("vllm/v1/attention/backends/mla/common.py process_weights_after_loading "
               "@v0.10.2: W_UK_T and W_UV kept as bf16 copies of kv_b_proj")
 
@@ -81,3 +88,13 @@ def _mla_copies(spec: ModelSpec, shard: Shard) -> Resident | None:
     return Resident(layers * per_layer, f"MLA: W_UK/W_UV bf16 copies, {heads} heads x "
                     f"{att.qk_nope_head_dim + att.v_head_dim} x {att.kv_lora_rank} in {layers} "
                     f"layers ({MLA_SOURCE})")
+
+
+def check_act_dtype(method: str | None, dtype: str | None, given: object = None,
+                    field: str = "--dtype") -> None:
+    """A model dtype (servecap's name; `given`: as typed) the quantization method's kernels
+    take (None: nothing to check)."""
+    allowed = ACT_DTYPES.get(method or "")
+    if dtype is not None and allowed is not None and dtype not in allowed:
+        raise SpecError(field, dtype if given is None else given, f"{' or '.join(allowed)}: "
+                        f"vLLM's {method} kernels take no other activations")

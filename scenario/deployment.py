@@ -14,12 +14,13 @@ from servecap.ledger.vllm_start import (
     fails_after_pool,
     starts,
 )
-from servecap.ledger.vllm_versions import VllmRow
+from servecap.ledger.vllm_versions import VllmRow, check_block_size
+from servecap.ledger.vllm_weights import check_act_dtype
 from servecap.ledger.weights import WeightBytes, weight_bytes
 from servecap.model_configs import LoadedModel, load_model
 
 from .engine import engine_spec, implied_engine, size, with_device
-from .serving import model_spec, serve_spec
+from .serving import model_dtype, model_spec, serve_spec, weight_dtype_asked
 from .spec import Scenario, get, with_values
 
 
@@ -67,14 +68,17 @@ def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
     if engine.name != PLAIN and scenario.scheduler.block_size is None and \
             loaded.serving.block_size is None:
         serve = replace(serve, block_size_tokens=DEFAULT_BLOCK_TOKENS[engine.name])
+    spec = model_spec(scenario, loaded)
     if engine.name == VLLM:
+        check_block_size(engine.vllm_row, serve.block_size_tokens)
+        check_act_dtype(spec.quant and spec.quant.method, model_dtype(scenario),
+                        scenario.dtypes.dtype)
         engine = with_device(engine, scenario.device.name or loaded.serving.device,
                              scenario.scheduler.max_num_batched_tokens)
     par = scenario.parallel
     parallel = Parallel(par.tensor_parallel_size, par.pipeline_parallel_size,
                         par.data_parallel_size)
     overrides = measured_overrides(scenario, file_overrides(scenario, loaded))
-    spec = model_spec(scenario, loaded)
     if engine.name != VLLM:
         spec = as_cached(spec, release)
     return build_deployment(spec, serve, overrides, parallel, engine)
@@ -127,7 +131,7 @@ def in_effect(scenario: Scenario, plan) -> dict[str, object]:
 def file_overrides(scenario: Scenario, loaded: LoadedModel) -> Overrides:
     """Safetensors headers give the weights exactly, unless a different dtype is asked for."""
     found = loaded.file_weights
-    if found is None or scenario.dtypes.weight_dtype is not None:
+    if found is None or weight_dtype_asked(scenario, loaded) is not None:
         return Overrides()
     spec = loaded.spec  # the headers give bytes; the architecture gives the parameter counts
     counts = weight_bytes(spec, 16, spec.quant) if spec.has_architecture else None

@@ -17,7 +17,8 @@ from .spec import DEFAULT, Scenario, with_values
 _NUMBER = re.compile(r"-[0-9]+(\.[0-9]+)?")
 # BOOL and OFF are switches (no value): BOOL sets its field True (--no-FLAG: False), OFF False.
 COUNT, FRACTION, TEXT, BOOL, OFF = "count", "fraction", "text", "bool", "off"
-# --dtype as vLLM and SGLang spell it (the same argparse choices in both): the activations'.
+# --dtype as vLLM and SGLang spell it (the same argparse choices in both): the model dtype
+# (dtypes.dtype: weights of an unquantized checkpoint, activations, a KV cache left at auto).
 TORCH_DTYPES = {"auto": None, "half": "fp16", "float16": "fp16", "bfloat16": "bf16",
                 "float": "fp32", "float32": "fp32"}
 Reader = Callable[[str, str, str], dict]  # (value, the flag as errors name it, its field)

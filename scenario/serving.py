@@ -12,6 +12,7 @@ from servecap.ledger.serve import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
     ServeSpec,
+    check_count,
 )
 from servecap.ledger.units import parse_fraction_or_size, parse_size_flag
 from servecap.ledger.weights import default_quant
@@ -33,14 +34,7 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
     device_bytes, label = resolve_device(str(device_text),
                                          _field(scenario.device.name, "device", loaded))
     lengths = live_lengths(scenario)
-    context = sched.max_model_len
-    if not lengths and context is not None and load.shared_prefix > context:
-        raise SpecError("--shared-prefix", load.shared_prefix, f"at most the request's "
-                        f"{context:,} tokens: a prefix is part of the request")
-    context = _first(context, defaults.context, loaded.spec.max_position_embeddings or None)
-    if context is None and not lengths:
-        raise SpecError("--context", None, "required: this model states no "
-                        "max_position_embeddings to default to")
+    context = None if lengths else request_context(scenario, loaded)
     runtime = _first(mem.runtime_peak, defaults.runtime_peak)
     safety_text = _first(mem.safety, defaults.safety)
     safety, fraction = (parse_fraction_or_size(str(safety_text), device_bytes,
@@ -56,20 +50,72 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
         runtime_peak_bytes=None if runtime is None else parse_size_flag(
             str(runtime), _field(mem.runtime_peak, "runtime_peak", loaded)),
         safety_bytes=safety, safety_fraction=fraction,
-        weight_dtype=_dtype(scenario.dtypes.weight_dtype, loaded, "--weight-dtype",
+        weight_dtype=_dtype(weight_dtype_asked(scenario, loaded), loaded, "--weight-dtype",
                             dtypes.WEIGHT_DTYPES),
-        kv_dtype=_dtype(scenario.dtypes.kv_cache_dtype, loaded, "--kv-dtype", dtypes.KV_DTYPES),
-        activation_dtype=_dtype(scenario.dtypes.activation_dtype, loaded, "--activation-dtype",
-                                dtypes.ACTIVATION_DTYPES),
+        kv_dtype=_dtype(_kv(scenario.dtypes.kv_cache_dtype) or model_dtype(scenario), loaded,
+                        "--kv-dtype", dtypes.KV_DTYPES),
+        activation_dtype=_dtype(scenario.dtypes.activation_dtype or model_dtype(scenario),
+                                loaded, "--activation-dtype", dtypes.ACTIVATION_DTYPES),
         max_num_batched_tokens=_first(sched.max_num_batched_tokens,
                                       DEFAULT_MAX_NUM_BATCHED_TOKENS),
         max_num_seqs=_first(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),
         device_label=label)
 
 
-def model_spec(scenario: Scenario, loaded: LoadedModel) -> ModelSpec:
-    """An explicit weight dtype replaces the checkpoint's own quantization."""
+def request_context(scenario: Scenario, loaded: LoadedModel) -> int:
+    """The tokens planned per request: --context, else the model file's serving.context,
+    else the model's max_position_embeddings; a whole number >= 1 (the error names where it
+    came from), and at least the shared prefix, wherever the context came from."""
+    given, defaults = scenario.scheduler.max_model_len, loaded.serving
+    context = _first(given, defaults.context, loaded.spec.max_position_embeddings or None)
+    if context is None:
+        raise SpecError("--context", None, "required: this model states no "
+                        "max_position_embeddings to default to")
+    where = _field(given, "context", loaded) if given is not None or \
+        defaults.context is not None else "max_position_embeddings"
+    check_count(where, context, "tokens per request")
+    prefix = scenario.load.shared_prefix
+    if prefix > context:
+        whence = "" if given is not None else f" ({where}; set --context)"
+        raise SpecError("--shared-prefix", prefix, f"at most the request's {context:,} "
+                        f"tokens{whence}: a prefix is part of the request")
+    return context
+
+
+def model_dtype(scenario: Scenario) -> str | None:
+    """The model dtype asked for (vLLM's --dtype; None or auto: the checkpoint's). In vLLM it
+    is the dtype of the weights and activations (vllm/config/model.py@18ec662 ModelConfig.dtype:
+    'Data type for model weights and activations'; ModelConfig.quantization: with no
+    quantization_config 'we assume the model weights are not quantized and use `dtype` to
+    determine the data type of the weights'), and a KV cache left at auto follows it
+    (vllm/config/cache.py@c1d8642 CacheConfig.cache_dtype: 'If "auto", will use model data
+    type'). SGLang's --dtype and TensorRT-LLM's dtype mean the same."""
+    given = scenario.dtypes.dtype
+    if given is None or str(given).strip().lower() == "auto":
+        return None
+    return dtypes.lookup(given, "dtypes.dtype", dtypes.MODEL_DTYPES).name
+
+
+def weight_dtype_asked(scenario: Scenario, loaded: LoadedModel) -> str | None:
+    """The weights' dtype asked for, None for the checkpoint's: --weight-dtype, else the model
+    dtype where it differs from an unquantized checkpoint's. A quantized checkpoint keeps its
+    own weights under any --dtype (its activations and KV cache still follow it; vLLM refuses
+    a dtype the method's kernels do not take: vllm/config/vllm.py@09f030e
+    VllmConfig._get_quantization_config, get_supported_act_dtypes)."""
     wanted = scenario.dtypes.weight_dtype
+    if wanted is not None:
+        return wanted
+    model = model_dtype(scenario)
+    if model is None or loaded.spec.quant is not None or \
+            model == checkpoint_dtype(loaded, "torch_dtype", dtypes.WEIGHT_DTYPES):
+        return None
+    return model
+
+
+def model_spec(scenario: Scenario, loaded: LoadedModel) -> ModelSpec:
+    """An explicit weight dtype (or a model dtype other than the checkpoint's) replaces the
+    checkpoint's own representation."""
+    wanted = weight_dtype_asked(scenario, loaded)
     if wanted is None:
         return loaded.spec
     name = dtypes.lookup(wanted, "--weight-dtype", dtypes.WEIGHT_DTYPES).name
@@ -118,6 +164,11 @@ def _dtype(given: str | None, loaded: LoadedModel, field: str, allowed: tuple[st
         return {"fp8": "fp8", "int8": "int8"}.get(spec.quant.method, _quant_dtype(spec.quant))
     checkpoint = dtypes.lookup(spec.checkpoint_dtype, "torch_dtype", dtypes.WEIGHT_DTYPES).name
     return checkpoint if checkpoint in allowed else "bf16"
+
+
+def _kv(given: str | None) -> str | None:
+    """--kv-cache-dtype auto (vLLM's default) is no KV dtype of its own: the model dtype's."""
+    return dtypes.or_auto(given, None)
 
 
 def _quant_dtype(quant) -> str:

@@ -42,7 +42,10 @@ MODELLED = {
     "--max-prefill-tokens": ("_max_prefill_tokens", "int"),
     "--disable-radix-cache": ("scheduler.enable_prefix_caching", OFF),
     "--kv-cache-dtype": ("dtypes.kv_cache_dtype", "kv"),
-    "--dtype": ("dtypes.activation_dtype", "dtype"),
+    # the model dtype, as vLLM's: 'Data type for model weights and activations', and
+    # --kv-cache-dtype auto 'will use model data type'
+    # (python/sglang/srt/arg_groups/fields/model.py@6074b7d Model.dtype, .kv_cache_dtype)
+    "--dtype": ("dtypes.dtype", "dtype"),
     "--quantization": ("dtypes.weight_dtype", "quant"),
     "--model-type": ("model.name", "model_type"),
 }

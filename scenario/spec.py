@@ -93,12 +93,16 @@ class Parallel:
 @dataclass(frozen=True)
 class Dtypes:
     """Representations (None: the checkpoint's); an explicit weight dtype replaces the
-    checkpoint's quantization with servecap's scheme for it (group_size for int4)."""
+    checkpoint's quantization with servecap's scheme for it (group_size for int4).
+    kv_cache_dtype auto is None (vLLM's auto: the model dtype). dtype is the model dtype
+    (vLLM's, SGLang's and TensorRT-LLM's --dtype): an unquantized checkpoint's weights, the
+    activations and the KV cache follow it unless given their own (scenario/serving.py)."""
 
     __pydantic_config__ = _FORBID
     weight_dtype: Text | None = None
     kv_cache_dtype: Text | None = None
     activation_dtype: Text | None = None
+    dtype: Text | None = None
     group_size: Zero = 128
 
 

@@ -63,7 +63,9 @@ YAML_MODELLED = {
     "max_num_tokens": ("scheduler.max_num_batched_tokens", COUNT),
     "max_seq_len": ("scheduler.max_model_len", COUNT),
     "enable_chunked_prefill": ("scheduler.enable_chunked_prefill", BOOL),
-    "revision": ("model.revision", TEXT), "dtype": ("dtypes.activation_dtype", "dtype"),
+    # dtype: 'The data type to use for the model' (tensorrt_llm/llmapi/llm_args.py): the model
+    # dtype, as vLLM's --dtype
+    "revision": ("model.revision", TEXT), "dtype": ("dtypes.dtype", "dtype"),
     "kv_cache_config.dtype": ("dtypes.kv_cache_dtype", "kv"),
     "kv_cache_config.free_gpu_memory_fraction": ("memory.free_gpu_memory_fraction", FRACTION),
     "kv_cache_config.tokens_per_block": ("scheduler.block_size", COUNT),

@@ -45,7 +45,7 @@ MODELLED = {
     "--kv-cache-memory": ("memory.kv_cache_memory_bytes", _TEXT),
     "--num-gpu-blocks-override": ("memory.num_gpu_blocks_override", _INT),
     "--kv-cache-dtype": ("dtypes.kv_cache_dtype", "kv"),
-    "--dtype": ("dtypes.activation_dtype", "dtype"),
+    "--dtype": ("dtypes.dtype", "dtype"),
     "--quantization": ("dtypes.weight_dtype", "quant"),
     "--speculative-config": ("speculative", "json"),
 }
@@ -123,6 +123,16 @@ FROM_CHECKPOINT = frozenset({"awq", "awq_marlin", "gptq", "gptq_marlin", "compre
                              "auto-round", "quark", "moe_wna16", "gptq_marlin_24", "marlin"})
 
 
+def _tokens(value: str, where: str) -> int:
+    """--max-model-len and --max-num-batched-tokens: vLLM's human_readable_int, >= 1 (the
+    error names the flag as typed, not the Scenario field it sets)."""
+    number = human_readable_int(value, where)
+    if number < 1:
+        raise SpecError(where, value, "must be a whole number >= 1 (tokens), or vLLM's 8k "
+                        "(8,000) / 8K (8,192)")
+    return number
+
+
 VllmLine = LaunchLine  # the Scenario a line describes, the flags read, those ignored
 
 
@@ -161,7 +171,7 @@ VLLM = Dialect(
     "--model MODEL ...)",
     ignored_value=IGNORED_VALUE, ignored_bool=IGNORED_BOOL,
     ignored_optional=frozenset({"--hf-token"}), refused=REFUSED,
-    readers={_BIG: lambda value, where, path: {path: human_readable_int(value, where)},
+    readers={_BIG: lambda value, where, path: {path: _tokens(value, where)},
              "kv": lambda value, where, path: {path: choice(_KV, value, where)},
              "dtype": lambda value, where, path: {path: choice(TORCH_DTYPES, value, where)},
              "quant": lambda value, where, path: quantization(value, where, FROM_CHECKPOINT),

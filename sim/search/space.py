@@ -152,8 +152,10 @@ def parse_counts(text: str, field: str, most: int = 4096) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
-def parse_dtypes(text: str, field: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(dtypes.lookup(p, field, allowed).name
+def parse_dtypes(text: str, field: str, allowed: tuple[str, ...],
+                 auto: str | None = None) -> tuple[str, ...]:
+    """Comma-separated dtypes; with `auto` (the model's), vLLM's auto is that dtype."""
+    return tuple(dict.fromkeys(dtypes.lookup(dtypes.or_auto(p, auto) or p, field, allowed).name
                                for p in _parts(text, field)))
 
 

@@ -41,6 +41,16 @@ DRAFT = ("--draft", "llama-3.2-1b-instruct")
      ("--shared-prefix = 100", "shortest sequence (17 tokens)")),
     (("sweep", "teaching-7b", *H100, "--workload", CHAT, "--rates", ""), ("--rates = ''",)),
     (("verify", "tiny-llama", "--device", "cpu", "--max-num-seqs", "0"), ("max_num_seqs = 0",)),
+    # the context left at the model's default is checked against the prefix as a given one is
+    (("plan", "llama-3.1-8b", *H100, "--shared-prefix", "999999999", "--concurrency", "2"),
+     ("--shared-prefix = 999999999", "131,072 tokens (max_position_embeddings")),
+    # a negative context is the context's error, not the (unset) prefix's
+    (("plan", "llama-3.1-8b", *H100, "--context", "-5"),
+     ("--context = -5: must be a whole number >= 1",)),
+    (("plan", *H100, "--", "vllm", "serve", "llama-3.1-8b", "--max-model-len", "-1"),
+     ("vllm serve --max-model-len = '-1': must be a whole number >= 1",)),
+    (("blocks", "--", "-1"), ("lengths = '-1': every live length must be >= 1",)),
+    (("blocks", "0"), ("lengths = '0': every live length must be >= 1",)),
 ])
 def test_refused_with_one_line(run, args, needles) -> None:
     result = run(*args)

@@ -245,3 +245,20 @@ def _read(engine: str, line: str):
 
 
 _KV_FP8 = Path(__file__).resolve().parents[1] / "fixtures" / "launch" / "kv_fp8.yaml"
+
+
+def test_sglang_and_trtllm_dtype_is_the_model_dtype(in_tmp):
+    """SGLang's --dtype ('Data type for model weights and activations',
+    python/sglang/srt/arg_groups/fields/model.py@6074b7d) and TensorRT-LLM's dtype ('The data
+    type to use for the model', tensorrt_llm/llmapi/llm_args.py) set the weights of an
+    unquantized checkpoint and a KV cache left at auto, as vLLM's --dtype does: Llama 3.1 8B's
+    8,030,261,248 parameters x 4 B = 32,121,044,992 B; 262,144 B of KV per token in fp32."""
+    (in_tmp / "fp32.yaml").write_text(yaml.safe_dump({"dtype": "float32"}))
+    lines = (["python", "-m", "sglang.launch_server", "--model-path", "llama-3.1-8b",
+              "--context-length", "4096", "--dtype", "float32"],
+             ["trtllm-serve", "llama-3.1-8b", "--max_seq_len", "4096",
+              "--extra_llm_api_options", "fp32.yaml"])
+    for line in lines:
+        out = json.loads(pasted(*line).stdout)
+        assert out["weights_bytes"] == 32_121_044_992, line[0]
+        assert out["kv_bytes_per_token"] == 262_144, line[0]

@@ -114,3 +114,90 @@ def test_the_api_server_module_line_reads_the_same_and_model_with_a_line_is_refu
         plan("--device", "h100-80gb", "--json", "--", *LINE).stdout
     both = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "h100-80gb", "--", *LINE])
     assert both.exit_code == 2 and "not both" in both.stderr
+
+
+def _plan_json(*args) -> dict:
+    return json.loads(plan("--device", "h100-80gb", "--json", *args).stdout)
+
+
+def test_dtype_is_the_model_dtype_weights_and_a_kv_cache_left_at_auto_follow_it():
+    """vLLM's --dtype is the dtype of the weights and activations, and --kv-cache-dtype auto
+    is the model dtype (vllm/config/model.py@18ec662 ModelConfig.dtype and .quantization;
+    vllm/config/cache.py@c1d8642 CacheConfig.cache_dtype). Llama 3.1 8B: 8,030,261,248
+    parameters (16,060,522,496 B in bf16, its model.safetensors.index.json total_size), so
+    32,121,044,992 B in fp32; KV per token 32 layers x 8 KV heads x 128 x (K, V) x 4 B =
+    262,144 B (config.json)."""
+    line = ("--", "vllm", "serve", "llama-3.1-8b", "--max-model-len", "4096")
+    fp32 = _plan_json(*line, "--dtype", "float32")
+    assert fp32["weights_bytes"] == 32_121_044_992 == 2 * _plan_json(*line)["weights_bytes"]
+    assert fp32["kv_bytes_per_token"] == 262_144
+    assert {k: v["dtype"] for k, v in fp32["dtypes"].items()} == \
+        {"weights": "fp32", "activations": "fp32", "kv_cache": "fp32"}
+    flagged = _plan_json("llama-3.1-8b", "--engine", "vllm", "--context", "4096",
+                         "--weight-dtype", "fp32", "--kv-dtype", "fp32",
+                         "--activation-dtype", "fp32")
+    assert fp32["weights_bytes"] == flagged["weights_bytes"]
+    assert fp32["memory_ceiling_requests"] == flagged["memory_ceiling_requests"]
+    # a KV dtype of its own stands; auto is the model dtype's
+    fp8 = _plan_json(*line, "--dtype", "float", "--kv-cache-dtype", "fp8")
+    assert fp8["weights_bytes"] == 32_121_044_992 and fp8["kv_bytes_per_token"] == 65_536
+    half = _plan_json(*line, "--dtype", "half", "--kv-cache-dtype", "auto")
+    assert half["dtypes"]["kv_cache"]["dtype"] == half["dtypes"]["weights"]["dtype"] == "fp16"
+    assert _plan_json(*line, "--dtype", "auto") == _plan_json(*line)
+
+
+def test_a_quantized_checkpoint_keeps_its_weights_under_dtype():
+    """DeepSeek-V3's fp8 checkpoint: --dtype float16 leaves the fp8 weights as they are
+    (vLLM reads quantization_config before --dtype); the activations and the KV cache (auto)
+    take float16."""
+    line = ("--", "vllm", "serve", "deepseek-v3", "-tp", "8", "--max-model-len", "4096")
+    own, half = _plan_json(*line), _plan_json(*line, "--dtype", "float16")
+    assert half["weights_bytes"] == own["weights_bytes"]
+    assert half["dtypes"]["weights"] == own["dtypes"]["weights"] == {"dtype": "fp8", "bits": 8}
+    assert half["dtypes"]["activations"]["dtype"] == half["dtypes"]["kv_cache"]["dtype"] == \
+        "fp16"
+
+
+@pytest.mark.parametrize("command", ["plan", "fit"])
+def test_kv_cache_dtype_auto_is_accepted_as_a_flag_and_follows_the_model(command):
+    """vLLM's default, which search prints in its launch lines: the model dtype's KV (bf16
+    for Llama 3.1 8B's checkpoint)."""
+    base = ["llama-3.1-8b", "--device", "h100-80gb", "--context", "4096", "--json"]
+    auto = runner.invoke(app, [command, *base, "--kv-cache-dtype", "auto"])
+    assert auto.exit_code == 0, auto.output
+    assert auto.stdout == runner.invoke(app, [command, *base, "--kv-dtype", "bf16"]).stdout
+
+
+@pytest.mark.parametrize("args", [
+    ("--", "vllm", "serve", "llama-3.1-8b", "--block-size", "24"),
+    ("llama-3.1-8b", "--engine", "vllm", "--block-size", "24"),
+    ("llama-3.1-8b", "--engine", "vllm==0.11", "--block-size", "24"),
+])
+def test_a_block_size_vllm_refuses_is_refused_in_a_line_and_as_a_flag(args):
+    """vLLM 0.11 takes 1, 8, 16, 32, 64, 128 or 256 (vllm/config/cache.py@c1d8642
+    BlockSize); the newest rules take a multiple of 16 (FlashAttention's kernel blocks)."""
+    result = runner.invoke(app, ["plan", "--device", "h100-80gb", *args])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("servecap: error: --block-size = 24: vllm>=")
+    assert ("one of 1, 8, 16, 32, 64, 128, 256" if "vllm==0.11" in args
+            else "a multiple of 16") in line
+    plain = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "h100-80gb",
+                                "--block-size", "24"])
+    assert plain.exit_code == 0, plain.output  # servecap's own paging takes any size
+
+
+@pytest.mark.parametrize(("line", "needle"), [
+    (("gpt-oss-20b", "--dtype", "float16"), "--dtype = 'fp16': bf16: vLLM's mxfp4 kernels"),
+    (("llama-3.1-8b", "--quantization", "fp8", "--dtype", "float32"),
+     "--dtype = 'fp32': bf16 or fp16: vLLM's fp8 kernels"),
+])
+def test_a_dtype_the_quantized_kernels_do_not_take_is_refused(line, needle):
+    """vLLM refuses a model dtype outside the method's get_supported_act_dtypes()
+    (vllm/config/vllm.py@09f030e): Mxfp4Config takes bfloat16 only, Fp8Config bfloat16 and
+    half."""
+    result = runner.invoke(app, ["plan", "--device", "h100-80gb", "--", "vllm", "serve", *line,
+                                 "--max-model-len", "4096"])
+    assert result.exit_code == 2, result.output
+    (text,) = result.stderr.strip().splitlines()
+    assert needle in text

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servecap.ledger.engines import EngineSpec
+from servecap.ledger.errors import SpecError
 from servecap.ledger.kv_blocks import (
     V0,
     blocks_per_request,
@@ -20,7 +21,7 @@ from servecap.ledger.model import FULL, SLIDING, Attention, ModelSpec
 from servecap.ledger.plan import Overrides, build_plan
 from servecap.ledger.serve import ServeSpec
 from servecap.ledger.units import GiB, parse_size
-from servecap.ledger.vllm_versions import row
+from servecap.ledger.vllm_versions import check_block_size, row
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import load_model
 
@@ -256,3 +257,17 @@ def test_gpu_memory_utilization_given_as_a_percentage_is_rewritten_as_a_fraction
     from servecap.ledger.errors import SpecError
     with pytest.raises(SpecError, match=r"for 90% write 0\.9"):
         EngineSpec("vllm", gpu_memory_utilization=90)
+
+
+@pytest.mark.parametrize(("release", "good", "bad"), [
+    ("0.6.3", (8, 16, 32), (1, 24, 64)),  # argparse choices {8,16,32} (v0.6.3.post1 docs)
+    ("0.9.2", (1, 8, 128), (24, 256)),  # BlockSize = Literal[1, 8, 16, 32, 64, 128]
+    ("0.11", (1, 128, 256), (24, 512)),  # vllm/config/cache.py@c1d8642 adds 256
+    ("0.21", (16, 48, 1024), (1, 8, 24)),  # any int to CacheConfig; FlashAttention: x16
+])
+def test_block_sizes_are_the_releases_own(release, good, bad):
+    for size in good:
+        assert check_block_size(row(release), size) == size
+    for size in bad:
+        with pytest.raises(SpecError, match=f"--block-size = {size}: vllm>="):
+            check_block_size(row(release), size)

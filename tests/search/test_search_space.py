@@ -17,6 +17,7 @@ from servecap.sim.search.space import (
     layouts,
     num_candidates,
     parse_counts,
+    parse_dtypes,
     parse_ratios,
 )
 
@@ -57,6 +58,16 @@ def test_flag_parsers() -> None:
         device_name("a100")
     with pytest.raises(SpecError):
         parse_ratios("1-1")
+
+
+def test_kv_dtype_auto_is_the_models_dtype() -> None:
+    """search prints vLLM's --kv-cache-dtype auto in its launch lines; read back, auto is the
+    model's KV dtype (here bf16), listed once beside the others."""
+    from servecap.ledger.dtypes import KV_DTYPES
+
+    assert parse_dtypes("auto,fp8,bf16", "--kv-dtype", KV_DTYPES, "bf16") == ("bf16", "fp8")
+    with pytest.raises(SpecError, match="--kv-dtype = 'auto'"):
+        parse_dtypes("auto", "--kv-dtype", KV_DTYPES)  # no model dtype to stand for
 
 
 def test_prices_default_labelled_and_overridable() -> None:
