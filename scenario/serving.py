@@ -136,6 +136,10 @@ def live_lengths(scenario: Scenario) -> tuple[int, ...]:
         if value is not None:
             raise SpecError(name, value, "give either --lengths or --context/--concurrency: "
                             "the lengths already set both")
+    prefix = scenario.load.shared_prefix
+    if prefix > min(lengths):
+        raise SpecError("--shared-prefix", prefix, f"at most the shortest of --lengths "
+                        f"({min(lengths):,} tokens): every sequence holds the whole prefix")
     return tuple(lengths)
 
 

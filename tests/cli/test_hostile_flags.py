@@ -39,6 +39,8 @@ DRAFT = ("--draft", "llama-3.2-1b-instruct")
       "1000000"), ("--draft-length",)),
     (("blocks", "17", "33", "--shared-prefix", "100"),
      ("--shared-prefix = 100", "shortest sequence (17 tokens)")),
+    (("plan", "teaching-7b", "--lengths", "17,33", "--shared-prefix", "100"),
+     ("--shared-prefix = 100", "shortest of --lengths (17 tokens)")),
     (("sweep", "teaching-7b", *H100, "--workload", CHAT, "--rates", ""), ("--rates = ''",)),
     (("verify", "tiny-llama", "--device", "cpu", "--max-num-seqs", "0"), ("max_num_seqs = 0",)),
     # the context left at the model's default is checked against the prefix as a given one is
