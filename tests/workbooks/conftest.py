@@ -106,7 +106,7 @@ def _flag_cases() -> dict[str, tuple[str, PlanFlags]]:
         "llama-lengths-prefix": ("llama-3.1-8b", PlanFlags(
             device="40GiB", lengths="17,33,65,65", shared_prefix=16, runtime_peak="3GiB")),
         "gptoss-lengths-window": ("gpt-oss-20b", PlanFlags(
-            device="40GiB", lengths="100,300,5000,5000,129", shared_prefix=200,
+            device="40GiB", lengths="100,300,5000,5000,129", shared_prefix=100,
             kv_dtype="int8")),
         "deepseek-fp8kv": ("deepseek-v3", PlanFlags(
             device="2TiB", context=16384, concurrency=8, kv_dtype="fp8", block_size=64)),

@@ -20,7 +20,7 @@ ROUND_TRIPS = {
                         "--kv-dtype", "fp8", "--safety", "7.5%", "--context", "32768",
                         "--concurrency", "9", "--block-size", "32"],
     "lengths-prefix": ["gpt-oss-20b", "--device", "40GiB", "--lengths", "100,300,5000,5000",
-                       "--shared-prefix", "200", "--runtime-peak", "2GiB"],
+                       "--shared-prefix", "100", "--runtime-peak", "2GiB"],
     "mla-does-not-fit": ["deepseek-v3", "--device", "80GiB", "--context", "8192"],
     "batched-tokens": ["qwen3-30b-a3b", "--device", "96GiB", "--max-num-batched-tokens",
                        "2048", "--activation-dtype", "fp16", "--safety", "3GiB"],
