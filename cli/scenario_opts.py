@@ -60,7 +60,12 @@ def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]
               file=sys.stderr)
         for note in file_notes + notes:
             print(note, file=sys.stderr)
-    return with_values(base, values)
+    scenario = with_values(base, values)
+    if file is not None:
+        from .file_errors import remember
+
+        remember(file, found, paths, scenario)
+    return scenario
 
 
 def _read(file: Path, origins: dict[str, str]) -> tuple[Scenario, list[str]]:
@@ -74,7 +79,7 @@ def _read(file: Path, origins: dict[str, str]) -> tuple[Scenario, list[str]]:
         from .workbook_scenario import workbook_scenario
 
         need("a workbook", EXCEL)
-        read = workbook_scenario(file)
+        read = workbook_scenario(file, "--scenario")
         origins.update(read.origins)
         return read.scenario, read.notes
     from servecap.scenario.file import load_scenario
