@@ -491,3 +491,19 @@ def test_a_workbook_that_is_not_one_is_named_by_the_flag_it_was_given_with(tmp_p
     out = runner.invoke(app, ["plan", "--from-workbook", str(tmp_path)])
     assert "a pipe, device or folder" in out.stderr
 
+
+def test_a_workbook_of_a_bare_size_says_simulate_needs_its_rates(tmp_path):
+    """README's plan --device 40GiB --xlsx, then simulate --scenario that workbook, said only
+    '--bandwidth is missing: required for a device given by size': the workbook's device is a
+    bare size, which carries no bandwidth; the line says so and names both fixes."""
+    book = tmp_path / "capacity.xlsx"
+    assert runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "40GiB", "--context",
+                               "4096", "--xlsx", str(book)]).exit_code == 0
+    out = runner.invoke(app, ["simulate", "--scenario", str(book), "--workload",
+                              "workloads/chat.yaml", "--rate", "8"])
+    assert out.exit_code == 2
+    assert out.stderr.strip() == (
+        f"servecap: error: --bandwidth (or device.bandwidth in {book}) is missing: the device "
+        "'40GiB' is a bare size, not a catalog device, so it has no memory bandwidth or FLOPS "
+        "for the step model: give --bandwidth and --flops (e.g. --bandwidth 2000GB/s --flops "
+        "990TFLOPS), or a catalog --device (servecap devices)")
