@@ -507,3 +507,20 @@ def test_a_workbook_of_a_bare_size_says_simulate_needs_its_rates(tmp_path):
         "'40GiB' is a bare size, not a catalog device, so it has no memory bandwidth or FLOPS "
         "for the step model: give --bandwidth and --flops (e.g. --bandwidth 2000GB/s --flops "
         "990TFLOPS), or a catalog --device (servecap devices)")
+
+
+@pytest.mark.parametrize("flag", ["--from-workbook", "--scenario"])
+def test_a_bad_value_in_a_workbooks_record_names_the_workbook_and_field(flag, tmp_path):
+    from openpyxl import load_workbook
+
+    book = tmp_path / "cap.xlsx"
+    assert runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "a100-40gb", "--context",
+                               "4096", "--xlsx", str(book)]).exit_code == 0
+    wb = load_workbook(book)
+    row = next(r for r in wb["Scenario"].iter_rows() if r[0].value == "dtypes.kv_cache_dtype")
+    row[1].value = "fp9"
+    wb.save(book)
+    out = runner.invoke(app, ["plan", flag, str(book)])
+    assert out.exit_code == 2
+    assert out.stderr.strip() == (f"servecap: error: {book}: dtypes.kv_cache_dtype = 'fp9': "
+                                  "allowed: fp32, bf16, fp16, fp8, int8, int4")
