@@ -70,10 +70,13 @@ def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]
 
 def _read(file: Path, origins: dict[str, str]) -> tuple[Scenario, list[str]]:
     """A scenario YAML, or a workbook's recorded scenario (its Inputs edits noted)."""
+    from servecap.ledger.errors import SpecError
     from servecap.scenario.spec import DEFAULT
 
     from .workbook_scenario import is_workbook
 
+    if not Path(file).exists():  # a YAML or a workbook alike: named by the flag, as --xlsx is
+        raise SpecError("--scenario", str(file), "no such file")
     if is_workbook(file):
         from .extras import EXCEL, need
         from .workbook_scenario import workbook_scenario

@@ -490,6 +490,9 @@ def test_a_workbook_that_is_not_one_is_named_by_the_flag_it_was_given_with(tmp_p
                                       "no such file")
     out = runner.invoke(app, ["plan", "--from-workbook", str(tmp_path)])
     assert "a pipe, device or folder" in out.stderr
+    out = runner.invoke(app, ["plan", "--scenario", str(tmp_path / "nope.yaml")])
+    assert out.stderr.strip() == (f"servecap: error: --scenario = '{tmp_path / 'nope.yaml'}': "
+                                  "no such file")  # it read "nope.yaml: file = 'nope.yaml'"
 
 
 def test_a_workbook_of_a_bare_size_says_simulate_needs_its_rates(tmp_path):
