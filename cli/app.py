@@ -74,6 +74,11 @@ class LazyGroup(TyperGroup):
             self.listing = False
 
     def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
+        from .pipe import quiet_pipe
+
+        return quiet_pipe(self._main)(args, *rest, standalone_mode=standalone_mode, **kwargs)
+
+    def _main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         if not standalone_mode:
             return super().main(args, *rest, standalone_mode=False, **kwargs)
         try:

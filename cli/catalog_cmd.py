@@ -82,7 +82,7 @@ def devices(as_json: Annotated[bool, JSON] = False) -> None:
 
       servecap devices --json   # byte, bandwidth and FLOPS fields as integers
     """
-    rows = [{"name": d.name, "label": d.label, "marketing_bytes": d.marketing_bytes,
+    rows = [{"name": d.name, "label": d.label, "nominal_gb": d.nominal_gb,
              "usable_bytes": d.usable_bytes, "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
              "bf16_flops_per_s": d.bf16_flops_per_s, "fp8_flops_per_s": d.fp8_flops_per_s,
              "fp4_flops_per_s": d.fp4_flops_per_s, "interconnect": d.interconnect,
@@ -92,10 +92,11 @@ def devices(as_json: Annotated[bool, JSON] = False) -> None:
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    cols = ("name", "GB", "GiB usable", "TB/s", "BF16 TF", "FP8 TF", "link GB/s")
-    _print_table("device catalog (GB = 10^9 B as sold; GiB = 2^30 B as the driver reports; "
+    cols = ("name", "nominal", "GiB usable", "TB/s", "BF16 TF", "FP8 TF", "link GB/s")
+    _print_table("device catalog (nominal: the GB in the vendor's name, a label, not 10^9 B: "
+                 "an 80GB H100 carries 80 GiB of HBM3; GiB usable: 2^30 B as CUDA reports them; "
                  "TF = dense TFLOPS; link: one direction)", cols, [
-        (d.name, f"{d.marketing_bytes / 1e9:,.0f}", f"{d.usable_bytes / GiB:,.2f}",
+        (d.name, f"{d.nominal_gb:,}GB", f"{d.usable_bytes / GiB:,.2f}",
          _per_tera(d.bandwidth_bytes_per_s, ".2f"), _per_tera(d.bf16_flops_per_s, ",.0f"),
          _per_tera(d.fp8_flops_per_s, ",.0f", "-"), f"{d.interconnect_bytes_per_s / 1e9:,.0f}")
         for d in DEVICES], [(d.name, d.source) for d in DEVICES])

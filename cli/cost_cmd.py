@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.ranks import Parallel
 from servecap.ledger.units import plural
 from servecap.scenario import steps
 from servecap.scenario.spec import with_values
@@ -73,7 +74,7 @@ def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
     model, flags, prices = scenario.model.ref, sim_flags(scenario), scenario.prices
     gpu_price, reserved_price = prices.usd_per_gpu_hour, prices.reserved_usd_per_gpu_hour
     rates = _rates(model, flags, tokens_per_s, input_tokens_per_s, scenario.slo.target)
-    num_gpus = flags.tensor_parallel_size * flags.pipeline_parallel_size * flags.replicas
+    num_gpus = _num_gpus(flags)
     report = _priced(rates, num_gpus, gpu_price, prices.utilization,
                      prices.api_usd_per_million_output, prices.api_usd_per_million_input)
     if reserved_price is not None:
@@ -86,6 +87,16 @@ def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         _render(report, Console())
+
+
+def _num_gpus(flags: SimFlags) -> int:
+    """Every GPU paid for: -tp x -pp per replica (the ledger's Parallel, which names a bad size
+    by its flag) x --replicas. Checked here, before a count of 0 makes the hourly price 0 and
+    the price check blames --gpu-price."""
+    per_replica = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size).world_size
+    if not isinstance(flags.replicas, int) or flags.replicas < 1:
+        raise SpecError("--replicas", flags.replicas, "a whole number >= 1")
+    return per_replica * flags.replicas
 
 
 def _check_finite(report: dict) -> None:

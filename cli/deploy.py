@@ -20,6 +20,19 @@ Eng = functools.partial(Opt, rich_help_panel="Engine budget (the engine's own fl
 Mes = functools.partial(Opt, rich_help_panel="Measured lines (replace an estimate)")
 
 
+def _utilization_defaults() -> str:
+    """Each vLLM release's default gpu_memory_utilization as the release table holds it,
+    '0.90; 0.92 from v0.20.0': the help states the table, never a figure of its own."""
+    from servecap.ledger.vllm_versions import ROWS
+
+    words, last = [], None
+    for item in ROWS:
+        if item.default_gpu_memory_utilization != last:
+            last = item.default_gpu_memory_utilization
+            words.append(f"{last:.2f}" + (f" from {item.tag}" if words else ""))
+    return "; ".join(words)
+
+
 @dataclass(frozen=True)
 class DeployFlags:
     """The deployment flags as typed (vLLM's / SGLang's / TensorRT-LLM's own names)."""
@@ -35,7 +48,9 @@ class DeployFlags:
                                "trtllm. vLLM takes a release: vllm==0.11, vllm>=0.21 (bare "
                                "vllm: the newest rules known).")] = PLAIN
     gpu_memory_utilization: Annotated[float | None, Eng(help="vLLM: fraction of TOTAL device "
-                                                        "memory it may use (default 0.90).")] = None
+                                                        "memory it may use. Default: the "
+                                                        "release's (" + _utilization_defaults()
+                                                        + ").")] = None
     kv_cache_memory: Annotated[str | None, Eng("--kv-cache-memory", "--kv-cache-memory-bytes",
                                                help="vLLM: KV pool size per GPU; overrides the "
                                                "utilization budget.")] = None

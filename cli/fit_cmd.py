@@ -87,11 +87,11 @@ def fit(
 
       servecap fit teaching-7b --concurrency 16   # longest context, 16 requests
       servecap fit teaching-7b --context 4096     # most requests: 39, as plan
-      servecap fit llama-3.1-70b-instruct --device h100-80gb --context 8192
+      servecap fit llama-3.1-70b-instruct --device h100-80gb --context 8192 \\
           --concurrency 16 --find tp              # smallest tensor-parallel size
-      servecap fit llama-3.1-70b-instruct --device h100-80gb --context 32768
+      servecap fit llama-3.1-70b-instruct --device h100-80gb --context 32768 \\
           --concurrency 64 --find gpus            # fewest GPUs, tp x pp
-      servecap fit llama-3.1-8b --device 40GiB --context 32768 --concurrency 5
+      servecap fit llama-3.1-8b --device 40GiB --context 32768 --concurrency 5 \\
           --find kv-dtype                         # least precision lost that fits
 
     Exit 0 with an answer, 1 when nothing in the searched range fits, 2 for bad

@@ -60,21 +60,29 @@ def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]
               file=sys.stderr)
         for note in file_notes + notes:
             print(note, file=sys.stderr)
-    return with_values(base, values)
+    scenario = with_values(base, values)
+    if file is not None:
+        from .file_errors import remember
+
+        remember(file, found, paths, scenario)
+    return scenario
 
 
 def _read(file: Path, origins: dict[str, str]) -> tuple[Scenario, list[str]]:
     """A scenario YAML, or a workbook's recorded scenario (its Inputs edits noted)."""
+    from servecap.ledger.errors import SpecError
     from servecap.scenario.spec import DEFAULT
 
     from .workbook_scenario import is_workbook
 
+    if not Path(file).exists():  # a YAML or a workbook alike: named by the flag, as --xlsx is
+        raise SpecError("--scenario", str(file), "no such file")
     if is_workbook(file):
         from .extras import EXCEL, need
         from .workbook_scenario import workbook_scenario
 
         need("a workbook", EXCEL)
-        read = workbook_scenario(file)
+        read = workbook_scenario(file, "--scenario")
         origins.update(read.origins)
         return read.scenario, read.notes
     from servecap.scenario.file import load_scenario

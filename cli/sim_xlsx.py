@@ -5,6 +5,7 @@ from pathlib import Path
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import plural
+from servecap.workbooks.filename import check_workbook_name
 
 from .deploy import DeployFlags
 from .files import announce
@@ -24,6 +25,7 @@ def check_target(path: Path, force: bool) -> None:
     path = Path(path)
     if path.is_dir() or not path.resolve().parent.is_dir():
         raise SpecError("--xlsx", str(path), "must be a file in an existing folder")
+    check_workbook_name(path)
     if path.exists() and not force:
         raise SpecError("--xlsx", str(path), "file exists; pass --force to replace it")
 

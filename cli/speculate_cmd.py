@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.units import GiB, plural
+from servecap.ledger.units import GiB, fmt_gib, plural
 from servecap.scenario import simulation, steps
 from servecap.scenario.spec import DEFAULT as D
 from servecap.sim.speculative import (
@@ -81,6 +81,8 @@ def speculate(ctx: typer.Context, model: o.OptionalModel = None,
     target, drafted = rank_for(model, flags), draft_plan(draft, flags)
     context = target.plan.serve.context_tokens  # the scenario's, else the model's
     memory = ceiling_with_draft(target.plan, drafted.plan)
+    _room_for_one(target.plan, memory, scenario.device.name or target.plan.serve.device_label,
+                  flags.tensor_parallel_size * flags.pipeline_parallel_size > 1)
     compared, beyond = batches_within(_batches(batches), memory["memory_ceiling_requests"])
     # the draft runs inside the target's engine step: the release's host terms are the target's
     draft_coef = steps.coefficients(drafted, simulation.draft_scenario(scenario))
@@ -95,6 +97,21 @@ def speculate(ctx: typer.Context, model: o.OptionalModel = None,
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         _render(report, Console())
+
+
+def _room_for_one(plan, memory: dict, device: str, per_rank: bool) -> None:
+    """Refuse, naming the device and the bytes, a device that cannot hold the target, the
+    draft and one request's KV of both (the memory-only ceiling with the draft is 0): the
+    load asked about is one request; it is the device that is too small."""
+    if memory["memory_ceiling_requests"] >= 1:
+        return
+    needed = plan.fixed_bytes + memory["draft_weights_bytes"] + plan.kv_bytes_per_request + \
+        memory["draft_kv_bytes_per_request"]
+    raise SpecError("--device", device, f"the target, the draft and one "
+                    f"{memory['context_tokens']:,}-token request do not fit (need "
+                    f"{fmt_gib(needed)}{' per GPU' if per_rank else ''}; the device has "
+                    f"{fmt_gib(plan.device_bytes)}): a larger device, a smaller draft or "
+                    "model, or -tp")
 
 
 def _render(report: dict, console: Console) -> None:

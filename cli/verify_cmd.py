@@ -157,6 +157,10 @@ def verify(
     outputs = {"--xlsx": xlsx, "--records": records_path, "--token-times": token_times_path,
                "--calibration-out": calibration_out}
     w = scenario.workload
+    if xlsx is not None:
+        from servecap.workbooks.filename import check_workbook_name
+
+        check_workbook_name(xlsx)
     check_output_files(outputs, tuple(None if p is None else Path(p) for p in (w.file, w.trace)),
                        force)
     with phase_bars(wanted(as_json)) as progress:

@@ -132,6 +132,9 @@ def plan_workbook_io(recording: Recording, from_workbook: Path | None, xlsx: Pat
         if verbose:
             print("\n".join([f"scenario: {from_workbook}", *read.notes]), file=sys.stderr)
         scenario, recording = read.scenario, Recording(read.scenario, read.origins)
+        from .file_errors import remember
+
+        remember(from_workbook, read.origins, PLAN_PATHS, scenario)
     if xlsx is not None:
         from servecap.workbooks.export import build_workbook, save_workbook
 

@@ -85,14 +85,15 @@ def _one(text: str) -> str:
     return text.removesuffix("\n...\n").rstrip("\n")  # a document's end, not its spaces
 
 
-def workbook_scenario(path: Path) -> FromWorkbook:
+def workbook_scenario(path: Path, field: str = "--from-workbook") -> FromWorkbook:
     """The recorded scenario with each Inputs cell edited since it was written over its field;
-    a workbook without a record plans its Inputs, as before servecap recorded scenarios."""
+    a workbook without a record plans its Inputs, as before servecap recorded scenarios. field:
+    the flag the workbook was given with, naming a file that is not one."""
     from servecap.workbooks.readback import CELL_OF_FLAG, edited_inputs, read_workbook
 
     from .workbook_inputs import flags_of_inputs
 
-    inputs, recorded = read_workbook(path)
+    inputs, recorded = read_workbook(path, field)
     if recorded is None:
         return FromWorkbook(plan_scenario(*flags_of_inputs(inputs, path)),
                             [f"{path}: no Scenario sheet (written before servecap recorded "

@@ -1,4 +1,5 @@
-"""The device catalog: usable bytes as the driver reports them, beside the vendor's figures."""
+"""The device catalog: usable bytes as the driver reports them, beside the vendor's figures
+(the capacity in the product name, its bandwidth and FLOPS)."""
 
 import difflib
 from dataclasses import dataclass
@@ -21,8 +22,12 @@ AIC = "aiconfigurator-core 0.12.0 systems/"
 @dataclass(frozen=True)
 class Device:
     """usable_bytes is what CUDA reports (cudaMemGetInfo total = torch total_memory: what vLLM
-    multiplies by gpu_memory_utilization), below nvidia-smi's figure and the vendor's decimal
-    marketing_bytes. Bandwidth and dense tensor FLOPS by dtype are the vendor's decimal peaks;
+    multiplies by gpu_memory_utilization), below nvidia-smi's figure. nominal_gb is the
+    capacity in the vendor's product name ('80GB'), a label and not a byte count: GPU memory
+    comes in binary sizes, so an 80GB H100 carries 5 HBM3 stacks of 16 GiB, 80 GiB (85.9e9 B;
+    nvidia-smi shows 81,559 MiB, CUDA 81,090 MiB = 85.03e9 B), more than 80 x 10^9 B; on
+    most devices here usable_bytes exceeds nominal_gb x 10^9 and on none nominal_gb GiB.
+    Bandwidth and dense tensor FLOPS by dtype are the vendor's decimal peaks;
     None where no source states them (or the device lacks the dtype). interconnect_bytes_per_s
     is one GPU's link to its peers, one direction (what a ring all-reduce moves per step);
     interconnect_latency_s is the latency of one ring step (collective) and p2p_latency_s of
@@ -30,7 +35,7 @@ class Device:
 
     name: str
     label: str
-    marketing_bytes: int
+    nominal_gb: int
     usable_bytes: int
     bandwidth_bytes_per_s: int | None
     bf16_flops_per_s: int | None
@@ -127,119 +132,119 @@ def resolve_device(text: str, field: str = "device") -> tuple[int, str]:
 
 
 DEVICES: tuple[Device, ...] = (
-    Device("a100-40gb", "NVIDIA A100-SXM4-40GB", 40 * GB, 42_298_834_944, 1_555 * GB,
+    Device("a100-40gb", "NVIDIA A100-SXM4-40GB", 40, 42_298_834_944, 1_555 * GB,
            312 * TB, "usable: deviceQuery 40339 MBytes (42298834944 bytes), bottlerocket PR "
            "#3873; 1,555 GB/s and 312 TFLOPS: NVIDIA A100 datasheet (via glennklockwood.com); "
            "NVLink 3 300 GB/s per direction (" + AIC + "a100_sxm.yaml)", interconnect="NVLink 3",
            interconnect_bytes_per_s=300 * GB, interconnect_latency_s=NVLINK_STEP_S),
-    Device("a100-80gb", "NVIDIA A100-SXM4-80GB", 80 * GB, 84_987_740_160, 2_039 * GB,
+    Device("a100-80gb", "NVIDIA A100-SXM4-80GB", 80, 84_987_740_160, 2_039 * GB,
            312 * TB, "usable: deviceQuery 81051 MBytes (84987740160 bytes), driver 12.2 "
            "(85100068864 bytes on 12.5); 2,039 GB/s and 312 TFLOPS: NVIDIA A100 datasheet; "
            "NVLink 3 300 GB/s per direction (" + AIC + "a100_sxm.yaml)", interconnect="NVLink 3",
            interconnect_bytes_per_s=300 * GB, interconnect_latency_s=NVLINK_STEP_S),
-    Device("h100-80gb", "NVIDIA H100 80GB HBM3", 80 * GB, 85_028_896_768, 3_350 * GB,
+    Device("h100-80gb", "NVIDIA H100 80GB HBM3", 80, 85_028_896_768, 3_350 * GB,
            989_400 * GB, "usable: deviceQuery 81090 MBytes (85028896768 bytes), driver 12.8 "
            "(81079-81106 MiB on other drivers; nvidia-smi 81559 MiB); 3.35 TB/s and 989.4 "
            "TFLOPS dense: NVIDIA H100 SXM datasheet (via glennklockwood.com); FP8 1,978.9 TFLOPS "
            "dense, NVLink 4 450 GB/s per direction (" + AIC + "h100_sxm.yaml)",
            fp8_flops_per_s=1_978_900 * GB, interconnect="NVLink 4",
            interconnect_bytes_per_s=450 * GB, interconnect_latency_s=NVLINK_STEP_S),
-    Device("h200-141gb", "NVIDIA H200", 141 * GB, 143_156 * MiB, 4_800 * GB, 989_400 * GB,
+    Device("h200-141gb", "NVIDIA H200", 141, 143_156 * MiB, 4_800 * GB, 989_400 * GB,
            "usable: torch total_memory=143156MB (MiB, floored; exact bytes unknown); "
            "nvidia-smi 143771 MiB; 4.8 TB/s, 989 TFLOPS BF16 (open-instruct PR 1441); FP8 1,978.9 "
            "TFLOPS dense, NVLink 4 450 GB/s per direction (" + AIC + "h200_sxm.yaml)",
            fp8_flops_per_s=1_978_900 * GB, interconnect="NVLink 4",
            interconnect_bytes_per_s=450 * GB, interconnect_latency_s=NVLINK_STEP_S),
-    Device("l4-24gb", "NVIDIA L4", 24 * GB, 23_612_293_120, 300 * GB, 121 * TB,
+    Device("l4-24gb", "NVIDIA L4", 24, 23_612_293_120, 300 * GB, 121 * TB,
            "usable: deviceQuery 22518 MBytes (23612293120 bytes); 300 GB/s; BF16 dense taken "
            "as half of the 242 TFLOPS NVIDIA quotes with sparsity; FP8 242 TFLOPS dense, PCIe 4.0 "
            "x16 32 GB/s (" + AIC + "l4.yaml)", fp8_flops_per_s=242 * TB),
-    Device("a10g-24gb", "NVIDIA A10G", 24 * GB, 22_587 * MiB, 600 * GB, None,
+    Device("a10g-24gb", "NVIDIA A10G", 24, 22_587 * MiB, 600 * GB, None,
            "usable: torch total_memory=22587MB (MiB, floored); 600 GB/s (baseten A10 vs A10G); "
            "BF16 FLOPS: unknown (not published)"),
-    Device("a10-24gb", "NVIDIA A10", 24 * GB, round(22.18 * GiB), 600 * GB, 125 * TB,
+    Device("a10-24gb", "NVIDIA A10", 24, round(22.18 * GiB), 600 * GB, 125 * TB,
            "usable: PyTorch's 'GPU 0 has a total capacity of 22.18 GiB' on one A10 "
            "(OpenBMB/MiniCPM-V issue 640, 2024-10; two decimals, exact bytes unknown; 22.06 GiB "
            "on an older driver, vllm issue 928); 600 GB/s, 125 TFLOPS BF16 dense (250 with "
            "sparsity): NVIDIA A10 datasheet; PCIe 4.0 x16. Not the A10G (AWS's variant)"),
-    Device("l40s-48gb", "NVIDIA L40S", 48 * GB, 47_576_711_168, 864 * GB, 362_050 * GB,
+    Device("l40s-48gb", "NVIDIA L40S", 48, 47_576_711_168, 864 * GB, 362_050 * GB,
            "usable: deviceQuery 45373 MBytes (47576711168 bytes), driver 12.4; 864 GB/s and "
            "362.05 TFLOPS dense: NVIDIA L40S datasheet table; FP8 733 TFLOPS, PCIe 4.0 32 GB/s "
            "(" + AIC + "l40s.yaml)", fp8_flops_per_s=733 * TB),
-    Device("mi300x-192gb", "AMD Instinct MI300X", 192 * GB, 205_822_885_888, 5_300 * GB,
+    Device("mi300x-192gb", "AMD Instinct MI300X", 192, 205_822_885_888, 5_300 * GB,
            1_307_400 * GB, "usable: rocm-smi VRAM Total Memory 205822885888 B (what torch/HIP "
            "reports: unknown); 5.3 TB/s, 1307.4 TFLOPS BF16 dense (MI300X-vs-H200 report); FP8 "
            "2,614.9 TFLOPS dense, Infinity Fabric 7 x 64 GB/s = 448 GB/s per direction: AMD "
            "MI300X datasheet", fp8_flops_per_s=2_614_900 * GB, interconnect="Infinity Fabric",
            interconnect_bytes_per_s=448 * GB, interconnect_latency_s=NVLINK_STEP_S),
-    Device("rtx-4090-24gb", "NVIDIA GeForce RTX 4090", 24 * GB, 25_756_696_576, 1_008 * GB,
+    Device("rtx-4090-24gb", "NVIDIA GeForce RTX 4090", 24, 25_756_696_576, 1_008 * GB,
            165_200 * GB, "usable: deviceQuery 24564 MBytes (25756696576 bytes), Linux; "
            "1,008 GB/s; 165.2 TFLOPS BF16 with FP32 accumulate; FP8 330.3 TFLOPS dense with FP32 "
            "accumulate (Ada whitepaper); PCIe 4.0 x16", fp8_flops_per_s=330_300 * GB),
-    Device("h100-pcie-80gb", "NVIDIA H100 PCIe", 80 * GB, 85_028_896_768, 2_000 * GB,
+    Device("h100-pcie-80gb", "NVIDIA H100 PCIe", 80, 85_028_896_768, 2_000 * GB,
            756_500 * GB, "usable: estimate, H100 SXM's CUDA total (81090 MiB; same 80 GB "
            "HBM); 2.0 TB/s, 756.5 TFLOPS BF16 and 1,513 FP8 dense, PCIe 5.0 x16 64 GB/s per "
            "direction (" + AIC + "h100_pcie.yaml, NVIDIA H100 datasheet)",
            fp8_flops_per_s=1_513 * TB, interconnect="PCIe 5.0 x16",
            interconnect_bytes_per_s=64 * GB),
-    Device("h100-nvl-94gb", "NVIDIA H100 NVL", 94 * GB, 95_830 * MiB - NVIDIA_SMI_RESERVE,
+    Device("h100-nvl-94gb", "NVIDIA H100 NVL", 94, 95_830 * MiB - NVIDIA_SMI_RESERVE,
            3_900 * GB, 835_500 * GB, "usable: estimate, nvidia-smi 95830 MiB less the 469 MiB "
            "H100 SXM's driver keeps; 3.9 TB/s, 835.5 TFLOPS BF16 and 1,670.5 FP8 dense (half "
            "the sparse figures), NVLink bridge 600 GB/s = 300 per direction: NVIDIA H100 NVL "
            "datasheet", fp8_flops_per_s=1_670_500 * GB, interconnect="NVLink bridge",
            interconnect_bytes_per_s=300 * GB, interconnect_latency_s=NVLINK_STEP_S),
-    Device("h20-96gb", "NVIDIA H20", 96 * GB, 97_871 * MiB - NVIDIA_SMI_RESERVE, 4_000 * GB,
+    Device("h20-96gb", "NVIDIA H20", 96, 97_871 * MiB - NVIDIA_SMI_RESERVE, 4_000 * GB,
            148 * TB, "usable: estimate, nvidia-smi 97871 MiB less the 469 MiB H100 SXM's "
            "driver keeps; 4.0 TB/s, 148 TFLOPS BF16 and 296 FP8 dense, NVLink 900 GB/s = 450 "
            "per direction: NVIDIA H20 product brief", fp8_flops_per_s=296 * TB,
            interconnect="NVLink 4", interconnect_bytes_per_s=450 * GB,
            interconnect_latency_s=NVLINK_STEP_S),
-    Device("b200-180gb", "NVIDIA B200", 180 * GB, 183_359 * MiB - NVIDIA_SMI_RESERVE,
+    Device("b200-180gb", "NVIDIA B200", 180, 183_359 * MiB - NVIDIA_SMI_RESERVE,
            7_700 * GB, 2_250 * TB, "usable: estimate, nvidia-smi 183359 MiB less the 469 MiB "
            "H100 SXM's driver keeps; 7.7 TB/s, 2,250 TFLOPS BF16, 4,500 FP8, 9,000 FP4 dense, "
            "NVLink 5 900 GB/s per direction (" + AIC + "b200_sxm.yaml)",
            fp8_flops_per_s=4_500 * TB, fp4_flops_per_s=9_000 * TB, interconnect="NVLink 5",
            interconnect_bytes_per_s=900 * GB, interconnect_latency_s=NVLINK_STEP_S),
-    Device("b300-288gb", "NVIDIA B300", 288 * GB, 275_040 * MiB - NVIDIA_SMI_RESERVE,
+    Device("b300-288gb", "NVIDIA B300", 288, 275_040 * MiB - NVIDIA_SMI_RESERVE,
            7_750 * GB, 2_250 * TB, "usable: estimate, nvidia-smi 275040 MiB (" + AIC +
            "b300_sxm.yaml) less the 469 MiB H100 SXM's driver keeps; 7.75 TB/s, 2,250 TFLOPS "
            "BF16, 4,500 FP8, 14,000 FP4 dense, NVLink 5 900 GB/s per direction (same file)",
            fp8_flops_per_s=4_500 * TB, fp4_flops_per_s=14_000 * TB, interconnect="NVLink 5",
            interconnect_bytes_per_s=900 * GB, interconnect_latency_s=NVLINK_STEP_S),
-    Device("gb200-186gb", "NVIDIA GB200 (one Blackwell GPU)", 186 * GB,
+    Device("gb200-186gb", "NVIDIA GB200 (one Blackwell GPU)", 186,
            189_471 * MiB - NVIDIA_SMI_RESERVE, 8_000 * GB, 2_500 * TB, "usable: estimate, "
            "nvidia-smi 189471 MiB (" + AIC + "gb200.yaml) less the 469 MiB H100 SXM's driver "
            "keeps; 8 TB/s, 2,500 TFLOPS BF16, 5,000 FP8, 10,000 FP4 dense, NVLink 5 900 GB/s "
            "per direction (same file)", fp8_flops_per_s=5_000 * TB,
            fp4_flops_per_s=10_000 * TB, interconnect="NVLink 5",
            interconnect_bytes_per_s=900 * GB, interconnect_latency_s=NVLINK_STEP_S),
-    Device("l40-48gb", "NVIDIA L40", 48 * GB, 47_576_711_168, 864 * GB, 181 * TB,
+    Device("l40-48gb", "NVIDIA L40", 48, 47_576_711_168, 864 * GB, 181 * TB,
            "usable: estimate, the L40S's deviceQuery figure (same 48 GB GDDR6 board, "
            "nvidia-smi 46068 MiB on both); 864 GB/s, 181 TFLOPS BF16 and 362 FP8 dense (half "
            "the sparse figures): NVIDIA L40 datasheet; PCIe 4.0 x16",
            fp8_flops_per_s=362 * TB),
-    Device("t4-16gb", "NVIDIA Tesla T4", 16 * GB, 15_835_660_288, 320 * GB, None,
+    Device("t4-16gb", "NVIDIA Tesla T4", 16, 15_835_660_288, 320 * GB, None,
            "usable: PyTorch's 'GPU 0; 14.75 GiB total capacity' (two decimals; exact bytes "
            "unknown); 320 GB/s: NVIDIA T4 datasheet; no BF16 tensor cores (65 TFLOPS FP16: "
            "give --flops 65TFLOPS to simulate fp16); PCIe 3.0 x16 16 GB/s",
            interconnect="PCIe 3.0 x16", interconnect_bytes_per_s=16 * GB),
-    Device("a6000-48gb", "NVIDIA RTX A6000", 48 * GB, 51_045_924_864, 768 * GB,
+    Device("a6000-48gb", "NVIDIA RTX A6000", 48, 51_045_924_864, 768 * GB,
            154_800 * GB, "usable: PyTorch's 'GPU 0; 47.54 GiB total capacity' (two "
            "decimals); 768 GB/s, 154.8 TFLOPS BF16 dense (309.7 with sparsity): NVIDIA RTX "
            "A6000 datasheet; PCIe 4.0 x16 (NVLink bridge 112.5 GB/s total not assumed)"),
-    Device("rtx-6000-ada-48gb", "NVIDIA RTX 6000 Ada Generation", 48 * GB,
+    Device("rtx-6000-ada-48gb", "NVIDIA RTX 6000 Ada Generation", 48,
            49_140 * MiB - NVIDIA_SMI_RESERVE, 960 * GB, 364_250 * GB, "usable: estimate, "
            "nvidia-smi 49140 MiB less the 469 MiB H100 SXM's driver keeps; 960 GB/s, 364.25 "
            "TFLOPS BF16 and 728.5 FP8 dense (half the sparse figures): NVIDIA RTX 6000 Ada "
            "datasheet; PCIe 4.0 x16", fp8_flops_per_s=728_500 * GB),
-    Device("rtx-pro-6000-96gb", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 96 * GB,
+    Device("rtx-pro-6000-96gb", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 96,
            97_887 * MiB - NVIDIA_SMI_RESERVE, 1_792 * GB, 467_800 * GB, "usable: estimate, "
            "nvidia-smi 97887 MiB (" + AIC + "rtx_pro_6000_server.yaml) less the 469 MiB H100 "
            "SXM's driver keeps; 1.792 TB/s, 467.8 TFLOPS BF16, 935.6 FP8, 1,871.2 FP4 dense at "
            "2,430 MHz, PCIe 5.0 x16 64 GB/s (same file)", fp8_flops_per_s=935_600 * GB,
            fp4_flops_per_s=1_871_200 * GB, interconnect="PCIe 5.0 x16",
            interconnect_bytes_per_s=64 * GB),
-    Device("mi325x-256gb", "AMD Instinct MI325X", 256 * GB, 256 * GiB - 335_544_320,
+    Device("mi325x-256gb", "AMD Instinct MI325X", 256, 256 * GiB - 335_544_320,
            6_000 * GB, 1_307_400 * GB, "usable: estimate, 256 GiB less the 320 MiB MI300X's "
            "rocm-smi total keeps back; 6 TB/s, 1,307.4 TFLOPS BF16 and 2,614.9 FP8 dense, "
            "Infinity Fabric 7 x 64 GB/s = 448 GB/s per direction: AMD MI325X datasheet",

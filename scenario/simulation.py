@@ -151,6 +151,9 @@ def speculation(scenario: Scenario, drafted: Ranked | None = None) -> Speculatio
     their acceptance, and the batch size above which decoding runs plainly."""
     spec = scenario.speculative
     if spec.model is None:
+        # checked with no draft as well, by the same rule: --acceptance 1.5 or --draft-length
+        # 0 was accepted silently (exit 0) unless --draft was given
+        Speculation(spec.num_speculative_tokens, spec.acceptance, draft=None)
         return None
     if spec.disable_by_batch_size is not None and spec.disable_by_batch_size < 1:
         raise SpecError("--speculate-max-batch", spec.disable_by_batch_size,

@@ -36,8 +36,10 @@ def coefficients(ranked, scenario: Scenario) -> Coefficients:
         device and device.flops_per_s(weight_dtype) or _rate(data, "flops_per_s")
     if not bandwidth or not flops:
         missing = "--bandwidth" if not bandwidth else "--flops"
-        raise SpecError(missing, None, "required for a device given by size (e.g. --device "
-                        "80GiB --bandwidth 2000GB/s --flops 990TFLOPS)")
+        raise SpecError(missing, None, f"the device {dev.name!r} is a bare size, not a catalog "
+                        "device, so it has no memory bandwidth or FLOPS for the step model: "
+                        "give --bandwidth and --flops (e.g. --bandwidth 2000GB/s --flops "
+                        "990TFLOPS), or a catalog --device (servecap devices)")
     if device is None and par.tensor_parallel_size * par.pipeline_parallel_size > 1:
         raise SpecError("--device", dev.name, "a catalog name under -tp/-pp: its "
                         "interconnect prices the all-reduces and pipeline sends (see "

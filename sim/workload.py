@@ -252,11 +252,16 @@ def _number_item(value: object, field_name: str, minimum: float) -> float:
 
 
 def _within(data: dict, key: str, where: str, low: float, high: float) -> float:
-    """A required number in [low, high]: bounds that keep the sampler's arithmetic finite."""
-    value = _number(data, key, None, 0.0, where)
-    if not low <= value <= high:
+    """A required number in [low, high]: bounds that keep the sampler's arithmetic finite. One
+    rule and one message for every bad value (a negative rate was told '>= 0', and 0 then
+    '[1e-06, 1e+09]')."""
+    value = data.get(key)
+    if isinstance(value, str) and _EXPONENT.match(value):
+        value = float(value)  # as _number_item reads it
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not low <= value <= high:  # NaN fails the comparison too
         raise SpecError(_at(where, key), value, f"a number in [{low:g}, {high:g}]")
-    return value
+    return float(value)
 
 
 def _positive(data: dict, key: str, default, where: str = "") -> float:

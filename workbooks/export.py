@@ -12,6 +12,7 @@ from servecap.model_configs.writing import temp_beside
 from . import style
 from .cached import add_cached_values
 from .envelope import Sweep, write_envelope
+from .filename import check_workbook_name
 from .formulas import kinds_of
 from .inputs_sheet import write_inputs
 from .ledger_sheet import write_ledger
@@ -74,6 +75,7 @@ def save_workbook(wb: Workbook, path: Path, force: bool = False, field: str = "-
     path = Path(path)
     if path.is_dir() or not path.parent.is_dir():
         raise SpecError(field, str(path), "must be a file in an existing folder")
+    check_workbook_name(path, field)
     if path.exists() and not force:
         raise SpecError(field, str(path), "file exists; pass --force to replace it")
     try:

@@ -42,11 +42,13 @@ def read_plan_inputs(path: Path) -> WorkbookPlan:
     return plan_inputs(_Cells(path))
 
 
-def read_workbook(path: Path) -> tuple[WorkbookPlan | None, tuple[dict, dict] | None]:
+def read_workbook(path: Path, field: str = FIELD) -> tuple[WorkbookPlan | None,
+                                                          tuple[dict, dict] | None]:
     """The Inputs as they are now (None: a workbook without them, such as search's), and the
     recorded scenario with the Inputs as written (None: a workbook without a Scenario sheet);
-    the file is read once."""
-    cells = _Cells(path)
+    the file is read once. field: the flag the file was given with, which a file that is no
+    readable workbook is named by (--from-workbook, or --scenario)."""
+    cells = _Cells(path, field)
     recorded = read_scenario(cells.wb, cells.path)
     if recorded is not None and recorded[1] == {}:
         return None, recorded  # written without Inputs (search's): its scenario alone
@@ -157,16 +159,18 @@ CELL_OF_FLAG = {"device": "device_bytes", "context": "context_tokens", "concurre
                 **{field: name for name, field in MEASURED}}
 
 
-def _check_unzipped_size(path: Path) -> None:
+def _check_unzipped_size(path: Path, field: str = FIELD) -> None:
     """A zip bomb (1 MB holding a 1 GiB part) is refused from the sizes its directory states,
     before anything is inflated; zipfile stops a part that inflates past its stated size."""
+    if not Path(path).exists():
+        raise SpecError(field, str(path), "no such file")
     if not Path(path).is_file():
-        raise SpecError(FIELD, str(path), "not a readable .xlsx workbook (a pipe, device or "
+        raise SpecError(field, str(path), "not a readable .xlsx workbook (a pipe, device or "
                         "folder: give a regular file)")
     with zipfile.ZipFile(path) as archive:
         total = sum(info.file_size for info in archive.infolist())
     if total > MAX_UNZIPPED_BYTES:
-        raise SpecError(FIELD, str(path), f"unzips to {total:,} bytes; a capacity workbook is "
+        raise SpecError(field, str(path), f"unzips to {total:,} bytes; a capacity workbook is "
                         f"far smaller (cap {MAX_UNZIPPED_BYTES:,})")
 
 
@@ -176,25 +180,25 @@ class _Cells:
     @classmethod
     def of(cls, wb, where: str) -> "_Cells":
         cells = cls.__new__(cls)
-        cells.wb, cells.path = wb, where
+        cells.wb, cells.path, cells.field = wb, where, FIELD
         return cells
 
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
+    def __init__(self, path: Path, field: str = FIELD) -> None:
+        self.path, self.field = str(path), field
         try:
-            _check_unzipped_size(path)
+            _check_unzipped_size(path, field)
             self.wb = load_workbook(path)
         except SpecError:
             raise
         except (OSError, zipfile.BadZipFile, KeyError, ValueError, InvalidFileException,
                 SyntaxError) as exc:  # xml ParseError is a SyntaxError
-            raise SpecError(FIELD, self.path, f"not a readable .xlsx workbook "
+            raise SpecError(self.field, self.path, f"not a readable .xlsx workbook "
                             f"({exc.__class__.__name__})") from None
 
     def value(self, name: str):
         cell = cell_of(self.wb, name)
         if cell is None:
-            raise SpecError(FIELD, self.path, f"no defined name {name!r} pointing at a cell "
+            raise SpecError(self.field, self.path, f"no defined name {name!r} pointing at a cell "
                             "of an existing sheet: not an intact servecap capacity workbook")
         return cell.value
 
@@ -223,8 +227,9 @@ class _Cells:
         defined = self.wb.defined_names.get(name)
         sheet, ref = next(iter(defined.destinations), (None, None)) if defined else (None, None)
         if sheet not in self.wb.sheetnames:
-            raise SpecError(FIELD, self.path, f"no defined name {name!r} pointing at a range "
-                            "of an existing sheet: not an intact servecap capacity workbook")
+            raise SpecError(self.field, self.path, f"no defined name {name!r} pointing at a "
+                            "range of an existing sheet: not an intact servecap capacity "
+                            "workbook")
         cells = self.wb[sheet][ref.replace("$", "")]
         return [row[0].value for row in (cells if isinstance(cells, tuple) else ((cells,),))]
 

@@ -20,3 +20,23 @@ def test_top_level_help_lists_every_command(run) -> None:
     out = run("--help").stdout
     for command in COMMANDS:
         assert command in out, command
+
+
+@pytest.mark.parametrize("command", ["plan", "fit"])
+def test_gpu_memory_utilization_help_states_each_releases_default(run, command) -> None:
+    """The help said '(default 0.90)' while plan --engine vllm (the newest rules, v0.21.0)
+    plans at 0.92: the figures now come from the release table (ledger/vllm_versions.py,
+    each row citing vLLM's CacheConfig at its tag), and the newest is the one plan uses."""
+    from servecap.ledger.vllm_versions import NEWEST, ROWS
+
+    text = " ".join(run(command, "--help").stdout.replace("│", " ").split())
+    assert "default 0.90)" not in text
+    firsts = [f"{ROWS[0].default_gpu_memory_utilization:.2f}"] + [
+        f"{b.default_gpu_memory_utilization:.2f} from {b.tag}"
+        for a, b in zip(ROWS, ROWS[1:], strict=False)
+        if a.default_gpu_memory_utilization != b.default_gpu_memory_utilization]
+    assert firsts == ["0.90", "0.92 from v0.20.0"]
+    assert "Default: the release's (0.90; 0.92 from v0.20.0)" in text
+    planned = run("plan", "llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm").stdout
+    assert NEWEST.default_gpu_memory_utilization == 0.92
+    assert "gpu_memory_utilization 0.92" in planned

@@ -78,3 +78,34 @@ def test_a_formula_as_a_prefix_group_name_is_text_in_the_csv(run, tmp_path) -> N
     assert result.exit_code == 0, result.output
     values = {v for row in csv.reader(records.open()) for v in row}
     assert "'=1+2" in values and "=1+2" not in values
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (("workbook", "llama-3.1-8b", "--device", "40GiB", "-o"), "--output"),
+    (("plan", "llama-3.1-8b", "--device", "40GiB", "--context", "4096", "--xlsx"), "--xlsx"),
+    ((*SIM, "--input-len", "10", "--output-len", "4", "--num-requests", "2", "--xlsx"),
+     "--xlsx"),
+    (("sweep", "teaching-7b", "--device", "h100-80gb", "--input-len", "10", "--output-len",
+      "4", "--num-requests", "2", "--xlsx"), "--xlsx"),
+    (("verify", "tiny-llama", "--device", "cpu", "--xlsx"), "--xlsx"),
+    (("search", "llama-3.1-8b", "--workload", "workloads/chat.yaml", "--rate", "4",
+      "--devices", "h100-80gb", "--xlsx"), "--xlsx"),
+    (("load", "http://127.0.0.1:9/v1", "--model", "m", "--workload", "workloads/chat.yaml",
+      "--sweep", "--slo-ttft", "1s", "--xlsx"), "--xlsx"),
+])
+@pytest.mark.parametrize("name", ["out.csv", "out.xls", "out"])
+def test_a_workbook_is_written_only_under_an_xlsx_name(run, tmp_path, args, field, name):
+    """`workbook -o out.csv` wrote an Excel workbook (a zip) under a .csv name, rc 0."""
+    target = tmp_path / name
+    result = run(*args, target)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"servecap: error: {field} = '{target}': a workbook's name "
+                                     "ends in .xlsx (it is written as an Excel workbook), e.g. "
+                                     "out.xlsx")
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_an_upper_case_xlsx_name_is_a_workbook_name(run, tmp_path) -> None:
+    target = tmp_path / "OUT.XLSX"
+    assert run("workbook", "llama-3.1-8b", "--device", "40GiB", "-o", target).exit_code == 0
+    assert target.read_bytes()[:2] == b"PK"

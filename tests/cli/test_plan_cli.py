@@ -1,6 +1,7 @@
 """`servecap plan`, `blocks`, `models`, `devices` driven through the real CLI."""
 
 import json
+import re
 
 CONTRACT = ("weights_bytes", "weight_metadata_bytes", "runtime_peak_bytes", "safety_bytes",
             "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_total", "device_bytes",
@@ -93,11 +94,16 @@ def test_models_lists_every_bundled_model_with_a_source(run) -> None:
     assert len(names) >= 11 and all(row["source"] for row in data)
 
 
-def test_devices_states_usable_bytes_apart_from_marketing(run) -> None:
+def test_devices_states_usable_bytes_apart_from_the_nominal_capacity(run) -> None:
     data = json.loads(run("devices", "--json").stdout)
     h100 = next(d for d in data if d["name"] == "h100-80gb")
-    assert h100["marketing_bytes"] == 80 * 10**9
+    assert h100["nominal_gb"] == 80 and "marketing_bytes" not in h100
     assert 79 * 2**30 < h100["usable_bytes"] < 80 * 2**30  # the driver reports ~79.2 GiB
+    table = run("devices").stdout
+    assert "10^9 B as sold" not in table  # 80 x 10^9 B is less than CUDA's 85,028,896,768 B
+    assert "nominal: the GB in the vendor's name, a label, not 10^9 B" in " ".join(
+        table.split())
+    assert re.search(r"h100-80gb +│ +80GB │ +79\.19 │", table)
 
 
 def test_help_teaches_the_flags(run) -> None:

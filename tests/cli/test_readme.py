@@ -51,3 +51,38 @@ def test_doc_links_resolve() -> None:
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README):
         if not target.startswith("http"):
             assert (ROOT / target).exists(), target
+
+
+def _quick(example: str) -> bool:
+    """The examples that run here in seconds, without a network, a GPU or a server: every
+    plan, fit, workbook, catalog, cost and reconcile line and the workbook block's simulate
+    (the long simulations, search and verify run in their own tests)."""
+    argv = shlex.split(example)[1:]
+    if argv[0] in ("serve", "load", "verify", "search", "sweep") or "cuda:0" in argv:
+        return False
+    if any(re.fullmatch(r"[\w.-]+/[\w.-]+", a) and not Path(a).exists() for a in argv[1:2]):
+        return False  # a Hub id: needs the network or its cache
+    return argv[0] != "simulate" or "capacity.xlsx" in argv or "--save-scenario" in argv
+
+
+def test_the_readme_examples_run_as_written(tmp_path, monkeypatch) -> None:
+    """Each quick example, in the README's order in one folder (a later line reads the file an
+    earlier one wrote: chat.yaml, capacity.xlsx), exits 0 or 1 (1: the answer 'does not fit'
+    or 'does not start'), never 2. The workbook block's `simulate --scenario capacity.xlsx
+    --rate 8` exited 2: its plan was on a bare 40GiB, which has no bandwidth, and a plan's
+    workbook records no workload."""
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    (tmp_path / "workloads").symlink_to(ROOT / "workloads")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "fixtures").symlink_to(ROOT / "tests" / "fixtures")
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    for example in examples():
+        if _quick(example):
+            result = CliRunner().invoke(app, shlex.split(example)[1:])
+            assert result.exit_code in (0, 1), (example, result.output)
+            ran.append(shlex.split(example)[1])
+    assert {"plan", "fit", "workbook", "simulate", "reconcile", "cost"} <= set(ran)

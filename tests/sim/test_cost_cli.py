@@ -89,3 +89,13 @@ def test_slo_pricing_needs_a_simulation_and_a_reachable_target(tmp_path):
     out = _run("cost", "teaching-7b", *INLINE, "--workload", _workload(tmp_path),
                "--slo-ttft", "1us")
     assert out.exit_code == 2 and "none was" in out.output
+
+
+@pytest.mark.parametrize(("flag", "named"), [
+    ("-tp", "--tensor-parallel-size"), ("--tensor-parallel-size", "--tensor-parallel-size"),
+    ("-pp", "--pipeline-parallel-size"), ("--replicas", "--replicas")])
+def test_a_zero_gpu_count_names_its_own_flag_not_the_price(flag, named):
+    """-tp 0 made the deployment's price 0 x $5 and the error blamed '--gpu-price = 0.0'."""
+    out = _run("cost", "--tokens-per-s", "1000", "--gpu-price", "5", flag, "0")
+    assert out.exit_code == 2
+    assert out.stderr.strip() == f"servecap: error: {named} = 0: a whole number >= 1"

@@ -139,3 +139,18 @@ def test_an_output_never_overwrites_an_input(tmp_path):
 def test_a_duration_without_its_unit_is_refused(flag, value):
     line = _fails("--workload", Path(__file__).parents[2] / "workloads" / "chat.yaml", flag, value)
     assert f"{flag} = '{value}': a duration needs its unit: {value}ms or {value}s" in line
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--acceptance", "1.5", "--acceptance = 1.5: a probability in [0, 1]"),
+    ("--acceptance", "-0.1", "--acceptance = -0.1: a probability in [0, 1]"),
+    ("--draft-length", "0", "--draft-length = 0: a whole number in 1..64"),
+])
+def test_speculative_values_are_checked_without_a_draft_too(flag, value, message):
+    """Without --draft these exited 0 (the value silently unused); with --draft the same value
+    was refused. One rule now, whether or not a draft is given."""
+    line = _fails("--input-len", 10, "--output-len", 4, "--num-requests", 2, flag, value)
+    assert line.startswith(f"servecap: error: {message}"), line
+    fine = CliRunner().invoke(app, ["simulate", *DEVICE, "--input-len", "10", "--output-len",
+                                    "4", "--num-requests", "2", "--acceptance", "0.9"])
+    assert fine.exit_code == 0, fine.output

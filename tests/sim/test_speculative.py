@@ -174,3 +174,30 @@ def test_simulate_reports_the_drafts_share_of_the_pool(tmp_path):
     assert drafted["num_blocks"] < plain["num_blocks"]
     assert drafted["pool_bytes"] == plain["pool_bytes"] - drafted["draft_weights_bytes"]
     assert drafted["draft_kv_bytes_per_token"] == 32_768
+
+
+def test_a_draft_too_big_for_the_device_names_the_device_and_the_bytes():
+    """An 8B target with a 70B draft on one H100 said '--context is missing: room for one
+    request' although --context was given: the device is what is too small. The bytes named
+    are the ledger's: the target's fixed lines, the draft's weights, one request's KV of
+    both."""
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+    from servecap.cli.sim_inputs import SimFlags, rank_for
+    from servecap.ledger.units import fmt_gib
+
+    flags = SimFlags(device="h100-80gb", context=1024)
+    target = rank_for("llama-3.1-8b", flags).plan
+    draft = rank_for("llama-3.1-70b-instruct", flags).plan
+    needed = target.fixed_bytes + draft.line("weights") + draft.line("weight_metadata") + \
+        target.kv_bytes_per_request + draft.kv_bytes_per_request
+    assert needed > target.device_bytes  # 70B of bf16 weights alone exceed 80 GB
+    out = CliRunner().invoke(app, ["speculate", "llama-3.1-8b", "--device", "h100-80gb",
+                                   "--draft", "llama-3.1-70b-instruct", "--context", "1024"])
+    assert out.exit_code == 2
+    assert out.stderr.strip() == (
+        "servecap: error: --device = 'h100-80gb': the target, the draft and one 1,024-token "
+        f"request do not fit (need {fmt_gib(needed)}; the device has "
+        f"{fmt_gib(target.device_bytes)}): a larger device, a smaller draft or model, or -tp")
+    assert fmt_gib(target.device_bytes) == "79.19 GiB"  # 85,028,896,768 B, CUDA's figure

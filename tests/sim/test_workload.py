@@ -106,3 +106,21 @@ def test_exponent_numbers_read_as_yaml_1_2_does():
     assert workload_from_dict(BASE | doc).arrivals.rate_per_s == 0.5
     with pytest.raises(SpecError):
         workload_from_dict(BASE | {"arrivals": {"kind": "poisson", "rate_per_s": "fast"}})
+
+
+@pytest.mark.parametrize("rate", [-1, 0, 0.0, 1e-7, 2e9, "fast", float("inf"), None])
+def test_a_bounded_number_has_one_rule_and_one_message(rate):
+    """rate_per_s: -1 was told 'a finite number >= 0', and 0, which that allows, was then
+    refused with 'a number in [1e-06, 1e+09]': every bad rate now gets the range it must be
+    in, and the lognormal median and sigma the same way."""
+    with pytest.raises(SpecError) as err:
+        workload_from_dict(BASE | {"arrivals": {"kind": "poisson", "rate_per_s": rate}})
+    assert err.value.field == "arrivals.rate_per_s"
+    assert err.value.allowed == "a number in [1e-06, 1e+09]"
+    assert workload_from_dict(BASE | {"arrivals": {"kind": "poisson", "rate_per_s": 1e-6}}) \
+        .arrivals.rate_per_s == 1e-6
+    with pytest.raises(SpecError) as err:
+        workload_from_dict(BASE | {"prompt_tokens": {"kind": "lognormal", "median": -3,
+                                                     "sigma": 1}})
+    assert err.value.field == "prompt_tokens.median" and err.value.allowed.startswith(
+        "a number in [0.001, ")
