@@ -82,7 +82,10 @@ def devices(as_json: Annotated[bool, JSON] = False) -> None:
 
       servecap devices --json   # byte, bandwidth and FLOPS fields as integers
     """
+    # marketing_bytes: the name's GB x 10^9, the key scripts read before nominal_gb (a label
+    # times a unit, not the memory's size: usable_bytes is that)
     rows = [{"name": d.name, "label": d.label, "nominal_gb": d.nominal_gb,
+             "marketing_bytes": d.nominal_gb * 10**9,
              "usable_bytes": d.usable_bytes, "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
              "bf16_flops_per_s": d.bf16_flops_per_s, "fp8_flops_per_s": d.fp8_flops_per_s,
              "fp4_flops_per_s": d.fp4_flops_per_s, "interconnect": d.interconnect,

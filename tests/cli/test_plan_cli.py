@@ -97,7 +97,7 @@ def test_models_lists_every_bundled_model_with_a_source(run) -> None:
 def test_devices_states_usable_bytes_apart_from_the_nominal_capacity(run) -> None:
     data = json.loads(run("devices", "--json").stdout)
     h100 = next(d for d in data if d["name"] == "h100-80gb")
-    assert h100["nominal_gb"] == 80 and "marketing_bytes" not in h100
+    assert h100["nominal_gb"] == 80 and h100["marketing_bytes"] == 80 * 10**9  # kept key
     assert 79 * 2**30 < h100["usable_bytes"] < 80 * 2**30  # the driver reports ~79.2 GiB
     table = run("devices").stdout
     assert "10^9 B as sold" not in table  # 80 x 10^9 B is less than CUDA's 85,028,896,768 B
