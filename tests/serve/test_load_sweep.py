@@ -48,12 +48,13 @@ def test_a_run_well_below_the_capacity_meets_and_one_well_above_misses(server, s
     # see the machine at different speeds (4x above once met its SLOs, the sweep having run
     # while other work held the cores)
     below = _run(server, tmp, "--rate", f"{0.5 * low:.3f}")
-    above = _run(server, tmp, "--rate", f"{10 * (high or report['saturation_rps']):.3f}")
+    upper = high if high is not None else report["saturation_rps"]  # None: capped there
+    above = _run(server, tmp, "--rate", f"{10 * upper:.3f}")
     # meets: the window's SLO attainment reaches the target (sim/capacity.py's test); the
     # verdict adds the interval: 120 requests may leave it straddling the target
-    for run, rate in ((below, 0.5 * low), (above, 10 * high)):
+    for run, rate in ((below, 0.5 * low), (above, 10 * upper)):
         run["why"] = (f"{rate:.1f} req/s against capacity {report['capacity_rps']:.1f} "
-                      f"[{low:.1f}, {high:.1f}]: attainment {run['window']['slo_attainment']}"
+                      f"[{low:.1f}, {upper:.1f}]: attainment {run['window']['slo_attainment']}"
                       f" {run['window']['slo_attainment_ci']}, overloaded "
                       f"{run['window']['overloaded']}")
     assert below["slo_meets"] and below["slo_verdict"] != "misses", below["why"]
