@@ -35,10 +35,13 @@ class OptionsTable(Table):
     def __rich_console__(self, console, options):
         table = self
         if len(self.columns) >= 6:  # typer's layout: the four name columns, type and help
-            for level in (1, 2):
-                if not table._help_too_narrow(console, options):
-                    break
-                table = self._stack(level)
+            try:
+                for level in (1, 2):
+                    if not table._help_too_narrow(console, options):
+                        break
+                    table = self._stack(level)
+            except (AttributeError, TypeError):  # a rich without these internals: its own
+                table = self  # layout, every name still there
         yield from Table.__rich_console__(table, console, options)
 
     def _help_too_narrow(self, console, options) -> bool:
@@ -184,9 +187,15 @@ def _comment_lines(comment: str, indent: int, width: int) -> list[str]:
 
 
 def keep_option_names() -> None:
-    """Make typer's help panels build OptionsTable and reflow prose (idempotent)."""
+    """Make typer's help panels build OptionsTable and reflow prose (idempotent). A typer
+    without these module attributes keeps its own help: a typer release that renames them
+    cannot break --help."""
     from typer import rich_utils
 
+    if not all(hasattr(rich_utils, name) for name in ("Table", "_fix_linebreaks",
+                                                       "_make_rich_text", "highlighter",
+                                                       "_get_rich_console")):
+        return
     rich_utils.Table = OptionsTable
     rich_utils._fix_linebreaks = reflow
     if not getattr(rich_utils._make_rich_text, "keeps_reflowed", False):
