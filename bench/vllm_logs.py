@@ -1,5 +1,7 @@
 """Plan every real vLLM startup log in tests/fixtures/vllm_logs from its model's config.json and
-the flags the log (or its thread) states, and compare with what vLLM printed.
+the flags the log (or its thread) states, and compare with what vLLM printed. The plan is
+`servecap reconcile`'s (scenario/reconciliation.py predict), so the table shows what
+reconcile prints for each log given the sidecar's GPU and flags.
 
     python bench/vllm_logs.py            # the table (markdown) and the hit rates
     python bench/vllm_logs.py --json     # one object per log
@@ -15,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servecap.cli.deploy import DeployFlags
-from servecap.cli.inputs import PlanFlags
-from servecap.cli.plan_cmd import deployment_from_flags
+from servecap.cli.inputs import PlanFlags, plan_scenario
 from servecap.ledger.units import GiB
-from servecap.ledger.vllm_log import parse_vllm_log
+from servecap.scenario.reconciliation import predict
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "vllm_logs"
@@ -87,7 +88,7 @@ def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
     """The model directory and servecap's flags for what the log's deployment stated."""
     meta, flags = case.meta, case.meta["flags"]
     version = meta.get("vllm_version")
-    plan = PlanFlags(device=meta["device"], context=flags.get("max_model_len"),
+    plan = PlanFlags(device=meta["device"], context=flags.get("max_model_len"), concurrency=1,
                      kv_dtype=flags.get("kv_cache_dtype"),
                      max_num_batched_tokens=flags.get("max_num_batched_tokens"))
     deploy = DeployFlags(engine=f"vllm=={version}" if version else "vllm",
@@ -96,9 +97,9 @@ def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
 
 
 def evaluate(case: Case) -> Outcome:
-    facts = parse_vllm_log(case.log.read_text(), case.log.name)
     model, plan_flags, deploy = flags_for(case)
-    deployment = deployment_from_flags(model, plan_flags, deploy)
+    found = predict(case.log, plan_scenario(model, plan_flags, deploy))
+    facts, deployment = found.facts, found.planned
     plan = deployment.plan
     weights = sum(plan.line(k) for k in ("weights", "weight_metadata", "weights_resident",
                                          "rotary_cache")) / GiB

@@ -33,6 +33,21 @@ def _utilization_defaults() -> str:
     return "; ".join(words)
 
 
+def _sampler_help() -> str:
+    """The samplers --sampler takes and each release's default as the release table holds it,
+    'torch; triton from v0.17.1; flashinfer from v0.21.0'."""
+    from servecap.ledger.vllm_profile import SAMPLERS
+    from servecap.ledger.vllm_versions import ROWS
+
+    words, last = [], None
+    for item in ROWS:
+        if item.sampler != last:
+            last = item.sampler
+            words.append(last + (f" from {item.tag}" if words else ""))
+    return (f"vLLM: the sampler its profile runs ({', '.join(SAMPLERS)}). Default: the "
+            f"release's ({'; '.join(words)}).")
+
+
 @dataclass(frozen=True)
 class DeployFlags:
     """The deployment flags as typed (vLLM's / SGLang's / TensorRT-LLM's own names)."""
@@ -67,9 +82,7 @@ class DeployFlags:
     mxfp4_backend: Annotated[str | None, Eng(help="vLLM: MXFP4 MoE kernel (marlin, triton, "
                                              "flashinfer). Default: flashinfer on GPUs with "
                                              "FP4, else marlin.")] = None
-    sampler: Annotated[str | None, Eng(help="vLLM: the sampler its profile runs: flashinfer "
-                                       "or torch. Default: flashinfer where the release "
-                                       "requires it (>= 0.12), else torch.")] = None
+    sampler: Annotated[str | None, Eng(help=_sampler_help())] = None
     non_torch: Annotated[str | None, Mes(help="Measured memory outside torch's allocator, "
                                          "e.g. 0.35GiB.")] = None
     weights: Annotated[str | None, Mes(help="Measured weights per GPU, e.g. 14.99GiB (vLLM's "

@@ -101,7 +101,10 @@ def render(result: Reconciliation, log: Path) -> None:
         table.add_row(row.label, _cell(row.predicted, row.unit), _cell(row.logged, row.unit),
                       residual if residual.startswith("-") or not residual else "+" + residual,
                       row.advice)
-    print_table(console, table)
+    if print_table(console, table, drop=("advice",)):  # too narrow: the advice goes under it
+        console.print("advice:")
+        for row in result.rows:
+            console.print(f"  {row.label}: {row.advice}", highlight=False, markup=False)
     for note in result.notes:
         console.print(f"note: {note}", style="yellow")
     console.print(f"read {len(result.lines)} memory lines of the log:")

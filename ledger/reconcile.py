@@ -70,11 +70,12 @@ AFTER_POOL_GRAPHS = ("the log's 'Graph capturing finished ... took {gib} GiB' co
 AGREE = 0.05  # KV tokens (or the pool) within 5% and the same start verdict: exit 0
 
 
-def reconcile(plan: Plan, replanned: Plan, facts: LogFacts, rules: str = "") -> Reconciliation:
+def reconcile(plan: Plan, replanned: Plan, facts: LogFacts,
+              said: tuple[str, ...] = ()) -> Reconciliation:
     """Rows for every figure the log printed. `plan` is the prediction from the config alone;
     `replanned` uses the log's own weights, activation, non-torch and graph lines as measured,
     so its pool residual isolates servecap's arithmetic from its estimates. Notes explain a
-    residual only by what the log shows."""
+    residual only by what the log shows; `said`: notes on how the plan was made (its rules)."""
     rows = [r for r in (_weights(plan, facts), _gib_row(plan, facts, "activation_peak_gib",
                                                         "runtime_peak", "activation peak"),
                         _gib_row(plan, facts, "non_torch_gib", "non_torch", "non-torch memory"),
@@ -84,7 +85,7 @@ def reconcile(plan: Plan, replanned: Plan, facts: LogFacts, rules: str = "") -> 
     rows += _rank_rows(plan, facts) + _blocks(plan, facts) + _capacity_rows(plan, facts)
     rows.append(_start_row(plan, facts))
     notes = [f"GiB figures in the log are rounded to {ROUNDING_GIB} GiB; residuals within that "
-             "are matches"] + ([rules] if rules else [])
+             "are matches"] + [note for note in said if note]
     if facts.graph_capture_gib is not None and facts.cuda_graph_gib is None:
         notes.append(AFTER_POOL_GRAPHS.format(gib=facts.graph_capture_gib))
     notes += _unknown_memory(facts) + _block_note(plan, facts)
@@ -151,6 +152,9 @@ def _gib_row(plan: Plan, facts: LogFacts, attr: str, key: str, label: str) -> Ro
     if value is None:
         return None
     logged, predicted = round(value * GiB), plan.line(key)
+    comm = plan.line("comm_buffers") if key == "non_torch" else 0
+    if comm:  # vLLM profiles NCCL and all-reduce buffers as non-torch memory
+        predicted, label = predicted + comm, "non-torch + collective buffers"
     if key == "cuda_graphs" and not any(item.key == key for item in plan.lines):
         return Row(key, label, "GiB", 0, logged, "vLLM estimated it, but this release does "
                    "not subtract it (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 by default): "
@@ -161,7 +165,8 @@ def _gib_row(plan: Plan, facts: LogFacts, attr: str, key: str, label: str) -> Ro
         f"the plan's {label} is an estimate {abs(logged - predicted) / GiB:.2f} GiB "
         f"{'below' if logged > predicted else 'above'} the log: declare {flag} {value}GiB"
         + (" (the profile pass runs --max-num-batched-tokens tokens)"
-           if key == "runtime_peak" else ""))
+           if key == "runtime_peak" else "")
+        + (" --comm-buffer 0 (the logged figure holds the collective buffers)" if comm else ""))
     return Row(key, label, "GiB", predicted, logged, advice)
 
 
@@ -189,16 +194,19 @@ def _pool(plan: Plan, facts: LogFacts, replanned: bool = False) -> Row | None:
                    logged, advice)
     advice = "matches" if abs(gap) <= ROUNDING_GIB else (
         f"the pool is {abs(gap):.2f} GiB {'larger' if gap > 0 else 'smaller'} than planned: "
-        + _pool_advice(facts))
+        + _pool_advice(facts, plan.line("comm_buffers")))
     return Row("kv_pool", "KV pool", "GiB", predicted, logged, advice)
 
 
-def _pool_advice(facts: LogFacts) -> str:
-    """Point to the logged lines that can be declared, or say that none were logged."""
+def _pool_advice(facts: LogFacts, comm: int = 0) -> str:
+    """Point to the logged lines that can be declared, or say that none were logged; a logged
+    non-torch figure holds the collective buffers the plan counts apart (comm bytes)."""
     flags = [flag for attr, flag in (("weights_gib", "--weights"),
                                      ("activation_peak_gib", "--runtime-peak"),
                                      ("non_torch_gib", "--non-torch")) if getattr(facts, attr)
              is not None]
+    if comm and facts.non_torch_gib is not None:
+        flags.append("--comm-buffer 0")
     if flags:
         return "it follows the lines above; declare their logged values (" + \
             ", ".join(flags) + ")"

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 
 from .errors import SpecError
 from .units import GiB
+from .vllm_versions import FLASHINFER, TORCH, TRITON
 
 _NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
 _INT = r"([0-9][0-9,]*)"
@@ -75,9 +76,19 @@ FAILURES = (("EngineCore failed to start", "EngineCore failed to start"),
 CONNECTORS = ("LMCacheConnectorV1", "LMCacheConnector", "LMCache", "NixlConnector",
               "MooncakeStoreConnector", "MooncakeConnector", "SharedStorageConnector",
               "OffloadingConnector")
-SAMPLER_MARKS = (("Using FlashInfer for top-p & top-k sampling", "flashinfer"),
-                 ("FlashInfer backend", "flashinfer"), ("FLASHINFER", "flashinfer"),
-                 ("Falling back to the PyTorch-native implementation of top-p", "torch"))
+# The lines vLLM's top-k/top-p sampler prints when it is built (vllm/v1/sample/ops/
+# topk_topp_sampler.py): "Using FlashInfer for top-p & top-k sampling." (info_once, @3babc05
+# and @01fa3fe); 0.8 - 0.11.1 warn "... Falling back to the PyTorch-native implementation of
+# top-p & top-k sampling" (topk_topp_sampler.py:69 in vllm-project/vllm#17898, 0.8.5);
+# @01fa3fe (FlashInfer the default) "FlashInfer top-p/top-k sampling unavailable: ...; falling
+# back." and "... disabled via VLLM_USE_FLASHINFER_SAMPLER=0.", whose native path is
+# apply_top_k_top_p_triton. Only these set the sampler: an attention-backend line listing
+# FLASHINFER ("out of potential backends: [...]") says nothing about sampling.
+SAMPLER_MARKS = (("Using FlashInfer for top-p & top-k sampling", FLASHINFER),
+                 ("Falling back to the PyTorch-native implementation of top-p & top-k "
+                  "sampling", TORCH),
+                 ("FlashInfer top-p/top-k sampling unavailable", TRITON),
+                 ("FlashInfer top-p/top-k sampling disabled via", TRITON))
 MXFP4_MARKS = (("marlin_utils_fp4", "marlin"), ("Using Marlin backend", "marlin"),
                ("Using Triton backend", "triton"), ("FlashInfer MXFP4", "flashinfer"))
 DRAFT_MARKS = ("speculative_config={", "'speculative_config': {", "eagle", "EAGLE",

@@ -52,16 +52,19 @@ def plan(scenario: Scenario, loaded: LoadedModel | None = None) -> PlanResult:
 
 
 def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
-               concurrency: int | None = None, release: VllmRow | None = None) -> Deployment:
+               concurrency: int | None = None, release: VllmRow | None = None,
+               formula: str | None = None) -> Deployment:
     """Every rank's ledger with the engine's semantics; concurrency replaces the resident load
     (the simulator sizes its pool from one resident request); release: the vLLM release a
     simulation runs, whose KV cache form (engines.as_cached) a ledger without vLLM's budget
-    still takes."""
+    still takes; formula: the vLLM engine (v0 / v1) a log shows, where it is not the row's."""
     loaded = loaded or load(scenario)
     serve = serve_spec(scenario, loaded)
     if concurrency is not None:
         serve = replace(serve, concurrency=concurrency)
     engine = engine_spec(scenario)
+    if formula is not None:
+        engine = replace(engine, formula=formula)
     if engine.name != PLAIN and scenario.memory.safety is not None:
         raise SpecError("--safety", scenario.memory.safety, f"applies to --engine plain; "
                         f"{engine.name} keeps its own headroom (see its fraction flag)")

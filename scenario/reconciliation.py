@@ -2,30 +2,49 @@
 the deployment is planned twice (from the config; with the log's measured lines), and each
 figure is compared."""
 
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from servecap.ledger.engines import PLAIN, VLLM, EngineSpec
+from servecap.ledger.devices import DEVICES
+from servecap.ledger.engines import PLAIN, VLLM
 from servecap.ledger.errors import SpecError
-from servecap.ledger.plan import Overrides
-from servecap.ledger.ranks import Parallel, build_deployment
+from servecap.ledger.ranks import Deployment
 from servecap.ledger.reconcile import Reconciliation, check_same_model, reconcile
+from servecap.ledger.units import GiB
 from servecap.ledger.vllm_log import LogFacts, parse_vllm_log
-from servecap.ledger.vllm_versions import choose
-from servecap.ledger.weights import WeightBytes
+from servecap.ledger.vllm_versions import VllmRow, choose
 from servecap.model_configs.reading import read_bytes
 
-from .deployment import load
-from .engine import engine_spec, engine_text, implied_engine, split_engine, with_device
-from .serving import model_spec, serve_spec
+from .deployment import deployment, load
+from .engine import engine_spec, engine_text, implied_engine, split_engine
 from .spec import Scenario, with_values
 
 MAX_LOG_BYTES = 512 * 2**20  # a startup log is kilobytes; a long-running one stays far below
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """What reconcile sets beside a log: the log read, the Scenario the log filled in, the
+    deployment `servecap plan` gives for that Scenario (the same function), the same with the
+    log's measured lines declared, and notes on the rules and the device taken."""
+
+    facts: LogFacts
+    scenario: Scenario
+    planned: Deployment
+    replanned: Deployment
+    notes: tuple[str, ...]
+
+
 def reconcile_log(log: Path, scenario: Scenario) -> Reconciliation:
     """Parse, plan the same deployment twice (from the config; with the log's measured lines),
     check it is the same model, and compare."""
+    found = predict(log, scenario)
+    return reconcile(found.planned.plan, found.replanned.plan, found.facts, found.notes)
+
+
+def predict(log: Path, scenario: Scenario) -> Prediction:
+    """The log fills what the Scenario leaves unset; the plan is scenario.deployment's, as
+    `servecap plan` makes it, run under the log's engine (V0 or V1)."""
     if implied_engine(scenario) not in (PLAIN, VLLM):
         raise SpecError("--engine", implied_engine(scenario), "reconcile reads vLLM logs: vllm "
                         "(the default here)")
@@ -39,17 +58,12 @@ def reconcile_log(log: Path, scenario: Scenario) -> Reconciliation:
         "scheduler.max_num_batched_tokens": sched.max_num_batched_tokens
         or facts.max_num_batched_tokens})
     s, rules = _logged_engine(s, facts)
-    engine = with_device(engine_spec(s), s.device.name, s.scheduler.max_num_batched_tokens)
-    engine = replace(engine, formula=facts.engine_version, version_note="")
-    spec, serve = model_spec(s, loaded), serve_spec(s, loaded)
-    parallel = Parallel(s.parallel.tensor_parallel_size, s.parallel.pipeline_parallel_size)
-    plan = build_deployment(spec, serve, Overrides(), parallel, engine).plan
-    check_same_model(plan, facts, spec.name)
-    replanned = build_deployment(
-        spec, replace(serve, runtime_peak_bytes=facts.gib_bytes("activation_peak_gib")
-                      if facts.activation_peak_gib is not None else serve.runtime_peak_bytes),
-        _measured(facts), parallel, _measured_engine(engine, facts)).plan
-    return reconcile(plan, replanned, facts, rules)
+    planned = deployment(s, loaded, formula=facts.engine_version)
+    check_same_model(planned.plan, facts, planned.plan.model)
+    replanned = deployment(with_values(s, _measured(facts, engine_spec(s).vllm_row)), loaded,
+                           formula=facts.engine_version)
+    notes = (rules,) + (() if scenario.device.name else _device_note(facts, s))
+    return Prediction(facts, s, planned, replanned, notes)
 
 
 def _logged_engine(s: Scenario, facts: LogFacts) -> tuple[Scenario, str]:
@@ -81,19 +95,6 @@ def _logged_engine(s: Scenario, facts: LogFacts) -> tuple[Scenario, str]:
     return with_values(s, logged), rules
 
 
-def _measured_engine(engine: EngineSpec, facts: LogFacts) -> EngineSpec:
-    """The log's lines as measured: its non-torch figure already holds the collective buffers
-    (vLLM profiles them as non-torch memory), and its CUDA-graph estimate moves the pool only
-    in releases that subtract it."""
-    logged_non_torch = facts.non_torch_gib is not None
-    graphs = facts.cuda_graph_gib is not None and engine.vllm_row.graphs_subtracted
-    return replace(engine, non_torch_bytes=facts.gib_bytes("non_torch_gib")
-                   if logged_non_torch else engine.non_torch_bytes,
-                   comm_buffer_bytes=0 if logged_non_torch else engine.comm_buffer_bytes,
-                   cuda_graph_bytes=facts.gib_bytes("cuda_graph_gib")
-                   if graphs else engine.cuda_graph_bytes)
-
-
 def _kv_dtype(logged: str | None) -> str | None:
     """vLLM's 'auto' is the model's dtype; fp8_e4m3 / fp8_e5m2 are one byte, as fp8."""
     if logged in (None, "auto"):
@@ -113,8 +114,30 @@ def _logged_device(facts: LogFacts) -> str:
     return f"{facts.total_gpu_gib}GiB"
 
 
-def _measured(facts: LogFacts) -> Overrides:
-    if facts.weights_gib is None:
-        return Overrides()
-    return Overrides(weights=WeightBytes(facts.gib_bytes("weights_gib"), 0, 0, 0, ""),
-                     weights_source="measured: the log", per_device=True)
+def _measured(facts: LogFacts, row: VllmRow) -> dict[str, str]:
+    """The log's lines as declared values (bytes): weights, activation peak, non-torch, and
+    the CUDA-graph estimate in releases that subtract it. vLLM profiles the collective buffers
+    as non-torch memory, so a logged non-torch figure holds them (--comm-buffer 0)."""
+    values = {}
+    for attr, path in (("weights_gib", "memory.weights"),
+                       ("activation_peak_gib", "memory.runtime_peak"),
+                       ("non_torch_gib", "memory.non_torch")):
+        if getattr(facts, attr) is not None:
+            values[path] = str(facts.gib_bytes(attr))
+    if facts.non_torch_gib is not None:
+        values["memory.comm_buffer"] = "0"
+    if facts.cuda_graph_gib is not None and row.graphs_subtracted:
+        values["memory.cuda_graph_memory"] = str(facts.gib_bytes("cuda_graph_gib"))
+    return values
+
+
+def _device_note(facts: LogFacts, s: Scenario) -> tuple[str, ...]:
+    """A device taken from the log's total_gpu_memory is a bare size: no SM count (the Triton
+    sampler's buffer) and no interconnect (collectives planned as over PCIe)."""
+    size = f"{facts.total_gpu_gib:.2f}"
+    same = [d.name for d in DEVICES if f"{d.usable_bytes / GiB:.2f}" == size]
+    named = (f"; the catalog's {', '.join(same)} {'has' if len(same) == 1 else 'have'} this "
+             "size" if same else "")
+    link = " and collectives over PCIe" if s.parallel.tensor_parallel_size > 1 else ""
+    return (f"device: the log's total_gpu_memory, {facts.total_gpu_gib} GiB, as a bare size "
+            f"(planned with no SM count{link}){named}: name the GPU with --device",)

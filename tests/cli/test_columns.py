@@ -2,6 +2,7 @@
 option name is cut with an ellipsis, no table line runs past the terminal, and a table too wide
 for it says which columns it left out."""
 
+import json
 import re
 from pathlib import Path
 
@@ -139,3 +140,24 @@ def test_a_table_too_wide_says_what_it_left_out() -> None:
 def test_cuts_finds_what_it_is_for() -> None:
     assert cuts("│ 12,1… │") and cuts("goodp… 1…") and cuts("--max-num-batched…")
     assert not cuts("and so on… the end") and not cuts("12,127 ms")
+
+
+@pytest.mark.parametrize("log, args", [
+    ("v1_llama31_8b_h100_planner", ("--model", "llama-3.1-8b")),
+    ("v1_qwen25_72b_2xh100_planner", ("--model", str(ROOT / "tests" / "fixtures" / "configs"
+                                                     / "Qwen--Qwen2.5-72B-Instruct"), "-tp", "2")),
+])
+def test_reconcile_at_80_columns_keeps_every_number_on_one_line(log, args) -> None:
+    """The table's figures (GPU blocks, KV tokens) and its headers are never split over
+    two lines; the advice that does not fit goes under the table, none of it lost."""
+    path = str(ROOT / "tests" / "fixtures" / "vllm_logs" / f"{log}.log")
+    report = json.loads(CliRunner().invoke(app, ["reconcile", path, *args, "--json"]).stdout)
+    out = CliRunner().invoke(app, ["reconcile", path, *args], env={"COLUMNS": "80"}).stdout
+    table = [line for line in out.splitlines() if line[:1] in "┃│"]
+    assert any(all(h in line for h in ("predicted", "logged", "residual")) for line in table)
+    for row in report["rows"]:
+        if row["unit"] in ("tokens", "blocks"):
+            for key in ("predicted", "logged"):
+                assert any(f" {row[key]:,} " in line for line in table), (row, out)
+        assert row["advice"].split()[0] in out
+    assert max(len(line) for line in table) <= 80

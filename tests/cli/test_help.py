@@ -1,9 +1,15 @@
 """Every command's --help teaches by example: it shows the command run with real arguments."""
 
 import re
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from servecap.cli.app import app
+
+LOG = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs" / \
+    "v1_llama31_8b_h100_planner.log"
 COMMANDS = ("plan", "fit", "blocks", "reconcile", "workbook", "simulate", "sweep", "cost",
             "speculate", "verify", "serve", "load", "search", "models", "devices")
 
@@ -40,3 +46,21 @@ def test_gpu_memory_utilization_help_states_each_releases_default(run, command) 
     planned = run("plan", "llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm").stdout
     assert NEWEST.default_gpu_memory_utilization == 0.92
     assert "gpu_memory_utilization 0.92" in planned
+
+
+@pytest.mark.parametrize("command", ["plan", "reconcile"])
+def test_sampler_help_lists_what_the_command_takes_and_each_releases_default(command) -> None:
+    """--sampler takes flashinfer, torch and triton (the error for another value lists them);
+    the default is the release's: PyTorch's sort, Triton's masking from v0.17.1, FlashInfer
+    from v0.21.0 (VLLM_USE_FLASHINFER_SAMPLER on by default; docs/reconcile.md's table)."""
+    text = " ".join(CliRunner().invoke(app, [command, "--help"],
+                                       env={"COLUMNS": "200"}).stdout.split())
+    text = text.replace("│ ", "").replace(" │", "")
+    assert "(flashinfer, torch, triton)" in text
+    assert "(torch; triton from v0.17.1; flashinfer from v0.21.0)" in text
+    refused = CliRunner().invoke(app, [command, "llama-3.1-8b", "--device", "h100-80gb",
+                                       "--engine", "vllm", "--sampler", "bogus"]
+                                 if command == "plan" else
+                                 [command, str(LOG), "--model", "llama-3.1-8b", "--sampler",
+                                  "bogus"])
+    assert "flashinfer, torch, triton" in refused.stderr

@@ -71,3 +71,40 @@ def test_current_one_line_kv_format():
     f = parse_vllm_log("INFO [kv_cache_utils.py:1140] GPU KV cache size: 652,144 tokens, "
                        "Maximum concurrency for 4,096 tokens per request: 159.21x")
     assert (f.kv_cache_tokens, f.max_model_len, f.max_concurrency) == (652_144, 4_096, 159.21)
+
+
+BACKENDS = ("(EngineCore pid=242) INFO 04-22 00:03:48 [platforms/cuda.py:334] Using FLASH_ATTN "
+            "attention backend out of potential backends: ['FLASH_ATTN', 'FLASHINFER', "
+            "'TRITON_ATTN', 'FLEX_ATTENTION'].")
+
+
+def test_an_attention_backend_list_naming_flashinfer_is_not_a_sampler():
+    """14 of the fixture logs name FLASHINFER as an attention backend (13 in vLLM 0.19's
+    platforms/cuda.py list, one as VLLM_ATTENTION_BACKEND=FLASHINFER); no vLLM sampler prints
+    that, so the release's rule stays."""
+    listing = [n for n in sorted(LOGS.glob("*.log")) if "FLASHINFER" in n.read_text()]
+    assert len(listing) == 14
+    for path in listing:
+        f = parse_vllm_log(path.read_text())
+        assert f.sampler is None, path.name
+        assert not any("sampler" in x.read for x in f.lines), path.name
+    assert parse_vllm_log(BACKENDS + "\nINFO GPU KV cache size: 1,024 tokens").sampler is None
+
+
+@pytest.mark.parametrize("line, kind", [
+    # vllm/v1/sample/ops/topk_topp_sampler.py @3babc05 and @01fa3fe (logger.info_once)
+    ("INFO 05-09 10:18:05 [topk_topp_sampler.py:40] Using FlashInfer for top-p & top-k "
+     "sampling.", "flashinfer"),
+    # vLLM 0.8.5, quoted in vllm-project/vllm#17898 (topk_topp_sampler.py:69)
+    ("WARNING 05-09 10:18:05 [topk_topp_sampler.py:69] FlashInfer is not available. Falling "
+     "back to the PyTorch-native implementation of top-p & top-k sampling. For the best "
+     "performance, please install FlashInfer.", "torch"),
+    # @01fa3fe: FlashInfer the default; the fallback's native path is apply_top_k_top_p_triton
+    ("WARNING 05-09 10:18:05 [topk_topp_sampler.py:170] FlashInfer top-p/top-k sampling "
+     "unavailable: unsupported compute capability 7.0; falling back. Set "
+     "VLLM_USE_FLASHINFER_SAMPLER=0 to silence.", "triton"),
+])
+def test_a_sampler_line_sets_the_sampler(line, kind):
+    f = parse_vllm_log(f"{BACKENDS}\n{line}\nINFO GPU KV cache size: 1,024 tokens")
+    assert f.sampler == kind
+    assert [x.read for x in f.lines if "sampler" in x.read] == [f"sampler {kind}"]

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
+from servecap.cli.inputs import deployment_from_flags
 from servecap.ledger.vllm_log import MEMORY_WORDS, parse_vllm_log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,15 +153,33 @@ def test_every_memory_line_of_every_log_is_read(case):
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in bench.cases()
                                   if c.planned])
-def test_reconcile_names_every_line_and_exits_0_or_1(case):
+def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
+    """`servecap reconcile` given the sidecar's GPU and flags exits 0 or 1, names every line
+    read, and predicts the KV figure the regression table shows, which is `servecap plan`'s
+    for the same flags (the sidecars state every flag the logs print)."""
     model, plan_flags, deploy = bench.flags_for(case)
     args = ["reconcile", str(case.log), "--model", model, "--device", plan_flags.device,
-            "--engine", deploy.engine, "--json"]
-    if plan_flags.context:
-        args += ["--max-model-len", str(plan_flags.context)]
-    result = CliRunner().invoke(app, args + ["-tp", str(deploy.tensor_parallel_size)])
+            "--engine", deploy.engine, "--json", "-tp", str(deploy.tensor_parallel_size)]
+    for flag, value in (("--max-model-len", plan_flags.context),
+                        ("--kv-cache-dtype", plan_flags.kv_dtype),
+                        ("--max-num-batched-tokens", plan_flags.max_num_batched_tokens),
+                        ("--gpu-memory-utilization", deploy.gpu_memory_utilization),
+                        ("--max-num-seqs", deploy.max_num_seqs),
+                        ("--mxfp4-backend", deploy.mxfp4_backend),
+                        ("--sampler", deploy.sampler)):
+        args += [flag, str(value)] if value is not None else []
+    result = CliRunner().invoke(app, args + ["--entrypoint", deploy.entrypoint])
     assert result.exit_code in (0, 1), result.output
     report = json.loads(result.stdout)
     facts = parse_vllm_log(case.log.read_text(), case.name)
     assert [x["line"] for x in report["lines_read"]] == [x.number for x in facts.lines]
     assert report["agrees"] == (result.exit_code == 0)
+    rows = {row["key"]: row for row in report["rows"]}
+    outcome = bench.evaluate(case)
+    plan = deployment_from_flags(model, plan_flags, deploy).plan.budget
+    if outcome.kv_unit == "tokens":
+        assert rows["kv_cache_tokens"]["predicted"] == outcome.predicted_kv == \
+            plan.kv_cache_tokens
+    else:
+        assert rows["kv_pool"]["predicted"] == round(outcome.predicted_kv * 2**30) == \
+            plan.kv_pool_bytes
