@@ -12,7 +12,8 @@ NULL_BLOCKS = 1  # the pool's one padding block that block tables point at; neve
 @dataclass(frozen=True)
 class Measured:
     """What one verification run measured, int bytes. peak_used_bytes is everything charged to
-    the device at the steady-state peak (tensors, allocator slack and, on CUDA, non-torch)."""
+    the device at the run's peak, the declared load and the ceiling probe (tensors, allocator
+    slack and, on CUDA, non-torch); runtime_peak_bytes is the declared load's transients."""
 
     weights_bytes: int
     weight_metadata_bytes: int
@@ -233,8 +234,9 @@ def _states(plan: Plan, measured: Measured) -> tuple[LineCheck, ...]:
 
 
 def _safety(plan: Plan, measured: Measured) -> LineCheck:
-    """Headroom left at the steady-state peak: device - everything charged to it. The reserve
-    did its job when the headroom never went negative (non-torch and slack come out of it)."""
+    """Headroom left at the run's peak (the declared load's or the ceiling probe's, whichever
+    charged more): device - everything charged then. The reserve did its job when the headroom
+    never went negative (non-torch and slack come out of it)."""
     headroom = plan.device_bytes - measured.peak_used_bytes
     return LineCheck("safety", "safety (headroom left)", plan.line("safety"), headroom,
                      OK if headroom >= 0 else VIOLATED, ">= 0")

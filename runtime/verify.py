@@ -108,13 +108,15 @@ class _Run:
         self.probe.reset_peak()
         records, wall_s, blocks_in_use = self._declared_load(model, pool)
         kv_in_use = blocks_in_use * pool.block_bytes
-        # the ceiling probe lifts max_num_seqs, so its steps may be wider than the plan's
+        # the ceiling probe lifts max_num_seqs, so its steps may be wider than the plan's:
+        # the runtime-peak line is the declared load's, the headroom the whole run's lowest
         transient = self.probe.transient_peak_bytes()
         probe = self._ceiling_probe(model, pool) if self.options.probe_ceiling else {}
+        run_peak = self.probe.transient_peak_bytes()
         peak = self._snap("peak")
         self._calibration_sweep(model, pool)
         measured = self._measured(model, pool, kv_in_use, probe, peak, len(records),
-                                  transient)
+                                  transient, run_peak)
         num_blocks = pool.num_blocks
         del model, pool
         self._release()
@@ -332,7 +334,9 @@ class _Run:
         return records, oom
 
     def _measured(self, model, pool: KVPool, kv_in_use: int, probe: dict, peak: Snapshot,
-                  num_requests: int, transient: int) -> Measured:
+                  num_requests: int, transient: int, run_peak: int) -> Measured:
+        """transient: the declared load's peak above the resident tensors (the runtime-peak
+        line); run_peak: the whole run's, the ceiling probe's too (the headroom's)."""
         slack = self.probe.slack_bytes()
         non_torch = peak.non_torch_bytes or 0
         context = self.probe.context_bytes()
@@ -344,7 +348,7 @@ class _Run:
             runtime_peak_bytes=transient, kv_pool_bytes=pool.tensor_bytes,
             kv_in_use_bytes=kv_in_use, non_torch_bytes=max(0, non_torch - context),
             allocator_slack_bytes=slack,
-            peak_used_bytes=resident + transient + slack
+            peak_used_bytes=resident + max(transient, run_peak) + slack
             + max(0, non_torch - context) + charged_context,
             ceiling_requests=probe.get("resident_requests"),
             ceiling_failure=_ceiling_failure(probe), num_requests=num_requests,

@@ -122,6 +122,8 @@ def test_a_probe_that_ran_out_of_memory_measured_no_ceiling(tmp_path) -> None:
     assert probe["out_of_memory"] and probe["refused_bytes"] > 0
     peak = next(p for p in out["phases"] if p["phase"] == "peak")
     assert peak["peak_tensor_bytes"] <= out["device_bytes"] == 16 * 2**20
+    safety = next(line for line in out["lines"] if line["line"] == "safety")
+    assert safety["measured_bytes"] == out["device_bytes"] - peak["peak_tensor_bytes"]
     assert "memory_ceiling (not measured" in result.stderr
     rows = list(openpyxl.load_workbook(book)["Verification"].iter_rows(values_only=True))
     ceiling = next(row for row in rows if row[0] == "memory_ceiling_requests")
