@@ -140,7 +140,7 @@ def verify(
       servecap verify tiny-llama --device cpu          # a 16 MiB device emulated on the CPU
       servecap verify llama-3.1-8b --device cuda:0 --context 4096 --concurrency 16
       servecap verify tiny-llama --device cpu --json --calibration-out coeffs.json
-      servecap verify tiny-llama --device cpu --trace requests.csv --records runs.csv
+      servecap verify tiny-llama --trace workloads/trace.csv --concurrency 8 --records runs.csv
     """
     need("verify", RUNTIME)
     o = opts

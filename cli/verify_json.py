@@ -49,6 +49,7 @@ def rank_to_dict(result) -> dict:
         "phases": [snap.as_dict() for snap in result.phases],
         "record": result.record,
         "ceiling_verdict": rec.ceiling_verdict,
+        "ceiling_detail": rec.ceiling_failure,  # why the probe measured nothing ("" if it did)
         "violations": list(rec.violations),
         "ok": not rec.violations,
         "model": plan.model,

@@ -4,6 +4,7 @@ from rich.console import Console
 from rich.table import Table
 
 from servecap.ledger.units import fmt_bytes, plural
+from servecap.ledger.verification import FAILURE_TOLERANCE
 
 from .narrow import print_table
 
@@ -70,9 +71,10 @@ def render_rank(result, console: Console, which: str = "") -> None:
     table.add_row("memory ceiling (requests)", str(rec.predicted_ceiling_requests),
                   _count(measured),
                   "-" if measured is None else f"{measured - rec.predicted_ceiling_requests:+d}",
-                  "-", f"[{style}]{rec.ceiling_verdict}[/{style}]",
-                  "equal" if measured is not None else "not probed (--no-probe)")
+                  "-", f"[{style}]{rec.ceiling_verdict}[/{style}]", ceiling_tolerance(rec))
     print_table(console, table, drop=("residual %", "tolerance"))
+    for line in detail_lines(rec):  # a failure's account: under the table, not in a cell
+        console.print(line, markup=False, highlight=False)
     print_table(console, _phases(result.phases), drop=("non-torch", "reserved"))
     print_table(console, _latency(result.latency))
     check = result.latency.get("simulated_vs_measured")
@@ -87,11 +89,26 @@ def render_rank(result, console: Console, which: str = "") -> None:
         console.print(f"[yellow]note:[/yellow] {note}")
 
 
+def ceiling_tolerance(rec) -> str:
+    """The ceiling row's rule: equal, unless the probe was skipped (then only reported)."""
+    skipped = rec.measured_ceiling_requests is None and not rec.ceiling_failure
+    return "not probed (--no-probe)" if skipped else "equal"
+
+
+def detail_lines(rec) -> list[str]:
+    """'line: what happened' for each line with an account (a failure's, a windowed KV
+    line's) and the ceiling's when the probe measured nothing, printed under the table."""
+    lines = [f"{c.line}: {c.detail}" for c in rec.lines if c.detail]
+    if rec.ceiling_failure:
+        lines.append(f"memory_ceiling: {rec.ceiling_failure}")
+    return lines
+
+
 def _row(check) -> tuple[str, ...]:
     style = STYLE.get(check.verdict, "")
     verdict = f"[{style}]{check.verdict}[/{style}]"
-    if check.detail:  # a failure: no bytes to compare, what happened instead
-        return (check.label, "-", "-", "-", "-", verdict, check.detail)
+    if check.tolerance == FAILURE_TOLERANCE:  # no bytes to compare; the account goes below
+        return (check.label, "-", "-", "-", "-", verdict, check.tolerance)
     pct = "-" if check.residual_pct is None else f"{check.residual_pct:+.2f}%"
     return (check.label, fmt_bytes(check.predicted_bytes), fmt_bytes(check.measured_bytes),
             fmt_bytes(check.residual_bytes), pct, verdict, check.tolerance)
@@ -150,7 +167,9 @@ def _rank_violations(rec) -> str:
              f"{c.line} (measured {fmt_bytes(c.measured_bytes)} vs predicted "
              f"{fmt_bytes(c.predicted_bytes)}, {c.tolerance})"
              for c in rec.lines if c.verdict == "violated"]
-    if rec.ceiling_verdict == "violated":
+    if rec.ceiling_failure:
+        parts.append(f"memory_ceiling ({rec.ceiling_failure})")
+    elif rec.ceiling_verdict == "violated":
         parts.append(f"memory_ceiling (measured {rec.measured_ceiling_requests} vs predicted "
                      f"{plural(rec.predicted_ceiling_requests, 'request')})")
     return "; ".join(parts)

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from .files import announce
+from .verify_view import ceiling_tolerance
 from .workbook_cmd import _need_excel
 
 VERIFY_KEYS = ("line", "predicted_bytes", "measured_bytes", "residual_bytes", "verdict")
@@ -43,8 +44,9 @@ def _ceiling(rec) -> dict:
             "predicted_bytes": rec.predicted_ceiling_requests, "measured_bytes": measured,
             "residual_bytes": None if measured is None
             else measured - rec.predicted_ceiling_requests,
-            "verdict": rec.ceiling_verdict if measured is not None else "not measured",
-            "tolerance": "equal" if measured is not None else "not probed (--no-probe)"}
+            "verdict": rec.ceiling_verdict if measured is not None or rec.ceiling_failure
+            else "not measured",
+            "tolerance": rec.ceiling_failure or ceiling_tolerance(rec)}
 
 
 def _record(record: dict) -> dict:

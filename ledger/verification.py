@@ -5,13 +5,15 @@ from dataclasses import dataclass
 from .plan import Plan
 
 OK, VIOLATED, REPORTED = "ok", "violated", "reported"
+FAILURE_TOLERANCE = "must not happen"  # a failure's line: no bytes to compare
 NULL_BLOCKS = 1  # the pool's one padding block that block tables point at; never written
 
 
 @dataclass(frozen=True)
 class Measured:
     """What one verification run measured, int bytes. peak_used_bytes is everything charged to
-    the device at the steady-state peak (tensors, allocator slack and, on CUDA, non-torch)."""
+    the device at the run's peak, the declared load and the ceiling probe (tensors, allocator
+    slack and, on CUDA, non-torch); runtime_peak_bytes is the declared load's transients."""
 
     weights_bytes: int
     weight_metadata_bytes: int
@@ -32,6 +34,10 @@ class Measured:
     kv_load_bytes: int | None = None
     state_pool_bytes: int = 0  # hybrids: the state pool tensors (slots + null slot)
     state_in_use_bytes: int = 0  # the most slots the load held at once x state bytes a slot
+    # why the ceiling probe measured nothing although it ran (it ran out of memory): the
+    # predicted ceiling did not fit, so its verdict is violated; "" when it measured or was
+    # skipped
+    ceiling_failure: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,10 +79,15 @@ class LineCheck:
 class Reconciliation:
     lines: tuple[LineCheck, ...]
     predicted_ceiling_requests: int
-    measured_ceiling_requests: int | None  # None: not probed
+    measured_ceiling_requests: int | None  # None: not probed, or the probe failed
+    ceiling_failure: str = ""  # the probe ran out of memory: not measured, and violated
 
     @property
     def ceiling_verdict(self) -> str:
+        """violated when the probe ran out of memory (the predicted requests did not fit with
+        their transients), reported when it was skipped, else measured == predicted."""
+        if self.ceiling_failure:
+            return VIOLATED
         if self.measured_ceiling_requests is None:
             return REPORTED
         return OK if self.measured_ceiling_requests == self.predicted_ceiling_requests \
@@ -150,7 +161,9 @@ def reconcile(plan: Plan, measured: Measured) -> Reconciliation:
         *_context(measured),
         *failure_lines(measured.failures),
     )
-    return Reconciliation(checks, plan.memory_ceiling_requests, measured.ceiling_requests)
+    return Reconciliation(checks, plan.memory_ceiling_requests,
+                          None if measured.ceiling_failure else measured.ceiling_requests,
+                          measured.ceiling_failure)
 
 
 def _context(measured: Measured) -> tuple[LineCheck, ...]:
@@ -169,7 +182,7 @@ def failure_lines(failures: tuple[Failure, ...]) -> tuple[LineCheck, ...]:
     seen: dict[str, Failure] = {}
     for failure in failures:
         seen.setdefault(failure.name, failure)
-    return tuple(LineCheck(f.name, f.label, 0, 0, VIOLATED, "must not happen", f.detail)
+    return tuple(LineCheck(f.name, f.label, 0, 0, VIOLATED, FAILURE_TOLERANCE, f.detail)
                  for f in seen.values())
 
 
@@ -221,8 +234,9 @@ def _states(plan: Plan, measured: Measured) -> tuple[LineCheck, ...]:
 
 
 def _safety(plan: Plan, measured: Measured) -> LineCheck:
-    """Headroom left at the steady-state peak: device - everything charged to it. The reserve
-    did its job when the headroom never went negative (non-torch and slack come out of it)."""
+    """Headroom left at the run's peak (the declared load's or the ceiling probe's, whichever
+    charged more): device - everything charged then. The reserve did its job when the headroom
+    never went negative (non-torch and slack come out of it)."""
     headroom = plan.device_bytes - measured.peak_used_bytes
     return LineCheck("safety", "safety (headroom left)", plan.line("safety"), headroom,
                      OK if headroom >= 0 else VIOLATED, ">= 0")

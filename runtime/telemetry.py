@@ -58,20 +58,25 @@ class AllocatorCounter:
     """Counts bytes at the CPU allocator while active (torch.profiler's allocation events, one
     per c10 allocate and free), so buffers a fused op allocates inside itself count as well as
     every tensor an op returns. Totals are folded in when the block exits: current_bytes is the
-    net growth since counting began, peak_bytes its highest point; past `cap_bytes` (the
-    emulated device) the exit raises MemoryError."""
+    net growth since counting began, peak_bytes the most it held. The emulated device refuses
+    as a device does: the first allocation that would take the sum past `cap_bytes` is
+    `refused` (held bytes then, bytes asked), it is never counted as held and the peak stops
+    there; the exit, or the next fold (at most FOLD_EVERY_STEPS steps later), raises
+    MemoryError, so the run stops as it would have on the device."""
 
     FOLD_EVERY_STEPS = 64  # a profiler session holds every event: fold and restart this often
 
     def __init__(self, cap_bytes: int | None = None) -> None:
         self.cap_bytes = cap_bytes
         self.current_bytes = self.peak_bytes = 0
+        self.refused: tuple[int, int] | None = None  # (held, asked) at the first refusal
         self._profile = None
         self._steps = 0
 
     def __enter__(self) -> "AllocatorCounter":
         if self._profile is not None:
             raise RuntimeError("AllocatorCounter is already counting")
+        self.refused = None
         self._start()
         return self
 
@@ -99,23 +104,35 @@ class AllocatorCounter:
         self._steps += 1
         if self._profile is not None and self._steps % self.FOLD_EVERY_STEPS == 0:
             self._stop(None, None, None)
+            if self.refused is not None:
+                raise MemoryError(self.refusal())
             self._start()
 
     def __exit__(self, *exc) -> None:
         self._stop(*exc)
-        if exc[0] is None and self.cap_bytes is not None and self.peak_bytes > self.cap_bytes:
-            raise MemoryError(f"emulated device out of memory: transients need "
-                              f"{self.peak_bytes:,} B, {self.cap_bytes:,} B left")
+        if exc[0] is None and self.refused is not None:
+            raise MemoryError(self.refusal())
+
+    def refusal(self) -> str:
+        held, asked = self.refused or (0, 0)
+        return (f"emulated device out of memory: {asked:,} B asked with {held:,} B of "
+                f"transients held, {self.cap_bytes or 0:,} B left for them")
 
     def _fold(self, results) -> None:
-        """Allocations and frees in time order: a running sum and its maximum."""
+        """Allocations and frees in time order: a running sum, and the most it held before
+        the first allocation past the cap (refused; the events after it are the host's, a
+        device would have stopped there)."""
         sizes = [(node.start_time_ns, node.extra_fields.alloc_size)
                  for node in _walk(results.experimental_event_tree())
                  if type(node.extra_fields).__name__ == "_ExtraFields_Allocation"
                  and node.extra_fields.device.type == "cpu"]
         for _, size in sorted(sizes, key=lambda pair: pair[0]):
+            if self.refused is None and size > 0 and self.cap_bytes is not None \
+                    and self.current_bytes + size > self.cap_bytes:
+                self.refused = (self.current_bytes, size)
             self.current_bytes += size
-            self.peak_bytes = max(self.peak_bytes, self.current_bytes)
+            if self.refused is None:
+                self.peak_bytes = max(self.peak_bytes, self.current_bytes)
 
     def reset_peak(self) -> None:
         self.peak_bytes = self.current_bytes
@@ -156,6 +173,10 @@ class CpuProbe:
 
     def transient_peak_bytes(self) -> int:
         return self.counter.peak_bytes
+
+    def refused_bytes(self) -> int | None:
+        """The allocation the emulated device last refused (None: none in the last phase)."""
+        return self.counter.refused[1] if self.counter.refused else None
 
     def slack_bytes(self) -> int:
         return 0

@@ -108,13 +108,15 @@ class _Run:
         self.probe.reset_peak()
         records, wall_s, blocks_in_use = self._declared_load(model, pool)
         kv_in_use = blocks_in_use * pool.block_bytes
-        # the ceiling probe lifts max_num_seqs, so its steps may be wider than the plan's
+        # the ceiling probe lifts max_num_seqs, so its steps may be wider than the plan's:
+        # the runtime-peak line is the declared load's, the headroom the whole run's lowest
         transient = self.probe.transient_peak_bytes()
         probe = self._ceiling_probe(model, pool) if self.options.probe_ceiling else {}
+        run_peak = self.probe.transient_peak_bytes()
         peak = self._snap("peak")
         self._calibration_sweep(model, pool)
-        measured = self._measured(model, pool, kv_in_use, probe.get("resident_requests"),
-                                  peak, len(records), transient)
+        measured = self._measured(model, pool, kv_in_use, probe, peak, len(records),
+                                  transient, run_peak)
         num_blocks = pool.num_blocks
         del model, pool
         self._release()
@@ -285,9 +287,14 @@ class _Run:
         records, oom = self._run(engine, list(self._full_context(count, output)),
                                  "ceiling_probe", "the ceiling probe")
         resident = engine.max_resident_requests
-        return {"num_requests": count, "output_tokens": output, "resident_requests": resident,
-                "limited_by": self._limit(oom, resident, count, pool),
-                "num_finished": sum(1 for r in records if r.status == FINISHED)}
+        out = {"num_requests": count, "output_tokens": output, "resident_requests": resident,
+               "limited_by": self._limit(oom, resident, count, pool),
+               "num_finished": sum(1 for r in records if r.status == FINISHED),
+               "out_of_memory": oom}
+        refused = getattr(self.probe, "refused_bytes", lambda: None)() if oom else None
+        if refused is not None:
+            out["refused_bytes"] = refused  # the allocation the emulated device refused
+        return out
 
     def _limit(self, oom: bool, resident: int, count: int, pool: KVPool) -> str:
         """What stopped the probe: memory (transients, the device) or the pool's blocks; a
@@ -326,8 +333,10 @@ class _Run:
                        f"finish{why}")
         return records, oom
 
-    def _measured(self, model, pool: KVPool, kv_in_use: int, ceiling: int | None,
-                  peak: Snapshot, num_requests: int, transient: int) -> Measured:
+    def _measured(self, model, pool: KVPool, kv_in_use: int, probe: dict, peak: Snapshot,
+                  num_requests: int, transient: int, run_peak: int) -> Measured:
+        """transient: the declared load's peak above the resident tensors (the runtime-peak
+        line); run_peak: the whole run's, the ceiling probe's too (the headroom's)."""
         slack = self.probe.slack_bytes()
         non_torch = peak.non_torch_bytes or 0
         context = self.probe.context_bytes()
@@ -339,9 +348,10 @@ class _Run:
             runtime_peak_bytes=transient, kv_pool_bytes=pool.tensor_bytes,
             kv_in_use_bytes=kv_in_use, non_torch_bytes=max(0, non_torch - context),
             allocator_slack_bytes=slack,
-            peak_used_bytes=resident + transient + slack + max(0, non_torch - context)
-            + charged_context,
-            ceiling_requests=ceiling, num_requests=num_requests,
+            peak_used_bytes=resident + max(transient, run_peak) + slack
+            + max(0, non_torch - context) + charged_context,
+            ceiling_requests=probe.get("resident_requests"),
+            ceiling_failure=_ceiling_failure(probe), num_requests=num_requests,
             load_is_declared=not self.options.workload, failures=tuple(self.failures),
             cuda_context_bytes=context, cuda_context_charged=bool(charged_context),
             kv_load_bytes=self._kv_load_bytes(), state_pool_bytes=states,
@@ -365,6 +375,16 @@ class _Run:
             torch.cuda.empty_cache()
         self.probe.release_resident()
         self._snap("release")
+
+
+def _ceiling_failure(probe: dict) -> str:
+    """Why a probe that ran measured no ceiling: out of memory before the engine stopped
+    admitting on blocks alone, so the predicted requests did not fit with their transients."""
+    if not probe.get("out_of_memory"):
+        return ""
+    return (f"not measured: the ceiling probe ran out of memory with "
+            f"{probe['resident_requests']} of {probe['num_requests']} requests resident "
+            "(out_of_memory_ceiling_probe)")
 
 
 def probe_output_tokens(count: int, context_tokens: int, max_num_batched_tokens: int,

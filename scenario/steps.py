@@ -10,6 +10,7 @@ from servecap.ledger.engines import PLAIN
 from servecap.ledger.errors import SpecError
 from servecap.ledger.vllm_versions import NEWEST, VllmRow, choose
 from servecap.model_configs.reading import parse_json
+from servecap.sim.calibrate import LEFT_AT
 from servecap.sim.efficiency import for_device
 from servecap.sim.rank_model import rank_coefficients
 from servecap.sim.roofline import Coefficients, override
@@ -58,7 +59,8 @@ def coefficients(ranked, scenario: Scenario) -> Coefficients:
     if data is None:
         return coef
     try:
-        coef = override(coef, data, f"measured: {path}")
+        coef = override(coef, data, f"measured: {path}" + "".join(
+            f"; {name} not fitted, {why}" for name, why in starting_rates(path).items()))
     except SpecError as exc:
         raise exc.at(str(path)) from None
     # a file's fitted rates are the achieved ones: no efficiency table applies on top of them
@@ -191,6 +193,18 @@ def coefficients_file(path: Path) -> dict:
         data = {k: v for k, v in data["coefficients"].items()
                 if k not in ("source", "efficiency_source")}
     return data
+
+
+def starting_rates(path: Path) -> dict[str, str]:
+    """The rates a calibration file holds at the fit's starting value (verify or load
+    --calibration-out: its `underdetermined` reason says 'left at the ... the fit starts
+    from'), each with that clause: a simulation using the file says it uses them."""
+    data = parse_json(read_file(path))
+    reasons = data.get("underdetermined") if isinstance(data, dict) else None
+    if not isinstance(reasons, dict):
+        return {}
+    return {name: why[why.index(LEFT_AT):] for name, why in reasons.items()
+            if isinstance(why, str) and LEFT_AT in why}
 
 
 def _rate(data: dict | None, key: str) -> float | None:

@@ -20,7 +20,9 @@ of it), and the classes are revisited until they hold. Then:
   held silently at the peak the fit started from. A memory term no step is bound by is set to
   the slowest bandwidth under which still none would be (a lower bound on the bandwidth, so
   the simulator prices those steps as they were measured); an attention term that moves with
-  the GEMMs is priced at the GEMM rate; any other is left at its peak and named. An overhead
+  the GEMMs is priced at the GEMM rate; any other (a GEMM term no step follows) is left at
+  the peak the fit started from, and its reason says so ('left at the 100 GFLOP/s the fit
+  starts from'): the file's residuals were taken with it there. An overhead
   fitted below 0 is held at 0 and the rates refitted without it (named too), never clipped
   after a fit that leaned on it.
 """
@@ -212,7 +214,7 @@ def _report(rows, fit: _Fit, c: dict) -> dict:
         if term not in why and err is not None and t_quantile(max(fit.dof, 1)) * err \
                 >= f[name]:
             why[term] = "its 95 % interval is wider than its value"
-    _stand_in(rows, f, why, set(fit.errors))
+    _stand_in(rows, f, why, set(fit.errors), c)
     predicted = [f["o"] + max(g * f["g"] + a * f["a"], m * f["m"]) for _, g, a, m in rows]
     residuals = [t - p for (t, _, _, _), p in zip(rows, predicted, strict=True)]
     relative = [r / p for r, p in zip(residuals, predicted, strict=True) if p > 0]
@@ -251,7 +253,7 @@ def _intervals(fit: _Fit, c: dict) -> dict:
     return out
 
 
-def _stand_in(rows, f: dict, why: dict, fitted: set[str]) -> None:
+def _stand_in(rows, f: dict, why: dict, fitted: set[str], c: dict) -> None:
     """What a rate the fit dropped is priced at (see the module docstring); one fitted but
     imprecise keeps its estimate."""
     if "m" not in fitted:
@@ -262,3 +264,16 @@ def _stand_in(rows, f: dict, why: dict, fitted: set[str]) -> None:
     if "a" not in fitted and "g" in fitted:
         f["a"] = f["g"]
         why["attention_flops_per_s"] += "; priced at the GEMM rate"
+    peaks = {"g": c["flops_per_s"], "a": c.get("attention_flops_per_s") or c["flops_per_s"]}
+    for name, peak in peaks.items():
+        if name not in fitted and "g" not in fitted:  # no stand-in: the starting rate stays
+            why[RATES[name]] = why.get(RATES[name], "not fitted") + f"; {LEFT_AT} " \
+                f"{_flops(peak)} the fit starts from, not a measurement"
+
+
+LEFT_AT = "left at the"  # a rate kept at the fit's starting value: its reason says so
+
+
+def _flops(rate: float) -> str:
+    """100e9 -> '100 GFLOP/s', 990e12 -> '990 TFLOP/s'."""
+    return f"{rate / 1e12:g} TFLOP/s" if rate >= 1e12 else f"{rate / 1e9:g} GFLOP/s"

@@ -13,11 +13,12 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def examples() -> list[str]:
-    """Every `servecap ...` line of a code block, continuation lines joined, comments cut."""
+def examples(text: str = README) -> list[str]:
+    """Every `servecap ...` line of a code block (README.md's, or another doc's text),
+    continuation lines joined, comments cut."""
     found, pending = [], ""
-    for line in README.splitlines():
-        match = re.match(r"^(?:    |\$ )(servecap .*)$", line)
+    for line in text.splitlines():
+        match = re.match(r"^(?: {4,}|\$ )(servecap .*)$", line)  # a list item: deeper
         if pending:
             text = pending + line.strip()
         elif match:

@@ -58,6 +58,35 @@ def test_emulated_device_refuses_what_does_not_fit() -> None:
         torch.zeros(512 << 8)  # 512 KiB of fp32 > the 256 KiB left
 
 
+def test_a_refused_allocation_is_not_counted_as_held() -> None:
+    """A device refuses the allocation that does not fit; it never holds it. 128 KiB held,
+    then 512 KiB asked of a 256 KiB cap: the peak stays at 128 KiB (it read 640 KiB, more
+    than the device, when the refused bytes were summed in) and the refusal names both."""
+    counter = AllocatorCounter(cap_bytes=256 << 10)
+    with pytest.raises(MemoryError, match=r"524,288 B asked with 131,\d{3} B of transients "
+                       r"held, 262,144 B left"), counter:
+        held = torch.zeros(128 << 8)  # 128 KiB of fp32
+        torch.zeros(512 << 8)  # 512 KiB: refused
+        del held
+    assert 128 << 10 <= counter.peak_bytes < (128 << 10) + SCALARS_BYTES
+    assert counter.refused[1] == 512 << 10 and counter.peak_bytes <= counter.cap_bytes
+    with counter:  # a new phase starts with nothing refused
+        torch.zeros(16)
+    assert counter.refused is None
+
+
+def test_a_refusal_stops_the_run_at_the_next_fold() -> None:
+    """As a device stops at its refusal, the emulated one stops at the next fold (every
+    FOLD_EVERY_STEPS steps) rather than running the load to its end."""
+    counter = AllocatorCounter(cap_bytes=64 << 10)
+    steps = []
+    with pytest.raises(MemoryError, match="emulated device out of memory"), counter:
+        while len(steps) < 10 * counter.FOLD_EVERY_STEPS:
+            steps.append(torch.zeros(32 << 10).numel())  # 128 KiB a step: refused in the first
+            counter.fold_every()
+    assert len(steps) == counter.FOLD_EVERY_STEPS
+
+
 def test_cpu_snapshot_reports_resident_bytes_and_rss() -> None:
     probe = CpuProbe(device_bytes=1 << 30)
     probe.add_resident(4096, "weights")

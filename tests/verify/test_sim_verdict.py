@@ -49,7 +49,7 @@ def test_the_json_names_the_verdict_and_ok_ignores_it():
 
     check = _check(itl_ms=_pair(10, 30, 20, 60))
     rec = SimpleNamespace(lines=(), predicted_ceiling_requests=1, measured_ceiling_requests=1,
-                          ceiling_verdict="ok", violations=())
+                          ceiling_verdict="ok", violations=(), ceiling_failure="")
     result = SimpleNamespace(reconciliation=rec, plan=SimpleNamespace(model="m",
                                                                       device_bytes=1),
                              phases=(), record={}, latency={"simulated_vs_measured": check},

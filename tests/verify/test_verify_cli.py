@@ -62,6 +62,18 @@ def test_kv_in_use_and_runtime_peak_are_measured(default_run) -> None:
     assert 0 < peak["measured_bytes"] <= peak["predicted_bytes"] == 12 * MiB
 
 
+def test_the_headroom_is_the_lowest_of_the_run(default_run) -> None:
+    """docs/verify.md: safety is device - everything charged at the peak, and the peak phase
+    holds the ceiling probe (15 requests resident) as well as the declared load (4). It read
+    12.04 MiB, 16 MiB less the declared load's 1.55 MiB, beside a phase peak of 8.23 MiB."""
+    safety = _line(default_run, "safety")
+    peak = next(p for p in default_run["phases"] if p["phase"] == "peak")
+    declared = _line(default_run, "runtime_peak")["measured_bytes"]
+    resident = next(p for p in default_run["phases"] if p["phase"] == "kv_pool")
+    assert safety["measured_bytes"] == 16 * MiB - peak["peak_tensor_bytes"]
+    assert safety["measured_bytes"] < 16 * MiB - resident["tensor_bytes"] - declared
+
+
 def test_a_load_above_the_ceiling_queues_and_completes_every_request() -> None:
     result = _invoke("--json", "--concurrency", "20", "--output-tokens", "4")
     out = json.loads(result.stdout)

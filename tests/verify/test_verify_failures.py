@@ -101,3 +101,43 @@ def test_a_rank_that_dies_after_writing_its_measurement_does_not_fail_the_run(tm
     assert not _all_measured(tmp_path, 2)
     (tmp_path / "rank1.pkl").unlink()
     assert not _all_measured(tmp_path, 2)
+
+
+def test_a_probe_that_ran_out_of_memory_measured_no_ceiling(tmp_path) -> None:
+    """A 6 MiB runtime budget on tiny-llama's 16 MiB: the plan gives the pool room for 63
+    requests, and with 63 resident the probe's transients ask more than the device has left.
+    The ceiling is then not measured and violated (it read 'ok, equal' at 63), the peak
+    held stays within the device (it read 21.66 MiB: the refused bytes summed in), and the
+    calibration sweep after it, which fits, is no failure (it inherited the probe's peak)."""
+    import openpyxl
+
+    book = tmp_path / "oom.xlsx"
+    result = _invoke("--runtime-peak", "6MiB", "--json", "--xlsx", str(book))
+    assert result.exit_code == 1, result.output
+    out = json.loads(result.stdout)
+    assert out["violations"] == ["out_of_memory_ceiling_probe", "memory_ceiling"]
+    assert out["ceiling_verdict"] == "violated" and out["measured_ceiling_requests"] is None
+    assert out["ceiling_detail"].startswith("not measured: the ceiling probe ran out of memory")
+    probe = out["ceiling_probe"]
+    assert probe["out_of_memory"] and probe["refused_bytes"] > 0
+    peak = next(p for p in out["phases"] if p["phase"] == "peak")
+    assert peak["peak_tensor_bytes"] <= out["device_bytes"] == 16 * 2**20
+    safety = next(line for line in out["lines"] if line["line"] == "safety")
+    assert safety["measured_bytes"] == out["device_bytes"] - peak["peak_tensor_bytes"]
+    assert "memory_ceiling (not measured" in result.stderr
+    rows = list(openpyxl.load_workbook(book)["Verification"].iter_rows(values_only=True))
+    ceiling = next(row for row in rows if row[0] == "memory_ceiling_requests")
+    assert ceiling[2] is None and ceiling[4] == "violated"
+
+
+def test_a_failure_row_keeps_its_tolerance_and_prints_its_account_below() -> None:
+    """At 80 columns the warm-up's out-of-memory row took 12 wrapped lines of the tolerance
+    column; the column holds the rule, as JSON's tolerance does, the account a line below."""
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(app, [
+        "verify", "tiny-llama", "--device", "cpu", "--runtime-peak", "32KiB", "--safety", "0B",
+        "--output-tokens", "2", "--no-probe"])
+    assert result.exit_code == 1, result.output
+    table, _, below = result.stdout.partition("└")
+    assert "must not" in table and "emulated device" not in table  # "happen" may wrap
+    assert next(line for line in below.splitlines() if "out_of_memory_warmup:" in line) \
+        .startswith("out_of_memory_warmup: out of memory during warm-up: emulated device")
