@@ -16,7 +16,7 @@ from servecap.sim.metrics import SLO
 from .errors import EXIT_DOES_NOT_FIT, fail
 from .load_inputs import PromptFlags, from_requests
 from .narrow import print_table
-from .steady_view import bounds, pm
+from .steady_view import bounds, half, share_cell
 
 SYNC_REQUESTS = 10  # one at a time: the synchronous rate, the ladder's start
 
@@ -103,9 +103,7 @@ def render_sweep(report: dict, console: Console) -> None:
                 "e2e"):
         table.add_column(col, justify="right", no_wrap=True)
     for p in report["points"]:
-        ci = p["slo_attainment_ci"]
-        met = f"{p['slo_attainment'] * 100:.0f}" + (f"±{(ci[1] - ci[0]) / 2 * 100:.0f}"
-                                                    if ci else "")
+        met = share_cell(p["slo_attainment"], p["slo_attainment_ci"])
         table.add_row(f"{p['rate_per_s']:,.2f}" + (" <" if p["is_capacity"] else ""),
                       f"{p['achieved_rps']:,.2f}",
                       met + ("*" if p["overloaded"] else "") + ("" if p["steady_state"] else "!"),
@@ -119,7 +117,8 @@ def render_sweep(report: dict, console: Console) -> None:
 
 
 def capacity_line(report: dict) -> str:
-    return (f"capacity: {pm(report['capacity_rps'], report['capacity_rps_ci'])} req/s at >= "
+    return (f"capacity: {report['capacity_rps']:,.2f}"
+            f"{half(report['capacity_rps'], report['capacity_rps_ci'])} req/s at >= "
             f"{report['target_attainment']:.0%} SLO attainment (95 %: "
             f"{bounds(report['capacity_rps_ci'])}; "
             f"bisected to {report['capacity_tolerance']:.0%}; limited by "

@@ -144,7 +144,8 @@ def _render_window(report: dict, console: Console) -> None:
     if "window" not in report:
         return
     window = report["window"]
-    console.print(window_line({**window, "steady_state": report["steady_state"]}))
+    console.print(window_line({**window, "steady_state": report["steady_state"]},
+                              slo_given="slo_target_attainment" in report))
     if not report["steady_state"]:
         console.print(f"[yellow]not at steady state ({report['steady_state_reason']}): the "
                       "window is every request; send more (--num-requests, --duration)"

@@ -44,6 +44,7 @@ def plan_to_dict(plan: Plan) -> dict:
         "kv_bytes_total_by_layer_kind": plan.kv_in_use_by_kind,
         "paging": {
             "num_blocks": plan.paging.num_blocks,
+            "stored_tokens": plan.paging.stored_tokens,
             "slot_tokens": plan.paging.slot_tokens,
             "unused_slot_tokens": plan.paging.unused_slot_tokens,
             "block_table_entries": plan.paging.block_table_entries,

@@ -7,7 +7,7 @@ from rich.table import Table
 from servecap.ledger.units import plural
 
 from .narrow import print_table
-from .steady_view import bounds, pm
+from .steady_view import bounds, half, share_cell
 
 SHORT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "i8", "int4": "i4",
                "fp4": "fp4", "fp32": "fp32"}
@@ -37,10 +37,9 @@ MARK = {"meets": "", "marginal": "~", "misses": "x"}
 
 
 def _met(row: dict) -> str:
-    """'97±4~': SLO attainment in %, half its 95 % interval's width, the verdict's mark."""
-    ci = row.get("slo_attainment_ci")
-    text = f"{row['slo_attainment'] * 100:.0f}" + (
-        f"±{(ci[1] - ci[0]) / 2 * 100:.0f}" if ci else "")
+    """'97±4~': SLO attainment in %, half its 95 % interval's width (or '100 (88-100)', its
+    bounds, where it is not symmetric), the verdict's mark."""
+    text = share_cell(row["slo_attainment"], row.get("slo_attainment_ci"))
     return text + MARK[row.get("verdict", "meets" if row["meets_slo"] else "misses")]
 
 
@@ -70,7 +69,7 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
     rows = report["candidates"][:top]
     if rows:
         print_table(console, candidate_table(f"ranked (best {len(rows)}; p99 in ms; SLO met % ± "
-                                      f"half its 95 % interval; x: misses the "
+                                      f"half its 95 % interval, or (its bounds); x: misses the "
                                       f"{report['target_attainment']:.0%} target, ~: "
                                       "straddles it, not a pass)", rows), drop=DROP)
         print_table(console, candidate_table("Pareto frontier: tokens/s per GPU vs per user",
@@ -116,7 +115,7 @@ def _capacity(row: dict, report: dict) -> str:
     if not cap:
         return ""
     low, high = row["capacity_rps_ci"]
-    text = (f", SLO capacity {pm(cap, row['capacity_rps_ci'])} req/s (95 %: "
+    text = (f", SLO capacity {cap:,.2f}{half(cap, row['capacity_rps_ci'])} req/s (95 %: "
             f"{bounds(row['capacity_rps_ci'])}, {row['capacity_limited_by']})")
     if high is not None and low <= report["rate_per_s"] <= high and low < high:
         text += f"; its interval straddles {report['rate_per_s']:g} req/s"

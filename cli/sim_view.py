@@ -131,8 +131,10 @@ def render_simulation(report: dict, console: Console) -> None:
     console.print(f"percentiles: {report['percentile_method']}")
     print_table(console, interval_table([(p["policy"] + (f" {p['deployment']}" if many else ""), p)
                                   for p in report["policies"]]))
+    slo = report.get("slo", {})
+    slo_given = any(slo.get(k) is not None for k in ("ttft_s", "itl_s", "e2e_s"))
     for p in report["policies"]:
-        console.print(f"{p['policy']}: {window_line(p)}")
+        console.print(f"{p['policy']}: {window_line(p, slo_given)}")
         warning = warning_line(p, p["policy"])
         if warning:
             console.print(warning, style="yellow")

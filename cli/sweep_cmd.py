@@ -29,7 +29,7 @@ from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
 from .sim_view import render_coefficients, tokens_per_s
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
-from .steady_view import bounds, pm
+from .steady_view import bounds, half, share_cell
 from .workbook_scenario import Recording
 
 SWEEP_PATHS = {k: v for k, v in SIM_PATHS.items() if k not in ("trace", "rate")} | {
@@ -148,7 +148,8 @@ def capacity_point(report: dict) -> tuple[dict, str]:
                     "deployment": report["deployment"], "sweep": envelope}, note
 
 
-SWEEP_NOTES = ("SLO met: % of requests meeting every target, ± half its 95 % interval; the "
+SWEEP_NOTES = ("SLO met: % of requests meeting every target, ± half its 95 % interval (its "
+               "bounds in brackets where it is not symmetric); the "
                "TPOT target (--slo-tpot) is checked on each request's TPOT column, not on "
                "ITL. ~: the interval straddles the target (not a pass); !: the run did not "
                "reach steady state (every request measured); *: offered at or above the "
@@ -187,7 +188,8 @@ def capacity_line(report: dict) -> str:
                 f" req/s, saturation {report['saturation_rps']:,.2f} req/s)")
     steady = "" if report["capacity_steady_state"] or not report["capacity_rps"] else \
         "; its run did not reach steady state"
-    return (f"capacity: {pm(report['capacity_rps'], report['capacity_rps_ci'])} req/s at >= "
+    return (f"capacity: {report['capacity_rps']:,.2f}"
+            f"{half(report['capacity_rps'], report['capacity_rps_ci'])} req/s at >= "
             f"{report['target_attainment']:.0%} SLO attainment (95 %: "
             f"{bounds(report['capacity_rps_ci'])};"
             f" bisected to {report['capacity_tolerance']:.0%}; limited by "
@@ -197,9 +199,7 @@ def capacity_line(report: dict) -> str:
 
 
 def _met(point: dict) -> str:
-    ci = point.get("slo_attainment_ci")
-    text = f"{point['slo_attainment'] * 100:.0f}" + (
-        f"±{(ci[1] - ci[0]) / 2 * 100:.0f}" if ci else "")
+    text = share_cell(point["slo_attainment"], point.get("slo_attainment_ci"))
     mark = "*" if not point["sustainable"] else "~" if point["verdict"] == "marginal" else ""
     return text + mark + ("" if point["steady_state"] else "!")
 

@@ -158,7 +158,8 @@ def device_layouts(max_devices: int, num_layers: int, tp: Iterable[int]) -> list
 
 
 def dtypes_to_try(current: str, order: tuple[str, ...]) -> tuple[str, ...]:
-    """The declared dtype, then every one with fewer bits, least precision lost first."""
+    """The declared dtype, then every other one no wider, least precision lost first: fp16
+    beside bf16 is planned too (the same bytes, so it fits exactly where bf16 does)."""
     bits = dtypes.lookup(current, "dtype").bits
-    return (current,) + tuple(name for name in order
-                              if dtypes.lookup(name, "dtype").bits < bits)
+    return (current,) + tuple(name for name in order if name != current
+                              and dtypes.lookup(name, "dtype").bits <= bits)

@@ -7,10 +7,15 @@ from .errors import SpecError
 
 @dataclass(frozen=True)
 class BlockReport:
-    """Physical occupancy of a set of live sequence lengths at one block size."""
+    """Physical occupancy of a set of live sequence lengths at one block size.
+
+    logical_tokens counts every sequence's tokens (a shared prefix once per sequence);
+    stored_tokens counts what the slots hold (a shared prefix's full blocks once), so
+    stored_tokens + unused_slot_tokens == slot_tokens."""
 
     block_size_tokens: int
     logical_tokens: int
+    stored_tokens: int
     num_blocks: int
     slot_tokens: int
     unused_slot_tokens: int
@@ -88,6 +93,7 @@ def paging_report(lengths: list[int], block_size_tokens: int,
     entries = sum(blocks_for(n, block_size_tokens) for n in lengths)
     physical = entries - shared * max(len(lengths) - 1, 0)
     logical = sum(lengths)
+    stored = logical - shared * block_size_tokens * max(len(lengths) - 1, 0)
     slots = physical * block_size_tokens
-    return BlockReport(block_size_tokens, logical, physical, slots,
-                       entries * block_size_tokens - logical, entries, shared)
+    return BlockReport(block_size_tokens, logical, stored, physical, slots, slots - stored,
+                       entries, shared)

@@ -30,7 +30,8 @@ PALETTE = ("0072B2", "D55E00", "009E73", "E69F00", "CC79A7", "56B4E9", "000000",
 LINE_COLOURS = {"weights": "0072B2", "weight_metadata": "56B4E9", "runtime_peak": "009E73",
                 "kv_cache": "E69F00", "kv_pool_spare": "F0E442", "safety": "CC79A7",
                 "non_torch": "999999", "comm_buffers": "D55E00", "rotary_cache": "000000",
-                "cuda_graphs": "882255", "indexer_cache": "332288", "state_cache": "117733"}
+                "cuda_graphs": "882255", "indexer_cache": "332288", "state_cache": "117733",
+                "free_bytes": "D9D9D9"}
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,14 @@ def colour(series, index: int, dashed: bool = False, marker: bool = True) -> Non
 
 def memory_breakdown(ws, first_row: int, last_row: int, label_col: int, first_col: int,
                      last_col: int, header_row: int, block: Block, title: str,
-                     keys: Sequence[str] = ()) -> None:
+                     keys: Sequence[str] = (), also_rows: Sequence[int] = ()) -> None:
     """A stacked column per device/rank (categories: the header row; none for one column),
-    one series per ledger line (rows first_row..last_row, in GiB; titles from label_col;
-    `keys` the lines' keys, for their colours)."""
+    one series per ledger line (rows first_row..last_row, then also_rows, in GiB; titles from
+    label_col; `keys` the lines' keys, for their colours)."""
     chart = BarChart()
     chart.type, chart.grouping, chart.overlap = "col", "stacked", 100
     chart.gapWidth = 60
-    for index, row in enumerate(range(first_row, last_row + 1)):
+    for index, row in enumerate([*range(first_row, last_row + 1), *also_rows]):
         data = Reference(ws, min_col=first_col, max_col=last_col, min_row=row, max_row=row)
         chart.add_data(data, from_rows=True, titles_from_data=False)
         series = chart.series[-1]

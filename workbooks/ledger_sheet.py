@@ -173,10 +173,14 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
     for col in "EF":  # the formula's meaning and its source wrap in their columns
         ws.column_dimensions[col].width = TEXT_WIDTH
     # the chart stands in the "from" column beside the derived lines, which have no source;
-    # a series per ledger line, the caches included
+    # a series per ledger line, the caches included, then what is left: the column stacks to
+    # the device's usable GiB (left is below zero when the load does not fit)
+    left_row = 1 + len(items) + [item[0] for item in totals(0)].index("free_bytes") + 1
     charts.memory_breakdown(ws, 2, 1 + len(items), 2, 4, 4, 1,
-                            charts.Block(6, section, 6, row), "Memory on the device",
-                            keys=[item[-1] for item in items])
+                            charts.Block(6, section, 6, row),
+                            "Memory on the device",
+                            keys=[*(item[-1] for item in items), "free_bytes"],
+                            also_rows=[left_row])
     # the key column is for scripts (the defined names say the same): the page starts at B
     page.finish(ws, one_page=True, areas=[page.used_range(ws, first_col=2)])
 

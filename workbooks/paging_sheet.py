@@ -12,25 +12,28 @@ SHEET = "Paging"
 BLOCK_SIZES_TOKENS = (1, 4, 8, 16, 32, 64, 128)
 HEADERS = ["block size [tokens/block]", "logical tokens [tokens]", "block-table entries [count]",
            "shared prefix blocks [blocks]", "physical blocks [blocks]", "token slots [tokens]",
-           "unused slots [tokens]", "slot fill [%]"]
+           "stored tokens [tokens]", "unused slots [tokens]", "slot fill [%]"]
 # Seed 000: Σ_r ceil(S_r / B) blocks; only each last block holds rounding waste; a shared
-# prefix's full blocks are stored once (ledger.paging.paging_report).
+# prefix's full blocks are stored once (ledger.paging.paging_report): logical tokens count the
+# prefix in every request, stored tokens once, and stored + unused = token slots.
 FORMULAS = (
     ("=SUMPRODUCT(load_requests,load_lengths_tokens)", style.TOKENS),
     ("=SUMPRODUCT(load_requests,ROUNDUP(load_lengths_tokens/A{r},0))", style.COUNT),
     ("=INT(MIN(shared_prefix_tokens,MIN(load_lengths_tokens))/A{r})", style.BLOCKS),
     ("=C{r}-D{r}*MAX(requests-1,0)", style.BLOCKS),
     ("=E{r}*A{r}", style.TOKENS),
-    ("=C{r}*A{r}-B{r}", style.TOKENS),
-    ("=IF(F{r}>0,B{r}/F{r},0)", style.FRACTION),
+    ("=B{r}-D{r}*A{r}*MAX(requests-1,0)", style.TOKENS),
+    ("=F{r}-G{r}", style.TOKENS),
+    ("=IF(F{r}>0,G{r}/F{r},0)", style.FRACTION),
 )
 
 
 def _report_row(serve: ServeSpec, size: int) -> list:
     report = paging_report(list(serve.live_lengths), size, serve.shared_prefix_tokens)
-    fill = report.logical_tokens / report.slot_tokens if report.slot_tokens > 0 else 0
+    fill = report.stored_tokens / report.slot_tokens if report.slot_tokens > 0 else 0
     return [report.logical_tokens, report.block_table_entries, report.shared_blocks,
-            report.num_blocks, report.slot_tokens, report.unused_slot_tokens, fill]
+            report.num_blocks, report.slot_tokens, report.stored_tokens,
+            report.unused_slot_tokens, fill]
 
 
 def block_sizes(declared_tokens: int) -> tuple[int, ...]:

@@ -3,6 +3,7 @@
 every refusal (404, 405, parse errors), so no client ever sees FastAPI's {"detail"}."""
 
 import asyncio
+import gc
 import hmac
 import logging
 from concurrent.futures.process import BrokenProcessPool
@@ -158,9 +159,17 @@ class BodyParser:
                           1)  # start and import now, not on the first big request
 
     def stop(self) -> None:
+        """Stop the helper and release its queues' five POSIX semaphores (the call queue's
+        two locks and bound, the result queue's two locks) before the process exits: uvicorn
+        re-raises SIGTERM once it has shut down, which ends the process before a pool left
+        running (shutdown without wait) is collected, and multiprocessing's resource tracker
+        then warns of 5 leaked semaphore objects. Waiting lets a parse in progress finish (a
+        body of at most --max-request-bytes)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+            pool, self._pool = self._pool, None
+            pool.shutdown(wait=True, cancel_futures=True)
+            del pool
+            gc.collect()  # the queues' finalizers unlink their semaphores now
 
     async def parse(self, model: type[p.SamplingFields], body: bytes) -> p.SamplingFields:
         try:

@@ -5,7 +5,7 @@ import time
 import uuid
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 # vLLM's ranges (vllm/entrypoints/openai/protocol.py, vllm/sampling_params.py)
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1  # torch.long, as vLLM bounds `seed`
@@ -29,9 +29,24 @@ class TextPart(BaseModel):
 
 
 class Message(BaseModel):
+    """vLLM's chat message (vllm/entrypoints/chat_utils.py): content left out counts as empty
+    (its CustomChatCompletionMessageParam makes content optional, and
+    _parse_chat_message_content reads None as no parts); content null is an assistant
+    message's only (OpenAI's assistant message, which may carry tool_calls instead), and a
+    400 for any other role, whose message types require a string or parts."""
+
     model_config = ConfigDict(strict=True, extra="ignore")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _null_only_for_the_assistant(cls, content, info: ValidationInfo):
+        role = info.data.get("role")
+        if content is None and role is not None and role != "assistant":
+            raise ValueError(f"null content in a {role} message: give a string or a list of "
+                             "text parts (null is an assistant message's only)")
+        return content
 
 
 # Fields OpenAI or vLLM define that this server does not implement: refused with 400 when

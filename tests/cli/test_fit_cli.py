@@ -92,9 +92,12 @@ def test_kv_dtype_table_of_every_dtype_tried(run):
             "--runtime-peak", "2GiB")
     code, data = fit_json(run, *args, "--find", "kv-dtype")
     assert code == 0 and data["kv_dtype"] == "fp8"
-    assert [t["candidate"] for t in data["tried"]] == ["bf16", "fp8", "int8", "int4"]
+    assert [t["candidate"] for t in data["tried"]] == ["bf16", "fp16", "fp8", "int8", "int4"]
+    fp16 = data["tried"][1]
+    assert not fp16["fits"] and fp16["free_bytes"] == data["tried"][0]["free_bytes"]
     assert plan_fits(run, *args, "--kv-dtype", "fp8")
     assert not plan_fits(run, *args, "--kv-dtype", "bf16")
+    assert not plan_fits(run, *args, "--kv-dtype", "fp16")
 
 
 def test_weight_dtype_answer_fits_and_the_more_precise_one_does_not(run):

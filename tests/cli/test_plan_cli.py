@@ -87,6 +87,22 @@ def test_blocks_reproduces_the_seed_paging_example(run) -> None:
     assert (rows[1]["slot_tokens"], rows[1]["block_table_entries"]) == (124, 31)
 
 
+def test_blocks_with_a_shared_prefix_adds_up_stored_and_unused_to_the_slots(run) -> None:
+    """17, 33, 65 tokens with 16 shared at B=16: 10 table entries, one shared block stored once
+    -> 8 blocks, 128 slots. The slots hold 115 - 2 x 16 = 83 tokens, so 45 are unused; the
+    logical 115 + 45 would be 160, the slots without sharing."""
+    rows = json.loads(run("blocks", "17", "33", "65", "--shared-prefix", "16", "--block-size",
+                          "16", "--block-size", "4", "--json").stdout)
+    at16, at4 = rows
+    assert (at16["logical_tokens"], at16["stored_tokens"], at16["num_blocks"],
+            at16["slot_tokens"], at16["unused_slot_tokens"]) == (115, 83, 8, 128, 45)
+    assert (at4["stored_tokens"], at4["slot_tokens"], at4["unused_slot_tokens"]) == (83, 92, 9)
+    for row in rows:
+        assert row["stored_tokens"] + row["unused_slot_tokens"] == row["slot_tokens"]
+    text = run("blocks", "17", "33", "65", "--shared-prefix", "16").stdout
+    assert "stored" in text and "stored + unused = slot tokens" in " ".join(text.split())
+
+
 def test_models_lists_every_bundled_model_with_a_source(run) -> None:
     data = json.loads(run("models", "--json").stdout)
     names = {row["name"] for row in data}

@@ -35,7 +35,7 @@ def test_seed000_teaching_ledger_line_by_line() -> None:
 def test_seed000_paging_rounding_at_16_and_4_token_blocks() -> None:
     at16 = paging_report([17, 33, 65], 16)
     assert (at16.logical_tokens, at16.num_blocks, at16.slot_tokens) == (115, 10, 160)
-    assert at16.unused_slot_tokens == 45
+    assert at16.unused_slot_tokens == 45 and at16.stored_tokens == 115
     at4 = paging_report([17, 33, 65], 4)
     assert (at4.slot_tokens, at4.block_table_entries) == (124, 31)
 

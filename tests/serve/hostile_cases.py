@@ -62,6 +62,13 @@ CASES = [
         {"type": "image_url", "image_url": {"url": "http://x"}}]}]), 400, "type"),
     ("chat unknown role", "POST", CHAT, body(messages=[{"role": "root", "content": "x"}]), 400,
      "role"),
+    # vLLM's OpenAI message types require a user, system, developer or tool message's
+    # content to be a string or parts: null is a 400 there (content left out counts as empty)
+    ("chat user content null", "POST", CHAT,
+     body(messages=[{"role": "user", "content": None}]), 400, "messages.0.content"),
+    ("chat system content null", "POST", CHAT, body(messages=[
+        {"role": "system", "content": None}, {"role": "user", "content": "hi"}]), 400,
+     "messages.0.content"),
     ("chat no messages", "POST", CHAT, body(messages=[]), 400, "messages"),
     ("chat messages not a list", "POST", CHAT, body(messages="hi"), 400, "messages"),
     ("chat prompt past max_model_len", "POST", CHAT,

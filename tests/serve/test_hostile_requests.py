@@ -53,6 +53,25 @@ def test_after_every_hostile_case_the_server_is_healthy_and_holds_nothing(server
     assert status == 200 and payload["usage"]["completion_tokens"] == 3
 
 
+def test_chat_content_left_out_or_null_on_the_assistant_is_served_as_vllm_serves_it(
+        server) -> None:
+    """vLLM (vllm/entrypoints/chat_utils.py, _parse_chat_message_content) reads content None
+    as no parts: a message without content counts as empty, and an assistant turn may hold
+    null content (it carries tool_calls then). Only null on another role is a 400 (the
+    hostile cases), with param messages.N.content."""
+    for messages in ([{"role": "user"}],
+                     [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None},
+                      {"role": "user", "content": "and?"}]):
+        data = json.dumps({"model": "tiny-llama", "max_tokens": 2, "messages": messages})
+        status, payload, _ = send(server.port, "POST", "/v1/chat/completions", data.encode())
+        assert status == 200 and payload["usage"]["completion_tokens"] == 2, payload
+    data = json.dumps({"model": "tiny-llama", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "user", "content": None}]}).encode()
+    status, payload, _ = send(server.port, "POST", "/v1/chat/completions", data)
+    assert status == 400 and payload["error"]["param"] == "messages.1.content", payload
+    assert payload["error"]["type"] == "BadRequestError"
+
+
 def test_a_body_over_the_limit_is_413_before_it_is_read(server) -> None:
     status, payload, _ = send(server.port, "POST", "/v1/completions", b"x",
                               {"Content-Length": str(50 * 2**20)})

@@ -123,3 +123,25 @@ def test_the_report_on_screen_has_the_window_and_the_turns(server, tmp_path):
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     assert "per turn" in run.stdout and "not at steady state (12 requests" in run.stdout
     assert "checked against the server's usage: 0 mismatches" in run.stdout
+
+
+def test_the_screen_states_no_slo_without_one_and_a_one_sided_share_by_its_bounds(
+        server, tmp_path):
+    """No --slo-* flag: no attainment is printed (every request 'meets' no target), while
+    --json keeps its keys. With a TTFT target every request meets, 6 of 6 reads 100 % with
+    Wilson's interval (Wilson 1927), low end n / (n + z^2) = 6 / 9.84 = 0.61: its bounds,
+    never '100.0 ±19.5' that would read up to 119.5 %."""
+    _trace(tmp_path / "trace.csv")
+    plain = servecap("load", server.url + "/v1", "--trace", tmp_path / "trace.csv")
+    assert plain.returncode == 0, plain.stderr
+    text = " ".join(plain.stdout.split())
+    assert "SLO met" not in text and "no SLO given" in text
+    report, _, _ = _load(server, tmp_path, "n")
+    assert "slo_target_attainment" not in report and report["window"]["slo_attainment"] == 1
+    slo = servecap("load", server.url + "/v1", "--trace", tmp_path / "trace.csv",
+                   "--slo-ttft", "60s")
+    assert slo.returncode == 0, slo.stderr
+    text = " ".join(slo.stdout.split())
+    low = report["window"]["slo_attainment_ci"][0] * 100
+    assert f"SLO met 100.0 % (95 %: {low:,.1f}-100.0)" in text, text
+    assert "100.0 ±" not in text and "no SLO given" not in text

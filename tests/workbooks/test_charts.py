@@ -78,15 +78,22 @@ def _chart(wb, sheet: str, kind):
 
 @pytest.mark.parametrize("name, lines", [("single", 5), ("hybrid", 6)])
 def test_memory_breakdown_of_the_device_stacks_the_ledger_lines(books, name, lines) -> None:
-    """A series per ledger line, the fixed state of a hybrid included."""
+    """A series per ledger line, the fixed state of a hybrid included, then what is left: the
+    column stacks to the whole device (79.19 GiB usable on an H100 80GB, not the 24 GiB
+    committed on an axis that ended at 30)."""
     written, computed = books[name]
     chart = _chart(written, "Ledger", BarChart)
-    assert chart.grouping == "stacked" and len(chart.series) == lines
+    assert chart.grouping == "stacked" and len(chart.series) == lines + 1
     values = _bound(chart, computed)
-    total = computed["Ledger"][f"D{2 + lines}"].value  # committed + reserved [GiB]
-    assert computed["Ledger"][f"A{2 + lines}"].value == "committed_bytes"
-    assert sum(v[0] for v in values) == pytest.approx(total, rel=1e-12)
+    ledger = computed["Ledger"]
+    assert [ledger[f"A{2 + lines + i}"].value for i in range(3)] == [
+        "committed_bytes", "device_line_bytes", "free_bytes"]
+    committed, device, left = (ledger[f"D{2 + lines + i}"].value for i in range(3))
+    assert sum(v[0] for v in values[:-1]) == pytest.approx(committed, rel=1e-12)
+    assert values[-1][0] == pytest.approx(left, rel=1e-12) and left > 0
+    assert sum(v[0] for v in values) == pytest.approx(device, rel=1e-12)
     titles = [_cells(computed, series.tx.strRef.f)[0] for series in chart.series]
+    assert titles[-1] == "left"
     assert ("fixed state in use" in titles) is (name == "hybrid")
 
 

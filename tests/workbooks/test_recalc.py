@@ -169,11 +169,13 @@ def test_paging_sheet_matches_paging_report(recalculated, name) -> None:
     serve = case.expected.serve
     rows = list(load_workbook(case.computed, data_only=True)["Paging"].iter_rows(
         min_row=2, max_row=1 + len(block_sizes(serve.block_size_tokens)), values_only=True))
-    for size, logical, entries, shared, physical, slots, unused, _fill in rows:
+    for size, logical, entries, shared, physical, slots, stored, unused, fill in rows:
         report = paging_report(list(serve.live_lengths), size, serve.shared_prefix_tokens)
-        assert (logical, entries, shared, physical, slots, unused) == (
+        assert (logical, entries, shared, physical, slots, stored, unused) == (
             report.logical_tokens, report.block_table_entries, report.shared_blocks,
-            report.num_blocks, report.slot_tokens, report.unused_slot_tokens)
+            report.num_blocks, report.slot_tokens, report.stored_tokens,
+            report.unused_slot_tokens)
+        assert stored + unused == slots and 0 < fill <= 1
 
 
 def test_a_hybrid_quantization_row_divides_by_kv_and_state(recalculated) -> None:
