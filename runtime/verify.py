@@ -44,6 +44,7 @@ from .calibration import (
     calibrate,
     calibration_loads,
 )
+from .ceiling_probe import CEILING_PROBE_EXTRA, ceiling_failure, probe_output_tokens
 from .engine import Engine, EngineConfig, windowed_everywhere
 from .kv_pool import KVPool, blocks_for_plan
 from .latency import latency_report
@@ -61,8 +62,6 @@ from .verify_result import (
     VerifyResult,
 )
 from .weights import load_decoder, random_decoder
-
-CEILING_PROBE_EXTRA = 2  # requests beyond the ledger's ceiling: admission must stop before them
 
 
 def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
@@ -351,7 +350,7 @@ class _Run:
             peak_used_bytes=resident + max(transient, run_peak) + slack
             + max(0, non_torch - context) + charged_context,
             ceiling_requests=probe.get("resident_requests"),
-            ceiling_failure=_ceiling_failure(probe), num_requests=num_requests,
+            ceiling_failure=ceiling_failure(probe), num_requests=num_requests,
             load_is_declared=not self.options.workload, failures=tuple(self.failures),
             cuda_context_bytes=context, cuda_context_charged=bool(charged_context),
             kv_load_bytes=self._kv_load_bytes(), state_pool_bytes=states,
@@ -375,26 +374,6 @@ class _Run:
             torch.cuda.empty_cache()
         self.probe.release_resident()
         self._snap("release")
-
-
-def _ceiling_failure(probe: dict) -> str:
-    """Why a probe that ran measured no ceiling: out of memory before the engine stopped
-    admitting on blocks alone, so the predicted requests did not fit with their transients."""
-    if not probe.get("out_of_memory"):
-        return ""
-    return (f"not measured: the ceiling probe ran out of memory with "
-            f"{probe['resident_requests']} of {probe['num_requests']} requests resident "
-            "(out_of_memory_ceiling_probe)")
-
-
-def probe_output_tokens(count: int, context_tokens: int, max_num_batched_tokens: int,
-                        output_tokens: int) -> int:
-    """Output tokens per probe request so that the first admitted request is still decoding
-    when the last one that fits is admitted: admitting count requests of the context takes
-    about count x context / (budget - count) steps (decodes take one budget token each), plus
-    two steps' margin; never the whole context (a prompt needs one token)."""
-    steps = -(-count * context_tokens // max(1, max_num_batched_tokens - count)) + 2
-    return max(1, min(context_tokens - 1, max(output_tokens, steps)))
 
 
 @contextmanager

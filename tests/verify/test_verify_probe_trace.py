@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
-from servecap.runtime.verify import probe_output_tokens
+from servecap.runtime.ceiling_probe import probe_output_tokens
 from servecap.sim.records import RECORD_COLUMNS, TOKEN_COLUMNS
 
 
