@@ -8,7 +8,7 @@ import typer
 from servecap.ledger.devices import DEVICES
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import kv_bytes_per_token
-from servecap.ledger.paging import check_lengths, paging_report
+from servecap.ledger.paging import check_lengths, check_shared_prefix, paging_report
 from servecap.ledger.units import GiB, fmt_bytes, plural
 
 from .errors import handle_errors
@@ -150,9 +150,7 @@ def blocks(
       # B=16: 10 blocks, 160 slots, 45 unused; B=4: 124 slots, 31 block-table entries
     """
     check_lengths(lengths)
-    if lengths and shared_prefix > min(lengths):
-        raise SpecError("--shared-prefix", shared_prefix, f"at most the shortest sequence "
-                        f"({min(lengths):,} tokens): every sequence holds the whole prefix")
+    check_shared_prefix(lengths, shared_prefix)
     reports = [paging_report(list(lengths), b, shared_prefix) for b in block_size]
     keys = ("block_size_tokens", "logical_tokens", "stored_tokens", "num_blocks", "slot_tokens",
             "unused_slot_tokens", "block_table_entries", "shared_blocks")

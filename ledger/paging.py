@@ -79,6 +79,15 @@ def check_lengths(lengths, field: str = "lengths") -> None:
                         "token")
 
 
+def check_shared_prefix(lengths, prefix: int, field: str = "--shared-prefix",
+                        what: str = "sequence") -> None:
+    """A prefix shared by every live sequence fits in the shortest of them (plan's --lengths,
+    blocks' LENGTHS); `what` names the lengths as the command took them."""
+    if lengths and prefix > min(lengths):
+        raise SpecError(field, prefix, f"at most the shortest {what} ({min(lengths):,} "
+                        "tokens): every sequence holds the whole prefix")
+
+
 def paging_report(lengths: list[int], block_size_tokens: int,
                   shared_prefix_tokens: int = 0) -> BlockReport:
     """Σ ceil(S_r / B) blocks (seed 000). With a prefix shared by every request, its full blocks

@@ -7,6 +7,7 @@ from servecap.ledger import dtypes
 from servecap.ledger.devices import resolve_device
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
+from servecap.ledger.paging import check_shared_prefix
 from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -136,10 +137,7 @@ def live_lengths(scenario: Scenario) -> tuple[int, ...]:
         if value is not None:
             raise SpecError(name, value, "give either --lengths or --context/--concurrency: "
                             "the lengths already set both")
-    prefix = scenario.load.shared_prefix
-    if prefix > min(lengths):
-        raise SpecError("--shared-prefix", prefix, f"at most the shortest of --lengths "
-                        f"({min(lengths):,} tokens): every sequence holds the whole prefix")
+    check_shared_prefix(lengths, scenario.load.shared_prefix, what="of --lengths")
     return tuple(lengths)
 
 
