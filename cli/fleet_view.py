@@ -10,6 +10,8 @@ from servecap.sim.search.fleet import run_fleet
 
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail
 
+SHORT = ("running", "waiting", "KV usage")  # the metrics' columns, named in full below
+
 
 def answer_fleet(problem, axes, prices, trace, workers: int, ray: str | None,
                  as_json: bool) -> None:
@@ -52,7 +54,7 @@ def render_fleet(report: dict, console: Console) -> None:
     used = {h["layout"] for h in report["hours"] if h["layout"]}
     gauges = Table(title="scale up when one replica's gauge stays above (its average at "
                    "its SLO capacity)")
-    for name in ("layout", "capacity req/s", *report["metrics"]):
+    for name in ("layout", "capacity req/s", *SHORT):
         gauges.add_column(name, justify="left" if name == "layout" else "right")
     for rep in report["replicas"]:
         if rep["layout"] in used:
@@ -60,6 +62,8 @@ def render_fleet(report: dict, console: Console) -> None:
             gauges.add_row(rep["layout"], f"{rep['capacity_rps']:.2f}",
                            *(_g(t[m]) for m in report["metrics"]))
     console.print(gauges)
+    console.print(", ".join(f"{short}: {name}" for short, name in zip(
+        SHORT, report["metrics"], strict=True)))
 
 
 def _n(value) -> str:

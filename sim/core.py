@@ -4,6 +4,7 @@ the very source installed beside it, else that source as plain Python. Both give
 bytes (tests/sim/test_golden_records.py runs each)."""
 
 import hashlib
+import os
 from pathlib import Path
 
 from . import decode_run as _python
@@ -21,8 +22,10 @@ def source_digest() -> str:
 
 
 def _compiled():
-    """The compiled module, or None: not built, or built from another source (an edit since
-    the build: the edit runs, not the stale build)."""
+    """The compiled module, or None: not built, built from another source (an edit since
+    the build: the edit runs, not the stale build), or SERVECAP_PURE_PYTHON=1 set."""
+    if os.environ.get("SERVECAP_PURE_PYTHON") == "1":
+        return None
     try:
         from . import _decode_run_c as module
     except ImportError:
