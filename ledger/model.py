@@ -91,6 +91,13 @@ class MoE:
     router_bias: bool = False
     expert_bias: bool = False
     shared_expert_gate: bool = False  # a 1 x hidden sigmoid gate on the shared expert (Qwen)
+    # latent MoE (Nemotron-3 Super): routed experts read and write this width, not hidden;
+    # fc1_latent_proj (latent x hidden) and fc2_latent_proj (hidden x latent) wrap them
+    latent_size: int = 0
+
+    def expert_width(self, hidden_size: int) -> int:
+        """The width a routed expert's up projection reads and its down projection writes."""
+        return self.latent_size or hidden_size
 
 
 @dataclass(frozen=True)
