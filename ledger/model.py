@@ -117,6 +117,21 @@ class Quant:
     block_shape: tuple[int, int] = (0, 0)
     per_tensor_scale: bool = False
     modules_not_converted: tuple[str, ...] = ()
+    # per-module formats (modelopt MIXED_PRECISION, compressed-tensors config groups): (module
+    # pattern, its format), first match wins; a module none names takes this Quant's own
+    # format, or stays dense when unlisted_dense (ledger/module_formats.py resolves them)
+    module_formats: tuple[tuple[str, "Quant"], ...] = ()
+    unlisted_dense: bool = False
+    patterns: str = "segment"  # segment (AWQ/GPTQ/fp8 names), glob (modelopt), exact (c-t)
+    input_scale: bool = False  # one fp32 static activation scale per matrix
+    sparse_24: bool = False  # 2:4 sparse, compressed: half the values + a 1-bit mask each
+    quantizes_lm_head: bool = False  # lm_head is stored in this format unless excluded
+    label: str = ""  # how the format is named where it is shown ('' : method)
+
+    @property
+    def name(self) -> str:
+        """The format's name in the ledger: its label, else its method."""
+        return self.label or self.method
 
     def __post_init__(self) -> None:
         """A zero-sized group or tile would divide by zero or silently drop the scales."""

@@ -17,6 +17,7 @@ from servecap.ledger.model import ModelSpec
 
 from .config_read import prepare
 from .hf import to_spec
+from .quant_files import with_quant_file
 from .reading import parse_json, parse_yaml, read_text
 from .schema import HFConfig, ModelFile, Serving
 
@@ -105,7 +106,9 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     data = parse_json(read_text(path), check=False)
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "config.json must be an object")
+    data, quant_notes = with_quant_file(data, path.parent)
     kept, ignored, notes = prepare(data)
+    notes = quant_notes + notes
     cfg = _validate(HFConfig, kept)
     label = name or path.parent.name or path.stem
     return LoadedModel(to_spec(cfg, label, str(path), notes=notes), path, Serving(),

@@ -6,8 +6,9 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.model import Quant
 
 from .compressed_tensors import parse_compressed_tensors
+from .modelopt import parse_modelopt
 
-KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt (NVFP4)", "compressed-tensors")
+KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt", "compressed-tensors")
 
 
 def parse_quantization(qc: dict[str, Any] | None) -> Quant | None:
@@ -29,6 +30,8 @@ def _parse(qc: dict[str, Any] | None) -> Quant | None:
     if not qc:
         return None
     method = str(qc.get("quant_method", "")).lower()
+    if method == "modelopt" or (not method and isinstance(qc.get("quantization"), dict)):
+        return parse_modelopt(qc)  # the second: hf_quant_config.json as vLLM reads it
     skip = tuple(qc.get("modules_to_not_convert") or qc.get("ignored_layers") or ())
     if method in ("awq", "gptq"):
         return _grouped(method, qc, skip)
@@ -39,10 +42,6 @@ def _parse(qc: dict[str, Any] | None) -> Quant | None:
     if method == "mxfp4":
         return Quant("mxfp4", 4, "microblock", group_size=32, scale_bits=8,
                      modules_not_converted=skip)
-    if method == "modelopt" and "FP4" in str(qc.get("quant_algo", "")).upper():
-        return Quant("nvfp4", 4, "microblock", group_size=int(qc.get("group_size", 16)),
-                     scale_bits=8, per_tensor_scale=True,
-                     modules_not_converted=tuple(qc.get("exclude_modules") or skip))
     raise SpecError("quantization_config.quant_method", qc.get("quant_method"),
                     "understood: " + ", ".join(KNOWN))
 

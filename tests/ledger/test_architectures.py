@@ -124,8 +124,8 @@ def test_nvfp4_scale_per_16_and_a_tensor_scale():
                                 "group_size": 16, "exclude_modules": ["lm_head"]})
     result = weight_bytes(llama, 16, nvfp4)
     linear = 32 * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14_336 * 4096)
-    matrices = 32 * 7
-    assert result.metadata_bytes == linear // 16 + matrices * 4
+    matrices = 32 * 7  # each: an fp32 weight_scale_2 and (W4A4) an fp32 input_scale
+    assert result.metadata_bytes == linear // 16 + matrices * 8
 
 
 def test_unknown_quant_method_fails_closed():

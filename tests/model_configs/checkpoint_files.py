@@ -1,0 +1,67 @@
+"""Checkpoint files as a quantizer writes them, for the tests: safetensors files with real dtype
+names (F8_E4M3, U8, I32, ...), shapes and offsets and zero-filled (sparse) data, so a header
+holds exactly what the format stores; tensor layouts follow the formats' own writers."""
+
+import json
+import struct
+from pathlib import Path
+
+WIDTH = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "F8_E4M3": 1, "F8_E5M2": 1, "U8": 1,
+         "I8": 1, "I16": 2, "I32": 4, "I64": 8}
+
+
+def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...]]]) -> int:
+    """The file, and the bytes of tensor data it holds (what an index's total_size sums)."""
+    header, offset = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        size = WIDTH[dtype]
+        for dim in shape:
+            size *= dim
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset,
+                                                                                offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with path.open("wb") as handle:
+        handle.write(struct.pack("<Q", len(raw)) + raw)
+        handle.truncate(8 + len(raw) + offset)
+    return offset
+
+
+def nvfp4(name: str, rows: int, cols: int, w4a4: bool = True) -> dict:
+    """modelopt NVFP4 (vLLM's KNvfp4Static/KNvfp4Dynamic create_weights @v0.32.0)."""
+    out = {f"{name}.weight": ("U8", (rows, cols // 2)),
+           f"{name}.weight_scale": ("F8_E4M3", (rows, cols // 16)),
+           f"{name}.weight_scale_2": ("F32", ())}
+    if w4a4:
+        out[f"{name}.input_scale"] = ("F32", ())
+    return out
+
+
+def fp8_tensor(name: str, rows: int, cols: int) -> dict:
+    """modelopt FP8: e4m3 weight, fp32 weight scale and static input scale."""
+    return {f"{name}.weight": ("F8_E4M3", (rows, cols)), f"{name}.weight_scale": ("F32", ()),
+            f"{name}.input_scale": ("F32", ())}
+
+
+def dense(name: str, rows: int, cols: int, dtype: str = "BF16") -> dict:
+    return {f"{name}.weight": (dtype, (rows, cols) if rows > 1 else (cols,))}
+
+
+def llama_tensors(cfg: dict, linear) -> dict:
+    """A Llama checkpoint's tensors; `linear(name, rows, cols)` stores each projection."""
+    h, inter, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    d = h // heads
+    out = dense("model.embed_tokens", v, h) | dense("model.norm", 1, h)
+    for n in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{n}."
+        for leaf, rows, cols in (("self_attn.q_proj", heads * d, h),
+                                 ("self_attn.k_proj", kv * d, h),
+                                 ("self_attn.v_proj", kv * d, h),
+                                 ("self_attn.o_proj", h, heads * d),
+                                 ("mlp.gate_proj", inter, h), ("mlp.up_proj", inter, h),
+                                 ("mlp.down_proj", h, inter)):
+            out |= linear(p + leaf, rows, cols)
+        out |= dense(p + "input_layernorm", 1, h) | dense(p + "post_attention_layernorm", 1, h)
+    return out | linear("lm_head", v, h)
