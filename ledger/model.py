@@ -124,8 +124,10 @@ class Quant:
     unlisted_dense: bool = False
     patterns: str = "segment"  # segment (AWQ/GPTQ/fp8 names), glob (modelopt), exact (c-t)
     input_scale: bool = False  # one fp32 static activation scale per matrix
+    extra_bits_per_matrix: int = 0  # e.g. compressed-tensors' int64 (2,) weight_shape
     sparse_24: bool = False  # 2:4 sparse, compressed: half the values + a 1-bit mask each
     quantizes_lm_head: bool = False  # lm_head is stored in this format unless excluded
+    act_order: bool = False  # GPTQ desc_act: g_idx permutes the input columns
     label: str = ""  # how the format is named where it is shown ('' : method)
 
     @property

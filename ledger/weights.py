@@ -163,6 +163,7 @@ def _tensor_metadata_bits(tensor: ModuleTensor, fmt: Quant) -> int:
         bits += cols * count * 32  # g_idx: one int32 per input column
     if fmt.input_scale:
         bits += count * 32
+    bits += count * fmt.extra_bits_per_matrix
     if fmt.sparse_24:
         bits += rows * cols * count  # the bitmask: one bit per element
     return bits

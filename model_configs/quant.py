@@ -6,9 +6,11 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.model import Quant
 
 from .compressed_tensors import parse_compressed_tensors
+from .int_formats import parse_auto_round, parse_bitsandbytes
 from .modelopt import parse_modelopt
 
-KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt", "compressed-tensors")
+KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt", "compressed-tensors", "auto-round",
+         "bitsandbytes")
 
 
 def parse_quantization(qc: dict[str, Any] | None) -> Quant | None:
@@ -39,6 +41,10 @@ def _parse(qc: dict[str, Any] | None) -> Quant | None:
         return _fp8(qc, skip)
     if method == "compressed-tensors":
         return parse_compressed_tensors(qc)
+    if method in ("auto-round", "autoround", "intel/auto-round"):
+        return parse_auto_round(qc)
+    if method == "bitsandbytes":
+        return parse_bitsandbytes(qc)
     if method == "mxfp4":
         return Quant("mxfp4", 4, "microblock", group_size=32, scale_bits=8,
                      modules_not_converted=skip)
@@ -55,7 +61,8 @@ def _grouped(method: str, qc: dict[str, Any], skip: tuple[str, ...]) -> Quant:
     # GPTQ stores qzeros even when symmetric; AWQ only with zero_point: true.
     zero = True if method == "gptq" else bool(qc.get("zero_point", True))
     return Quant(method, bits, "group", group_size=max(group, 0), zero_point=zero,
-                 modules_not_converted=skip)
+                 modules_not_converted=skip, quantizes_lm_head=bool(qc.get("lm_head")),
+                 act_order=bool(qc.get("desc_act")))
 
 
 def _whole(value: Any, name: str) -> int:

@@ -11,7 +11,11 @@ from servecap.ledger.errors import SpecError
 
 from .reading import parse_json, read_text
 
-METADATA_SUFFIXES = ("scales", "scale", "scale_inv", "scale_2", "qzeros", "zeros", "g_idx")
+# scales, zero points, group indices; compressed-tensors' weight_shape and 2:4 bitmask;
+# bitsandbytes' absmax, quant_map, quant_state and SCB
+METADATA_SUFFIXES = ("scales", "scale", "scale_inv", "scale_2", "qzeros", "zeros", "g_idx",
+                     "zero_point", "shape", "bitmask", "absmax", "quant_map", "SCB",
+                     "bitsandbytes__nf4", "bitsandbytes__fp4", "weight_format")
 MAX_HEADER_BYTES = 100 * 2**20
 
 

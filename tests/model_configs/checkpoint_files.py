@@ -65,3 +65,56 @@ def llama_tensors(cfg: dict, linear) -> dict:
             out |= linear(p + leaf, rows, cols)
         out |= dense(p + "input_layernorm", 1, h) | dense(p + "post_attention_layernorm", 1, h)
     return out | linear("lm_head", v, h)
+
+
+def ct_w4a16(name: str, rows: int, cols: int, group: int = 128) -> dict:
+    """compressed-tensors pack-quantized int4 (symmetric): int32-packed values, a bf16 scale
+    per group and the int64 (2,) weight_shape."""
+    return {f"{name}.weight_packed": ("I32", (rows, cols // 8)),
+            f"{name}.weight_scale": ("BF16", (rows, cols // group)),
+            f"{name}.weight_shape": ("I64", (2,))}
+
+
+def ct_nvfp4(name: str, rows: int, cols: int) -> dict:
+    """compressed-tensors nvfp4-pack-quantized (W4A4)."""
+    return {f"{name}.weight_packed": ("U8", (rows, cols // 2)),
+            f"{name}.weight_scale": ("F8_E4M3", (rows, cols // 16)),
+            f"{name}.weight_global_scale": ("F32", (1,)),
+            f"{name}.input_global_scale": ("F32", (1,))}
+
+
+def ct_w8a8_int8(name: str, rows: int, cols: int) -> dict:
+    """compressed-tensors int-quantized W8A8 (dynamic tokens): int8 values, a bf16 scale
+    per output channel."""
+    return {f"{name}.weight": ("I8", (rows, cols)),
+            f"{name}.weight_scale": ("BF16", (rows, 1))}
+
+
+def ct_sparse24_fp8(name: str, rows: int, cols: int) -> dict:
+    """sparse-24-bitmask over fp8 per-channel: half the values, a packed 1-bit mask, the
+    shape, and the quantization's fp32 scale per output row."""
+    return {f"{name}.compressed": ("F8_E4M3", (rows, cols // 2)),
+            f"{name}.bitmask": ("U8", (rows, cols // 8)), f"{name}.shape": ("I64", (2,)),
+            f"{name}.weight_scale": ("F32", (rows, 1))}
+
+
+def gptq(name: str, rows: int, cols: int, bits: int = 4, group: int = 128) -> dict:
+    """GPTQ (auto_gptq packing, auto-round's default): qweight (cols*bits/32, rows) int32,
+    qzeros (cols/group, rows*bits/32) int32, scales (cols/group, rows) fp16, g_idx (cols)."""
+    return {f"{name}.qweight": ("I32", (cols * bits // 32, rows)),
+            f"{name}.qzeros": ("I32", (cols // group, rows * bits // 32)),
+            f"{name}.scales": ("F16", (cols // group, rows)),
+            f"{name}.g_idx": ("I32", (cols,))}
+
+
+def bnb_nf4(name: str, rows: int, cols: int) -> dict:
+    """bitsandbytes 4-bit with double quantization, as transformers saves it: packed values,
+    a uint8 absmax per 64, its fp32 absmax per 256 blocks, the two fp32 code maps and the
+    quant_state blob."""
+    numel = rows * cols
+    return {f"{name}.weight": ("U8", (numel // 2, 1)),
+            f"{name}.weight.absmax": ("U8", (numel // 64,)),
+            f"{name}.weight.nested_absmax": ("F32", (-(-numel // 64 // 256),)),
+            f"{name}.weight.nested_quant_map": ("F32", (256,)),
+            f"{name}.weight.quant_map": ("F32", (16,)),
+            f"{name}.weight.quant_state.bitsandbytes__nf4": ("U8", (120,))}
