@@ -319,7 +319,9 @@ def _share(overrides: Overrides, rank: WeightBytes, whole: WeightBytes) -> tuple
 
 def _meta_from(weights: WeightBytes, overrides: Overrides) -> str:
     if overrides.weights is not None:
-        return overrides.weights_source
+        if not weights.metadata_bytes or not weights.by_format:
+            return overrides.weights_source
+        return f"{overrides.weights_source.split(':')[0]}: {metadata_text(weights)}"
     return "none: unquantized" if not weights.metadata_bytes else metadata_text(weights)
 
 

@@ -20,6 +20,7 @@ from .hf import to_spec
 from .quant_files import with_quant_file
 from .reading import parse_json, parse_yaml, read_text
 from .schema import HFConfig, ModelFile, Serving
+from .size_check import with_size_checks
 
 if TYPE_CHECKING:  # a bundled YAML needs neither: they load with an id, a directory or a log
     from .hub import HubSource
@@ -45,14 +46,15 @@ def bundled_models() -> list[Path]:
 def load_model(ref: str) -> LoadedModel:
     """Resolve `ref` and load it; every failure is a SpecError naming the file."""
     if "/" in ref and _is_hub_id(ref) and not Path(ref).expanduser().exists():  # a local
-        return _load_hub(ref)  # org/name directory wins
+        return with_size_checks(_load_hub(ref))  # org/name directory wins
     path = _resolve(ref)
     try:
         if path.is_dir():
-            return _load_directory(path)
+            return with_size_checks(_load_directory(path))
         if path.suffix == ".json":
-            return _load_config_json(path)
-        return _load_yaml(path)
+            return with_size_checks(_load_config_json(path))
+        loaded, total = _load_yaml(path)
+        return with_size_checks(loaded, total)
     except SpecError as exc:
         raise exc.at(str(path)) from None
 
@@ -82,7 +84,7 @@ def _close_names(ref: str, stems: list[str]) -> list[str]:
     return difflib.get_close_matches(ref.lower(), stems, n=1)
 
 
-def _load_yaml(path: Path) -> LoadedModel:
+def _load_yaml(path: Path) -> tuple[LoadedModel, int | None]:
     text = read_text(path)
     try:
         data = parse_yaml(text)
@@ -99,7 +101,7 @@ def _load_yaml(path: Path) -> LoadedModel:
     model = _validate(ModelFile, data)
     notes = tuple(model.notes or ())
     spec = to_spec(model, model.name, model.source, model.num_parameters, notes)
-    return LoadedModel(spec, path, model.serving or Serving())
+    return LoadedModel(spec, path, model.serving or Serving()), model.weights_total_size_bytes
 
 
 def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:

@@ -16,8 +16,9 @@ from servecap.ledger.vllm_start import (
 )
 from servecap.ledger.vllm_versions import VllmRow, check_block_size
 from servecap.ledger.vllm_weights import check_act_dtype
-from servecap.ledger.weights import WeightBytes, weight_bytes
+from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model
+from servecap.model_configs.checkpoint_weights import from_headers
 
 from .engine import engine_spec, implied_engine, size, with_device
 from .serving import model_dtype, model_spec, serve_spec, weight_dtype_asked
@@ -136,13 +137,7 @@ def file_overrides(scenario: Scenario, loaded: LoadedModel) -> Overrides:
     found = loaded.file_weights
     if found is None or weight_dtype_asked(scenario, loaded) is not None:
         return Overrides()
-    spec = loaded.spec  # the headers give bytes; the architecture gives the parameter counts
-    counts = weight_bytes(spec, 16, spec.quant) if spec.has_architecture else None
-    weights = WeightBytes(found.param_bytes, found.metadata_bytes,
-                          counts.num_parameters if counts else 0,
-                          counts.quantized_parameters if counts else 0, "")
-    src = (f"safetensors headers: {found.num_tensors:,} tensors in {found.num_files} file(s)"
-           if found.num_files else "model.safetensors.index.json metadata.total_size")
+    weights, src = from_headers(found, loaded.spec)
     return Overrides(weights=weights, weights_source=src)
 
 
