@@ -128,6 +128,7 @@ class Quant:
     sparse_24: bool = False  # 2:4 sparse, compressed: half the values + a 1-bit mask each
     quantizes_lm_head: bool = False  # lm_head is stored in this format unless excluded
     act_order: bool = False  # GPTQ desc_act: g_idx permutes the input columns
+    producer: str = ""  # the checkpoint's format family: modelopt, compressed-tensors, ...
     label: str = ""  # how the format is named where it is shown ('' : method)
 
     @property

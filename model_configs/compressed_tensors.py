@@ -36,7 +36,7 @@ def parse_compressed_tensors(qc: dict[str, Any]) -> Quant:
     main = default or min((fmt for _, fmt in named), key=lambda fmt: fmt.bits)
     quant = replace(main, module_formats=tuple(named), unlisted_dense=default is None,
                     modules_not_converted=tuple(ignore), patterns="exact",
-                    quantizes_lm_head=default is not None)
+                    quantizes_lm_head=default is not None, producer="compressed-tensors")
     return _sparse(quant, qc.get("sparsity_config"))
 
 

@@ -51,14 +51,16 @@ def parse_modelopt(qc: dict[str, Any]) -> Quant:
         raise SpecError(field, algo, "a modelopt quant_algo (FP8, NVFP4, MIXED_PRECISION, ...)")
     key = "exclude_modules" if nested is not None or "ignore" not in body else "ignore"
     excluded = _names(body.get(key), field.replace("quant_algo", key))
+    producer = "modelopt:hf" if nested is not None else f"modelopt:{key}"
     group = _group_size(body.get("group_size"), field)
     if str(algo).upper() == "MIXED_PRECISION":
-        return _mixed(body.get("quantized_layers"), excluded, group, field)
+        return replace(_mixed(body.get("quantized_layers"), excluded, group, field),
+                       producer=producer)
     if str(algo).upper() == "NVFP4" and _weights_only(body):
         algo = "W4A16_NVFP4"  # every config group leaves activations unquantized (vLLM too)
     fmt = algo_format(algo, group, field)
     return replace(fmt, modules_not_converted=excluded, patterns="glob",
-                   quantizes_lm_head=True)
+                   quantizes_lm_head=True, producer=producer)
 
 
 def _mixed(layers: Any, excluded: tuple[str, ...], group: int | None, field: str) -> Quant:

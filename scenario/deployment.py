@@ -20,6 +20,7 @@ from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model
 from servecap.model_configs.checkpoint_weights import from_headers
 
+from .checkpoint import CheckpointFormats, checkpoint_formats, refuse_where_vllm_would
 from .engine import engine_spec, implied_engine, size, with_device
 from .serving import model_dtype, model_spec, serve_spec, weight_dtype_asked
 from .spec import Scenario, get, with_values
@@ -33,6 +34,7 @@ class PlanResult:
     deployment: Deployment
     advice: StartAdvice | None
     loaded: LoadedModel
+    checkpoint: CheckpointFormats | None = None  # a quantized checkpoint's formats
 
 
 def load(scenario: Scenario) -> LoadedModel:
@@ -47,9 +49,11 @@ def load(scenario: Scenario) -> LoadedModel:
 def plan(scenario: Scenario, loaded: LoadedModel | None = None) -> PlanResult:
     """Plan every rank, and find vLLM's advice when the plan would not start."""
     loaded = loaded or load(scenario)
+    formats = checkpoint_formats(scenario, loaded)
+    refuse_where_vllm_would(formats, scenario)
     result = deployment(scenario, loaded)
     advice = None if starts(result) else start_advice(scenario, loaded, result)
-    return PlanResult(result, advice, loaded)
+    return PlanResult(result, advice, loaded, formats)
 
 
 def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
