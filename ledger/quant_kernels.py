@@ -155,3 +155,14 @@ CAPABILITY = {"a100-40gb": 80, "a100-80gb": 80, "a10-24gb": 86, "a10g-24gb": 86,
 def generation_of(sm: int) -> str:
     """The generation a compute capability belongs to (SM120 is Blackwell too)."""
     return next(name for name, least in GENERATIONS if sm >= least) if sm >= 70 else "pre-volta"
+
+
+def gguf_kernel(version: tuple[int, ...]) -> Kernel | str:
+    """vLLM read GGUF files until 0.23 (its GGUF kernels dequantize the blocks as they run;
+    GGUFConfig.get_min_capability = 60); from 0.24.0 gguf.py is gone from the tree."""
+    v = ".".join(map(str, version[:3]))
+    if _at(version, (0, 24, 0)):
+        return (f"vLLM {v} reads no GGUF files (quantization/gguf.py is gone from 0.24.0; "
+                "the last release with it is 0.23.0)")
+    return Kernel(60, 60, "GGUF blocks kept as stored, dequantized in vLLM's GGUF kernels",
+                  "", f"{Q}gguf.py GGUFConfig.get_min_capability = 60 @v0.23.0")

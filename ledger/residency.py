@@ -7,7 +7,7 @@ it with act-order (gptq_marlin.py process_weights_after_loading @v0.32.0)."""
 from dataclasses import dataclass, replace
 
 from .model import ModelSpec, Quant
-from .quant_kernels import GENERATIONS, checkpoint_refusal, kernel, path_on
+from .quant_kernels import GENERATIONS, checkpoint_refusal, gguf_kernel, kernel, path_on
 from .weights import weight_bytes
 
 
@@ -80,3 +80,13 @@ def _no_g_idx(quant: Quant) -> Quant:
         return replace(fmt, method="gptq-marlin") if fmt.method == "gptq" else fmt
     return replace(strip(quant), module_formats=tuple((p, strip(f))
                                                       for p, f in quant.module_formats))
+
+
+def gguf_by_generation(version: tuple[int, ...], file_bytes: int) -> tuple[Residency, ...]:
+    """A GGUF file's tensors in vLLM: held as stored, where the release still reads GGUF."""
+    k = gguf_kernel(version)
+    rows = []
+    for name, sm in GENERATIONS:
+        runs, how = path_on(k, sm)
+        rows.append(Residency(name, sm, runs, how, file_bytes if runs else 0))
+    return tuple(rows)

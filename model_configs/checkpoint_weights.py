@@ -20,12 +20,13 @@ def from_headers(found: HeaderBytes, spec: ModelSpec) -> tuple[WeightBytes, str]
         return (WeightBytes(found.param_bytes, found.metadata_bytes, formula, quantized, ""),
                 "model.safetensors.index.json metadata.total_size")
     packed = spec.quant.bits if spec.quant is not None and spec.quant.bits < 8 else 4
-    shares = tuple(FormatShare(dtype, WIDTH_BITS.get(dtype, 0), numel, values, meta,
+    shares = tuple(FormatShare(dtype, WIDTH_BITS.get(dtype) or round(values * 8 / max(numel, 1)),
+                               numel, values, meta,
                                "scales, zero points, indices" if meta else "")
                    for dtype, values, meta, numel in found.by_dtype)
     stored = ", ".join(f"{dtype} {values:,} B" for dtype, values, _, _ in found.by_dtype
                        if values)
-    source = (f"safetensors headers: {found.num_tensors:,} tensors in {found.num_files} "
-              f"file(s): {stored}")
+    kind = "GGUF header" if found.gguf else "safetensors headers"
+    source = f"{kind}: {found.num_tensors:,} tensors in {found.num_files} file(s): {stored}"
     return (WeightBytes(found.param_bytes, found.metadata_bytes,
                         found.parameters(packed) or formula, quantized, "", shares), source)

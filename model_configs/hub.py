@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # imported when an id is resolved: a bundled plan loads neith
     from .hub_cache import HubCache
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?")
-LOCAL_SUFFIXES = (".yaml", ".yml", ".json", ".safetensors")
+LOCAL_SUFFIXES = (".yaml", ".yml", ".json", ".safetensors", ".gguf")
 INDEX = "model.safetensors.index.json"
 QUANT_FILES = ("quantize_config.json", "quant_config.json", "hf_quant_config.json")
 OTHER_WEIGHTS = (".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")

@@ -53,6 +53,8 @@ def load_model(ref: str) -> LoadedModel:
             return with_size_checks(_load_directory(path))
         if path.suffix == ".json":
             return with_size_checks(_load_config_json(path))
+        if path.suffix == ".gguf":
+            return with_size_checks(_load_gguf(path))
         loaded, total = _load_yaml(path)
         return with_size_checks(loaded, total)
     except SpecError as exc:
@@ -115,6 +117,21 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     label = name or path.parent.name or path.stem
     return LoadedModel(to_spec(cfg, label, str(path), notes=notes), path, Serving(),
                        ignored_fields=ignored)
+
+
+def _load_gguf(path: Path) -> LoadedModel:
+    """A llama.cpp GGUF file: the architecture from its metadata, the weights from its tensor
+    table (the header alone is read)."""
+    from .gguf import gguf_weights, read_gguf
+    from .gguf_config import config_from
+
+    meta, table = read_gguf(path)
+    kept, ignored, notes = prepare(config_from(meta, table, str(path)))
+    cfg = _validate(HFConfig, kept)
+    note = (f"read from the GGUF header ({len(table):,} tensors; general.name "
+            f"{meta.get('general.name', '?')!r}): no tensor was loaded",)
+    return LoadedModel(to_spec(cfg, path.stem, str(path), notes=note + notes), path,
+                       Serving(), gguf_weights(table), ignored_fields=ignored)
 
 
 def _is_hub_id(ref: str) -> bool:

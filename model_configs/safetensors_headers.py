@@ -29,12 +29,13 @@ class HeaderBytes:
     num_tensors: int
     num_files: int
     by_dtype: tuple[tuple[str, int, int, int], ...] = ()
+    gguf: bool = False  # a GGUF tensor table: ggml block types, elements counted as they are
 
     def parameters(self, packed_bits: int = 4) -> int:
         """Parameters the value tensors hold: elements, with uint8 (two 4-bit values a byte:
         NVFP4, MXFP4, bitsandbytes 4-bit) and int32 (32 / packed_bits a word: GPTQ, AWQ,
         compressed-tensors pack-quantized) unpacked."""
-        unpack = {"U8": 2, "I32": 32 // packed_bits}
+        unpack = {} if self.gguf else {"U8": 2, "I32": 32 // packed_bits}
         return sum(numel * unpack.get(dtype, 1) for dtype, _, _, numel in self.by_dtype)
 
 

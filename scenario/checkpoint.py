@@ -8,7 +8,7 @@ from servecap.ledger.devices import find as find_device
 from servecap.ledger.engines import VLLM
 from servecap.ledger.errors import SpecError
 from servecap.ledger.quant_kernels import CAPABILITY, generation_of
-from servecap.ledger.residency import Residency, by_generation
+from servecap.ledger.residency import Residency, by_generation, gguf_by_generation
 from servecap.ledger.vllm_versions import NEWEST_READ, choose, parse_version
 from servecap.ledger.weights import FormatShare, weight_bytes
 from servecap.model_configs import LoadedModel
@@ -43,20 +43,34 @@ class CheckpointFormats:
 def checkpoint_formats(scenario: Scenario, loaded: LoadedModel) -> CheckpointFormats | None:
     """None for an unquantized checkpoint or one planned at another dtype (--weight-dtype)."""
     spec = loaded.spec
-    if spec.quant is None or not spec.has_architecture or \
-            weight_dtype_asked(scenario, loaded) is not None:
+    if weight_dtype_asked(scenario, loaded) is not None or not spec.has_architecture:
+        return None
+    found = loaded.file_weights
+    if found is not None and found.gguf:
+        return _gguf(scenario, found)
+    if spec.quant is None:
         return None
     formula = weight_bytes(spec, 16, spec.quant)
-    found = loaded.file_weights
     total = (found.param_bytes + found.metadata_bytes) if found is not None else \
         formula.param_bytes + formula.metadata_bytes
     version = _release(scenario)
-    device = find_device(scenario.device.name) if scenario.device.name else None
-    sm = CAPABILITY.get(device.name) if device is not None else None
     return CheckpointFormats(spec.quant.producer.split(":")[0] or spec.quant.method,
                              formula.by_format, total, ".".join(map(str, version)),
-                             by_generation(spec, 16, version, total),
-                             device.name if device is not None else None, sm)
+                             by_generation(spec, 16, version, total), *_device(scenario))
+
+
+def _gguf(scenario: Scenario, found) -> CheckpointFormats:
+    """A GGUF file: its ggml types' bytes, held as stored (llama.cpp offloads them so too)."""
+    version, total = _release(scenario), found.param_bytes
+    shares = tuple(FormatShare(t, round(b * 8 / max(n, 1)), n, b, 0)
+                   for t, b, _, n in found.by_dtype)
+    return CheckpointFormats("gguf", shares, total, ".".join(map(str, version)),
+                             gguf_by_generation(version, total), *_device(scenario))
+
+
+def _device(scenario: Scenario) -> tuple[str | None, int | None]:
+    device = find_device(scenario.device.name) if scenario.device.name else None
+    return (device.name, CAPABILITY.get(device.name)) if device is not None else (None, None)
 
 
 def _release(scenario: Scenario) -> tuple[int, ...]:

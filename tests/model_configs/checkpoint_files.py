@@ -118,3 +118,41 @@ def bnb_nf4(name: str, rows: int, cols: int) -> dict:
             f"{name}.weight.nested_quant_map": ("F32", (256,)),
             f"{name}.weight.quant_map": ("F32", (16,)),
             f"{name}.weight.quant_state.bitsandbytes__nf4": ("U8", (120,))}
+
+
+# GGUF (ggml docs/gguf.md): value types and ggml block sizes as llama.cpp's gguf-py writes them
+GGUF_SIZES = {0: (1, 4), 1: (1, 2), 8: (32, 34), 12: (256, 144), 14: (256, 210), 30: (1, 2)}
+
+
+def _gguf_string(text: str) -> bytes:
+    raw = text.encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _gguf_value(value) -> bytes:
+    if isinstance(value, str):
+        return struct.pack("<I", 8) + _gguf_string(value)
+    if isinstance(value, list):  # arrays of strings (a tokenizer's tokens)
+        return struct.pack("<IIQ", 9, 8, len(value)) + b"".join(_gguf_string(v) for v in value)
+    return struct.pack("<II", 4, value)  # uint32
+
+
+def write_gguf(path: Path, meta: dict, tensors: list[tuple[str, tuple[int, ...], int]]) -> int:
+    """A GGUF v3 file with zero-filled tensor data; returns the bytes of tensor data."""
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta))
+    head += b"".join(_gguf_string(k) + _gguf_value(v) for k, v in meta.items())
+    offset, infos = 0, b""
+    for name, shape, kind in tensors:
+        block, size = GGUF_SIZES[kind]
+        numel = 1
+        for dim in shape:
+            numel *= dim
+        infos += _gguf_string(name) + struct.pack("<I", len(shape))
+        infos += b"".join(struct.pack("<Q", d) for d in shape) + struct.pack("<IQ", kind, offset)
+        offset += -(-(numel // block * size) // 32) * 32  # tensors aligned to 32 bytes
+    raw = head + infos
+    raw += b"\0" * (-len(raw) % 32)
+    with path.open("wb") as handle:
+        handle.write(raw)
+        handle.truncate(len(raw) + offset)
+    return sum(1 for _ in tensors)
