@@ -94,13 +94,14 @@ def _shares(spec: ModelSpec, dense_bits: int, quant: Quant,
         for tensor in module_tensors(spec, group):
             fmt = res.format_of(tensor)
             numel = tensor.rows * tensor.cols * tensor.count
-            name, bits = (dense, dense_bits) if fmt is None else (fmt.name, fmt.bits)
+            name, bits = (dense, dense_bits) if fmt is None else (
+                fmt.name, fmt.bits // (2 if fmt.sparse_24 else 1))  # 2:4: half the values
             share = out.setdefault(name, _Share(bits, "" if fmt is None else scales_text(fmt)))
             share.params += numel
             if fmt is None:
                 share.value_bits += numel * dense_bits
             else:
-                share.value_bits += numel * fmt.bits // (2 if fmt.sparse_24 else 1)
+                share.value_bits += numel * bits
                 share.meta_bits += _tensor_metadata_bits(tensor, fmt)
     return dict(sorted(out.items(), key=lambda item: (item[0] == dense, item[1].bits)))
 
