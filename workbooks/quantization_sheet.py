@@ -115,3 +115,17 @@ def write_formats(wb: Workbook, ws, first: int, formats: tuple) -> None:
         style.as_formula(ws.cell(row=total, column=col, value=value), fmt)
     define(wb, "format_weights_bytes", SHEET, f"D{total}")
     define(wb, "format_metadata_bytes", SHEET, f"E{total}")
+    _fit(ws, formats)
+
+
+def _fit(ws, stored: tuple) -> None:
+    """Columns wide enough for the table's longest name and largest numbers (a printed number
+    never turns to ###)."""
+    params = sum(s.num_parameters for s in stored)
+    values = sum(s.value_bytes for s in stored) + len(stored)
+    for col, text in (("A", max((s.name for s in stored), key=len)),
+                      ("B", style.shown(params, style.PARAMS)),
+                      ("D", style.shown(values, style.BYTES)),
+                      ("E", style.shown(sum(s.metadata_bytes for s in stored), style.BYTES))):
+        width = ws.column_dimensions[col].width or 8
+        ws.column_dimensions[col].width = max(width, min(len(text) + 3, 32))
