@@ -15,7 +15,6 @@ from servecap.scenario.deployment import deployment, load
 from servecap.scenario.deployment import plan as scenario_plan
 from servecap.scenario.serving import model_spec
 
-from .checkpoint_view import checkpoint_to_dict
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
 from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-exported)
@@ -27,7 +26,7 @@ from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-expor
     plan_scenario,
 )
 from .option_groups import options_from
-from .plan_json import deployment_to_dict, source_to_dict
+from .plan_json import checkpoint_to_dict, deployment_to_dict, source_to_dict
 from .scenario_opts import LaunchLineArg, SaveScenario, ScenarioFile, launch_line, merged, save
 
 Opt = typer.Option
