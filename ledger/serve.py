@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from .errors import SpecError
+from .lora import LoraSpec
 from .paging import check_lengths
 
 DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM's default --block-size
@@ -37,6 +38,7 @@ class ServeSpec:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     device_label: str = ""
     mamba_cache_mode: str = "align"  # vLLM's for hybrids with prefix caching (its default)
+    lora: LoraSpec | None = None  # --enable-lora: adapter slots beside the weights
 
     def __post_init__(self) -> None:
         check_count("device", self.device_bytes)

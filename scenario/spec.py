@@ -148,6 +148,23 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Lora:
+    """vLLM's LoRA knobs, its names: with enable_lora each rank holds max_loras adapter slots
+    at max_lora_rank beside the weights, and max_cpu_loras adapters in host memory (None: vLLM's
+    defaults, ledger/lora.py); lora_target_modules limits the modules wrapped (vLLM >= 0.19),
+    lora_dtype their dtype (auto, float16, bfloat16; None: the model dtype)."""
+
+    __pydantic_config__ = _FORBID
+    enable_lora: StrictBool = False
+    max_loras: Count | None = None
+    max_lora_rank: Count | None = None
+    max_cpu_loras: Count | None = None
+    lora_target_modules: tuple[Text, ...] | None = None
+    fully_sharded_loras: StrictBool = False
+    lora_dtype: Text | None = None
+
+
+@dataclass(frozen=True)
 class Load:
     """The resident load a plan checks: concurrency requests of max_model_len tokens, or a
     mixed batch of live lengths; shared_prefix tokens of prompt are stored once."""
@@ -350,6 +367,7 @@ class Scenario:
     dtypes: Dtypes = field(default_factory=Dtypes)
     scheduler: Scheduler = field(default_factory=Scheduler)
     memory: Memory = field(default_factory=Memory)
+    lora: Lora = field(default_factory=Lora)
     load: Load = field(default_factory=Load)
     workload: Workload = field(default_factory=Workload)
     slo: Slo = field(default_factory=Slo)
