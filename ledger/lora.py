@@ -149,7 +149,7 @@ def lora_bytes(spec: ModelSpec, lora: LoraSpec, shard: Shard, model_bits: int) -
     layers = len(shard.layer_ids(spec))
     per_layer = layer_slices(spec, lora, shard.tensor_parallel_size)
     edges = edge_slices(spec, lora, shard.first_stage, shard.last_stage)
-    elements = layers * sum(s.elements for s in per_layer) + sum(s.elements for s in edges)
+    elements = slot_elements(spec, lora, shard)
     slots = lora.max_loras * elements * lora.bits // 8
     extra = _extra_vocab_bytes(spec, lora, shard, model_bits)
     host = lora.cpu_loras * host_elements(spec, lora, shard) * lora.bits // 8
@@ -160,14 +160,20 @@ def lora_bytes(spec: ModelSpec, lora: LoraSpec, shard: Shard, model_bits: int) -
     return LoraBytes(slots, extra, host, len(per_layer) * layers + len(edges), how)
 
 
+def slot_elements(spec: ModelSpec, lora: LoraSpec, shard: Shard) -> int:
+    """One slot's elements on a rank: layers x Σ per-layer slices + the embedding's and
+    lm_head's; each slice's A and B are max_lora_rank wide, so this is rank x a width."""
+    layers = len(shard.layer_ids(spec))
+    per_layer = layer_slices(spec, lora, shard.tensor_parallel_size)
+    edges = edge_slices(spec, lora, shard.first_stage, shard.last_stage)
+    return layers * sum(s.elements for s in per_layer) + sum(s.elements for s in edges)
+
+
 def host_elements(spec: ModelSpec, lora: LoraSpec, shard: Shard) -> int:
     """One adapter at max_lora_rank as the CPU cache holds it: every slice unsharded (each
     worker loads the whole adapter and cuts its share when it fills a slot)."""
-    whole = replace(lora, fully_sharded=False)
-    layers = len(shard.layer_ids(spec))
-    per_layer = layer_slices(spec, whole, 1)
-    edges = edge_slices(spec, whole, shard.first_stage, shard.last_stage)
-    return layers * sum(s.elements for s in per_layer) + sum(s.elements for s in edges)
+    whole = Shard(1, shard.layers, shard.first_stage, shard.last_stage)
+    return slot_elements(spec, replace(lora, fully_sharded=False), whole)
 
 
 def _extra_vocab_bytes(spec: ModelSpec, lora: LoraSpec, shard: Shard, model_bits: int) -> int:
@@ -229,7 +235,7 @@ def lora_lines(spec: ModelSpec, lora: LoraSpec | None, shard: Shard, model_bits:
         return (), ()
     found = lora_bytes(spec, lora, shard, model_bits)
     device = Line("lora_adapters", "LoRA adapter slots", found.device_bytes, found.how)
-    host = Line("lora_host", "LoRA adapters in the CPU cache (host memory)", found.host_bytes,
+    host = Line("lora_host", "LoRA adapters in the CPU cache", found.host_bytes,
                 f"{lora.cpu_loras} adapters (--max-cpu-loras) at rank {lora.max_lora_rank}, "
                 "unsharded: each rank's worker keeps its own copies")
     return (device,), (host,)

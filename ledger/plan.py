@@ -21,6 +21,7 @@ from .engines import (
     rotary_cache_line,
     starts,
 )
+from .eplb import eplb_lines
 from .errors import SpecError
 from .kv import (
     WHOLE,
@@ -257,7 +258,9 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
         Line("weight_metadata", "weight metadata",
              weights.metadata_bytes, _meta_from(weights, overrides)),
     ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) \
-        + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] + (runtime,)
+        + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] \
+        + eplb_lines(spec, serve.eplb, shard, *weight_format(spec, serve, overrides)) \
+        + (runtime,)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
             else overhead_lines(engine, shard.tensor_parallel_size, pp))
     return weights, head + _rotary(spec, engine, overrides) + tail
@@ -294,15 +297,21 @@ def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: Engin
     return lines, result
 
 
+def weight_format(spec: ModelSpec, serve: ServeSpec,
+                  overrides: Overrides = Overrides()) -> tuple[int, Quant | None]:
+    """(bits of the unquantized tensors, the quantization) the weights line plans with."""
+    dense = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
+    wdtype = dtypes.lookup(serve.weight_dtype, "weight_dtype", dtypes.WEIGHT_DTYPES)
+    quant = overrides.quant or spec.quant or default_quant(wdtype.name)
+    return (wdtype.bits if quant is None else dense.bits), quant
+
+
 def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides,
              shard: Shard) -> tuple[WeightBytes, str]:
     whole = shard.is_whole(spec)
     if overrides.weights is not None and (whole or overrides.per_device):
         return overrides.weights, overrides.weights_source
-    dense = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
-    wdtype = dtypes.lookup(serve.weight_dtype, "weight_dtype", dtypes.WEIGHT_DTYPES)
-    quant = overrides.quant or spec.quant or default_quant(wdtype.name)
-    dense_bits = wdtype.bits if quant is None else dense.bits
+    dense_bits, quant = weight_format(spec, serve, overrides)
     if whole:
         result = weight_bytes(spec, dense_bits, quant)
         return result, result.how

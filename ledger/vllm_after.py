@@ -74,7 +74,7 @@ def after_pool(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSp
 
 
 HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "lora_adapters",
-        "non_torch", "comm_buffers")
+        "eplb", "non_torch", "comm_buffers")
 
 
 def outside_baseline(row: VllmRow, shard: Shard, serve: ServeSpec) -> tuple[int, str]:

@@ -81,13 +81,18 @@ class Engine:
 
 @dataclass(frozen=True)
 class Parallel:
-    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices."""
+    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices.
+    enable_eplb: vLLM's expert-parallel load balancing, num_redundant_experts and
+    eplb_window_size its --eplb-config (None: vLLM's window, ledger/eplb.py)."""
 
     __pydantic_config__ = _FORBID
     tensor_parallel_size: Count = 1
     pipeline_parallel_size: Count = 1
     data_parallel_size: Count = 1
     enable_expert_parallel: StrictBool = False
+    enable_eplb: StrictBool = False
+    num_redundant_experts: Zero = 0
+    eplb_window_size: Count | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from .launch_line import (
     Dialect,
     LaunchLine,
     choice,
+    count,
     module_rest,
     quantization,
     read,
@@ -55,6 +56,10 @@ MODELLED = {
     "--fully-sharded-loras": ("lora.fully_sharded_loras", _BOOL),
     "--lora-dtype": ("lora.lora_dtype", _TEXT),
     "--lora-target-modules": ("lora.lora_target_modules", WORDS),
+    "--enable-eplb": ("parallel.enable_eplb", _BOOL),
+    "--eplb-config": ("parallel", "eplb"),
+    "--num-redundant-experts": ("parallel.num_redundant_experts", "zero"),
+    "--eplb-window-size": ("parallel.eplb_window_size", _INT),
 }
 SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
          "-dp": "--data-parallel-size", "-q": "--quantization"}
@@ -106,8 +111,6 @@ REFUSED = {
     "--kv-transfer-config": "a KV connector holds GPU memory of its own",
     "--decode-context-parallel-size": "splits each request's KV across ranks",
     "-dcp": "splits each request's KV across ranks",
-    "--enable-eplb": "holds redundant experts", "--num-redundant-experts": "holds "
-    "redundant experts", "--eplb-config": "holds redundant experts",
     "--mamba-cache-dtype": "changes a hybrid's state bytes",
     "--mamba-ssm-cache-dtype": "changes a hybrid's state bytes",
     "--mamba-block-size": "changes a hybrid's state blocks",
@@ -170,6 +173,43 @@ def _speculative(value: str, field: str) -> dict[str, object]:
     return out
 
 
+# --eplb-config's keys that change no device memory (when and how experts move)
+EPLB_TIMING = frozenset({"step_interval", "log_balancedness", "log_balancedness_interval",
+                         "use_async", "policy", "communicator", "enable_migration_batching"})
+
+
+def _eplb(value: str, field: str) -> dict[str, object]:
+    """--eplb-config '{"num_redundant_experts": 32, "window_size": 1000}' (vLLM's EPLBConfig)."""
+    try:
+        config = json.loads(value)
+    except (TypeError, json.JSONDecodeError):
+        config = None
+    if not isinstance(config, dict):
+        raise SpecError(field, value, "a JSON object, e.g. '{\"num_redundant_experts\": 32}'")
+    unknown = set(config) - EPLB_TIMING - {"num_redundant_experts", "window_size"}
+    if unknown:
+        raise SpecError(field, value, f"{', '.join(sorted(unknown))}: not an EPLBConfig key "
+                        "servecap reads (num_redundant_experts, window_size, and the timing "
+                        "keys " + ", ".join(sorted(EPLB_TIMING)) + ")")
+    out = {}
+    if "num_redundant_experts" in config:
+        out["parallel.num_redundant_experts"] = _zero(config["num_redundant_experts"], field)
+    if "window_size" in config:
+        out["parallel.eplb_window_size"] = count(config["window_size"], field)
+    return out
+
+
+def _zero(value, field: str) -> int:
+    """A whole number >= 0, as vLLM's int() reads it (num_redundant_experts)."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise SpecError(field, value, "a whole number >= 0")
+    return number
+
+
 VLLM = Dialect(
     engine="vllm", name=FIELD, entry=_entry, modelled=MODELLED, aliases=SHORT,
     usage="vllm serve MODEL [flags] (or python -m vllm.entrypoints.openai.api_server "
@@ -181,7 +221,9 @@ VLLM = Dialect(
              "kv": lambda value, where, path: {path: choice(_KV, value, where)},
              "dtype": lambda value, where, path: {path: choice(TORCH_DTYPES, value, where)},
              "quant": lambda value, where, path: quantization(value, where, FROM_CHECKPOINT),
-             "json": lambda value, where, path: _speculative(value, where)},
+             "json": lambda value, where, path: _speculative(value, where),
+             "eplb": lambda value, where, path: _eplb(value, where),
+             "zero": lambda value, where, path: {path: _zero(value, where)}},
     spelling=lambda flag: "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag,
     negatable=True)
 
