@@ -59,6 +59,13 @@ class DeployFlags:
                                                "stages.")] = 1
     data_parallel_size: Annotated[int, Par("--data-parallel-size", "-dp", help="Replicas of "
                                            "the whole tp x pp group.")] = 1
+    interconnect: Annotated[str | None, Par(help="How tensor-parallel GPUs are linked: pcie "
+                                            "(or no P2P) or nvlink; sizes the collectives' "
+                                            "buffers. Default: the catalog device's (PCIe for "
+                                            "a bare size).")] = None
+    nnodes: Annotated[int, Par("--nnodes", help="vLLM: nodes one replica's tp x pp GPUs "
+                               "span; a tensor-parallel group across nodes sets up no "
+                               "NVLink buffers.")] = 1
     engine: Annotated[str, Eng(help="Budget semantics: plain (the seed ledger), vllm, sglang, "
                                "trtllm. vLLM takes a release: vllm==0.11, vllm>=0.21 (bare "
                                "vllm: the newest rules known).")] = PLAIN
@@ -101,8 +108,8 @@ deploy_options = options_from(DeployFlags, "deploy")  # the command receives the
 
 
 def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
-    """The Scenario's engine, memory and parallel sections these flags describe, and
-    --max-num-seqs (a vLLM knob: given alone, it names vllm)."""
+    """The Scenario's engine, memory and parallel sections these flags describe, --max-num-seqs
+    (a vLLM knob: given alone, it names vllm) and --interconnect (the device section's)."""
     name, version = split_engine(flags.engine)
     if name == PLAIN:
         name = None  # plain gives way to the one engine whose knobs were given
@@ -117,12 +124,12 @@ def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
                      non_torch=flags.non_torch, weights=flags.weights,
                      comm_buffer=flags.comm_buffer, cuda_graph_memory=flags.cuda_graph_memory)
     parallel = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
-                        flags.data_parallel_size)
-    return engine, memory, parallel, flags.max_num_seqs
+                        flags.data_parallel_size, nnodes=flags.nnodes)
+    return engine, memory, parallel, flags.max_num_seqs, flags.interconnect
 
 
 def _scenario(flags: DeployFlags) -> Scenario:
-    engine, memory, parallel, seqs = deploy_sections(flags)
+    engine, memory, parallel, seqs, _ = deploy_sections(flags)
     return replace(DEFAULT, engine=engine, memory=memory, parallel=parallel,
                    scheduler=replace(DEFAULT.scheduler, max_num_seqs=seqs))
 

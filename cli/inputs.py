@@ -49,12 +49,13 @@ def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
     seqs = flags.max_num_seqs if flags.max_num_seqs != DEFAULT_MAX_NUM_SEQS else None
     engine = DEFAULT.engine
     memory = Memory(runtime_peak=flags.runtime_peak, safety=flags.safety)
-    parallel = DEFAULT.parallel
+    parallel, link = DEFAULT.parallel, None
     if deploy is not None:
-        engine, memory, parallel, own_seqs = deploy_sections(deploy, memory)
+        engine, memory, parallel, own_seqs, link = deploy_sections(deploy, memory)
         seqs = own_seqs if own_seqs is not None else seqs
     return Scenario(
-        model=Model(name=model), device=Device(name=flags.device), engine=engine,
+        model=Model(name=model), device=Device(name=flags.device, interconnect=link),
+        engine=engine,
         parallel=parallel,
         dtypes=Dtypes(weight_dtype=flags.weight_dtype, kv_cache_dtype=flags.kv_dtype,
                       activation_dtype=flags.activation_dtype, group_size=flags.group_size,
@@ -80,6 +81,7 @@ PLAN_PATHS = {
     "tensor_parallel_size": ("parallel.tensor_parallel_size",),
     "pipeline_parallel_size": ("parallel.pipeline_parallel_size",),
     "data_parallel_size": ("parallel.data_parallel_size",),
+    "interconnect": ("device.interconnect",), "nnodes": ("parallel.nnodes",),
     "engine": ("engine.name", "engine.version"),
     "gpu_memory_utilization": ("memory.gpu_memory_utilization",),
     "kv_cache_memory": ("memory.kv_cache_memory_bytes",),
@@ -110,6 +112,7 @@ def plan_flags_of(scenario: Scenario):
     mem, eng, par = s.memory, s.engine, s.parallel
     deploy = DeployFlags(
         par.tensor_parallel_size, par.pipeline_parallel_size, par.data_parallel_size,
+        interconnect=s.device.interconnect, nnodes=par.nnodes,
         engine=engine_text(s) if eng.name else PLAIN,
         gpu_memory_utilization=mem.gpu_memory_utilization,
         kv_cache_memory=_text(mem.kv_cache_memory_bytes),

@@ -106,7 +106,7 @@ def render(result: Reconciliation, log: Path) -> None:
         for row in result.rows:
             console.print(f"  {row.label}: {row.advice}", highlight=False, markup=False)
     for note in result.notes:
-        console.print(f"note: {note}", style="yellow")
+        console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
     console.print(f"read {len(result.lines)} memory lines of the log:")
     for line in result.lines:
         console.print(f"  {line.number:>4}: {line.read or 'no vLLM figure'} | {line.text[:160]}",

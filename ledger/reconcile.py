@@ -43,23 +43,28 @@ class Reconciliation:
     agrees: bool = True
 
 
-def check_same_model(plan: Plan, facts: LogFacts, model_name: str) -> None:
-    """Fail when the log names another model, or its KV blocks are another model's size."""
+def check_same_model(plan: Plan, facts: LogFacts, model_name: str) -> list[str]:
+    """Fail when the log's weights or KV blocks are another model's size; a name that differs
+    (a local folder, a renamed copy) is only noted: the config given is trusted."""
+    notes = []
     if facts.model and not _same_name(facts.model, model_name):
-        raise SpecError("--model", model_name, f"the log is for a different model: it loads "
-                        f"{facts.model!r}")
+        notes.append(f"the log loads {facts.model!r} and the config given is {model_name!r}: "
+                     "the config is trusted; the weights and KV blocks below check that it is "
+                     "the same model")
+    loads = f" ({facts.model!r}?)" if facts.model else ""
     logged = facts.gib_bytes("weights_gib")
     predicted = plan.line("weights") + plan.line("weight_metadata")
     if logged and not 1 / (1 + WEIGHTS_APART) < logged / predicted < 1 + WEIGHTS_APART:
-        raise SpecError("--model", model_name, f"the log is for a different model (or weight "
-                        f"dtype or tp): it loads {facts.weights_gib} GiB of weights, the plan "
-                        f"{predicted / GiB:.2f} GiB")
+        raise SpecError("--model", model_name, f"the log is for a different model{loads} (or "
+                        f"weight dtype or tp): it loads {facts.weights_gib} GiB of weights, the "
+                        f"plan {predicted / GiB:.2f} GiB")
     implied = _implied_block_bytes(plan, facts)
     ours = plan.budget.block_bytes
     if implied and abs(implied / ours - 1) > DIFFERENT_MODEL:
-        raise SpecError("--model", model_name, f"the log is for a different model (or KV dtype, "
-                        f"block size or tp): its KV pool holds {implied:,.0f} B per block, "
-                        f"{model_name} needs {ours:,} B")
+        raise SpecError("--model", model_name, f"the log is for a different model{loads} (or KV "
+                        f"dtype, block size or tp): its KV pool holds {implied:,.0f} B per "
+                        f"block, {model_name} needs {ours:,} B")
+    return notes
 
 
 AFTER_POOL_GRAPHS = ("the log's 'Graph capturing finished ... took {gib} GiB' comes after the "

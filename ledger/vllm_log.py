@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, fields
 
 from .errors import SpecError
 from .units import GiB
+from .vllm_log_args import allreduce_off, logged_args, logged_env
+from .vllm_release import LoggedRelease, release_of
 from .vllm_versions import FLASHINFER, TORCH, TRITON
 
 _NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
@@ -101,6 +103,8 @@ FORMAT_VERSIONS = (("peak_torch_memory=", "0.6.4", "its one-line 'Memory profili
                     "V0's 'Memory profiling takes' sentence (0.6.5 - 0.10)"))
 V1_MARKS = ("Available KV cache memory", "GPU KV cache size", "EngineCore", "V1 engine",
             "To serve at least one request")
+# --enforce-eager as the engine's config line, the non-default args or the command show it
+EAGER = r"enforce_eager=True|'enforce_eager': True|--enforce-eager\b"
 RANK = re.compile(r"(?:rank=|Worker_TP|Worker_PP|TP|rank )(\d+)")
 MEMORY_WORDS = re.compile(r"GiB|\bGB\b|blocks|KV cache|memory", re.IGNORECASE)
 INTEGER_FIELDS = {"num_gpu_blocks", "kv_cache_tokens", "max_model_len", "v0_max_tokens",
@@ -154,6 +158,12 @@ class LogFacts:
     mxfp4_backend: str | None = None
     draft: bool = False
     rank_pools: tuple[tuple[int, float], ...] = ()
+    release: str | None = None
+    release_basis: str = ""
+    args: tuple[tuple[str, object], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    allreduce_off: str | None = None
+    enforce_eager: bool = False
     lines: tuple[LineRead, ...] = field(default_factory=tuple)
 
     @property
@@ -197,7 +207,16 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         found["kv_pool_gib"] = min(value for _, value in ranks)
     text_found = {name: _first(body, patterns) for name, patterns in TEXT_PATTERNS.items()}
     known = {f.name for f in fields(LogFacts)}
+    plain = [line for _, line in numbered]
+    worded = next(((v, why) for mark, v, why in FORMAT_VERSIONS if mark in body), None)
+    release = release_of(text_found["version"], plain)
+    if release.version is None and worded is not None:
+        release = LoggedRelease(worded[0], f"the log states no version; {worded[1]} is "
+                                f"{worded[0]}'s")
     return LogFacts(
+        release=release.version, release_basis=release.basis, args=logged_args(plain),
+        env=logged_env(plain), allreduce_off=allreduce_off(plain),
+        enforce_eager=bool(re.search(EAGER, body)),
         engine_version="v1" if any(mark in body for mark in V1_MARKS) else "v0",
         failure=next((why for mark, why in FAILURES if mark in body), None),
         connectors=tuple(c for c in CONNECTORS if c in body and not any(
@@ -205,8 +224,7 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         sampler=next((kind for mark, kind in SAMPLER_MARKS if mark in body), None),
         mxfp4_backend=next((kind for mark, kind in MXFP4_MARKS if mark in body), None),
         draft=any(mark in body for mark in DRAFT_MARKS), rank_pools=ranks,
-        format_version=next(((v, why) for mark, v, why in FORMAT_VERSIONS if mark in body),
-                            None),
+        format_version=worded,
         lines=tuple(_lines_read(numbered)), **{k: v for k, v in text_found.items() if v},
         **{k: v for k, v in found.items() if k in known})
 
@@ -244,6 +262,9 @@ def _lines_read(numbered: list[tuple[int, str]]):
         names += ["speculative decoding"] if any(m in line for m in DRAFT_MARKS) else []
         names += ["vLLM version"] if any(re.search(p, line)
                                          for p in TEXT_PATTERNS["version"]) else []
+        names += ["flags"] if logged_args([line]) else []
+        names += ["environment"] if logged_env([line]) else []
+        names += [f"custom all-reduce off ({why})"] if (why := allreduce_off([line])) else []
         if names or MEMORY_WORDS.search(line):
             yield LineRead(number, line.strip(), ", ".join(dict.fromkeys(names)))
 

@@ -56,12 +56,14 @@ class Model:
 @dataclass(frozen=True)
 class Device:
     """A catalog name (h100-80gb) or a size; bandwidth and flops replace the catalog's rates
-    (the simulator's)."""
+    (the simulator's); interconnect, how tensor-parallel peers are linked (pcie or nvlink;
+    None: the catalog device's, PCIe for a bare size), sizes the collectives' buffers."""
 
     __pydantic_config__ = _FORBID
     name: Text | None = None
     bandwidth: Text | None = None
     flops: Text | None = None
+    interconnect: Text | None = None
 
 
 @dataclass(frozen=True)
@@ -81,13 +83,15 @@ class Engine:
 
 @dataclass(frozen=True)
 class Parallel:
-    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices."""
+    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices;
+    nnodes, the nodes one replica's tp x pp ranks are spread over (vLLM's --nnodes)."""
 
     __pydantic_config__ = _FORBID
     tensor_parallel_size: Count = 1
     pipeline_parallel_size: Count = 1
     data_parallel_size: Count = 1
     enable_expert_parallel: StrictBool = False
+    nnodes: Count = 1
 
 
 @dataclass(frozen=True)

@@ -279,3 +279,32 @@ def test_a_device_read_from_the_log_says_which_gpus_have_its_size():
                             str(CONFIGS / "Qwen--Qwen2.5-72B-Instruct"), "-tp", "2")
     note = next(n for n in report["notes"] if n.startswith("device:"))
     assert "79.19 GiB" in note and "h100-80gb, h100-pcie-80gb" in note and "PCIe" in note
+
+
+CONFIGS = LOGS.parent / "configs"
+
+
+def test_a_log_without_a_version_is_read_with_the_release_its_lines_place():
+    """gpt-oss-120b on an H100 at utilization 0.95 (vllm#27508): the log prints no version;
+    its lines are where vLLM 0.11.0 prints them, whose rules leave the pool short of one
+    131,072-token request, as vLLM found. The newest rules said it fits."""
+    report = reconcile_path(LOGS / "v1_gptoss120b_h100_issue27508.log", "--model",
+                            str(CONFIGS / "openai--gpt-oss-120b"), "--device", "h100-80gb",
+                            code=0)
+    rows = {row["key"]: row for row in report["rows"]}
+    assert rows["starts"]["predicted"] == rows["starts"]["logged"] == 0
+    assert any(n.startswith("rules: vllm>=0.11.0,<0.11.2") and "[gpu_worker.py:298, "
+               "core.py:708] are where vLLM 0.11.0 prints them" in n for n in report["notes"])
+
+
+def test_a_config_whose_name_differs_from_the_logged_model_is_trusted_and_noted(tmp_path):
+    config = tmp_path / "my-renamed-copy"
+    config.mkdir()
+    (config / "config.json").write_text((CONFIGS / "Qwen--Qwen3-0.6B" / "config.json")
+                                        .read_text())
+    report = reconcile_path(LOGS / "v1_qwen3_0p6b_a100.log", "--model", str(config),
+                            "--device", "a100-80gb")
+    assert any("the log loads 'Qwen/Qwen3-0.6B'" in n and "the config is trusted" in n
+               for n in report["notes"])
+    rows = {row["key"]: row for row in report["rows"]}
+    assert abs(rows["kv_cache_tokens"]["residual"]) <= 0.05 * rows["kv_cache_tokens"]["logged"]
