@@ -24,8 +24,9 @@ from servecap.scenario.reconciliation import predict
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "vllm_logs"
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
-DEPLOY_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs", "entrypoint",
-               "mxfp4_backend", "sampler")
+DEPLOY_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
+               "max_num_seqs", "entrypoint", "mxfp4_backend", "sampler")
+DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}  # vLLM's --dtype spellings
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,9 @@ def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
     version = meta.get("vllm_version")
     plan = PlanFlags(device=meta["device"], context=flags.get("max_model_len"), concurrency=1,
                      kv_dtype=flags.get("kv_cache_dtype"),
-                     max_num_batched_tokens=flags.get("max_num_batched_tokens"))
+                     max_num_batched_tokens=flags.get("max_num_batched_tokens"),
+                     dtype=DTYPES.get(flags.get("dtype")),
+                     weight_dtype="fp8" if flags.get("quantization") == "fp8" else None)
     deploy = DeployFlags(engine=f"vllm=={version}" if version else "vllm",
                          **{k: flags[k] for k in DEPLOY_KEYS if k in flags})
     return str(CONFIGS / meta["config"]), plan, deploy
