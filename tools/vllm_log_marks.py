@@ -40,6 +40,8 @@ MESSAGES = (
     "Loading safetensors checkpoint shards", "Asynchronous scheduling is enabled",
     "The model's max seq len", "To serve at least one request",
 )
+# A message whose literal starts with a format field: the words the log shows there.
+LEADING_FIELD = {"%s KV cache size": "GPU KV cache size"}  # 0.28 on: the device's name
 LOG_METHODS = {"info", "warning", "debug", "error", "info_once", "warning_once", "debug_once",
                "exception", "critical", "warn"}
 
@@ -71,6 +73,8 @@ def calls(path: Path):
                 and node.func.attr in LOG_METHODS and node.args:
             text = literal_start(node.args[0])
             if text:
+                for field, words in LEADING_FIELD.items():
+                    text = words + text[len(field):] if text.startswith(field) else text
                 yield node.lineno, text
 
 
