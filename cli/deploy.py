@@ -80,6 +80,10 @@ class DeployFlags:
                                                      "free at start.")] = None
     free_gpu_memory_fraction: Annotated[float | None, Eng(help="TensorRT-LLM: fraction of the "
                                                           "memory free after weights.")] = None
+    max_tokens: Annotated[int | None, Eng("--max-tokens", help="TensorRT-LLM: KvCacheConfig."
+                                          "max_tokens, a cap on the pool's tokens (whole "
+                                          "blocks); with the fraction, the smaller "
+                                          "holds.")] = None
     max_num_seqs: Annotated[int | None, Eng("--max-num-seqs", help="vLLM: sequences its "
                                             "sampler is profiled with. Default: the release's "
                                             "(256, or 1024 on >= 70 GiB GPUs).")] = None
@@ -121,7 +125,7 @@ def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
                      kv_cache_memory_bytes=flags.kv_cache_memory,
                      mem_fraction_static=flags.mem_fraction_static,
                      free_gpu_memory_fraction=flags.free_gpu_memory_fraction,
-                     non_torch=flags.non_torch, weights=flags.weights,
+                     max_tokens=flags.max_tokens, non_torch=flags.non_torch, weights=flags.weights,
                      comm_buffer=flags.comm_buffer, cuda_graph_memory=flags.cuda_graph_memory)
     parallel = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
                         flags.data_parallel_size, nnodes=flags.nnodes)

@@ -44,6 +44,7 @@ class EngineSpec:
     kv_cache_memory_bytes: int | None = None
     mem_fraction_static: float | None = None
     free_gpu_memory_fraction: float | None = None
+    max_tokens: int | None = None  # TensorRT-LLM's KvCacheConfig.max_tokens
     non_torch_bytes: int | None = None
     comm_buffer_bytes: int | None = None
     cuda_graph_bytes: int | None = None
@@ -217,8 +218,10 @@ def _sglang(engine: EngineSpec, free_start: int, weights: int, act: int, world_s
 def _trtllm(engine: EngineSpec, free_after: int):
     fraction = engine.free_gpu_memory_fraction or DEFAULT_FREE_GPU_MEMORY_FRACTION
     pool = int(free_after * fraction)
+    cap = (f", at most max_tokens {engine.max_tokens:,} (whole blocks)"
+           if engine.max_tokens is not None else "")
     return pool, free_after - pool, (
-        f"TensorRT-LLM: free_gpu_memory_fraction {fraction:.2f} x memory free after weights"
+        f"TensorRT-LLM: free_gpu_memory_fraction {fraction:.2f} x memory free after weights{cap}"
     ), f"the {1 - fraction:.0%} of free memory TensorRT-LLM leaves"
 
 
@@ -266,6 +269,10 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
                       per_request, how, len(groups.kinds), tuple(groups.kinds))
     block_bytes = bsz * geo.layer_bytes_per_token * len(geo.layer_ids)
     blocks = max(pool_bytes, 0) // block_bytes if block_bytes else 0
+    if engine.name == TRTLLM and engine.max_tokens is not None:
+        # KvCacheConfig.max_tokens caps the blocks at ceil(max_tokens / tokens_per_block): with
+        # free_gpu_memory_fraction 'the smaller value will be used' (the engine's warning)
+        blocks = min(blocks, -(-engine.max_tokens // bsz))
     per_request = -(-geo.max_model_len // bsz)
     return Budget(engine.name, pool_bytes, blocks, blocks * bsz,
                   blocks * bsz / geo.max_model_len, bsz, block_bytes, per_request, how)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servecap.ledger.devices import DEVICES
-from servecap.ledger.engines import PLAIN, VLLM
+from servecap.ledger.engines import PLAIN, SGLANG, TRTLLM, VLLM
 from servecap.ledger.errors import SpecError
 from servecap.ledger.ranks import Deployment
 from servecap.ledger.reconcile import Reconciliation, check_same_model, reconcile
@@ -38,7 +38,12 @@ class Prediction:
 
 def reconcile_log(log: Path, scenario: Scenario) -> Reconciliation:
     """Parse, plan the same deployment twice (from the config; with the log's measured lines),
-    check it is the same model, and compare."""
+    check it is the same model, and compare; an SGLang or TensorRT-LLM log
+    (--engine sglang|trtllm) is read by its engine's reader (scenario/engine_reconciliation)."""
+    if implied_engine(scenario) in (SGLANG, TRTLLM):
+        from .engine_reconciliation import reconcile_engine_log
+
+        return reconcile_engine_log(log, scenario)
     found = predict(log, scenario)
     return reconcile(found.planned.plan, found.replanned.plan, found.facts, found.notes)
 
@@ -48,8 +53,8 @@ def predict(log: Path, scenario: Scenario) -> Prediction:
     the plan is scenario.deployment's, as `servecap plan` makes it, run under the log's engine
     (V0 or V1)."""
     if implied_engine(scenario) not in (PLAIN, VLLM):
-        raise SpecError("--engine", implied_engine(scenario), "reconcile reads vLLM logs: vllm "
-                        "(the default here)")
+        raise SpecError("--engine", implied_engine(scenario), "reconcile reads vLLM logs with "
+                        "vllm (the default here), SGLang's with sglang, TensorRT-LLM's with trtllm")
     facts = parse_vllm_log(_read(log), str(log))
     loaded = load(scenario)
     logged, flag_notes = logged_values(facts)

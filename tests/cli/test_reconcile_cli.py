@@ -225,13 +225,15 @@ def test_cuda_graph_estimate_is_taken_out_of_the_pool_from_0_20(tmp_path):
         old["cuda_graphs"]["advice"]
 
 
-def test_reconcile_refuses_another_engines_semantics() -> None:
-    """A vLLM log planned with SGLang's budget would be compared against the wrong formula."""
+def test_reconcile_refuses_another_engines_log() -> None:
+    """A vLLM log read as SGLang's would be compared against the wrong formula: SGLang's reader
+    finds none of its lines and says which engine reads it."""
     result = runner.invoke(app, ["reconcile", str(LOGS / "v0_llama31_8b_rtx3090.log"),
                                  "--model", "llama-3.1-8b", "--engine", "sglang",
-                                 "--mem-fraction-static", "0.8"])
+                                 "--mem-fraction-static", "0.8", "--device", "24GiB"])
     assert result.exit_code == 2
-    assert "--engine = 'sglang'" in result.stderr and "vllm" in result.stderr
+    assert "none of sglang's KV cache lines" in result.stderr and "--engine vllm" in \
+        result.stderr
 
 
 CONFIGS = LOGS.parent / "configs"
