@@ -1,46 +1,17 @@
 """Predicted vs logged: each vLLM startup figure beside the plan's, its residual and advice."""
 
 import re
-from dataclasses import dataclass
 
 from .errors import SpecError
 from .plan import Plan
+from .reconcile_ranks import binding_pool, rank_rows
+from .reconcile_row import Reconciliation, Row
 from .units import GiB
 from .vllm_log import LogFacts
 
 ROUNDING_GIB = 0.01  # vLLM prints GiB with two decimals
 DIFFERENT_MODEL = 0.10  # block bytes more than 10% apart: not this model's KV cache
 WEIGHTS_APART = 0.5  # weights 1.5x apart either way: not this checkpoint
-
-
-@dataclass(frozen=True)
-class Row:
-    """One compared figure. unit: 'GiB' (values in bytes), 'blocks', 'tokens' or 'x'."""
-
-    key: str
-    label: str
-    unit: str
-    predicted: float
-    logged: float
-    advice: str
-
-    @property
-    def residual(self) -> float:
-        """logged - predicted, in the row's unit (bytes for GiB rows)."""
-        return self.logged - self.predicted
-
-
-@dataclass(frozen=True)
-class Reconciliation:
-    """The rows, the notes, every memory line of the log that was read (with what it gave),
-    and whether the plan agrees with the log (exit 0) or not (exit 1)."""
-
-    model: str
-    engine_version: str
-    rows: tuple[Row, ...]
-    notes: tuple[str, ...]
-    lines: tuple = ()
-    agrees: bool = True
 
 
 def check_same_model(plan: Plan, facts: LogFacts, model_name: str) -> list[str]:
@@ -75,19 +46,22 @@ AFTER_POOL_GRAPHS = ("the log's 'Graph capturing finished ... took {gib} GiB' co
 AGREE = 0.05  # KV tokens (or the pool) within 5% and the same start verdict: exit 0
 
 
-def reconcile(plan: Plan, replanned: Plan, facts: LogFacts,
-              said: tuple[str, ...] = ()) -> Reconciliation:
+def reconcile(plan: Plan, replanned: Plan, facts: LogFacts, said: tuple[str, ...] = (),
+              stages: tuple[tuple[tuple[int, ...], Plan], ...] = ()) -> Reconciliation:
     """Rows for every figure the log printed. `plan` is the prediction from the config alone;
     `replanned` uses the log's own weights, activation, non-torch and graph lines as measured,
     so its pool residual isolates servecap's arithmetic from its estimates. Notes explain a
-    residual only by what the log shows; `said`: notes on how the plan was made (its rules)."""
+    residual only by what the log shows; `said`: notes on how the plan was made (its rules);
+    `stages`: each pipeline stage's ranks and ledger (the rows per rank use its own stage's),
+    `plan` being the binding stage's."""
     rows = [r for r in (_weights(plan, facts), _gib_row(plan, facts, "activation_peak_gib",
                                                         "runtime_peak", "activation peak"),
                         _gib_row(plan, facts, "non_torch_gib", "non_torch", "non-torch memory"),
                         _gib_row(plan, facts, "cuda_graph_gib", "cuda_graphs", "CUDA graph pool"),
                         _pool(plan, facts), _replanned(replanned, facts))
             if r is not None]
-    rows += _rank_rows(plan, facts) + _blocks(plan, facts) + _capacity_rows(plan, facts)
+    facts = binding_pool(plan, facts, stages)
+    rows += rank_rows(plan, facts, stages) + _blocks(plan, facts) + _capacity_rows(plan, facts)
     rows.append(_start_row(plan, facts))
     notes = [f"GiB figures in the log are rounded to {ROUNDING_GIB} GiB; residuals within that "
              "are matches"] + [note for note in said if note]
@@ -247,18 +221,6 @@ def _blocks_row(plan: Plan, facts: LogFacts) -> Row:
                    + (", the logged count among them" if lo <= logged <= hi else
                       ": the logged count is outside (another KV layout?)"))
     return Row("num_gpu_blocks", "GPU blocks", "blocks", budget.num_gpu_blocks, logged, advice)
-
-
-def _rank_rows(plan: Plan, facts: LogFacts) -> list[Row]:
-    """One row per rank the log printed a pool for; vLLM holds every rank to the smallest."""
-    if not facts.rank_pools:
-        return []
-    least = min(value for _, value in facts.rank_pools)
-    return [Row(f"kv_pool_rank{rank}", f"KV pool, rank {rank}", "GiB",
-                plan.budget.kv_pool_bytes, round(value * GiB),
-                "the smallest: every rank gets its block count" if value == least else
-                f"{value - least:.2f} GiB above the smallest rank's; vLLM does not use it")
-            for rank, value in facts.rank_pools]
 
 
 def _capacity_rows(plan: Plan, facts: LogFacts) -> list[Row]:

@@ -105,6 +105,7 @@ V1_MARKS = ("Available KV cache memory", "GPU KV cache size", "EngineCore", "V1 
             "To serve at least one request")
 # --enforce-eager as the engine's config line, the non-default args or the command show it
 EAGER = r"enforce_eager=True|'enforce_eager': True|--enforce-eager\b"
+STAGE = re.compile(r"Worker_PP(\d+)")
 RANK = re.compile(r"(?:rank=|Worker_TP|Worker_PP|TP|rank )(\d+)")
 MEMORY_WORDS = re.compile(r"GiB|\bGB\b|blocks|KV cache|memory", re.IGNORECASE)
 INTEGER_FIELDS = {"num_gpu_blocks", "kv_cache_tokens", "max_model_len", "v0_max_tokens",
@@ -158,6 +159,7 @@ class LogFacts:
     mxfp4_backend: str | None = None
     draft: bool = False
     rank_pools: tuple[tuple[int, float], ...] = ()
+    rank_pools_by_stage: bool = False  # keyed by pipeline stage (Worker_PP<n>), not by rank
     release: str | None = None
     release_basis: str = ""
     args: tuple[tuple[str, object], ...] = ()
@@ -224,6 +226,7 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         sampler=next((kind for mark, kind in SAMPLER_MARKS if mark in body), None),
         mxfp4_backend=next((kind for mark, kind in MXFP4_MARKS if mark in body), None),
         draft=any(mark in body for mark in DRAFT_MARKS), rank_pools=ranks,
+        rank_pools_by_stage=bool(ranks) and "Worker_PP" in body,
         format_version=worded,
         lines=tuple(_lines_read(numbered)), **{k: v for k, v in text_found.items() if v},
         **{k: v for k, v in found.items() if k in known})
@@ -239,11 +242,12 @@ def _first_startup(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 def _rank_pools(numbered: list[tuple[int, str]]) -> tuple[tuple[int, float], ...]:
-    """'Available KV cache memory' per rank, where the line names its rank."""
+    """'Available KV cache memory' per rank, where the line names its rank; by pipeline stage
+    where the workers are named by it (vLLM 0.11 on: Worker_PP<stage>[_TP<rank>])."""
     out = {}
     for _, line in numbered:
         pool = re.search(r"Available KV cache memory:\s*" + _NUM, line)
-        rank = RANK.search(line)
+        rank = STAGE.search(line) or RANK.search(line)
         if pool and rank:
             out.setdefault(int(rank.group(1)), float(pool.group(1).replace(",", "")))
     return tuple(sorted(out.items())) if len(out) > 1 else ()

@@ -9,7 +9,12 @@ from servecap.ledger.devices import DEVICES
 from servecap.ledger.engines import PLAIN, SGLANG, TRTLLM, VLLM
 from servecap.ledger.errors import SpecError
 from servecap.ledger.ranks import Deployment
-from servecap.ledger.reconcile import Reconciliation, check_same_model, reconcile
+from servecap.ledger.reconcile import (
+    Reconciliation,
+    binding_pool,
+    check_same_model,
+    reconcile,
+)
 from servecap.ledger.units import GiB
 from servecap.ledger.vllm_log import LogFacts, parse_vllm_log
 from servecap.ledger.vllm_versions import VllmRow, choose
@@ -45,7 +50,13 @@ def reconcile_log(log: Path, scenario: Scenario) -> Reconciliation:
 
         return reconcile_engine_log(log, scenario)
     found = predict(log, scenario)
-    return reconcile(found.planned.plan, found.replanned.plan, found.facts, found.notes)
+    return reconcile(found.planned.plan, found.replanned.plan, found.facts, found.notes,
+                     stage_plans(found.planned))
+
+
+def stage_plans(planned: Deployment) -> tuple:
+    """Each pipeline stage's ranks and ledger, for rows per rank."""
+    return tuple((stage.ranks, stage.plan) for stage in planned.stages)
 
 
 def predict(log: Path, scenario: Scenario) -> Prediction:
@@ -65,7 +76,9 @@ def predict(log: Path, scenario: Scenario) -> Prediction:
     if s.memory.cuda_graph_memory is None:
         s = with_values(s, _graph_values(facts, engine_spec(s).vllm_row))
     planned = deployment(s, loaded, formula=facts.engine_version)
-    same = check_same_model(planned.plan, facts, planned.plan.model)
+    same = check_same_model(planned.plan, binding_pool(planned.plan, facts,
+                                                       stage_plans(planned)),
+                            planned.plan.model)
     replanned = deployment(with_values(s, _measured(facts, engine_spec(s).vllm_row)), loaded,
                            formula=facts.engine_version)
     notes = (rules,) + tuple(same) + flag_notes + tuple(

@@ -310,3 +310,36 @@ def test_a_config_whose_name_differs_from_the_logged_model_is_trusted_and_noted(
                for n in report["notes"])
     rows = {row["key"]: row for row in report["rows"]}
     assert abs(rows["kv_cache_tokens"]["residual"]) <= 0.05 * rows["kv_cache_tokens"]["logged"]
+
+
+def test_uneven_pipeline_stages_are_each_set_beside_their_own_pool(tmp_path):
+    """Llama-3.1-8B at pp 3 on H100s: 11, 11 and 10 layers. The last stage logs the smallest
+    pool, yet its 10-layer blocks are smaller, so stage 0 binds (vLLM gives every stage the
+    fewest blocks). Each stage's row holds its own planned pool, and the blocks are checked
+    against the binding stage's pool: the log reads as this layout, not another. The lines are
+    vLLM 0.19's wording; the figures, plan's, as each stage would log them."""
+    from servecap.cli.deploy import DeployFlags
+    from servecap.cli.inputs import PlanFlags, deployment_from_flags
+
+    planned = deployment_from_flags("llama-3.1-8b", PlanFlags(device="h100-80gb",
+                                                              context=8192, concurrency=1),
+                                    DeployFlags(pipeline_parallel_size=3,
+                                                engine="vllm==0.19"))
+    pools = [stage.plan.budget.kv_pool_bytes / 2**30 for stage in planned.stages]
+    tokens = planned.plan.budget.kv_cache_tokens
+    lines = [f"(Worker_PP{i} pid=44{i}) INFO 04-22 01:43:10 [v1/worker/gpu_worker.py:436] "
+             f"Available KV cache memory: {pool:.2f} GiB" for i, pool in enumerate(pools)]
+    lines.append(f"(EngineCore pid=243) INFO 04-22 01:43:15 [v1/core/kv_cache_utils.py:1319] "
+                 f"GPU KV cache size: {tokens:,} tokens")
+    log = tmp_path / "pp3.log"
+    log.write_text("\n".join(lines) + "\n")
+    rows = reconcile_path(log, "--model", "llama-3.1-8b", "--device", "h100-80gb",
+                          "--engine", "vllm==0.19", "-pp", "3", "--max-model-len", "8192")
+    rows = {row["key"]: row for row in rows["rows"]}
+    assert min(pools) == pools[2] and planned.binding == 0
+    for i, pool in enumerate(pools):
+        assert rows[f"kv_pool_rank{i}"]["predicted"] == \
+            planned.stages[i].plan.budget.kv_pool_bytes
+        assert abs(rows[f"kv_pool_rank{i}"]["residual"]) <= 0.005 * 2**30
+    assert "the logged count among them" in rows["num_gpu_blocks"]["advice"]
+    assert "another KV layout" not in json.dumps(rows)
