@@ -114,9 +114,7 @@ def evaluate(case: Case) -> Outcome:
     row = next(n for n in plan.notes if n.startswith("vLLM"))
     margins = [(s.plan.after_pool.room_bytes - s.plan.after_pool.needed_bytes) / GiB
                for s in deployment.stages if s.plan.after_pool is not None]
-    return Outcome(case, unit, predicted, logged, weights, facts.weights_gib,
-                   deployment.fits or plan.starts and all(s.plan.starts
-                                                          for s in deployment.stages), row,
+    return Outcome(case, unit, predicted, logged, weights, facts.weights_gib, found.starts, row,
                    min(margins) if margins else None)
 
 

@@ -47,13 +47,15 @@ AGREE = 0.05  # KV tokens (or the pool) within 5% and the same start verdict: ex
 
 
 def reconcile(plan: Plan, replanned: Plan, facts: LogFacts, said: tuple[str, ...] = (),
-              stages: tuple[tuple[tuple[int, ...], Plan], ...] = ()) -> Reconciliation:
+              stages: tuple[tuple[tuple[int, ...], Plan], ...] = (),
+              refusal: str | None = None) -> Reconciliation:
     """Rows for every figure the log printed. `plan` is the prediction from the config alone;
     `replanned` uses the log's own weights, activation, non-torch and graph lines as measured,
     so its pool residual isolates servecap's arithmetic from its estimates. Notes explain a
     residual only by what the log shows; `said`: notes on how the plan was made (its rules);
     `stages`: each pipeline stage's ranks and ledger (the rows per rank use its own stage's),
-    `plan` being the binding stage's."""
+    `plan` being the binding stage's; `refusal`: why vLLM refuses to start before its profile
+    (the free memory the log shows at startup), which decides the start row."""
     rows = [r for r in (_weights(plan, facts), _gib_row(plan, facts, "activation_peak_gib",
                                                         "runtime_peak", "activation peak"),
                         _gib_row(plan, facts, "non_torch_gib", "non_torch", "non-torch memory"),
@@ -62,7 +64,7 @@ def reconcile(plan: Plan, replanned: Plan, facts: LogFacts, said: tuple[str, ...
             if r is not None]
     facts = binding_pool(plan, facts, stages)
     rows += rank_rows(plan, facts, stages) + _blocks(plan, facts) + _capacity_rows(plan, facts)
-    rows.append(_start_row(plan, facts))
+    rows.append(_start_row(plan, facts, refusal))
     notes = [f"GiB figures in the log are rounded to {ROUNDING_GIB} GiB; residuals within that "
              "are matches"] + [note for note in said if note]
     if facts.graph_capture_gib is not None and facts.cuda_graph_gib is None:
@@ -245,19 +247,22 @@ def _capacity_rows(plan: Plan, facts: LogFacts) -> list[Row]:
     return rows
 
 
-def _start_row(plan: Plan, facts: LogFacts) -> Row:
-    """1 = starts, 0 = refused. The log shows a failure or none; the plan decides."""
+def _start_row(plan: Plan, facts: LogFacts, refusal: str | None = None) -> Row:
+    """1 = starts, 0 = refused. The log shows a failure or none; the plan decides, unless the
+    log's free memory at startup is below what the release requests (refusal)."""
     logged = 0 if facts.failure else 1
-    predicted = 1 if plan.starts else 0
+    predicted = 1 if plan.starts and refusal is None else 0
     if predicted == logged:
-        advice = "agrees" + (f": {facts.failure}" if facts.failure else "")
+        advice = "agrees" + (f": {refusal}" if refusal else
+                             f": {facts.failure}" if facts.failure else "")
     elif logged == 0:
         advice = (f"vLLM failed ({facts.failure}) where the plan starts: " + (
             "the failure came after the pool was sized, which its arithmetic does not cover"
             if plan.budget.num_gpu_blocks >= plan.budget.blocks_per_request else
             "the plan's pool is larger than vLLM's"))
     else:
-        advice = "the plan says it would not start; the log shows no failure"
+        advice = "the plan says it would not start; the log shows no failure" + (
+            f" ({refusal})" if refusal else "")
     return Row("starts", "engine starts (1) or refuses (0)", "flag", predicted, logged, advice)
 
 

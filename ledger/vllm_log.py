@@ -30,6 +30,9 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     "activation_gib": (r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB",
                        r"torch peak memory increase:\s*" + _NUM + r"\s*GiB"),  # V1 DEBUG
     "peak_torch_gib": (r"peak_torch_memory=" + _NUM + r"GiB",),  # 0.6.4: includes weights
+    # free memory when the worker started (V1 from 0.9.2: request_memory's check)
+    "free_at_start_gib": (r"Free memory on device[^(]*\(" + _NUM + r"/[0-9.]+ GiB\) on startup",
+                          r"Initial free memory:\s*" + _NUM + r"\s*GiB"),
     "cuda_graph_gib": (r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB",),  # >= 0.18
     # earlier engines capture graphs after sizing the pool: reported, never subtracted
     "graph_capture_gib": (r"Graph capturing finished in [0-9.]+ secs?, took\s*" + _NUM
@@ -135,6 +138,7 @@ class LogFacts:
     non_torch_gib: float | None = None
     activation_gib: float | None = None
     peak_torch_gib: float | None = None
+    free_at_start_gib: float | None = None
     cuda_graph_gib: float | None = None
     graph_capture_gib: float | None = None
     kv_pool_gib: float | None = None
@@ -200,10 +204,16 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         if value is not None:
             found[name] = _number(name, value.replace(",", ""), source)
     if not any(k in found for k in ("weights_gib", "kv_pool_gib", "kv_cache_tokens",
-                                    "num_gpu_blocks", "v0_max_tokens", "max_concurrency")):
+                                    "num_gpu_blocks", "v0_max_tokens", "max_concurrency",
+                                    "free_at_start_gib")):
         allowed = "none of vLLM's startup lines (model loading, memory profiling, GPU blocks, " \
-                  "available KV cache memory, GPU KV cache size, maximum concurrency) found"
+                  "available KV cache memory, GPU KV cache size, maximum concurrency, free " \
+                  "memory on startup) found"
         raise SpecError("log", source, allowed)
+    free = [float(m.group(1)) for _, line in numbered
+             for m in [re.search(PATTERNS["free_at_start_gib"][0], line)] if m]
+    if free:
+        found["free_at_start_gib"] = min(free)  # the rank with the least free memory refuses
     ranks = _rank_pools(numbered)
     if ranks:
         found["kv_pool_gib"] = min(value for _, value in ranks)

@@ -17,6 +17,7 @@ from servecap.ledger.reconcile import (
 )
 from servecap.ledger.units import GiB
 from servecap.ledger.vllm_log import LogFacts, parse_vllm_log
+from servecap.ledger.vllm_start import free_memory_refusal
 from servecap.ledger.vllm_versions import VllmRow, choose
 from servecap.model_configs.reading import read_bytes
 
@@ -39,6 +40,13 @@ class Prediction:
     planned: Deployment
     replanned: Deployment
     notes: tuple[str, ...]
+    refusal: str | None = None  # a start refused before the profile (the log's free memory)
+
+    @property
+    def starts(self) -> bool:
+        """vLLM would start: every stage's pool, graphs and warm-up fit, and the free memory
+        the log shows at startup covers what the release requests."""
+        return self.refusal is None and all(s.plan.starts for s in self.planned.stages)
 
 
 def reconcile_log(log: Path, scenario: Scenario) -> Reconciliation:
@@ -51,7 +59,7 @@ def reconcile_log(log: Path, scenario: Scenario) -> Reconciliation:
         return reconcile_engine_log(log, scenario)
     found = predict(log, scenario)
     return reconcile(found.planned.plan, found.replanned.plan, found.facts, found.notes,
-                     stage_plans(found.planned))
+                     stage_plans(found.planned), found.refusal)
 
 
 def stage_plans(planned: Deployment) -> tuple:
@@ -84,7 +92,11 @@ def predict(log: Path, scenario: Scenario) -> Prediction:
     notes = (rules,) + tuple(same) + flag_notes + tuple(
         f"{path} is the Scenario's, {get(s, path)!r}; the log's is {logged[path]!r}"
         for path in differ) + (() if scenario.device.name else _device_note(facts, s))
-    return Prediction(facts, s, planned, replanned, notes)
+    engine = engine_spec(s)
+    refusal = free_memory_refusal(engine.vllm_row, planned.plan.device_bytes,
+                                  engine.gpu_memory_utilization or engine.default_utilization,
+                                  facts.gib_bytes("free_at_start_gib"))
+    return Prediction(facts, s, planned, replanned, notes, refusal)
 
 
 def _logged_engine(s: Scenario, facts: LogFacts) -> tuple[Scenario, str]:

@@ -337,7 +337,7 @@ def test_uneven_pipeline_stages_are_each_set_beside_their_own_pool(tmp_path):
                           "--engine", "vllm==0.19", "-pp", "3", "--max-model-len", "8192")
     rows = {row["key"]: row for row in rows["rows"]}
     assert min(pools) == pools[2] and planned.binding == 0
-    for i, pool in enumerate(pools):
+    for i in range(len(pools)):
         assert rows[f"kv_pool_rank{i}"]["predicted"] == \
             planned.stages[i].plan.budget.kv_pool_bytes
         assert abs(rows[f"kv_pool_rank{i}"]["residual"]) <= 0.005 * 2**30

@@ -35,6 +35,9 @@ KV_MISSES = {
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
+    "v1_kimi_dev_72b_2xh100_planner": "+6.6%: Qwen2.5-72B's layout at tp 2, as the next one: a "
+                                      "3.02 GiB pool, so the 0.1 GiB the rules leave out is "
+                                      "6% of it",
     "v1_gemma3_27b_h100_planner": "+7.2%: the plan counts the text decoder's weights (50.34 GiB) "
                                   "and vLLM loads the vision tower too (51.45 GiB logged); the "
                                   "1.11 GiB goes to the 19.53 GiB pool",
@@ -191,7 +194,9 @@ def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
     rows = {row["key"]: row for row in report["rows"]}
     outcome = bench.evaluate(case)
     plan = deployment_from_flags(model, plan_flags, deploy).plan.budget
-    if outcome.kv_unit == "tokens":
+    if outcome.logged_kv is None:  # refused before the profile: the start row decides
+        assert rows["starts"]["predicted"] == int(outcome.predicted_starts)
+    elif outcome.kv_unit == "tokens":
         assert rows["kv_cache_tokens"]["predicted"] == outcome.predicted_kv == \
             plan.kv_cache_tokens
     else:

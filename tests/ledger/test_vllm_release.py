@@ -80,3 +80,20 @@ def test_a_log_file_carries_its_release_and_why():
     assert "vLLM 0.11.0 prints them" in f.release_basis
     g = parse_vllm_log((LOGS / "v0_llama31_8b_rtx3090.log").read_text())
     assert g.release == "0.6.4" and "one-line 'Memory profiling results'" in g.release_basis
+
+
+def test_free_memory_at_startup_below_the_request_refuses_the_start():
+    """vLLM 0.19 on an H100 (79.19 GiB) at 0.95 requests 75.23 GiB; a rank with 60.85 GiB free
+    (another process holds the rest) refuses, as Kimi-Dev-72B's tp 4 log shows; 0.8.5 had no
+    such check."""
+    from servecap.ledger.units import GiB
+    from servecap.ledger.vllm_start import free_memory_refusal
+    from servecap.ledger.vllm_versions import row
+
+    total = round(79.19 * GiB)
+    assert "60.85 GiB free at startup" in free_memory_refusal(row("0.19.0"), total, 0.95,
+                                                            round(60.85 * GiB))
+    assert free_memory_refusal(row("0.19.0"), total, 0.95, round(78.68 * GiB)) is None
+    assert free_memory_refusal(row("0.8.5"), total, 0.95, round(60.85 * GiB)) is None
+    f = parse_vllm_log((LOGS / "v1_kimi_dev_72b_4xh100_planner_failed.log").read_text())
+    assert f.free_at_start_gib == 60.85 and f.failure is not None
