@@ -19,6 +19,7 @@ from pathlib import Path
 from servecap.cli.deploy import DeployFlags
 from servecap.cli.inputs import PlanFlags, plan_scenario
 from servecap.ledger.units import GiB
+from servecap.ledger.vllm_log import parse_vllm_log
 from servecap.scenario.reconciliation import predict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +89,8 @@ def cases() -> list[Case]:
 def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
     """The model directory and servecap's flags for what the log's deployment stated."""
     meta, flags = case.meta, case.meta["flags"]
-    version = meta.get("vllm_version")
+    # the sidecar's release, else the one reconcile reads from the log (placed by its lines)
+    version = meta.get("vllm_version") or parse_vllm_log(case.log.read_text()).release
     plan = PlanFlags(device=meta["device"], context=flags.get("max_model_len"), concurrency=1,
                      kv_dtype=flags.get("kv_cache_dtype"),
                      max_num_batched_tokens=flags.get("max_num_batched_tokens"),

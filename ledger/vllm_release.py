@@ -41,9 +41,10 @@ PLACES = _places()
 MESSAGES = sorted({message for message, _ in PLACES}, key=len, reverse=True)
 
 
-def marked_lines(lines: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+def marked_lines(lines: list[str]) -> list[tuple[str, tuple[str, ...], dict]]:
     """Each log line vLLM printed from a known place: ('file.py:N', the releases that print
-    that message there; empty where none does, a build between releases or a fork)."""
+    that message there (empty where none does: a build between releases or a fork), and
+    {release: the line it prints the message at})."""
     found = []
     for text in lines:
         match = PLACE.search(text)
@@ -52,30 +53,55 @@ def marked_lines(lines: list[str]) -> list[tuple[str, tuple[str, ...]]]:
         file, line, message = match.group(1), int(match.group(2)), match.group(3).lstrip()
         known = next((m for m in MESSAGES if message.startswith(m) and (m, file) in PLACES),
                      None)
-        if known is not None:
-            found.append((f"{file}:{line}", PLACES[(known, file)].get(line, ())))
+        if known is None:
+            continue
+        places = PLACES[(known, file)]
+        at = {v: n for n, vs in places.items() for v in vs}
+        found.append((f"{file}:{line}", places.get(line, ()), at, line))
     return found
+
+
+def nearest(marked) -> tuple[tuple[str, ...], str]:
+    """The release whose lines lie nearest the log's on average (a source build's lines drift
+    from its neighbours' by the lines added since), among those that print at least three
+    quarters of the log's known messages."""
+    distances = {}
+    for version in RELEASES:
+        gaps = [abs(at[version] - line) for _, _, at, line in marked if version in at]
+        if gaps and len(gaps) * 4 >= len(marked) * 3:
+            distances[version] = sum(gaps) / len(gaps)
+    if not distances:
+        return (), ""
+    best = min(distances.values())
+    chosen = tuple(v for v in RELEASES if distances.get(v) == best)
+    return chosen, (f"its lines lie nearest where {_span(chosen)} print{'s' * (len(chosen) == 1)}"
+                    f" them ({best:.0f} lines apart on average)")
 
 
 def by_places(lines: list[str]) -> tuple[tuple[str, ...], str] | None:
     """The releases that print most of the log's known lines where it shows them, and which
-    lines; None when the log has no line from a known place."""
-    marked = list(dict.fromkeys(marked_lines(lines)))
+    lines; where no release prints most of them there, the nearest (said so); None when the
+    log has no line from a known place."""
+    marked = list({m[0]: m for m in marked_lines(lines)}.values())
     if not marked:
         return None
-    score = {v: sum(v in releases for _, releases in marked) for v in RELEASES}
+    score = {v: sum(v in releases for _, releases, _, _ in marked) for v in RELEASES}
     best = max(score.values())
-    if best == 0:
-        return (), f"none of its {len(marked)} lines from known places ({_names(marked)}) " \
-            "is where a release prints it"
-    chosen = tuple(v for v in RELEASES if score[v] == best)
-    where = _names([m for m in marked if set(chosen) & set(m[1])])
-    share = "its lines" if best == len(marked) else f"{best} of its {len(marked)} lines"
-    return chosen, f"{share} {where} are where {_span(chosen)} print{'s' * (len(chosen) == 1)} them"
+    if best * 2 > len(marked):  # most lines are where one release prints them
+        chosen = tuple(v for v in RELEASES if score[v] == best)
+        where = _names([m for m in marked if set(chosen) & set(m[1])])
+        share = "its lines" if best == len(marked) else f"{best} of its {len(marked)} lines"
+        return chosen, (f"{share} {where} are where {_span(chosen)} "
+                        f"print{'s' * (len(chosen) == 1)} them")
+    chosen, why = nearest(marked)
+    some = f"only {best} of" if best else "none of"
+    return chosen, (f"{some} its {len(marked)} lines from known places ({_names(marked)}) "
+                    f"{'are' if best > 1 else 'is'} where a release prints them" + (
+                        f"; {why}" if why else ""))
 
 
 def _names(marked) -> str:
-    names = [place for place, _ in marked]
+    names = [m[0] for m in marked]
     return "[" + ", ".join(names[:3]) + (f", +{len(names) - 3}" if len(names) > 3 else "") + "]"
 
 
@@ -116,7 +142,8 @@ def _dev_build(stated: str, places) -> LoggedRelease:
         chosen = [v for v in places[0] if after is None or _key(v) >= _key(after)]
         pick = (chosen or list(places[0]))[0]
         return LoggedRelease(pick, f"the log's vLLM {stated} is a source build; {places[1]}"
-                             + ("; the oldest of them is taken" if len(places[0]) > 1 else ""))
+                             + ("; the oldest of them is taken" if len(places[0]) > 1 else
+                                f": {pick} is taken"))
     if after is not None:
         return LoggedRelease(after, f"the log's vLLM {stated} is a source build after {after} "
                              f"(its version's base, {base}, is the next release's) and no line "

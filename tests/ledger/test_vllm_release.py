@@ -28,8 +28,9 @@ def test_the_table_covers_every_release_read_and_each_place_names_known_releases
 
 
 def test_a_line_is_matched_to_the_releases_that_print_it_there():
-    [(place, releases)] = marked_lines([POOL_0110])
+    [(place, releases, at, line)] = marked_lines([POOL_0110])
     assert place == "gpu_worker.py:298" and set(releases) == {"0.10.2", "0.11.0"}
+    assert line == 298 and at["0.10.1"] == 276  # where another release prints it
     chosen, why = by_places([POOL_0110, FAILED_0110])
     assert chosen == ("0.11.0",) and "[gpu_worker.py:298, core.py:708]" in why
 
@@ -40,10 +41,20 @@ def test_a_log_without_a_version_is_placed_by_its_lines():
     assert found.basis.startswith("the log states no version; its lines")
 
 
-def test_lines_from_no_known_place_leave_the_release_unknown():
-    assert release_of(None, ["INFO 10-31 [gpu_worker.py:1] Available KV cache memory: 1 GiB"]) \
-        .version is None
+def test_lines_no_release_prints_there_take_the_nearest_and_say_so():
+    found = release_of(None, ["INFO 10-31 [gpu_worker.py:1] Available KV cache memory: 1 GiB"])
+    assert found.version is not None and "is where a release prints them" in found.basis
+    assert "lie nearest where" in found.basis
     assert release_of(None, ["no vLLM line here"]).version is None
+
+
+def test_a_checkout_without_tags_is_placed_by_its_nearest_lines():
+    """vllm-project/vllm install_pod_files/lazy_cuda_graph/README.md: a modified source build of
+    2025-08-06 (0.1.dev8168+g475c1a0) whose lines no release prints where it does; most are
+    nearest where 0.10.1 prints them (released 2025-08-18, after 0.10.0 of 07-24)."""
+    f = parse_vllm_log((LOGS / "v1_llama32_1b_l40s_devbuild.log").read_text())
+    assert f.version == "0.1.dev8168+g475c1a0" and f.release == "0.10.1"
+    assert "lie nearest where vLLM 0.10.1" in f.release_basis
 
 
 @pytest.mark.parametrize("stated, version", [
