@@ -26,7 +26,7 @@ from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-expor
     plan_scenario,
 )
 from .option_groups import options_from
-from .plan_json import deployment_to_dict, source_to_dict
+from .plan_json import checkpoint_to_dict, deployment_to_dict, source_to_dict
 from .scenario_opts import LaunchLineArg, SaveScenario, ScenarioFile, launch_line, merged, save
 
 Opt = typer.Option
@@ -141,9 +141,10 @@ def plan(
             "gpu_memory_utilization": advice.gpu_memory_utilization,
             "max_num_seqs": advice.max_num_seqs, "text": advice.text}}
         print(json.dumps({**deployment_to_dict(result), **extra,
-                          **source_to_dict(outcome.loaded)}, indent=2))
+                          **source_to_dict(outcome.loaded),
+                          **checkpoint_to_dict(outcome.checkpoint)}, indent=2))
     else:
-        _render(result)
+        _render(result, outcome.checkpoint)
         if advice is not None:
             print(f"does not start: {advice.text}")
     if not result.fits:
@@ -167,13 +168,16 @@ def print_ignored_fields(loaded) -> None:
               + ", ".join(loaded.ignored_fields), file=sys.stderr)
 
 
-def _render(result) -> None:
+def _render(result, checkpoint=None) -> None:
     """rich is loaded only to draw the table: --json never needs it."""
     from rich.console import Console
 
+    from .checkpoint_view import render_checkpoint
     from .deploy_view import render_deployment
 
-    render_deployment(result, Console())
+    console = Console()
+    render_deployment(result, console)
+    render_checkpoint(checkpoint, console)
 
 
 def plan_from_flags(model: str | None, flags: PlanFlags):

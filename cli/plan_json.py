@@ -108,3 +108,22 @@ def _budget_dict(result: Budget | None) -> dict:
             "kv_cache_tokens": result.kv_cache_tokens,
             "max_concurrency": float(result.max_concurrency),
             "block_bytes": result.block_bytes, "blocks_per_request": result.blocks_per_request}
+
+
+def checkpoint_to_dict(report) -> dict:
+    """plan --json: `checkpoint_formats` (null for an unquantized checkpoint)."""
+    if report is None:
+        return {"checkpoint_formats": None}
+    on = report.on_device
+    return {"checkpoint_formats": {
+        "producer": report.producer, "checkpoint_bytes": report.checkpoint_bytes,
+        "vllm_release": report.release,
+        "formats": [{"format": s.name, "bits": s.bits, "num_parameters": s.num_parameters,
+                     "value_bytes": s.value_bytes, "metadata_bytes": s.metadata_bytes,
+                     "scales": s.scales} for s in report.shares],
+        "resident_by_generation": [
+            {"generation": r.generation, "compute_capability": r.sm, "runs": r.runs,
+             "resident_bytes": r.resident_bytes if r.runs else None, "kernel_or_refusal": r.how}
+            for r in report.rows],
+        "device_compute_capability": report.sm,
+        "device_generation": on.generation if on is not None else None}}

@@ -44,7 +44,7 @@ from .units import plural
 from .vllm_after import AfterPool, after_pool
 from .vllm_lines import overhead as vllm_overhead
 from .vllm_lines import profile_batch, resident_line, runtime_line
-from .weights import WeightBytes, default_quant, weight_bytes
+from .weights import WeightBytes, default_quant, metadata_text, weight_bytes
 
 __all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
 
@@ -322,9 +322,10 @@ def _share(overrides: Overrides, rank: WeightBytes, whole: WeightBytes) -> tuple
 
 def _meta_from(weights: WeightBytes, overrides: Overrides) -> str:
     if overrides.weights is not None:
-        return overrides.weights_source
-    return "none: unquantized" if not weights.metadata_bytes else "scales/zero points of " + \
-        f"{weights.quantized_parameters:,} quantized params"
+        if not weights.metadata_bytes or not weights.by_format:
+            return overrides.weights_source
+        return f"{overrides.weights_source.split(':')[0]}: {metadata_text(weights)}"
+    return "none: unquantized" if not weights.metadata_bytes else metadata_text(weights)
 
 
 def _runtime_peak(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> tuple[int, str]:

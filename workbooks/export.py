@@ -22,7 +22,7 @@ from .ranks_sheet import write_ranks
 from .readback import inputs_snapshot
 from .record_sheets import write_latency, write_verification
 from .scenario_sheet import RecordedScenario, write_scenario
-from .source import WorkbookSource
+from .source import WorkbookSource, weight_split
 from .summary_sheet import write_summary
 
 # Doubling steps with a point halfway (x 1.5) between: 15 points from 1K to 128K tokens.
@@ -55,7 +55,7 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     if src.multi:
         write_ranks(wb, src)
     write_envelope(wb, sweep or default_sweep(src), src)
-    write_quantization(wb, src.plan(), kinds_of(src.spec))
+    write_quantization(wb, src.plan(), kinds_of(src.spec), weight_split(src).formats)
     write_paging(wb, src.serve.block_size_tokens, src.serve)
     if scenario is not None:
         write_scenario(wb, scenario, inputs_snapshot(wb))

@@ -26,7 +26,7 @@ from .formulas import (
     weights_computed,
 )
 from .names import define
-from .source import WorkbookSource, cache_bytes_per_request
+from .source import WorkbookSource, cache_bytes_per_request, weight_split
 
 SHEET = "Ledger"
 
@@ -46,9 +46,17 @@ SAFETY = ("safety_line_bytes", "safety reserve", "=safety_bytes",
 SLOTS_IN_USE = f"SUMPRODUCT(load_requests,{slots('load_lengths_tokens')})"
 
 
-def lines(kinds: Kinds) -> list[tuple[str, str, str, str, str]]:
-    """The plan's lines in its order: the caches (KV, indexer K, fixed states) before safety."""
-    out = [*HEAD, (
+FROM_FORMATS = ("weights_bytes", "weights",
+                "=IF(declared_weights_bytes>0,declared_weights_bytes,format_weights_bytes)",
+                "ceil(Σ_f P_f x b_f / 8) over the checkpoint's formats (Quantization); or the "
+                "bytes the safetensors headers state", "weights")
+
+
+def lines(kinds: Kinds, formats: bool = False) -> list[tuple[str, str, str, str, str]]:
+    """The plan's lines in its order: the caches (KV, indexer K, fixed states) before safety;
+    with `formats`, the weights summed over the Quantization sheet's per-format rows."""
+    head = (FROM_FORMATS, *HEAD[1:]) if formats else HEAD
+    out = [*head, (
         "kv_cache_bytes", "KV cache in use",
         "=SUMPRODUCT(load_requests,load_kv_bytes)-IF(AND(shared_prefix_slot_tokens>0,"
         f"requests>1),{shared_prefix_kv(kinds)}*(requests-1),0)",
@@ -151,7 +159,7 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
     plan, kinds = src.plan(), kinds_of(src.spec)
     known = known_values(src, plan)
     sources = {line.key: line.source for line in plan.lines}
-    items = lines(kinds)
+    items = lines(kinds, bool(weight_split(src).formats))
     row = 2
     for name, label, formula, meaning, key in items:
         _row(wb, ws, row, (name, label, formula, style.BYTES, meaning), key, sources[key], known)

@@ -51,6 +51,7 @@ class WeightSplit:
     dense_bits: int
     declared_bytes: int
     metadata_bytes: int
+    formats: tuple = ()  # FormatShare per storage format, when the weights are computed
 
 
 def weight_split(src: WorkbookSource) -> WeightSplit:
@@ -67,7 +68,8 @@ def weight_split(src: WorkbookSource) -> WeightSplit:
         computed.num_parameters, computed.quantized_parameters,
         quant.bits if quant else dense_bits, dense_bits,
         declared.param_bytes if declared else 0,
-        declared.metadata_bytes if declared else computed.metadata_bytes)
+        declared.metadata_bytes if declared else computed.metadata_bytes,
+        () if declared else computed.by_format)
 
 
 def num_sliding_layers(spec: ModelSpec) -> int:

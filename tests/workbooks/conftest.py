@@ -23,6 +23,7 @@ from servecap.workbooks.names import cell_of
 from servecap.workbooks.source import WorkbookSource
 
 BUNDLED = [p.stem for p in bundled_models()]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 # the bundled models of today's new families: hybrids (states, chunked-local layers, an
 # indexer, per-layer shapes), and the two whose configs were refused before (kimi_k2, MiniMax)
 HYBRIDS = ("qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "llama-4-scout-17b-16e-instruct",
@@ -124,6 +125,11 @@ def _flag_cases() -> dict[str, tuple[str, PlanFlags]]:
             device="2TiB", lengths="17,5000,16385", kv_dtype="fp8", block_size=64)),
         "gemma4-mixed": ("gemma-4-26b-a4b", PlanFlags(
             device="h100-80gb", lengths="100,2000,40000", shared_prefix=48, block_size=8)),
+        # modelopt checkpoints: FP4 MLPs beside bf16 attention; FP8 beside W4A16 NVFP4
+        "gemma4-31b-nvfp4": (str(FIXTURES / "nvidia--Gemma-4-31B-IT-NVFP4"), PlanFlags(
+            device="b200-180gb", context=8192, concurrency=4)),
+        "qwen36-27b-mixed-formats": (str(FIXTURES / "nvidia--Qwen3.6-27B-NVFP4"), PlanFlags(
+            device="h200-141gb", context=8192, concurrency=4)),
     })
     return cases
 
