@@ -68,5 +68,8 @@ def logged_values(facts: EngineLogFacts) -> dict[str, object]:
 def _model_note(facts: EngineLogFacts, planned: Deployment) -> tuple[str, ...]:
     if not facts.model:
         return ()
-    return (f"the log loads {facts.model!r}; the config given is {planned.plan.model!r} (the "
-            "weights row checks that they are the same model)",)
+    check = ("the weights row checks that they are the same model" if facts.weights_gib
+             is not None else "the log prints no weights line to check that they are the same "
+             "model")
+    return (f"the log loads {facts.model!r}; the config given is {planned.plan.model!r} "
+            f"({check})",)

@@ -59,8 +59,9 @@ def test_trtllm_max_tokens_caps_the_pool_in_whole_blocks():
     assert outcome.predicted_tokens == outcome.logged_tokens == 860_320
 
 
-@pytest.mark.parametrize("log, meta", [pytest.param(log, meta, id=log.stem)
-                                       for log, meta in bench.cases()])
+@pytest.mark.parametrize("log, meta", [
+    pytest.param(log, meta, id=log.stem, marks=[pytest.mark.xfail(strict=True, reason=meta["miss"])]
+                 if meta.get("miss") else []) for log, meta in bench.cases()])
 def test_each_log_reconciles_within_10_percent(log, meta):
     assert log.read_text().startswith("# SOURCE:")
     assert meta["source_url"].startswith("https://")
