@@ -80,7 +80,9 @@ def _arithmetic(plan: Plan, facts: EngineLogFacts) -> Row | None:
     """The engine's rule applied to its own logged lines, with the plan's bytes per token:
     SGLang (model_runner.profile_max_num_token): (free after the weights - free before x (1 -
     mem_fraction_static)) GiB // bytes a token; TensorRT-LLM's PyTorch flow
-    (_util.py _cal_max_tokens): available KV memory // bytes a token, in whole blocks."""
+    (_util.py _cal_max_tokens): available KV memory // bytes a token, in whole blocks; its C++
+    engine flow (cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp: freePrimaryMemBytes = the
+    logged 'available' x free_gpu_memory_fraction) // bytes a token, in whole blocks."""
     per_token = plan.budget.block_bytes // max(plan.budget.block_size_tokens, 1)
     if facts.kv_tokens is None or not per_token:
         return None
@@ -91,11 +93,15 @@ def _arithmetic(plan: Plan, facts: EngineLogFacts) -> Row | None:
         predicted = int(rest * GiB // per_token)
         rule = "(free after the weights - free before x (1 - mem_fraction_static))"
     else:
-        if facts.available_kv_gib is None:
+        available = facts.available_kv_gib
+        rule = "available KV cache memory"
+        if available is None and None not in (facts.free_at_start_gib, facts.fraction):
+            available = facts.free_at_start_gib * facts.fraction
+            rule = "available x free_gpu_memory_fraction"
+        if available is None:
             return None
         block = facts.tokens_per_block or plan.budget.block_size_tokens
-        predicted = int(facts.available_kv_gib * GiB // per_token) // block * block
-        rule = "available KV cache memory"
+        predicted = int(available * GiB // per_token) // block * block
     close = abs(predicted - facts.kv_tokens) <= max(0.01 * facts.kv_tokens, 1)
     return Row("kv_tokens_from_lines", "KV tokens from the logged lines", "tokens", predicted,
                facts.kv_tokens, f"{rule} // {per_token:,} B a token: " + (

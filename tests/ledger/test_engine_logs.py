@@ -51,6 +51,15 @@ def test_sglangs_rule_on_its_own_lines_is_its_arithmetic():
     assert outcome.from_lines == 46_620 and outcome.logged_tokens == 46_611
 
 
+def test_trtllms_engine_flow_rule_on_its_own_lines():
+    """C++ engine flow: 'available: 17.83 GiB' x kv_cache_free_gpu_mem_fraction 0.9 // 65,536 B
+    a token (FP8 KV), whole blocks of 32: 262,912 against the 263,008 the RTX 5090 allocated
+    (the GiB figure is rounded to 0.01)."""
+    outcome = bench.evaluate(*next((log, meta) for log, meta in bench.cases()
+                                   if "issue4275" in log.name))
+    assert outcome.from_lines == 262_912 and outcome.logged_tokens == 263_008
+
+
 def test_trtllm_max_tokens_caps_the_pool_in_whole_blocks():
     """free_gpu_memory_fraction 0.8 and max_tokens 860,308: 'the smaller value will be used',
     ceil(860,308 / 32) blocks of 32 = 860,320 tokens, as logged."""
