@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.lora import LoraSpec
 from servecap.model_configs import LoadedModel
 from servecap.scenario.deployment import deployment, load
 from servecap.scenario.deployment import plan as scenario_plan
@@ -34,6 +35,7 @@ Dev = functools.partial(Opt, rich_help_panel="Device and load")
 Led = functools.partial(Opt, rich_help_panel="Ledger lines")
 Rep = functools.partial(Opt, rich_help_panel="Representations (dtypes)")
 Out = functools.partial(Opt, rich_help_panel="Output")
+Lor = functools.partial(Opt, rich_help_panel="LoRA adapters (vLLM's flags)")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,22 @@ class PlanOptions:
                                                       "runtime-peak estimate). Default 8192; "
                                                       "--engine vllm: the release's default "
                                                       "for this GPU.")] = None
+    enable_lora: Annotated[bool, Lor("--enable-lora", help="Hold LoRA adapter slots on every "
+                                     "rank, as vLLM allocates them.")] = False
+    max_loras: Annotated[int | None, Lor(help="Adapters in one batch: the slots. Default "
+                                         f"{LoraSpec().max_loras}.")] = None
+    max_lora_rank: Annotated[int | None, Lor(help="Rank every slot is sized at (adapters are "
+                                             f"padded to it). Default "
+                                             f"{LoraSpec().max_lora_rank}.")] = None
+    max_cpu_loras: Annotated[int | None, Lor(help="Adapters each rank keeps in host memory. "
+                                             "Default: --max-loras.")] = None
+    lora_target_modules: Annotated[str | None, Lor(help="Only these modules hold slots, e.g. "
+                                                   "o_proj,qkv_proj (vLLM >= 0.19).")] = None
+    fully_sharded_loras: Annotated[bool, Lor("--fully-sharded-loras", help="Split the rank "
+                                             "of column layers across tensor-parallel "
+                                             "ranks.")] = False
+    lora_dtype: Annotated[str | None, Lor(help="auto, float16 or bfloat16. Default: the model "
+                                          "dtype.")] = None
 
 
 @deploy_options

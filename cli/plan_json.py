@@ -8,7 +8,8 @@ from servecap.ledger.ranks import Deployment, StagePlan
 LEDGER_KEYS = ("weights_bytes", "weight_metadata_bytes", "runtime_peak_bytes", "safety_bytes",
                "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_total", "device_bytes",
                "committed_bytes", "free_bytes", "memory_ceiling_requests", "fits",
-               "kv_bytes_per_request_by_layer_kind", "kv_bytes_total_by_layer_kind", "lines")
+               "kv_bytes_per_request_by_layer_kind", "kv_bytes_total_by_layer_kind", "lines",
+               "lora_bytes", "lora_host_bytes", "host_lines", "eplb_bytes")
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -54,6 +55,11 @@ def plan_to_dict(plan: Plan) -> dict:
                    for row in plan.representations},
         "lines": [{"key": item.key, "bytes": item.num_bytes, "from": item.source,
                    "measured": item.measured} for item in plan.lines],
+        "lora_bytes": plan.line("lora_adapters"),
+        "eplb_bytes": plan.line("eplb"),
+        "lora_host_bytes": sum(item.num_bytes for item in plan.host if item.key == "lora_host"),
+        "host_lines": [{"key": item.key, "bytes": item.num_bytes, "from": item.source}
+                       for item in plan.host],
         "notes": list(plan.notes),
     }
 

@@ -2,7 +2,9 @@
 
 from dataclasses import dataclass
 
+from .eplb import EplbSpec
 from .errors import SpecError
+from .lora import LoraSpec
 from .paging import check_lengths
 
 DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM's default --block-size
@@ -41,6 +43,8 @@ class ServeSpec:
     # the catalog device's; ledger/devices.py tp_link)
     gpus_per_node: int | None = None  # the tp x pp ranks a node holds (vLLM's world_size //
     # nnodes); None: every rank on one node
+    lora: LoraSpec | None = None  # --enable-lora: adapter slots beside the weights
+    eplb: EplbSpec | None = None  # --enable-eplb: redundant experts and the balancer's state
 
     def __post_init__(self) -> None:
         check_count("device", self.device_bytes)

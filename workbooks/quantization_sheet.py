@@ -24,7 +24,7 @@ def rows(kinds: Kinds) -> tuple:
         ("weights", "=weight_dtype", "=quantized_bits_per_parameter", "=weight_metadata_bytes",
          f"=IF(declared_weights_bytes>0,0,{_BF16_WEIGHTS}-weights_bytes-weight_metadata_bytes)",
          ceiling("device_bytes", "safety_bytes", f"({_BF16_WEIGHTS})",
-                 "cache_bytes_per_request"),
+                 "cache_bytes_per_request", kinds),
          "task quality on your own eval (not only perplexity); dequant/matmul kernels for this "
          "format on the target device; latency at the deployed batch shape (small batches can "
          "slow down); that metadata has not erased the saving"),
@@ -36,7 +36,7 @@ def rows(kinds: Kinds) -> tuple:
         ("KV cache", "=kv_dtype", "=kv_bits_per_element", 0,
          f"=({bf16_kv}-kv_bytes_per_request)*requests",
          ceiling("device_bytes", "safety_bytes", "weights_bytes",
-                 f"({bf16_kv}{extra_per_request('context_tokens', kinds)})"),
+                 f"({bf16_kv}{extra_per_request('context_tokens', kinds)})", kinds),
          "long-context quality; attention kernels for this KV dtype; inter-token latency at the "
          "deployed batch; per-token scales this table does not count"),
     )

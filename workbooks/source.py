@@ -35,6 +35,15 @@ class WorkbookSource:
         return self.deployment or build_deployment(self.spec, self.serve, self.overrides)
 
     @property
+    def kinds(self):
+        """The formulas' kinds: the model's caches, and LoRA slots where planned."""
+        from .formulas import kinds_of
+
+        extras = (("lora_line_bytes",) if self.serve.lora else ()) + (
+            ("eplb_line_bytes",) if self.serve.eplb else ())
+        return kinds_of(self.spec, extras)
+
+    @property
     def multi(self) -> bool:
         """More than one GPU or an engine's budget: the Ranks sheet holds the deployment."""
         dep = self.deployment
