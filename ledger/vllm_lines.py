@@ -1,7 +1,7 @@
 """The ledger lines of a vLLM rank that come from its release's rules: resident weight layout,
 the profile pass's activation peak, memory outside torch, collective buffers, CUDA graphs."""
 
-from .devices import from_label, sm_count
+from .devices import sm_count, tp_link
 from .kv import Shard
 from .lines import Line
 from .model import ModelSpec
@@ -53,8 +53,10 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
         out.append(Line("comm_buffers", "communication buffers", engine.comm_buffer_bytes,
                         "declared: --comm-buffer", True))
     else:
+        link, why = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
+                            serve.gpus_per_node)
         out.append(Line("comm_buffers", "communication buffers",
-                        *comm_estimate(shard.tensor_parallel_size, pp, _interconnect(serve))))
+                        *comm_estimate(shard.tensor_parallel_size, pp, link, why)))
     if engine.cuda_graph_bytes is not None:
         out.append(Line("cuda_graphs", "CUDA graph pool", engine.cuda_graph_bytes,
                         "measured: --cuda-graph-memory", True))
@@ -62,8 +64,3 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
         out.append(Line("cuda_graphs", "CUDA graph pool",
                         *graph_estimate(spec, shard, row, profile_batch(engine, serve))))
     return tuple(out)
-
-
-def _interconnect(serve: ServeSpec) -> str:
-    device = from_label(serve.device_label)
-    return device.interconnect if device is not None else ""
