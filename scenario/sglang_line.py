@@ -35,6 +35,7 @@ MODELLED = {
     "--dp-size": ("parallel.data_parallel_size", COUNT),
     "--ep-size": ("_ep_size", COUNT),
     "--mem-fraction-static": ("memory.mem_fraction_static", FRACTION),
+    "--max-total-tokens": ("memory.max_total_tokens", COUNT),
     "--context-length": ("scheduler.max_model_len", "int"),
     "--page-size": ("scheduler.block_size", COUNT),
     "--max-running-requests": ("scheduler.max_num_seqs", COUNT),
@@ -95,7 +96,6 @@ NEUTRAL = {"--attn-dp-size": "1", "--dcp-size": "1", "--moe-dp-size": "1",
 # These change what SGLang holds on the GPU in ways the ledger does not model.
 REFUSED = {
     "--enable-dp-attention": "keeps a KV pool per attention data-parallel rank",
-    "--max-total-tokens": "caps the KV pool at a token count of its own",
     "--enable-lora": "holds LoRA adapters beside the weights",
     "--lora-paths": "holds LoRA adapters beside the weights",
     "--enable-hierarchical-cache": "adds a host KV tier and its transfer buffers",
