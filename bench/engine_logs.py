@@ -28,7 +28,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 CONFIGS = FIXTURES / "configs"
 FOLDERS = ("sglang_logs", "trtllm_logs")
 DEPLOY_KEYS = ("tensor_parallel_size", "mem_fraction_static", "free_gpu_memory_fraction",
-               "max_tokens", "max_total_tokens")
+               "max_tokens", "max_total_tokens", "nnodes")
 
 
 @dataclass(frozen=True)

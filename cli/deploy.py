@@ -63,7 +63,7 @@ class DeployFlags:
                                             "(or no P2P) or nvlink; sizes the collectives' "
                                             "buffers. Default: the catalog device's (PCIe for "
                                             "a bare size).")] = None
-    nnodes: Annotated[int, Par("--nnodes", help="vLLM: nodes one replica's tp x pp GPUs "
+    nnodes: Annotated[int, Par("--nnodes", help="vLLM, SGLang: nodes one replica's tp x pp GPUs "
                                "span; a tensor-parallel group across nodes sets up no "
                                "NVLink buffers.")] = 1
     enable_expert_parallel: Annotated[bool, Par("--enable-expert-parallel", help="vLLM: "

@@ -62,7 +62,8 @@ def logged_values(facts: EngineLogFacts) -> dict[str, object]:
              "scheduler.block_size": facts.tokens_per_block,
              "dtypes.kv_cache_dtype": _KV.get(facts.kv_cache_dtype or "auto"),
              "memory.max_tokens": facts.max_tokens,
-             "memory.max_total_tokens": facts.max_total_tokens}
+             "memory.max_total_tokens": facts.max_total_tokens,
+             "parallel.nnodes": facts.nnodes}
     return {path: value for path, value in pairs.items() if value is not None}
 
 

@@ -95,6 +95,16 @@ def test_sglangs_max_total_tokens_caps_the_pool_as_the_servecap_flag_does():
     assert refused.exit_code == 2 and "--max-total-tokens" in refused.output
 
 
+def test_sglangs_nnodes_spreads_the_tp_group_as_vllms_does():
+    """SGLang's --nnodes: a tensor-parallel group across nodes gets no custom all-reduce, so
+    its collectives are planned as across nodes, as servecap's --nnodes plans them."""
+    flagged = plan(*SAME, "--engine", "sglang", "--mem-fraction-static", "0.85", "--nnodes", "2")
+    assert pasted(*SGLANG, "--nnodes", "2").stdout == flagged.stdout
+    one, two = (json.loads(plan(*SAME, "--engine", "sglang", *extra).stdout)["kv_pool_bytes"]
+                for extra in ((), ("--nnodes", "2")))
+    assert two > one  # 128 MiB of NCCL buffers across nodes against NVLink's 1.75 GiB
+
+
 @pytest.mark.parametrize(("engine", "knob"), [("sglang", "--mem-fraction-static"),
                                               ("trtllm", "--free-gpu-memory-fraction")])
 def test_searchs_line_pasted_back_plans_its_answer_as_servecap_flags_do(searched, engine, knob):
