@@ -24,6 +24,8 @@ COMMANDS = {
                 "them, beside vendor figures."),
     "blocks": ("catalog_cmd", "Paging arithmetic: blocks, token slots, unused slots and "
                "block-table entries."),
+    "diff": ("diff_cmd", "Compare one deployment under two engines or vLLM releases, line by "
+             "line."),
     "reconcile": ("reconcile_cmd", "Plan the deployment a vLLM log came from and compare each "
                   "figure: residual and advice."),
     "workbook": ("workbook_cmd", "Write a capacity workbook: the ledger as live formulas, the "

@@ -41,6 +41,9 @@ BOOKS = {
                "--slo-tpot", "50ms", "--devices", "h100-80gb", "--max-gpus", "2",
                "--num-requests", "100", "--workers", "1", "--xlsx"],
     "verify": ["verify", "tiny-llama", "--device", "cpu", "--xlsx"],
+    # two releases side by side, the reasons and vLLM's source wrapped under the table
+    "diff": ["diff", "llama-3.1-8b", *H100, "--engine", "vllm==0.21", "--against", "vllm==0.23",
+             "--xlsx"],
 }
 ERRORS = ("#N/A", "###", "#VALUE!", "#REF!", "#NAME?", "#DIV/0!", "#NUM!", "Err:")
 RAW_FLOAT = re.compile(r"\d\.\d{5,}")  # a number printed without a number format
@@ -73,6 +76,7 @@ def test_every_kind_of_workbook_was_printed(printed) -> None:
     assert "Latency record" in sheets["sweep"] and "Latency record" in sheets["simulate"]
     assert {"Verification", "Latency record"} <= sheets["verify"]
     assert sheets["search"] == {"Search", "Frontier", "Scenario"}
+    assert sheets["diff"] == {"Diff", "Scenario"}
     for name, (_, pages) in printed.items():  # every workbook records its scenario, in print
         text = " ".join(page.text for page in by_sheet(pages)["Scenario"])
         assert "model.name" in text and "envelope.kv_dtypes" in text, name
