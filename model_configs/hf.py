@@ -219,7 +219,8 @@ def _moe(cfg: HFConfig, layers: int) -> MoE | None:
                router_bias=cfg.model_type in {"deepseek_v3", "gpt_oss", "deepseek_v32",
                                               "glm_moe_dsa", "nemotron_h", "minimax_m2"},
                shared_expert_gate=cfg.model_type in {"qwen3_next", "qwen3_5_moe_text"},
-               expert_bias=cfg.model_type == "gpt_oss")
+               expert_bias=cfg.model_type == "gpt_oss",
+               latent_size=(cfg.moe_latent_size or 0) if cfg.model_type == "nemotron_h" else 0)
 
 
 def _dense_layers(cfg: HFConfig, layers: int) -> tuple[int, ...]:

@@ -15,7 +15,9 @@ from servecap.ledger.vllm_lines import PoolRules, pool_rules
 from . import page, style
 from .cached import remember
 from .deploy_inputs import deploy_rows
+from .eplb_rows import eplb_inputs, eplb_settings
 from .formulas import kinds_of, kv_request
+from .lora_rows import lora_inputs, lora_settings
 from .names import define
 from .source import (
     WorkbookSource,
@@ -204,7 +206,7 @@ def serve_rows(src: WorkbookSource) -> list[InputRow]:
         ("safety_fraction", fraction, style.FRACTION, "share of device",
          "the share that scales the reserve on other devices (Envelope)"),
     ]
-    return [InputRow(*row) for row in rows]
+    return [InputRow(*row) for row in rows + lora_inputs(src) + eplb_inputs(src)]
 
 
 def setting_rows(src: WorkbookSource) -> list[InputRow]:
@@ -224,7 +226,7 @@ def setting_rows(src: WorkbookSource) -> list[InputRow]:
          "tokens per forward pass (sizes the runtime-peak estimate)"),
         ("max_num_seqs", serve.max_num_seqs, style.COUNT, "sequences", "logit rows"),
     ]
-    return [InputRow(*row) for row in rows]
+    return [InputRow(*row) for row in rows + lora_settings(src) + eplb_settings(src)]
 
 
 def _load_formula(func: str, column: str, serve) -> object:
