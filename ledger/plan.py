@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, replace
 
 from . import dtypes
 from .arch import active_parameters
+from .devices import NVLINK, tp_link
 from .engines import (
     PER_HEAD_REASON,
     PLAIN,
@@ -267,8 +268,10 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
         + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] \
         + eplb_lines(spec, serve.eplb, shard, *weight_format(spec, serve, overrides)) \
         + (runtime,)
+    link, _ = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
+                      serve.gpus_per_node)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
-            else overhead_lines(engine, shard.tensor_parallel_size, pp))
+            else overhead_lines(engine, shard.tensor_parallel_size, pp, link or NVLINK))
     return weights, head + _rotary(spec, engine, overrides) + tail
 
 

@@ -4,7 +4,7 @@ A start whose pool holds a request can still fail here; each term is the release
 
 from dataclasses import dataclass
 
-from .devices import from_label, sm_count
+from .devices import NVLINK, sm_count, tp_link
 from .engines import Budget, EngineSpec
 from .kv import Shard
 from .lines import Line
@@ -82,9 +82,9 @@ HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "lora_
 def outside_baseline(row: VllmRow, shard: Shard, serve: ServeSpec) -> tuple[int, str]:
     if row.profile == ALLOCATED:
         return 0, f"{row.name} counts the CUDA context and NCCL inside its budget"
-    device = from_label(serve.device_label)
-    nvlink = device is not None and device.interconnect.startswith("NVLink")
-    nccl = NCCL_INIT_NVLINK if (shard.tensor_parallel_size > 1 and nvlink
+    link, _ = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
+                      serve.gpus_per_node)
+    nccl = NCCL_INIT_NVLINK if (link == NVLINK
                                 and row.version >= SNAPSHOT_AFTER_NCCL) else 0
     return CUDA_CONTEXT + nccl, (f"CUDA context {CUDA_CONTEXT / GiB:.2f} GiB" + (
         f" + NCCL communicators {nccl / GiB:.2f} GiB (before the baseline from 0.11)"

@@ -4,7 +4,7 @@ the pool's paging rules that depend on the release, the model runner and the GPU
 
 from dataclasses import dataclass
 
-from .devices import compute_capability, from_label, sm_count
+from .devices import compute_capability, sm_count, tp_link
 from .kv import Shard
 from .lines import Line
 from .model import ModelSpec
@@ -99,8 +99,10 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
         out.append(Line("comm_buffers", "communication buffers", engine.comm_buffer_bytes,
                         "declared: --comm-buffer", True))
     else:
+        link, why = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
+                            serve.gpus_per_node)
         out.append(Line("comm_buffers", "communication buffers",
-                        *comm_estimate(shard.tensor_parallel_size, pp, _interconnect(serve))))
+                        *comm_estimate(shard.tensor_parallel_size, pp, link, why)))
     if engine.cuda_graph_bytes is not None:
         out.append(Line("cuda_graphs", "CUDA graph pool", engine.cuda_graph_bytes,
                         "measured: --cuda-graph-memory", True))
@@ -109,8 +111,3 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
                         *graph_estimate(spec, shard, row, profile_batch(engine, serve),
                                         graph_limit(engine, serve))))
     return tuple(out)
-
-
-def _interconnect(serve: ServeSpec) -> str:
-    device = from_label(serve.device_label)
-    return device.interconnect if device is not None else ""

@@ -5,6 +5,7 @@ buffers and (vLLM >= 0.20) its CUDA-graph estimate. Each term is an estimate, la
 from dataclasses import dataclass
 
 from . import dtypes
+from .devices import NVLINK
 from .kv import Shard
 from .model import ModelSpec
 from .units import GiB, MiB
@@ -181,17 +182,17 @@ def non_torch_estimate(row: VllmRow) -> tuple[int, str]:
                                     "outside torch (this release counts device-wide use)")
 
 
-def comm_estimate(tp: int, pp: int, interconnect: str = "") -> tuple[int, str]:
+def comm_estimate(tp: int, pp: int, link: str = "", why: str = "") -> tuple[int, str]:
     """Collective buffers are allocated after every row's memory baseline, so vLLM's profile
     counts them with non-torch memory, inside the gpu_memory_utilization budget; tensor
-    parallelism over NVLink takes COMM_PER_GPU_NVLINK, anything else COMM_PER_GPU."""
+    parallelism over NVLink (ledger/devices.py tp_link) takes COMM_PER_GPU_NVLINK, a group over
+    PCIe, without P2P or across nodes COMM_PER_GPU."""
     if tp * pp == 1:
         return 0, "none: one GPU, no collectives"
-    nvlink = tp > 1 and interconnect.startswith("NVLink")
-    size = COMM_PER_GPU_NVLINK if nvlink else COMM_PER_GPU
-    link = interconnect or "an interconnect not in the catalog (PCIe assumed)"
-    return size, (f"estimate for tp={tp}, pp={pp} over {link}: NCCL + all-reduce buffers, "
-                  "inside vLLM's budget (allocated after its baseline)")
+    size = COMM_PER_GPU_NVLINK if link == NVLINK else COMM_PER_GPU
+    over = f" over {link}" + (f" ({why})" if why else "") if link else ""
+    return size, (f"estimate for tp={tp}, pp={pp}{over}: NCCL + all-reduce buffers, inside "
+                  "vLLM's budget (allocated after its baseline)")
 
 
 def capture_sizes(max_num_seqs: int, limit: int = GRAPH_MAX_TOKENS) -> tuple[int, int, int]:
