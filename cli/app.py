@@ -26,8 +26,8 @@ COMMANDS = {
                "block-table entries."),
     "diff": ("diff_cmd", "Compare one deployment under two engines or vLLM releases, line by "
              "line."),
-    "reconcile": ("reconcile_cmd", "Plan the deployment a vLLM log came from and compare each "
-                  "figure: residual and advice."),
+    "reconcile": ("reconcile_cmd", "Plan the deployment a startup log came from and compare "
+                  "each figure: residual and advice."),
     "workbook": ("workbook_cmd", "Write a capacity workbook: the ledger as live formulas, the "
                  "envelope over devices x contexts x KV dtypes with a chart, and the review "
                  "sheets."),
