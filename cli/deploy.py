@@ -44,8 +44,9 @@ def _sampler_help() -> str:
         if item.sampler != last:
             last = item.sampler
             words.append(last + (f" from {item.tag}" if words else ""))
-    return (f"vLLM: the sampler its profile runs ({', '.join(SAMPLERS)}). Default: the "
-            f"release's ({'; '.join(words)}).")
+    return (f"vLLM: the sampler its V1 model runner profiles ({', '.join(SAMPLERS)}). "
+            f"Default: the release's ({'; '.join(words)}); Model Runner V2 (from v0.22.0, by "
+            "model: docs/releases.md) runs its own.")
 
 
 @dataclass(frozen=True)

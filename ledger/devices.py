@@ -99,6 +99,25 @@ def sm_count(label: str) -> int | None:
     device = from_label(label)
     return SM_COUNTS.get(device.name) if device is not None else None
 
+
+# CUDA compute capability (major, minor) of the NVIDIA devices, from NVIDIA's table
+# (developer.nvidia.com/cuda-gpus): vLLM picks kernels and defaults by it (the largest CUDA-graph
+# capture on SM 10.x, FlashInfer's GDN prefill on SM 9.0). AMD devices have none.
+COMPUTE_CAPABILITY = {
+    "t4-16gb": (7, 5), "a100-40gb": (8, 0), "a100-80gb": (8, 0), "a10-24gb": (8, 6),
+    "a10g-24gb": (8, 6), "a6000-48gb": (8, 6), "l4-24gb": (8, 9), "l40-48gb": (8, 9),
+    "l40s-48gb": (8, 9), "rtx-4090-24gb": (8, 9), "rtx-6000-ada-48gb": (8, 9),
+    "h100-80gb": (9, 0), "h100-pcie-80gb": (9, 0), "h100-nvl-94gb": (9, 0), "h200-141gb": (9, 0),
+    "h20-96gb": (9, 0), "b200-180gb": (10, 0), "gb200-186gb": (10, 0), "b300-288gb": (10, 3),
+    "rtx-pro-6000-96gb": (12, 0)}
+
+
+def compute_capability(label: str) -> tuple[int, int] | None:
+    """The compute capability of the catalog device a resolved label names; None: not an
+    NVIDIA device of the catalog."""
+    device = from_label(label)
+    return COMPUTE_CAPABILITY.get(device.name) if device is not None else None
+
 def find(name: str) -> Device | None:
     """A catalog device by its name ('h200-141gb', any case), or by the one name it begins up
     to a dash ('h200'; 'a100' names two, so none): every command reads devices here."""

@@ -59,6 +59,9 @@ class EngineSpec:
     sampler: str | None = None
     native_fp4: bool = False
     notes: tuple[str, ...] = dataclass_field(default_factory=tuple)
+    model_runner: str | None = None  # VLLM_USE_V2_MODEL_RUNNER: v1 / v2 (None: the release's)
+    pipeline_parallel_size: int = 1  # sets vLLM's concurrent batches (vllm_runner)
+    async_scheduling: bool = True  # vLLM's default; off: one batch in flight per stage
 
     def __post_init__(self) -> None:
         if self.name not in ENGINES:
@@ -71,6 +74,8 @@ class EngineSpec:
                 raise SpecError("--" + field.replace("_", "-"), value, f"a fraction in (0, 1]{pct}")
         if self.formula not in (None, V0, V1):
             raise SpecError("formula", self.formula, "v0 or v1")
+        if self.model_runner not in (None, "v1", "v2"):
+            raise SpecError("VLLM_USE_V2_MODEL_RUNNER", self.model_runner, "v1 or v2")
 
     @property
     def kv_formula(self) -> str:
@@ -134,6 +139,8 @@ class KVGeometry:
     kv_bits: int = 16
     tensor_parallel_size: int = 1
     mamba_cache_mode: str = "align"
+    checkpoint_alignment: int = 0  # gated-DeltaNet prefill checkpoints (VllmRow, 0.33)
+    all_chunk_aligned: bool = True  # 'all' mode aligns to the Mamba chunk (VllmRow, to 0.31)
 
 
 def comm_buffer_estimate(tp: int, pp: int, link: str = NVLINK) -> tuple[int, str]:
@@ -202,7 +209,7 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
         + amount.get("lora_adapters", 0) + amount.get("eplb", 0)
     if engine.name == VLLM:
         return _vllm(engine, device_bytes, weights + act + non_torch + comm
-                     + amount.get("cuda_graphs", 0))
+                     + amount.get("cuda_graphs", 0), "cuda_graphs" in amount)
     graphs = amount.get("cuda_graphs", 0)
     if engine.name == SGLANG:
         return _sglang(engine, device_bytes - non_torch - comm, weights, act + graphs, world_size)
@@ -229,10 +236,11 @@ def _trtllm(engine: EngineSpec, free_after: int):
     ), f"the {1 - fraction:.0%} of free memory TensorRT-LLM leaves"
 
 
-def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int):
+def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, graphs: bool):
     """requested = total x gpu_memory_utilization; pool = requested - everything the profile
     counted (weights, activation peak, non-torch incl. collective buffers, and the CUDA-graph
-    estimate where the release subtracts it: see VllmRow). The headroom is the rest."""
+    line where the release subtracts it or it was measured: vllm_runner.graphs_subtracted).
+    The headroom is the rest."""
     row = engine.vllm_row
     if engine.kv_cache_memory_bytes is not None:
         rest = device_bytes - non_kv - engine.kv_cache_memory_bytes
@@ -243,8 +251,7 @@ def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int):
     pool = int(requested - non_kv)
     return pool, device_bytes - int(requested), (
         f"{row.name} ({row.tag}): total x gpu_memory_utilization {util:.2f} - weights - "
-        "activation peak - non-torch - comm" + (" - CUDA graphs" if row.graphs_subtracted
-                                                  or engine.cuda_graph_bytes else "")
+        "activation peak - non-torch - comm" + (" - CUDA graphs" if graphs else "")
     ), f"outside gpu_memory_utilization {util:.2f}"
 
 
@@ -293,7 +300,7 @@ def _hybrid_budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: st
 
     plan = layout(geo.spec, geo.kv_bits, geo.layer_ids, geo.tensor_parallel_size,
                   geo.max_model_len, geo.max_num_batched_tokens, geo.block_size_tokens,
-                  geo.mamba_cache_mode)
+                  geo.mamba_cache_mode, geo.checkpoint_alignment, geo.all_chunk_aligned)
     blocks = plan.num_gpu_blocks(pool_bytes)
     concurrency = plan.max_concurrency(blocks)
     tokens = logged_tokens(engine, blocks, len(plan.kinds), plan.block_size_tokens, concurrency,
