@@ -70,7 +70,7 @@ START_MISSES = {
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 0.80  # measured 20/24: the Done-when's 90% is missed, said in the docs
+KV_WITHIN_5_AT_LEAST = 0.80  # measured 41/48: the Done-when's 90% is missed, said in the docs
 
 
 def _cases(predicate, misses=None):
@@ -84,9 +84,9 @@ def _marks(case, misses):
     return []
 
 
-def test_the_set_is_at_least_25_real_logs_with_sidecars():
+def test_the_set_is_at_least_80_real_logs_with_sidecars():
     logs = sorted(LOGS.glob("*.log"))
-    assert len(logs) >= 25
+    assert len(logs) >= 80
     for log in logs:
         assert log.read_text().startswith("# SOURCE:"), log.name
         meta = json.loads(log.with_suffix(".json").read_text())
