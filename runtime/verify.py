@@ -61,7 +61,7 @@ from .verify_result import (
     VerifyOptions,
     VerifyResult,
 )
-from .weights import load_decoder, random_decoder
+from .weights import config_options, load_decoder, random_decoder
 
 
 def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
@@ -156,7 +156,8 @@ class _Run:
             model = (load_decoder(self.spec, opts.weights_dir, serve.weight_dtype,
                                   self.torch_device, self.tp) if opts.weights_dir else
                      random_decoder(self.spec, serve.weight_dtype, self.torch_device, opts.seed,
-                                    tp=self.tp))
+                                    config_options(opts.config_path, self.spec.model_type),
+                                    self.tp))
         self.probe.add_resident(model.weight_bytes, "weights")
         self._snap("weights")
         self.progress("weights", 1, 1)
