@@ -72,12 +72,9 @@ class Router(nn.Module):
             self.bias = nn.Parameter(torch.empty(moe.num_experts))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (T, H) -> weights (T, k) fp32, expert ids (T, k). A sigmoid router's logits are
-        computed in fp32 (DeepSeek-V3's gate), a softmax router's in the activation dtype."""
-        if self.routing.correction_bias:
-            logits = F.linear(x.float(), self.weight.float())
-        else:
-            logits = F.linear(x, self.weight, getattr(self, "bias", None))  # (T, E)
+        """x (T, H) -> weights (T, k) fp32, expert ids (T, k). Logits in the activation dtype,
+        scored in fp32 (no fp32 copy of the weight, which is E x H)."""
+        logits = F.linear(x, self.weight, getattr(self, "bias", None))  # (T, E)
         return route(logits, self.routing, self.top_k,
                      getattr(self, "e_score_correction_bias", None))
 
