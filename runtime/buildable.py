@@ -33,7 +33,8 @@ def check_buildable(spec: ModelSpec) -> None:
                         "servecap plan")
     if spec.quant is not None:
         raise SpecError("quantization", spec.quant.method, "the runtime runs unquantized "
-                        "weights only (fp32, bf16, fp16)")
+                        "weights only (fp32, bf16, fp16): --weight-dtype bf16 runs this "
+                        "checkpoint's shape in bf16")
     if spec.model_type not in SUPPORTED_MODEL_TYPES:
         raise SpecError("model_type", spec.model_type,
                         "the runtime builds: " + ", ".join(SUPPORTED_MODEL_TYPES))
