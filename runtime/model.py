@@ -22,6 +22,7 @@ from .buildable import SUPPORTED_MODEL_TYPES, UNRUN_KINDS, check_buildable  # no
 from .mixers import GatedDeltaNet, Mamba2Mixer
 from .mla import LatentAttention
 from .moe import MoEOptions, SparseMoE, family_options
+from .norms import Fp32RMSNorm, norm_class
 from .parallel import (
     SINGLE,
     TensorParallel,
@@ -75,51 +76,8 @@ def torch_dtype(name: str, field: str = "weight_dtype") -> torch.dtype:
     return TORCH_DTYPES[name]
 
 
-class RMSNorm(nn.Module):
-    """x / sqrt(mean(x^2) + eps) * w, computed in fp32 as Llama does."""
-
-    unit_weight = 1.0  # the weight a seeded random model starts from
-
-    def __init__(self, size: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(size))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        out = x32.to(x.dtype)
-        out *= self.weight  # in place: w * x as transformers computes it, one temporary fewer
-        return out
-
-
-class OffsetRMSNorm(RMSNorm):
-    """Qwen3-Next's zero-centred RMSNorm: (x / rms(x)) * (1 + w) in fp32, then the input dtype."""
-
-    unit_weight = 0.0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (x32 * (1.0 + self.weight.float())).to(x.dtype)
-
-
-class Fp32RMSNorm(RMSNorm):
-    """Nemotron-H's RMSNorm: the weight multiplies in fp32, then the input dtype."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (self.weight.float() * x32).to(x.dtype)
-
-
-NORMS = {"qwen3_next": OffsetRMSNorm, "nemotron_h": Fp32RMSNorm, "gpt_oss": Fp32RMSNorm}
 # families whose attention_bias also gives o_proj a bias (the ledger's inventory counts it)
 O_PROJ_BIAS = ("gpt_oss",)
-
-
-def norm_class(spec: ModelSpec) -> type[RMSNorm]:
-    return NORMS.get(spec.model_type, RMSNorm)
 
 
 def uses_rope(spec: ModelSpec) -> bool:

@@ -35,6 +35,12 @@ def check_split(spec: ModelSpec, tp: TensorParallel) -> None:
     if tp.size > 1 and (spec.state_layers or att.q_gate or spec.model_type == "nemotron_h"):
         raise SpecError("tensor_parallel_size", tp.size, f"the runtime runs {spec.model_type}'s "
                         "hybrid layers on one device only (1)")
+    unsplit = [what for what, has in (("experts", spec.moe is not None),
+                                      ("latent attention", att.kind == "mla"),
+                                      ("attention sinks", att.sinks)) if has]
+    if tp.size > 1 and unsplit:
+        raise SpecError("tensor_parallel_size", tp.size, f"the runtime runs {spec.model_type}'s "
+                        f"{' and '.join(unsplit)} on one device only (1) yet")
     if spec.attention.num_heads % tp.size or spec.intermediate_size % tp.size:
         raise SpecError("tensor_parallel_size", tp.size, f"must divide num_attention_heads "
                         f"({att.num_heads}) and intermediate_size ({spec.intermediate_size})")

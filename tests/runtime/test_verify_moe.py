@@ -40,3 +40,13 @@ def test_verify_reconciles_every_line(case, tmp_path) -> None:
         live = out["record"]["concurrency"]
         assert lines["state_cache"]["measured_bytes"] == live * state_bytes_per_request(spec)
         assert lines["state_cache"]["predicted_bytes"] == lines["state_cache"]["measured_bytes"]
+
+
+def test_tensor_parallel_moe_is_refused_in_one_line(tmp_path) -> None:
+    save_moe(transformers, "gpt_oss", tmp_path)
+    result = CliRunner().invoke(app, ["verify", str(tmp_path), "--device", "cpu",
+                                      "--device-memory", "32MiB", "-tp", "2"])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "servecap: error: tensor_parallel_size = 2: the runtime runs gpt_oss's experts and "
+        "attention sinks on one device only (1) yet"]
