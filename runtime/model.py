@@ -227,7 +227,7 @@ def feed_forward(spec: ModelSpec, layer: int, opts: DecoderOptions,
     if layer not in routed_layers(spec):
         return MLP(spec.hidden_size, spec.intermediate_size, tp)
     return SparseMoE(spec, opts.moe or family_options(spec.model_type),
-                     lambda width: MLP(spec.hidden_size, width, tp))
+                     lambda width: MLP(spec.hidden_size, width, tp), tp)
 
 
 class NemotronBlock(nn.Module):

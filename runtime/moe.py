@@ -22,6 +22,7 @@ from torch import nn
 
 from servecap.ledger.model import ModelSpec
 
+from .parallel import SINGLE, TensorParallel, all_reduce
 from .router import FAMILY_DEFAULTS, Routing, check_routing, route, routing_from_config
 
 # gpt-oss's clamped SwiGLU constants (GptOssExperts; vLLM's swigluoai): alpha is not in its
@@ -81,13 +82,14 @@ class Router(nn.Module):
 
 class Experts(nn.Module):
     """E experts, stacked. forward(x, weights, ids) = sum over each token's k experts of
-    weight x down(act(gate_up(x)))."""
+    weight x down(act(gate_up(x))); under tensor parallelism this rank's 1/tp of every
+    expert's columns, a partial sum its caller reduces."""
 
-    def __init__(self, spec: ModelSpec, opts: MoEOptions) -> None:
+    def __init__(self, spec: ModelSpec, opts: MoEOptions, tp: TensorParallel = SINGLE) -> None:
         super().__init__()
         moe, h = spec.moe, spec.hidden_size
-        e, inter = moe.num_experts, moe.expert_intermediate_size
-        self.inter, self.swiglu = inter, opts.swiglu
+        e, inter = moe.num_experts, moe.expert_intermediate_size // tp.size
+        self.inter, self.swiglu, self.tp = inter, opts.swiglu, tp
         self.gate_up_proj = nn.Parameter(torch.empty(e, 2 * inter, h))
         self.down_proj = nn.Parameter(torch.empty(e, h, inter))
         if moe.expert_bias:
@@ -124,7 +126,7 @@ class Experts(nn.Module):
             out = rows.new_empty(rows.shape[0], stacked.shape[1])
             for expert, start, end in segments:
                 torch.mm(rows[start:end], stacked[expert].T, out=out[start:end])
-        if hasattr(self, bias_name):
+        if hasattr(self, bias_name) and (bias_name != "down_proj_bias" or self.tp.rank == 0):
             bias = getattr(self, bias_name)
             for expert, start, end in segments:
                 out[start:end] += bias[expert]
@@ -179,12 +181,13 @@ class SparseMoE(nn.Module):
     """Routed experts, plus the shared expert every token takes (scaled by sigmoid(x w) where
     a shared_expert_gate is stated: Qwen2-MoE, Qwen3-Next)."""
 
-    def __init__(self, spec: ModelSpec, opts: MoEOptions, dense_mlp) -> None:
+    def __init__(self, spec: ModelSpec, opts: MoEOptions, dense_mlp,
+                 tp: TensorParallel = SINGLE) -> None:
         super().__init__()
         moe = spec.moe
         self.router_name, shared_name = NAMES.get(spec.model_type, QWEN_NAMES)
         setattr(self, self.router_name, Router(spec, opts))
-        self.experts = Experts(spec, opts)
+        self.experts, self.tp = Experts(spec, opts, tp), tp
         self.shared_name = shared_name if moe.num_shared_experts else ""
         if self.shared_name:
             width = moe.shared_intermediate_size or \
@@ -195,7 +198,7 @@ class SparseMoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weights, ids = getattr(self, self.router_name)(x)
-        out = self.experts(x, weights, ids)  # (T, H)
+        out = all_reduce(self.experts(x, weights, ids), self.tp)  # (T, H)
         del weights, ids
         if self.shared_name:
             shared = getattr(self, self.shared_name)(x)

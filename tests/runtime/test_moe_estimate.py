@@ -17,7 +17,7 @@ from servecap.ledger.serve import ServeSpec
 from servecap.ledger.units import GiB
 from servecap.runtime.engine import Engine, EngineConfig
 from servecap.runtime.kv_pool import KVPool
-from servecap.runtime.model import DecoderOptions
+from servecap.runtime.model import DecoderOptions, with_num_layers
 from servecap.runtime.moe import family_options
 from servecap.runtime.state_pool import StatePool
 from servecap.runtime.telemetry import AllocatorCounter
@@ -48,15 +48,15 @@ def moe_shapes(draw):
 
 
 def _attention(draw, family: str, hidden: int) -> ModelSpec:
-    if family == "qwen3_next":
-        return hybrid_spec("qwen3_next", hidden=hidden, heads=8, kv_heads=1)
+    if family == "qwen3_next":  # a gated-DeltaNet layer, then gated attention
+        return with_num_layers(hybrid_spec("qwen3_next", hidden=hidden, heads=8, kv_heads=1), 2)
     heads = 8
     layers, kinds = 2, ()
     if family == "deepseek_v3":
         att = Attention("mla", heads, heads, 24, q_lora_rank=draw(st.sampled_from([None, 32])),
                         kv_lora_rank=draw(st.sampled_from([16, 32])), qk_rope_head_dim=8,
                         qk_nope_head_dim=16, v_head_dim=draw(st.sampled_from([16, 32])))
-        layers = 3  # layer 0 dense (first_k_dense_replace), then routed
+        layers = 2  # layer 0 dense (first_k_dense_replace), then routed
     else:
         kinds = (SLIDING, FULL) if family == "gpt_oss" else ()
         att = Attention("gqa", heads, 1, 16,

@@ -9,6 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
+from servecap.ledger.kv import Shard
+from servecap.ledger.plan import build_plan
+from servecap.ledger.serve import ServeSpec
 from servecap.ledger.state import state_bytes_per_request
 from servecap.model_configs import load_model
 
@@ -42,11 +45,27 @@ def test_verify_reconciles_every_line(case, tmp_path) -> None:
         assert lines["state_cache"]["predicted_bytes"] == lines["state_cache"]["measured_bytes"]
 
 
-def test_tensor_parallel_moe_is_refused_in_one_line(tmp_path) -> None:
-    save_moe(transformers, "gpt_oss", tmp_path)
-    result = CliRunner().invoke(app, ["verify", str(tmp_path), "--device", "cpu",
-                                      "--device-memory", "32MiB", "-tp", "2"])
-    assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == [
-        "servecap: error: tensor_parallel_size = 2: the runtime runs gpt_oss's experts and "
-        "attention sinks on one device only (1) yet"]
+def test_two_ranks_reconcile_their_expert_shards(tmp_path) -> None:
+    """--tensor-parallel-size 2 on gloo: each rank holds half of every expert's columns, of
+    the shared expert and of the latent attention's heads (the latent whole), and its weights,
+    pool and ceiling reconcile on its own 32 MiB device."""
+    save_moe(transformers, "deepseek_v3", tmp_path)
+    result = CliRunner().invoke(app, [
+        "verify", str(tmp_path), "--device", "cpu", "--device-memory", "32MiB",
+        "--runtime-peak", "26MiB", "--context", "64", "--concurrency", "4", "--output-tokens",
+        "8", "-tp", "2", "--json"])
+    out = json.loads(result.stdout)
+    assert result.exit_code == 0, out["violations"]
+    for rank in out["ranks"]:
+        lines = {line["line"]: line for line in rank["lines"]}
+        for name in ("weights", "kv_pool", "kv_cache"):
+            assert lines[name]["predicted_bytes"] == lines[name]["measured_bytes"]
+        assert rank["predicted_ceiling_requests"] == rank["measured_ceiling_requests"]
+    serve = ServeSpec(device_bytes=1 << 30, context_tokens=64, concurrency=1,
+                      weight_dtype="fp32", activation_dtype="fp32", runtime_peak_bytes=0)
+    spec = load_model(str(tmp_path)).spec
+    whole = build_plan(spec, serve).line("weights")
+    shard = build_plan(spec, serve, shard=Shard(2)).line("weights")
+    assert whole // 2 < shard < whole  # the experts, heads and vocabulary split
+    assert [{line["line"]: line["measured_bytes"] for line in rank["lines"]}["weights"]
+            for rank in out["ranks"]] == [shard, shard]
