@@ -6,7 +6,7 @@ One step's tokens are permuted so each expert's rows are contiguous (a stable so
 matmuls over those segments (torch's grouped_mm where it serves, else one matmul per expert
 hit), and the weighted rows are added back into their tokens in expert order, as transformers
 and vLLM's fused MoE combine them. Its transient is therefore a closed form of the step's
-tokens x top_k, whatever the routing (ledger/runtime_estimate.py moe_peak).
+tokens x top_k, whatever the routing (ledger/moe_estimate.py moe_peak).
 
 Expert weights are stacked: gate_up_proj (E, 2I, H) with the gate's rows first, down_proj
 (E, H, I), and gpt-oss's biases (E, 2I), (E, H); expert_weights.py folds a checkpoint's
@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
 from .parallel import SINGLE, TensorParallel, all_reduce
@@ -46,6 +47,9 @@ def moe_options(config: dict, where: str = "config.json") -> MoEOptions | None:
     model_type = config.get("model_type")
     if model_type not in FAMILY_DEFAULTS:
         return None
+    act = config.get("hidden_act", "silu")
+    if model_type != "gpt_oss" and act not in ("silu", "swish"):  # gpt-oss: its own SwiGLU
+        raise SpecError("hidden_act", act, "the runtime's experts run SiLU (silu)").at(where)
     swiglu = None
     if model_type == "gpt_oss":
         swiglu = (float(config.get("swiglu_alpha", SWIGLU_ALPHA)),

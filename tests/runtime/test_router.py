@@ -37,7 +37,8 @@ def test_real_configs_route_as_stated(name: str, routing: Routing, swiglu) -> No
 
 
 @pytest.mark.parametrize(("field", "value"), [("scoring_func", "tanh"),
-                                              ("topk_method", "random")])
+                                              ("topk_method", "random"),
+                                              ("hidden_act", "gelu")])
 def test_unknown_routing_is_refused_by_name(field: str, value: str) -> None:
     config = {"model_type": "deepseek_v3", field: value}
     with pytest.raises(SpecError, match=field) as err:
