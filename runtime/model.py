@@ -142,9 +142,11 @@ class SelfAttention(nn.Module):
 
 def row_parallel(linear: nn.Linear, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
     """A row-parallel projection summed across ranks; every rank holds its bias, rank 0 adds
-    it (vLLM's RowParallelLinear)."""
-    bias = linear.bias if tp.rank == 0 else None
-    return all_reduce(F.linear(x, linear.weight, bias), tp)
+    it (vLLM's RowParallelLinear). The module itself runs, so its forward hooks (LoRA) do."""
+    out = linear(x)
+    if tp.rank > 0 and linear.bias is not None:
+        out -= linear.bias
+    return all_reduce(out, tp)
 
 
 def _rotate(x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor], dims: int
