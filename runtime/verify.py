@@ -62,7 +62,7 @@ from .verify_result import (
     VerifyOptions,
     VerifyResult,
 )
-from .weights import load_decoder, random_decoder
+from .weights import config_options, load_decoder, random_decoder
 
 
 def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
@@ -158,7 +158,8 @@ class _Run:
             model = (load_decoder(self.spec, opts.weights_dir, serve.weight_dtype,
                                   self.torch_device, self.tp) if opts.weights_dir else
                      random_decoder(self.spec, serve.weight_dtype, self.torch_device, opts.seed,
-                                    tp=self.tp))
+                                    config_options(opts.config_path, self.spec.model_type),
+                                    self.tp))
         self.probe.add_resident(model.weight_bytes, "weights")
         if serve.lora is not None:
             with _allocating("the LoRA slots", self.plan.line("lora_adapters")):

@@ -9,7 +9,7 @@ from servecap.ledger.lora import LoraSpec, lora_bytes
 from servecap.ledger.plan import build_plan
 from servecap.ledger.serve import ServeSpec
 from servecap.ledger.units import MiB
-from servecap.runtime.attention import DenseKV
+from servecap.runtime.attention_reference import DenseKV
 from servecap.runtime.lora import attach_lora
 from servecap.runtime.weights import random_decoder
 from servecap.scenario.spec import Load, Lora, Model, Runtime, Scenario, Scheduler
