@@ -28,7 +28,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 CONFIGS = FIXTURES / "configs"
 FOLDERS = ("sglang_logs", "trtllm_logs")
 DEPLOY_KEYS = ("tensor_parallel_size", "mem_fraction_static", "free_gpu_memory_fraction",
-               "max_tokens")
+               "max_tokens", "max_total_tokens", "nnodes")
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,12 @@ class Outcome:
         if not self.logged_tokens:
             return None
         return (self.predicted_tokens - self.logged_tokens) / self.logged_tokens
+
+    @property
+    def capped(self) -> bool:
+        """The pool the log allocated is SGLang's --max-total-tokens, not its memory rule."""
+        cap = self.meta["flags"].get("max_total_tokens")
+        return cap is not None and self.logged_tokens is not None and self.logged_tokens <= cap
 
 
 def cases() -> list[tuple[Path, dict]]:
@@ -99,10 +105,13 @@ def summary(outcomes: list[Outcome]) -> list[str]:
                   and o.error is not None]
         rule = [o for o in outcomes if o.meta["engine"] == engine and o.from_lines]
         exact = sum(abs(o.from_lines - o.logged_tokens) <= 0.01 * o.logged_tokens for o in rule)
+        capped = sum(o.capped for o in outcomes if o.meta["engine"] == engine)
         out.append(f"{engine}: {len(errors)} logs; KV tokens within 5%: "
                    f"{sum(e <= 0.05 for e in errors)}/{len(errors)}, within 10%: "
                    f"{sum(e <= 0.10 for e in errors)}/{len(errors)}; the engine's rule on its "
-                   f"own lines within 1%: {exact}/{len(rule)}")
+                   f"own lines within 1%: {exact}/{len(rule)}" + (
+                       f"; {capped} pools capped by --max-total-tokens (the cap and the weights "
+                       "are what they check)" if capped else ""))
     return out
 
 

@@ -155,13 +155,24 @@ def summary(outcomes: list[Outcome], skipped: list[Case]) -> list[str]:
 
     def share(values, limit):
         return f"{sum(v <= limit for v in values)}/{len(values)}"
-    return [f"logs planned: {len(outcomes)} of {len(outcomes) + len(skipped)} "
+    every = [o.case for o in outcomes] + skipped
+    recent = [c for c in every if _from_022(c.meta.get("vllm_version"))]
+    return [f"logs: {len(every)}; from vLLM 0.22 or later: {len(recent)} ("
+            f"{sum(c.planned for c in recent)} planned); vLLM failed to start: "
+            f"{sum(not c.meta['started'] for c in every)} ({len(failed)} planned)",
+            f"logs planned: {len(outcomes)} of {len(outcomes) + len(skipped)} "
             f"({len(skipped)} not planned: model or GPU not stated, config not found, or a "
             "hybrid)",
             f"KV within 5%: {share(kv, 0.05)}; within 10%: {share(kv, 0.10)}",
             f"weights within 2% of 'Model loading took': {share(weights, 0.02)}",
             f"'does not start' where vLLM failed: {len(said)}/{len(failed)}; said of a log "
             f"that started: {len(false_no)}"] + _tightest(outcomes)
+
+
+def _from_022(version: str | None) -> bool:
+    """A release at or after 0.22 (a source build by its base: 0.23.1rc1.dev531 is 0.23)."""
+    parts = (version or "").split(".")
+    return len(parts) >= 2 and parts[0] == "0" and parts[1].isdigit() and int(parts[1]) >= 22
 
 
 def _tightest(outcomes: list[Outcome]) -> list[str]:

@@ -64,7 +64,7 @@ class DeployFlags:
                                             "(or no P2P) or nvlink; sizes the collectives' "
                                             "buffers. Default: the catalog device's (PCIe for "
                                             "a bare size).")] = None
-    nnodes: Annotated[int, Par("--nnodes", help="vLLM: nodes one replica's tp x pp GPUs "
+    nnodes: Annotated[int, Par("--nnodes", help="vLLM, SGLang: nodes one replica's tp x pp GPUs "
                                "span; a tensor-parallel group across nodes sets up no "
                                "NVLink buffers.")] = 1
     enable_expert_parallel: Annotated[bool, Par("--enable-expert-parallel", help="vLLM: "
@@ -93,6 +93,10 @@ class DeployFlags:
                                           "max_tokens, a cap on the pool's tokens (whole "
                                           "blocks); with the fraction, the smaller "
                                           "holds.")] = None
+    max_total_tokens: Annotated[int | None, Eng("--max-total-tokens", help="SGLang: a cap on "
+                                                "the pool's tokens (whole pages); the "
+                                                "smaller of it and the profiled pool "
+                                                "holds.")] = None
     max_num_seqs: Annotated[int | None, Eng("--max-num-seqs", help="vLLM: sequences its "
                                             "sampler is profiled with. Default: the release's "
                                             "(256, or 1024 on >= 70 GiB GPUs).")] = None
@@ -134,7 +138,8 @@ def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
                      kv_cache_memory_bytes=flags.kv_cache_memory,
                      mem_fraction_static=flags.mem_fraction_static,
                      free_gpu_memory_fraction=flags.free_gpu_memory_fraction,
-                     max_tokens=flags.max_tokens, non_torch=flags.non_torch, weights=flags.weights,
+                     max_tokens=flags.max_tokens, max_total_tokens=flags.max_total_tokens,
+                     non_torch=flags.non_torch, weights=flags.weights,
                      comm_buffer=flags.comm_buffer, cuda_graph_memory=flags.cuda_graph_memory)
     parallel = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
                         flags.data_parallel_size, flags.enable_expert_parallel,

@@ -26,6 +26,8 @@ PATTERNS: dict[str, dict[str, tuple[str, ...]]] = {
         "context_len": (r"context_len=" + _INT, r"context_length=" + _INT,
                         r"--context-length[ =]" + _INT),
         "tokens_per_block": (r"\bpage_size=" + _INT, r"--page-size[ =]" + _INT),
+        "max_total_tokens": (r"\bmax_total_tokens=" + _INT, r"--max-total-tokens[ =]" + _INT),
+        "nnodes": (r"\bnnodes=" + _INT, r"--nnodes[ =]" + _INT),
     },
     TRTLLM: {  # tensorrt_llm/_torch/pyexecutor/_util.py, cpp/.../kvCacheManager.cpp
         "total_gib": (r"device total memory " + _NUM + r" GiB",
@@ -61,7 +63,7 @@ TEXT = {SGLANG: {"model": (r"model_path='([^']+)'", r"--model-path (\S+)"),
         TRTLLM: {"model": (r"--model-path (\S+)", r"trtllm-serve (?:serve )?(\S+)"),
                  "kv_cache_dtype": (r"kv_cache_dtype['\"]?[=:] ?['\"]?(\w+)",)}}
 INTEGERS = {"kv_tokens", "tensor_parallel_size", "context_len", "tokens_per_block", "engine_mib",
-            "max_tokens"}
+            "max_tokens", "max_total_tokens", "nnodes"}
 MEMORY = re.compile(r"GiB|\bGB\b|MiB|KV [Cc]ache|kv cache|memory|mem usage|avail mem|tokens",
                     re.IGNORECASE)
 
@@ -92,6 +94,8 @@ class EngineLogFacts:
     tokens_per_block: int | None = None
     engine_mib: int | None = None
     max_tokens: int | None = None
+    max_total_tokens: int | None = None
+    nnodes: int | None = None
     model: str | None = None
     kv_cache_dtype: str | None = None
     lines: tuple[LineRead, ...] = ()

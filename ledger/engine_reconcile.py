@@ -79,7 +79,8 @@ def _tokens(plan: Plan, facts: EngineLogFacts) -> Row | None:
 def _arithmetic(plan: Plan, facts: EngineLogFacts) -> Row | None:
     """The engine's rule applied to its own logged lines, with the plan's bytes per token:
     SGLang (model_runner.profile_max_num_token): (free after the weights - free before x (1 -
-    mem_fraction_static)) GiB // bytes a token; TensorRT-LLM's PyTorch flow
+    mem_fraction_static)) GiB // bytes a token, at most --max-total-tokens, in whole pages;
+    TensorRT-LLM's PyTorch flow
     (_util.py _cal_max_tokens): available KV memory // bytes a token, in whole blocks; its C++
     engine flow (cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp: freePrimaryMemBytes = the
     logged 'available' x free_gpu_memory_fraction) // bytes a token, in whole blocks."""
@@ -92,6 +93,10 @@ def _arithmetic(plan: Plan, facts: EngineLogFacts) -> Row | None:
         rest = facts.after_weights_gib - facts.free_at_start_gib * (1 - facts.fraction)
         predicted = int(rest * GiB // per_token)
         rule = "(free after the weights - free before x (1 - mem_fraction_static))"
+        if facts.max_total_tokens is not None:  # --max-total-tokens: the smaller holds
+            predicted = min(predicted, facts.max_total_tokens)
+        page = facts.tokens_per_block or 1
+        predicted = predicted // page * page
     else:
         available = facts.available_kv_gib
         rule = "available KV cache memory"
@@ -104,6 +109,12 @@ def _arithmetic(plan: Plan, facts: EngineLogFacts) -> Row | None:
         predicted = int(available * GiB // per_token) // block * block
     close = abs(predicted - facts.kv_tokens) <= max(0.01 * facts.kv_tokens, 1)
     return Row("kv_tokens_from_lines", "KV tokens from the logged lines", "tokens", predicted,
-               facts.kv_tokens, f"{rule} // {per_token:,} B a token: " + (
+               facts.kv_tokens, f"{rule} // {per_token:,} B a token{_cap(facts)}: " + (
                    "the engine's arithmetic, matched" if close else
                    "another bytes-per-token or rounding (check --kv-cache-dtype and --model)"))
+
+
+def _cap(facts: EngineLogFacts) -> str:
+    if facts.engine != SGLANG or facts.max_total_tokens is None:
+        return ""
+    return f", at most max_total_tokens {facts.max_total_tokens:,}"

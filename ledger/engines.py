@@ -45,6 +45,7 @@ class EngineSpec:
     mem_fraction_static: float | None = None
     free_gpu_memory_fraction: float | None = None
     max_tokens: int | None = None  # TensorRT-LLM's KvCacheConfig.max_tokens
+    max_total_tokens: int | None = None  # SGLang's --max-total-tokens
     non_torch_bytes: int | None = None
     comm_buffer_bytes: int | None = None
     cuda_graph_bytes: int | None = None
@@ -218,8 +219,10 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
 def _sglang(engine: EngineSpec, free_start: int, weights: int, act: int, world_size: int):
     fraction = engine.mem_fraction_static or _sglang_default(world_size)
     pool = int(free_start * fraction) - weights
+    cap = (f", at most max_total_tokens {engine.max_total_tokens:,} (whole pages)"
+           if engine.max_total_tokens is not None else "")
     return pool, free_start - int(free_start * fraction) - act, (
-        f"SGLang: (total - non-torch - comm) x mem_fraction_static {fraction:.2f} - weights"
+        f"SGLang: (total - non-torch - comm) x mem_fraction_static {fraction:.2f} - weights{cap}"
     ), f"outside mem_fraction_static {fraction:.2f}, after activations"
 
 
@@ -281,6 +284,10 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
         # KvCacheConfig.max_tokens caps the blocks at ceil(max_tokens / tokens_per_block): with
         # free_gpu_memory_fraction 'the smaller value will be used' (the engine's warning)
         blocks = min(blocks, -(-engine.max_tokens // bsz))
+    if engine.name == SGLANG and engine.max_total_tokens is not None:
+        # --max-total-tokens: min(profiled, max_total_tokens), then whole pages
+        # (model_runner.py init_memory_pool, sglang 0.4.4)
+        blocks = min(blocks, engine.max_total_tokens // bsz)
     per_request = -(-geo.max_model_len // bsz)
     return Budget(engine.name, pool_bytes, blocks, blocks * bsz,
                   blocks * bsz / geo.max_model_len, bsz, block_bytes, per_request, how)

@@ -61,7 +61,9 @@ def logged_values(facts: EngineLogFacts) -> dict[str, object]:
              fraction: facts.fraction, "scheduler.max_model_len": facts.context_len,
              "scheduler.block_size": facts.tokens_per_block,
              "dtypes.kv_cache_dtype": _KV.get(facts.kv_cache_dtype or "auto"),
-             "memory.max_tokens": facts.max_tokens}
+             "memory.max_tokens": facts.max_tokens,
+             "memory.max_total_tokens": facts.max_total_tokens,
+             "parallel.nnodes": facts.nnodes}
     return {path: value for path, value in pairs.items() if value is not None}
 
 

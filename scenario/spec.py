@@ -140,8 +140,9 @@ class Scheduler:
 @dataclass(frozen=True)
 class Memory:
     """vLLM's, SGLang's and TensorRT-LLM's memory knobs (their names; max_tokens is
-    TensorRT-LLM's KvCacheConfig.max_tokens), servecap's plain safety reserve, and lines
-    declared from measurement (each replaces an estimate)."""
+    TensorRT-LLM's KvCacheConfig.max_tokens, max_total_tokens SGLang's --max-total-tokens),
+    servecap's plain safety reserve, and lines declared from measurement (each replaces an
+    estimate)."""
 
     __pydantic_config__ = _FORBID
     gpu_memory_utilization: Fraction | None = None
@@ -149,6 +150,7 @@ class Memory:
     mem_fraction_static: Fraction | None = None
     free_gpu_memory_fraction: Fraction | None = None
     max_tokens: Count | None = None
+    max_total_tokens: Count | None = None
     num_gpu_blocks_override: Count | None = None
     safety: Size | None = None
     runtime_peak: Size | None = None

@@ -80,6 +80,31 @@ def test_the_yaml_overrides_the_options_wherever_it_stands(in_tmp):
     assert not first.scheduler.enable_prefix_caching
 
 
+def test_sglangs_max_total_tokens_caps_the_pool_as_the_servecap_flag_does():
+    """--max-total-tokens (SGLang's cap, model_runner.py init_memory_pool): the smaller of it
+    and the profiled pool, in whole pages; a pasted line and servecap's flag print the same."""
+    flagged = plan(*SAME, "--engine", "sglang", "--mem-fraction-static", "0.85",
+                   "--max-total-tokens", "20030")
+    assert pasted(*SGLANG, "--max-total-tokens", "20030").stdout == flagged.stdout
+    out = json.loads(flagged.stdout)
+    assert out["kv_cache_tokens"] == 20_000  # 625 whole pages of 32
+    wide = json.loads(plan(*SAME, "--engine", "sglang", "--max-total-tokens", "10000000").stdout)
+    assert wide["kv_cache_tokens"] == json.loads(plan(*SAME, "--engine", "sglang").stdout)[
+        "kv_cache_tokens"]
+    refused = runner.invoke(app, ["plan", *SAME, "--engine", "vllm", "--max-total-tokens", "9"])
+    assert refused.exit_code == 2 and "--max-total-tokens" in refused.output
+
+
+def test_sglangs_nnodes_spreads_the_tp_group_as_vllms_does():
+    """SGLang's --nnodes: a tensor-parallel group across nodes gets no custom all-reduce, so
+    its collectives are planned as across nodes, as servecap's --nnodes plans them."""
+    flagged = plan(*SAME, "--engine", "sglang", "--mem-fraction-static", "0.85", "--nnodes", "2")
+    assert pasted(*SGLANG, "--nnodes", "2").stdout == flagged.stdout
+    one, two = (json.loads(plan(*SAME, "--engine", "sglang", *extra).stdout)["kv_pool_bytes"]
+                for extra in ((), ("--nnodes", "2")))
+    assert two > one  # 128 MiB of NCCL buffers across nodes against NVLink's 1.75 GiB
+
+
 @pytest.mark.parametrize(("engine", "knob"), [("sglang", "--mem-fraction-static"),
                                               ("trtllm", "--free-gpu-memory-fraction")])
 def test_searchs_line_pasted_back_plans_its_answer_as_servecap_flags_do(searched, engine, knob):
@@ -150,7 +175,7 @@ def test_a_flag_before_the_line_replaces_its_value_and_v_says_so():
     ([*SGLANG, "--quantization", "bitsandbytes"], "sglang --quantization = 'bitsandbytes'"),
     ([*SGLANG, "--speculative-algorithm", "EAGLE"], "sglang --speculative-algorithm = 'EAGLE'"),
     ([*SGLANG, "--enable-dp-attention"], "sglang --enable-dp-attention"),
-    ([*SGLANG, "--max-total-tokens", "100000"], "sglang --max-total-tokens"),
+    ([*SGLANG, "--max-total-tokens", "0"], "sglang --max-total-tokens = '0'"),
     ([*SGLANG, "--cpu-offload-gb", "8"], "sglang --cpu-offload-gb = '8': only 0"),
     ([*SGLANG, "--ep-size", "3"], "sglang --ep-size = 3: 1 or the --tp-size (2)"),
     ([*SGLANG, "--tp_size", "2"], "(sglang spells it --tp-size)"),

@@ -68,6 +68,19 @@ def test_trtllm_max_tokens_caps_the_pool_in_whole_blocks():
     assert outcome.predicted_tokens == outcome.logged_tokens == 860_320
 
 
+def test_sglangs_max_total_tokens_is_read_and_caps_the_rule_on_the_logged_lines():
+    """SGLang's docs CI runs with max_total_tokens=20480: the cap is read from server_args and
+    holds in the plan and in the engine's rule on its own lines (uncapped, the same lines give
+    (63.70 - 78.81 x 0.12) GiB // 131,072 B = 444,357 tokens)."""
+    log = FIXTURES / "sglang_logs" / "sglang_llama31_8b_80gb_docsci_2025_03.log"
+    facts = parse_engine_log(log.read_text(), SGLANG)
+    assert (facts.max_total_tokens, facts.kv_tokens, facts.weights_gib) == (20_480, 20_480, 15.11)
+    outcome = bench.evaluate(log, json.loads(log.with_suffix(".json").read_text()))
+    assert outcome.predicted_tokens == outcome.from_lines == outcome.logged_tokens == 20_480
+    uncapped = int((63.70 - 78.81 * (1 - 0.88)) * 2**30 // 131_072)
+    assert uncapped == 444_357
+
+
 @pytest.mark.parametrize("log, meta", [
     pytest.param(log, meta, id=log.stem, marks=[pytest.mark.xfail(strict=True, reason=meta["miss"])]
                  if meta.get("miss") else []) for log, meta in bench.cases()])

@@ -51,6 +51,8 @@ KV_NEAR_MISSES = {
 WEIGHT_MISSES = {
     "v1_gemma3_27b_h100_planner": "-2.2%: the vision tower's weights are not counted",
     "v1_gemma4_26b_a100_myoceane": "-2.8%: the vision tower's weights are not counted",
+    "v1_gemma3_4b_h100_planner": "-15.0%: the plan counts the text decoder (7.29 GiB); the "
+                                 "SigLIP tower is about 0.78 GiB and vLLM's load took 8.58",
 }
 START_MISSES = {
     "v1_gptoss20b_2xh100_planner_failed": "vLLM failed warming up its sampler (1,024 dummy "
@@ -68,7 +70,7 @@ START_MISSES = {
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 0.80  # measured 20/24: the Done-when's 90% is missed, said in the docs
+KV_WITHIN_5_AT_LEAST = 0.80  # measured 41/48: the Done-when's 90% is missed, said in the docs
 
 
 def _cases(predicate, misses=None):
@@ -82,9 +84,9 @@ def _marks(case, misses):
     return []
 
 
-def test_the_set_is_at_least_25_real_logs_with_sidecars():
+def test_the_set_is_at_least_80_real_logs_with_sidecars():
     logs = sorted(LOGS.glob("*.log"))
-    assert len(logs) >= 25
+    assert len(logs) >= 80
     for log in logs:
         assert log.read_text().startswith("# SOURCE:"), log.name
         meta = json.loads(log.with_suffix(".json").read_text())
