@@ -16,8 +16,9 @@ from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 from servecap.ledger.units import parse_fraction_or_size
 
 from .deploy_inputs import FRACTIONS, MEASURED, default_fraction, engine_base
-from .inputs_sheet import HYBRID_NAMES, RELEASE_NAMES, model_rows
+from .inputs_sheet import HYBRID_NAMES, model_rows
 from .names import cell_of
+from .release_inputs import RELEASE_NAMES
 from .scenario_sheet import read_scenario
 from .source import WorkbookSource
 

@@ -45,8 +45,9 @@ def vllm_pool_plan(spec, pool_bytes: int, max_model_len: int, kv_dtype: str = "b
                                  "v1_qwen36_35b_a3b_nvfp4_5090_club612.log"])
 def test_gated_deltanet_blocks_and_concurrency_match_vllm_logs(log: str) -> None:
     facts = parse_vllm_log((FIXTURES / "vllm_logs" / log).read_text())
+    # both logs state vLLM 0.24.0: planned under that release's row
     plan = vllm_pool_plan(spec_of("Qwen--Qwen3.6-35B-A3B"), facts.gib_bytes("kv_pool_gib"),
-                          facts.max_model_len, kv_dtype="fp8")
+                          facts.max_model_len, kv_dtype="fp8", release="0.24.0")
     budget = plan.budget
     # by hand: state 3 x 8,192 x 2 + 32 x 128 x 128 x 4 = 2,146,304 B; attention 1 token
     # 2 x 2 x 256 x 1 = 1,024 B -> block 16 x cdiv(2,146,304, 16 x 1,024) = 2,096 tokens
