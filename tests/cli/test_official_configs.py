@@ -15,8 +15,14 @@ BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 def text_config(name: str) -> dict:
+    """The text decoder's fields; those the file leaves out (google/gemma-3-4b-it states no
+    heads) from transformers' config class, as the engines read them."""
     data = json.loads((CONFIGS / name / "config.json").read_text())
-    return data.get("text_config", data) if "hidden_size" not in data else data
+    cfg = data.get("text_config", data) if "hidden_size" not in data else data
+    if "num_attention_heads" in cfg:
+        return cfg
+    defaults = transformers_config(cfg).to_dict()
+    return {**{k: defaults[k] for k in defaults if k not in cfg}, **cfg}
 
 
 def layer_kinds(cfg: dict) -> list[str]:
