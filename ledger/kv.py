@@ -38,12 +38,21 @@ def kv_heads_per_rank(spec: ModelSpec, tensor_parallel_size: int, kind: str = SL
 
 def kv_bits_for_layer(spec: ModelSpec, layer: int, kv_bits: int, shard: Shard) -> int:
     """One token in one layer, by its kind: 0 for state layers and cache-free layers; full
-    layers with their own shape (Gemma-4's 512-wide global heads) use it."""
+    layers with their own shape (Gemma-4's 512-wide global heads) use it. A layer with its own
+    shape (ModelSpec.layer_shapes) caches ceil(H_kv / tp) x (d_k + d_v) x b_kv (vLLM's
+    AttentionSpec with head_size_v, v0.16+), and nothing when it has no attention block or reads
+    another layer's K and V (kv_sharing_target_layer_name)."""
     kind = spec.layer_kind(layer)
     if kind not in ATTENTION_KINDS:
         return 0
     if spec.attention.kind == "mla":
         return kv_bits_per_token_layer(spec, kv_bits, shard)
+    if spec.layer_shapes:
+        shape = spec.layer_shapes[layer]
+        if not shape.caches_kv:
+            return 0
+        heads = -(-shape.num_kv_heads // shard.tensor_parallel_size)
+        return heads * (shape.head_dim + shape.v_head_dim) * kv_bits
     heads = kv_heads_per_rank(spec, shard.tensor_parallel_size, kind)
     return 2 * heads * spec.attention.shape(kind)[1] * kv_bits
 

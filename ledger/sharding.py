@@ -18,6 +18,9 @@ SPLIT = {
     "self_attn.o_proj": "cols", "self_attn.sinks": "heads",
     "mlp.gate_up_down": "mlp", "mlp.experts": "mlp", "mlp.shared_experts": "mlp",
     "mlp.experts.bias": "expert_bias", "embed_tokens": "vocab", "lm_head": "vocab",
+    "self_attn.g_proj": "rows", "embed_tokens_per_layer": "vocab",
+    "per_layer_model_projection": "rows", "conv.in_proj": "rows", "conv.conv": "rows",
+    "conv.out_proj": "cols",
 }
 
 
@@ -61,13 +64,13 @@ def check_tensor_parallel(spec: ModelSpec, tp: int) -> None:
     if tp < 1:
         raise SpecError("--tensor-parallel-size", tp, "must be a whole number >= 1")
     att = spec.attention
-    if att.num_heads % tp:
-        raise SpecError("--tensor-parallel-size", tp, f"must divide the {att.num_heads} query "
-                        f"heads of {spec.name} (allowed: {_divisors(att.num_heads)})")
-    kv = att.num_kv_heads
-    if att.kind != "mla" and (kv % tp if kv >= tp else tp % kv):
-        raise SpecError("--tensor-parallel-size", tp, f"must divide, or be a multiple of, the "
-                        f"{kv} KV heads of {spec.name}")
+    for heads, kv in _head_counts(spec):
+        if heads % tp:
+            raise SpecError("--tensor-parallel-size", tp, f"must divide the {heads} query "
+                            f"heads of {spec.name} (allowed: {_divisors(heads)})")
+        if att.kind != "mla" and (kv % tp if kv >= tp else tp % kv):
+            raise SpecError("--tensor-parallel-size", tp, f"must divide, or be a multiple of, "
+                            f"the {kv} KV heads of {spec.name}")
     for width in _mlp_widths(spec):
         if width % tp:
             raise SpecError("--tensor-parallel-size", tp, f"must divide the MLP width {width} "
@@ -91,15 +94,12 @@ def shard_group(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
     how = SPLIT.get(group.name, "replicated")
     if tp == 1 or how == "replicated":
         return group
-    att = spec.attention
     if how in ("rows", "mlp"):
         return replace(group, rows=group.rows // tp)
     if how == "cols":
         return replace(group, cols=group.cols // tp)
-    if how == "kv":
-        return replace(group, rows=_kv_heads(spec, tp) * att.head_dim)
-    if how == "qkv":
-        return replace(group, cols=(att.num_heads // tp + 2 * _kv_heads(spec, tp)) * att.head_dim)
+    if how in ("kv", "qkv"):
+        return _kv_share(spec, group, tp)
     if how == "heads":
         return replace(group, cols=group.cols // tp)
     if how == "expert_bias":
@@ -114,8 +114,17 @@ def vocab_rows_per_rank(vocab_size: int, tp: int) -> int:
     return padded // tp
 
 
-def _kv_heads(spec: ModelSpec, tp: int) -> int:
-    return -(-spec.attention.num_kv_heads // tp)
+def _kv_share(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
+    """K or V projection rows (or the q/k/v bias) of the group's layer on one rank: its KV
+    heads split, each replicated when H_kv < tp (QKVParallelLinear), at its own K/V sizes."""
+    shape = spec.shape_at(group.layers[0] if group.layers else 0)
+    kv = -(-shape.num_kv_heads // tp)
+    if group.name == "self_attn.k_proj":
+        return replace(group, rows=kv * shape.head_dim)
+    if group.name == "self_attn.v_proj":
+        return replace(group, rows=kv * shape.v_head_dim)
+    return replace(group, cols=shape.num_heads // tp * shape.head_dim
+                   + kv * (shape.head_dim + shape.v_head_dim))
 
 
 def _on_stage(group: TensorGroup, stage: Stage) -> bool:
@@ -132,8 +141,17 @@ def tied_head_copy(spec: ModelSpec, stage: Stage) -> bool:
     return spec.tie_word_embeddings and stage.last and not stage.first
 
 
+def _head_counts(spec: ModelSpec) -> list[tuple[int, int]]:
+    """(query heads, KV heads) of every distinct attention layer shape."""
+    att = spec.attention
+    if not spec.layer_shapes:
+        return [(att.num_heads, att.num_kv_heads)]
+    return sorted({(s.num_heads, s.num_kv_heads) for s in spec.layer_shapes if s.attention})
+
+
 def _mlp_widths(spec: ModelSpec) -> set[int]:
     widths = {spec.intermediate_size} if spec.intermediate_size else set()
+    widths |= {s.intermediate for s in spec.layer_shapes if s.intermediate}
     if spec.moe is not None:
         widths.add(spec.moe.expert_intermediate_size)
         if spec.moe.shared_intermediate_size:
