@@ -26,7 +26,7 @@ from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-expor
     plan_scenario,
 )
 from .option_groups import options_from
-from .plan_json import deployment_to_dict, source_to_dict
+from .plan_json import deployment_to_dict, layers_to_dict, source_to_dict
 from .scenario_opts import LaunchLineArg, SaveScenario, ScenarioFile, launch_line, merged, save
 
 Opt = typer.Option
@@ -141,7 +141,8 @@ def plan(
             "gpu_memory_utilization": advice.gpu_memory_utilization,
             "max_num_seqs": advice.max_num_seqs, "text": advice.text}}
         print(json.dumps({**deployment_to_dict(result), **extra,
-                          **source_to_dict(outcome.loaded)}, indent=2))
+                          **source_to_dict(outcome.loaded),
+                          **layers_to_dict(outcome.loaded, result)}, indent=2))
     else:
         _render(result)
         if advice is not None:
