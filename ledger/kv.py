@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from .cache_specs import indexer_bytes_per_token as _indexer_per_layer
 from .dtypes import bits_to_bytes
 from .errors import SpecError
+from .experts import ExpertSplit
 from .model import ATTENTION_KINDS, CHUNKED, FULL, SLIDING, ModelSpec
 from .paging import blocks_for, windowed_blocks
 
@@ -13,19 +14,22 @@ from .paging import blocks_for, windowed_blocks
 @dataclass(frozen=True)
 class Shard:
     """Which part of the model one device holds: tensor-parallel degree, its pipeline layers,
-    and whether its stage is the first (embedding) and the last (final norm, lm_head)."""
+    whether its stage is the first (embedding) and the last (final norm, lm_head), and how the
+    routed experts split (ledger/experts.py: over tp x dp ranks under data parallelism)."""
 
     tensor_parallel_size: int = 1
     layers: tuple[int, ...] | None = None
     first_stage: bool = True
     last_stage: bool = True
+    experts: ExpertSplit | None = None  # routed experts over tp x dp (None: over tp)
 
     def layer_ids(self, spec: ModelSpec) -> tuple[int, ...]:
         return self.layers if self.layers is not None else tuple(range(spec.num_layers))
 
     def is_whole(self, spec: ModelSpec) -> bool:
         """One device holds the entire model."""
-        return self.tensor_parallel_size == 1 and len(self.layer_ids(spec)) == spec.num_layers
+        return self.tensor_parallel_size == 1 and len(self.layer_ids(spec)) == spec.num_layers \
+            and (self.experts is None or self.experts.devices == 1)
 
 
 WHOLE = Shard()

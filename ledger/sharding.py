@@ -4,6 +4,7 @@ from dataclasses import dataclass, replace
 
 from .arch import EMBED, HEAD, TensorGroup, inventory
 from .errors import SpecError
+from .experts import ExpertSplit
 from .model import ModelSpec
 
 VOCAB_PADDING = 64  # vLLM pads the vocabulary to a multiple of 64 before splitting it
@@ -22,6 +23,9 @@ SPLIT = {
     "per_layer_model_projection": "rows", "conv.in_proj": "rows", "conv.conv": "rows",
     "conv.out_proj": "cols",
 }
+
+
+EXPERT_GROUPS = ("mlp.experts", "mlp.experts.bias")
 
 
 @dataclass(frozen=True)
@@ -58,9 +62,10 @@ def stages(num_layers: int, pipeline_parallel_size: int) -> tuple[Stage, ...]:
     return tuple(out)
 
 
-def check_tensor_parallel(spec: ModelSpec, tp: int) -> None:
+def check_tensor_parallel(spec: ModelSpec, tp: int, experts: ExpertSplit | None = None) -> None:
     """vLLM's rules: query heads divide by tp; KV heads divide by tp, or tp by KV heads (then
-    each KV head is replicated); the MLP width divides by tp."""
+    each KV head is replicated); the MLP width divides by tp; the routed experts split as
+    `experts` says (ExpertSplit.check; default: their width by tp, as the MLP's)."""
     if tp < 1:
         raise SpecError("--tensor-parallel-size", tp, "must be a whole number >= 1")
     att = spec.attention
@@ -71,22 +76,31 @@ def check_tensor_parallel(spec: ModelSpec, tp: int) -> None:
         if att.kind != "mla" and (kv % tp if kv >= tp else tp % kv):
             raise SpecError("--tensor-parallel-size", tp, f"must divide, or be a multiple of, "
                             f"the {kv} KV heads of {spec.name}")
-    for width in _mlp_widths(spec):
+    split = experts or ExpertSplit(tp)
+    routed = spec.moe is not None and split.devices != tp or split.expert_parallel
+    for width in _mlp_widths(spec, routed):
         if width % tp:
             raise SpecError("--tensor-parallel-size", tp, f"must divide the MLP width {width} "
                             f"of {spec.name}")
+    if routed:
+        split.check(spec.moe.num_experts, spec.moe.expert_intermediate_size, spec.name)
 
 
-def rank_inventory(spec: ModelSpec, tp: int, stage: Stage | None = None) -> list[TensorGroup]:
+def rank_inventory(spec: ModelSpec, tp: int, stage: Stage | None = None,
+                   experts: ExpertSplit | None = None) -> list[TensorGroup]:
     """The tensors one rank holds: its stage's layers (all when stage is None), the embedding on
     the first stage (and on the last when tied, as lm_head), the final norm and lm_head on the
-    last, every tensor cut to this rank's tensor-parallel shard."""
+    last, every tensor cut to this rank's tensor-parallel shard; the routed experts as
+    `experts` splits them (default: over the tp ranks, each expert's width)."""
     groups = inventory(spec)
     if stage is not None:
         groups = [g for g in groups if _on_stage(g, stage)]
         if tied_head_copy(spec, stage):
             groups.append(TensorGroup("lm_head", spec.vocab_size, spec.hidden_size, 1, HEAD))
-    return [shard_group(spec, g, tp) for g in groups]
+    split = experts or ExpertSplit(tp)
+    return [split.shard(g, spec.moe.num_experts, spec.hidden_size)
+            if g.name in EXPERT_GROUPS and spec.moe is not None and split.devices > 1
+            else shard_group(spec, g, tp) for g in groups]
 
 
 def shard_group(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
@@ -149,11 +163,14 @@ def _head_counts(spec: ModelSpec) -> list[tuple[int, int]]:
     return sorted({(s.num_heads, s.num_kv_heads) for s in spec.layer_shapes if s.attention})
 
 
-def _mlp_widths(spec: ModelSpec) -> set[int]:
+def _mlp_widths(spec: ModelSpec, routed_apart: bool = False) -> set[int]:
+    """Widths split by tp: the dense MLPs', the shared experts' and (unless they split their
+    own way) the routed experts'."""
     widths = {spec.intermediate_size} if spec.intermediate_size else set()
     widths |= {s.intermediate for s in spec.layer_shapes if s.intermediate}
     if spec.moe is not None:
-        widths.add(spec.moe.expert_intermediate_size)
+        if not routed_apart:
+            widths.add(spec.moe.expert_intermediate_size)
         if spec.moe.shared_intermediate_size:
             widths.add(spec.moe.shared_intermediate_size)
     return widths
