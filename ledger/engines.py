@@ -56,6 +56,7 @@ class EngineSpec:
     sampler: str | None = None
     native_fp4: bool = False
     notes: tuple[str, ...] = dataclass_field(default_factory=tuple)
+    enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs captured or subtracted
 
     def __post_init__(self) -> None:
         if self.name not in ENGINES:

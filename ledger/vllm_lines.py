@@ -55,7 +55,10 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
     else:
         out.append(Line("comm_buffers", "communication buffers",
                         *comm_estimate(shard.tensor_parallel_size, pp, _interconnect(serve))))
-    if engine.cuda_graph_bytes is not None:
+    if engine.enforce_eager:
+        out.append(Line("cuda_graphs", "CUDA graph pool", 0, "none: --enforce-eager captures "
+                        "no CUDA graphs (vLLM sets cudagraph_mode NONE)"))
+    elif engine.cuda_graph_bytes is not None:
         out.append(Line("cuda_graphs", "CUDA graph pool", engine.cuda_graph_bytes,
                         "measured: --cuda-graph-memory", True))
     elif row.graphs_subtracted:

@@ -76,7 +76,18 @@ def engine_spec(scenario: Scenario) -> EngineSpec:
         free_gpu_memory_fraction=mem.free_gpu_memory_fraction,
         non_torch_bytes=size(mem.non_torch, "--non-torch"),
         comm_buffer_bytes=size(mem.comm_buffer, "--comm-buffer"),
-        cuda_graph_bytes=size(mem.cuda_graph_memory, "--cuda-graph-memory"))
+        cuda_graph_bytes=size(mem.cuda_graph_memory, "--cuda-graph-memory"),
+        enforce_eager=_eager(scenario, name))
+
+
+def _eager(scenario: Scenario, name: str) -> bool:
+    """vLLM's --enforce-eager: no CUDA graphs (a measured graph pool contradicts it)."""
+    if not scenario.engine.enforce_eager or name != VLLM:
+        return False
+    if scenario.memory.cuda_graph_memory is not None:
+        raise SpecError("--cuda-graph-memory", scenario.memory.cuda_graph_memory, "not with "
+                        "--enforce-eager: vLLM captures no CUDA graphs then")
+    return True
 
 
 def with_device(engine: EngineSpec, device: str | None, batched_tokens: int | None):

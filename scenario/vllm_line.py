@@ -48,6 +48,7 @@ MODELLED = {
     "--dtype": ("dtypes.dtype", "dtype"),
     "--quantization": ("dtypes.weight_dtype", "quant"),
     "--speculative-config": ("speculative", "json"),
+    "--enforce-eager": ("engine.enforce_eager", _BOOL),
 }
 SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
          "-dp": "--data-parallel-size", "-q": "--quantization"}
@@ -85,7 +86,6 @@ IGNORED_BOOL = frozenset("""
 # These change what vLLM holds on the GPU in ways the ledger does not model.
 REFUSED = {
     "--cpu-offload-gb": "moves weights to host memory",
-    "--enforce-eager": "skips CUDA graph capture and torch.compile (a different profile)",
     "--disable-sliding-window": "caches every layer's full context",
     "--enable-lora": "holds LoRA adapters beside the weights",
     "--max-loras": "sizes the LoRA adapter slots", "--max-lora-rank": "sizes LoRA slots",
