@@ -37,8 +37,20 @@ AFTER = (("after_pool_outside", "after the pool: in use before vLLM's baseline (
 # activations are free again
 HELD = "+".join(f"[{key}]" for key in ("weights", "weight_metadata", "weights_resident",
                                        "rotary_cache", "non_torch", "comm_buffers"))
-BITS = ('IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
-        "2*[kv_heads]*head_dim*kv_bits_per_element)")
+def layer_bits(kinds: Kinds) -> str:
+    """One token in one layer on this rank (formulas.per_layer_bits, KV heads per rank)."""
+    gqa = "[kv_heads]*(head_dim+v_head_dim)" if kinds.v_shape else "2*[kv_heads]*head_dim"
+    return ('IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
+            f"{gqa}*kv_bits_per_element)")
+
+
+def full_layer_bits(kinds: Kinds) -> str:
+    """One token in one full layer of its own shape on this rank."""
+    if kinds.v_shape:
+        return "[full_kv_heads]*(full_head_dim+full_v_head_dim)*kv_bits_per_element"
+    return "2*[full_kv_heads]*full_head_dim*kv_bits_per_element"
+
+
 # a windowed layer holds min(ceil(S/B), ceil(min(W-1+T, S)/B) + 1) blocks at its peak, its
 # prefill in flight (ledger.paging.windowed_blocks); over the load's lengths min(a, b) is written
 # a - (a>b)(a-b), as MIN would aggregate the array
@@ -133,10 +145,10 @@ def _kv_rows(model: RankModel) -> list[tuple]:
     if kinds.full_shape:
         rows.append(("full_kv_heads", "full layers' KV heads on this rank", style.HEADS,
                      "ROUNDUP(full_kv_heads/tensor_parallel_size,0)"))
-    rows.append(("kv_bits_layer", "KV per token per layer", style.BITS, BITS))
+    rows.append(("kv_bits_layer", "KV per token per layer", style.BITS, layer_bits(kinds)))
     if kinds.full_shape:
         rows.append(("kv_bits_full_layer", "KV per token per full layer", style.BITS,
-                     "2*[full_kv_heads]*full_head_dim*kv_bits_per_element"))
+                     full_layer_bits(kinds)))
     return rows + [
         ("kv_bytes_per_token", "KV per token", style.BYTES, _kv_per_token(model)),
         ("kv_request_context", "KV per request at context", style.BYTES, _kv_request(model)),

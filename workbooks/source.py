@@ -10,6 +10,8 @@ from servecap.ledger.ranks import Deployment, build_deployment
 from servecap.ledger.serve import ServeSpec
 from servecap.ledger.weights import default_quant, weight_bytes
 
+from .geometry import caching_layers
+
 
 @dataclass(frozen=True)
 class WorkbookSource:
@@ -71,7 +73,8 @@ def weight_split(src: WorkbookSource) -> WeightSplit:
 
 
 def num_sliding_layers(spec: ModelSpec) -> int:
-    return sum(spec.layer_kind(i) == SLIDING for i in range(spec.num_layers))
+    """Sliding layers that keep their own KV (workbooks/geometry.py)."""
+    return len(caching_layers(spec, SLIDING))
 
 
 def load_runs(serve: ServeSpec) -> list[tuple[int, int]]:
