@@ -22,6 +22,8 @@ class Kinds:
     indexer: bool = False
     state: bool = False
     v_shape: bool = False  # V is stored at another size than K (MiMo-V2: v_head_dim cells)
+    own_shapes: bool = False  # layers have their own shapes (ModelSpec.layer_shapes): a block
+    # of every layer is the KV per token, not L x one layer's
 
 
 PURE = Kinds()
@@ -31,7 +33,8 @@ def kinds_of(spec: ModelSpec) -> Kinds:
     att = spec.attention
     own_full = (bool(att.full_head_dim) and att.kind != "mla") or full_shape(spec) is not None
     return Kinds(spec.is_hybrid, CHUNKED in att.layer_kinds, own_full,
-                 bool(att.indexer_head_dim), bool(spec.state_layers), v_differs(spec))
+                 bool(att.indexer_head_dim), bool(spec.state_layers), v_differs(spec),
+                 bool(spec.layer_shapes))
 
 
 def per_layer_bits(bits: str = KV_BITS, named: bool = True, kinds: Kinds = PURE) -> str:

@@ -134,7 +134,8 @@ def rank_rows(model: RankModel) -> list[tuple[str, str, str | None, str]]:
         ("pool", "KV pool as sized", style.BYTES, POOL[model.engine]),
         ("kv_pool_bytes", "KV pool", style.BYTES, "MAX([pool],0)"),
         ("headroom", "outside the engine budget", style.BYTES, HEADROOM[model.engine])]
-    return rows + (_hybrid_page_rows(model) if model.vllm_hybrid else _page_rows(model.engine)) \
+    return rows + (_hybrid_page_rows(model) if model.vllm_hybrid else
+                   _page_rows(model.engine, model.kinds)) \
         + _budget_rows(model)
 
 
@@ -228,14 +229,16 @@ def _plain_rows(model: RankModel) -> list[tuple]:
         ("fits", "declared load fits", style.BOOL, "[free]>=0")]
 
 
-def _page_rows(engine: str) -> list[tuple]:
+def _page_rows(engine: str, kinds: Kinds = PURE) -> list[tuple]:
     """One page per layer kind (vLLM: block x one layer's token, group_layers tensors per
-    block id; the other engines: a block of every layer)."""
+    block id; the other engines: a block of every layer, each at its own shape where layers
+    have their own, ledger.engines._token_bytes)."""
     vllm = engine == VLLM
     page = "block_size_tokens*INT([kv_bits_layer]/8)"
+    every = "block_size_tokens*[kv_bytes_per_token]" if kinds.own_shapes else f"{page}*[layers]"
     return [
         ("block_bytes", "bytes per block", style.BYTES,
-         f"{page}*" + ("[group_layers]" if vllm else "[layers]")),
+         f"{page}*[group_layers]" if vllm else every),
         ("own_blocks", "blocks this rank's pool fits", style.BLOCKS,
          f"IF(AND([kv_pool_bytes]>0,{page}>0,[group_layers]>0),INT(INT([kv_pool_bytes]/({page}))"
          "/[group_layers]),0)" if vllm else
