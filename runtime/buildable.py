@@ -4,6 +4,8 @@ from servecap.ledger.arch import routed_layers
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ATTENTION_KINDS, NONE, ModelSpec
 
+from .own_shapes import refuse_own_shapes
+
 # Llama-family decoders, and the two hybrid families the runtime runs: Qwen3-Next (gated
 # DeltaNet + gated attention) and Nemotron-H (Mamba-2 + attention + MLP blocks)
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_next", "nemotron_h")
@@ -39,6 +41,7 @@ def check_buildable(spec: ModelSpec) -> None:
 
 def _refuse_kinds(spec: ModelSpec) -> None:
     """Nothing runs wrong silently: each kind the runtime cannot run is refused by name."""
+    refuse_own_shapes(spec)
     att = spec.attention
     for kind in dict.fromkeys(att.layer_kinds):
         if kind in UNRUN_KINDS:
