@@ -128,7 +128,8 @@ def expert_notes(spec: ModelSpec, parallel: Parallel, split: ExpertSplit | None)
         most = split.local_experts(experts)
         return (f"expert parallelism over tp x dp = {split.devices} ranks: each holds {most} "
                 f"of the {experts} routed experts whole (vLLM's FusedMoE; the binding rank "
-                "holds the most); attention and dense layers stay per replica",)
+                "holds the most); attention and dense layers stay per replica; the EP group's "
+                "all-to-all buffers are not counted",)
     return (f"data parallelism: each of the {experts} routed experts is split across tp x dp "
             f"= {split.devices} ranks (vLLM's FusedMoE flattens tp across dp); attention and "
             "dense layers stay per replica",)

@@ -37,8 +37,12 @@ def deci_blocks(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
     kinds = tuple(FULL if s.attention else NONE for s in shapes)
     kv = [s.num_kv_heads for s in shapes if s.attention] or [spec.attention.num_kv_heads]
     att = replace(spec.attention, layer_kinds=kinds, num_kv_heads=max(set(kv), key=kv.count))
+    note = (f"DeciLM blocks (block_configs): {kinds.count(NONE)} of {len(kinds)} have no "
+            f"attention and cache nothing, {sum(not s.intermediate for s in shapes)} no "
+            f"feed-forward; {len(set(s.intermediate for s in shapes if s.intermediate))} "
+            "feed-forward widths")
     return replace(spec, attention=att, layer_shapes=shapes, intermediate_size=max(
-        s.intermediate for s in shapes))
+        s.intermediate for s in shapes), notes=spec.notes + (note,))
 
 
 def _deci_layer(cfg: HFConfig, spec: ModelSpec, n: int, block: object) -> LayerShape:
@@ -109,7 +113,13 @@ def gemma_sharing(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
             width *= 2 if cfg.use_double_wide_mlp else 1
         shapes.append(_uniform(spec, n, kv_source=source, intermediate=width))
     table = PerLayerInput(cfg.vocab_size_per_layer_input or spec.vocab_size, ple) if ple else None
-    return replace(spec, layer_shapes=tuple(shapes), per_layer_input=table)
+    notes = (f"{shared} of {spec.num_layers} layers read the K and V of the last earlier layer "
+             "of their type (num_kv_shared_layers) and cache nothing",) if shared else ()
+    if table is not None:
+        notes += (f"per-layer embeddings: {table.vocab_size:,} x {spec.num_layers} x {ple} "
+                  "(hidden_size_per_layer_input), counted in the weights",)
+    return replace(spec, layer_shapes=tuple(shapes), per_layer_input=table,
+                   notes=spec.notes + notes)
 
 
 def mimo_v2(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
@@ -130,7 +140,11 @@ def mimo_v2(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
     window = cfg.sliding_window_size or cfg.sliding_window
     kinds = tuple("sliding" if p else FULL for p in pattern)
     att = replace(spec.attention, layer_kinds=kinds, sliding_window_tokens=window)
-    return replace(spec, attention=att, layer_shapes=tuple(swa if p else full for p in pattern))
+    note = (f"{sum(pattern)} sliding-window layers ({swa.num_kv_heads} KV heads) beside "
+            f"{len(pattern) - sum(pattern)} full ones ({full.num_kv_heads}); K cached at "
+            f"{full.head_dim}, V at {full.v_head_dim} per head")
+    return replace(spec, attention=att, layer_shapes=tuple(swa if p else full for p in pattern),
+                   notes=spec.notes + (note,))
 
 
 def laguna(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
