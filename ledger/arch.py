@@ -1,6 +1,12 @@
 """The tensor inventory of a decoder: every weight tensor's shape, from the architecture alone."""
 
-from .arch_extras import conv_mixer, per_layer_input_gate, per_layer_input_tables
+from .arch_extras import (
+    altup_blocks,
+    altup_projections,
+    conv_mixer,
+    per_layer_input_gate,
+    per_layer_input_tables,
+)
 from .model import CONV, NONE, STATE_KINDS, ModelSpec
 from .tensors import EMBED, HEAD, LINEAR, VECTOR, TensorGroup
 
@@ -11,13 +17,13 @@ def inventory(spec: ModelSpec) -> list[TensorGroup]:
     """All weight tensors: embeddings, per-layer attention and MLP/MoE, norms, lm_head. A block
     a layer does without (DeciLM's no-op attention or feed-forward) takes its norm with it."""
     groups = [TensorGroup("embed_tokens", spec.vocab_size, spec.hidden_size, 1, EMBED)]
-    groups += per_layer_input_tables(spec)
+    groups += per_layer_input_tables(spec) + altup_projections(spec)
     for layer in range(spec.num_layers):
         shape = spec.layer_shapes[layer] if spec.layer_shapes else None
         ffn = (spec.mlp_layers is None or layer in spec.mlp_layers) and (
             shape is None or shape.intermediate > 0)
         groups += _mixer(spec, layer) + (_mlp(spec, layer) if ffn else [])
-        groups += per_layer_input_gate(spec, layer)
+        groups += per_layer_input_gate(spec, layer) + altup_blocks(spec, layer)
         norms = spec.norms_per_layer - (shape is not None and not shape.attention) - (
             shape is not None and not shape.intermediate)
         groups.append(TensorGroup("layernorm", 1, spec.hidden_size, norms, VECTOR, (layer,)))

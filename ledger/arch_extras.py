@@ -30,6 +30,34 @@ def per_layer_input_gate(spec: ModelSpec, layer: int) -> list[TensorGroup]:
             TensorGroup("post_per_layer_input_norm", 1, h, 1, VECTOR, at)]
 
 
+def altup_blocks(spec: ModelSpec, layer: int) -> list[TensorGroup]:
+    """Gemma-3n's per-layer AltUp (n streams: correction_coefs n x n, prediction_coefs n^2 x n,
+    modality_router n x h, router_norm and correct_output_scale h) and LAuReL (linear_left
+    r x h, linear_right h x r, post_laurel_norm h), vllm/model_executor/models/gemma3n.py."""
+    n, r, h, at = spec.altup_inputs, spec.laurel_rank, spec.hidden_size, (layer,)
+    out = []
+    if n:
+        out += [TensorGroup("altup.coefs", 1, n * n + n * n * n, 1, VECTOR, at),
+                TensorGroup("altup.modality_router", n, h, 1, LINEAR, at),
+                TensorGroup("altup.norm_and_scale", 1, 2 * h, 1, VECTOR, at)]
+    if r:
+        out += [TensorGroup("laurel.linear_left", r, h, 1, LINEAR, at),
+                TensorGroup("laurel.linear_right", h, r, 1, LINEAR, at),
+                TensorGroup("laurel.post_laurel_norm", 1, h, 1, VECTOR, at)]
+    return out
+
+
+def altup_projections(spec: ModelSpec) -> list[TensorGroup]:
+    """Gemma3nModel's altup_projections (after the embedding, first stage) and
+    altup_unembed_projections (before the final norm, last stage): n - 1 of h x h each."""
+    n, h = spec.altup_inputs, spec.hidden_size
+    if n < 2:
+        return []
+    return [TensorGroup("altup_projections", h, h, n - 1, LINEAR, (0,)),
+            TensorGroup("altup_unembed_projections", h, h, n - 1, LINEAR,
+                        (spec.num_layers - 1,))]
+
+
 def conv_mixer(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     """LFM2's ShortConv (vllm/model_executor/layers/mamba/short_conv.py): in_proj (3 x conv_dim
     rows: B, C and x), a depthwise conv of conv_L_cache taps per channel, out_proj; a bias on

@@ -184,6 +184,8 @@ class ModelSpec:
     layer_shapes: tuple[LayerShape, ...] = ()  # one per layer where layers differ (else ())
     per_layer_input: PerLayerInput | None = None
     head_gate: bool = False  # a per-head sigmoid/softplus output gate, g_proj (Laguna)
+    altup_inputs: int = 0  # Gemma-3n's AltUp streams (0: none)
+    laurel_rank: int = 0  # Gemma-3n's LAuReL low-rank residual (0: none)
 
     @property
     def state_layers(self) -> tuple[int, ...]:

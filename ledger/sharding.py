@@ -21,7 +21,7 @@ SPLIT = {
     "mlp.experts.bias": "expert_bias", "embed_tokens": "vocab", "lm_head": "vocab",
     "self_attn.g_proj": "rows", "embed_tokens_per_layer": "vocab",
     "per_layer_model_projection": "rows", "conv.in_proj": "rows", "conv.conv": "rows",
-    "conv.out_proj": "cols",
+    "conv.out_proj": "cols", "laurel.linear_left": "rows", "laurel.linear_right": "cols",
 }
 
 

@@ -32,7 +32,8 @@ ARCHITECTURES = {
 TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text", "gemma4": "gemma4_text",
               "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
               "mistral3": "ministral3", "qwen3_vl": "qwen3_vl_text",
-              "qwen3_vl_moe": "qwen3_vl_moe_text", "lfm2_vl": "lfm2", "voxtral": "llama"}
+              "qwen3_vl_moe": "qwen3_vl_moe_text", "lfm2_vl": "lfm2", "voxtral": "llama",
+              "gemma3n": "gemma3n_text"}
 TOWERS = ("vision_config", "audio_config", "img_processor", "vision_tower", "audio_tower")
 CARRIED = ("quantization_config", "torch_dtype", "dtype", "architectures",
            "tie_word_embeddings")
@@ -49,8 +50,9 @@ MEMORY_FIELDS = {
     "index_head_dim": {"deepseek_v32", "glm_moe_dsa"},
     "global_head_dim": {"gemma4_text"},
     "kv_lora_rank": {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"},
-    "num_kv_shared_layers": {"gemma4_text"},
-    "hidden_size_per_layer_input": {"gemma4_text"},
+    "num_kv_shared_layers": {"gemma4_text", "gemma3n_text"},
+    "hidden_size_per_layer_input": {"gemma4_text", "gemma3n_text"},
+    "altup_num_inputs": {"gemma3n_text"},
     "block_configs": {"nemotron-nas"},
     "num_attention_heads_per_layer": {"laguna"},
     "hybrid_layer_pattern": {"mimo_v2_flash"},

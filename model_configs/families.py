@@ -163,5 +163,31 @@ def laguna(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
     return replace(spec, layer_shapes=shapes, head_gate=gate)
 
 
+def gemma3n(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
+    """Gemma-3n (gemma3n.py Gemma3nAttention): the last num_kv_shared_layers layers read the K
+    and V of the layer 1 (full) or 2 (sliding) before the first of them, as the class fixes it;
+    intermediate_size gives each layer's width; AltUp (altup_num_inputs streams) and LAuReL
+    (laurel_rank) blocks in every layer, and the per-layer embeddings."""
+    shared, first = cfg.num_kv_shared_layers or 0, spec.num_layers - (cfg.num_kv_shared_layers
+                                                                      or 0)
+    widths = cfg.intermediate_size if isinstance(cfg.intermediate_size, list) else \
+        [spec.intermediate_size] * spec.num_layers
+    shapes = []
+    for n in range(spec.num_layers):
+        kind = spec.layer_kind(n)
+        source = (first - (2 if kind == "sliding" else 1)) if shared and n >= first else None
+        if source is not None and (source < 0 or spec.layer_kind(source) != kind):
+            raise SpecError("num_kv_shared_layers", shared, f"layer {source} must be a {kind} "
+                            f"layer for layer {n} to share its K and V (Gemma3nAttention)")
+        shapes.append(_uniform(spec, n, kv_source=source, intermediate=widths[n]))
+    ple = cfg.hidden_size_per_layer_input or 0
+    table = PerLayerInput(cfg.vocab_size_per_layer_input or spec.vocab_size, ple) if ple else None
+    note = (f"{shared} of {spec.num_layers} layers read the K and V of layer {first - 1} (full) "
+            f"or {first - 2} (sliding) and cache nothing (num_kv_shared_layers)",) if shared else ()
+    return replace(spec, layer_shapes=tuple(shapes), per_layer_input=table,
+                   altup_inputs=cfg.altup_num_inputs or 0, laurel_rank=cfg.laurel_rank or 0,
+                   notes=spec.notes + note)
+
+
 READERS = {"nemotron-nas": deci_blocks, "gemma4_text": gemma_sharing, "mimo_v2_flash": mimo_v2,
-           "laguna": laguna}
+           "laguna": laguna, "gemma3n_text": gemma3n}

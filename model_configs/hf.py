@@ -19,16 +19,16 @@ from .vllm_classes import unsupported
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
          "ministral3", "qwen3_5_text", "falcon_h1", "exaone4", "olmo2", "olmo3", "lfm2",
-         "nemotron-nas"}
+         "nemotron-nas", "gemma3n_text"}
 MOE_TYPES = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss",
              "deepseek_v32", "glm_moe_dsa", "qwen3_next", "qwen3_5_moe_text", "nemotron_h",
              "minimax_m2", "llama4_text", "gemma4_text", "granitemoehybrid", "laguna",
              "mimo_v2_flash"}
 SUPPORTED = tuple(sorted(DENSE | MOE_TYPES))
-FOUR_NORMS = {"gemma2", "gemma3_text", "gemma4_text"}
+FOUR_NORMS = {"gemma2", "gemma3_text", "gemma4_text", "gemma3n_text"}
 MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"}
 QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma4_text", "qwen3_next", "qwen3_5_text",
-           "qwen3_5_moe_text", "exaone4", "olmo2", "olmo3", "lfm2", "laguna"}
+           "qwen3_5_moe_text", "exaone4", "olmo2", "olmo3", "lfm2", "laguna", "gemma3n_text"}
 QK_NORM_ALL_HEADS = {"olmo2", "olmo3"}  # q_norm over H x d, k_norm over H_kv x d (Olmo2Attention)
 WINDOW_PATTERN = {"gemma3_text": 6, "exaone4": 4}  # the config classes' default pattern
 ROUTER_BIAS = {"deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa", "nemotron_h",
@@ -90,6 +90,11 @@ def _intermediate(cfg: HFConfig, layers: int) -> int:
         return 0  # per layer, from block_configs (families.deci_blocks)
     if cfg.model_type == "lfm2":
         return lfm2_width(cfg)
+    if isinstance(cfg.intermediate_size, list):  # Gemma-3n: per layer (families.gemma3n)
+        if cfg.model_type != "gemma3n_text" or len(cfg.intermediate_size) != layers:
+            raise SpecError("intermediate_size", cfg.intermediate_size, "a whole number (one "
+                            f"per layer, {layers}, only for gemma3n_text)")
+        return max(cfg.intermediate_size)
     moe = _moe(cfg, layers)
     if cfg.intermediate_size is None and moe is not None and not moe.dense_layers:
         return 0

@@ -20,7 +20,7 @@ class HFConfig(BaseModel):
     architectures: list[str] | None = None
     model_type: str | None = None
     hidden_size: Count | None = None
-    intermediate_size: Count | None = None
+    intermediate_size: Count | list[Count] | None = None  # Gemma-3n: one width per layer
     num_hidden_layers: Count | None = None
     num_attention_heads: Count | None = None
     num_key_value_heads: Count | None = None
@@ -127,6 +127,8 @@ class HFConfig(BaseModel):
     num_attention_heads_per_layer: list[Count] | None = None
     mlp_layer_types: list[str] | None = None
     gating: bool | str | None = None
+    altup_num_inputs: Count | None = None  # Gemma-3n's AltUp streams
+    laurel_rank: Count | None = None  # Gemma-3n's LAuReL low-rank residual
 
 
 class Serving(BaseModel):

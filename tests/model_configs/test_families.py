@@ -132,3 +132,25 @@ def test_mimo_v2_caches_v_narrower_than_k() -> None:
     assert len(full) == 9 and {(s.num_kv_heads, s.head_dim, s.v_head_dim) for s in full} == \
         {(4, 192, 128)}
     assert kv_bytes_per_token(spec, BF16) == 9 * 4 * 320 * 2 + 39 * 8 * 320 * 2
+
+
+def test_gemma3n_shares_kv_as_its_vllm_class_fixes_it(tmp_path: Path) -> None:
+    """Gemma3nAttention: the last num_kv_shared_layers layers read layer first - 1 (full) or
+    first - 2 (sliding); AltUp, LAuReL and the per-layer embeddings are weights. From
+    transformers' Gemma3nTextConfig defaults (Gemma-3n-E4B's text model: no official
+    config.json of Gemma-3n was found to keep as a fixture), checked against its model class."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    transformers.logging.set_verbosity_error()
+    made = transformers.AutoConfig.for_model("gemma3n_text")
+    data = {**made.to_dict(), "torch_dtype": "bfloat16", "architectures": ["Gemma3nForCausalLM"]}
+    spec = load_model(write(tmp_path, data)).spec
+    kinds = spec.attention.layer_kinds
+    sources = [s.kv_source for s in spec.layer_shapes]
+    assert sources == [None] * 20 + [19 if k == "full" else 18 for k in kinds[20:]]
+    assert kv_bytes_per_token(spec, BF16) == 20 * 2 * 2 * 256 * 2
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(made)
+    state = model.state_dict()
+    assert count_parameters(spec) == sum(p.numel() for p in model.parameters()) + sum(
+        b.numel() for key, b in model.named_buffers() if key in state)
