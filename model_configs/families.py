@@ -115,11 +115,23 @@ def gemma_sharing(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
     table = PerLayerInput(cfg.vocab_size_per_layer_input or spec.vocab_size, ple) if ple else None
     notes = (f"{shared} of {spec.num_layers} layers read the K and V of the last earlier layer "
              "of their type (num_kv_shared_layers) and cache nothing",) if shared else ()
+    notes += _unused_kv_note(spec, shapes)
     if table is not None:
         notes += (f"per-layer embeddings: {table.vocab_size:,} x {spec.num_layers} x {ple} "
                   "(hidden_size_per_layer_input), counted in the weights",)
     return replace(spec, layer_shapes=tuple(shapes), per_layer_input=table,
                    notes=spec.notes + notes)
+
+
+def _unused_kv_note(spec: ModelSpec, shapes: list[LayerShape]) -> tuple[str, ...]:
+    """vLLM builds qkv_proj and k_norm in a KV-sharing layer too (gemma4.py, gemma3n.py at
+    v0.21.0) though the checkpoint holds neither: memory the weights line does not count."""
+    unused = sum(s.num_kv_heads * (s.head_dim + s.v_head_dim) * spec.hidden_size + s.head_dim
+                 for s in shapes if s.kv_source is not None)
+    if not unused:
+        return ()
+    return (f"vLLM also allocates the K and V projections and K norms of the KV-sharing layers "
+            f"({unused:,} parameters the checkpoint does not hold): not counted in the weights",)
 
 
 def mimo_v2(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
@@ -184,6 +196,7 @@ def gemma3n(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
     table = PerLayerInput(cfg.vocab_size_per_layer_input or spec.vocab_size, ple) if ple else None
     note = (f"{shared} of {spec.num_layers} layers read the K and V of layer {first - 1} (full) "
             f"or {first - 2} (sliding) and cache nothing (num_kv_shared_layers)",) if shared else ()
+    note += _unused_kv_note(spec, shapes)
     return replace(spec, layer_shapes=tuple(shapes), per_layer_input=table,
                    altup_inputs=cfg.altup_num_inputs or 0, laurel_rank=cfg.laurel_rank or 0,
                    notes=spec.notes + note)
