@@ -45,7 +45,8 @@ def kv_bits_for_layer(spec: ModelSpec, layer: int, kv_bits: int, shard: Shard) -
     layers with their own shape (Gemma-4's 512-wide global heads) use it. A layer with its own
     shape (ModelSpec.layer_shapes) caches ceil(H_kv / tp) x (d_k + d_v) x b_kv (vLLM's
     AttentionSpec with head_size_v, v0.16+), and nothing when it has no attention block or reads
-    another layer's K and V (kv_sharing_target_layer_name)."""
+    another layer's K and V (kv_sharing_target_layer_name: GPUModelRunner.get_kv_cache_spec
+    skips it, vllm/v1/worker/gpu_model_runner.py at v0.21.0)."""
     kind = spec.layer_kind(layer)
     if kind not in ATTENTION_KINDS:
         return 0
