@@ -59,6 +59,14 @@ class DeployFlags:
                                                "stages.")] = 1
     data_parallel_size: Annotated[int, Par("--data-parallel-size", "-dp", help="Replicas of "
                                            "the whole tp x pp group.")] = 1
+    enable_expert_parallel: Annotated[bool, Par("--enable-expert-parallel", help="vLLM: "
+                                                "experts split over tp x dp ranks.")] = False
+    enable_eplb: Annotated[bool, Par("--enable-eplb", help="vLLM: expert-parallel load "
+                                     "balancing (redundant experts, its tables).")] = False
+    num_redundant_experts: Annotated[int, Par(help="vLLM --eplb-config's: extra expert "
+                                              "copies spread over the tp x dp ranks.")] = 0
+    eplb_window_size: Annotated[int | None, Par(help="vLLM --eplb-config's: steps of expert "
+                                                "load kept. Default: vLLM's.")] = None
     engine: Annotated[str, Eng(help="Budget semantics: plain (the seed ledger), vllm, sglang, "
                                "trtllm. vLLM takes a release: vllm==0.11, vllm>=0.21 (bare "
                                "vllm: the newest rules known).")] = PLAIN
@@ -117,7 +125,8 @@ def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
                      non_torch=flags.non_torch, weights=flags.weights,
                      comm_buffer=flags.comm_buffer, cuda_graph_memory=flags.cuda_graph_memory)
     parallel = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
-                        flags.data_parallel_size)
+                        flags.data_parallel_size, flags.enable_expert_parallel,
+                        flags.enable_eplb, flags.num_redundant_experts, flags.eplb_window_size)
     return engine, memory, parallel, flags.max_num_seqs
 
 

@@ -106,6 +106,9 @@ def _summary(plan: Plan, console: Console, notes: bool = True) -> None:
     rows = "; ".join(f"{name} {dtype} ({bits} bits)" for name, dtype, bits, _ in
                      plan.representations)
     console.print(f"representations: {rows}")
+    for item in plan.host:  # host memory this rank holds: not a device line
+        console.print(f"host memory (not the device): {item.label} {item.num_bytes:,} B = "
+                      f"{fmt_gib(item.num_bytes)} ({item.source})")
     verdict = "[green]fits[/green]" if plan.fits else "[bold red]does not fit[/bold red]"
     console.print(f"memory-only ceiling: {_ceiling_text(plan)}; declared load {verdict}"
                   + _over(plan))

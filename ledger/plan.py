@@ -21,6 +21,7 @@ from .engines import (
     rotary_cache_line,
     starts,
 )
+from .eplb import eplb_lines
 from .errors import SpecError
 from .kv import (
     WHOLE,
@@ -32,6 +33,7 @@ from .kv import (
     kv_bytes_per_token,
 )
 from .lines import Line
+from .lora import lora_lines
 from .model import ModelSpec, Quant
 from .paging import BlockReport, paging_report
 from .plan_notes import after_notes, cache_form_notes, engine_notes, plan_notes
@@ -43,7 +45,7 @@ from .units import plural
 from .vllm_after import AfterPool, after_pool
 from .vllm_lines import overhead as vllm_overhead
 from .vllm_lines import profile_batch, resident_line, runtime_line
-from .weights import WeightBytes, default_quant, weight_bytes
+from .weights import WeightBytes, default_quant, metadata_text, weight_bytes
 
 __all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
 
@@ -74,6 +76,7 @@ class Plan:
     # the kv_cache line is the peak, with each windowed prefill in flight (== it without windows)
     kv_decode_hold_bytes: int = 0
     after_pool: AfterPool | None = None  # vLLM: what runs after the pool, and the room for it
+    host: tuple[Line, ...] = ()  # host memory this rank holds (not the device's): LoRA's cache
 
     def line(self, key: str) -> int:
         return next((item.num_bytes for item in self.lines if item.key == key), 0)
@@ -194,7 +197,17 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         longest_ceiling_requests=longest if serve.lengths and result is None else None,
         state_bytes_per_request=state, indexer_bytes_per_token=indexer_bytes_per_token(spec, shard),
         kv_decode_hold_bytes=hold,
+        host=_host_lines(spec, serve, shard),
     )
+
+
+def _host_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> tuple[Line, ...]:
+    return lora_lines(spec, serve.lora, shard, _model_bits(serve))[1]
+
+
+def _model_bits(serve: ServeSpec) -> int:
+    return dtypes.lookup(serve.activation_dtype, "activation_dtype",
+                         dtypes.ACTIVATION_DTYPES).bits
 
 
 def _indexer_request(spec: ModelSpec, tokens: int, bsz: int, shard: Shard) -> int:
@@ -244,7 +257,10 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
              overrides.weights is not None),
         Line("weight_metadata", "weight metadata",
              weights.metadata_bytes, _meta_from(weights, overrides)),
-    ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) + (runtime,)
+    ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) \
+        + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] \
+        + eplb_lines(spec, serve.eplb, shard, *weight_format(spec, serve, overrides)) \
+        + (runtime,)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
             else overhead_lines(engine, shard.tensor_parallel_size, pp))
     return weights, head + _rotary(spec, engine, overrides) + tail
@@ -281,15 +297,21 @@ def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: Engin
     return lines, result
 
 
+def weight_format(spec: ModelSpec, serve: ServeSpec,
+                  overrides: Overrides = Overrides()) -> tuple[int, Quant | None]:
+    """(bits of the unquantized tensors, the quantization) the weights line plans with."""
+    dense = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
+    wdtype = dtypes.lookup(serve.weight_dtype, "weight_dtype", dtypes.WEIGHT_DTYPES)
+    quant = overrides.quant or spec.quant or default_quant(wdtype.name)
+    return (wdtype.bits if quant is None else dense.bits), quant
+
+
 def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides,
              shard: Shard) -> tuple[WeightBytes, str]:
     whole = shard.is_whole(spec)
     if overrides.weights is not None and (whole or overrides.per_device):
         return overrides.weights, overrides.weights_source
-    dense = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
-    wdtype = dtypes.lookup(serve.weight_dtype, "weight_dtype", dtypes.WEIGHT_DTYPES)
-    quant = overrides.quant or spec.quant or default_quant(wdtype.name)
-    dense_bits = wdtype.bits if quant is None else dense.bits
+    dense_bits, quant = weight_format(spec, serve, overrides)
     if whole:
         result = weight_bytes(spec, dense_bits, quant)
         return result, result.how
@@ -319,9 +341,10 @@ def _share(overrides: Overrides, rank: WeightBytes, whole: WeightBytes) -> tuple
 
 def _meta_from(weights: WeightBytes, overrides: Overrides) -> str:
     if overrides.weights is not None:
-        return overrides.weights_source
-    return "none: unquantized" if not weights.metadata_bytes else "scales/zero points of " + \
-        f"{weights.quantized_parameters:,} quantized params"
+        if not weights.metadata_bytes or not weights.by_format:
+            return overrides.weights_source
+        return f"{overrides.weights_source.split(':')[0]}: {metadata_text(weights)}"
+    return "none: unquantized" if not weights.metadata_bytes else metadata_text(weights)
 
 
 def _runtime_peak(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> tuple[int, str]:

@@ -2,7 +2,9 @@
 
 from dataclasses import dataclass
 
+from .eplb import EplbSpec
 from .errors import SpecError
+from .lora import LoraSpec
 from .paging import check_lengths
 
 DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM's default --block-size
@@ -37,6 +39,8 @@ class ServeSpec:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     device_label: str = ""
     mamba_cache_mode: str = "align"  # vLLM's for hybrids with prefix caching (its default)
+    lora: LoraSpec | None = None  # --enable-lora: adapter slots beside the weights
+    eplb: EplbSpec | None = None  # --enable-eplb: redundant experts and the balancer's state
 
     def __post_init__(self) -> None:
         check_count("device", self.device_bytes)

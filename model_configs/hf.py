@@ -240,8 +240,10 @@ def _moe(cfg: HFConfig, layers: int) -> MoE | None:
                shared_intermediate_size=shared_inter,
                dense_layers=_dense_layers(cfg, layers),
                router_bias=cfg.model_type in ROUTER_BIAS,
-               shared_expert_gate=cfg.model_type in {"qwen2_moe", "qwen3_next", "qwen3_5_moe_text"},
-               expert_bias=cfg.model_type == "gpt_oss")
+               shared_expert_gate=cfg.model_type in {"qwen2_moe", "qwen3_next",
+                                                     "qwen3_5_moe_text"},
+               expert_bias=cfg.model_type == "gpt_oss",
+               latent_size=(cfg.moe_latent_size or 0) if cfg.model_type == "nemotron_h" else 0)
 
 
 def _dense_layers(cfg: HFConfig, layers: int) -> tuple[int, ...]:

@@ -19,6 +19,8 @@ from servecap.ledger.units import parse_fraction_or_size, parse_size_flag
 from servecap.ledger.weights import default_quant
 from servecap.model_configs import LoadedModel
 
+from .eplb import eplb_spec
+from .lora import lora_spec
 from .spec import Scenario
 
 
@@ -37,6 +39,8 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
     lengths = live_lengths(scenario)
     context = None if lengths else request_context(scenario, loaded)
     runtime = _first(mem.runtime_peak, defaults.runtime_peak)
+    activation = _dtype(scenario.dtypes.activation_dtype or model_dtype(scenario), loaded,
+                        "--activation-dtype", dtypes.ACTIVATION_DTYPES)
     safety_text = _first(mem.safety, defaults.safety)
     safety, fraction = (parse_fraction_or_size(str(safety_text), device_bytes,
                                                _field(mem.safety, "safety", loaded))
@@ -55,8 +59,8 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
                             dtypes.WEIGHT_DTYPES),
         kv_dtype=_dtype(_kv(scenario.dtypes.kv_cache_dtype) or model_dtype(scenario), loaded,
                         "--kv-dtype", dtypes.KV_DTYPES),
-        activation_dtype=_dtype(scenario.dtypes.activation_dtype or model_dtype(scenario),
-                                loaded, "--activation-dtype", dtypes.ACTIVATION_DTYPES),
+        activation_dtype=activation, lora=lora_spec(scenario, activation),
+        eplb=eplb_spec(scenario),
         max_num_batched_tokens=_first(sched.max_num_batched_tokens,
                                       DEFAULT_MAX_NUM_BATCHED_TOKENS),
         max_num_seqs=_first(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),

@@ -81,13 +81,18 @@ class Engine:
 
 @dataclass(frozen=True)
 class Parallel:
-    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices."""
+    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices.
+    enable_eplb: vLLM's expert-parallel load balancing, num_redundant_experts and
+    eplb_window_size its --eplb-config (None: vLLM's window, ledger/eplb.py)."""
 
     __pydantic_config__ = _FORBID
     tensor_parallel_size: Count = 1
     pipeline_parallel_size: Count = 1
     data_parallel_size: Count = 1
     enable_expert_parallel: StrictBool = False
+    enable_eplb: StrictBool = False
+    num_redundant_experts: Zero = 0
+    eplb_window_size: Count | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,23 @@ class Memory:
     weights: Size | None = None
     comm_buffer: Size | None = None
     cuda_graph_memory: Size | None = None
+
+
+@dataclass(frozen=True)
+class Lora:
+    """vLLM's LoRA knobs, its names: with enable_lora each rank holds max_loras adapter slots
+    at max_lora_rank beside the weights, and max_cpu_loras adapters in host memory (None: vLLM's
+    defaults, ledger/lora.py); lora_target_modules limits the modules wrapped (vLLM >= 0.19),
+    lora_dtype their dtype (auto, float16, bfloat16; None: the model dtype)."""
+
+    __pydantic_config__ = _FORBID
+    enable_lora: StrictBool = False
+    max_loras: Count | None = None
+    max_lora_rank: Count | None = None
+    max_cpu_loras: Count | None = None
+    lora_target_modules: tuple[Text, ...] | None = None
+    fully_sharded_loras: StrictBool = False
+    lora_dtype: Text | None = None
 
 
 @dataclass(frozen=True)
@@ -350,6 +372,7 @@ class Scenario:
     dtypes: Dtypes = field(default_factory=Dtypes)
     scheduler: Scheduler = field(default_factory=Scheduler)
     memory: Memory = field(default_factory=Memory)
+    lora: Lora = field(default_factory=Lora)
     load: Load = field(default_factory=Load)
     workload: Workload = field(default_factory=Workload)
     slo: Slo = field(default_factory=Slo)

@@ -21,6 +21,9 @@ class Kinds:
     full_shape: bool = False  # full layers have their own KV heads and head size (Gemma-4)
     indexer: bool = False
     state: bool = False
+    # fixed lines of their own beside the weights, by defined name: LoRA slots
+    # (lora_line_bytes), redundant experts and EPLB's state (eplb_line_bytes)
+    extras: tuple[str, ...] = ()
     v_shape: bool = False  # V is stored at another size than K (MiMo-V2: v_head_dim cells)
     own_shapes: bool = False  # layers have their own shapes (ModelSpec.layer_shapes): a block
     # of every layer is the KV per token, not L x one layer's
@@ -29,12 +32,12 @@ class Kinds:
 PURE = Kinds()
 
 
-def kinds_of(spec: ModelSpec) -> Kinds:
+def kinds_of(spec: ModelSpec, extras: tuple[str, ...] = ()) -> Kinds:
     att = spec.attention
     own_full = (bool(att.full_head_dim) and att.kind != "mla") or full_shape(spec) is not None
     return Kinds(spec.is_hybrid, CHUNKED in att.layer_kinds, own_full,
-                 bool(att.indexer_head_dim), bool(spec.state_layers), v_differs(spec),
-                 bool(spec.layer_shapes))
+                 bool(att.indexer_head_dim), bool(spec.state_layers), extras,
+                 v_shape=v_differs(spec), own_shapes=bool(spec.layer_shapes))
 
 
 def per_layer_bits(bits: str = KV_BITS, named: bool = True, kinds: Kinds = PURE) -> str:
@@ -144,10 +147,13 @@ def extra_per_request(tokens: str, kinds: Kinds, state: str = "state_bytes_per_r
     return out + (f"+{state}" if kinds.state else "")
 
 
-def ceiling(device: str, safety: str, weights: str, per_request: str) -> str:
+def ceiling(device: str, safety: str, weights: str, per_request: str,
+            kinds: Kinds = PURE) -> str:
     """N_memory = floor((M_device - M_weights - M_meta - M_runtime - M_safety) / M_request),
-    at least 0 (seed 000). INT is floor for every sign."""
-    free = f"{device}-{weights}-weight_metadata_bytes-runtime_peak_bytes-{safety}"
+    at least 0 (seed 000); the extra fixed lines (LoRA slots, EPLB) come off too. INT is
+    floor for every sign."""
+    free = f"{device}-{weights}-weight_metadata_bytes-runtime_peak_bytes-{safety}" + "".join(
+        f"-{name}" for name in kinds.extras)
     return f"=IF({per_request}>0,MAX(0,INT(({free})/{per_request})),0)"
 
 

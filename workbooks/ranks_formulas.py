@@ -25,6 +25,8 @@ from .formulas import (
 
 FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
          ("weights_resident", "weight layout in vLLM (beyond the checkpoint)"),
+         ("lora_adapters", "LoRA adapter slots"),
+         ("eplb", "redundant experts and EPLB state"),
          ("runtime_peak", "runtime peak"), ("rotary_cache", "rotary cos/sin cache"),
          ("non_torch", "non-torch memory"), ("comm_buffers", "communication buffers"),
          ("cuda_graphs", "CUDA graph pool"))
@@ -36,7 +38,10 @@ AFTER = (("after_pool_outside", "after the pool: in use before vLLM's baseline (
 # what stays allocated once the pool exists (ledger.vllm_after.HELD); the profile's
 # activations are free again
 HELD = "+".join(f"[{key}]" for key in ("weights", "weight_metadata", "weights_resident",
-                                       "rotary_cache", "non_torch", "comm_buffers"))
+                                       "lora_adapters", "eplb", "rotary_cache", "non_torch",
+                                       "comm_buffers"))
+
+
 def layer_bits(kinds: Kinds) -> str:
     """One token in one layer on this rank (formulas.per_layer_bits, KV heads per rank)."""
     gqa = "[kv_heads]*(head_dim+v_head_dim)" if kinds.v_shape else "2*[kv_heads]*head_dim"
@@ -67,7 +72,8 @@ CHUNK_SLOTS = f"ROUNDUP({CHUNK_LENGTHS}/block_size_tokens,0)*block_size_tokens"
 SLOTS_ONE = "ROUNDUP(context_tokens/block_size_tokens,0)*block_size_tokens"
 HELD_ONE = (f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},{window_peak_slots('context_tokens')}),"
             f"{SLOTS_ONE})")
-WEIGHTS = "([weights]+[weight_metadata]+[weights_resident]+[rotary_cache])"
+WEIGHTS = ("([weights]+[weight_metadata]+[weights_resident]+[lora_adapters]+[eplb]"
+           "+[rotary_cache])")
 POOL = {
     VLLM: ("IF(ISNUMBER(kv_cache_memory_bytes),kv_cache_memory_bytes,TRUNC(device_bytes*"
            f"gpu_memory_utilization-({WEIGHTS}+[runtime_peak]+[non_torch]+[comm_buffers]"

@@ -30,11 +30,11 @@ KV_MISSES = {
     "v1_qwen3_30b_a3b_4xa10_issue17469": "-14.2%: the pool vLLM logged is 0.65 GiB larger than "
                                          "0.8.5's rules give on the catalog's A10; its profile "
                                          "lines are not in the excerpt",
-    "v1_qwen3_235b_fp8_4xh100_issue21348": "+10.3%: the LMCache connector holds GPU memory the "
-                                           "log does not size",
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
+    "v1_qwen3_235b_fp8_4xh100_issue21348": "+9.7%: the LMCache connector holds GPU memory the "
+                                           "log does not size",
     "v1_qwen25_72b_2xh100_planner": "+5.8%: a 3.04 GiB pool, so the 0.17 GiB the rules leave "
                                     "out (weights 67.72 vs 67.80 logged, torch peak 2.24 vs "
                                     "2.29) is 6% of it",
