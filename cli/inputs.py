@@ -57,12 +57,13 @@ def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
     seqs = flags.max_num_seqs if flags.max_num_seqs != DEFAULT_MAX_NUM_SEQS else None
     engine = DEFAULT.engine
     memory = Memory(runtime_peak=flags.runtime_peak, safety=flags.safety)
-    parallel = DEFAULT.parallel
+    parallel, link = DEFAULT.parallel, None
     if deploy is not None:
-        engine, memory, parallel, own_seqs = deploy_sections(deploy, memory)
+        engine, memory, parallel, own_seqs, link = deploy_sections(deploy, memory)
         seqs = own_seqs if own_seqs is not None else seqs
     return Scenario(
-        model=Model(name=model), device=Device(name=flags.device), engine=engine,
+        model=Model(name=model), device=Device(name=flags.device, interconnect=link),
+        engine=engine,
         parallel=parallel,
         dtypes=Dtypes(weight_dtype=flags.weight_dtype, kv_cache_dtype=flags.kv_dtype,
                       activation_dtype=flags.activation_dtype, group_size=flags.group_size,
@@ -98,6 +99,7 @@ PLAN_PATHS = {
     "tensor_parallel_size": ("parallel.tensor_parallel_size",),
     "pipeline_parallel_size": ("parallel.pipeline_parallel_size",),
     "data_parallel_size": ("parallel.data_parallel_size",),
+    "interconnect": ("device.interconnect",), "nnodes": ("parallel.nnodes",),
     **{name: (f"parallel.{name}",) for name in ("enable_expert_parallel", "enable_eplb",
                                                 "num_redundant_experts", "eplb_window_size")},
     "engine": ("engine.name", "engine.version"),
@@ -105,6 +107,7 @@ PLAN_PATHS = {
     "kv_cache_memory": ("memory.kv_cache_memory_bytes",),
     "mem_fraction_static": ("memory.mem_fraction_static",),
     "free_gpu_memory_fraction": ("memory.free_gpu_memory_fraction",),
+    "max_tokens": ("memory.max_tokens",),
     "max_num_seqs": ("scheduler.max_num_seqs",), "entrypoint": ("engine.entrypoint",),
     "mxfp4_backend": ("engine.mxfp4_backend",), "sampler": ("engine.sampler",),
     "non_torch": ("memory.non_torch",), "weights": ("memory.weights",),
@@ -133,13 +136,14 @@ def plan_flags_of(scenario: Scenario):
     mem, eng, par = s.memory, s.engine, s.parallel
     deploy = DeployFlags(
         par.tensor_parallel_size, par.pipeline_parallel_size, par.data_parallel_size,
+        interconnect=s.device.interconnect, nnodes=par.nnodes,
         enable_expert_parallel=par.enable_expert_parallel, enable_eplb=par.enable_eplb,
         num_redundant_experts=par.num_redundant_experts, eplb_window_size=par.eplb_window_size,
         engine=engine_text(s) if eng.name else PLAIN,
         gpu_memory_utilization=mem.gpu_memory_utilization,
         kv_cache_memory=_text(mem.kv_cache_memory_bytes),
         mem_fraction_static=mem.mem_fraction_static,
-        free_gpu_memory_fraction=mem.free_gpu_memory_fraction,
+        free_gpu_memory_fraction=mem.free_gpu_memory_fraction, max_tokens=mem.max_tokens,
         max_num_seqs=sched.max_num_seqs if vllm else None, entrypoint=eng.entrypoint,
         mxfp4_backend=eng.mxfp4_backend, sampler=eng.sampler, non_torch=_text(mem.non_torch),
         weights=_text(mem.weights), comm_buffer=_text(mem.comm_buffer),

@@ -84,7 +84,7 @@ def _kv_kinds(plan: Plan, table: Table, sources: "Sources") -> None:
             ("full", "  full-attention layers", "every live token"),
             ("sliding", "  sliding-window layers",
              f"the {window:,}-token window, its prefill in flight (W - 1 + "
-             f"{plan.serve.max_num_batched_tokens:,} batched tokens + 1 block at most)")):
+             f"{plan.window_in_flight_tokens:,} tokens in flight + 1 block at most)")):
         table.add_row(label, f"{kinds[kind]:,}", f"{kinds[kind] / 2**30:,.2f}",
                       sources.cell(f"{source} (part of the line above)"), style="dim")
 

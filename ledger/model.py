@@ -200,6 +200,7 @@ class ModelSpec:
     checkpoint_dtype: str = "bf16"
     max_position_embeddings: int = 0
     model_type: str = ""
+    architecture: str = ""  # the config's architectures[0], what vLLM dispatches on
     notes: tuple[str, ...] = field(default_factory=tuple)
     state: StateShape | None = None
     mlp_layers: tuple[int, ...] | None = None  # layers with an MLP/MoE block (None: every one)

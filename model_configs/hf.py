@@ -55,6 +55,7 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
         quant=parse_quantization(cfg.quantization_config), num_parameters=num_parameters,
         checkpoint_dtype=dtype,
         max_position_embeddings=cfg.max_position_embeddings or 0, model_type=cfg.model_type,
+        architecture=(cfg.architectures or [""])[0],
         notes=notes + att_notes + _mtp_note(cfg),
         state=state_shape(cfg, _short_dtype(dtype)) if set(att.layer_kinds) - {FULL, SLIDING}
         - {"chunked"} or cfg.model_type == "falcon_h1" else None,

@@ -83,6 +83,7 @@ def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
                         scenario.dtypes.dtype)
         engine = with_device(engine, scenario.device.name or loaded.serving.device,
                              scenario.scheduler.max_num_batched_tokens)
+        engine = replace(engine, pipeline_parallel_size=scenario.parallel.pipeline_parallel_size)
     par = scenario.parallel
     parallel = Parallel(par.tensor_parallel_size, par.pipeline_parallel_size,
                         par.data_parallel_size, par.enable_expert_parallel)

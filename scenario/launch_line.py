@@ -127,6 +127,27 @@ def read(dialect: Dialect, rest: list[str], base: Scenario = DEFAULT) -> LaunchL
     return LaunchLine(with_values(base, values), tuple(modelled), tuple(ignored), dialect.name)
 
 
+def read_each(dialect: Dialect, flags: list[list[str]]) -> tuple[dict, list[str], list[str]]:
+    """Each flag with its own words ([--flag, value] or [--switch]) read with the dialect's
+    table, none refused: a startup log's flags were already taken by the engine. Returns the
+    Scenario values, the flags read, and one line for each the ledger does not model (refused
+    or unknown: the error's words)."""
+    values: dict[str, object] = {}
+    read_ok, not_modelled = [], []
+    for words in flags:
+        try:
+            flag, value, rest = _next(dialect, words)
+            known, _ = _one(dialect, flag, value, rest)
+        except SpecError as error:
+            not_modelled.append(str(error))
+            continue
+        if known is not None:
+            known.pop("_ignored", None)
+            values.update({k: v for k, v in known.items() if not k.startswith("_")})
+            read_ok.append(flag)
+    return values, read_ok, not_modelled
+
+
 def _one(dialect: Dialect, flag: str, value: str | None, rest: list[str]):
     """(the fields one flag sets, or None where it is ignored; the words left)."""
     where, bare = f"{dialect.name} {flag}", _bare(flag) if dialect.negatable else flag

@@ -56,12 +56,14 @@ class Model:
 @dataclass(frozen=True)
 class Device:
     """A catalog name (h100-80gb) or a size; bandwidth and flops replace the catalog's rates
-    (the simulator's)."""
+    (the simulator's); interconnect, how tensor-parallel peers are linked (pcie or nvlink;
+    None: the catalog device's, PCIe for a bare size), sizes the collectives' buffers."""
 
     __pydantic_config__ = _FORBID
     name: Text | None = None
     bandwidth: Text | None = None
     flops: Text | None = None
+    interconnect: Text | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ class Engine:
 
 @dataclass(frozen=True)
 class Parallel:
-    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices.
+    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices;
+    nnodes, the nodes one replica's tp x pp ranks are spread over (vLLM's --nnodes).
     enable_eplb: vLLM's expert-parallel load balancing, num_redundant_experts and
     eplb_window_size its --eplb-config (None: vLLM's window, ledger/eplb.py)."""
 
@@ -93,6 +96,7 @@ class Parallel:
     enable_eplb: StrictBool = False
     num_redundant_experts: Zero = 0
     eplb_window_size: Count | None = None
+    nnodes: Count = 1
 
 
 @dataclass(frozen=True)
@@ -135,14 +139,16 @@ class Scheduler:
 
 @dataclass(frozen=True)
 class Memory:
-    """vLLM's, SGLang's and TensorRT-LLM's memory knobs (their names), servecap's plain
-    safety reserve, and lines declared from measurement (each replaces an estimate)."""
+    """vLLM's, SGLang's and TensorRT-LLM's memory knobs (their names; max_tokens is
+    TensorRT-LLM's KvCacheConfig.max_tokens), servecap's plain safety reserve, and lines
+    declared from measurement (each replaces an estimate)."""
 
     __pydantic_config__ = _FORBID
     gpu_memory_utilization: Fraction | None = None
     kv_cache_memory_bytes: Size | None = None
     mem_fraction_static: Fraction | None = None
     free_gpu_memory_fraction: Fraction | None = None
+    max_tokens: Count | None = None
     num_gpu_blocks_override: Count | None = None
     safety: Size | None = None
     runtime_peak: Size | None = None

@@ -35,6 +35,7 @@ MODELLED = {
     "--pipeline-parallel-size": ("parallel.pipeline_parallel_size", _INT),
     "--data-parallel-size": ("parallel.data_parallel_size", _INT),
     "--enable-expert-parallel": ("parallel.enable_expert_parallel", _BOOL),
+    "--nnodes": ("parallel.nnodes", _INT),
     "--max-model-len": ("scheduler.max_model_len", _BIG),
     "--block-size": ("scheduler.block_size", _INT),
     "--max-num-seqs": ("scheduler.max_num_seqs", _INT),
@@ -63,7 +64,8 @@ MODELLED = {
     "--enforce-eager": ("engine.enforce_eager", _BOOL),
 }
 SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
-         "-dp": "--data-parallel-size", "-q": "--quantization"}
+         "-dp": "--data-parallel-size", "-q": "--quantization", "-n": "--nnodes",
+         "-r": "--node-rank"}
 # GPU memory is not changed by these (serving, tokenizer, logging, host-side settings).
 IGNORED_VALUE = frozenset("""
 --host --port --uds --api-key --served-model-name --tokenizer --tokenizer-mode
@@ -83,6 +85,7 @@ IGNORED_VALUE = frozenset("""
 --allowed-media-domains --hf-config-path --task --runner --convert --lora-modules
 --show-hidden-metrics-for-version --logits-processor-pattern --logits-processors
 --io-processor-plugin --tool-server --h11-max-incomplete-event-size --h11-max-header-count
+--node-rank --master-addr --master-port
 """.split())
 IGNORED_BOOL = frozenset("""
 --trust-remote-code --disable-log-stats --disable-log-requests --enable-log-requests

@@ -73,10 +73,16 @@ def slots(tokens: str) -> str:
     return f"ROUNDUP({tokens}/block_size_tokens,0)*block_size_tokens"
 
 
-def window_peak_slots(tokens: str) -> str:
-    """(ceil(min(W - 1 + T, S) / B) + 1) x B: a windowed layer's in-flight prefill peak, vLLM's
-    SlidingWindowSpec with max_model_len = S (ledger.paging.prefill_window_blocks)."""
-    return (f"(ROUNDUP(MIN(sliding_window_tokens-1+max_num_batched_tokens,{tokens})"
+# the tokens a windowed layer holds beyond its window: T, and for vLLM its batches in flight x
+# its T (ledger.vllm_runner.window_in_flight)
+IN_FLIGHT = "window_in_flight_tokens"
+
+
+def window_peak_slots(tokens: str, in_flight: str = "max_num_batched_tokens") -> str:
+    """(ceil(min(W - 1 + T', S) / B) + 1) x B: a windowed layer's in-flight prefill peak, vLLM's
+    SlidingWindowSpec with max_model_len = S (ledger.paging.prefill_window_blocks); T' the
+    batch (one device, the Ledger sheet) or IN_FLIGHT (a rank under the engine's release)."""
+    return (f"(ROUNDUP(MIN(sliding_window_tokens-1+{in_flight},{tokens})"
             "/block_size_tokens,0)+1)*block_size_tokens")
 
 
@@ -171,16 +177,20 @@ def safety_on(device: str) -> str:
 
 
 # vLLM's hybrid page arithmetic (ledger.hybrid), step by step over one rank's cells.
-ALIGN = 'IF(attention_kind="mla",64,16)'  # the attention kernels' block alignment (MLA: 64)
+# the attention kernels' block alignment (MLA: 64), with gated-DeltaNet prefill checkpoints
+# (vLLM 0.33 on Hopper, align mode: 64) its lcm
+ALIGN = 'LCM(IF(attention_kind="mla",64,16),state_checkpoint_alignment)'
 MAMBA_CHUNK = f"LCM({DEFAULT_MAMBA_CHUNK_SIZE},{ALIGN})"
 
 
 def raised_block(state: str, one_token: str) -> str:
     """ledger.hybrid._block_size: the smallest multiple of the alignment whose page (block x
-    one attention token) holds one state (mamba_cache_mode 'all': a multiple of lcm(Mamba
-    chunk, alignment)); a larger block_size_tokens is kept; never below ceil(state / token)."""
+    one attention token) holds one state (mamba_cache_mode 'all' to vLLM 0.31: a multiple of
+    lcm(Mamba chunk, alignment)); a larger block_size_tokens is kept; never below ceil(state /
+    token)."""
     tokens = f"ROUNDUP({state}/{one_token},0)"
-    return (f'MAX(block_size_tokens,IF(mamba_cache_mode="all",{MAMBA_CHUNK}*ROUNDUP({tokens}/'
+    return (f'MAX(block_size_tokens,IF(AND(mamba_cache_mode="all",mamba_all_chunk_aligned=1),'
+            f'{MAMBA_CHUNK}*ROUNDUP({tokens}/'
             f"{MAMBA_CHUNK},0),{ALIGN}*ROUNDUP({state}/({ALIGN}*{one_token}),0)),{tokens})")
 
 
@@ -194,14 +204,15 @@ def unified_block(page: str, block: str, token_bytes: str) -> str:
 def request_pages(kind: str, block: str) -> str:
     """Pages one max_model_len request reserves in one group of `kind` (ledger.cache_specs
     max_memory_usage_bytes / page_size_bytes): full cdiv(L, B); sliding cdiv(min(W - 1 + T, L),
-    B) + 1; chunked cdiv(min(C + T, L), B); a state 1 page ('none'), 2 ('align') or cdiv(L, B)
-    ('all'); L = context_tokens, T = max_num_batched_tokens."""
+    B) + 1; chunked cdiv(min(C + T, L), B); a state 1 page ('none'), 2 ('align', + its prefill
+    checkpoint pages) or cdiv(L, B) ('all'); L = context_tokens, T = IN_FLIGHT."""
     full = f"ROUNDUP(context_tokens/{block},0)"
     if kind == SLIDING:
         return (f"IF(sliding_window_tokens>0,ROUNDUP(MIN(sliding_window_tokens-1+"
-                f"max_num_batched_tokens,context_tokens)/{block},0)+1,{full})")
+                f"{IN_FLIGHT},context_tokens)/{block},0)+1,{full})")
     if kind == CHUNKED:
-        return f"ROUNDUP(MIN(chunk_size_tokens+max_num_batched_tokens,context_tokens)/{block},0)"
+        return f"ROUNDUP(MIN(chunk_size_tokens+{IN_FLIGHT},context_tokens)/{block},0)"
     if kind == "state":
-        return f'IF(mamba_cache_mode="all",{full},IF(mamba_cache_mode="align",2,1))'
+        return (f'IF(mamba_cache_mode="all",{full},IF(mamba_cache_mode="align",'
+                f"2+state_checkpoint_pages,1))")
     return full

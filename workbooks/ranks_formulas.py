@@ -11,6 +11,7 @@ from servecap.ledger.model import CHUNKED, FULL, SLIDING
 
 from . import style
 from .formulas import (
+    IN_FLIGHT,
     INDEXER_LAYER_BYTES,
     PURE,
     Kinds,
@@ -59,7 +60,7 @@ def full_layer_bits(kinds: Kinds) -> str:
 # a windowed layer holds min(ceil(S/B), ceil(min(W-1+T, S)/B) + 1) blocks at its peak, its
 # prefill in flight (ledger.paging.windowed_blocks); over the load's lengths min(a, b) is written
 # a - (a>b)(a-b), as MIN would aggregate the array
-SPAN = "(sliding_window_tokens-1+max_num_batched_tokens)"
+SPAN = f"(sliding_window_tokens-1+{IN_FLIGHT})"
 LENGTHS_SPAN = f"(load_lengths_tokens-(load_lengths_tokens>{SPAN})*(load_lengths_tokens-{SPAN}))"
 WINDOW_SLOTS = f"(ROUNDUP({LENGTHS_SPAN}/block_size_tokens,0)+1)*block_size_tokens"
 SLOTS = "ROUNDUP(load_lengths_tokens/block_size_tokens,0)*block_size_tokens"
@@ -70,8 +71,8 @@ CHUNK_LENGTHS = ("(load_lengths_tokens-(load_lengths_tokens>chunk_size_tokens)"
                  "*(load_lengths_tokens-chunk_size_tokens))")
 CHUNK_SLOTS = f"ROUNDUP({CHUNK_LENGTHS}/block_size_tokens,0)*block_size_tokens"
 SLOTS_ONE = "ROUNDUP(context_tokens/block_size_tokens,0)*block_size_tokens"
-HELD_ONE = (f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},{window_peak_slots('context_tokens')}),"
-            f"{SLOTS_ONE})")
+HELD_ONE = (f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},"
+            f"{window_peak_slots('context_tokens', IN_FLIGHT)}),{SLOTS_ONE})")
 WEIGHTS = ("([weights]+[weight_metadata]+[weights_resident]+[lora_adapters]+[eplb]"
            "+[rotary_cache])")
 POOL = {

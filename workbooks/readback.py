@@ -16,7 +16,7 @@ from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 from servecap.ledger.units import parse_fraction_or_size
 
 from .deploy_inputs import FRACTIONS, MEASURED, default_fraction, engine_base
-from .inputs_sheet import HYBRID_NAMES, model_rows
+from .inputs_sheet import HYBRID_NAMES, RELEASE_NAMES, model_rows
 from .names import cell_of
 from .scenario_sheet import read_scenario
 from .source import WorkbookSource
@@ -80,7 +80,7 @@ def plan_inputs(cells: "_Cells") -> WorkbookPlan:
     }
     flags.update(_lora(cells))
     model_cells = {name: cells.value(name) for name in MODEL_NAMES}
-    model_cells.update({name: cells.value(name) for name in HYBRID_NAMES
+    model_cells.update({name: cells.value(name) for name in HYBRID_NAMES + RELEASE_NAMES
                         if cells.wb.defined_names.get(name) is not None})
     deploy = _deploy(cells)
     if deploy.get("engine", "plain") != "plain":
@@ -141,11 +141,15 @@ def refuse_changed_model_cells(plan_inputs: WorkbookPlan, expected: dict, path: 
     """Each model cell must still hold the value the model gives it (`expected`)."""
     for name, value in expected.items():
         found = plan_inputs.model_cells.get(name, MISSING)
-        if found == value:
-            continue
+        if found == value or (name in RELEASE_NAMES and found == MISSING):
+            continue  # a release rule a workbook of an older servecap does not name
         if name == "mamba_cache_mode":
             raise SpecError("Inputs!mamba_cache_mode", found, f"{value!r}: no plan flag sets "
                             "another mode (the workbook recalculates any); set it back to "
+                            "replan", str(path))
+        if name in RELEASE_NAMES:
+            raise SpecError(f"Inputs!{name}", found, f"{value!r}: the engine's release and "
+                            "the GPU set it (--engine vllm==X, --device); set it back to "
                             "replan", str(path))
         raise SpecError(f"Inputs!{name}", found, f"comes from the model ({value!r} "
                         f"for {plan_inputs.model_ref}); change the model file, not the "

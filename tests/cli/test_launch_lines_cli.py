@@ -172,7 +172,8 @@ def test_bad_input_is_one_line_naming_the_flag_and_value(in_tmp, line, needle):
 @pytest.mark.parametrize(("config", "needle"), [
     ({"cuda_graph_config": {"max_batch_size": 64}}, "kv.yaml: cuda_graph_config = "),
     ({"kv_cache_config": {"dtype": "nvfp4"}}, "kv.yaml: kv_cache_config.dtype = 'nvfp4'"),
-    ({"kv_cache_config": {"max_tokens": 4096}}, "kv.yaml: kv_cache_config.max_tokens = 4096"),
+    ({"kv_cache_config": {"max_gpu_total_bytes": 4096}},
+     "kv.yaml: kv_cache_config.max_gpu_total_bytes = 4096"),
     ({"max_batch_size": True}, "kv.yaml: max_batch_size = True: a whole number >= 1"),
     ({"surprise": 1}, "kv.yaml: surprise = 1: not an LLM API option"),
     (["not", "a", "mapping"], "a YAML mapping"),
@@ -182,6 +183,14 @@ def test_a_bad_yaml_key_names_the_file_the_key_and_the_value(in_tmp, config, nee
     result = runner.invoke(app, ["plan", "--device", "h100-80gb", "--", *TRTLLM])
     assert result.exit_code == 2, result.output
     assert "\n" not in result.stderr.strip() and needle in result.stderr
+
+
+def test_trtllm_max_tokens_in_the_yaml_caps_the_pool(in_tmp):
+    """KvCacheConfig.max_tokens: the smaller of it and the fraction's pool, in whole blocks."""
+    (in_tmp / "kv.yaml").write_text(yaml.safe_dump({"kv_cache_config": {"max_tokens": 1000}}))
+    result = runner.invoke(app, ["plan", "--device", "h100-80gb", "--json", "--", *TRTLLM])
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(result.stdout)["kv_cache_tokens"] == 1024  # ceil(1000 / 32) x 32
 
 
 def test_sglang_reads_its_own_numbers_and_switches():
