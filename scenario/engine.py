@@ -82,12 +82,14 @@ def engine_spec(scenario: Scenario) -> EngineSpec:
 
 
 def _eager(scenario: Scenario, name: str) -> bool:
-    """vLLM's --enforce-eager: no CUDA graphs (a measured graph pool contradicts it)."""
+    """vLLM's --enforce-eager: no CUDA graphs (a measured graph pool other than 0 contradicts
+    it; reconcile declares 0 for a log started eager)."""
     if not scenario.engine.enforce_eager or name != VLLM:
         return False
-    if scenario.memory.cuda_graph_memory is not None:
+    declared = size(scenario.memory.cuda_graph_memory, "--cuda-graph-memory")
+    if declared:
         raise SpecError("--cuda-graph-memory", scenario.memory.cuda_graph_memory, "not with "
-                        "--enforce-eager: vLLM captures no CUDA graphs then")
+                        "--enforce-eager: vLLM captures no CUDA graphs then (only 0)")
     return True
 
 

@@ -47,9 +47,12 @@ class WorkbookSource:
 
     @property
     def multi(self) -> bool:
-        """More than one GPU or an engine's budget: the Ranks sheet holds the deployment."""
+        """More than one GPU, an engine's budget, or routed experts split across data-parallel
+        ranks (ledger/experts.py): the Ranks sheet holds the deployment."""
         dep = self.deployment
-        return dep is not None and (dep.parallel.world_size > 1 or dep.plan.budget is not None)
+        split = dep is not None and dep.plan.shard.experts is not None
+        return dep is not None and (dep.parallel.world_size > 1 or dep.plan.budget is not None
+                                    or split)
 
 
 @dataclass(frozen=True)

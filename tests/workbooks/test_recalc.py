@@ -259,7 +259,7 @@ def test_from_workbook_replans_a_file_libreoffice_saved(recalculated) -> None:
     for name, case in recalculated.items():
         result = runner.invoke(app, ["plan", "--from-workbook", str(case.computed), "--json"])
         assert result.exit_code in (0, 1), (name, result.output)
-        expected = plan_to_dict(case.expected)
+        expected = plan_to_dict(case.replanned or case.expected)
         out = json.loads(result.stdout)  # the deployment's JSON: the plan's keys and more
         assert {key: out[key] for key in expected} == expected, name
 
