@@ -27,7 +27,7 @@ from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-expor
     plan_scenario,
 )
 from .option_groups import options_from
-from .plan_json import checkpoint_to_dict, deployment_to_dict, source_to_dict
+from .plan_json import checkpoint_to_dict, deployment_to_dict, layers_to_dict, source_to_dict
 from .scenario_opts import LaunchLineArg, SaveScenario, ScenarioFile, launch_line, merged, save
 
 Opt = typer.Option
@@ -160,7 +160,8 @@ def plan(
             "max_num_seqs": advice.max_num_seqs, "text": advice.text}}
         print(json.dumps({**deployment_to_dict(result), **extra,
                           **source_to_dict(outcome.loaded),
-                          **checkpoint_to_dict(outcome.checkpoint)}, indent=2))
+                          **checkpoint_to_dict(outcome.checkpoint),
+                          **layers_to_dict(outcome.loaded, result)}, indent=2))
     else:
         _render(result, outcome.checkpoint)
         if advice is not None:

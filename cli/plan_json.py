@@ -2,6 +2,7 @@
 names. No rich here: --json output never loads the table renderer."""
 
 from servecap.ledger.engines import Budget
+from servecap.ledger.layer_table import as_dicts, layer_rows
 from servecap.ledger.plan import Plan
 from servecap.ledger.ranks import Deployment, StagePlan
 
@@ -70,6 +71,16 @@ def source_to_dict(loaded) -> dict:
     return {"model_source": loaded.spec.source,
             "model_revision_sha": hub.sha if hub else None,
             "hub": hub.as_dict() if hub else None}
+
+
+def layers_to_dict(loaded, deployment: Deployment) -> dict:
+    """`layers`: every layer's geometry on the binding rank, at the plan's KV width
+    (ledger.layer_table): kind, heads, K and V head sizes, KV bytes per token, the layer whose
+    K and V it reads, its fixed state, its feed-forward block."""
+    plan = deployment.plan
+    kv_bits = next(row[2] for row in plan.representations if row[0] == "kv cache")
+    return {"layers": as_dicts(layer_rows(loaded.spec, kv_bits,
+                                          plan.shard.tensor_parallel_size))}
 
 
 def deployment_to_dict(deployment: Deployment) -> dict:

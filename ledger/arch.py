@@ -1,39 +1,32 @@
 """The tensor inventory of a decoder: every weight tensor's shape, from the architecture alone."""
 
-from dataclasses import dataclass
+from .arch_extras import (
+    altup_blocks,
+    altup_projections,
+    conv_mixer,
+    per_layer_input_gate,
+    per_layer_input_tables,
+)
+from .model import CONV, NONE, STATE_KINDS, ModelSpec
+from .tensors import EMBED, HEAD, LINEAR, VECTOR, TensorGroup
 
-from .model import NONE, STATE_KINDS, ModelSpec
-
-EMBED = "embed"
-HEAD = "lm_head"
-LINEAR = "linear"  # a 2-D matmul weight: the thing quantization formats pack
-VECTOR = "vector"  # norms, biases, sinks: kept in the checkpoint dtype
-
-
-@dataclass(frozen=True)
-class TensorGroup:
-    """`count` tensors of shape (rows, cols); `name` follows Hugging Face module paths."""
-
-    name: str
-    rows: int
-    cols: int
-    count: int
-    kind: str
-    layers: tuple[int, ...] = ()
-
-    @property
-    def numel(self) -> int:
-        return self.rows * self.cols * self.count
-
+__all__ = ["EMBED", "HEAD", "LINEAR", "VECTOR", "TensorGroup", "inventory", "count_parameters",
+           "active_parameters", "routed_layers"]
 
 def inventory(spec: ModelSpec) -> list[TensorGroup]:
-    """All weight tensors: embeddings, per-layer attention and MLP/MoE, norms, lm_head."""
+    """All weight tensors: embeddings, per-layer attention and MLP/MoE, norms, lm_head. A block
+    a layer does without (DeciLM's no-op attention or feed-forward) takes its norm with it."""
     groups = [TensorGroup("embed_tokens", spec.vocab_size, spec.hidden_size, 1, EMBED)]
+    groups += per_layer_input_tables(spec) + altup_projections(spec)
     for layer in range(spec.num_layers):
-        mlp = _mlp(spec, layer) if spec.mlp_layers is None or layer in spec.mlp_layers else []
-        groups += _mixer(spec, layer) + mlp
-        groups.append(TensorGroup("layernorm", 1, spec.hidden_size, spec.norms_per_layer, VECTOR,
-                                  (layer,)))
+        shape = spec.layer_shapes[layer] if spec.layer_shapes else None
+        ffn = (spec.mlp_layers is None or layer in spec.mlp_layers) and (
+            shape is None or shape.intermediate > 0)
+        groups += _mixer(spec, layer) + (_mlp(spec, layer) if ffn else [])
+        groups += per_layer_input_gate(spec, layer) + altup_blocks(spec, layer)
+        norms = spec.norms_per_layer - (shape is not None and not shape.attention) - (
+            shape is not None and not shape.intermediate)
+        groups.append(TensorGroup("layernorm", 1, spec.hidden_size, norms, VECTOR, (layer,)))
     groups.append(TensorGroup("norm", 1, spec.hidden_size, 1, VECTOR))
     if not spec.tie_word_embeddings:
         groups.append(TensorGroup("lm_head", spec.vocab_size, spec.hidden_size, 1, HEAD))
@@ -43,11 +36,15 @@ def inventory(spec: ModelSpec) -> list[TensorGroup]:
 def _mixer(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     """A layer's token mixer: attention, a linear-attention / Mamba-2 block, or none."""
     kind = spec.layer_kind(layer)
+    if kind == CONV:
+        return conv_mixer(spec, layer)
     if kind in STATE_KINDS:
         return _state_mixer(spec, layer)
     if spec.parallel_state:  # Falcon-H1: attention and a Mamba-2 mixer side by side
         return _attention(spec, layer) + _state_mixer(spec, layer)
-    return [] if kind == NONE else _attention(spec, layer)
+    if kind == NONE or (spec.layer_shapes and not spec.layer_shapes[layer].attention):
+        return []
+    return _attention(spec, layer)
 
 
 def _state_mixer(spec: ModelSpec, layer: int) -> list[TensorGroup]:
@@ -74,27 +71,32 @@ def _attention(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     if att.kind == "mla":
         return _mla(spec, layer) + _indexer(spec, layer)
     h, at = spec.hidden_size, (layer,)
-    heads, head_dim = att.shape(spec.layer_kind(layer))
-    q_out, kv_out = att.num_heads * head_dim, heads * head_dim
-    out = [
-        TensorGroup("self_attn.q_proj", q_out * (2 if att.q_gate else 1), h, 1, LINEAR, at),
-        TensorGroup("self_attn.k_proj", kv_out, h, 1, LINEAR, at),
-        TensorGroup("self_attn.v_proj", kv_out, h, 1, LINEAR, at),
-        TensorGroup("self_attn.o_proj", h, q_out, 1, LINEAR, at),
-    ]
-    if spec.model_type == "gemma4_text" and att.full_kv_heads and head_dim == att.full_head_dim:
+    shape = spec.shape_at(layer)
+    head_dim, own_kv = shape.head_dim, shape.kv_source is None
+    q_out, kv_out = shape.num_heads * head_dim, shape.num_kv_heads * head_dim
+    v_out = shape.num_kv_heads * shape.v_head_dim
+    out = [TensorGroup("self_attn.q_proj", q_out * (2 if att.q_gate else 1), h, 1, LINEAR, at)]
+    if own_kv:  # a layer reading another's K and V has no projections of its own (Gemma-4)
+        out += [TensorGroup("self_attn.k_proj", kv_out, h, 1, LINEAR, at),
+                TensorGroup("self_attn.v_proj", v_out, h, 1, LINEAR, at)]
+    out.append(TensorGroup("self_attn.o_proj", h, shape.num_heads * shape.v_head_dim, 1, LINEAR,
+                           at))
+    if own_kv and spec.model_type == "gemma4_text" and att.full_kv_heads and \
+            head_dim == att.full_head_dim:
         out.pop(2)  # attention_k_eq_v: the full layers' K projection doubles as V
     if spec.model_type == "gemma4_text":
         out.append(TensorGroup("layer_scalar", 1, 1, 1, VECTOR, at))
     if att.qkv_bias:
-        out.append(TensorGroup("self_attn.qkv_bias", 1, q_out + 2 * kv_out, 1, VECTOR, at))
+        out.append(TensorGroup("self_attn.qkv_bias", 1, q_out + kv_out + v_out, 1, VECTOR, at))
     if att.qkv_bias and spec.model_type in {"gpt_oss", "granitemoehybrid", "falcon_h1"}:
         out.append(TensorGroup("self_attn.o_proj.bias", 1, h, 1, VECTOR, at))
     if att.qk_norm:
-        width = q_out + kv_out if att.qk_norm_heads else 2 * head_dim
+        width = (q_out + kv_out * own_kv) if att.qk_norm_heads else head_dim * (1 + own_kv)
         out.append(TensorGroup("self_attn.qk_norm", 1, width, 1, VECTOR, at))
-    if att.sinks:
-        out.append(TensorGroup("self_attn.sinks", 1, att.num_heads, 1, VECTOR, at))
+    if att.sinks or shape.sinks:
+        out.append(TensorGroup("self_attn.sinks", 1, shape.num_heads, 1, VECTOR, at))
+    if spec.head_gate:
+        out.append(TensorGroup("self_attn.g_proj", shape.num_heads, h, 1, LINEAR, at))
     return out
 
 
@@ -140,7 +142,9 @@ def _mlp(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     moe, h, at = spec.moe, spec.hidden_size, (layer,)
     mats = 3 if spec.gated_mlp else 2
     if moe is None or layer in moe.dense_layers:
-        return [TensorGroup("mlp.gate_up_down", spec.intermediate_size, h, mats, LINEAR, at)]
+        width = spec.layer_shapes[layer].intermediate if spec.layer_shapes else \
+            spec.intermediate_size
+        return [TensorGroup("mlp.gate_up_down", width, h, mats, LINEAR, at)]
     e, inter, width = moe.num_experts, moe.expert_intermediate_size, moe.expert_width(h)
     out = _gemma4_moe_extras(spec, layer) if spec.model_type == "gemma4_text" else []
     out += [TensorGroup("mlp.experts", inter, width, mats * e, LINEAR, at),

@@ -62,6 +62,7 @@ class EngineSpec:
     model_runner: str | None = None  # VLLM_USE_V2_MODEL_RUNNER: v1 / v2 (None: the release's)
     pipeline_parallel_size: int = 1  # sets vLLM's concurrent batches (vllm_runner)
     async_scheduling: bool = True  # vLLM's default; off: one batch in flight per stage
+    enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs captured or subtracted
 
     def __post_init__(self) -> None:
         if self.name not in ENGINES:
@@ -278,7 +279,7 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
                                geo.max_model_len)
         return Budget(engine.name, pool_bytes, blocks, tokens, concurrency, bsz, page * size,
                       per_request, how, len(groups.kinds), tuple(groups.kinds))
-    block_bytes = bsz * geo.layer_bytes_per_token * len(geo.layer_ids)
+    block_bytes = bsz * _token_bytes(geo)
     blocks = max(pool_bytes, 0) // block_bytes if block_bytes else 0
     if engine.name == TRTLLM and engine.max_tokens is not None:
         # KvCacheConfig.max_tokens caps the blocks at ceil(max_tokens / tokens_per_block): with
@@ -291,6 +292,17 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
     per_request = -(-geo.max_model_len // bsz)
     return Budget(engine.name, pool_bytes, blocks, blocks * bsz,
                   blocks * bsz / geo.max_model_len, bsz, block_bytes, per_request, how)
+
+
+def _token_bytes(geo: KVGeometry) -> int:
+    """One token's KV over the layers this rank holds: each layer by its own shape, none for a
+    layer that caches nothing (a no-op block, a KV-sharing layer: ledger.kv)."""
+    if not geo.spec.layer_shapes:
+        return geo.layer_bytes_per_token * len(geo.layer_ids)
+    from .kv import Shard, kv_bytes_per_token
+
+    return kv_bytes_per_token(geo.spec, geo.kv_bits,
+                              Shard(geo.tensor_parallel_size, tuple(geo.layer_ids)))
 
 
 def _hybrid_budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Budget:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from .cache_specs import indexer_bytes_per_token as _indexer_per_layer
 from .dtypes import bits_to_bytes
 from .errors import SpecError
+from .experts import ExpertSplit
 from .model import ATTENTION_KINDS, CHUNKED, FULL, SLIDING, ModelSpec
 from .paging import blocks_for, windowed_blocks
 
@@ -13,19 +14,22 @@ from .paging import blocks_for, windowed_blocks
 @dataclass(frozen=True)
 class Shard:
     """Which part of the model one device holds: tensor-parallel degree, its pipeline layers,
-    and whether its stage is the first (embedding) and the last (final norm, lm_head)."""
+    whether its stage is the first (embedding) and the last (final norm, lm_head), and how the
+    routed experts split (ledger/experts.py: over tp x dp ranks under data parallelism)."""
 
     tensor_parallel_size: int = 1
     layers: tuple[int, ...] | None = None
     first_stage: bool = True
     last_stage: bool = True
+    experts: ExpertSplit | None = None  # routed experts over tp x dp (None: over tp)
 
     def layer_ids(self, spec: ModelSpec) -> tuple[int, ...]:
         return self.layers if self.layers is not None else tuple(range(spec.num_layers))
 
     def is_whole(self, spec: ModelSpec) -> bool:
         """One device holds the entire model."""
-        return self.tensor_parallel_size == 1 and len(self.layer_ids(spec)) == spec.num_layers
+        return self.tensor_parallel_size == 1 and len(self.layer_ids(spec)) == spec.num_layers \
+            and (self.experts is None or self.experts.devices == 1)
 
 
 WHOLE = Shard()
@@ -38,12 +42,22 @@ def kv_heads_per_rank(spec: ModelSpec, tensor_parallel_size: int, kind: str = SL
 
 def kv_bits_for_layer(spec: ModelSpec, layer: int, kv_bits: int, shard: Shard) -> int:
     """One token in one layer, by its kind: 0 for state layers and cache-free layers; full
-    layers with their own shape (Gemma-4's 512-wide global heads) use it."""
+    layers with their own shape (Gemma-4's 512-wide global heads) use it. A layer with its own
+    shape (ModelSpec.layer_shapes) caches ceil(H_kv / tp) x (d_k + d_v) x b_kv (vLLM's
+    AttentionSpec with head_size_v, v0.16+), and nothing when it has no attention block or reads
+    another layer's K and V (kv_sharing_target_layer_name: GPUModelRunner.get_kv_cache_spec
+    skips it, vllm/v1/worker/gpu_model_runner.py at v0.21.0)."""
     kind = spec.layer_kind(layer)
     if kind not in ATTENTION_KINDS:
         return 0
     if spec.attention.kind == "mla":
         return kv_bits_per_token_layer(spec, kv_bits, shard)
+    if spec.layer_shapes:
+        shape = spec.layer_shapes[layer]
+        if not shape.caches_kv:
+            return 0
+        heads = -(-shape.num_kv_heads // shard.tensor_parallel_size)
+        return heads * (shape.head_dim + shape.v_head_dim) * kv_bits
     heads = kv_heads_per_rank(spec, shard.tensor_parallel_size, kind)
     return 2 * heads * spec.attention.shape(kind)[1] * kv_bits
 

@@ -10,8 +10,9 @@ CHUNKED = "chunked"  # chunked local attention (Llama-4): attends within its 8,1
 LINEAR = "linear"  # gated DeltaNet linear attention: a fixed state, no KV (Qwen3-Next, Qwen3.5)
 MAMBA = "mamba"  # Mamba-2 state-space layer: a fixed state, no KV (Nemotron-H, Granite-4)
 NONE = "none"  # a layer with no cache at all (Nemotron-H's MLP and MoE-only layers)
+CONV = "conv"  # a gated short convolution: a fixed conv state, no KV (LFM2's ShortConv)
 ATTENTION_KINDS = (FULL, SLIDING, CHUNKED)  # layers whose cache grows with the context
-STATE_KINDS = (LINEAR, MAMBA)  # layers that keep one fixed state per request
+STATE_KINDS = (LINEAR, MAMBA, CONV)  # layers that keep one fixed state per request
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,39 @@ class Attention:
         if kind == FULL and self.full_head_dim:
             return self.full_kv_heads or self.num_kv_heads, self.full_head_dim
         return self.num_kv_heads, self.head_dim
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One layer's own shape, for families whose vLLM model class builds each layer from its
+    own config entry (DeciLM's block_configs, Laguna's and MiMo-V2's per-layer heads, Gemma-3n/4's
+    KV sharing): query heads, KV heads, the K and the V head size, the feed-forward width (0: no
+    feed-forward block), and whether the layer has an attention block at all. kv_source: the
+    earlier layer whose K and V this one reads (vLLM's kv_sharing_target_layer_name): it caches
+    nothing and its checkpoint holds no K/V projections. sinks: per-head attention sinks."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    intermediate: int
+    attention: bool = True
+    kv_source: int | None = None
+    sinks: bool = False
+
+    @property
+    def caches_kv(self) -> bool:
+        return self.attention and self.kv_source is None
+
+
+@dataclass(frozen=True)
+class PerLayerInput:
+    """Gemma-3n/4's per-layer embeddings (PLE): a second embedding table of vocab x (layers x
+    width), a projection of the hidden state to the same width, and in every layer a gate and a
+    projection back (vllm/model_executor/models/gemma4.py at v0.21.0)."""
+
+    vocab_size: int
+    width: int
 
 
 @dataclass(frozen=True)
@@ -173,6 +207,11 @@ class ModelSpec:
     gated_mlp: bool = True  # gate/up/down; False: up/down only (Nemotron-H's relu2 MLPs)
     parallel_state: bool = False  # every layer runs a Mamba-2 mixer beside its attention and
     # keeps both caches (Falcon-H1's parallel hybrid)
+    layer_shapes: tuple[LayerShape, ...] = ()  # one per layer where layers differ (else ())
+    per_layer_input: PerLayerInput | None = None
+    head_gate: bool = False  # a per-head sigmoid/softplus output gate, g_proj (Laguna)
+    altup_inputs: int = 0  # Gemma-3n's AltUp streams (0: none)
+    laurel_rank: int = 0  # Gemma-3n's LAuReL low-rank residual (0: none)
 
     @property
     def state_layers(self) -> tuple[int, ...]:
@@ -189,7 +228,8 @@ class ModelSpec:
         att = self.attention
         kinds = set(att.layer_kinds)
         return bool(kinds - {FULL, SLIDING}) or bool(att.indexer_head_dim) or bool(
-            att.full_head_dim and att.full_head_dim != att.head_dim) or self.parallel_state
+            att.full_head_dim and att.full_head_dim != att.head_dim) or self.parallel_state \
+            or bool(self.layer_shapes)
 
     @property
     def has_architecture(self) -> bool:
@@ -198,3 +238,11 @@ class ModelSpec:
     def layer_kind(self, layer: int) -> str:
         kinds = self.attention.layer_kinds
         return kinds[layer] if kinds else FULL
+
+    def shape_at(self, layer: int) -> LayerShape:
+        """The layer's own shape, or the model-wide one of its kind (Attention.shape)."""
+        if self.layer_shapes:
+            return self.layer_shapes[layer]
+        att = self.attention
+        kv_heads, head_dim = att.shape(self.layer_kind(layer))
+        return LayerShape(att.num_heads, kv_heads, head_dim, head_dim, self.intermediate_size)

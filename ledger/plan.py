@@ -334,7 +334,7 @@ def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides,
         raise SpecError(flag, value, f"{spec.name} states no architecture (hidden_size, "
                         "vocab_size) to split across devices; only 1 is allowed")
     stage = Stage(0, shard.layer_ids(spec), shard.first_stage, shard.last_stage)
-    groups = rank_inventory(spec, shard.tensor_parallel_size, stage)
+    groups = rank_inventory(spec, shard.tensor_parallel_size, stage, shard.experts)
     result = weight_bytes(spec, dense_bits, quant, groups)
     if overrides.weights is None:
         return result, result.how

@@ -4,6 +4,7 @@ from dataclasses import dataclass, replace
 
 from .engines import PLAIN_ENGINE, EngineSpec, with_blocks
 from .errors import SpecError
+from .experts import ExpertSplit
 from .kv import Shard
 from .lines import Line
 from .model import ModelSpec
@@ -15,11 +16,13 @@ from .units import fmt_gib, plural
 
 @dataclass(frozen=True)
 class Parallel:
-    """vLLM's parallel sizes: tp x pp GPUs per replica, dp replicas."""
+    """vLLM's parallel sizes: tp x pp GPUs per replica, dp replicas; with
+    enable_expert_parallel the routed experts are whole on each of the tp x dp ranks."""
 
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
 
     def __post_init__(self) -> None:
         for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
@@ -87,18 +90,49 @@ def build_deployment(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = N
     """Plan each pipeline stage on one of its ranks; vLLM then gives every rank the smallest
     rank's block count, so the binding rank sets everyone's ceiling."""
     tp = parallel.tensor_parallel_size
-    if parallel.world_size > 1:
-        check_tensor_parallel(spec, tp)
+    experts = _experts(spec, parallel)
+    if parallel.world_size > 1 or experts is not None:
+        check_tensor_parallel(spec, tp, experts)
+    notes = expert_notes(spec, parallel, experts)
     plans = []
     for stage in stages(spec.num_layers, parallel.pipeline_parallel_size):
         layers = None if parallel.pipeline_parallel_size == 1 else stage.layers
-        shard = Shard(tp, layers, stage.first, stage.last)
+        shard = Shard(tp, layers, stage.first, stage.last, experts)
         plan = build_plan(spec, serve, overrides, shard, engine)
+        plan = replace(plan, notes=plan.notes + notes) if notes else plan
         ranks = tuple(range(stage.index * tp, (stage.index + 1) * tp))
         plans.append(StagePlan(stage, ranks, plan))
     binding = min(range(len(plans)), key=lambda i: _capacity(plans[i].plan))
     plans = _hold_to_binding(plans, binding, engine)
     return Deployment(parallel, tuple(plans), binding, _reason(plans, binding, parallel))
+
+
+def _experts(spec: ModelSpec, parallel: Parallel) -> ExpertSplit | None:
+    """The routed experts' split when it is not tp's own: over tp x dp ranks (ledger/experts.py);
+    None for a dense model or one replica without expert parallelism."""
+    tp, dp = parallel.tensor_parallel_size, parallel.data_parallel_size
+    if spec.moe is None or (dp == 1 and not parallel.enable_expert_parallel):
+        return None
+    return ExpertSplit.of(tp, dp, parallel.enable_expert_parallel)
+
+
+def expert_notes(spec: ModelSpec, parallel: Parallel, split: ExpertSplit | None) -> tuple[str, ...]:
+    """What the expert split does, said once: never a silent flag."""
+    if parallel.enable_expert_parallel and spec.moe is None:
+        return ("--enable-expert-parallel: no MoE layers in this model, so it changes nothing "
+                "(vLLM's FusedMoE is where it applies)",)
+    if split is None:
+        return ()
+    experts = spec.moe.num_experts
+    if split.expert_parallel:
+        most = split.local_experts(experts)
+        return (f"expert parallelism over tp x dp = {split.devices} ranks: each holds {most} "
+                f"of the {experts} routed experts whole (vLLM's FusedMoE; the binding rank "
+                "holds the most); attention and dense layers stay per replica; the EP group's "
+                "all-to-all buffers are not counted",)
+    return (f"data parallelism: each of the {experts} routed experts is split across tp x dp "
+            f"= {split.devices} ranks (vLLM's FusedMoE flattens tp across dp); attention and "
+            "dense layers stay per replica",)
 
 
 def _capacity(plan: Plan) -> tuple[int, int]:

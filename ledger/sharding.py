@@ -4,6 +4,7 @@ from dataclasses import dataclass, replace
 
 from .arch import EMBED, HEAD, TensorGroup, inventory
 from .errors import SpecError
+from .experts import ExpertSplit
 from .model import ModelSpec
 
 VOCAB_PADDING = 64  # vLLM pads the vocabulary to a multiple of 64 before splitting it
@@ -18,7 +19,13 @@ SPLIT = {
     "self_attn.o_proj": "cols", "self_attn.sinks": "heads",
     "mlp.gate_up_down": "mlp", "mlp.experts": "mlp", "mlp.shared_experts": "mlp",
     "mlp.experts.bias": "expert_bias", "embed_tokens": "vocab", "lm_head": "vocab",
+    "self_attn.g_proj": "rows", "embed_tokens_per_layer": "vocab",
+    "per_layer_model_projection": "rows", "conv.in_proj": "rows", "conv.conv": "rows",
+    "conv.out_proj": "cols", "laurel.linear_left": "rows", "laurel.linear_right": "cols",
 }
+
+
+EXPERT_GROUPS = ("mlp.experts", "mlp.experts.bias")
 
 
 @dataclass(frozen=True)
@@ -55,35 +62,45 @@ def stages(num_layers: int, pipeline_parallel_size: int) -> tuple[Stage, ...]:
     return tuple(out)
 
 
-def check_tensor_parallel(spec: ModelSpec, tp: int) -> None:
+def check_tensor_parallel(spec: ModelSpec, tp: int, experts: ExpertSplit | None = None) -> None:
     """vLLM's rules: query heads divide by tp; KV heads divide by tp, or tp by KV heads (then
-    each KV head is replicated); the MLP width divides by tp."""
+    each KV head is replicated); the MLP width divides by tp; the routed experts split as
+    `experts` says (ExpertSplit.check; default: their width by tp, as the MLP's)."""
     if tp < 1:
         raise SpecError("--tensor-parallel-size", tp, "must be a whole number >= 1")
     att = spec.attention
-    if att.num_heads % tp:
-        raise SpecError("--tensor-parallel-size", tp, f"must divide the {att.num_heads} query "
-                        f"heads of {spec.name} (allowed: {_divisors(att.num_heads)})")
-    kv = att.num_kv_heads
-    if att.kind != "mla" and (kv % tp if kv >= tp else tp % kv):
-        raise SpecError("--tensor-parallel-size", tp, f"must divide, or be a multiple of, the "
-                        f"{kv} KV heads of {spec.name}")
-    for width in _mlp_widths(spec):
+    for heads, kv in _head_counts(spec):
+        if heads % tp:
+            raise SpecError("--tensor-parallel-size", tp, f"must divide the {heads} query "
+                            f"heads of {spec.name} (allowed: {_divisors(heads)})")
+        if att.kind != "mla" and (kv % tp if kv >= tp else tp % kv):
+            raise SpecError("--tensor-parallel-size", tp, f"must divide, or be a multiple of, "
+                            f"the {kv} KV heads of {spec.name}")
+    split = experts or ExpertSplit(tp)
+    routed = spec.moe is not None and split.devices != tp or split.expert_parallel
+    for width in _mlp_widths(spec, routed):
         if width % tp:
             raise SpecError("--tensor-parallel-size", tp, f"must divide the MLP width {width} "
                             f"of {spec.name}")
+    if routed:
+        split.check(spec.moe.num_experts, spec.moe.expert_intermediate_size, spec.name)
 
 
-def rank_inventory(spec: ModelSpec, tp: int, stage: Stage | None = None) -> list[TensorGroup]:
+def rank_inventory(spec: ModelSpec, tp: int, stage: Stage | None = None,
+                   experts: ExpertSplit | None = None) -> list[TensorGroup]:
     """The tensors one rank holds: its stage's layers (all when stage is None), the embedding on
     the first stage (and on the last when tied, as lm_head), the final norm and lm_head on the
-    last, every tensor cut to this rank's tensor-parallel shard."""
+    last, every tensor cut to this rank's tensor-parallel shard; the routed experts as
+    `experts` splits them (default: over the tp ranks, each expert's width)."""
     groups = inventory(spec)
     if stage is not None:
         groups = [g for g in groups if _on_stage(g, stage)]
         if tied_head_copy(spec, stage):
             groups.append(TensorGroup("lm_head", spec.vocab_size, spec.hidden_size, 1, HEAD))
-    return [shard_group(spec, g, tp) for g in groups]
+    split = experts or ExpertSplit(tp)
+    return [split.shard(g, spec.moe.num_experts, spec.hidden_size)
+            if g.name in EXPERT_GROUPS and spec.moe is not None and split.devices > 1
+            else shard_group(spec, g, tp) for g in groups]
 
 
 def shard_group(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
@@ -91,15 +108,12 @@ def shard_group(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
     how = SPLIT.get(group.name, "replicated")
     if tp == 1 or how == "replicated":
         return group
-    att = spec.attention
     if how in ("rows", "mlp"):
         return replace(group, rows=group.rows // tp)
     if how == "cols":
         return replace(group, cols=group.cols // tp)
-    if how == "kv":
-        return replace(group, rows=_kv_heads(spec, tp) * att.head_dim)
-    if how == "qkv":
-        return replace(group, cols=(att.num_heads // tp + 2 * _kv_heads(spec, tp)) * att.head_dim)
+    if how in ("kv", "qkv"):
+        return _kv_share(spec, group, tp)
     if how == "heads":
         return replace(group, cols=group.cols // tp)
     if how == "expert_bias":
@@ -114,8 +128,17 @@ def vocab_rows_per_rank(vocab_size: int, tp: int) -> int:
     return padded // tp
 
 
-def _kv_heads(spec: ModelSpec, tp: int) -> int:
-    return -(-spec.attention.num_kv_heads // tp)
+def _kv_share(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
+    """K or V projection rows (or the q/k/v bias) of the group's layer on one rank: its KV
+    heads split, each replicated when H_kv < tp (QKVParallelLinear), at its own K/V sizes."""
+    shape = spec.shape_at(group.layers[0] if group.layers else 0)
+    kv = -(-shape.num_kv_heads // tp)
+    if group.name == "self_attn.k_proj":
+        return replace(group, rows=kv * shape.head_dim)
+    if group.name == "self_attn.v_proj":
+        return replace(group, rows=kv * shape.v_head_dim)
+    return replace(group, cols=shape.num_heads // tp * shape.head_dim
+                   + kv * (shape.head_dim + shape.v_head_dim))
 
 
 def _on_stage(group: TensorGroup, stage: Stage) -> bool:
@@ -132,10 +155,22 @@ def tied_head_copy(spec: ModelSpec, stage: Stage) -> bool:
     return spec.tie_word_embeddings and stage.last and not stage.first
 
 
-def _mlp_widths(spec: ModelSpec) -> set[int]:
+def _head_counts(spec: ModelSpec) -> list[tuple[int, int]]:
+    """(query heads, KV heads) of every distinct attention layer shape."""
+    att = spec.attention
+    if not spec.layer_shapes:
+        return [(att.num_heads, att.num_kv_heads)]
+    return sorted({(s.num_heads, s.num_kv_heads) for s in spec.layer_shapes if s.attention})
+
+
+def _mlp_widths(spec: ModelSpec, routed_apart: bool = False) -> set[int]:
+    """Widths split by tp: the dense MLPs', the shared experts' and (unless they split their
+    own way) the routed experts'."""
     widths = {spec.intermediate_size} if spec.intermediate_size else set()
+    widths |= {s.intermediate for s in spec.layer_shapes if s.intermediate}
     if spec.moe is not None:
-        widths.add(spec.moe.expert_intermediate_size)
+        if not routed_apart:
+            widths.add(spec.moe.expert_intermediate_size)
         if spec.moe.shared_intermediate_size:
             widths.add(spec.moe.shared_intermediate_size)
     return widths

@@ -10,7 +10,7 @@ group. Nothing here depends on the context length or on how many requests are re
 
 from dataclasses import dataclass
 
-from .model import LINEAR, MAMBA, ModelSpec
+from .model import CONV, LINEAR, MAMBA, ModelSpec
 
 FP32 = 4
 CONV_COPIES = 4  # the causal conv: its padded input, that input made contiguous, its output, SiLU
@@ -34,7 +34,9 @@ class StateDims:
 
     @property
     def state(self) -> int:
-        """fp32 elements of one request's recurrent state."""
+        """fp32 elements of one request's recurrent state (a short conv's: its conv window)."""
+        if self.kind == CONV:
+            return (self.kernel - 1) * self.conv
         return self.heads * self.a * self.b
 
 
@@ -44,6 +46,9 @@ def state_dims(spec: ModelSpec) -> StateDims | None:
     if st is None or not spec.state_layers:
         return None
     heads, (a, b) = st.recurrent_heads, st.recurrent_shape
+    if st.kind == CONV:  # LFM2's ShortConv: in_proj (B, C, x), the conv, out_proj; no scan
+        return StateDims(CONV, 3 * st.conv_dim, st.conv_dim, st.conv_kernel, 0, 0, 0,
+                         st.conv_dim)
     if st.kind == MAMBA:
         return StateDims(MAMBA, st.intermediate + st.conv_dim + heads, st.conv_dim,
                          st.conv_kernel, heads, a, b, st.intermediate, groups=st.n_groups)
@@ -66,6 +71,10 @@ def state_layer_peak(d: StateDims, tokens: int, num_decode: int, act: int, chunk
               chunk's work (chunk_work)
     norm      the gated norm's fp32 copies of the output (3 x T x out) and its result"""
     f, t = FP32, tokens
+    if d.kind == CONV:  # the projections, then B x x, its causal conv, C x that
+        rows = max(min(group, num_decode), t - num_decode)
+        return t * d.proj * act + max(CONV_COPIES * (rows + d.kernel - 1) * d.conv * act,
+                                      2 * t * d.out * act)
     if d.kind == MAMBA:
         held, split = t * d.proj * act + t * d.out * f, 0
     else:

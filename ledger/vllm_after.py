@@ -69,7 +69,8 @@ def after_pool(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSp
     pool = result.num_gpu_blocks * result.block_bytes
     outside, why = outside_baseline(row, shard, serve)
     room = serve.device_bytes - held - pool - outside
-    graphs = engine.cuda_graph_bytes if engine.cuda_graph_bytes is not None else \
+    graphs = 0 if engine.enforce_eager else engine.cuda_graph_bytes \
+        if engine.cuda_graph_bytes is not None else \
         graph_estimate(spec, shard, row, batch, graph_limit(engine, serve))[0]
     warmup = warmup_peak(spec, shard, engine, batch, sm_count(serve.device_label))
     return AfterPool(room, graphs, warmup, outside, why, batch.seqs)

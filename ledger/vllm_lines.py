@@ -103,7 +103,10 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
                             serve.gpus_per_node)
         out.append(Line("comm_buffers", "communication buffers",
                         *comm_estimate(shard.tensor_parallel_size, pp, link, why)))
-    if engine.cuda_graph_bytes is not None:
+    if engine.enforce_eager:
+        out.append(Line("cuda_graphs", "CUDA graph pool", 0, "none: --enforce-eager captures "
+                        "no CUDA graphs (vLLM sets cudagraph_mode NONE)"))
+    elif engine.cuda_graph_bytes is not None:
         out.append(Line("cuda_graphs", "CUDA graph pool", engine.cuda_graph_bytes,
                         "measured: --cuda-graph-memory", True))
     elif graphs_subtracted(row, runner(engine, spec)):

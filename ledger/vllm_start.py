@@ -56,7 +56,8 @@ def advise_after_pool(at_utilization: Callable[[float], Deployment],
     after = next(s.plan.after_pool for s in deployment.stages if not s.plan.starts)
     parts = [f"lower gpu_memory_utilization to {util:.2f}"] if util is not None else []
     parts += [f"lower max_num_seqs to {seqs:,}"] if seqs is not None else []
-    parts.append("start vLLM with --enforce-eager (no CUDA graphs)")
+    if after.graphs_bytes:
+        parts.append("start vLLM with --enforce-eager (no CUDA graphs)")
     text = (f"vLLM would fail after sizing its KV pool: {after.sentence()}; "
             + " or ".join(parts))
     return StartAdvice(None, util, text, seqs)

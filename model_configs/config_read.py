@@ -10,7 +10,14 @@ from .transformers_defaults import TRANSFORMERS_VERSION, with_defaults
 
 # model_type -> the one whose shape it has (vLLM dispatches on architectures: Kimi-K2 loads as
 # DeepseekV3ForCausalLM)
-ALIASES = {"kimi_k2": "deepseek_v3"}
+ALIASES = {"kimi_k2": "deepseek_v3",
+           # VL text decoders are their text architecture (vLLM's Qwen3VLMoeForConditional-
+           # Generation builds a Qwen3MoeLLMModel; Qwen3VL a Qwen3LLMModel; Qwen2.5-VL a Qwen2
+           # model), as are MiMo (MiMoForCausalLM: Qwen2, its MTP layers unloaded) and
+           # Phi-3-vision (Phi3VForCausalLM: a Phi-3 language model)
+           "qwen3_vl_moe_text": "qwen3_moe", "qwen3_vl_text": "qwen3", "qwen2_5_vl": "qwen2",
+           "qwen2_5_vl_text": "qwen2", "qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2",
+           "mimo": "qwen2", "phi3_v": "phi3"}
 # architectures[0] -> model_type, for a model_type servecap does not know
 ARCHITECTURES = {
     "DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV32ForCausalLM": "deepseek_v32",
@@ -24,7 +31,10 @@ ARCHITECTURES = {
 # a wrapper's model_type -> its text_config's, when the text_config does not say
 TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text", "gemma4": "gemma4_text",
               "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
-              "mistral3": "ministral3"}
+              "mistral3": "ministral3", "qwen3_vl": "qwen3_vl_text",
+              "qwen3_vl_moe": "qwen3_vl_moe_text", "lfm2_vl": "lfm2", "voxtral": "llama",
+              "gemma3n": "gemma3n_text"}
+TOWERS = ("vision_config", "audio_config", "img_processor", "vision_tower", "audio_tower")
 CARRIED = ("quantization_config", "torch_dtype", "dtype", "architectures",
            "tie_word_embeddings")
 READ = frozenset(HFConfig.model_fields)
@@ -40,7 +50,20 @@ MEMORY_FIELDS = {
     "index_head_dim": {"deepseek_v32", "glm_moe_dsa"},
     "global_head_dim": {"gemma4_text"},
     "kv_lora_rank": {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"},
+    "num_kv_shared_layers": {"gemma4_text", "gemma3n_text"},
+    "hidden_size_per_layer_input": {"gemma4_text", "gemma3n_text"},
+    "altup_num_inputs": {"gemma3n_text"},
+    "block_configs": {"nemotron-nas"},
+    "num_attention_heads_per_layer": {"laguna"},
+    "hybrid_layer_pattern": {"mimo_v2_flash"},
+    "swa_num_key_value_heads": {"mimo_v2_flash"},
+    "conv_L_cache": {"lfm2"},
 }
+# fields a family's vLLM model class does not read, dropped with a note (MiMo-V2-Flash states
+# attention_chunk_size 128 beside its sliding_window_size; MiMoV2Attention ignores it)
+UNREAD_BY_CLASS = {("mimo_v2_flash", "attention_chunk_size"): "MiMoV2FlashForCausalLM"}
+# the GQA families whose model class builds V at its own size (MiMoV2Attention's v_head_dim)
+V_HEAD_DIM_TYPES = {"mimo_v2_flash", "deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"}
 
 
 def prepare(data: dict) -> tuple[dict, tuple[str, ...], tuple[str, ...]]:
@@ -56,7 +79,10 @@ def prepare(data: dict) -> tuple[dict, tuple[str, ...], tuple[str, ...]]:
             notes.append(f"{', '.join(filled)} not stated: {model_type}'s defaults in "
                          f"transformers {TRANSFORMERS_VERSION}")
     kept = {k: v for k, v in data.items() if k in READ}
-    ignored = tuple(sorted(k for k in data if k not in READ))
+    for (family, field), cls in UNREAD_BY_CLASS.items():
+        if model_type == family and kept.get(field) is not None:
+            notes.append(f"{field} {kept.pop(field)} not read: vLLM's {cls} ignores it")
+    ignored = tuple(sorted(k for k in data if k not in kept))
     check_numbers(kept)
     _refuse_unread_memory_fields(kept, model_type)
     return kept, ignored, tuple(notes)
@@ -91,7 +117,11 @@ def _unwrap(data: dict, notes: list[str]) -> dict:
     """Multimodal wrappers keep the language model in text_config: plan that, with the
     wrapper's quantization and dtype; the vision and audio towers are not planned."""
     text = data.get("text_config")
-    if not isinstance(text, dict) or data.get("hidden_size") is not None:
+    towers = [k for k in TOWERS if data.get(k)]
+    if not isinstance(text, dict) or (data.get("hidden_size") is not None and
+                                      data.get("model_type") not in TEXT_TYPES):
+        if towers:  # a VL model whose text fields sit at the top (Qwen2.5-VL, Phi-3-vision)
+            notes.append(_towers_note(towers))
         return data
     inner = dict(text)
     for key in CARRIED:
@@ -99,10 +129,15 @@ def _unwrap(data: dict, notes: list[str]) -> dict:
             inner[key] = data[key]
     if inner.get("model_type") is None and data.get("model_type") in TEXT_TYPES:
         inner["model_type"] = TEXT_TYPES[data["model_type"]]
-    towers = [k for k in ("vision_config", "audio_config") if data.get(k)]
-    notes.append("text_config planned (the language model of a multimodal wrapper"
-                 + (f"; {' and '.join(towers)} not planned" if towers else "") + ")")
+    notes.append("text_config planned (the language model of a multimodal wrapper)")
+    if towers:
+        notes.append(_towers_note(towers))
     return {**inner, **{f"wrapper.{k}": v for k, v in data.items() if k not in inner}}
+
+
+def _towers_note(towers: list[str]) -> str:
+    return (f"weights count the language model only: the {' and '.join(towers)} encoder(s) and "
+            "projector vLLM also loads are not counted")
 
 
 def _resolve_type(data: dict, notes: list[str]) -> str | None:
@@ -125,6 +160,10 @@ def _resolve_type(data: dict, notes: list[str]) -> str | None:
 
 
 def _refuse_unread_memory_fields(kept: dict, model_type: str | None) -> None:
+    from .hf import SUPPORTED
+
+    if model_type not in SUPPORTED:  # hf.to_spec refuses the family itself, naming its class
+        return
     for field, types in MEMORY_FIELDS.items():
         value = kept.get(field)
         if value not in (None, False, 0, "") and model_type not in types:
@@ -133,7 +172,8 @@ def _refuse_unread_memory_fields(kept: dict, model_type: str | None) -> None:
     if kept.get("mlp_bias"):
         raise SpecError("mlp_bias", kept["mlp_bias"], "MLP biases are not counted in the "
                         "weights yet; only false is allowed")
-    shared = kept.get("num_kv_shared_layers")
-    if shared:
-        raise SpecError("num_kv_shared_layers", shared, "layers sharing another layer's KV "
-                        "are not planned yet; only 0 is allowed")
+    v_dim, head_dim = kept.get("v_head_dim"), kept.get("head_dim")
+    if v_dim is not None and v_dim != head_dim and model_type not in V_HEAD_DIM_TYPES:
+        raise SpecError("v_head_dim", v_dim, f"differs from head_dim {head_dim}, and vLLM's "
+                        f"model class for {model_type} builds V at head_dim; servecap reads "
+                        f"it for {', '.join(sorted(V_HEAD_DIM_TYPES))}")

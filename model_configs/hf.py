@@ -4,20 +4,35 @@ from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import FULL, SLIDING, Attention, ModelSpec, MoE
 
-from .hybrid_fields import GDN_TYPES, hybrid_kinds, layer_types, state_shape
+from .families import refine
+from .hybrid_fields import (
+    GDN_TYPES,
+    hybrid_kinds,
+    layer_types,
+    lfm2_width,
+    state_shape,
+    window_pattern,
+)
 from .quant import parse_quantization
 from .schema import HFConfig
+from .vllm_classes import unsupported
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
-         "ministral3", "qwen3_5_text", "falcon_h1"}
+         "ministral3", "qwen3_5_text", "falcon_h1", "exaone4", "olmo2", "olmo3", "lfm2",
+         "nemotron-nas", "gemma3n_text"}
 MOE_TYPES = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss",
              "deepseek_v32", "glm_moe_dsa", "qwen3_next", "qwen3_5_moe_text", "nemotron_h",
-             "minimax_m2", "llama4_text", "gemma4_text", "granitemoehybrid"}
+             "minimax_m2", "llama4_text", "gemma4_text", "granitemoehybrid", "laguna",
+             "mimo_v2_flash"}
 SUPPORTED = tuple(sorted(DENSE | MOE_TYPES))
-FOUR_NORMS = {"gemma2", "gemma3_text", "gemma4_text"}
+FOUR_NORMS = {"gemma2", "gemma3_text", "gemma4_text", "gemma3n_text"}
 MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"}
 QK_NORM = {"qwen3", "qwen3_moe", "gemma3_text", "gemma4_text", "qwen3_next", "qwen3_5_text",
-           "qwen3_5_moe_text"}
+           "qwen3_5_moe_text", "exaone4", "olmo2", "olmo3", "lfm2", "laguna", "gemma3n_text"}
+QK_NORM_ALL_HEADS = {"olmo2", "olmo3"}  # q_norm over H x d, k_norm over H_kv x d (Olmo2Attention)
+WINDOW_PATTERN = {"gemma3_text": 6, "exaone4": 4}  # the config classes' default pattern
+ROUTER_BIAS = {"deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa", "nemotron_h",
+               "minimax_m2", "laguna", "mimo_v2_flash"}
 
 
 def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = None,
@@ -27,11 +42,11 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
     if cfg.model_type is None:
         return _kv_only(cfg, name, source, num_parameters, notes)
     if cfg.model_type not in SUPPORTED:
-        raise SpecError("model_type", cfg.model_type, "supported: " + ", ".join(SUPPORTED))
+        raise unsupported(cfg)
     layers = _need(cfg, "num_hidden_layers")
     att, att_notes = _attention(cfg, layers)
     dtype = _checkpoint_dtype(cfg)
-    return ModelSpec(
+    return refine(cfg, ModelSpec(
         name=name, source=source, num_layers=layers, attention=att,
         hidden_size=_need(cfg, "hidden_size"), intermediate_size=_intermediate(cfg, layers),
         vocab_size=_need(cfg, "vocab_size"), tie_word_embeddings=_tied(cfg),
@@ -45,7 +60,7 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
         state=state_shape(cfg, _short_dtype(dtype)) if set(att.layer_kinds) - {FULL, SLIDING}
         - {"chunked"} or cfg.model_type == "falcon_h1" else None,
         parallel_state=cfg.model_type == "falcon_h1",
-    )
+    ))
 
 
 def _short_dtype(name: str) -> str:
@@ -72,6 +87,15 @@ def _intermediate(cfg: HFConfig, layers: int) -> int:
         return cfg.intermediate_size_mlp
     if cfg.model_type == "granitemoehybrid":
         return _need(cfg, "shared_intermediate_size")  # the shared MLP (the dense one, no MoE)
+    if cfg.model_type == "nemotron-nas":
+        return 0  # per layer, from block_configs (families.deci_blocks)
+    if cfg.model_type == "lfm2":
+        return lfm2_width(cfg)
+    if isinstance(cfg.intermediate_size, list):  # Gemma-3n: per layer (families.gemma3n)
+        if cfg.model_type != "gemma3n_text" or len(cfg.intermediate_size) != layers:
+            raise SpecError("intermediate_size", cfg.intermediate_size, "a whole number (one "
+                            f"per layer, {layers}, only for gemma3n_text)")
+        return max(cfg.intermediate_size)
     moe = _moe(cfg, layers)
     if cfg.intermediate_size is None and moe is not None and not moe.dense_layers:
         return 0
@@ -150,7 +174,7 @@ def _attention(cfg: HFConfig, layers: int) -> tuple[Attention, tuple[str, ...]]:
         chunk_size_tokens=cfg.attention_chunk_size if cfg.model_type == "llama4_text" else None,
         full_head_dim=full_dim, full_kv_heads=full_heads, rotary_dim=cfg.rotary_dim or 0,
         q_gate=cfg.model_type == "qwen3_next" or bool(cfg.attn_output_gate),
-        qk_norm_heads=cfg.model_type == "minimax_m2")
+        qk_norm_heads=cfg.model_type == "minimax_m2" or cfg.model_type in QK_NORM_ALL_HEADS)
     return att, notes
 
 
@@ -187,9 +211,9 @@ def _windows(cfg: HFConfig, layers: int) -> tuple[int | None, tuple[str, ...]]:
         return None, ()
     if cfg.model_type == "gemma2":
         return window, tuple(SLIDING if i % 2 == 0 else FULL for i in range(layers))
-    if cfg.model_type == "gemma3_text":
-        pattern = cfg.sliding_window_pattern or 6
-        return window, tuple(FULL if (i + 1) % pattern == 0 else SLIDING for i in range(layers))
+    if cfg.model_type in WINDOW_PATTERN:
+        return window, window_pattern(cfg.sliding_window_pattern, layers,
+                                      WINDOW_PATTERN[cfg.model_type])
     if cfg.model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}:
         first = cfg.max_window_layers if cfg.max_window_layers is not None else layers
         return window, tuple(SLIDING if i >= first else FULL for i in range(layers))
@@ -216,9 +240,9 @@ def _moe(cfg: HFConfig, layers: int) -> MoE | None:
     return MoE(experts, top_k, inter, num_shared_experts=shared,
                shared_intermediate_size=shared_inter,
                dense_layers=_dense_layers(cfg, layers),
-               router_bias=cfg.model_type in {"deepseek_v3", "gpt_oss", "deepseek_v32",
-                                              "glm_moe_dsa", "nemotron_h", "minimax_m2"},
-               shared_expert_gate=cfg.model_type in {"qwen3_next", "qwen3_5_moe_text"},
+               router_bias=cfg.model_type in ROUTER_BIAS,
+               shared_expert_gate=cfg.model_type in {"qwen2_moe", "qwen3_next",
+                                                     "qwen3_5_moe_text"},
                expert_bias=cfg.model_type == "gpt_oss",
                latent_size=(cfg.moe_latent_size or 0) if cfg.model_type == "nemotron_h" else 0)
 
@@ -229,6 +253,10 @@ def _dense_layers(cfg: HFConfig, layers: int) -> tuple[int, ...]:
         return tuple(i for i in range(layers) if (i + 1) % step != 0)
     if cfg.model_type == "nemotron_h":
         return tuple(i for i, c in enumerate(cfg.hybrid_override_pattern or "") if c == "-")
+    if cfg.mlp_layer_types is not None:  # Laguna: "dense" or "sparse" per layer
+        return tuple(i for i, t in enumerate(cfg.mlp_layer_types[:layers]) if t == "dense")
+    if isinstance(cfg.moe_layer_freq, list):  # MiMo-V2: 0 marks a dense layer
+        return tuple(i for i, f in enumerate(cfg.moe_layer_freq[:layers]) if not f)
     if cfg.first_k_dense_replace:
         return tuple(range(min(cfg.first_k_dense_replace, layers)))
     step = cfg.decoder_sparse_step or 1

@@ -5,12 +5,21 @@ fc41bfe8ebdbe69a333da8eeb0c17bf22741d1d4 and falcon_h1.py at commit
 59e459897da422926a8c401c975d8765f0a3e1d1, get_mamba_state_shape_from_config)."""
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.model import CHUNKED, FULL, LINEAR, MAMBA, NONE, SLIDING, StateShape
+from servecap.ledger.model import (
+    CHUNKED,
+    CONV,
+    FULL,
+    LINEAR,
+    MAMBA,
+    NONE,
+    SLIDING,
+    StateShape,
+)
 
 GDN_TYPES = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"}
 LAYER_TYPE_NAMES = {"full_attention": FULL, "sliding_attention": SLIDING,
                     "linear_attention": LINEAR, "chunked_attention": CHUNKED,
-                    "mamba": MAMBA, "attention": FULL}
+                    "mamba": MAMBA, "attention": FULL, "conv": CONV}
 # Nemotron-H's hybrid_override_pattern: M Mamba-2, * attention, - MLP, E MoE
 PATTERN = {"M": MAMBA, "*": FULL, "-": NONE, "E": NONE}
 # Granite-4's layer_types; transformers renames them linear_attention / full_attention (its
@@ -81,7 +90,39 @@ def state_shape(cfg, model_dtype: str) -> StateShape | None:
                           (dim, d_state), model_dtype, ssm, groups, d_state, inner)
     if cfg.model_type in MAMBA2_TYPES:
         return _mamba2_state(cfg, model_dtype)
+    if cfg.model_type == "lfm2":  # ShortConv: a conv state only, in the model dtype
+        dim = cfg.conv_dim or _need(cfg, "hidden_size")
+        return StateShape(CONV, dim, _need(cfg, "conv_L_cache"), 0, (0, 0), model_dtype,
+                          model_dtype, conv_bias=bool(cfg.conv_bias))
     return None
+
+
+def lfm2_width(cfg) -> int:
+    """Lfm2MLP's width (vllm/model_executor/models/lfm2.py at v0.21.0): with
+    block_auto_adjust_ff_dim, int(2 x intermediate / 3), x block_ffn_dim_multiplier, rounded up
+    to a multiple of block_multiple_of; else intermediate_size as stated."""
+    width = _need(cfg, "intermediate_size")
+    if not cfg.block_auto_adjust_ff_dim:
+        return width
+    width = int(2 * width / 3)
+    if cfg.block_ffn_dim_multiplier is not None:
+        width = int(cfg.block_ffn_dim_multiplier * width)
+    multiple = _need(cfg, "block_multiple_of")
+    return multiple * -(-width // multiple)
+
+
+def window_pattern(pattern, layers: int, default: int) -> tuple[str, ...]:
+    """sliding_window_pattern as the config classes expand it: a whole number p makes every
+    p-th layer full (Gemma-3, EXAONE-4); a string of L (local: sliding) and G (global: full)
+    repeats over the layers (EXAONE-4's 'LLLG', the same as 4)."""
+    pattern = default if pattern is None else pattern
+    if isinstance(pattern, str):
+        if not pattern or set(pattern) - {"L", "G"}:
+            raise SpecError("sliding_window_pattern", pattern, "a whole number >= 1 or a "
+                            "string of L (sliding) and G (global) layers, e.g. 'LLLG'")
+        return tuple(FULL if pattern[i % len(pattern)] == "G" else SLIDING
+                     for i in range(layers))
+    return tuple(FULL if (i + 1) % pattern == 0 else SLIDING for i in range(layers))
 
 
 def _mamba2_state(cfg, model_dtype: str) -> StateShape:

@@ -199,6 +199,17 @@ def looks_like_vllm_log(text: str) -> bool:
     return True
 
 
+# fields that take either of two forms: one message naming both (pydantic would report the
+# first member's error alone, e.g. 'LLLG' blamed as "should be a valid integer")
+EITHER = {
+    "sliding_window_pattern": "a whole number >= 1 (every n-th layer global) or a string of "
+                              "L (local: sliding) and G (global) layers, e.g. 'LLLG'",
+    "mamba_d_head": "a whole number >= 1 or 'auto'",
+    "moe_layer_freq": "a whole number, or one 0 (dense) / 1 (MoE) per layer",
+    "gating": "true, false or 'per-head'",
+}
+
+
 def _validate(schema, data: dict):
     try:
         with _no_pydantic_plugins():
@@ -207,6 +218,8 @@ def _validate(schema, data: dict):
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "document"
         value = err.get("input")
+        if err["loc"] and err["loc"][0] in EITHER:  # a union's member error blames one type
+            raise SpecError(str(err["loc"][0]), value, EITHER[err["loc"][0]]) from None
         if err["type"] == "missing":
             raise SpecError(field, None, "required") from None
         if err["type"] == "extra_forbidden":

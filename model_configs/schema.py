@@ -20,7 +20,7 @@ class HFConfig(BaseModel):
     architectures: list[str] | None = None
     model_type: str | None = None
     hidden_size: Count | None = None
-    intermediate_size: Count | None = None
+    intermediate_size: Count | list[Count] | None = None  # Gemma-3n: one width per layer
     num_hidden_layers: Count | None = None
     num_attention_heads: Count | None = None
     num_key_value_heads: Count | None = None
@@ -34,7 +34,7 @@ class HFConfig(BaseModel):
     use_sliding_window: bool | None = None
     max_window_layers: Zero | None = None
     layer_types: list[str] | None = None
-    sliding_window_pattern: Count | None = None
+    sliding_window_pattern: Count | str | None = None  # EXAONE-4: 'LLLG' (L local, G global)
     attention_bias: bool | None = None
     num_local_experts: Count | None = None
     num_experts: Count | None = None
@@ -104,6 +104,32 @@ class HFConfig(BaseModel):
     rotary_dim: Count | None = None
     partial_rotary_factor: float | None = None
     mtp_num_hidden_layers: Zero | None = None
+    # per-layer geometry (model_configs/families.py): DeciLM/NAS blocks, Gemma-3n/4 KV sharing
+    # and per-layer embeddings, LFM2's short conv, MiMo-V2's SWA shapes, Laguna's heads
+    block_configs: list[dict[str, Any]] | None = None
+    hidden_size_per_layer_input: Zero | None = None
+    vocab_size_per_layer_input: Count | None = None
+    use_double_wide_mlp: bool | None = None
+    conv_L_cache: Count | None = None
+    conv_bias: bool | None = None
+    conv_dim: Count | None = None
+    block_multiple_of: Count | None = None
+    block_auto_adjust_ff_dim: bool | None = None
+    block_ffn_dim_multiplier: float | None = None
+    swa_num_attention_heads: Count | None = None
+    swa_num_key_value_heads: Count | None = None
+    swa_head_dim: Count | None = None
+    swa_v_head_dim: Count | None = None
+    sliding_window_size: Count | None = None
+    hybrid_layer_pattern: list[Zero] | None = None
+    moe_layer_freq: list[Zero] | Zero | None = None
+    add_swa_attention_sink_bias: bool | None = None
+    add_full_attention_sink_bias: bool | None = None
+    num_attention_heads_per_layer: list[Count] | None = None
+    mlp_layer_types: list[str] | None = None
+    gating: bool | str | None = None
+    altup_num_inputs: Count | None = None  # Gemma-3n's AltUp streams
+    laurel_rank: Count | None = None  # Gemma-3n's LAuReL low-rank residual
 
 
 class Serving(BaseModel):

@@ -47,6 +47,19 @@ DEFAULTS: dict[str, dict[str, object]] = {
                   "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 128,
                   "mamba_proj_bias": False, "mamba_rms_norm": False, "mlp_bias": False,
                   "projectors_bias": False, "tie_word_embeddings": False},
+    "exaone4": {"sliding_window_pattern": 4, "tie_word_embeddings": False},
+    "olmo2": {"attention_bias": False, "tie_word_embeddings": False},
+    "olmo3": {"attention_bias": False, "tie_word_embeddings": False},
+    "lfm2": {"block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.0,
+             "block_multiple_of": 256, "conv_L_cache": 3, "conv_bias": False,
+             "tie_word_embeddings": True},
+    "laguna": {"attention_bias": False, "gating": True, "head_dim": 128,
+               "tie_word_embeddings": False},
+    "mimo_v2_flash": {"attention_bias": False, "tie_word_embeddings": False},
+    "gemma3n_text": {"altup_num_inputs": 4, "attention_bias": False, "head_dim": 256,
+                     "hidden_size_per_layer_input": 256, "laurel_rank": 64,
+                     "num_kv_shared_layers": 15, "sliding_window": 512,
+                     "tie_word_embeddings": True, "vocab_size_per_layer_input": 262144},
 }
 # keys whose explicit null the config class keeps (its default applies only when the key is
 # absent): Falcon-H1's mamba_d_ssm null means mamba_expand x hidden_size, not 1024

@@ -4,6 +4,7 @@ from servecap.ledger.arch import routed_layers
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ATTENTION_KINDS, NONE, ModelSpec
 
+from .own_shapes import refuse_own_shapes
 from .router import FAMILY_DEFAULTS
 
 # Llama-family decoders, the MoE families (Mixtral, Qwen3-MoE, DeepSeek-V3 with its latent
@@ -56,6 +57,7 @@ def _refuse_attention(spec: ModelSpec) -> None:
 
 def _refuse_kinds(spec: ModelSpec) -> None:
     """Nothing runs wrong silently: each kind the runtime cannot run is refused by name."""
+    refuse_own_shapes(spec)
     att = spec.attention
     for kind in dict.fromkeys(att.layer_kinds):
         if kind in UNRUN_KINDS:

@@ -86,7 +86,7 @@ def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
         engine = replace(engine, pipeline_parallel_size=scenario.parallel.pipeline_parallel_size)
     par = scenario.parallel
     parallel = Parallel(par.tensor_parallel_size, par.pipeline_parallel_size,
-                        par.data_parallel_size)
+                        par.data_parallel_size, par.enable_expert_parallel)
     overrides = measured_overrides(scenario, file_overrides(scenario, loaded))
     if engine.name != VLLM:
         spec = as_cached(spec, release)

@@ -79,7 +79,20 @@ def engine_spec(scenario: Scenario) -> EngineSpec:
         max_total_tokens=mem.max_total_tokens,
         non_torch_bytes=size(mem.non_torch, "--non-torch"),
         comm_buffer_bytes=size(mem.comm_buffer, "--comm-buffer"),
-        cuda_graph_bytes=size(mem.cuda_graph_memory, "--cuda-graph-memory"))
+        cuda_graph_bytes=size(mem.cuda_graph_memory, "--cuda-graph-memory"),
+        enforce_eager=_eager(scenario, name))
+
+
+def _eager(scenario: Scenario, name: str) -> bool:
+    """vLLM's --enforce-eager: no CUDA graphs (a measured graph pool other than 0 contradicts
+    it; reconcile declares 0 for a log started eager)."""
+    if not scenario.engine.enforce_eager or name != VLLM:
+        return False
+    declared = size(scenario.memory.cuda_graph_memory, "--cuda-graph-memory")
+    if declared:
+        raise SpecError("--cuda-graph-memory", scenario.memory.cuda_graph_memory, "not with "
+                        "--enforce-eager: vLLM captures no CUDA graphs then (only 0)")
+    return True
 
 
 def with_device(engine: EngineSpec, device: str | None, batched_tokens: int | None):

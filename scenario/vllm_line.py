@@ -61,6 +61,7 @@ MODELLED = {
     "--eplb-config": ("parallel", "eplb"),
     "--num-redundant-experts": ("parallel.num_redundant_experts", "zero"),
     "--eplb-window-size": ("parallel.eplb_window_size", _INT),
+    "--enforce-eager": ("engine.enforce_eager", _BOOL),
 }
 SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
          "-dp": "--data-parallel-size", "-q": "--quantization", "-n": "--nnodes",
@@ -100,7 +101,6 @@ IGNORED_BOOL = frozenset("""
 # These change what vLLM holds on the GPU in ways the ledger does not model.
 REFUSED = {
     "--cpu-offload-gb": "moves weights to host memory",
-    "--enforce-eager": "skips CUDA graph capture and torch.compile (a different profile)",
     "--disable-sliding-window": "caches every layer's full context",
     "--specialize-active-lora": "captures CUDA graphs per count of active adapters",
     "--hf-overrides": "replaces config.json fields the ledger reads",

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from servecap.ledger.hybrid import DEFAULT_MAMBA_CHUNK_SIZE
 from servecap.ledger.model import CHUNKED, SLIDING, ModelSpec
 
+from .geometry import full_shape, v_differs
+
 KV_BITS = "kv_bits_per_element"
 
 
@@ -22,6 +24,9 @@ class Kinds:
     # fixed lines of their own beside the weights, by defined name: LoRA slots
     # (lora_line_bytes), redundant experts and EPLB's state (eplb_line_bytes)
     extras: tuple[str, ...] = ()
+    v_shape: bool = False  # V is stored at another size than K (MiMo-V2: v_head_dim cells)
+    own_shapes: bool = False  # layers have their own shapes (ModelSpec.layer_shapes): a block
+    # of every layer is the KV per token, not L x one layer's
 
 
 PURE = Kinds()
@@ -29,28 +34,32 @@ PURE = Kinds()
 
 def kinds_of(spec: ModelSpec, extras: tuple[str, ...] = ()) -> Kinds:
     att = spec.attention
-    return Kinds(spec.is_hybrid, CHUNKED in att.layer_kinds,
-                 bool(att.full_head_dim) and att.kind != "mla", bool(att.indexer_head_dim),
-                 bool(spec.state_layers), extras)
+    own_full = (bool(att.full_head_dim) and att.kind != "mla") or full_shape(spec) is not None
+    return Kinds(spec.is_hybrid, CHUNKED in att.layer_kinds, own_full,
+                 bool(att.indexer_head_dim), bool(spec.state_layers), extras,
+                 v_shape=v_differs(spec), own_shapes=bool(spec.layer_shapes))
 
 
-def per_layer_bits(bits: str = KV_BITS, named: bool = True) -> str:
-    """Bits one token stores in one layer. GQA: 2 [K,V] x H_kv x d_h x b_kv; MLA: one latent of
-    (kv_lora_rank + qk_rope_head_dim) x b_kv, no factor 2 (ledger.kv.kv_bits_per_token_layer).
-    At the workbook's KV width it is the Ledger's named cell, unless `named` is False."""
+def per_layer_bits(bits: str = KV_BITS, named: bool = True, kinds: Kinds = PURE) -> str:
+    """Bits one token stores in one layer. GQA: 2 [K,V] x H_kv x d_h x b_kv (H_kv x (d_k + d_v)
+    x b_kv where V has its own size); MLA: one latent of (kv_lora_rank + qk_rope_head_dim) x
+    b_kv, no factor 2 (ledger.kv.kv_bits_for_layer). At the workbook's KV width it is the
+    Ledger's named cell, unless `named` is False."""
     if bits == KV_BITS and named:
         return "kv_bits_per_token_layer"
-    return (f'IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*{bits},'
-            f"2*num_kv_heads*head_dim*{bits})")
+    gqa = "num_kv_heads*(head_dim+v_head_dim)" if kinds.v_shape else "2*num_kv_heads*head_dim"
+    return f'IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*{bits},{gqa}*{bits})'
 
 
 def full_layer_bits(kinds: Kinds, bits: str = KV_BITS, named: bool = True) -> str:
     """A full-attention layer's bits per token: its own shape where it has one (Gemma-4's
     full_kv_heads x full_head_dim, ledger.model.Attention.shape), else per_layer_bits."""
     if not kinds.full_shape:
-        return per_layer_bits(bits, named)
+        return per_layer_bits(bits, named, kinds)
     if bits == KV_BITS and named:
         return "kv_bits_per_token_full_layer"
+    if kinds.v_shape:
+        return f"full_kv_heads*(full_head_dim+full_v_head_dim)*{bits}"
     return f"2*full_kv_heads*full_head_dim*{bits}"
 
 

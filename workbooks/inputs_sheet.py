@@ -15,6 +15,7 @@ from .cached import remember
 from .deploy_inputs import deploy_rows
 from .eplb_rows import eplb_inputs, eplb_settings
 from .formulas import kinds_of, kv_request
+from .geometry import KindShape, caching_layers, default_shape, full_shape
 from .lora_rows import lora_inputs, lora_settings
 from .names import define
 from .release_inputs import state_rule_rows, window_row
@@ -47,6 +48,8 @@ class InputRow:
 def model_rows(src: WorkbookSource) -> list[InputRow]:
     """Inputs that come from the model file: --from-workbook checks them, it does not apply them."""
     spec, split, att = src.spec, weight_split(src), src.spec.attention
+    shape = KindShape(att.num_kv_heads, att.head_dim, att.head_dim) if att.kind == "mla" \
+        else default_shape(spec)
     rows = [
         ("num_parameters", split.num_parameters, style.PARAMS, "params",
          "P: every stored parameter (M_weights = P x b_w + M_metadata)"),
@@ -69,8 +72,8 @@ def model_rows(src: WorkbookSource) -> list[InputRow]:
          "gqa (also MHA, MQA) or mla (latent KV)" + (
              "; MLA run as multi-head attention: K and V per head (vLLM before 0.7.1)"
              if att.mla_per_head_cache else "")),
-        ("num_kv_heads", att.num_kv_heads, style.HEADS, "heads/layer", "H_kv: KV heads"),
-        ("head_dim", att.head_dim, style.ELEMENTS, "elements/head", "d_h"),
+        ("num_kv_heads", shape.kv_heads, style.HEADS, "heads/layer", "H_kv: KV heads"),
+        ("head_dim", shape.k_dim, style.ELEMENTS, "elements/head", "d_h"),
         ("kv_lora_rank", att.kv_lora_rank, style.ELEMENTS, "elements", "MLA latent width"),
         ("qk_rope_head_dim", att.qk_rope_head_dim, style.ELEMENTS, "elements",
          "MLA decoupled RoPE key width"),
@@ -80,11 +83,11 @@ def model_rows(src: WorkbookSource) -> list[InputRow]:
 
 
 HYBRID_NAMES = ("num_full_layers", "num_chunked_layers", "chunk_size_tokens", "full_kv_heads",
-                "full_head_dim", "indexer_head_dim", "num_state_layers", "state_conv_kernel",
-                "state_conv_dim", "state_recurrent_heads", "state_head_elements",
-                "state_n_groups", "state_d_state", "state_intermediate", "state_conv_dtype",
-                "state_ssm_dtype", "mamba_cache_mode", "state_checkpoint_alignment",
-                "state_checkpoint_pages", "mamba_all_chunk_aligned")
+                "full_head_dim", "v_head_dim", "full_v_head_dim", "indexer_head_dim",
+                "num_state_layers", "state_conv_kernel", "state_conv_dim",
+                "state_recurrent_heads", "state_head_elements", "state_n_groups", "state_d_state",
+                "state_intermediate", "state_conv_dtype", "state_ssm_dtype", "mamba_cache_mode",
+                "state_checkpoint_alignment", "state_checkpoint_pages", "mamba_all_chunk_aligned")
 
 
 def hybrid_rows(src: WorkbookSource) -> list[tuple]:
@@ -100,12 +103,18 @@ def hybrid_rows(src: WorkbookSource) -> list[tuple]:
                   "of L, chunked local attention layers (Llama-4)"),
                  ("chunk_size_tokens", att.chunk_size_tokens, style.TOKENS, "tokens",
                   "C: a chunked layer attends within its chunk")]
+    if kinds.v_shape:
+        rows.append(("v_head_dim", default_shape(spec).v_dim, style.ELEMENTS, "elements/head",
+                     "d_v: V's head size where it differs from K's (MiMo-V2: 128 beside 192)"))
     if kinds.full_shape:
-        heads, dim = att.shape(FULL)
-        rows += [("full_kv_heads", heads, style.HEADS, "heads/layer",
+        full = full_shape(spec) or KindShape(*att.shape(FULL), att.shape(FULL)[1])
+        rows += [("full_kv_heads", full.kv_heads, style.HEADS, "heads/layer",
                   "KV heads of the full-attention layers"),
-                 ("full_head_dim", dim, style.ELEMENTS, "elements/head",
+                 ("full_head_dim", full.k_dim, style.ELEMENTS, "elements/head",
                   "head size of the full-attention layers (Gemma-4: 512)")]
+        if kinds.v_shape:
+            rows.append(("full_v_head_dim", full.v_dim, style.ELEMENTS, "elements/head",
+                         "V's head size in the full-attention layers"))
     if kinds.indexer:
         rows.append(("indexer_head_dim", att.indexer_head_dim, style.ELEMENTS, "elements",
                      "sparse-attention indexer: one K of this size per token and layer"))
@@ -145,7 +154,8 @@ def state_rows(src: WorkbookSource) -> list[tuple]:
 
 
 def _count(spec, kind: str) -> int:
-    return sum(spec.layer_kind(n) == kind for n in range(spec.num_layers))
+    """Layers of `kind` that keep their own KV (not a no-op block, not a KV-sharing layer)."""
+    return len(caching_layers(spec, kind))
 
 
 def _state_dtype(name: str) -> str:

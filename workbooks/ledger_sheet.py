@@ -4,7 +4,6 @@ from openpyxl.workbook.workbook import Workbook
 
 from servecap.ledger import dtypes
 from servecap.ledger.kv import WHOLE, kv_bits_for_layer, kv_bits_per_token_layer
-from servecap.ledger.model import FULL
 from servecap.ledger.paging import blocks_for
 from servecap.ledger.plan import Plan
 from servecap.ledger.state import state_bytes_per_layer
@@ -25,6 +24,7 @@ from .formulas import (
     state_layer_bytes,
     weights_computed,
 )
+from .geometry import representative
 from .lora_rows import LINE as LORA_LINE
 from .names import define
 from .source import WorkbookSource, cache_bytes_per_request, weight_split
@@ -92,13 +92,16 @@ def derived(kinds: Kinds) -> list[tuple]:
         ("kv_bits_per_element", "KV width", "=VLOOKUP(kv_dtype,dtype_bits,2,FALSE)", style.BITS,
          "b_kv of kv_dtype, from the width table on Inputs"),
         ("kv_bits_per_token_layer", "KV per token per layer",
-         "=" + per_layer_bits(named=False), style.BITS,
-         "GQA: 2 [K,V] x H_kv x d_h x b_kv; MLA: (kv_lora_rank + rope dim) x b_kv"
+         "=" + per_layer_bits(named=False, kinds=kinds), style.BITS,
+         ("GQA: H_kv x (d_k + d_v) x b_kv" if kinds.v_shape else
+          "GQA: 2 [K,V] x H_kv x d_h x b_kv") + "; MLA: (kv_lora_rank + rope dim) x b_kv"
          + ("; sliding and chunked layers" if kinds.full_shape else ""))]
     if kinds.full_shape:
         rows.append(("kv_bits_per_token_full_layer", "KV per token per full layer",
                      "=" + full_layer_bits(kinds, named=False), style.BITS,
-                     "2 x full_kv_heads x full_head_dim x b_kv: full layers' own shape"))
+                     ("full_kv_heads x (full_head_dim + full_v_head_dim)" if kinds.v_shape
+                      else "2 x full_kv_heads x full_head_dim") + " x b_kv: full layers' own "
+                     "shape"))
     rows += [
         ("kv_bytes_per_token", "KV per token", "=" + kv_per_token(kinds), style.BYTES,
          "2 x L x H_kv x d_h x b_kv (seed 000), whole bytes"
@@ -211,7 +214,7 @@ def known_values(src: WorkbookSource, plan: Plan) -> dict[str, object]:
     bits = dtypes.lookup(serve.kv_dtype, "kv_dtype").bits
     lengths = serve.live_lengths
     held = blocks_for(serve.context_tokens, serve.block_size_tokens) * serve.block_size_tokens
-    full = [n for n in range(spec.num_layers) if spec.layer_kind(n) == FULL]
+    full, layer = representative(spec, True), representative(spec, False)
     return {
         "weights_bytes": plan.line("weights"), "lora_line_bytes": plan.line("lora_adapters"),
         "eplb_line_bytes": plan.line("eplb"),
@@ -222,9 +225,10 @@ def known_values(src: WorkbookSource, plan: Plan) -> dict[str, object]:
         "state_cache_bytes": plan.line("state_cache"),
         "committed_bytes": plan.committed_bytes, "device_line_bytes": plan.device_bytes,
         "free_bytes": plan.free_bytes, "kv_bits_per_element": bits,
-        "kv_bits_per_token_layer": kv_bits_per_token_layer(spec, bits),
-        "kv_bits_per_token_full_layer": kv_bits_for_layer(spec, full[0], bits, WHOLE)
-        if full else None,
+        "kv_bits_per_token_layer": kv_bits_for_layer(spec, layer, bits, WHOLE)
+        if layer is not None else kv_bits_per_token_layer(spec, bits),
+        "kv_bits_per_token_full_layer": kv_bits_for_layer(spec, full, bits, WHOLE)
+        if full is not None else None,
         "kv_bytes_per_token": plan.kv_bytes_per_token,
         "shared_prefix_slot_tokens": min(serve.shared_prefix_tokens, *lengths)
         // serve.block_size_tokens * serve.block_size_tokens,

@@ -41,8 +41,22 @@ AFTER = (("after_pool_outside", "after the pool: in use before vLLM's baseline (
 HELD = "+".join(f"[{key}]" for key in ("weights", "weight_metadata", "weights_resident",
                                        "lora_adapters", "eplb", "rotary_cache", "non_torch",
                                        "comm_buffers"))
-BITS = ('IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
-        "2*[kv_heads]*head_dim*kv_bits_per_element)")
+
+
+def layer_bits(kinds: Kinds) -> str:
+    """One token in one layer on this rank (formulas.per_layer_bits, KV heads per rank)."""
+    gqa = "[kv_heads]*(head_dim+v_head_dim)" if kinds.v_shape else "2*[kv_heads]*head_dim"
+    return ('IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
+            f"{gqa}*kv_bits_per_element)")
+
+
+def full_layer_bits(kinds: Kinds) -> str:
+    """One token in one full layer of its own shape on this rank."""
+    if kinds.v_shape:
+        return "[full_kv_heads]*(full_head_dim+full_v_head_dim)*kv_bits_per_element"
+    return "2*[full_kv_heads]*full_head_dim*kv_bits_per_element"
+
+
 # a windowed layer holds min(ceil(S/B), ceil(min(W-1+T, S)/B) + 1) blocks at its peak, its
 # prefill in flight (ledger.paging.windowed_blocks); over the load's lengths min(a, b) is written
 # a - (a>b)(a-b), as MIN would aggregate the array
@@ -127,7 +141,8 @@ def rank_rows(model: RankModel) -> list[tuple[str, str, str | None, str]]:
         ("pool", "KV pool as sized", style.BYTES, POOL[model.engine]),
         ("kv_pool_bytes", "KV pool", style.BYTES, "MAX([pool],0)"),
         ("headroom", "outside the engine budget", style.BYTES, HEADROOM[model.engine])]
-    return rows + (_hybrid_page_rows(model) if model.vllm_hybrid else _page_rows(model.engine)) \
+    return rows + (_hybrid_page_rows(model) if model.vllm_hybrid else
+                   _page_rows(model.engine, model.kinds)) \
         + _budget_rows(model)
 
 
@@ -138,10 +153,10 @@ def _kv_rows(model: RankModel) -> list[tuple]:
     if kinds.full_shape:
         rows.append(("full_kv_heads", "full layers' KV heads on this rank", style.HEADS,
                      "ROUNDUP(full_kv_heads/tensor_parallel_size,0)"))
-    rows.append(("kv_bits_layer", "KV per token per layer", style.BITS, BITS))
+    rows.append(("kv_bits_layer", "KV per token per layer", style.BITS, layer_bits(kinds)))
     if kinds.full_shape:
         rows.append(("kv_bits_full_layer", "KV per token per full layer", style.BITS,
-                     "2*[full_kv_heads]*full_head_dim*kv_bits_per_element"))
+                     full_layer_bits(kinds)))
     return rows + [
         ("kv_bytes_per_token", "KV per token", style.BYTES, _kv_per_token(model)),
         ("kv_request_context", "KV per request at context", style.BYTES, _kv_request(model)),
@@ -221,14 +236,16 @@ def _plain_rows(model: RankModel) -> list[tuple]:
         ("fits", "declared load fits", style.BOOL, "[free]>=0")]
 
 
-def _page_rows(engine: str) -> list[tuple]:
+def _page_rows(engine: str, kinds: Kinds = PURE) -> list[tuple]:
     """One page per layer kind (vLLM: block x one layer's token, group_layers tensors per
-    block id; the other engines: a block of every layer)."""
+    block id; the other engines: a block of every layer, each at its own shape where layers
+    have their own, ledger.engines._token_bytes)."""
     vllm = engine == VLLM
     page = "block_size_tokens*INT([kv_bits_layer]/8)"
+    every = "block_size_tokens*[kv_bytes_per_token]" if kinds.own_shapes else f"{page}*[layers]"
     return [
         ("block_bytes", "bytes per block", style.BYTES,
-         f"{page}*" + ("[group_layers]" if vllm else "[layers]")),
+         f"{page}*[group_layers]" if vllm else every),
         ("own_blocks", "blocks this rank's pool fits", style.BLOCKS,
          f"IF(AND([kv_pool_bytes]>0,{page}>0,[group_layers]>0),INT(INT([kv_pool_bytes]/({page}))"
          "/[group_layers]),0)" if vllm else

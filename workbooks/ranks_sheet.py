@@ -31,6 +31,7 @@ from servecap.ledger.vllm_versions import TOKENS_FROM_CONCURRENCY
 from . import charts, page, style
 from .cached import remember
 from .formulas import kinds_of
+from .geometry import caching_layers, default_shape, full_shape, representative
 from .names import define
 from .ranks_after import after_known, after_values, plan_after, start_note
 from .ranks_formulas import AFTER, FIXED, RankModel, rank_rows
@@ -52,9 +53,16 @@ def rank_model(src: WorkbookSource) -> RankModel:
     if not vllm or not kinds.hybrid:
         return RankModel(engine.name, kinds, **rules)
     plan = _layout(src, src.deployment.stages[0])
-    first = next(n for n in range(spec.num_layers) if spec.layer_kind(n) in ATTENTION_KINDS)
+    first = _first_caching(spec)
     return RankModel(engine.name, kinds, plan.kinds, plan.uniform_type,
                      spec.layer_kind(first) == FULL, **rules)
+
+
+def _first_caching(spec) -> int:
+    """The first layer with a KV of its own: its token sizes the page a state must fit
+    (ledger.hybrid._block_size, vLLM's model_config.get_head_size())."""
+    return next(n for n in range(spec.num_layers)
+                if spec.layer_kind(n) in ATTENTION_KINDS and spec.shape_at(n).caches_kv)
 
 
 def _layout(src: WorkbookSource, item: StagePlan) -> HybridLayout:
@@ -75,11 +83,11 @@ def _structure(src: WorkbookSource, item: StagePlan, rank: int,
     out = {"rank": rank, "stage": stage.index, "tp_rank": rank - item.ranks[0],
            "first_layer": stage.layers[0], "last_layer": stage.layers[-1],
            "layers": len(stage.layers),
-           "sliding_layers": sum(spec.layer_kind(i) == SLIDING for i in stage.layers)}
+           "sliding_layers": len(caching_layers(spec, SLIDING, stage.layers))}
     if kinds.hybrid:
-        out["full_layers"] = sum(spec.layer_kind(i) == FULL for i in stage.layers)
+        out["full_layers"] = len(caching_layers(spec, FULL, stage.layers))
     if kinds.chunked:
-        out["chunked_layers"] = sum(spec.layer_kind(i) == CHUNKED for i in stage.layers)
+        out["chunked_layers"] = len(caching_layers(spec, CHUNKED, stage.layers))
     if kinds.state:
         out["state_layers"] = len(set(spec.state_layers) & set(stage.layers))
     if model.vllm_hybrid:
@@ -109,8 +117,8 @@ def _known(src: WorkbookSource, item: StagePlan, binding: bool, one_stage: bool,
            "kv_pool_spare": plan.line("kv_pool_spare"),
            "fixed": plan.fixed_bytes - plan.line("safety"),
            "kv_heads": 0 if src.spec.attention.kind == "mla"
-           else kv_heads_per_rank(src.spec, shard.tensor_parallel_size),
-           "kv_bits_layer": kv_bits_per_token_layer(src.spec, bits, shard),
+           else -(-default_shape(src.spec).kv_heads // shard.tensor_parallel_size),
+           "kv_bits_layer": _layer_bits(src.spec, bits, shard),
            "kv_request_context": kv_bytes_per_request(src.spec, bits, plan.serve.context_tokens,
                                                       plan.serve.block_size_tokens, shard,
                                                       plan.window_in_flight_tokens)}
@@ -132,18 +140,27 @@ def _known(src: WorkbookSource, item: StagePlan, binding: bool, one_stage: bool,
     return out
 
 
+def _layer_bits(spec, bits: int, shard) -> int:
+    """The plain cells' layer (geometry.representative): one token's bits on this rank."""
+    layer = representative(spec, False)
+    return kv_bits_for_layer(spec, layer, bits, shard) if layer is not None else \
+        kv_bits_per_token_layer(spec, bits, shard)
+
+
 def _cache_known(src: WorkbookSource, plan, bits: int) -> dict[str, object]:
     """The full layers' shape, the indexer K and the fixed states on this rank."""
     spec, shard = src.spec, plan.shard
-    full = [n for n in range(spec.num_layers) if spec.layer_kind(n) == FULL]
+    full = representative(spec, True)
+    shape = full_shape(spec)
     out = {"indexer_bytes_per_token": plan.indexer_bytes_per_token,
            "indexer_cache": plan.line("indexer_cache"),
            "state_bytes_per_request": plan.state_bytes_per_request,
            "state_cache": plan.line("state_cache"),
            "cache_bytes_per_request": cache_bytes_per_request(plan),
-           "full_kv_heads": kv_heads_per_rank(spec, shard.tensor_parallel_size, FULL),
-           "kv_bits_full_layer": kv_bits_for_layer(spec, full[0], bits, shard) if full
-           else None}
+           "full_kv_heads": -(-shape.kv_heads // shard.tensor_parallel_size) if shape
+           else kv_heads_per_rank(spec, shard.tensor_parallel_size, FULL),
+           "kv_bits_full_layer": kv_bits_for_layer(spec, full, bits, shard)
+           if full is not None else None}
     if spec.state is not None:
         out["state_layer_bytes"] = state_bytes_per_layer(spec.state, shard.tensor_parallel_size)
     return out
@@ -156,10 +173,10 @@ def _page_known(src: WorkbookSource, item: StagePlan) -> dict[str, object]:
     page = plan.page_bytes
     token = {kind: kv_bits_for_layer(spec, n, bits, item.plan.shard) // 8
              for n in reversed(range(spec.num_layers))
-             if (kind := spec.layer_kind(n)) in ATTENTION_KINDS}
+             if (kind := spec.layer_kind(n)) in ATTENTION_KINDS and spec.shape_at(n).caches_kv}
     if spec.attention.indexer_head_dim:
         token["indexer"] = indexer_bytes_per_token(spec.attention.indexer_head_dim)
-    first = next(n for n in range(spec.num_layers) if spec.layer_kind(n) in ATTENTION_KINDS)
+    first = _first_caching(spec)
     out = {"attention_block_size": plan.block_size_tokens, "page_bytes": page,
            "one_token_bytes": kv_bits_for_layer(spec, first, bits, item.plan.shard) // 8}
     out.update({f"{kind}_block_size": page // per for kind, per in token.items()})

@@ -10,6 +10,8 @@ from servecap.ledger.ranks import Deployment, build_deployment
 from servecap.ledger.serve import ServeSpec
 from servecap.ledger.weights import default_quant, weight_bytes
 
+from .geometry import caching_layers
+
 
 @dataclass(frozen=True)
 class WorkbookSource:
@@ -45,9 +47,12 @@ class WorkbookSource:
 
     @property
     def multi(self) -> bool:
-        """More than one GPU or an engine's budget: the Ranks sheet holds the deployment."""
+        """More than one GPU, an engine's budget, or routed experts split across data-parallel
+        ranks (ledger/experts.py): the Ranks sheet holds the deployment."""
         dep = self.deployment
-        return dep is not None and (dep.parallel.world_size > 1 or dep.plan.budget is not None)
+        split = dep is not None and dep.plan.shard.experts is not None
+        return dep is not None and (dep.parallel.world_size > 1 or dep.plan.budget is not None
+                                    or split)
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,8 @@ def weight_split(src: WorkbookSource) -> WeightSplit:
 
 
 def num_sliding_layers(spec: ModelSpec) -> int:
-    return sum(spec.layer_kind(i) == SLIDING for i in range(spec.num_layers))
+    """Sliding layers that keep their own KV (workbooks/geometry.py)."""
+    return len(caching_layers(spec, SLIDING))
 
 
 def load_runs(serve: ServeSpec) -> list[tuple[int, int]]:

@@ -23,12 +23,23 @@ def test_an_unread_memory_field_is_refused_by_name(run, tmp_path: Path) -> None:
     assert len(lines) == 1 and "hybrid_override_pattern" in lines[0] and "qwen3" in lines[0]
 
 
-def test_kv_sharing_is_refused_rather_than_planned_without_it(run, tmp_path: Path) -> None:
+def test_kv_sharing_is_planned_for_gemma4_and_refused_elsewhere(run, tmp_path: Path) -> None:
+    """Gemma4Attention (vLLM v0.21.0): the last num_kv_shared_layers layers read the last
+    earlier layer of their type and cache nothing; another family's class never reads it."""
     data = json.loads((CONFIGS / "google--gemma-4-26B-A4B" / "config.json").read_text())
-    data["text_config"]["num_kv_shared_layers"] = 10
     path = tmp_path / "config.json"
     path.write_text(json.dumps(data))
-    result = run("plan", path, "--device", "h100-80gb")
+    whole = json.loads(run("plan", path, "--device", "h100-80gb", "--json").stdout)
+    data["text_config"]["num_kv_shared_layers"] = 10
+    path.write_text(json.dumps(data))
+    shared = json.loads(run("plan", path, "--device", "h100-80gb", "--json").stdout)
+    layers = shared["layers"]
+    assert [r["kv_source"] is not None for r in layers] == [i >= 20 for i in range(30)]
+    assert all(layers[r["kv_source"]]["kind"] == r["kind"] for r in layers[20:])
+    assert shared["kv_bytes_per_token"] == sum(r["kv_bytes_per_token"]
+                                               for r in whole["layers"][:20])
+    other = write(tmp_path, "Qwen--Qwen3-8B", num_kv_shared_layers=4)
+    result = run("plan", other, "--device", "h100-80gb")
     assert result.exit_code == 2 and "num_kv_shared_layers" in result.output
 
 

@@ -1,66 +1,50 @@
-"""Every official config.json kept in tests/fixtures/configs plans (exit 0 or 1, never 2), and
-its KV per token, KV per request, fixed state per request and parameter count equal an
-independent computation written here from the config's fields, vLLM's cache rules
-(vllm/v1/kv_cache_interface.py, mamba_utils.py) and transformers' own model classes."""
+"""Every official config.json kept in tests/fixtures/configs plans (exit 0 or 1, never 2) or is
+refused naming the vLLM model class it would need. A planned one's geometry is checked layer
+by layer against an independent reading written here (official_layers.py: each family's own
+fields, as its vLLM model class reads them), and its KV per token, KV per request, fixed state
+per request and parameter count against independent counts (transformers' model classes, or
+the family's block formula where transformers has none)."""
 
 import json
 from pathlib import Path
 
 import pytest
+from official_layers import expected_layers, kv_bytes, text_part
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 DIRS = sorted(p.name for p in CONFIGS.iterdir() if (p / "config.json").exists())
 CONTEXT, BLOCK, BUDGET = 8192, 16, 8192  # BUDGET: vLLM's max_num_batched_tokens, plan's default
-BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# families servecap does not plan: the vLLM class (vllm/model_executor/models/registry.py at
+# v0.21.0) each refusal must name
+REFUSED = {
+    "deepseek-ai--DeepSeek-V4-Flash": "DeepseekV4ForCausalLM",
+    "MiniMaxAI--MiniMax-M3": "MiniMaxM3ForCausalLM",  # no class at v0.21.0
+    "stepfun-ai--Step-3.7-Flash": "Step3p7FlashForCausalLM",  # no class at v0.21.0
+    "meta-llama--Llama-3.2-90B-Vision-Instruct": "MllamaForConditionalGeneration",  # removed
+    "microsoft--phi-1": "PhiForCausalLM",
+    "bigcode--starcoder2-7b": "Starcoder2ForCausalLM",
+    "internlm--internlm2_5-7b-chat": "InternLM2ForCausalLM",
+    "CohereForAI--aya-23-8B": "CohereForCausalLM",
+    "openbmb--MiniCPM-2B-sft-bf16": "MiniCPMForCausalLM",
+    "stabilityai--stablelm-2-zephyr-1_6b": "StableLmForCausalLM",
+}
+PLANNED = [d for d in DIRS if d not in REFUSED]
+# transformers builds these text decoders with the class of the architecture they are
+# (vLLM: Qwen3VLMoe's language model is a Qwen3-MoE, MiMo a Qwen2 without its MTP layers)
+AS_FAMILY = {"qwen3_vl_moe_text": "qwen3_moe", "qwen3_vl_text": "qwen3", "qwen2_5_vl": "qwen2",
+             "mimo": "qwen2", "phi3_v": "phi3"}
 
 
-def text_config(name: str) -> dict:
+def config(name: str) -> dict:
     """The text decoder's fields; those the file leaves out (google/gemma-3-4b-it states no
     heads) from transformers' config class, as the engines read them."""
-    data = json.loads((CONFIGS / name / "config.json").read_text())
-    cfg = data.get("text_config", data) if "hidden_size" not in data else data
+    cfg = text_part(json.loads((CONFIGS / name / "config.json").read_text()))
     if "num_attention_heads" in cfg:
         return cfg
-    defaults = transformers_config(cfg).to_dict()
-    return {**{k: defaults[k] for k in defaults if k not in cfg}, **cfg}
-
-
-def layer_kinds(cfg: dict) -> list[str]:
-    """full / sliding / chunked / linear / mamba / none for each layer, from the config (or,
-    where it states none, from transformers' config class: Gemma-3's one full layer in six)."""
-    n = cfg["num_hidden_layers"]
-    if cfg.get("model_type") == "gemma3_text" and not cfg.get("layer_types"):
-        cfg = {**cfg, "layer_types": transformers_config(cfg).layer_types}
-    if "hybrid_override_pattern" in cfg:
-        return [{"M": "mamba", "*": "full"}.get(c, "none") for c in cfg["hybrid_override_pattern"]]
-    if "linear_num_value_heads" in cfg:
-        every = cfg.get("full_attention_interval", 4)
-        return ["full" if (i + 1) % every == 0 else "linear" for i in range(n)]
-    if cfg.get("attention_chunk_size"):
-        return ["full" if (i + 1) % 4 == 0 else "chunked" for i in range(n)]
-    if cfg.get("layer_types"):
-        return ["sliding" if t == "sliding_attention" else "full" for t in cfg["layer_types"]]
-    if cfg.get("model_type") == "gpt_oss":
-        return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
-    return ["full"] * n
-
-
-def transformers_config(cfg: dict):
     transformers = pytest.importorskip("transformers")
-    data = {k: v for k, v in cfg.items() if k != "model_type"}
-    return transformers.AutoConfig.for_model(cfg["model_type"], **data)
-
-
-def kv_per_token_layer(cfg: dict, kind: str) -> int:
-    """bf16 bytes one token takes in one attention layer: MLA one latent, GQA 2 H_kv d."""
-    if "kv_lora_rank" in cfg:
-        return (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) * 2
-    heads = cfg.get("num_key_value_heads", cfg["num_attention_heads"])
-    dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    if kind == "full" and cfg.get("global_head_dim"):
-        dim = cfg["global_head_dim"]
-        heads = cfg["num_global_key_value_heads"] if cfg.get("attention_k_eq_v") else heads
-    return 2 * heads * dim * 2
+    made = transformers.AutoConfig.for_model(
+        cfg["model_type"], **{k: v for k, v in cfg.items() if k != "model_type"}).to_dict()
+    return {**{k: made[k] for k in made if k not in cfg}, **cfg}
 
 
 def slots(cfg: dict, kind: str) -> int:
@@ -68,75 +52,98 @@ def slots(cfg: dict, kind: str) -> int:
     its peak; a sliding layer's is its prefill in flight (vLLM's SlidingWindowSpec: the window
     - 1 + one step's batched tokens, capped at the request, + 1 block, at most its own)."""
     if kind == "sliding":
-        window = cfg.get("sliding_window") or 128
+        window = cfg.get("sliding_window_size") or cfg.get("sliding_window") or 128
         return min(CONTEXT, (-(-min(window - 1 + BUDGET, CONTEXT) // BLOCK) + 1) * BLOCK)
     if kind == "chunked":
         return min(CONTEXT, cfg["attention_chunk_size"])
     return CONTEXT
 
 
-def state_per_request(cfg: dict) -> int:
-    """Σ state layers x (conv (kernel-1) x conv_dim in bf16 + recurrent state in its dtype)."""
-    kinds = layer_kinds(cfg)
-    if "linear_num_value_heads" in cfg:
-        hk, hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
-        dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
-        conv = (cfg["linear_conv_kernel_dim"] - 1) * (2 * hk * dk + hv * dv) * 2
-        ssm = hv * dv * dk * BYTES[cfg.get("mamba_ssm_dtype", "bfloat16")]
-        return kinds.count("linear") * (conv + ssm)
-    if "mamba_num_heads" in cfg:
-        heads, dim = cfg["mamba_num_heads"], cfg["mamba_head_dim"]
-        conv_dim = heads * dim + 2 * cfg["n_groups"] * cfg["ssm_state_size"]
-        conv = (cfg["conv_kernel"] - 1) * conv_dim * 2
-        ssm = heads * dim * cfg["ssm_state_size"] * BYTES[cfg.get("mamba_ssm_cache_dtype",
-                                                                 "float16")]
-        return kinds.count("mamba") * (conv + ssm)
-    return 0
-
-
 def transformers_parameters(name: str) -> int:
     """transformers' model class on the meta device: parameters + persistent buffers (what a
-    checkpoint stores). Kimi-K2 is built as DeepSeek-V3, the class its architectures name."""
+    checkpoint stores), built as the architecture the family's text decoder is."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
-    data = json.loads((CONFIGS / name / "config.json").read_text())
-    if data.get("model_type") == "kimi_k2":
-        data = {k: v for k, v in data.items() if k not in ("auto_map", "model_type")}
-        cfg = transformers.DeepseekV3Config(**data)
+    cfg = {k: v for k, v in config(name).items()  # no parameter depends on the rope scaling
+           if k not in ("auto_map", "quantization_config", "rope_scaling", "rope_parameters")
+           and not k.startswith("_")}
+    family = cfg.pop("model_type")
+    if family == "kimi_k2":
+        made = transformers.DeepseekV3Config(**cfg)
     else:
-        cfg = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
-    cfg = getattr(cfg, "text_config", None) or cfg
+        made = transformers.AutoConfig.for_model(AS_FAMILY.get(family, family), **cfg)
+    made = getattr(made, "text_config", None) or made
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        model = transformers.AutoModelForCausalLM.from_config(made)
     state = model.state_dict()
     return sum(p.numel() for p in model.parameters()) + sum(
         b.numel() for key, b in model.named_buffers() if key in state)
 
 
-@pytest.mark.parametrize("name", DIRS)
-def test_official_config_plans_with_exact_kv_state_and_parameters(run, name: str) -> None:
+def deci_parameters(cfg: dict) -> int:
+    """DeciLM (nemotron_nas.py, v0.21.0): embed and lm_head; per block an attention block (q, o
+    h x h; k, v kv x d x h; its norm) unless no_op, an FFN (gate, up, down; width the multiple
+    of 256 at or above int(2 x ffn_mult x h / 3); its norm) unless no_op; the final norm."""
+    h, vocab = cfg["hidden_size"], cfg["vocab_size"]
+    heads = cfg["num_attention_heads"]
+    total = vocab * h * (1 if cfg.get("tie_word_embeddings") else 2) + h
+    for block in cfg["block_configs"]:
+        attn, ffn = block["attention"], block["ffn"]
+        if not attn["no_op"]:
+            kv = heads // attn["n_heads_in_group"]
+            total += 2 * h * h + 2 * kv * (h // heads) * h + h
+        if not ffn["no_op"]:
+            width = int(2 * ffn["ffn_mult"] * h / 3)
+            width = -(-width // 256) * 256
+            total += 3 * width * h + h
+    return total
+
+
+def reference_parameters(name: str) -> int:
+    cfg = config(name)
+    if cfg.get("model_type") == "nemotron-nas":
+        return deci_parameters(cfg)
+    return transformers_parameters(name)
+
+
+@pytest.mark.parametrize("name", PLANNED)
+def test_official_config_plans_with_exact_per_layer_geometry(run, name: str) -> None:
     result = run("plan", CONFIGS / name / "config.json", "--device", "h100-80gb", "--context",
-                 str(CONTEXT), "--json")
+                 str(CONTEXT), "--kv-dtype", "bf16", "--json")
     assert result.exit_code in (0, 1), result.output
     out = json.loads(result.stdout)
-    cfg = text_config(name)
-    kinds = layer_kinds(cfg)
-    attention = [k for k in kinds if k in ("full", "sliding", "chunked")]
-    assert out["kv_bytes_per_token"] == sum(kv_per_token_layer(cfg, k) for k in attention)
-    assert out["kv_bytes_per_request"] == sum(
-        slots(cfg, k) * kv_per_token_layer(cfg, k) for k in attention)
-    assert out["state_bytes_per_request"] == state_per_request(cfg)
-    assert out["num_parameters"] == transformers_parameters(name)
+    cfg = config(name)
+    rows = expected_layers(cfg)
+    got = out["layers"]
+    assert [r["kind"] for r in got] == [r["kind"] for r in rows]
+    assert [r["kv_bytes_per_token"] for r in got] == [kv_bytes(r) for r in rows]
+    assert [r["kv_source"] for r in got] == [r["source"] for r in rows]
+    assert [r["state_bytes"] for r in got] == [r["state"] for r in rows]
+    assert out["kv_bytes_per_token"] == sum(kv_bytes(r) for r in rows)
+    assert out["kv_bytes_per_request"] == sum(slots(cfg, r["kind"]) * kv_bytes(r) for r in rows)
+    assert out["state_bytes_per_request"] == sum(r["state"] for r in rows)
+    assert out["num_parameters"] == reference_parameters(name)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_unplanned_family_is_refused_naming_its_vllm_class(run, name: str) -> None:
+    result = run("plan", CONFIGS / name / "config.json", "--device", "h100-80gb")
+    assert result.exit_code == 2
+    message = result.output
+    assert "model_type" in message and REFUSED[name] in message and "Traceback" not in message
 
 
 def test_every_family_of_the_survey_has_a_fixture() -> None:
     families = ("Llama-4-Scout", "Llama-4-Maverick", "Kimi-K2", "DeepSeek-V3.2", "GLM-5",
                 "Qwen3-Next", "Qwen3.5", "Qwen3.6", "Nemotron-H", "Nemotron-3-Nano",
                 "MiniMax-M2.5", "gemma-4", "DeepSeek-V3.1", "gpt-oss-120b", "Llama-3.1-405B",
-                "gemma-3-27b-it", "phi-4", "Devstral-Small-2")
+                "gemma-3-27b-it", "phi-4", "Devstral-Small-2", "Nemotron-Super-49B",
+                "gemma-4-E2B", "LFM2", "MiMo-V2-Flash", "EXAONE-4.0", "Olmo-3", "Qwen3-VL",
+                "Laguna")
     assert all(any(f in d for d in DIRS) for f in families)
     assert all((CONFIGS / d / "SOURCE.md").exists() for d in DIRS)
+    assert len(DIRS) >= 65  # 35 before issue 37, 30 added with it
 
 
 TOTALS = sorted(d for d in DIRS if (CONFIGS / d / "index_total_size.json").exists())

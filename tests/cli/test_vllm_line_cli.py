@@ -62,7 +62,7 @@ def test_flags_that_do_not_change_memory_are_listed_never_dropped():
 
 @pytest.mark.parametrize(("extra", "needle"), [
     (["--cpu-offload-gb", "8"], "--cpu-offload-gb"),
-    (["--enforce-eager"], "--enforce-eager"),
+    (["--disable-sliding-window"], "--disable-sliding-window"),
     (["--specialize-active-lora"], "--specialize-active-lora"),
     (["--kv-transfer-config", "{}"], "--kv-transfer-config"),
     (["--bogus-flag", "1"], "--bogus-flag"),
@@ -76,6 +76,18 @@ def test_an_unmodelled_memory_flag_is_refused_by_name(extra, needle):
     assert result.exit_code == 2, result.output
     line = result.stderr.strip()
     assert "\n" not in line and f"vllm serve {needle}" in line
+
+
+def test_enforce_eager_is_planned_without_cuda_graphs():
+    """VllmConfig (vllm/config/vllm.py at v0.21.0): --enforce-eager sets cudagraph_mode NONE, so
+    profile_cudagraph_memory subtracts nothing and nothing is captured after the pool."""
+    graphs = json.loads(plan("--device", "h100-80gb", "--json", "--", *LINE).stdout)
+    eager = json.loads(plan("--device", "h100-80gb", "--json", "--", *LINE,
+                            "--enforce-eager").stdout)
+    line = {item["key"]: item for item in eager["lines"]}["cuda_graphs"]
+    before = {item["key"]: item for item in graphs["lines"]}["cuda_graphs"]["bytes"]
+    assert line["bytes"] == 0 and "--enforce-eager" in line["from"] and before > 0
+    assert eager["kv_pool_bytes"] == graphs["kv_pool_bytes"] + before
 
 
 def test_a_flag_before_the_line_replaces_the_lines_value():

@@ -28,7 +28,8 @@ def test_a_log_fills_the_scenario_where_it_holds_the_default():
     assert values["memory.gpu_memory_utilization"] == 0.2
     assert values["scheduler.max_model_len"] == 32768
     assert values["device.interconnect"] == "pcie"
-    assert any("--enforce-eager" in n and "not modelled" in n for n in notes)
+    assert values["engine.enforce_eager"] is True  # modelled: no CUDA-graph pool
+    assert not any("--enforce-eager" in n for n in notes)
     given = with_values(DEFAULT, {"memory.gpu_memory_utilization": 0.5})
     filled, differ = fill(given, values)
     assert filled.memory.gpu_memory_utilization == 0.5 and differ == \

@@ -18,6 +18,7 @@ from servecap.cli.workbook_cmd import workbook_source
 from servecap.ledger.eplb import EplbSpec
 from servecap.ledger.lora import LoraSpec
 from servecap.ledger.plan import Plan, build_plan
+from servecap.ledger.ranks import build_deployment
 from servecap.ledger.units import GiB
 from servecap.model_configs import bundled_models
 from servecap.workbooks.envelope import Sweep
@@ -90,6 +91,7 @@ class Case:
     original: Path
     computed: Path
     sweep: Sweep | None = None
+    replanned: Plan | None = None  # the deployment's binding rank (--from-workbook), if not it
 
 
 def device_for(model: str) -> str:
@@ -300,14 +302,26 @@ def recalculated(soffice_bin, tmp_path_factory) -> dict[str, Case]:
     plans = {name: case[1] for name, case in cases.items()}
     edits = {**_edits(), **_hybrid_edits(plans), **_random_edits(plans),
              **_random_edits(plans, HYBRID_RANDOM_EDITS, HYBRID_BASES, 2027)}
+    replanned = {name: _replanned(src) for name, (src, _, _) in cases.items()}
     for name, (base, cells, changes) in edits.items():
         src = cases[base][0]
         paths[name] = _edited(paths[base], cells, folder / f"{name}.xlsx")
         expected = build_plan(src.spec, replace(src.serve, **changes), src.overrides)
         cases[name] = (src, expected, None)
+        replanned[name] = _replanned(src, changes)
     computed = recalc(soffice_bin, list(paths.values()), folder / "recalculated")
-    return {name: Case(src, plan, paths[name], computed[name], sw)
+    return {name: Case(src, plan, paths[name], computed[name], sw, replanned[name])
             for name, (src, plan, sw) in cases.items()}
+
+
+def _replanned(src: WorkbookSource, changes: dict | None = None) -> Plan | None:
+    """What --from-workbook plans where the deployment's device is not the Ledger sheet's
+    whole model: a MoE's routed experts split across data-parallel ranks."""
+    dep = src.deployment
+    if dep is None or dep.plan.shard.experts is None:
+        return None
+    serve = replace(src.serve, **(changes or {}))
+    return build_deployment(src.spec, serve, src.overrides, dep.parallel, src.engine).plan
 
 
 def _edited(path: Path, cells: dict, target: Path) -> Path:

@@ -68,6 +68,11 @@ VARIANTS = {
                             "vllm", "--kv-dtype", "fp8", "--context", "20000"],
     "qwen36-vllm-0.10": ["qwen3.6-35b-a3b", "--device", "h100-80gb", "-tp", "2", "--engine",
                          "vllm==0.10", "--context", "8192"],
+    # per-layer shapes (issue 37): KV-sharing layers and per-kind K/V sizes on the other engines
+    "gemma4-e2b-tp2-sglang": ["gemma-4-e2b-it", "--device", "h100-80gb", "-tp", "2", "--engine",
+                              "sglang", "--context", "8192", "--concurrency", "9"],
+    "mimo-v2-tp8-trtllm": ["mimo-v2-flash", "--device", "2TiB", "-tp", "8", "--engine",
+                           "trtllm", "--context", "8192", "--concurrency", "9"],
     # pools that hold a request, but the graphs and the sampler warm-up find no room after them
     "8b-vllm-after-pool": ["llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm==0.19",
                            "--context", "8192", "--gpu-memory-utilization", "0.99"],
