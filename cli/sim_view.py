@@ -10,7 +10,7 @@ from servecap.ledger.units import GB, TB, fmt_gib, plural
 from servecap.sim.metrics import QUANTILES, percentile_key
 
 from .narrow import print_table
-from .steady_view import interval_table, warning_line, window_line
+from .steady_view import interval_table, prediction_line, warning_line, window_line
 
 
 def render_coefficients(report: dict, console: Console) -> None:
@@ -75,6 +75,9 @@ def render_engine(engine: dict | None, coef: dict, console: Console) -> None:
     """Which release runs around the kernels (or plain), then its terms when it has any."""
     if engine:
         console.print(f"engine: {engine['about']}", highlight=False)
+        if "host_gpu_overlap" in engine:
+            verb = "overlap" if engine["host_gpu_overlap"] else "do not overlap"
+            console.print(f"  host and GPU {verb}: {engine['overlap_why']}", highlight=False)
     if not any(coef.get(k) for k in ("cpu_step_s", "cpu_per_seq_s", "eager_layer_s",
                                      "frontend_s", "frontend_latency_s")):
         return
@@ -138,6 +141,9 @@ def render_simulation(report: dict, console: Console) -> None:
         warning = warning_line(p, p["policy"])
         if warning:
             console.print(warning, style="yellow")
+        predicted = prediction_line(p, p["policy"])
+        if predicted:
+            console.print(predicted, highlight=False)
     for p in report["policies"]:
         for reason in p["rejection_reasons"]:
             console.print(f"{p['policy']}: rejected: {reason}")
