@@ -67,7 +67,8 @@ def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None
                       f"{parts['gemm_s'] * 1000:.3f} + attention {parts['attention_s'] * 1000:.3f}"
                       f", memory {parts['memory_s'] * 1000:.3f}) + collectives "
                       f"{parts['collective_s'] * 1000:.3f} + overhead "
-                      f"{parts['overhead_s'] * 1000:.3f}{_engine_parts(parts)} ms",
+                      f"{parts['overhead_s'] * 1000:.3f}"
+                      f"{_engine_parts(parts, coef.get('cpu_overlap'))}",
                       highlight=False)
 
 
@@ -92,11 +93,14 @@ def render_engine(engine: dict | None, coef: dict, console: Console) -> None:
                   highlight=False)
 
 
-def _engine_parts(parts: dict) -> str:
-    """The engine's share of a reference step, when it has one."""
+def _engine_parts(parts: dict, overlap: float | None = None) -> str:
+    """The engine's share of a reference step, when it has one: the host's time added, or
+    overlapped with the GPU's (async scheduling: the step is the larger of the two)."""
     eager, cpu = parts.get("eager_s", 0.0), parts.get("cpu_s", 0.0)
-    return (f" + eager {eager * 1000:.3f}" if eager else "") + \
-        (f" + host {cpu * 1000:.3f}" if cpu else "")
+    added = f" + eager {eager * 1000:.3f}" if eager else ""
+    if cpu and overlap:
+        return f"{added} ms (host {cpu * 1000:.3f} ms overlapped)"
+    return added + (f" + host {cpu * 1000:.3f}" if cpu else "") + " ms"
 
 
 def render_simulation(report: dict, console: Console) -> None:

@@ -153,8 +153,10 @@ def test_a_capacity_capped_by_saturation_prints_its_high_end_as_unknown(tmp_path
 
 
 def test_sweep_stops_when_latency_fails_below_saturation(tmp_path):
+    # plain: the roofline's ITL grows with the batch; the default release overlaps its host
+    # time with the GPU's (async scheduling), which keeps ITL flat up to saturation here
     out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
-                  "--slo-itl", "8ms", "--num-rates", "8", "--json")
+                  "--slo-itl", "8ms", "--num-rates", "8", "--engine", "plain", "--json")
     assert out.exit_code == 0, out.output
     points = json.loads(out.stdout)["points"]
     assert points[-1]["sustainable"] and points[-1]["slo_attainment"] < 0.9
