@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The GPU check, prepared to run unattended on one H100/H200 within 8 minutes:
+# The GPU check, prepared to run unattended on one H100/H200 within 11 minutes:
 #   1. the `gpu` tests (pytest -m gpu)
 #   2. the teaching 7B plan verified on an emulated 40 GiB device (bench/gpu_verify_teaching.py)
 #   3. decode tokens/s of an 8B shape against the bandwidth roofline, batch 1 and 32
 #   4. the hybrids' state line: Nemotron-H-56B (Mamba-2) and a dense Qwen3-Next shape (gated
 #      DeltaNet), 8 layers each, verified on an emulated 16 GiB device (bench/gpu_verify_hybrid.py)
+#   5. MoE: Qwen3-30B-A3B (2 layers), DeepSeek-V3 (latent attention; 4 layers, its first MoE
+#      layer last) and gpt-oss-20b (sinks, windows; 2 layers) in bf16, each on an emulated device
+#      sized for 24 requests of 2,048 tokens (bench/gpu_verify_moe.py)
 # Every figure is written as JSON into OUTDIR (summary.json names each step's file and exit code).
 #
 #   bash bench/gpu_check.sh OUTDIR             # a bare machine with only the repository
@@ -84,6 +87,7 @@ step teaching_7b 240 "$PY" bench/gpu_verify_teaching.py $DRY --json-out "$OUT/te
 step decode_roofline 120 "$PY" bench/gpu_decode_roofline.py $DRY \
     --json-out "$OUT/decode_roofline.json"
 step hybrid_state 180 "$PY" bench/gpu_verify_hybrid.py $DRY --json-out "$OUT/hybrid_state.json"
+step moe_verify 150 "$PY" bench/gpu_verify_moe.py $DRY --json-out "$OUT/moe_verify.json"
 
 FAILED=0
 {
@@ -92,7 +96,7 @@ FAILED=0
     echo "  \"total_s\": $(( $(date +%s) - START )),"
     echo "  \"steps\": {"
     sep=""
-    for name in gpu_tests teaching_7b decode_roofline hybrid_state; do
+    for name in gpu_tests teaching_7b decode_roofline hybrid_state moe_verify; do
         printf '%s    "%s": {"exit_code": %s, "seconds": %s, "figures": "%s.json", "log": "%s.log"}' \
             "$sep" "$name" "${RC[$name]}" "${SECONDS_TAKEN[$name]}" "$name" "$name"
         sep=$',\n'

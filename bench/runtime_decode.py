@@ -15,7 +15,8 @@ from servecap.ledger.kv import kv_bytes_per_token
 from servecap.ledger.model import Attention, ModelSpec
 from servecap.ledger.paging import blocks_for
 from servecap.ledger.weights import weight_bytes
-from servecap.runtime.attention import DenseKV, PagedKV
+from servecap.runtime.attention import PagedKV
+from servecap.runtime.attention_reference import DenseKV
 from servecap.runtime.block_manager import BlockManager
 from servecap.runtime.kv_pool import KVPool
 from servecap.runtime.model import torch_dtype

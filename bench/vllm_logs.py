@@ -19,13 +19,15 @@ from pathlib import Path
 from servecap.cli.deploy import DeployFlags
 from servecap.cli.inputs import PlanFlags, plan_scenario
 from servecap.ledger.units import GiB
+from servecap.ledger.vllm_log import parse_vllm_log
 from servecap.scenario.reconciliation import predict
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "vllm_logs"
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
-DEPLOY_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs", "entrypoint",
-               "mxfp4_backend", "sampler")
+DEPLOY_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
+               "max_num_seqs", "entrypoint", "mxfp4_backend", "sampler")
+DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}  # vLLM's --dtype spellings
 
 
 @dataclass(frozen=True)
@@ -87,10 +89,13 @@ def cases() -> list[Case]:
 def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
     """The model directory and servecap's flags for what the log's deployment stated."""
     meta, flags = case.meta, case.meta["flags"]
-    version = meta.get("vllm_version")
+    # the sidecar's release, else the one reconcile reads from the log (placed by its lines)
+    version = meta.get("vllm_version") or parse_vllm_log(case.log.read_text()).release
     plan = PlanFlags(device=meta["device"], context=flags.get("max_model_len"), concurrency=1,
                      kv_dtype=flags.get("kv_cache_dtype"),
-                     max_num_batched_tokens=flags.get("max_num_batched_tokens"))
+                     max_num_batched_tokens=flags.get("max_num_batched_tokens"),
+                     dtype=DTYPES.get(flags.get("dtype")),
+                     weight_dtype="fp8" if flags.get("quantization") == "fp8" else None)
     deploy = DeployFlags(engine=f"vllm=={version}" if version else "vllm",
                          **{k: flags[k] for k in DEPLOY_KEYS if k in flags})
     return str(CONFIGS / meta["config"]), plan, deploy
@@ -111,9 +116,7 @@ def evaluate(case: Case) -> Outcome:
     row = next(n for n in plan.notes if n.startswith("vLLM"))
     margins = [(s.plan.after_pool.room_bytes - s.plan.after_pool.needed_bytes) / GiB
                for s in deployment.stages if s.plan.after_pool is not None]
-    return Outcome(case, unit, predicted, logged, weights, facts.weights_gib,
-                   deployment.fits or plan.starts and all(s.plan.starts
-                                                          for s in deployment.stages), row,
+    return Outcome(case, unit, predicted, logged, weights, facts.weights_gib, found.starts, row,
                    min(margins) if margins else None)
 
 
@@ -152,13 +155,24 @@ def summary(outcomes: list[Outcome], skipped: list[Case]) -> list[str]:
 
     def share(values, limit):
         return f"{sum(v <= limit for v in values)}/{len(values)}"
-    return [f"logs planned: {len(outcomes)} of {len(outcomes) + len(skipped)} "
+    every = [o.case for o in outcomes] + skipped
+    recent = [c for c in every if _from_022(c.meta.get("vllm_version"))]
+    return [f"logs: {len(every)}; from vLLM 0.22 or later: {len(recent)} ("
+            f"{sum(c.planned for c in recent)} planned); vLLM failed to start: "
+            f"{sum(not c.meta['started'] for c in every)} ({len(failed)} planned)",
+            f"logs planned: {len(outcomes)} of {len(outcomes) + len(skipped)} "
             f"({len(skipped)} not planned: model or GPU not stated, config not found, or a "
             "hybrid)",
             f"KV within 5%: {share(kv, 0.05)}; within 10%: {share(kv, 0.10)}",
             f"weights within 2% of 'Model loading took': {share(weights, 0.02)}",
             f"'does not start' where vLLM failed: {len(said)}/{len(failed)}; said of a log "
             f"that started: {len(false_no)}"] + _tightest(outcomes)
+
+
+def _from_022(version: str | None) -> bool:
+    """A release at or after 0.22 (a source build by its base: 0.23.1rc1.dev531 is 0.23)."""
+    parts = (version or "").split(".")
+    return len(parts) >= 2 and parts[0] == "0" and parts[1].isdigit() and int(parts[1]) >= 22
 
 
 def _tightest(outcomes: list[Outcome]) -> list[str]:

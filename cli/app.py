@@ -24,8 +24,10 @@ COMMANDS = {
                 "them, beside vendor figures."),
     "blocks": ("catalog_cmd", "Paging arithmetic: blocks, token slots, unused slots and "
                "block-table entries."),
-    "reconcile": ("reconcile_cmd", "Plan the deployment a vLLM log came from and compare each "
-                  "figure: residual and advice."),
+    "diff": ("diff_cmd", "Compare one deployment under two engines or vLLM releases, line by "
+             "line."),
+    "reconcile": ("reconcile_cmd", "Plan the deployment a startup log came from and compare "
+                  "each figure: residual and advice."),
     "workbook": ("workbook_cmd", "Write a capacity workbook: the ledger as live formulas, the "
                  "envelope over devices x contexts x KV dtypes with a chart, and the review "
                  "sheets."),

@@ -44,8 +44,9 @@ def _sampler_help() -> str:
         if item.sampler != last:
             last = item.sampler
             words.append(last + (f" from {item.tag}" if words else ""))
-    return (f"vLLM: the sampler its profile runs ({', '.join(SAMPLERS)}). Default: the "
-            f"release's ({'; '.join(words)}).")
+    return (f"vLLM: the sampler its V1 model runner profiles ({', '.join(SAMPLERS)}). "
+            f"Default: the release's ({'; '.join(words)}); Model Runner V2 (from v0.22.0, by "
+            "model: docs/releases.md) runs its own.")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,21 @@ class DeployFlags:
                                                "stages.")] = 1
     data_parallel_size: Annotated[int, Par("--data-parallel-size", "-dp", help="Replicas of "
                                            "the whole tp x pp group.")] = 1
+    interconnect: Annotated[str | None, Par(help="How tensor-parallel GPUs are linked: pcie "
+                                            "(or no P2P) or nvlink; sizes the collectives' "
+                                            "buffers. Default: the catalog device's (PCIe for "
+                                            "a bare size).")] = None
+    nnodes: Annotated[int, Par("--nnodes", help="vLLM, SGLang: nodes one replica's tp x pp GPUs "
+                               "span; a tensor-parallel group across nodes sets up no "
+                               "NVLink buffers.")] = 1
+    enable_expert_parallel: Annotated[bool, Par("--enable-expert-parallel", help="vLLM: "
+                                                "experts split over tp x dp ranks.")] = False
+    enable_eplb: Annotated[bool, Par("--enable-eplb", help="vLLM: expert-parallel load "
+                                     "balancing (redundant experts, its tables).")] = False
+    num_redundant_experts: Annotated[int, Par(help="vLLM --eplb-config's: extra expert "
+                                              "copies spread over the tp x dp ranks.")] = 0
+    eplb_window_size: Annotated[int | None, Par(help="vLLM --eplb-config's: steps of expert "
+                                                "load kept. Default: vLLM's.")] = None
     engine: Annotated[str, Eng(help="Budget semantics: plain (the seed ledger), vllm, sglang, "
                                "trtllm. vLLM takes a release: vllm==0.11, vllm>=0.21 (bare "
                                "vllm: the newest rules known).")] = PLAIN
@@ -73,6 +89,14 @@ class DeployFlags:
                                                      "free at start.")] = None
     free_gpu_memory_fraction: Annotated[float | None, Eng(help="TensorRT-LLM: fraction of the "
                                                           "memory free after weights.")] = None
+    max_tokens: Annotated[int | None, Eng("--max-tokens", help="TensorRT-LLM: KvCacheConfig."
+                                          "max_tokens, a cap on the pool's tokens (whole "
+                                          "blocks); with the fraction, the smaller "
+                                          "holds.")] = None
+    max_total_tokens: Annotated[int | None, Eng("--max-total-tokens", help="SGLang: a cap on "
+                                                "the pool's tokens (whole pages); the "
+                                                "smaller of it and the profiled pool "
+                                                "holds.")] = None
     max_num_seqs: Annotated[int | None, Eng("--max-num-seqs", help="vLLM: sequences its "
                                             "sampler is profiled with. Default: the release's "
                                             "(256, or 1024 on >= 70 GiB GPUs).")] = None
@@ -101,8 +125,8 @@ deploy_options = options_from(DeployFlags, "deploy")  # the command receives the
 
 
 def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
-    """The Scenario's engine, memory and parallel sections these flags describe, and
-    --max-num-seqs (a vLLM knob: given alone, it names vllm)."""
+    """The Scenario's engine, memory and parallel sections these flags describe, --max-num-seqs
+    (a vLLM knob: given alone, it names vllm) and --interconnect (the device section's)."""
     name, version = split_engine(flags.engine)
     if name == PLAIN:
         name = None  # plain gives way to the one engine whose knobs were given
@@ -114,15 +138,18 @@ def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
                      kv_cache_memory_bytes=flags.kv_cache_memory,
                      mem_fraction_static=flags.mem_fraction_static,
                      free_gpu_memory_fraction=flags.free_gpu_memory_fraction,
+                     max_tokens=flags.max_tokens, max_total_tokens=flags.max_total_tokens,
                      non_torch=flags.non_torch, weights=flags.weights,
                      comm_buffer=flags.comm_buffer, cuda_graph_memory=flags.cuda_graph_memory)
     parallel = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
-                        flags.data_parallel_size)
-    return engine, memory, parallel, flags.max_num_seqs
+                        flags.data_parallel_size, flags.enable_expert_parallel,
+                        flags.enable_eplb, flags.num_redundant_experts, flags.eplb_window_size,
+                        nnodes=flags.nnodes)
+    return engine, memory, parallel, flags.max_num_seqs, flags.interconnect
 
 
 def _scenario(flags: DeployFlags) -> Scenario:
-    engine, memory, parallel, seqs = deploy_sections(flags)
+    engine, memory, parallel, seqs, _ = deploy_sections(flags)
     return replace(DEFAULT, engine=engine, memory=memory, parallel=parallel,
                    scheduler=replace(DEFAULT.scheduler, max_num_seqs=seqs))
 

@@ -14,6 +14,7 @@ from servecap.scenario.spec import (
     Device,
     Dtypes,
     Load,
+    Lora,
     Memory,
     Model,
     Scenario,
@@ -42,6 +43,13 @@ class PlanFlags:
     max_num_batched_tokens: int | None = None  # None: 8192, or the vLLM release's default
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     dtype: str | None = None  # the model dtype of a launch line's --dtype (no flag of plan's)
+    enable_lora: bool = False
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    max_cpu_loras: int | None = None
+    lora_target_modules: str | None = None  # comma-separated (a launch line: space-separated)
+    fully_sharded_loras: bool = False
+    lora_dtype: str | None = None
 
 
 def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
@@ -49,12 +57,13 @@ def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
     seqs = flags.max_num_seqs if flags.max_num_seqs != DEFAULT_MAX_NUM_SEQS else None
     engine = DEFAULT.engine
     memory = Memory(runtime_peak=flags.runtime_peak, safety=flags.safety)
-    parallel = DEFAULT.parallel
+    parallel, link = DEFAULT.parallel, None
     if deploy is not None:
-        engine, memory, parallel, own_seqs = deploy_sections(deploy, memory)
+        engine, memory, parallel, own_seqs, link = deploy_sections(deploy, memory)
         seqs = own_seqs if own_seqs is not None else seqs
     return Scenario(
-        model=Model(name=model), device=Device(name=flags.device), engine=engine,
+        model=Model(name=model), device=Device(name=flags.device, interconnect=link),
+        engine=engine,
         parallel=parallel,
         dtypes=Dtypes(weight_dtype=flags.weight_dtype, kv_cache_dtype=flags.kv_dtype,
                       activation_dtype=flags.activation_dtype, group_size=flags.group_size,
@@ -62,9 +71,19 @@ def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
         scheduler=Scheduler(max_model_len=flags.context, block_size=flags.block_size,
                             max_num_seqs=seqs,
                             max_num_batched_tokens=flags.max_num_batched_tokens),
-        memory=memory,
+        memory=memory, lora=lora_section(flags),
         load=Load(concurrency=flags.concurrency, lengths=parse_lengths(flags.lengths),
                   shared_prefix=flags.shared_prefix))
+
+
+def lora_section(flags: PlanFlags) -> Lora:
+    """vLLM's LoRA knobs as plan's flags give them (--lora-target-modules comma-separated)."""
+    targets = None if flags.lora_target_modules is None else tuple(
+        t for t in flags.lora_target_modules.replace(",", " ").split() if t)
+    return Lora(enable_lora=flags.enable_lora, max_loras=flags.max_loras,
+                max_lora_rank=flags.max_lora_rank, max_cpu_loras=flags.max_cpu_loras,
+                lora_target_modules=targets, fully_sharded_loras=flags.fully_sharded_loras,
+                lora_dtype=flags.lora_dtype)
 
 
 # Which Scenario fields each of plan's flags (and the deployment flags) sets.
@@ -80,15 +99,22 @@ PLAN_PATHS = {
     "tensor_parallel_size": ("parallel.tensor_parallel_size",),
     "pipeline_parallel_size": ("parallel.pipeline_parallel_size",),
     "data_parallel_size": ("parallel.data_parallel_size",),
+    "interconnect": ("device.interconnect",), "nnodes": ("parallel.nnodes",),
+    **{name: (f"parallel.{name}",) for name in ("enable_expert_parallel", "enable_eplb",
+                                                "num_redundant_experts", "eplb_window_size")},
     "engine": ("engine.name", "engine.version"),
     "gpu_memory_utilization": ("memory.gpu_memory_utilization",),
     "kv_cache_memory": ("memory.kv_cache_memory_bytes",),
     "mem_fraction_static": ("memory.mem_fraction_static",),
     "free_gpu_memory_fraction": ("memory.free_gpu_memory_fraction",),
+    "max_tokens": ("memory.max_tokens",), "max_total_tokens": ("memory.max_total_tokens",),
     "max_num_seqs": ("scheduler.max_num_seqs",), "entrypoint": ("engine.entrypoint",),
     "mxfp4_backend": ("engine.mxfp4_backend",), "sampler": ("engine.sampler",),
     "non_torch": ("memory.non_torch",), "weights": ("memory.weights",),
     "comm_buffer": ("memory.comm_buffer",), "cuda_graph_memory": ("memory.cuda_graph_memory",),
+    **{name: (f"lora.{name}",) for name in ("enable_lora", "max_loras", "max_lora_rank",
+                                            "max_cpu_loras", "lora_target_modules",
+                                            "fully_sharded_loras", "lora_dtype")},
 }
 
 
@@ -106,20 +132,32 @@ def plan_flags_of(scenario: Scenario):
         shared_prefix=s.load.shared_prefix, group_size=s.dtypes.group_size,
         max_num_batched_tokens=sched.max_num_batched_tokens,
         max_num_seqs=DEFAULT_MAX_NUM_SEQS if vllm or sched.max_num_seqs is None
-        else sched.max_num_seqs, dtype=s.dtypes.dtype)
+        else sched.max_num_seqs, dtype=s.dtypes.dtype, **_lora_flags(s.lora))
     mem, eng, par = s.memory, s.engine, s.parallel
     deploy = DeployFlags(
         par.tensor_parallel_size, par.pipeline_parallel_size, par.data_parallel_size,
+        interconnect=s.device.interconnect, nnodes=par.nnodes,
+        enable_expert_parallel=par.enable_expert_parallel, enable_eplb=par.enable_eplb,
+        num_redundant_experts=par.num_redundant_experts, eplb_window_size=par.eplb_window_size,
         engine=engine_text(s) if eng.name else PLAIN,
         gpu_memory_utilization=mem.gpu_memory_utilization,
         kv_cache_memory=_text(mem.kv_cache_memory_bytes),
         mem_fraction_static=mem.mem_fraction_static,
-        free_gpu_memory_fraction=mem.free_gpu_memory_fraction,
+        free_gpu_memory_fraction=mem.free_gpu_memory_fraction, max_tokens=mem.max_tokens,
+        max_total_tokens=mem.max_total_tokens,
         max_num_seqs=sched.max_num_seqs if vllm else None, entrypoint=eng.entrypoint,
         mxfp4_backend=eng.mxfp4_backend, sampler=eng.sampler, non_torch=_text(mem.non_torch),
         weights=_text(mem.weights), comm_buffer=_text(mem.comm_buffer),
         cuda_graph_memory=_text(mem.cuda_graph_memory))
     return s.model.ref, flags, deploy
+
+
+def _lora_flags(lora: Lora) -> dict:
+    targets = lora.lora_target_modules
+    return {"enable_lora": lora.enable_lora, "max_loras": lora.max_loras,
+            "max_lora_rank": lora.max_lora_rank, "max_cpu_loras": lora.max_cpu_loras,
+            "lora_target_modules": None if targets is None else ",".join(targets),
+            "fully_sharded_loras": lora.fully_sharded_loras, "lora_dtype": lora.lora_dtype}
 
 
 def shown(value) -> str:

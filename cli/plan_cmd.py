@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.lora import LoraSpec
 from servecap.model_configs import LoadedModel
 from servecap.scenario.deployment import deployment, load
 from servecap.scenario.deployment import plan as scenario_plan
@@ -26,7 +27,7 @@ from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-expor
     plan_scenario,
 )
 from .option_groups import options_from
-from .plan_json import deployment_to_dict, source_to_dict
+from .plan_json import checkpoint_to_dict, deployment_to_dict, source_to_dict
 from .scenario_opts import LaunchLineArg, SaveScenario, ScenarioFile, launch_line, merged, save
 
 Opt = typer.Option
@@ -34,6 +35,7 @@ Dev = functools.partial(Opt, rich_help_panel="Device and load")
 Led = functools.partial(Opt, rich_help_panel="Ledger lines")
 Rep = functools.partial(Opt, rich_help_panel="Representations (dtypes)")
 Out = functools.partial(Opt, rich_help_panel="Output")
+Lor = functools.partial(Opt, rich_help_panel="LoRA adapters (vLLM's flags)")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,22 @@ class PlanOptions:
                                                       "runtime-peak estimate). Default 8192; "
                                                       "--engine vllm: the release's default "
                                                       "for this GPU.")] = None
+    enable_lora: Annotated[bool, Lor("--enable-lora", help="Hold LoRA adapter slots on every "
+                                     "rank, as vLLM allocates them.")] = False
+    max_loras: Annotated[int | None, Lor(help="Adapters in one batch: the slots. Default "
+                                         f"{LoraSpec().max_loras}.")] = None
+    max_lora_rank: Annotated[int | None, Lor(help="Rank every slot is sized at (adapters are "
+                                             f"padded to it). Default "
+                                             f"{LoraSpec().max_lora_rank}.")] = None
+    max_cpu_loras: Annotated[int | None, Lor(help="Adapters each rank keeps in host memory. "
+                                             "Default: --max-loras.")] = None
+    lora_target_modules: Annotated[str | None, Lor(help="Only these modules hold slots, e.g. "
+                                                   "o_proj,qkv_proj (vLLM >= 0.19).")] = None
+    fully_sharded_loras: Annotated[bool, Lor("--fully-sharded-loras", help="Split the rank "
+                                             "of column layers across tensor-parallel "
+                                             "ranks.")] = False
+    lora_dtype: Annotated[str | None, Lor(help="auto, float16 or bfloat16. Default: the model "
+                                          "dtype.")] = None
 
 
 @deploy_options
@@ -141,9 +159,10 @@ def plan(
             "gpu_memory_utilization": advice.gpu_memory_utilization,
             "max_num_seqs": advice.max_num_seqs, "text": advice.text}}
         print(json.dumps({**deployment_to_dict(result), **extra,
-                          **source_to_dict(outcome.loaded)}, indent=2))
+                          **source_to_dict(outcome.loaded),
+                          **checkpoint_to_dict(outcome.checkpoint)}, indent=2))
     else:
-        _render(result)
+        _render(result, outcome.checkpoint)
         if advice is not None:
             print(f"does not start: {advice.text}")
     if not result.fits:
@@ -167,13 +186,16 @@ def print_ignored_fields(loaded) -> None:
               + ", ".join(loaded.ignored_fields), file=sys.stderr)
 
 
-def _render(result) -> None:
+def _render(result, checkpoint=None) -> None:
     """rich is loaded only to draw the table: --json never needs it."""
     from rich.console import Console
 
+    from .checkpoint_view import render_checkpoint
     from .deploy_view import render_deployment
 
-    render_deployment(result, Console())
+    console = Console()
+    render_deployment(result, console)
+    render_checkpoint(checkpoint, console)
 
 
 def plan_from_flags(model: str | None, flags: PlanFlags):

@@ -8,7 +8,8 @@ from servecap.ledger.ranks import Deployment, StagePlan
 LEDGER_KEYS = ("weights_bytes", "weight_metadata_bytes", "runtime_peak_bytes", "safety_bytes",
                "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_total", "device_bytes",
                "committed_bytes", "free_bytes", "memory_ceiling_requests", "fits",
-               "kv_bytes_per_request_by_layer_kind", "kv_bytes_total_by_layer_kind", "lines")
+               "kv_bytes_per_request_by_layer_kind", "kv_bytes_total_by_layer_kind", "lines",
+               "lora_bytes", "lora_host_bytes", "host_lines", "eplb_bytes")
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -54,6 +55,11 @@ def plan_to_dict(plan: Plan) -> dict:
                    for row in plan.representations},
         "lines": [{"key": item.key, "bytes": item.num_bytes, "from": item.source,
                    "measured": item.measured} for item in plan.lines],
+        "lora_bytes": plan.line("lora_adapters"),
+        "eplb_bytes": plan.line("eplb"),
+        "lora_host_bytes": sum(item.num_bytes for item in plan.host if item.key == "lora_host"),
+        "host_lines": [{"key": item.key, "bytes": item.num_bytes, "from": item.source}
+                       for item in plan.host],
         "notes": list(plan.notes),
     }
 
@@ -108,3 +114,22 @@ def _budget_dict(result: Budget | None) -> dict:
             "kv_cache_tokens": result.kv_cache_tokens,
             "max_concurrency": float(result.max_concurrency),
             "block_bytes": result.block_bytes, "blocks_per_request": result.blocks_per_request}
+
+
+def checkpoint_to_dict(report) -> dict:
+    """plan --json: `checkpoint_formats` (null for an unquantized checkpoint)."""
+    if report is None:
+        return {"checkpoint_formats": None}
+    on = report.on_device
+    return {"checkpoint_formats": {
+        "producer": report.producer, "checkpoint_bytes": report.checkpoint_bytes,
+        "vllm_release": report.release,
+        "formats": [{"format": s.name, "bits": s.bits, "num_parameters": s.num_parameters,
+                     "value_bytes": s.value_bytes, "metadata_bytes": s.metadata_bytes,
+                     "scales": s.scales} for s in report.shares],
+        "resident_by_generation": [
+            {"generation": r.generation, "compute_capability": r.sm, "runs": r.runs,
+             "resident_bytes": r.resident_bytes if r.runs else None, "kernel_or_refusal": r.how}
+            for r in report.rows],
+        "device_compute_capability": report.sm,
+        "device_generation": on.generation if on is not None else None}}

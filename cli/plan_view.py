@@ -84,7 +84,7 @@ def _kv_kinds(plan: Plan, table: Table, sources: "Sources") -> None:
             ("full", "  full-attention layers", "every live token"),
             ("sliding", "  sliding-window layers",
              f"the {window:,}-token window, its prefill in flight (W - 1 + "
-             f"{plan.serve.max_num_batched_tokens:,} batched tokens + 1 block at most)")):
+             f"{plan.window_in_flight_tokens:,} tokens in flight + 1 block at most)")):
         table.add_row(label, f"{kinds[kind]:,}", f"{kinds[kind] / 2**30:,.2f}",
                       sources.cell(f"{source} (part of the line above)"), style="dim")
 
@@ -106,6 +106,9 @@ def _summary(plan: Plan, console: Console, notes: bool = True) -> None:
     rows = "; ".join(f"{name} {dtype} ({bits} bits)" for name, dtype, bits, _ in
                      plan.representations)
     console.print(f"representations: {rows}")
+    for item in plan.host:  # host memory this rank holds: not a device line
+        console.print(f"host memory (not the device): {item.label} {item.num_bytes:,} B = "
+                      f"{fmt_gib(item.num_bytes)} ({item.source})")
     verdict = "[green]fits[/green]" if plan.fits else "[bold red]does not fit[/bold red]"
     console.print(f"memory-only ceiling: {_ceiling_text(plan)}; declared load {verdict}"
                   + _over(plan))

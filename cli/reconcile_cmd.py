@@ -9,7 +9,6 @@ import typer
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.reconcile import Reconciliation
-from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS
 from servecap.ledger.units import GiB
 from servecap.scenario import reconciliation
 
@@ -19,17 +18,19 @@ from .inputs import PLAN_PATHS, PlanFlags, plan_scenario
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 
 Opt = typer.Option
+ENGINE_NAMES = {"sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 
 RECONCILE_PATHS = {name: PLAN_PATHS[name] for name in (
-    "model", "device", "block_size", "kv_dtype", "max_num_batched_tokens",
+    "model", "device", "block_size", "kv_dtype", "weight_dtype", "max_num_batched_tokens",
     *(f.name for f in fields(DeployFlags)))} | {"max_model_len": ("scheduler.max_model_len",)}
 
 
 @deploy_options
 def reconcile_cmd(
     ctx: typer.Context,
-    log: Annotated[Path, typer.Argument(help="A vLLM startup log (V0 or V1 engine).")],
+    log: Annotated[Path, typer.Argument(help="A startup log: vLLM's (V0 or V1), or SGLang's or "
+                                        "TensorRT-LLM's with --engine sglang|trtllm.")],
     model: Annotated[str | None, Opt("--model", help="The model the log served: bundled name, "
                                      "YAML, config.json or directory; required unless "
                                      "--scenario gives it.")] = None,
@@ -37,8 +38,14 @@ def reconcile_cmd(
                                       "total_gpu_memory.")] = None,
     max_model_len: Annotated[int | None, Opt("--max-model-len", "--context",
                                              help="Default: the log's.")] = None,
-    block_size: Annotated[int, Opt(help="vLLM --block-size.")] = DEFAULT_BLOCK_SIZE_TOKENS,
+    block_size: Annotated[int | None, Opt(help="The engine's block (page) size in tokens. "
+                                          "Default: the log's, else the engine's (vLLM 16, "
+                                          "SGLang 1, TensorRT-LLM 32).")] = None,
     kv_dtype: Annotated[str | None, Opt("--kv-cache-dtype", "--kv-dtype")] = None,
+    weight_dtype: Annotated[str | None, Opt("--weight-dtype", help="Weights as the engine "
+                                            "holds them when the config does not say "
+                                            "(e.g. fp8 for an FP8 checkpoint). Default: the "
+                                            "config's.")] = None,
     max_num_batched_tokens: Annotated[int | None, Opt(help="Tokens of vLLM's profile pass. "
                                                       "Default: the log's, else the "
                                                       "release's.")] = None,
@@ -47,9 +54,11 @@ def reconcile_cmd(
     save_scenario: SaveScenario = None,
     deploy: DeployFlags = NO_DEPLOY,
 ) -> None:
-    """Plan the deployment a vLLM log came from and compare each figure: residual and advice.
+    """Plan the deployment a startup log came from and compare each figure: residual and advice.
 
-    The rules are the log's vLLM release (the nearest known, said so), or --engine vllm==X.
+    vLLM: the rules are the log's release (stated, placed by where its lines are printed, or
+    the newest known, said so), or --engine vllm==X. --engine sglang or trtllm reads that
+    engine's log and plans with its budget (mem_fraction_static, free_gpu_memory_fraction).
     Give the flags the engine was started with (vLLM's own names) where the log does not
     print them. Every memory line of the log is listed with what was read from it. Exit 0
     when the plan agrees (same start verdict, KV within 5%), 1 when it does not. Example:
@@ -58,7 +67,8 @@ def reconcile_cmd(
       servecap reconcile vllm.log --scenario chat.yaml   # the deployment a scenario plans
     """
     flags = PlanFlags(device=device, context=max_model_len, concurrency=1, block_size=block_size,
-                      kv_dtype=kv_dtype, max_num_batched_tokens=max_num_batched_tokens)
+                      kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                      max_num_batched_tokens=max_num_batched_tokens)
     scenario = merged(ctx, plan_scenario(model, flags, deploy), RECONCILE_PATHS, scenario_file)
     if scenario.model.name is None:
         raise SpecError("--model", None, "required: the model the log served (or give it in "
@@ -91,8 +101,9 @@ def render(result: Reconciliation, log: Path) -> None:
     from .narrow import print_table
 
     console = Console()
-    table = Table(title=f"{log.name} (vLLM {result.engine_version.upper()}) vs the plan for "
-                  f"{result.model}", title_justify="left")
+    engine = ENGINE_NAMES.get(result.engine_version, f"vLLM {result.engine_version.upper()}")
+    table = Table(title=f"{log.name} ({engine}) vs the plan for {result.model}",
+                  title_justify="left")
     for column in ("line", "predicted", "logged", "residual", "advice"):
         table.add_column(column, justify="left" if column in ("line", "advice") else "right",
                          overflow="fold")
@@ -106,10 +117,10 @@ def render(result: Reconciliation, log: Path) -> None:
         for row in result.rows:
             console.print(f"  {row.label}: {row.advice}", highlight=False, markup=False)
     for note in result.notes:
-        console.print(f"note: {note}", style="yellow")
+        console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
     console.print(f"read {len(result.lines)} memory lines of the log:")
     for line in result.lines:
-        console.print(f"  {line.number:>4}: {line.read or 'no vLLM figure'} | {line.text[:160]}",
+        console.print(f"  {line.number:>4}: {line.read or 'no figure'} | {line.text[:160]}",
                       highlight=False, markup=False)
     console.print("the plan " + ("agrees with" if result.agrees else "disagrees with") +
                   " the log" + ("" if result.agrees else " (exit 1)"))

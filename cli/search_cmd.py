@@ -21,6 +21,7 @@ from servecap.scenario.spec import DEFAULT, Scenario, Search, with_values
 from servecap.scenario.steps import engine_label, simulated_row
 from servecap.sim.cluster import ROUTERS
 from servecap.sim.metrics import SLO
+from servecap.sim.search.fleet import read_rate_trace
 from servecap.sim.search.prices import parse_prices, price_table
 from servecap.sim.search.problem import Problem
 from servecap.sim.search.search import run_search
@@ -30,6 +31,7 @@ from servecap.sim.sweep import at_rate
 
 from . import sim_options as o
 from .errors import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail, handle_errors
+from .fleet_view import answer_fleet
 from .inputs import PlanFlags, serve_spec
 from .option_groups import options_from
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
@@ -129,6 +131,10 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
            ray: Annotated[str | None, Opt(help="Run on Ray: auto, ray://HOST:PORT, or local "
                                           "(a private Ray with --workers CPUs).")] = None,
            top: Annotated[int, Opt(help="Rows of the ranked list shown.")] = 10,
+           rate_trace: Annotated[Path | None, Opt(
+               "--rate-trace", help="CSV of hour,rate_per_s (a day: hours 0-23): the "
+               "cheapest fleet for each hour and the scale-up thresholds on vLLM's "
+               "metrics, instead of one rate's answer (docs/search.md).")] = None,
            as_json: o.Json = False, xlsx: o.Xlsx = None, force: o.Force = False,
            verbose: o.Verbose = False, scenario_file: ScenarioFile = None,
            save_scenario: SaveScenario = None, question: SearchQuestion = None,
@@ -146,7 +152,11 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
           --slo-ttft 1s --slo-tpot 50ms --devices h100-80gb,h200 --max-gpus 16
     """
     q, sp = question, space
-    built = search_scenario(model, q.workload, q.rate, q.slo_ttft, q.slo_tpot, q.target,
+    trace = read_rate_trace(rate_trace) if rate_trace is not None else None
+    if trace is not None and q.rate is not None:
+        raise SpecError("--rate", q.rate, "the rates come from --rate-trace; drop --rate")
+    built = search_scenario(model, q.workload, q.rate if trace is None else
+                            max(r for _, r in trace), q.slo_ttft, q.slo_tpot, q.target,
                             q.max_model_len, q.num_requests, q.step_overhead, q.kv_transfer,
                             q.router, q.gpu_price, q.expert_parallel, q.engine, Search(
                                 sp.devices, sp.tp, sp.pp, sp.replicas, sp.weight_dtype,
@@ -176,6 +186,8 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
         raise SpecError("--policy", space.policy, "a disaggregated pool needs iteration-level "
                         "batching; pass --disaggregate none, or another policy")
     prices = price_table(axes.devices, parse_prices(list(s.prices.gpu_price or [])))
+    if trace is not None:
+        return answer_fleet(problem, axes, prices, trace, _workers(workers), ray, as_json)
     report = _run(problem, axes, prices, model_id(loaded, s.model.ref), _workers(workers),
                   ray, space.prune, as_json)
     engine = engine_label(sim.engine) | {"memory_rules": problem.memory_row.pin}

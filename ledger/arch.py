@@ -141,10 +141,13 @@ def _mlp(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     mats = 3 if spec.gated_mlp else 2
     if moe is None or layer in moe.dense_layers:
         return [TensorGroup("mlp.gate_up_down", spec.intermediate_size, h, mats, LINEAR, at)]
-    e, inter = moe.num_experts, moe.expert_intermediate_size
+    e, inter, width = moe.num_experts, moe.expert_intermediate_size, moe.expert_width(h)
     out = _gemma4_moe_extras(spec, layer) if spec.model_type == "gemma4_text" else []
-    out += [TensorGroup("mlp.experts", inter, h, mats * e, LINEAR, at),
-           TensorGroup("mlp.router", e, h, 1, LINEAR, at)]
+    out += [TensorGroup("mlp.experts", inter, width, mats * e, LINEAR, at),
+            TensorGroup("mlp.router", e, h, 1, LINEAR, at)]
+    if moe.latent_size:  # vllm/model_executor/models/nemotron_h.py NemotronHMoE @v0.32.0
+        out += [TensorGroup("mlp.fc1_latent_proj", width, h, 1, LINEAR, at),
+                TensorGroup("mlp.fc2_latent_proj", h, width, 1, LINEAR, at)]
     if moe.router_bias:
         out.append(TensorGroup("mlp.router.bias", 1, e, 1, VECTOR, at))
     if moe.expert_bias:
@@ -179,7 +182,7 @@ def active_parameters(spec: ModelSpec) -> int:
         return total
     idle = spec.moe.num_experts - spec.moe.num_experts_per_tok
     per_expert = (3 if spec.gated_mlp else 2) * spec.moe.expert_intermediate_size * \
-        spec.hidden_size
+        spec.moe.expert_width(spec.hidden_size)
     return total - idle * per_expert * len(routed_layers(spec))
 
 

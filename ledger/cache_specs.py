@@ -68,14 +68,17 @@ class IndexerPage(FullAttentionPage):
 class MambaStatePage:
     """MambaSpec: one page is the whole state (conv + recurrent), padded to the attention page
     (page_size_padded). A request holds 1 page (mamba_cache_mode 'none'), 2 ('align': the
-    running state and one checkpoint at the last block edge) or cdiv(max_model_len, block_size)
-    ('all': a state at every block edge), plus num_speculative_blocks."""
+    running state and one checkpoint at the last block edge; from 0.33 one more where
+    gated-DeltaNet layers export prefill checkpoints, num_prefill_checkpoint_blocks) or
+    cdiv(max_model_len, block_size) ('all': a state at every block edge), plus
+    num_speculative_blocks."""
 
     state_bytes: int
     padded: int = 0
     mode: str = NONE_MODE
     block_size: int = 0
     num_speculative_blocks: int = 0
+    checkpoint_blocks: int = 0
 
     @property
     def page_size_bytes(self) -> int:
@@ -84,7 +87,7 @@ class MambaStatePage:
     def max_memory_usage_bytes(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         if self.mode == ALL_MODE:
             return cdiv(max_model_len, self.block_size) * self.page_size_bytes
-        extra = 2 if self.mode == ALIGN_MODE else 1
+        extra = 2 + self.checkpoint_blocks if self.mode == ALIGN_MODE else 1
         return self.page_size_bytes * (extra + self.num_speculative_blocks)
 
 

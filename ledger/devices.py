@@ -17,6 +17,10 @@ PCIE_STEP_S = 5e-6
 P2P_S = 10e-6
 NVIDIA_SMI_RESERVE = 469 * MiB  # H100 SXM: nvidia-smi 81,559 MiB vs CUDA's 81,090 MiB
 AIC = "aiconfigurator-core 0.12.0 systems/"
+# How a tensor-parallel group's collectives travel (--interconnect; "nodes" where the group
+# spans nodes, which vLLM's custom all-reduce refuses): what vLLM sets up for them differs.
+NVLINK, PCIE, NODES = "nvlink", "pcie", "nodes"
+INTERCONNECTS = (PCIE, NVLINK)
 
 
 @dataclass(frozen=True)
@@ -62,15 +66,57 @@ class Device:
 # AD104 L4 58, GA102 A10 72, A10G 80, RTX A6000 84, T4 40, B200 148). Kernels that launch one
 # program per SM size their buffers by it (vLLM's Triton top-k/top-p sampler); None: unknown.
 SM_COUNTS = {"h100-80gb": 132, "h200-141gb": 132, "h100-nvl-94gb": 132, "h100-pcie-80gb": 114,
-             "a100-40gb": 108, "a100-80gb": 108, "l40s-48gb": 142, "l40-48gb": 142,
+             "a100-40gb": 108, "a100-80gb": 108, "a100-pcie-40gb": 108, "a100-pcie-80gb": 108,
+             "l40s-48gb": 142, "l40-48gb": 142,
              "rtx-6000-ada-48gb": 142, "rtx-4090-24gb": 128, "l4-24gb": 58, "a10-24gb": 72,
              "a10g-24gb": 80, "a6000-48gb": 84, "t4-16gb": 40, "b200-180gb": 148}
+
+
+def tp_link(label: str, declared: str | None, tp: int,
+            gpus_per_node: int | None = None) -> tuple[str, str]:
+    """(link, why) of a tensor-parallel group: NODES where it spans nodes (vLLM places ranks
+    TP-first, so a group of tp ranks spans nodes when tp exceeds the GPUs a node holds, tp x pp
+    / nnodes), else the declared --interconnect, else the catalog device's (NVLINK for an
+    NVLink part, PCIE for anything else, a bare size included); '' without tensor
+    parallelism."""
+    if tp <= 1:
+        return "", "no tensor parallelism"
+    if declared is not None and declared not in INTERCONNECTS:
+        raise SpecError("--interconnect", declared, "pcie or nvlink")
+    if gpus_per_node is not None and tp > gpus_per_node:
+        return NODES, f"tp={tp} spans nodes of {gpus_per_node} GPUs"
+    if declared is not None:
+        return declared, f"declared: --interconnect {declared}"
+    device = from_label(label)
+    if device is None:
+        return PCIE, "a device outside the catalog (PCIe assumed; --interconnect to state it)"
+    kind = NVLINK if device.interconnect.startswith("NVLink") else PCIE
+    return kind, f"the catalog's {device.name}: {device.interconnect}"
 
 
 def sm_count(label: str) -> int | None:
     """The SM count of the catalog device a resolved label names, None when not known."""
     device = from_label(label)
     return SM_COUNTS.get(device.name) if device is not None else None
+
+
+# CUDA compute capability (major, minor) of the NVIDIA devices, from NVIDIA's table
+# (developer.nvidia.com/cuda-gpus): vLLM picks kernels and defaults by it (the largest CUDA-graph
+# capture on SM 10.x, FlashInfer's GDN prefill on SM 9.0). AMD devices have none.
+COMPUTE_CAPABILITY = {
+    "t4-16gb": (7, 5), "a100-40gb": (8, 0), "a100-80gb": (8, 0), "a10-24gb": (8, 6),
+    "a10g-24gb": (8, 6), "a6000-48gb": (8, 6), "l4-24gb": (8, 9), "l40-48gb": (8, 9),
+    "l40s-48gb": (8, 9), "rtx-4090-24gb": (8, 9), "rtx-6000-ada-48gb": (8, 9),
+    "h100-80gb": (9, 0), "h100-pcie-80gb": (9, 0), "h100-nvl-94gb": (9, 0), "h200-141gb": (9, 0),
+    "h20-96gb": (9, 0), "b200-180gb": (10, 0), "gb200-186gb": (10, 0), "b300-288gb": (10, 3),
+    "rtx-pro-6000-96gb": (12, 0)}
+
+
+def compute_capability(label: str) -> tuple[int, int] | None:
+    """The compute capability of the catalog device a resolved label names; None: not an
+    NVIDIA device of the catalog."""
+    device = from_label(label)
+    return COMPUTE_CAPABILITY.get(device.name) if device is not None else None
 
 def find(name: str) -> Device | None:
     """A catalog device by its name ('h200-141gb', any case), or by the one name it begins up
@@ -142,6 +188,16 @@ DEVICES: tuple[Device, ...] = (
            "(85100068864 bytes on 12.5); 2,039 GB/s and 312 TFLOPS: NVIDIA A100 datasheet; "
            "NVLink 3 300 GB/s per direction (" + AIC + "a100_sxm.yaml)", interconnect="NVLink 3",
            interconnect_bytes_per_s=300 * GB, interconnect_latency_s=NVLINK_STEP_S),
+    Device("a100-pcie-40gb", "NVIDIA A100-PCIE-40GB", 40, 42_298_834_944, 1_555 * GB,
+           312 * TB, "usable: estimate, the SXM4 40GB part's CUDA total (the same 40 GB of "
+           "HBM2, nvidia-smi 40,960 MiB on both); 1,555 GB/s and 312 TFLOPS BF16 dense: "
+           "NVIDIA A100 datasheet (PCIe column); PCIe 4.0 x16, no NVLink (a two-GPU NVLink "
+           "bridge is optional: --interconnect nvlink)"),
+    Device("a100-pcie-80gb", "NVIDIA A100 80GB PCIe", 80, 84_987_740_160, 1_935 * GB,
+           312 * TB, "usable: estimate, the SXM4 80GB part's CUDA total (the same 80 GB of "
+           "HBM2e, nvidia-smi 81,920 MiB on both); 1,935 GB/s and 312 TFLOPS BF16 dense: "
+           "NVIDIA A100 datasheet (PCIe column); PCIe 4.0 x16, no NVLink (a two-GPU NVLink "
+           "bridge is optional: --interconnect nvlink)"),
     Device("h100-80gb", "NVIDIA H100 80GB HBM3", 80, 85_028_896_768, 3_350 * GB,
            989_400 * GB, "usable: deviceQuery 81090 MBytes (85028896768 bytes), driver 12.8 "
            "(81079-81106 MiB on other drivers; nvidia-smi 81559 MiB); 3.35 TB/s and 989.4 "

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
 
+from .devices import NVLINK
 from .errors import SpecError
 from .kv_blocks import (
     V0,
@@ -18,7 +19,7 @@ from .lines import Line
 from .model import ModelSpec
 from .serve import DEFAULT_BLOCK_SIZE_TOKENS
 from .units import GiB, MiB
-from .vllm_profile import SERVE
+from .vllm_profile import COMM_PER_GPU, SERVE
 from .vllm_versions import NEWEST, TOKENS_FROM_CONCURRENCY, VllmRow
 
 PLAIN, VLLM, SGLANG, TRTLLM = "plain", "vllm", "sglang", "trtllm"
@@ -43,6 +44,8 @@ class EngineSpec:
     kv_cache_memory_bytes: int | None = None
     mem_fraction_static: float | None = None
     free_gpu_memory_fraction: float | None = None
+    max_tokens: int | None = None  # TensorRT-LLM's KvCacheConfig.max_tokens
+    max_total_tokens: int | None = None  # SGLang's --max-total-tokens
     non_torch_bytes: int | None = None
     comm_buffer_bytes: int | None = None
     cuda_graph_bytes: int | None = None
@@ -56,6 +59,9 @@ class EngineSpec:
     sampler: str | None = None
     native_fp4: bool = False
     notes: tuple[str, ...] = dataclass_field(default_factory=tuple)
+    model_runner: str | None = None  # VLLM_USE_V2_MODEL_RUNNER: v1 / v2 (None: the release's)
+    pipeline_parallel_size: int = 1  # sets vLLM's concurrent batches (vllm_runner)
+    async_scheduling: bool = True  # vLLM's default; off: one batch in flight per stage
 
     def __post_init__(self) -> None:
         if self.name not in ENGINES:
@@ -68,6 +74,8 @@ class EngineSpec:
                 raise SpecError("--" + field.replace("_", "-"), value, f"a fraction in (0, 1]{pct}")
         if self.formula not in (None, V0, V1):
             raise SpecError("formula", self.formula, "v0 or v1")
+        if self.model_runner not in (None, "v1", "v2"):
+            raise SpecError("VLLM_USE_V2_MODEL_RUNNER", self.model_runner, "v1 or v2")
 
     @property
     def kv_formula(self) -> str:
@@ -131,20 +139,27 @@ class KVGeometry:
     kv_bits: int = 16
     tensor_parallel_size: int = 1
     mamba_cache_mode: str = "align"
+    checkpoint_alignment: int = 0  # gated-DeltaNet prefill checkpoints (VllmRow, 0.33)
+    all_chunk_aligned: bool = True  # 'all' mode aligns to the Mamba chunk (VllmRow, to 0.31)
 
 
-def comm_buffer_estimate(tp: int, pp: int) -> tuple[int, str]:
-    """NCCL and custom all-reduce buffers per GPU: 0 on one GPU; with tp > 1,
-    1.5 GiB + 256 MiB x (tp - 1), plus 256 MiB for pipeline send/recv when pp > 1. Calibrated on
-    vLLM vllm PR 10511's log (non_torch 1.79 -> 3.58 GiB from TP 1 to TP 2); an estimate."""
+def comm_buffer_estimate(tp: int, pp: int, link: str = NVLINK) -> tuple[int, str]:
+    """NCCL and custom all-reduce buffers per GPU: 0 on one GPU; tensor parallelism over NVLink
+    1.5 GiB + 256 MiB x (tp - 1) (calibrated on vLLM PR 10511's H100 log, non_torch 1.79 ->
+    3.58 GiB from TP 1 to TP 2), over PCIe, without P2P or across nodes COMM_PER_GPU (SGLang's
+    'Init torch distributed ends. mem usage=0.13 GB' on 4 x L4, llms-in-clouds docs/sglang.md);
+    plus 256 MiB for pipeline send/recv when pp > 1. An estimate (ledger/devices.py tp_link)."""
     if tp == 1 and pp == 1:
         return 0, "none: one GPU, no collectives"
-    size = (3 * GiB // 2 + 256 * MiB * (tp - 1) if tp > 1 else 0) + (256 * MiB if pp > 1 else 0)
-    return size, (f"estimate for tp={tp}, pp={pp}: NCCL + all-reduce buffers grow with tp; "
+    tensor = 0 if tp == 1 else (3 * GiB // 2 + 256 * MiB * (tp - 1) if link == NVLINK
+                                else COMM_PER_GPU)
+    size = tensor + (256 * MiB if pp > 1 else 0)
+    over = f" over {link}" if tp > 1 else ""
+    return size, (f"estimate for tp={tp}, pp={pp}{over}: NCCL + all-reduce buffers; "
                   "declare with --comm-buffer")
 
 
-def overhead_lines(engine: EngineSpec, tp: int, pp: int) -> tuple[Line, ...]:
+def overhead_lines(engine: EngineSpec, tp: int, pp: int, link: str = NVLINK) -> tuple[Line, ...]:
     """non-torch memory and communication buffers of SGLang, TensorRT-LLM and plain multi-GPU
     plans (vLLM's come from its release's rules: vllm_lines), and whatever was declared; the
     plain single-GPU ledger stays the seed's."""
@@ -159,7 +174,7 @@ def overhead_lines(engine: EngineSpec, tp: int, pp: int) -> tuple[Line, ...]:
         out.append(Line("comm_buffers", "communication buffers", engine.comm_buffer_bytes,
                         "declared: --comm-buffer", True))
     elif engine.name != PLAIN or tp * pp > 1:
-        size, how = comm_buffer_estimate(tp, pp)
+        size, how = comm_buffer_estimate(tp, pp, link)
         out.append(Line("comm_buffers", "communication buffers", size, how))
     if engine.cuda_graph_bytes is not None:
         out.append(Line("cuda_graphs", "CUDA graph pool", engine.cuda_graph_bytes,
@@ -190,10 +205,11 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
     amount = {line.key: line.num_bytes for line in lines}
     weights = amount["weights"] + amount["weight_metadata"]
     act, non_torch, comm = amount["runtime_peak"], amount["non_torch"], amount["comm_buffers"]
-    weights += amount.get("rotary_cache", 0) + amount.get("weights_resident", 0)
+    weights += amount.get("rotary_cache", 0) + amount.get("weights_resident", 0) \
+        + amount.get("lora_adapters", 0) + amount.get("eplb", 0)
     if engine.name == VLLM:
         return _vllm(engine, device_bytes, weights + act + non_torch + comm
-                     + amount.get("cuda_graphs", 0))
+                     + amount.get("cuda_graphs", 0), "cuda_graphs" in amount)
     graphs = amount.get("cuda_graphs", 0)
     if engine.name == SGLANG:
         return _sglang(engine, device_bytes - non_torch - comm, weights, act + graphs, world_size)
@@ -203,23 +219,28 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
 def _sglang(engine: EngineSpec, free_start: int, weights: int, act: int, world_size: int):
     fraction = engine.mem_fraction_static or _sglang_default(world_size)
     pool = int(free_start * fraction) - weights
+    cap = (f", at most max_total_tokens {engine.max_total_tokens:,} (whole pages)"
+           if engine.max_total_tokens is not None else "")
     return pool, free_start - int(free_start * fraction) - act, (
-        f"SGLang: (total - non-torch - comm) x mem_fraction_static {fraction:.2f} - weights"
+        f"SGLang: (total - non-torch - comm) x mem_fraction_static {fraction:.2f} - weights{cap}"
     ), f"outside mem_fraction_static {fraction:.2f}, after activations"
 
 
 def _trtllm(engine: EngineSpec, free_after: int):
     fraction = engine.free_gpu_memory_fraction or DEFAULT_FREE_GPU_MEMORY_FRACTION
     pool = int(free_after * fraction)
+    cap = (f", at most max_tokens {engine.max_tokens:,} (whole blocks)"
+           if engine.max_tokens is not None else "")
     return pool, free_after - pool, (
-        f"TensorRT-LLM: free_gpu_memory_fraction {fraction:.2f} x memory free after weights"
+        f"TensorRT-LLM: free_gpu_memory_fraction {fraction:.2f} x memory free after weights{cap}"
     ), f"the {1 - fraction:.0%} of free memory TensorRT-LLM leaves"
 
 
-def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int):
+def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, graphs: bool):
     """requested = total x gpu_memory_utilization; pool = requested - everything the profile
     counted (weights, activation peak, non-torch incl. collective buffers, and the CUDA-graph
-    estimate where the release subtracts it: see VllmRow). The headroom is the rest."""
+    line where the release subtracts it or it was measured: vllm_runner.graphs_subtracted).
+    The headroom is the rest."""
     row = engine.vllm_row
     if engine.kv_cache_memory_bytes is not None:
         rest = device_bytes - non_kv - engine.kv_cache_memory_bytes
@@ -230,8 +251,7 @@ def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int):
     pool = int(requested - non_kv)
     return pool, device_bytes - int(requested), (
         f"{row.name} ({row.tag}): total x gpu_memory_utilization {util:.2f} - weights - "
-        "activation peak - non-torch - comm" + (" - CUDA graphs" if row.graphs_subtracted
-                                                  or engine.cuda_graph_bytes else "")
+        "activation peak - non-torch - comm" + (" - CUDA graphs" if graphs else "")
     ), f"outside gpu_memory_utilization {util:.2f}"
 
 
@@ -260,6 +280,14 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
                       per_request, how, len(groups.kinds), tuple(groups.kinds))
     block_bytes = bsz * geo.layer_bytes_per_token * len(geo.layer_ids)
     blocks = max(pool_bytes, 0) // block_bytes if block_bytes else 0
+    if engine.name == TRTLLM and engine.max_tokens is not None:
+        # KvCacheConfig.max_tokens caps the blocks at ceil(max_tokens / tokens_per_block): with
+        # free_gpu_memory_fraction 'the smaller value will be used' (the engine's warning)
+        blocks = min(blocks, -(-engine.max_tokens // bsz))
+    if engine.name == SGLANG and engine.max_total_tokens is not None:
+        # --max-total-tokens: min(profiled, max_total_tokens), then whole pages
+        # (model_runner.py init_memory_pool, sglang 0.4.4)
+        blocks = min(blocks, engine.max_total_tokens // bsz)
     per_request = -(-geo.max_model_len // bsz)
     return Budget(engine.name, pool_bytes, blocks, blocks * bsz,
                   blocks * bsz / geo.max_model_len, bsz, block_bytes, per_request, how)
@@ -272,7 +300,7 @@ def _hybrid_budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: st
 
     plan = layout(geo.spec, geo.kv_bits, geo.layer_ids, geo.tensor_parallel_size,
                   geo.max_model_len, geo.max_num_batched_tokens, geo.block_size_tokens,
-                  geo.mamba_cache_mode)
+                  geo.mamba_cache_mode, geo.checkpoint_alignment, geo.all_chunk_aligned)
     blocks = plan.num_gpu_blocks(pool_bytes)
     concurrency = plan.max_concurrency(blocks)
     tokens = logged_tokens(engine, blocks, len(plan.kinds), plan.block_size_tokens, concurrency,

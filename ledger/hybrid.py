@@ -19,7 +19,7 @@ from .cache_specs import (
     indexer_bytes_per_token,
 )
 from .errors import SpecError
-from .model import CHUNKED, SLIDING, STATE_KINDS, ModelSpec
+from .model import CHUNKED, LINEAR, SLIDING, STATE_KINDS, ModelSpec
 from .state import state_bytes_per_layer
 
 DEFAULT_MAMBA_CACHE_MODE = ALIGN_MODE  # what prefix caching (vLLM's default) selects for hybrids
@@ -51,20 +51,29 @@ class HybridLayout:
 
 def layout(spec: ModelSpec, kv_bits: int, layer_ids: tuple[int, ...], tp: int,
            max_model_len: int, max_num_batched_tokens: int, block_size_tokens: int,
-           mode: str = DEFAULT_MAMBA_CACHE_MODE) -> HybridLayout:
-    """The layout vLLM builds for `spec` on one rank (all layers' specs, then the groups)."""
+           mode: str = DEFAULT_MAMBA_CACHE_MODE, checkpoint_alignment: int = 0,
+           all_chunk_aligned: bool = True) -> HybridLayout:
+    """The layout vLLM builds for `spec` on one rank (all layers' specs, then the groups).
+    max_num_batched_tokens: what a windowed layer reserves beyond its window (the release's
+    in-flight tokens); checkpoint_alignment: gated-DeltaNet prefill checkpoints in align mode
+    (0.33: the block a multiple of it, one state block more per request); all_chunk_aligned:
+    'all' mode aligns the block to the Mamba chunk (to 0.31)."""
     from .kv import Shard, kv_bits_for_layer
 
     shard = Shard(tensor_parallel_size=tp, layers=layer_ids)
     att = spec.attention
     per_token = {n: kv_bits_for_layer(spec, n, kv_bits, shard) // 8 for n in range(spec.num_layers)}
     state = state_bytes_per_layer(spec.state, tp) if spec.state_layers else 0
-    block, padded = _block_size(spec, per_token, state, block_size_tokens, mode)
+    checkpoint = checkpoint_alignment if mode == ALIGN_MODE and LINEAR in \
+        spec.attention.layer_kinds else 0
+    block, padded = _block_size(spec, per_token, state, block_size_tokens, mode, checkpoint,
+                                all_chunk_aligned)
     specs = {}
     for n in range(spec.num_layers):
         kind = spec.layer_kind(n)
         if kind in STATE_KINDS:
-            specs[n] = MambaStatePage(state, padded, mode, block)
+            specs[n] = MambaStatePage(state, padded, mode, block,
+                                      checkpoint_blocks=1 if checkpoint else 0)
         elif per_token[n]:
             specs[n] = _attention_page(kind, block, per_token[n], att)
         if spec.parallel_state:  # Falcon-H1: the layer's Mamba-2 mixer is a layer of its own
@@ -88,16 +97,17 @@ def _attention_page(kind: str, block: int, per_token: int, att) -> FullAttention
 
 
 def _block_size(spec: ModelSpec, per_token: dict, state: int, requested: int,
-                mode: str) -> tuple[int, int]:
+                mode: str, checkpoint: int = 0, chunk_aligned: bool = True) -> tuple[int, int]:
     """HybridAttentionMambaModelConfig.verify_and_update_config: the attention block is the
-    smallest multiple of the kernel alignment (16; MLA 64) whose page holds one state ('all':
-    a multiple of lcm(mamba chunk, alignment)); a larger --block-size is kept; the state page
-    is padded to the attention page. Returns (block size, padded state page)."""
+    smallest multiple of the kernel alignment (16; MLA 64; with gated-DeltaNet checkpoints
+    lcm(alignment, checkpoint)) whose page holds one state ('all' to 0.31: a multiple of
+    lcm(mamba chunk, alignment)); a larger --block-size is kept; the state page is padded to
+    the attention page. Returns (block size, padded state page)."""
     if not state:
         return requested, 0
     one_token = next(b for b in per_token.values() if b)  # model_config.get_head_size()'s layer
-    align = 64 if spec.attention.kind == "mla" else 16
-    if mode == ALL_MODE:
+    align = lcm(64 if spec.attention.kind == "mla" else 16, checkpoint or 1)
+    if mode == ALL_MODE and chunk_aligned:
         chunk = lcm(DEFAULT_MAMBA_CHUNK_SIZE, align)
         block = chunk * cdiv(cdiv(state, one_token), chunk)
     else:

@@ -91,6 +91,13 @@ class MoE:
     router_bias: bool = False
     expert_bias: bool = False
     shared_expert_gate: bool = False  # a 1 x hidden sigmoid gate on the shared expert (Qwen)
+    # latent MoE (Nemotron-3 Super): routed experts read and write this width, not hidden;
+    # fc1_latent_proj (latent x hidden) and fc2_latent_proj (hidden x latent) wrap them
+    latent_size: int = 0
+
+    def expert_width(self, hidden_size: int) -> int:
+        """The width a routed expert's up projection reads and its down projection writes."""
+        return self.latent_size or hidden_size
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,24 @@ class Quant:
     block_shape: tuple[int, int] = (0, 0)
     per_tensor_scale: bool = False
     modules_not_converted: tuple[str, ...] = ()
+    # per-module formats (modelopt MIXED_PRECISION, compressed-tensors config groups): (module
+    # pattern, its format), first match wins; a module none names takes this Quant's own
+    # format, or stays dense when unlisted_dense (ledger/module_formats.py resolves them)
+    module_formats: tuple[tuple[str, "Quant"], ...] = ()
+    unlisted_dense: bool = False
+    patterns: str = "segment"  # segment (AWQ/GPTQ/fp8 names), glob (modelopt), exact (c-t)
+    input_scale: bool = False  # one fp32 static activation scale per matrix
+    extra_bits_per_matrix: int = 0  # e.g. compressed-tensors' int64 (2,) weight_shape
+    sparse_24: bool = False  # 2:4 sparse, compressed: half the values + a 1-bit mask each
+    quantizes_lm_head: bool = False  # lm_head is stored in this format unless excluded
+    act_order: bool = False  # GPTQ desc_act: g_idx permutes the input columns
+    producer: str = ""  # the checkpoint's format family: modelopt, compressed-tensors, ...
+    label: str = ""  # how the format is named where it is shown ('' : method)
+
+    @property
+    def name(self) -> str:
+        """The format's name in the ledger: its label, else its method."""
+        return self.label or self.method
 
     def __post_init__(self) -> None:
         """A zero-sized group or tile would divide by zero or silently drop the scales."""
@@ -141,6 +166,7 @@ class ModelSpec:
     checkpoint_dtype: str = "bf16"
     max_position_embeddings: int = 0
     model_type: str = ""
+    architecture: str = ""  # the config's architectures[0], what vLLM dispatches on
     notes: tuple[str, ...] = field(default_factory=tuple)
     state: StateShape | None = None
     mlp_layers: tuple[int, ...] | None = None  # layers with an MLP/MoE block (None: every one)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, replace
 
 from . import dtypes
 from .arch import active_parameters
+from .devices import NVLINK, tp_link
 from .engines import (
     PER_HEAD_REASON,
     PLAIN,
@@ -21,6 +22,7 @@ from .engines import (
     rotary_cache_line,
     starts,
 )
+from .eplb import eplb_lines
 from .errors import SpecError
 from .kv import (
     WHOLE,
@@ -32,6 +34,7 @@ from .kv import (
     kv_bytes_per_token,
 )
 from .lines import Line
+from .lora import lora_lines
 from .model import ModelSpec, Quant
 from .paging import BlockReport, paging_report
 from .plan_notes import after_notes, cache_form_notes, engine_notes, plan_notes
@@ -41,9 +44,9 @@ from .sharding import Stage, rank_inventory
 from .state import state_bytes_per_request
 from .units import plural
 from .vllm_after import AfterPool, after_pool
+from .vllm_lines import PoolRules, pool_rules, profile_batch, resident_line, runtime_line
 from .vllm_lines import overhead as vllm_overhead
-from .vllm_lines import profile_batch, resident_line, runtime_line
-from .weights import WeightBytes, default_quant, weight_bytes
+from .weights import WeightBytes, default_quant, metadata_text, weight_bytes
 
 __all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
 
@@ -66,6 +69,7 @@ class Plan:
     shard: Shard = WHOLE
     kv_in_use_by_kind: dict[str, int] = field(default_factory=dict)
     window_tokens: int | None = None
+    window_in_flight_tokens: int = 0  # what a windowed layer reserves beyond W - 1 (the release's)
     # with --lengths the ceiling counts requests of the mix's average; this counts the longest
     longest_ceiling_requests: int | None = None
     state_bytes_per_request: int = 0  # linear-attention / Mamba state: constant in context
@@ -74,6 +78,7 @@ class Plan:
     # the kv_cache line is the peak, with each windowed prefill in flight (== it without windows)
     kv_decode_hold_bytes: int = 0
     after_pool: AfterPool | None = None  # vLLM: what runs after the pool, and the room for it
+    host: tuple[Line, ...] = ()  # host memory this rank holds (not the device's): LoRA's cache
 
     def line(self, key: str) -> int:
         return next((item.num_bytes for item in self.lines if item.key == key), 0)
@@ -144,7 +149,8 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     kv_bits = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
     weights, head = _fixed_lines(spec, serve, overrides, shard, engine)
     bsz = serve.block_size_tokens
-    budget_tokens = serve.max_num_batched_tokens
+    rules = pool_rules(engine, spec, serve) if engine.name == VLLM else None
+    budget_tokens = rules.window_tokens if rules else serve.max_num_batched_tokens
     per_request = kv_bytes_per_request(spec, kv_bits, serve.context_tokens, bsz, shard,
                                        budget_tokens)
     lengths = list(serve.live_lengths)
@@ -152,7 +158,9 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     kv_total = sum(kv_by_kind.values())
     hold = sum(_kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard).values())
     kv_line = Line("kv_cache", "KV cache in use", kv_total,
-                   _kv_from(lengths, bsz, serve) + _window_from(kv_by_kind, hold, serve)
+                   _kv_from(lengths, bsz, serve) + _window_from(
+                       kv_by_kind, hold, rules.why if rules else
+                       f"{serve.max_num_batched_tokens:,} batched tokens")
                    + (f"; K and V per head: {PER_HEAD_REASON}"
                       if spec.attention.mla_per_head_cache else ""))
     cache_lines = (kv_line,) + _extra_cache_lines(spec, lengths, bsz, shard)
@@ -164,7 +172,8 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         safety, safety_from = _safety(serve)
         lines = head + cache_lines + (Line("safety", "safety reserve", safety, safety_from),)
     else:
-        lines, result = _engine_lines(spec, serve, shard, engine, head, cache_lines, kv_bits)
+        lines, result = _engine_lines(spec, serve, shard, engine, head, cache_lines, kv_bits,
+                                      rules)
     after = None
     if engine.name == VLLM and starts(result, serve.context_tokens):
         after = after_pool(spec, serve, shard, engine, lines, result,
@@ -191,10 +200,21 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         budget=result, after_pool=after,
         shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
+        window_in_flight_tokens=budget_tokens,
         longest_ceiling_requests=longest if serve.lengths and result is None else None,
         state_bytes_per_request=state, indexer_bytes_per_token=indexer_bytes_per_token(spec, shard),
         kv_decode_hold_bytes=hold,
+        host=_host_lines(spec, serve, shard),
     )
+
+
+def _host_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> tuple[Line, ...]:
+    return lora_lines(spec, serve.lora, shard, _model_bits(serve))[1]
+
+
+def _model_bits(serve: ServeSpec) -> int:
+    return dtypes.lookup(serve.activation_dtype, "activation_dtype",
+                         dtypes.ACTIVATION_DTYPES).bits
 
 
 def _indexer_request(spec: ModelSpec, tokens: int, bsz: int, shard: Shard) -> int:
@@ -244,9 +264,14 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
              overrides.weights is not None),
         Line("weight_metadata", "weight metadata",
              weights.metadata_bytes, _meta_from(weights, overrides)),
-    ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) + (runtime,)
+    ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) \
+        + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] \
+        + eplb_lines(spec, serve.eplb, shard, *weight_format(spec, serve, overrides)) \
+        + (runtime,)
+    link, _ = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
+                      serve.gpus_per_node)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
-            else overhead_lines(engine, shard.tensor_parallel_size, pp))
+            else overhead_lines(engine, shard.tensor_parallel_size, pp, link or NVLINK))
     return weights, head + _rotary(spec, engine, overrides) + tail
 
 
@@ -259,16 +284,19 @@ def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[
 
 
 def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,
-                  head: tuple[Line, ...], cache_lines: tuple[Line, ...], kv_bits: int):
+                  head: tuple[Line, ...], cache_lines: tuple[Line, ...], kv_bits: int,
+                  rules: PoolRules | None):
     """The engine's pool replaces the safety reserve: KV in use + the pool's spare blocks fill
     the pool; what the engine keeps outside its budget is the headroom line."""
     world = shard.tensor_parallel_size * (1 if shard.first_stage and shard.last_stage else 2)
     pool, headroom, how, headroom_from = pool_and_headroom(engine, serve.device_bytes, head,
                                                            world)
     geo = KVGeometry(spec, kv_bits_per_token_layer(spec, kv_bits, shard) // 8,
-                     shard.layer_ids(spec), serve.context_tokens, serve.max_num_batched_tokens,
+                     shard.layer_ids(spec), serve.context_tokens,
+                     rules.window_tokens if rules else serve.max_num_batched_tokens,
                      serve.block_size_tokens, kv_bits, shard.tensor_parallel_size,
-                     serve.mamba_cache_mode)
+                     serve.mamba_cache_mode, rules.checkpoint_alignment if rules else 0,
+                     rules.all_chunk_aligned if rules else True)
     result = budget(engine, pool, geo, how)
     usable = result.num_gpu_blocks * result.block_bytes
     spare = max(usable - sum(item.num_bytes for item in cache_lines), 0)
@@ -281,15 +309,21 @@ def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: Engin
     return lines, result
 
 
+def weight_format(spec: ModelSpec, serve: ServeSpec,
+                  overrides: Overrides = Overrides()) -> tuple[int, Quant | None]:
+    """(bits of the unquantized tensors, the quantization) the weights line plans with."""
+    dense = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
+    wdtype = dtypes.lookup(serve.weight_dtype, "weight_dtype", dtypes.WEIGHT_DTYPES)
+    quant = overrides.quant or spec.quant or default_quant(wdtype.name)
+    return (wdtype.bits if quant is None else dense.bits), quant
+
+
 def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides,
              shard: Shard) -> tuple[WeightBytes, str]:
     whole = shard.is_whole(spec)
     if overrides.weights is not None and (whole or overrides.per_device):
         return overrides.weights, overrides.weights_source
-    dense = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
-    wdtype = dtypes.lookup(serve.weight_dtype, "weight_dtype", dtypes.WEIGHT_DTYPES)
-    quant = overrides.quant or spec.quant or default_quant(wdtype.name)
-    dense_bits = wdtype.bits if quant is None else dense.bits
+    dense_bits, quant = weight_format(spec, serve, overrides)
     if whole:
         result = weight_bytes(spec, dense_bits, quant)
         return result, result.how
@@ -319,9 +353,10 @@ def _share(overrides: Overrides, rank: WeightBytes, whole: WeightBytes) -> tuple
 
 def _meta_from(weights: WeightBytes, overrides: Overrides) -> str:
     if overrides.weights is not None:
-        return overrides.weights_source
-    return "none: unquantized" if not weights.metadata_bytes else "scales/zero points of " + \
-        f"{weights.quantized_parameters:,} quantized params"
+        if not weights.metadata_bytes or not weights.by_format:
+            return overrides.weights_source
+        return f"{overrides.weights_source.split(':')[0]}: {metadata_text(weights)}"
+    return "none: unquantized" if not weights.metadata_bytes else metadata_text(weights)
 
 
 def _runtime_peak(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> tuple[int, str]:
@@ -366,15 +401,14 @@ def _kv_from(lengths: list[int], bsz: int, serve: ServeSpec) -> str:
     return f"{load}, {serve.kv_dtype}, {bsz}-token blocks{shared}"
 
 
-def _window_from(kv_by_kind: dict[str, int], hold: int, serve: ServeSpec) -> str:
+def _window_from(kv_by_kind: dict[str, int], hold: int, in_flight: str) -> str:
     """Windowed layers: the line is the peak, each request's prefill in flight (vLLM's
-    SlidingWindowSpec: W - 1 + T tokens + 1 block, at most its own); the steady decode hold
-    beside it."""
+    SlidingWindowSpec: W - 1 + the tokens in flight + 1 block, at most its own); the steady
+    decode hold beside it."""
     if not kv_by_kind.get("sliding"):
         return ""
-    return (f"; windowed layers at the in-flight prefill peak (W - 1 + "
-            f"{serve.max_num_batched_tokens:,} batched tokens + 1 block, vLLM's "
-            f"SlidingWindowSpec); steady decode hold {hold:,} B")
+    return (f"; windowed layers at the in-flight prefill peak (W - 1 + {in_flight} + 1 "
+            f"block, vLLM's SlidingWindowSpec); steady decode hold {hold:,} B")
 
 
 def _representations(serve: ServeSpec, weights: WeightBytes, kv_bits: int):

@@ -1,10 +1,11 @@
 """Predicted vs logged: each vLLM startup figure beside the plan's, its residual and advice."""
 
 import re
-from dataclasses import dataclass
 
 from .errors import SpecError
 from .plan import Plan
+from .reconcile_ranks import binding_pool, rank_rows
+from .reconcile_row import Reconciliation, Row
 from .units import GiB
 from .vllm_log import LogFacts
 
@@ -13,53 +14,28 @@ DIFFERENT_MODEL = 0.10  # block bytes more than 10% apart: not this model's KV c
 WEIGHTS_APART = 0.5  # weights 1.5x apart either way: not this checkpoint
 
 
-@dataclass(frozen=True)
-class Row:
-    """One compared figure. unit: 'GiB' (values in bytes), 'blocks', 'tokens' or 'x'."""
-
-    key: str
-    label: str
-    unit: str
-    predicted: float
-    logged: float
-    advice: str
-
-    @property
-    def residual(self) -> float:
-        """logged - predicted, in the row's unit (bytes for GiB rows)."""
-        return self.logged - self.predicted
-
-
-@dataclass(frozen=True)
-class Reconciliation:
-    """The rows, the notes, every memory line of the log that was read (with what it gave),
-    and whether the plan agrees with the log (exit 0) or not (exit 1)."""
-
-    model: str
-    engine_version: str
-    rows: tuple[Row, ...]
-    notes: tuple[str, ...]
-    lines: tuple = ()
-    agrees: bool = True
-
-
-def check_same_model(plan: Plan, facts: LogFacts, model_name: str) -> None:
-    """Fail when the log names another model, or its KV blocks are another model's size."""
+def check_same_model(plan: Plan, facts: LogFacts, model_name: str) -> list[str]:
+    """Fail when the log's weights or KV blocks are another model's size; a name that differs
+    (a local folder, a renamed copy) is only noted: the config given is trusted."""
+    notes = []
     if facts.model and not _same_name(facts.model, model_name):
-        raise SpecError("--model", model_name, f"the log is for a different model: it loads "
-                        f"{facts.model!r}")
+        notes.append(f"the log loads {facts.model!r} and the config given is {model_name!r}: "
+                     "the config is trusted; the weights and KV blocks below check that it is "
+                     "the same model")
+    loads = f" ({facts.model!r}?)" if facts.model else ""
     logged = facts.gib_bytes("weights_gib")
     predicted = plan.line("weights") + plan.line("weight_metadata")
     if logged and not 1 / (1 + WEIGHTS_APART) < logged / predicted < 1 + WEIGHTS_APART:
-        raise SpecError("--model", model_name, f"the log is for a different model (or weight "
-                        f"dtype or tp): it loads {facts.weights_gib} GiB of weights, the plan "
-                        f"{predicted / GiB:.2f} GiB")
+        raise SpecError("--model", model_name, f"the log is for a different model{loads} (or "
+                        f"weight dtype or tp): it loads {facts.weights_gib} GiB of weights, the "
+                        f"plan {predicted / GiB:.2f} GiB")
     implied = _implied_block_bytes(plan, facts)
     ours = plan.budget.block_bytes
     if implied and abs(implied / ours - 1) > DIFFERENT_MODEL:
-        raise SpecError("--model", model_name, f"the log is for a different model (or KV dtype, "
-                        f"block size or tp): its KV pool holds {implied:,.0f} B per block, "
-                        f"{model_name} needs {ours:,} B")
+        raise SpecError("--model", model_name, f"the log is for a different model{loads} (or KV "
+                        f"dtype, block size or tp): its KV pool holds {implied:,.0f} B per "
+                        f"block, {model_name} needs {ours:,} B")
+    return notes
 
 
 AFTER_POOL_GRAPHS = ("the log's 'Graph capturing finished ... took {gib} GiB' comes after the "
@@ -70,20 +46,25 @@ AFTER_POOL_GRAPHS = ("the log's 'Graph capturing finished ... took {gib} GiB' co
 AGREE = 0.05  # KV tokens (or the pool) within 5% and the same start verdict: exit 0
 
 
-def reconcile(plan: Plan, replanned: Plan, facts: LogFacts,
-              said: tuple[str, ...] = ()) -> Reconciliation:
+def reconcile(plan: Plan, replanned: Plan, facts: LogFacts, said: tuple[str, ...] = (),
+              stages: tuple[tuple[tuple[int, ...], Plan], ...] = (),
+              refusal: str | None = None) -> Reconciliation:
     """Rows for every figure the log printed. `plan` is the prediction from the config alone;
     `replanned` uses the log's own weights, activation, non-torch and graph lines as measured,
     so its pool residual isolates servecap's arithmetic from its estimates. Notes explain a
-    residual only by what the log shows; `said`: notes on how the plan was made (its rules)."""
+    residual only by what the log shows; `said`: notes on how the plan was made (its rules);
+    `stages`: each pipeline stage's ranks and ledger (the rows per rank use its own stage's),
+    `plan` being the binding stage's; `refusal`: why vLLM refuses to start before its profile
+    (the free memory the log shows at startup), which decides the start row."""
     rows = [r for r in (_weights(plan, facts), _gib_row(plan, facts, "activation_peak_gib",
                                                         "runtime_peak", "activation peak"),
                         _gib_row(plan, facts, "non_torch_gib", "non_torch", "non-torch memory"),
                         _gib_row(plan, facts, "cuda_graph_gib", "cuda_graphs", "CUDA graph pool"),
                         _pool(plan, facts), _replanned(replanned, facts))
             if r is not None]
-    rows += _rank_rows(plan, facts) + _blocks(plan, facts) + _capacity_rows(plan, facts)
-    rows.append(_start_row(plan, facts))
+    facts = binding_pool(plan, facts, stages)
+    rows += rank_rows(plan, facts, stages) + _blocks(plan, facts) + _capacity_rows(plan, facts)
+    rows.append(_start_row(plan, facts, refusal))
     notes = [f"GiB figures in the log are rounded to {ROUNDING_GIB} GiB; residuals within that "
              "are matches"] + [note for note in said if note]
     if facts.graph_capture_gib is not None and facts.cuda_graph_gib is None:
@@ -131,7 +112,7 @@ def _weights(plan: Plan, facts: LogFacts) -> Row | None:
     if logged is None:
         return None
     predicted = sum(plan.line(k) for k in ("weights", "weight_metadata", "weights_resident",
-                                           "rotary_cache"))
+                                           "rotary_cache", "lora_adapters", "eplb"))
     gap = (logged - predicted) / GiB
     if abs(gap) <= ROUNDING_GIB or abs(logged - predicted) <= 0.002 * logged:
         advice = "matches" + (" (with vLLM's resident layout)"
@@ -244,18 +225,6 @@ def _blocks_row(plan: Plan, facts: LogFacts) -> Row:
     return Row("num_gpu_blocks", "GPU blocks", "blocks", budget.num_gpu_blocks, logged, advice)
 
 
-def _rank_rows(plan: Plan, facts: LogFacts) -> list[Row]:
-    """One row per rank the log printed a pool for; vLLM holds every rank to the smallest."""
-    if not facts.rank_pools:
-        return []
-    least = min(value for _, value in facts.rank_pools)
-    return [Row(f"kv_pool_rank{rank}", f"KV pool, rank {rank}", "GiB",
-                plan.budget.kv_pool_bytes, round(value * GiB),
-                "the smallest: every rank gets its block count" if value == least else
-                f"{value - least:.2f} GiB above the smallest rank's; vLLM does not use it")
-            for rank, value in facts.rank_pools]
-
-
 def _capacity_rows(plan: Plan, facts: LogFacts) -> list[Row]:
     """V0's 'maximum number of tokens that can be stored in KV cache (N)' = blocks x block
     size; V1's 'estimated maximum model length is N' for the pool it printed."""
@@ -278,19 +247,22 @@ def _capacity_rows(plan: Plan, facts: LogFacts) -> list[Row]:
     return rows
 
 
-def _start_row(plan: Plan, facts: LogFacts) -> Row:
-    """1 = starts, 0 = refused. The log shows a failure or none; the plan decides."""
+def _start_row(plan: Plan, facts: LogFacts, refusal: str | None = None) -> Row:
+    """1 = starts, 0 = refused. The log shows a failure or none; the plan decides, unless the
+    log's free memory at startup is below what the release requests (refusal)."""
     logged = 0 if facts.failure else 1
-    predicted = 1 if plan.starts else 0
+    predicted = 1 if plan.starts and refusal is None else 0
     if predicted == logged:
-        advice = "agrees" + (f": {facts.failure}" if facts.failure else "")
+        advice = "agrees" + (f": {refusal}" if refusal else
+                             f": {facts.failure}" if facts.failure else "")
     elif logged == 0:
         advice = (f"vLLM failed ({facts.failure}) where the plan starts: " + (
             "the failure came after the pool was sized, which its arithmetic does not cover"
             if plan.budget.num_gpu_blocks >= plan.budget.blocks_per_request else
             "the plan's pool is larger than vLLM's"))
     else:
-        advice = "the plan says it would not start; the log shows no failure"
+        advice = "the plan says it would not start; the log shows no failure" + (
+            f" ({refusal})" if refusal else "")
     return Row("starts", "engine starts (1) or refuses (0)", "flag", predicted, logged, advice)
 
 

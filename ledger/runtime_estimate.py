@@ -13,7 +13,9 @@ from . import dtypes
 from .arch import routed_layers
 from .errors import SpecError
 from .kv import WHOLE, Shard, kv_heads_per_rank
+from .mla_estimate import MLADims, mla_dims, mla_peak
 from .model import ModelSpec
+from .moe_estimate import MoEDims, moe_dims, moe_peak
 from .serve import DEFAULT_BLOCK_SIZE_TOKENS, ServeSpec
 from .state_estimate import StateDims, state_dims, state_layer_peak
 
@@ -60,6 +62,10 @@ class Dims:
     gated_mlp: bool = True  # False: up/down only (Nemotron-H's relu2 MLP)
     q_gate: bool = False  # q_proj also emits an output gate (Qwen3-Next)
     state: StateDims | None = None  # hybrids' state layers (ledger/state_estimate.py)
+    moe: MoEDims | None = None  # routed layers (ledger/moe_estimate.py)
+    mla: MLADims | None = None  # latent attention (ledger/mla_estimate.py): q and kv are the
+    # latent-space query (heads x (L + R)) and the one latent, read as key and value at once
+    kv_planes: int = 2  # K and V cached apart; MLA's one latent: 1
 
     @property
     def cast_bytes(self) -> int:
@@ -142,7 +148,8 @@ def layer_peak(dims: Dims, tokens: int, num_seqs: int, group: int) -> int:
     attention  h, q, k, v held (T x (H + q + 2 kv)) and the widest of: RoPE (2 q), the fused
                prompt kernel's output, its log-sum-exp and row-major copy with o_proj (H), or
                the paged pass (paged_attention)
-    mlp        h and two (T, I) (gate, up), then gate and the (T, H) down projection.
+    mlp        h and two (T, I) (gate, up), then gate and the (T, H) down projection
+    moe        a routed layer (ledger/moe_estimate.py moe_peak)
     (Qwen3's q/k RMSNorm holds fp32 (T, q) temporaries inside the attention phase.)
     state      a hybrid's linear-attention or Mamba-2 layer (state_estimate.state_layer_peak)"""
     t, b, d = tokens, dims.act_bytes, dims
@@ -152,12 +159,18 @@ def layer_peak(dims: Dims, tokens: int, num_seqs: int, group: int) -> int:
     qk_norm = t * d.q * (FP32_BYTES + d.cast_bytes) if d.qk_norm else 0  # RMSNorm of q
     attention = held + max(2 * t * d.q * b, qk_norm, prompt,
                            paged_attention(d, t, num_seqs, group), t * (d.q + d.hidden) * b)
+    if d.mla is not None:  # the prompt kernel's output, its row-major copy and log-sum-exp
+        attend = max(t * (2 * d.q * b + d.q_heads * FP32_BYTES),
+                     paged_attention(d, t, num_seqs, group))
+        attention = mla_peak(d.mla, t, d.hidden, b, attend)
     if d.q_gate:  # q_proj's gate rows beside q, then the gate's row-major copy
         attention += 2 * t * d.q * b
     mlp = t * d.hidden * b + max(2 * t * d.inter * b, t * (d.inter + d.hidden) * b)
     if not d.gated_mlp:  # relu(up) squared in place, then down
         mlp = t * d.hidden * b + t * (d.inter + d.hidden) * b
     widest = max(norm, attention, mlp)
+    if d.moe is not None:
+        widest = max(widest, moe_peak(d.moe, t, d.hidden, b))
     if d.state is not None:  # the normed input, then the state layer
         num_decode = tokens if num_seqs == tokens else 0
         widest = max(widest, t * d.hidden * b + state_layer_peak(
@@ -178,21 +191,24 @@ def paged_attention(dims: Dims, rows: int, num_seqs: int, group: int) -> int:
     groups_per_kv = d.q_heads // d.kv_heads
     acc = rows * d.q * FP32_BYTES
     keys = num_seqs * group
-    buffers = 2 * keys * d.kv * d.kv_bytes
-    converted = 2 * keys * d.kv * b if d.kv_bytes != b or not d.exact else 0  # cast on read
+    buffers = d.kv_planes * keys * d.kv * d.kv_bytes
+    converted = d.kv_planes * keys * d.kv * b if d.kv_bytes != b or not d.exact else 0
     indices = (group + d.kv_heads * keys // d.block) * INDEX_BYTES
     cast = b if b != FP32_BYTES else 0
     # a reduced-precision batched matmul on the CPU computes in fp32: copies of its operands
     # (the group's K or V read twice) and of its result
-    upcast = (scores + 2 * keys * d.kv + rows * d.q) * FP32_BYTES if cast else 0
+    upcast = (scores + d.kv_planes * keys * d.kv + rows * d.q) * FP32_BYTES if cast else 0
     # the mask: its operands (causal, window, length) are freed once combined, before any score
     mask = rows * groups_per_kv * group
     state = 5 * rows * d.q_heads * FP32_BYTES  # running max and sum, new max, its safe copy, sum
+    # the query's and the output's (Hkv, S, QG, D) <-> (S, Q, H, D) reorderings are copies
+    # unless one KV head serves every query head (MQA, MLA's latent): then they are views
+    reorder = rows * d.q * b if d.kv_heads > 1 else 0
     widest = max(mask + state + max(2 * scores * FP32_BYTES + acc,
                              scores * (FP32_BYTES + cast) + upcast + acc + rows * d.q * b,
                              scores * FP32_BYTES + 2 * acc + rows * d.q * cast),
-                 acc + rows * d.q * (b + cast))
-    return (rows * d.q * b + rows * groups_per_kv * INDEX_BYTES + buffers + converted
+                 acc + rows * d.q * cast + reorder)
+    return (reorder + rows * groups_per_kv * INDEX_BYTES + buffers + converted
             + indices + widest)
 
 
@@ -205,12 +221,19 @@ def _dims(spec: ModelSpec, serve: ServeSpec, shard: Shard, exact: bool) -> Dims:
     kv = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits // 8 if exact \
         else FP32_BYTES
     tp, att = shard.tensor_parallel_size, spec.attention
-    inter = spec.intermediate_size
-    if routed_layers(spec):
-        inter = max(inter, spec.moe.expert_intermediate_size * spec.moe.num_experts_per_tok)
+    with_mlp = range(spec.num_layers) if spec.mlp_layers is None else spec.mlp_layers
+    dense = set(with_mlp) - set(routed_layers(spec))
+    inter = spec.intermediate_size if dense else 0
     q_heads = max(1, att.num_heads // tp)
     kv_heads = min(q_heads, kv_heads_per_rank(spec, tp))
-    return Dims(spec.hidden_size, inter // tp, q_heads * att.head_dim,
-                kv_heads * att.head_dim, att.head_dim, q_heads, kv_heads, spec.vocab_size,
-                act, max(1, kv), serve.block_size_tokens if exact else DEFAULT_BLOCK_SIZE_TOKENS,
-                att.qk_norm, exact, spec.gated_mlp, att.q_gate, state_dims(spec))
+    q, kv_width, head_dim, planes = q_heads * att.head_dim, kv_heads * att.head_dim, \
+        att.head_dim, 2
+    mla = mla_dims(spec, tp)
+    if mla is not None:  # one latent of L + R: the key, the value and each head's query width
+        q, kv_width, head_dim, planes, kv_heads = q_heads * mla.latent, mla.latent, \
+            mla.rope, 1, 1
+    return Dims(spec.hidden_size, inter // tp, q, kv_width, head_dim, q_heads, kv_heads,
+                spec.vocab_size, act, max(1, kv),
+                serve.block_size_tokens if exact else DEFAULT_BLOCK_SIZE_TOKENS,
+                att.qk_norm, exact, spec.gated_mlp, att.q_gate, state_dims(spec),
+                moe_dims(spec, tp), mla, planes)

@@ -2,7 +2,9 @@
 
 from dataclasses import dataclass
 
+from .eplb import EplbSpec
 from .errors import SpecError
+from .lora import LoraSpec
 from .paging import check_lengths
 
 DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM's default --block-size
@@ -37,6 +39,12 @@ class ServeSpec:
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     device_label: str = ""
     mamba_cache_mode: str = "align"  # vLLM's for hybrids with prefix caching (its default)
+    interconnect: str | None = None  # pcie or nvlink between tensor-parallel peers (None:
+    # the catalog device's; ledger/devices.py tp_link)
+    gpus_per_node: int | None = None  # the tp x pp ranks a node holds (vLLM's world_size //
+    # nnodes); None: every rank on one node
+    lora: LoraSpec | None = None  # --enable-lora: adapter slots beside the weights
+    eplb: EplbSpec | None = None  # --enable-eplb: redundant experts and the balancer's state
 
     def __post_init__(self) -> None:
         check_count("device", self.device_bytes)
@@ -49,6 +57,8 @@ class ServeSpec:
         check_count("block_size", self.block_size_tokens, "tokens per block")
         check_count("max_num_batched_tokens", self.max_num_batched_tokens, "tokens")
         check_count("max_num_seqs", self.max_num_seqs, "sequences per step")
+        if self.gpus_per_node is not None:
+            check_count("gpus_per_node", self.gpus_per_node, "GPUs")
         check_lengths(self.lengths)
         if self.mamba_cache_mode not in ("none", "align", "all"):
             raise SpecError("mamba_cache_mode", self.mamba_cache_mode, "none, align or all")

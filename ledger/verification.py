@@ -38,6 +38,7 @@ class Measured:
     # predicted ceiling did not fit, so its verdict is violated; "" when it measured or was
     # skipped
     ceiling_failure: str = ""
+    lora_bytes: int = 0  # the LoRA slots' tensors (--enable-lora)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ def reconcile(plan: Plan, measured: Measured) -> Reconciliation:
         _exact("weights", "weights", plan.line("weights"), measured.weights_bytes),
         _exact("weight_metadata", "weight metadata", plan.line("weight_metadata"),
                measured.weight_metadata_bytes),
+        *_lora(plan, measured),
         _within("runtime_peak", "runtime peak", plan.line("runtime_peak"),
                 measured.runtime_peak_bytes, "<= declared budget"),
         _exact("kv_pool", "KV pool tensor", kv_pool_bytes(plan), measured.kv_pool_bytes),
@@ -164,6 +166,14 @@ def reconcile(plan: Plan, measured: Measured) -> Reconciliation:
     return Reconciliation(checks, plan.memory_ceiling_requests,
                           None if measured.ceiling_failure else measured.ceiling_requests,
                           measured.ceiling_failure)
+
+
+def _lora(plan: Plan, measured: Measured) -> tuple[LineCheck, ...]:
+    """The LoRA slots, exact: the runtime allocates the ledger's slices (ledger/lora.py)."""
+    if not plan.line("lora_adapters") and not measured.lora_bytes:
+        return ()
+    return (_exact("lora_adapters", "LoRA adapter slots", plan.line("lora_adapters"),
+                   measured.lora_bytes),)
 
 
 def _context(measured: Measured) -> tuple[LineCheck, ...]:

@@ -4,13 +4,14 @@ A start whose pool holds a request can still fail here; each term is the release
 
 from dataclasses import dataclass
 
-from .devices import from_label, sm_count
+from .devices import NVLINK, sm_count, tp_link
 from .engines import Budget, EngineSpec
 from .kv import Shard
 from .lines import Line
 from .model import ModelSpec
 from .serve import ServeSpec
 from .units import GiB, MiB
+from .vllm_lines import graph_limit, runner
 from .vllm_profile import (
     act_bytes,
     forward_peak,
@@ -18,7 +19,8 @@ from .vllm_profile import (
     moe_workspace,
     sampler_peak,
 )
-from .vllm_versions import ALLOCATED, VllmRow
+from .vllm_row import ALLOCATED, FLASHINFER, VllmRow
+from .vllm_runner import V2_RUNNER
 
 # Memory in use before vLLM's baseline, so outside its budget: the CUDA context ('worker init
 # memory snapshot: ... cuda_memory=0.51GiB' on one H100, vLLM 0.19 logs of the regression set),
@@ -68,21 +70,21 @@ def after_pool(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSp
     outside, why = outside_baseline(row, shard, serve)
     room = serve.device_bytes - held - pool - outside
     graphs = engine.cuda_graph_bytes if engine.cuda_graph_bytes is not None else \
-        graph_estimate(spec, shard, row, batch)[0]
+        graph_estimate(spec, shard, row, batch, graph_limit(engine, serve))[0]
     warmup = warmup_peak(spec, shard, engine, batch, sm_count(serve.device_label))
     return AfterPool(room, graphs, warmup, outside, why, batch.seqs)
 
 
-HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "non_torch",
-        "comm_buffers")
+HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "lora_adapters",
+        "eplb", "non_torch", "comm_buffers")
 
 
 def outside_baseline(row: VllmRow, shard: Shard, serve: ServeSpec) -> tuple[int, str]:
     if row.profile == ALLOCATED:
         return 0, f"{row.name} counts the CUDA context and NCCL inside its budget"
-    device = from_label(serve.device_label)
-    nvlink = device is not None and device.interconnect.startswith("NVLink")
-    nccl = NCCL_INIT_NVLINK if (shard.tensor_parallel_size > 1 and nvlink
+    link, _ = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
+                      serve.gpus_per_node)
+    nccl = NCCL_INIT_NVLINK if (link == NVLINK
                                 and row.version >= SNAPSHOT_AFTER_NCCL) else 0
     return CUDA_CONTEXT + nccl, (f"CUDA context {CUDA_CONTEXT / GiB:.2f} GiB" + (
         f" + NCCL communicators {nccl / GiB:.2f} GiB (before the baseline from 0.11)"
@@ -93,11 +95,14 @@ def warmup_peak(spec: ModelSpec, shard: Shard, engine: EngineSpec, batch,
                 sms: int | None) -> int:
     """V1's compile_or_warm_up_model, after capture: _dummy_run(min(max_num_seqs,
     max_num_batched_tokens)) eager, then _dummy_sampler_run on its hidden states, with what the
-    profile left allocated (fused-MoE workspaces where kept). V0 warms up no sampler."""
+    profile left allocated (fused-MoE workspaces where kept). V0 warms up no sampler. Model
+    Runner V2's warmup_kernels samples with SamplingParams.for_sampler_warmup(): the fp32
+    pipeline, priced as FlashInfer's path (vllm/v1/worker/gpu/warmup.py, from 0.22)."""
     if engine.kv_formula != "v1" or not shard.last_stage:
         return 0
     row, seqs = engine.vllm_row, min(batch.seqs, batch.tokens)
     kept = moe_workspace(spec, shard, batch.tokens) if row.moe_workspace_kept else 0
     hidden = seqs * spec.hidden_size * act_bytes(spec)
-    sampler = sampler_peak(spec, row, seqs, engine.sampler, sms)
+    path = FLASHINFER if runner(engine, spec) == V2_RUNNER else engine.sampler
+    sampler = sampler_peak(spec, row, seqs, path, sms)
     return kept + max(forward_peak(spec, shard, seqs), hidden + sampler)

@@ -1,7 +1,10 @@
 """The ledger lines of a vLLM rank that come from its release's rules: resident weight layout,
-the profile pass's activation peak, memory outside torch, collective buffers, CUDA graphs."""
+the profile pass's activation peak, memory outside torch, collective buffers, CUDA graphs; and
+the pool's paging rules that depend on the release, the model runner and the GPU."""
 
-from .devices import from_label, sm_count
+from dataclasses import dataclass
+
+from .devices import compute_capability, sm_count, tp_link
 from .kv import Shard
 from .lines import Line
 from .model import ModelSpec
@@ -14,7 +17,49 @@ from .vllm_profile import (
     graph_estimate,
     non_torch_estimate,
 )
+from .vllm_row import GRAPH_MAX_TOKENS
+from .vllm_runner import graphs_subtracted, model_runner, profile_sampler, window_in_flight
 from .vllm_weights import mxfp4_backend, resident_extra
+
+SM100 = 10  # compute capability major of B200, GB200, B300: their larger capture default
+FLASHINFER_GDN_SM = (9, 0)  # FlashInfer's GDN prefill without further conditions: Hopper
+
+
+@dataclass(frozen=True)
+class PoolRules:
+    """How a release pages this model on this GPU: the tokens a windowed layer reserves beyond
+    its window, gated-DeltaNet checkpoint alignment, 'all' mode's chunk alignment, and why."""
+
+    window_tokens: int
+    checkpoint_alignment: int
+    all_chunk_aligned: bool
+    why: str
+
+
+def runner(engine, spec: ModelSpec) -> str:
+    """The model runner this engine's release runs the model on (ledger/vllm_runner.py)."""
+    return model_runner(engine.vllm_row, spec, engine.model_runner)[0]
+
+
+def pool_rules(engine, spec: ModelSpec, serve: ServeSpec) -> PoolRules:
+    """VllmRow.window_in_flight over the scheduler's max_num_batched_tokens (declared, else
+    the release's default for this GPU: the profile batch's), gdn_checkpoint_alignment where
+    FlashInfer's GDN prefill runs (SM 9.0; on Blackwell it needs CUDA 13, not assumed) and
+    mamba_all_chunk_aligned."""
+    row, run = engine.vllm_row, runner(engine, spec)
+    batched = profile_batch(engine, serve).tokens
+    tokens, why = window_in_flight(row, run, batched, engine.pipeline_parallel_size,
+                                   engine.async_scheduling)
+    hopper = compute_capability(serve.device_label) == FLASHINFER_GDN_SM
+    return PoolRules(tokens, row.gdn_checkpoint_alignment if hopper else 0,
+                     row.mamba_all_chunk_aligned, why)
+
+
+def graph_limit(engine, serve: ServeSpec) -> int:
+    """The largest CUDA-graph capture size: VllmRow.graph_max_sm100 on SM 10.x, else 512."""
+    capability = compute_capability(serve.device_label)
+    return engine.vllm_row.graph_max_sm100 if capability and capability[0] == SM100 \
+        else GRAPH_MAX_TOKENS
 
 
 def profile_batch(engine, serve: ServeSpec) -> Batch:
@@ -36,7 +81,8 @@ def resident_line(spec: ModelSpec, shard: Shard, engine) -> tuple[Line, ...]:
 
 def runtime_line(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine) -> Line:
     size, how = activation_estimate(spec, shard, engine.vllm_row, profile_batch(engine, serve),
-                                    engine.sampler, sm_count(serve.device_label))
+                                    profile_sampler(runner(engine, spec), engine.sampler),
+                                    sm_count(serve.device_label))
     return Line("runtime_peak", "runtime peak", size, how)
 
 
@@ -53,17 +99,15 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
         out.append(Line("comm_buffers", "communication buffers", engine.comm_buffer_bytes,
                         "declared: --comm-buffer", True))
     else:
+        link, why = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
+                            serve.gpus_per_node)
         out.append(Line("comm_buffers", "communication buffers",
-                        *comm_estimate(shard.tensor_parallel_size, pp, _interconnect(serve))))
+                        *comm_estimate(shard.tensor_parallel_size, pp, link, why)))
     if engine.cuda_graph_bytes is not None:
         out.append(Line("cuda_graphs", "CUDA graph pool", engine.cuda_graph_bytes,
                         "measured: --cuda-graph-memory", True))
-    elif row.graphs_subtracted:
+    elif graphs_subtracted(row, runner(engine, spec)):
         out.append(Line("cuda_graphs", "CUDA graph pool",
-                        *graph_estimate(spec, shard, row, profile_batch(engine, serve))))
+                        *graph_estimate(spec, shard, row, profile_batch(engine, serve),
+                                        graph_limit(engine, serve))))
     return tuple(out)
-
-
-def _interconnect(serve: ServeSpec) -> str:
-    device = from_label(serve.device_label)
-    return device.interconnect if device is not None else ""

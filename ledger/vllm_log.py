@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, fields
 
 from .errors import SpecError
 from .units import GiB
+from .vllm_log_args import allreduce_off, logged_args, logged_env
+from .vllm_release import LoggedRelease, release_of
 from .vllm_versions import FLASHINFER, TORCH, TRITON
 
 _NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
@@ -28,6 +30,9 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     "activation_gib": (r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB",
                        r"torch peak memory increase:\s*" + _NUM + r"\s*GiB"),  # V1 DEBUG
     "peak_torch_gib": (r"peak_torch_memory=" + _NUM + r"GiB",),  # 0.6.4: includes weights
+    # free memory when the worker started (V1 from 0.9.2: request_memory's check)
+    "free_at_start_gib": (r"Free memory on device[^(]*\(" + _NUM + r"/[0-9.]+ GiB\) on startup",
+                          r"Initial free memory:\s*" + _NUM + r"\s*GiB"),
     "cuda_graph_gib": (r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB",),  # >= 0.18
     # earlier engines capture graphs after sizing the pool: reported, never subtracted
     "graph_capture_gib": (r"Graph capturing finished in [0-9.]+ secs?, took\s*" + _NUM
@@ -101,6 +106,9 @@ FORMAT_VERSIONS = (("peak_torch_memory=", "0.6.4", "its one-line 'Memory profili
                     "V0's 'Memory profiling takes' sentence (0.6.5 - 0.10)"))
 V1_MARKS = ("Available KV cache memory", "GPU KV cache size", "EngineCore", "V1 engine",
             "To serve at least one request")
+# --enforce-eager as the engine's config line, the non-default args or the command show it
+EAGER = r"enforce_eager=True|'enforce_eager': True|--enforce-eager\b"
+STAGE = re.compile(r"Worker_PP(\d+)")
 RANK = re.compile(r"(?:rank=|Worker_TP|Worker_PP|TP|rank )(\d+)")
 MEMORY_WORDS = re.compile(r"GiB|\bGB\b|blocks|KV cache|memory", re.IGNORECASE)
 INTEGER_FIELDS = {"num_gpu_blocks", "kv_cache_tokens", "max_model_len", "v0_max_tokens",
@@ -130,6 +138,7 @@ class LogFacts:
     non_torch_gib: float | None = None
     activation_gib: float | None = None
     peak_torch_gib: float | None = None
+    free_at_start_gib: float | None = None
     cuda_graph_gib: float | None = None
     graph_capture_gib: float | None = None
     kv_pool_gib: float | None = None
@@ -154,6 +163,13 @@ class LogFacts:
     mxfp4_backend: str | None = None
     draft: bool = False
     rank_pools: tuple[tuple[int, float], ...] = ()
+    rank_pools_by_stage: bool = False  # keyed by pipeline stage (Worker_PP<n>), not by rank
+    release: str | None = None
+    release_basis: str = ""
+    args: tuple[tuple[str, object], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    allreduce_off: str | None = None
+    enforce_eager: bool = False
     lines: tuple[LineRead, ...] = field(default_factory=tuple)
 
     @property
@@ -188,16 +204,31 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         if value is not None:
             found[name] = _number(name, value.replace(",", ""), source)
     if not any(k in found for k in ("weights_gib", "kv_pool_gib", "kv_cache_tokens",
-                                    "num_gpu_blocks", "v0_max_tokens", "max_concurrency")):
+                                    "num_gpu_blocks", "v0_max_tokens", "max_concurrency",
+                                    "free_at_start_gib")):
         allowed = "none of vLLM's startup lines (model loading, memory profiling, GPU blocks, " \
-                  "available KV cache memory, GPU KV cache size, maximum concurrency) found"
+                  "available KV cache memory, GPU KV cache size, maximum concurrency, free " \
+                  "memory on startup) found"
         raise SpecError("log", source, allowed)
+    free = [float(m.group(1)) for _, line in numbered
+             for m in [re.search(PATTERNS["free_at_start_gib"][0], line)] if m]
+    if free:
+        found["free_at_start_gib"] = min(free)  # the rank with the least free memory refuses
     ranks = _rank_pools(numbered)
     if ranks:
         found["kv_pool_gib"] = min(value for _, value in ranks)
     text_found = {name: _first(body, patterns) for name, patterns in TEXT_PATTERNS.items()}
     known = {f.name for f in fields(LogFacts)}
+    plain = [line for _, line in numbered]
+    worded = next(((v, why) for mark, v, why in FORMAT_VERSIONS if mark in body), None)
+    release = release_of(text_found["version"], plain)
+    if release.version is None and worded is not None:
+        release = LoggedRelease(worded[0], f"the log states no version; {worded[1]} is "
+                                f"{worded[0]}'s")
     return LogFacts(
+        release=release.version, release_basis=release.basis, args=logged_args(plain),
+        env=logged_env(plain), allreduce_off=allreduce_off(plain),
+        enforce_eager=bool(re.search(EAGER, body)),
         engine_version="v1" if any(mark in body for mark in V1_MARKS) else "v0",
         failure=next((why for mark, why in FAILURES if mark in body), None),
         connectors=tuple(c for c in CONNECTORS if c in body and not any(
@@ -205,8 +236,8 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         sampler=next((kind for mark, kind in SAMPLER_MARKS if mark in body), None),
         mxfp4_backend=next((kind for mark, kind in MXFP4_MARKS if mark in body), None),
         draft=any(mark in body for mark in DRAFT_MARKS), rank_pools=ranks,
-        format_version=next(((v, why) for mark, v, why in FORMAT_VERSIONS if mark in body),
-                            None),
+        rank_pools_by_stage=bool(ranks) and "Worker_PP" in body,
+        format_version=worded,
         lines=tuple(_lines_read(numbered)), **{k: v for k, v in text_found.items() if v},
         **{k: v for k, v in found.items() if k in known})
 
@@ -221,11 +252,12 @@ def _first_startup(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 def _rank_pools(numbered: list[tuple[int, str]]) -> tuple[tuple[int, float], ...]:
-    """'Available KV cache memory' per rank, where the line names its rank."""
+    """'Available KV cache memory' per rank, where the line names its rank; by pipeline stage
+    where the workers are named by it (vLLM 0.11 on: Worker_PP<stage>[_TP<rank>])."""
     out = {}
     for _, line in numbered:
         pool = re.search(r"Available KV cache memory:\s*" + _NUM, line)
-        rank = RANK.search(line)
+        rank = STAGE.search(line) or RANK.search(line)
         if pool and rank:
             out.setdefault(int(rank.group(1)), float(pool.group(1).replace(",", "")))
     return tuple(sorted(out.items())) if len(out) > 1 else ()
@@ -244,6 +276,9 @@ def _lines_read(numbered: list[tuple[int, str]]):
         names += ["speculative decoding"] if any(m in line for m in DRAFT_MARKS) else []
         names += ["vLLM version"] if any(re.search(p, line)
                                          for p in TEXT_PATTERNS["version"]) else []
+        names += ["flags"] if logged_args([line]) else []
+        names += ["environment"] if logged_env([line]) else []
+        names += [f"custom all-reduce off ({why})"] if (why := allreduce_off([line])) else []
         if names or MEMORY_WORDS.search(line):
             yield LineRead(number, line.strip(), ", ".join(dict.fromkeys(names)))
 

@@ -5,15 +5,26 @@ buffers and (vLLM >= 0.20) its CUDA-graph estimate. Each term is an estimate, la
 from dataclasses import dataclass
 
 from . import dtypes
+from .devices import NVLINK
 from .kv import Shard
 from .model import ModelSpec
 from .units import GiB, MiB
-from .vllm_versions import FLASHINFER, PROFILED, TORCH, TRITON, VllmRow
+from .vllm_row import (
+    CONSUMED,
+    FLASHINFER,
+    GRAPH_MAX_TOKENS,
+    MRV2,
+    PROFILED,
+    TORCH,
+    TRITON,
+    VllmRow,
+)
 
 SERVE, LLM = "serve", "llm"  # vLLM's usage contexts: OPENAI_API_SERVER and LLM_CLASS
 LONG_CONTEXT = 32_768  # V0 turns on chunked prefill above this max_model_len
 V0_CHUNKED_TOKENS = {(0, 6): 512}  # SchedulerConfig's chunked default; 2048 from 0.7
 BIG_GPU = 70 * GiB  # arg_utils: >= 70 GiB (and not an A100) gets the larger batch defaults
+HUGE_GPU = 160 * GiB  # from 0.28 (VllmRow.batch_tier_160): 16,384 tokens for both entry points
 # Memory outside torch's allocator that the profile counts on one GPU: cuBLAS and attention
 # workspaces, loaded kernels; with the CUDA context where the row measures device-wide use.
 # Public logs: 0.16-0.25 GiB profiled (vllm PR 12126, issues 13061, 14447), 0.35 GiB with the
@@ -67,6 +78,8 @@ def batch_defaults(row: VllmRow, device_bytes: int, device_label: str, max_model
                       (False, SERVE): 2048, (False, LLM): 8192}[(big, entrypoint)]
     default_seqs = 1024 if big else 256
     why = f"V1 {entrypoint} default on a {'>= 70 GiB' if big else '< 70 GiB or A100'} GPU"
+    if row.batch_tier_160 and device_bytes >= HUGE_GPU:
+        default_tokens, why = 16384, f"V1 {entrypoint} default on a >= 160 GiB GPU ({row.name})"
     return Batch(tokens or default_tokens, seqs or default_seqs,
                  why if tokens is None or seqs is None else "declared")
 
@@ -100,21 +113,24 @@ def sampler_path(row: VllmRow, sampler: str | None) -> str:
 def sampler_peak(spec: ModelSpec, row: VllmRow, seqs: int, sampler: str | None = None,
                  sms: int | None = None) -> int:
     """The dummy sampler over `seqs` rows of the full vocabulary (logits are gathered from the
-    tensor-parallel ranks): FLASHINFER_SAMPLER_BYTES or the row's PyTorch-path bytes each;
-    Triton's path also keeps its per-program buffer (triton_buffer)."""
+    tensor-parallel ranks): FLASHINFER_SAMPLER_BYTES, Model Runner V2's (VllmRow
+    .mrv2_sampler_bytes) or the row's PyTorch-path bytes each; Triton's path also keeps its
+    per-program buffer (triton_buffer)."""
     path = sampler_path(row, sampler)
-    per = {FLASHINFER: FLASHINFER_SAMPLER_BYTES, TRITON: TRITON_SAMPLER_BYTES}.get(
-        path, row.sampler_bytes_per_logit)
-    extra = triton_buffer(spec, seqs, sms) if path == TRITON else 0
+    per = {FLASHINFER: FLASHINFER_SAMPLER_BYTES, TRITON: TRITON_SAMPLER_BYTES,
+           MRV2: row.mrv2_sampler_bytes}.get(path, row.sampler_bytes_per_logit)
+    extra = triton_buffer(spec, seqs, sms, row.triton_min_batch) if path == TRITON else 0
     return seqs * spec.vocab_size * per + extra
 
 
-def triton_buffer(spec: ModelSpec, seqs: int, sms: int | None) -> int:
-    """apply_top_k_top_p_triton (vllm/v1/sample/ops/topk_topp_triton.py, 0.17.1 - 0.21.0) for
-    batches of TRITON_MIN_BATCH or more: one fp32 vocabulary row per program, min(SMs, batch)
-    programs, the buffer min(next power of 2, SMs) rows, cached once made (so held after the
-    profile). Unknown SM count (a device outside the catalog's SM_COUNTS): 0."""
-    if sms is None or seqs < TRITON_MIN_BATCH:
+def triton_buffer(spec: ModelSpec, seqs: int, sms: int | None,
+                  min_batch: int = TRITON_MIN_BATCH) -> int:
+    """apply_top_k_top_p_triton (vllm/v1/sample/ops/topk_topp_triton.py, from 0.17.1) for
+    batches of min_batch or more (VllmRow.triton_min_batch: 8, every batch from 0.30): one fp32
+    vocabulary row per program, min(SMs, batch) programs, the buffer min(next power of 2, SMs)
+    rows, cached once made (so held after the profile). Unknown SM count (a device outside the
+    catalog's SM_COUNTS): 0."""
+    if sms is None or seqs < min_batch:
         return 0
     programs = min(sms, seqs)
     return min(1 << (programs - 1).bit_length(), sms) * spec.vocab_size * 4
@@ -159,31 +175,32 @@ def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batc
 
 
 def non_torch_estimate(row: VllmRow) -> tuple[int, str]:
-    if row.profile == PROFILED:
+    if row.profile in (PROFILED, CONSUMED):
         return NON_TORCH_PROFILED, (f"estimate ({row.name}): cuBLAS/attention workspaces "
                                     "outside torch since the baseline; measure to replace")
     return NON_TORCH_WITH_CONTEXT, (f"estimate ({row.name}): the CUDA context and workspaces "
                                     "outside torch (this release counts device-wide use)")
 
 
-def comm_estimate(tp: int, pp: int, interconnect: str = "") -> tuple[int, str]:
+def comm_estimate(tp: int, pp: int, link: str = "", why: str = "") -> tuple[int, str]:
     """Collective buffers are allocated after every row's memory baseline, so vLLM's profile
     counts them with non-torch memory, inside the gpu_memory_utilization budget; tensor
-    parallelism over NVLink takes COMM_PER_GPU_NVLINK, anything else COMM_PER_GPU."""
+    parallelism over NVLink (ledger/devices.py tp_link) takes COMM_PER_GPU_NVLINK, a group over
+    PCIe, without P2P or across nodes COMM_PER_GPU."""
     if tp * pp == 1:
         return 0, "none: one GPU, no collectives"
-    nvlink = tp > 1 and interconnect.startswith("NVLink")
-    size = COMM_PER_GPU_NVLINK if nvlink else COMM_PER_GPU
-    link = interconnect or "an interconnect not in the catalog (PCIe assumed)"
-    return size, (f"estimate for tp={tp}, pp={pp} over {link}: NCCL + all-reduce buffers, "
-                  "inside vLLM's budget (allocated after its baseline)")
+    size = COMM_PER_GPU_NVLINK if link == NVLINK else COMM_PER_GPU
+    over = f" over {link}" + (f" ({why})" if why else "") if link else ""
+    return size, (f"estimate for tp={tp}, pp={pp}{over}: NCCL + all-reduce buffers, inside "
+                  "vLLM's budget (allocated after its baseline)")
 
 
-def capture_sizes(max_num_seqs: int) -> tuple[int, int, int]:
+def capture_sizes(max_num_seqs: int, limit: int = GRAPH_MAX_TOKENS) -> tuple[int, int, int]:
     """(piecewise graphs, full decode graphs, largest piecewise size) for vLLM's default
     capture list: 1, 2, 4, then every 8 to 256 and every 16 beyond, up to min(2 x
-    max_num_seqs, 512) (vllm/config/compilation.py); full graphs up to max_num_seqs."""
-    largest = min(2 * max_num_seqs, 512)
+    max_num_seqs, limit) (vllm/config/compilation.py; limit 512, 1,024 on SM 10.x from 0.28:
+    VllmRow.graph_max_sm100); full graphs up to max_num_seqs."""
+    largest = min(2 * max_num_seqs, limit)
 
     def count(limit: int) -> int:
         sizes = [s for s in (1, 2, 4) if s <= limit]
@@ -193,10 +210,11 @@ def capture_sizes(max_num_seqs: int) -> tuple[int, int, int]:
     return count(largest), count(min(max_num_seqs, largest)), largest
 
 
-def graph_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch) -> tuple[int, str]:
+def graph_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch,
+                   limit: int = GRAPH_MAX_TOKENS) -> tuple[int, str]:
     """vLLM's profile_cudagraph_memory(): the first capture (the activations of the largest
     size) plus a per-graph overhead for the rest; GRAPH_OVERHEAD is an estimate."""
-    piecewise, full, largest = capture_sizes(batch.seqs)
+    piecewise, full, largest = capture_sizes(batch.seqs, limit)
     size = forward_peak(spec, shard, largest) + (piecewise + full - 2) * GRAPH_OVERHEAD
     return size, (f"estimate of vLLM's CUDA-graph profile ({row.name} subtracts it): "
                   f"{piecewise} piecewise + {full} full graphs, largest {largest} tokens; "

@@ -3,11 +3,13 @@ holds, or the gpu_memory_utilization that would be needed, each found with fit's
 what runs after the pool does not fit, the largest gpu_memory_utilization or max_num_seqs that
 leaves it room, or --enforce-eager."""
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .fit import largest
 from .ranks import Deployment
+from .units import GiB
 
 UTIL_STEP = 100  # gpu_memory_utilization is searched in hundredths, as users type it
 
@@ -99,3 +101,24 @@ def _gate(deployment: Deployment, fails: bool = False) -> "_Gate":
 
 def _starts_at(at_utilization: Callable[[float], Deployment], utilization: float) -> bool:
     return utilization > 0 and starts(at_utilization(utilization))
+
+
+FREE_CHECK_FROM = (0, 9, 2)  # V1 gpu_worker.init_device (utils.request_memory from 0.14)
+ROUNDING = 0.005 * GiB  # vLLM prints the free memory rounded to 0.01 GiB
+
+
+def free_memory_refusal(row, device_bytes: int, utilization: float,
+                        free_bytes: int | None) -> str | None:
+    """vLLM (V1, from 0.9.2) refuses to start when the memory free at startup is below
+    ceil(total x gpu_memory_utilization) (vllm/v1/worker/utils.py request_memory at v0.19.0;
+    gpu_worker.py init_device at v0.9.2): memory other processes hold is no line of the plan,
+    so the log's free figure is taken as measured. None: it starts as far as this check goes."""
+    if free_bytes is None or row.formula != "v1" or row.version < FREE_CHECK_FROM:
+        return None
+    requested = math.ceil(device_bytes * utilization)
+    if free_bytes + ROUNDING >= requested:
+        return None
+    return (f"the device had {free_bytes / GiB:.2f} GiB free at startup (the log's), below "
+            f"gpu_memory_utilization {utilization:.2f} x {device_bytes / GiB:.2f} GiB = "
+            f"{requested / GiB:.2f} GiB: vLLM refuses to start (other processes hold "
+            f"{(device_bytes - free_bytes) / GiB:.2f} GiB)")

@@ -1,86 +1,30 @@
-"""vLLM's memory rules per release: one row per version where they change, each citing vLLM's
-source at that tag, and the `--engine vllm==X` spelling that picks a row."""
+"""vLLM's memory rules per release: one row per version where they change (to 0.21 here, from
+0.22 in ledger/vllm_releases.py), each citing vLLM's source at that tag, and the
+`--engine vllm==X` spelling that picks a row."""
 
 import re
 from dataclasses import dataclass
 
 from .errors import SpecError
-
-# How the profile pass is turned into 'memory the KV pool may not use' (worker code at the tag):
-PEAK_FREE = "peak_free"  # init free - free after profiling: every byte since start-up
-ALLOCATED = "allocated"  # torch allocated peak (weights included) + device-wide non-torch
-PROFILED = "profiled"  # memory_profiling(): weights + torch peak increase + non-torch increase
-# How 'GPU KV cache size: N tokens' is printed (vllm/v1/core/kv_cache_utils.py at the tag)
-TOKENS_PER_GROUP = "blocks // groups x block_size"
-TOKENS_FROM_CONCURRENCY = "int(max_concurrency x max_model_len)"
-# --block-size as a release takes it. Up to v0.18 a fixed list: the argparse choices
-# (vllm/engine/arg_utils.py: {8,16,32} in docs.vllm.ai/en/v0.6.3.post1 engine_args; 64 and 128
-# restored by vllm-project/vllm#11259, 2024-12-17, after #10938 had dropped them), then
-# CacheConfig's BlockSize literal (docs.vllm.ai/en/v0.9.0 .. v0.10.2 vllm.config: 1, 8, 16,
-# 32, 64, 128; vllm/config/cache.py@c1d8642 and docs v0.11.1, v0.16.0: with 256). From v0.20
-# CacheConfig takes any whole number (vllm/config/cache.py@002f10e block_size: int =
-# Field(gt=0)) and the CUDA attention backend checks it: FlashAttention, the default, needs a
-# multiple of 16 (vllm/v1/attention/backends/flash_attn.py@5704f34 get_kv_cache_shape).
-BLOCKS_V063 = (8, 16, 32)
-BLOCKS_V064 = (8, 16, 32, 64, 128)
-BLOCKS_V09 = (1, 8, 16, 32, 64, 128)
-BLOCKS_V011 = (1, 8, 16, 32, 64, 128, 256)
-MULTIPLE_OF = 16  # block_sizes None: a multiple of this (FlashAttention's kernels)
-# How the dummy sampler of V1's profile pass samples (vllm/v1/sample/ops/topk_topp_sampler.py)
-FLASHINFER, TORCH, TRITON = "flashinfer", "torch", "triton"
-
-
-@dataclass(frozen=True)
-class VllmRow:
-    """What one range of vLLM releases does, from `version` up to the next row.
-
-    default_gpu_memory_utilization: CacheConfig's default. formula: 'v0' or 'v1' engine (its
-    concurrency formula and sampler placement). profile: PEAK_FREE / ALLOCATED / PROFILED.
-    context_in_budget: the CUDA context is inside the subtracted memory (ALLOCATED measures
-    device-wide use; the others take their baseline after the context exists). graphs_logged:
-    'Estimated CUDA graph memory' is printed; graphs_subtracted: and taken out of the pool by
-    default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS). Collective buffers are always inside
-    the budget: every row takes its memory baseline before init_worker_distributed_environment.
-    sampler_bytes_per_logit: bytes the dummy sampler holds per (request x vocab) element in
-    the profile pass on PyTorch's path (V0: fp32 logits, sort values and int64 indices,
-    probabilities, their cumulative sum, masks, the inverse permutation; V1 the same less the
-    inverse gather). sampler: the top-k/top-p path the release takes unless told (TORCH: the
-    sort above; TRITON: Triton's in-place masking, 0.17 - 0.20; FLASHINFER: FlashInfer's
-    sampling kernels, the default from 0.21; before, opt-in with VLLM_USE_FLASHINFER_SAMPLER=1).
-    block_sizes: the --block-size values the release takes (None: a multiple of MULTIPLE_OF).
-    source: files read at `tag`."""
-
-    version: tuple[int, ...]
-    tag: str
-    default_gpu_memory_utilization: float
-    formula: str
-    profile: str
-    graphs_logged: bool
-    graphs_subtracted: bool
-    tokens_rule: str
-    sampler_bytes_per_logit: int
-    source: str
-    sampler: str = TORCH
-    moe_workspace_kept: bool = False
-    mla: bool = True
-    block_sizes: tuple[int, ...] | None = BLOCKS_V011
-
-    @property
-    def pin(self) -> str:
-        """The --engine spelling that picks this row."""
-        return "vllm==" + ".".join(map(str, self.version))
-
-    @property
-    def name(self) -> str:
-        """The releases the row covers, pip-style: 'vllm>=0.9.2,<0.11.0'."""
-        later = [r for r in ROWS if r.version > self.version]
-        upper = ",<" + ".".join(map(str, later[0].version)) if later else ""
-        return "vllm>=" + ".".join(map(str, self.version)) + upper
-
-    @property
-    def context_in_budget(self) -> bool:
-        return self.profile == ALLOCATED
-
+from .vllm_releases import RELEASES
+from .vllm_row import (  # noqa: F401  (the names every floor imports from here)
+    ALLOCATED,
+    BLOCKS_V011,
+    BLOCKS_V063,
+    BLOCKS_V064,
+    BLOCKS_V09,
+    CONSUMED,
+    FLASHINFER,
+    MRV2,
+    MULTIPLE_OF,
+    PEAK_FREE,
+    PROFILED,
+    TOKENS_FROM_CONCURRENCY,
+    TOKENS_PER_GROUP,
+    TORCH,
+    TRITON,
+    VllmRow,
+)
 
 V0_WORKER = "vllm/worker/worker.py (determine_num_available_blocks)"
 V1_WORKER = "vllm/v1/worker/gpu_worker.py (determine_available_memory)"
@@ -140,7 +84,7 @@ ROWS: tuple[VllmRow, ...] = (
             f"{V1_WORKER}; vllm/envs.py VLLM_USE_FLASHINFER_SAMPLER defaults to True, so "
             "topk_topp_sampler.py samples with FlashInfer unless set to 0",
             sampler=FLASHINFER, moe_workspace_kept=True, block_sizes=None),
-)
+) + RELEASES
 NEWEST = ROWS[-1]
 KNOWN = "known: " + ", ".join(".".join(map(str, r.version)) for r in ROWS) + " (a row holds " \
     "until the next)"

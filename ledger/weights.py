@@ -1,13 +1,13 @@
 """Weight memory: parameters x bits, plus quantization metadata (scales, zero points) kept apart."""
 
-import re
 from dataclasses import dataclass
-from fnmatch import fnmatch
 
-from .arch import EMBED, HEAD, LINEAR, TensorGroup, count_parameters, inventory
-from .dtypes import bits_to_bytes
+from .arch import TensorGroup, count_parameters, inventory
+from .dtypes import bits_to_bytes, lookup
 from .errors import SpecError
 from .model import ModelSpec, Quant
+from .module_formats import resolver
+from .module_paths import ModuleTensor, module_tensors
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,20 @@ class WeightBytes:
     num_parameters: int
     quantized_parameters: int
     how: str
+    by_format: tuple["FormatShare", ...] = ()
+
+
+@dataclass(frozen=True)
+class FormatShare:
+    """One storage format's part of the weights: its parameters, value bytes, metadata bytes
+    (each rounded up on its own; the weights lines round the sums)."""
+
+    name: str
+    bits: int
+    num_parameters: int
+    value_bytes: int
+    metadata_bytes: int
+    scales: str = ""  # what the format stores beside its values ('' : dense)
 
 
 def default_quant(dtype_name: str, group_size: int = 128, zero_point: bool = True) -> Quant | None:
@@ -37,8 +51,9 @@ def default_quant(dtype_name: str, group_size: int = 128, zero_point: bool = Tru
 
 def weight_bytes(spec: ModelSpec, dense_bits: int, quant: Quant | None,
                  groups: list[TensorGroup] | None = None) -> WeightBytes:
-    """M_weights = P x b_w + M_metadata (seed 000). Unquantized tensors stay at `dense_bits`.
-    `groups` is one rank's share of the inventory (servecap.ledger.sharding); default: all."""
+    """M_weights = P x b_w + M_metadata (seed 000), each module in the format its checkpoint
+    stores it in; unquantized modules stay at `dense_bits`. `groups` is one rank's share of
+    the inventory (servecap.ledger.sharding); default: all."""
     if quant is None and groups is None:
         params = count_parameters(spec)
         return WeightBytes(bits_to_bytes(params * dense_bits), 0, params, 0,
@@ -49,63 +64,110 @@ def weight_bytes(spec: ModelSpec, dense_bits: int, quant: Quant | None,
                            f"{params:,} params on this rank x {dense_bits} bits")
     if not spec.has_architecture:
         return _flat_quant(spec, quant)
-    param_bits = meta_bits = quantized = total = 0
-    for group in groups if groups is not None else inventory(spec):
-        total += group.numel
-        if _is_quantized(group, quant):
-            quantized += group.numel
-            param_bits += group.numel * quant.bits
-            meta_bits += _metadata_bits(group, quant)
-        else:
-            param_bits += group.numel * dense_bits
-    how = (f"{quantized:,} params at {quant.bits} bits ({quant.method}), "
-           f"{total - quantized:,} at {dense_bits} bits")
-    return WeightBytes(bits_to_bytes(param_bits), bits_to_bytes(meta_bits), total, quantized, how)
+    shares = _shares(spec, dense_bits, quant, groups if groups is not None else inventory(spec))
+    dense = _dense_name(spec, dense_bits)
+    total = sum(s.params for s in shares.values())
+    quantized = sum(s.params for name, s in shares.items() if name != dense)
+    by_format = tuple(FormatShare(name, s.bits, s.params, bits_to_bytes(s.value_bits),
+                                  bits_to_bytes(s.meta_bits), s.scales)
+                      for name, s in shares.items())
+    return WeightBytes(bits_to_bytes(sum(s.value_bits for s in shares.values())),
+                       bits_to_bytes(sum(s.meta_bits for s in shares.values())), total,
+                       quantized, _how(by_format), by_format)
 
 
-def _is_quantized(group: TensorGroup, quant: Quant) -> bool:
-    """Only matmul weights are packed; embeddings, lm_head, norms and biases stay dense, as in
-    every supported format. modules_to_not_convert removes more (attention, routers)."""
-    if group.kind != LINEAR:
-        return False
-    path = _module_path(group)
-    return not any(_matches(path, pattern) for pattern in quant.modules_not_converted if pattern)
+@dataclass
+class _Share:
+    bits: int
+    scales: str = ""
+    params: int = 0
+    value_bits: int = 0
+    meta_bits: int = 0
 
 
-def _matches(path: str, pattern: str) -> bool:
-    """'model.layers.*.self_attn' globs a module and its children; a plain name ('lm_head',
-    'gate') matches as a substring, the way the formats' own loaders test it."""
-    if pattern.startswith("re:"):  # compressed-tensors' regex form
-        return re.search(pattern[3:], path) is not None
-    if "*" in pattern or "?" in pattern:
-        return fnmatch(path, pattern) or fnmatch(path, pattern + ".*")
-    return pattern in path
+def _shares(spec: ModelSpec, dense_bits: int, quant: Quant,
+            groups: list[TensorGroup]) -> dict[str, _Share]:
+    """Parameters, value bits and metadata bits per storage format, quantized ones first."""
+    res, dense = resolver(quant), _dense_name(spec, dense_bits)
+    out: dict[str, _Share] = {}
+    for group in groups:
+        for tensor in module_tensors(spec, group):
+            fmt = res.format_of(tensor)
+            numel = tensor.rows * tensor.cols * tensor.count
+            name, bits = (dense, dense_bits) if fmt is None else (
+                fmt.name, fmt.bits // (2 if fmt.sparse_24 else 1))  # 2:4: half the values
+            share = out.setdefault(name, _Share(bits, "" if fmt is None else scales_text(fmt)))
+            share.params += numel
+            if fmt is None:
+                share.value_bits += numel * dense_bits
+            else:
+                share.value_bits += numel * bits
+                share.meta_bits += _tensor_metadata_bits(tensor, fmt)
+    return dict(sorted(out.items(), key=lambda item: (item[0] == dense, item[1].bits)))
 
 
-def _module_path(group: TensorGroup) -> str:
-    """'self_attn.q_proj' -> 'model.layers.self_attn.q_proj' so patterns like 'self_attn',
-    'mlp.router' or 'lm_head' match the way modules_to_not_convert lists them."""
-    if group.kind in (EMBED, HEAD) or group.name == "norm":
-        return ("model." if group.kind == EMBED else "") + group.name
-    layer = group.layers[0] if group.layers else 0
-    return f"model.layers.{layer}.{group.name}"
+def _dense_name(spec: ModelSpec, dense_bits: int) -> str:
+    """The dtype unquantized modules are stored in (the checkpoint's, at `dense_bits`)."""
+    try:
+        stored = lookup(spec.checkpoint_dtype, "torch_dtype")
+    except SpecError:
+        stored = None
+    return stored.name if stored is not None and stored.bits == dense_bits else \
+        f"{dense_bits}-bit"
 
 
-def _metadata_bits(group: TensorGroup, quant: Quant) -> int:
-    """Scales (and zero points, g_idx) of every matrix in the group, each in its own
-    orientation: scales run along the output rows, groups along the input columns."""
-    bits = sum(_matrix_metadata_bits(rows, cols, count, quant)
-               for rows, cols, count in _matrices(group))
-    return bits + (_g_idx_bits(group) if quant.method == "gptq" else 0)
+def _how(by_format: tuple["FormatShare", ...]) -> str:
+    """'nvfp4: 20,808,990,720 params x 4 bits = 10,404,495,360 B; bf16: ...' (dense last)."""
+    return "; ".join(f"{s.name}: {s.num_parameters:,} params x {s.bits} bits = "
+                     f"{s.value_bytes:,} B" for s in by_format)
 
 
-def _matrices(group: TensorGroup) -> list[tuple[int, int, int]]:
-    """(out rows, in cols, count). A gated MLP group (gate, up, down) holds inter x hidden
-    gate/up and a hidden x inter down projection."""
-    if group.name.startswith("mlp.") and group.count % 3 == 0:
-        per = group.count // 3
-        return [(group.rows, group.cols, 2 * per), (group.cols, group.rows, per)]
-    return [(group.rows, group.cols, group.count)]
+def metadata_text(weights: WeightBytes) -> str:
+    """Each quantized format's scales: 'nvfp4: 1,300,563,360 B (e4m3 scale per 16 values,
+    fp32 scale and input scale per matrix)'."""
+    parts = [f"{s.name}: {s.metadata_bytes:,} B ({s.scales})" for s in weights.by_format
+             if s.scales]
+    return "; ".join(parts) or f"scales/zero points of {weights.quantized_parameters:,} " \
+        "quantized params"
+
+
+def scales_text(fmt: Quant) -> str:
+    """What one format stores beside its values, in words."""
+    size = {8: "8-bit", 16: "fp16", 32: "fp32"}.get(fmt.scale_bits, f"{fmt.scale_bits}-bit")
+    if fmt.method == "nvfp4":
+        size = "e4m3"
+    text = {"group": f"{size} scale{f' + {fmt.bits}-bit zero point' if fmt.zero_point else ''}"
+                     f" per {fmt.group_size or 'row'} values" if fmt.group_size else
+                     f"{size} scale per output row",
+            "channel": f"{size} scale per output row",
+            "tensor": f"{size} scale per matrix",
+            "block": f"{size} scale per {fmt.block_shape[0]}x{fmt.block_shape[1]} block",
+            "microblock": f"{size} scale per {fmt.group_size} values"}[fmt.granularity]
+    extras = [text]
+    if fmt.per_tensor_scale:
+        extras.append("fp32 scale per matrix")
+    if fmt.input_scale:
+        extras.append("fp32 input scale per matrix")
+    if fmt.method == "gptq":
+        extras.append("int32 g_idx per input column")
+    if fmt.sparse_24:
+        extras.append("1-bit 2:4 mask per value")
+    return ", ".join(extras)
+
+
+def _tensor_metadata_bits(tensor: ModuleTensor, fmt: Quant) -> int:
+    """Scales (and zero points, GPTQ's g_idx, static activation scales, a 2:4 mask) of the
+    module's matrices: scales run along the output rows, groups along the input columns."""
+    rows, cols, count = tensor.rows, tensor.cols, tensor.count
+    bits = _matrix_metadata_bits(rows, cols, count, fmt)
+    if fmt.method == "gptq":
+        bits += cols * count * 32  # g_idx: one int32 per input column
+    if fmt.input_scale:
+        bits += count * 32
+    bits += count * fmt.extra_bits_per_matrix
+    if fmt.sparse_24:
+        bits += rows * cols * count  # the bitmask: one bit per element
+    return bits
 
 
 def _matrix_metadata_bits(rows: int, cols: int, count: int, quant: Quant) -> int:
@@ -125,11 +187,6 @@ def _matrix_metadata_bits(rows: int, cols: int, count: int, quant: Quant) -> int
         return count * (rows * -(-cols // quant.group_size) * quant.scale_bits + tensor_scale)
     raise SpecError("quantization.granularity", quant.granularity,
                     "allowed: group, channel, tensor, block, microblock")
-
-
-def _g_idx_bits(group: TensorGroup) -> int:
-    """GPTQ checkpoints store g_idx, one int32 per input column of every matrix."""
-    return sum(cols * count * 32 for _, cols, count in _matrices(group))
 
 
 def _flat_quant(spec: ModelSpec, quant: Quant) -> WeightBytes:

@@ -40,6 +40,7 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
         quant=parse_quantization(cfg.quantization_config), num_parameters=num_parameters,
         checkpoint_dtype=dtype,
         max_position_embeddings=cfg.max_position_embeddings or 0, model_type=cfg.model_type,
+        architecture=(cfg.architectures or [""])[0],
         notes=notes + att_notes + _mtp_note(cfg),
         state=state_shape(cfg, _short_dtype(dtype)) if set(att.layer_kinds) - {FULL, SLIDING}
         - {"chunked"} or cfg.model_type == "falcon_h1" else None,
@@ -218,7 +219,8 @@ def _moe(cfg: HFConfig, layers: int) -> MoE | None:
                router_bias=cfg.model_type in {"deepseek_v3", "gpt_oss", "deepseek_v32",
                                               "glm_moe_dsa", "nemotron_h", "minimax_m2"},
                shared_expert_gate=cfg.model_type in {"qwen3_next", "qwen3_5_moe_text"},
-               expert_bias=cfg.model_type == "gpt_oss")
+               expert_bias=cfg.model_type == "gpt_oss",
+               latent_size=(cfg.moe_latent_size or 0) if cfg.model_type == "nemotron_h" else 0)
 
 
 def _dense_layers(cfg: HFConfig, layers: int) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # imported when an id is resolved: a bundled plan loads neith
     from .hub_cache import HubCache
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?")
-LOCAL_SUFFIXES = (".yaml", ".yml", ".json", ".safetensors")
+LOCAL_SUFFIXES = (".yaml", ".yml", ".json", ".safetensors", ".gguf")
 INDEX = "model.safetensors.index.json"
 QUANT_FILES = ("quantize_config.json", "quant_config.json", "hf_quant_config.json")
 OTHER_WEIGHTS = (".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
@@ -175,12 +175,14 @@ def _notes(source: HubSource, weights: HeaderBytes | None) -> tuple[str, ...]:
 
 
 def _quant_note(config: Path, quant_files: list[str]) -> tuple[str, ...]:
-    """A separate quantization file (older GPTQ/AWQ exports, ModelOpt) is not read as the
-    checkpoint's quantization: say so rather than let the dtype labels pass for it."""
+    """A separate quantization file of an older GPTQ/AWQ export is not read as the
+    checkpoint's quantization (modelopt's hf_quant_config.json is, as vLLM reads it): say so
+    rather than let the dtype labels pass for it."""
     try:
         stated = "quantization_config" in json.loads(config.read_text())
     except (OSError, ValueError, TypeError):  # the loader reports a bad config.json
         stated = True
+    quant_files = [f for f in quant_files if f != "hf_quant_config.json"]  # read: modelopt's
     if not quant_files or stated:
         return ()
     return (f"{quant_files[0]} is in the repo but config.json has no quantization_config, "

@@ -17,8 +17,10 @@ from servecap.ledger.model import ModelSpec
 
 from .config_read import prepare
 from .hf import to_spec
+from .quant_files import with_quant_file
 from .reading import parse_json, parse_yaml, read_text
 from .schema import HFConfig, ModelFile, Serving
+from .size_check import with_size_checks
 
 if TYPE_CHECKING:  # a bundled YAML needs neither: they load with an id, a directory or a log
     from .hub import HubSource
@@ -44,14 +46,17 @@ def bundled_models() -> list[Path]:
 def load_model(ref: str) -> LoadedModel:
     """Resolve `ref` and load it; every failure is a SpecError naming the file."""
     if "/" in ref and _is_hub_id(ref) and not Path(ref).expanduser().exists():  # a local
-        return _load_hub(ref)  # org/name directory wins
+        return with_size_checks(_load_hub(ref))  # org/name directory wins
     path = _resolve(ref)
     try:
         if path.is_dir():
-            return _load_directory(path)
+            return with_size_checks(_load_directory(path))
         if path.suffix == ".json":
-            return _load_config_json(path)
-        return _load_yaml(path)
+            return with_size_checks(_load_config_json(path))
+        if path.suffix == ".gguf":
+            return with_size_checks(_load_gguf(path))
+        loaded, total = _load_yaml(path)
+        return with_size_checks(loaded, total)
     except SpecError as exc:
         raise exc.at(str(path)) from None
 
@@ -81,7 +86,7 @@ def _close_names(ref: str, stems: list[str]) -> list[str]:
     return difflib.get_close_matches(ref.lower(), stems, n=1)
 
 
-def _load_yaml(path: Path) -> LoadedModel:
+def _load_yaml(path: Path) -> tuple[LoadedModel, int | None]:
     text = read_text(path)
     try:
         data = parse_yaml(text)
@@ -98,18 +103,35 @@ def _load_yaml(path: Path) -> LoadedModel:
     model = _validate(ModelFile, data)
     notes = tuple(model.notes or ())
     spec = to_spec(model, model.name, model.source, model.num_parameters, notes)
-    return LoadedModel(spec, path, model.serving or Serving())
+    return LoadedModel(spec, path, model.serving or Serving()), model.weights_total_size_bytes
 
 
 def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     data = parse_json(read_text(path), check=False)
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "config.json must be an object")
+    data, quant_notes = with_quant_file(data, path.parent)
     kept, ignored, notes = prepare(data)
+    notes = quant_notes + notes
     cfg = _validate(HFConfig, kept)
     label = name or path.parent.name or path.stem
     return LoadedModel(to_spec(cfg, label, str(path), notes=notes), path, Serving(),
                        ignored_fields=ignored)
+
+
+def _load_gguf(path: Path) -> LoadedModel:
+    """A llama.cpp GGUF file: the architecture from its metadata, the weights from its tensor
+    table (the header alone is read)."""
+    from .gguf import gguf_weights, read_gguf
+    from .gguf_config import config_from
+
+    meta, table = read_gguf(path)
+    kept, ignored, notes = prepare(config_from(meta, table, str(path)))
+    cfg = _validate(HFConfig, kept)
+    note = (f"read from the GGUF header ({len(table):,} tensors; general.name "
+            f"{meta.get('general.name', '?')!r}): no tensor was loaded",)
+    return LoadedModel(to_spec(cfg, path.stem, str(path), notes=note + notes), path,
+                       Serving(), gguf_weights(table), ignored_fields=ignored)
 
 
 def _is_hub_id(ref: str) -> bool:

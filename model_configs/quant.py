@@ -6,8 +6,11 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.model import Quant
 
 from .compressed_tensors import parse_compressed_tensors
+from .int_formats import parse_auto_round, parse_bitsandbytes
+from .modelopt import parse_modelopt
 
-KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt (NVFP4)", "compressed-tensors")
+KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt", "compressed-tensors", "auto-round",
+         "bitsandbytes")
 
 
 def parse_quantization(qc: dict[str, Any] | None) -> Quant | None:
@@ -29,6 +32,8 @@ def _parse(qc: dict[str, Any] | None) -> Quant | None:
     if not qc:
         return None
     method = str(qc.get("quant_method", "")).lower()
+    if method == "modelopt" or (not method and isinstance(qc.get("quantization"), dict)):
+        return parse_modelopt(qc)  # the second: hf_quant_config.json as vLLM reads it
     skip = tuple(qc.get("modules_to_not_convert") or qc.get("ignored_layers") or ())
     if method in ("awq", "gptq"):
         return _grouped(method, qc, skip)
@@ -36,13 +41,13 @@ def _parse(qc: dict[str, Any] | None) -> Quant | None:
         return _fp8(qc, skip)
     if method == "compressed-tensors":
         return parse_compressed_tensors(qc)
+    if method in ("auto-round", "autoround", "intel/auto-round"):
+        return parse_auto_round(qc)
+    if method == "bitsandbytes":
+        return parse_bitsandbytes(qc)
     if method == "mxfp4":
         return Quant("mxfp4", 4, "microblock", group_size=32, scale_bits=8,
                      modules_not_converted=skip)
-    if method == "modelopt" and "FP4" in str(qc.get("quant_algo", "")).upper():
-        return Quant("nvfp4", 4, "microblock", group_size=int(qc.get("group_size", 16)),
-                     scale_bits=8, per_tensor_scale=True,
-                     modules_not_converted=tuple(qc.get("exclude_modules") or skip))
     raise SpecError("quantization_config.quant_method", qc.get("quant_method"),
                     "understood: " + ", ".join(KNOWN))
 
@@ -56,7 +61,8 @@ def _grouped(method: str, qc: dict[str, Any], skip: tuple[str, ...]) -> Quant:
     # GPTQ stores qzeros even when symmetric; AWQ only with zero_point: true.
     zero = True if method == "gptq" else bool(qc.get("zero_point", True))
     return Quant(method, bits, "group", group_size=max(group, 0), zero_point=zero,
-                 modules_not_converted=skip)
+                 modules_not_converted=skip, quantizes_lm_head=bool(qc.get("lm_head")),
+                 act_order=bool(qc.get("desc_act")))
 
 
 def _whole(value: Any, name: str) -> int:

@@ -11,16 +11,32 @@ from servecap.ledger.errors import SpecError
 
 from .reading import parse_json, read_text
 
-METADATA_SUFFIXES = ("scales", "scale", "scale_inv", "scale_2", "qzeros", "zeros", "g_idx")
+# scales, zero points, group indices; compressed-tensors' weight_shape and 2:4 bitmask;
+# bitsandbytes' absmax, quant_map, quant_state and SCB
+METADATA_SUFFIXES = ("scales", "scale", "scale_inv", "scale_2", "qzeros", "zeros", "g_idx",
+                     "zero_point", "shape", "bitmask", "absmax", "quant_map", "SCB",
+                     "bitsandbytes__nf4", "bitsandbytes__fp4", "weight_format")
 MAX_HEADER_BYTES = 100 * 2**20
 
 
 @dataclass(frozen=True)
 class HeaderBytes:
+    """Bytes of values and of metadata; by_dtype: (dtype, value bytes, metadata bytes, value
+    elements) for each dtype the headers name (empty when only an index's total is known)."""
+
     param_bytes: int
     metadata_bytes: int
     num_tensors: int
     num_files: int
+    by_dtype: tuple[tuple[str, int, int, int], ...] = ()
+    gguf: bool = False  # a GGUF tensor table: ggml block types, elements counted as they are
+
+    def parameters(self, packed_bits: int = 4) -> int:
+        """Parameters the value tensors hold: elements, with uint8 (two 4-bit values a byte:
+        NVFP4, MXFP4, bitsandbytes 4-bit) and int32 (32 / packed_bits a word: GPTQ, AWQ,
+        compressed-tensors pack-quantized) unpacked."""
+        unpack = {} if self.gguf else {"U8": 2, "I32": 32 // packed_bits}
+        return sum(numel * unpack.get(dtype, 1) for dtype, _, _, numel in self.by_dtype)
 
 
 def is_metadata(tensor_name: str) -> bool:
@@ -51,19 +67,33 @@ def read_header(path: Path) -> dict:
 
 
 def header_bytes(files: list[Path]) -> HeaderBytes:
-    """Σ (end - begin) over every tensor's data_offsets, by category."""
-    params = meta = tensors = 0
+    """Σ (end - begin) over every tensor's data_offsets, by category and dtype."""
+    tensors, dtypes = 0, {}
     for path in files:
         for name, info in read_header(path).items():
             if name == "__metadata__":
                 continue
             begin, end = _offsets(path, name, info)
             tensors += 1
+            row = dtypes.setdefault(str(info.get("dtype", "?")), [0, 0, 0])
             if is_metadata(name):
-                meta += end - begin
+                row[1] += end - begin
             else:
-                params += end - begin
-    return HeaderBytes(params, meta, tensors, len(files))
+                row[0] += end - begin
+                row[2] += _numel(info.get("shape"))
+    by_dtype = tuple((d, v, m, n) for d, (v, m, n) in sorted(dtypes.items(),
+                                                               key=lambda kv: -sum(kv[1][:2])))
+    return HeaderBytes(sum(r[1] for r in by_dtype), sum(r[2] for r in by_dtype), tensors,
+                       len(files), by_dtype)
+
+
+def _numel(shape: object) -> int:
+    if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+        return 0
+    numel = 1
+    for dim in shape:
+        numel *= dim
+    return numel
 
 
 def _offsets(path: Path, name: str, info: object) -> tuple[int, int]:

@@ -71,6 +71,7 @@ class HFConfig(BaseModel):
     mamba_ssm_cache_dtype: str | None = None
     mamba_ssm_dtype: str | None = None
     moe_shared_expert_intermediate_size: Zero | None = None
+    moe_latent_size: Count | None = None  # Nemotron-3 latent MoE: experts' input/output width
     # Mamba-2 hybrids as Granite-4 (granitemoehybrid) and Falcon-H1 (falcon_h1) spell them
     mamba_n_heads: Count | None = None
     mamba_d_head: Count | str | None = None  # "auto": mamba intermediate / mamba_n_heads

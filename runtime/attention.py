@@ -1,8 +1,6 @@
-"""Paged attention: K/V read through block tables, a bounded group of blocks at a time.
-
-Also the two references it is checked against: a naive fp32 softmax over a contiguous cache,
-and DenseKV, a contiguous static-batch cache using the same decode math (the speed baseline).
-"""
+"""Paged attention: K/V read through block tables, a bounded group of blocks at a time; a whole
+prompt through SDPA on its own K/V. The references it is checked against are in
+attention_reference.py."""
 
 from dataclasses import dataclass
 
@@ -12,6 +10,7 @@ import torch.nn.functional as F
 from servecap.ledger import runtime_estimate
 
 from .kv_pool import FP8_KV, KVPool
+from .softmax import PLAIN, Softmax
 
 
 @dataclass
@@ -48,14 +47,18 @@ def allowed(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None) -> tor
     return mask
 
 
-def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+
+
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor | None,
                     block_tables: torch.Tensor, q_positions: torch.Tensor,
                     context_lens: torch.Tensor, window: int | None,
                     k_scale: float = 1.0, v_scale: float = 1.0,
-                    workspace: "Workspace | None" = None) -> torch.Tensor:
+                    workspace: "Workspace | None" = None,
+                    softmax: Softmax = PLAIN) -> torch.Tensor:
     """q: (S, Q, H, D) at q_positions (S, Q); caches (Hkv, blocks, B, D); block_tables (S, nb)
     covering context_lens (S,). Returns (S, Q, H, D). A cache in another dtype (fp8) is read
-    as cache x scale in q's dtype, one group at a time.
+    as cache x scale in q's dtype, one group at a time. v_cache None: the keys are the values
+    too (MLA's latent, read once).
 
     Keys are read a group of blocks at a time (group_tokens), with an online softmax across
     groups, so the transient is a gather of S x group_tokens K/V slots and its fp32 scores:
@@ -69,17 +72,22 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     step = runtime_estimate.group_tokens(num_seqs * num_q, heads, block_size) // block_size
     first = _first_block(q_positions, window, block_size)
     state, workspace = None, workspace or Workspace()
+    scale = softmax.scale if softmax.scale is not None else dim ** -0.5
     for start in range(first, block_tables.shape[1], step):
         cols = block_tables[:, start:start + step].flatten()  # (S x g,)
-        k_buf, v_buf = workspace.get(cols.numel(), k_cache)
+        k_buf, v_buf = workspace.get(cols.numel(), k_cache, v_cache is not None)
         keys = _read(k_cache, cols, k_buf, k_scale, q.dtype).view(hkv, num_seqs, -1, dim)
-        values = _read(v_cache, cols, v_buf, v_scale, q.dtype).view(hkv, num_seqs, -1, dim)
+        values = keys if v_cache is None else \
+            _read(v_cache, cols, v_buf, v_scale, q.dtype).view(hkv, num_seqs, -1, dim)
         k_pos = torch.arange(start * block_size, start * block_size + keys.shape[2],
                              device=q.device)
         mask = allowed(q_pos, k_pos, window) & (k_pos < context_lens[None, :, None, None])
-        state = _online_softmax(state, qg, keys, values, mask)
+        state = _online_softmax(state, qg, keys, values, mask, scale)
         del keys, values, mask  # a cast group is freed before the next one is read
-    acc, _, total = state
+    acc, peak, total = state
+    if softmax.sinks is not None:  # each head's sink joins the denominator: exp(sink - max)
+        sinks = softmax.sinks.float().view(hkv, 1, 1, group).expand(hkv, 1, num_q, group)
+        total += (sinks.reshape(hkv, 1, num_q * group) - peak).exp_()
     out = acc.div_(total[..., None]).to(q.dtype)  # (Hkv, S, QG, D)
     del acc, state
     return out.view(hkv, num_seqs, num_q, group, dim).permute(1, 2, 0, 3, 4).reshape(q.shape)
@@ -103,13 +111,16 @@ class Workspace:
     def __init__(self) -> None:
         self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def get(self, num_blocks: int, cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Two contiguous (Hkv, num_blocks, B, D) views shaped like `cache`'s blocks."""
+    def get(self, num_blocks: int, cache: torch.Tensor, values: bool = True
+            ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Two contiguous (Hkv, num_blocks, B, D) views shaped like `cache`'s blocks (one when
+        the keys are the values)."""
         shape = (cache.shape[0], num_blocks, *cache.shape[2:])
         size = shape[0] * num_blocks * shape[2] * shape[3]
         if self.buffers is None or self.buffers[0].numel() < size:
-            self.buffers = (cache.new_empty(size), cache.new_empty(size))
-        return tuple(b[:size].view(shape) for b in self.buffers)
+            self.buffers = (cache.new_empty(size), cache.new_empty(size) if values else None)
+        k_buf, v_buf = self.buffers
+        return k_buf[:size].view(shape), None if v_buf is None else v_buf[:size].view(shape)
 
 
 def _read(cache: torch.Tensor, cols: torch.Tensor, out: torch.Tensor, scale: float,
@@ -135,11 +146,11 @@ def _first_block(q_positions: torch.Tensor, window: int | None, block_size: int)
 
 
 def _online_softmax(state, qg: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                    mask: torch.Tensor):
+                    mask: torch.Tensor, scale: float):
     """Fold one group of keys into (acc, running max, running sum): softmax over all groups
     equals softmax over the concatenated keys (the FlashAttention recurrence). In place where
     it can be: one fp32 score tensor and two fp32 accumulators live at most."""
-    scores = (qg @ keys.transpose(-1, -2)).float() * qg.shape[-1] ** -0.5  # (Hkv, S, QG, gB)
+    scores = (qg @ keys.transpose(-1, -2)).float() * scale  # (Hkv, S, QG, gB)
     scores = torch.where(mask, scores, float("-inf"))
     peak = scores.amax(-1)
     if state is not None:
@@ -157,16 +168,17 @@ def _online_softmax(state, qg: torch.Tensor, keys: torch.Tensor, values: torch.T
 
 
 def prompt_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     window: int | None) -> torch.Tensor:
+                     window: int | None, scale: float | None = None) -> torch.Tensor:
     """A whole prompt attends to its own new K/V: q (Q, H, D), k/v (Q, Hkv, D) -> (Q, H, D).
     4-D inputs, so SDPA takes a fused kernel (FlashAttention on CPU and CUDA) instead of the
     math path's (H, Q, Q) scores; without a window no mask is built at all."""
     q4, k4, v4 = (t.transpose(0, 1)[None] for t in (q, k, v))  # (1, heads, Q, D)
     if window is None:
-        out = F.scaled_dot_product_attention(q4, k4, v4, is_causal=True, enable_gqa=True)
+        out = F.scaled_dot_product_attention(q4, k4, v4, is_causal=True, enable_gqa=True,
+                                             scale=scale)
     else:
         pos = torch.arange(q.shape[0], device=q.device)
-        out = F.scaled_dot_product_attention(q4, k4, v4, enable_gqa=True,
+        out = F.scaled_dot_product_attention(q4, k4, v4, enable_gqa=True, scale=scale,
                                              attn_mask=allowed(pos[:, None], pos[None], window))
     return out[0].transpose(0, 1)
 
@@ -182,115 +194,43 @@ class PagedKV:
         """The step's state layout for linear-attention and Mamba layers (hybrids only)."""
         return self.batch.states
 
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               window_tokens: int | None) -> torch.Tensor:
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None,
+               window_tokens: int | None, softmax: Softmax = PLAIN) -> torch.Tensor:
+        """q (T, H, D), k/v (T, Hkv, D) -> (T, H, D); v None: k is MLA's latent, cached once
+        and read as both keys and values."""
         k_cache, v_cache = self.pool.layer(layer)
         batch = self.batch
         hkv, dim = k.shape[1:]
         for cache, new, which in ((k_cache, k, "k"), (v_cache, v, "v")):
-            _store(cache.view(hkv, -1, dim), batch.slot_mapping,
-                   self.pool.to_cache(new.transpose(0, 1), which))
+            if cache is not None:
+                _store(cache.view(hkv, -1, dim), batch.slot_mapping,
+                       self.pool.to_cache(new.transpose(0, 1), which))
         scales = self.pool.k_scale, self.pool.v_scale
         parts = []
         if batch.num_decode:
             lens = batch.decode_context_lens
             parts.append(paged_attention(q[:batch.num_decode, None], k_cache, v_cache,
                                          batch.decode_block_tables, (lens - 1)[:, None], lens,
-                                         window_tokens, *scales)[:, 0])
+                                         window_tokens, *scales, softmax=softmax)[:, 0])
         for span in batch.prefills:
             rows = slice(span.token_start, span.token_start + span.num_tokens)
-            parts.append(self._prefill(span, q[rows], k[rows], v[rows], k_cache, v_cache,
-                                       window_tokens, scales))
+            parts.append(self._prefill(span, q[rows], k[rows], None if v is None else v[rows],
+                                       (k_cache, v_cache), window_tokens, scales, softmax))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
-    def _prefill(self, span: PrefillSpan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                 k_cache: torch.Tensor, v_cache: torch.Tensor, window: int | None,
-                 scales: tuple[float, float]) -> torch.Tensor:
+    def _prefill(self, span: PrefillSpan, q: torch.Tensor, k: torch.Tensor,
+                 v: torch.Tensor | None, caches: tuple, window: int | None,
+                 scales: tuple[float, float], softmax: Softmax) -> torch.Tensor:
         """A whole prompt reads its own K/V (as stored: a lower-precision cache is read back
-        through it); a later chunk reads its context from the pool."""
-        if span.num_tokens == span.context_len and k_cache.dtype == q.dtype:
-            return prompt_attention(q, k, v, window)
+        through it); a later chunk, or a prompt whose softmax has sinks (SDPA has none),
+        reads its context from the pool."""
+        k_cache, v_cache = caches
+        if span.num_tokens == span.context_len and k_cache.dtype == q.dtype \
+                and softmax.sinks is None:
+            return prompt_attention(q, k, k if v is None else v, window, softmax.scale)
         positions = torch.arange(span.context_len - span.num_tokens, span.context_len,
                                  device=q.device)
         return paged_attention(q[None], k_cache, v_cache, span.block_table[None],
                                positions[None], torch.tensor([span.context_len],
                                                              device=q.device), window,
-                               *scales)[0]
-
-
-def reference_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                        window: int | None = None) -> torch.Tensor:
-    """Naive fp32 softmax(q k^T / sqrt(d)) v over a contiguous cache. q: (Q, H, D) at the last
-    Q positions of keys/values (C, Hkv, D). Returns (Q, H, D)."""
-    num_q, heads, dim = q.shape
-    group = heads // keys.shape[1]
-    k = keys.float().repeat_interleave(group, dim=1).transpose(0, 1)  # (H, C, D)
-    v = values.float().repeat_interleave(group, dim=1).transpose(0, 1)
-    scores = q.float().transpose(0, 1) @ k.transpose(1, 2) / dim ** 0.5  # (H, Q, C)
-    context = keys.shape[0]
-    q_pos = torch.arange(context - num_q, context, device=q.device)[:, None]
-    mask = allowed(q_pos, torch.arange(context, device=q.device)[None, :], window)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    return (scores.softmax(-1) @ v).transpose(0, 1).to(q.dtype)
-
-
-def grouped_attention(qg: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                      mask: torch.Tensor) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d)) v with fp32 scores over a contiguous cache read in place: qg
-    (..., G, D) holds the G query heads sharing each KV head; keys/values (..., T, D)."""
-    scores = (qg @ keys.transpose(-1, -2)).float() * qg.shape[-1] ** -0.5  # (..., G, T)
-    probs = scores.masked_fill(~mask, float("-inf")).softmax(-1)
-    return probs.to(values.dtype) @ values  # (..., G, D)
-
-
-class DenseKV:
-    """Reference backend: each sequence owns a contiguous (Hkv, max_tokens, D) cache per layer,
-    the layout of a static-batch cache. set_rows(rows) says whose tokens each run is."""
-
-    def __init__(self, num_layers: int, num_seqs: int, max_tokens: int, num_kv_heads: int,
-                 head_dim: int, dtype: torch.dtype, device: str | torch.device = "cpu") -> None:
-        shape = (num_layers, num_seqs, num_kv_heads, max_tokens, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self.rows: list[tuple[int, int, int]] = []
-
-    def set_rows(self, rows: list[tuple[int, int, int]]) -> None:
-        """rows: (sequence, first position, number of tokens), in batch order."""
-        self.rows = rows
-
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               window_tokens: int | None) -> torch.Tensor:
-        if all(n == 1 for _, _, n in self.rows) and \
-                [s for s, _, _ in self.rows] == list(range(len(self.rows))):
-            return self._decode(layer, q, k, v, window_tokens)
-        out, row = [], 0
-        for seq, start, n in self.rows:
-            self.k[layer, seq, :, start:start + n] = k[row:row + n].transpose(0, 1)
-            self.v[layer, seq, :, start:start + n] = v[row:row + n].transpose(0, 1)
-            q_pos = torch.arange(start, start + n, device=q.device)[:, None]
-            mask = allowed(q_pos, torch.arange(start + n, device=q.device)[None, :],
-                           window_tokens)
-            out.append(F.scaled_dot_product_attention(
-                q[row:row + n].transpose(0, 1), self.k[layer, seq, :, :start + n],
-                self.v[layer, seq, :, :start + n], attn_mask=mask, enable_gqa=True
-            ).transpose(0, 1))
-            row += n
-        return torch.cat(out)
-
-    def _decode(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                window: int | None) -> torch.Tensor:
-        """Rows are sequences 0..S-1 in order (a static batch): the cache is read in place, with
-        the same math as paged_decode, so the two differ only by the block gather."""
-        num_seqs, hkv, dim = k.shape
-        max_tokens = self.k.shape[3]
-        pos = torch.tensor([p for _, p, _ in self.rows], device=q.device)
-        rows = (torch.arange(num_seqs * hkv, device=q.device) * max_tokens).view(num_seqs, hkv)
-        flat = (rows + pos[:, None]).flatten()  # row of (seq, head, pos) in a (-1, D) view
-        self.k[layer].view(-1, dim).index_copy_(0, flat, k.reshape(-1, dim))
-        self.v[layer].view(-1, dim).index_copy_(0, flat, v.reshape(-1, dim))
-        length = int(pos.max()) + 1
-        mask = allowed(pos[:, None], torch.arange(length, device=q.device)[None, :], window)
-        qg = q.view(num_seqs, hkv, -1, dim)  # (S, Hkv, G, D)
-        out = grouped_attention(qg, self.k[layer, :num_seqs, :, :length],
-                                self.v[layer, :num_seqs, :, :length], mask[:, None, None, :])
-        return out.reshape(num_seqs, -1, dim)  # (S, H, D)
+                               *scales, softmax=softmax)[0]

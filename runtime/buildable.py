@@ -4,9 +4,13 @@ from servecap.ledger.arch import routed_layers
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ATTENTION_KINDS, NONE, ModelSpec
 
-# Llama-family decoders, and the two hybrid families the runtime runs: Qwen3-Next (gated
-# DeltaNet + gated attention) and Nemotron-H (Mamba-2 + attention + MLP blocks)
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_next", "nemotron_h")
+from .router import FAMILY_DEFAULTS
+
+# Llama-family decoders, the MoE families (Mixtral, Qwen3-MoE, DeepSeek-V3 with its latent
+# attention, gpt-oss with its sinks), and the two hybrid families the runtime runs: Qwen3-Next
+# (gated DeltaNet + gated attention, MoE) and Nemotron-H (Mamba-2 + attention + MLP blocks)
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe",
+                         "deepseek_v3", "gpt_oss", "qwen3_next", "nemotron_h")
 HYBRID_TYPES = ("qwen3_next", "nemotron_h")
 # each kind the ledger plans and the runtime does not run yet, with the reason named
 UNRUN_KINDS = {
@@ -21,20 +25,33 @@ def check_buildable(spec: ModelSpec) -> None:
         raise SpecError("model", spec.name, "the runtime needs the full architecture "
                         "(hidden_size, intermediate_size, vocab_size, model_type)")
     _refuse_kinds(spec)
-    if spec.attention.kind == "mla":
-        raise SpecError("attention", "mla", "the runtime builds GQA/MHA/MQA attention only")
-    if routed_layers(spec):
-        raise SpecError("moe", spec.moe.num_experts, "the runtime builds dense MLPs only "
-                        f"(layers {routed_layers(spec)[:4]} route to experts)")
+    _refuse_attention(spec)
+    if routed_layers(spec) and spec.model_type not in FAMILY_DEFAULTS:
+        raise SpecError("moe", spec.moe.num_experts, "the runtime routes experts as "
+                        f"{', '.join(FAMILY_DEFAULTS)} define it, not {spec.model_type}'s "
+                        f"(layers {routed_layers(spec)[:4]} route to experts); plan it with "
+                        "servecap plan")
     if spec.quant is not None:
         raise SpecError("quantization", spec.quant.method, "the runtime runs unquantized "
-                        "weights only (fp32, bf16, fp16)")
-    if spec.attention.sinks:
-        raise SpecError("sinks", True, "the runtime does not run attention sinks (gpt-oss) "
-                        "yet; plan it with servecap plan")
+                        "weights only (fp32, bf16, fp16): --weight-dtype bf16 runs this "
+                        "checkpoint's shape in bf16")
     if spec.model_type not in SUPPORTED_MODEL_TYPES:
         raise SpecError("model_type", spec.model_type,
                         "the runtime builds: " + ", ".join(SUPPORTED_MODEL_TYPES))
+
+
+def _refuse_attention(spec: ModelSpec) -> None:
+    """MLA as DeepSeek-V3 defines it (a latent cache, no projection biases); sinks as gpt-oss."""
+    att = spec.attention
+    if att.kind == "mla" and spec.model_type != "deepseek_v3":
+        raise SpecError("attention", "mla", "the runtime runs latent attention as deepseek_v3 "
+                        f"defines it, not {spec.model_type}'s; plan it with servecap plan")
+    if att.kind == "mla" and (att.mla_per_head_cache or att.qkv_bias):
+        raise SpecError("attention", "mla", "the runtime caches MLA's latent (vLLM from 0.7.1) "
+                        "and runs it without attention_bias")
+    if att.sinks and spec.model_type != "gpt_oss":
+        raise SpecError("sinks", True, "the runtime runs attention sinks as gpt_oss defines "
+                        f"them, not {spec.model_type}'s; plan it with servecap plan")
 
 
 def _refuse_kinds(spec: ModelSpec) -> None:

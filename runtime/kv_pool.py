@@ -45,9 +45,20 @@ def blocks_for_plan(spec: ModelSpec, plan: Plan, tensor_parallel_size: int = 1) 
                                             tensor_parallel_size))
 
 
+def cache_layout(spec: ModelSpec, tensor_parallel_size: int = 1) -> tuple[int, int, int]:
+    """(planes, heads, dims) of one token in one layer: K and V of ceil(H_kv / tp) heads of d_h
+    (GQA), or MLA's one latent of kv_lora_rank + qk_rope_head_dim, whole on every rank (the
+    ledger's kv_bits_per_token_layer)."""
+    att = spec.attention
+    if att.kind == "mla":
+        return 1, 1, att.kv_lora_rank + att.qk_rope_head_dim
+    return 2, kv_heads_per_rank(spec, tensor_parallel_size), att.head_dim
+
+
 class KVPool:
-    """tensor: (attention layers, 2 [K, V], H_kv, num_blocks + 1, block_size_tokens, d_h): every
-    layer of a dense model; a hybrid's attention layers only (its state layers keep their
+    """tensor: (attention layers, 2 [K, V], H_kv, num_blocks + 1, block_size_tokens, d_h) (MLA:
+    (layers, 1, 1, ..., latent), cache_layout): every layer of a dense model; a hybrid's
+    attention layers only (its state layers keep their
     state in the state pool, state_pool.py).
 
     Head-major, so one head's gathered blocks are a contiguous (tokens, d_h) matrix that batched
@@ -65,8 +76,8 @@ class KVPool:
         self.null_block = num_blocks
         layers = [n for n in range(spec.num_layers) if spec.layer_kind(n) in ATTENTION_KINDS]
         self.index = {layer: i for i, layer in enumerate(layers)}
-        shape = (len(layers), 2, kv_heads_per_rank(spec, tensor_parallel_size),
-                 num_blocks + NULL_BLOCKS, block_size_tokens, spec.attention.head_dim)
+        planes, heads, dim = cache_layout(spec, tensor_parallel_size)
+        shape = (len(layers), planes, heads, num_blocks + NULL_BLOCKS, block_size_tokens, dim)
         self.tensor = torch.zeros(shape, dtype=cache_dtype(kv_dtype), device=device)
         # vLLM's --kv-cache-dtype fp8 without checkpoint scales: per-tensor scale 1.0, so a
         # value is stored as (x / scale) in e4m3 and read back as stored x scale
@@ -94,10 +105,11 @@ class KVPool:
         scale = self.k_scale if which == "k" else self.v_scale
         return (x if scale == 1.0 else x / scale).to(self.tensor.dtype)
 
-    def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(K, V) of one layer, each (H_kv, num_blocks + 1, block_size_tokens, d_h)."""
+    def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(K, V) of one layer, each (H_kv, num_blocks + 1, block_size_tokens, d_h); MLA: (the
+        latent, None), (1, num_blocks + 1, block_size_tokens, kv_lora_rank + qk_rope_head_dim)."""
         i = self.index[layer]
-        return self.tensor[i, 0], self.tensor[i, 1]
+        return self.tensor[i, 0], self.tensor[i, 1] if self.tensor.shape[1] == 2 else None
 
     def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
         """Copy-on-write: block src's K and V in every layer into block dst."""

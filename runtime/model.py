@@ -14,11 +14,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from servecap.ledger.arch import routed_layers
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import LINEAR, MAMBA, NONE, SLIDING, ModelSpec
 
 from .buildable import SUPPORTED_MODEL_TYPES, UNRUN_KINDS, check_buildable  # noqa: F401
 from .mixers import GatedDeltaNet, Mamba2Mixer
+from .mla import LatentAttention
+from .moe import MoEOptions, SparseMoE, family_options
+from .norms import Fp32RMSNorm, norm_class
 from .parallel import (
     SINGLE,
     TensorParallel,
@@ -29,6 +33,7 @@ from .parallel import (
     vocab_rows,
 )
 from .rope import Rope, apply_rope
+from .softmax import Softmax
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 INIT_STD = 0.02  # seeded random weights: the usual transformer init scale
@@ -42,14 +47,16 @@ class DecoderOptions:
     rms_norm_eps: float = 1e-6
     rotary_fraction: float = 1.0  # partial_rotary_factor: Qwen3-Next rotates a quarter
     time_step_min: float = 1e-3  # Mamba-2's dt floor in prefill (NemotronH's time_step_min)
+    moe: MoEOptions | None = None  # routing and expert activation; None: the family's defaults
+    rope_interleave: bool = True  # MLA's rotated dims come in pairs (DeepSeek's rope_interleave)
 
 
 DEFAULT_OPTIONS = DecoderOptions()
 
 
 class KVBackend(Protocol):
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               window_tokens: int | None) -> torch.Tensor: ...
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None,
+               window_tokens: int | None, softmax: Softmax = ...) -> torch.Tensor: ...
 
 
 def with_num_layers(spec: ModelSpec, num_layers: int) -> ModelSpec:
@@ -69,49 +76,8 @@ def torch_dtype(name: str, field: str = "weight_dtype") -> torch.dtype:
     return TORCH_DTYPES[name]
 
 
-class RMSNorm(nn.Module):
-    """x / sqrt(mean(x^2) + eps) * w, computed in fp32 as Llama does."""
-
-    unit_weight = 1.0  # the weight a seeded random model starts from
-
-    def __init__(self, size: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(size))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        out = x32.to(x.dtype)
-        out *= self.weight  # in place: w * x as transformers computes it, one temporary fewer
-        return out
-
-
-class OffsetRMSNorm(RMSNorm):
-    """Qwen3-Next's zero-centred RMSNorm: (x / rms(x)) * (1 + w) in fp32, then the input dtype."""
-
-    unit_weight = 0.0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (x32 * (1.0 + self.weight.float())).to(x.dtype)
-
-
-class Fp32RMSNorm(RMSNorm):
-    """Nemotron-H's RMSNorm: the weight multiplies in fp32, then the input dtype."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (self.weight.float() * x32).to(x.dtype)
-
-
-NORMS = {"qwen3_next": OffsetRMSNorm, "nemotron_h": Fp32RMSNorm}
-
-
-def norm_class(spec: ModelSpec) -> type[RMSNorm]:
-    return NORMS.get(spec.model_type, RMSNorm)
+# families whose attention_bias also gives o_proj a bias (the ledger's inventory counts it)
+O_PROJ_BIAS = ("gpt_oss",)
 
 
 def uses_rope(spec: ModelSpec) -> bool:
@@ -120,13 +86,17 @@ def uses_rope(spec: ModelSpec) -> bool:
 
 
 def rotary_dim(spec: ModelSpec, opts: DecoderOptions) -> int:
-    """Dims of a head that rotate: int(head_dim x partial_rotary_factor), as transformers."""
+    """Dims of a head that rotate: int(head_dim x partial_rotary_factor), as transformers;
+    MLA rotates its qk_rope_head_dim dims."""
+    if spec.attention.kind == "mla":
+        return spec.attention.qk_rope_head_dim
     return int(spec.attention.head_dim * opts.rotary_fraction)
 
 
 class SelfAttention(nn.Module):
     """This rank's heads: q/k/v split by head, o_proj by input column, outputs summed. Qwen3-Next
-    adds an output gate (q_proj emits it beside q: sigmoid(gate) scales the output)."""
+    adds an output gate (q_proj emits it beside q: sigmoid(gate) scales the output); gpt-oss
+    a sink logit per head and a bias on o_proj."""
 
     def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions,
                  tp: TensorParallel) -> None:
@@ -141,7 +111,10 @@ class SelfAttention(nn.Module):
         self.q_proj = nn.Linear(h, q_rows, bias=att.qkv_bias)
         self.k_proj = nn.Linear(h, self.num_kv_heads * att.head_dim, bias=att.qkv_bias)
         self.v_proj = nn.Linear(h, self.num_kv_heads * att.head_dim, bias=att.qkv_bias)
-        self.o_proj = nn.Linear(self.num_heads * att.head_dim, h, bias=False)
+        o_bias = att.qkv_bias and spec.model_type in O_PROJ_BIAS
+        self.o_proj = nn.Linear(self.num_heads * att.head_dim, h, bias=o_bias)
+        if att.sinks:
+            self.sinks = nn.Parameter(torch.empty(self.num_heads))
         if att.qk_norm:
             self.q_norm = norm_class(spec)(att.head_dim, opts.rms_norm_eps)
             self.k_norm = norm_class(spec)(att.head_dim, opts.rms_norm_eps)
@@ -160,10 +133,20 @@ class SelfAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary:
             q, k = _rotate(q, rotary, self.rotary), _rotate(k, rotary, self.rotary)
-        out = kv.attend(self.layer, q, k, v, self.window).reshape(tokens, -1)  # (T, H x D)
+        softmax = Softmax(sinks=self.sinks) if hasattr(self, "sinks") else Softmax()
+        out = kv.attend(self.layer, q, k, v, self.window, softmax).reshape(tokens, -1)
         if gate is not None:
             out = out * torch.sigmoid(gate)
-        return all_reduce(self.o_proj(out), self.tp)
+        return row_parallel(self.o_proj, out, self.tp)
+
+
+def row_parallel(linear: nn.Linear, x: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """A row-parallel projection summed across ranks; every rank holds its bias, rank 0 adds
+    it (vLLM's RowParallelLinear). The module itself runs, so its forward hooks (LoRA) do."""
+    out = linear(x)
+    if tp.rank > 0 and linear.bias is not None:
+        out -= linear.bias
+    return all_reduce(out, tp)
 
 
 def _rotate(x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor], dims: int
@@ -203,9 +186,14 @@ class Relu2MLP(nn.Module):
         return self.down_proj(up.square_())
 
 
+# model_type -> the feed-forward block's name in its checkpoints (else mlp)
+FFN_NAMES = {"mixtral": "block_sparse_moe"}
+
+
 class DecoderLayer(nn.Module):
-    """Pre-norm token mixer then pre-norm MLP, each added into the residual stream: Llama's
-    self_attn, or Qwen3-Next's linear_attn (gated DeltaNet) on its linear layers."""
+    """Pre-norm token mixer then pre-norm feed-forward, each added into the residual stream:
+    Llama's self_attn (DeepSeek's latent attention), or Qwen3-Next's linear_attn (gated
+    DeltaNet) on its linear layers; a gated MLP, or on routed layers the MoE block."""
 
     def __init__(self, spec: ModelSpec, layer: int, opts: DecoderOptions,
                  tp: TensorParallel) -> None:
@@ -214,10 +202,13 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = norm(spec.hidden_size, opts.rms_norm_eps)
         if spec.layer_kind(layer) == LINEAR:
             self.linear_attn = GatedDeltaNet(spec, layer, opts.rms_norm_eps)
+        elif spec.attention.kind == "mla":
+            self.self_attn = LatentAttention(spec, layer, opts, tp, norm)
         else:
             self.self_attn = SelfAttention(spec, layer, opts, tp)
         self.post_attention_layernorm = norm(spec.hidden_size, opts.rms_norm_eps)
-        self.mlp = MLP(spec.hidden_size, spec.intermediate_size, tp)
+        self.ffn_name = FFN_NAMES.get(spec.model_type, "mlp")
+        setattr(self, self.ffn_name, feed_forward(spec, layer, opts, tp))
 
     def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None,
                 kv: KVBackend) -> torch.Tensor:
@@ -227,8 +218,18 @@ class DecoderLayer(nn.Module):
         x += (self.linear_attn(h, kv.states) if hasattr(self, "linear_attn")
               else self.self_attn(h, rotary, kv))
         del h
-        x += self.mlp(self.post_attention_layernorm(x))
+        x += getattr(self, self.ffn_name)(self.post_attention_layernorm(x))
         return x
+
+
+def feed_forward(spec: ModelSpec, layer: int, opts: DecoderOptions,
+                 tp: TensorParallel) -> nn.Module:
+    """The layer's MoE block where it routes to experts (ledger.arch.routed_layers: the
+    first_k_dense_replace, decoder_sparse_step and mlp_only_layers rules), else its MLP."""
+    if layer not in routed_layers(spec):
+        return MLP(spec.hidden_size, spec.intermediate_size, tp)
+    return SparseMoE(spec, opts.moe or family_options(spec.model_type),
+                     lambda width: MLP(spec.hidden_size, width, tp), tp)
 
 
 class NemotronBlock(nn.Module):

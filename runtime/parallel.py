@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from servecap.ledger.arch import routed_layers
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv import kv_heads_per_rank
 from servecap.ledger.model import ModelSpec
@@ -35,12 +36,29 @@ def check_split(spec: ModelSpec, tp: TensorParallel) -> None:
     if tp.size > 1 and (spec.state_layers or att.q_gate or spec.model_type == "nemotron_h"):
         raise SpecError("tensor_parallel_size", tp.size, f"the runtime runs {spec.model_type}'s "
                         "hybrid layers on one device only (1)")
-    if spec.attention.num_heads % tp.size or spec.intermediate_size % tp.size:
+    widths = [w for w in mlp_widths(spec) if w % tp.size]
+    if spec.attention.num_heads % tp.size or widths:
         raise SpecError("tensor_parallel_size", tp.size, f"must divide num_attention_heads "
-                        f"({att.num_heads}) and intermediate_size ({spec.intermediate_size})")
-    if att.num_kv_heads % tp.size and tp.size % att.num_kv_heads:
+                        f"({att.num_heads}) and the MLP and expert widths "
+                        f"({', '.join(map(str, mlp_widths(spec)))})")
+    if att.kind != "mla" and att.num_kv_heads % tp.size and tp.size % att.num_kv_heads:
         raise SpecError("tensor_parallel_size", tp.size, "must divide num_key_value_heads "
                         f"({att.num_kv_heads}) or be a multiple of it")
+
+
+def mlp_widths(spec: ModelSpec) -> list[int]:
+    """The widths tensor parallelism splits: the dense MLP's where a layer has one, each
+    expert's (vLLM's TP MoE splits every expert's columns) and the shared experts'."""
+    with_mlp = range(spec.num_layers) if spec.mlp_layers is None else spec.mlp_layers
+    routed = routed_layers(spec)
+    out = [spec.intermediate_size] if set(with_mlp) - set(routed) else []
+    if routed:
+        moe = spec.moe
+        out.append(moe.expert_intermediate_size)
+        if moe.num_shared_experts:
+            out.append(moe.shared_intermediate_size
+                       or moe.expert_intermediate_size * moe.num_shared_experts)
+    return out
 
 
 def heads(spec: ModelSpec, tp: TensorParallel) -> tuple[int, int, int]:
@@ -55,21 +73,61 @@ def shard(name: str, full: torch.Tensor, spec: ModelSpec, tp: TensorParallel) ->
     """This rank's slice of a full checkpoint tensor named like model.layers.0.mlp.up_proj."""
     if tp.size == 1:
         return full
-    dim = spec.attention.head_dim
+    if ".experts." in name:
+        return _expert_shard(name, full, tp)
     num_q, first_kv, num_kv = heads(spec, tp)
-    inter = spec.intermediate_size // tp.size
+    if spec.attention.kind == "mla" and ".self_attn." in name:
+        return _latent_shard(name, full, spec, tp)
+    dim, start = spec.attention.head_dim, tp.rank * num_q
     if ".q_proj." in name:
-        return full[tp.rank * num_q * dim:(tp.rank + 1) * num_q * dim]
+        return full[start * dim:(start + num_q) * dim]
     if ".k_proj." in name or ".v_proj." in name:
         return full[first_kv * dim:(first_kv + num_kv) * dim]
-    if ".o_proj." in name:
-        return full[:, tp.rank * num_q * dim:(tp.rank + 1) * num_q * dim]
+    if name.endswith(".sinks"):
+        return full[start:start + num_q]
+    if ".o_proj." in name:  # its bias is every rank's (rank 0 adds it)
+        return full if full.dim() == 1 else full[:, start * dim:(start + num_q) * dim]
     if ".gate_proj." in name or ".up_proj." in name:
-        return full[tp.rank * inter:(tp.rank + 1) * inter]
+        return _part(full, 0, tp)
     if ".down_proj." in name:
-        return full[:, tp.rank * inter:(tp.rank + 1) * inter]
+        return _part(full, 1, tp)
     if "embed_tokens." in name or name.startswith("lm_head."):
         return _vocab_shard(full, spec, tp)
+    return full
+
+
+def _part(full: torch.Tensor, dim: int, tp: TensorParallel) -> torch.Tensor:
+    """This rank's 1/tp of `full` along dim (MLP columns of any width: dense or shared)."""
+    per = full.shape[dim] // tp.size
+    return full.narrow(dim, tp.rank * per, per)
+
+
+def _expert_shard(name: str, full: torch.Tensor, tp: TensorParallel) -> torch.Tensor:
+    """Every expert's columns split as vLLM's TP MoE splits them: this rank's share of the
+    gate rows and of the up rows of gate_up_proj (E, 2I, H) and its bias, of down_proj's
+    inputs (E, H, I); down_proj's bias is every rank's (rank 0 adds it)."""
+    if name.endswith("gate_up_proj") or name.endswith("gate_up_proj_bias"):
+        gate, up = full.chunk(2, dim=1)
+        return torch.cat((_part(gate, 1, tp), _part(up, 1, tp)), dim=1)
+    if name.endswith("down_proj"):
+        return _part(full, 2, tp)
+    return full
+
+
+def _latent_shard(name: str, full: torch.Tensor, spec: ModelSpec, tp: TensorParallel
+                  ) -> torch.Tensor:
+    """MLA: q_proj / q_b_proj and kv_b_proj by head (nope + rope, nope + v rows each), o_proj by
+    head's v columns; the latent projections and their norms are every rank's."""
+    att = spec.attention
+    num_q = att.num_heads // tp.size
+    rows = {".q_proj.": att.qk_nope_head_dim + att.qk_rope_head_dim,
+            ".q_b_proj.": att.qk_nope_head_dim + att.qk_rope_head_dim,
+            ".kv_b_proj.": att.qk_nope_head_dim + att.v_head_dim}
+    for key, per_head in rows.items():
+        if key in name:
+            return full[tp.rank * num_q * per_head:(tp.rank + 1) * num_q * per_head]
+    if ".o_proj." in name:
+        return full[:, tp.rank * num_q * att.v_head_dim:(tp.rank + 1) * num_q * att.v_head_dim]
     return full
 
 

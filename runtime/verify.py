@@ -48,6 +48,7 @@ from .ceiling_probe import CEILING_PROBE_EXTRA, ceiling_failure, probe_output_to
 from .engine import Engine, EngineConfig, windowed_everywhere
 from .kv_pool import KVPool, blocks_for_plan
 from .latency import latency_report
+from .lora import attach_lora
 from .model import check_buildable
 from .parallel import SINGLE, TensorParallel, check_split
 from .progress import Progress, finished_counter
@@ -61,7 +62,7 @@ from .verify_result import (
     VerifyOptions,
     VerifyResult,
 )
-from .weights import load_decoder, random_decoder
+from .weights import config_options, load_decoder, random_decoder
 
 
 def verify(spec: ModelSpec, serve: ServeSpec, options: VerifyOptions,
@@ -99,6 +100,7 @@ class _Run:
         self.clock = StepClock()
         self.states: StatePool | None = None  # hybrids' state pool (sized by the ledger)
         self.state_slots_in_use = 0  # the most the declared load held at once
+        self.lora_bytes = 0  # the LoRA slots' tensors (runtime/lora.py), when planned
 
     def execute(self) -> VerifyResult:
         model = self._load_weights()
@@ -156,8 +158,13 @@ class _Run:
             model = (load_decoder(self.spec, opts.weights_dir, serve.weight_dtype,
                                   self.torch_device, self.tp) if opts.weights_dir else
                      random_decoder(self.spec, serve.weight_dtype, self.torch_device, opts.seed,
-                                    tp=self.tp))
+                                    config_options(opts.config_path, self.spec.model_type),
+                                    self.tp))
         self.probe.add_resident(model.weight_bytes, "weights")
+        if serve.lora is not None:
+            with _allocating("the LoRA slots", self.plan.line("lora_adapters")):
+                self.lora_bytes = attach_lora(model, serve.lora, self.tp).tensor_bytes
+            self.probe.add_resident(self.lora_bytes, "LoRA slots")
         self._snap("weights")
         self.progress("weights", 1, 1)
         if self.tp.size > 1:
@@ -341,7 +348,7 @@ class _Run:
         context = self.probe.context_bytes()
         charged_context = context if self.probe.charges_context() else 0
         states = self.states.tensor_bytes if self.states else 0
-        resident = model.weight_bytes + pool.tensor_bytes + states
+        resident = model.weight_bytes + pool.tensor_bytes + states + self.lora_bytes
         return Measured(
             weights_bytes=model.weight_bytes, weight_metadata_bytes=0,
             runtime_peak_bytes=transient, kv_pool_bytes=pool.tensor_bytes,
@@ -354,7 +361,8 @@ class _Run:
             load_is_declared=not self.options.workload, failures=tuple(self.failures),
             cuda_context_bytes=context, cuda_context_charged=bool(charged_context),
             kv_load_bytes=self._kv_load_bytes(), state_pool_bytes=states,
-            state_in_use_bytes=self.state_slots_in_use * self.plan.state_bytes_per_request)
+            state_in_use_bytes=self.state_slots_in_use * self.plan.state_bytes_per_request,
+            lora_bytes=self.lora_bytes)
 
     def _kv_load_bytes(self) -> int | None:
         """The ledger's KV for the declared load with its own prompt lengths, where the runtime

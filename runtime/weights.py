@@ -8,7 +8,9 @@ import torch
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
-from .model import DEFAULT_OPTIONS, INIT_STD, Decoder, DecoderOptions, torch_dtype
+from .expert_weights import fold_experts
+from .model import DEFAULT_OPTIONS, FFN_NAMES, INIT_STD, Decoder, DecoderOptions, torch_dtype
+from .moe import moe_options
 from .parallel import SINGLE, TensorParallel, shard
 from .rope import rope_from_config
 
@@ -54,14 +56,32 @@ def _full_shapes(spec: ModelSpec, opts: DecoderOptions) -> dict[str, torch.Size]
 PARTIAL_ROTARY = {"qwen3_next": 0.25}
 
 
-def decoder_options(directory: Path) -> DecoderOptions:
+def decoder_options(directory: Path, model_type: str | None = None) -> DecoderOptions:
     """RoPE (either config format), the norm epsilon (rms_norm_eps; Nemotron-H's
-    layer_norm_epsilon), the rotated share of a head and Mamba-2's dt floor from config.json; a
-    RoPE type or key the runtime does not implement is refused by name, never ignored."""
+    layer_norm_epsilon), the rotated share of a head, Mamba-2's dt floor, an MoE family's
+    routing and expert activation and MLA's RoPE layout from config.json; a RoPE type or key,
+    or a routing, the runtime does not implement is refused by name, never ignored."""
     path = directory / "config.json"
-    config = _read_config(path)
+    return options_from_config(_read_config(path), str(path), model_type)
+
+
+def config_options(config_path: str | None, model_type: str | None = None) -> DecoderOptions:
+    """The options a model's own config.json states (a config.json, or a directory holding
+    one) for seeded random weights; a YAML model's (no config.json) are the defaults."""
+    path = Path(config_path) if config_path else None
+    if path is not None and path.is_dir():
+        path = path / "config.json"
+    if path is None or path.suffix != ".json" or not path.is_file():
+        return DEFAULT_OPTIONS
+    return options_from_config(_read_config(path), str(path), model_type)
+
+
+def options_from_config(config: dict, where: str, model_type: str | None = None
+                        ) -> DecoderOptions:
+    """model_type: the family the model loader read (Kimi-K2's kimi_k2 runs as deepseek_v3),
+    else config.json's own."""
     defaults = DecoderOptions()
-    model_type = config.get("model_type")
+    model_type = model_type or config.get("model_type")
     partial = PARTIAL_ROTARY.get(model_type)
     rope_config = config
     if partial is not None:
@@ -71,9 +91,11 @@ def decoder_options(directory: Path) -> DecoderOptions:
         rope_config = {k: v for k, v in config.items() if k != "partial_rotary_factor"}
         rope_config["rope_parameters"] = params or None
     eps = config.get("rms_norm_eps", config.get("layer_norm_epsilon", defaults.rms_norm_eps))
-    return DecoderOptions(rope_from_config(rope_config, str(path)), float(eps),
+    return DecoderOptions(rope_from_config(rope_config, where), float(eps),
                           partial if partial is not None else 1.0,
-                          float(config.get("time_step_min", defaults.time_step_min)))
+                          float(config.get("time_step_min", defaults.time_step_min)),
+                          moe_options({**config, "model_type": model_type}, where),
+                          bool(config.get("rope_interleave", defaults.rope_interleave)))
 
 
 def _read_config(path: Path) -> dict:
@@ -98,12 +120,13 @@ def load_decoder(spec: ModelSpec, directory: str | Path, dtype: str = "bf16",
     files = sorted(directory.glob("*.safetensors"))
     if not files:
         raise SpecError("weights", str(directory), "no *.safetensors files in the directory")
-    model = _empty(spec, dtype, device, decoder_options(directory), tp)
+    model = _empty(spec, dtype, device, decoder_options(directory, spec.model_type), tp)
     state: dict[str, torch.Tensor] = {}
     for path in files:
         state.update(_read_tensors(path, model.device))
     if spec.tie_word_embeddings:
         state.pop("lm_head.weight", None)
+    state = fold_experts(spec, state, model.body_name, FFN_NAMES.get(spec.model_type, "mlp"))
     _check_names(set(state), set(model.state_dict()), directory)
     state = {k: shard(k, v, spec, tp).to(model.dtype) for k, v in state.items()}
     _check_shapes(state, model.state_dict(), directory)

@@ -16,9 +16,11 @@ from servecap.ledger.vllm_start import (
 )
 from servecap.ledger.vllm_versions import VllmRow, check_block_size
 from servecap.ledger.vllm_weights import check_act_dtype
-from servecap.ledger.weights import WeightBytes, weight_bytes
+from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model
+from servecap.model_configs.checkpoint_weights import from_headers
 
+from .checkpoint import CheckpointFormats, checkpoint_formats, refuse_where_vllm_would
 from .engine import engine_spec, implied_engine, size, with_device
 from .serving import model_dtype, model_spec, serve_spec, weight_dtype_asked
 from .spec import Scenario, get, with_values
@@ -32,6 +34,7 @@ class PlanResult:
     deployment: Deployment
     advice: StartAdvice | None
     loaded: LoadedModel
+    checkpoint: CheckpointFormats | None = None  # a quantized checkpoint's formats
 
 
 def load(scenario: Scenario) -> LoadedModel:
@@ -46,9 +49,11 @@ def load(scenario: Scenario) -> LoadedModel:
 def plan(scenario: Scenario, loaded: LoadedModel | None = None) -> PlanResult:
     """Plan every rank, and find vLLM's advice when the plan would not start."""
     loaded = loaded or load(scenario)
+    formats = checkpoint_formats(scenario, loaded)
+    refuse_where_vllm_would(formats, scenario)
     result = deployment(scenario, loaded)
     advice = None if starts(result) else start_advice(scenario, loaded, result)
-    return PlanResult(result, advice, loaded)
+    return PlanResult(result, advice, loaded, formats)
 
 
 def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
@@ -78,6 +83,7 @@ def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
                         scenario.dtypes.dtype)
         engine = with_device(engine, scenario.device.name or loaded.serving.device,
                              scenario.scheduler.max_num_batched_tokens)
+        engine = replace(engine, pipeline_parallel_size=scenario.parallel.pipeline_parallel_size)
     par = scenario.parallel
     parallel = Parallel(par.tensor_parallel_size, par.pipeline_parallel_size,
                         par.data_parallel_size)
@@ -136,13 +142,7 @@ def file_overrides(scenario: Scenario, loaded: LoadedModel) -> Overrides:
     found = loaded.file_weights
     if found is None or weight_dtype_asked(scenario, loaded) is not None:
         return Overrides()
-    spec = loaded.spec  # the headers give bytes; the architecture gives the parameter counts
-    counts = weight_bytes(spec, 16, spec.quant) if spec.has_architecture else None
-    weights = WeightBytes(found.param_bytes, found.metadata_bytes,
-                          counts.num_parameters if counts else 0,
-                          counts.quantized_parameters if counts else 0, "")
-    src = (f"safetensors headers: {found.num_tensors:,} tensors in {found.num_files} file(s)"
-           if found.num_files else "model.safetensors.index.json metadata.total_size")
+    weights, src = from_headers(found, loaded.spec)
     return Overrides(weights=weights, weights_source=src)
 
 

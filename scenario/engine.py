@@ -17,7 +17,9 @@ from .spec import Scenario, get
 # Each engine knob, where the Scenario holds it, and the engine it belongs to.
 ENGINE_KNOBS = {"memory.gpu_memory_utilization": VLLM, "memory.kv_cache_memory_bytes": VLLM,
                 "memory.mem_fraction_static": "sglang",
-                "memory.free_gpu_memory_fraction": "trtllm", "engine.mxfp4_backend": VLLM,
+                "memory.max_total_tokens": "sglang",
+                "memory.free_gpu_memory_fraction": "trtllm", "memory.max_tokens": "trtllm",
+                "engine.mxfp4_backend": VLLM,
                 "engine.sampler": VLLM}
 _FLAG = {"memory.kv_cache_memory_bytes": "--kv-cache-memory"}
 
@@ -73,7 +75,8 @@ def engine_spec(scenario: Scenario) -> EngineSpec:
         **_vllm_knobs(scenario, name),
         kv_cache_memory_bytes=_vllm_size(mem.kv_cache_memory_bytes, "--kv-cache-memory"),
         mem_fraction_static=mem.mem_fraction_static,
-        free_gpu_memory_fraction=mem.free_gpu_memory_fraction,
+        free_gpu_memory_fraction=mem.free_gpu_memory_fraction, max_tokens=mem.max_tokens,
+        max_total_tokens=mem.max_total_tokens,
         non_torch_bytes=size(mem.non_torch, "--non-torch"),
         comm_buffer_bytes=size(mem.comm_buffer, "--comm-buffer"),
         cuda_graph_bytes=size(mem.cuda_graph_memory, "--cuda-graph-memory"))

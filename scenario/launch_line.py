@@ -17,6 +17,7 @@ from .spec import DEFAULT, Scenario, with_values
 _NUMBER = re.compile(r"-[0-9]+(\.[0-9]+)?")
 # BOOL and OFF are switches (no value): BOOL sets its field True (--no-FLAG: False), OFF False.
 COUNT, FRACTION, TEXT, BOOL, OFF = "count", "fraction", "text", "bool", "off"
+WORDS = "words"  # argparse's nargs='+': every word up to the next flag (a tuple)
 # --dtype as vLLM and SGLang spell it (the same argparse choices in both): the model dtype
 # (dtypes.dtype: weights of an unquantized checkpoint, activations, a KV cache left at auto).
 TORCH_DTYPES = {"auto": None, "half": "fp16", "float16": "fp16", "bfloat16": "bf16",
@@ -126,6 +127,27 @@ def read(dialect: Dialect, rest: list[str], base: Scenario = DEFAULT) -> LaunchL
     return LaunchLine(with_values(base, values), tuple(modelled), tuple(ignored), dialect.name)
 
 
+def read_each(dialect: Dialect, flags: list[list[str]]) -> tuple[dict, list[str], list[str]]:
+    """Each flag with its own words ([--flag, value] or [--switch]) read with the dialect's
+    table, none refused: a startup log's flags were already taken by the engine. Returns the
+    Scenario values, the flags read, and one line for each the ledger does not model (refused
+    or unknown: the error's words)."""
+    values: dict[str, object] = {}
+    read_ok, not_modelled = [], []
+    for words in flags:
+        try:
+            flag, value, rest = _next(dialect, words)
+            known, _ = _one(dialect, flag, value, rest)
+        except SpecError as error:
+            not_modelled.append(str(error))
+            continue
+        if known is not None:
+            known.pop("_ignored", None)
+            values.update({k: v for k, v in known.items() if not k.startswith("_")})
+            read_ok.append(flag)
+    return values, read_ok, not_modelled
+
+
 def _one(dialect: Dialect, flag: str, value: str | None, rest: list[str]):
     """(the fields one flag sets, or None where it is ignored; the words left)."""
     where, bare = f"{dialect.name} {flag}", _bare(flag) if dialect.negatable else flag
@@ -133,6 +155,8 @@ def _one(dialect: Dialect, flag: str, value: str | None, rest: list[str]):
         path, kind = dialect.modelled[bare]
         _switch(where, value)
         return {path: (kind == BOOL) != flag.startswith("--no-")}, rest
+    if flag in dialect.modelled and dialect.modelled[flag][1] == WORDS:
+        return _words(where, dialect.modelled[flag][0], value, rest)
     if flag in dialect.modelled:
         path, kind = dialect.modelled[flag]
         value, rest = _value(where, value, rest)
@@ -157,6 +181,18 @@ def _one(dialect: Dialect, flag: str, value: str | None, rest: list[str]):
         raise SpecError(where, given, f"not modelled: it {why}; remove it to plan without it")
     raise SpecError(where, given, f"not a {dialect.name} flag servecap knows as modelled or "
                     f"ignored{_spelled(dialect, flag)}; remove it to plan without it")
+
+
+def _words(where: str, path: str, value: str | None, rest: list[str]):
+    """--flag a b c (or --flag=a): the words up to the next flag, as a tuple."""
+    if value is not None:
+        return {path: (value,)}, rest
+    words = []
+    while not _no_value(rest):
+        words.append(rest.pop(0))
+    if not words:
+        raise SpecError(where, None, "needs one value or more")
+    return {path: tuple(words)}, rest
 
 
 def _switch(where: str, value: str | None) -> None:

@@ -6,18 +6,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servecap.ledger.devices import DEVICES
-from servecap.ledger.engines import PLAIN, VLLM
+from servecap.ledger.engines import PLAIN, SGLANG, TRTLLM, VLLM
 from servecap.ledger.errors import SpecError
 from servecap.ledger.ranks import Deployment
-from servecap.ledger.reconcile import Reconciliation, check_same_model, reconcile
+from servecap.ledger.reconcile import (
+    Reconciliation,
+    binding_pool,
+    check_same_model,
+    reconcile,
+)
 from servecap.ledger.units import GiB
 from servecap.ledger.vllm_log import LogFacts, parse_vllm_log
+from servecap.ledger.vllm_start import free_memory_refusal
 from servecap.ledger.vllm_versions import VllmRow, choose
 from servecap.model_configs.reading import read_bytes
 
 from .deployment import deployment, load
 from .engine import engine_spec, engine_text, implied_engine, split_engine
-from .spec import Scenario, with_values
+from .log_flags import env_graphs, env_sampler, fill, logged_values
+from .spec import Scenario, get, with_values
 
 MAX_LOG_BYTES = 512 * 2**20  # a startup log is kilobytes; a long-running one stays far below
 
@@ -33,73 +40,82 @@ class Prediction:
     planned: Deployment
     replanned: Deployment
     notes: tuple[str, ...]
+    refusal: str | None = None  # a start refused before the profile (the log's free memory)
+
+    @property
+    def starts(self) -> bool:
+        """vLLM would start: every stage's pool, graphs and warm-up fit, and the free memory
+        the log shows at startup covers what the release requests."""
+        return self.refusal is None and all(s.plan.starts for s in self.planned.stages)
 
 
 def reconcile_log(log: Path, scenario: Scenario) -> Reconciliation:
     """Parse, plan the same deployment twice (from the config; with the log's measured lines),
-    check it is the same model, and compare."""
+    check it is the same model, and compare; an SGLang or TensorRT-LLM log
+    (--engine sglang|trtllm) is read by its engine's reader (scenario/engine_reconciliation)."""
+    if implied_engine(scenario) in (SGLANG, TRTLLM):
+        from .engine_reconciliation import reconcile_engine_log
+
+        return reconcile_engine_log(log, scenario)
     found = predict(log, scenario)
-    return reconcile(found.planned.plan, found.replanned.plan, found.facts, found.notes)
+    return reconcile(found.planned.plan, found.replanned.plan, found.facts, found.notes,
+                     stage_plans(found.planned), found.refusal)
+
+
+def stage_plans(planned: Deployment) -> tuple:
+    """Each pipeline stage's ranks and ledger, for rows per rank."""
+    return tuple((stage.ranks, stage.plan) for stage in planned.stages)
 
 
 def predict(log: Path, scenario: Scenario) -> Prediction:
-    """The log fills what the Scenario leaves unset; the plan is scenario.deployment's, as
-    `servecap plan` makes it, run under the log's engine (V0 or V1)."""
+    """The log fills what the Scenario leaves unset (its release, flags, settings and link);
+    the plan is scenario.deployment's, as `servecap plan` makes it, run under the log's engine
+    (V0 or V1)."""
     if implied_engine(scenario) not in (PLAIN, VLLM):
-        raise SpecError("--engine", implied_engine(scenario), "reconcile reads vLLM logs: vllm "
-                        "(the default here)")
+        raise SpecError("--engine", implied_engine(scenario), "reconcile reads vLLM logs with "
+                        "vllm (the default here), SGLang's with sglang, TensorRT-LLM's with trtllm")
     facts = parse_vllm_log(_read(log), str(log))
     loaded = load(scenario)
-    s, sched = scenario, scenario.scheduler
-    s = with_values(s, {
-        "device.name": s.device.name or _logged_device(facts),
-        "scheduler.max_model_len": sched.max_model_len or facts.max_model_len,
-        "dtypes.kv_cache_dtype": s.dtypes.kv_cache_dtype or _kv_dtype(facts.kv_cache_dtype),
-        "scheduler.max_num_batched_tokens": sched.max_num_batched_tokens
-        or facts.max_num_batched_tokens})
+    logged, flag_notes = logged_values(facts)
+    s, differ = fill(scenario, logged)
+    if s.device.name is None:
+        s = with_values(s, {"device.name": _logged_device(facts)})
     s, rules = _logged_engine(s, facts)
+    if s.memory.cuda_graph_memory is None:
+        s = with_values(s, _graph_values(facts, engine_spec(s).vllm_row))
     planned = deployment(s, loaded, formula=facts.engine_version)
-    check_same_model(planned.plan, facts, planned.plan.model)
+    same = check_same_model(planned.plan, binding_pool(planned.plan, facts,
+                                                       stage_plans(planned)),
+                            planned.plan.model)
     replanned = deployment(with_values(s, _measured(facts, engine_spec(s).vllm_row)), loaded,
                            formula=facts.engine_version)
-    notes = (rules,) + (() if scenario.device.name else _device_note(facts, s))
-    return Prediction(facts, s, planned, replanned, notes)
+    notes = (rules,) + tuple(same) + flag_notes + tuple(
+        f"{path} is the Scenario's, {get(s, path)!r}; the log's is {logged[path]!r}"
+        for path in differ) + (() if scenario.device.name else _device_note(facts, s))
+    engine = engine_spec(s)
+    refusal = free_memory_refusal(engine.vllm_row, planned.plan.device_bytes,
+                                  engine.gpu_memory_utilization or engine.default_utilization,
+                                  facts.gib_bytes("free_at_start_gib"))
+    return Prediction(facts, s, planned, replanned, notes, refusal)
 
 
 def _logged_engine(s: Scenario, facts: LogFacts) -> tuple[Scenario, str]:
-    """The log's release picks the rules unless the Scenario names one; the log's flags fill
-    what was not given (tensor parallel size, utilization, batch, sampler, MXFP4 kernel)."""
+    """The log's release picks the rules unless the Scenario names one (the newest known where
+    the log cannot be placed, said so), and the VLLM_* settings it shows apply."""
     if s.engine.name == VLLM and s.engine.version:
         spelling, said = engine_text(s), "as --engine asked"
-    elif facts.version:
-        spelling, said = f"vllm=={facts.version}", f"the log's vLLM {facts.version}"
-    elif facts.format_version:
-        version, why = facts.format_version
-        spelling, said = f"vllm=={version}", f"the log states no version; {why} is {version}'s"
+    elif facts.release:
+        spelling, said = f"vllm=={facts.release}", facts.release_basis
     else:
-        spelling, said = VLLM, "the log states no vLLM version: the newest known"
+        spelling, said = VLLM, f"{facts.release_basis}: the newest known is assumed"
     choice = choose(spelling)
     rules = (f"rules: {choice.row.name} ({choice.row.tag}), {said}"
              + (f"; {choice.note}" if choice.note and spelling != VLLM else "")
              + ("; pin one with --engine vllm==X.Y" if spelling == VLLM else ""))
     name, version = split_engine(choice.row.pin)
-    tp, eng = s.parallel.tensor_parallel_size, s.engine
-    logged = {
-        "engine.name": name, "engine.version": version,
-        "memory.gpu_memory_utilization": s.memory.gpu_memory_utilization
-        or facts.gpu_memory_utilization,
-        "parallel.tensor_parallel_size": facts.tensor_parallel_size or tp if tp == 1 else tp,
-        "scheduler.max_num_seqs": s.scheduler.max_num_seqs or facts.max_num_seqs,
-        "engine.mxfp4_backend": eng.mxfp4_backend or facts.mxfp4_backend,
-        "engine.sampler": eng.sampler or facts.sampler}
-    return with_values(s, logged), rules
-
-
-def _kv_dtype(logged: str | None) -> str | None:
-    """vLLM's 'auto' is the model's dtype; fp8_e4m3 / fp8_e5m2 are one byte, as fp8."""
-    if logged in (None, "auto"):
-        return None
-    return "fp8" if logged.startswith("fp8") else logged
+    sampler = s.engine.sampler or env_sampler(facts, choice.row)
+    return with_values(s, {"engine.name": name, "engine.version": version,
+                           "engine.sampler": sampler}), rules
 
 
 def _read(log: Path) -> str:
@@ -116,8 +132,9 @@ def _logged_device(facts: LogFacts) -> str:
 
 def _measured(facts: LogFacts, row: VllmRow) -> dict[str, str]:
     """The log's lines as declared values (bytes): weights, activation peak, non-torch, and
-    the CUDA-graph estimate in releases that subtract it. vLLM profiles the collective buffers
-    as non-torch memory, so a logged non-torch figure holds them (--comm-buffer 0)."""
+    the CUDA-graph estimate where it is taken out of the pool (the release's rule, or the
+    log's VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS). vLLM profiles the collective buffers as
+    non-torch memory, so a logged non-torch figure holds them (--comm-buffer 0)."""
     values = {}
     for attr, path in (("weights_gib", "memory.weights"),
                        ("activation_peak_gib", "memory.runtime_peak"),
@@ -126,9 +143,17 @@ def _measured(facts: LogFacts, row: VllmRow) -> dict[str, str]:
             values[path] = str(facts.gib_bytes(attr))
     if facts.non_torch_gib is not None:
         values["memory.comm_buffer"] = "0"
-    if facts.cuda_graph_gib is not None and row.graphs_subtracted:
+    if facts.cuda_graph_gib is not None and env_graphs(facts, row):
         values["memory.cuda_graph_memory"] = str(facts.gib_bytes("cuda_graph_gib"))
     return values
+
+
+def _graph_values(facts: LogFacts, row: VllmRow) -> dict[str, str]:
+    """No CUDA graphs in the pool: --enforce-eager captures none, and a release that subtracts
+    the estimate does not where the log sets VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."""
+    if facts.enforce_eager or (row.graphs_subtracted and not env_graphs(facts, row)):
+        return {"memory.cuda_graph_memory": "0"}
+    return {}
 
 
 def _device_note(facts: LogFacts, s: Scenario) -> tuple[str, ...]:

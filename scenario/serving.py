@@ -4,7 +4,7 @@ the Scenario's values first, then the model file's serving defaults, then vLLM's
 from dataclasses import replace
 
 from servecap.ledger import dtypes
-from servecap.ledger.devices import resolve_device
+from servecap.ledger.devices import INTERCONNECTS, resolve_device
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 from servecap.ledger.paging import check_shared_prefix
@@ -19,6 +19,8 @@ from servecap.ledger.units import parse_fraction_or_size, parse_size_flag
 from servecap.ledger.weights import default_quant
 from servecap.model_configs import LoadedModel
 
+from .eplb import eplb_spec
+from .lora import lora_spec
 from .spec import Scenario
 
 
@@ -37,6 +39,8 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
     lengths = live_lengths(scenario)
     context = None if lengths else request_context(scenario, loaded)
     runtime = _first(mem.runtime_peak, defaults.runtime_peak)
+    activation = _dtype(scenario.dtypes.activation_dtype or model_dtype(scenario), loaded,
+                        "--activation-dtype", dtypes.ACTIVATION_DTYPES)
     safety_text = _first(mem.safety, defaults.safety)
     safety, fraction = (parse_fraction_or_size(str(safety_text), device_bytes,
                                                _field(mem.safety, "safety", loaded))
@@ -55,12 +59,34 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
                             dtypes.WEIGHT_DTYPES),
         kv_dtype=_dtype(_kv(scenario.dtypes.kv_cache_dtype) or model_dtype(scenario), loaded,
                         "--kv-dtype", dtypes.KV_DTYPES),
-        activation_dtype=_dtype(scenario.dtypes.activation_dtype or model_dtype(scenario),
-                                loaded, "--activation-dtype", dtypes.ACTIVATION_DTYPES),
+        activation_dtype=activation, lora=lora_spec(scenario, activation),
+        eplb=eplb_spec(scenario),
         max_num_batched_tokens=_first(sched.max_num_batched_tokens,
                                       DEFAULT_MAX_NUM_BATCHED_TOKENS),
         max_num_seqs=_first(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),
-        device_label=label)
+        device_label=label, interconnect=interconnect(scenario),
+        gpus_per_node=gpus_per_node(scenario))
+
+
+def interconnect(scenario: Scenario) -> str | None:
+    """--interconnect pcie|nvlink as given (None: the catalog device's)."""
+    link = scenario.device.interconnect
+    if link is not None and link.strip().lower() not in INTERCONNECTS:
+        raise SpecError("--interconnect", link, " or ".join(INTERCONNECTS))
+    return None if link is None else link.strip().lower()
+
+
+def gpus_per_node(scenario: Scenario) -> int | None:
+    """tp x pp / nnodes, the ranks one node holds (None: one node); vLLM requires nnodes to
+    divide the world size (vllm/engine/arg_utils.py: world_size % nnodes == 0)."""
+    par = scenario.parallel
+    world = par.tensor_parallel_size * par.pipeline_parallel_size
+    if par.nnodes == 1:
+        return None
+    if world % par.nnodes:
+        raise SpecError("--nnodes", par.nnodes, f"a divisor of tp x pp = {world} (vLLM "
+                        "places the same number of ranks on every node)")
+    return world // par.nnodes
 
 
 def request_context(scenario: Scenario, loaded: LoadedModel) -> int:

@@ -33,8 +33,11 @@ MODELLED = {
     "--tp-size": ("parallel.tensor_parallel_size", COUNT),
     "--pp-size": ("parallel.pipeline_parallel_size", COUNT),
     "--dp-size": ("parallel.data_parallel_size", COUNT),
+    # nodes the tp group spans: across nodes no custom all-reduce (as vLLM's --nnodes)
+    "--nnodes": ("parallel.nnodes", COUNT),
     "--ep-size": ("_ep_size", COUNT),
     "--mem-fraction-static": ("memory.mem_fraction_static", FRACTION),
+    "--max-total-tokens": ("memory.max_total_tokens", COUNT),
     "--context-length": ("scheduler.max_model_len", "int"),
     "--page-size": ("scheduler.block_size", COUNT),
     "--max-running-requests": ("scheduler.max_num_seqs", COUNT),
@@ -66,7 +69,7 @@ IGNORED_VALUE = frozenset("""
 --completion-template --hf-chat-template-name --tool-call-parser --reasoning-parser
 --tool-server --log-level --log-level-http --log-requests-level --log-requests-format
 --log-requests-target --random-seed --schedule-policy --schedule-conservativeness
---stream-interval --download-dir --load-format --dist-init-addr --nnodes --node-rank
+--stream-interval --download-dir --load-format --dist-init-addr --node-rank
 --nccl-port --dist-timeout --max-queued-requests --max-inflight-prefill-tokens
 --file-storage-path --base-gpu-id --gpu-id-step --device --watchdog-timeout
 --soft-watchdog-timeout --load-balance-method --sampling-backend --grammar-backend
@@ -95,7 +98,6 @@ NEUTRAL = {"--attn-dp-size": "1", "--dcp-size": "1", "--moe-dp-size": "1",
 # These change what SGLang holds on the GPU in ways the ledger does not model.
 REFUSED = {
     "--enable-dp-attention": "keeps a KV pool per attention data-parallel rank",
-    "--max-total-tokens": "caps the KV pool at a token count of its own",
     "--enable-lora": "holds LoRA adapters beside the weights",
     "--lora-paths": "holds LoRA adapters beside the weights",
     "--enable-hierarchical-cache": "adds a host KV tier and its transfer buffers",

@@ -56,12 +56,14 @@ class Model:
 @dataclass(frozen=True)
 class Device:
     """A catalog name (h100-80gb) or a size; bandwidth and flops replace the catalog's rates
-    (the simulator's)."""
+    (the simulator's); interconnect, how tensor-parallel peers are linked (pcie or nvlink;
+    None: the catalog device's, PCIe for a bare size), sizes the collectives' buffers."""
 
     __pydantic_config__ = _FORBID
     name: Text | None = None
     bandwidth: Text | None = None
     flops: Text | None = None
+    interconnect: Text | None = None
 
 
 @dataclass(frozen=True)
@@ -81,13 +83,20 @@ class Engine:
 
 @dataclass(frozen=True)
 class Parallel:
-    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices."""
+    """vLLM's parallel sizes: one ledger per rank; data parallel replicas multiply devices;
+    nnodes, the nodes one replica's tp x pp ranks are spread over (vLLM's --nnodes).
+    enable_eplb: vLLM's expert-parallel load balancing, num_redundant_experts and
+    eplb_window_size its --eplb-config (None: vLLM's window, ledger/eplb.py)."""
 
     __pydantic_config__ = _FORBID
     tensor_parallel_size: Count = 1
     pipeline_parallel_size: Count = 1
     data_parallel_size: Count = 1
     enable_expert_parallel: StrictBool = False
+    enable_eplb: StrictBool = False
+    num_redundant_experts: Zero = 0
+    eplb_window_size: Count | None = None
+    nnodes: Count = 1
 
 
 @dataclass(frozen=True)
@@ -130,14 +139,18 @@ class Scheduler:
 
 @dataclass(frozen=True)
 class Memory:
-    """vLLM's, SGLang's and TensorRT-LLM's memory knobs (their names), servecap's plain
-    safety reserve, and lines declared from measurement (each replaces an estimate)."""
+    """vLLM's, SGLang's and TensorRT-LLM's memory knobs (their names; max_tokens is
+    TensorRT-LLM's KvCacheConfig.max_tokens, max_total_tokens SGLang's --max-total-tokens),
+    servecap's plain safety reserve, and lines declared from measurement (each replaces an
+    estimate)."""
 
     __pydantic_config__ = _FORBID
     gpu_memory_utilization: Fraction | None = None
     kv_cache_memory_bytes: Size | None = None
     mem_fraction_static: Fraction | None = None
     free_gpu_memory_fraction: Fraction | None = None
+    max_tokens: Count | None = None
+    max_total_tokens: Count | None = None
     num_gpu_blocks_override: Count | None = None
     safety: Size | None = None
     runtime_peak: Size | None = None
@@ -145,6 +158,23 @@ class Memory:
     weights: Size | None = None
     comm_buffer: Size | None = None
     cuda_graph_memory: Size | None = None
+
+
+@dataclass(frozen=True)
+class Lora:
+    """vLLM's LoRA knobs, its names: with enable_lora each rank holds max_loras adapter slots
+    at max_lora_rank beside the weights, and max_cpu_loras adapters in host memory (None: vLLM's
+    defaults, ledger/lora.py); lora_target_modules limits the modules wrapped (vLLM >= 0.19),
+    lora_dtype their dtype (auto, float16, bfloat16; None: the model dtype)."""
+
+    __pydantic_config__ = _FORBID
+    enable_lora: StrictBool = False
+    max_loras: Count | None = None
+    max_lora_rank: Count | None = None
+    max_cpu_loras: Count | None = None
+    lora_target_modules: tuple[Text, ...] | None = None
+    fully_sharded_loras: StrictBool = False
+    lora_dtype: Text | None = None
 
 
 @dataclass(frozen=True)
@@ -350,6 +380,7 @@ class Scenario:
     dtypes: Dtypes = field(default_factory=Dtypes)
     scheduler: Scheduler = field(default_factory=Scheduler)
     memory: Memory = field(default_factory=Memory)
+    lora: Lora = field(default_factory=Lora)
     load: Load = field(default_factory=Load)
     workload: Workload = field(default_factory=Workload)
     slo: Slo = field(default_factory=Slo)

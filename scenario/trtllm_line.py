@@ -69,6 +69,7 @@ YAML_MODELLED = {
     "kv_cache_config.dtype": ("dtypes.kv_cache_dtype", "kv"),
     "kv_cache_config.free_gpu_memory_fraction": ("memory.free_gpu_memory_fraction", FRACTION),
     "kv_cache_config.tokens_per_block": ("scheduler.block_size", COUNT),
+    "kv_cache_config.max_tokens": ("memory.max_tokens", COUNT),
     "kv_cache_config.enable_block_reuse": ("scheduler.enable_prefix_caching", BOOL),
 }
 YAML_IGNORED = frozenset("""
@@ -93,7 +94,6 @@ YAML_REFUSED = {
     "moe_cluster_parallel_size": "splits the experts in a way servecap does not plan",
     "sparse_attention_config": "changes what the KV cache keeps",
     "quant_config": "quantizes the weights at load", "build_config": "builds a TensorRT engine",
-    "kv_cache_config.max_tokens": "caps the KV pool at a token count of its own",
     "kv_cache_config.max_gpu_total_bytes": "caps the KV pool at a size of its own",
     "kv_cache_config.host_cache_size": "adds a host KV tier",
     "kv_cache_config.max_attention_window": "changes the context each layer keeps",

@@ -10,7 +10,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.serve import MAX_CONCURRENCY
 
 from .deployment import load
-from .serving import serve_spec
+from .serving import model_spec, serve_spec
 from .spec import Scenario, with_values
 
 WHOLE_GPU = "1TiB"  # a placeholder size, replaced by the opened GPU's total before planning
@@ -36,8 +36,9 @@ def verify(scenario: Scenario, progress=None, starve: tuple[int, str] | None = N
     loaded = load(scenario)
     if on_loaded is not None:
         on_loaded(loaded)
-    spec = loaded.spec if rt.num_layers is None else with_num_layers(loaded.spec,
-                                                                     rt.num_layers)
+    # --weight-dtype runs a quantized checkpoint's shape unquantized, as plan reads it
+    spec = model_spec(scenario, loaded)
+    spec = spec if rt.num_layers is None else with_num_layers(spec, rt.num_layers)
     size_text = scenario.device.name or loaded.serving.device
     if size_text is None and rt.run_on == "cpu":
         raise SpecError("--device-memory", None, "required with --device cpu: the size of the "

@@ -14,9 +14,11 @@ from .launch_line import (
     FRACTION,
     TEXT,
     TORCH_DTYPES,
+    WORDS,
     Dialect,
     LaunchLine,
     choice,
+    count,
     module_rest,
     quantization,
     read,
@@ -33,6 +35,7 @@ MODELLED = {
     "--pipeline-parallel-size": ("parallel.pipeline_parallel_size", _INT),
     "--data-parallel-size": ("parallel.data_parallel_size", _INT),
     "--enable-expert-parallel": ("parallel.enable_expert_parallel", _BOOL),
+    "--nnodes": ("parallel.nnodes", _INT),
     "--max-model-len": ("scheduler.max_model_len", _BIG),
     "--block-size": ("scheduler.block_size", _INT),
     "--max-num-seqs": ("scheduler.max_num_seqs", _INT),
@@ -48,9 +51,20 @@ MODELLED = {
     "--dtype": ("dtypes.dtype", "dtype"),
     "--quantization": ("dtypes.weight_dtype", "quant"),
     "--speculative-config": ("speculative", "json"),
+    "--enable-lora": ("lora.enable_lora", _BOOL), "--max-loras": ("lora.max_loras", _INT),
+    "--max-lora-rank": ("lora.max_lora_rank", _INT),
+    "--max-cpu-loras": ("lora.max_cpu_loras", _INT),
+    "--fully-sharded-loras": ("lora.fully_sharded_loras", _BOOL),
+    "--lora-dtype": ("lora.lora_dtype", _TEXT),
+    "--lora-target-modules": ("lora.lora_target_modules", WORDS),
+    "--enable-eplb": ("parallel.enable_eplb", _BOOL),
+    "--eplb-config": ("parallel", "eplb"),
+    "--num-redundant-experts": ("parallel.num_redundant_experts", "zero"),
+    "--eplb-window-size": ("parallel.eplb_window_size", _INT),
 }
 SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
-         "-dp": "--data-parallel-size", "-q": "--quantization"}
+         "-dp": "--data-parallel-size", "-q": "--quantization", "-n": "--nnodes",
+         "-r": "--node-rank"}
 # GPU memory is not changed by these (serving, tokenizer, logging, host-side settings).
 IGNORED_VALUE = frozenset("""
 --host --port --uds --api-key --served-model-name --tokenizer --tokenizer-mode
@@ -70,6 +84,7 @@ IGNORED_VALUE = frozenset("""
 --allowed-media-domains --hf-config-path --task --runner --convert --lora-modules
 --show-hidden-metrics-for-version --logits-processor-pattern --logits-processors
 --io-processor-plugin --tool-server --h11-max-incomplete-event-size --h11-max-header-count
+--node-rank --master-addr --master-port
 """.split())
 IGNORED_BOOL = frozenset("""
 --trust-remote-code --disable-log-stats --disable-log-requests --enable-log-requests
@@ -87,9 +102,7 @@ REFUSED = {
     "--cpu-offload-gb": "moves weights to host memory",
     "--enforce-eager": "skips CUDA graph capture and torch.compile (a different profile)",
     "--disable-sliding-window": "caches every layer's full context",
-    "--enable-lora": "holds LoRA adapters beside the weights",
-    "--max-loras": "sizes the LoRA adapter slots", "--max-lora-rank": "sizes LoRA slots",
-    "--max-cpu-loras": "sizes LoRA slots", "--fully-sharded-loras": "shards LoRA slots",
+    "--specialize-active-lora": "captures CUDA graphs per count of active adapters",
     "--hf-overrides": "replaces config.json fields the ledger reads",
     "--rope-scaling": "replaces the context the model states",
     "--rope-theta": "replaces config.json's rope_theta",
@@ -101,8 +114,6 @@ REFUSED = {
     "--kv-transfer-config": "a KV connector holds GPU memory of its own",
     "--decode-context-parallel-size": "splits each request's KV across ranks",
     "-dcp": "splits each request's KV across ranks",
-    "--enable-eplb": "holds redundant experts", "--num-redundant-experts": "holds "
-    "redundant experts", "--eplb-config": "holds redundant experts",
     "--mamba-cache-dtype": "changes a hybrid's state bytes",
     "--mamba-ssm-cache-dtype": "changes a hybrid's state bytes",
     "--mamba-block-size": "changes a hybrid's state blocks",
@@ -165,17 +176,57 @@ def _speculative(value: str, field: str) -> dict[str, object]:
     return out
 
 
+# --eplb-config's keys that change no device memory (when and how experts move)
+EPLB_TIMING = frozenset({"step_interval", "log_balancedness", "log_balancedness_interval",
+                         "use_async", "policy", "communicator", "enable_migration_batching"})
+
+
+def _eplb(value: str, field: str) -> dict[str, object]:
+    """--eplb-config '{"num_redundant_experts": 32, "window_size": 1000}' (vLLM's EPLBConfig)."""
+    try:
+        config = json.loads(value)
+    except (TypeError, json.JSONDecodeError):
+        config = None
+    if not isinstance(config, dict):
+        raise SpecError(field, value, "a JSON object, e.g. '{\"num_redundant_experts\": 32}'")
+    unknown = set(config) - EPLB_TIMING - {"num_redundant_experts", "window_size"}
+    if unknown:
+        raise SpecError(field, value, f"{', '.join(sorted(unknown))}: not an EPLBConfig key "
+                        "servecap reads (num_redundant_experts, window_size, and the timing "
+                        "keys " + ", ".join(sorted(EPLB_TIMING)) + ")")
+    out = {}
+    if "num_redundant_experts" in config:
+        out["parallel.num_redundant_experts"] = _zero(config["num_redundant_experts"], field)
+    if "window_size" in config:
+        out["parallel.eplb_window_size"] = count(config["window_size"], field)
+    return out
+
+
+def _zero(value, field: str) -> int:
+    """A whole number >= 0, as vLLM's int() reads it (num_redundant_experts)."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise SpecError(field, value, "a whole number >= 0")
+    return number
+
+
 VLLM = Dialect(
     engine="vllm", name=FIELD, entry=_entry, modelled=MODELLED, aliases=SHORT,
     usage="vllm serve MODEL [flags] (or python -m vllm.entrypoints.openai.api_server "
     "--model MODEL ...)",
     ignored_value=IGNORED_VALUE, ignored_bool=IGNORED_BOOL,
     ignored_optional=frozenset({"--hf-token"}), refused=REFUSED,
+    neutral={"--lora-extra-vocab-size": "256"},  # before v0.12; the ledger's rows are 256's
     readers={_BIG: lambda value, where, path: {path: _tokens(value, where)},
              "kv": lambda value, where, path: {path: choice(_KV, value, where)},
              "dtype": lambda value, where, path: {path: choice(TORCH_DTYPES, value, where)},
              "quant": lambda value, where, path: quantization(value, where, FROM_CHECKPOINT),
-             "json": lambda value, where, path: _speculative(value, where)},
+             "json": lambda value, where, path: _speculative(value, where),
+             "eplb": lambda value, where, path: _eplb(value, where),
+             "zero": lambda value, where, path: {path: _zero(value, where)}},
     spelling=lambda flag: "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag,
     negatable=True)
 

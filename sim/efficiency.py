@@ -22,6 +22,12 @@ DERATED = {
     "l40-48gb": (ADA, ADA, "the L40S's AD102 board with GDDR6"),
     "rtx-4090-24gb": (ADA, ADA, "Ada (AD102) with GDDR6X"),
     "rtx-6000-ada-48gb": (ADA, ADA, "Ada (AD102) with GDDR6"),
+    "a100-pcie-40gb": (AMPERE, AMPERE, "the A100 SXM's GA100 with HBM2 (a 250 W card: "
+                                       "sustained clocks below the SXM's are not in these "
+                                       "shares)"),
+    "a100-pcie-80gb": (AMPERE, AMPERE, "the A100 SXM's GA100 with HBM2e (a 300 W card: "
+                                       "sustained clocks below the SXM's are not in these "
+                                       "shares)"),
     "a10-24gb": (AMPERE, ADA, "Ampere (GA102) compute as the A100's; GDDR6 as the L40S's"),
     "a10g-24gb": (AMPERE, ADA, "Ampere (GA102) compute as the A100's; GDDR6 as the L40S's"),
     "a6000-48gb": (AMPERE, ADA, "Ampere (GA102) compute as the A100's; GDDR6 as the L40S's"),

@@ -1,6 +1,7 @@
 """The event loop: a policy picks each iteration's work, the roofline prices it, time jumps."""
 
 from .config import SchedulerConfig
+from .core import decode_run
 from .engine import Engine
 from .policies import PLANNERS, decode_due
 from .roofline import Coefficients
@@ -8,7 +9,7 @@ from .sampling import Request
 from .speculative import decode_iteration_s
 from .state import REJECTED, SimResult
 from .static import run_static
-from .step_model import decode_eager_s, measured_collective_s, prefill_pairs, step_s
+from .step_model import prefill_pairs, step_s
 
 INF = float("inf")
 
@@ -49,7 +50,7 @@ def _run_iterations(eng: Engine, horizon: float | None) -> None:
         left = eng.mid_group() if eng.waiting else 0
         if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
                                                                          _decode_only(eng)):
-            steps = _decode_run(eng, horizon, left or (
+            steps = decode_run(eng, horizon, left or (
                 eng.cfg.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
             eng.steps_since_prefill += steps if eng.waiting else 0
             eng.group_steps += steps
@@ -97,90 +98,6 @@ def _decode_only(eng: Engine) -> bool:
         return True
     return eng.cfg.policy == "decode-priority" and not eng.waiting[0].swapped_tokens \
         and not decode_due(eng)
-
-
-def _decode_run(eng: Engine, horizon: float | None, max_steps: int | None) -> int:
-    """Decode-only iterations: the hot path, with the bookkeeping of _iterate, _account and
-    _finish_decode_step inlined (the clock, decode index and free blocks kept in locals and
-    written back before anything else reads them), until the next arrival, an empty decode
-    set, max_steps, a preemption, or (with prompts waiting) decode-priority's prefill coming
-    due. A dense model's step price is decode_pricer's arithmetic, inlined. Returns the
-    iterations run."""
-    res, pool, residue, bsz = eng.result, eng.pool, eng.residue, eng.bsz
-    end_append, sample_append = res.decode_end_s.append, res.kv_samples.append
-    finish_at, decoding = eng.finish_at, eng.decoding
-    seqs, nxt = eng.seqs, eng.next_arrival
-    next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
-    stop = min(next_arrival, horizon if horizon is not None else INF)
-    num_waiting, limit = len(eng.waiting), max_steps or 0
-    jitter, total_blocks, dense = eng.jitter, pool.num_blocks, eng.dense
-    busy = segment = system_area = 0.0
-    now, j, free, base, n = eng.now, eng.dec_idx, pool.free, eng.ctx_base, len(decoding)
-    last_step = j + limit if max_steps is not None else INF
-    price, gn, lk = _pricing(eng, n)
-    if dense is not None:
-        _, a, wb, kvb, bw, _, fixed = dense
-    start = j
-    while n and now < stop and j < last_step:
-        need = residue[j % bsz]
-        if need > free:
-            eng.now, eng.dec_idx, pool.free = now, j, free
-            eng.make_room_for_decode()
-            system_area += (n + num_waiting) * segment
-            busy, segment = busy + segment, 0.0
-            free, base, n = pool.free, eng.ctx_base, len(decoding)
-            if len(eng.waiting) != num_waiting:
-                break
-            price, gn, lk = _pricing(eng, n)
-            need = residue[j % bsz]
-        live = base + n * j
-        if price is None:
-            compute = gn + a * live
-            memory = (wb + kvb * (live + n)) / bw
-            dt = (compute if compute > memory else memory) + lk + fixed
-        else:
-            dt = price(n, live)
-        if jitter is not None:
-            dt *= jitter()
-        segment += dt
-        sample_append((now, live, total_blocks - free))
-        now += dt
-        end_append(now)
-        free -= need
-        j += 1
-        done = finish_at.pop(j - 1, None)
-        if done:
-            eng.now, eng.dec_idx, pool.free = now, j, free
-            for seq in done:
-                if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
-                        - seq.generated - 1 == j - 1:
-                    eng.finish(seq, eng._stop_decoding(seq, j - 1))
-            system_area += (n + num_waiting) * segment
-            busy, segment = busy + segment, 0.0
-            free, base, n = pool.free, eng.ctx_base, len(decoding)
-            if num_waiting and decode_due(eng) or eng.closed:
-                break
-            price, gn, lk = _pricing(eng, n)
-    system_area += (n + num_waiting) * segment
-    busy += segment
-    eng.now, eng.dec_idx, pool.free = now, j, free
-    res.num_iterations += j - start
-    res.busy_s += busy
-    res.queue_area += num_waiting * busy
-    res.system_area += system_area
-    return j - start
-
-
-def _pricing(eng: Engine, n: int) -> tuple:
-    """How _decode_run prices a step of n sequences: (None, gemm s for n tokens, link s for n
-    tokens) to inline a dense model's arithmetic; else (a price function, 0, 0)."""
-    spec = eng.cfg.speculation
-    if spec is not None and spec.applies(n):
-        return (lambda num, live: decode_iteration_s(eng.coef, spec, num, live)), 0.0, 0.0
-    if eng.dense is None:
-        return eng.price, 0.0, 0.0
-    return None, eng.dense[0] * n, eng.dense[5] * n + decode_eager_s(eng.coef, n) \
-        + measured_collective_s(eng.coef, n)
 
 
 def _account(eng: Engine, dt: float) -> None:

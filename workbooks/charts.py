@@ -31,7 +31,7 @@ LINE_COLOURS = {"weights": "0072B2", "weight_metadata": "56B4E9", "runtime_peak"
                 "kv_cache": "E69F00", "kv_pool_spare": "F0E442", "safety": "CC79A7",
                 "non_torch": "999999", "comm_buffers": "D55E00", "rotary_cache": "000000",
                 "cuda_graphs": "882255", "indexer_cache": "332288", "state_cache": "117733",
-                "free_bytes": "D9D9D9"}
+                "lora_adapters": "AA4499", "eplb": "44AA99", "free_bytes": "D9D9D9"}
 
 
 @dataclass(frozen=True)

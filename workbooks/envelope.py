@@ -10,7 +10,7 @@ from servecap.ledger.plan import Plan, build_plan, with_device
 
 from . import charts, page, style
 from .cached import known, remember
-from .formulas import PURE, Kinds, ceiling, extra_per_request, kinds_of, kv_request, safety_on
+from .formulas import PURE, Kinds, ceiling, extra_per_request, kv_request, safety_on
 from .source import WorkbookSource
 
 SHEET = "Envelope"
@@ -35,7 +35,7 @@ def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None
     style.header(ws, HEADERS)
     row = 2
     runtime = src.plan().line("runtime_peak") if src is not None else 0
-    kinds = kinds_of(src.spec) if src is not None else PURE
+    kinds = src.kinds if src is not None else PURE
     for kv_dtype in sweep.kv_dtypes:
         for context in sweep.contexts_tokens:
             for label, device_bytes in sweep.devices:
@@ -76,7 +76,8 @@ def _row(ws, row: int, point: tuple[str, int, str, int], kinds: Kinds) -> None:
         (context, style.TOKENS, True), (label, None, True), (device_bytes, style.BYTES, True),
         ("=" + safety_on(f"E{row}"), style.BYTES, False),
         ("=" + kv_request(f"C{row}", f"B{row}", kinds), style.BYTES, False),
-        (ceiling(f"E{row}", f"F{row}", "weights_bytes", per_request), style.REQUESTS, False),
+        (ceiling(f"E{row}", f"F{row}", "weights_bytes", per_request, kinds), style.REQUESTS,
+         False),
     )
     for col, (value, number_format, is_input) in enumerate(cells, start=1):
         cell = ws.cell(row=row, column=col, value=value)

@@ -13,7 +13,6 @@ from . import style
 from .cached import add_cached_values
 from .envelope import Sweep, write_envelope
 from .filename import check_workbook_name
-from .formulas import kinds_of
 from .inputs_sheet import write_inputs
 from .ledger_sheet import write_ledger
 from .paging_sheet import write_paging
@@ -22,7 +21,7 @@ from .ranks_sheet import write_ranks
 from .readback import inputs_snapshot
 from .record_sheets import write_latency, write_verification
 from .scenario_sheet import RecordedScenario, write_scenario
-from .source import WorkbookSource
+from .source import WorkbookSource, weight_split
 from .summary_sheet import write_summary
 
 # Doubling steps with a point halfway (x 1.5) between: 15 points from 1K to 128K tokens.
@@ -55,7 +54,7 @@ def build_workbook(src: WorkbookSource, sweep: Sweep | None = None,
     if src.multi:
         write_ranks(wb, src)
     write_envelope(wb, sweep or default_sweep(src), src)
-    write_quantization(wb, src.plan(), kinds_of(src.spec))
+    write_quantization(wb, src.plan(), src.kinds, weight_split(src).formats)
     write_paging(wb, src.serve.block_size_tokens, src.serve)
     if scenario is not None:
         write_scenario(wb, scenario, inputs_snapshot(wb))

@@ -19,16 +19,19 @@ class Kinds:
     full_shape: bool = False  # full layers have their own KV heads and head size (Gemma-4)
     indexer: bool = False
     state: bool = False
+    # fixed lines of their own beside the weights, by defined name: LoRA slots
+    # (lora_line_bytes), redundant experts and EPLB's state (eplb_line_bytes)
+    extras: tuple[str, ...] = ()
 
 
 PURE = Kinds()
 
 
-def kinds_of(spec: ModelSpec) -> Kinds:
+def kinds_of(spec: ModelSpec, extras: tuple[str, ...] = ()) -> Kinds:
     att = spec.attention
     return Kinds(spec.is_hybrid, CHUNKED in att.layer_kinds,
                  bool(att.full_head_dim) and att.kind != "mla", bool(att.indexer_head_dim),
-                 bool(spec.state_layers))
+                 bool(spec.state_layers), extras)
 
 
 def per_layer_bits(bits: str = KV_BITS, named: bool = True) -> str:
@@ -61,10 +64,16 @@ def slots(tokens: str) -> str:
     return f"ROUNDUP({tokens}/block_size_tokens,0)*block_size_tokens"
 
 
-def window_peak_slots(tokens: str) -> str:
-    """(ceil(min(W - 1 + T, S) / B) + 1) x B: a windowed layer's in-flight prefill peak, vLLM's
-    SlidingWindowSpec with max_model_len = S (ledger.paging.prefill_window_blocks)."""
-    return (f"(ROUNDUP(MIN(sliding_window_tokens-1+max_num_batched_tokens,{tokens})"
+# the tokens a windowed layer holds beyond its window: T, and for vLLM its batches in flight x
+# its T (ledger.vllm_runner.window_in_flight)
+IN_FLIGHT = "window_in_flight_tokens"
+
+
+def window_peak_slots(tokens: str, in_flight: str = "max_num_batched_tokens") -> str:
+    """(ceil(min(W - 1 + T', S) / B) + 1) x B: a windowed layer's in-flight prefill peak, vLLM's
+    SlidingWindowSpec with max_model_len = S (ledger.paging.prefill_window_blocks); T' the
+    batch (one device, the Ledger sheet) or IN_FLIGHT (a rank under the engine's release)."""
+    return (f"(ROUNDUP(MIN(sliding_window_tokens-1+{in_flight},{tokens})"
             "/block_size_tokens,0)+1)*block_size_tokens")
 
 
@@ -135,10 +144,13 @@ def extra_per_request(tokens: str, kinds: Kinds, state: str = "state_bytes_per_r
     return out + (f"+{state}" if kinds.state else "")
 
 
-def ceiling(device: str, safety: str, weights: str, per_request: str) -> str:
+def ceiling(device: str, safety: str, weights: str, per_request: str,
+            kinds: Kinds = PURE) -> str:
     """N_memory = floor((M_device - M_weights - M_meta - M_runtime - M_safety) / M_request),
-    at least 0 (seed 000). INT is floor for every sign."""
-    free = f"{device}-{weights}-weight_metadata_bytes-runtime_peak_bytes-{safety}"
+    at least 0 (seed 000); the extra fixed lines (LoRA slots, EPLB) come off too. INT is
+    floor for every sign."""
+    free = f"{device}-{weights}-weight_metadata_bytes-runtime_peak_bytes-{safety}" + "".join(
+        f"-{name}" for name in kinds.extras)
     return f"=IF({per_request}>0,MAX(0,INT(({free})/{per_request})),0)"
 
 
@@ -156,16 +168,20 @@ def safety_on(device: str) -> str:
 
 
 # vLLM's hybrid page arithmetic (ledger.hybrid), step by step over one rank's cells.
-ALIGN = 'IF(attention_kind="mla",64,16)'  # the attention kernels' block alignment (MLA: 64)
+# the attention kernels' block alignment (MLA: 64), with gated-DeltaNet prefill checkpoints
+# (vLLM 0.33 on Hopper, align mode: 64) its lcm
+ALIGN = 'LCM(IF(attention_kind="mla",64,16),state_checkpoint_alignment)'
 MAMBA_CHUNK = f"LCM({DEFAULT_MAMBA_CHUNK_SIZE},{ALIGN})"
 
 
 def raised_block(state: str, one_token: str) -> str:
     """ledger.hybrid._block_size: the smallest multiple of the alignment whose page (block x
-    one attention token) holds one state (mamba_cache_mode 'all': a multiple of lcm(Mamba
-    chunk, alignment)); a larger block_size_tokens is kept; never below ceil(state / token)."""
+    one attention token) holds one state (mamba_cache_mode 'all' to vLLM 0.31: a multiple of
+    lcm(Mamba chunk, alignment)); a larger block_size_tokens is kept; never below ceil(state /
+    token)."""
     tokens = f"ROUNDUP({state}/{one_token},0)"
-    return (f'MAX(block_size_tokens,IF(mamba_cache_mode="all",{MAMBA_CHUNK}*ROUNDUP({tokens}/'
+    return (f'MAX(block_size_tokens,IF(AND(mamba_cache_mode="all",mamba_all_chunk_aligned=1),'
+            f'{MAMBA_CHUNK}*ROUNDUP({tokens}/'
             f"{MAMBA_CHUNK},0),{ALIGN}*ROUNDUP({state}/({ALIGN}*{one_token}),0)),{tokens})")
 
 
@@ -179,14 +195,15 @@ def unified_block(page: str, block: str, token_bytes: str) -> str:
 def request_pages(kind: str, block: str) -> str:
     """Pages one max_model_len request reserves in one group of `kind` (ledger.cache_specs
     max_memory_usage_bytes / page_size_bytes): full cdiv(L, B); sliding cdiv(min(W - 1 + T, L),
-    B) + 1; chunked cdiv(min(C + T, L), B); a state 1 page ('none'), 2 ('align') or cdiv(L, B)
-    ('all'); L = context_tokens, T = max_num_batched_tokens."""
+    B) + 1; chunked cdiv(min(C + T, L), B); a state 1 page ('none'), 2 ('align', + its prefill
+    checkpoint pages) or cdiv(L, B) ('all'); L = context_tokens, T = IN_FLIGHT."""
     full = f"ROUNDUP(context_tokens/{block},0)"
     if kind == SLIDING:
         return (f"IF(sliding_window_tokens>0,ROUNDUP(MIN(sliding_window_tokens-1+"
-                f"max_num_batched_tokens,context_tokens)/{block},0)+1,{full})")
+                f"{IN_FLIGHT},context_tokens)/{block},0)+1,{full})")
     if kind == CHUNKED:
-        return f"ROUNDUP(MIN(chunk_size_tokens+max_num_batched_tokens,context_tokens)/{block},0)"
+        return f"ROUNDUP(MIN(chunk_size_tokens+{IN_FLIGHT},context_tokens)/{block},0)"
     if kind == "state":
-        return f'IF(mamba_cache_mode="all",{full},IF(mamba_cache_mode="align",2,1))'
+        return (f'IF(mamba_cache_mode="all",{full},IF(mamba_cache_mode="align",'
+                f"2+state_checkpoint_pages,1))")
     return full

@@ -5,15 +5,19 @@ from dataclasses import dataclass
 from openpyxl.workbook.workbook import Workbook
 
 from servecap.ledger import dtypes
+from servecap.ledger.engines import VLLM
 from servecap.ledger.kv import WHOLE, kv_bytes_per_request
 from servecap.ledger.model import CHUNKED, FULL
 from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 from servecap.ledger.state import STATE_DTYPES
+from servecap.ledger.vllm_lines import PoolRules, pool_rules
 
 from . import page, style
 from .cached import remember
 from .deploy_inputs import deploy_rows
+from .eplb_rows import eplb_inputs, eplb_settings
 from .formulas import kinds_of, kv_request
+from .lora_rows import lora_inputs, lora_settings
 from .names import define
 from .source import (
     WorkbookSource,
@@ -71,15 +75,31 @@ def model_rows(src: WorkbookSource) -> list[InputRow]:
         ("kv_lora_rank", att.kv_lora_rank, style.ELEMENTS, "elements", "MLA latent width"),
         ("qk_rope_head_dim", att.qk_rope_head_dim, style.ELEMENTS, "elements",
          "MLA decoupled RoPE key width"),
+        ("window_in_flight_tokens", _window_in_flight(src), style.TOKENS, "tokens",
+         "T': tokens a windowed layer holds beyond W - 1: max_num_batched_tokens; vLLM its own "
+         "batch, from 0.26 x its concurrent batches (2 with async scheduling, pp + 1 on Model "
+         "Runner V2)"),
     ]
     return [InputRow(*row, model_derived=True) for row in rows + hybrid_rows(src)]
+
+
+RELEASE_NAMES = ("window_in_flight_tokens", "state_checkpoint_alignment",
+                 "state_checkpoint_pages", "mamba_all_chunk_aligned")  # the release and GPU set
+
+
+def _window_in_flight(src: WorkbookSource) -> int | str:
+    """vLLM: the plan's (ledger.vllm_lines.pool_rules); other engines: the batch, a formula."""
+    if src.engine.name == VLLM:
+        return src.resolved().plan.window_in_flight_tokens
+    return "=max_num_batched_tokens"
 
 
 HYBRID_NAMES = ("num_full_layers", "num_chunked_layers", "chunk_size_tokens", "full_kv_heads",
                 "full_head_dim", "indexer_head_dim", "num_state_layers", "state_conv_kernel",
                 "state_conv_dim", "state_recurrent_heads", "state_head_elements",
                 "state_n_groups", "state_d_state", "state_intermediate", "state_conv_dtype",
-                "state_ssm_dtype", "mamba_cache_mode")
+                "state_ssm_dtype", "mamba_cache_mode", "state_checkpoint_alignment",
+                "state_checkpoint_pages", "mamba_all_chunk_aligned")
 
 
 def hybrid_rows(src: WorkbookSource) -> list[tuple]:
@@ -108,8 +128,10 @@ def hybrid_rows(src: WorkbookSource) -> list[tuple]:
 
 
 def state_rows(src: WorkbookSource) -> list[tuple]:
-    """One state layer as vLLM keeps it (ledger.model.StateShape), and vLLM's cache mode."""
+    """One state layer as vLLM keeps it (ledger.model.StateShape), vLLM's cache mode and the
+    release's paging rules for it (ledger.vllm_lines.pool_rules; other engines: none)."""
     spec, state = src.spec, src.spec.state
+    rules = _rules(src)
     heads_elements = state.recurrent_shape[0] * state.recurrent_shape[1]
     return [
         ("num_state_layers", len(spec.state_layers), style.LAYERS, "layers",
@@ -134,7 +156,20 @@ def state_rows(src: WorkbookSource) -> list[tuple]:
         ("mamba_cache_mode", src.serve.mamba_cache_mode, None, "text",
          "vLLM's: align (prefix caching, its default) keeps 2 state pages a request; none 1; "
          "all one per block"),
+        ("state_checkpoint_alignment", rules.checkpoint_alignment or 1, style.COUNT, "tokens",
+         "align mode: the block a multiple of this too (vLLM 0.33, gated DeltaNet on Hopper: "
+         "64; else 1)"),
+        ("state_checkpoint_pages", 1 if rules.checkpoint_alignment else 0, style.COUNT,
+         "pages", "align mode: prefill checkpoint pages a request holds beyond 2"),
+        ("mamba_all_chunk_aligned", int(rules.all_chunk_aligned), style.COUNT, "1/0",
+         "all mode: 1, the block a multiple of lcm(Mamba chunk, alignment) (vLLM to 0.31)"),
     ]
+
+
+def _rules(src: WorkbookSource) -> PoolRules:
+    if src.engine.name != VLLM:
+        return PoolRules(0, 0, True, "")
+    return pool_rules(src.engine, src.spec, src.resolved().plan.serve)
 
 
 def _count(spec, kind: str) -> int:
@@ -171,7 +206,7 @@ def serve_rows(src: WorkbookSource) -> list[InputRow]:
         ("safety_fraction", fraction, style.FRACTION, "share of device",
          "the share that scales the reserve on other devices (Envelope)"),
     ]
-    return [InputRow(*row) for row in rows]
+    return [InputRow(*row) for row in rows + lora_inputs(src) + eplb_inputs(src)]
 
 
 def setting_rows(src: WorkbookSource) -> list[InputRow]:
@@ -191,7 +226,7 @@ def setting_rows(src: WorkbookSource) -> list[InputRow]:
          "tokens per forward pass (sizes the runtime-peak estimate)"),
         ("max_num_seqs", serve.max_num_seqs, style.COUNT, "sequences", "logit rows"),
     ]
-    return [InputRow(*row) for row in rows]
+    return [InputRow(*row) for row in rows + lora_settings(src) + eplb_settings(src)]
 
 
 def _load_formula(func: str, column: str, serve) -> object:
@@ -203,7 +238,8 @@ def _load_formula(func: str, column: str, serve) -> object:
 
 def write_inputs(wb: Workbook, src: WorkbookSource) -> None:
     ws = wb.create_sheet(SHEET)
-    known = {"context_tokens": src.serve.context_tokens, "requests": src.serve.concurrency}
+    known = {"context_tokens": src.serve.context_tokens, "requests": src.serve.concurrency,
+             "window_in_flight_tokens": src.resolved().plan.window_in_flight_tokens}
     style.header(ws, ["input (defined name)", "value", "unit", "meaning / source"])
     row = 2
     for title, rows in (("model: architecture and weights (from the model file)", model_rows(src)),

@@ -11,12 +11,12 @@ from servecap.ledger.state import state_bytes_per_layer
 
 from . import charts, page, style
 from .cached import remember
+from .eplb_rows import LINE as EPLB_LINE
 from .formulas import (
     INDEXER_LAYER_BYTES,
     Kinds,
     ceiling,
     full_layer_bits,
-    kinds_of,
     kv_per_token,
     kv_request,
     per_layer_bits,
@@ -25,8 +25,9 @@ from .formulas import (
     state_layer_bytes,
     weights_computed,
 )
+from .lora_rows import LINE as LORA_LINE
 from .names import define
-from .source import WorkbookSource, cache_bytes_per_request
+from .source import WorkbookSource, cache_bytes_per_request, weight_split
 
 SHEET = "Ledger"
 
@@ -43,12 +44,21 @@ HEAD = (
 )
 SAFETY = ("safety_line_bytes", "safety reserve", "=safety_bytes",
           "M_safety: deliberate capacity, not waste", "safety")
+EXTRA_LINES = {LORA_LINE[0]: LORA_LINE, EPLB_LINE[0]: EPLB_LINE}  # in the plan's order
 SLOTS_IN_USE = f"SUMPRODUCT(load_requests,{slots('load_lengths_tokens')})"
 
 
-def lines(kinds: Kinds) -> list[tuple[str, str, str, str, str]]:
-    """The plan's lines in its order: the caches (KV, indexer K, fixed states) before safety."""
-    out = [*HEAD, (
+FROM_FORMATS = ("weights_bytes", "weights",
+                "=IF(declared_weights_bytes>0,declared_weights_bytes,format_weights_bytes)",
+                "ceil(Σ_f P_f x b_f / 8) over the checkpoint's formats (Quantization); or the "
+                "bytes the safetensors headers state", "weights")
+
+
+def lines(kinds: Kinds, formats: bool = False) -> list[tuple[str, str, str, str, str]]:
+    """The plan's lines in its order: the caches (KV, indexer K, fixed states) before safety;
+    with `formats`, the weights summed over the Quantization sheet's per-format rows."""
+    head = (FROM_FORMATS, *HEAD[1:]) if formats else HEAD
+    out = [*head[:2], *(EXTRA_LINES[name] for name in kinds.extras), head[2], (
         "kv_cache_bytes", "KV cache in use",
         "=SUMPRODUCT(load_requests,load_kv_bytes)-IF(AND(shared_prefix_slot_tokens>0,"
         f"requests>1),{shared_prefix_kv(kinds)}*(requests-1),0)",
@@ -123,10 +133,12 @@ def derived(kinds: Kinds) -> list[tuple]:
         ("cache_bytes_per_request", "cache per request", "=" + _cache_request(kinds),
          style.BYTES, "KV + indexer K + fixed state of one request: what the ceiling divides by"),
         ("fixed_bytes", "fixed lines",
-         "=weights_bytes+weight_metadata_bytes+runtime_peak_bytes+safety_bytes", style.BYTES,
+         "=weights_bytes+weight_metadata_bytes+runtime_peak_bytes+safety_bytes"
+         + "".join(f"+{name}" for name in kinds.extras), style.BYTES,
          "everything but the caches"),
         ("memory_ceiling_requests", "memory-only ceiling",
-         ceiling("device_bytes", "safety_bytes", "weights_bytes", "cache_bytes_per_request"),
+         ceiling("device_bytes", "safety_bytes", "weights_bytes", "cache_bytes_per_request",
+                 kinds),
          style.REQUESTS,
          "MAX(0, FLOOR((device - weights - metadata - runtime - safety) / cache per request))"),
         ("fits", "declared load fits", "=free_bytes>=0", style.BOOL, "TRUE when left >= 0"),
@@ -148,10 +160,10 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
     ws = wb.create_sheet(SHEET)
     style.header(ws, ["key", "ledger line", "bytes / value", "GiB (2^30)", "formula",
                       "from (servecap plan)"])
-    plan, kinds = src.plan(), kinds_of(src.spec)
+    plan, kinds = src.plan(), src.kinds
     known = known_values(src, plan)
     sources = {line.key: line.source for line in plan.lines}
-    items = lines(kinds)
+    items = lines(kinds, bool(weight_split(src).formats))
     row = 2
     for name, label, formula, meaning, key in items:
         _row(wb, ws, row, (name, label, formula, style.BYTES, meaning), key, sources[key], known)
@@ -187,7 +199,7 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
 
 def line_rows(src: WorkbookSource) -> tuple[int, int]:
     """(first, last) row of the ledger lines: the Summary reads them by position."""
-    return 2, 1 + len(lines(kinds_of(src.spec)))
+    return 2, 1 + len(lines(src.kinds))
 
 
 TEXT_WIDTH = 40
@@ -201,7 +213,8 @@ def known_values(src: WorkbookSource, plan: Plan) -> dict[str, object]:
     held = blocks_for(serve.context_tokens, serve.block_size_tokens) * serve.block_size_tokens
     full = [n for n in range(spec.num_layers) if spec.layer_kind(n) == FULL]
     return {
-        "weights_bytes": plan.line("weights"),
+        "weights_bytes": plan.line("weights"), "lora_line_bytes": plan.line("lora_adapters"),
+        "eplb_line_bytes": plan.line("eplb"),
         "weight_metadata_line_bytes": plan.line("weight_metadata"),
         "runtime_peak_line_bytes": plan.line("runtime_peak"),
         "kv_cache_bytes": plan.line("kv_cache"), "safety_line_bytes": plan.line("safety"),

@@ -11,6 +11,7 @@ from servecap.ledger.model import CHUNKED, FULL, SLIDING
 
 from . import style
 from .formulas import (
+    IN_FLIGHT,
     INDEXER_LAYER_BYTES,
     PURE,
     Kinds,
@@ -25,6 +26,8 @@ from .formulas import (
 
 FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
          ("weights_resident", "weight layout in vLLM (beyond the checkpoint)"),
+         ("lora_adapters", "LoRA adapter slots"),
+         ("eplb", "redundant experts and EPLB state"),
          ("runtime_peak", "runtime peak"), ("rotary_cache", "rotary cos/sin cache"),
          ("non_torch", "non-torch memory"), ("comm_buffers", "communication buffers"),
          ("cuda_graphs", "CUDA graph pool"))
@@ -36,13 +39,14 @@ AFTER = (("after_pool_outside", "after the pool: in use before vLLM's baseline (
 # what stays allocated once the pool exists (ledger.vllm_after.HELD); the profile's
 # activations are free again
 HELD = "+".join(f"[{key}]" for key in ("weights", "weight_metadata", "weights_resident",
-                                       "rotary_cache", "non_torch", "comm_buffers"))
+                                       "lora_adapters", "eplb", "rotary_cache", "non_torch",
+                                       "comm_buffers"))
 BITS = ('IF(attention_kind="mla",(kv_lora_rank+qk_rope_head_dim)*kv_bits_per_element,'
         "2*[kv_heads]*head_dim*kv_bits_per_element)")
 # a windowed layer holds min(ceil(S/B), ceil(min(W-1+T, S)/B) + 1) blocks at its peak, its
 # prefill in flight (ledger.paging.windowed_blocks); over the load's lengths min(a, b) is written
 # a - (a>b)(a-b), as MIN would aggregate the array
-SPAN = "(sliding_window_tokens-1+max_num_batched_tokens)"
+SPAN = f"(sliding_window_tokens-1+{IN_FLIGHT})"
 LENGTHS_SPAN = f"(load_lengths_tokens-(load_lengths_tokens>{SPAN})*(load_lengths_tokens-{SPAN}))"
 WINDOW_SLOTS = f"(ROUNDUP({LENGTHS_SPAN}/block_size_tokens,0)+1)*block_size_tokens"
 SLOTS = "ROUNDUP(load_lengths_tokens/block_size_tokens,0)*block_size_tokens"
@@ -53,9 +57,10 @@ CHUNK_LENGTHS = ("(load_lengths_tokens-(load_lengths_tokens>chunk_size_tokens)"
                  "*(load_lengths_tokens-chunk_size_tokens))")
 CHUNK_SLOTS = f"ROUNDUP({CHUNK_LENGTHS}/block_size_tokens,0)*block_size_tokens"
 SLOTS_ONE = "ROUNDUP(context_tokens/block_size_tokens,0)*block_size_tokens"
-HELD_ONE = (f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},{window_peak_slots('context_tokens')}),"
-            f"{SLOTS_ONE})")
-WEIGHTS = "([weights]+[weight_metadata]+[weights_resident]+[rotary_cache])"
+HELD_ONE = (f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},"
+            f"{window_peak_slots('context_tokens', IN_FLIGHT)}),{SLOTS_ONE})")
+WEIGHTS = ("([weights]+[weight_metadata]+[weights_resident]+[lora_adapters]+[eplb]"
+           "+[rotary_cache])")
 POOL = {
     VLLM: ("IF(ISNUMBER(kv_cache_memory_bytes),kv_cache_memory_bytes,TRUNC(device_bytes*"
            f"gpu_memory_utilization-({WEIGHTS}+[runtime_peak]+[non_torch]+[comm_buffers]"

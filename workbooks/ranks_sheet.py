@@ -25,6 +25,7 @@ from servecap.ledger.kv_blocks import V0, kv_cache_groups, uniform_kinds
 from servecap.ledger.model import ATTENTION_KINDS, CHUNKED, FULL, SLIDING
 from servecap.ledger.ranks import StagePlan
 from servecap.ledger.state import state_bytes_per_layer
+from servecap.ledger.vllm_lines import pool_rules
 from servecap.ledger.vllm_versions import TOKENS_FROM_CONCURRENCY
 
 from . import charts, page, style
@@ -60,9 +61,10 @@ def _layout(src: WorkbookSource, item: StagePlan) -> HybridLayout:
     """vLLM's pool layout on this stage's ranks (ledger.hybrid), as the plan built it."""
     serve, shard = item.plan.serve, item.plan.shard
     bits = dtypes.lookup(serve.kv_dtype, "kv_dtype").bits
+    rules = pool_rules(src.engine, src.spec, serve)
     return layout(src.spec, bits, shard.layer_ids(src.spec), shard.tensor_parallel_size,
-                  serve.context_tokens, serve.max_num_batched_tokens, serve.block_size_tokens,
-                  serve.mamba_cache_mode)
+                  serve.context_tokens, rules.window_tokens, serve.block_size_tokens,
+                  serve.mamba_cache_mode, rules.checkpoint_alignment, rules.all_chunk_aligned)
 
 
 def _structure(src: WorkbookSource, item: StagePlan, rank: int,
@@ -111,7 +113,7 @@ def _known(src: WorkbookSource, item: StagePlan, binding: bool, one_stage: bool,
            "kv_bits_layer": kv_bits_per_token_layer(src.spec, bits, shard),
            "kv_request_context": kv_bytes_per_request(src.spec, bits, plan.serve.context_tokens,
                                                       plan.serve.block_size_tokens, shard,
-                                                      plan.serve.max_num_batched_tokens)}
+                                                      plan.window_in_flight_tokens)}
     out.update(_cache_known(src, plan, bits))
     if budget is None:
         return out | {"order": plan.memory_ceiling_requests, "free_own": plan.free_bytes}

@@ -16,7 +16,7 @@ from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 from servecap.ledger.units import parse_fraction_or_size
 
 from .deploy_inputs import FRACTIONS, MEASURED, default_fraction, engine_base
-from .inputs_sheet import HYBRID_NAMES, model_rows
+from .inputs_sheet import HYBRID_NAMES, RELEASE_NAMES, model_rows
 from .names import cell_of
 from .scenario_sheet import read_scenario
 from .source import WorkbookSource
@@ -78,14 +78,29 @@ def plan_inputs(cells: "_Cells") -> WorkbookPlan:
         "max_num_batched_tokens": cells.whole("max_num_batched_tokens"),
         "max_num_seqs": cells.whole("max_num_seqs"),
     }
+    flags.update(_lora(cells))
     model_cells = {name: cells.value(name) for name in MODEL_NAMES}
-    model_cells.update({name: cells.value(name) for name in HYBRID_NAMES
+    model_cells.update({name: cells.value(name) for name in HYBRID_NAMES + RELEASE_NAMES
                         if cells.wb.defined_names.get(name) is not None})
     deploy = _deploy(cells)
     if deploy.get("engine", "plain") != "plain":
         flags["safety"] = None  # an engine keeps its own headroom; --safety is plain's
     return WorkbookPlan(cells.text("model"), flags, cells.whole("runtime_peak_bytes"),
                         cells.text("runtime_peak_rule"), model_cells, deploy)
+
+
+def _lora(cells: "_Cells") -> dict:
+    """vLLM's LoRA knobs (PlanFlags fields), where the workbook planned the slots."""
+    if cells.wb.defined_names.get("max_loras") is None:
+        return {}
+    return {"enable_lora": True, "max_loras": cells.whole("max_loras", 1),
+            "max_lora_rank": cells.whole("max_lora_rank", 1),
+            "max_cpu_loras": cells.whole("max_cpu_loras", 1)
+            if cells.value("max_cpu_loras") not in (None, "") else None,
+            "lora_target_modules": cells.text("lora_target_modules") or None,
+            "fully_sharded_loras": bool(cells.value("fully_sharded_loras")),
+            "lora_dtype": {"bf16": "bfloat16", "fp16": "float16"}.get(
+                cells.text("lora_dtype"), cells.text("lora_dtype") or None)}
 
 
 def _deploy(cells: "_Cells") -> dict:
@@ -108,6 +123,10 @@ def _deploy(cells: "_Cells") -> dict:
         out["kv_cache_memory"] = str(cells.whole("kv_cache_memory_bytes"))
     for name, field in MEASURED:
         out[field] = cells.text(name) or None
+    if cells.wb.defined_names.get("enable_eplb") is not None:
+        out.update(enable_expert_parallel=True, enable_eplb=True,
+                   num_redundant_experts=cells.whole("num_redundant_experts"),
+                   eplb_window_size=cells.whole("eplb_window_size", 1))
     return out
 
 
@@ -122,11 +141,15 @@ def refuse_changed_model_cells(plan_inputs: WorkbookPlan, expected: dict, path: 
     """Each model cell must still hold the value the model gives it (`expected`)."""
     for name, value in expected.items():
         found = plan_inputs.model_cells.get(name, MISSING)
-        if found == value:
-            continue
+        if found == value or (name in RELEASE_NAMES and found == MISSING):
+            continue  # a release rule a workbook of an older servecap does not name
         if name == "mamba_cache_mode":
             raise SpecError("Inputs!mamba_cache_mode", found, f"{value!r}: no plan flag sets "
                             "another mode (the workbook recalculates any); set it back to "
+                            "replan", str(path))
+        if name in RELEASE_NAMES:
+            raise SpecError(f"Inputs!{name}", found, f"{value!r}: the engine's release and "
+                            "the GPU set it (--engine vllm==X, --device); set it back to "
                             "replan", str(path))
         raise SpecError(f"Inputs!{name}", found, f"comes from the model ({value!r} "
                         f"for {plan_inputs.model_ref}); change the model file, not the "

@@ -35,6 +35,15 @@ class WorkbookSource:
         return self.deployment or build_deployment(self.spec, self.serve, self.overrides)
 
     @property
+    def kinds(self):
+        """The formulas' kinds: the model's caches, and LoRA slots where planned."""
+        from .formulas import kinds_of
+
+        extras = (("lora_line_bytes",) if self.serve.lora else ()) + (
+            ("eplb_line_bytes",) if self.serve.eplb else ())
+        return kinds_of(self.spec, extras)
+
+    @property
     def multi(self) -> bool:
         """More than one GPU or an engine's budget: the Ranks sheet holds the deployment."""
         dep = self.deployment
@@ -51,6 +60,7 @@ class WeightSplit:
     dense_bits: int
     declared_bytes: int
     metadata_bytes: int
+    formats: tuple = ()  # FormatShare per storage format, when the weights are computed
 
 
 def weight_split(src: WorkbookSource) -> WeightSplit:
@@ -67,7 +77,8 @@ def weight_split(src: WorkbookSource) -> WeightSplit:
         computed.num_parameters, computed.quantized_parameters,
         quant.bits if quant else dense_bits, dense_bits,
         declared.param_bytes if declared else 0,
-        declared.metadata_bytes if declared else computed.metadata_bytes)
+        declared.metadata_bytes if declared else computed.metadata_bytes,
+        () if declared else computed.by_format)
 
 
 def num_sliding_layers(spec: ModelSpec) -> int:

@@ -138,6 +138,7 @@ def describe(problem: Problem, priced: Priced, cand: Candidate, summary: dict) -
         "completed": summary["completed"], "rejected": summary["rejected"],
         "steady_state": summary["steady_state"],
         "steady_state_reason": summary["steady_state_reason"],
+        "overloaded": summary["overloaded"],
         "measured_requests": summary["measured_requests"],
         "simulated_requests": summary["simulated_requests"],
         "verdict": judged, "meets_slo": judged == "meets",
@@ -145,12 +146,13 @@ def describe(problem: Problem, priced: Priced, cand: Candidate, summary: dict) -
     }
 
 
-def slo_capacity(problem: Problem, priced: Priced, cand: Candidate) -> dict:
+def slo_capacity(problem: Problem, priced: Priced, cand: Candidate,
+                 probes: dict[float, dict] | None = None) -> dict:
     """capacity.capacity of the candidate from the target rate, each probe run until steady,
-    no rate at or above its saturation rate."""
+    no rate at or above its saturation rate; `probes`: rates already run."""
     return capacity(lambda rate: run_at(problem, priced, cand, rate, decided=False),
                     problem.target_attainment, problem.rate_per_s,
-                    saturation_rps(problem, priced, cand))
+                    saturation_rps(problem, priced, cand), probes=probes)
 
 
 def candidate_of(row: dict) -> Candidate:
@@ -165,7 +167,21 @@ def row_capacity(problem: Problem, row: dict) -> dict:
     """The SLO capacity (capacity.capacity's keys) of a row that meets the SLOs at the target
     rate."""
     cand = candidate_of(row)
-    return slo_capacity(problem, price_layout(problem, cand.layout), cand)
+    return slo_capacity(problem, price_layout(problem, cand.layout), cand,
+                        target_probe(problem.rate_per_s, row))
+
+
+PROBE_KEYS = ("completed", "overloaded", "slo_attainment", "slo_attainment_ci",
+              "steady_state", "measured_requests", "simulated_requests")
+
+
+def target_probe(rate_per_s: float, row: dict) -> dict[float, dict] | None:
+    """The row's own run at the target rate as a capacity probe, so it is not run again: a
+    row that meets ran until steady exactly as a capacity probe does (the early stop on a
+    sure miss never fired), so its summary is the probe's."""
+    if not row["meets_slo"] or "overloaded" not in row:
+        return None
+    return {rate_per_s: {k: row[k] for k in PROBE_KEYS}}
 
 
 def _tails(stats: dict) -> dict:

@@ -89,9 +89,9 @@ def _on_pool(problem, batches, workers, prune, done, tick) -> None:
         pool.join()
 
 
-def _on_ray(problem, batches, address, workers, prune, done, tick) -> None:
-    """One Ray task per batch. address 'local' starts a private Ray on this machine with
-    `workers` CPUs; anything else ('auto', 'ray://host:10001') joins an existing cluster."""
+def _ray_started(address: str, workers: int):
+    """Ray, started: address 'local' starts a private Ray on this machine with `workers`
+    CPUs; anything else ('auto', 'ray://host:10001') joins an existing cluster."""
     try:
         import ray
     except ImportError:
@@ -104,9 +104,73 @@ def _on_ray(problem, batches, address, workers, prune, done, tick) -> None:
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise SpecError("--ray", address, f"no Ray cluster there ({exc}); 'auto' joins "
                             "the local node's cluster, 'local' starts a private one") from None
+    return ray
+
+
+def _on_ray(problem, batches, address, workers, prune, done, tick) -> None:
+    """One Ray task per batch. address 'local' starts a private Ray on this machine with
+    `workers` CPUs; anything else ('auto', 'ray://host:10001') joins an existing cluster."""
+    ray = _ray_started(address, workers)
     try:
         task = ray.remote(run_batch)
         refs = {task.remote(problem, b, prune): i for i, b in enumerate(batches)}
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            done[refs.pop(ready[0])] = ray.get(ready[0])
+            tick()
+    finally:
+        ray.shutdown()
+
+
+def map_tasks(fn: Callable, items: list, workers: int = 1, ray: str | None = None,
+              on_done: Callable[[], None] | None = None) -> tuple[dict[int, object], bool]:
+    """fn(item) for each item, inline, on a local process pool or on Ray (as run_all runs
+    batches; fn must be a module-level function), keyed by the item's index, and whether a
+    Ctrl-C stopped it early."""
+    done: dict[int, object] = {}
+    tick = on_done or (lambda: None)
+    jobs = [(fn, item) for item in items]
+    try:
+        with sigterm_as_sigint():
+            if ray is not None:
+                _ray_map(jobs, ray, workers, done, tick)
+            elif workers <= 1:
+                for i, job in enumerate(jobs):
+                    done[i] = _apply(job)
+                    tick()
+            else:
+                pool = _context().Pool(workers, initializer=_quiet_worker)
+                try:
+                    for i, result in pool.imap_unordered(_indexed_apply, list(enumerate(jobs)),
+                                                         chunksize=1):
+                        done[i] = result
+                        tick()
+                    pool.close()
+                except BaseException:
+                    pool.terminate()
+                    raise
+                finally:
+                    pool.join()
+    except KeyboardInterrupt:
+        return done, True
+    return done, False
+
+
+def _apply(job: tuple):
+    fn, item = job
+    return fn(*item)
+
+
+def _indexed_apply(indexed: tuple) -> tuple[int, object]:
+    index, job = indexed
+    return index, _apply(job)
+
+
+def _ray_map(jobs, address, workers, done, tick) -> None:
+    ray = _ray_started(address, workers)
+    try:
+        task = ray.remote(_apply)
+        refs = {task.remote(job): i for i, job in enumerate(jobs)}
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1)
             done[refs.pop(ready[0])] = ray.get(ready[0])

@@ -86,9 +86,9 @@ def test_unknown_architecture_fails_closed(run, tmp_path) -> None:
 
 def test_unknown_quantization_fails_closed(run, tmp_path) -> None:
     path = _yaml(tmp_path, BASE + "num_hidden_layers: 2\nquantization_config:\n"
-                 "  quant_method: bitsandbytes\n")
+                 "  quant_method: hqq\n")
     _one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"), "quant_method",
-                    "bitsandbytes")
+                    "hqq", "bitsandbytes")
 
 
 def test_device_smaller_than_weights_exits_1_with_a_statement(run) -> None:

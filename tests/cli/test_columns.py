@@ -36,6 +36,8 @@ EXAMPLES = {
     "search": ("search", "llama-3.1-8b", "WORKLOAD", "--rate", "4", "--slo-ttft", "1s",
                "--slo-tpot", "50ms", "--devices", "h100-80gb,h200", "--max-gpus", "2"),
     "verify": ("verify", "tiny-llama", "--device", "cpu"),
+    "diff": ("diff", "llama-3.1-8b", *H100, "--engine", "vllm==0.19", "--against",
+             "vllm==0.32"),
 }
 # more tables than the examples draw: engine ledgers with long labels, closed loops, more
 # percentiles, disaggregated pools, a shared prefix

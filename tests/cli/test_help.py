@@ -11,7 +11,7 @@ from servecap.cli.app import app
 LOG = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs" / \
     "v1_llama31_8b_h100_planner.log"
 COMMANDS = ("plan", "fit", "blocks", "reconcile", "workbook", "simulate", "sweep", "cost",
-            "speculate", "verify", "serve", "load", "search", "models", "devices")
+            "speculate", "verify", "serve", "load", "search", "models", "devices", "diff")
 
 
 @pytest.mark.parametrize("command", COMMANDS)

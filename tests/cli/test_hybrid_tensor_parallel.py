@@ -16,9 +16,9 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def plan(run, config: Path, tp: int) -> dict:
+def plan(run, config: Path, tp: int, engine: str = "vllm") -> dict:
     result = run("plan", config, "--device", "h100-80gb", "--context", str(CONTEXT), "--engine",
-                 "vllm", "-tp", str(tp), "--kv-cache-memory", "20GiB", "--json")
+                 engine, "-tp", str(tp), "--kv-cache-memory", "20GiB", "--json")
     assert result.exit_code in (0, 1), result.output
     return json.loads(result.stdout)
 
@@ -53,22 +53,28 @@ def mamba2(cfg: dict, tp: int) -> tuple[int, int, int, int]:
     return pattern.count("M"), pattern.count("*"), state, 2 * kv * cfg["head_dim"] * 2
 
 
-CASES = [("Qwen--Qwen3.6-35B-A3B", gated_deltanet),
-         ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", mamba2)]
+# (config, shapes, release, block alignment, state pages a request holds in align mode): from
+# 0.33 gated-DeltaNet layers on an H100 (FlashInfer's GDN prefill) align the block to 64 and
+# hold one prefill checkpoint page more (vllm/platforms/interface.py _align_hybrid_block_size,
+# vllm/v1/kv_cache_interface.py MambaSpec at v0.33.0); Mamba-2 layers do not
+CASES = [("Qwen--Qwen3.6-35B-A3B", gated_deltanet, "vllm==0.32", 16, 2),
+         ("Qwen--Qwen3.6-35B-A3B", gated_deltanet, "vllm==0.33", 64, 3),
+         ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", mamba2, "vllm", 16, 2)]
 
 
 @pytest.mark.parametrize("tp", [2, 4])
-@pytest.mark.parametrize(("name", "shapes"), CASES)
-def test_hybrid_pool_per_rank_at_tensor_parallelism(run, name, shapes, tp) -> None:
+@pytest.mark.parametrize(("name", "shapes", "engine", "align", "pages"), CASES)
+def test_hybrid_pool_per_rank_at_tensor_parallelism(run, name, shapes, engine, align, pages,
+                                                    tp) -> None:
     cfg = json.loads((CONFIGS / name / "config.json").read_text())
     states, attention, state, one_token = shapes(cfg, tp)
-    out = plan(run, CONFIGS / name / "config.json", tp)
-    block = 16 * cdiv(state, 16 * one_token)  # the attention block raised to hold a state
+    out = plan(run, CONFIGS / name / "config.json", tp, engine)
+    block = align * cdiv(state, align * one_token)  # the attention block raised to hold a state
     page = block * one_token
     group = max(states, attention) if max(states, attention) < 1.5 * min(states, attention) \
         else min(states, attention)
     blocks = POOL // page // group
-    per_request = cdiv(CONTEXT, block) + 2 * cdiv(states, group)  # align: 2 pages a state
+    per_request = cdiv(CONTEXT, block) + pages * cdiv(states, group)
     assert out["tensor_parallel_size"] == tp
     assert out["state_bytes_per_request"] == states * state
     assert out["kv_bytes_per_token"] == attention * one_token

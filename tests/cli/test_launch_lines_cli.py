@@ -80,6 +80,31 @@ def test_the_yaml_overrides_the_options_wherever_it_stands(in_tmp):
     assert not first.scheduler.enable_prefix_caching
 
 
+def test_sglangs_max_total_tokens_caps_the_pool_as_the_servecap_flag_does():
+    """--max-total-tokens (SGLang's cap, model_runner.py init_memory_pool): the smaller of it
+    and the profiled pool, in whole pages; a pasted line and servecap's flag print the same."""
+    flagged = plan(*SAME, "--engine", "sglang", "--mem-fraction-static", "0.85",
+                   "--max-total-tokens", "20030")
+    assert pasted(*SGLANG, "--max-total-tokens", "20030").stdout == flagged.stdout
+    out = json.loads(flagged.stdout)
+    assert out["kv_cache_tokens"] == 20_000  # 625 whole pages of 32
+    wide = json.loads(plan(*SAME, "--engine", "sglang", "--max-total-tokens", "10000000").stdout)
+    assert wide["kv_cache_tokens"] == json.loads(plan(*SAME, "--engine", "sglang").stdout)[
+        "kv_cache_tokens"]
+    refused = runner.invoke(app, ["plan", *SAME, "--engine", "vllm", "--max-total-tokens", "9"])
+    assert refused.exit_code == 2 and "--max-total-tokens" in refused.output
+
+
+def test_sglangs_nnodes_spreads_the_tp_group_as_vllms_does():
+    """SGLang's --nnodes: a tensor-parallel group across nodes gets no custom all-reduce, so
+    its collectives are planned as across nodes, as servecap's --nnodes plans them."""
+    flagged = plan(*SAME, "--engine", "sglang", "--mem-fraction-static", "0.85", "--nnodes", "2")
+    assert pasted(*SGLANG, "--nnodes", "2").stdout == flagged.stdout
+    one, two = (json.loads(plan(*SAME, "--engine", "sglang", *extra).stdout)["kv_pool_bytes"]
+                for extra in ((), ("--nnodes", "2")))
+    assert two > one  # 128 MiB of NCCL buffers across nodes against NVLink's 1.75 GiB
+
+
 @pytest.mark.parametrize(("engine", "knob"), [("sglang", "--mem-fraction-static"),
                                               ("trtllm", "--free-gpu-memory-fraction")])
 def test_searchs_line_pasted_back_plans_its_answer_as_servecap_flags_do(searched, engine, knob):
@@ -150,7 +175,7 @@ def test_a_flag_before_the_line_replaces_its_value_and_v_says_so():
     ([*SGLANG, "--quantization", "bitsandbytes"], "sglang --quantization = 'bitsandbytes'"),
     ([*SGLANG, "--speculative-algorithm", "EAGLE"], "sglang --speculative-algorithm = 'EAGLE'"),
     ([*SGLANG, "--enable-dp-attention"], "sglang --enable-dp-attention"),
-    ([*SGLANG, "--max-total-tokens", "100000"], "sglang --max-total-tokens"),
+    ([*SGLANG, "--max-total-tokens", "0"], "sglang --max-total-tokens = '0'"),
     ([*SGLANG, "--cpu-offload-gb", "8"], "sglang --cpu-offload-gb = '8': only 0"),
     ([*SGLANG, "--ep-size", "3"], "sglang --ep-size = 3: 1 or the --tp-size (2)"),
     ([*SGLANG, "--tp_size", "2"], "(sglang spells it --tp-size)"),
@@ -172,7 +197,8 @@ def test_bad_input_is_one_line_naming_the_flag_and_value(in_tmp, line, needle):
 @pytest.mark.parametrize(("config", "needle"), [
     ({"cuda_graph_config": {"max_batch_size": 64}}, "kv.yaml: cuda_graph_config = "),
     ({"kv_cache_config": {"dtype": "nvfp4"}}, "kv.yaml: kv_cache_config.dtype = 'nvfp4'"),
-    ({"kv_cache_config": {"max_tokens": 4096}}, "kv.yaml: kv_cache_config.max_tokens = 4096"),
+    ({"kv_cache_config": {"max_gpu_total_bytes": 4096}},
+     "kv.yaml: kv_cache_config.max_gpu_total_bytes = 4096"),
     ({"max_batch_size": True}, "kv.yaml: max_batch_size = True: a whole number >= 1"),
     ({"surprise": 1}, "kv.yaml: surprise = 1: not an LLM API option"),
     (["not", "a", "mapping"], "a YAML mapping"),
@@ -182,6 +208,14 @@ def test_a_bad_yaml_key_names_the_file_the_key_and_the_value(in_tmp, config, nee
     result = runner.invoke(app, ["plan", "--device", "h100-80gb", "--", *TRTLLM])
     assert result.exit_code == 2, result.output
     assert "\n" not in result.stderr.strip() and needle in result.stderr
+
+
+def test_trtllm_max_tokens_in_the_yaml_caps_the_pool(in_tmp):
+    """KvCacheConfig.max_tokens: the smaller of it and the fraction's pool, in whole blocks."""
+    (in_tmp / "kv.yaml").write_text(yaml.safe_dump({"kv_cache_config": {"max_tokens": 1000}}))
+    result = runner.invoke(app, ["plan", "--device", "h100-80gb", "--json", "--", *TRTLLM])
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(result.stdout)["kv_cache_tokens"] == 1024  # ceil(1000 / 32) x 32
 
 
 def test_sglang_reads_its_own_numbers_and_switches():

@@ -53,7 +53,10 @@ def test_a_model_directory_reports_its_parameter_count(run, tmp_path) -> None:
     alone = json.loads(run("plan", tmp_path / "config.json", "--device", "1GiB", "--context",
                            "8", "--json").stdout)
     assert in_dir["weights_bytes"] == 4  # the headers' bytes
-    assert in_dir["num_parameters"] == alone["num_parameters"] > 0
+    assert in_dir["num_parameters"] == 2  # counted from the headers' shapes
+    assert alone["num_parameters"] > 0  # the architecture's, said beside the headers' count
+    assert any(f"2 in the safetensors headers (planned), {alone['num_parameters']:,} from the "
+               "architecture" in note for note in in_dir["notes"])
 
 
 @pytest.mark.parametrize("device", ["40GiB", "h100-80gb"])

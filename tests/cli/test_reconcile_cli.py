@@ -225,13 +225,15 @@ def test_cuda_graph_estimate_is_taken_out_of_the_pool_from_0_20(tmp_path):
         old["cuda_graphs"]["advice"]
 
 
-def test_reconcile_refuses_another_engines_semantics() -> None:
-    """A vLLM log planned with SGLang's budget would be compared against the wrong formula."""
+def test_reconcile_refuses_another_engines_log() -> None:
+    """A vLLM log read as SGLang's would be compared against the wrong formula: SGLang's reader
+    finds none of its lines and says which engine reads it."""
     result = runner.invoke(app, ["reconcile", str(LOGS / "v0_llama31_8b_rtx3090.log"),
                                  "--model", "llama-3.1-8b", "--engine", "sglang",
-                                 "--mem-fraction-static", "0.8"])
+                                 "--mem-fraction-static", "0.8", "--device", "24GiB"])
     assert result.exit_code == 2
-    assert "--engine = 'sglang'" in result.stderr and "vllm" in result.stderr
+    assert "none of sglang's KV cache lines" in result.stderr and "--engine vllm" in \
+        result.stderr
 
 
 CONFIGS = LOGS.parent / "configs"
@@ -279,3 +281,65 @@ def test_a_device_read_from_the_log_says_which_gpus_have_its_size():
                             str(CONFIGS / "Qwen--Qwen2.5-72B-Instruct"), "-tp", "2")
     note = next(n for n in report["notes"] if n.startswith("device:"))
     assert "79.19 GiB" in note and "h100-80gb, h100-pcie-80gb" in note and "PCIe" in note
+
+
+CONFIGS = LOGS.parent / "configs"
+
+
+def test_a_log_without_a_version_is_read_with_the_release_its_lines_place():
+    """gpt-oss-120b on an H100 at utilization 0.95 (vllm#27508): the log prints no version;
+    its lines are where vLLM 0.11.0 prints them, whose rules leave the pool short of one
+    131,072-token request, as vLLM found. The newest rules said it fits."""
+    report = reconcile_path(LOGS / "v1_gptoss120b_h100_issue27508.log", "--model",
+                            str(CONFIGS / "openai--gpt-oss-120b"), "--device", "h100-80gb",
+                            code=0)
+    rows = {row["key"]: row for row in report["rows"]}
+    assert rows["starts"]["predicted"] == rows["starts"]["logged"] == 0
+    assert any(n.startswith("rules: vllm>=0.11.0,<0.11.2") and "[gpu_worker.py:298, "
+               "core.py:708] are where vLLM 0.11.0 prints them" in n for n in report["notes"])
+
+
+def test_a_config_whose_name_differs_from_the_logged_model_is_trusted_and_noted(tmp_path):
+    config = tmp_path / "my-renamed-copy"
+    config.mkdir()
+    (config / "config.json").write_text((CONFIGS / "Qwen--Qwen3-0.6B" / "config.json")
+                                        .read_text())
+    report = reconcile_path(LOGS / "v1_qwen3_0p6b_a100.log", "--model", str(config),
+                            "--device", "a100-80gb")
+    assert any("the log loads 'Qwen/Qwen3-0.6B'" in n and "the config is trusted" in n
+               for n in report["notes"])
+    rows = {row["key"]: row for row in report["rows"]}
+    assert abs(rows["kv_cache_tokens"]["residual"]) <= 0.05 * rows["kv_cache_tokens"]["logged"]
+
+
+def test_uneven_pipeline_stages_are_each_set_beside_their_own_pool(tmp_path):
+    """Llama-3.1-8B at pp 3 on H100s: 11, 11 and 10 layers. The last stage logs the smallest
+    pool, yet its 10-layer blocks are smaller, so stage 0 binds (vLLM gives every stage the
+    fewest blocks). Each stage's row holds its own planned pool, and the blocks are checked
+    against the binding stage's pool: the log reads as this layout, not another. The lines are
+    vLLM 0.19's wording; the figures, plan's, as each stage would log them."""
+    from servecap.cli.deploy import DeployFlags
+    from servecap.cli.inputs import PlanFlags, deployment_from_flags
+
+    planned = deployment_from_flags("llama-3.1-8b", PlanFlags(device="h100-80gb",
+                                                              context=8192, concurrency=1),
+                                    DeployFlags(pipeline_parallel_size=3,
+                                                engine="vllm==0.19"))
+    pools = [stage.plan.budget.kv_pool_bytes / 2**30 for stage in planned.stages]
+    tokens = planned.plan.budget.kv_cache_tokens
+    lines = [f"(Worker_PP{i} pid=44{i}) INFO 04-22 01:43:10 [v1/worker/gpu_worker.py:436] "
+             f"Available KV cache memory: {pool:.2f} GiB" for i, pool in enumerate(pools)]
+    lines.append(f"(EngineCore pid=243) INFO 04-22 01:43:15 [v1/core/kv_cache_utils.py:1319] "
+                 f"GPU KV cache size: {tokens:,} tokens")
+    log = tmp_path / "pp3.log"
+    log.write_text("\n".join(lines) + "\n")
+    rows = reconcile_path(log, "--model", "llama-3.1-8b", "--device", "h100-80gb",
+                          "--engine", "vllm==0.19", "-pp", "3", "--max-model-len", "8192")
+    rows = {row["key"]: row for row in rows["rows"]}
+    assert min(pools) == pools[2] and planned.binding == 0
+    for i in range(len(pools)):
+        assert rows[f"kv_pool_rank{i}"]["predicted"] == \
+            planned.stages[i].plan.budget.kv_pool_bytes
+        assert abs(rows[f"kv_pool_rank{i}"]["residual"]) <= 0.005 * 2**30
+    assert "the logged count among them" in rows["num_gpu_blocks"]["advice"]
+    assert "another KV layout" not in json.dumps(rows)

@@ -160,7 +160,7 @@ def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping
                "save_scenario", "records_path", "token_times_path", "launch",
                "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
                "tokens_per_s", "input_tokens_per_s", "batches",
-               "output", "log",  # the question, not the scenario
+               "output", "log", "rate_trace",  # the question, not the scenario
                "base_url", "metrics", "nvml", "compare_simulate",  # load: the run's server
                "host", "port", "api_key"}  # serve: the run's address and its secret
     assert unmapped(command, mapping, outputs) == set()

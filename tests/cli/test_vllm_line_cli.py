@@ -63,7 +63,7 @@ def test_flags_that_do_not_change_memory_are_listed_never_dropped():
 @pytest.mark.parametrize(("extra", "needle"), [
     (["--cpu-offload-gb", "8"], "--cpu-offload-gb"),
     (["--enforce-eager"], "--enforce-eager"),
-    (["--enable-lora"], "--enable-lora"),
+    (["--specialize-active-lora"], "--specialize-active-lora"),
     (["--kv-transfer-config", "{}"], "--kv-transfer-config"),
     (["--bogus-flag", "1"], "--bogus-flag"),
     (["--speculative-config", '{"model": "x", "num_speculative_tokens": 3}'],

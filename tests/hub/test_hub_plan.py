@@ -149,3 +149,18 @@ def test_verify_takes_the_same_ids_and_runs_the_architecture(hub, servecap):
     record = json.loads(result.stdout)["record"]
     assert record["model_config"].endswith(f"{sha}/config.json")
     assert record["weights"].startswith("seeded random")  # real ones: hf download, --weights
+
+
+def test_a_modelopt_repo_is_read_with_its_hf_quant_config(hub, servecap):
+    """modelopt <= 0.29 wrote its quantization to hf_quant_config.json beside a config.json
+    that states none: read as vLLM reads it (FP8 linears, lm_head excluded)."""
+    quant = {"producer": {"name": "modelopt"}, "quantization": {
+        "quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}}
+    hub.add("acme/fp8", {"config.json": json.dumps(CONFIG).encode(),
+                         "hf_quant_config.json": json.dumps(quant).encode(),
+                         "pytorch_model.bin": b"\0" * 4096})
+    data = plan_json(servecap("plan", "acme/fp8", "--device", "1GiB", "--json"))
+    linear = 2 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 128 * 64)  # q, o; k, v; gate, up, down
+    assert data["lines"][0]["from"].startswith(f"fp8: {linear:,} params x 8 bits")
+    assert any("hf_quant_config.json (config.json states none)" in n for n in data["notes"])
+    assert not any(n.startswith("hf_quant_config.json is in the repo") for n in data["notes"])

@@ -124,8 +124,8 @@ def test_nvfp4_scale_per_16_and_a_tensor_scale():
                                 "group_size": 16, "exclude_modules": ["lm_head"]})
     result = weight_bytes(llama, 16, nvfp4)
     linear = 32 * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14_336 * 4096)
-    matrices = 32 * 7
-    assert result.metadata_bytes == linear // 16 + matrices * 4
+    matrices = 32 * 7  # each: an fp32 weight_scale_2 and (W4A4) an fp32 input_scale
+    assert result.metadata_bytes == linear // 16 + matrices * 8
 
 
 def test_unknown_quant_method_fails_closed():
@@ -169,7 +169,8 @@ def test_compressed_tensors_w4a16_groups_without_zero_points():
                         "symmetric": True})
     assert (quant.bits, quant.group_size, quant.zero_point) == (4, 128, False)
     result = weight_bytes(spec("llama-3.1-8b"), 16, quant)
-    assert result.metadata_bytes == LINEAR_8B // 128 * 2
+    # a bf16 scale per 128 and compressed-tensors' int64 (2,) weight_shape per matrix
+    assert result.metadata_bytes == LINEAR_8B // 128 * 2 + 32 * 7 * 16
 
 
 def test_compressed_tensors_nvfp4_and_unknown_schemes():
@@ -177,7 +178,7 @@ def test_compressed_tensors_nvfp4_and_unknown_schemes():
                         "group_size": 16})
     assert (quant.method, quant.group_size, quant.per_tensor_scale) == ("nvfp4", 16, True)
     from servecap.ledger.errors import SpecError
-    with pytest.raises(SpecError, match="config_groups.weights"):
+    with pytest.raises(SpecError, match="config_groups.group_0.weights"):
         compressed({"num_bits": 2, "type": "int", "strategy": "group"})
 
 

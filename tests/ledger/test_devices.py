@@ -46,7 +46,8 @@ def test_resolve_by_name_or_size():
 
 @pytest.mark.parametrize(("text", "hint"), [
     ("h100", "did you mean h100-80gb or h100-pcie-80gb or h100-nvl-94gb?"),
-    ("a100", "did you mean a100-40gb or a100-80gb?"), ("h2", "h200-141gb or h20-96gb?"),
+    ("a100", "did you mean a100-40gb or a100-80gb or a100-pcie-40gb or a100-pcie-80gb?"),
+    ("h2", "h200-141gb or h20-96gb?"),
     ("RTX 4090", "did you mean rtx-4090-24gb?"), ("80G", "did you mean 80GiB (2^30) or 80GB"),
 ])
 def test_a_mistyped_device_points_to_what_was_meant(text, hint):

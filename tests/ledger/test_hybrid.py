@@ -15,6 +15,7 @@ from servecap.ledger.serve import ServeSpec
 from servecap.ledger.state import state_bytes_per_request
 from servecap.ledger.units import GiB
 from servecap.ledger.vllm_log import parse_vllm_log
+from servecap.ledger.vllm_versions import row
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import load_model
 
@@ -29,10 +30,14 @@ def spec_of(name: str):
 
 
 def vllm_pool_plan(spec, pool_bytes: int, max_model_len: int, kv_dtype: str = "bf16",
-                   mode: str = "align"):
+                   mode: str = "align", release: str = "0.21.0", device: str = ""):
+    """The pool under one release's rules (0.21.0: the rules these tests derive by hand; the
+    later ones are tests/ledger/test_vllm_releases.py's)."""
     serve = ServeSpec(device_bytes=80 * GiB, context_tokens=max_model_len, concurrency=1,
-                      runtime_peak_bytes=0, kv_dtype=kv_dtype, mamba_cache_mode=mode)
-    engine = EngineSpec("vllm", kv_cache_memory_bytes=pool_bytes, non_torch_bytes=0)
+                      runtime_peak_bytes=0, kv_dtype=kv_dtype, mamba_cache_mode=mode,
+                      device_label=device)
+    engine = EngineSpec("vllm", kv_cache_memory_bytes=pool_bytes, non_torch_bytes=0,
+                        vllm_row=row(release))
     return build_plan(spec, serve, NO_WEIGHTS, engine=engine)
 
 

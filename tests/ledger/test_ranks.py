@@ -1,5 +1,7 @@
 """One ledger per rank: tensor-parallel shards, vLLM's pipeline split, the binding rank."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -117,10 +119,14 @@ def test_per_rank_ledgers_at_tp(tp):
     assert (plan.line("comm_buffers") > 0) == (tp > 1)
 
 
-def test_comm_buffers_grow_with_tp():
-    sizes = [build_deployment(spec("llama-3.1-8b"), serve(), parallel=Parallel(tp)).plan
-             .line("comm_buffers") for tp in (2, 4, 8)]
-    assert sizes[0] < sizes[1] < sizes[2]
+def test_comm_buffers_grow_with_tp_over_nvlink_and_stay_small_over_pcie():
+    def sizes(link):
+        over = replace(serve(), interconnect=link)
+        return [build_deployment(spec("llama-3.1-8b"), over, parallel=Parallel(tp)).plan
+                .line("comm_buffers") for tp in (2, 4, 8)]
+    nvlink, pcie = sizes("nvlink"), sizes("pcie")
+    assert nvlink[0] < nvlink[1] < nvlink[2]
+    assert pcie == [128 * 2**20] * 3  # no NVLink buffers: NCCL's alone
 
 
 def test_declared_comm_buffer_replaces_the_estimate():

@@ -8,7 +8,7 @@ from servecap.ledger.model import (
     Attention,
     ModelSpec,
 )
-from servecap.runtime.attention import DenseKV
+from servecap.runtime.attention_reference import DenseKV
 from servecap.runtime.model import Decoder
 from servecap.runtime.weights import random_decoder
 

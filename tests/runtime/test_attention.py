@@ -11,8 +11,8 @@ from servecap.runtime.attention import (
     PrefillSpan,
     paged_attention,
     prompt_attention,
-    reference_attention,
 )
+from servecap.runtime.attention_reference import reference_attention
 from servecap.runtime.kv_pool import KVPool
 
 HEADS, KV_HEADS, DIM = 4, 2, 16

@@ -33,7 +33,8 @@ def test_allocated_weight_bytes_equal_the_ledger(model_type: str, dtype: str, ti
 
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "llama-3.2-1b-instruct", "qwen2.5-7b",
-                                  "qwen3-14b", "mistral-7b-v0.1"])
+                                  "qwen3-14b", "mistral-7b-v0.1", "mixtral-8x7b-v0.1",
+                                  "qwen3-30b-a3b"])
 def test_real_configs_allocate_the_ledger_weight_line(name: str) -> None:
     """Built on the meta device (no memory): parameter bytes equal the plan's weights line,
     tied embeddings counted once; a 2-layer copy scales exactly as its own plan does."""
@@ -43,7 +44,7 @@ def test_real_configs_allocate_the_ledger_weight_line(name: str) -> None:
         assert model.weight_bytes == build_plan(spec, _serve("bf16")).line("weights")
 
 
-@pytest.mark.parametrize("name,field", [("deepseek-v3", "attention"), ("mixtral-8x7b-v0.1", "moe"),
+@pytest.mark.parametrize("name,field", [("deepseek-v3", "quantization"), ("minimax-m2.5", "moe"),
                                         ("teaching-7b", "model"),
                                         ("gemma-2-9b-it", "model_type")])
 def test_unsupported_architectures_are_refused(name: str, field: str) -> None:

@@ -113,7 +113,7 @@ def _run(*args) -> object:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--num-scheduler-steps", "10"], "vllm==0.21.0 (the default) is V1"),
+    (["--num-scheduler-steps", "10"], f"{NEWEST.pin} (the default) is V1"),
     (["--engine", "plain", "--num-scheduler-steps", "10"], "--num-scheduler-steps = True: "
      "needs a vLLM release"),
     (["--engine", "plain", "--enforce-eager"], "--enforce-eager = True: needs a vLLM release"),

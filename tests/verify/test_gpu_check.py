@@ -62,3 +62,18 @@ def test_hybrid_dry_run_plans_both_state_lines(tmp_path) -> None:
     assert dense["state_bytes_per_request"] == 6 * (3 * (2 * 16 * 128 + 32 * 128) * 2
                                                     + 32 * 128 * 128 * 2)
     assert all(p["memory_ceiling_requests"] >= 8 for p in plans.values())
+
+
+def test_moe_dry_run_sizes_each_device_for_the_ceiling(tmp_path) -> None:
+    """Each MoE model's emulated device holds 24 requests of 2,048 tokens beside its weights:
+    Qwen3-30B-A3B and gpt-oss-20b keep 2 layers x 2 x KV heads x head_dim x 2 B a token
+    (4 x 128 and 8 x 64: 8 MiB a request), DeepSeek-V3 one 576-wide latent a layer; its first
+    MoE layer is its fourth."""
+    out = tmp_path / "moe.json"
+    result = _bench("gpu_verify_moe.py", "--dry-run", "--json-out", str(out))
+    assert result.returncode == 0, result.stderr
+    plans = json.loads(out.read_text())["plans"]
+    assert {name: p["kv_bytes_per_request"] for name, p in plans.items()} == {
+        "qwen3_30b_a3b": 8 << 20, "gpt_oss_20b": 8 << 20, "deepseek_v3": 4 * 576 * 2 * 2048}
+    assert plans["deepseek_v3"]["routed_layers"] == [3]
+    assert all(p["memory_ceiling_requests"] == 24 for p in plans.values())

@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 from openpyxl import load_workbook
 
+from servecap.cli.deploy import DeployFlags
 from servecap.cli.inputs import PlanFlags
 from servecap.cli.workbook_cmd import workbook_source
+from servecap.ledger.eplb import EplbSpec
+from servecap.ledger.lora import LoraSpec
 from servecap.ledger.plan import Plan, build_plan
 from servecap.ledger.units import GiB
 from servecap.model_configs import bundled_models
@@ -23,6 +26,7 @@ from servecap.workbooks.names import cell_of
 from servecap.workbooks.source import WorkbookSource
 
 BUNDLED = [p.stem for p in bundled_models()]
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 # the bundled models of today's new families: hybrids (states, chunked-local layers, an
 # indexer, per-layer shapes), and the two whose configs were refused before (kimi_k2, MiniMax)
 HYBRIDS = ("qwen3.6-35b-a3b", "nemotron-3-nano-30b-a3b", "llama-4-scout-17b-16e-instruct",
@@ -124,6 +128,22 @@ def _flag_cases() -> dict[str, tuple[str, PlanFlags]]:
             device="2TiB", lengths="17,5000,16385", kv_dtype="fp8", block_size=64)),
         "gemma4-mixed": ("gemma-4-26b-a4b", PlanFlags(
             device="h100-80gb", lengths="100,2000,40000", shared_prefix=48, block_size=8)),
+        # modelopt checkpoints: FP4 MLPs beside bf16 attention; FP8 beside W4A16 NVFP4
+        "gemma4-31b-nvfp4": (str(FIXTURES / "nvidia--Gemma-4-31B-IT-NVFP4"), PlanFlags(
+            device="b200-180gb", context=8192, concurrency=4)),
+        "qwen36-27b-mixed-formats": (str(FIXTURES / "nvidia--Qwen3.6-27B-NVFP4"), PlanFlags(
+            device="h200-141gb", context=8192, concurrency=4)),
+        "llama-lora": ("llama-3.1-8b", PlanFlags(
+            device="h100-80gb", context=8192, concurrency=8, enable_lora=True, max_loras=4,
+            max_lora_rank=64)),
+        "phi3-lora-targets": ("phi-3-mini-4k-instruct", PlanFlags(
+            device="24GiB", context=4096, concurrency=4, enable_lora=True, max_loras=2,
+            max_lora_rank=32, lora_target_modules="qkv_proj,lm_head")),
+        "qwen3moe-eplb": ("qwen3-30b-a3b", PlanFlags(device="h200-141gb", context=8192,
+                                                      concurrency=8),
+                          # dp 2: one device's ledger (no Ranks sheet), ep = tp x dp = 2
+                          DeployFlags(data_parallel_size=2, enable_expert_parallel=True,
+                                      enable_eplb=True, num_redundant_experts=16)),
     })
     return cases
 
@@ -135,6 +155,11 @@ def _edits() -> dict[str, tuple[str, dict, dict]]:
                                {"context_tokens": 10000, "concurrency": 7}),
         "edit-gemma-context": ("gemma-mixed", {"context_tokens": 50001},
                                {"context_tokens": 50001}),
+        "edit-llama-lora": ("llama-lora", {"max_loras": 16, "max_lora_rank": 128},
+                            {"lora": LoraSpec(max_loras=16, max_lora_rank=128)}),
+        "edit-qwen3moe-eplb": ("qwen3moe-eplb", {"num_redundant_experts": 64,
+                                                 "eplb_window_size": 4000},
+                               {"eplb": EplbSpec(64, 2, 4000)}),
         "edit-teaching-device": ("teaching-7b", {"device_bytes": 80 * GiB, "kv_dtype": "fp8",
                                                  "block_size_tokens": 128},
                                  {"device_bytes": 80 * GiB, "kv_dtype": "fp8",
@@ -263,8 +288,8 @@ def recalculated(soffice_bin, tmp_path_factory) -> dict[str, Case]:
                                PlanFlags(device="24GiB", context=3000, concurrency=3))
     for name, path in class_default_configs(folder).items():
         flag_cases[name] = (str(path), PlanFlags(device="40GiB", context=8192, concurrency=6))
-    for name, (model, flags) in flag_cases.items():
-        src = workbook_source(model, flags)
+    for name, (model, flags, *deploy) in flag_cases.items():  # deploy: DeployFlags, if any
+        src = workbook_source(model, flags, *deploy)
         cases[name] = (src, src.plan(), None)
     for name, (model, flags, sweep) in _envelope_sweeps().items():
         src = workbook_source(model, flags)

@@ -39,7 +39,7 @@ EDITED = ["edit-llama-context", "edit-gemma-context", "edit-teaching-device",
 VARIANTS = ["llama-int4-fp8kv", "llama-lengths-prefix", "gptoss-lengths-window",
             "deepseek-fp8kv", "gemma-mixed", "envelope", "model-dir", "qwen36-lengths-prefix",
             "nemotron-int8kv", "llama4-past-chunk", "llama4-lengths", "deepseek32-lengths",
-            "gemma4-mixed", "envelope-hybrid"]
+            "gemma4-mixed", "envelope-hybrid", "gemma4-31b-nvfp4", "qwen36-27b-mixed-formats"]
 
 
 def _exact(value, expected: int) -> None:
@@ -203,6 +203,20 @@ def test_quantization_rows_give_the_bf16_ceilings(recalculated) -> None:
     assert kv[8] == kv[6] - kv[7] and kv[8] > 0
     assert weights[5] > 0 and weights[8] >= 0
     assert all(r[9] for r in rows), "each row says what to measure before trusting it"
+
+
+def test_the_quantization_sheet_sums_each_checkpoint_format_to_the_weights_line(
+        recalculated) -> None:
+    """One row per storage format (fp8, nvfp4 w4a16, bf16): LibreOffice's totals are the
+    plan's weights and metadata lines, byte for byte."""
+    case = recalculated["qwen36-27b-mixed-formats"]
+    wb = load_workbook(case.computed, data_only=True)
+    rows = [r for r in wb["Quantization"].iter_rows(min_row=9, values_only=True) if r[0]]
+    assert [r[0] for r in rows] == ["nvfp4 (w4a16)", "fp8", "bf16", "all formats"]
+    _exact(rows[-1][3], case.expected.line("weights"))
+    _exact(rows[-1][4], case.expected.line("weight_metadata"))
+    _exact(cell_of(wb, "format_weights_bytes").value, case.expected.line("weights"))
+    assert sum(r[3] for r in rows[:-1]) - rows[-1][3] in range(0, 3)  # each row rounds up
 
 
 def _pytest_without_soffice(tmp_path, ci: str) -> subprocess.CompletedProcess:

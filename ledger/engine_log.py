@@ -1,0 +1,152 @@
+"""Read what an SGLang or TensorRT-LLM startup log says about memory: the free memory the engine
+measured, the weights, the KV pool it allocated (tokens and GiB), its fraction and the flags it
+states, line by line. SGLang prints GiB as 'GB' (it divides by 1 << 30)."""
+
+import re
+from dataclasses import dataclass
+
+from .errors import SpecError
+from .vllm_log import LineRead
+
+SGLANG, TRTLLM = "sglang", "trtllm"
+_NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
+_INT = r"([0-9][0-9,]*)"
+# field -> patterns per engine; the earliest match in the log wins (the first startup, TP0 first)
+PATTERNS: dict[str, dict[str, tuple[str, ...]]] = {
+    SGLANG: {  # python/sglang/srt/model_executor/model_runner.py, mem_cache/memory_pool.py
+        "free_at_start_gib": (r"Load weight begin\. avail mem=" + _NUM + r" GB",),
+        "weights_gib": (r"Load weight end\..*?mem usage=" + _NUM + r" GB",),
+        "after_weights_gib": (r"Load weight end\..*?avail mem=" + _NUM + r" GB",),
+        "kv_tokens": (r"KV Cache is allocated\. #tokens: " + _INT, r"max_total_num_tokens=" + _INT),
+        "k_gib": (r"K size: " + _NUM + r" GB",),
+        "v_gib": (r"V size: " + _NUM + r" GB",),
+        "fraction": (r"mem_fraction_static=" + _NUM, r"--mem-fraction-static[ =]" + _NUM),
+        "tensor_parallel_size": (r"\btp_size=" + _INT, r"--(?:tp|tp-size|tensor-parallel-size)[ =]"
+                                 + _INT),
+        "context_len": (r"context_len=" + _INT, r"context_length=" + _INT,
+                        r"--context-length[ =]" + _INT),
+        "tokens_per_block": (r"\bpage_size=" + _INT, r"--page-size[ =]" + _INT),
+        "max_total_tokens": (r"\bmax_total_tokens=" + _INT, r"--max-total-tokens[ =]" + _INT),
+        "nnodes": (r"\bnnodes=" + _INT, r"--nnodes[ =]" + _INT),
+    },
+    TRTLLM: {  # tensorrt_llm/_torch/pyexecutor/_util.py, cpp/.../kvCacheManager.cpp
+        "total_gib": (r"device total memory " + _NUM + r" GiB",
+                      r"calculating max tokens in paged kv cache: total: " + _NUM + r" GiB"),
+        "free_at_start_gib": (r"calculating max tokens in paged kv cache: total: [0-9.]+ GiB, "
+                              r"available: " + _NUM + r" GiB",),
+        "peak_gib": (r"Peak memory during memory usage profiling \(torch \+ non-torch\): " + _NUM
+                     + r" GiB",),
+        "available_kv_gib": (r"available KV cache memory when calculating max tokens: " + _NUM
+                             + r" GiB",),
+        "weights_gib": (r"Memory used after loading model weights \(inside torch\) in memory "
+                        r"usage profiling: " + _NUM + r" GiB",),
+        "kv_pool_gib": (r"Allocated " + _NUM + r" GiB for max tokens in paged KV cache",),
+        "kv_tokens": (r"for max tokens in paged KV cache \(" + _INT + r"\)",
+                      r"Using " + _INT + r" tokens in paged KV cache"),
+        "fraction": (r"fraction is set " + _NUM, r"free_gpu_memory_fraction['\"]?[=:] ?" + _NUM,
+                     r"free_gpu_memory_fraction and max_tokens are set \(to " + _NUM,
+                     r"--kv_cache_free_gpu_mem(?:ory)?_fraction[ =]" + _NUM,
+                     r"(?i:kv_cache_free_gpu_mem_fraction)[:=] ?" + _NUM),
+        "tensor_parallel_size": (r"tensor_parallel_size['\"]?[=:] ?" + _INT,
+                                 r"--tp_size[ =]" + _INT),
+        "context_len": (r"max_seq_len['\"]?[=:] ?" + _INT, r"--max_seq_len[ =]" + _INT),
+        "tokens_per_block": (r"tokens per block[=:] ?" + _INT,
+                             r"Number of tokens per block: " + _INT),
+        "engine_mib": (r"Loaded engine size: " + _INT + r" MiB",),
+        "max_tokens": (r"max_tokens are set \(to [0-9.]+ and " + _INT,
+                       r"max_tokens['\"]?[=:] ?" + _INT),
+    },
+}
+TEXT = {SGLANG: {"model": (r"model_path='([^']+)'", r"--model-path (\S+)"),
+                 "kv_cache_dtype": (r"Using KV cache dtype: torch\.(\w+)",
+                                    r"kv_cache_dtype='(\w+)'")},
+        TRTLLM: {"model": (r"--model-path (\S+)", r"trtllm-serve (?:serve )?(\S+)"),
+                 "kv_cache_dtype": (r"kv_cache_dtype['\"]?[=:] ?['\"]?(\w+)",)}}
+INTEGERS = {"kv_tokens", "tensor_parallel_size", "context_len", "tokens_per_block", "engine_mib",
+            "max_tokens", "max_total_tokens", "nnodes"}
+MEMORY = re.compile(r"GiB|\bGB\b|MiB|KV [Cc]ache|kv cache|memory|mem usage|avail mem|tokens",
+                    re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class EngineLogFacts:
+    """The figures one SGLang or TensorRT-LLM startup printed (None where it printed none), in
+    GiB as printed. SGLang: free_at_start is 'Load weight begin. avail mem' (the free memory its
+    budget takes mem_fraction_static of), after_weights the free memory after loading; the pool
+    is K + V. TensorRT-LLM: the pool is 'Allocated X GiB for max tokens in paged KV cache (N)',
+    available_kv the PyTorch flow's fraction x (total - peak), free_at_start the C++ flow's
+    'available' before the fraction."""
+
+    engine: str
+    free_at_start_gib: float | None = None
+    weights_gib: float | None = None
+    after_weights_gib: float | None = None
+    total_gib: float | None = None
+    peak_gib: float | None = None
+    available_kv_gib: float | None = None
+    kv_tokens: int | None = None
+    kv_pool_gib: float | None = None
+    k_gib: float | None = None
+    v_gib: float | None = None
+    fraction: float | None = None
+    tensor_parallel_size: int | None = None
+    context_len: int | None = None
+    tokens_per_block: int | None = None
+    engine_mib: int | None = None
+    max_tokens: int | None = None
+    max_total_tokens: int | None = None
+    nnodes: int | None = None
+    model: str | None = None
+    kv_cache_dtype: str | None = None
+    lines: tuple[LineRead, ...] = ()
+
+    @property
+    def pool_gib(self) -> float | None:
+        if self.kv_pool_gib is not None:
+            return self.kv_pool_gib
+        if self.k_gib is not None and self.v_gib is not None:
+            return round(self.k_gib + self.v_gib, 4)
+        return None
+
+
+def parse_engine_log(text: str, engine: str, source: str = "log") -> EngineLogFacts:
+    """The first occurrence of each figure; fails when no pool or token line is found."""
+    if engine not in PATTERNS:
+        raise SpecError("--engine", engine, f"{SGLANG} or {TRTLLM} (vLLM logs: --engine vllm)")
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1)
+                if not line.lstrip().startswith("#")]
+    body = "\n".join(line for _, line in numbered)
+    found = {name: _value(name, body, patterns) for name, patterns in PATTERNS[engine].items()}
+    texts = {name: _first(body, patterns) for name, patterns in TEXT[engine].items()}
+    facts = EngineLogFacts(engine, lines=tuple(_read(numbered, engine)),
+                           **{k: v for k, v in {**found, **texts}.items() if v is not None})
+    if facts.kv_tokens is None and facts.pool_gib is None:
+        raise SpecError("log", source, f"none of {engine}'s KV cache lines found (" + (
+            "'KV Cache is allocated. #tokens', 'max_total_num_tokens='" if engine == SGLANG
+            else "'Allocated ... for max tokens in paged KV cache'") + "): another engine's log? "
+            "vLLM's is read with --engine vllm")
+    return facts
+
+
+def _value(name: str, body: str, patterns: tuple[str, ...]) -> int | float | None:
+    digits = _first(body, patterns)
+    if digits is None:
+        return None
+    digits = digits.replace(",", "")
+    if len(digits) > 30:
+        raise SpecError(name, digits, "a figure of that many digits is not an engine's value")
+    return int(digits) if name in INTEGERS else float(digits)
+
+
+def _first(text: str, patterns: tuple[str, ...]) -> str | None:
+    hits = [m for p in patterns if (m := re.search(p, text))]
+    return min(hits, key=lambda m: m.start()).group(1) if hits else None
+
+
+def _read(numbered: list[tuple[int, str]], engine: str):
+    """Each line that gave a figure, with the fields; each other memory line with ''."""
+    for number, line in numbered:
+        names = [name for name, patterns in PATTERNS[engine].items()
+                 if any(re.search(p, line) for p in patterns)]
+        if names or MEMORY.search(line):
+            yield LineRead(number, line.strip()[:400], ", ".join(names))

@@ -1,0 +1,18 @@
+# The C types of sim/decode_run.py's locals, for the compiled kernel (Cython's augmenting
+# .pxd: the .py stays plain Python). Integers are token, block and step counts (64-bit);
+# wbi and kvbi hold the byte counts when they are ints, so (wbi + kvbi x tokens) is exact,
+# as Python's integers are, below 2^63, and is rounded to a double once, as Python rounds it.
+import cython
+
+@cython.locals(n=cython.longlong, j=cython.longlong, free=cython.longlong,
+               base=cython.longlong, num_waiting=cython.longlong, need=cython.longlong,
+               live=cython.longlong, total_blocks=cython.longlong, start=cython.longlong,
+               limit=cython.longlong, bsz=cython.longlong, nxt=cython.longlong,
+               wbi=cython.longlong, kvbi=cython.longlong, exact=cython.bint,
+               now=cython.double, stop=cython.double, next_arrival=cython.double,
+               last_step=cython.double, busy=cython.double, segment=cython.double,
+               system_area=cython.double, dt=cython.double, compute=cython.double,
+               memory=cython.double, a=cython.double, bw=cython.double,
+               fixed=cython.double, gn=cython.double, lk=cython.double,
+               residue=list)
+cpdef long long decode_run(object eng, object horizon, object max_steps) except? -1

@@ -1,0 +1,104 @@
+"""Decode-only iterations between two events, the simulator's hot loop: the source of the
+compiled kernel (Cython, built by the package's build as servecap.sim._decode_run_c with the
+types in decode_run.pxd) and, where that is absent or was built from another source, the same
+code run by the interpreter (sim/core.py picks). Between two events (an arrival, a finish, a
+preemption, decode-priority's prefill coming due) the step time is a known function of the
+batch, base + n x index tokens of context, so the steps run here without the scheduler."""
+
+from .policies import decode_due
+from .speculative import decode_iteration_s
+from .step_model import decode_eager_s, measured_collective_s
+
+INF = float("inf")
+
+
+def decode_run(eng, horizon, max_steps):
+    """Decode-only iterations: the hot path, with the bookkeeping of _iterate, _account and
+    _finish_decode_step inlined (the clock, decode index and free blocks kept in locals and
+    written back before anything else reads them), until the next arrival, an empty decode
+    set, max_steps, a preemption, or (with prompts waiting) decode-priority's prefill coming
+    due. A dense model's step price is decode_pricer's arithmetic, inlined. Returns the
+    iterations run."""
+    res, pool, residue, bsz = eng.result, eng.pool, eng.residue, eng.bsz
+    end_append, sample_append = res.decode_end_s.append, res.kv_samples.append
+    finish_at, decoding = eng.finish_at, eng.decoding
+    seqs, nxt = eng.seqs, eng.next_arrival
+    next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
+    stop = min(next_arrival, horizon if horizon is not None else INF)
+    num_waiting, limit = len(eng.waiting), max_steps or 0
+    jitter, total_blocks, dense = eng.jitter, pool.num_blocks, eng.dense
+    busy = segment = system_area = 0.0
+    now, j, free, base, n = eng.now, eng.dec_idx, pool.free, eng.ctx_base, len(decoding)
+    last_step = j + limit if max_steps is not None else INF
+    price, gn, lk = pricing(eng, n)
+    a = bw = fixed = 0.0
+    wb = kvb = wbi = kvbi = 0
+    if dense is not None:
+        _, a, wb, kvb, bw, _, fixed = dense
+    exact = type(wb) is int and type(kvb) is int  # byte counts as C integers when compiled
+    if exact:
+        wbi, kvbi = wb, kvb
+    start = j
+    while n and now < stop and j < last_step:
+        need = residue[j % bsz]
+        if need > free:
+            eng.now, eng.dec_idx, pool.free = now, j, free
+            eng.make_room_for_decode()
+            system_area += (n + num_waiting) * segment
+            busy, segment = busy + segment, 0.0
+            free, base, n = pool.free, eng.ctx_base, len(decoding)
+            if len(eng.waiting) != num_waiting:
+                break
+            price, gn, lk = pricing(eng, n)
+            need = residue[j % bsz]
+        live = base + n * j
+        if price is None:
+            compute = gn + a * live
+            if exact:
+                memory = (wbi + kvbi * (live + n)) / bw
+            else:
+                memory = (wb + kvb * (live + n)) / bw
+            dt = (compute if compute > memory else memory) + lk + fixed
+        else:
+            dt = price(n, live)
+        if jitter is not None:
+            dt *= jitter()
+        segment += dt
+        sample_append((now, live, total_blocks - free))
+        now += dt
+        end_append(now)
+        free -= need
+        j += 1
+        done = finish_at.pop(j - 1, None)
+        if done:
+            eng.now, eng.dec_idx, pool.free = now, j, free
+            for seq in done:
+                if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
+                        - seq.generated - 1 == j - 1:
+                    eng.finish(seq, eng._stop_decoding(seq, j - 1))
+            system_area += (n + num_waiting) * segment
+            busy, segment = busy + segment, 0.0
+            free, base, n = pool.free, eng.ctx_base, len(decoding)
+            if num_waiting and decode_due(eng) or eng.closed:
+                break
+            price, gn, lk = pricing(eng, n)
+    system_area += (n + num_waiting) * segment
+    busy += segment
+    eng.now, eng.dec_idx, pool.free = now, j, free
+    res.num_iterations += j - start
+    res.busy_s += busy
+    res.queue_area += num_waiting * busy
+    res.system_area += system_area
+    return j - start
+
+
+def pricing(eng, n):
+    """How decode_run prices a step of n sequences: (None, gemm s for n tokens, link s for n
+    tokens) to inline a dense model's arithmetic; else (a price function, 0, 0)."""
+    spec = eng.cfg.speculation
+    if spec is not None and spec.applies(n):
+        return (lambda num, live: decode_iteration_s(eng.coef, spec, num, live)), 0.0, 0.0
+    if eng.dense is None:
+        return eng.price, 0.0, 0.0
+    return None, eng.dense[0] * n, eng.dense[5] * n + decode_eager_s(eng.coef, n) \
+        + measured_collective_s(eng.coef, n)

@@ -1,0 +1,104 @@
+"""SGLang and TensorRT-LLM startup logs: read line by line (ledger/engine_log.py), their memory
+rules checked against each real log (tests/fixtures/sglang_logs, trtllm_logs) as `servecap
+reconcile --engine sglang|trtllm` plans them."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from servecap.cli.app import app
+from servecap.ledger.engine_log import SGLANG, TRTLLM, parse_engine_log
+from servecap.ledger.errors import SpecError
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+_spec = importlib.util.spec_from_file_location("engine_logs", ROOT / "bench" / "engine_logs.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def test_sglang_lines_are_read():
+    facts = parse_engine_log((FIXTURES / "sglang_logs" / "sglang_qwq32b_4xl4_llmsinclouds.log")
+                             .read_text(), SGLANG)
+    assert (facts.free_at_start_gib, facts.weights_gib, facts.after_weights_gib) == \
+        (21.63, 15.54, 6.09)
+    assert (facts.kv_tokens, facts.pool_gib, facts.fraction) == (46_611, 2.84, 0.85)
+    assert (facts.tensor_parallel_size, facts.context_len) == (4, 131_072)
+    assert any(line.read.startswith("kv_tokens") for line in facts.lines)
+
+
+def test_trtllm_lines_are_read():
+    facts = parse_engine_log((FIXTURES / "trtllm_logs" /
+                              "trtllm_llama31_8b_fp8_h100_issue6294.log").read_text(), TRTLLM)
+    assert (facts.kv_pool_gib, facts.kv_tokens, facts.tokens_per_block) == (52.51, 860_320, 32)
+    assert facts.fraction == pytest.approx(0.8) and facts.max_tokens == 860_308
+
+
+def test_a_log_without_the_engines_lines_is_refused_naming_the_reader():
+    with pytest.raises(SpecError, match="none of trtllm's KV cache lines"):
+        parse_engine_log("INFO GPU KV cache size: 1,024 tokens", TRTLLM)
+
+
+def test_sglangs_rule_on_its_own_lines_is_its_arithmetic():
+    """(free after the weights - free before x (1 - mem_fraction_static)) GiB // bytes a
+    token: 46,620 against the 46,611 QwQ-32B's log allocated on 4 x L4 (the GB figures are
+    rounded to 0.01)."""
+    outcome = bench.evaluate(*next((log, meta) for log, meta in bench.cases()
+                                   if "qwq32b" in log.name))
+    assert outcome.from_lines == 46_620 and outcome.logged_tokens == 46_611
+
+
+def test_trtllms_engine_flow_rule_on_its_own_lines():
+    """C++ engine flow: 'available: 17.83 GiB' x kv_cache_free_gpu_mem_fraction 0.9 // 65,536 B
+    a token (FP8 KV), whole blocks of 32: 262,912 against the 263,008 the RTX 5090 allocated
+    (the GiB figure is rounded to 0.01)."""
+    outcome = bench.evaluate(*next((log, meta) for log, meta in bench.cases()
+                                   if "issue4275" in log.name))
+    assert outcome.from_lines == 262_912 and outcome.logged_tokens == 263_008
+
+
+def test_trtllm_max_tokens_caps_the_pool_in_whole_blocks():
+    """free_gpu_memory_fraction 0.8 and max_tokens 860,308: 'the smaller value will be used',
+    ceil(860,308 / 32) blocks of 32 = 860,320 tokens, as logged."""
+    outcome = bench.evaluate(*next((log, meta) for log, meta in bench.cases()
+                                   if "issue6294" in log.name))
+    assert outcome.predicted_tokens == outcome.logged_tokens == 860_320
+
+
+def test_sglangs_max_total_tokens_is_read_and_caps_the_rule_on_the_logged_lines():
+    """SGLang's docs CI runs with max_total_tokens=20480: the cap is read from server_args and
+    holds in the plan and in the engine's rule on its own lines (uncapped, the same lines give
+    (63.70 - 78.81 x 0.12) GiB // 131,072 B = 444,357 tokens)."""
+    log = FIXTURES / "sglang_logs" / "sglang_llama31_8b_80gb_docsci_2025_03.log"
+    facts = parse_engine_log(log.read_text(), SGLANG)
+    assert (facts.max_total_tokens, facts.kv_tokens, facts.weights_gib) == (20_480, 20_480, 15.11)
+    outcome = bench.evaluate(log, json.loads(log.with_suffix(".json").read_text()))
+    assert outcome.predicted_tokens == outcome.from_lines == outcome.logged_tokens == 20_480
+    uncapped = int((63.70 - 78.81 * (1 - 0.88)) * 2**30 // 131_072)
+    assert uncapped == 444_357
+
+
+@pytest.mark.parametrize("log, meta", [
+    pytest.param(log, meta, id=log.stem, marks=[pytest.mark.xfail(strict=True, reason=meta["miss"])]
+                 if meta.get("miss") else []) for log, meta in bench.cases()])
+def test_each_log_reconciles_within_10_percent(log, meta):
+    assert log.read_text().startswith("# SOURCE:")
+    assert meta["source_url"].startswith("https://")
+    assert (FIXTURES / "configs" / meta["config"] / "config.json").is_file()
+    error = bench.evaluate(log, meta).error
+    assert error is not None and abs(error) <= 0.10, f"{error:+.1%}"
+
+
+def test_reconcile_reads_an_sglang_log_and_exits_by_the_5_percent_rule():
+    log = FIXTURES / "sglang_logs" / "sglang_llama31_8b_h100_pr4760.log"
+    result = CliRunner().invoke(app, ["reconcile", str(log), "--engine", "sglang", "--model",
+                                      str(FIXTURES / "configs" /
+                                          "meta-llama--Llama-3.1-8B-Instruct"),
+                                      "--device", "h100-80gb", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    rows = {row["key"]: row for row in report["rows"]}
+    assert rows["kv_cache_tokens"]["logged"] == 442_750 and report["engine_version"] == "sglang"

@@ -1,0 +1,56 @@
+"""The flags, settings and collective set-up a vLLM log shows (ledger/vllm_log_args.py)."""
+
+from servecap.ledger.vllm_log_args import allreduce_off, logged_args, logged_env
+
+# vLLM 0.17.0's API server line, as quoted with a TP 2 start on two GPUs without P2P
+NON_DEFAULT = (
+    "(APIServer pid=1444) INFO 05-11 03:01:02 [utils.py:238] non-default args: {'model_tag': "
+    "'/models/Qwen/Qwen3-8B-AWQ', 'enable_auto_tool_choice': True, 'host': '0.0.0.0', "
+    "'port': 80, 'model': '/models/Qwen/Qwen3-8B-AWQ', 'max_model_len': 32768, "
+    "'served_model_name': ['qwen3:8b'], 'tensor_parallel_size': 2, "
+    "'gpu_memory_utilization': 0.2, 'enable_prefix_caching': True, 'enforce_eager': True}")
+NO_P2P = ("(Worker pid=1592) WARNING 05-11 03:01:18 [custom_all_reduce.py:165] Custom allreduce "
+          "is disabled because your platform lacks GPU P2P capability or P2P test failed. To "
+          "silence this warning, specify disable_custom_all_reduce=True explicitly.")
+POOL = "(Worker_TP0 pid=1589) INFO 05-11 03:01:28 [gpu_worker.py:424] Available KV cache " \
+    "memory: 4.89 GiB"
+
+
+def test_the_non_default_args_dict_is_read_as_literals():
+    args = dict(logged_args([NON_DEFAULT]))
+    assert args["max_model_len"] == 32768 and args["gpu_memory_utilization"] == 0.2
+    assert args["served_model_name"] == ["qwen3:8b"] and args["enforce_eager"] is True
+
+
+def test_a_dict_with_a_non_literal_value_keeps_its_plain_entries():
+    line = ("INFO [utils.py:1] non-default args: {'max_num_seqs': 16, 'compilation_config': "
+            "{'mode': <CompilationMode.VLLM_COMPILE: 3>}, 'kv_cache_dtype': 'fp8'}")
+    assert dict(logged_args([line])) == {"max_num_seqs": 16, "kv_cache_dtype": "fp8"}
+
+
+def test_v0_args_namespace():
+    line = ("INFO 03-02 23:59:21 api_server.py:241] args: Namespace(host='0.0.0.0', "
+            "port=8000, model='mistralai/Mistral-7B-Instruct-v0.1', max_model_len=None, "
+            "gpu_memory_utilization=0.9, tensor_parallel_size=2, enforce_eager=False)")
+    args = dict(logged_args([line]))
+    assert args["gpu_memory_utilization"] == 0.9 and args["tensor_parallel_size"] == 2
+    assert args["max_model_len"] is None and args["enforce_eager"] is False
+
+
+def test_settings_are_read_from_the_users_text_not_from_vllms_advice():
+    lines = ["$ VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_MXFP4_USE_MARLIN='1' vllm serve m",
+             "docker run -e VLLM_ATTENTION_BACKEND=FLASHINFER img",
+             "WARNING 05-09 10:18:05 [topk_topp_sampler.py:170] FlashInfer top-p/top-k sampling "
+             "unavailable; falling back. Set VLLM_USE_FLASHINFER_SAMPLER=0 to silence."]
+    assert logged_env(lines) == (("VLLM_USE_FLASHINFER_SAMPLER", "0"),
+                                 ("VLLM_MXFP4_USE_MARLIN", "1"),
+                                 ("VLLM_ATTENTION_BACKEND", "FLASHINFER"))
+
+
+def test_why_custom_all_reduce_is_off():
+    assert allreduce_off([NO_P2P]) == "no_p2p"
+    assert allreduce_off(["WARNING custom_all_reduce.py:74] Custom allreduce is disabled because "
+                          "this process group spans across nodes."]) == "nodes"
+    assert allreduce_off(["[TP3] Custom allreduce is disabled because it's not supported on "
+                          "more than two PCIe-only GPUs."]) == "pcie"
+    assert allreduce_off([POOL]) is None

@@ -1,0 +1,47 @@
+"""A vLLM log's flags, settings and link as Scenario values (scenario/log_flags.py)."""
+
+from servecap.ledger.vllm_log import parse_vllm_log
+from servecap.ledger.vllm_versions import row
+from servecap.scenario.log_flags import env_graphs, env_sampler, fill, logged_values
+from servecap.scenario.spec import DEFAULT, with_values
+
+# vLLM 0.17.0's API server line, as quoted with a TP 2 start on two GPUs without P2P
+NON_DEFAULT = (
+    "(APIServer pid=1444) INFO 05-11 03:01:02 [utils.py:238] non-default args: {'model_tag': "
+    "'/models/Qwen/Qwen3-8B-AWQ', 'enable_auto_tool_choice': True, 'host': '0.0.0.0', "
+    "'port': 80, 'model': '/models/Qwen/Qwen3-8B-AWQ', 'max_model_len': 32768, "
+    "'served_model_name': ['qwen3:8b'], 'tensor_parallel_size': 2, "
+    "'gpu_memory_utilization': 0.2, 'enable_prefix_caching': True, 'enforce_eager': True}")
+NO_P2P = ("(Worker pid=1592) WARNING 05-11 03:01:18 [custom_all_reduce.py:165] Custom allreduce "
+          "is disabled because your platform lacks GPU P2P capability or P2P test failed. To "
+          "silence this warning, specify disable_custom_all_reduce=True explicitly.")
+POOL = "(Worker_TP0 pid=1589) INFO 05-11 03:01:28 [gpu_worker.py:424] Available KV cache " \
+    "memory: 4.89 GiB"
+
+
+
+def test_a_log_fills_the_scenario_where_it_holds_the_default():
+    facts = parse_vllm_log("\n".join([NON_DEFAULT, NO_P2P, POOL]))
+    assert facts.enforce_eager and facts.allreduce_off == "no_p2p"
+    values, notes = logged_values(facts)
+    assert values["parallel.tensor_parallel_size"] == 2
+    assert values["memory.gpu_memory_utilization"] == 0.2
+    assert values["scheduler.max_model_len"] == 32768
+    assert values["device.interconnect"] == "pcie"
+    assert any("--enforce-eager" in n and "not modelled" in n for n in notes)
+    given = with_values(DEFAULT, {"memory.gpu_memory_utilization": 0.5})
+    filled, differ = fill(given, values)
+    assert filled.memory.gpu_memory_utilization == 0.5 and differ == \
+        ["memory.gpu_memory_utilization"]
+    assert filled.parallel.tensor_parallel_size == 2
+
+
+def test_sampler_and_graph_settings_follow_the_release():
+    off = parse_vllm_log("VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+                         "=0 vllm serve m\n" + POOL)
+    assert env_sampler(off, row("0.21.0")) == "triton"  # FlashInfer by default: its fallback
+    assert env_sampler(off, row("0.19.0")) is None  # already not FlashInfer
+    assert not env_graphs(off, row("0.21.0")) and env_graphs(parse_vllm_log(POOL),
+                                                             row("0.21.0"))
+    on = parse_vllm_log("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 vllm serve m\n" + POOL)
+    assert env_graphs(on, row("0.18.1")) and not env_graphs(on, row("0.17.1"))  # not logged
