@@ -20,7 +20,8 @@ VERSION = "0.24.0"
 OUT = Path(__file__).resolve().parents[1] / "sim" / "efficiency_tables.json"
 DEVICES = {"h100-80gb": "h100_sxm", "h200-141gb": "h200_sxm", "a100-80gb": "a100_sxm",
            "a100-40gb": "a100_sxm", "h100-pcie-80gb": "h100_pcie", "b200-180gb": "b200_sxm",
-           "l40s-48gb": "l40s", "l4-24gb": "l4"}
+           "l40s-48gb": "l40s", "l4-24gb": "l4", "b300-288gb": "b300_sxm",
+           "gb200-186gb": "gb200", "rtx-pro-6000-96gb": "rtx_pro_6000_server"}
 KERNELS_PER_LAYER = 6  # 2 norms, rotary, activation, 2 residual adds: launch-bound kernels
 
 
@@ -54,6 +55,7 @@ def fit(system: str) -> dict | None:
     moe_file = data / "moe" / "vllm" / version / "moe_perf.parquet"
     moe_eff = _moe_efficiency(moe_file, gpu)
     moe_fixed = _moe_fixed_s(moe_file, gpu["mem_bw"] * float(bw_eff))
+    eras = _moe_eras(data / "moe" / "vllm", gpu, gpu["mem_bw"] * float(bw_eff))
     return {"gemm_efficiency": round(min(float(gemm_eff), 1.0), 3),
             **({"moe_gemm_efficiency": round(moe_eff, 3)} if moe_eff else {}),
             **({"moe_layer_overhead_s": round(moe_fixed, 7)} if moe_fixed else {}),
@@ -63,7 +65,22 @@ def fit(system: str) -> dict | None:
                if fp8_eff == fp8_eff and "fp8_tc_flops" in gpu else {}),
             "step_overhead_s": 0.0,
             "layer_overhead_s": round(KERNELS_PER_LAYER * float(floor_s), 7),
+            **({"moe_eras": eras} if len(eras) > 1 else {}),
             "fitted_from": f"systems/data/{system} (vllm {version})"}
+
+
+def _moe_eras(folder: Path, gpu: dict, bandwidth: float) -> list[dict]:
+    """The grouped-expert efficiency and fixed cost of every vLLM release the database
+    measured the MoE kernels of, oldest first: the kernels' own era (sim/efficiency.py picks
+    the one a simulated release ran)."""
+    out = []
+    for path in sorted(folder.glob("*/moe_perf.parquet"),
+                       key=lambda p: tuple(int(x) for x in p.parent.name.split(".")[:3])):
+        eff, fixed = _moe_efficiency(path, gpu), _moe_fixed_s(path, bandwidth)
+        if eff:
+            out.append({"vllm": path.parent.name, "moe_gemm_efficiency": round(eff, 3),
+                        **({"moe_layer_overhead_s": round(fixed, 7)} if fixed else {})})
+    return out
 
 
 def _moe_efficiency(path: Path, gpu: dict) -> float | None:

@@ -6,8 +6,6 @@ from pathlib import Path
 
 from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
 )
 from servecap.scenario import simulation, steps
 from servecap.scenario.simulation import Ranked, Setup  # noqa: F401 (re-exported)
@@ -55,8 +53,8 @@ class SimFlags:
     kv_dtype: str | None = None
     dtype: str | None = None  # the model dtype (a launch line's --dtype)
     block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
     watermark: float = DEFAULT.scheduler.watermark
     preemption: str = DEFAULT.scheduler.preemption_mode
     prefix_caching: bool = DEFAULT.scheduler.enable_prefix_caching
@@ -90,7 +88,7 @@ class SimFlags:
     engine: str | None = None
     num_scheduler_steps: int = 1
     enforce_eager: bool = False
-    async_scheduling: bool = False
+    async_scheduling: bool | None = None
 
 
 def sim_scenario(model: str | None, flags: SimFlags, seeds: int = 1) -> Scenario:
@@ -182,9 +180,8 @@ def sim_flags(scenario: Scenario) -> SimFlags:
         context=sched.max_model_len, weight_dtype=s.dtypes.weight_dtype,
         kv_dtype=s.dtypes.kv_cache_dtype, dtype=s.dtypes.dtype,
         block_size=_given(sched.block_size, DEFAULT_BLOCK_SIZE_TOKENS),
-        max_num_batched_tokens=_given(sched.max_num_batched_tokens,
-                                      DEFAULT_MAX_NUM_BATCHED_TOKENS),
-        max_num_seqs=_given(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),
+        max_num_batched_tokens=sched.max_num_batched_tokens,
+        max_num_seqs=sched.max_num_seqs,
         watermark=sched.watermark, preemption=sched.preemption_mode,
         prefix_caching=sched.enable_prefix_caching,
         slo_ttft=s.slo.ttft, slo_itl=s.slo.tpot, slo_e2e=s.slo.e2e,

@@ -9,8 +9,6 @@ import typer
 
 from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
 )
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.steps import DEFAULT_POLICY_HELP
@@ -61,9 +59,14 @@ KvDtype = Annotated[str | None, Mod("--kv-dtype", "--kv-cache-dtype", help="KV c
                                     "bf16, fp16, fp8, int8, int4 (vLLM's name is "
                                     "--kv-cache-dtype).")]
 BlockSize = Annotated[int, Eng(help="Paged KV block size in tokens.")]
-MaxBatched = Annotated[int, Eng(help="Token budget per iteration (chunked prefill chunk "
-                                "limit).")]
-MaxSeqs = Annotated[int, Eng(help="Sequences resident at once.")]
+MaxBatched = Annotated[int | None, Eng(
+    help="Token budget per iteration (chunked prefill chunk limit). Default: the simulated "
+    "vLLM release's own for the device and entrypoint (V1 server: 8192 on a >= 70 GiB GPU "
+    "that is not an A100, else 2048), 8192 with --engine plain.", show_default=False)]
+MaxSeqs = Annotated[int | None, Eng(
+    help="Sequences resident at once. Default: the simulated vLLM release's own (V1: 1024 "
+    "on a >= 70 GiB GPU that is not an A100, else 256), 256 with --engine plain.",
+    show_default=False)]
 Watermark = Annotated[float, Eng(help="Share of KV blocks kept free at admission.")]
 Preemption = Annotated[str, Eng(help="recompute or swap (priced at 25 GB/s unless a "
                                 "coefficients file says otherwise).")]
@@ -161,9 +164,10 @@ NumSchedulerSteps = Annotated[int, Eng(help="vLLM V0 multi-step scheduling (with
 EnforceEager = Annotated[bool, Eng("--enforce-eager", help="No CUDA graphs (vLLM's flag; "
                                    "not with --engine plain): every step pays the eager "
                                    "launch cost.")]
-AsyncScheduling = Annotated[bool, Eng("--async-scheduling", help="V1 (vllm>=0.8, the default "
-                                      "--engine's): the host schedules the next step while "
-                                      "the GPU runs this one (vLLM's flag).")]
+AsyncScheduling = Annotated[bool | None, Eng(
+    "--async-scheduling/--no-async-scheduling", help="V1 (vllm>=0.10): the host schedules the "
+    "next step while the GPU runs this one (vLLM's flag). Default: the release's own, on from "
+    "vllm 0.14 (the engine line says which and why).", show_default=False)]
 
 
 @dataclass(frozen=True)
@@ -180,8 +184,8 @@ class SimOptions:
     weight_dtype: WeightDtype = None
     kv_dtype: KvDtype = None
     block_size: BlockSize = DEFAULT_BLOCK_SIZE_TOKENS
-    max_num_batched_tokens: MaxBatched = DEFAULT_MAX_NUM_BATCHED_TOKENS
-    max_num_seqs: MaxSeqs = DEFAULT_MAX_NUM_SEQS
+    max_num_batched_tokens: MaxBatched = None
+    max_num_seqs: MaxSeqs = None
     watermark: Watermark = D.scheduler.watermark
     preemption: Preemption = D.scheduler.preemption_mode
     prefix_caching: PrefixCaching = D.scheduler.enable_prefix_caching
@@ -214,7 +218,7 @@ class SimOptions:
     engine: Engine = None
     num_scheduler_steps: NumSchedulerSteps = 1
     enforce_eager: EnforceEager = False
-    async_scheduling: AsyncScheduling = False
+    async_scheduling: AsyncScheduling = None
 
     def values(self) -> dict:
         """The options as SimFlags' fields (seeds is the run's, not a flag of SimFlags)."""

@@ -10,7 +10,7 @@ from servecap.ledger.units import GB, TB, fmt_gib, plural
 from servecap.sim.metrics import QUANTILES, percentile_key
 
 from .narrow import print_table
-from .steady_view import interval_table, warning_line, window_line
+from .steady_view import interval_table, prediction_line, warning_line, window_line
 
 
 def render_coefficients(report: dict, console: Console) -> None:
@@ -67,7 +67,8 @@ def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None
                       f"{parts['gemm_s'] * 1000:.3f} + attention {parts['attention_s'] * 1000:.3f}"
                       f", memory {parts['memory_s'] * 1000:.3f}) + collectives "
                       f"{parts['collective_s'] * 1000:.3f} + overhead "
-                      f"{parts['overhead_s'] * 1000:.3f}{_engine_parts(parts)} ms",
+                      f"{parts['overhead_s'] * 1000:.3f}"
+                      f"{_engine_parts(parts, coef.get('cpu_overlap'))}",
                       highlight=False)
 
 
@@ -75,6 +76,9 @@ def render_engine(engine: dict | None, coef: dict, console: Console) -> None:
     """Which release runs around the kernels (or plain), then its terms when it has any."""
     if engine:
         console.print(f"engine: {engine['about']}", highlight=False)
+        if "host_gpu_overlap" in engine:
+            verb = "overlap" if engine["host_gpu_overlap"] else "do not overlap"
+            console.print(f"  host and GPU {verb}: {engine['overlap_why']}", highlight=False)
     if not any(coef.get(k) for k in ("cpu_step_s", "cpu_per_seq_s", "eager_layer_s",
                                      "frontend_s", "frontend_latency_s")):
         return
@@ -89,11 +93,14 @@ def render_engine(engine: dict | None, coef: dict, console: Console) -> None:
                   highlight=False)
 
 
-def _engine_parts(parts: dict) -> str:
-    """The engine's share of a reference step, when it has one."""
+def _engine_parts(parts: dict, overlap: float | None = None) -> str:
+    """The engine's share of a reference step, when it has one: the host's time added, or
+    overlapped with the GPU's (async scheduling: the step is the larger of the two)."""
     eager, cpu = parts.get("eager_s", 0.0), parts.get("cpu_s", 0.0)
-    return (f" + eager {eager * 1000:.3f}" if eager else "") + \
-        (f" + host {cpu * 1000:.3f}" if cpu else "")
+    added = f" + eager {eager * 1000:.3f}" if eager else ""
+    if cpu and overlap:
+        return f"{added} ms (host {cpu * 1000:.3f} ms overlapped)"
+    return added + (f" + host {cpu * 1000:.3f}" if cpu else "") + " ms"
 
 
 def render_simulation(report: dict, console: Console) -> None:
@@ -138,6 +145,9 @@ def render_simulation(report: dict, console: Console) -> None:
         warning = warning_line(p, p["policy"])
         if warning:
             console.print(warning, style="yellow")
+        predicted = prediction_line(p, p["policy"])
+        if predicted:
+            console.print(predicted, highlight=False)
     for p in report["policies"]:
         for reason in p["rejection_reasons"]:
             console.print(f"{p['policy']}: rejected: {reason}")

@@ -12,6 +12,7 @@ from servecap.ledger.units import plural
 from servecap.scenario import simulation, steps
 from servecap.scenario.spec import Scenario
 from servecap.sim.deploy import run_deployment
+from servecap.sim.model_error import prediction_interval
 from servecap.sim.records import (
     RECORD_COLUMNS,
     TOKEN_COLUMNS,
@@ -118,6 +119,8 @@ def run_simulation(setup: Setup, window: bool = True, num_seeds: int = 1) -> tup
 def _entry(setup: Setup, outcome) -> dict:
     results = outcome.results
     entry = outcome.summary | {"deployment": outcome.deployment, "tail": tail(outcome.seqs)}
+    entry["prediction_interval"] = prediction_interval(
+        entry, (setup.engine or {}).get("simulated"))
     entry["kv"] = kv_occupancy(results[0]) if len(results) == 1 else \
         {"replicas": [kv_occupancy(r) for r in results]}
     if len(results) > 1:

@@ -1,5 +1,6 @@
 """The part of every simulation report that says what was simulated and with which numbers."""
 
+from servecap.sim.frontend import api_server
 from servecap.sim.metrics import PERCENTILE_METHOD
 from servecap.sim.roofline import as_dict, decode_bound_tokens_per_s
 from servecap.sim.speculative import draft_fixed_bytes, expected_tokens_per_step
@@ -16,6 +17,8 @@ def header(setup: Setup) -> dict:
         "source": setup.source, "num_requests": len(setup.requests),
         "engine": setup.engine,
         "coefficients": as_dict(coef),
+        "api_server": api_server(coef, setup.requests, setup.configs[0],
+                                 setup.deployment.replicas).as_dict(),
         "decode_bound_tokens_per_s": decode_bound_tokens_per_s(coef),
         "step_terms": example_steps(coef),
         "memory": _memory(setup),

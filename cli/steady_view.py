@@ -110,3 +110,19 @@ def interval_table(entries: list[tuple[str, dict]]) -> Table:
             table.add_row(name, label, pm(stats["p50"], ci.get("p50"), 1, label=""),
                           pm(stats["p99"], ci.get("p99"), 1, label=""))
     return table
+
+
+def prediction_line(entry: dict, label: str) -> str | None:
+    """The run's 95 % prediction intervals (the model's own error, measured out of sample on
+    published vLLM runs, with the sampling interval) on one line; None when it has none."""
+    pred = entry.get("prediction_interval") or {}
+    if not pred.get("available"):
+        return None
+    parts = [f"{name} p50 {pair['p50'][0]:,.1f}-{pair['p50'][1]:,.1f} ms"
+             for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("ITL", "itl_ms"))
+             if (pair := pred.get(key)) and "p50" in pair]
+    if pred.get("output_tokens_per_s"):
+        low, high = pred["output_tokens_per_s"]
+        parts.append(f"output {low:,.0f}-{high:,.0f} tok/s")
+    return (f"{label}: 95 % prediction interval (model error out of sample + sampling): "
+            + "; ".join(parts))

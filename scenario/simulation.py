@@ -90,13 +90,18 @@ def setup(scenario: Scenario, sent: list[Request] | None = None,
 def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation | None,
                       draft: Plan | None = None) -> tuple[SchedulerConfig, ...]:
     """One config per policy compared, with the ledger's block size and batch limits (the
-    Scenario's, else the defaults the ledger planned with), a hybrid's state blocks, and the
-    max_model_len requests are refused beyond."""
+    Scenario's, else the simulated V1 release's own defaults for the device, else the
+    defaults the ledger planned with), a hybrid's state blocks, and the max_model_len
+    requests are refused beyond."""
     sched, sim = scenario.scheduler, scenario.simulator
     serve = plan.serve
+    limits = steps.scenario_batch_limits(scenario, plan)
+    tokens = sched.max_num_batched_tokens or (limits.tokens if limits
+                                              else serve.max_num_batched_tokens)
+    seqs = sched.max_num_seqs or (limits.seqs if limits else serve.max_num_seqs)
     return tuple(SchedulerConfig(
-        policy=p, max_num_batched_tokens=serve.max_num_batched_tokens,
-        max_num_seqs=serve.max_num_seqs, block_size_tokens=serve.block_size_tokens,
+        policy=p, max_num_batched_tokens=tokens,
+        max_num_seqs=seqs, block_size_tokens=serve.block_size_tokens,
         watermark=sched.watermark, preemption_mode=sched.preemption_mode,
         prefix_caching=sched.enable_prefix_caching, speculation=speculation,
         scheduling=sched.scheduling_policy, seed=sim.seed,
@@ -172,7 +177,7 @@ def draft_scenario(scenario: Scenario) -> Scenario:
                                   "memory.runtime_peak": None, "simulator.engine": PLAIN,
                                   "scheduler.num_scheduler_steps": 1,
                                   "engine.enforce_eager": False,
-                                  "scheduler.async_scheduling": False})
+                                  "scheduler.async_scheduling": None})
 
 
 def draft_rank(scenario: Scenario) -> Ranked:

@@ -120,8 +120,8 @@ class Scheduler:
     """vLLM's scheduler knobs. max_model_len is the context planned per request (None: the
     model's max_position_embeddings); block_size and the batch limits None: the engine's or
     servecap's default; the simulator's admission watermark and preemption mode; vLLM V0's
-    multi-step scheduling (num_scheduler_steps) and V1's async scheduling, which the simulator
-    runs with simulator.engine."""
+    multi-step scheduling (num_scheduler_steps) and V1's async scheduling (None: the
+    release's default, sim/vllm_releases.py), which the simulator runs with simulator.engine."""
 
     __pydantic_config__ = _FORBID
     max_model_len: Count | None = None
@@ -134,7 +134,7 @@ class Scheduler:
     watermark: Annotated[Real, Field(ge=0, lt=1)] = DEFAULT_WATERMARK
     preemption_mode: Text = "recompute"
     num_scheduler_steps: Count = 1
-    async_scheduling: StrictBool = False
+    async_scheduling: StrictBool | None = None
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,17 @@ from pathlib import Path
 from servecap.ledger.devices import find
 from servecap.ledger.engines import PLAIN
 from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import DEFAULT_MAX_NUM_SEQS
 from servecap.ledger.vllm_versions import NEWEST, VllmRow, choose
 from servecap.model_configs.reading import parse_json
 from servecap.sim.calibrate import LEFT_AT
 from servecap.sim.efficiency import for_device
 from servecap.sim.rank_model import rank_coefficients
 from servecap.sim.roofline import Coefficients, override
-from servecap.sim.vllm_engine import with_release
+from servecap.sim.vllm_engine import Release, with_release
+from servecap.sim.vllm_releases import BatchLimits
 
+from .release import asked_version, check_async, overlap_label, release_batch_limits
 from .spec import Scenario
 from .values import parse_bandwidth, parse_duration, parse_flops
 from .workload import read_file
@@ -46,7 +49,7 @@ def coefficients(ranked, scenario: Scenario) -> Coefficients:
                         "interconnect prices the all-reduces and pipeline sends (see "
                         "`servecap devices`)")
     measured = None if sim.speed_of_light or path is not None \
-        else for_device(device and device.name)
+        else for_device(device and device.name, simulated_version(scenario))
     coef = rank_coefficients(ranked.spec, ranked.deployment, bandwidth, flops,
                              parse_duration(sim.step_overhead, "--step-overhead"), device,
                              measured, expert_parallel(ranked.spec, scenario))
@@ -55,7 +58,7 @@ def coefficients(ranked, scenario: Scenario) -> Coefficients:
             raise SpecError("--step-time-cv", sim.step_time_cv, "a coefficient of variation "
                             "in [0, 10), e.g. 0.05")
         coef = override(coef, {"step_time_cv": sim.step_time_cv}, coef.source)
-    coef = with_engine(coef, scenario)
+    coef = with_engine(coef, scenario, ranked.plan)
     if data is None:
         return coef
     try:
@@ -142,19 +145,58 @@ def engine_label(engine: str | None, speed_of_light: bool = False,
 
 
 def scenario_engine_label(scenario: Scenario) -> dict:
-    """engine_label of the Scenario's simulator."""
+    """engine_label of the Scenario's simulator, with what the simulated V1 release does in
+    scheduling (sim/vllm_releases.py): whether host and GPU overlap and why, its CUDA-graph
+    mode and chunked prefill, each cited to vLLM's source at the tag."""
     sim = scenario.simulator
-    return engine_label(sim.engine, sim.speed_of_light, sim.coefficients)
+    label = engine_label(sim.engine, sim.speed_of_light, sim.coefficients)
+    row = scenario_row(scenario)
+    if row is None:
+        return label
+    return label | overlap_label(row, simulated_version(scenario),
+                                 scenario.scheduler.async_scheduling,
+                                 scenario.parallel.pipeline_parallel_size,
+                                 scenario.speculative.model is not None)
 
 
-def with_engine(coef: Coefficients, scenario: Scenario) -> Coefficients:
+def with_engine(coef: Coefficients, scenario: Scenario, plan=None) -> Coefficients:
     """The simulated release's host, CUDA-graph and async-scheduling terms on top of the
-    device's (sim/vllm_engine.py); plain adds none, and refuses the knobs that need one."""
+    device's (sim/vllm_engine.py); plain adds none, and refuses the knobs that need one.
+    plan: the ledger's (its device and batch limits size the CUDA graphs)."""
     row = engine_row(scenario)
     if row is None:
         return coef
+    limits = scenario_batch_limits(scenario, plan) if plan is not None else None
+    seqs = scenario.scheduler.max_num_seqs or (limits.seqs if limits
+                                            else DEFAULT_MAX_NUM_SEQS)
+    release = Release(simulated_version(scenario), device_label=plan.serve.device_label
+                      if plan is not None else "", max_num_seqs=seqs,
+                      pipeline_parallel_size=scenario.parallel.pipeline_parallel_size,
+                      draft_model=scenario.speculative.model is not None,
+                      num_scheduler_steps=scenario.scheduler.num_scheduler_steps)
     return with_release(coef, row, scenario.engine.enforce_eager,
-                        scenario.scheduler.async_scheduling)
+                        scenario.scheduler.async_scheduling, release)
+
+
+def simulated_version(scenario: Scenario) -> tuple[int, ...] | None:
+    """The vLLM release the Scenario simulates, as asked ('vllm==0.15' -> (0, 15)); the row's
+    own version for a bare 'vllm'; None for plain."""
+    row = scenario_row(scenario)
+    if row is None:
+        return None
+    sim = scenario.simulator
+    return asked_version(simulated_engine(sim.engine, sim.speed_of_light, sim.coefficients),
+                         row)
+
+
+def scenario_batch_limits(scenario: Scenario, plan) -> BatchLimits | None:
+    """The simulated release's batch-limit defaults on the plan's device
+    (scenario/release.py); None for plain."""
+    row = scenario_row(scenario)
+    if row is None:
+        return None
+    return release_batch_limits(row, simulated_version(scenario), plan.serve,
+                                offline=scenario.engine.entrypoint == "llm")
 
 
 def engine_row(scenario: Scenario) -> VllmRow | None:
@@ -175,8 +217,7 @@ def engine_row(scenario: Scenario) -> VllmRow | None:
         raise SpecError("--num-scheduler-steps", sched.num_scheduler_steps, f"V0 only "
                         f"(--engine vllm<0.8); {name} is V1, which removed multi-step "
                         "scheduling")
-    if sched.async_scheduling and row.formula == "v0":
-        raise SpecError("--async-scheduling", True, f"V1 only (vllm>=0.8); {name} is V0")
+    check_async(row, simulated_version(scenario), sched.async_scheduling, name)
     return row
 
 
@@ -229,3 +270,4 @@ def expert_parallel(spec, scenario: Scenario) -> bool:
         raise SpecError("--enable-expert-parallel", True, f"needs -tp >= 2 dividing the "
                         f"{moe.num_experts} experts (got -tp {tp})")
     return True
+

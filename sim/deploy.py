@@ -6,6 +6,7 @@ from servecap.ledger.errors import SpecError
 
 from .cluster import ROUTERS, simulate_disaggregated, simulate_replicas
 from .config import SchedulerConfig
+from .frontend import with_api_server
 from .measure import Run, measure
 from .metrics import SLO
 from .roofline import Coefficients
@@ -73,10 +74,12 @@ def run_deployment(requests: list[Request], coef: Coefficients, config: Schedule
     """The deployment's outcome (a disaggregated one after its colocated twin on as many
     devices). With num_seeds > 1 and a step-time spread, the run is repeated with step-time
     seeds config.seed, +1, ...: the summary pools every run (sim/measure.py), the outcome's
-    requests are the first run's. window=False measures every request, not the window."""
+    requests are the first run's. window=False measures every request, not the window. The
+    API server's serial time per request is the run's, at its load (sim/frontend.py)."""
     if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) \
             or not 1 <= num_seeds <= MAX_SEEDS:
         raise SpecError("--seeds", num_seeds, f"a whole number in 1..{MAX_SEEDS}")
+    coef = with_api_server(coef, requests, config, deployment.replicas)[0]
     deployments = [Deployment(deployment.prefill_replicas + deployment.decode_replicas,
                               deployment.router), deployment] \
         if deployment.disaggregated else [deployment]

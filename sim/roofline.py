@@ -17,7 +17,8 @@ NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_
                 "collective_bytes_per_token", "collective_latency_s", "pipeline_bytes_per_token",
                 "pipeline_latency_s", "step_time_cv", "state_bytes_per_request", "cpu_step_s",
                 "cpu_per_seq_s", "eager_layer_s", "graph_max_tokens", "frontend_s",
-                "frontend_latency_s", "collective_calls", "collective_message_bytes_per_token")
+                "frontend_latency_s", "collective_calls", "collective_message_bytes_per_token",
+                "frontend_prompt_token_s", "frontend_output_token_s")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
         "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
         "moe_flops_per_token", "num_experts", "num_moe_layers",
@@ -57,7 +58,10 @@ class Coefficients:
     engine sees it (the API server's HTTP handling and tokenization, one request at a time:
     a burst queues there); frontend_latency_s per request on top, which occupies no queue
     (the hops between the API server and the engine core and back, paid once by a request's
-    first token and by its last, so by its TTFT and its end-to-end latency alike)."""
+    first token and by its last, so by its TTFT and its end-to-end latency alike);
+    frontend_prompt_token_s per prompt token on top of frontend_s, and frontend_output_token_s
+    of the API server's event loop per streamed token, which stretches frontend_s as the
+    run's token rate loads the loop (sim/frontend.py: the serial time a run's requests pay)."""
 
     weights_bytes: int
     kv_bytes_per_token: int
@@ -106,6 +110,8 @@ class Coefficients:
     graph_prefill: float = 1.0
     frontend_s: float = 0.0
     frontend_latency_s: float = 0.0
+    frontend_prompt_token_s: float = 0.0
+    frontend_output_token_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("bandwidth_bytes_per_s", "flops_per_s", "swap_bandwidth_bytes_per_s",

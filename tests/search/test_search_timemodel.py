@@ -102,5 +102,8 @@ def test_a_release_prices_a_layout_as_simulate_engine_does(small_problem, pin) -
     assert {k: getattr(priced.coef, k) for k in terms} == terms
     assert any(n.startswith(f"engine {row.pin}: host") for n in priced.notes)
     assert any(n.startswith("engine: plain") for n in plain.notes)
-    # the host's time is in every step: a decode of 8 sequences costs more than plain's
-    assert step_s(priced.coef, 0, 8, 0, 8_000) > step_s(plain.coef, 0, 8, 0, 8_000)
+    # V0 (0.6.3) adds the host's time to every step: a decode of 8 sequences costs more than
+    # plain's; the newest release overlaps it with the GPU's (async scheduling on by default),
+    # so the step is the larger of the two, never less than plain's
+    bare, host = step_s(plain.coef, 0, 8, 0, 8_000), step_s(priced.coef, 0, 8, 0, 8_000)
+    assert host > bare if not priced.coef.cpu_overlap else host >= bare

@@ -52,11 +52,12 @@ def _coef(tp, pp=1, device="h100-80gb", model="llama-3.1-8b", **extra):
 @pytest.mark.parametrize("shape", [(2048, 0, 0), (0, 1, 2048), (0, 64, 64 * 1024)])
 def test_tensor_parallel_never_beats_ideal_scaling_and_pays_collectives(tp, shape):
     """TTFT-like (a 2,048-token prefill) and TPOT-like (decode at 1 and 64 sequences) steps
-    at TP n take at least 1/n of TP 1's, and the all-reduce time is in them."""
+    at TP n take at least 1/n of TP 1's, and the all-reduce time is in them (plain: a
+    release's host time, overlapped under async scheduling, can hide a small step's)."""
     prefill, decode, context = shape
     pairs = prefill * (prefill + 1) // 2
-    one = step_s(_coef(1), prefill, decode, pairs, context)
-    coef = _coef(tp)
+    one = step_s(_coef(1, engine="plain"), prefill, decode, pairs, context)
+    coef = _coef(tp, engine="plain")
     many = step_s(coef, prefill, decode, pairs, context)
     assert many >= one / tp
     measured = coef.collective_table != ""

@@ -153,8 +153,10 @@ def test_a_capacity_capped_by_saturation_prints_its_high_end_as_unknown(tmp_path
 
 
 def test_sweep_stops_when_latency_fails_below_saturation(tmp_path):
+    # plain: the roofline's ITL grows with the batch; the default release overlaps its host
+    # time with the GPU's (async scheduling), which keeps ITL flat up to saturation here
     out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
-                  "--slo-itl", "8ms", "--num-rates", "8", "--json")
+                  "--slo-itl", "8ms", "--num-rates", "8", "--engine", "plain", "--json")
     assert out.exit_code == 0, out.output
     points = json.loads(out.stdout)["points"]
     assert points[-1]["sustainable"] and points[-1]["slo_attainment"] < 0.9
@@ -194,19 +196,26 @@ def test_cost_names_the_release_its_tokens_were_simulated_with():
 
 
 def test_speculate_and_sweep_run_the_default_release_unless_plain(tmp_path):
-    """speculate: the release's host time is in every target step (one-stream decode slower
-    than plain's); sweep: the release's scheduler is its default policy."""
+    """speculate: before 0.28 a draft model turns async scheduling off, so the release's host
+    time is in every target step (one-stream decode slower than plain's); from 0.28 it stays
+    on and the host's time hides under the GPU's; sweep: the release's scheduler is its
+    default policy."""
     args = ("speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b-instruct", "--device",
             "h100-80gb", "--batches", "1,64", "--json")
-    default, plain = (json.loads(_invoke(*args, *extra).stdout) for extra in
-                      ([], ["--engine", "plain"]))
+    default, plain, before = (json.loads(_invoke(*args, *extra).stdout) for extra in
+                              ([], ["--engine", "plain"], ["--engine", "vllm==0.27"]))
     assert default["engine"]["simulated"] == NEWEST.pin
     assert plain["engine"] == {"simulated": "plain", "given": "plain", "default": False,
                                "about": plain["engine"]["about"]}
-    one, bare = default["rows"][0], plain["rows"][0]
+    assert before["engine"]["host_gpu_overlap"] is False
+    assert "draft model" in before["engine"]["overlap_why"]
+    one, bare = before["rows"][0], plain["rows"][0]
     assert one["plain_tokens_per_s_per_seq"] < bare["plain_tokens_per_s_per_seq"]
     # the host's time per step is paid once per k + 1 verified tokens: speculation gains more
     assert one["speedup"] > bare["speedup"]
+    newest = default["rows"][0]
+    assert default["engine"]["host_gpu_overlap"] is (NEWEST.version >= (0, 28))
+    assert newest["plain_tokens_per_s_per_seq"] <= bare["plain_tokens_per_s_per_seq"]
     sweep = ("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
              "--rates", "2", "--json")
     assert json.loads(_invoke(*sweep).stdout)["policy"] == "chunked-prefill"
