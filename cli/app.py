@@ -45,6 +45,8 @@ COMMANDS = {
                "--rate."),
     "serve": ("serve_cmd", "Serve MODEL on /v1/completions, /v1/chat/completions, /v1/models, "
               "/health, /metrics."),
+    "prefix": ("prefix_cmd", "Prefix-cache hit rate of a traffic sample: the prompt tokens vLLM "
+               "would find cached."),
     "load": ("load_cmd", "Send a workload to an OpenAI-compatible server; report "
              "TTFT/ITL/TPOT/E2E as simulate does."),
 }

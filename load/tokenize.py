@@ -31,6 +31,11 @@ class TextTokenizer:
     def count(self, text: str) -> int:
         return len(self._tok.encode(text).ids)
 
+    def ids(self, text: str) -> list[int]:
+        """The token ids a server computes for text (BOS included where the tokenizer adds
+        it)."""
+        return self._tok.encode(text).ids
+
     def cut(self, text: str, num_tokens: int) -> str:
         """The longest leading part of text whose own tokens (specials aside) number at
         most num_tokens, cut at a token's end."""

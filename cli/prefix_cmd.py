@@ -1,0 +1,76 @@
+"""servecap prefix: the prefix-cache hit rate a traffic sample gets under the plan's blocks."""
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from servecap.scenario.prefix import analyse
+from servecap.scenario.prefix_trace import read_trace
+
+from . import sim_options as o
+from .errors import handle_errors
+from .prefix_view import reading_bar, render_prefix
+from .sim_inputs import SimFlags, sim_scenario
+
+Trace = Annotated[Path, typer.Argument(
+    help="JSON Lines, one request a line: prompt_token_ids (a list of token ids) or prompt "
+    "(text, with --tokenizer); optional arrival_s, output_tokens, cache_salt.",
+    show_default=False)]
+Model = Annotated[str, typer.Option("--model", help="Bundled model name (servecap models), a "
+                                    "model YAML, a config.json, a model directory or a Hub "
+                                    "id.", show_default=False)]
+Tokenizer = Annotated[str | None, typer.Option(
+    "--tokenizer", help="For text prompts: a folder with tokenizer.json, the file, or a Hub "
+    "id in the Hub cache (needs the tokenizers package).")]
+NoSim = Annotated[bool, typer.Option("--no-simulate", help="Skip the TTFT simulation.")]
+
+
+def prefix(trace: Trace, model: Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
+           flops: o.Flops = None, block_size: o.BlockSize = o.DEFAULT_BLOCK_SIZE_TOKENS,
+           num_gpu_blocks: o.NumGpuBlocks = None, context: o.Context = None,
+           weight_dtype: o.WeightDtype = None, kv_dtype: o.KvDtype = None,
+           tensor_parallel_size: o.TensorParallel = 1, engine: o.Engine = None,
+           tokenizer: Tokenizer = None, rate: o.Rate = None, output_len: o.OutputLen = None,
+           no_simulate: NoSim = False, as_json: o.Json = False) -> None:
+    """Prefix-cache hit rate of a traffic sample: the prompt tokens vLLM would find cached.
+
+    Only FULL --block-size blocks are cached, each named by a hash chained over every block
+    before it, so a request reuses the longest run of blocks it shares with an earlier one
+    from its first token, and a shared prefix shorter than one block reuses nothing (a
+    warning says so). hit_rate is vLLM's figure (cached / prompt tokens) in the plan's KV
+    pool, LRU eviction, one request at a time; hit_rate_unbounded never evicts. Also: the
+    pool tokens the shared blocks save, each prefix group, and simulate's TTFT with and
+    without prefix caching (arrival_s and output_tokens from the trace, or --rate and
+    --output-len). Examples:
+
+      servecap prefix workloads/prefix.jsonl --model llama-3.1-8b --device h100-80gb
+      servecap prefix chats.jsonl --model Qwen/Qwen2.5-7B-Instruct --device l4 \\
+          --tokenizer Qwen/Qwen2.5-7B-Instruct --num-gpu-blocks 2000 --json
+
+    Trace format and figures: docs/prefix.md.
+    """
+    encode = None
+    if tokenizer is not None:
+        from servecap.load.tokenize import load_tokenizer
+
+        encode = load_tokenizer(tokenizer).ids
+    flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops, block_size=block_size,
+                     num_gpu_blocks=num_gpu_blocks, context=context,
+                     weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                     tensor_parallel_size=tensor_parallel_size, engine=engine)
+    scenario = sim_scenario(model, flags)
+    with reading_bar(trace, quiet=as_json) as advance:
+        requests = read_trace(trace, encode, advance)
+    report = analyse(scenario, requests, str(trace), rate, output_len, not no_simulate)
+    if as_json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+    else:
+        render_prefix(report, Console())
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handle_errors(prefix))
+
