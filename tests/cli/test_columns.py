@@ -36,6 +36,8 @@ EXAMPLES = {
     "search": ("search", "llama-3.1-8b", "WORKLOAD", "--rate", "4", "--slo-ttft", "1s",
                "--slo-tpot", "50ms", "--devices", "h100-80gb,h200", "--max-gpus", "2"),
     "verify": ("verify", "tiny-llama", "--device", "cpu"),
+    "prefix": ("prefix", str(ROOT / "workloads" / "prefix.jsonl"), "--model", "llama-3.1-8b",
+               "--device", "l4"),
     "diff": ("diff", "llama-3.1-8b", *H100, "--engine", "vllm==0.19", "--against",
              "vllm==0.32"),
 }

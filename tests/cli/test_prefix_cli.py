@@ -1,0 +1,123 @@
+"""servecap prefix on traces the tests write: the JSON contract, the table at 80 columns,
+text prompts through a real tokenizer, and one-line errors naming file, line and field."""
+
+import json
+import random
+
+import pytest
+
+MODEL = ("--model", "llama-3.1-8b", "--device", "h100-80gb")
+KEYS = {"hit_rate", "hit_rate_unbounded", "reusable_tokens", "cached_tokens", "prompt_tokens",
+        "blocks_shared", "short_prefix_warnings", "groups", "pool_tokens_saved",
+        "pool_bytes_saved", "block_size", "pool_blocks", "ttft"}
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _chat_trace(path, n=24, shared=600):
+    rng = random.Random(3)
+    system = [rng.randrange(1000, 30000) for _ in range(shared)]
+    rows = [{"prompt_token_ids": system + [rng.randrange(1000, 30000)
+                                           for _ in range(rng.randint(20, 300))],
+             "arrival_s": 0.5 * i, "output_tokens": 32} for i in range(n)]
+    return _write(path, rows)
+
+
+def _json(run, *args):
+    result = run("prefix", *args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_shared_system_prompt_is_reused_in_full_blocks(run, tmp_path):
+    trace = _chat_trace(tmp_path / "chat.jsonl")
+    report = _json(run, trace, *MODEL)
+    assert KEYS <= set(report)
+    # 600 tokens shared: 37 full blocks of 16 (592 tokens), found by the 23 later requests
+    assert report["reusable_tokens"] == 23 * 592 == report["cached_tokens"]
+    assert report["groups"][0]["prefix_tokens"] == 592 and report["groups"][0]["requests"] == 24
+    assert report["blocks_shared"] == 23 * 37
+    assert report["pool_bytes_saved"] == report["pool_tokens_saved"] * 131072  # 8B bf16 KV
+    on, off = report["ttft"]["with_prefix_caching"], report["ttft"]["without_prefix_caching"]
+    assert on["prefill_tokens"] < off["prefill_tokens"] == report["prompt_tokens"]
+    assert on["ttft_ms"]["p50"] < off["ttft_ms"]["p50"]
+
+
+def test_block_size_moves_the_reuse_and_a_small_pool_lowers_it(run, tmp_path):
+    trace = _chat_trace(tmp_path / "chat.jsonl")
+    at_256 = _json(run, trace, *MODEL, "--block-size", "256", "--no-simulate")
+    assert at_256["reusable_tokens"] == 23 * 512
+    small = _json(run, trace, *MODEL, "--num-gpu-blocks", "60", "--no-simulate")
+    assert small["pool_blocks"] == 59  # vLLM's null block is never pooled
+    assert small["hit_rate"] <= small["hit_rate_unbounded"]
+
+
+def test_the_user_who_got_zero_is_told_why(run, tmp_path):
+    rows = [{"prompt_token_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] + [100 + i] * 40}
+            for i in range(6)]
+    trace = _write(tmp_path / "short.jsonl", rows)
+    report = _json(run, trace, *MODEL)
+    assert report["hit_rate"] == 0 and report["ttft"]["simulated"] is False
+    [warning] = report["short_prefix_warnings"]
+    assert warning["prefix_tokens"] == 10 and warning["requests"] == 6
+
+
+def test_the_table_fits_80_columns_and_says_the_warning(tmp_path):
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    rows = [{"prompt_token_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] + [100 + i] * 40,
+             "arrival_s": i, "output_tokens": 8} for i in range(6)]
+    trace = _write(tmp_path / "short.jsonl", rows)
+    out = CliRunner().invoke(app, ["prefix", str(trace), *MODEL], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    assert max(len(line) for line in out.stdout.splitlines()) <= 80
+    assert "hit rate, plan's pool (LRU)" in out.stdout and "0.0 %" in out.stdout
+    assert "shorter than one 16-token block" in " ".join(out.stdout.split())
+
+
+@pytest.mark.parametrize("line, field", [
+    ('{"prompt_token_ids": [1, "x"]}', "line 2, prompt_token_ids"),
+    ('{"prompt_token_ids": [1, 2], "arrival_s": -1}', "line 2, arrival_s"),
+    ('{"prompt_token_ids": [1, 2], "output_tokens": 0}', "line 2, output_tokens"),
+    ('{"tokens": [1, 2]}', "line 2, prompt_token_ids is missing"),
+    ('{"prompt_token_ids": [1, 2]', "line 2 = "),
+    ('{"prompt": "hello there"}', "line 2, prompt"),
+])
+def test_a_bad_line_is_one_error_naming_file_line_and_field(run, tmp_path, line, field):
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"prompt_token_ids": [1, 2, 3]}\n' + line + "\n")
+    result = run("prefix", trace, *MODEL, "--json")
+    assert result.exit_code == 2 and result.stdout == ""
+    [message] = result.stderr.strip().splitlines()
+    assert str(trace) in message and field in message, message
+
+
+def test_text_without_a_tokenizer_says_how_to_get_one(run, tmp_path):
+    trace = _write(tmp_path / "text.jsonl", [{"prompt": "You are a helpful assistant."}])
+    result = run("prefix", trace, *MODEL)
+    assert result.exit_code == 2
+    assert "--tokenizer" in result.stderr and "prompt_token_ids" in result.stderr
+
+
+def test_text_prompts_through_a_real_tokenizer(run, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+
+    words = [f"w{i}" for i in range(200)]
+    tok = tokenizers.Tokenizer(WordLevel({w: i for i, w in enumerate(words)} | {"[UNK]": 200},
+                                         unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    tok.save(str(folder / "tokenizer.json"))
+    system = " ".join(words[:40])  # 40 tokens: 2 full blocks of 16
+    rows = [{"prompt": f"{system} {words[100 + i]} {words[150 + i]}"} for i in range(4)]
+    trace = _write(tmp_path / "text.jsonl", rows)
+    report = _json(run, trace, *MODEL, "--tokenizer", folder)
+    assert report["reusable_tokens"] == 3 * 32 and report["prompt_tokens_all"] == 4 * 42
