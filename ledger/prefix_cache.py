@@ -27,6 +27,7 @@ once (vLLM may briefly hold both copies)."""
 
 from bisect import bisect_left
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .errors import SpecError
@@ -36,10 +37,11 @@ ROOT = -1  # the parent id of a request's first block (no cache_salt)
 
 @dataclass(frozen=True)
 class Prompt:
-    """One request's prompt token ids and its cache_salt ('' when none: vLLM adds the salt
-    to the first block's extra keys, so differently salted prompts share nothing)."""
+    """One request's prompt token ids (a tuple, or an array('q') to hold a large trace in
+    8 bytes a token) and its cache_salt ('' when none: vLLM adds the salt to the first
+    block's extra keys, so differently salted prompts share nothing)."""
 
-    tokens: tuple[int, ...]
+    tokens: Sequence[int]
     salt: str = ""
 
 
@@ -55,7 +57,7 @@ class Interner:
         out = []
         tokens = prompt.tokens
         for start in range(0, len(tokens) - block_size + 1, block_size):
-            key = (parent, tokens[start:start + block_size])
+            key = (parent, tuple(tokens[start:start + block_size]))
             parent = self.ids.setdefault(key, len(self.ids))
             out.append(parent)
         return out
@@ -243,39 +245,40 @@ def _groups(chains: list[list[int]], free: list[int], lru: list[int | None],
 def _short_prefixes(prompts: list[Prompt], chains: list[list[int]],
                     block_size: int) -> tuple[ShortPrefix, ...]:
     """Token prefixes shared by requests that share no full block: the longest prefix each
-    such request has in common with any other request of the same salt (its neighbours in
-    sorted order), grouped; the requests counted are all those starting with it."""
-    keyed = sorted((p.salt, p.tokens, i) for i, p in enumerate(prompts))
-    entries = [(salt, tokens) for salt, tokens, _ in keyed]
+    such request has in common with any other request of the same salt, grouped; the
+    requests counted are all those starting with it. Such a prefix is under one block (a
+    longer one would share the first block), so only each prompt's first block_size tokens
+    are compared: with its neighbours in sorted order."""
+    keyed = sorted((p.salt, tuple(p.tokens[:block_size]), i) for i, p in enumerate(prompts))
+    heads = [(salt, head) for salt, head, _ in keyed]
     firsts: dict[int, int] = {}
     for chain in chains:
         if chain:
             firsts[chain[0]] = firsts.get(chain[0], 0) + 1
     found: dict[tuple, int] = {}
-    for pos, (salt, tokens, i) in enumerate(keyed):
+    for pos, (salt, head, i) in enumerate(keyed):
         if chains[i] and firsts[chains[i][0]] > 1:
             continue
         best = 0
         for other in (pos - 1, pos + 1):
             if 0 <= other < len(keyed) and keyed[other][0] == salt:
-                best = max(best, _common(tokens, keyed[other][1]))
+                best = max(best, _common(head, keyed[other][1]))
         best = min(best, block_size - 1)
         if best:
-            key = (salt, tokens[:best])
+            key = (salt, head[:best])
             found[key] = min(found.get(key, i), i)
     out = []
     for (salt, prefix), first in found.items():
-        lo = bisect_left(entries, (salt, prefix))
+        lo = bisect_left(heads, (salt, prefix))
         hi = lo
-        while hi < len(entries) and entries[hi][0] == salt \
-                and entries[hi][1][:len(prefix)] == prefix:
+        while hi < len(heads) and heads[hi][0] == salt and heads[hi][1][:len(prefix)] == prefix:
             hi += 1
         out.append(ShortPrefix(len(prefix), hi - lo, first))
     out.sort(key=lambda s: (-s.requests, -s.prefix_tokens, s.first))
     return tuple(out)
 
 
-def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:

@@ -8,6 +8,7 @@ are skipped. Every error names the file, line and field."""
 
 import json
 import math
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from servecap.ledger.errors import SpecError
 from servecap.ledger.prefix_cache import Prompt
 
+TOKEN_LIMIT = 2**63  # ids are held as 8-byte integers: 8 bytes a token for a large trace
 MAX_REQUESTS = 1_000_000  # the simulator's own limit on a run (sim/workload.py)
 TOKEN_FIELD, TEXT_FIELD = "prompt_token_ids", "prompt"
 KNOWN = (TOKEN_FIELD, TEXT_FIELD, "arrival_s", "output_tokens", "cache_salt")
@@ -92,24 +94,24 @@ def _request(text: str, line: int, encode) -> TraceRequest:
                         _whole(row, "output_tokens", where))
 
 
-def _tokens(row: dict, where: str, encode) -> tuple[int, ...]:
+def _tokens(row: dict, where: str, encode) -> array:
     if TOKEN_FIELD in row:
         ids = row[TOKEN_FIELD]
         if not isinstance(ids, list) or not ids or not all(
-                type(t) is int and t >= 0 for t in ids):
+                type(t) is int and 0 <= t < TOKEN_LIMIT for t in ids):
             raise SpecError(where + TOKEN_FIELD, ids, "a non-empty list of token ids "
-                            "(whole numbers >= 0)")
-        return tuple(ids)
+                            "(whole numbers >= 0 and < 2^63)")
+        return array("q", ids)
     if TEXT_FIELD in row:
         prompt = row[TEXT_FIELD]
         if not isinstance(prompt, str) or not prompt:
             raise SpecError(where + TEXT_FIELD, prompt, "a non-empty string")
         if encode is None:
             raise SpecError(where + TEXT_FIELD, prompt[:30], NO_TOKENIZER)
-        ids = tuple(encode(prompt))
+        ids = encode(prompt)
         if not ids:
             raise SpecError(where + TEXT_FIELD, prompt[:30], "tokenizes to no tokens")
-        return ids
+        return array("q", ids)
     raise SpecError(where + TOKEN_FIELD, None, f"each line needs {TOKEN_FIELD} (token ids) "
                     f"or {TEXT_FIELD} (text); fields read: {', '.join(KNOWN)}")
 
