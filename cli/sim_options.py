@@ -45,7 +45,9 @@ Workload = Annotated[Path | None, Wkl(help="Workload YAML (arrivals, lengths, pr
                                       "seed); the repository's workloads/chat.yaml is an example, "
                                       "workloads/README.md the format.")]
 Trace = Annotated[Path | None, Wkl(help="CSV trace with header arrival_s,prompt_tokens,"
-                                   "output_tokens (instead of --workload).")]
+                                   "output_tokens (instead of --workload), or a .jsonl of "
+                                   "token ids whose shared prefixes are cached "
+                                   "(docs/prefix.md).")]
 Policy = Annotated[list[str] | None, Wkl(
     "--policy", help="static, continuous, prefill-priority, decode-priority, chunked-prefill. "
     "Repeat to compare side by side. Default: " + DEFAULT_POLICY_HELP + ".",

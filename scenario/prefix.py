@@ -7,10 +7,9 @@ from dataclasses import replace
 from servecap.ledger.errors import SpecError
 from servecap.ledger.prefix_cache import Reuse, reuse
 from servecap.sim.deploy import run_deployment
-from servecap.sim.sampling import Request
 
 from . import simulation, steps
-from .prefix_trace import TraceRequest
+from .prefix_trace import TraceRequest, sim_requests
 from .spec import Scenario
 
 NULL_BLOCKS = 1  # vLLM keeps block 0 as the null block, never pooled (v1/core/block_pool.py)
@@ -102,8 +101,7 @@ def ttft(scenario: Scenario, trace: list[TraceRequest], found: Reuse, source: st
     if arrivals is None or None in outputs:
         return {"simulated": False, "why": "each line needs arrival_s (or give --rate) and "
                 "output_tokens (or give --output-len) to simulate TTFT"}
-    reqs = sorted(_requests(trace, found, arrivals, outputs), key=lambda r: r.arrival_s)
-    reqs = [replace(r, request_id=i) for i, r in enumerate(reqs)]
+    reqs = sim_requests(trace, found, arrivals, outputs)
     out = {"simulated": True,
            "arrivals": "the trace's arrival_s" if rate is None else
            f"one every {1 / rate:g} s (--rate {rate:g}), in file order"}
@@ -133,13 +131,3 @@ def _arrivals(trace: list[TraceRequest], rate: float | None) -> list[float] | No
     times = [r.arrival_s for r in trace]
     return None if None in times else times
 
-
-def _requests(trace: list[TraceRequest], found: Reuse, arrivals: list[float],
-              outputs: list) -> list[Request]:
-    out = []
-    for i, r in enumerate(trace):
-        g = found.per_request_group[i]
-        group = None if g is None else f"g{g + 1}"
-        tokens = 0 if g is None else found.groups[g].prefix_tokens
-        out.append(Request(i, arrivals[i], len(r.prompt.tokens), outputs[i], group, tokens))
-    return out

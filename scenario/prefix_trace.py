@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.prefix_cache import Prompt
+from servecap.ledger.prefix_cache import Prompt, Reuse, reuse
+from servecap.sim.sampling import Request
 
 TOKEN_LIMIT = 2**63  # ids are held as 8-byte integers: 8 bytes a token for a large trace
 MAX_REQUESTS = 1_000_000  # the simulator's own limit on a run (sim/workload.py)
@@ -132,3 +133,32 @@ def _whole(row: dict, name: str, where: str) -> int | None:
     if type(value) is not int or value < 1:
         raise SpecError(where + name, value, "a whole number >= 1")
     return value
+
+
+def sim_requests(trace: list[TraceRequest], found: Reuse, arrivals: list[float],
+                 outputs: list[int]) -> list[Request]:
+    """The simulator's requests, sorted by arrival: each with one shared prefix, its group's
+    (its deepest full block another request shares; the simulator holds one prefix per
+    request, so a prefix nested inside a deeper group's is reused only within that group)."""
+    out = []
+    for i, r in enumerate(trace):
+        g = found.per_request_group[i]
+        group = None if g is None else f"g{g + 1}"
+        tokens = 0 if g is None else found.groups[g].prefix_tokens
+        out.append(Request(i, arrivals[i], len(r.prompt.tokens), outputs[i], group, tokens))
+    out.sort(key=lambda r: r.arrival_s)
+    return [Request(i, r.arrival_s, r.prompt_tokens, r.output_tokens, r.prefix_group,
+                    r.prefix_tokens) for i, r in enumerate(out)]
+
+
+def replayed(trace: list[TraceRequest], block_size: int) -> list[Request]:
+    """A token-id trace as `simulate --trace` replays it: every line needs arrival_s and
+    output_tokens; prefix groups found at the run's block size."""
+    for r in trace:
+        for name in ("arrival_s", "output_tokens"):
+            if getattr(r, name) is None:
+                raise SpecError(f"line {r.line}, {name}", None, "simulate replays a JSON "
+                                "Lines trace: each line needs arrival_s and output_tokens")
+    found = reuse([r.prompt for r in trace], block_size)
+    return sim_requests(trace, found, [r.arrival_s for r in trace],
+                        [r.output_tokens for r in trace])

@@ -79,8 +79,8 @@ def setup(scenario: Scenario, sent: list[Request] | None = None,
     if concurrency is not None and (sim.replicas > 1 or sim.disaggregate):
         raise SpecError("--concurrency", concurrency, "closed loop runs one engine: drop "
                         "--replicas/--disaggregate")
-    reqs, workload, source = scenario_requests(scenario) if sent is None else \
-        (list(sent), None, source or "requests sent")
+    reqs, workload, source = (list(sent), None, source or "requests sent") if sent is not None \
+        else scenario_requests(scenario, plan.serve.block_size_tokens)
     check_fixed_shape(scenario, max_model_len(plan))
     return Setup(plan, coef, num_blocks(plan, scenario, draft), configs, reqs, workload,
                  slo(scenario), source, fleet(scenario), draft, ranked.hub,

@@ -5,19 +5,24 @@ import io
 from pathlib import Path
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS
 from servecap.model_configs.reading import parse_yaml, read_text
 from servecap.sim.sampling import Request, draw_requests
 from servecap.sim.shape import fixed_shape, with_load
 from servecap.sim.trace import parse_trace
 from servecap.sim.workload import Workload, workload_from_dict
 
+from .prefix_trace import read_trace, replayed
 from .spec import Scenario
 
 MAX_TRACE_BYTES = 2**30  # a million rows of a CSV trace fit well below
 
 
-def requests(scenario: Scenario) -> tuple[list[Request], Workload | None, str]:
-    """The requests, the workload they were drawn from (None for a trace) and its name."""
+def requests(scenario: Scenario, block_size: int | None = None
+             ) -> tuple[list[Request], Workload | None, str]:
+    """The requests, the workload they were drawn from (None for a trace) and its name. A
+    .jsonl trace (token ids, docs/prefix.md) carries its prefix groups, found at block_size
+    (the plan's; None: --block-size, else vLLM's default)."""
     w = scenario.workload
     if w.input_len is not None or w.output_len is not None:
         workload = _fixed_shape(scenario)
@@ -30,6 +35,12 @@ def requests(scenario: Scenario) -> tuple[list[Request], Workload | None, str]:
         if w.rate is not None or w.num_requests is not None:
             raise SpecError("--rate/--num-requests", w.rate or w.num_requests,
                             f"a trace ({w.trace}) carries its own arrivals: use a workload")
+        if Path(w.trace).suffix == ".jsonl":
+            size = block_size or scenario.scheduler.block_size or DEFAULT_BLOCK_SIZE_TOKENS
+            try:
+                return replayed(read_trace(Path(w.trace)), size), None, str(w.trace)
+            except SpecError as exc:
+                raise (exc if exc.source else exc.at(str(w.trace))) from None
         text = read_file(Path(w.trace))
         try:
             return parse_trace(io.StringIO(text, newline="")), None, str(w.trace)

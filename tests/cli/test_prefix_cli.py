@@ -121,3 +121,24 @@ def test_text_prompts_through_a_real_tokenizer(run, tmp_path):
     trace = _write(tmp_path / "text.jsonl", rows)
     report = _json(run, trace, *MODEL, "--tokenizer", folder)
     assert report["reusable_tokens"] == 3 * 32 and report["prompt_tokens_all"] == 4 * 42
+
+
+def test_simulate_replays_a_token_trace_with_its_prefixes_cached(run):
+    from pathlib import Path
+
+    trace = Path(__file__).parents[2] / "workloads" / "prefix.jsonl"
+    args = ("simulate", "llama-3.1-8b", "--device", "l4", "--trace", trace, "--json")
+    on, off = (json.loads(run(*args, *extra).stdout)["policies"][0]
+               for extra in ((), ("--no-prefix-caching",)))
+    assert on["prefix_hit_tokens"] > 0 == off["prefix_hit_tokens"]
+    assert on["ttft_ms"]["p50"] < off["ttft_ms"]["p50"]
+    report = _json(run, trace, "--model", "llama-3.1-8b", "--device", "l4")
+    assert report["ttft"]["with_prefix_caching"]["ttft_ms"]["p50"] == on["ttft_ms"]["p50"]
+
+
+def test_simulate_names_the_line_a_token_trace_lacks_arrivals_on(run, tmp_path):
+    trace = _write(tmp_path / "t.jsonl", [{"prompt_token_ids": [1, 2], "arrival_s": 0,
+                                            "output_tokens": 3}, {"prompt_token_ids": [1]}])
+    result = run("simulate", "llama-3.1-8b", "--device", "l4", "--trace", trace)
+    assert result.exit_code == 2
+    assert f"{trace}: line 2, arrival_s is missing" in result.stderr
