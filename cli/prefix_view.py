@@ -39,7 +39,7 @@ def render_prefix(report: dict, console: Console) -> None:
     bs = report["block_size"]
     console.print(f"[bold]{report['source']}[/]: {report['requests']:,} requests, "
                   f"{report['prompt_tokens_all']:,} prompt tokens; {report['model']}, "
-                  f"--block-size {bs}, pool {report['pool_blocks']:,} blocks "
+                  f"{bs:,}-token blocks, pool {report['pool_blocks']:,} blocks "
                   f"({report['pool_blocks'] * bs:,} tokens)")
     table = Table(title="Prefix-cache reuse (full blocks only)", title_justify="left")
     table.add_column("figure")

@@ -22,20 +22,40 @@ def analyse(scenario: Scenario, trace: list[TraceRequest], source: str,
     """The report `servecap prefix` prints: reuse with the plan's pool (vLLM's hit rate) and
     unbounded, the blocks shared, per-group and short-prefix rows, and TTFT with and
     without prefix caching when arrivals and output lengths are known."""
-    ranked = simulation.rank(scenario)
-    plan = ranked.plan
-    block_size = plan.serve.block_size_tokens
-    pool = simulation.num_blocks(plan, scenario) - NULL_BLOCKS
-    if pool < 1:
-        raise SpecError("--num-gpu-blocks", pool + NULL_BLOCKS,
-                        f"at least {NULL_BLOCKS + 1}: vLLM keeps one block as its null block")
+    plan = simulation.rank(vllm_budget(scenario)).plan
+    block_size, pool = geometry(scenario, plan)
     found = reuse([r.prompt for r in trace], block_size, pool)
     report = figures(found, trace, plan.kv_bytes_per_token)
     report.update(source=source, model=scenario.model.ref, pool_blocks=pool,
-                  notes=notes(found, pool))
+                  block_size_asked=plan.serve.block_size_tokens,
+                  notes=notes(found, pool, plan.serve.block_size_tokens))
     report["ttft"] = ttft(scenario, trace, found, source, rate, output_len) if simulate \
         else {"simulated": False, "why": "not asked"}
     return report
+
+
+def vllm_budget(scenario: Scenario) -> Scenario:
+    """The Scenario planned under vLLM's budget (the release --engine vllm==X names, else
+    the newest rules known): its block size (a hybrid's raised attention block) and block
+    count are the geometry the prefix cache works in."""
+    text = scenario.simulator.engine or ""
+    version = text.split("==", 1)[1] if text.startswith("vllm==") else None
+    return replace(scenario, engine=replace(scenario.engine, name="vllm", version=version))
+
+
+def geometry(scenario: Scenario, plan) -> tuple[int, int]:
+    """(tokens per block, usable blocks): vLLM's block size and num_gpu_blocks from the
+    plan's budget (--num-gpu-blocks replaces the count, as num_gpu_blocks_override does),
+    less the null block."""
+    budget = plan.budget
+    block_size = budget.block_size_tokens if budget else plan.serve.block_size_tokens
+    blocks = scenario.memory.num_gpu_blocks_override or (
+        budget.num_gpu_blocks if budget else simulation.num_blocks(plan, scenario))
+    if blocks - NULL_BLOCKS < 1:
+        field = "--num-gpu-blocks" if scenario.memory.num_gpu_blocks_override else "device"
+        raise SpecError(field, blocks, f"at least {NULL_BLOCKS + 1} KV blocks: vLLM keeps "
+                        "one as its null block (shard with -tp N, or a larger device)")
+    return block_size, blocks - NULL_BLOCKS
 
 
 def figures(found: Reuse, trace: list[TraceRequest], kv_bytes_per_token: int) -> dict:
@@ -80,8 +100,12 @@ def short_warning(prefix_tokens: int, requests: int, block_size: int) -> str:
             f"{prefix_tokens}, would be reused)")
 
 
-def notes(found: Reuse, pool: int) -> list[str]:
-    out = ["replayed one request at a time in file order: concurrent requests pin more "
+def notes(found: Reuse, pool: int, asked: int) -> list[str]:
+    out = [] if found.block_size == asked else [
+        f"vLLM raises this hybrid's attention block to {found.block_size:,} tokens (its "
+        f"state page; --block-size {asked}): prefixes are cached in {found.block_size:,}-token"
+        " blocks; the state layers' own caching rules (mamba_cache_mode) are not modelled"]
+    out += ["replayed one request at a time in file order: concurrent requests pin more "
            "blocks at once, so a busy server's hit rate can be lower (simulate models that)",
            "output tokens' blocks are not cached here: only the prompts are read"]
     skipped = found.requests - found.requests_served

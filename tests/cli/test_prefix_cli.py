@@ -142,3 +142,18 @@ def test_simulate_names_the_line_a_token_trace_lacks_arrivals_on(run, tmp_path):
     result = run("simulate", "llama-3.1-8b", "--device", "l4", "--trace", trace)
     assert result.exit_code == 2
     assert f"{trace}: line 2, arrival_s is missing" in result.stderr
+
+
+def test_a_hybrid_is_cached_in_the_attention_block_vllm_raises_it_to(run, tmp_path):
+    """qwen3.6-35b-a3b's gated-DeltaNet state raises vLLM's attention block (the plan's
+    budget: 1,088 tokens on one H100), so a 1,500-token system prompt reuses one block."""
+    rng = random.Random(5)
+    system = [rng.randrange(1000, 30000) for _ in range(1500)]
+    rows = [{"prompt_token_ids": system + [rng.randrange(1000, 30000) for _ in range(100)]}
+            for _ in range(4)]
+    trace = _write(tmp_path / "hybrid.jsonl", rows)
+    report = _json(run, trace, "--model", "qwen3.6-35b-a3b", "--device", "h100-80gb",
+                   "--max-model-len", "8192")
+    assert report["block_size_asked"] == 16 and report["block_size"] == 1088
+    assert report["reusable_tokens"] == 3 * 1088
+    assert any("raises this hybrid's attention block to 1,088" in n for n in report["notes"])
