@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from servecap.ledger.prefix_cache import Prompt, lru_hits, reuse
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "prefix" / "vllm_issue_40696.json"
+LAWS = Path(__file__).parents[1] / "fixtures" / "prefix" / "vllm_hit_laws.json"
 
 
 def _ids(start: int, n: int) -> tuple[int, ...]:
@@ -28,6 +29,26 @@ def test_published_hits_at_a_528_token_block():
         assert found.per_request_cached == (0, row["cached_tokens"])
         assert round(100 * row["cached_tokens"] / n) in (row["stated_hit_pct"],
                                                          row["stated_hit_pct"] + 1)
+
+
+def test_published_replay_hits_at_544_and_576_token_blocks():
+    """vLLM PR 57467: a 3274-token prompt replayed reuses 3264 tokens at a 544-token block,
+    2880 at 576."""
+    for row in json.loads(LAWS.read_text())["replay"]:
+        n = row["prompt_tokens"]
+        found = reuse([Prompt(_ids(0, n)), Prompt(_ids(0, n))], row["block_size"])
+        assert found.per_request_cached == (0, row["cached_tokens"])
+
+
+def test_published_hits_of_eight_requests_behind_one_shared_prefix():
+    """vLLM issue 53749: 8 requests sharing P tokens hit (N-1) x floor(P/B) x B; 908 tokens
+    under a 1056-token block, 0; 1308, 7 blocks of 1056."""
+    for row in json.loads(LAWS.read_text())["shared_prefix"]:
+        shared = _ids(0, row["shared_tokens"])
+        prompts = [Prompt(shared + _ids(10_000 * (i + 1), 300)) for i in range(row["requests"])]
+        found = reuse(prompts, row["block_size"], pool_blocks=64)
+        assert found.cached_tokens == row["hit_tokens"] == found.reusable_tokens
+        assert bool(found.short_prefixes) == (row["hit_tokens"] == 0)
 
 
 def test_the_last_token_is_recomputed_so_an_exact_repeat_of_k_blocks_hits_k_minus_1():
