@@ -7,8 +7,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from servecap.ledger.errors import SpecError
 from servecap.scenario.prefix import analyse
-from servecap.scenario.prefix_trace import read_trace
+from servecap.scenario.prefix_trace import NO_TOKENIZER, read_trace
 
 from . import sim_options as o
 from .errors import handle_errors
@@ -24,7 +25,8 @@ Model = Annotated[str, typer.Option("--model", help="Bundled model name (serveca
                                     "id.", show_default=False)]
 Tokenizer = Annotated[str | None, typer.Option(
     "--tokenizer", help="For text prompts: a folder with tokenizer.json, the file, or a Hub "
-    "id in the Hub cache (needs the tokenizers package).")]
+    "id in the Hub cache (needs the tokenizers package). Default: the model's own, where "
+    "--model is a directory or a cached Hub id that has one.")]
 NoSim = Annotated[bool, typer.Option("--no-simulate", help="Skip the TTFT simulation.")]
 
 
@@ -52,11 +54,8 @@ def prefix(trace: Trace, model: Model, device: o.Device = None, bandwidth: o.Ban
 
     Trace format and figures: docs/prefix.md.
     """
-    encode = None
-    if tokenizer is not None:
-        from servecap.load.tokenize import load_tokenizer
-
-        encode = load_tokenizer(tokenizer).ids
+    used: dict = {}
+    encode = text_encoder(tokenizer, model, used)
     flags = SimFlags(device=device, bandwidth=bandwidth, flops=flops, block_size=block_size,
                      num_gpu_blocks=num_gpu_blocks, context=context,
                      weight_dtype=weight_dtype, kv_dtype=kv_dtype,
@@ -65,10 +64,31 @@ def prefix(trace: Trace, model: Model, device: o.Device = None, bandwidth: o.Ban
     with reading_bar(trace, quiet=as_json) as advance:
         requests = read_trace(trace, encode, advance)
     report = analyse(scenario, requests, str(trace), rate, output_len, not no_simulate)
+    report["tokenizer"] = used.get("name")
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         render_prefix(report, Console())
+
+
+def text_encoder(tokenizer: str | None, model: str, used: dict):
+    """Token ids for a text prompt, loaded at the first text line: --tokenizer's, else the
+    model's own (a model directory's tokenizer.json, or a Hub id's in the Hub cache); the
+    name used is kept in `used` for the report. Without either, one line says what to do."""
+    def encode(text: str) -> list[int]:
+        if "tok" not in used:
+            from servecap.load.tokenize import load_tokenizer
+
+            try:
+                used["tok"] = load_tokenizer(tokenizer or model)
+            except SpecError as exc:
+                if tokenizer is not None or "tokenizers" in exc.allowed:
+                    raise
+                raise SpecError("--tokenizer", None, f"{NO_TOKENIZER} ({model} has no "
+                                "tokenizer.json here)") from None
+            used["name"] = tokenizer or model
+        return used["tok"].ids(text)
+    return encode
 
 
 def register(app: typer.Typer) -> None:

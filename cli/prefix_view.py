@@ -41,6 +41,8 @@ def render_prefix(report: dict, console: Console) -> None:
                   f"{report['prompt_tokens_all']:,} prompt tokens; {report['model']}, "
                   f"{bs:,}-token blocks, pool {report['pool_blocks']:,} blocks "
                   f"({report['pool_blocks'] * bs:,} tokens)")
+    if report.get("tokenizer"):
+        console.print(f"text prompts tokenized with {report['tokenizer']}'s tokenizer.json")
     table = Table(title="Prefix-cache reuse (full blocks only)", title_justify="left")
     table.add_column("figure")
     table.add_column("value", justify="right")

@@ -109,7 +109,11 @@ def _tokens(row: dict, where: str, encode) -> array:
             raise SpecError(where + TEXT_FIELD, prompt, "a non-empty string")
         if encode is None:
             raise SpecError(where + TEXT_FIELD, prompt[:30], NO_TOKENIZER)
-        ids = encode(prompt)
+        try:
+            ids = encode(prompt)
+        except SpecError as exc:
+            raise SpecError(where + TEXT_FIELD + f" ({exc.field})", exc.value, exc.allowed
+                            ) from None
         if not ids:
             raise SpecError(where + TEXT_FIELD, prompt[:30], "tokenizes to no tokens")
         return array("q", ids)

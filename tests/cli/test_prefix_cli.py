@@ -3,6 +3,7 @@ text prompts through a real tokenizer, and one-line errors naming file, line and
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -104,28 +105,52 @@ def test_text_without_a_tokenizer_says_how_to_get_one(run, tmp_path):
     assert "--tokenizer" in result.stderr and "prompt_token_ids" in result.stderr
 
 
-def test_text_prompts_through_a_real_tokenizer(run, tmp_path):
+WORDS = [f"w{i}" for i in range(200)]
+
+
+def _word_tokenizer(folder):
+    """A real tokenizer.json: one id per word, built and saved by the tokenizers package."""
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import Whitespace
 
-    words = [f"w{i}" for i in range(200)]
-    tok = tokenizers.Tokenizer(WordLevel({w: i for i, w in enumerate(words)} | {"[UNK]": 200},
+    tok = tokenizers.Tokenizer(WordLevel({w: i for i, w in enumerate(WORDS)} | {"[UNK]": 200},
                                          unk_token="[UNK]"))
     tok.pre_tokenizer = Whitespace()
-    folder = tmp_path / "tok"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     tok.save(str(folder / "tokenizer.json"))
-    system = " ".join(words[:40])  # 40 tokens: 2 full blocks of 16
-    rows = [{"prompt": f"{system} {words[100 + i]} {words[150 + i]}"} for i in range(4)]
-    trace = _write(tmp_path / "text.jsonl", rows)
-    report = _json(run, trace, *MODEL, "--tokenizer", folder)
+    return folder
+
+
+def _text_trace(path):
+    system = " ".join(WORDS[:40])  # 40 tokens: 2 full blocks of 16
+    return _write(path, [{"prompt": f"{system} {WORDS[100 + i]} {WORDS[150 + i]}"}
+                         for i in range(4)])
+
+
+def test_text_prompts_through_a_real_tokenizer(run, tmp_path):
+    folder = _word_tokenizer(tmp_path / "tok")
+    report = _json(run, _text_trace(tmp_path / "text.jsonl"), *MODEL, "--tokenizer", folder)
     assert report["reusable_tokens"] == 3 * 32 and report["prompt_tokens_all"] == 4 * 42
+    assert report["tokenizer"] == str(folder)
+
+
+def test_text_prompts_default_to_the_model_directorys_tokenizer(run, tmp_path):
+    import shutil
+
+    model = _word_tokenizer(tmp_path / "model")
+    shutil.copy(Path(__file__).parents[1] / "fixtures" / "configs" /
+                "meta-llama--Llama-3.1-8B-Instruct" / "config.json", model / "config.json")
+    trace = _text_trace(tmp_path / "text.jsonl")
+    report = _json(run, trace, "--model", model, "--device", "h100-80gb", "--weight-dtype",
+                   "bf16")
+    assert report["tokenizer"] == str(model) and report["reusable_tokens"] == 3 * 32
+    shown = run("prefix", trace, "--model", model, "--device", "h100-80gb", "--weight-dtype",
+                "bf16", "--no-simulate")
+    assert f"tokenized with {model}" in " ".join(shown.stdout.split())
 
 
 def test_simulate_replays_a_token_trace_with_its_prefixes_cached(run):
-    from pathlib import Path
-
     trace = Path(__file__).parents[2] / "workloads" / "prefix.jsonl"
     args = ("simulate", "llama-3.1-8b", "--device", "l4", "--trace", trace, "--json")
     on, off = (json.loads(run(*args, *extra).stdout)["policies"][0]
