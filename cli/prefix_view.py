@@ -15,13 +15,14 @@ GIB = 2**30
 
 
 @contextmanager
-def reading_bar(path: Path, quiet: bool = False) -> Iterator[Callable[[int], None] | None]:
+def reading_bar(path: Path, quiet: bool = False, console: Console | None = None
+                ) -> Iterator[Callable[[int], None] | None]:
     """A bar over the bytes read, on stderr, for a large trace read at a terminal."""
     try:
         size = path.stat().st_size
     except OSError:
         size = 0
-    console = Console(stderr=True)
+    console = console or Console(stderr=True)
     if quiet or size < BAR_FROM_BYTES or not console.is_terminal:
         yield None
         return

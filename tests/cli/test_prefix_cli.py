@@ -182,3 +182,46 @@ def test_a_hybrid_is_cached_in_the_attention_block_vllm_raises_it_to(run, tmp_pa
     assert report["block_size_asked"] == 16 and report["block_size"] == 1088
     assert report["reusable_tokens"] == 3 * 1088
     assert any("raises this hybrid's attention block to 1,088" in n for n in report["notes"])
+
+
+def test_a_large_trace_read_at_a_terminal_shows_a_bar_over_its_bytes(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from servecap.cli.prefix_view import BAR_FROM_BYTES, reading_bar
+    from servecap.scenario.prefix_trace import read_trace
+
+    row = json.dumps({"prompt_token_ids": list(range(1000, 1400))}) + "\n"
+    path = tmp_path / "large.jsonl"
+    path.write_text(row * (BAR_FROM_BYTES // len(row) + 1))
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=80)
+    with reading_bar(path, console=terminal) as advance:
+        assert advance is not None
+        trace = read_trace(path, progress=advance)
+    assert len(trace) == BAR_FROM_BYTES // len(row) + 1
+    assert "reading large.jsonl" in screen.getvalue()
+    with reading_bar(path, quiet=True, console=terminal) as advance:
+        assert advance is None  # --json: no bar
+    small = _write(tmp_path / "small.jsonl", [{"prompt_token_ids": [1]}])
+    with reading_bar(small, console=terminal) as advance:
+        assert advance is None
+
+
+def test_the_json_keys_are_the_documented_contract(run, tmp_path):
+    report = _json(run, _chat_trace(tmp_path / "c.jsonl"), *MODEL)
+    assert set(report) == {
+        "block_size", "block_size_asked", "requests", "requests_served", "prompt_tokens",
+        "cached_tokens", "hit_rate", "prompt_tokens_all", "reusable_tokens",
+        "hit_rate_unbounded", "blocks_total", "blocks_distinct", "blocks_shared",
+        "pool_tokens_saved", "pool_bytes_saved", "kv_bytes_per_token", "groups",
+        "short_prefix_warnings", "source", "model", "pool_blocks", "notes", "ttft",
+        "tokenizer"}
+    assert set(report["groups"][0]) == {"group", "prefix_tokens", "prefix_blocks", "requests",
+                                        "reusable_tokens", "cached_tokens", "first_line",
+                                        "first_tokens"}
+    docs = (Path(__file__).parents[2] / "docs" / "prefix.md").read_text()
+    assert all(f"`{key}`" in docs for key in ("hit_rate", "reusable_tokens", "prompt_tokens",
+                                              "blocks_shared", "short_prefix_warnings",
+                                              "pool_blocks", "block_size", "ttft"))
