@@ -22,16 +22,25 @@ def analyse(scenario: Scenario, trace: list[TraceRequest], source: str,
     """The report `servecap prefix` prints: reuse with the plan's pool (vLLM's hit rate) and
     unbounded, the blocks shared, per-group and short-prefix rows, and TTFT with and
     without prefix caching when arrivals and output lengths are known."""
+    check_load(rate, output_len)
     plan = simulation.rank(vllm_budget(scenario)).plan
     block_size, pool = geometry(scenario, plan)
     found = reuse([r.prompt for r in trace], block_size, pool)
     report = figures(found, trace, plan.kv_bytes_per_token)
     report.update(source=source, model=scenario.model.ref, pool_blocks=pool,
                   block_size_asked=plan.serve.block_size_tokens,
-                  notes=notes(found, pool, plan.serve.block_size_tokens))
+                  notes=notes(found, pool, plan.serve.block_size_tokens)
+                  + too_long(trace, simulation.max_model_len(plan)))
     report["ttft"] = ttft(scenario, trace, found, source, rate, output_len) if simulate \
         else {"simulated": False, "why": "not asked"}
     return report
+
+
+def check_load(rate: float | None, output_len: int | None) -> None:
+    if rate is not None and not 0 < rate < float("inf"):
+        raise SpecError("--rate", rate, "requests per second, a finite number > 0")
+    if output_len is not None and output_len < 1:
+        raise SpecError("--output-len", output_len, "a whole number of tokens >= 1")
 
 
 def vllm_budget(scenario: Scenario) -> Scenario:
@@ -115,6 +124,14 @@ def notes(found: Reuse, pool: int, asked: int) -> list[str]:
     return out
 
 
+def too_long(trace: list[TraceRequest], limit: int | None) -> list[str]:
+    """A note for prompts vLLM refuses for max_model_len (counted in the figures anyway)."""
+    over = sum(len(r.prompt.tokens) > (limit or 0) for r in trace) if limit else 0
+    return [f"{over:,} prompts are longer than max_model_len ({limit:,} tokens): vLLM refuses "
+            "them (the simulation drops them); the hit figures still count them"] if over \
+        else []
+
+
 def ttft(scenario: Scenario, trace: list[TraceRequest], found: Reuse, source: str,
          rate: float | None, output_len: int | None) -> dict:
     """simulate's TTFT over the trace's requests with prefix caching on and off. The
@@ -149,8 +166,6 @@ def ttft(scenario: Scenario, trace: list[TraceRequest], found: Reuse, source: st
 
 def _arrivals(trace: list[TraceRequest], rate: float | None) -> list[float] | None:
     if rate is not None:
-        if not rate > 0:
-            raise SpecError("--rate", rate, "requests per second, > 0")
         return [i / rate for i in range(len(trace))]
     times = [r.arrival_s for r in trace]
     return None if None in times else times

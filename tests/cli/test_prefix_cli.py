@@ -225,3 +225,32 @@ def test_the_json_keys_are_the_documented_contract(run, tmp_path):
     assert all(f"`{key}`" in docs for key in ("hit_rate", "reusable_tokens", "prompt_tokens",
                                               "blocks_shared", "short_prefix_warnings",
                                               "pool_blocks", "block_size", "ttft"))
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (("--rate", "inf"), "--rate = inf"), (("--rate", "0"), "--rate = 0"),
+    (("--output-len", "0", "--no-simulate"), "--output-len = 0"),
+    (("--num-gpu-blocks", "1"), "null block"), (("--block-size", "0"), "block_size = 0"),
+])
+def test_bad_flags_are_one_line(run, flags, needle):
+    trace = Path(__file__).parents[2] / "workloads" / "prefix.jsonl"
+    result = run("prefix", trace, *MODEL, *flags)
+    assert result.exit_code == 2 and result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert needle in line
+
+
+def test_prompts_past_max_model_len_are_named(run):
+    trace = Path(__file__).parents[2] / "workloads" / "prefix.jsonl"
+    report = _json(run, trace, *MODEL, "--max-model-len", "300", "--no-simulate")
+    assert any(n.startswith("9 prompts are longer than max_model_len (300 tokens)")
+               for n in report["notes"])
+
+
+def test_rate_and_output_len_stand_in_for_missing_fields(run, tmp_path):
+    rows = [{"prompt_token_ids": list(range(200)) + [i]} for i in range(6)]
+    trace = _write(tmp_path / "bare.jsonl", rows)
+    report = _json(run, trace, *MODEL, "--rate", "2", "--output-len", "16")
+    assert report["ttft"]["simulated"] and "--rate 2" in report["ttft"]["arrivals"]
+    assert report["ttft"]["with_prefix_caching"]["prefill_tokens"] < \
+        report["ttft"]["without_prefix_caching"]["prefill_tokens"]
