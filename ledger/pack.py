@@ -133,7 +133,7 @@ def refusal_of(engine: EngineSpec, plan: Plan, free_bytes: int, hold: Held) -> s
         requested = requested_bytes(device, util)
         free_at_init = free_bytes - hold.context
         if free_at_init < requested:
-            return (f"vLLM {engine.vllm_row.name} refuses to start: {gib(free_at_init)} GiB "
+            return (f"{engine.vllm_row.name} refuses to start: {gib(free_at_init)} GiB "
                     f"free once its CUDA context exists, below gpu_memory_utilization "
                     f"{util:.2f} x {gib(device)} GiB total = {gib(requested)} GiB (a "
                     f"fraction of the total, not of what is free: at most "

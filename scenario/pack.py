@@ -127,8 +127,12 @@ def _instance(item, i: int, num_devices: int, folder: Path) -> Instance:
     if par.data_parallel_size != 1:
         raise SpecError(f"{where} data_parallel_size", par.data_parallel_size,
                         "1: list each replica as an instance of its own")
+    if "gpus" not in item and world > num_devices:
+        raise SpecError(f"{where}.gpus", None, f"{world} device indexes, one per rank (tensor "
+                        f"x pipeline parallel = {world}); devices lists {num_devices}")
     gpus = _gpus(item.get("gpus", list(range(world))), f"{where}.gpus", world, num_devices)
-    name = item.get("name", f"{i + 1}: {scenario.model.name}")
+    model = str(scenario.model.name or "").rstrip("/").rsplit("/", 1)[-1]
+    name = item.get("name", f"{i + 1}: {model}"[:64])
     if not isinstance(name, str) or not name.strip() or len(name) > 64:
         raise SpecError(f"{where}.name", name, "a name of 1 to 64 characters")
     return Instance(name.strip(), gpus, scenario)

@@ -36,6 +36,7 @@ EXAMPLES = {
     "search": ("search", "llama-3.1-8b", "WORKLOAD", "--rate", "4", "--slo-ttft", "1s",
                "--slo-tpot", "50ms", "--devices", "h100-80gb,h200", "--max-gpus", "2"),
     "verify": ("verify", "tiny-llama", "--device", "cpu"),
+    "pack": ("pack", str(ROOT / "docs" / "packs" / "default-utilization.yaml")),
     "diff": ("diff", "llama-3.1-8b", *H100, "--engine", "vllm==0.19", "--against",
              "vllm==0.32"),
 }
