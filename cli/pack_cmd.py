@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from servecap.ledger.errors import SpecError
+
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
 
 
@@ -36,7 +38,11 @@ def pack(
     from servecap.scenario.pack import pack as run_pack
     from servecap.scenario.pack import read_pack
 
-    result = run_pack(read_pack(pack_file))
+    packed = read_pack(pack_file)
+    try:
+        result = run_pack(packed)
+    except SpecError as exc:  # an instance that cannot be planned: named with the file
+        raise (exc if exc.source else exc.at(str(pack_file))) from None
     if as_json:
         from .pack_view import packing_to_dict
 

@@ -51,7 +51,7 @@ def render_packing(result: Packing, console: Console | None = None) -> None:
     for d in result.devices:
         table = Table(title=f"device {d.index}: {d.label}, {d.device_bytes / GiB:,.2f} GiB",
                       title_justify="left")
-        for name, just in (("instance", "left"), ("reserved", "right"), ("CUDA ctx", "right"),
+        for name, just in (("instance", "left"), ("reserved", "right"), ("context", "right"),
                            ("graphs", "right"), ("held", "right"), ("needed", "right")):
             table.add_column(name, justify=just, no_wrap=just == "right")
         for h in d.held:
@@ -61,9 +61,10 @@ def render_packing(result: Packing, console: Console | None = None) -> None:
         table.add_row("used", "", "", "", _g(d.used), "")
         table.add_row("left", "", "", "", _g(d.left), "")
         print_table(console, table)
-    console.print("GiB (2^30 bytes). reserved: inside the engine's budget; CUDA ctx and graphs: "
-                  "outside it; needed: what the declared load needs (every line but the "
-                  "unused pool and the headroom).", soft_wrap=False)
+    console.print("GiB (2^30 bytes). reserved: inside the engine's budget; context (the "
+                  "process's CUDA context) and graphs: outside it; needed: what the declared "
+                  "load needs (every line but the unused pool and the headroom).",
+                  soft_wrap=False)
     for p in result.placed:
         head = f"{p.name} ({p.engine}, gpus {','.join(map(str, p.gpus))}): "
         if p.refusal is None:

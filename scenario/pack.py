@@ -121,6 +121,9 @@ def _instance(item, i: int, num_devices: int, folder: Path) -> Instance:
         version = item["version"]
         if not isinstance(version, str | float) or isinstance(version, bool):
             raise SpecError(f"{where}.version", version, "a vLLM release: '0.9.0', '>=0.21'")
+        if scenario.engine.name != "vllm":
+            raise SpecError(f"{where}.version", version, "a vLLM release, for a vLLM "
+                            f"instance only (this one runs {scenario.engine.name})")
         scenario = with_values(scenario, {"engine.version": str(version)})
     par = scenario.parallel
     world = par.tensor_parallel_size * par.pipeline_parallel_size
@@ -132,7 +135,7 @@ def _instance(item, i: int, num_devices: int, folder: Path) -> Instance:
                         f"x pipeline parallel = {world}); devices lists {num_devices}")
     gpus = _gpus(item.get("gpus", list(range(world))), f"{where}.gpus", world, num_devices)
     model = str(scenario.model.name or "").rstrip("/").rsplit("/", 1)[-1]
-    name = item.get("name", f"{i + 1}: {model}"[:64])
+    name = item.get("name", f"{i + 1}: {model}"[:40])
     if not isinstance(name, str) or not name.strip() or len(name) > 64:
         raise SpecError(f"{where}.name", name, "a name of 1 to 64 characters")
     return Instance(name.strip(), gpus, scenario)

@@ -180,6 +180,15 @@ def test_the_table_at_80_columns_shows_every_device_and_verdict(tmp_path) -> Non
     ({"devices": "h100-80gb", "instances": [{"launch": f"vllm serve {QWEN_05B}"},
                                             {"launch": f"vllm serve {QWEN_05B}",
                                              "name": f"1: {QWEN_05B.name}"}]}, "unique"),
+    ({"devices": ["h100-80gb"], "instances": [{"launch": f"python -m sglang.launch_server "
+                                               f"--model-path {QWEN_05B}", "version": "0.9.0"}]},
+     "for a vLLM instance only"),
+    ({"devices": ["h100-80gb"], "instances": [{"scenario": {
+        "model": {"name": str(QWEN_05B)}, "engine": {"name": "vllm"},
+        "device": {"name": "a100-80gb"}}}]}, "the pack's device h100-80gb"),
+    ({"devices": ["h100-80gb"], "instances": [{"scenario": {
+        "model": {"name": str(QWEN_05B)}, "engine": {"name": "vllm"},
+        "memory": {"gpu_memory_utilization": 2}}}]}, "memory.gpu_memory_utilization"),
 ])
 def test_bad_input_is_one_line_naming_file_and_field(run, tmp_path, doc, words) -> None:
     path = tmp_path / "bad.yaml"
@@ -217,3 +226,16 @@ def test_every_device_ledger_adds_up(utils, version) -> None:
     assert result.fits == (len(started) == len(utils))
     assert sum(h.reserved for h in device.held) <= device.device_bytes
     assert all(h.needed < 8 * GiB for h in device.held)
+
+
+def test_a_scenario_inline_or_in_a_file_packs_as_a_launch_line_does(run, tmp_path) -> None:
+    """The same instance three ways: a launch line, a scenario's sections, a scenario file
+    (its paths relative to it): the same ledger."""
+    sections = {"model": {"name": str(QWEN_05B)}, "engine": {"name": "vllm"},
+                "scheduler": {"max_model_len": 4096}, "memory": {"gpu_memory_utilization": 0.3}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sections))
+    outs = [packed(run, write(tmp_path, ["h100-80gb"], {**entry, "name": "x"},
+                              name=f"{i}.yaml"))[1]
+            for i, entry in enumerate([vllm(QWEN_05B, 0.3), {"scenario": sections},
+                                       {"scenario": "s.yaml"}])]
+    assert outs[0]["devices"] == outs[1]["devices"] == outs[2]["devices"]
