@@ -3,6 +3,7 @@ instance planned by the code path `servecap plan` runs, with what the earlier in
 its devices counted where its engine's rule counts it (ledger/pack.py)."""
 
 import os
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -13,13 +14,16 @@ from servecap.ledger.ranks import Deployment
 from servecap.model_configs.reading import parse_yaml, read_text
 
 from .deployment import deployment, load
-from .engine import engine_spec
+from .engine import engine_spec, split_engine
 from .file import from_dict, load_scenario, resolved_from
 from .launch_line import parse_launch_line
 from .spec import Scenario, with_values
 
 KEYS = ("devices", "instances")
-INSTANCE_KEYS = ("name", "gpus", "launch", "scenario", "version")
+INSTANCE_KEYS = ("name", "gpus", "launch", "scenario", "version", "model", "engine", "flags")
+# model + engine + flags, read as the engine's own launch line
+PROGRAMS = {"vllm": "vllm serve {model}", "sglang": "python -m sglang.launch_server "
+            "--model-path {model}", "trtllm": "trtllm-serve {model}"}
 MAX_INSTANCES = 64
 MAX_DEVICES = 64
 
@@ -113,9 +117,16 @@ def _instance(item, i: int, num_devices: int, folder: Path) -> Instance:
         if key not in INSTANCE_KEYS:
             raise SpecError(f"{where}.{key}", item[key], "unknown key; allowed: "
                             + ", ".join(INSTANCE_KEYS))
-    if ("launch" in item) == ("scenario" in item):
-        raise SpecError(where, sorted(item), "exactly one of launch (a pasted launch line) and "
-                        "scenario (a scenario file or its sections)")
+    forms = [key for key in ("launch", "scenario", "model") if key in item]
+    if len(forms) != 1:
+        raise SpecError(where, sorted(item), "exactly one of launch (a pasted launch line), "
+                        "scenario (a scenario file or its sections) and model (with engine "
+                        "and flags)")
+    if "model" in item:
+        item = _as_launch(item, where)
+    elif "engine" in item or "flags" in item:
+        raise SpecError(where, sorted(item), "engine and flags go with model; a launch line "
+                        "or a scenario names its own")
     scenario = _scenario(item, where, folder)
     if "version" in item:  # the release a launch line runs (a line does not say)
         version = item["version"]
@@ -139,6 +150,33 @@ def _instance(item, i: int, num_devices: int, folder: Path) -> Instance:
     if not isinstance(name, str) or not name.strip() or len(name) > 64:
         raise SpecError(f"{where}.name", name, "a name of 1 to 64 characters")
     return Instance(name.strip(), gpus, scenario)
+
+
+def _as_launch(item: dict, where: str) -> dict:
+    """model: M, engine: vllm==0.9.0, flags: '--max-model-len 8192 ...' as the engine's launch
+    line (engine default vllm; a release after == sets version)."""
+    model, flags = item["model"], item.get("flags", "")
+    if not isinstance(model, str) or not model.strip():
+        raise SpecError(f"{where}.model", model, "a bundled name, a model directory or file, "
+                        "or a Hub id")
+    if not isinstance(flags, str):
+        raise SpecError(f"{where}.flags", flags, "the engine's flags as one line: "
+                        "'--max-model-len 8192 --gpu-memory-utilization 0.45'")
+    try:
+        name, release = split_engine(str(item.get("engine", "vllm")))
+    except SpecError as exc:
+        raise SpecError(f"{where}.engine", exc.value, exc.allowed) from None
+    if name not in PROGRAMS:
+        raise SpecError(f"{where}.engine", item.get("engine"), "vllm (vllm==X.Y for a "
+                        "release), sglang or trtllm: pack applies an engine's reservation rule")
+    out = {k: v for k, v in item.items() if k not in ("model", "engine", "flags")}
+    out["launch"] = PROGRAMS[name].format(model=shlex.quote(model)) + " " + flags
+    if release:
+        if "version" in item:
+            raise SpecError(f"{where}.version", item["version"], f"given twice: engine "
+                            f"{item['engine']} names the release")
+        out["version"] = release.removeprefix("==")
+    return out
 
 
 def _scenario(item: dict, where: str, folder: Path) -> Scenario:

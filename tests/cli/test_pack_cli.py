@@ -168,6 +168,10 @@ def test_the_table_at_80_columns_shows_every_device_and_verdict(tmp_path) -> Non
 @pytest.mark.parametrize(("doc", "words"), [
     ({"devices": ["h100-80gb"]}, "instances"),
     ({"devices": ["h100-80gb"], "instances": [{}]}, "exactly one of launch"),
+    ({"devices": ["h100-80gb"], "instances": [{"model": "x", "engine": "plain"}]},
+     "sglang or trtllm"),
+    ({"devices": ["h100-80gb"], "instances": [{"launch": "vllm serve x", "flags": "-tp 2"}]},
+     "engine and flags go with model"),
     ({"devices": ["h100-80gb"], "instances": [{"launch": "vllm serve x", "gpus": [1]}]},
      "a device index 0 to 0"),
     ({"devices": ["nope-gpu"], "instances": [{"launch": "vllm serve x"}]}, "catalog name"),
@@ -239,3 +243,11 @@ def test_a_scenario_inline_or_in_a_file_packs_as_a_launch_line_does(run, tmp_pat
             for i, entry in enumerate([vllm(QWEN_05B, 0.3), {"scenario": sections},
                                        {"scenario": "s.yaml"}])]
     assert outs[0]["devices"] == outs[1]["devices"] == outs[2]["devices"]
+
+
+def test_model_engine_and_flags_read_as_the_engines_launch_line(run, tmp_path) -> None:
+    """model + engine (vllm==X.Y names the release) + flags: the fixture's launch lines."""
+    entry = {"model": str(QWEN_05B), "engine": "vllm==0.9.0",
+             "flags": "--gpu-memory-utilization 0.4"}
+    path = write(tmp_path, ["8188MiB"], {**entry, "name": "first"}, {**entry, "name": "second"})
+    assert packed(run, path) == packed(run, FIXTURES / "vllm-19125.yaml")
