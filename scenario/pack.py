@@ -4,7 +4,7 @@ its devices counted where its engine's rule counts it (ledger/pack.py)."""
 
 import os
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from servecap.ledger.devices import resolve_device
@@ -186,7 +186,8 @@ def _scenario(item: dict, where: str, folder: Path) -> Scenario:
             raise SpecError(f"{where}.launch", line, "a launch line: vllm serve MODEL ..., "
                             "python -m sglang.launch_server --model-path MODEL ...")
         try:
-            return _moved(parse_launch_line(line).scenario, folder)
+            # a model path relative to the pack file's folder, where it exists there
+            return resolved_from(parse_launch_line(line).scenario, folder)
         except SpecError as exc:
             raise SpecError(f"{where}.launch: {exc.field}", exc.value, exc.allowed) from None
     value = item["scenario"]
@@ -199,11 +200,6 @@ def _scenario(item: dict, where: str, folder: Path) -> Scenario:
     except SpecError as exc:
         raise SpecError(f"{where}.scenario: {exc.field}", exc.value, exc.allowed) from None
     raise SpecError(f"{where}.scenario", value, "a scenario file's path or its sections")
-
-
-def _moved(scenario: Scenario, folder: Path) -> Scenario:
-    """A launch line's model path, relative to the pack file's folder where it exists there."""
-    return resolved_from(scenario, folder)
 
 
 def _gpus(value, where: str, world: int, num_devices: int) -> tuple[int, ...]:
@@ -273,7 +269,3 @@ def _place(inst: Instance, devices: tuple[str, ...], ledgers: list[DeviceLedger]
     name = engine.vllm_row.name if engine.name == "vllm" else engine.name
     return Placed(inst.name, name, kind, inst.gpus, free, why, holds, result)
 
-
-def with_order(pack_file: PackFile, order: list[int]) -> PackFile:
-    """The same instances started in another order."""
-    return replace(pack_file, instances=tuple(pack_file.instances[i] for i in order))
