@@ -24,6 +24,8 @@ COMMANDS = {
                 "them, beside vendor figures."),
     "blocks": ("catalog_cmd", "Paging arithmetic: blocks, token slots, unused slots and "
                "block-table entries."),
+    "pack": ("pack_cmd", "Check that instances share the devices, started in order, under "
+             "each engine's rule."),
     "diff": ("diff_cmd", "Compare one deployment under two engines or vLLM releases, line by "
              "line."),
     "reconcile": ("reconcile_cmd", "Plan the deployment a startup log came from and compare "

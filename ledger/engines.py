@@ -16,6 +16,7 @@ from .kv_blocks import (
     uniform_kinds,
 )
 from .lines import Line
+from .lora_rules import slots_in_budget
 from .model import ModelSpec
 from .serve import DEFAULT_BLOCK_SIZE_TOKENS
 from .units import GiB, MiB
@@ -206,11 +207,13 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
     amount = {line.key: line.num_bytes for line in lines}
     weights = amount["weights"] + amount["weight_metadata"]
     act, non_torch, comm = amount["runtime_peak"], amount["non_torch"], amount["comm_buffers"]
+    lora = amount.get("lora_adapters", 0)
     weights += amount.get("rotary_cache", 0) + amount.get("weights_resident", 0) \
-        + amount.get("lora_adapters", 0) + amount.get("eplb", 0)
+        + lora + amount.get("eplb", 0)
     if engine.name == VLLM:
-        return _vllm(engine, device_bytes, weights + act + non_torch + comm
-                     + amount.get("cuda_graphs", 0), "cuda_graphs" in amount)
+        outside = 0 if slots_in_budget(engine.vllm_row) else lora
+        return _vllm(engine, device_bytes, weights - outside + act + non_torch + comm
+                     + amount.get("cuda_graphs", 0), "cuda_graphs" in amount, outside)
     graphs = amount.get("cuda_graphs", 0)
     if engine.name == SGLANG:
         return _sglang(engine, device_bytes - non_torch - comm, weights, act + graphs, world_size)
@@ -237,23 +240,26 @@ def _trtllm(engine: EngineSpec, free_after: int):
     ), f"the {1 - fraction:.0%} of free memory TensorRT-LLM leaves"
 
 
-def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, graphs: bool):
+def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, graphs: bool, outside: int = 0):
     """requested = total x gpu_memory_utilization; pool = requested - everything the profile
     counted (weights, activation peak, non-torch incl. collective buffers, and the CUDA-graph
     line where the release subtracts it or it was measured: vllm_runner.graphs_subtracted).
-    The headroom is the rest."""
+    The headroom is the rest, less what the profile missed and the device still holds
+    (`outside`: LoRA slots on V0's memory_profiling rows, lora_rules.slots_in_budget)."""
     row = engine.vllm_row
+    missed = f", less the LoRA slots {row.name} leaves out of its profile" if outside else ""
     if engine.kv_cache_memory_bytes is not None:
-        rest = device_bytes - non_kv - engine.kv_cache_memory_bytes
+        rest = device_bytes - non_kv - outside - engine.kv_cache_memory_bytes
         return engine.kv_cache_memory_bytes, rest, "measured: --kv-cache-memory (ignores " \
-            "gpu_memory_utilization)", "left on the device outside the declared pool"
+            "gpu_memory_utilization)", "left on the device outside the declared pool" + missed
     util = engine.gpu_memory_utilization or row.default_gpu_memory_utilization
     requested = device_bytes * util
     pool = int(requested - non_kv)
-    return pool, device_bytes - int(requested), (
+    return pool, device_bytes - int(requested) - outside, (
         f"{row.name} ({row.tag}): total x gpu_memory_utilization {util:.2f} - weights - "
         "activation peak - non-torch - comm" + (" - CUDA graphs" if graphs else "")
-    ), f"outside gpu_memory_utilization {util:.2f}"
+        + (" (the LoRA slots not subtracted: outside its profile)" if outside else "")
+    ), f"outside gpu_memory_utilization {util:.2f}{missed}"
 
 
 def _sglang_default(world_size: int) -> float:

@@ -23,6 +23,16 @@ EXTRA_VOCAB_SIZE = 256
 LORA_VOCAB_PADDING = 256
 # --lora-target-modules (LoRAConfig.target_modules) exists from v0.19.0
 TARGET_MODULES_FROM = (0, 19, 0)
+# V0's runner from the memory_profiling rows (0.6.5) to 0.7.x wraps the model for LoRA after the
+# DeviceMemoryProfiler that measures the weights (vllm/worker/model_runner.py load_model at
+# v0.6.5 and v0.7.1: 'Loading model weights took' is logged before create_lora_manager), and the
+# profile measures the torch peak from after them: the slots are in no term the pool subtracts,
+# so the pool ignores --max-loras and --max-lora-rank (vllm issue 14450, 2025-03-07: 'using
+# different LoRa Rank and Max LoRas did not affect the number of kv cache blocks'; fixed for V0
+# by PR 14469, v0.8.0). The V1 runner loads the LoRA model inside the profiler (v1/worker/
+# gpu_model_runner.py load_model at v0.8.0), and 0.6.3 / 0.6.4 measure the device-wide drop or
+# the torch allocation peak, which hold the slots.
+PROFILE_MISSES_SLOTS = ("v0", "profiled")  # VllmRow (formula, profile)
 # LogitsProcessorWithLoRA.create_lora_weights refuses larger vocabularies
 MAX_VOCAB = 258048  # from v0.12.0 ('vocab size must be <= 258048')
 MAX_VOCAB_BEFORE_012 = 257024  # before ('32000 >= vocab_size <= 257024', read as v > 257024)
@@ -134,3 +144,10 @@ def check_edge_targets(targets: tuple[str, ...] | None, fam: Family) -> None:
 
 def _tag(release: tuple[int, ...]) -> str:
     return "v" + ".".join(map(str, release))
+
+
+def slots_in_budget(row) -> bool:
+    """Whether the release's profile subtracts the LoRA slots from its KV pool (a VllmRow; not
+    on V0's memory_profiling rows, PROFILE_MISSES_SLOTS: there they sit outside
+    gpu_memory_utilization, beside the pool)."""
+    return (row.formula, row.profile) != PROFILE_MISSES_SLOTS

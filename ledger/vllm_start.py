@@ -108,15 +108,26 @@ FREE_CHECK_FROM = (0, 9, 2)  # V1 gpu_worker.init_device (utils.request_memory f
 ROUNDING = 0.005 * GiB  # vLLM prints the free memory rounded to 0.01 GiB
 
 
+def checks_free(row) -> bool:
+    """The release refuses to start when less than its request is free (V1, from 0.9.2)."""
+    return row.formula == "v1" and row.version >= FREE_CHECK_FROM
+
+
+def requested_bytes(device_bytes: int, utilization: float) -> int:
+    """What vLLM asks of the device: ceil(total x gpu_memory_utilization), the TOTAL memory,
+    whatever other processes hold (vllm/v1/worker/utils.py request_memory at v0.33.0)."""
+    return math.ceil(device_bytes * utilization)
+
+
 def free_memory_refusal(row, device_bytes: int, utilization: float,
                         free_bytes: int | None) -> str | None:
     """vLLM (V1, from 0.9.2) refuses to start when the memory free at startup is below
     ceil(total x gpu_memory_utilization) (vllm/v1/worker/utils.py request_memory at v0.19.0;
     gpu_worker.py init_device at v0.9.2): memory other processes hold is no line of the plan,
     so the log's free figure is taken as measured. None: it starts as far as this check goes."""
-    if free_bytes is None or row.formula != "v1" or row.version < FREE_CHECK_FROM:
+    if free_bytes is None or not checks_free(row):
         return None
-    requested = math.ceil(device_bytes * utilization)
+    requested = requested_bytes(device_bytes, utilization)
     if free_bytes + ROUNDING >= requested:
         return None
     return (f"the device had {free_bytes / GiB:.2f} GiB free at startup (the log's), below "

@@ -110,6 +110,7 @@ class RankModel:
     first_attention_full: bool = True
     tokens_from_concurrency: bool = False
     concurrency_v0: bool = False  # vLLM V0's blocks x B / L (ledger.kv_blocks.max_concurrency)
+    lora_outside: bool = False  # the release's profile misses the LoRA slots (lora_rules)
 
     @property
     def vllm_hybrid(self) -> bool:
@@ -138,12 +139,25 @@ def rank_rows(model: RankModel) -> list[tuple[str, str, str | None, str]]:
         rows.append(("free_start", "memory the engine sizes from", style.BYTES,
                      FREE_START[model.engine]))
     rows += [
-        ("pool", "KV pool as sized", style.BYTES, POOL[model.engine]),
+        ("pool", "KV pool as sized", style.BYTES, _outside(POOL[model.engine], model, True)),
         ("kv_pool_bytes", "KV pool", style.BYTES, "MAX([pool],0)"),
-        ("headroom", "outside the engine budget", style.BYTES, HEADROOM[model.engine])]
+        ("headroom", "outside the engine budget", style.BYTES,
+         _outside(HEADROOM[model.engine], model, False))]
     return rows + (_hybrid_page_rows(model) if model.vllm_hybrid else
                    _page_rows(model.engine, model.kinds)) \
         + _budget_rows(model)
+
+
+def _outside(formula: str, model: RankModel, pool: bool) -> str:
+    """vLLM's pool and headroom where its profile misses the LoRA slots (V0's
+    memory_profiling rows, ledger.lora_rules.slots_in_budget): the pool does not subtract
+    them; the headroom of the utilization branch holds them (the declared pool's branch
+    already subtracts every line)."""
+    if not model.lora_outside:
+        return formula
+    if pool:
+        return formula.replace("+[lora_adapters]", "")
+    return formula.replace(",device_bytes-TRUNC(", ",device_bytes-[lora_adapters]-TRUNC(")
 
 
 def _kv_rows(model: RankModel) -> list[tuple]:

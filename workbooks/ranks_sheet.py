@@ -22,6 +22,7 @@ from servecap.ledger.kv import (
     kv_heads_per_rank,
 )
 from servecap.ledger.kv_blocks import V0, kv_cache_groups, uniform_kinds
+from servecap.ledger.lora_rules import slots_in_budget
 from servecap.ledger.model import ATTENTION_KINDS, CHUNKED, FULL, SLIDING
 from servecap.ledger.ranks import StagePlan
 from servecap.ledger.state import state_bytes_per_layer
@@ -49,7 +50,8 @@ def rank_model(src: WorkbookSource) -> RankModel:
     vllm = engine.name == VLLM
     rules = {"tokens_from_concurrency": vllm and
              engine.vllm_row.tokens_rule == TOKENS_FROM_CONCURRENCY,
-             "concurrency_v0": vllm and engine.kv_formula == V0}
+             "concurrency_v0": vllm and engine.kv_formula == V0,
+             "lora_outside": vllm and not slots_in_budget(engine.vllm_row)}
     if not vllm or not kinds.hybrid:
         return RankModel(engine.name, kinds, **rules)
     plan = _layout(src, src.deployment.stages[0])

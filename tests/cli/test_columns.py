@@ -38,6 +38,7 @@ EXAMPLES = {
     "verify": ("verify", "tiny-llama", "--device", "cpu"),
     "prefix": ("prefix", str(ROOT / "workloads" / "prefix.jsonl"), "--model", "llama-3.1-8b",
                "--device", "l4"),
+    "pack": ("pack", str(ROOT / "docs" / "packs" / "default-utilization.yaml")),
     "diff": ("diff", "llama-3.1-8b", *H100, "--engine", "vllm==0.19", "--against",
              "vllm==0.32"),
 }

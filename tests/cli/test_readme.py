@@ -77,6 +77,7 @@ def test_the_readme_examples_run_as_written(tmp_path, monkeypatch) -> None:
     from servecap.cli.app import app
 
     (tmp_path / "workloads").symlink_to(ROOT / "workloads")
+    (tmp_path / "docs").symlink_to(ROOT / "docs")  # docs/packs/*.yaml
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "fixtures").symlink_to(ROOT / "tests" / "fixtures")
     monkeypatch.chdir(tmp_path)
