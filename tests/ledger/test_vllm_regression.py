@@ -30,6 +30,24 @@ KV_MISSES = {
     "v1_qwen3_30b_a3b_4xa10_issue17469": "-14.2%: the pool vLLM logged is 0.65 GiB larger than "
                                          "0.8.5's rules give on the catalog's A10; its profile "
                                          "lines are not in the excerpt",
+    "v0_27_qwen3_32b_2xrtxpro6000_pp2_kubesimplify": "+18.9%: PP0 logged a 6.92 GiB pool "
+                                                     "against the plan's 8.22; on 0.27.1's "
+                                                     "Model Runner V2 no CUDA-graph term is "
+                                                     "taken and PP0 runs no sampler, so the "
+                                                     "1.24 GiB more vLLM subtracted is in its "
+                                                     "consumed memory or the forward's torch "
+                                                     "peak, which the excerpt does not break "
+                                                     "down (the same post's TP 1 run subtracts "
+                                                     "2.2 GiB more than the plan)",
+    "v0_27_qwen3_8b_rtx4090_cold_coldstartrecon": "+19.8%: a cold torch.compile: the profiled "
+                                                  "forward compiles and autotunes, so 0.27.1 "
+                                                  "takes a 1.18 GiB torch peak (the log's own "
+                                                  "line); the next start on the same worker, "
+                                                  "compile cache warm, logs 0.19 GiB and "
+                                                  "lands at -0.4%",
+    "v0_27_qwen25_7b_rtx4090_llmso": "+34.5%: a 5.48 GiB pool against the plan's 7.37; each "
+                                     "model of the run starts with a cold compile cache (as "
+                                     "the log above) and the excerpt prints no breakdown",
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
@@ -46,6 +64,12 @@ KV_NEAR_MISSES = {
     "v1_qwen25_72b_2xh100_planner": "+5.8%: a 3.04 GiB pool, so the 0.17 GiB the rules leave "
                                     "out (weights 67.72 vs 67.80 logged, torch peak 2.24 vs "
                                     "2.29) is 6% of it",
+    "v0_27_qwen3_32b_2xrtxpro6000_tp2_kubesimplify": "+5.7%: an 8.22 GiB pool against the "
+                                                     "plan's 8.68: the catalog card is 0.12 GiB "
+                                                     "larger than the 95.01 GiB logged (0.05 at "
+                                                     "0.426), weights 0.07 GiB above the plan, "
+                                                     "and 0.34 GiB of profile overhead the "
+                                                     "excerpt does not break down",
 }
 # Weights beyond 2% of 'Model loading took': multimodal checkpoints whose vision tower vLLM loads
 WEIGHT_MISSES = {
@@ -184,6 +208,7 @@ def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
                         ("--max-num-batched-tokens", plan_flags.max_num_batched_tokens),
                         ("--gpu-memory-utilization", deploy.gpu_memory_utilization),
                         ("--max-num-seqs", deploy.max_num_seqs),
+                        ("-pp", deploy.pipeline_parallel_size),
                         ("--mxfp4-backend", deploy.mxfp4_backend),
                         ("--sampler", deploy.sampler)):
         args += [flag, str(value)] if value is not None else []
