@@ -17,7 +17,7 @@ num_cpu_blocks 0, which CPUOffloadingSpec refuses ('num_cpu_blocks must be speci
 native tier is planned from v0.15.0, the first release read where it starts. Releases between
 two read ones follow the older one's rules.
 
-lmcache (LMCacheConnectorV1, read at v0.12.0, v0.15.0 and v0.19.0): vLLM sets LMCache's
+lmcache (LMCacheConnectorV1, read at v0.12.0, v0.15.0, v0.19.0 and v0.22.0): vLLM sets LMCache's
 max_local_cpu_size to size / (tp x pp) GiB on each rank, and every rank allocates that much
 pinned memory of its own (MixedMemoryAllocator(int(max_local_cpu_size x 1024**3)), LMCache
 issue #2901). A chunk holds chunk_size tokens of the rank's KV in LMCache's KV_2LTD format
