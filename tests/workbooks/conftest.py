@@ -146,6 +146,14 @@ def _flag_cases() -> dict[str, tuple[str, PlanFlags]]:
                           # dp 2: one device's ledger (no Ranks sheet), ep = tp x dp = 2
                           DeployFlags(data_parallel_size=2, enable_expert_parallel=True,
                                       enable_eplb=True, num_redundant_experts=16)),
+        # a host KV tier: vLLM's native one (v0.33 rules) and LMCache's (v0.19 rules)
+        "llama-offload-native": ("llama-3.1-8b", PlanFlags(device="h100-80gb", context=8192,
+                                                          concurrency=4),
+                                 DeployFlags(engine="vllm", kv_offloading_size=64)),
+        "llama-offload-lmcache": ("llama-3.1-8b", PlanFlags(device="h100-80gb", context=8192,
+                                                           concurrency=4),
+                                  DeployFlags(engine="vllm==0.19", kv_offloading_size=50,
+                                              kv_offloading_backend="lmcache")),
     })
     return cases
 
