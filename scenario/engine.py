@@ -20,8 +20,7 @@ ENGINE_KNOBS = {"memory.gpu_memory_utilization": VLLM, "memory.kv_cache_memory_b
                 "memory.max_total_tokens": "sglang",
                 "memory.free_gpu_memory_fraction": "trtllm", "memory.max_tokens": "trtllm",
                 "engine.mxfp4_backend": VLLM,
-                "engine.sampler": VLLM, "memory.kv_offloading_size": VLLM,
-                "memory.kv_offloading_backend": VLLM}
+                "engine.sampler": VLLM}
 _FLAG = {"memory.kv_cache_memory_bytes": "--kv-cache-memory"}
 
 

@@ -105,6 +105,9 @@ def _counts(policy: str, seqs: list[Seq]) -> dict:
         "recomputed_tokens": sum(s.recomputed_tokens for s in seqs),
         "prefix_hit_tokens": sum(s.prefix_hit_tokens for s in seqs),
         "prefix_hit_rate": sum(s.prefix_hit_tokens for s in done) / offered if offered else 0.0,
+        "offload_hit_tokens": sum(s.offload_hit_tokens for s in seqs),
+        "offload_hit_rate": sum(s.offload_hit_tokens for s in done) / offered if offered
+        else 0.0,
     }
 
 
