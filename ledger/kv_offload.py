@@ -28,7 +28,7 @@ there and at v0.33.0) the lmcache backend is LMCache's multi-process server and 
 size is not passed on (its capacity is the server's): refused."""
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import SpecError
 from .lines import Line
@@ -138,6 +138,23 @@ def _lmcache(spec: OffloadSpec, kv_bytes_per_token: int) -> OffloadTier:
            + f") = {chunks:,} chunks x {spec.chunk_size} tokens")
     return OffloadTier("cpu", buffer, chunks * spec.chunk_size, chunks, spec.chunk_size, chunk,
                        how)
+
+
+def size_for_tokens(spec: OffloadSpec, tokens: int, block_bytes: int, block_size: int,
+                    kv_bytes_per_token: int) -> float:
+    """The smallest --kv-offloading-size, in hundredths of a GiB, whose tier holds `tokens`
+    (offload_tier run forward at each candidate, so the rounding is the release's own)."""
+    def held(gib: float) -> int:
+        return offload_tier(replace(spec, size_gib=gib), block_bytes, block_size,
+                            kv_bytes_per_token).tokens
+    one = offload_tier(replace(spec, size_gib=1.0), block_bytes, block_size, kv_bytes_per_token)
+    if one.tokens == 0:
+        raise SpecError("--kv-offloading-size", spec.size_gib, "a tier of one block or chunk "
+                        f"per GiB at least ({one.chunk_bytes:,} B a chunk)")
+    cents = max(1, math.ceil(tokens / one.tokens * 100) - 1)
+    while held(cents / 100) < tokens:
+        cents += 1
+    return cents / 100
 
 
 def offload_lines(tier: OffloadTier | None, tokens_per_request: int) -> tuple[Line, ...]:

@@ -119,7 +119,8 @@ class BlockPool:
 class HostTier:
     """A host KV offload tier (vLLM's --kv-offloading-size) as the simulator keeps it: every
     computed prompt is stored, its shared prefix under its group and the rest under the request,
-    least recently used evicted first when the tier's tokens run out. It is only ever read for
+    least recently used evicted first when the tier's tokens run out (an entry larger than the
+    tier flushes it, as its blocks would one by one). It is only ever read for
     a prefix group that has left the device's pool: that group loads back over the host link
     instead of being prefilled again. Stores cost no step time (they overlap the compute)."""
 
@@ -136,7 +137,7 @@ class HostTier:
         if key in self.entries:
             self.entries.move_to_end(key)
             return
-        if tokens <= 0 or tokens > self.capacity:
+        if tokens <= 0:
             return
         self.entries[key] = tokens
         self.used += tokens
