@@ -3,6 +3,8 @@ target share of a workload's prefix tokens (sim/offload_fit.py: LRU stack distan
 by plan's own ledger (ledger/kv_offload.py)."""
 
 import json
+import shutil
+import textwrap
 from dataclasses import replace
 
 from servecap.ledger.errors import SpecError
@@ -53,17 +55,23 @@ def offload_fit(model, flags, deploy, loaded, hit_rate, workload, trace, as_json
     return tokens is not None
 
 
+def _print(text: str) -> None:
+    """One paragraph wrapped to the terminal (COLUMNS), as the rich tables are."""
+    width = shutil.get_terminal_size((100, 24)).columns
+    print(textwrap.fill(text, width=max(width, 40), break_on_hyphens=False))
+
+
 def _lines(out: dict) -> None:
-    print(f"prefix tokens offered: {out['offered_prefix_tokens']:,} over {out['workload']} "
+    _print(f"prefix tokens offered: {out['offered_prefix_tokens']:,} over {out['workload']} "
           f"({out['reuses']:,} reuses of a stored prefix); an unbounded tier serves "
           f"{out['best_hit_rate']:.1%} (first uses always miss)")
     if not out["fits"]:
-        print(f"no tier serves {out['hit_rate_target']:.1%}: at most "
+        _print(f"no tier serves {out['hit_rate_target']:.1%}: at most "
               f"{out['best_hit_rate']:.1%} of this workload's prefix tokens are reuses")
         return
-    print(f"--kv-offloading-size {out['kv_offloading_size_gib']:g} "
+    _print(f"--kv-offloading-size {out['kv_offloading_size_gib']:g} "
           f"(--kv-offloading-backend {out['backend']}): {out['tokens']:,} tokens, "
           f"{out['bytes_per_rank']:,} B of host memory a rank over {out['world_size']} "
           f"rank(s); serves {out['tier_hit_rate']:.1%} of prefix tokens "
           f"(target {out['hit_rate_target']:.1%})")
-    print(f"model: {out['model']}")
+    _print(f"model: {out['model']}")
