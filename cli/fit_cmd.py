@@ -35,6 +35,8 @@ ANSWER_KEYS = {"context": "max_context_tokens", "concurrency": "max_concurrency_
                "gpus": "min_num_devices", "kv-dtype": "kv_dtype", "weight-dtype": "weight_dtype",
                "kv-offload": "kv_offloading_size_gib"}
 Out = functools.partial(typer.Option, rich_help_panel="Search and output")
+# fit's flags that describe the scenario: plan's, and the traffic --find kv-offload reads
+FIT_PATHS = PLAN_PATHS | {"workload": ("workload.file",), "trace": ("workload.trace",)}
 
 
 def plan_options(command):
@@ -110,7 +112,10 @@ def fit(
     Exit 0 with an answer, 1 when nothing in the searched range fits, 2 for bad
     input.
     """
-    scenario = merged(ctx, plan_scenario(model, flags, deploy), PLAN_PATHS, scenario_file)
+    built = plan_scenario(model, flags, deploy)
+    built = replace(built, workload=replace(built.workload, file=workload, trace=trace))
+    scenario = merged(ctx, built, FIT_PATHS, scenario_file)
+    workload, trace = scenario.workload.file, scenario.workload.trace
     model, flags, deploy = plan_flags_of(scenario)
     loaded = plan_cmd._load(model)
     question = _question(find, flags, deploy)
@@ -121,9 +126,8 @@ def fit(
         if not offload_fit(model, flags, deploy, loaded, hit_rate, workload, trace, as_json):
             raise typer.Exit(EXIT_DOES_NOT_FIT)
         return
-    if hit_rate is not None or workload is not None or trace is not None:
-        raise SpecError("--hit-rate/--workload/--trace", hit_rate or workload or trace,
-                        "apply with --find kv-offload")
+    if hit_rate is not None:
+        raise SpecError("--hit-rate", hit_rate, "applies with --find kv-offload")
     result = _search(question, model, flags, deploy, loaded, up_to)
     if as_json:
         print(json.dumps(fit_to_dict(result), indent=2))
