@@ -324,8 +324,12 @@ def recalculated(soffice_bin, tmp_path_factory) -> dict[str, Case]:
 
 def _replanned(src: WorkbookSource, changes: dict | None = None) -> Plan | None:
     """What --from-workbook plans where the deployment's device is not the Ledger sheet's
-    whole model: a MoE's routed experts split across data-parallel ranks."""
+    whole model: a MoE's routed experts split across data-parallel ranks, or an engine's
+    budget (the KV offload cases plan under vLLM's release rules)."""
     dep = src.deployment
+    if dep is not None and dep.plan.shard.experts is None and dep.plan.budget is not None \
+            and not changes:
+        return dep.plan
     if dep is None or dep.plan.shard.experts is None:
         return None
     serve = replace(src.serve, **(changes or {}))
