@@ -107,6 +107,12 @@ class DeployFlags:
                                              "flashinfer). Default: flashinfer on GPUs with "
                                              "FP4, else marlin.")] = None
     sampler: Annotated[str | None, Eng(help=_sampler_help())] = None
+    kv_offloading_size: Annotated[float | None, Eng(help="vLLM: a host-memory KV tier of this "
+                                                    "many GiB, summed over the tp x pp ranks "
+                                                    "(a host line, not device memory).")] = None
+    kv_offloading_backend: Annotated[str | None, Eng(help="vLLM: native (its CPU offloading) or "
+                                                     "lmcache (LMCache's CPU tier, vLLM <= "
+                                                     "0.19). Default: native.")] = None
     non_torch: Annotated[str | None, Mes(help="Measured memory outside torch's allocator, "
                                          "e.g. 0.35GiB.")] = None
     weights: Annotated[str | None, Mes(help="Measured weights per GPU, e.g. 14.99GiB (vLLM's "
@@ -140,7 +146,9 @@ def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
                      free_gpu_memory_fraction=flags.free_gpu_memory_fraction,
                      max_tokens=flags.max_tokens, max_total_tokens=flags.max_total_tokens,
                      non_torch=flags.non_torch, weights=flags.weights,
-                     comm_buffer=flags.comm_buffer, cuda_graph_memory=flags.cuda_graph_memory)
+                     comm_buffer=flags.comm_buffer, cuda_graph_memory=flags.cuda_graph_memory,
+                     kv_offloading_size=flags.kv_offloading_size,
+                     kv_offloading_backend=flags.kv_offloading_backend)
     parallel = Parallel(flags.tensor_parallel_size, flags.pipeline_parallel_size,
                         flags.data_parallel_size, flags.enable_expert_parallel,
                         flags.enable_eplb, flags.num_redundant_experts, flags.eplb_window_size,

@@ -21,7 +21,8 @@ from .inputs import PLAN_PATHS, PlanFlags, plan_flags_of, plan_scenario, serve_s
 from .plan_json import deployment_to_dict
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 
-QUESTIONS = ("context", "concurrency", "tp", "pp", "gpus", "kv-dtype", "weight-dtype")
+QUESTIONS = ("context", "concurrency", "tp", "pp", "gpus", "kv-dtype", "weight-dtype",
+             "kv-offload")
 PLAN_FLAGS = ("device", "context", "concurrency", "runtime_peak", "safety", "weight_dtype",
               "kv_dtype", "activation_dtype", "block_size", "shared_prefix", "group_size",
               "max_num_batched_tokens")
@@ -31,8 +32,11 @@ MAX_CONTEXT_TOKENS = 2**24  # where a model states no max_position_embeddings
 NO_FLAGS = PlanFlags()
 ANSWER_KEYS = {"context": "max_context_tokens", "concurrency": "max_concurrency_requests",
                "tp": "min_tensor_parallel_size", "pp": "min_pipeline_parallel_size",
-               "gpus": "min_num_devices", "kv-dtype": "kv_dtype", "weight-dtype": "weight_dtype"}
+               "gpus": "min_num_devices", "kv-dtype": "kv_dtype", "weight-dtype": "weight_dtype",
+               "kv-offload": "kv_offloading_size_gib"}
 Out = functools.partial(typer.Option, rich_help_panel="Search and output")
+# fit's flags that describe the scenario: plan's, and the traffic --find kv-offload reads
+FIT_PATHS = PLAN_PATHS | {"workload": ("workload.file",), "trace": ("workload.trace",)}
 
 
 def plan_options(command):
@@ -63,8 +67,17 @@ def fit(
     model: str | None = None,
     *,
     find: Annotated[str | None, Out(help="What to search: context, concurrency, tp, pp, gpus, "
-                                    "kv-dtype, weight-dtype. Default: context when only "
-                                    "--concurrency is given, else concurrency.")] = None,
+                                    "kv-dtype, weight-dtype, kv-offload (the host tier a "
+                                    "--hit-rate needs on a --workload or --trace). Default: "
+                                    "context when only --concurrency is given, else "
+                                    "concurrency.")] = None,
+    hit_rate: Annotated[float | None, Out(help="--find kv-offload: the share of offered "
+                                          "prefix tokens the host tier should serve, e.g. "
+                                          "0.9.")] = None,
+    workload: Annotated[str | None, Out(help="--find kv-offload: a workload YAML (as "
+                                        "simulate's).")] = None,
+    trace: Annotated[str | None, Out(help="--find kv-offload: a CSV trace (as "
+                                     "simulate's).")] = None,
     up_to: Annotated[int | None, Out(help="End of the searched range: tokens (context; default "
                                      "the model's max_position_embeddings, else 2^24), requests "
                                      f"(concurrency; default {MAX_CONCURRENCY:,}) or GPUs (tp, "
@@ -93,15 +106,28 @@ def fit(
           --concurrency 64 --find gpus            # fewest GPUs, tp x pp
       servecap fit llama-3.1-8b --device 40GiB --context 32768 --concurrency 5 \\
           --find kv-dtype                         # least precision lost that fits
+      servecap fit llama-3.1-8b --device l4-24gb --engine vllm --context 8192 \\
+          --find kv-offload --hit-rate 0.9 --workload agents.yaml  # host tier needed
 
     Exit 0 with an answer, 1 when nothing in the searched range fits, 2 for bad
     input.
     """
-    scenario = merged(ctx, plan_scenario(model, flags, deploy), PLAN_PATHS, scenario_file)
+    built = plan_scenario(model, flags, deploy)
+    built = replace(built, workload=replace(built.workload, file=workload, trace=trace))
+    scenario = merged(ctx, built, FIT_PATHS, scenario_file)
+    workload, trace = scenario.workload.file, scenario.workload.trace
     model, flags, deploy = plan_flags_of(scenario)
     loaded = plan_cmd._load(model)
     question = _question(find, flags, deploy)
     save(scenario, save_scenario)
+    if question == "kv-offload":
+        from .fit_offload import offload_fit
+
+        if not offload_fit(model, flags, deploy, loaded, hit_rate, workload, trace, as_json):
+            raise typer.Exit(EXIT_DOES_NOT_FIT)
+        return
+    if hit_rate is not None:
+        raise SpecError("--hit-rate", hit_rate, "applies with --find kv-offload")
     result = _search(question, model, flags, deploy, loaded, up_to)
     if as_json:
         print(json.dumps(fit_to_dict(result), indent=2))
@@ -120,6 +146,8 @@ def _question(find: str | None, flags: PlanFlags, deploy: DeployFlags) -> str:
         find = "context" if flags.concurrency is not None else "concurrency"
     if find not in QUESTIONS:
         raise SpecError("--find", find, "allowed: " + ", ".join(QUESTIONS))
+    if find == "kv-offload":
+        return find
     given = {"context": ("--context", flags.context),
              "concurrency": ("--concurrency", flags.concurrency),
              "kv-dtype": ("--kv-dtype", flags.kv_dtype),

@@ -112,6 +112,8 @@ PLAN_PATHS = {
     "mxfp4_backend": ("engine.mxfp4_backend",), "sampler": ("engine.sampler",),
     "non_torch": ("memory.non_torch",), "weights": ("memory.weights",),
     "comm_buffer": ("memory.comm_buffer",), "cuda_graph_memory": ("memory.cuda_graph_memory",),
+    "kv_offloading_size": ("memory.kv_offloading_size",),
+    "kv_offloading_backend": ("memory.kv_offloading_backend",),
     **{name: (f"lora.{name}",) for name in ("enable_lora", "max_loras", "max_lora_rank",
                                             "max_cpu_loras", "lora_target_modules",
                                             "fully_sharded_loras", "lora_dtype")},
@@ -148,7 +150,9 @@ def plan_flags_of(scenario: Scenario):
         max_num_seqs=sched.max_num_seqs if vllm else None, entrypoint=eng.entrypoint,
         mxfp4_backend=eng.mxfp4_backend, sampler=eng.sampler, non_torch=_text(mem.non_torch),
         weights=_text(mem.weights), comm_buffer=_text(mem.comm_buffer),
-        cuda_graph_memory=_text(mem.cuda_graph_memory))
+        cuda_graph_memory=_text(mem.cuda_graph_memory),
+        kv_offloading_size=mem.kv_offloading_size,
+        kv_offloading_backend=mem.kv_offloading_backend)
     return s.model.ref, flags, deploy
 
 

@@ -10,7 +10,7 @@ LEDGER_KEYS = ("weights_bytes", "weight_metadata_bytes", "runtime_peak_bytes", "
                "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_total", "device_bytes",
                "committed_bytes", "free_bytes", "memory_ceiling_requests", "fits",
                "kv_bytes_per_request_by_layer_kind", "kv_bytes_total_by_layer_kind", "lines",
-               "lora_bytes", "lora_host_bytes", "host_lines", "eplb_bytes")
+               "lora_bytes", "lora_host_bytes", "host_lines", "eplb_bytes", "kv_offload")
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -61,8 +61,23 @@ def plan_to_dict(plan: Plan) -> dict:
         "lora_host_bytes": sum(item.num_bytes for item in plan.host if item.key == "lora_host"),
         "host_lines": [{"key": item.key, "bytes": item.num_bytes, "from": item.source}
                        for item in plan.host],
+        "kv_offload": _offload(plan),
         "notes": list(plan.notes),
     }
+
+
+def _offload(plan: Plan) -> dict | None:
+    """The host KV tier (--kv-offloading-size): null without one."""
+    tier, serve = plan.kv_offload, plan.serve
+    if tier is None:
+        return None
+    lengths = serve.live_lengths
+    per_request = -(-sum(lengths) // len(lengths))
+    return {"tier": tier.tier, "bytes_per_rank": tier.bytes_per_rank, "tokens": tier.tokens,
+            "backend": serve.kv_offload.backend, "size_gib": serve.kv_offload.size_gib,
+            "num_chunks": tier.num_chunks, "chunk_tokens": tier.chunk_tokens,
+            "chunk_bytes": tier.chunk_bytes, "tokens_per_request": per_request,
+            "requests": tier.requests(per_request), "from": tier.how}
 
 
 def source_to_dict(loaded) -> dict:

@@ -68,6 +68,8 @@ class SimFlags:
     runtime_peak: str | None = None
     safety: str | None = None
     num_gpu_blocks: int | None = None
+    kv_offloading_size: float | None = None
+    kv_offloading_backend: str | None = None
     draft: str | None = None
     draft_length: int = DEFAULT.speculative.num_speculative_tokens
     acceptance: float = DEFAULT.speculative.acceptance
@@ -111,7 +113,9 @@ def sim_scenario(model: str | None, flags: SimFlags, seeds: int = 1) -> Scenario
                             num_scheduler_steps=flags.num_scheduler_steps,
                             async_scheduling=flags.async_scheduling),
         memory=Memory(runtime_peak=flags.runtime_peak, safety=flags.safety,
-                      num_gpu_blocks_override=flags.num_gpu_blocks),
+                      num_gpu_blocks_override=flags.num_gpu_blocks,
+                      kv_offloading_size=flags.kv_offloading_size,
+                      kv_offloading_backend=flags.kv_offloading_backend),
         workload=Workload(file=text(flags.workload), trace=text(flags.trace), rate=flags.rate,
                           num_requests=flags.num_requests, input_len=flags.input_len,
                           output_len=flags.output_len, max_concurrency=flags.concurrency),
@@ -147,6 +151,8 @@ SIM_PATHS = {
     "disaggregate": ("simulator.disaggregate",), "kv_transfer": ("simulator.kv_transfer",),
     "runtime_peak": ("memory.runtime_peak",), "safety": ("memory.safety",),
     "num_gpu_blocks": ("memory.num_gpu_blocks_override",), "draft": ("speculative.model",),
+    "kv_offloading_size": ("memory.kv_offloading_size",),
+    "kv_offloading_backend": ("memory.kv_offloading_backend",),
     "draft_length": ("speculative.num_speculative_tokens",),
     "acceptance": ("speculative.acceptance",),
     "speculate_max_batch": ("speculative.disable_by_batch_size",),
@@ -188,6 +194,8 @@ def sim_flags(scenario: Scenario) -> SimFlags:
         replicas=sim.replicas, router=sim.router, disaggregate=sim.disaggregate,
         kv_transfer=sim.kv_transfer, runtime_peak=s.memory.runtime_peak,
         safety=s.memory.safety, num_gpu_blocks=s.memory.num_gpu_blocks_override,
+        kv_offloading_size=s.memory.kv_offloading_size,
+        kv_offloading_backend=s.memory.kv_offloading_backend,
         draft=s.speculative.model, draft_length=s.speculative.num_speculative_tokens,
         acceptance=s.speculative.acceptance,
         speculate_max_batch=s.speculative.disable_by_batch_size,

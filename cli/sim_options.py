@@ -98,6 +98,12 @@ RuntimePeak = Annotated[str | None, Eng(help="Measured runtime peak, e.g. 3GiB (
 Safety = Annotated[str | None, Eng(help="Safety reserve: a size or a share of the device (10%).")]
 NumGpuBlocks = Annotated[int | None, Eng(help="Cap the KV pool at this many blocks (vLLM "
                                          "num_gpu_blocks_override).")]
+KvOffloadingSize = Annotated[float | None, Eng(help="vLLM --kv-offloading-size: a host KV tier "
+                                              "of this many GiB over the tp x pp ranks; a "
+                                              "prefix evicted from the GPU but held there "
+                                              "loads back over the host link.")]
+KvOffloadingBackend = Annotated[str | None, Eng(help="vLLM --kv-offloading-backend: native or "
+                                                "lmcache. Default: native.")]
 Draft = Annotated[str | None, Spc(help="Speculative decoding with this draft model (priced "
                                  "by its own roofline on the same device).")]
 DraftLength = Annotated[int, Spc(help="Draft tokens per verification step (k).")]
@@ -202,6 +208,8 @@ class SimOptions:
     runtime_peak: RuntimePeak = None
     safety: Safety = None
     num_gpu_blocks: NumGpuBlocks = None
+    kv_offloading_size: KvOffloadingSize = None
+    kv_offloading_backend: KvOffloadingBackend = None
     draft: Draft = None
     draft_length: DraftLength = D.speculative.num_speculative_tokens
     acceptance: Acceptance = D.speculative.acceptance

@@ -43,6 +43,12 @@ def render_coefficients(report: dict, console: Console) -> None:
                   + (f"; each running request's fixed state takes "
                      f"{pool['state_blocks_per_request']:,} of them"
                      if pool.get("state_blocks_per_request") else ""))
+    tier = report.get("kv_offload")
+    if tier:
+        console.print(f"KV offload tier (host): {tier['tokens']:,} tokens, "
+                      f"{fmt_gib(tier['bytes_per_rank'])} a rank; a prefix evicted from the GPU "
+                      f"but held there reloads at {tier['reload_bytes_per_s'] / GB:g} GB/s "
+                      f"({tier['reload_link']})")
 
 
 def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None:
@@ -142,6 +148,9 @@ def render_simulation(report: dict, console: Console) -> None:
     slo_given = any(slo.get(k) is not None for k in ("ttft_s", "itl_s", "e2e_s"))
     for p in report["policies"]:
         console.print(f"{p['policy']}: {window_line(p, slo_given)}")
+        if report.get("kv_offload") and "offload_hit_rate" in p:
+            console.print(f"  prefix hits {p['prefix_hit_rate']:.1%} of offered prefix tokens, "
+                          f"{p['offload_hit_rate']:.1%} loaded back from the host tier")
         warning = warning_line(p, p["policy"])
         if warning:
             console.print(warning, style="yellow")

@@ -23,6 +23,7 @@ def header(setup: Setup) -> dict:
         "step_terms": example_steps(coef),
         "memory": _memory(setup),
         "kv_pool": _kv_pool(setup),
+        "kv_offload": _kv_offload(setup),
         "slo": {"ttft_s": slo.ttft_s, "itl_s": slo.itl_s, "e2e_s": slo.e2e_s,
                 "percentiles": list(slo.percentiles)},
         "percentile_method": PERCENTILE_METHOD,
@@ -49,6 +50,22 @@ def _kv_pool(setup: Setup) -> dict:
     return pool | {"pool_bytes": pool["pool_bytes"] - draft_fixed_bytes(draft),
                    "draft_weights_bytes": draft_fixed_bytes(draft),
                    "draft_kv_bytes_per_token": draft.kv_bytes_per_token}
+
+
+def _kv_offload(setup: Setup) -> dict | None:
+    """The host tier the simulator keeps (--kv-offloading-size) and the link that loads it
+    back: the device's host link (a vendor figure), else the swap bandwidth, assumed."""
+    tier, coef = setup.plan.kv_offload, setup.coefficients
+    if tier is None:
+        return None
+    link = coef.host_link_bytes_per_s
+    return {"tier": tier.tier, "bytes_per_rank": tier.bytes_per_rank, "tokens": tier.tokens,
+            "reload_bytes_per_s": link or coef.swap_bandwidth_bytes_per_s,
+            "reload_link": "the device's host link (vendor figure, ledger/devices.py)" if link
+            else "assumed: the swap bandwidth (no host-link figure for this device)",
+            "model": "a prompt's full blocks are stored as it is computed (LRU over the tier's "
+            "tokens); a prefix group evicted from the GPU pool but held in the tier is loaded "
+            "back at the reload rate instead of prefilled"}
 
 
 def example_steps(coef) -> dict:

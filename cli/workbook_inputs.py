@@ -39,9 +39,10 @@ def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = N
     spec, serve, overrides = plan_parts(model, flags)
     spec = as_cached(spec, release_row(engine_spec(deploy)))
     deployment = deployment_from_flags(model, flags, deploy)
-    # the engine's block size and EPLB (a deployment flag) as plan uses them
+    # the engine's block size, EPLB and the KV offload tier (deployment flags) as plan uses them
     serve = replace(serve, block_size_tokens=deployment.plan.serve.block_size_tokens,
-                    eplb=deployment.plan.serve.eplb)
+                    eplb=deployment.plan.serve.eplb,
+                    kv_offload=deployment.plan.serve.kv_offload)
     wdtype = flags.weight_dtype and dtypes.lookup(flags.weight_dtype, "--weight-dtype").name
     ref = str(Path(model).resolve()) if Path(model).exists() else model
     return WorkbookSource(ref, spec, serve, overrides, wdtype, flags.group_size, deployment,

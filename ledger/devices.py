@@ -72,6 +72,29 @@ SM_COUNTS = {"h100-80gb": 132, "h200-141gb": 132, "h100-nvl-94gb": 132, "h100-pc
              "a10g-24gb": 80, "a6000-48gb": 84, "t4-16gb": 40, "b200-180gb": 148}
 
 
+# Host links of the parts whose `interconnect` is a GPU-to-GPU fabric, one direction (half the
+# vendors' bidirectional figures): NVIDIA A100 datasheet ('PCIe Gen4: 64GB/s'), NVIDIA H100
+# datasheet, SXM column ('PCIe Gen5: 128GB/s'), NVIDIA H200 datasheet ('PCIe Gen5: 128GB/s'),
+# NVIDIA GB200 NVL72 datasheet (Grace to Blackwell over NVLink-C2C, 900 GB/s), AMD Instinct
+# MI300X datasheet ('PCIe Gen 5 x16', 128 GB/s). A PCIe card's host link is its interconnect.
+HOST_LINKS = {"a100-40gb": ("PCIe 4.0 x16", 32 * GB), "a100-80gb": ("PCIe 4.0 x16", 32 * GB),
+              "h100-80gb": ("PCIe 5.0 x16", 64 * GB), "h200-141gb": ("PCIe 5.0 x16", 64 * GB),
+              "gb200-186gb": ("NVLink-C2C", 450 * GB),
+              "mi300x-192gb": ("PCIe 5.0 x16", 64 * GB)}
+
+
+def host_link(device: "Device | None") -> tuple[str, int] | None:
+    """(name, bytes/s one direction) of a catalog device's link to host memory: its own
+    entry, else its PCIe interconnect; None where no vendor figure is held."""
+    if device is None:
+        return None
+    if device.name in HOST_LINKS:
+        return HOST_LINKS[device.name]
+    if device.interconnect.startswith("PCIe"):
+        return device.interconnect, device.interconnect_bytes_per_s
+    return None
+
+
 def tp_link(label: str, declared: str | None, tp: int,
             gpus_per_node: int | None = None) -> tuple[str, str]:
     """(link, why) of a tensor-parallel group: NODES where it spans nodes (vLLM places ranks

@@ -33,6 +33,7 @@ from .kv import (
     kv_bytes_per_request,
     kv_bytes_per_token,
 )
+from .kv_offload import OffloadTier, offload_lines, offload_tier
 from .lines import Line
 from .lora import lora_lines
 from .model import ModelSpec, Quant
@@ -79,6 +80,7 @@ class Plan:
     kv_decode_hold_bytes: int = 0
     after_pool: AfterPool | None = None  # vLLM: what runs after the pool, and the room for it
     host: tuple[Line, ...] = ()  # host memory this rank holds (not the device's): LoRA's cache
+    kv_offload: OffloadTier | None = None  # --kv-offloading-size: the host KV tier of a rank
 
     def line(self, key: str) -> int:
         return next((item.num_bytes for item in self.lines if item.key == key), 0)
@@ -184,6 +186,8 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         per_request = -(-kv_total // len(lengths))
         whole_request = -(-cache_total // len(lengths))
     ceiling = memory_ceiling(serve.device_bytes, fixed, whole_request)
+    per_token = kv_bytes_per_token(spec, kv_bits, shard)
+    tier = _offload(serve, result.block_bytes if result else per_token * bsz, per_token)
     return Plan(
         model=spec.name, serve=serve, lines=lines,
         kv_bytes_per_token=kv_bytes_per_token(spec, kv_bits, shard),
@@ -204,12 +208,27 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         longest_ceiling_requests=longest if serve.lengths and result is None else None,
         state_bytes_per_request=state, indexer_bytes_per_token=indexer_bytes_per_token(spec, shard),
         kv_decode_hold_bytes=hold,
-        host=_host_lines(spec, serve, shard),
+        host=_host_lines(spec, serve, shard) + offload_lines(
+            tier, _tokens_per_request(serve)),
+        kv_offload=tier,
     )
 
 
 def _host_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> tuple[Line, ...]:
     return lora_lines(spec, serve.lora, shard, _model_bits(serve))[1]
+
+
+def _offload(serve: ServeSpec, block_bytes: int, per_token: int) -> OffloadTier | None:
+    """The host KV tier of this rank (--kv-offloading-size), from its GPU block's bytes."""
+    if serve.kv_offload is None:
+        return None
+    return offload_tier(serve.kv_offload, block_bytes, serve.block_size_tokens, per_token)
+
+
+def _tokens_per_request(serve: ServeSpec) -> int:
+    """The scenario's request length: --lengths' mean, else the context."""
+    lengths = serve.live_lengths
+    return -(-sum(lengths) // len(lengths))
 
 
 def _model_bits(serve: ServeSpec) -> int:

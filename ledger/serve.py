@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from .eplb import EplbSpec
 from .errors import SpecError
+from .kv_offload import OffloadSpec
 from .lora import LoraSpec
 from .paging import check_lengths
 
@@ -45,6 +46,7 @@ class ServeSpec:
     # nnodes); None: every rank on one node
     lora: LoraSpec | None = None  # --enable-lora: adapter slots beside the weights
     eplb: EplbSpec | None = None  # --enable-eplb: redundant experts and the balancer's state
+    kv_offload: OffloadSpec | None = None  # --kv-offloading-size: a host KV tier
 
     def __post_init__(self) -> None:
         check_count("device", self.device_bytes)

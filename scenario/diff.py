@@ -90,6 +90,7 @@ def compare(scenario: Scenario, against: str, loaded: LoadedModel | None = None)
                           _sources(pa, pb, key)) for key, label in _line_keys(pa, pb))
     pool = tuple(_figure(key, label, unit, _budget(pa, key), _budget(pb, key), a, b, context,
                          _hows(pa, pb)) for key, label, unit in POOL)
+    lines += _host_figures(pa, pb)
     behind = tuple(dict.fromkeys(r for f in lines + pool for r in f.reasons))
     outcome = (
         _figure("ceiling", "ceiling per replica", "requests", pa.memory_ceiling_requests,
@@ -177,6 +178,26 @@ def _line_keys(pa, pb) -> list[tuple[str, str]]:
             at = keys.index(before.key) + 1 if before is not None and before.key in keys else 0
             keys.insert(at, line.key)
     return [(key, labels[key]) for key in keys]
+
+
+def _host_figures(pa, pb) -> tuple[Figure, ...]:
+    """Host memory each rank holds (LoRA's CPU cache, the KV offload tier), labelled as host,
+    and the tokens the offload tier holds; each side's 'from' says how."""
+    labels = {line.key: line.label for line in (*pb.host, *pa.host)}
+    out = []
+    for key, label in labels.items():
+        def line(plan, key=key):
+            return next((item for item in plan.host if item.key == key), None)
+        la, lb = line(pa), line(pb)
+        out.append(Figure(key, f"{label} (host memory)", "bytes",
+                          la.num_bytes if la else 0, lb.num_bytes if lb else 0,
+                          sides=(la.source if la else "no such line",
+                                 lb.source if lb else "no such line")))
+    if pa.kv_offload is not None or pb.kv_offload is not None:
+        out.append(Figure("kv_offload_tokens", "KV offload tier (host)", "tokens",
+                          pa.kv_offload.tokens if pa.kv_offload else 0,
+                          pb.kv_offload.tokens if pb.kv_offload else 0))
+    return tuple(out)
 
 
 def _sources(pa, pb, key: str) -> tuple[str, str]:

@@ -108,7 +108,8 @@ def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation |
         concurrency=scenario.workload.max_concurrency,
         num_scheduler_steps=sched.num_scheduler_steps,
         state_blocks=state_blocks(plan, serve.block_size_tokens, draft),
-        max_model_len=max_model_len(plan))
+        max_model_len=max_model_len(plan),
+        offload_tokens=plan.kv_offload.tokens if plan.kv_offload else 0)
         for p in sim.policies)
 
 

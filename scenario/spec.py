@@ -142,7 +142,8 @@ class Memory:
     """vLLM's, SGLang's and TensorRT-LLM's memory knobs (their names; max_tokens is
     TensorRT-LLM's KvCacheConfig.max_tokens, max_total_tokens SGLang's --max-total-tokens),
     servecap's plain safety reserve, and lines declared from measurement (each replaces an
-    estimate)."""
+    estimate). kv_offloading_size (GiB over the tp x pp ranks) and kv_offloading_backend
+    (native, lmcache) are vLLM's host KV tier (ledger/kv_offload.py)."""
 
     __pydantic_config__ = _FORBID
     gpu_memory_utilization: Fraction | None = None
@@ -158,6 +159,8 @@ class Memory:
     weights: Size | None = None
     comm_buffer: Size | None = None
     cuda_graph_memory: Size | None = None
+    kv_offloading_size: Real | None = None
+    kv_offloading_backend: Text | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ vLLM release whose scheduling and host costs run on top (by default the newest k
 from dataclasses import replace
 from pathlib import Path
 
-from servecap.ledger.devices import find
+from servecap.ledger.devices import find, host_link
 from servecap.ledger.engines import PLAIN
 from servecap.ledger.errors import SpecError
 from servecap.ledger.serve import DEFAULT_MAX_NUM_SEQS
@@ -59,6 +59,9 @@ def coefficients(ranked, scenario: Scenario) -> Coefficients:
                             "in [0, 10), e.g. 0.05")
         coef = override(coef, {"step_time_cv": sim.step_time_cv}, coef.source)
     coef = with_engine(coef, scenario, ranked.plan)
+    link = host_link(device) if ranked.plan.serve.kv_offload is not None else None
+    if link is not None:  # what loads an offload tier's blocks back (a vendor figure)
+        coef = replace(coef, host_link_bytes_per_s=float(link[1]))
     if data is None:
         return coef
     try:

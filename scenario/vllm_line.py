@@ -62,6 +62,8 @@ MODELLED = {
     "--num-redundant-experts": ("parallel.num_redundant_experts", "zero"),
     "--eplb-window-size": ("parallel.eplb_window_size", _INT),
     "--enforce-eager": ("engine.enforce_eager", _BOOL),
+    "--kv-offloading-size": ("memory.kv_offloading_size", "gib"),
+    "--kv-offloading-backend": ("memory.kv_offloading_backend", _TEXT),
 }
 SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
          "-dp": "--data-parallel-size", "-q": "--quantization", "-n": "--nnodes",
@@ -213,6 +215,17 @@ def _zero(value, field: str) -> int:
     return number
 
 
+def _gib(value, field: str) -> float:
+    """A number of GiB > 0, as vLLM's float() reads --kv-offloading-size."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        number = -1.0
+    if not number > 0 or number == float("inf"):
+        raise SpecError(field, value, "a number of GiB > 0 (host memory over all tp x pp ranks)")
+    return number
+
+
 VLLM = Dialect(
     engine="vllm", name=FIELD, entry=_entry, modelled=MODELLED, aliases=SHORT,
     usage="vllm serve MODEL [flags] (or python -m vllm.entrypoints.openai.api_server "
@@ -226,7 +239,8 @@ VLLM = Dialect(
              "quant": lambda value, where, path: quantization(value, where, FROM_CHECKPOINT),
              "json": lambda value, where, path: _speculative(value, where),
              "eplb": lambda value, where, path: _eplb(value, where),
-             "zero": lambda value, where, path: {path: _zero(value, where)}},
+             "zero": lambda value, where, path: {path: _zero(value, where)},
+             "gib": lambda value, where, path: {path: _gib(value, where)}},
     spelling=lambda flag: "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag,
     negatable=True)
 

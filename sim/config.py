@@ -64,6 +64,7 @@ class SchedulerConfig:
     num_scheduler_steps: int = 1
     state_blocks: int = 0
     max_model_len: int | None = None
+    offload_tokens: int = 0  # a host KV offload tier's capacity (--kv-offloading-size): 0 none
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -81,6 +82,9 @@ class SchedulerConfig:
         if isinstance(self.state_blocks, bool) or not isinstance(self.state_blocks, int) \
                 or self.state_blocks < 0:
             raise SpecError("state_blocks", self.state_blocks, "a whole number >= 0")
+        if isinstance(self.offload_tokens, bool) or not isinstance(self.offload_tokens, int) \
+                or self.offload_tokens < 0:
+            raise SpecError("offload_tokens", self.offload_tokens, "a whole number >= 0")
         if not 0 <= self.watermark < 1:
             raise SpecError("watermark", self.watermark, "a share of blocks in [0, 1)")
         if self.policy == "chunked-prefill" and self.max_num_batched_tokens < self.max_num_seqs:

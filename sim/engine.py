@@ -7,8 +7,8 @@ from dataclasses import replace
 from servecap.ledger.paging import blocks_for
 
 from .config import SchedulerConfig
-from .kvpool import BlockPool
-from .roofline import Coefficients, swap_s
+from .kvpool import BlockPool, HostTier
+from .roofline import Coefficients, reload_s, swap_s
 from .sampling import Request
 from .state import DONE, REJECTED, RUNNING, WAITING, Seq, SimResult
 from .step_model import decode_pricer, dense_decode_constants, step_jitter
@@ -26,6 +26,7 @@ class Engine:
                  num_blocks: int) -> None:
         self.coef, self.cfg, self.bsz = coef, config, config.block_size_tokens
         self.pool = BlockPool(num_blocks, config.watermark_blocks(num_blocks))
+        self.host = HostTier(config.offload_tokens) if config.offload_tokens else None
         self.seqs = [Seq(r) for r in sorted(requests, key=lambda r: r.arrival_s)]
         self.next_arrival = 0
         self.waiting: deque[Seq] = deque()
@@ -126,7 +127,9 @@ class Engine:
         req = seq.req
         if not (self.cfg.prefix_caching and req.prefix_group) or seq.swapped_tokens:
             return 0
-        return req.prefix_tokens // self.bsz if self.pool.is_cached(req.prefix_group) else 0
+        cached = self.pool.is_cached(req.prefix_group) or (
+            self.host is not None and self.host.holds(req.prefix_group))
+        return req.prefix_tokens // self.bsz if cached else 0
 
     def prefill_need(self, seq: Seq) -> int:
         """Tokens the admitted prompt would still compute (after prefix-cache hits)."""
@@ -139,10 +142,13 @@ class Engine:
         state, above the watermark."""
         pool, req = self.pool, seq.req
         hit = self.prefix_hit_blocks(seq)
+        # a prefix found in the host tier only: its blocks are allocated here and loaded back
+        reload = hit and not pool.is_cached(req.prefix_group)
         tokens = seq.swapped_tokens or seq.target
-        need = blocks_for(tokens, self.bsz) - hit
+        need = blocks_for(tokens, self.bsz) - (0 if reload else hit)
         taken = need + self.cfg.state_blocks
-        spare = pool.available(req.prefix_group if hit else None) - self.reserved_blocks - taken
+        spare = pool.available(req.prefix_group if hit and not reload else None) \
+            - self.reserved_blocks - taken
         if spare < pool.watermark_blocks:
             return False
         self.waiting.popleft()
@@ -150,6 +156,10 @@ class Engine:
             pool.acquire_prefix(req.prefix_group, hit)
         pool.allocate(taken, keep=self.reserved_blocks)
         seq.state, seq.computed, seq.prefix_blocks = RUNNING, 0, hit
+        if reload:
+            self.extra_s += reload_s(self.coef, hit * self.bsz)
+            self.host.load(req.prefix_group, hit * self.bsz)
+            seq.offload_hit_tokens += hit * self.bsz
         if seq.admitted_s is None:
             seq.admitted_s = self.now
         self.running[req.request_id] = seq
@@ -167,8 +177,15 @@ class Engine:
 
     def publish_prefix(self, seq: Seq) -> None:
         """Once a prompt is computed, its full prefix blocks become the group's cache (vLLM
-        caches only computed full blocks); a group cached meanwhile keeps this copy private."""
+        caches only computed full blocks); a group cached meanwhile keeps this copy private.
+        A host offload tier stores the prompt's full blocks as well."""
         req = seq.req
+        if self.host is not None:
+            shared = req.prefix_tokens // self.bsz * self.bsz if req.prefix_group else 0
+            if shared:
+                self.host.store(("group", req.prefix_group), shared)
+            self.host.store(("request", req.request_id), seq.target // self.bsz * self.bsz
+                            - shared)
         if not (self.cfg.prefix_caching and req.prefix_group) or seq.prefix_blocks \
                 or self.pool.is_cached(req.prefix_group) or req.prefix_tokens < self.bsz:
             return

@@ -114,3 +114,41 @@ class BlockPool:
     @property
     def used_blocks(self) -> int:
         return self.num_blocks - self.free
+
+
+class HostTier:
+    """A host KV offload tier (vLLM's --kv-offloading-size) as the simulator keeps it: every
+    computed prompt is stored, its shared prefix under its group and the rest under the request,
+    least recently used evicted first when the tier's tokens run out (an entry larger than the
+    tier flushes it, as its blocks would one by one). It is only ever read for
+    a prefix group that has left the device's pool: that group loads back over the host link
+    instead of being prefilled again. Stores cost no step time (they overlap the compute)."""
+
+    __slots__ = ("capacity", "entries", "used", "hits", "hit_tokens")
+
+    def __init__(self, capacity_tokens: int) -> None:
+        self.capacity = capacity_tokens
+        self.entries: OrderedDict[tuple[str, object], int] = OrderedDict()
+        self.used = 0
+        self.hits = 0
+        self.hit_tokens = 0
+
+    def store(self, key: tuple[str, object], tokens: int) -> None:
+        if key in self.entries:
+            self.entries.move_to_end(key)
+            return
+        if tokens <= 0:
+            return
+        self.entries[key] = tokens
+        self.used += tokens
+        while self.used > self.capacity:
+            self.used -= self.entries.popitem(last=False)[1]
+
+    def holds(self, group: str) -> bool:
+        return ("group", group) in self.entries
+
+    def load(self, group: str, tokens: int) -> None:
+        """A prefix served from the tier: counted, and made the most recently used."""
+        self.entries.move_to_end(("group", group))
+        self.hits += 1
+        self.hit_tokens += tokens

@@ -63,7 +63,8 @@ def measure(policy: str, runs: list[Run], slo: SLO, itl: bool = True,
         windows = [whole_run(r.seqs, w) for r, w in zip(runs, windows, strict=True)]
     batches = [b for r, w in zip(runs, windows, strict=True) for b in _batches(r, w, itl)]
     every = [s for r in runs for s in r.seqs]
-    report = _counts(policy, every) | _window(windows)
+    offload = any(res.config.offload_tokens for r in runs for res in r.results)
+    report = _counts(policy, every, offload) | _window(windows)
     rows = [_Rows(b.seqs, slo) for b in batches]
     report |= {"offered_rps": _offered(runs, windows)} | _rates(rows, batches)
     report |= _latency(rows, batches, slo.percentiles, itl)
@@ -91,8 +92,9 @@ def _batches(run: Run, window: Window, itl: bool) -> list[Batch]:
             for i in range(len(edges) - 1)]
 
 
-def _counts(policy: str, seqs: list[Seq]) -> dict:
-    """What happened to every request of the runs, warm-up and drain included."""
+def _counts(policy: str, seqs: list[Seq], offload: bool = False) -> dict:
+    """What happened to every request of the runs, warm-up and drain included; with a host
+    offload tier, the prefix tokens it served."""
     done = [s for s in seqs if s.state == DONE]
     rejected = [s for s in seqs if s.state == REJECTED]
     offered = sum(s.req.prefix_tokens for s in done)
@@ -105,7 +107,10 @@ def _counts(policy: str, seqs: list[Seq]) -> dict:
         "recomputed_tokens": sum(s.recomputed_tokens for s in seqs),
         "prefix_hit_tokens": sum(s.prefix_hit_tokens for s in seqs),
         "prefix_hit_rate": sum(s.prefix_hit_tokens for s in done) / offered if offered else 0.0,
-    }
+    } | ({} if not offload else {
+        "offload_hit_tokens": sum(s.offload_hit_tokens for s in seqs),
+        "offload_hit_rate": sum(s.offload_hit_tokens for s in done) / offered if offered
+        else 0.0})
 
 
 def _window(windows: list[Window]) -> dict:

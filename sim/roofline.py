@@ -18,7 +18,7 @@ NON_NEGATIVE = ("weights_bytes", "kv_bytes_per_token", "flops_per_token", "step_
                 "pipeline_latency_s", "step_time_cv", "state_bytes_per_request", "cpu_step_s",
                 "cpu_per_seq_s", "eager_layer_s", "graph_max_tokens", "frontend_s",
                 "frontend_latency_s", "collective_calls", "collective_message_bytes_per_token",
-                "frontend_prompt_token_s", "frontend_output_token_s")
+                "frontend_prompt_token_s", "frontend_output_token_s", "host_link_bytes_per_s")
 INTS = {"weights_bytes", "kv_bytes_per_token", "flops_per_token",
         "attention_flops_per_token_pair", "num_layers", "moe_expert_bytes",
         "moe_flops_per_token", "num_experts", "num_moe_layers",
@@ -47,7 +47,10 @@ class Coefficients:
     over the link.
     step_time_cv is the residual spread of a calibration (0: every step takes its mean).
     Efficiencies of 1 and no overheads: the speed-of-light roofline.
-    swap_bandwidth_bytes_per_s prices moving KV to and from host memory.
+    swap_bandwidth_bytes_per_s prices moving KV to and from host memory (swap preemption);
+    host_link_bytes_per_s the device's link to host memory (ledger/devices.py host_link, a
+    vendor figure), which prices loading a KV offload tier's blocks back (0: not known, the
+    swap bandwidth stands in, said so).
     The serving engine's own terms (sim/vllm_engine.py, per vLLM release; all 0 without an
     engine): cpu_step_s per iteration and cpu_per_seq_s per sequence in it (scheduling, input
     preparation, sampling, detokenization and output processing on the host), added to the
@@ -112,6 +115,7 @@ class Coefficients:
     frontend_latency_s: float = 0.0
     frontend_prompt_token_s: float = 0.0
     frontend_output_token_s: float = 0.0
+    host_link_bytes_per_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("bandwidth_bytes_per_s", "flops_per_s", "swap_bandwidth_bytes_per_s",
@@ -184,6 +188,12 @@ def decode_bound_tokens_per_s(coef: Coefficients) -> float:
 def swap_s(coef: Coefficients, num_tokens: int) -> float:
     """Moving num_tokens of KV across the host link, seconds."""
     return coef.kv_bytes_per_token * num_tokens / coef.swap_bandwidth_bytes_per_s
+
+
+def reload_s(coef: Coefficients, num_tokens: int) -> float:
+    """Loading num_tokens of KV back from a host offload tier over the host link, seconds."""
+    link = coef.host_link_bytes_per_s or coef.swap_bandwidth_bytes_per_s
+    return coef.kv_bytes_per_token * num_tokens / link
 
 
 def override(coef: Coefficients, values: dict, source: str) -> Coefficients:

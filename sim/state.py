@@ -19,7 +19,8 @@ class Seq:
                  "prefix_blocks", "j0", "prev_s", "admitted_s", "prefill_start_s",
                  "prefill_end_s", "release_s", "prefill_token_s", "segments", "preemptions",
                  "recomputed_tokens", "chunks", "prefix_hit_tokens", "swapped_tokens",
-                 "last_token_s", "extra_gaps_s", "ready_s", "kv_transferred")
+                 "last_token_s", "extra_gaps_s", "ready_s", "kv_transferred",
+                 "offload_hit_tokens")
 
     def __init__(self, req: Request) -> None:
         self.req = req
@@ -32,6 +33,7 @@ class Seq:
         self.segments: list[tuple[int, int, float]] = []
         self.preemptions = self.recomputed_tokens = self.chunks = 0
         self.prefix_hit_tokens = self.swapped_tokens = 0
+        self.offload_hit_tokens = 0  # of prefix_hit_tokens: loaded back from a host tier
         self.last_token_s = 0.0
         self.ready_s = req.arrival_s  # when the engine may take it (after a KV transfer)
         self.kv_transferred = False

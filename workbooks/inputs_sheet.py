@@ -16,6 +16,7 @@ from .deploy_inputs import deploy_rows
 from .eplb_rows import eplb_inputs, eplb_settings
 from .formulas import kinds_of, kv_request
 from .geometry import KindShape, caching_layers, default_shape, full_shape
+from .kv_offload_rows import offload_inputs
 from .lora_rows import lora_inputs, lora_settings
 from .names import define
 from .release_inputs import state_rule_rows, window_row
@@ -188,7 +189,8 @@ def serve_rows(src: WorkbookSource) -> list[InputRow]:
         ("safety_fraction", fraction, style.FRACTION, "share of device",
          "the share that scales the reserve on other devices (Envelope)"),
     ]
-    return [InputRow(*row) for row in rows + lora_inputs(src) + eplb_inputs(src)]
+    return [InputRow(*row) for row in rows + lora_inputs(src) + eplb_inputs(src)
+            + offload_inputs(src)]
 
 
 def setting_rows(src: WorkbookSource) -> list[InputRow]:

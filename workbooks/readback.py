@@ -124,6 +124,9 @@ def _deploy(cells: "_Cells") -> dict:
         out["kv_cache_memory"] = str(cells.whole("kv_cache_memory_bytes"))
     for name, field in MEASURED:
         out[field] = cells.text(name) or None
+    if cells.wb.defined_names.get("kv_offloading_size_gib") is not None:
+        out.update(kv_offloading_size=float(cells.value("kv_offloading_size_gib")),
+                   kv_offloading_backend=cells.text("kv_offloading_backend"))
     if cells.wb.defined_names.get("enable_eplb") is not None:
         out.update(enable_expert_parallel=True, enable_eplb=True,
                    num_redundant_experts=cells.whole("num_redundant_experts"),

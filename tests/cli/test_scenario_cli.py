@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from servecap.cli.app import app
 from servecap.cli.cost_cmd import COST_PATHS, cost
-from servecap.cli.fit_cmd import fit
+from servecap.cli.fit_cmd import FIT_PATHS, fit
 from servecap.cli.inputs import PLAN_PATHS
 from servecap.cli.load_cmd import load
 from servecap.cli.load_inputs import LOAD_PATHS
@@ -150,7 +150,7 @@ def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needl
                                                   (sweep, SWEEP_PATHS),
                                                   (verify, VERIFY_PATHS),
                                                   (search, SEARCH_PATHS),
-                                                  (fit, PLAN_PATHS), (cost, COST_PATHS),
+                                                  (fit, FIT_PATHS), (cost, COST_PATHS),
                                                   (speculate, SPECULATE_PATHS),
                                                   (workbook, WORKBOOK_PATHS),
                                                   (reconcile_cmd, RECONCILE_PATHS),
@@ -159,7 +159,7 @@ def test_every_flag_describes_the_scenario_or_shapes_the_output(command, mapping
     outputs = {"ctx", "as_json", "xlsx", "force", "from_workbook", "verbose", "scenario_file",
                "save_scenario", "records_path", "token_times_path", "launch",
                "calibration_out", "inject_oom", "workers", "ray", "top", "find", "up_to",
-               "tokens_per_s", "input_tokens_per_s", "batches",
+               "hit_rate", "tokens_per_s", "input_tokens_per_s", "batches",
                "output", "log", "rate_trace",  # the question, not the scenario
                "base_url", "metrics", "nvml", "compare_simulate",  # load: the run's server
                "host", "port", "api_key"}  # serve: the run's address and its secret

@@ -146,6 +146,14 @@ def _flag_cases() -> dict[str, tuple[str, PlanFlags]]:
                           # dp 2: one device's ledger (no Ranks sheet), ep = tp x dp = 2
                           DeployFlags(data_parallel_size=2, enable_expert_parallel=True,
                                       enable_eplb=True, num_redundant_experts=16)),
+        # a host KV tier: vLLM's native one (v0.33 rules) and LMCache's (v0.19 rules)
+        "llama-offload-native": ("llama-3.1-8b", PlanFlags(device="h100-80gb", context=8192,
+                                                          concurrency=4),
+                                 DeployFlags(engine="vllm", kv_offloading_size=64)),
+        "llama-offload-lmcache": ("llama-3.1-8b", PlanFlags(device="h100-80gb", context=8192,
+                                                           concurrency=4),
+                                  DeployFlags(engine="vllm==0.19", kv_offloading_size=50,
+                                              kv_offloading_backend="lmcache")),
     })
     return cases
 
@@ -316,8 +324,12 @@ def recalculated(soffice_bin, tmp_path_factory) -> dict[str, Case]:
 
 def _replanned(src: WorkbookSource, changes: dict | None = None) -> Plan | None:
     """What --from-workbook plans where the deployment's device is not the Ledger sheet's
-    whole model: a MoE's routed experts split across data-parallel ranks."""
+    whole model: a MoE's routed experts split across data-parallel ranks, or an engine's
+    budget (the KV offload cases plan under vLLM's release rules)."""
     dep = src.deployment
+    if dep is not None and dep.plan.shard.experts is None and dep.plan.budget is not None \
+            and not changes:
+        return dep.plan
     if dep is None or dep.plan.shard.experts is None:
         return None
     serve = replace(src.serve, **(changes or {}))
