@@ -19,7 +19,7 @@ leaves both out of vLLM's budget: the lines are 0 and a note says what runtime w
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .encoder_rules import KWARGS, max_tokens, qwen_max_pixels
 from .errors import SpecError
@@ -75,6 +75,14 @@ class EncoderBudget:
     @property
     def held_tokens(self) -> int:
         return self.items * self.max_tokens_per_item
+
+
+def scheduled(enc: EncoderSpec, max_num_batched_tokens: int, max_model_len: int,
+              max_num_seqs: int, tensor_parallel_size: int, dtype_bytes: int) -> EncoderSpec:
+    """The multimodal knobs with the deployment's scheduler values and model dtype."""
+    return replace(enc, max_num_batched_tokens=max_num_batched_tokens,
+                   max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                   tensor_parallel_size=tensor_parallel_size, dtype_bytes=dtype_bytes)
 
 
 def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None:

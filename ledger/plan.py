@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from . import dtypes
 from .arch import active_parameters
 from .devices import NVLINK, tp_link
+from .encoder import encoder_lines, scheduled
 from .engines import (
     PER_HEAD_REASON,
     PLAIN,
@@ -195,6 +196,7 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
         notes=plan_notes(spec, serve, weights, fixed, result) + engine_notes(engine)
+        + _encoder(spec, serve, shard, _line(head, "runtime_peak"))[1]
         + cache_form_notes(spec, kv_bits_per_token_layer(spec, kv_bits, shard),
                            shard.tensor_parallel_size) + after_notes(after),
         budget=result, after_pool=after,
@@ -241,6 +243,10 @@ def _extra_cache_lines(spec: ModelSpec, lengths: list[int], bsz: int,
     return tuple(out)
 
 
+def _line(lines: tuple[Line, ...], key: str) -> Line:
+    return next(item for item in lines if item.key == key)
+
+
 def memory_ceiling(device_bytes: int, fixed_bytes: int, per_request_bytes: int) -> int:
     """Memory-only ceiling = floor((device - everything but KV) / KV per request) [requests]
     (seed 000); 0 when nothing is left or a request needs no KV."""
@@ -267,12 +273,28 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
     ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) \
         + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] \
         + eplb_lines(spec, serve.eplb, shard, *weight_format(spec, serve, overrides)) \
-        + (runtime,)
+        + (runtime,) + _encoder(spec, serve, shard, runtime)[0]
     link, _ = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
                       serve.gpus_per_node)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
             else overhead_lines(engine, shard.tensor_parallel_size, pp, link or NVLINK))
     return weights, head + _rotary(spec, engine, overrides) + tail
+
+
+def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,
+             runtime: Line) -> tuple[tuple[Line, ...], tuple[str, ...]]:
+    """A multimodal model's encoder cache and encoder peak, with the deployment's scheduler
+    values (ledger/encoder.py); nothing without multimodal knobs."""
+    if serve.encoder is None:
+        return (), ()
+    if spec.vision is None:
+        raise SpecError("--limit-mm-per-prompt", spec.name, "the encoder budget is modelled "
+                        "for Qwen2/2.5/3-VL, Qwen3.5/3.6, Gemma-3, Gemma-4 and Mistral-3 "
+                        "(Pixtral) configs; this model has no vision_config servecap reads")
+    enc = scheduled(serve.encoder, serve.max_num_batched_tokens, serve.context_tokens,
+                    serve.max_num_seqs, shard.tensor_parallel_size,
+                    _model_bits(serve) // 8)
+    return encoder_lines(spec.vision, enc, runtime.num_bytes)
 
 
 def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[Line, ...]:

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from .encoder import EncoderSpec
 from .eplb import EplbSpec
 from .errors import SpecError
 from .lora import LoraSpec
@@ -45,6 +46,7 @@ class ServeSpec:
     # nnodes); None: every rank on one node
     lora: LoraSpec | None = None  # --enable-lora: adapter slots beside the weights
     eplb: EplbSpec | None = None  # --enable-eplb: redundant experts and the balancer's state
+    encoder: EncoderSpec | None = None  # a multimodal model's encoder cache and profile
 
     def __post_init__(self) -> None:
         check_count("device", self.device_bytes)

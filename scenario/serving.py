@@ -21,6 +21,7 @@ from servecap.model_configs import LoadedModel
 
 from .eplb import eplb_spec
 from .lora import lora_spec
+from .multimodal import encoder_spec
 from .spec import Scenario
 
 
@@ -60,7 +61,7 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
         kv_dtype=_dtype(_kv(scenario.dtypes.kv_cache_dtype) or model_dtype(scenario), loaded,
                         "--kv-dtype", dtypes.KV_DTYPES),
         activation_dtype=activation, lora=lora_spec(scenario, activation),
-        eplb=eplb_spec(scenario),
+        eplb=eplb_spec(scenario), encoder=encoder_spec(scenario),
         max_num_batched_tokens=_first(sched.max_num_batched_tokens,
                                       DEFAULT_MAX_NUM_BATCHED_TOKENS),
         max_num_seqs=_first(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),
