@@ -285,7 +285,7 @@ def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,
              runtime: Line) -> tuple[tuple[Line, ...], tuple[str, ...]]:
     """A multimodal model's encoder cache and encoder peak, with the deployment's scheduler
     values (ledger/encoder.py); nothing without multimodal knobs."""
-    if serve.encoder is None:
+    if serve.encoder is None or not shard.first_stage:  # the tower runs on the first stage
         return (), ()
     if spec.vision is None:
         raise SpecError("--limit-mm-per-prompt", spec.name, "the encoder budget is modelled "
