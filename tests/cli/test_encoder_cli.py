@@ -81,3 +81,12 @@ def test_image_size_flag(run):
     ok = _plan(run, QWEN, "--device", "h100-80gb", "--json", "--engine", "vllm", "--context",
                "32768", "--image-size", "1024x1024")
     assert any("a 1024x1024 image is 1,024 tokens" in n for n in ok["notes"])
+
+
+def test_diff_shows_both_encoder_lines(run):
+    result = run("diff", "--device", "h100-80gb", "--against", "vllm==0.22", "--json", "--",
+                 *LINE[4:], "--limit-mm-per-prompt", '{"image": 2}')
+    assert result.exit_code in (0, 1), result.output
+    lines = {f["key"]: f for f in json.loads(result.stdout)["lines"]}
+    assert lines["encoder_cache"]["a"] == lines["encoder_cache"]["b"] == 2 * 16384 * 2048 * 2
+    assert "encoder_profile" in lines
