@@ -117,7 +117,12 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     notes = quant_notes + notes
     cfg = _validate(HFConfig, kept)
     label = name or path.parent.name or path.stem
-    spec = replace(to_spec(cfg, label, str(path), notes=notes), vision=vision_spec(raw))
+    spec = to_spec(cfg, label, str(path), notes=notes)
+    try:  # a text-only plan does not need the tower: a field it lacks refuses only mm flags
+        spec = replace(spec, vision=vision_spec(raw))
+    except SpecError as error:
+        spec = replace(spec, notes=spec.notes + (f"vision_config not read for the encoder "
+                                                 f"budget: {error.line()}",))
     return LoadedModel(spec, path, Serving(), ignored_fields=ignored)
 
 

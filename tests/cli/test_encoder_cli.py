@@ -90,3 +90,14 @@ def test_diff_shows_both_encoder_lines(run):
     lines = {f["key"]: f for f in json.loads(result.stdout)["lines"]}
     assert lines["encoder_cache"]["a"] == lines["encoder_cache"]["b"] == 2 * 16384 * 2048 * 2
     assert "encoder_profile" in lines
+
+
+def test_a_tower_field_missing_refuses_only_the_encoder_flags(run, tmp_path):
+    data = json.loads((CONFIGS / "Qwen--Qwen3-VL-8B-Instruct" / "config.json").read_text())
+    del data["vision_config"]["out_hidden_size"]
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    text_only = _plan(run, str(tmp_path / "config.json"), "--device", "h100-80gb", "--json")
+    assert any("vision_config.out_hidden_size" in n for n in text_only["notes"])
+    refused = run("plan", str(tmp_path / "config.json"), "--device", "h100-80gb",
+                  "--limit-mm-per-prompt", "image=1")
+    assert refused.exit_code == 2 and "no vision_config" in refused.output
