@@ -1,5 +1,6 @@
 """A multimodal model's encoder cache and the vision encoder's profiling peak, as vLLM budgets
-them (read at v0.33.0).
+them (read at v0.33.0; the budget, the items and the outputs held through the decoder's
+profile are the same at v0.10.2, v0.15.0, v0.19.0 and v0.22.0).
 
 The budget, in embedding tokens (vllm/v1/core/encoder_cache_manager.py
 compute_mm_encoder_budget; vllm/multimodal/encoder_budget.py MultiModalBudget):
