@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from . import dtypes
 from .arch import active_parameters
 from .devices import NVLINK, tp_link
-from .encoder import encoder_lines, scheduled
+from .encoder import EncoderSpec, encoder_budget, encoder_lines, scheduled
 from .engines import (
     PER_HEAD_REASON,
     PLAIN,
@@ -196,7 +196,7 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
         notes=plan_notes(spec, serve, weights, fixed, result) + engine_notes(engine)
-        + _encoder(spec, serve, shard, _line(head, "runtime_peak"))[1]
+        + _encoder(spec, serve, shard, _line(head, "runtime_peak"), engine)[1]
         + cache_form_notes(spec, kv_bits_per_token_layer(spec, kv_bits, shard),
                            shard.tensor_parallel_size) + after_notes(after),
         budget=result, after_pool=after,
@@ -273,7 +273,7 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
     ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) \
         + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] \
         + eplb_lines(spec, serve.eplb, shard, *weight_format(spec, serve, overrides)) \
-        + (runtime,) + _encoder(spec, serve, shard, runtime)[0]
+        + (runtime,) + _encoder(spec, serve, shard, runtime, engine)[0]
     link, _ = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
                       serve.gpus_per_node)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
@@ -281,12 +281,15 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
     return weights, head + _rotary(spec, engine, overrides) + tail
 
 
-def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,
-             runtime: Line) -> tuple[tuple[Line, ...], tuple[str, ...]]:
+def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard, runtime: Line,
+             engine: EngineSpec) -> tuple[tuple[Line, ...], tuple[str, ...]]:
     """A multimodal model's encoder cache and encoder peak, with the deployment's scheduler
-    values (ledger/encoder.py); nothing without multimodal knobs."""
-    if serve.encoder is None or not shard.first_stage:  # the tower runs on the first stage
+    values (ledger/encoder.py); without multimodal knobs, nothing (vLLM: a note of what its
+    default profile would hold)."""
+    if not shard.first_stage:  # the tower runs on the first stage
         return (), ()
+    if serve.encoder is None:
+        return (), _unplanned_encoder(spec, serve, shard, engine)
     if spec.vision is None:
         raise SpecError("--limit-mm-per-prompt", spec.name, "the encoder budget is modelled "
                         "for Qwen2/2.5/3-VL, Qwen3.5/3.6, Gemma-3, Gemma-4 and Mistral-3 "
@@ -296,6 +299,20 @@ def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,
                     _model_bits(serve) // 8)
     return encoder_lines(spec.vision, enc, runtime.num_bytes)
 
+
+def _unplanned_encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,
+                       engine: EngineSpec) -> tuple[str, ...]:
+    if engine.name != VLLM or spec.vision is None:
+        return ()
+    enc = scheduled(EncoderSpec(), serve.max_num_batched_tokens, serve.context_tokens,
+                    serve.max_num_seqs, shard.tensor_parallel_size, _model_bits(serve) // 8)
+    found = encoder_budget(spec.vision, enc)
+    zeros = spec.vision.modalities + (("audio",) if spec.vision.has_audio else ())
+    modalities = ", ".join(f'"{m}": 0' for m in zeros)
+    return (f"not planned: vLLM also profiles this model's vision encoder by default "
+            f"({found.items} {found.modality} items, an encoder cache of "
+            f"{found.cache_bytes:,} B beside the runtime peak); --limit-mm-per-prompt plans "
+            f"it (docs/encoder_cache.md), '{{{modalities}}}' serves text only",)
 
 def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[Line, ...]:
     """vLLM only, and not when the weights line is a measurement that already holds it."""

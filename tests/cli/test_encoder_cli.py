@@ -101,3 +101,14 @@ def test_a_tower_field_missing_refuses_only_the_encoder_flags(run, tmp_path):
     refused = run("plan", str(tmp_path / "config.json"), "--device", "h100-80gb",
                   "--limit-mm-per-prompt", "image=1")
     assert refused.exit_code == 2 and "no vision_config" in refused.output
+
+
+def test_vllms_default_profile_is_named_where_not_planned(run):
+    """vLLM profiles a vision model's encoder even without multimodal flags: the plan says what
+    that holds and how to plan it, and does not guess it silently."""
+    notes = " ".join(_plan(run, *LINE)["notes"])
+    assert "not planned: vLLM also profiles this model's vision encoder" in notes
+    assert "2 image items, an encoder cache of 134,217,728 B" in notes
+    assert '\'{"image": 0, "video": 0}\' serves text only' in notes
+    plain = _plan(run, QWEN, "--device", "h100-80gb", "--context", "8192", "--json")
+    assert not any("vision encoder" in n for n in plain["notes"])
