@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from . import dtypes
 from .arch import active_parameters
 from .devices import NVLINK, tp_link
-from .encoder import EncoderSpec, encoder_budget, encoder_lines, scheduled
+from .encoder import EncoderBudget, EncoderSpec, encoder_budget, encoder_lines, scheduled
 from .engines import (
     PER_HEAD_REASON,
     PLAIN,
@@ -79,6 +79,8 @@ class Plan:
     # the kv_cache line is the peak, with each windowed prefill in flight (== it without windows)
     kv_decode_hold_bytes: int = 0
     after_pool: AfterPool | None = None  # vLLM: what runs after the pool, and the room for it
+    # the encoder profile vLLM runs for a vision model (planned as lines or not), else None
+    encoder_profile: EncoderBudget | None = None
     host: tuple[Line, ...] = ()  # host memory this rank holds (not the device's): LoRA's cache
 
     def line(self, key: str) -> int:
@@ -199,7 +201,8 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         + _encoder(spec, serve, shard, _line(head, "runtime_peak"), engine)[1]
         + cache_form_notes(spec, kv_bits_per_token_layer(spec, kv_bits, shard),
                            shard.tensor_parallel_size) + after_notes(after),
-        budget=result, after_pool=after,
+        budget=result, after_pool=after, encoder_profile=_encoder_profile(spec, serve, shard,
+                                                                          engine),
         shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
         window_in_flight_tokens=budget_tokens,
@@ -298,6 +301,19 @@ def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard, runtime: Line,
                     serve.max_num_seqs, shard.tensor_parallel_size,
                     _model_bits(serve) // 8)
     return encoder_lines(spec.vision, enc, runtime.num_bytes)
+
+
+def _encoder_profile(spec: ModelSpec, serve: ServeSpec, shard: Shard,
+                     engine: EngineSpec) -> EncoderBudget | None:
+    """The budget and items vLLM will log for this rank: the flags', else (vLLM) its defaults."""
+    if not shard.first_stage or spec.vision is None:
+        return None
+    enc = serve.encoder or (EncoderSpec() if engine.name == VLLM else None)
+    if enc is None or enc.skip_profiling:
+        return None
+    return encoder_budget(spec.vision, scheduled(
+        enc, serve.max_num_batched_tokens, serve.context_tokens, serve.max_num_seqs,
+        shard.tensor_parallel_size, _model_bits(serve) // 8))
 
 
 def _unplanned_encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,

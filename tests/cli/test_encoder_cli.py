@@ -112,3 +112,18 @@ def test_vllms_default_profile_is_named_where_not_planned(run):
     assert '\'{"image": 0, "video": 0}\' serves text only' in notes
     plain = _plan(run, QWEN, "--device", "h100-80gb", "--context", "8192", "--json")
     assert not any("vision encoder" in n for n in plain["notes"])
+
+
+def test_reconcile_reads_the_logged_budget_and_items(run):
+    """The 0.22.0 log end to end: its own flags (32,768 batched tokens, 8 sequences, 200,000
+    tokens) and vLLM's default limits give the budget and items it logged."""
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "encoder" / \
+        "qwen3.6-35b-a3b_v0.22.0.log"
+    result = run("reconcile", str(log), "--model", QWEN, "--device", "rtx-pro-6000-96gb",
+                 "--weight-dtype", "int4", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["key"]: r for r in json.loads(result.stdout)["rows"]}
+    assert (rows["encoder_budget_tokens"]["predicted"], rows["encoder_budget_tokens"]["logged"]) \
+        == (32768, 32768)
+    assert (rows["encoder_profiled_items"]["predicted"],
+            rows["encoder_profiled_items"]["logged"]) == (2, 2)
