@@ -34,6 +34,9 @@ FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
          ("rotary_cache", "rotary cos/sin cache"),
          ("non_torch", "non-torch memory"), ("comm_buffers", "communication buffers"),
          ("cuda_graphs", "CUDA graph pool"))
+# lines only a multimodal plan has: their rows are written where the plan has them, and a
+# formula naming one where it is absent reads 0
+OPTIONAL = frozenset({"encoder_cache", "encoder_profile"})
 # vLLM, after sizing its pool (ledger.vllm_after): what precedes its baseline, the CUDA graphs it
 # captures and the sampler warm-up, each the plan's estimate carried as a value on every rank
 AFTER = (("after_pool_outside", "after the pool: in use before vLLM's baseline (plan's)"),
