@@ -294,9 +294,10 @@ def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard, runtime: Line,
     if serve.encoder is None:
         return (), _unplanned_encoder(spec, serve, shard, engine)
     if spec.vision is None:
-        raise SpecError("--limit-mm-per-prompt", spec.name, "the encoder budget is modelled "
-                        "for Qwen2/2.5/3-VL, Qwen3.5/3.6, Gemma-3, Gemma-4 and Mistral-3 "
-                        "(Pixtral) configs; this model has no vision_config servecap reads")
+        raise SpecError("--limit-mm-per-prompt", spec.architecture or spec.name,
+                        "the encoder budget is modelled for Qwen2/2.5/3-VL, Qwen3.5/3.6, "
+                        "Gemma-3, Gemma-4 and Mistral-3 (Pixtral) configs: this model has no "
+                        "vision_config servecap reads")
     enc = scheduled(serve.encoder, serve.max_num_batched_tokens, serve.context_tokens,
                     serve.max_num_seqs, shard.tensor_parallel_size,
                     _model_bits(serve) // 8)
