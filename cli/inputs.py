@@ -17,6 +17,7 @@ from servecap.scenario.spec import (
     Lora,
     Memory,
     Model,
+    Multimodal,
     Scenario,
     Scheduler,
 )
@@ -50,6 +51,11 @@ class PlanFlags:
     lora_target_modules: str | None = None  # comma-separated (a launch line: space-separated)
     fully_sharded_loras: bool = False
     lora_dtype: str | None = None
+    limit_mm_per_prompt: str | None = None
+    mm_processor_kwargs: str | None = None
+    mm_encoder_tp_mode: str | None = None
+    skip_mm_profiling: bool = False
+    image_size: str | None = None  # WxH, comma-separated
 
 
 def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
@@ -71,9 +77,18 @@ def plan_scenario(model: str | None, flags: PlanFlags, deploy=None) -> Scenario:
         scheduler=Scheduler(max_model_len=flags.context, block_size=flags.block_size,
                             max_num_seqs=seqs,
                             max_num_batched_tokens=flags.max_num_batched_tokens),
-        memory=memory, lora=lora_section(flags),
+        memory=memory, lora=lora_section(flags), multimodal=multimodal_section(flags),
         load=Load(concurrency=flags.concurrency, lengths=parse_lengths(flags.lengths),
                   shared_prefix=flags.shared_prefix))
+
+
+def multimodal_section(flags: PlanFlags) -> Multimodal:
+    """vLLM's multimodal knobs as plan's flags give them (--image-size comma-separated)."""
+    sizes = None if flags.image_size is None else (flags.image_size,)
+    return Multimodal(limit_mm_per_prompt=flags.limit_mm_per_prompt,
+                      mm_processor_kwargs=flags.mm_processor_kwargs,
+                      mm_encoder_tp_mode=flags.mm_encoder_tp_mode,
+                      skip_mm_profiling=flags.skip_mm_profiling, image_size=sizes)
 
 
 def lora_section(flags: PlanFlags) -> Lora:
@@ -117,6 +132,9 @@ PLAN_PATHS = {
     **{name: (f"lora.{name}",) for name in ("enable_lora", "max_loras", "max_lora_rank",
                                             "max_cpu_loras", "lora_target_modules",
                                             "fully_sharded_loras", "lora_dtype")},
+    **{name: (f"multimodal.{name}",) for name in ("limit_mm_per_prompt", "mm_processor_kwargs",
+                                                  "mm_encoder_tp_mode", "skip_mm_profiling",
+                                                  "image_size")},
 }
 
 
@@ -134,7 +152,8 @@ def plan_flags_of(scenario: Scenario):
         shared_prefix=s.load.shared_prefix, group_size=s.dtypes.group_size,
         max_num_batched_tokens=sched.max_num_batched_tokens,
         max_num_seqs=DEFAULT_MAX_NUM_SEQS if vllm or sched.max_num_seqs is None
-        else sched.max_num_seqs, dtype=s.dtypes.dtype, **_lora_flags(s.lora))
+        else sched.max_num_seqs, dtype=s.dtypes.dtype, **_lora_flags(s.lora),
+        **_multimodal_flags(s.multimodal))
     mem, eng, par = s.memory, s.engine, s.parallel
     deploy = DeployFlags(
         par.tensor_parallel_size, par.pipeline_parallel_size, par.data_parallel_size,
@@ -154,6 +173,13 @@ def plan_flags_of(scenario: Scenario):
         kv_offloading_size=mem.kv_offloading_size,
         kv_offloading_backend=mem.kv_offloading_backend)
     return s.model.ref, flags, deploy
+
+
+def _multimodal_flags(mm: Multimodal) -> dict:
+    return {"limit_mm_per_prompt": mm.limit_mm_per_prompt,
+            "mm_processor_kwargs": mm.mm_processor_kwargs,
+            "mm_encoder_tp_mode": mm.mm_encoder_tp_mode, "skip_mm_profiling": mm.skip_mm_profiling,
+            "image_size": None if mm.image_size is None else ",".join(mm.image_size)}
 
 
 def _lora_flags(lora: Lora) -> dict:

@@ -36,6 +36,7 @@ Led = functools.partial(Opt, rich_help_panel="Ledger lines")
 Rep = functools.partial(Opt, rich_help_panel="Representations (dtypes)")
 Out = functools.partial(Opt, rich_help_panel="Output")
 Lor = functools.partial(Opt, rich_help_panel="LoRA adapters (vLLM's flags)")
+Mmo = functools.partial(Opt, rich_help_panel="Multimodal encoder (vLLM's flags)")
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,23 @@ class PlanOptions:
                                              "ranks.")] = False
     lora_dtype: Annotated[str | None, Lor(help="auto, float16 or bfloat16. Default: the model "
                                           "dtype.")] = None
+    limit_mm_per_prompt: Annotated[str | None, Mmo(help='Items a prompt may carry: \'{"image": '
+                                                   '2, "video": 0}\' or image=2,video=0 (a '
+                                                   'modality not named: 999). Plans the '
+                                                   'encoder cache lines.')] = None
+    mm_processor_kwargs: Annotated[str | None, Mmo(help='Processor overrides as JSON, e.g. '
+                                                   '\'{"max_pixels": 1003520}\' (Qwen-VL), '
+                                                   '\'{"do_pan_and_scan": true}\' '
+                                                   '(Gemma-3).')] = None
+    mm_encoder_tp_mode: Annotated[str | None, Mmo(help="weights (default): the tower split "
+                                                  "over tp; data: each rank encodes its share "
+                                                  "of the items.")] = None
+    skip_mm_profiling: Annotated[bool, Mmo("--skip-mm-profiling", help="vLLM reserves no "
+                                           "encoder memory: the lines are 0, a note says "
+                                           "what images need.")] = False
+    image_size: Annotated[str | None, Mmo(help="The load's images, WxH, comma-separated "
+                                          "(e.g. 1024x1024,640x480): tokens each, and how "
+                                          "many the budget holds.")] = None
 
 
 @deploy_options

@@ -10,7 +10,8 @@ LEDGER_KEYS = ("weights_bytes", "weight_metadata_bytes", "runtime_peak_bytes", "
                "kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_total", "device_bytes",
                "committed_bytes", "free_bytes", "memory_ceiling_requests", "fits",
                "kv_bytes_per_request_by_layer_kind", "kv_bytes_total_by_layer_kind", "lines",
-               "lora_bytes", "lora_host_bytes", "host_lines", "eplb_bytes", "kv_offload")
+               "lora_bytes", "lora_host_bytes", "host_lines", "eplb_bytes", "kv_offload",
+               "encoder_cache_bytes", "encoder_profile_bytes")
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -58,6 +59,8 @@ def plan_to_dict(plan: Plan) -> dict:
                    "measured": item.measured} for item in plan.lines],
         "lora_bytes": plan.line("lora_adapters"),
         "eplb_bytes": plan.line("eplb"),
+        "encoder_cache_bytes": plan.line("encoder_cache"),
+        "encoder_profile_bytes": plan.line("encoder_profile"),
         "lora_host_bytes": sum(item.num_bytes for item in plan.host if item.key == "lora_host"),
         "host_lines": [{"key": item.key, "bytes": item.num_bytes, "from": item.source}
                        for item in plan.host],

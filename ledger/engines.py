@@ -208,6 +208,8 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
     weights = amount["weights"] + amount["weight_metadata"]
     act, non_torch, comm = amount["runtime_peak"], amount["non_torch"], amount["comm_buffers"]
     lora = amount.get("lora_adapters", 0)
+    # vLLM profiles the encoder with its cache held: both sit in the profiled peak
+    act += amount.get("encoder_cache", 0) + amount.get("encoder_profile", 0)
     weights += amount.get("rotary_cache", 0) + amount.get("weights_resident", 0) \
         + lora + amount.get("eplb", 0)
     if engine.name == VLLM:

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from .errors import SpecError
+from .vision import VisionSpec
 
 FULL = "full"
 SLIDING = "sliding"
@@ -212,6 +213,7 @@ class ModelSpec:
     head_gate: bool = False  # a per-head sigmoid/softplus output gate, g_proj (Laguna)
     altup_inputs: int = 0  # Gemma-3n's AltUp streams (0: none)
     laurel_rank: int = 0  # Gemma-3n's LAuReL low-rank residual (0: none)
+    vision: VisionSpec | None = None  # a multimodal config's vision tower (the encoder budget)
 
     @property
     def state_layers(self) -> tuple[int, ...]:

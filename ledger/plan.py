@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from . import dtypes
 from .arch import active_parameters
 from .devices import NVLINK, tp_link
+from .encoder import EncoderBudget, EncoderSpec, encoder_budget, encoder_lines, scheduled
 from .engines import (
     PER_HEAD_REASON,
     PLAIN,
@@ -79,6 +80,8 @@ class Plan:
     # the kv_cache line is the peak, with each windowed prefill in flight (== it without windows)
     kv_decode_hold_bytes: int = 0
     after_pool: AfterPool | None = None  # vLLM: what runs after the pool, and the room for it
+    # the encoder profile vLLM runs for a vision model (planned as lines or not), else None
+    encoder_profile: EncoderBudget | None = None
     host: tuple[Line, ...] = ()  # host memory this rank holds (not the device's): LoRA's cache
     kv_offload: OffloadTier | None = None  # --kv-offloading-size: the host KV tier of a rank
 
@@ -199,9 +202,11 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
         notes=plan_notes(spec, serve, weights, fixed, result) + engine_notes(engine)
+        + _encoder(spec, serve, shard, _line(head, "runtime_peak"), engine)[1]
         + cache_form_notes(spec, kv_bits_per_token_layer(spec, kv_bits, shard),
                            shard.tensor_parallel_size) + after_notes(after),
-        budget=result, after_pool=after,
+        budget=result, after_pool=after, encoder_profile=_encoder_profile(spec, serve, shard,
+                                                                          engine),
         shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
         window_in_flight_tokens=budget_tokens,
@@ -260,6 +265,10 @@ def _extra_cache_lines(spec: ModelSpec, lengths: list[int], bsz: int,
     return tuple(out)
 
 
+def _line(lines: tuple[Line, ...], key: str) -> Line:
+    return next(item for item in lines if item.key == key)
+
+
 def memory_ceiling(device_bytes: int, fixed_bytes: int, per_request_bytes: int) -> int:
     """Memory-only ceiling = floor((device - everything but KV) / KV per request) [requests]
     (seed 000); 0 when nothing is left or a request needs no KV."""
@@ -286,13 +295,60 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
     ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) \
         + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] \
         + eplb_lines(spec, serve.eplb, shard, *weight_format(spec, serve, overrides)) \
-        + (runtime,)
+        + (runtime,) + _encoder(spec, serve, shard, runtime, engine)[0]
     link, _ = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
                       serve.gpus_per_node)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
             else overhead_lines(engine, shard.tensor_parallel_size, pp, link or NVLINK))
     return weights, head + _rotary(spec, engine, overrides) + tail
 
+
+def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard, runtime: Line,
+             engine: EngineSpec) -> tuple[tuple[Line, ...], tuple[str, ...]]:
+    """A multimodal model's encoder cache and encoder peak, with the deployment's scheduler
+    values (ledger/encoder.py); without multimodal knobs, nothing (vLLM: a note of what its
+    default profile would hold)."""
+    if not shard.first_stage:  # the tower runs on the first stage
+        return (), ()
+    if serve.encoder is None:
+        return (), _unplanned_encoder(spec, serve, shard, engine)
+    if spec.vision is None:
+        raise SpecError("--limit-mm-per-prompt", spec.architecture or spec.name,
+                        "the encoder budget is modelled for Qwen2/2.5/3-VL, Qwen3.5/3.6, "
+                        "Gemma-3, Gemma-4 and Mistral-3 (Pixtral) configs: this model has no "
+                        "vision_config servecap reads")
+    enc = scheduled(serve.encoder, serve.max_num_batched_tokens, serve.context_tokens,
+                    serve.max_num_seqs, shard.tensor_parallel_size,
+                    _model_bits(serve) // 8)
+    return encoder_lines(spec.vision, enc, runtime.num_bytes)
+
+
+def _encoder_profile(spec: ModelSpec, serve: ServeSpec, shard: Shard,
+                     engine: EngineSpec) -> EncoderBudget | None:
+    """The budget and items vLLM will log for this rank: the flags', else (vLLM) its defaults."""
+    if not shard.first_stage or spec.vision is None:
+        return None
+    enc = serve.encoder or (EncoderSpec() if engine.name == VLLM else None)
+    if enc is None or enc.skip_profiling:
+        return None
+    return encoder_budget(spec.vision, scheduled(
+        enc, serve.max_num_batched_tokens, serve.context_tokens, serve.max_num_seqs,
+        shard.tensor_parallel_size, _model_bits(serve) // 8))
+
+
+def _unplanned_encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,
+                       engine: EngineSpec) -> tuple[str, ...]:
+    if engine.name != VLLM or spec.vision is None:
+        return ()
+    enc = scheduled(EncoderSpec(), serve.max_num_batched_tokens, serve.context_tokens,
+                    serve.max_num_seqs, shard.tensor_parallel_size, _model_bits(serve) // 8)
+    found = encoder_budget(spec.vision, enc)
+    zeros = spec.vision.modalities + (("audio",) if spec.vision.has_audio else ())
+    modalities = ", ".join(f'"{m}": 0' for m in zeros)
+    return (f"not planned: vLLM also profiles this model's vision encoder by default "
+            f"({found.items} {found.modality} items, an encoder cache of "
+            f"{found.cache_bytes:,} B beside the runtime peak); --limit-mm-per-prompt plans "
+            f"it (docs/encoder_cache.md), '{{{modalities}}}' serves text only",)
 
 def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[Line, ...]:
     """vLLM only, and not when the weights line is a measurement that already holds it."""

@@ -63,7 +63,8 @@ def reconcile(plan: Plan, replanned: Plan, facts: LogFacts, said: tuple[str, ...
                         _pool(plan, facts), _replanned(replanned, facts))
             if r is not None]
     facts = binding_pool(plan, facts, stages)
-    rows += rank_rows(plan, facts, stages) + _blocks(plan, facts) + _capacity_rows(plan, facts)
+    rows += rank_rows(plan, facts, stages) + _blocks(plan, facts) + _capacity_rows(plan, facts) \
+        + _encoder_rows(plan, facts)
     rows.append(_start_row(plan, facts, refusal))
     notes = [f"GiB figures in the log are rounded to {ROUNDING_GIB} GiB; residuals within that "
              "are matches"] + [note for note in said if note]
@@ -134,6 +135,10 @@ def _gib_row(plan: Plan, facts: LogFacts, attr: str, key: str, label: str) -> Ro
         return None
     logged, predicted = round(value * GiB), plan.line(key)
     comm = plan.line("comm_buffers") if key == "non_torch" else 0
+    encoder = plan.line("encoder_cache") + plan.line("encoder_profile") \
+        if key == "runtime_peak" else 0
+    if encoder:  # vLLM's profiled peak holds the encoder's outputs (and its own peak)
+        predicted, label = predicted + encoder, "activation peak (with the encoder profile)"
     if comm:  # vLLM profiles NCCL and all-reduce buffers as non-torch memory
         predicted, label = predicted + comm, "non-torch + collective buffers"
     if key == "cuda_graphs" and not any(item.key == key for item in plan.lines):
@@ -209,6 +214,22 @@ def _blocks(plan: Plan, facts: LogFacts) -> list[Row]:
         rows.append(Row("max_concurrency", "maximum concurrency", "x", budget.max_concurrency,
                         facts.max_concurrency, "matches" if same else "follows the blocks"))
     return rows
+
+
+def _encoder_rows(plan: Plan, facts: LogFacts) -> list[Row]:
+    """The log's 'Encoder cache will be initialized with a budget of N tokens, and profiled
+    with M items' beside the profile the plan computes (ledger/encoder.py)."""
+    found = plan.encoder_profile
+    if facts.encoder_budget_tokens is None or found is None:
+        return []
+    hint = ("differs: check --max-num-batched-tokens, --max-num-seqs, --limit-mm-per-prompt "
+            "and --mm-processor-kwargs")
+    return [Row("encoder_budget_tokens", "encoder cache budget", "tokens", found.budget_tokens,
+                facts.encoder_budget_tokens,
+                "matches" if found.budget_tokens == facts.encoder_budget_tokens else hint),
+            Row("encoder_profiled_items", f"{found.modality} items profiled", "items",
+                found.items, facts.encoder_profiled_items or 0,
+                "matches" if found.items == facts.encoder_profiled_items else hint)]
 
 
 def _blocks_row(plan: Plan, facts: LogFacts) -> Row:

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from .encoder import EncoderSpec
 from .eplb import EplbSpec
 from .errors import SpecError
 from .kv_offload import OffloadSpec
@@ -47,6 +48,7 @@ class ServeSpec:
     lora: LoraSpec | None = None  # --enable-lora: adapter slots beside the weights
     eplb: EplbSpec | None = None  # --enable-eplb: redundant experts and the balancer's state
     kv_offload: OffloadSpec | None = None  # --kv-offloading-size: a host KV tier
+    encoder: EncoderSpec | None = None  # a multimodal model's encoder cache and profile
 
     def __post_init__(self) -> None:
         check_count("device", self.device_bytes)

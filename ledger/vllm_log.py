@@ -60,6 +60,11 @@ PATTERNS: dict[str, tuple[str, ...]] = {
                                r"max_num_batched_tokens=" + _INT,
                                r"--max-num-batched-tokens[= ]" + _INT),
     "max_num_seqs": (r"'max_num_seqs': " + _INT, r"--max-num-seqs[= ]" + _INT),
+    # a multimodal model's encoder profile (V1 >= 0.8, vllm/v1/worker/gpu_model_runner.py)
+    "encoder_budget_tokens": (r"Encoder cache will be initialized with a budget of " + _INT
+                              + r" tokens",),
+    "encoder_profiled_items": (r"and profiled with " + _INT + r" \w+ items of the maximum "
+                               r"feature size",),
 }
 TEXT_PATTERNS = {
     "version": (r"vLLM API server version v?([0-9][\w.+]*)", r"LLM engine \(v([0-9][\w.+]*)\)",
@@ -113,7 +118,7 @@ RANK = re.compile(r"(?:rank=|Worker_TP|Worker_PP|TP|rank )(\d+)")
 MEMORY_WORDS = re.compile(r"GiB|\bGB\b|blocks|KV cache|memory", re.IGNORECASE)
 INTEGER_FIELDS = {"num_gpu_blocks", "kv_cache_tokens", "max_model_len", "v0_max_tokens",
                   "estimated_max_len", "tensor_parallel_size", "max_num_batched_tokens",
-                  "max_num_seqs"}
+                  "max_num_seqs", "encoder_budget_tokens", "encoder_profiled_items"}
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,8 @@ class LogFacts:
     tensor_parallel_size: int | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    encoder_budget_tokens: int | None = None
+    encoder_profiled_items: int | None = None
     engine_version: str = "v1"
     model: str | None = None
     version: str | None = None

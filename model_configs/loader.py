@@ -21,6 +21,7 @@ from .quant_files import with_quant_file
 from .reading import parse_json, parse_yaml, read_text
 from .schema import HFConfig, ModelFile, Serving
 from .size_check import with_size_checks
+from .vision_fields import vision_spec
 
 if TYPE_CHECKING:  # a bundled YAML needs neither: they load with an id, a directory or a log
     from .hub import HubSource
@@ -111,12 +112,18 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "config.json must be an object")
     data, quant_notes = with_quant_file(data, path.parent)
+    raw = data
     kept, ignored, notes = prepare(data)
     notes = quant_notes + notes
     cfg = _validate(HFConfig, kept)
     label = name or path.parent.name or path.stem
-    return LoadedModel(to_spec(cfg, label, str(path), notes=notes), path, Serving(),
-                       ignored_fields=ignored)
+    spec = to_spec(cfg, label, str(path), notes=notes)
+    try:  # a text-only plan does not need the tower: a field it lacks refuses only mm flags
+        spec = replace(spec, vision=vision_spec(raw))
+    except SpecError as error:
+        spec = replace(spec, notes=spec.notes + (f"vision_config not read for the encoder "
+                                                 f"budget: {error.line()}",))
+    return LoadedModel(spec, path, Serving(), ignored_fields=ignored)
 
 
 def _load_gguf(path: Path) -> LoadedModel:

@@ -22,6 +22,7 @@ from servecap.model_configs import LoadedModel
 from .eplb import eplb_spec
 from .kv_offload import offload_spec
 from .lora import lora_spec
+from .multimodal import encoder_spec
 from .spec import Scenario
 
 
@@ -62,6 +63,7 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
                         "--kv-dtype", dtypes.KV_DTYPES),
         activation_dtype=activation, lora=lora_spec(scenario, activation),
         eplb=eplb_spec(scenario), kv_offload=offload_spec(scenario, loaded.spec),
+        encoder=encoder_spec(scenario),
         max_num_batched_tokens=_first(sched.max_num_batched_tokens,
                                       DEFAULT_MAX_NUM_BATCHED_TOKENS),
         max_num_seqs=_first(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),

@@ -181,6 +181,22 @@ class Lora:
 
 
 @dataclass(frozen=True)
+class Multimodal:
+    """vLLM's multimodal knobs, its names: limit_mm_per_prompt ('{"image": 2, "video": 0}' or
+    'image=2,video=0'; a modality not named allows 999), mm_processor_kwargs (JSON, e.g.
+    '{"max_pixels": 1003520}'), mm_encoder_tp_mode (weights or data), skip_mm_profiling; and
+    image_size, the load's images (WxH each), for the tokens each becomes. Any of them plans
+    the encoder cache of a multimodal model (ledger/encoder.py)."""
+
+    __pydantic_config__ = _FORBID
+    limit_mm_per_prompt: Text | None = None
+    mm_processor_kwargs: Text | None = None
+    mm_encoder_tp_mode: Text | None = None
+    skip_mm_profiling: StrictBool = False
+    image_size: tuple[Text, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Load:
     """The resident load a plan checks: concurrency requests of max_model_len tokens, or a
     mixed batch of live lengths; shared_prefix tokens of prompt are stored once."""
@@ -384,6 +400,7 @@ class Scenario:
     scheduler: Scheduler = field(default_factory=Scheduler)
     memory: Memory = field(default_factory=Memory)
     lora: Lora = field(default_factory=Lora)
+    multimodal: Multimodal = field(default_factory=Multimodal)
     load: Load = field(default_factory=Load)
     workload: Workload = field(default_factory=Workload)
     slo: Slo = field(default_factory=Slo)

@@ -13,6 +13,7 @@ from servecap.ledger.state import STATE_DTYPES
 from . import page, style
 from .cached import remember
 from .deploy_inputs import deploy_rows
+from .encoder_rows import encoder_inputs, encoder_settings
 from .eplb_rows import eplb_inputs, eplb_settings
 from .formulas import kinds_of, kv_request
 from .geometry import KindShape, caching_layers, default_shape, full_shape
@@ -190,7 +191,7 @@ def serve_rows(src: WorkbookSource) -> list[InputRow]:
          "the share that scales the reserve on other devices (Envelope)"),
     ]
     return [InputRow(*row) for row in rows + lora_inputs(src) + eplb_inputs(src)
-            + offload_inputs(src)]
+            + offload_inputs(src) + encoder_inputs(src)]
 
 
 def setting_rows(src: WorkbookSource) -> list[InputRow]:
@@ -210,7 +211,8 @@ def setting_rows(src: WorkbookSource) -> list[InputRow]:
          "tokens per forward pass (sizes the runtime-peak estimate)"),
         ("max_num_seqs", serve.max_num_seqs, style.COUNT, "sequences", "logit rows"),
     ]
-    return [InputRow(*row) for row in rows + lora_settings(src) + eplb_settings(src)]
+    return [InputRow(*row) for row in rows + lora_settings(src) + eplb_settings(src)
+            + encoder_settings(src)]
 
 
 def _load_formula(func: str, column: str, serve) -> object:

@@ -10,6 +10,7 @@ from servecap.ledger.state import state_bytes_per_layer
 
 from . import charts, page, style
 from .cached import remember
+from .encoder_rows import CACHE_LINE, PROFILE_LINE
 from .eplb_rows import LINE as EPLB_LINE
 from .formulas import (
     INDEXER_LAYER_BYTES,
@@ -47,6 +48,8 @@ HEAD = (
 SAFETY = ("safety_line_bytes", "safety reserve", "=safety_bytes",
           "M_safety: deliberate capacity, not waste", "safety")
 EXTRA_LINES = {LORA_LINE[0]: LORA_LINE, EPLB_LINE[0]: EPLB_LINE}  # in the plan's order
+# after the runtime peak, as the plan lists them
+AFTER_RUNTIME = {CACHE_LINE[0]: CACHE_LINE, PROFILE_LINE[0]: PROFILE_LINE}
 SLOTS_IN_USE = f"SUMPRODUCT(load_requests,{slots('load_lengths_tokens')})"
 
 
@@ -60,7 +63,8 @@ def lines(kinds: Kinds, formats: bool = False) -> list[tuple[str, str, str, str,
     """The plan's lines in its order: the caches (KV, indexer K, fixed states) before safety;
     with `formats`, the weights summed over the Quantization sheet's per-format rows."""
     head = (FROM_FORMATS, *HEAD[1:]) if formats else HEAD
-    out = [*head[:2], *(EXTRA_LINES[name] for name in kinds.extras), head[2], (
+    out = [*head[:2], *(EXTRA_LINES[name] for name in kinds.extras if name in EXTRA_LINES),
+           head[2], *(AFTER_RUNTIME[name] for name in kinds.extras if name in AFTER_RUNTIME), (
         "kv_cache_bytes", "KV cache in use",
         "=SUMPRODUCT(load_requests,load_kv_bytes)-IF(AND(shared_prefix_slot_tokens>0,"
         f"requests>1),{shared_prefix_kv(kinds)}*(requests-1),0)",
@@ -228,6 +232,8 @@ def known_values(src: WorkbookSource, plan: Plan) -> dict[str, object]:
     return {
         "weights_bytes": plan.line("weights"), "lora_line_bytes": plan.line("lora_adapters"),
         "eplb_line_bytes": plan.line("eplb"),
+        "encoder_cache_line_bytes": plan.line("encoder_cache"),
+        "encoder_profile_line_bytes": plan.line("encoder_profile"),
         "weight_metadata_line_bytes": plan.line("weight_metadata"),
         "runtime_peak_line_bytes": plan.line("runtime_peak"),
         "kv_cache_bytes": plan.line("kv_cache"), "safety_line_bytes": plan.line("safety"),

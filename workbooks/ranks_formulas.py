@@ -28,9 +28,15 @@ FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
          ("weights_resident", "weight layout in vLLM (beyond the checkpoint)"),
          ("lora_adapters", "LoRA adapter slots"),
          ("eplb", "redundant experts and EPLB state"),
-         ("runtime_peak", "runtime peak"), ("rotary_cache", "rotary cos/sin cache"),
+         ("runtime_peak", "runtime peak"),
+         ("encoder_cache", "multimodal encoder cache (profiled)"),
+         ("encoder_profile", "vision encoder peak beyond runtime peak"),
+         ("rotary_cache", "rotary cos/sin cache"),
          ("non_torch", "non-torch memory"), ("comm_buffers", "communication buffers"),
          ("cuda_graphs", "CUDA graph pool"))
+# lines only a multimodal plan has: their rows are written where the plan has them, and a
+# formula naming one where it is absent reads 0
+OPTIONAL = frozenset({"encoder_cache", "encoder_profile"})
 # vLLM, after sizing its pool (ledger.vllm_after): what precedes its baseline, the CUDA graphs it
 # captures and the sampler warm-up, each the plan's estimate carried as a value on every rank
 AFTER = (("after_pool_outside", "after the pool: in use before vLLM's baseline (plan's)"),
@@ -75,15 +81,17 @@ HELD_ONE = (f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},"
             f"{window_peak_slots('context_tokens', IN_FLIGHT)}),{SLOTS_ONE})")
 WEIGHTS = ("([weights]+[weight_metadata]+[weights_resident]+[lora_adapters]+[eplb]"
            "+[rotary_cache])")
+# vLLM's profiled peak: the decoder's, the encoder cache held beside it, the encoder's excess
+VLLM_ACT = "([runtime_peak]+[encoder_cache]+[encoder_profile])"
 POOL = {
     VLLM: ("IF(ISNUMBER(kv_cache_memory_bytes),kv_cache_memory_bytes,TRUNC(device_bytes*"
-           f"gpu_memory_utilization-({WEIGHTS}+[runtime_peak]+[non_torch]+[comm_buffers]"
+           f"gpu_memory_utilization-({WEIGHTS}+{VLLM_ACT}+[non_torch]+[comm_buffers]"
            "+[cuda_graphs])))"),
     SGLANG: f"TRUNC([free_start]*mem_fraction_static)-{WEIGHTS}",
     TRTLLM: "TRUNC([free_start]*free_gpu_memory_fraction)",
 }
 HEADROOM = {
-    VLLM: (f"IF(ISNUMBER(kv_cache_memory_bytes),device_bytes-{WEIGHTS}-[runtime_peak]-[non_torch]"
+    VLLM: (f"IF(ISNUMBER(kv_cache_memory_bytes),device_bytes-{WEIGHTS}-{VLLM_ACT}-[non_torch]"
            "-[cuda_graphs]-[comm_buffers]-kv_cache_memory_bytes,device_bytes-TRUNC(device_bytes*"
            "gpu_memory_utilization))"),
     SGLANG: ("[free_start]-TRUNC([free_start]*mem_fraction_static)-[runtime_peak]"

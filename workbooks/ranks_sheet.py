@@ -35,7 +35,7 @@ from .formulas import kinds_of
 from .geometry import caching_layers, default_shape, full_shape, representative
 from .names import define
 from .ranks_after import after_known, after_values, plan_after, start_note
-from .ranks_formulas import AFTER, FIXED, RankModel, rank_rows
+from .ranks_formulas import AFTER, FIXED, OPTIONAL, RankModel, rank_rows
 from .source import WorkbookSource, cache_bytes_per_request
 
 SHEET = "Ranks"
@@ -102,7 +102,8 @@ def _structure(src: WorkbookSource, item: StagePlan, rank: int,
         out.update(full_groups=groups.kinds.count("full") if vllm else 0,
                    sliding_groups=groups.kinds.count(SLIDING) if vllm else 0,
                    group_layers=groups.group_size_on(stage.layers))
-    out.update({key: lines.get(key, 0) for key, _ in FIXED})
+    out.update({key: lines.get(key, 0) for key, _ in FIXED
+                if key not in OPTIONAL or src.serve.encoder is not None})
     return out | after_values(plan_after(src, item))
 
 
@@ -219,7 +220,8 @@ def write_ranks(wb: Workbook, src: WorkbookSource) -> None:
                            style.BYTES if key in VALUE_LABELS else style.COUNT)
         row += 1
     at["fixed"] = row
-    rows = [("fixed", "fixed lines", style.BYTES, "+".join(f"[{k}]" for k, _ in FIXED))]
+    rows = [("fixed", "fixed lines", style.BYTES, "+".join(f"[{k}]" for k, _ in FIXED
+                                                           if k in at))]
     rows += rank_rows(model)
     for key, label, fmt, formula in rows:
         at[key] = row
@@ -321,8 +323,15 @@ def _label(ws, row: int, key: str, label: str) -> None:
     ws.cell(row=row, column=2, value=label)
 
 
+def _absent(key: str) -> str:
+    if key not in OPTIONAL:
+        raise KeyError(key)
+    return "0"
+
+
 def _resolve(formula: str, col: str, at: dict[str, int], last: str) -> str:
-    out = re.sub(r"\[(\w+)\]", lambda m: f"{col}{at[m.group(1)]}", formula)
+    out = re.sub(r"\[(\w+)\]", lambda m: f"{col}{at[m.group(1)]}" if m.group(1) in at
+                 else _absent(m.group(1)), formula)
     return re.sub(r"<(\w+)>", lambda m: f"$C${at[m.group(1)]}:${last}${at[m.group(1)]}", out)
 
 

@@ -16,6 +16,7 @@ from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
 from servecap.ledger.units import parse_fraction_or_size
 
 from .deploy_inputs import FRACTIONS, MEASURED, default_fraction, engine_base
+from .encoder_rows import replayed
 from .inputs_sheet import HYBRID_NAMES, model_rows
 from .names import cell_of
 from .release_inputs import RELEASE_NAMES
@@ -80,6 +81,7 @@ def plan_inputs(cells: "_Cells") -> WorkbookPlan:
         "max_num_seqs": cells.whole("max_num_seqs"),
     }
     flags.update(_lora(cells))
+    flags.update(_multimodal(cells))
     model_cells = {name: cells.value(name) for name in MODEL_NAMES}
     model_cells.update({name: cells.value(name) for name in HYBRID_NAMES + RELEASE_NAMES
                         if cells.wb.defined_names.get(name) is not None})
@@ -102,6 +104,18 @@ def _lora(cells: "_Cells") -> dict:
             "fully_sharded_loras": bool(cells.value("fully_sharded_loras")),
             "lora_dtype": {"bf16": "bfloat16", "fp16": "float16"}.get(
                 cells.text("lora_dtype"), cells.text("lora_dtype") or None)}
+
+
+def _multimodal(cells: "_Cells") -> dict:
+    """vLLM's multimodal flags (PlanFlags fields), where the workbook planned the encoder; the
+    profiled modality's count is the encoder_limit_per_prompt cell."""
+    if cells.wb.defined_names.get("encoder_modality") is None:
+        return {}
+    return {"limit_mm_per_prompt": replayed(cells.text("limit_mm_per_prompt"),
+                                            cells.text("encoder_modality"),
+                                            cells.whole("encoder_limit_per_prompt")),
+            "mm_processor_kwargs": cells.text("mm_processor_kwargs") or None,
+            "mm_encoder_tp_mode": cells.text("mm_encoder_tp_mode") or None}
 
 
 def _deploy(cells: "_Cells") -> dict:

@@ -39,10 +39,12 @@ class WorkbookSource:
     @property
     def kinds(self):
         """The formulas' kinds: the model's caches, and LoRA slots where planned."""
+        from .encoder_rows import NAMES, has_lines
         from .formulas import kinds_of
 
         extras = (("lora_line_bytes",) if self.serve.lora else ()) + (
-            ("eplb_line_bytes",) if self.serve.eplb else ())
+            ("eplb_line_bytes",) if self.serve.eplb else ()) + (
+            NAMES if self.serve.encoder and has_lines(self) else ())
         return kinds_of(self.spec, extras)
 
     @property

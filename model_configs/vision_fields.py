@@ -1,0 +1,60 @@
+"""A multimodal config.json's vision tower as ledger/vision.py's VisionSpec: the fields of
+vision_config (and the wrapper's mm_tokens_per_image, spatial_merge_size) that decide an item's
+tokens and their width. None for a text-only config; a vision_config of a family whose encoder
+budget is not modelled is None too (the plan says so when multimodal flags are given)."""
+
+from servecap.ledger.errors import SpecError
+from servecap.ledger.vision import GEMMA3, GEMMA4, MISTRAL3, QWEN_VL, VisionSpec
+
+QWEN2 = {"Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration"}
+QWEN3 = {"Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration",
+         "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"}
+BY_ARCH = {**dict.fromkeys(QWEN2 | QWEN3, QWEN_VL),
+           "Gemma3ForConditionalGeneration": GEMMA3,
+           "Gemma4ForConditionalGeneration": GEMMA4,
+           "Mistral3ForConditionalGeneration": MISTRAL3}
+
+
+def vision_spec(data: dict) -> VisionSpec | None:
+    """The raw config.json mapping's vision tower, or None."""
+    vision = data.get("vision_config")
+    archs = data.get("architectures") or []
+    arch = next((a for a in archs if a in BY_ARCH), None) if isinstance(archs, list) else None
+    if not isinstance(vision, dict) or arch is None:
+        return None
+    family = BY_ARCH[arch]
+    text = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
+    text_hidden = _count(text, "hidden_size", "text_config")
+    if family == QWEN_VL:
+        levels = len(vision.get("deepstack_visual_indexes") or ())
+        out = _count(vision, "out_hidden_size", "vision_config") * (1 + levels)
+        return VisionSpec(family, arch, _count(vision, "patch_size", "vision_config"),
+                          _count(vision, "spatial_merge_size", "vision_config"),
+                          _count(vision, "hidden_size", "vision_config"),
+                          _count(vision, "intermediate_size", "vision_config"),
+                          _count(vision, "depth", "vision_config"), out,
+                          temporal_patch_size=vision.get("temporal_patch_size", 2),
+                          version=2 if arch in QWEN2 else 3)
+    common = dict(patch_size=_count(vision, "patch_size", "vision_config"),
+                  hidden_size=_count(vision, "hidden_size", "vision_config"),
+                  intermediate_size=_count(vision, "intermediate_size", "vision_config"),
+                  num_layers=_count(vision, "num_hidden_layers", "vision_config"),
+                  out_width=text_hidden)
+    if family == GEMMA3:
+        return VisionSpec(family, arch, merge_size=1,
+                          image_size=_count(vision, "image_size", "vision_config"),
+                          tokens_per_image=data.get("mm_tokens_per_image", 256), **common)
+    if family == GEMMA4:
+        return VisionSpec(family, arch, merge_size=vision.get("pooling_kernel_size", 3),
+                          tokens_per_image=vision.get("default_output_length", 280),
+                          has_audio=bool(data.get("audio_config")), **common)
+    return VisionSpec(family, arch, merge_size=data.get("spatial_merge_size", 1),
+                      image_size=_count(vision, "image_size", "vision_config"), **common)
+
+
+def _count(section: dict, name: str, where: str) -> int:
+    value = section.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(f"{where}.{name}", value, "a whole number >= 1 (the encoder budget "
+                        "reads it)")
+    return value
