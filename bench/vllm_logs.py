@@ -107,7 +107,7 @@ def evaluate(case: Case) -> Outcome:
     facts, deployment = found.facts, found.planned
     plan = deployment.plan
     weights = sum(plan.line(k) for k in ("weights", "weight_metadata", "weights_resident",
-                                         "rotary_cache")) / GiB
+                                         "rotary_cache", "encoder_weights")) / GiB
     if facts.kv_cache_tokens is not None:
         unit, predicted, logged = "tokens", plan.budget.kv_cache_tokens, facts.kv_cache_tokens
     else:

@@ -206,7 +206,8 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
     amount = {line.key: line.num_bytes for line in lines}
     weights = amount["weights"] + amount["weight_metadata"]
     act, non_torch, comm = amount["runtime_peak"], amount["non_torch"], amount["comm_buffers"]
-    weights += amount.get("rotary_cache", 0) + amount.get("weights_resident", 0) \
+    weights += amount.get("rotary_cache", 0) + amount.get("encoder_weights", 0) \
+        + amount.get("weights_resident", 0) \
         + amount.get("lora_adapters", 0) + amount.get("eplb", 0)
     if engine.name == VLLM:
         return _vllm(engine, device_bytes, weights + act + non_torch + comm

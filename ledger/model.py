@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from .encoders import Encoder
 from .errors import SpecError
 
 FULL = "full"
@@ -212,6 +213,7 @@ class ModelSpec:
     head_gate: bool = False  # a per-head sigmoid/softplus output gate, g_proj (Laguna)
     altup_inputs: int = 0  # Gemma-3n's AltUp streams (0: none)
     laurel_rank: int = 0  # Gemma-3n's LAuReL low-rank residual (0: none)
+    encoder: Encoder | None = None  # the vision tower vLLM loads beside it (ledger/encoders.py)
 
     @property
     def state_layers(self) -> tuple[int, ...]:

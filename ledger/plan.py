@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from . import dtypes
 from .arch import active_parameters
 from .devices import NVLINK, tp_link
+from .encoders import encoder_line
 from .engines import (
     PER_HEAD_REASON,
     PLAIN,
@@ -272,7 +273,8 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
                       serve.gpus_per_node)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
             else overhead_lines(engine, shard.tensor_parallel_size, pp, link or NVLINK))
-    return weights, head + _rotary(spec, engine, overrides) + tail
+    return weights, head + _rotary(spec, engine, overrides) \
+        + _encoder(spec, serve, engine, overrides, shard) + tail
 
 
 def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[Line, ...]:
@@ -281,6 +283,17 @@ def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[
     if engine.name != VLLM or measured or not spec.max_position_embeddings:
         return ()
     return (rotary_cache_line(spec),)
+
+
+def _encoder(spec: ModelSpec, serve: ServeSpec, engine: EngineSpec, overrides: Overrides,
+             shard: Shard) -> tuple[Line, ...]:
+    """The vision tower vLLM loads with the model (ledger/encoders.py), in the model dtype:
+    vLLM only (other engines' towers are not read), and not when the weights line is a
+    measurement that already holds it."""
+    measured = overrides.per_device and overrides.weights is not None
+    if engine.name != VLLM or measured or spec.encoder is None:
+        return ()
+    return (encoder_line(spec.encoder, shard.tensor_parallel_size, _model_bits(serve)),)
 
 
 def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,

@@ -76,8 +76,8 @@ def after_pool(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSp
     return AfterPool(room, graphs, warmup, outside, why, batch.seqs)
 
 
-HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "lora_adapters",
-        "eplb", "non_torch", "comm_buffers")
+HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "encoder_weights",
+        "lora_adapters", "eplb", "non_torch", "comm_buffers")
 
 
 def outside_baseline(row: VllmRow, shard: Shard, serve: ServeSpec) -> tuple[int, str]:

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
-from .config_read import prepare
+from .config_read import TOWERS_NOTE, prepare
+from .encoders import read_encoder
 from .hf import to_spec
 from .quant_files import with_quant_file
 from .reading import parse_json, parse_yaml, read_text
@@ -112,11 +113,14 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
         raise SpecError("document", type(data).__name__, "config.json must be an object")
     data, quant_notes = with_quant_file(data, path.parent)
     kept, ignored, notes = prepare(data)
+    encoder, encoder_note = read_encoder(data)
+    if encoder is not None:  # the tower is counted: its 'not counted' note gives way
+        notes = tuple(n for n in notes if not n.startswith(TOWERS_NOTE)) + (encoder_note,)
     notes = quant_notes + notes
     cfg = _validate(HFConfig, kept)
     label = name or path.parent.name or path.stem
-    return LoadedModel(to_spec(cfg, label, str(path), notes=notes), path, Serving(),
-                       ignored_fields=ignored)
+    spec = replace(to_spec(cfg, label, str(path), notes=notes), encoder=encoder)
+    return LoadedModel(spec, path, Serving(), ignored_fields=ignored)
 
 
 def _load_gguf(path: Path) -> LoadedModel:

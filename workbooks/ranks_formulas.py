@@ -29,6 +29,7 @@ FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
          ("lora_adapters", "LoRA adapter slots"),
          ("eplb", "redundant experts and EPLB state"),
          ("runtime_peak", "runtime peak"), ("rotary_cache", "rotary cos/sin cache"),
+         ("encoder_weights", "vision encoder weights"),
          ("non_torch", "non-torch memory"), ("comm_buffers", "communication buffers"),
          ("cuda_graphs", "CUDA graph pool"))
 # vLLM, after sizing its pool (ledger.vllm_after): what precedes its baseline, the CUDA graphs it
@@ -39,8 +40,8 @@ AFTER = (("after_pool_outside", "after the pool: in use before vLLM's baseline (
 # what stays allocated once the pool exists (ledger.vllm_after.HELD); the profile's
 # activations are free again
 HELD = "+".join(f"[{key}]" for key in ("weights", "weight_metadata", "weights_resident",
-                                       "lora_adapters", "eplb", "rotary_cache", "non_torch",
-                                       "comm_buffers"))
+                                       "lora_adapters", "eplb", "rotary_cache",
+                                       "encoder_weights", "non_torch", "comm_buffers"))
 
 
 def layer_bits(kinds: Kinds) -> str:
@@ -74,7 +75,7 @@ SLOTS_ONE = "ROUNDUP(context_tokens/block_size_tokens,0)*block_size_tokens"
 HELD_ONE = (f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},"
             f"{window_peak_slots('context_tokens', IN_FLIGHT)}),{SLOTS_ONE})")
 WEIGHTS = ("([weights]+[weight_metadata]+[weights_resident]+[lora_adapters]+[eplb]"
-           "+[rotary_cache])")
+           "+[rotary_cache]+[encoder_weights])")
 POOL = {
     VLLM: ("IF(ISNUMBER(kv_cache_memory_bytes),kv_cache_memory_bytes,TRUNC(device_bytes*"
            f"gpu_memory_utilization-({WEIGHTS}+[runtime_peak]+[non_torch]+[comm_buffers]"
