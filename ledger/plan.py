@@ -289,9 +289,9 @@ def _encoder(spec: ModelSpec, serve: ServeSpec, engine: EngineSpec, overrides: O
              shard: Shard) -> tuple[Line, ...]:
     """The vision tower vLLM loads with the model (ledger/encoders.py), in the model dtype:
     vLLM only (other engines' towers are not read), and not when the weights line is a
-    measurement that already holds it."""
-    measured = overrides.per_device and overrides.weights is not None
-    if engine.name != VLLM or measured or spec.encoder is None:
+    figure that already holds it (a measurement, or the checkpoint files' headers, which
+    hold the tower's tensors)."""
+    if engine.name != VLLM or overrides.weights is not None or spec.encoder is None:
         return ()
     return (encoder_line(spec.encoder, shard.tensor_parallel_size, _model_bits(serve)),)
 

@@ -172,12 +172,13 @@ def cublas_workspace(capability: tuple[int, int] | None) -> tuple[int, str]:
     return CUBLAS_WORKSPACE, f"cuBLAS workspace 8.1 MiB ({known})"
 
 
-def sampler_inputs(spec: ModelSpec, seqs: int) -> int:
+def sampler_inputs(spec: ModelSpec, seqs: int, row: VllmRow) -> int:
     """What the V1 runner's dummy sampler pass holds besides the logits: _dummy_run's gather
-    hidden_states[logit_indices] (kept by profile_run) and _dummy_sampler_run's
-    torch.rand_like of it, seqs x hidden each (vllm/v1/worker/gpu_model_runner.py at v0.12.0,
-    v0.15.0, v0.19.0, v0.22.0, v0.25.0, v0.33.0)."""
-    return 2 * seqs * spec.hidden_size * act_bytes(spec)
+    hidden_states[logit_indices] (kept by profile_run) and, from 0.9.0, _dummy_sampler_run's
+    torch.rand_like of it, seqs x hidden each (VllmRow.sampler_input_copies;
+    vllm/v1/worker/gpu_model_runner.py read at v0.8.0, v0.8.5, v0.9.0, v0.9.1, v0.9.2,
+    v0.10.2, v0.12.0, v0.15.0, v0.19.0, v0.22.0, v0.25.0, v0.33.0)."""
+    return row.sampler_input_copies * seqs * spec.hidden_size * act_bytes(spec)
 
 
 def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch,
@@ -185,8 +186,9 @@ def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batc
                         capability: tuple[int, int] | None = None) -> tuple[int, str]:
     """Torch peak increase of vLLM's profile run: the forward and the sampler run one after
     the other, so the wider of the two; only the last pipeline stage samples. V1 samples from
-    the dummy batch's hidden states (tokens x hidden), held meanwhile, with the V1 runner's
-    sampler inputs (sampler_inputs), and where the release keeps the fused-MoE workspaces
+    the dummy batch's hidden states (tokens x hidden), held meanwhile where the release keeps
+    them (VllmRow.profile_keeps_hidden), with the V1 runner's sampler inputs (sampler_inputs),
+    and where the release keeps the fused-MoE workspaces
     (VllmRow.moe_workspace_kept), so are they. PyTorch's cuBLAS workspace (cublas_workspace),
     allocated by the pass's first matmul, is held under both."""
     seqs = min(batch.seqs, batch.tokens)
@@ -194,9 +196,10 @@ def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batc
     sampler = sampler_peak(spec, row, seqs, sampler_kind, sms) if shard.last_stage else 0
     kept = moe_workspace(spec, shard, batch.tokens) if row.moe_workspace_kept else 0
     if row.formula == "v1" and shard.last_stage:  # _dummy_run's hidden states feed the sampler
-        kept += batch.tokens * spec.hidden_size * act_bytes(spec)
+        if row.profile_keeps_hidden:
+            kept += batch.tokens * spec.hidden_size * act_bytes(spec)
         if sampler_kind != MRV2:
-            kept += sampler_inputs(spec, seqs)
+            kept += sampler_inputs(spec, seqs, row)
     workspace, workspace_how = cublas_workspace(capability)
     wider = "forward" if forward >= sampler + kept else "sampler"
     also = f" + what the forward still holds {kept / GiB:.2f} GiB" if kept else ""
