@@ -192,3 +192,15 @@ def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
     else:
         assert rows["kv_pool"]["predicted"] == round(outcome.predicted_kv * 2**30) == \
             plan.kv_pool_bytes
+
+
+def test_every_miss_is_explained_in_its_sidecar_and_no_hit_carries_one():
+    """bench/vllm_logs.py prints each miss with its sidecar's 'miss' reason: every miss has
+    one, and a log that no longer misses loses it (so a fix does not leave a stale reason)."""
+    outcomes = [bench.evaluate(c) for c in bench.cases() if c.planned]
+    missed = {o.case.name for o in outcomes if bench.is_miss(o)}
+    explained = {o.case.name for o in outcomes if o.case.meta.get("miss")}
+    assert missed == explained
+    assert missed == set(KV_MISSES) | set(KV_NEAR_MISSES) | set(WEIGHT_MISSES) | \
+        set(START_MISSES)
+    assert "NOT EXPLAINED" not in "\n".join(bench.misses(outcomes))
