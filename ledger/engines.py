@@ -210,8 +210,8 @@ def pool_and_headroom(engine: EngineSpec, device_bytes: int, lines: tuple[Line, 
     lora = amount.get("lora_adapters", 0)
     # vLLM profiles the encoder with its cache held: both sit in the profiled peak
     act += amount.get("encoder_cache", 0) + amount.get("encoder_profile", 0)
-    weights += amount.get("rotary_cache", 0) + amount.get("weights_resident", 0) \
-        + lora + amount.get("eplb", 0)
+    weights += amount.get("rotary_cache", 0) + amount.get("encoder_weights", 0) \
+        + amount.get("weights_resident", 0) + lora + amount.get("eplb", 0)
     if engine.name == VLLM:
         outside = 0 if slots_in_budget(engine.vllm_row) else lora
         return _vllm(engine, device_bytes, weights - outside + act + non_torch + comm

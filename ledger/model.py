@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from .encoders import Encoder
 from .errors import SpecError
 from .vision import VisionSpec
 
@@ -214,6 +215,7 @@ class ModelSpec:
     altup_inputs: int = 0  # Gemma-3n's AltUp streams (0: none)
     laurel_rank: int = 0  # Gemma-3n's LAuReL low-rank residual (0: none)
     vision: VisionSpec | None = None  # a multimodal config's vision tower (the encoder budget)
+    encoder: Encoder | None = None  # the vision tower vLLM loads beside it (ledger/encoders.py)
 
     @property
     def state_layers(self) -> tuple[int, ...]:

@@ -7,6 +7,7 @@ from . import dtypes
 from .arch import active_parameters
 from .devices import NVLINK, tp_link
 from .encoder import EncoderBudget, EncoderSpec, encoder_budget, encoder_lines, scheduled
+from .encoders import encoder_line
 from .engines import (
     PER_HEAD_REASON,
     PLAIN,
@@ -300,7 +301,8 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
                       serve.gpus_per_node)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
             else overhead_lines(engine, shard.tensor_parallel_size, pp, link or NVLINK))
-    return weights, head + _rotary(spec, engine, overrides) + tail
+    return weights, head + _rotary(spec, engine, overrides) \
+        + _tower(spec, serve, engine, overrides, shard) + tail
 
 
 def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard, runtime: Line,
@@ -356,6 +358,17 @@ def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[
     if engine.name != VLLM or measured or not spec.max_position_embeddings:
         return ()
     return (rotary_cache_line(spec),)
+
+
+def _tower(spec: ModelSpec, serve: ServeSpec, engine: EngineSpec, overrides: Overrides,
+           shard: Shard) -> tuple[Line, ...]:
+    """The vision tower vLLM loads with the model (ledger/encoders.py), in the model dtype:
+    vLLM only (other engines' towers are not read), and not when the weights line is a
+    figure that already holds it (a measurement, or the checkpoint files' headers, which
+    hold the tower's tensors)."""
+    if engine.name != VLLM or overrides.weights is not None or spec.encoder is None:
+        return ()
+    return (encoder_line(spec.encoder, shard.tensor_parallel_size, _model_bits(serve)),)
 
 
 def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,

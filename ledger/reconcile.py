@@ -113,7 +113,8 @@ def _weights(plan: Plan, facts: LogFacts) -> Row | None:
     if logged is None:
         return None
     predicted = sum(plan.line(k) for k in ("weights", "weight_metadata", "weights_resident",
-                                           "rotary_cache", "lora_adapters", "eplb"))
+                                           "rotary_cache", "encoder_weights", "lora_adapters",
+                                           "eplb"))
     gap = (logged - predicted) / GiB
     if abs(gap) <= ROUNDING_GIB or abs(logged - predicted) <= 0.002 * logged:
         advice = "matches" + (" (with vLLM's resident layout)"

@@ -17,6 +17,7 @@ from .vllm_profile import (
     forward_peak,
     graph_estimate,
     moe_workspace,
+    sampler_inputs,
     sampler_peak,
 )
 from .vllm_row import ALLOCATED, FLASHINFER, VllmRow
@@ -76,8 +77,8 @@ def after_pool(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSp
     return AfterPool(room, graphs, warmup, outside, why, batch.seqs)
 
 
-HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "lora_adapters",
-        "eplb", "non_torch", "comm_buffers")
+HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "encoder_weights",
+        "lora_adapters", "eplb", "non_torch", "comm_buffers")
 
 
 def outside_baseline(row: VllmRow, shard: Shard, serve: ServeSpec) -> tuple[int, str]:
@@ -95,7 +96,9 @@ def outside_baseline(row: VllmRow, shard: Shard, serve: ServeSpec) -> tuple[int,
 def warmup_peak(spec: ModelSpec, shard: Shard, engine: EngineSpec, batch,
                 sms: int | None) -> int:
     """V1's compile_or_warm_up_model, after capture: _dummy_run(min(max_num_seqs,
-    max_num_batched_tokens)) eager, then _dummy_sampler_run on its hidden states, with what the
+    max_num_batched_tokens)) eager, then _dummy_sampler_run on its hidden states (on the V1
+    runner also their gather and its rand_like copy, vllm/v1/worker/gpu_worker.py at v0.19.0
+    compile_or_warm_up_model), with what the
     profile left allocated (fused-MoE workspaces where kept). V0 warms up no sampler. Model
     Runner V2's warmup_kernels samples with SamplingParams.for_sampler_warmup(): the fp32
     pipeline, priced as FlashInfer's path (vllm/v1/worker/gpu/warmup.py, from 0.22)."""
@@ -104,6 +107,9 @@ def warmup_peak(spec: ModelSpec, shard: Shard, engine: EngineSpec, batch,
     row, seqs = engine.vllm_row, min(batch.seqs, batch.tokens)
     kept = moe_workspace(spec, shard, batch.tokens) if row.moe_workspace_kept else 0
     hidden = seqs * spec.hidden_size * act_bytes(spec)
-    path = FLASHINFER if runner(engine, spec) == V2_RUNNER else engine.sampler
+    v2 = runner(engine, spec) == V2_RUNNER
+    if not v2:  # the V1 runner's gather and rand_like copy (vllm_profile.sampler_inputs)
+        hidden = (hidden if row.profile_keeps_hidden else 0) + sampler_inputs(spec, seqs, row)
+    path = FLASHINFER if v2 else engine.sampler
     sampler = sampler_peak(spec, row, seqs, path, sms)
     return kept + max(forward_peak(spec, shard, seqs), hidden + sampler)

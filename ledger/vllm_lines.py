@@ -82,7 +82,8 @@ def resident_line(spec: ModelSpec, shard: Shard, engine) -> tuple[Line, ...]:
 def runtime_line(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine) -> Line:
     size, how = activation_estimate(spec, shard, engine.vllm_row, profile_batch(engine, serve),
                                     profile_sampler(runner(engine, spec), engine.sampler),
-                                    sm_count(serve.device_label))
+                                    sm_count(serve.device_label),
+                                    compute_capability(serve.device_label))
     return Line("runtime_peak", "runtime peak", size, how)
 
 

@@ -48,6 +48,16 @@ FLASHINFER_SAMPLER_BYTES = 2 + 4 + 4
 TRITON_SAMPLER_BYTES = 2 + 4 + 4 + 4
 TRITON_MIN_BATCH = 8  # apply_top_k_top_p: Triton for batches of 8 or more, else PyTorch's sort
 SAMPLERS = (FLASHINFER, TORCH, TRITON)
+# PyTorch's cuBLAS workspace, one per (handle, stream), taken from the caching allocator at the
+# first cuBLAS call (pytorch/pytorch aten/src/ATen/cuda/CublasHandlePool.cpp@26a39059ec58
+# setWorkspaceForHandle -> getNewWorkspace: CUDACachingAllocator allocate; parseChosenWorkspace-
+# Size: ':4096:2:16:8 default, 32MiB for Hopper', i.e. 4096 x 8 KiB on SM 9.0, else
+# 4096 KiB x 2 + 16 KiB x 8). vLLM's weight loading runs no GEMM, so the profile pass's first
+# matmul allocates it and torch's peak counts it (vllm/utils/mem_utils.py memory_profiling at
+# v0.19.0: torch_peak_increase). cuBLASLt's own 1 MiB (CUBLASLT_WORKSPACE_SIZE) is left out.
+CUBLAS_WORKSPACE_SM90 = 4096 * 8 * 1024
+CUBLAS_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
+HOPPER = (9, 0)
 
 
 @dataclass(frozen=True)
@@ -152,26 +162,52 @@ def act_bytes(spec: ModelSpec) -> int:
                          else spec.checkpoint_dtype, "dtype").bits // 8
 
 
+def cublas_workspace(capability: tuple[int, int] | None) -> tuple[int, str]:
+    """PyTorch's default cuBLAS workspace on this GPU (CUBLAS_WORKSPACE_SM90 on SM 9.0, else
+    CUBLAS_WORKSPACE), and what it was read from; a device of unknown compute capability is
+    given the non-Hopper default, and the text says so."""
+    if capability == HOPPER:
+        return CUBLAS_WORKSPACE_SM90, "cuBLAS workspace 32 MiB (SM 9.0)"
+    known = f"SM {capability[0]}.{capability[1]}" if capability else "compute capability unknown"
+    return CUBLAS_WORKSPACE, f"cuBLAS workspace 8.1 MiB ({known})"
+
+
+def sampler_inputs(spec: ModelSpec, seqs: int, row: VllmRow) -> int:
+    """What the V1 runner's dummy sampler pass holds besides the logits: _dummy_run's gather
+    hidden_states[logit_indices] (kept by profile_run) and, from 0.9.0, _dummy_sampler_run's
+    torch.rand_like of it, seqs x hidden each (VllmRow.sampler_input_copies;
+    vllm/v1/worker/gpu_model_runner.py read at v0.8.0, v0.8.5, v0.9.0, v0.9.1, v0.9.2,
+    v0.10.2, v0.12.0, v0.15.0, v0.19.0, v0.22.0, v0.25.0, v0.33.0)."""
+    return row.sampler_input_copies * seqs * spec.hidden_size * act_bytes(spec)
+
+
 def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch,
-                        sampler_kind: str | None = None,
-                        sms: int | None = None) -> tuple[int, str]:
+                        sampler_kind: str | None = None, sms: int | None = None,
+                        capability: tuple[int, int] | None = None) -> tuple[int, str]:
     """Torch peak increase of vLLM's profile run: the forward and the sampler run one after
     the other, so the wider of the two; only the last pipeline stage samples. V1 samples from
-    the dummy batch's hidden states (tokens x hidden), held meanwhile, and where the release
-    keeps the fused-MoE workspaces (VllmRow.moe_workspace_kept), so are they."""
+    the dummy batch's hidden states (tokens x hidden), held meanwhile where the release keeps
+    them (VllmRow.profile_keeps_hidden), with the V1 runner's sampler inputs (sampler_inputs),
+    and where the release keeps the fused-MoE workspaces
+    (VllmRow.moe_workspace_kept), so are they. PyTorch's cuBLAS workspace (cublas_workspace),
+    allocated by the pass's first matmul, is held under both."""
     seqs = min(batch.seqs, batch.tokens)
     forward = forward_peak(spec, shard, batch.tokens)
     sampler = sampler_peak(spec, row, seqs, sampler_kind, sms) if shard.last_stage else 0
     kept = moe_workspace(spec, shard, batch.tokens) if row.moe_workspace_kept else 0
     if row.formula == "v1" and shard.last_stage:  # _dummy_run's hidden states feed the sampler
-        kept += batch.tokens * spec.hidden_size * act_bytes(spec)
+        if row.profile_keeps_hidden:
+            kept += batch.tokens * spec.hidden_size * act_bytes(spec)
+        if sampler_kind != MRV2:
+            kept += sampler_inputs(spec, seqs, row)
+    workspace, workspace_how = cublas_workspace(capability)
     wider = "forward" if forward >= sampler + kept else "sampler"
     also = f" + what the forward still holds {kept / GiB:.2f} GiB" if kept else ""
-    return max(forward, sampler + kept), (
+    return max(forward, sampler + kept) + workspace, (
         f"estimate of vLLM's profile run ({row.name}): max(forward of {batch.tokens:,} tokens "
         f"{forward / GiB:.2f} GiB, {sampler_path(row, sampler_kind)} sampler of {seqs:,} x "
-        f"{spec.vocab_size:,} logits {sampler / GiB:.2f} GiB{also}) = the {wider} "
-        f"({batch.how}); measure to replace")
+        f"{spec.vocab_size:,} logits {sampler / GiB:.2f} GiB{also}) = the {wider}, + "
+        f"{workspace_how} ({batch.how}); measure to replace")
 
 
 def non_torch_estimate(row: VllmRow) -> tuple[int, str]:

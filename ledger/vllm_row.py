@@ -85,7 +85,12 @@ class VllmRow:
     mamba_all_chunk_aligned: mamba_cache_mode 'all' aligns the attention block to the Mamba
     chunk (to 0.31); gdn_checkpoint_alignment: align mode's block alignment for gated-DeltaNet
     layers on FlashInfer's GDN prefill, with one more state block per request (0.33; 0: none);
-    startup_plan: VLLM_ENABLE_STARTUP_PLAN=1 reuses a recorded --kv-cache-memory (0.26)."""
+    startup_plan: VLLM_ENABLE_STARTUP_PLAN=1 reuses a recorded --kv-cache-memory (0.26).
+    profile_keeps_hidden: the V1 runner's profile_run holds _dummy_run's hidden states (tokens
+    x hidden) through the sampler pass (from 0.9.2: _dummy_run returns them with the gather;
+    before, only the gather); sampler_input_copies: the (requests x hidden) tensors the
+    sampler pass holds, the gather hidden_states[logit_indices] and, from 0.9.0,
+    _dummy_sampler_run's torch.rand_like of it."""
 
     version: tuple[int, ...]
     tag: str
@@ -112,6 +117,8 @@ class VllmRow:
     mamba_all_chunk_aligned: bool = True
     gdn_checkpoint_alignment: int = 0
     startup_plan: bool = False
+    profile_keeps_hidden: bool = True
+    sampler_input_copies: int = 2
 
     @property
     def pin(self) -> str:

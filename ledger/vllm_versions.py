@@ -51,10 +51,17 @@ ROWS: tuple[VllmRow, ...] = (
             block_sizes=BLOCKS_V064),
     VllmRow((0, 8, 0), "v0.8.0", 0.90, "v1", ALLOCATED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}: allocated peak + non_torch_allocations; vllm/envs.py VLLM_USE_V1=1 "
-            "by default", block_sizes=BLOCKS_V064),
+            "by default; vllm/v1/worker/gpu_model_runner.py (v0.8.0, v0.8.5): _dummy_run "
+            "returns only hidden_states[logit_indices], so profile_run holds the gather alone "
+            "through _dummy_sampler_run (0.9.0 and 0.9.1, read but without a row, add its "
+            "torch.rand_like copy)", block_sizes=BLOCKS_V064, profile_keeps_hidden=False,
+            sampler_input_copies=1),
     VllmRow((0, 9, 2), "v0.9.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}: memory_profiling(init_snapshot) in vllm/utils/__init__.py; "
-            "'Available KV cache memory'", block_sizes=BLOCKS_V09),
+            "'Available KV cache memory'; vllm/v1/worker/gpu_model_runner.py: _dummy_run "
+            "returns (hidden_states, hidden_states[logit_indices]), both held through "
+            "_dummy_sampler_run, which samples from torch.rand_like of the gather",
+            block_sizes=BLOCKS_V09),
     VllmRow((0, 11, 0), "v0.11.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}; V0 removed (vllm/worker/ gone)"),
     VllmRow((0, 11, 2), "v0.11.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,

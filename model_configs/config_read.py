@@ -135,9 +135,12 @@ def _unwrap(data: dict, notes: list[str]) -> dict:
     return {**inner, **{f"wrapper.{k}": v for k, v in data.items() if k not in inner}}
 
 
+TOWERS_NOTE = "weights count the language model only"
+
+
 def _towers_note(towers: list[str]) -> str:
-    return (f"weights count the language model only: the {' and '.join(towers)} encoder(s) and "
-            "projector vLLM also loads are not counted")
+    return (f"{TOWERS_NOTE}: the {' and '.join(towers)} encoder(s) and projector vLLM also "
+            "loads are not counted")
 
 
 def _resolve_type(data: dict, notes: list[str]) -> str | None:

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
-from .config_read import prepare
+from .config_read import TOWERS_NOTE, prepare
+from .encoders import read_encoder
 from .hf import to_spec
 from .quant_files import with_quant_file
 from .reading import parse_json, parse_yaml, read_text
@@ -114,10 +115,13 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     data, quant_notes = with_quant_file(data, path.parent)
     raw = data
     kept, ignored, notes = prepare(data)
+    encoder, encoder_note = read_encoder(data)
+    if encoder is not None:  # the tower is counted: its 'not counted' note gives way
+        notes = tuple(n for n in notes if not n.startswith(TOWERS_NOTE)) + (encoder_note,)
     notes = quant_notes + notes
     cfg = _validate(HFConfig, kept)
     label = name or path.parent.name or path.stem
-    spec = to_spec(cfg, label, str(path), notes=notes)
+    spec = replace(to_spec(cfg, label, str(path), notes=notes), encoder=encoder)
     try:  # a text-only plan does not need the tower: a field it lacks refuses only mm flags
         spec = replace(spec, vision=vision_spec(raw))
     except SpecError as error:

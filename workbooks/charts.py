@@ -30,6 +30,7 @@ PALETTE = ("0072B2", "D55E00", "009E73", "E69F00", "CC79A7", "56B4E9", "000000",
 LINE_COLOURS = {"weights": "0072B2", "weight_metadata": "56B4E9", "runtime_peak": "009E73",
                 "kv_cache": "E69F00", "kv_pool_spare": "F0E442", "safety": "CC79A7",
                 "non_torch": "999999", "comm_buffers": "D55E00", "rotary_cache": "000000",
+                "encoder_weights": "DDCC77",
                 "cuda_graphs": "882255", "indexer_cache": "332288", "state_cache": "117733",
                 "lora_adapters": "AA4499", "eplb": "44AA99", "free_bytes": "D9D9D9"}
 

@@ -32,6 +32,7 @@ FIXED = (("weights", "weights"), ("weight_metadata", "weight metadata"),
          ("encoder_cache", "multimodal encoder cache (profiled)"),
          ("encoder_profile", "vision encoder peak beyond runtime peak"),
          ("rotary_cache", "rotary cos/sin cache"),
+         ("encoder_weights", "vision encoder weights"),
          ("non_torch", "non-torch memory"), ("comm_buffers", "communication buffers"),
          ("cuda_graphs", "CUDA graph pool"))
 # lines only a multimodal plan has: their rows are written where the plan has them, and a
@@ -45,8 +46,8 @@ AFTER = (("after_pool_outside", "after the pool: in use before vLLM's baseline (
 # what stays allocated once the pool exists (ledger.vllm_after.HELD); the profile's
 # activations are free again
 HELD = "+".join(f"[{key}]" for key in ("weights", "weight_metadata", "weights_resident",
-                                       "lora_adapters", "eplb", "rotary_cache", "non_torch",
-                                       "comm_buffers"))
+                                       "lora_adapters", "eplb", "rotary_cache",
+                                       "encoder_weights", "non_torch", "comm_buffers"))
 
 
 def layer_bits(kinds: Kinds) -> str:
@@ -80,7 +81,7 @@ SLOTS_ONE = "ROUNDUP(context_tokens/block_size_tokens,0)*block_size_tokens"
 HELD_ONE = (f"IF(sliding_window_tokens>0,MIN({SLOTS_ONE},"
             f"{window_peak_slots('context_tokens', IN_FLIGHT)}),{SLOTS_ONE})")
 WEIGHTS = ("([weights]+[weight_metadata]+[weights_resident]+[lora_adapters]+[eplb]"
-           "+[rotary_cache])")
+           "+[rotary_cache]+[encoder_weights])")
 # vLLM's profiled peak: the decoder's, the encoder cache held beside it, the encoder's excess
 VLLM_ACT = "([runtime_peak]+[encoder_cache]+[encoder_profile])"
 POOL = {

@@ -254,13 +254,17 @@ CHART_RANK_COLUMNS = 4  # of the rank columns a 75 % page holds, the ones the ch
 
 BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "indexer_cache", "state_cache",
                                               "kv_pool_spare", "safety")
+# lines only a few models hold (a multimodal model's vision tower): in the breakdown and its
+# chart's legend only where a rank holds them, so the legend keeps to the chart's height
+ONLY_WHEN_HELD = frozenset({"encoder_weights"})
 
 
 def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list[dict]) -> None:
     """Every line of each rank in GiB, and the stacked column chart over them."""
     page.break_before(ws, row)  # the breakdown and its chart on a page of their own
     _section(ws, row, "memory breakdown per rank [GiB], charted below")
-    keys = [key for key in BREAKDOWN if key in at]
+    keys = [key for key in BREAKDOWN if key in at and (key not in ONLY_WHEN_HELD or any(
+        data.get(key, cached.get(key)) for data, cached in zip(values, known, strict=True)))]
     for offset, key in enumerate(keys, start=1):
         r = row + offset
         _label(ws, r, f"{key}_gib", ws.cell(row=at[key], column=2).value)

@@ -57,7 +57,9 @@ def test_gemma_4_fails_to_start_after_0_26_for_its_sliding_windows() -> None:
 def test_every_line_of_both_sides_and_the_json_contract() -> None:
     """Llama-3.1-8B moves to Model Runner V2 at 0.23: its graphs are no longer subtracted and
     its profile sampler holds 6 B a logit, not FlashInfer's 10, so the forward of 8,192
-    tokens (8,192 x (3 x 4,096 + 3 x 14,336) x 2 B) is the wider: the pool gains both."""
+    tokens (8,192 x (3 x 4,096 + 3 x 14,336) x 2 B) is the wider, and the V1 runner's
+    sampler inputs (2 x 1,024 x 4,096 x 2 B) go: the pool gains all three. PyTorch's 32 MiB
+    cuBLAS workspace (SM 9.0) is on both sides."""
     code, out = as_json("llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm==0.21",
                         "--against", "vllm==0.23")
     assert code == 0 and set(out) == {"model", "device", "device_bytes", "a", "b", "lines",
@@ -72,8 +74,9 @@ def test_every_line_of_both_sides_and_the_json_contract() -> None:
                                                "--engine", "vllm==0.21", "--json"]).stdout)
     assert {line["key"] for line in plan["lines"]} <= {f["key"] for f in out["lines"]}
     assert all(isinstance(f["a"], int) for f in out["lines"])
-    logits, hidden = 1024 * 128_256, 8192 * 4096 * 2
-    runtime = (logits * 10 + hidden, max(8192 * (3 * 4096 + 3 * 14_336) * 2, logits * 6 + hidden))
+    logits, hidden, inputs, cublas = 1024 * 128_256, 8192 * 4096 * 2, 2 * 1024 * 4096 * 2, 2**25
+    runtime = (logits * 10 + hidden + inputs + cublas,
+               max(8192 * (3 * 4096 + 3 * 14_336) * 2, logits * 6 + hidden) + cublas)
     assert (got["runtime_peak"]["a"], got["runtime_peak"]["b"]) == runtime
     assert got["cuda_graphs"]["b"] == 0
     assert got["kv_pool_bytes"]["delta"] == got["cuda_graphs"]["a"] + runtime[0] - runtime[1]

@@ -248,19 +248,19 @@ def plan_json(*args):
 def test_reconcile_predicts_what_plan_gives_for_the_same_setup():
     """The H100 Llama-3.1-8B log (vLLM 0.19.0, utilization 0.95, 8,192 tokens) prints no
     sampler line, so 0.19's Triton rule holds: reconcile's activation peak and KV tokens are
-    plan's, 476,384 tokens (docs/reconcile.md) against the logged 476,016."""
+    plan's, 476,000 tokens (docs/reconcile.md) against the logged 476,016."""
     setup = ("--device", "h100-80gb", "--engine", "vllm==0.19.0")
     rows = reconcile("v1_llama31_8b_h100_planner", "--model", "llama-3.1-8b", *setup)
     plan = plan_json("llama-3.1-8b", *setup, "--gpu-memory-utilization", "0.95",
                      "--context", "8192")
     assert rows["runtime_peak"]["predicted"] == plan["runtime_peak_bytes"]
-    assert rows["kv_cache_tokens"]["predicted"] == plan["kv_cache_tokens"] == 476_384
+    assert rows["kv_cache_tokens"]["predicted"] == plan["kv_cache_tokens"] == 476_000
     assert rows["kv_cache_tokens"]["logged"] == 476_016
 
 
 def test_tensor_parallel_prediction_counts_the_collective_buffers_plan_counts():
     """Qwen2.5-72B at tp 2 on H100s (NVLink): plan counts 1.81 GiB of communication buffers;
-    reconcile plans the same (21,072 tokens, the log 19,920) and sets its non-torch and
+    reconcile plans the same (20,656 tokens, the log 19,920) and sets its non-torch and
     collective lines beside the log's non-torch figure, which holds them (2.09 GiB)."""
     model = str(CONFIGS / "Qwen--Qwen2.5-72B-Instruct")
     setup = ("--device", "h100-80gb", "-tp", "2")
@@ -271,7 +271,7 @@ def test_tensor_parallel_prediction_counts_the_collective_buffers_plan_counts():
     assert lines["comm_buffers"] == round(1.8125 * 2**30)
     assert rows["non_torch"]["predicted"] == lines["non_torch"] + lines["comm_buffers"]
     assert abs(rows["non_torch"]["residual"]) < 0.05 * 2**30
-    assert rows["kv_cache_tokens"]["predicted"] == plan["kv_cache_tokens"] == 21_072
+    assert rows["kv_cache_tokens"]["predicted"] == plan["kv_cache_tokens"] == 20_656
 
 
 def test_a_device_read_from_the_log_says_which_gpus_have_its_size():

@@ -51,19 +51,8 @@ KV_MISSES = {
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
-    "v1_kimi_dev_72b_2xh100_planner": "+6.6%: Qwen2.5-72B's layout at tp 2, as the next one: a "
-                                      "3.02 GiB pool, so the 0.1 GiB the rules leave out is "
-                                      "6% of it",
-    "v1_gemma3_27b_h100_planner": "+7.2%: the plan counts the text decoder's weights (50.34 GiB) "
-                                  "and vLLM loads the vision tower too (51.45 GiB logged); the "
-                                  "1.11 GiB goes to the 19.53 GiB pool",
-    "v1_gemma4_26b_a100_myoceane": "+5.6%: the plan counts the text decoder's weights (47.13 GiB) "
-                                   "and vLLM loads the vision tower too (48.5 GiB logged)",
-    "v1_qwen3_235b_fp8_4xh100_issue21348": "+9.7%: the LMCache connector holds GPU memory the "
+    "v1_qwen3_235b_fp8_4xh100_issue21348": "+9.1%: the LMCache connector holds GPU memory the "
                                            "log does not size",
-    "v1_qwen25_72b_2xh100_planner": "+5.8%: a 3.04 GiB pool, so the 0.17 GiB the rules leave "
-                                    "out (weights 67.72 vs 67.80 logged, torch peak 2.24 vs "
-                                    "2.29) is 6% of it",
     "v0_27_qwen3_32b_2xrtxpro6000_tp2_kubesimplify": "+5.7%: an 8.22 GiB pool against the "
                                                      "plan's 8.68: the catalog card is 0.12 GiB "
                                                      "larger than the 95.01 GiB logged (0.05 at "
@@ -71,12 +60,11 @@ KV_NEAR_MISSES = {
                                                      "and 0.34 GiB of profile overhead the "
                                                      "excerpt does not break down",
 }
-# Weights beyond 2% of 'Model loading took': multimodal checkpoints whose vision tower vLLM loads
+# Weights beyond 2% of 'Model loading took'
 WEIGHT_MISSES = {
-    "v1_gemma3_27b_h100_planner": "-2.2%: the vision tower's weights are not counted",
-    "v1_gemma4_26b_a100_myoceane": "-2.8%: the vision tower's weights are not counted",
-    "v1_gemma3_4b_h100_planner": "-15.0%: the plan counts the text decoder (7.29 GiB); the "
-                                 "SigLIP tower is about 0.78 GiB and vLLM's load took 8.58",
+    "v1_gemma3_4b_h100_planner": "-5.9%: the text decoder and the SigLIP tower with its "
+                                 "projector are 8.07 GiB; vLLM's load took 8.58, 0.51 GiB that "
+                                 "no line of the log breaks down",
 }
 START_MISSES = {
     "v1_gptoss20b_2xh100_planner_failed": "vLLM failed warming up its sampler (1,024 dummy "
@@ -88,13 +76,14 @@ START_MISSES = {
                                          "(the thread: it fails even at max-num-seqs 1, starts "
                                          "with enforce-eager)",
     "v1_gptoss20b_h100_planner_failed": "vLLM failed in its sampler warm-up after capturing "
-                                        "1.84 GiB of graphs; by the rules 2.86 GiB are left, "
+                                        "1.84 GiB of graphs; by the rules 2.89 GiB are left, "
                                         "and vLLM's own arithmetic (--kv-cache-memory 59.93 GiB "
                                         "to use the GPU, 58.47 in use) also says it fits: the "
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 0.80  # measured 41/48: the Done-when's 90% is missed, said in the docs
+KV_WITHIN_5_AT_LEAST = 49 / 56  # measured: 45/48 of the logs the rules were built on, 4/8 of
+# the 0.22+ logs added after them; the Done-when asks 90%: missed (docs/reconcile.md)
 
 
 def _cases(predicate, misses=None):
@@ -229,3 +218,15 @@ def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
     else:
         assert rows["kv_pool"]["predicted"] == round(outcome.predicted_kv * 2**30) == \
             plan.kv_pool_bytes
+
+
+def test_every_miss_is_explained_in_its_sidecar_and_no_hit_carries_one():
+    """bench/vllm_logs.py prints each miss with its sidecar's 'miss' reason: every miss has
+    one, and a log that no longer misses loses it (so a fix does not leave a stale reason)."""
+    outcomes = [bench.evaluate(c) for c in bench.cases() if c.planned]
+    missed = {o.case.name for o in outcomes if bench.is_miss(o)}
+    explained = {o.case.name for o in outcomes if o.case.meta.get("miss")}
+    assert missed == explained
+    assert missed == set(KV_MISSES) | set(KV_NEAR_MISSES) | set(WEIGHT_MISSES) | \
+        set(START_MISSES)
+    assert "NOT EXPLAINED" not in "\n".join(bench.misses(outcomes))

@@ -77,14 +77,18 @@ def test_each_release_picks_the_model_runner_its_source_does(name, release, runn
 def test_qwen3_8b_profile_sampler_and_graphs_by_release() -> None:
     """Qwen3-8B on an H100: 1,024 sequences x 151,936 logits; the forward of 8,192 tokens
     holds 8,192 x (3 x 4,096 + 3 x 12,288) x 2 B; the sampler keeps the 8,192 x 4,096 bf16
-    hidden states. 0.21: FlashInfer's 10 B a logit, graphs subtracted; 0.22 (V2): logits and
-    their fp32 copy, 6 B, nothing subtracted; 0.28: the logits alone, so the forward is wider;
-    0.29: V2 measures its graphs; 0.33: the warm-up pass's 10 B again."""
-    logits, hidden = 1024 * 151_936, 8192 * 4096 * 2
+    hidden states, and on the V1 runner its sampler inputs (their 1,024-row gather and its
+    rand_like copy); PyTorch's 32 MiB cuBLAS workspace on SM 9.0 under both. 0.21:
+    FlashInfer's 10 B a logit, graphs subtracted; 0.22 (V2): logits and their fp32 copy, 6 B,
+    nothing subtracted; 0.28: the logits alone, so the forward is wider; 0.29: V2 measures its
+    graphs; 0.33: the warm-up pass's 10 B again."""
+    logits, hidden, workspace = 1024 * 151_936, 8192 * 4096 * 2, 32 * 2**20
+    inputs = 2 * 1024 * 4096 * 2
     forward = 8192 * (3 * 4096 + 3 * 12_288) * 2
-    expect = {"0.21.0": (logits * 10 + hidden, True), "0.22.0": (logits * 6 + hidden, False),
-              "0.28.0": (forward, False), "0.29.0": (forward, True),
-              "0.33.0": (logits * 10 + hidden, True)}
+    expect = {"0.21.0": (logits * 10 + hidden + inputs + workspace, True),
+              "0.22.0": (logits * 6 + hidden + workspace, False),
+              "0.28.0": (forward + workspace, False), "0.29.0": (forward + workspace, True),
+              "0.33.0": (logits * 10 + hidden + workspace, True)}
     for release, (peak, graphs) in expect.items():
         result = plan("Qwen--Qwen3-8B", release)
         assert result.line("runtime_peak") == peak, release
@@ -94,10 +98,11 @@ def test_qwen3_8b_profile_sampler_and_graphs_by_release() -> None:
 
 def test_v2_without_graph_estimate_gives_the_pool_the_graphs_and_sampler_bytes() -> None:
     """Same GPU, same config: 0.22's pool is 0.21's plus the graph estimate no longer
-    subtracted plus the sampler bytes V2 does not hold (1,024 x 151,936 x 4 B)."""
+    subtracted plus the sampler bytes V2 does not hold (1,024 x 151,936 x 4 B, and the V1
+    runner's sampler inputs, 2 x 1,024 x 4,096 x 2 B)."""
     old, new = plan("Qwen--Qwen3-8B", "0.21.0"), plan("Qwen--Qwen3-8B", "0.22.0")
     gained = new.budget.kv_pool_bytes - old.budget.kv_pool_bytes
-    assert gained == old.line("cuda_graphs") + 1024 * 151_936 * 4
+    assert gained == old.line("cuda_graphs") + 1024 * 151_936 * 4 + 2 * 1024 * 4096 * 2
 
 
 def test_sliding_window_reserves_the_batches_in_flight_from_0_26() -> None:

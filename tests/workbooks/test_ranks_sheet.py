@@ -64,6 +64,10 @@ VARIANTS = {
                                "100,9000,100000", "--shared-prefix", "64"],
     "gemma4-tp8-vllm": ["gemma-4-26b-a4b", "--device", "h100-80gb", "-tp", "8", "--engine",
                         "vllm", "--context", "8192"],
+    # the official config: the vision tower vLLM loads (SigLIP's linear layers split over tp)
+    "gemma3-27b-tp2-vllm-tower": [str(Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+                                      / "google--gemma-3-27b-it"), "--device", "h100-80gb",
+                                  "-tp", "2", "--engine", "vllm==0.19.0", "--context", "8192"],
     "gemma4-tp4-vllm-fp8": ["gemma-4-26b-a4b", "--device", "h100-80gb", "-tp", "4", "--engine",
                             "vllm", "--kv-dtype", "fp8", "--context", "20000"],
     "qwen36-vllm-0.10": ["qwen3.6-35b-a3b", "--device", "h100-80gb", "-tp", "2", "--engine",
@@ -160,6 +164,10 @@ def test_every_rank_recalculates_to_plan_json(books) -> None:
         assert ws.max_column - 2 == len(out["ranks"]), name
         for i, rank in enumerate(out["ranks"]):
             lines = {line["key"]: line["bytes"] for line in rank["lines"]}
+            assert ("encoder_weights" in lines) is (name == "gemma3-27b-tp2-vllm-tower"), name
+            if "encoder_weights" in lines:  # the tower's line, from its fixed row
+                assert ws.cell(row=rows["encoder_weights"], column=3 + i).value == \
+                    lines["encoder_weights"], (name, "encoder_weights")
             for key in ("indexer_cache", "state_cache"):  # a row where the model has the cache
                 assert (key in rows) is (key in lines), (name, key)
                 if key in lines:

@@ -1,0 +1,72 @@
+"""The vision encoder vLLM loads beside a multimodal model's language model, and its weights
+on one rank: the tower and the projector into the language model's hidden size, in the model
+dtype. Two towers are read, each as vLLM v0.19.0 builds it:
+
+- SIGLIP: Gemma3ForConditionalGeneration's SiglipVisionModel
+  (vllm/model_executor/models/gemma3_mm.py, siglip.py): a Conv2d patch embedding with bias,
+  (image_size / patch_size)^2 learned positions, per layer two LayerNorms (weight and bias),
+  qkv_proj (QKVParallelLinear, bias) and out_proj (RowParallelLinear, bias), fc1
+  (ColumnParallelLinear, bias) and fc2 (RowParallelLinear, bias), split over tensor-parallel
+  ranks; post_layernorm; no pooling head (vision_use_head false). Gemma3MultiModalProjector:
+  mm_input_projection_weight (vision hidden x text hidden) and mm_soft_emb_norm (vision hidden).
+- GEMMA4_VISION: Gemma4ForConditionalGeneration builds transformers' Gemma4VisionModel with
+  AutoModel.from_config (vllm/model_executor/models/gemma4_mm.py), whole on every rank:
+  a (2, position_embedding_size, hidden) position table, input_proj (hidden x 3 patch^2),
+  per layer q/k/v/o without bias, q_norm and k_norm (head_dim), gate/up/down, four RMSNorms;
+  std_bias and std_scale buffers when it standardizes. Gemma4MultimodalEmbedder:
+  embedding_projection (vision hidden x text hidden, ReplicatedLinear).
+"""
+
+from dataclasses import dataclass
+
+from .lines import Line
+
+SIGLIP, GEMMA4_VISION = "siglip", "gemma4_vision"
+CLASSES = {SIGLIP: "SiglipVisionModel (vllm/model_executor/models/siglip.py)",
+           GEMMA4_VISION: "transformers' Gemma4VisionModel (AutoModel.from_config)"}
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """A vision tower's shape as its config states it, and the text hidden size it projects
+    to. positions: SIGLIP's learned positions; GEMMA4_VISION's position_embedding_size."""
+
+    kind: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    patch_size: int
+    channels: int
+    positions: int
+    text_hidden_size: int
+    standardize: bool = False
+
+
+def encoder_params(enc: Encoder, tp: int = 1) -> tuple[int, int]:
+    """(parameters on one of tp ranks, of which split over the ranks in whole) for the tower
+    and its projector; SIGLIP's linear layers split over tp (weights and column biases), the
+    rest whole on every rank."""
+    h, i, layers = enc.hidden_size, enc.intermediate_size, enc.num_layers
+    if enc.kind == SIGLIP:
+        split = layers * (3 * h * h + 3 * h + h * h + h * i + i + i * h)
+        whole = (layers * (4 * h + h + h) + enc.channels * enc.patch_size ** 2 * h + h
+                 + enc.positions * h + 2 * h + h * enc.text_hidden_size + h)
+        return whole + -(-split // tp), split
+    q, kv = enc.num_heads * enc.head_dim, enc.num_kv_heads * enc.head_dim
+    per_layer = 2 * h * q + 2 * h * kv + 2 * enc.head_dim + 3 * h * i + 4 * h
+    whole = (2 * enc.positions * h + h * enc.channels * enc.patch_size ** 2
+             + layers * per_layer + (2 * h if enc.standardize else 0)
+             + h * enc.text_hidden_size)
+    return whole, 0
+
+
+def encoder_line(enc: Encoder, tp: int, bits: int) -> Line:
+    """The encoder weights line: the tower and projector on one rank in the model dtype."""
+    params, split = encoder_params(enc, tp)
+    shared = f", its {split:,} linear parameters split over tp={tp}" if tp > 1 and split else ""
+    return Line("encoder_weights", "vision encoder weights", params * bits // 8,
+                f"vLLM loads {CLASSES[enc.kind]} and its projector: {params:,} params on this "
+                f"rank x {bits} bits{shared} (vllm/model_executor/models at v0.19.0)")

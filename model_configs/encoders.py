@@ -1,0 +1,46 @@
+"""The vision tower of a multimodal config.json, read as vLLM builds it (ledger/encoders.py):
+Gemma3ForConditionalGeneration's SigLIP tower and Gemma4ForConditionalGeneration's Gemma-4
+vision tower. Fields a vision_config leaves out take transformers' config defaults, and the
+note says which; any other wrapper or tower is not read (its note says its weights are not
+counted)."""
+
+from servecap.ledger.encoders import GEMMA4_VISION, SIGLIP, Encoder, encoder_params
+
+# wrapper architecture -> (the vision_config model_type it builds, the tower it is read as)
+TOWERS = {"Gemma3ForConditionalGeneration": ("siglip_vision_model", SIGLIP),
+          "Gemma4ForConditionalGeneration": ("gemma4_vision", GEMMA4_VISION)}
+# transformers' SiglipVisionConfig and Gemma4VisionConfig defaults for what a config omits
+SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
+                   "num_attention_heads": 12, "num_channels": 3, "image_size": 224,
+                   "patch_size": 16}
+GEMMA4_DEFAULTS = {"num_channels": 3, "standardize": False}
+
+
+def read_encoder(data: dict) -> tuple[Encoder | None, str]:
+    """(the tower, a note) for a wrapper whose vision tower is read; (None, '') otherwise."""
+    archs = data.get("architectures") or []
+    arch = archs[0] if isinstance(archs, list) and archs else None
+    vision, text = data.get("vision_config"), data.get("text_config")
+    if arch not in TOWERS or not isinstance(vision, dict) or not isinstance(text, dict):
+        return None, ""
+    model_type, kind = TOWERS[arch]
+    if vision.get("model_type", model_type) != model_type or data.get("audio_config") or \
+            (kind == SIGLIP and vision.get("vision_use_head")):
+        return None, ""
+    defaults = SIGLIP_DEFAULTS if kind == SIGLIP else GEMMA4_DEFAULTS
+    filled = sorted(k for k in defaults if vision.get(k) is None)
+    v = {**defaults, **{k: x for k, x in vision.items() if x is not None}}
+    heads = int(v["num_attention_heads"])
+    head_dim = int(v.get("head_dim") or v["hidden_size"] // heads)
+    positions = (int(v["image_size"]) // int(v["patch_size"])) ** 2 if kind == SIGLIP \
+        else int(v["position_embedding_size"])
+    enc = Encoder(kind, int(v["hidden_size"]), int(v["intermediate_size"]),
+                  int(v["num_hidden_layers"]), heads, int(v.get("num_key_value_heads") or heads),
+                  head_dim, int(v["patch_size"]), int(v["num_channels"]), positions,
+                  int(text["hidden_size"]), bool(v.get("standardize")))
+    params = encoder_params(enc)[0]
+    note = (f"vision_config read as {arch}'s {kind} tower: {params:,} parameters with its "
+            "projector, counted for vLLM (the encoder weights line)")
+    if filled:
+        note += f"; {', '.join(filled)} not stated: transformers' defaults"
+    return enc, note

@@ -1,0 +1,87 @@
+"""The vision towers vLLM loads beside Gemma-3 and Gemma-4 (ledger/encoders.py), counted from
+the fixtures' official config.json files, against the parameters of transformers' own tower
+modules built from the same vision_config (on the meta device: no weights, no network)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servecap.ledger.encoders import SIGLIP, Encoder, encoder_params
+from servecap.model_configs.encoders import read_encoder
+from servecap.model_configs.loader import load_model
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+GEMMAS = ["google--gemma-3-27b-it", "google--gemma-3-4b-it", "google--gemma-4-26B-A4B"]
+
+
+def _config(name: str) -> dict:
+    return json.loads((CONFIGS / name / "config.json").read_text())
+
+
+@pytest.mark.parametrize("name", GEMMAS)
+def test_the_tower_has_transformers_parameter_count(name):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    data = _config(name)
+    enc, note = read_encoder(data)
+    config = transformers.AutoConfig.from_pretrained(CONFIGS / name)
+    with torch.device("meta"):
+        tower = transformers.AutoModel.from_config(config.vision_config)
+    params = sum(p.numel() for p in tower.parameters())
+    # the projector into the text hidden size (Gemma-3's mm_input_projection_weight and
+    # mm_soft_emb_norm; Gemma-4's embedding_projection) and Gemma-4's standardizing buffers
+    h, text = enc.hidden_size, data["text_config"]["hidden_size"]
+    extra = h * text + (h if enc.kind == SIGLIP else 2 * h)
+    assert encoder_params(enc)[0] == params + extra
+    assert f"{params + extra:,} parameters" in note
+
+
+def test_siglip_splits_its_linear_layers_over_tensor_parallel_ranks():
+    enc, _ = read_encoder(_config("google--gemma-3-27b-it"))
+    whole, split = encoder_params(enc)
+    rank, _ = encoder_params(enc, 4)
+    assert split == 27 * (4 * 1152 * 1152 + 2 * 1152 * 4304 + 3 * 1152 + 4304)
+    assert rank == whole - split + -(-split // 4)
+
+
+def test_the_plan_counts_the_tower_for_vllm_and_says_so():
+    spec = load_model(str(CONFIGS / "google--gemma-3-27b-it")).spec
+    assert spec.encoder is not None and spec.encoder.kind == SIGLIP
+    assert any("vision_config read as Gemma3ForConditionalGeneration" in n for n in spec.notes)
+    assert not any(n.startswith("weights count the language model only") for n in spec.notes)
+
+
+def test_a_tower_not_read_keeps_its_note():
+    """A pooling head (vision_use_head) is not counted: the tower is left out, and said."""
+    data = _config("google--gemma-3-27b-it")
+    data["vision_config"]["vision_use_head"] = True
+    assert read_encoder(data) == (None, "")
+    assert read_encoder({"architectures": ["LlamaForCausalLM"]}) == (None, "")
+
+
+def test_omitted_fields_take_transformers_defaults_and_are_named():
+    data = _config("google--gemma-3-27b-it")
+    del data["vision_config"]["patch_size"]
+    enc, note = read_encoder(data)
+    assert enc.patch_size == 16 and "patch_size not stated" in note
+    assert isinstance(enc, Encoder)
+
+
+def test_vllm_plans_the_encoder_line_inside_its_budget_and_sglang_does_not():
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    model = str(CONFIGS / "google--gemma-4-26B-A4B")
+
+    def lines(engine):
+        out = CliRunner().invoke(app, ["plan", model, "--device", "a100-80gb", "--engine",
+                                       engine, "--context", "8192", "--json"])
+        assert out.exit_code in (0, 1), out.output
+        report = json.loads(out.stdout)
+        return {line["key"]: line["bytes"] for line in report["lines"]}, report
+    vllm, report = lines("vllm==0.19.0")
+    enc, _ = read_encoder(_config("google--gemma-4-26B-A4B"))
+    assert vllm["encoder_weights"] == encoder_params(enc)[0] * 2
+    assert "encoder_weights" not in lines("sglang")[0]
