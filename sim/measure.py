@@ -63,8 +63,7 @@ def measure(policy: str, runs: list[Run], slo: SLO, itl: bool = True,
         windows = [whole_run(r.seqs, w) for r, w in zip(runs, windows, strict=True)]
     batches = [b for r, w in zip(runs, windows, strict=True) for b in _batches(r, w, itl)]
     every = [s for r in runs for s in r.seqs]
-    offload = any(res.config.offload_tokens for r in runs for res in r.results)
-    report = _counts(policy, every, offload) | _window(windows)
+    report = _counts(policy, every, _has_offload(runs)) | _window(windows)
     rows = [_Rows(b.seqs, slo) for b in batches]
     report |= {"offered_rps": _offered(runs, windows)} | _rates(rows, batches)
     report |= _latency(rows, batches, slo.percentiles, itl)
@@ -90,6 +89,13 @@ def _batches(run: Run, window: Window, itl: bool) -> list[Batch]:
         [window.duration_s / len(spans)] * len(spans)
     return [Batch(seqs[edges[i]:edges[i + 1]], scale[i], timelines)
             for i in range(len(edges) - 1)]
+
+
+def _has_offload(runs: list[Run]) -> bool:
+    """Whether any run's engine had a host KV offload tier; a measured server's stand-in
+    (load/steady.py) carries no engine config and has none."""
+    return any(getattr(getattr(res, "config", None), "offload_tokens", 0)
+               for r in runs for res in r.results)
 
 
 def _counts(policy: str, seqs: list[Seq], offload: bool = False) -> dict:
