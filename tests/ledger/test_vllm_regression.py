@@ -48,6 +48,11 @@ KV_MISSES = {
     "v0_27_qwen25_7b_rtx4090_llmso": "+34.5%: a 5.48 GiB pool against the plan's 7.37; each "
                                      "model of the run starts with a cold compile cache (as "
                                      "the log above) and the excerpt prints no breakdown",
+    "v0_28_qwen3_8b_rtx4090_cold_slolab": "+158.0%: a cold torch.compile on a desktop-shared "
+                                          "RTX 4090 (WSL2): a 1.18 GiB torch peak and 16.95 "
+                                          "GiB consumed (weights + non-torch) by the log's own "
+                                          "line, against 0.19 and 15.4 on the warm start of the "
+                                          "same cell, which lands at -3.0%",
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
@@ -82,8 +87,9 @@ START_MISSES = {
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 49 / 56  # measured: 45/48 of the logs the rules were built on, 4/8 of
-# the 0.22+ logs added after them; the Done-when asks 90%: missed (docs/reconcile.md)
+KV_WITHIN_5_AT_LEAST = 51 / 59  # measured: 45/48 of the logs the rules were built on, 6/11 of
+# the logs added after them (10 from 0.22+, one TP 4 over PCIe); the Done-when asks 90%: missed
+# (docs/reconcile.md)
 
 
 def _cases(predicate, misses=None):
