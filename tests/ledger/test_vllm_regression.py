@@ -53,6 +53,11 @@ KV_MISSES = {
                                           "GiB consumed (weights + non-torch) by the log's own "
                                           "line, against 0.19 and 15.4 on the warm start of the "
                                           "same cell, which lands at -3.0%",
+    "v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed": "+126.7%: 0.11.0 profiles the encoder on a "
+                                             "153,600-token video (its qwen3_vl.py video rule: "
+                                             "frames fitting max_model_len, 12.5 tokens each); "
+                                             "the plan's rule, read at v0.33.0, on a 16,384-token "
+                                             "image, so the pool is 2.92 GiB a rank smaller",
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
@@ -70,6 +75,9 @@ WEIGHT_MISSES = {
     "v1_gemma3_4b_h100_planner": "-5.9%: the text decoder and the SigLIP tower with its "
                                  "projector are 8.07 GiB; vLLM's load took 8.58, 0.51 GiB that "
                                  "no line of the log breaks down",
+    "v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed": "-3.2%: each of the 4 ranks loads 14.77 GiB "
+                                             "against the plan's 14.30, 0.47 GiB that no line "
+                                             "of the log breaks down",
 }
 START_MISSES = {
     "v1_gptoss20b_2xh100_planner_failed": "vLLM failed warming up its sampler (1,024 dummy "
@@ -87,8 +95,8 @@ START_MISSES = {
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 51 / 59  # measured: 45/48 of the logs the rules were built on, 6/11 of
-# the logs added after them (10 from 0.22+, one TP 4 over PCIe); the Done-when asks 90%: missed
+KV_WITHIN_5_AT_LEAST = 51 / 60  # measured: 45/48 of the logs the rules were built on, 6/12 of
+# the logs added after them (10 from 0.22+, two TP 4 over PCIe); the Done-when asks 90%: missed
 # (docs/reconcile.md)
 
 
