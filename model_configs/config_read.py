@@ -120,7 +120,8 @@ def _unwrap(data: dict, notes: list[str]) -> dict:
         data.get("llm_config"), dict) else "llm_config"  # InternVL keeps it in llm_config
     text = data.get(key)
     towers = [k for k in TOWERS if data.get(k)]
-    if not isinstance(text, dict) or (data.get("hidden_size") is not None and
+    if not isinstance(text, dict) or (key == "text_config" and
+                                      data.get("hidden_size") is not None and
                                       data.get("model_type") not in TEXT_TYPES):
         if towers:  # a VL model whose text fields sit at the top (Qwen2.5-VL, Phi-3-vision)
             notes.append(_towers_note(towers))
