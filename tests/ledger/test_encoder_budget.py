@@ -175,3 +175,20 @@ def test_glm4v_image_tokens_match_vllms_stated_figures():
     with pytest.raises(SpecError) as error:
         encoder_budget(vision, EncoderSpec())
     assert '{"video": 0}' in str(error.value) and "\n" not in str(error.value)
+
+
+@given(width=st.integers(28, 20_000), height=st.integers(28, 20_000),
+       tiles=st.integers(1, 40), thumbnail=st.booleans())
+def test_no_image_exceeds_the_profiled_maximum(width, height, tiles, thumbnail):
+    """vLLM sizes the budget by the largest item: any one image's tokens fit it (InternVL's
+    tile grid and thumbnail, GLM's two-frame smart_resize), for any size and tile setting."""
+    if max(width, height) / min(width, height) > 200:  # GLM's processor refuses such images
+        return
+    internvl = _vision("OpenGVLab--InternVL3-1B")
+    kwargs = {"max_dynamic_patch": tiles, "use_thumbnail": thumbnail}
+    most = encoder_budget(internvl, EncoderSpec(limits=(("video", 0),),
+                                                processor_kwargs=tuple(kwargs.items())))
+    assert 256 <= image_tokens(internvl, width, height, kwargs) <= most.max_tokens_per_item
+    glm = _raw_vision("zai-org--GLM-4.5V")
+    largest = encoder_budget(glm, EncoderSpec(limits=(("video", 0),))).max_tokens_per_item
+    assert 1 <= image_tokens(glm, width, height, {}) <= largest
