@@ -97,7 +97,7 @@ def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None
     initialized')."""
     _check_modalities(vision, enc)
     kwargs = dict(enc.processor_kwargs)
-    found = {m: max_tokens(vision, m, kwargs, enc.max_model_len)
+    found = {m: max_tokens(vision, m, kwargs, enc.max_model_len, enc.limit("image") > 0)
              for m in vision.modalities if enc.limit(m) > 0}
     if not found:
         return None

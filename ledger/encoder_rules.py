@@ -62,10 +62,13 @@ KWARGS = {QWEN_VL: ("max_pixels", "min_pixels", "size"),
 
 
 def max_tokens(vision: VisionSpec, modality: str, kwargs: Mapping[str, object],
-               max_model_len: int) -> tuple[int, int, str]:
-    """(embedding tokens, tower patches, how) for the largest item of one modality."""
+               max_model_len: int, with_image: bool = True) -> tuple[int, int, str]:
+    """(embedding tokens, tower patches, how) for the largest item of one modality;
+    with_image: images are allowed too (InternVL's video dummy leaves room for one)."""
+    if vision.family == INTERNVL:
+        return _internvl(vision, modality, kwargs, max_model_len, with_image)
     rule = {QWEN_VL: _qwen, GEMMA3: _gemma3, GEMMA4: _gemma4, MISTRAL3: _mistral3,
-            LLAMA4: _llama4, INTERNVL: _internvl, GLM4V: _glm4v}[vision.family]
+            LLAMA4: _llama4, GLM4V: _glm4v}[vision.family]
     return rule(vision, modality, kwargs, max_model_len)
 
 
@@ -200,18 +203,19 @@ def internvl_image_tiles(vision: VisionSpec, kwargs: Mapping[str, object], width
     return blocks + 1 if thumbnail and blocks != 1 else blocks
 
 
-def _internvl(vision, modality, kwargs, max_model_len):
+def _internvl(vision, modality, kwargs, max_model_len, with_image):
     per_tile = vision.tokens_per_image
     side = vision.image_size // vision.patch_size
     tiles = internvl_tiles(vision, kwargs)
     if modality == "image":
         return tiles * per_tile, tiles * side * side, (
             f"{tiles} tiles of {vision.image_size} px x {per_tile} tokens")
-    frames = max((max_model_len - tiles * per_tile) // per_tile, 1)
+    image = tiles * per_tile if with_image else 0
+    frames = max((max_model_len - image) // per_tile, 1)
     return frames * per_tile, frames * side * side, (
-        f"{frames} frames (max_model_len {max_model_len:,} less one image's "
-        f"{tiles * per_tile:,}) x {per_tile} tokens; the tokenizer is taken to hold "
-        f"<|video_pad|> ({vision.text_model_type} language model)")
+        f"{frames} frames (max_model_len {max_model_len:,}"
+        + (f" less one image's {image:,}" if image else "") + f") x {per_tile} tokens; the "
+        f"tokenizer is taken to hold <|video_pad|> ({vision.text_model_type} language model)")
 
 
 def glm4v_max_pixels(kwargs: Mapping[str, object]) -> int:

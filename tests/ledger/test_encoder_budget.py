@@ -152,6 +152,8 @@ def test_internvl_tiles_thumbnail_and_video_frames():
     video = encoder_budget(vision, EncoderSpec(max_model_len=32768))
     assert (video.modality, video.max_tokens_per_item, video.items) == ("video", 115 * 256, 1)
     assert video.budget_tokens == 115 * 256
+    no_image = encoder_budget(vision, EncoderSpec(max_model_len=32768, limits=(("image", 0),)))
+    assert no_image.max_tokens_per_item == 128 * 256  # mm_counts image 0: the whole length
     assert image_tokens(vision, 448, 448, {}) == 256  # one tile, no thumbnail
     assert image_tokens(vision, 896, 448, {}) == 3 * 256  # 2 x 1 grid and the thumbnail
     off = encoder_budget(vision, EncoderSpec(limits=(("video", 0),), processor_kwargs=(
@@ -180,8 +182,10 @@ def test_glm4v_image_tokens_match_vllms_stated_figures():
 @given(width=st.integers(28, 20_000), height=st.integers(28, 20_000),
        tiles=st.integers(1, 40), thumbnail=st.booleans())
 def test_no_image_exceeds_the_profiled_maximum(width, height, tiles, thumbnail):
-    """vLLM sizes the budget by the largest item: any one image's tokens fit it (InternVL's
-    tile grid and thumbnail, GLM's two-frame smart_resize), for any size and tile setting."""
+    """vLLM sizes the budget by the largest item: any one InternVL image's tokens (tile grid
+    and thumbnail) fit it, for any size and tile setting. GLM's maximum is vLLM's square dummy
+    (6,084); a non-square image fills the pixel bound closer (1975 x 11850 is 6,144 tokens), so
+    GLM's images are bounded by longest_edge / 2 / 28^2 = 6,144 instead."""
     if max(width, height) / min(width, height) > 200:  # GLM's processor refuses such images
         return
     internvl = _vision("OpenGVLab--InternVL3-1B")
@@ -190,5 +194,5 @@ def test_no_image_exceeds_the_profiled_maximum(width, height, tiles, thumbnail):
                                                 processor_kwargs=tuple(kwargs.items())))
     assert 256 <= image_tokens(internvl, width, height, kwargs) <= most.max_tokens_per_item
     glm = _raw_vision("zai-org--GLM-4.5V")
-    largest = encoder_budget(glm, EncoderSpec(limits=(("video", 0),))).max_tokens_per_item
-    assert 1 <= image_tokens(glm, width, height, {}) <= largest
+    assert 1 <= image_tokens(glm, width, height, {}) <= 9_633_792 // 2 // 28 ** 2
+    assert image_tokens(glm, 1975, 11850, {}) == 6144 > 6084
