@@ -166,8 +166,9 @@ def _llama4(vision, modality, kwargs, max_model_len):
         if tiles > 1 else f"1 tile x {per_tile} tokens")
 
 
-def internvl_tiles(vision: VisionSpec, kwargs: Mapping[str, object]) -> int:
-    """The most tiles one image becomes: max_dynamic_patch, and the thumbnail beside them."""
+def _internvl_grid(vision: VisionSpec, kwargs: Mapping[str, object]) -> tuple[int, int, bool]:
+    """(min_dynamic_patch, max_dynamic_patch, use_thumbnail) as the processor resolves them:
+    both 1 with dynamic_image_size off (resolve_min_max_num)."""
     dynamic = _flag(kwargs.get("dynamic_image_size", True), "dynamic_image_size")
     most = _whole("max_dynamic_patch", kwargs.get("max_dynamic_patch", vision.max_tiles)) \
         if dynamic else 1
@@ -176,7 +177,12 @@ def internvl_tiles(vision: VisionSpec, kwargs: Mapping[str, object]) -> int:
     if least > most:
         raise SpecError("--mm-processor-kwargs min_dynamic_patch", least,
                         f"at most max_dynamic_patch ({most})")
-    thumbnail = _flag(kwargs.get("use_thumbnail", vision.thumbnail), "use_thumbnail")
+    return least, most, _flag(kwargs.get("use_thumbnail", vision.thumbnail), "use_thumbnail")
+
+
+def internvl_tiles(vision: VisionSpec, kwargs: Mapping[str, object]) -> int:
+    """The most tiles one image becomes: max_dynamic_patch, and the thumbnail beside them."""
+    _, most, thumbnail = _internvl_grid(vision, kwargs)
     return most + 1 if thumbnail and most != 1 else most
 
 
@@ -185,13 +191,10 @@ def internvl_image_tiles(vision: VisionSpec, kwargs: Mapping[str, object], width
     """Tiles one width x height image becomes: the grid of at most max_dynamic_patch tiles
     closest to its aspect ratio (find_closest_aspect_ratio; a tie goes to the larger grid
     when the image covers half of it), and the thumbnail where more than one."""
-    most = internvl_tiles(vision, kwargs)
-    thumbnail = most > 1 and _flag(kwargs.get("use_thumbnail", vision.thumbnail),
-                                   "use_thumbnail")
-    most -= 1 if thumbnail else 0
-    least = min(most, kwargs.get("min_dynamic_patch", vision.min_tiles))
-    ratios = sorted({(i, j) for i in range(1, most + 1) for j in range(1, most + 1)
-                     if least <= i * j <= most}, key=lambda r: r[0] * r[1])
+    least, most, thumbnail = _internvl_grid(vision, kwargs)
+    ratios = sorted({(i, j) for n in range(least, most + 1) for i in range(1, n + 1)
+                     for j in range(1, n + 1) if least <= i * j <= most},
+                    key=lambda r: r[0] * r[1])  # get_internvl_target_ratios, set order kept
     best, best_diff = (1, 1), float("inf")
     for i, j in ratios:
         diff = abs(width / height - i / j)

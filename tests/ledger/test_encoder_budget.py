@@ -196,3 +196,14 @@ def test_no_image_exceeds_the_profiled_maximum(width, height, tiles, thumbnail):
     glm = _raw_vision("zai-org--GLM-4.5V")
     assert 1 <= image_tokens(glm, width, height, {}) <= 9_633_792 // 2 // 28 ** 2
     assert image_tokens(glm, 1975, 11850, {}) == 6144 > 6084
+
+
+def test_internvl_kwargs_are_checked_even_with_dynamic_tiles_off():
+    vision = _vision("OpenGVLab--InternVL3-1B")
+    kwargs = {"dynamic_image_size": False, "min_dynamic_patch": "two"}
+    assert image_tokens(vision, 896, 448, kwargs) == 256
+    with pytest.raises(SpecError) as error:
+        image_tokens(vision, 896, 448, {"dynamic_image_size": "yes"})
+    assert "dynamic_image_size" in str(error.value)
+    with pytest.raises(SpecError):
+        encoder_budget(vision, EncoderSpec(processor_kwargs=(("min_dynamic_patch", 13),)))
