@@ -210,9 +210,9 @@ def in_sample(outcomes: list[Outcome]) -> str:
     return (f"in-sample: these logs are the set the rules were built and checked on. The "
             f"profile's cuBLAS-workspace and sampler-input terms were found from the torch-peak "
             f"residuals of {len(DERIVED)} logs of {SWEEP}'s vLLM 0.19 H100 sweep, then read in "
-            f"PyTorch's and vLLM's source; the Gemma vision towers are counted from the modules "
-            f"vLLM builds (checked against transformers'), fitted to no log. Checked on the "
-            f"other {len(other)} planned logs ({len(apart)} from other sources, releases or "
+            f"PyTorch's and vLLM's source; the Gemma and Llama-4 vision towers are counted from "
+            f"the modules vLLM builds (checked against transformers'), fitted to no log. Checked "
+            f"on the other {len(other)} planned logs ({len(apart)} from other sources, releases or "
             f"GPUs): KV within 5% on {sum(e <= 0.05 for e in kv)}/{len(kv)}.")
 
 

@@ -22,10 +22,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .encoder_rules import KWARGS, max_tokens, qwen_max_pixels
+from .encoder_rules import (
+    KWARGS,
+    glm4v_max_pixels,
+    internvl_image_tiles,
+    max_tokens,
+    qwen_max_pixels,
+)
 from .errors import SpecError
 from .lines import Line
-from .vision import MISTRAL3, QWEN_VL, VisionSpec
+from .vision import GLM4V, INTERNVL, LLAMA4, MISTRAL3, QWEN_VL, VisionSpec
 
 DEFAULT_LIMIT = 999  # MultiModalConfig.get_limit_per_prompt: an unspecified modality
 TP_MODES = ("weights", "data")  # --mm-encoder-tp-mode
@@ -91,7 +97,7 @@ def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None
     initialized')."""
     _check_modalities(vision, enc)
     kwargs = dict(enc.processor_kwargs)
-    found = {m: max_tokens(vision, m, kwargs, enc.max_model_len)
+    found = {m: max_tokens(vision, m, kwargs, enc.max_model_len, enc.limit("image") > 0)
              for m in vision.modalities if enc.limit(m) > 0}
     if not found:
         return None
@@ -174,6 +180,10 @@ def _check_modalities(vision: VisionSpec, enc: EncoderSpec) -> None:
 def _image_notes(vision: VisionSpec, enc: EncoderSpec, found: EncoderBudget) -> list[str]:
     """The load's images (--image-size): tokens each, and how many the budget holds."""
     out = []
+    if vision.family == LLAMA4 and enc.image_sizes:
+        return [f"--image-size: each image is counted at the largest, "
+                f"{found.max_tokens_per_item:,} tokens (Llama-4's tile fit per image size is "
+                "not modelled)"]
     for width, height in enc.image_sizes:
         tokens = image_tokens(vision, width, height, dict(enc.processor_kwargs))
         out.append(f"a {width}x{height} image is {tokens:,} tokens: the budget of "
@@ -183,12 +193,20 @@ def _image_notes(vision: VisionSpec, enc: EncoderSpec, found: EncoderBudget) -> 
 
 def image_tokens(vision: VisionSpec, width: int, height: int,
                  kwargs: Mapping[str, object]) -> int:
-    """Tokens one image of width x height becomes (Qwen's smart_resize, Pixtral's scale-down;
-    Gemma's are fixed by the tower)."""
+    """Tokens one image of width x height becomes (Qwen's and GLM's smart_resize, Pixtral's
+    scale-down, InternVL's tile grid; Gemma's are fixed by the tower)."""
     if vision.family == QWEN_VL:
         unit = vision.patch_size * vision.merge_size
         w, h = _smart_resize(width, height, unit, qwen_max_pixels(vision, kwargs))
         return (w // unit) * (h // unit)
+    if vision.family == GLM4V:  # two frames (the temporal patch) inside longest_edge pixels
+        unit = vision.patch_size * vision.merge_size
+        t = vision.temporal_patch_size
+        w, h = _smart_resize(width, height, unit, glm4v_max_pixels(kwargs) // t,
+                             min_pixels=112 * 112 // t)
+        return (w // unit) * (h // unit)
+    if vision.family == INTERNVL:
+        return internvl_image_tiles(vision, kwargs, width, height) * vision.tokens_per_image
     if vision.family == MISTRAL3:
         scale = max(width / vision.image_size, height / vision.image_size)
         if scale > 1:

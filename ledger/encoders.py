@@ -15,15 +15,26 @@ dtype. Two towers are read, each as vLLM v0.19.0 builds it:
   per layer q/k/v/o without bias, q_norm and k_norm (head_dim), gate/up/down, four RMSNorms;
   std_bias and std_scale buffers when it standardizes. Gemma4MultimodalEmbedder:
   embedding_projection (vision hidden x text hidden, ReplicatedLinear).
+- LLAMA4_VISION: Llama4ForConditionalGeneration's Llama4VisionModel
+  (vllm/model_executor/models/mllama4.py): the patch embedding as a linear layer without bias
+  (ColumnParallelLinear, channels x patch^2 x hidden), a class embedding and
+  (image_size / patch)^2 + 1 learned positions, layernorm_pre and layernorm_post, per layer
+  qkv_proj (QKVParallelLinear, bias), o_proj (RowParallelLinear, bias), fc1 (column, bias), fc2
+  (row, bias) and two LayerNorms; the pixel-shuffle adapter's fc1 (intermediate_size x
+  projector_input_dim, column) and fc2 (projector_input_dim x projector_output_dim, row),
+  biased by multi_modal_projector_bias; Llama4MultiModalProjector linear_1 (vision_output_dim x
+  text hidden, column, no bias). --mm-encoder-tp-mode weights (the default) splits the linear
+  layers over tensor-parallel ranks as SIGLIP's are.
 """
 
 from dataclasses import dataclass
 
 from .lines import Line
 
-SIGLIP, GEMMA4_VISION = "siglip", "gemma4_vision"
+SIGLIP, GEMMA4_VISION, LLAMA4_VISION = "siglip", "gemma4_vision", "llama4_vision"
 CLASSES = {SIGLIP: "SiglipVisionModel (vllm/model_executor/models/siglip.py)",
-           GEMMA4_VISION: "transformers' Gemma4VisionModel (AutoModel.from_config)"}
+           GEMMA4_VISION: "transformers' Gemma4VisionModel (AutoModel.from_config)",
+           LLAMA4_VISION: "Llama4VisionModel (vllm/model_executor/models/mllama4.py)"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,10 @@ class Encoder:
     positions: int
     text_hidden_size: int
     standardize: bool = False
+    # LLAMA4_VISION: projector_input_dim, projector_output_dim, vision_output_dim, and whether
+    # the adapter's layers carry biases (multi_modal_projector_bias)
+    adapter: tuple[int, int, int] = (0, 0, 0)
+    adapter_bias: bool = False
 
 
 def encoder_params(enc: Encoder, tp: int = 1) -> tuple[int, int]:
@@ -54,6 +69,14 @@ def encoder_params(enc: Encoder, tp: int = 1) -> tuple[int, int]:
         split = layers * (3 * h * h + 3 * h + h * h + h * i + i + i * h)
         whole = (layers * (4 * h + h + h) + enc.channels * enc.patch_size ** 2 * h + h
                  + enc.positions * h + 2 * h + h * enc.text_hidden_size + h)
+        return whole + -(-split // tp), split
+    if enc.kind == LLAMA4_VISION:
+        p_in, p_out, v_out = enc.adapter
+        b = 1 if enc.adapter_bias else 0
+        split = (layers * (3 * h * h + 3 * h + h * h + h * i + i + i * h)
+                 + enc.channels * enc.patch_size ** 2 * h
+                 + i * p_in + b * p_in + p_in * p_out + v_out * enc.text_hidden_size)
+        whole = layers * (4 * h + h + h) + h + enc.positions * h + 4 * h + b * p_out
         return whole + -(-split // tp), split
     q, kv = enc.num_heads * enc.head_dim, enc.num_kv_heads * enc.head_dim
     per_layer = 2 * h * q + 2 * h * kv + 2 * enc.head_dim + 3 * h * i + 4 * h

@@ -317,8 +317,8 @@ def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard, runtime: Line,
     if spec.vision is None:
         raise SpecError("--limit-mm-per-prompt", spec.architecture or spec.name,
                         "the encoder budget is modelled for Qwen2/2.5/3-VL, Qwen3.5/3.6, "
-                        "Gemma-3, Gemma-4 and Mistral-3 (Pixtral) configs: this model has no "
-                        "vision_config servecap reads")
+                        "Gemma-3, Gemma-4, Mistral-3 (Pixtral), Llama-4, InternVL and "
+                        "GLM-4.1V/4.5V configs: this model has no vision_config servecap reads")
     enc = scheduled(serve.encoder, serve.max_num_batched_tokens, serve.context_tokens,
                     serve.max_num_seqs, shard.tensor_parallel_size,
                     _model_bits(serve) // 8)
@@ -333,9 +333,14 @@ def _encoder_profile(spec: ModelSpec, serve: ServeSpec, shard: Shard,
     enc = serve.encoder or (EncoderSpec() if engine.name == VLLM else None)
     if enc is None or enc.skip_profiling:
         return None
-    return encoder_budget(spec.vision, scheduled(
-        enc, serve.max_num_batched_tokens, serve.context_tokens, serve.max_num_seqs,
-        shard.tensor_parallel_size, _model_bits(serve) // 8))
+    try:
+        return encoder_budget(spec.vision, scheduled(
+            enc, serve.max_num_batched_tokens, serve.context_tokens, serve.max_num_seqs,
+            shard.tensor_parallel_size, _model_bits(serve) // 8))
+    except SpecError:  # vLLM's default profile holds a modality not modelled (its note says)
+        if serve.encoder is not None:
+            raise
+        return None
 
 
 def _unplanned_encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,
@@ -344,9 +349,15 @@ def _unplanned_encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,
         return ()
     enc = scheduled(EncoderSpec(), serve.max_num_batched_tokens, serve.context_tokens,
                     serve.max_num_seqs, shard.tensor_parallel_size, _model_bits(serve) // 8)
-    found = encoder_budget(spec.vision, enc)
     zeros = spec.vision.modalities + (("audio",) if spec.vision.has_audio else ())
     modalities = ", ".join(f'"{m}": 0' for m in zeros)
+    try:
+        found = encoder_budget(spec.vision, enc)
+    except SpecError as why:  # a modality whose budget is not modelled (GLM-4.xV video)
+        return (f"not planned: vLLM also profiles this model's vision encoder by default, "
+                f"and servecap cannot size that profile ({why.allowed}); "
+                f"--limit-mm-per-prompt plans it (docs/encoder_cache.md), "
+                f"'{{{modalities}}}' serves text only",)
     return (f"not planned: vLLM also profiles this model's vision encoder by default "
             f"({found.items} {found.modality} items, an encoder cache of "
             f"{found.cache_bytes:,} B beside the runtime peak); --limit-mm-per-prompt plans "

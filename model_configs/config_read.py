@@ -116,9 +116,12 @@ def _block_types(data: dict, notes: list[str]) -> dict:
 def _unwrap(data: dict, notes: list[str]) -> dict:
     """Multimodal wrappers keep the language model in text_config: plan that, with the
     wrapper's quantization and dtype; the vision and audio towers are not planned."""
-    text = data.get("text_config")
+    wrapped = "text_config" if isinstance(data.get("text_config"), dict) or not isinstance(
+        data.get("llm_config"), dict) else "llm_config"  # InternVL keeps it in llm_config
+    text = data.get(wrapped)
     towers = [k for k in TOWERS if data.get(k)]
-    if not isinstance(text, dict) or (data.get("hidden_size") is not None and
+    if not isinstance(text, dict) or (wrapped == "text_config" and
+                                      data.get("hidden_size") is not None and
                                       data.get("model_type") not in TEXT_TYPES):
         if towers:  # a VL model whose text fields sit at the top (Qwen2.5-VL, Phi-3-vision)
             notes.append(_towers_note(towers))
@@ -129,7 +132,7 @@ def _unwrap(data: dict, notes: list[str]) -> dict:
             inner[key] = data[key]
     if inner.get("model_type") is None and data.get("model_type") in TEXT_TYPES:
         inner["model_type"] = TEXT_TYPES[data["model_type"]]
-    notes.append("text_config planned (the language model of a multimodal wrapper)")
+    notes.append(f"{wrapped} planned (the language model of a multimodal wrapper)")
     if towers:
         notes.append(_towers_note(towers))
     return {**inner, **{f"wrapper.{k}": v for k, v in data.items() if k not in inner}}

@@ -1,14 +1,20 @@
 """The vision tower of a multimodal config.json, read as vLLM builds it (ledger/encoders.py):
-Gemma3ForConditionalGeneration's SigLIP tower and Gemma4ForConditionalGeneration's Gemma-4
-vision tower. Fields a vision_config leaves out take transformers' config defaults, and the
-note says which; any other wrapper or tower is not read (its note says its weights are not
-counted)."""
+Gemma3ForConditionalGeneration's SigLIP tower, Gemma4ForConditionalGeneration's Gemma-4
+vision tower and Llama4ForConditionalGeneration's Llama-4 tower. Fields a Gemma vision_config
+leaves out take transformers' config defaults, and the note says which; a Llama-4
+vision_config must state every field it is counted from; any other wrapper or tower is not read
+(its note says its weights are not counted)."""
 
-from servecap.ledger.encoders import GEMMA4_VISION, SIGLIP, Encoder, encoder_params
+from servecap.ledger.encoders import GEMMA4_VISION, LLAMA4_VISION, SIGLIP, Encoder, encoder_params
 
 # wrapper architecture -> (the vision_config model_type it builds, the tower it is read as)
 TOWERS = {"Gemma3ForConditionalGeneration": ("siglip_vision_model", SIGLIP),
-          "Gemma4ForConditionalGeneration": ("gemma4_vision", GEMMA4_VISION)}
+          "Gemma4ForConditionalGeneration": ("gemma4_vision", GEMMA4_VISION),
+          "Llama4ForConditionalGeneration": ("llama4_vision_model", LLAMA4_VISION)}
+# Llama4VisionConfig fields the tower is counted from; a config without one is not read
+LLAMA4_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                 "num_channels", "image_size", "patch_size", "projector_input_dim",
+                 "projector_output_dim", "vision_output_dim")
 # transformers' SiglipVisionConfig and Gemma4VisionConfig defaults for what a config omits
 SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                    "num_attention_heads": 12, "num_channels": 3, "image_size": 224,
@@ -27,6 +33,8 @@ def read_encoder(data: dict) -> tuple[Encoder | None, str]:
     if vision.get("model_type", model_type) != model_type or data.get("audio_config") or \
             (kind == SIGLIP and vision.get("vision_use_head")):
         return None, ""
+    if kind == LLAMA4_VISION:
+        return _llama4(arch, vision, text)
     defaults = SIGLIP_DEFAULTS if kind == SIGLIP else GEMMA4_DEFAULTS
     filled = sorted(k for k in defaults if vision.get(k) is None)
     v = {**defaults, **{k: x for k, x in vision.items() if x is not None}}
@@ -44,3 +52,19 @@ def read_encoder(data: dict) -> tuple[Encoder | None, str]:
     if filled:
         note += f"; {', '.join(filled)} not stated: transformers' defaults"
     return enc, note
+
+
+def _llama4(arch: str, vision: dict, text: dict) -> tuple[Encoder | None, str]:
+    if any(not isinstance(vision.get(k), int) for k in LLAMA4_FIELDS):
+        return None, ""
+    v, heads = vision, int(vision["num_attention_heads"])
+    enc = Encoder(LLAMA4_VISION, v["hidden_size"], v["intermediate_size"],
+                  v["num_hidden_layers"], heads, heads, v["hidden_size"] // heads,
+                  v["patch_size"], v["num_channels"],
+                  (v["image_size"] // v["patch_size"]) ** 2 + 1, int(text["hidden_size"]),
+                  adapter=(v["projector_input_dim"], v["projector_output_dim"],
+                           v["vision_output_dim"]),
+                  adapter_bias=bool(v.get("multi_modal_projector_bias")))
+    params = encoder_params(enc)[0]
+    return enc, (f"vision_config read as {arch}'s {LLAMA4_VISION} tower: {params:,} parameters "
+                 "with its adapter and projector, counted for vLLM (the encoder weights line)")

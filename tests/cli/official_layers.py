@@ -7,8 +7,10 @@ BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 def text_part(data: dict) -> dict:
-    """The language model: text_config where a wrapper has one, else the config itself."""
+    """The language model: text_config (InternVL: llm_config) where a wrapper has one, else
+    the config itself."""
     text = data.get("text_config")
+    text = text if isinstance(text, dict) else data.get("llm_config")
     if not isinstance(text, dict):
         return data
     out = dict(text)

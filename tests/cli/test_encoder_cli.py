@@ -127,3 +127,26 @@ def test_reconcile_reads_the_logged_budget_and_items(run):
         == (32768, 32768)
     assert (rows["encoder_profiled_items"]["predicted"],
             rows["encoder_profiled_items"]["logged"]) == (2, 2)
+
+
+def test_llama4_and_internvl_plan_their_encoder_cache(run):
+    """Llama-4 Scout: 17 tiles x 144 tokens an image, 5,120 wide; at 8,192 batched tokens vLLM
+    profiles 3 of them. InternVL3-1B: 13 tiles x 256 tokens an image; with videos allowed its
+    video dummy (max_model_len less one image, 256 tokens a frame) leads."""
+    scout = str(CONFIGS / "meta-llama--Llama-4-Scout-17B-16E-Instruct" / "config.json")
+    plan = _plan(run, "--device", "h200-141gb", "--json", "--", "vllm", "serve", scout,
+                 "--tensor-parallel-size", "2", "--max-model-len", "32768",
+                 "--max-num-batched-tokens", "8192", "--limit-mm-per-prompt", '{"image": 4}')
+    assert plan["encoder_cache_bytes"] == 3 * 2448 * 5120 * 2
+    assert "budget of 8192 tokens, and profiled with 3 image items" in " ".join(plan["notes"])
+    internvl = str(CONFIGS / "OpenGVLab--InternVL3-1B" / "config.json")
+    base = ("--device", "h100-80gb", "--json", "--engine", "vllm", "--context", "16384",
+            "--max-num-batched-tokens", "8192")
+    images = _plan(run, internvl, *base, "--limit-mm-per-prompt", '{"image": 2, "video": 0}')
+    assert images["encoder_cache_bytes"] == 2 * 3328 * 896 * 2
+    video = _plan(run, internvl, *base, "--limit-mm-per-prompt", '{"image": 2}')
+    # (16384 - 3328) // 256 = 51 frames of 256 tokens: one video fills the 13,056-token budget
+    assert video["encoder_cache_bytes"] == 51 * 256 * 896 * 2
+    sizes = _plan(run, internvl, *base, "--limit-mm-per-prompt", '{"image": 2, "video": 0}',
+                  "--image-size", "896x448")
+    assert any("a 896x448 image is 768 tokens" in n for n in sizes["notes"])

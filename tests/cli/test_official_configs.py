@@ -27,6 +27,8 @@ REFUSED = {
     "CohereForAI--aya-23-8B": "CohereForCausalLM",
     "openbmb--MiniCPM-2B-sft-bf16": "MiniCPMForCausalLM",
     "stabilityai--stablelm-2-zephyr-1_6b": "StableLmForCausalLM",
+    # GLM-4.5V's MoE language model (its vision tower is read: tests/ledger/test_encoder_budget)
+    "zai-org--GLM-4.5V": "Glm4vMoeForConditionalGeneration",
 }
 PLANNED = [d for d in DIRS if d not in REFUSED]
 # transformers builds these text decoders with the class of the architecture they are

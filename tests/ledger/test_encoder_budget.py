@@ -2,6 +2,7 @@
 a budget of N tokens, and profiled with M <modality> items'), two families, and the rules'
 properties."""
 
+import json
 import re
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from servecap.ledger.encoder import EncoderSpec, encoder_budget, encoder_lines, image_tokens
 from servecap.ledger.errors import SpecError
 from servecap.model_configs import load_model
+from servecap.model_configs.vision_fields import vision_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LOGS = FIXTURES / "encoder"
@@ -20,6 +22,11 @@ LINE = re.compile(r"budget of (\d+) tokens, and profiled with (\d+) (\w+) items"
 
 def _vision(name: str):
     return load_model(str(FIXTURES / "configs" / name / "config.json")).spec.vision
+
+
+def _raw_vision(name: str):
+    """The tower of a config whose language model servecap does not plan (GLM-4.5V's MoE)."""
+    return vision_spec(json.loads((FIXTURES / "configs" / name / "config.json").read_text()))
 
 
 def _logged(name: str) -> tuple[int, int, str]:
@@ -110,3 +117,93 @@ def test_budget_rules_hold(batched, seqs, length, pixels):
     assert found.budget_tokens == max(batched, found.max_tokens_per_item)
     assert 1 <= found.items and found.held_tokens <= found.budget_tokens
     assert found.cache_bytes == found.held_tokens * vision.out_width * 2
+
+
+def test_llama4_profiles_seventeen_tiles_an_image():
+    """No vLLM log of a Llama-4 encoder budget was found; vLLM's rule by hand (mllama4.py at
+    v0.33.0 lines 565-585 and 635, the same at v0.19.0 lines 562-578 and 632):
+    get_image_size_with_most_features is 336 px wide x max_patches (16, config.json's
+    image_processor_config) tiles tall, so the image is 16 tiles and the global one;
+    get_patch_per_chunk = (336 // 14)^2 // round(1 / 0.5^2) = 576 // 4 = 144 embeddings a tile:
+    17 x 144 = 2,448 tokens. At 8,192 batched tokens: min(8192 // 2448, ...) = 3 images, each
+    5,120 wide (the projector into text hidden_size) in bf16."""
+    for name in ("meta-llama--Llama-4-Scout-17B-16E-Instruct",
+                 "meta-llama--Llama-4-Maverick-17B-128E-Instruct"):
+        found = encoder_budget(_vision(name), EncoderSpec(max_num_batched_tokens=8192))
+        assert (found.modality, found.max_tokens_per_item) == ("image", 17 * 144)
+        assert (found.budget_tokens, found.items) == (8192, 3)
+        assert found.cache_bytes == 3 * 2448 * 5120 * 2
+    one = encoder_budget(_vision("meta-llama--Llama-4-Scout-17B-16E-Instruct"),
+                         EncoderSpec(processor_kwargs=(("max_patches", 1),)))
+    assert one.max_tokens_per_item == 144  # a single tile has no global tile
+
+
+def test_internvl_tiles_thumbnail_and_video_frames():
+    """No vLLM log of an InternVL encoder budget was found; vLLM's rule by hand (internvl.py at
+    v0.33.0 line 374, image_seq_length = int((448 // 14)^2 x 0.5^2) = 256;
+    transformers_utils/processors/internvl.py lines 80 and 125: max_dynamic_patch 12 tiles and a
+    thumbnail = 13 x 256 = 3,328; the same at v0.19.0 lines 372, 75, 120). A Qwen2 language
+    model takes videos, one tile a frame, as many as max_model_len leaves beside one image
+    (get_num_frames_with_most_features, line 393): (32768 - 3328) // 256 = 115 frames."""
+    vision = _vision("OpenGVLab--InternVL3-1B")
+    image = encoder_budget(vision, EncoderSpec(limits=(("video", 0),)))
+    assert (image.max_tokens_per_item, image.items) == (13 * 256, 2)
+    assert image.cache_bytes == 2 * 3328 * 896 * 2
+    video = encoder_budget(vision, EncoderSpec(max_model_len=32768))
+    assert (video.modality, video.max_tokens_per_item, video.items) == ("video", 115 * 256, 1)
+    assert video.budget_tokens == 115 * 256
+    no_image = encoder_budget(vision, EncoderSpec(max_model_len=32768, limits=(("image", 0),)))
+    assert no_image.max_tokens_per_item == 128 * 256  # mm_counts image 0: the whole length
+    assert image_tokens(vision, 448, 448, {}) == 256  # one tile, no thumbnail
+    assert image_tokens(vision, 896, 448, {}) == 3 * 256  # 2 x 1 grid and the thumbnail
+    off = encoder_budget(vision, EncoderSpec(limits=(("video", 0),), processor_kwargs=(
+        ("dynamic_image_size", False),)))
+    assert off.max_tokens_per_item == 256
+
+
+def test_glm4v_image_tokens_match_vllms_stated_figures():
+    """vLLM #34483 (tests/fixtures/encoder/glm_pr34483.txt) states GLM-OCR's figures under the
+    processor rule GLM-4.5V shares (glm4_1v.py, two-frame smart_resize inside longest_edge
+    9,633,792): a 2968x1596 image is 6,042 tokens, the largest ~6,084 (78 x 78 merged)."""
+    stated = dict(line.rsplit(" tokens ", 1) for line in
+                  (LOGS / "glm_pr34483.txt").read_text().splitlines()
+                  if not line.startswith("#"))
+    vision = _raw_vision("zai-org--GLM-4.5V")
+    assert image_tokens(vision, 2968, 1596, {}) == int(stated["image 2968x1596"])
+    found = encoder_budget(vision, EncoderSpec(limits=(("video", 0),)))
+    assert found.max_tokens_per_item == int(stated["largest single image"])
+    assert (found.budget_tokens, found.items) == (8192, 1)
+    assert found.cache_bytes == 6084 * 4096 * 2
+    with pytest.raises(SpecError) as error:
+        encoder_budget(vision, EncoderSpec())
+    assert '{"video": 0}' in str(error.value) and "\n" not in str(error.value)
+
+
+@given(width=st.integers(28, 20_000), height=st.integers(28, 20_000),
+       tiles=st.integers(1, 40), thumbnail=st.booleans())
+def test_no_image_exceeds_the_profiled_maximum(width, height, tiles, thumbnail):
+    """vLLM sizes the budget by the largest item: any one InternVL image's tokens (tile grid
+    and thumbnail) fit it, for any size and tile setting. GLM's maximum is vLLM's square dummy
+    (6,084); a non-square image fills the pixel bound closer (1975 x 11850 is 6,144 tokens), so
+    GLM's images are bounded by longest_edge / 2 / 28^2 = 6,144 instead."""
+    if max(width, height) / min(width, height) > 200:  # GLM's processor refuses such images
+        return
+    internvl = _vision("OpenGVLab--InternVL3-1B")
+    kwargs = {"max_dynamic_patch": tiles, "use_thumbnail": thumbnail}
+    most = encoder_budget(internvl, EncoderSpec(limits=(("video", 0),),
+                                                processor_kwargs=tuple(kwargs.items())))
+    assert 256 <= image_tokens(internvl, width, height, kwargs) <= most.max_tokens_per_item
+    glm = _raw_vision("zai-org--GLM-4.5V")
+    assert 1 <= image_tokens(glm, width, height, {}) <= 9_633_792 // 2 // 28 ** 2
+    assert image_tokens(glm, 1975, 11850, {}) == 6144 > 6084
+
+
+def test_internvl_kwargs_are_checked_even_with_dynamic_tiles_off():
+    vision = _vision("OpenGVLab--InternVL3-1B")
+    kwargs = {"dynamic_image_size": False, "min_dynamic_patch": "two"}
+    assert image_tokens(vision, 896, 448, kwargs) == 256
+    with pytest.raises(SpecError) as error:
+        image_tokens(vision, 896, 448, {"dynamic_image_size": "yes"})
+    assert "dynamic_image_size" in str(error.value)
+    with pytest.raises(SpecError):
+        encoder_budget(vision, EncoderSpec(processor_kwargs=(("min_dynamic_patch", 13),)))

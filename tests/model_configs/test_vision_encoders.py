@@ -85,3 +85,24 @@ def test_vllm_plans_the_encoder_line_inside_its_budget_and_sglang_does_not():
     enc, _ = read_encoder(_config("google--gemma-4-26B-A4B"))
     assert vllm["encoder_weights"] == encoder_params(enc)[0] * 2
     assert "encoder_weights" not in lines("sglang")[0]
+
+
+def test_llama4_tower_has_transformers_parameter_count_and_closes_the_logged_weights():
+    """Llama4VisionModel and Llama4MultiModalProjector as transformers builds them from the
+    Scout config (meta device), against the count vLLM's mllama4.py modules hold. On 4 ranks
+    its linear layers split: 218,813,120 params x 2 B = 0.41 GiB a rank, the gap between the
+    language model's weights and the 0.19.0 log's 'Model loading took 53.12 GiB'
+    (tests/fixtures/vllm_logs/v1_llama4_scout_4xh100_planner.log, 0.43 GiB before it)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    name = "meta-llama--Llama-4-Scout-17B-16E-Instruct"
+    enc, note = read_encoder(_config(name))
+    config = transformers.AutoConfig.from_pretrained(CONFIGS / name)
+    from transformers.models.llama4 import modeling_llama4 as llama4
+    with torch.device("meta"):
+        modules = (llama4.Llama4VisionModel(config.vision_config),
+                   llama4.Llama4MultiModalProjector(config))
+    params = sum(p.numel() for m in modules for p in m.parameters())
+    assert encoder_params(enc)[0] == params == 871_932_416
+    assert f"{params:,} parameters" in note
+    assert encoder_params(enc, 4)[0] == 218_813_120

@@ -22,6 +22,7 @@ from servecap.workbooks.readback import read_plan_inputs
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 QWEN3VL = str(CONFIGS / "Qwen--Qwen3-VL-8B-Instruct" / "config.json")
 GEMMA3 = str(CONFIGS / "google--gemma-3-27b-it" / "config.json")
+INTERNVL = str(CONFIGS / "OpenGVLab--InternVL3-1B" / "config.json")
 CASES = {
     "qwen3vl": (QWEN3VL, PlanFlags(device="h100-80gb", context=32768, concurrency=2,
                                    limit_mm_per_prompt='{"image": 3, "video": 0}',
@@ -30,6 +31,9 @@ CASES = {
                                      limit_mm_per_prompt="image=4",
                                      mm_processor_kwargs='{"do_pan_and_scan": true}'),
                    DeployFlags(engine="vllm")),
+    # 13 tiles x 256 tokens an image (max_dynamic_patch 12 and the thumbnail)
+    "internvl": (INTERNVL, PlanFlags(device="h100-80gb", context=16384, concurrency=4,
+                                     limit_mm_per_prompt='{"image": 2, "video": 0}')),
 }
 
 
@@ -55,7 +59,7 @@ def books(soffice_bin, tmp_path_factory) -> dict[str, Case]:
             for name, (src, plan) in built.items()}
 
 
-@pytest.mark.parametrize("name", ["qwen3vl", "edit-qwen3vl", "gemma3-pan"])
+@pytest.mark.parametrize("name", ["qwen3vl", "edit-qwen3vl", "gemma3-pan", "internvl"])
 def test_the_encoder_lines_recalculate_to_plans_bytes(books, name):
     found = books[name]
     wb = load_workbook(found.computed, data_only=True)
