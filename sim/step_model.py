@@ -143,7 +143,7 @@ def decode_pricer(coef):
     through step_s."""
     dense = dense_decode_constants(coef)
     if dense is None:
-        return lambda n, live: step_s(coef, 0, n, 0, live)
+        return _decode_step_s(coef)
     gemm_per_token, attn_per_pair, wb, kvb, bw, link_per_token, fixed = dense
 
     def price(n: int, live: int) -> float:
@@ -151,6 +151,47 @@ def decode_pricer(coef):
         memory = (wb + kvb * (live + n)) / bw
         return (compute if compute > memory else memory) + link_per_token * n + fixed \
             + decode_eager_s(coef, n) + measured_collective_s(coef, n)
+    return price
+
+
+def _decode_step_s(coef):
+    """step_s(coef, 0, n, 0, live) with every term that depends on n alone (GEMMs, weights
+    and experts read, fixed state, collectives, overheads, the host, pipeline hops) taken
+    once per n from terms() itself, and the context's terms (attention, KV read) computed
+    per step by the very expressions of terms() and stage_s, in their order: the same
+    floats, without a dict of terms per step."""
+    c = coef
+    attn_rate = (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency
+    pair, kvb = c.attention_flops_per_token_pair, c.kv_bytes_per_token
+    bw = c.bandwidth_bytes_per_s * c.bandwidth_efficiency
+    overlap, pp = c.cpu_overlap, c.pipeline_parallel_size
+    known: dict[int, tuple] = {}
+
+    def per_n(n: int) -> tuple:
+        parts = terms(c, 0, n, 0, 0)
+        weights = c.weights_bytes - c.moe_expert_bytes * (
+            1.0 - experts_touched_share(n, c.num_experts, c.experts_per_token))
+        hops = (pp - 1) * (c.pipeline_bytes_per_token * n / c.interconnect_bytes_per_s
+                           + c.pipeline_latency_s) if pp != 1 else 0.0
+        out = known[n] = (parts["gemm_s"], weights, 2 * c.state_bytes_per_request * n,
+                          parts["collective_s"], parts["overhead_s"], parts["eager_s"],
+                          parts["cpu_s"], hops)
+        return out
+
+    def price(n: int, live: int) -> float:
+        gemm, weights, state, collective, overhead, eager, cpu, hops = known.get(n) \
+            or per_n(n)
+        attention = pair * live / attn_rate
+        kv = kvb * (live + n)
+        kv += state
+        memory = (weights + kv) / bw
+        compute = gemm + attention
+        gpu = (compute if compute > memory else memory) + collective + overhead + eager
+        if overlap:
+            one = gpu if gpu > cpu else cpu
+        else:
+            one = gpu + cpu
+        return one if pp == 1 else pp * one + hops
     return price
 
 
