@@ -154,18 +154,16 @@ def decode_pricer(coef):
     return price
 
 
-def _decode_step_s(coef):
-    """step_s(coef, 0, n, 0, live) with every term that depends on n alone (GEMMs, weights
-    and experts read, fixed state, collectives, overheads, the host, pipeline hops) taken
-    once per n from terms() itself, and the context's terms (attention, KV read) computed
-    per step by the very expressions of terms() and stage_s, in their order: the same
-    floats, without a dict of terms per step."""
+def decode_step_constants(coef) -> tuple:
+    """What step_s(coef, 0, n, 0, live) needs for decode-only steps of a model the dense
+    inlining does not cover: (attention FLOPs per pair, the attention rate, KV bytes per
+    token, the effective bandwidth, cpu_overlap, pipeline stages) and per_n(n), the terms
+    that depend on the batch size alone (GEMMs, weights and experts read, fixed state,
+    collectives, overheads, the host, pipeline hops), taken from terms() itself. A step is
+    then decode_step_price's arithmetic, terms()'s and stage_s's own expressions in their
+    order: the same floats, without a dict of terms per step."""
     c = coef
-    attn_rate = (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency
-    pair, kvb = c.attention_flops_per_token_pair, c.kv_bytes_per_token
-    bw = c.bandwidth_bytes_per_s * c.bandwidth_efficiency
-    overlap, pp = c.cpu_overlap, c.pipeline_parallel_size
-    known: dict[int, tuple] = {}
+    pp = c.pipeline_parallel_size
 
     def per_n(n: int) -> tuple:
         parts = terms(c, 0, n, 0, 0)
@@ -173,25 +171,41 @@ def _decode_step_s(coef):
             1.0 - experts_touched_share(n, c.num_experts, c.experts_per_token))
         hops = (pp - 1) * (c.pipeline_bytes_per_token * n / c.interconnect_bytes_per_s
                            + c.pipeline_latency_s) if pp != 1 else 0.0
-        out = known[n] = (parts["gemm_s"], weights, 2 * c.state_bytes_per_request * n,
-                          parts["collective_s"], parts["overhead_s"], parts["eager_s"],
-                          parts["cpu_s"], hops)
-        return out
+        return (parts["gemm_s"], weights, 2 * c.state_bytes_per_request * n,
+                parts["collective_s"], parts["overhead_s"], parts["eager_s"],
+                parts["cpu_s"], hops)
+    shared = (c.attention_flops_per_token_pair,
+              (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency,
+              c.kv_bytes_per_token, c.bandwidth_bytes_per_s * c.bandwidth_efficiency,
+              bool(c.cpu_overlap), pp)
+    return shared, per_n
+
+
+def decode_step_price(shared: tuple, per: tuple, n: int, live: int) -> float:
+    """One decode-only step from decode_step_constants (the compiled decode loop inlines
+    the same arithmetic)."""
+    pair, attn_rate, kvb, bw, overlap, pp = shared
+    gemm, weights, state, collective, overhead, eager, cpu, hops = per
+    attention = pair * live / attn_rate
+    kv = kvb * (live + n)
+    kv += state
+    memory = (weights + kv) / bw
+    compute = gemm + attention
+    gpu = (compute if compute > memory else memory) + collective + overhead + eager
+    one = (gpu if gpu > cpu else cpu) if overlap else gpu + cpu
+    return one if pp == 1 else pp * one + hops
+
+
+def _decode_step_s(coef):
+    """decode_step_price with its per-n constants computed once per batch size."""
+    shared, per_n = decode_step_constants(coef)
+    known: dict[int, tuple] = {}
 
     def price(n: int, live: int) -> float:
-        gemm, weights, state, collective, overhead, eager, cpu, hops = known.get(n) \
-            or per_n(n)
-        attention = pair * live / attn_rate
-        kv = kvb * (live + n)
-        kv += state
-        memory = (weights + kv) / bw
-        compute = gemm + attention
-        gpu = (compute if compute > memory else memory) + collective + overhead + eager
-        if overlap:
-            one = gpu if gpu > cpu else cpu
-        else:
-            one = gpu + cpu
-        return one if pp == 1 else pp * one + hops
+        per = known.get(n)
+        if per is None:
+            per = known[n] = per_n(n)
+        return decode_step_price(shared, per, n, live)
     return price
 
 
