@@ -58,7 +58,8 @@ def _search(problem, axes, prices, model_id, workers, ray, prune, on_start, on_d
             rows.append(row | {"cost_usd_per_hour": round(price * row["num_gpus"], 6)})
         for reason, n in done[i]["skipped"].items():
             skipped[reason] = skipped.get(reason, 0) + n
-    rows, stopped, tie = with_capacities(problem, ranked(rows), interrupted, workers, ray)
+    rows, stopped, tie, capacity_cpu = with_capacities(problem, ranked(rows), interrupted,
+                                                       workers, ray)
     interrupted = interrupted or stopped
     best = cheapest(rows)
     front = pareto(rows)
@@ -69,7 +70,8 @@ def _search(problem, axes, prices, model_id, workers, ray, prune, on_start, on_d
         "max_gpus": axes.max_gpus, "prices": prices,
         "space": space | {"skipped_monotonic": skipped, "simulated": len(rows),
                           "num_batches": len(batches), "batches_finished": len(done),
-                          "worker_cpu_s": round(sum(d["cpu_s"] for d in done.values()), 3)},
+                          "worker_cpu_s": round(sum(d["cpu_s"] for d in done.values())
+                                                + capacity_cpu, 3)},
         "interrupted": interrupted,
         "binding_constraint": None if interrupted else binding_constraint(rows, len(batches)),
         "cheapest": best, "tie": tie, "steady_state": steady(best),
@@ -97,7 +99,7 @@ CAPACITY_KEYS = ("capacity_rps", "capacity_rps_ci", "capacity_steady_state",
 
 
 def with_capacities(problem: Problem, rows: list[dict], interrupted: bool, workers: int = 1,
-                    ray: str | None = None) -> tuple[list[dict], bool, dict | None]:
+                    ray: str | None = None) -> tuple[list[dict], bool, dict | None, float]:
     """Re-check the answers: the cheapest qualifying row, the runner-up at its cost and the
     qualifying frontier points get their SLO capacity with its interval (capacity.capacity,
     every probe run until steady, nothing at or above the candidate's saturation rate). An
@@ -108,14 +110,14 @@ def with_capacities(problem: Problem, rows: list[dict], interrupted: bool, worke
     simulations each is the bulk of a search's time otherwise). With several workers the
     capacities the first picks ask for are bisected side by side first (the_picks); the
     checks then read them, and compute only what a demotion newly asks. A Ctrl-C here keeps
-    what was found so far. Returns the rows, whether interrupted, and the tie (None: no
-    tie)."""
+    what was found so far. Returns the rows, whether interrupted, the tie (None: no tie)
+    and the CPU seconds the workers spent on capacities."""
     found: dict[str, dict] = {}
     if not problem.capacity or interrupted:
-        return [_with(r, found) for r in rows], interrupted, None
-    tie = None
+        return [_with(r, found) for r in rows], interrupted, None, 0.0
+    tie, cpu = None, 0.0
     try:
-        ahead = _ahead(problem, rows, workers, ray)
+        ahead, cpu = _ahead(problem, rows, workers, ray)
         rows = _confirm(problem, rows, found, lambda rs: [cheapest(rs)], ahead)
         rows = _confirm(problem, rows, found, lambda rs: [runner_up(rs, cheapest(rs))], ahead)
         rows = _confirm(problem, rows, found, lambda rs: [r for r in pareto(rs)
@@ -123,7 +125,7 @@ def with_capacities(problem: Problem, rows: list[dict], interrupted: bool, worke
         rows, tie = settle_tie(rows, found)
     except KeyboardInterrupt:
         interrupted = True
-    return [_with(r, found) for r in rows], interrupted, tie
+    return [_with(r, found) for r in rows], interrupted, tie, cpu
 
 
 def the_picks(rows: list[dict]) -> list[dict]:
@@ -138,16 +140,25 @@ def the_picks(rows: list[dict]) -> list[dict]:
 
 
 def _ahead(problem: Problem, rows: list[dict], workers: int, ray: str | None
-           ) -> dict[str, dict]:
+           ) -> tuple[dict[str, dict], float]:
     """the_picks' capacities, bisected side by side on the workers (a row's capacity
-    depends on that row alone, so where it runs does not change it); {} with one worker."""
+    depends on that row alone, so where it runs does not change it), and the workers' CPU
+    seconds; nothing with one worker."""
     picks = the_picks(rows)
     if (workers <= 1 and ray is None) or len(picks) < 2:
-        return {}
-    done, interrupted = map_tasks(row_capacity, [(problem, r) for r in picks], workers, ray)
+        return {}, 0.0
+    done, interrupted = map_tasks(timed_capacity, [(problem, r) for r in picks], workers, ray)
     if interrupted:
         raise KeyboardInterrupt
-    return {picks[i]["label"]: cap for i, cap in done.items()}
+    return ({picks[i]["label"]: cap for i, (cap, _) in done.items()},
+            sum(cpu for _, cpu in done.values()))
+
+
+def timed_capacity(problem: Problem, row: dict) -> tuple[dict, float]:
+    """row_capacity and the CPU seconds it took where it ran."""
+    start = time.process_time()
+    cap = row_capacity(problem, row)
+    return cap, time.process_time() - start
 
 
 def _confirm(problem: Problem, rows: list[dict], found: dict,
