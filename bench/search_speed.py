@@ -9,10 +9,10 @@ most 2,000 requests a candidate, each run sized by request lifetimes until stead
 KV bf16,fp8 x max_num_seqs 64,128,256 x max_num_batched_tokens 2048,8192, aggregated and
 disaggregated 1:1, 1:2, 2:1, 1:3, with SLO-capacity bisection on the answers. Target: <= 30 s
 wall on 2 cores. The machine this runs on is shared, so the CPU seconds of every process
-(the parent's and what each batch measured in its worker) are printed beside the wall time:
-CPU / workers is what the wall time would be with the cores to itself. --short N repeats the
-question with at most N requests a candidate (200: the old fixed window) and says whether
-both pick the same layout or call the two picks a tie.
+(the parent's and what each batch and capacity measured in its worker) are printed beside
+the wall time: CPU / workers is what the wall time would be with the cores to itself.
+--short N repeats the question with at most N requests a candidate (200: the old fixed
+window) and says whether both pick the same layout or call the two picks a tie.
 """
 
 import sys

@@ -5,6 +5,7 @@ alone on 10,000 requests per policy, and the same on llama-3.1-70b at tensor par
 full step model: attention, all-reduces, measured efficiency).
 
     .venv/bin/python bench/sim_speed.py [NUM_REQUESTS] [--whole N] [--tp-only]
+    .venv/bin/python bench/sim_speed.py --phases N   # where the whole process's CPU goes
 
 CPU time, not wall time, is the figure: the machine is shared, and other processes inflate
 the wall clock.
@@ -55,6 +56,55 @@ def whole_process(num_requests: int = 100_000) -> None:
           f"measured at steady state: {entry['steady_state']}")
 
 
+def phases(num_requests: int = 100_000) -> None:
+    """The same command in this process, the CPU seconds of each phase: imports, the
+    simulation (sim.run.simulate), the window and intervals (sim.measure.measure), the
+    report's extras (simulate's _entry: tail, KV occupancy, buckets) and the rest (plan,
+    workload draws, JSON)."""
+    import contextlib
+    import io
+
+    from servecap.cli import simulate_cmd
+    from servecap.cli.app import main as cli_main
+    from servecap.sim import deploy
+
+    spent: dict[str, float] = {}
+
+    def timed(module, name: str, label: str) -> None:
+        inner = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.process_time() - start
+        setattr(module, name, wrapper)
+
+    timed(deploy, "simulate", "simulation")
+    timed(deploy, "measure", "window and intervals")
+    timed(simulate_cmd, "_entry", "report extras")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "chat.yaml"
+        text = (ROOT / "workloads" / "chat.yaml").read_text()
+        work.write_text(text.replace("num_requests: 2000", f"num_requests: {num_requests}"))
+        argv, sys.argv = sys.argv, ["servecap", "simulate", "llama-3.1-8b", "--device",
+                                    "h100-80gb", "--workload", str(work), "--json"]
+        start = time.process_time()
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+                cli_main()
+        finally:
+            sys.argv = argv
+    total = time.process_time() - start
+    print(f"{num_requests:,} chat requests in this process ({kernel()} decode kernel), "
+          "CPU seconds after the imports of this script:")
+    for label, cpu in spent.items():
+        print(f"  {label:<22} {cpu:6.2f}")
+    print(f"  {'the rest':<22} {total - sum(spent.values()):6.2f}  (plan, draws, JSON, "
+          f"the CLI's own imports)\n  {'total':<22} {total:6.2f}")
+
+
 def main(num_requests: int = 10_000) -> None:
     chat = ROOT / "workloads" / "chat.yaml"
     setup = build_setup("llama-3.1-8b", SimFlags(device="h100-80gb", workload=chat,
@@ -103,6 +153,9 @@ def _timed(requests, setup, config) -> tuple[float, float]:
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 10_000
     whole = int(sys.argv[sys.argv.index("--whole") + 1]) if "--whole" in sys.argv else 100_000
+    if "--phases" in sys.argv:
+        phases(int(sys.argv[sys.argv.index("--phases") + 1]))
+        sys.exit(0)
     if "--tp-only" not in sys.argv:
         whole_process(whole)
         main(count)

@@ -14,5 +14,10 @@ import cython
                system_area=cython.double, dt=cython.double, compute=cython.double,
                memory=cython.double, a=cython.double, bw=cython.double,
                fixed=cython.double, gn=cython.double, lk=cython.double,
+               pair=cython.double, attn_rate=cython.double, kvg=cython.double,
+               bwg=cython.double, overlap=cython.bint, pp=cython.longlong,
+               gemm=cython.double, wts=cython.double, st=cython.double,
+               coll=cython.double, over=cython.double, eag=cython.double,
+               cpu=cython.double, hops=cython.double, kv=cython.double,
                residue=list)
 cpdef long long decode_run(object eng, object horizon, object max_steps) except? -1

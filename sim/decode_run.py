@@ -30,8 +30,12 @@ def decode_run(eng, horizon, max_steps):
     busy = segment = system_area = 0.0
     now, j, free, base, n = eng.now, eng.dec_idx, pool.free, eng.ctx_base, len(decoding)
     last_step = j + limit if max_steps is not None else INF
-    price, gn, lk = pricing(eng, n)
+    price, gn, lk, per = pricing(eng, n)
     a = bw = fixed = 0.0
+    pair, attn_rate, kvg, bwg, overlap, pp = eng.step_shared
+    gemm = wts = st = coll = over = eag = cpu = hops = 0.0
+    if per is not None:
+        gemm, wts, st, coll, over, eag, cpu, hops = per
     wb = kvb = wbi = kvbi = 0
     if dense is not None:
         _, a, wb, kvb, bw, _, fixed = dense
@@ -49,10 +53,25 @@ def decode_run(eng, horizon, max_steps):
             free, base, n = pool.free, eng.ctx_base, len(decoding)
             if len(eng.waiting) != num_waiting:
                 break
-            price, gn, lk = pricing(eng, n)
+            price, gn, lk, per = pricing(eng, n)
+            if per is not None:
+                gemm, wts, st, coll, over, eag, cpu, hops = per
             need = residue[j % bsz]
         live = base + n * j
-        if price is None:
+        if per is not None:  # decode_step_price, inlined
+            compute = pair * live / attn_rate
+            kv = kvg * (live + n)
+            kv += st
+            memory = (wts + kv) / bwg
+            compute = gemm + compute
+            dt = (compute if compute > memory else memory) + coll + over + eag
+            if overlap:
+                dt = dt if dt > cpu else cpu
+            else:
+                dt = dt + cpu
+            if pp != 1:
+                dt = pp * dt + hops
+        elif price is None:
             compute = gn + a * live
             if exact:
                 memory = (wbi + kvbi * (live + n)) / bw
@@ -81,7 +100,9 @@ def decode_run(eng, horizon, max_steps):
             free, base, n = pool.free, eng.ctx_base, len(decoding)
             if num_waiting and decode_due(eng) or eng.closed:
                 break
-            price, gn, lk = pricing(eng, n)
+            price, gn, lk, per = pricing(eng, n)
+            if per is not None:
+                gemm, wts, st, coll, over, eag, cpu, hops = per
     system_area += (n + num_waiting) * segment
     busy += segment
     eng.now, eng.dec_idx, pool.free = now, j, free
@@ -94,11 +115,17 @@ def decode_run(eng, horizon, max_steps):
 
 def pricing(eng, n):
     """How decode_run prices a step of n sequences: (None, gemm s for n tokens, link s for n
-    tokens) to inline a dense model's arithmetic; else (a price function, 0, 0)."""
+    tokens, None) to inline a dense model's arithmetic; (None, 0, 0, the per-n terms of
+    step_model.decode_step_constants) to inline decode_step_price; else (a price function,
+    0, 0, None)."""
     spec = eng.cfg.speculation
     if spec is not None and spec.applies(n):
-        return (lambda num, live: decode_iteration_s(eng.coef, spec, num, live)), 0.0, 0.0
+        return (lambda num, live: decode_iteration_s(eng.coef, spec, num, live)), 0.0, 0.0, \
+            None
     if eng.dense is None:
-        return eng.price, 0.0, 0.0
+        per = eng.step_known.get(n)
+        if per is None:
+            per = eng.step_known[n] = eng.step_per_n(n)
+        return None, 0.0, 0.0, per
     return None, eng.dense[0] * n, eng.dense[5] * n + decode_eager_s(eng.coef, n) \
-        + measured_collective_s(eng.coef, n)
+        + measured_collective_s(eng.coef, n), None

@@ -11,7 +11,12 @@ from .kvpool import BlockPool, HostTier
 from .roofline import Coefficients, reload_s, swap_s
 from .sampling import Request
 from .state import DONE, REJECTED, RUNNING, WAITING, Seq, SimResult
-from .step_model import decode_pricer, dense_decode_constants, step_jitter
+from .step_model import (
+    decode_pricer,
+    decode_step_constants,
+    dense_decode_constants,
+    step_jitter,
+)
 
 INF = float("inf")
 
@@ -45,6 +50,10 @@ class Engine:
         self.by_priority = config.scheduling == "priority"
         self.jitter = step_jitter(coef.step_time_cv, config.seed)
         self.price, self.dense = decode_pricer(coef), dense_decode_constants(coef)
+        # decode-only steps the dense inlining does not cover: decode_step_constants, and
+        # the per-batch-size terms as the decode loop meets each size
+        self.step_shared, self.step_per_n = decode_step_constants(coef)
+        self.step_known: dict[int, tuple] = {}
         self.frontend_free = 0.0  # when the API server is next free (coef.frontend_s)
         self.closed = config.concurrency is not None
         self.next_closed = 0

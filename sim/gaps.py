@@ -8,12 +8,18 @@ is then found by bisection on the value, counting sum over groups of count x (ga
 below), down to adjacent floats, so it is a sample value exactly as a sort of every token
 gap would give it. A batch's share at or below x comes from prefix counts of the gaps at or
 below x along each timeline.
+
+The grouping, the sorts and the prefix counts run on numpy arrays (one pass each over a
+run's million iterations rather than a Python loop); the groups are then held as Python
+lists, so the quantile's bisection, the mean (summed in the same order) and the max are the
+same floats the lists always gave.
 """
 
 import math
 from bisect import bisect_right
-from itertools import accumulate
-from operator import sub
+from itertools import chain
+
+import numpy as np
 
 from .state import Seq
 
@@ -21,22 +27,29 @@ from .state import Seq
 class Gaps:
     """Every token gap of `seqs` (each with the decode timeline it indexes)."""
 
-    def __init__(self, seqs: list[Seq], timelines: dict[int, list[float]]) -> None:
-        lines: dict[int, tuple[list[float], list[Seq]]] = {}
-        singles: list[float] = []  # gaps counted once: a segment's first, re-prefill gaps
-        for seq in seqs:
-            ends = timelines.get(id(seq))
-            if ends is None:
-                continue
-            lines.setdefault(id(ends), (ends, []))[1].append(seq)
-            singles.extend(ends[first] - prev for first, _, prev in seq.segments)
-            singles.extend(seq.extra_gaps_s)
-        self.lines = [(ends, list(map(sub, ends[1:], ends[:-1])), members)
-                      for ends, members in lines.values()]
-        groups: dict[int, list[float]] = {1: singles}
-        for _, gaps, members in self.lines:
-            _group(groups, gaps, members)
-        self.groups = [(w, sorted(v)) for w, v in groups.items() if v]
+    def __init__(self, seqs: list[Seq], timelines: dict[int, list[float]],
+                 parts: "list[_Part] | None" = None) -> None:
+        if parts is None:
+            arrays: dict[int, tuple] = {}
+            parts = [_Part(arrays, *line) for line in _by_timeline(seqs, timelines)]
+        lines: dict[int, list[_Part]] = {}
+        for part in parts:
+            lines.setdefault(id(part.ends), []).append(part)
+        weights, values = [], []
+        for same in lines.values():
+            steps = same[0].steps
+            firsts = np.concatenate([p.firsts for p in same])
+            lasts = np.concatenate([p.lasts for p in same])
+            count = _weights(len(same[0].ends), firsts, lasts)
+            live = count != 0
+            weights.append(count[live])
+            values.append(steps[live])
+        singles = np.concatenate([np.concatenate((p.heads, p.extras)) for p in parts]) \
+            if parts else np.zeros(0)
+        # a segment's first gap and re-prefill gaps are counted once; count 1 comes first
+        weights.insert(0, np.ones(len(singles), dtype=np.int64))
+        values.insert(0, singles)
+        self.groups = _groups(np.concatenate(weights), np.concatenate(values))
         self.total = sum(w * len(v) for w, v in self.groups)
 
     def at_or_below(self, value: float) -> int:
@@ -67,44 +80,103 @@ class Gaps:
         return max(v[-1] for _, v in self.groups) if self.total else None
 
 
-def batch_shares(batches: list[list[Seq]], timelines: dict[int, list[float]],
-                 value: float, gaps: "Gaps | None" = None) -> list[tuple[int, int]]:
-    """(gaps at or below value, gaps) of each batch of requests (`gaps`: the same requests'
-    Gaps, whose per-timeline gap lists are reused)."""
-    known = {id(ends): line for ends, line, _ in gaps.lines} if gaps is not None else {}
-    prefix: dict[int, list[int]] = {}
+class _Part:
+    """Some requests' share of one decode timeline: their segments' first and last
+    iterations, each segment's first gap (ends[first] - the token before it) and their
+    re-prefill gaps; the timeline's arrays are built once per `arrays` cache."""
+
+    def __init__(self, arrays: dict[int, tuple], ends: list[float], segments: list[tuple],
+                 extras: list[float]) -> None:
+        known = arrays.get(id(ends))
+        if known is None:
+            line = np.array(ends, dtype=np.float64)
+            known = arrays[id(ends)] = (line, line[1:] - line[:-1])
+        line, self.steps = known
+        self.ends = ends
+        table = np.fromiter(chain.from_iterable(segments), dtype=np.float64,
+                            count=3 * len(segments)).reshape(-1, 3)
+        self.firsts = table[:, 0].astype(np.int64)
+        self.lasts = table[:, 1].astype(np.int64)
+        self.heads = line[self.firsts] - table[:, 2]
+        self.extras = np.array(extras, dtype=np.float64)
+        self.count = int((self.lasts - self.firsts).sum()) + len(segments) + len(extras)
+
+
+def _by_timeline(seqs: list[Seq], timelines: dict[int, list[float]]
+                 ) -> list[tuple[list[float], list[tuple], list[float]]]:
+    """(decode timeline, its requests' segments, their re-prefill gaps) per timeline, in the
+    order the requests first index them."""
+    lines: dict[int, tuple[list[float], list[tuple], list[float]]] = {}
+    for seq in seqs:
+        ends = timelines.get(id(seq))
+        if ends is None:
+            continue
+        entry = lines.get(id(ends))
+        if entry is None:
+            entry = lines[id(ends)] = (ends, [], [])
+        entry[1].extend(seq.segments)
+        entry[2].extend(seq.extra_gaps_s)
+    return list(lines.values())
+
+
+def _weights(num_ends: int, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+    """How many segments hold iterations j - 1 and j, for the gap ending each iteration
+    j >= 1 (gaps[j - 1])."""
+    size = max(num_ends, int(lasts.max()) + 1 if len(lasts) else 0) + 1
+    diff = np.bincount(firsts + 1, minlength=size) - np.bincount(lasts + 1, minlength=size)
+    return np.cumsum(diff)[1:num_ends]
+
+
+def _groups(weights: np.ndarray, values: np.ndarray) -> list[tuple[int, list[float]]]:
+    """(w, the gaps counted w times, sorted) per count: count 1 first, then in the order each
+    count first appears (the order the groups' sums add up in the mean)."""
+    if not len(weights):
+        return []
+    order = np.argsort(weights, kind="stable")
+    ranked = weights[order]
+    starts = np.concatenate(([0], np.flatnonzero(ranked[1:] != ranked[:-1]) + 1))
+    sizes = np.diff(np.concatenate((starts, [len(ranked)])))
+    counts = ranked[starts]
+    first_seen = order[starts]  # stable: each count's first position in the input
+    first_seen[counts == 1] = -1
     out = []
-    for seqs in batches:
-        below = count = 0
-        for seq in seqs:
-            ends = timelines.get(id(seq))
-            if ends is None:
-                continue
-            line = prefix.get(id(ends))
-            if line is None:
-                steps = known.get(id(ends)) or list(map(sub, ends[1:], ends[:-1]))
-                line = prefix[id(ends)] = [0, *accumulate(map(value.__ge__, steps))]
-            for first, last, prev in seq.segments:
-                below += line[last] - line[first] + (ends[first] - prev <= value)
-                count += last - first + 1
-            below += sum(1 for g in seq.extra_gaps_s if g <= value)
-            count += len(seq.extra_gaps_s)
-        out.append((below, count))
+    for i in np.argsort(first_seen, kind="stable"):
+        chunk = np.sort(values[order[starts[i]:starts[i] + sizes[i]]], kind="stable")
+        out.append((int(counts[i]), chunk.tolist()))
     return out
 
 
-def _group(groups: dict[int, list[float]], gaps: list[float], members: list[Seq]) -> None:
-    """Extend groups[w] with the gaps counted w times: the count of iteration j is how many
-    members' segments hold j - 1 and j, constant between segment edges (gaps[j - 1] ends
-    iteration j)."""
-    diff: dict[int, int] = {}
-    for seq in members:
-        for first, last, _ in seq.segments:
-            diff[first + 1] = diff.get(first + 1, 0) + 1
-            diff[last + 1] = diff.get(last + 1, 0) - 1
-    marks = sorted(diff)
-    weight = 0
-    for a, b in zip(marks, marks[1:], strict=False):
-        weight += diff[a]
-        if weight:
-            groups.setdefault(weight, []).extend(gaps[a - 1:b - 1])
+class BatchGaps:
+    """Each batch's token gaps as arrays, built in one pass over the requests: per batch, its
+    share of each timeline; shares(value) then counts each batch's gaps at or below a value
+    from prefix counts along each timeline, and gaps() is every batch's gaps together."""
+
+    def __init__(self, batches: list[list[Seq]], timelines: dict[int, list[float]]) -> None:
+        self.arrays: dict[int, tuple] = {}
+        self.batches = [[_Part(self.arrays, *line) for line in _by_timeline(seqs, timelines)]
+                        for seqs in batches]
+
+    def gaps(self) -> Gaps:
+        return Gaps([], {}, [p for parts in self.batches for p in parts])
+
+    def shares(self, value: float) -> list[tuple[int, int]]:
+        """(gaps at or below value, gaps) of each batch."""
+        prefix = {k: np.concatenate(([0], np.cumsum(steps <= value)))
+                  for k, (_, steps) in self.arrays.items()}
+        out = []
+        for parts in self.batches:
+            below = count = 0
+            for p in parts:
+                line = prefix[id(p.ends)]
+                below += int((line[p.lasts] - line[p.firsts]).sum()) \
+                    + int(np.count_nonzero(p.heads <= value)) \
+                    + int(np.count_nonzero(p.extras <= value))
+                count += p.count
+            out.append((below, count))
+        return out
+
+
+def batch_shares(batches: list[list[Seq]], timelines: dict[int, list[float]],
+                 value: float) -> list[tuple[int, int]]:
+    """(gaps at or below value, gaps) of each batch of requests."""
+    return BatchGaps(batches, timelines).shares(value)

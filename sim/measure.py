@@ -10,7 +10,7 @@ attainment, goodput, achieved requests/s and output tokens/s.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .gaps import Gaps, batch_shares
+from .gaps import BatchGaps, Gaps
 from .intervals import (
     Sorted,
     batch_bounds,
@@ -234,14 +234,14 @@ def _gaps(batches: list[Batch]) -> tuple[Gaps, Callable[[float], list[float]]]:
         if batch.timelines is not timelines:
             timelines = {k: v for b in batches for k, v in b.timelines.items()}
             break
-    groups = [b.seqs for b in batches]
-    whole = Gaps([s for b in batches for s in b.seqs], timelines)
+    per_batch = BatchGaps([b.seqs for b in batches], timelines)
+    whole = per_batch.gaps()
     found: dict[float, list[float]] = {}
 
     def shares(value: float) -> list[float]:
         if value not in found:
-            found[value] = [below / count for below, count in
-                            batch_shares(groups, timelines, value, whole) if count]
+            found[value] = [below / count for below, count in per_batch.shares(value)
+                            if count]
         return found[value]
     return whole, shares
 

@@ -143,7 +143,7 @@ def decode_pricer(coef):
     through step_s."""
     dense = dense_decode_constants(coef)
     if dense is None:
-        return lambda n, live: step_s(coef, 0, n, 0, live)
+        return _decode_step_s(coef)
     gemm_per_token, attn_per_pair, wb, kvb, bw, link_per_token, fixed = dense
 
     def price(n: int, live: int) -> float:
@@ -151,6 +151,61 @@ def decode_pricer(coef):
         memory = (wb + kvb * (live + n)) / bw
         return (compute if compute > memory else memory) + link_per_token * n + fixed \
             + decode_eager_s(coef, n) + measured_collective_s(coef, n)
+    return price
+
+
+def decode_step_constants(coef) -> tuple:
+    """What step_s(coef, 0, n, 0, live) needs for decode-only steps of a model the dense
+    inlining does not cover: (attention FLOPs per pair, the attention rate, KV bytes per
+    token, the effective bandwidth, cpu_overlap, pipeline stages) and per_n(n), the terms
+    that depend on the batch size alone (GEMMs, weights and experts read, fixed state,
+    collectives, overheads, the host, pipeline hops), taken from terms() itself. A step is
+    then decode_step_price's arithmetic, terms()'s and stage_s's own expressions in their
+    order: the same floats, without a dict of terms per step."""
+    c = coef
+    pp = c.pipeline_parallel_size
+
+    def per_n(n: int) -> tuple:
+        parts = terms(c, 0, n, 0, 0)
+        weights = c.weights_bytes - c.moe_expert_bytes * (
+            1.0 - experts_touched_share(n, c.num_experts, c.experts_per_token))
+        hops = (pp - 1) * (c.pipeline_bytes_per_token * n / c.interconnect_bytes_per_s
+                           + c.pipeline_latency_s) if pp != 1 else 0.0
+        return (parts["gemm_s"], weights, 2 * c.state_bytes_per_request * n,
+                parts["collective_s"], parts["overhead_s"], parts["eager_s"],
+                parts["cpu_s"], hops)
+    shared = (c.attention_flops_per_token_pair,
+              (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency,
+              c.kv_bytes_per_token, c.bandwidth_bytes_per_s * c.bandwidth_efficiency,
+              bool(c.cpu_overlap), pp)
+    return shared, per_n
+
+
+def decode_step_price(shared: tuple, per: tuple, n: int, live: int) -> float:
+    """One decode-only step from decode_step_constants (the compiled decode loop inlines
+    the same arithmetic)."""
+    pair, attn_rate, kvb, bw, overlap, pp = shared
+    gemm, weights, state, collective, overhead, eager, cpu, hops = per
+    attention = pair * live / attn_rate
+    kv = kvb * (live + n)
+    kv += state
+    memory = (weights + kv) / bw
+    compute = gemm + attention
+    gpu = (compute if compute > memory else memory) + collective + overhead + eager
+    one = (gpu if gpu > cpu else cpu) if overlap else gpu + cpu
+    return one if pp == 1 else pp * one + hops
+
+
+def _decode_step_s(coef):
+    """decode_step_price with its per-n constants computed once per batch size."""
+    shared, per_n = decode_step_constants(coef)
+    known: dict[int, tuple] = {}
+
+    def price(n: int, live: int) -> float:
+        per = known.get(n)
+        if per is None:
+            per = known[n] = per_n(n)
+        return decode_step_price(shared, per, n, live)
     return price
 
 

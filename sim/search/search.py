@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from .batch import Batch
 from .evaluate import row_capacity
-from .execute import run_all, sigterm_as_sigint
+from .execute import map_tasks, run_all, sigterm_as_sigint
 from .frontier import binding_constraint, cheapest, demote, pareto, ranked, runner_up, settle_tie
 from .launch import launch_lines
 from .memory import MemoryCheck
@@ -58,7 +58,8 @@ def _search(problem, axes, prices, model_id, workers, ray, prune, on_start, on_d
             rows.append(row | {"cost_usd_per_hour": round(price * row["num_gpus"], 6)})
         for reason, n in done[i]["skipped"].items():
             skipped[reason] = skipped.get(reason, 0) + n
-    rows, stopped, tie = with_capacities(problem, ranked(rows), interrupted)
+    rows, stopped, tie, capacity_cpu = with_capacities(problem, ranked(rows), interrupted,
+                                                       workers, ray)
     interrupted = interrupted or stopped
     best = cheapest(rows)
     front = pareto(rows)
@@ -69,7 +70,8 @@ def _search(problem, axes, prices, model_id, workers, ray, prune, on_start, on_d
         "max_gpus": axes.max_gpus, "prices": prices,
         "space": space | {"skipped_monotonic": skipped, "simulated": len(rows),
                           "num_batches": len(batches), "batches_finished": len(done),
-                          "worker_cpu_s": round(sum(d["cpu_s"] for d in done.values()), 3)},
+                          "worker_cpu_s": round(sum(d["cpu_s"] for d in done.values())
+                                                + capacity_cpu, 3)},
         "interrupted": interrupted,
         "binding_constraint": None if interrupted else binding_constraint(rows, len(batches)),
         "cheapest": best, "tie": tie, "steady_state": steady(best),
@@ -96,8 +98,8 @@ CAPACITY_KEYS = ("capacity_rps", "capacity_rps_ci", "capacity_steady_state",
                  "capacity_limited_by")
 
 
-def with_capacities(problem: Problem, rows: list[dict], interrupted: bool
-                    ) -> tuple[list[dict], bool, dict | None]:
+def with_capacities(problem: Problem, rows: list[dict], interrupted: bool, workers: int = 1,
+                    ray: str | None = None) -> tuple[list[dict], bool, dict | None, float]:
     """Re-check the answers: the cheapest qualifying row, the runner-up at its cost and the
     qualifying frontier points get their SLO capacity with its interval (capacity.capacity,
     every probe run until steady, nothing at or above the candidate's saturation rate). An
@@ -105,33 +107,71 @@ def with_capacities(problem: Problem, rows: list[dict], interrupted: bool
     the next one is checked. The cheapest and its runner-up tie when their tokens/s per GPU
     intervals overlap: then the higher capacity wins if the two capacity intervals do not
     overlap, and otherwise both are reported as a tie. The rest carry None (a dozen
-    simulations each is the bulk of a search's time otherwise). A Ctrl-C here keeps what was
-    found so far. Returns the rows, whether interrupted, and the tie (None: no tie)."""
+    simulations each is the bulk of a search's time otherwise). With several workers the
+    capacities the first picks ask for are bisected side by side first (the_picks); the
+    checks then read them, and compute only what a demotion newly asks. A Ctrl-C here keeps
+    what was found so far. Returns the rows, whether interrupted, the tie (None: no tie)
+    and the CPU seconds the workers spent on capacities."""
     found: dict[str, dict] = {}
     if not problem.capacity or interrupted:
-        return [_with(r, found) for r in rows], interrupted, None
-    tie = None
+        return [_with(r, found) for r in rows], interrupted, None, 0.0
+    tie, cpu = None, 0.0
     try:
-        rows = _confirm(problem, rows, found, lambda rs: [cheapest(rs)])
-        rows = _confirm(problem, rows, found, lambda rs: [runner_up(rs, cheapest(rs))])
+        ahead, cpu = _ahead(problem, rows, workers, ray)
+        rows = _confirm(problem, rows, found, lambda rs: [cheapest(rs)], ahead)
+        rows = _confirm(problem, rows, found, lambda rs: [runner_up(rs, cheapest(rs))], ahead)
         rows = _confirm(problem, rows, found, lambda rs: [r for r in pareto(rs)
-                                                          if r["meets_slo"]])
+                                                          if r["meets_slo"]], ahead)
         rows, tie = settle_tie(rows, found)
     except KeyboardInterrupt:
         interrupted = True
-    return [_with(r, found) for r in rows], interrupted, tie
+    return [_with(r, found) for r in rows], interrupted, tie, cpu
+
+
+def the_picks(rows: list[dict]) -> list[dict]:
+    """The rows with_capacities checks before any demotion: the cheapest qualifying row, its
+    runner-up and the qualifying frontier, each once."""
+    best = cheapest(rows)
+    out: dict[str, dict] = {}
+    for row in [best, runner_up(rows, best), *pareto(rows)]:
+        if row is not None and row["meets_slo"]:
+            out.setdefault(row["label"], row)
+    return list(out.values())
+
+
+def _ahead(problem: Problem, rows: list[dict], workers: int, ray: str | None
+           ) -> tuple[dict[str, dict], float]:
+    """the_picks' capacities, bisected side by side on the workers (a row's capacity
+    depends on that row alone, so where it runs does not change it), and the workers' CPU
+    seconds; nothing with one worker."""
+    picks = the_picks(rows)
+    if (workers <= 1 and ray is None) or len(picks) < 2:
+        return {}, 0.0
+    done, interrupted = map_tasks(timed_capacity, [(problem, r) for r in picks], workers, ray)
+    if interrupted:
+        raise KeyboardInterrupt
+    return ({picks[i]["label"]: cap for i, (cap, _) in done.items()},
+            sum(cpu for _, cpu in done.values()))
+
+
+def timed_capacity(problem: Problem, row: dict) -> tuple[dict, float]:
+    """row_capacity and the CPU seconds it took where it ran."""
+    start = time.process_time()
+    cap = row_capacity(problem, row)
+    return cap, time.process_time() - start
 
 
 def _confirm(problem: Problem, rows: list[dict], found: dict,
-             pick: Callable[[list[dict]], list]) -> list[dict]:
-    """Capacities of the rows `pick` chooses, demoting (and choosing again) any whose
-    capacity is below the target rate."""
+             pick: Callable[[list[dict]], list], ahead: dict[str, dict]) -> list[dict]:
+    """Capacities of the rows `pick` chooses (taken from `ahead` where it has them),
+    demoting (and choosing again) any whose capacity is below the target rate."""
     while True:
         chosen = [r for r in pick(rows) if r is not None and r["meets_slo"]]
         demoted = False
         for row in chosen:
             if row["label"] not in found:
-                found[row["label"]] = row_capacity(problem, row)
+                found[row["label"]] = ahead[row["label"]] if row["label"] in ahead \
+                    else row_capacity(problem, row)
             if found[row["label"]]["capacity_rps"] < problem.rate_per_s:
                 rows = ranked([demote(r, found[r["label"]]) if r["label"] == row["label"]
                                else r for r in rows])
