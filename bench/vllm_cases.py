@@ -18,8 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sharegpt_sample import FIXTURES, SHAREGPT, sharegpt_draw, sharegpt_means  # noqa: E402
 
-from servecap.cli.sim_inputs import SimFlags, build_setup  # noqa: E402
+from servecap.cli.sim_inputs import SimFlags, sim_scenario  # noqa: E402
 from servecap.cli.simulate_cmd import default_policy, run_simulation  # noqa: E402
+from servecap.scenario import simulation, steps  # noqa: E402
 from servecap.sim.sampling import draw_requests  # noqa: E402
 from servecap.sim.workload import Arrivals, Lengths, Workload  # noqa: E402
 
@@ -209,11 +210,20 @@ def predict(case: Case, folder: Path = FIXTURES, engine: bool = True,
     steady-state window and its intervals); engine=False: the same scheduler on the device's
     roofline alone (no --engine terms). gpu_scale multiplies the device's FLOPS and bandwidth
     (the fit's per-source hardware factor, bench/vllm_fit.py; 1 everywhere else)."""
-    flags = flags_for(case)
-    if not engine:
-        flags = replace(flags, engine="plain", num_scheduler_steps=1, enforce_eager=False)
-    setup = build_setup(model_for(case), flags)
-    setup = replace(setup, requests=requests_for(case, folder))
+    report, _ = run_simulation(setup_for(case, folder, engine, gpu_scale), window=window)
+    return report["policies"][0]
+
+
+def setup_for(case: Case, folder: Path = FIXTURES, engine: bool = True,
+              gpu_scale: float = 1.0):
+    """The run's simulate setup (predict's): the device planned, its steps priced with the
+    release's terms as they stand, the run's requests. What does not depend on the engine
+    terms (the model, the ledger's plan and pool, the requests) is built once per run and
+    kept; the step prices are priced afresh from the plan on every call, as simulate's own
+    setup prices them."""
+    base, scenario, ranked = _planned(case, folder, engine)
+    setup = replace(base, coefficients=steps.coefficients(ranked, scenario),
+                    requests=list(base.requests))
     if offline(case):  # vLLM's offline scripts drive the engine without the API server
         setup = replace(setup, coefficients=replace(
             setup.coefficients, frontend_s=0.0, frontend_latency_s=0.0,
@@ -224,8 +234,23 @@ def predict(case: Case, folder: Path = FIXTURES, engine: bool = True,
             c, flops_per_s=c.flops_per_s * gpu_scale,
             attention_flops_per_s=(c.attention_flops_per_s or c.flops_per_s) * gpu_scale,
             bandwidth_bytes_per_s=c.bandwidth_bytes_per_s * gpu_scale))
-    report, _ = run_simulation(setup, window=window)
-    return report["policies"][0]
+    return setup
+
+
+_PLANNED: dict = {}  # (run, fixtures folder, engine) -> (its setup, scenario, ranks)
+
+
+def _planned(case: Case, folder: Path, engine: bool) -> tuple:
+    """The run's setup, Scenario and ranks as simulate builds them (setup_for's memory)."""
+    key = (case.name, str(folder), engine)
+    if key not in _PLANNED:
+        flags = flags_for(case)
+        if not engine:
+            flags = replace(flags, engine="plain", num_scheduler_steps=1, enforce_eager=False)
+        scenario = sim_scenario(model_for(case), flags)
+        setup = replace(simulation.setup(scenario), requests=requests_for(case, folder))
+        _PLANNED[key] = (setup, scenario, simulation.rank(scenario))
+    return _PLANNED[key]
 
 
 def compare(case: Case, entry: dict, windowed: dict | None = None) -> list[dict]:

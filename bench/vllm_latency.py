@@ -40,6 +40,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     ignore_eos,
     interval_verdict,
     load_cases,
+    offline,
     predict,
     requests_for,
     scaled_to,
@@ -50,6 +51,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
 from vllm_loso import leave_one_source_out, summary, write_fit  # noqa: E402
 
 from servecap.sim.vllm_engine import FIT_FILE  # noqa: E402
+from servecap.sim.vllm_releases import overlap, scheduling_for  # noqa: E402
 
 TARGET_MEDIAN, TARGET_TTFT, TARGET_INSIDE = 0.15, 0.20, 0.80
 
@@ -126,6 +128,44 @@ def verdicts(oos: dict) -> list[str]:
             for name, ok, v in checks]
 
 
+def regime(case: Case) -> str:
+    """The run's load regime: an open loop at a rate, a closed loop at a concurrency, every
+    request at once through the API server, or an offline batch (no API server)."""
+    if offline(case):
+        return "offline batch"
+    return {"poisson": "open loop (rate)", "concurrency": "closed loop (concurrency)",
+            "all-at-once": "all at once"}[case.run["load"]["kind"]]
+
+
+def release_kind(case: Case) -> str:
+    """V0, or V1 with or without async scheduling (the release's default or the run's flag,
+    sim/vllm_releases.py)."""
+    if case.data["engine"] == "v0":
+        return "V0"
+    version = tuple(int(x) for x in case.data["engine_pin"].split("."))
+    ov = overlap(scheduling_for(version), case.group.get("flags", {}).get("async_scheduling"))
+    return "V1, async scheduling" if ov.overlap else "V1, no async scheduling"
+
+
+def breakdown_lines(rows: list[dict], cases: list[Case], family: str = "ttft") -> list[str]:
+    """The family's out-of-sample errors grouped by load regime, by release and by source:
+    median |error| and median signed error (+: predicted above measured), to show where the
+    error comes from."""
+    by_name = {c.name: c for c in cases}
+    lines = [f"{family.upper()} out of sample, by group:", "",
+             "| grouped by | group | comparisons | median abs error | median signed error |",
+             "|---|---|---:|---:|---:|"]
+    for title, key in (("load regime", regime), ("release", release_kind),
+                       ("source", lambda c: c.source)):
+        groups: dict[str, list[float]] = {}
+        for r in rows:
+            if r["family"] == family:
+                groups.setdefault(key(by_name[r["fixture"]]), []).append(r["error"])
+        lines += [f"| {title} | {g} | {len(e)} | {statistics.median(abs(x) for x in e):.1%} | "
+                  f"{statistics.median(e):+.1%} |" for g, e in sorted(groups.items())]
+    return lines
+
+
 def terms_lines(every: dict) -> list[str]:
     lines = ["| term | value | fitted | runs informing | sources informing |",
              "|---|---:|---|---:|---|"]
@@ -156,6 +196,7 @@ def loso_main(argv: list[str]) -> int:
                     + summary_lines("In sample (terms fitted on every run):", ins) + [""]
                     + summary_lines("Out of sample (each source predicted by the terms fitted "
                                     "without it):", oos) + [""] + verdicts(oos) + [""]
+                    + breakdown_lines(result["out_of_sample"], cases) + [""]
                     + [markdown(result["in_sample"], by_key), "",
                        f"CPU time: {cpu:.0f} s."]))
     return 0

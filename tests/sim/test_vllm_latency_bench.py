@@ -268,3 +268,40 @@ def test_the_shipped_fit_fits_no_term_on_fewer_than_3_runs_from_2_sources() -> N
     assert oos["runs"] >= 60 and oos["sources"] >= 8 and 0 < oos["inside_95_interval"] <= 1
     for err in data["model_error"].values():
         assert err["log_q025"] < 0 < err["log_q975"]
+
+
+def test_a_remembered_simulation_is_the_fresh_one_and_terms_a_run_never_reads_reuse_it() -> None:
+    """run_rows answers a run from memory only where its step prices are the ones it was
+    simulated at: a V0 term moved leaves a V1 run's prices, and so its rows, as they were;
+    a V1 term moved re-simulates it and moves its TTFT."""
+    case = next(c for c in CASES if c.name == "wmx_vllm023_l4:l4-qwen25-05b-c1")
+    from servecap.sim.vllm_engine import FITTED
+    assert fit.run_rows(case, dict(FITTED)) == bench.compare(case, bench.predict(case))
+    values = fit.start(CASES)
+    first = fit.run_rows(case, values)
+    count = len(fit._SIMULATED)
+    assert fit.run_rows(case, values | {"V0_CPU_PER_SEQ_S": 1.0}) == first
+    assert len(fit._SIMULATED) == count
+    moved = fit.run_rows(case, values | {"V1_FRONTEND_LATENCY_S": 0.5})
+    assert len(fit._SIMULATED) == count + 1
+    ttft = {r["metric"]: r["predicted"] for r in moved}["median_ttft_ms"]
+    assert ttft > {r["metric"]: r["predicted"] for r in first}["median_ttft_ms"] + 400
+
+
+def test_the_out_of_sample_ttft_is_broken_down_by_regime_release_and_source() -> None:
+    by_name = {c.name: c for c in CASES}
+    assert bench.regime(by_name["wmx_vllm023_l4:l4-qwen25-05b-c1"]) == \
+        "closed loop (concurrency)"
+    assert bench.release_kind(by_name["wmx_vllm023_l4:l4-qwen25-05b-c1"]) == \
+        "V1, async scheduling"  # 0.23: on by default (sim/vllm_releases.py)
+    assert bench.release_kind(by_name["gpustack_vllm011_qwen3:h100-qwen3-14b-random128"]) == \
+        "V1, no async scheduling"
+    assert {bench.regime(c) for c in CASES} == {"open loop (rate)", "closed loop (concurrency)",
+                                                "all at once", "offline batch"}
+    rows = [{"fixture": "wmx_vllm023_l4:l4-qwen25-05b-c1", "family": "ttft", "error": 1.0},
+            {"fixture": "wmx_vllm023_l4:l4-qwen25-05b-c2", "family": "ttft", "error": -0.5},
+            {"fixture": "wmx_vllm023_l4:l4-qwen25-05b-c4", "family": "ttft", "error": 0.2},
+            {"fixture": "wmx_vllm023_l4:l4-qwen25-05b-c4", "family": "tpot", "error": 9.0}]
+    lines = bench.breakdown_lines(rows, CASES)
+    assert "| source | wmx | 3 | 50.0% | +20.0% |" in lines
+    assert "| load regime | closed loop (concurrency) | 3 | 50.0% | +20.0% |" in lines
