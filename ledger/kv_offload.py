@@ -94,6 +94,8 @@ class OffloadTier:
     chunk_tokens: int
     chunk_bytes: int  # one chunk as allocated (every copy, padding included)
     how: str
+    block_bytes: int = 0  # one GPU block of this rank, every layer it holds (a hybrid's page)
+    token_bytes: int = 0  # this rank's KV per token
 
     def requests(self, tokens_per_request: int) -> int:
         """Whole requests of this many tokens the tier holds."""
@@ -104,9 +106,9 @@ def offload_tier(spec: OffloadSpec, block_bytes: int, block_size: int,
                  kv_bytes_per_token: int) -> OffloadTier:
     """One rank's host tier: block_bytes is one GPU block of this rank (every layer it holds),
     kv_bytes_per_token the rank's KV per token (both at the KV cache dtype)."""
-    if spec.backend == "native":
-        return _native(spec, block_bytes, block_size)
-    return _lmcache(spec, kv_bytes_per_token)
+    tier = _native(spec, block_bytes, block_size) if spec.backend == "native" \
+        else _lmcache(spec, kv_bytes_per_token)
+    return replace(tier, block_bytes=block_bytes, token_bytes=kv_bytes_per_token)
 
 
 def _native(spec: OffloadSpec, block_bytes: int, block_size: int) -> OffloadTier:

@@ -18,8 +18,8 @@ _BUFFER = (f"IF({_LMCACHE},INT(kv_offloading_size_gib/kv_offload_world_size*2^30
 # vLLM's block of every copy rounded up to kv_offload_align_bytes (1 before v0.33)
 ROWS = [
     ("kv_offload_chunk_bytes", "offload chunk (host)",
-     f"=IF({_LMCACHE},-INT(-kv_offload_chunk_tokens*kv_bytes_per_token/{PAGE})*{PAGE},"
-     "-INT(-kv_bytes_per_token*block_size_tokens*kv_offload_copies/kv_offload_align_bytes)"
+     f"=IF({_LMCACHE},-INT(-kv_offload_chunk_tokens*kv_offload_token_bytes/{PAGE})*{PAGE},"
+     "-INT(-kv_offload_block_bytes*kv_offload_copies/kv_offload_align_bytes)"
      "*kv_offload_align_bytes)", style.BYTES,
      "lmcache: round_up(chunk_size x KV per token, 4 KiB); native: round_up(GPU block x "
      "copies, the release's alignment)"),
@@ -43,6 +43,7 @@ def offload_inputs(src: WorkbookSource) -> list[tuple]:
     spec = src.serve.kv_offload
     if spec is None:
         return []
+    tier = deployed(src)
     return [
         ("kv_offloading_size_gib", spec.size_gib, style.GIB, "GiB",
          "vLLM's --kv-offloading-size: host memory over all tp x pp ranks"),
@@ -57,16 +58,27 @@ def offload_inputs(src: WorkbookSource) -> list[tuple]:
          style.BYTES, "bytes", "native: host row alignment (4 KiB from vLLM 0.33, 1 before)"),
         ("kv_offload_chunk_tokens", spec.chunk_size, style.TOKENS, "tokens",
          "lmcache: chunk_size (its default 256)"),
+        ("kv_offload_block_bytes", tier.block_bytes, style.BYTES, "bytes",
+         "native: one GPU block of a rank, every layer it holds (the plan's; a hybrid's page "
+         "is not KV per token x block_size)"),
+        ("kv_offload_token_bytes", tier.token_bytes, style.BYTES, "bytes",
+         "lmcache: a rank's KV per token (the plan's)"),
     ]
+
+
+def deployed(src: WorkbookSource):
+    """The tier plan --json prints: the deployment's binding rank under its engine (only
+    vLLM has the flag, so the plain engine's one-device ledger is not the figure)."""
+    return src.resolved().plan.kv_offload
 
 
 def copies(spec: OffloadSpec) -> int:
     return 1 if spec.replicated and spec.release >= SHARED_REGION_FROM else spec.world_size
 
 
-def known(plan) -> dict[str, object]:
-    """The plan's own figures for the rows (cached beside the formulas)."""
-    tier = plan.kv_offload
+def known(src: WorkbookSource) -> dict[str, object]:
+    """The deployment's own figures for the rows (cached beside the formulas)."""
+    tier = deployed(src)
     if tier is None:
         return {}
     return {"kv_offload_chunk_bytes": tier.chunk_bytes, "kv_offload_num_chunks": tier.num_chunks,

@@ -27,6 +27,7 @@ from .formulas import (
 )
 from .geometry import representative
 from .kv_offload_rows import ROWS as OFFLOAD_ROWS
+from .kv_offload_rows import deployed as offload_deployed
 from .kv_offload_rows import known as offload_known
 from .lora_rows import LINE as LORA_LINE
 from .names import define
@@ -188,12 +189,14 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
         _row(wb, ws, row, item, item[0], "", known)
     if src.serve.kv_offload is not None:
         row += 2
-        style.section(ws, row, "host memory (not this device): the KV offload tier", column=2)
-        known.update(offload_known(plan))
+        style.section(ws, row, "host memory (not a device line): the KV offload tier of one "
+                      "deployed rank", column=2)
+        known.update(offload_known(src))
+        how = offload_deployed(src).how
         for item in OFFLOAD_ROWS:
             row += 1
-            _row(wb, ws, row, item, item[0], plan.kv_offload.how if item[0] ==
-                 "kv_offload_bytes_per_rank" else "", known)
+            _row(wb, ws, row, item, item[0], how if item[0] == "kv_offload_bytes_per_rank"
+                 else "", known)
     if src.multi:
         style.note(ws, row + 2, "The whole model on one device with the plain engine, for "
                    "reference: the deployment's ledger, one column per rank, is on Ranks.",

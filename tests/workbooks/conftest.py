@@ -154,6 +154,11 @@ def _flag_cases() -> dict[str, tuple[str, PlanFlags]]:
                                                            concurrency=4),
                                   DeployFlags(engine="vllm==0.19", kv_offloading_size=50,
                                               kv_offloading_backend="lmcache")),
+        # a hybrid: gpt-oss's sliding and full groups share one page, so a host block is
+        # that page, not KV per token x block_size
+        "gptoss-offload-native": ("gpt-oss-20b", PlanFlags(device="h100-80gb", context=8192,
+                                                           concurrency=4),
+                                  DeployFlags(engine="vllm", kv_offloading_size=64)),
     })
     return cases
 

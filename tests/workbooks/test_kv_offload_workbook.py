@@ -11,11 +11,13 @@ from servecap.cli.workbook_inputs import flags_from_workbook
 from servecap.workbooks.names import cell_of
 
 
-@pytest.mark.parametrize("case", ["llama-offload-native", "llama-offload-lmcache"])
+@pytest.mark.parametrize("case", ["llama-offload-native", "llama-offload-lmcache",
+                                  "gptoss-offload-native"])
 def test_host_rows_recalculate_to_plans_tier(recalculated, case):
     found = recalculated[case]
     wb = load_workbook(found.computed, data_only=True)
-    tier = plan_to_dict(found.expected)["kv_offload"]
+    # plan --json's tier: the deployment's rank under its engine (a hybrid's page is vLLM's)
+    tier = plan_to_dict(found.src.resolved().plan)["kv_offload"]
     assert tier["bytes_per_rank"] > 0
     assert cell_of(wb, "kv_offload_bytes_per_rank").value == tier["bytes_per_rank"]
     assert cell_of(wb, "kv_offload_tokens").value == tier["tokens"]
