@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from . import dtypes
 from .arch import active_parameters
 from .devices import NVLINK, tp_link
-from .encoder import EncoderBudget, EncoderSpec, encoder_budget, encoder_lines, scheduled
+from .encoder import EncoderBudget
 from .encoders import encoder_line
 from .engines import (
     PER_HEAD_REASON,
@@ -40,6 +40,7 @@ from .lines import Line
 from .lora import lora_lines
 from .model import ModelSpec, Quant
 from .paging import BlockReport, paging_report
+from .plan_encoder import encoder_plan, encoder_profile
 from .plan_notes import after_notes, cache_form_notes, engine_notes, plan_notes
 from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
@@ -203,11 +204,12 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
         representations=_representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
         notes=plan_notes(spec, serve, weights, fixed, result) + engine_notes(engine)
-        + _encoder(spec, serve, shard, _line(head, "runtime_peak"), engine)[1]
+        + encoder_plan(spec, serve, shard, _line(head, "runtime_peak"), engine,
+                       _model_bits(serve) // 8)[1]
         + cache_form_notes(spec, kv_bits_per_token_layer(spec, kv_bits, shard),
                            shard.tensor_parallel_size) + after_notes(after),
-        budget=result, after_pool=after, encoder_profile=_encoder_profile(spec, serve, shard,
-                                                                          engine),
+        budget=result, after_pool=after, encoder_profile=encoder_profile(
+            spec, serve, shard, engine, _model_bits(serve) // 8),
         shard=shard,
         kv_in_use_by_kind=kv_by_kind, window_tokens=spec.attention.sliding_window_tokens,
         window_in_flight_tokens=budget_tokens,
@@ -296,7 +298,8 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
     ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) \
         + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] \
         + eplb_lines(spec, serve.eplb, shard, *weight_format(spec, serve, overrides)) \
-        + (runtime,) + _encoder(spec, serve, shard, runtime, engine)[0]
+        + (runtime,) + encoder_plan(spec, serve, shard, runtime, engine,
+                                    _model_bits(serve) // 8)[0]
     link, _ = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
                       serve.gpus_per_node)
     tail = (vllm_overhead(spec, serve, shard, engine, pp) if vllm
@@ -304,64 +307,6 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
     return weights, head + _rotary(spec, engine, overrides) \
         + _tower(spec, serve, engine, overrides, shard) + tail
 
-
-def _encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard, runtime: Line,
-             engine: EngineSpec) -> tuple[tuple[Line, ...], tuple[str, ...]]:
-    """A multimodal model's encoder cache and encoder peak, with the deployment's scheduler
-    values (ledger/encoder.py); without multimodal knobs, nothing (vLLM: a note of what its
-    default profile would hold)."""
-    if not shard.first_stage:  # the tower runs on the first stage
-        return (), ()
-    if serve.encoder is None:
-        return (), _unplanned_encoder(spec, serve, shard, engine)
-    if spec.vision is None:
-        raise SpecError("--limit-mm-per-prompt", spec.architecture or spec.name,
-                        "the encoder budget is modelled for Qwen2/2.5/3-VL, Qwen3.5/3.6, "
-                        "Gemma-3, Gemma-4, Mistral-3 (Pixtral), Llama-4, InternVL and "
-                        "GLM-4.1V/4.5V configs: this model has no vision_config servecap reads")
-    enc = scheduled(serve.encoder, serve.max_num_batched_tokens, serve.context_tokens,
-                    serve.max_num_seqs, shard.tensor_parallel_size,
-                    _model_bits(serve) // 8)
-    return encoder_lines(spec.vision, enc, runtime.num_bytes)
-
-
-def _encoder_profile(spec: ModelSpec, serve: ServeSpec, shard: Shard,
-                     engine: EngineSpec) -> EncoderBudget | None:
-    """The budget and items vLLM will log for this rank: the flags', else (vLLM) its defaults."""
-    if not shard.first_stage or spec.vision is None:
-        return None
-    enc = serve.encoder or (EncoderSpec() if engine.name == VLLM else None)
-    if enc is None or enc.skip_profiling:
-        return None
-    try:
-        return encoder_budget(spec.vision, scheduled(
-            enc, serve.max_num_batched_tokens, serve.context_tokens, serve.max_num_seqs,
-            shard.tensor_parallel_size, _model_bits(serve) // 8))
-    except SpecError:  # vLLM's default profile holds a modality not modelled (its note says)
-        if serve.encoder is not None:
-            raise
-        return None
-
-
-def _unplanned_encoder(spec: ModelSpec, serve: ServeSpec, shard: Shard,
-                       engine: EngineSpec) -> tuple[str, ...]:
-    if engine.name != VLLM or spec.vision is None:
-        return ()
-    enc = scheduled(EncoderSpec(), serve.max_num_batched_tokens, serve.context_tokens,
-                    serve.max_num_seqs, shard.tensor_parallel_size, _model_bits(serve) // 8)
-    zeros = spec.vision.modalities + (("audio",) if spec.vision.has_audio else ())
-    modalities = ", ".join(f'"{m}": 0' for m in zeros)
-    try:
-        found = encoder_budget(spec.vision, enc)
-    except SpecError as why:  # a modality whose budget is not modelled (GLM-4.xV video)
-        return (f"not planned: vLLM also profiles this model's vision encoder by default, "
-                f"and servecap cannot size that profile ({why.allowed}); "
-                f"--limit-mm-per-prompt plans it (docs/encoder_cache.md), "
-                f"'{{{modalities}}}' serves text only",)
-    return (f"not planned: vLLM also profiles this model's vision encoder by default "
-            f"({found.items} {found.modality} items, an encoder cache of "
-            f"{found.cache_bytes:,} B beside the runtime peak); --limit-mm-per-prompt plans "
-            f"it (docs/encoder_cache.md), '{{{modalities}}}' serves text only",)
 
 def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[Line, ...]:
     """vLLM only, and not when the weights line is a measurement that already holds it."""
