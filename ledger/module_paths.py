@@ -91,15 +91,17 @@ def _mlp(prefix: str, g: TensorGroup, gated: bool) -> list[tuple[str, int, int, 
 
 
 def _experts(spec: ModelSpec, n: dict, g: TensorGroup) -> list[tuple[str, int, int, int]]:
-    """Every expert's matrices under expert 0's name; gpt-oss stores them fused per layer."""
-    leaves, experts = n["leaves"], spec.moe.num_experts
-    per = g.count // experts // (3 if spec.gated_mlp else 2)
+    """Every expert's matrices under expert 0's name; gpt-oss stores them fused per layer.
+    The group holds this rank's experts: all of them, or under expert parallelism its share
+    (ledger/experts.py), so each matrix counts the group's experts, not the model's."""
+    leaves = n["leaves"]
+    held = g.count // (3 if spec.gated_mlp else 2)
     if spec.model_type == "gpt_oss":
-        return [(f"{n['experts']}.gate_up_proj", 2 * g.rows, g.cols, experts * per),
-                (f"{n['experts']}.down_proj", g.cols, g.rows, experts * per)]
+        return [(f"{n['experts']}.gate_up_proj", 2 * g.rows, g.cols, held),
+                (f"{n['experts']}.down_proj", g.cols, g.rows, held)]
     *ups, down = leaves
-    return [(f"{n['experts']}.0.{leaf}", g.rows, g.cols, experts * per) for leaf in ups] + \
-        [(f"{n['experts']}.0.{down}", g.cols, g.rows, experts * per)]
+    return [(f"{n['experts']}.0.{leaf}", g.rows, g.cols, held) for leaf in ups] + \
+        [(f"{n['experts']}.0.{down}", g.cols, g.rows, held)]
 
 
 def _state(spec: ModelSpec, n: dict, g: TensorGroup) -> list[tuple[str, int, int, int]]:

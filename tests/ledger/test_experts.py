@@ -81,3 +81,21 @@ def test_more_ranks_than_experts_and_uneven_widths_are_refused_by_flag() -> None
         build_deployment(spec, SERVE, parallel=Parallel(2, 1, 8, True))
     with pytest.raises(SpecError, match="data-parallel-size"):
         build_deployment(spec, SERVE, parallel=Parallel(1, 1, 5))  # 14336 % 5 != 0
+
+
+def test_a_quantized_checkpoint_keeps_its_experts_under_expert_parallelism() -> None:
+    """An fp8 checkpoint's bytes are counted module by module: a rank's experts under
+    expert parallelism (24 of 192 matrices a layer) are bytes too, not dropped because the
+    rank holds fewer than the model's 256. Whole experts over 8 ranks and each expert's width
+    over 8 ranks hold the same values (DeepSeek-V3: 256 experts of 2048 x 7168)."""
+    from servecap.ledger.weights import weight_bytes
+
+    spec = load_model("tests/fixtures/configs/deepseek-ai--DeepSeek-V3").spec
+    assert spec.quant is not None and spec.quant.method == "fp8"
+    ep_split = ExpertSplit.of(8, 1, True)
+    ep = weight_bytes(spec, 16, spec.quant, rank_inventory(spec, 8, experts=ep_split))
+    width = weight_bytes(spec, 16, spec.quant, rank_inventory(spec, 8))
+    whole = weight_bytes(spec, 16, spec.quant)
+    assert ep.param_bytes == width.param_bytes
+    assert ep.num_parameters == sum(g.numel for g in rank_inventory(spec, 8))
+    assert ep.param_bytes > whole.param_bytes // 9  # about an eighth of 671e9 fp8 bytes
