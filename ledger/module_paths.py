@@ -112,12 +112,14 @@ def _state(spec: ModelSpec, n: dict, g: TensorGroup) -> list[tuple[str, int, int
     if leaf != "in_proj" or st is None or st.kind != "linear":
         return [(f"{prefix}.{leaf}", g.rows, g.cols, g.count)]
     heads, dv = st.recurrent_heads, st.recurrent_shape[0]
-    if st.conv_dim + heads * dv + 2 * heads != g.rows:  # a shard: kept whole
+    whole = st.conv_dim + heads * dv + 2 * heads
+    if whole % g.rows:  # not a whole in_proj nor an even tensor-parallel shard of one
         return [(f"{prefix}.{leaf}", g.rows, g.cols, g.count)]
+    tp = whole // g.rows  # each part column-parallel: a tp-th of each on this rank
     if spec.model_type == "qwen3_next":
-        return [(f"{prefix}.in_proj_qkvz", st.conv_dim + heads * dv, g.cols, g.count),
-                (f"{prefix}.in_proj_ba", 2 * heads, g.cols, g.count)]
-    return [(f"{prefix}.in_proj_qkv", st.conv_dim, g.cols, g.count),
-            (f"{prefix}.in_proj_z", heads * dv, g.cols, g.count),
-            (f"{prefix}.in_proj_b", heads, g.cols, g.count),
-            (f"{prefix}.in_proj_a", heads, g.cols, g.count)]
+        return [(f"{prefix}.in_proj_qkvz", (st.conv_dim + heads * dv) // tp, g.cols, g.count),
+                (f"{prefix}.in_proj_ba", 2 * heads // tp, g.cols, g.count)]
+    return [(f"{prefix}.in_proj_qkv", st.conv_dim // tp, g.cols, g.count),
+            (f"{prefix}.in_proj_z", heads * dv // tp, g.cols, g.count),
+            (f"{prefix}.in_proj_b", heads // tp, g.cols, g.count),
+            (f"{prefix}.in_proj_a", heads // tp, g.cols, g.count)]

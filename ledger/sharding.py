@@ -22,6 +22,7 @@ SPLIT = {
     "self_attn.g_proj": "rows", "embed_tokens_per_layer": "vocab",
     "per_layer_model_projection": "rows", "conv.in_proj": "rows", "conv.conv": "rows",
     "conv.out_proj": "cols", "laurel.linear_left": "rows", "laurel.linear_right": "cols",
+    "mixer.in_proj": "state", "mixer.out_proj": "state", "mixer.conv_and_norms": "state",
 }
 
 
@@ -108,6 +109,8 @@ def shard_group(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
     how = SPLIT.get(group.name, "replicated")
     if tp == 1 or how == "replicated":
         return group
+    if how == "state":
+        return _state_share(spec, group, tp)
     if how in ("rows", "mlp"):
         return replace(group, rows=group.rows // tp)
     if how == "cols":
@@ -186,3 +189,31 @@ def rank_parameters(spec: ModelSpec, tp: int, stage: Stage | None = None) -> tup
     groups = rank_inventory(spec, tp, stage)
     return (sum(g.numel for g in groups),
             sum(g.numel for g in groups if g.name == "mlp.experts"))
+
+
+def _state_share(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
+    """A linear-attention or Mamba-2 mixer's share (ledger/arch.py _state_mixer's groups), as
+    vLLM's layers split them: in_proj column-parallel, out_proj row-parallel, the conv, A_log,
+    D, dt_bias and the gated norm by channel or head (vllm/model_executor/layers/mamba/
+    mamba_mixer2.py MambaMixer2, models/qwen3_next.py Qwen3NextGatedDeltaNet at v0.11.0).
+    Mamba-2's B/C groups are whole on every rank when n_groups % tp != 0
+    (extra_groups_for_head_shards: tp groups, one a rank); GDN's norm over a head's value
+    width and Mamba-2's out_proj bias are replicated."""
+    st, h = spec.state, spec.hidden_size
+    heads, (dv, _) = st.recurrent_heads, st.recurrent_shape
+    if st.kind == "linear":
+        rows = (st.conv_dim + heads * dv + 2 * heads) // tp
+        vectors = (st.conv_dim * st.conv_kernel + 2 * heads) // tp + dv
+    else:
+        groups = st.n_groups if st.n_groups % tp == 0 else st.n_groups + tp - st.n_groups
+        bc = 2 * groups // tp * st.d_state
+        rows = (2 * st.intermediate + heads) // tp + bc
+        conv_dim = st.intermediate // tp + bc
+        vectors = (conv_dim * (st.conv_kernel + st.conv_bias) + 3 * heads // tp
+                   + st.intermediate // tp * st.gated_norm + rows * st.in_proj_bias
+                   + h * st.out_proj_bias)
+    if group.name == "mixer.in_proj":
+        return replace(group, rows=rows)
+    if group.name == "mixer.out_proj":
+        return replace(group, cols=group.cols // tp)
+    return replace(group, cols=vectors)
