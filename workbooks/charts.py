@@ -108,9 +108,62 @@ def memory_breakdown(ws, first_row: int, last_row: int, label_col: int, first_co
                                    max_row=header_row))
     chart.y_axis.number_format = GIB_AXIS
     _titles(chart, title, "", "memory [GiB]")
+    names = [str(ws.cell(row=row, column=label_col).value or "")
+             for row in [*range(first_row, last_row + 1), *also_rows]]
+    _legend_room(ws, chart, block, names)
     if first_col == last_col:  # one column: its header names the unit, not a device
         chart.x_axis.delete = True
     place(ws, chart, block)
+
+
+# A legend LibreOffice cannot fit below the plot is drawn as one overprinted line: the
+# breakdown's legend is set small, and its chart is made tall enough for every entry.
+LEGEND_POINTS = 8
+LEGEND_LINE_PT, LEGEND_CHAR_PT, LEGEND_KEY_PT = 11.0, 4.3, 18.0  # at 8 pt, as LibreOffice sets it
+FRAME_PT, PLOT_MIN_PT = 60.0, 160.0  # title, axis labels and margins; the smallest legible plot
+DEFAULT_ROW_PT = 15.0
+
+
+def legend_points(names: Sequence[str], width_pt: float) -> float:
+    """The height a bottom legend of `names` takes in a chart `width_pt` wide: as many columns
+    as the longest entry allows, a line per entry in each."""
+    widest = max((len(name) for name in names), default=0) * LEGEND_CHAR_PT + LEGEND_KEY_PT
+    columns = max(1, int((width_pt - 20) // widest))
+    return math.ceil(len(names) / columns) * LEGEND_LINE_PT + 10
+
+
+def breakdown_points(ws, names: Sequence[str], first_col: int, last_col: int) -> float:
+    """The height a memory breakdown needs over columns first_col..last_col."""
+    return FRAME_PT + PLOT_MIN_PT + legend_points(names, _width_pt(ws, first_col, last_col))
+
+
+def rows_for(ws, first_row: int, points: float, at_least: int = 0) -> int:
+    """The last row of a block starting at first_row that is `points` tall (at least
+    `at_least`), counting the rows' set heights."""
+    row, total = first_row, 0.0
+    while True:
+        total += ws.row_dimensions[row].height or DEFAULT_ROW_PT
+        if total >= points and row >= at_least:
+            return row
+        row += 1
+
+
+def _width_pt(ws, first_col: int, last_col: int) -> float:
+    return sum((ws.column_dimensions[get_column_letter(col)].width or 8.43) * 7.0 * 0.75
+               for col in range(first_col, last_col + 1))
+
+
+def _legend_room(ws, chart, block: Block, names: Sequence[str]) -> None:
+    """Small legend text, and the plot area above the legend's height (a fraction of the block
+    the rows' set heights give)."""
+    size = CharacterProperties(sz=LEGEND_POINTS * 100)
+    chart.legend.txPr = RichText(p=[Paragraph(pPr=ParagraphProperties(defRPr=size),
+                                              endParaRPr=size)])
+    total = sum(ws.row_dimensions[row].height or DEFAULT_ROW_PT
+                for row in range(block.first_row, block.last_row + 1))
+    legend = legend_points(names, _width_pt(ws, block.first_col, block.last_col))
+    plot = max(total - legend - FRAME_PT, 0.3 * total)
+    chart.plot_area.layout = Layout(ManualLayout(x=0.1, y=0.12, w=0.86, h=min(plot / total, 0.7)))
 
 
 def _title(ws, row: int, col: int) -> SeriesLabel:

@@ -82,7 +82,7 @@ def _widths(ws, plan: Plan) -> None:
                       ("H", style.shown(ceiling, style.REQUESTS)),
                       ("I", "+" + style.shown(ceiling, style.REQUESTS))):
         ws.column_dimensions[col].width = max(len(text) + 3, 12)
-    for col, width in (("A", 14), ("B", 10), ("C", 17), ("D", 16)):
+    for col, width in (("A", 17), ("B", 10), ("C", 17), ("D", 16)):  # A: "representation", bold
         ws.column_dimensions[col].width = width
 
 

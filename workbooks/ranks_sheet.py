@@ -254,9 +254,11 @@ CHART_RANK_COLUMNS = 4  # of the rank columns a 75 % page holds, the ones the ch
 
 BREAKDOWN = tuple(key for key, _ in FIXED) + ("kv_cache", "indexer_cache", "state_cache",
                                               "kv_pool_spare", "safety")
-# lines only a few models hold (a multimodal model's vision tower): in the breakdown and its
-# chart's legend only where a rank holds them, so the legend keeps to the chart's height
-ONLY_WHEN_HELD = frozenset({"encoder_weights"})
+# lines only some plans hold (quantization metadata, vLLM's weight layout, LoRA slots, EPLB,
+# a multimodal model's encoder): in the breakdown and its chart's legend only where a rank
+# holds them, so the breakdown and its chart keep to one page (every line stays above)
+ONLY_WHEN_HELD = frozenset({"weight_metadata", "weights_resident", "lora_adapters", "eplb",
+                            "encoder_cache", "encoder_profile", "encoder_weights"})
 
 
 def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list[dict]) -> None:
@@ -286,6 +288,11 @@ def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list
         width = sum(ws.column_dimensions[get_column_letter(FIRST_COL + i)].width or 10
                     for i in range(CHART_RANK_COLUMNS))
     block = charts.block_below(ws, row + len(keys) + 2, FIRST_COL, width, CHART_ROWS)
+    needed = charts.breakdown_points(ws, [ws.cell(row=r, column=2).value
+                                          for r in range(row + 1, row + len(keys) + 1)],
+                                     block.first_col, block.last_col)
+    block = charts.Block(block.first_col, block.first_row, block.last_col,
+                         charts.rows_for(ws, block.first_row, needed, at_least=block.last_row))
     charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1, block,
                             "Memory per rank (stacked ledger lines)", keys=keys)
 
