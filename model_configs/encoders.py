@@ -7,6 +7,8 @@ vision_config must state every field it is counted from; any other wrapper or to
 
 from servecap.ledger.encoders import GEMMA4_VISION, LLAMA4_VISION, SIGLIP, Encoder, encoder_params
 
+from .vision_fields import wrapper_arch
+
 # wrapper architecture -> (the vision_config model_type it builds, the tower it is read as)
 TOWERS = {"Gemma3ForConditionalGeneration": ("siglip_vision_model", SIGLIP),
           "Gemma4ForConditionalGeneration": ("gemma4_vision", GEMMA4_VISION),
@@ -24,8 +26,7 @@ GEMMA4_DEFAULTS = {"num_channels": 3, "standardize": False}
 
 def read_encoder(data: dict) -> tuple[Encoder | None, str]:
     """(the tower, a note) for a wrapper whose vision tower is read; (None, '') otherwise."""
-    archs = data.get("architectures") or []
-    arch = archs[0] if isinstance(archs, list) and archs else None
+    arch = wrapper_arch(data)  # the same wrapper the encoder budget reads
     vision, text = data.get("vision_config"), data.get("text_config")
     if arch not in TOWERS or not isinstance(vision, dict) or not isinstance(text, dict):
         return None, ""

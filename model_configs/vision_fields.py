@@ -28,11 +28,17 @@ BY_ARCH = {**dict.fromkeys(QWEN2 | QWEN3, QWEN_VL),
 LLAMA4_MAX_PATCHES = 16  # transformers' Llama4ImageProcessorFast max_patches default
 
 
+def wrapper_arch(data: dict) -> str | None:
+    """The multimodal wrapper vLLM builds for this config: the first of `architectures` whose
+    vision tower servecap reads (its encoder budget here, its weights in encoders.py), or None."""
+    archs = data.get("architectures") or []
+    return next((a for a in archs if a in BY_ARCH), None) if isinstance(archs, list) else None
+
+
 def vision_spec(data: dict) -> VisionSpec | None:
     """The raw config.json mapping's vision tower, or None."""
     vision = data.get("vision_config")
-    archs = data.get("architectures") or []
-    arch = next((a for a in archs if a in BY_ARCH), None) if isinstance(archs, list) else None
+    arch = wrapper_arch(data)
     if not isinstance(vision, dict) or arch is None:
         return None
     family = BY_ARCH[arch]
