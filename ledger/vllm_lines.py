@@ -103,7 +103,8 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
         link, why = tp_link(serve.device_label, serve.interconnect, shard.tensor_parallel_size,
                             serve.gpus_per_node)
         out.append(Line("comm_buffers", "communication buffers",
-                        *comm_estimate(shard.tensor_parallel_size, pp, link, why)))
+                        *comm_estimate(shard.tensor_parallel_size, pp, link, why,
+                                       row.communicators_before_baseline)))
     if engine.enforce_eager:
         out.append(Line("cuda_graphs", "CUDA graph pool", 0, "none: --enforce-eager captures "
                         "no CUDA graphs (vLLM sets cudagraph_mode NONE)"))

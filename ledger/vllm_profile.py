@@ -31,7 +31,9 @@ HUGE_GPU = 160 * GiB  # from 0.28 (VllmRow.batch_tier_160): 16,384 tokens for bo
 # context (issue 10517, 0.6.4). Estimates; the log's figure replaces them in reconcile.
 NON_TORCH_PROFILED = 256 * MiB
 NON_TORCH_WITH_CONTEXT = 384 * MiB
-COMM_PER_GPU = 128 * MiB  # NCCL + custom all-reduce buffers per GPU when tp x pp > 1 (PCIe)
+# NCCL + custom all-reduce buffers per GPU when tp x pp > 1 over PCIe, where the release
+# profiles them (its baseline precedes the process groups: VllmRow.communicators_before_baseline)
+COMM_PER_GPU = 128 * MiB
 # Over NVLink/NVSwitch (H100/H200/B200 SXM) NCCL's NVLink buffers and the all-reduce workspaces
 # vLLM sets up there take far more: the profile's non-torch increase is 0.24-0.27 GiB at TP 1
 # and 2.06-2.21 GiB at TP 2 and 4 in vLLM 0.19.0's H100 logs (llm-d-planner sweep; 1.79 ->
@@ -218,15 +220,26 @@ def non_torch_estimate(row: VllmRow) -> tuple[int, str]:
                                     "outside torch (this release counts device-wide use)")
 
 
-def comm_estimate(tp: int, pp: int, link: str = "", why: str = "") -> tuple[int, str]:
-    """Collective buffers are allocated after every row's memory baseline, so vLLM's profile
-    counts them with non-torch memory, inside the gpu_memory_utilization budget; tensor
-    parallelism over NVLink (ledger/devices.py tp_link) takes COMM_PER_GPU_NVLINK, a group over
-    PCIe, without P2P or across nodes COMM_PER_GPU."""
+def comm_estimate(tp: int, pp: int, link: str = "", why: str = "",
+                  before_baseline: bool = False) -> tuple[int, str]:
+    """Collective buffers vLLM's profile counts with non-torch memory, inside the
+    gpu_memory_utilization budget. Tensor parallelism over NVLink (ledger/devices.py tp_link)
+    takes COMM_PER_GPU_NVLINK, what the profile counted on vLLM 0.19's H100 logs, whose
+    communicators were already built before the baseline. Over PCIe, without P2P, across nodes
+    or between pipeline stages: COMM_PER_GPU where the release builds its communicators after
+    its baseline; none where it builds them before (before_baseline:
+    VllmRow.communicators_before_baseline), as those buffers then lie outside the budget and no
+    later collective is known to add device memory there (NCCL stages a group without P2P
+    through host memory: its SHM transport)."""
     if tp * pp == 1:
         return 0, "none: one GPU, no collectives"
-    size = COMM_PER_GPU_NVLINK if link == NVLINK else COMM_PER_GPU
     over = f" over {link}" + (f" ({why})" if why else "") if link else ""
+    if link != NVLINK and before_baseline:
+        return 0, (f"none inside vLLM's budget for tp={tp}, pp={pp}{over}: this release builds "
+                   "NCCL's communicators and the all-reduce buffers before its memory baseline "
+                   "(vllm/v1/worker/gpu_worker.py init_device, from v0.11.0), outside "
+                   "gpu_memory_utilization; an estimate, the log's non-torch figure replaces it")
+    size = COMM_PER_GPU_NVLINK if link == NVLINK else COMM_PER_GPU
     return size, (f"estimate for tp={tp}, pp={pp}{over}: NCCL + all-reduce buffers, inside "
                   "vLLM's budget (allocated after its baseline)")
 

@@ -64,8 +64,9 @@ class VllmRow:
     measures device-wide use; the others take their baseline after the context exists).
     graphs_logged: 'Estimated CUDA graph memory' is printed; graphs_subtracted: and taken out
     of the pool by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS), on the V1 runner.
-    Collective buffers are always inside the budget: every row takes its memory baseline
-    before init_worker_distributed_environment. sampler_bytes_per_logit: bytes the dummy
+    Collective buffers set up with the process groups are inside the budget where the row takes
+    its memory baseline before init_worker_distributed_environment (V0, and V1 to 0.10), outside
+    it from 0.11 (communicators_before_baseline). sampler_bytes_per_logit: bytes the dummy
     sampler holds per (request x vocab) element in the profile pass on PyTorch's path (V0: fp32
     logits, sort values and int64 indices, probabilities, their cumulative sum, masks, the
     inverse permutation; V1 the same less the inverse gather). sampler: the top-k/top-p path the
@@ -133,6 +134,17 @@ class VllmRow:
         later = [r for r in ROWS if r.version > self.version]
         upper = ",<" + ".".join(map(str, later[0].version)) if later else ""
         return "vllm>=" + ".".join(map(str, self.version)) + upper
+
+    @property
+    def communicators_before_baseline(self) -> bool:
+        """The V1 worker from 0.11.0 runs init_worker_distributed_environment (NCCL's
+        communicator with its warm-up all-reduce, the custom all-reduce's buffers, the shared-
+        memory broadcast) before its MemorySnapshot: 'Initialize the distributed environment
+        BEFORE taking memory snapshot. This ensures NCCL buffers are allocated before we measure
+        available memory' (vllm/v1/worker/gpu_worker.py init_device at v0.11.0, v0.19.0,
+        v0.27.1, v0.33.0). Earlier rows (V0's worker.py, V1 to v0.10.2) snapshot first, so their
+        profile counts those buffers as non-torch memory."""
+        return self.formula == "v1" and self.version >= (0, 11, 0)
 
     @property
     def context_in_budget(self) -> bool:

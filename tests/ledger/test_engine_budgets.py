@@ -218,9 +218,10 @@ def test_v1_concurrency_never_above_v0_for_full_attention(blocks, max_len):
 
 
 def test_vllm_comm_buffers_come_out_of_the_pool():
-    """Every release takes its memory baseline before init_worker_distributed_environment
-    (vllm/v1/worker/gpu_worker.py @v0.9.2 init_device), so NCCL's buffers are profiled as
-    non-torch memory, inside gpu_memory_utilization: the headroom does not move."""
+    """A collective-buffer line (here declared with --comm-buffer) is profiled as non-torch
+    memory, inside gpu_memory_utilization: the pool gives it up, the headroom does not move
+    (releases to 0.10 take their baseline before init_worker_distributed_environment:
+    vllm/v1/worker/gpu_worker.py @v0.9.2 init_device)."""
     spec = load_model("llama-3.1-8b").spec
     serve = ServeSpec(device_bytes=80 * GiB, context_tokens=8192, concurrency=1,
                       runtime_peak_bytes=GiB)
