@@ -63,3 +63,16 @@ def test_a_logged_encoder_profile_plans_vllms_default_limits():
     values, _ = logged_values(parse_vllm_log("\n".join([named, line, POOL])))
     assert values["multimodal.limit_mm_per_prompt"] != "{}"
     assert "multimodal.limit_mm_per_prompt" not in logged_values(parse_vllm_log(POOL))[0]
+
+
+def test_a_cold_compile_is_said_and_a_warm_one_is_not():
+    """The same RunPod worker's two 0.27.1 starts (tests/fixtures/vllm_logs/*_coldstartrecon):
+    the first compiles ('Compiling a graph for compile range (1, 2048)') and logs a 1.18 GiB
+    peak, the second loads the compiled graphs and logs 0.19."""
+    from pathlib import Path
+    logs = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs"
+    cold = parse_vllm_log((logs / "v0_27_qwen3_8b_rtx4090_cold_coldstartrecon.log").read_text())
+    warm = parse_vllm_log((logs / "v0_27_qwen3_8b_rtx4090_warm_coldstartrecon.log").read_text())
+    assert (cold.cold_compile, warm.cold_compile) == (True, False)
+    assert any("vllm-project/vllm#54122" in n for n in logged_values(cold)[1])
+    assert not any("compiles" in n for n in logged_values(warm)[1])
