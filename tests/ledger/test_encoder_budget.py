@@ -249,3 +249,15 @@ def test_qwen3_video_with_timestamps_never_fits_more_frames_than_the_cap(length)
     tokens = found.max_tokens_per_item
     assert tokens % 25 in (0, 12)  # soft tokens x 12.5, truncated
     assert tokens <= int(12288 * 12.5)  # at most longest_edge / 2 frames / 32^2 soft tokens
+
+
+def test_vllm_0_11_qwen3_vl_8b_at_32k_logs_the_same_video_budget():
+    """vllm-project/vllm#27992 (2025-11-03, 'Encoder cache should not be greater than max model
+    len'): `vllm serve Qwen/Qwen3-VL-8B-Instruct-FP8 --max-model-len 32768` on 0.11.0
+    (gpu_model_runner.py:3344) logs 'a budget of 153600 tokens, and profiled with 1 video items':
+    at 32,768 the frames still reach the 24,576 cap (a frame pair of 32 px is one soft token)."""
+    vision = _vision("Qwen--Qwen3-VL-8B-Instruct")
+    found = encoder_budget(vision, EncoderSpec(max_num_batched_tokens=8192, max_model_len=32768,
+                                               rows_to_budget=True, qwen3_video_timestamps=True))
+    assert (found.budget_tokens, found.items, found.modality) == (153600, 1, "video")
+    assert found.cache_bytes == 153600 * 4096 * 4 * 2  # 4.69 GiB held through the profile
