@@ -20,6 +20,7 @@ from servecap.cli.deploy import DeployFlags
 from servecap.cli.inputs import PlanFlags, plan_scenario
 from servecap.ledger.units import GiB
 from servecap.ledger.vllm_log import parse_vllm_log
+from servecap.scenario.log_flags import DEFAULT_PROFILE
 from servecap.scenario.reconciliation import predict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,13 +90,18 @@ def cases() -> list[Case]:
 def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
     """The model directory and servecap's flags for what the log's deployment stated."""
     meta, flags = case.meta, case.meta["flags"]
+    facts = parse_vllm_log(case.log.read_text())
     # the sidecar's release, else the one reconcile reads from the log (placed by its lines)
-    version = meta.get("vllm_version") or parse_vllm_log(case.log.read_text()).release
+    version = meta.get("vllm_version") or facts.release
+    # a logged encoder profile with no limit stated is vLLM's default one, as reconcile plans it
+    limits = flags.get("limit_mm_per_prompt") or (
+        DEFAULT_PROFILE if facts.encoder_budget_tokens is not None else None)
     plan = PlanFlags(device=meta["device"], context=flags.get("max_model_len"), concurrency=1,
                      kv_dtype=flags.get("kv_cache_dtype"),
                      max_num_batched_tokens=flags.get("max_num_batched_tokens"),
                      dtype=DTYPES.get(flags.get("dtype")),
-                     weight_dtype="fp8" if flags.get("quantization") == "fp8" else None)
+                     weight_dtype="fp8" if flags.get("quantization") == "fp8" else None,
+                     limit_mm_per_prompt=limits)
     deploy = DeployFlags(engine=f"vllm=={version}" if version else "vllm",
                          **{k: flags[k] for k in DEPLOY_KEYS if k in flags})
     return str(CONFIGS / meta["config"]), plan, deploy

@@ -14,6 +14,8 @@ profiled with M <modality> items of the maximum feature size'): it runs the visi
 them, keeps their outputs in the encoder cache while the decoder's dummy batch runs, then frees
 both. So the profiled peak the KV pool is sized from holds
     encoder cache  = items x max_tokens_per_item x embedding width x dtype bytes
+(vLLM 0.11.0 - 0.11.2 zero-pad each output to the whole budget first, items x budget_tokens
+rows: the release row's encoder_rows_to_budget, ledger/vllm_row.py)
 beside the decoder's runtime peak, and the encoder forward's own working set where that is
 larger than the decoder's (two lines: encoder_cache, encoder_profile). --skip-mm-profiling
 leaves both out of vLLM's budget: the lines are 0 and a note says what runtime will need."""
@@ -55,6 +57,8 @@ class EncoderSpec:
     tensor_parallel_size: int = 1
     dtype_bytes: int = 2
     image_sizes: tuple[tuple[int, int], ...] = field(default_factory=tuple)
+    rows_to_budget: bool = False  # the release pads each output to the budget (0.11.x)
+    qwen3_video_timestamps: bool = False  # the release counts Qwen3 video with timestamps
 
     def __post_init__(self) -> None:
         if self.tp_mode not in TP_MODES:
@@ -97,7 +101,8 @@ def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None
     initialized')."""
     _check_modalities(vision, enc)
     kwargs = dict(enc.processor_kwargs)
-    found = {m: max_tokens(vision, m, kwargs, enc.max_model_len, enc.limit("image") > 0)
+    found = {m: max_tokens(vision, m, kwargs, enc.max_model_len, enc.limit("image") > 0,
+                           enc.qwen3_video_timestamps)
              for m in vision.modalities if enc.limit(m) > 0}
     if not found:
         return None
@@ -108,10 +113,13 @@ def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None
     reqs = enc.max_num_seqs if enc.chunked_prefill \
         else min(enc.max_num_seqs, enc.max_num_batched_tokens // tokens)
     items = max(1, min(budget // tokens, reqs * per_prompt))
-    cache = items * tokens * vision.out_width * enc.dtype_bytes
+    rows = budget if enc.rows_to_budget else tokens
+    cache = items * rows * vision.out_width * enc.dtype_bytes
     act, act_how = activation_bytes(vision, enc, items, patches)
-    how = (f"{items} {modality} items x {tokens:,} tokens ({rule}) x {vision.out_width:,} wide "
-           f"x {enc.dtype_bytes} B; budget max(max_num_batched_tokens "
+    padded = (f" padded to the budget's {budget:,} rows (vLLM 0.11.x profile_run)"
+              if enc.rows_to_budget and budget > tokens else "")
+    how = (f"{items} {modality} items x {tokens:,} tokens ({rule}){padded} x "
+           f"{vision.out_width:,} wide x {enc.dtype_bytes} B; budget max(max_num_batched_tokens "
            f"{enc.max_num_batched_tokens:,}, {tokens:,}) = {budget:,} tokens")
     return EncoderBudget({m: v[0] for m, v in found.items()}, modality, tokens, budget, items,
                          cache, act, how + f"; encoder forward {act_how}")

@@ -6,6 +6,13 @@ compute it for the encoder budget (get_mm_max_tokens_per_item, read at v0.33.0):
   merged patches (factored into a grid no more than 200:1); Qwen3 video: the video processor's
   longest_edge // temporal_patch_size the same way (two frames, one temporal patch); Qwen2
   video: as many frames as fit max_model_len, at most 14, two frames a temporal patch.
+  vLLM 0.11.0 - 0.12.x (video_timestamps, the release row's qwen3_video_timestamps) count a
+  Qwen3 video otherwise (qwen3_vl.py get_max_video_tokens at v0.11.0 and v0.12.0): as many
+  frames of the largest image as fit max_model_len (qwen2_vl.py _get_max_video_frames, from
+  two frames; at most _MAX_FRAMES_PER_VIDEO = 24,576), resized by the video processor's
+  smart_resize to at most longest_edge pixels over all frames (transformers'
+  models/qwen3_vl/video_processing_qwen3_vl.py), and the soft tokens x 12.5 (a video token
+  becomes '<{t} seconds>', about 9.5 tokens, and three vision tokens).
 - Gemma-3 (gemma3_mm.py): mm_tokens_per_image for the image and one more set per pan-and-scan
   crop (do_pan_and_scan, pan_and_scan_max_num_crops, off by default).
 - Gemma-4 (gemma4_mm.py): max_soft_tokens (70, 140, 280, 560 or 1120; else the vision
@@ -43,6 +50,8 @@ QWEN3_MAX_PIXELS = 16_777_216  # Qwen/Qwen3-VL-8B-Instruct preprocessor_config.j
 QWEN3_VIDEO_LONGEST_EDGE = 25_165_824  # Qwen/Qwen3-VL-8B-Instruct video_preprocessor_config.json
 QWEN_MAX_ASPECT = 200  # qwen2_vl.py get_image_size_with_most_features
 QWEN2_MAX_FRAMES_PER_VIDEO = 14  # qwen2_vl.py _MAX_FRAMES_PER_VIDEO
+QWEN3_MAX_FRAMES_PER_VIDEO = 24_576  # qwen3_vl.py _MAX_FRAMES_PER_VIDEO at v0.11.0, v0.12.0
+QWEN3_TIMESTAMP_TOKENS = 12.5  # qwen3_vl.py get_max_video_tokens at v0.11.0, v0.12.0
 GEMMA3_MAX_CROPS = 4  # Gemma3ImageProcessor.pan_and_scan_max_num_crops
 GEMMA4_SOFT_TOKENS = (70, 140, 280, 560, 1120)  # gemma4_mm.py _SUPPORTED_SOFT_TOKENS
 GEMMA4_VIDEO_FRAMES = 32  # gemma4_mm.py _VIDEO_MAX_FRAMES
@@ -62,11 +71,16 @@ KWARGS = {QWEN_VL: ("max_pixels", "min_pixels", "size"),
 
 
 def max_tokens(vision: VisionSpec, modality: str, kwargs: Mapping[str, object],
-               max_model_len: int, with_image: bool = True) -> tuple[int, int, str]:
+               max_model_len: int, with_image: bool = True,
+               video_timestamps: bool = False) -> tuple[int, int, str]:
     """(embedding tokens, tower patches, how) for the largest item of one modality;
-    with_image: images are allowed too (InternVL's video dummy leaves room for one)."""
+    with_image: images are allowed too (InternVL's video dummy leaves room for one);
+    video_timestamps: a Qwen3 video as vLLM 0.11.0 - 0.12.x counts it."""
     if vision.family == INTERNVL:
         return _internvl(vision, modality, kwargs, max_model_len, with_image)
+    if video_timestamps and vision.family == QWEN_VL and vision.version >= 3 \
+            and modality == "video":
+        return _qwen3_video_timestamps(vision, kwargs, max_model_len)
     rule = {QWEN_VL: _qwen, GEMMA3: _gemma3, GEMMA4: _gemma4, MISTRAL3: _mistral3,
             LLAMA4: _llama4, GLM4V: _glm4v}[vision.family]
     return rule(vision, modality, kwargs, max_model_len)
@@ -90,6 +104,47 @@ def _qwen(vision, modality, kwargs, max_model_len):
     return video, video * merged, (f"{frames} frames (max_model_len {max_model_len:,}, at "
                                    f"most {QWEN2_MAX_FRAMES_PER_VIDEO}) x {image:,} tokens / "
                                    f"{vision.temporal_patch_size}")
+
+
+def _qwen3_video_timestamps(vision, kwargs, max_model_len):
+    """vLLM 0.11.0 - 0.12.x: the most frames whose soft tokens fit max_model_len, as tokens
+    with their timestamps (x 12.5); the tower runs the soft tokens' patches."""
+    unit = vision.patch_size * vision.merge_size
+    side = _qwen_image_side(qwen_max_pixels(vision, kwargs), unit)
+    frames = 2  # _get_max_video_frames(start_num_frames=2): stop before the first too many
+    while frames < QWEN3_MAX_FRAMES_PER_VIDEO and \
+            _qwen3_video_soft(vision, side, frames + 1) <= max_model_len:
+        frames += 1
+    soft = _qwen3_video_soft(vision, side, frames)
+    tokens = int(soft * QWEN3_TIMESTAMP_TOKENS)
+    return tokens, soft * vision.merge_size ** 2, (
+        f"{frames:,} frames of {side} px (max_model_len {max_model_len:,}, at most "
+        f"{QWEN3_MAX_FRAMES_PER_VIDEO:,}) in {QWEN3_VIDEO_LONGEST_EDGE:,} px = {soft:,} soft "
+        f"tokens x {QWEN3_TIMESTAMP_TOKENS} with timestamps")
+
+
+def _qwen_image_side(max_pixels: int, unit: int) -> int:
+    """get_image_size_with_most_features: a 9,999,999 px square through the image
+    processor's smart_resize."""
+    edge = 9_999_999
+    beta = math.sqrt(edge * edge / max_pixels)
+    return max(unit, math.floor(edge / beta / unit) * unit)
+
+
+def _qwen3_video_soft(vision, side: int, frames: int) -> int:
+    """Soft tokens of `frames` frames of side x side px: transformers' Qwen3-VL video
+    smart_resize (all frames' pixels within longest_edge, sides multiples of patch x merge),
+    then (frames padded to the temporal patch) x grid / merge^2 (qwen3_vl.py _get_vision_info)."""
+    unit = vision.patch_size * vision.merge_size
+    temporal = vision.temporal_patch_size
+    h = round(side / unit) * unit
+    t_bar = round(frames / temporal) * temporal
+    if t_bar * h * h > QWEN3_VIDEO_LONGEST_EDGE:
+        beta = math.sqrt(frames * side * side / QWEN3_VIDEO_LONGEST_EDGE)
+        h = max(unit, math.floor(side / beta / unit) * unit)
+    grid_t = max((frames + frames % temporal) // temporal, 1)
+    grid = h // vision.patch_size
+    return grid_t * grid * grid // vision.merge_size ** 2
 
 
 def qwen_max_pixels(vision: VisionSpec, kwargs) -> int:

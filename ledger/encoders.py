@@ -25,6 +25,15 @@ dtype. Two towers are read, each as vLLM v0.19.0 builds it:
   biased by multi_modal_projector_bias; Llama4MultiModalProjector linear_1 (vision_output_dim x
   text hidden, column, no bias). --mm-encoder-tp-mode weights (the default) splits the linear
   layers over tensor-parallel ranks as SIGLIP's are.
+- QWEN3_VISION: Qwen3VLForConditionalGeneration's and Qwen3VLMoeForConditionalGeneration's
+  Qwen3_VisionTransformer (vllm/model_executor/models/qwen3_vl.py, qwen2_5_vl.py
+  Qwen2_5_VisionAttention; the same modules at v0.11.0): a Conv3d patch embedding with bias
+  (channels x temporal_patch x patch^2 x hidden), num_position_embeddings learned positions,
+  per block two LayerNorms, qkv (QKVParallelLinear, bias) and proj (RowParallelLinear, bias),
+  linear_fc1 (column, bias) and linear_fc2 (row, bias); the merger and one merger per deepstack
+  level, each a LayerNorm (hidden, or hidden x merge^2 after the shuffle for the deepstack
+  ones), linear_fc1 (hidden x merge^2 square, column, bias) and linear_fc2 (to out_hidden_size,
+  row, bias). --mm-encoder-tp-mode weights splits the linear layers as SIGLIP's are.
 """
 
 from dataclasses import dataclass
@@ -32,7 +41,9 @@ from dataclasses import dataclass
 from .lines import Line
 
 SIGLIP, GEMMA4_VISION, LLAMA4_VISION = "siglip", "gemma4_vision", "llama4_vision"
+QWEN3_VISION = "qwen3_vision"
 CLASSES = {SIGLIP: "SiglipVisionModel (vllm/model_executor/models/siglip.py)",
+           QWEN3_VISION: "Qwen3_VisionTransformer (vllm/model_executor/models/qwen3_vl.py)",
            GEMMA4_VISION: "transformers' Gemma4VisionModel (AutoModel.from_config)",
            LLAMA4_VISION: "Llama4VisionModel (vllm/model_executor/models/mllama4.py)"}
 
@@ -58,6 +69,10 @@ class Encoder:
     # the adapter's layers carry biases (multi_modal_projector_bias)
     adapter: tuple[int, int, int] = (0, 0, 0)
     adapter_bias: bool = False
+    # QWEN3_VISION: spatial_merge_size, temporal_patch_size and the deepstack mergers' count
+    merge_size: int = 1
+    temporal_patch_size: int = 1
+    deepstack_levels: int = 0
 
 
 def encoder_params(enc: Encoder, tp: int = 1) -> tuple[int, int]:
@@ -77,6 +92,16 @@ def encoder_params(enc: Encoder, tp: int = 1) -> tuple[int, int]:
                  + enc.channels * enc.patch_size ** 2 * h
                  + i * p_in + b * p_in + p_in * p_out + v_out * enc.text_hidden_size)
         whole = layers * (4 * h + h + h) + h + enc.positions * h + 4 * h + b * p_out
+        return whole + -(-split // tp), split
+    if enc.kind == QWEN3_VISION:
+        wide, out, mergers = h * enc.merge_size ** 2, enc.text_hidden_size, \
+            1 + enc.deepstack_levels
+        split = (layers * (3 * h * h + 3 * h + h * h + h * i + i + i * h)
+                 + mergers * (wide * wide + wide + wide * out))
+        whole = (layers * (4 * h + h + h)
+                 + enc.channels * enc.temporal_patch_size * enc.patch_size ** 2 * h + h
+                 + enc.positions * h + 2 * h + enc.deepstack_levels * 2 * wide
+                 + mergers * out)
         return whole + -(-split // tp), split
     q, kv = enc.num_heads * enc.head_dim, enc.num_kv_heads * enc.head_dim
     per_layer = 2 * h * q + 2 * h * kv + 2 * enc.head_dim + 3 * h * i + 4 * h

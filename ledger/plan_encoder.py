@@ -2,6 +2,8 @@
 (ledger/encoder.py), the budget vLLM will log, and the note where vLLM profiles an encoder
 nobody planned. The tower's weights are ledger/encoders.py's."""
 
+from dataclasses import replace
+
 from .encoder import EncoderBudget, EncoderSpec, encoder_budget, encoder_lines, scheduled
 from .engines import VLLM, EngineSpec
 from .errors import SpecError
@@ -26,7 +28,8 @@ def encoder_plan(spec: ModelSpec, serve: ServeSpec, shard: Shard, runtime: Line,
                         "the encoder budget is modelled for Qwen2/2.5/3-VL, Qwen3.5/3.6, "
                         "Gemma-3, Gemma-4, Mistral-3 (Pixtral), Llama-4, InternVL and "
                         "GLM-4.1V/4.5V configs: this model has no vision_config servecap reads")
-    return encoder_lines(spec.vision, _scheduled(serve.encoder, serve, shard, model_bytes),
+    return encoder_lines(spec.vision, _scheduled(serve.encoder, serve, shard, model_bytes,
+                                                  engine),
                          runtime.num_bytes)
 
 
@@ -39,24 +42,31 @@ def encoder_profile(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: Eng
     if enc is None or enc.skip_profiling:
         return None
     try:
-        return encoder_budget(spec.vision, _scheduled(enc, serve, shard, model_bytes))
+        return encoder_budget(spec.vision, _scheduled(enc, serve, shard, model_bytes, engine))
     except SpecError:  # vLLM's default profile holds a modality not modelled (its note says)
         if serve.encoder is not None:
             raise
         return None
 
 
-def _scheduled(enc: EncoderSpec, serve: ServeSpec, shard: Shard, model_bytes: int) -> EncoderSpec:
-    """The encoder knobs with this rank's scheduler values."""
-    return scheduled(enc, serve.max_num_batched_tokens, serve.context_tokens,
-                     serve.max_num_seqs, shard.tensor_parallel_size, model_bytes)
+def _scheduled(enc: EncoderSpec, serve: ServeSpec, shard: Shard, model_bytes: int,
+               engine: EngineSpec) -> EncoderSpec:
+    """The encoder knobs with this rank's scheduler values and, under vLLM, the release's
+    profile rules (ledger/vllm_row.py encoder_rows_to_budget, qwen3_video_timestamps)."""
+    enc = scheduled(enc, serve.max_num_batched_tokens, serve.context_tokens,
+                    serve.max_num_seqs, shard.tensor_parallel_size, model_bytes)
+    if engine.name != VLLM:
+        return enc
+    row = engine.vllm_row
+    return replace(enc, rows_to_budget=row.encoder_rows_to_budget,
+                   qwen3_video_timestamps=row.qwen3_video_timestamps)
 
 
 def _unplanned(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,
                model_bytes: int) -> tuple[str, ...]:
     if engine.name != VLLM or spec.vision is None:
         return ()
-    enc = _scheduled(EncoderSpec(), serve, shard, model_bytes)
+    enc = _scheduled(EncoderSpec(), serve, shard, model_bytes, engine)
     zeros = spec.vision.modalities + (("audio",) if spec.vision.has_audio else ())
     modalities = ", ".join(f'"{m}": 0' for m in zeros)
     try:

@@ -111,6 +111,10 @@ FORMAT_VERSIONS = (("peak_torch_memory=", "0.6.4", "its one-line 'Memory profili
                     "V0's 'Memory profiling takes' sentence (0.6.5 - 0.10)"))
 V1_MARKS = ("Available KV cache memory", "GPU KV cache size", "EngineCore", "V1 engine",
             "To serve at least one request")
+# torch.compile compiled in this start, its cache cold (vllm/compilation/backends.py: 'for
+# general shape' / 'for shape' to 0.10, 'for dynamic shape' 0.11, 'for compile range' from 0.19);
+# a warm start prints 'Directly load the compiled graph(s)' or 'Directly load AOT compilation'
+COLD_COMPILE = "Compiling a graph for "
 # --enforce-eager as the engine's config line, the non-default args or the command show it
 EAGER = r"enforce_eager=True|'enforce_eager': True|--enforce-eager\b"
 STAGE = re.compile(r"Worker_PP(\d+)")
@@ -177,6 +181,7 @@ class LogFacts:
     env: tuple[tuple[str, str], ...] = ()
     allreduce_off: str | None = None
     enforce_eager: bool = False
+    cold_compile: bool = False  # torch.compile compiled in the profiled start
     lines: tuple[LineRead, ...] = field(default_factory=tuple)
 
     @property
@@ -235,7 +240,7 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
     return LogFacts(
         release=release.version, release_basis=release.basis, args=logged_args(plain),
         env=logged_env(plain), allreduce_off=allreduce_off(plain),
-        enforce_eager=bool(re.search(EAGER, body)),
+        enforce_eager=bool(re.search(EAGER, body)), cold_compile=COLD_COMPILE in body,
         engine_version="v1" if any(mark in body for mark in V1_MARKS) else "v0",
         failure=next((why for mark, why in FAILURES if mark in body), None),
         connectors=tuple(c for c in CONNECTORS if c in body and not any(

@@ -91,7 +91,17 @@ class VllmRow:
     x hidden) through the sampler pass (from 0.9.2: _dummy_run returns them with the gather;
     before, only the gather); sampler_input_copies: the (requests x hidden) tensors the
     sampler pass holds, the gather hidden_states[logit_indices] and, from 0.9.0,
-    _dummy_sampler_run's torch.rand_like of it."""
+    _dummy_sampler_run's torch.rand_like of it.
+
+    encoder_rows_to_budget: profile_run zero-pads each dummy encoder output to the whole encoder
+    budget (output.new_zeros((encoder_budget, hidden)) in vllm/v1/worker/gpu_model_runner.py at
+    v0.11.0, v0.11.1, v0.11.2), so the cache it holds through the decoder's profile is items x
+    budget rows; at v0.12.0 it pads to the largest item's tokens (max_mm_tokens_per_item), and
+    from v0.13.0 (and before v0.11.0) it holds the outputs as they are.
+    qwen3_video_timestamps: Qwen3-VL's largest video counts the frames that fit max_model_len
+    (at most 24,576) and its soft tokens x 12.5, one video token becoming '<{t} seconds>' and
+    three vision tokens (vllm/model_executor/models/qwen3_vl.py get_max_video_tokens at v0.11.0
+    and v0.12.0; from v0.13.0 the soft tokens alone)."""
 
     version: tuple[int, ...]
     tag: str
@@ -120,6 +130,8 @@ class VllmRow:
     startup_plan: bool = False
     profile_keeps_hidden: bool = True
     sampler_input_copies: int = 2
+    encoder_rows_to_budget: bool = False
+    qwen3_video_timestamps: bool = False
 
     @property
     def pin(self) -> str:

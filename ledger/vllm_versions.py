@@ -28,6 +28,11 @@ from .vllm_row import (  # noqa: F401  (the names every floor imports from here)
 
 V0_WORKER = "vllm/worker/worker.py (determine_num_available_blocks)"
 V1_WORKER = "vllm/v1/worker/gpu_worker.py (determine_available_memory)"
+ENCODER_PADDED = ("vllm/v1/worker/gpu_model_runner.py profile_run: each dummy encoder output "
+                  "zero-padded to encoder_budget rows (output.new_zeros), held through the "
+                  "decoder's profile")
+QWEN3_VIDEO = ("vllm/model_executor/models/qwen3_vl.py get_max_video_tokens: the frames that "
+               "fit max_model_len x 12.5 tokens a video token")
 NO_MLA = ("no MLA: vllm/model_executor/models/deepseek_v2.py DeepseekV2Attention caches "
           "Attention(num_local_heads, qk_head_dim, num_kv_heads=num_local_heads) with V padded "
           "to qk_head_dim; vllm/worker/cache_engine.py get_cache_block_size K + V per head")
@@ -63,10 +68,17 @@ ROWS: tuple[VllmRow, ...] = (
             "_dummy_sampler_run, which samples from torch.rand_like of the gather",
             block_sizes=BLOCKS_V09),
     VllmRow((0, 11, 0), "v0.11.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
-            f"{V1_WORKER}; V0 removed (vllm/worker/ gone)"),
+            f"{V1_WORKER}; V0 removed (vllm/worker/ gone); {ENCODER_PADDED}; {QWEN3_VIDEO}",
+            encoder_rows_to_budget=True, qwen3_video_timestamps=True),
     VllmRow((0, 11, 2), "v0.11.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}; vllm/v1/sample/ops/topk_topp_sampler.py: FlashInfer sampling only with "
-            "VLLM_USE_FLASHINFER_SAMPLER=1 ('Users must opt in explicitly'), else PyTorch's sort"),
+            "VLLM_USE_FLASHINFER_SAMPLER=1 ('Users must opt in explicitly'), else PyTorch's "
+            f"sort; {ENCODER_PADDED}; {QWEN3_VIDEO}",
+            encoder_rows_to_budget=True, qwen3_video_timestamps=True),
+    VllmRow((0, 12, 0), "v0.12.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+            f"{V1_WORKER}; vllm/v1/worker/gpu_model_runner.py profile_run pads each dummy "
+            "encoder output to max_mm_tokens_per_item, no longer to the encoder budget; "
+            f"{QWEN3_VIDEO}", qwen3_video_timestamps=True),
     VllmRow((0, 13, 0), "v0.13.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}; vllm/v1/worker/workspace.py WorkspaceManager: fused_moe/"
             "modular_kernel.py takes its workspaces from it, kept once allocated",

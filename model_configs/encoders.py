@@ -1,22 +1,36 @@
 """The vision tower of a multimodal config.json, read as vLLM builds it (ledger/encoders.py):
 Gemma3ForConditionalGeneration's SigLIP tower, Gemma4ForConditionalGeneration's Gemma-4
-vision tower and Llama4ForConditionalGeneration's Llama-4 tower. Fields a Gemma vision_config
-leaves out take transformers' config defaults, and the note says which; a Llama-4
-vision_config must state every field it is counted from; any other wrapper or tower is not read
-(its note says its weights are not counted)."""
+vision tower, Llama4ForConditionalGeneration's Llama-4 tower and Qwen3-VL's (dense and MoE)
+tower with its deepstack mergers. Fields a Gemma vision_config leaves out take transformers'
+config defaults, and the note says which; a Llama-4 or Qwen3-VL vision_config must state every
+field it is counted from; any other wrapper or tower is not read (its note says its weights are
+not counted)."""
 
-from servecap.ledger.encoders import GEMMA4_VISION, LLAMA4_VISION, SIGLIP, Encoder, encoder_params
+from servecap.ledger.encoders import (
+    GEMMA4_VISION,
+    LLAMA4_VISION,
+    QWEN3_VISION,
+    SIGLIP,
+    Encoder,
+    encoder_params,
+)
 
 from .vision_fields import wrapper_arch
 
 # wrapper architecture -> (the vision_config model_type it builds, the tower it is read as)
 TOWERS = {"Gemma3ForConditionalGeneration": ("siglip_vision_model", SIGLIP),
           "Gemma4ForConditionalGeneration": ("gemma4_vision", GEMMA4_VISION),
-          "Llama4ForConditionalGeneration": ("llama4_vision_model", LLAMA4_VISION)}
+          "Llama4ForConditionalGeneration": ("llama4_vision_model", LLAMA4_VISION),
+          "Qwen3VLForConditionalGeneration": ("qwen3_vl", QWEN3_VISION),
+          "Qwen3VLMoeForConditionalGeneration": ("qwen3_vl_moe", QWEN3_VISION)}
 # Llama4VisionConfig fields the tower is counted from; a config without one is not read
 LLAMA4_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                  "num_channels", "image_size", "patch_size", "projector_input_dim",
                  "projector_output_dim", "vision_output_dim")
+# Qwen3VLVisionConfig fields the tower is counted from; a config without one is not read
+QWEN3_FIELDS = ("hidden_size", "intermediate_size", "depth", "num_heads", "in_channels",
+                "patch_size", "temporal_patch_size", "spatial_merge_size",
+                "num_position_embeddings", "out_hidden_size")
 # transformers' SiglipVisionConfig and Gemma4VisionConfig defaults for what a config omits
 SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
                    "num_attention_heads": 12, "num_channels": 3, "image_size": 224,
@@ -36,6 +50,8 @@ def read_encoder(data: dict) -> tuple[Encoder | None, str]:
         return None, ""
     if kind == LLAMA4_VISION:
         return _llama4(arch, vision, text)
+    if kind == QWEN3_VISION:
+        return _qwen3(arch, vision)
     defaults = SIGLIP_DEFAULTS if kind == SIGLIP else GEMMA4_DEFAULTS
     filled = sorted(k for k in defaults if vision.get(k) is None)
     v = {**defaults, **{k: x for k, x in vision.items() if x is not None}}
@@ -69,3 +85,20 @@ def _llama4(arch: str, vision: dict, text: dict) -> tuple[Encoder | None, str]:
     params = encoder_params(enc)[0]
     return enc, (f"vision_config read as {arch}'s {LLAMA4_VISION} tower: {params:,} parameters "
                  "with its adapter and projector, counted for vLLM (the encoder weights line)")
+
+
+def _qwen3(arch: str, vision: dict) -> tuple[Encoder | None, str]:
+    levels = vision.get("deepstack_visual_indexes", [])
+    if any(not isinstance(vision.get(k), int) for k in QWEN3_FIELDS) or \
+            not isinstance(levels, list):
+        return None, ""
+    v, heads = vision, vision["num_heads"]
+    enc = Encoder(QWEN3_VISION, v["hidden_size"], v["intermediate_size"], v["depth"], heads,
+                  heads, v["hidden_size"] // heads, v["patch_size"], v["in_channels"],
+                  v["num_position_embeddings"], v["out_hidden_size"],
+                  merge_size=v["spatial_merge_size"], temporal_patch_size=v["temporal_patch_size"],
+                  deepstack_levels=len(levels))
+    params = encoder_params(enc)[0]
+    return enc, (f"vision_config read as {arch}'s {QWEN3_VISION} tower: {params:,} parameters "
+                 f"with its merger and {len(levels)} deepstack mergers, counted for vLLM (the "
+                 "encoder weights line)")

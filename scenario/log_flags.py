@@ -17,6 +17,9 @@ NOT_FLAGS = frozenset({"model_tag", "model", "served_model_name", "tokenizer"})
 # A release's rules read these settings (vllm/envs.py); others are listed as read, unmodelled.
 ENV_READ = frozenset({"VLLM_USE_FLASHINFER_SAMPLER", "VLLM_MXFP4_USE_MARLIN",
                       "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "VLLM_USE_V1"})
+# --limit-mm-per-prompt naming no modality: vLLM's default limit for each (999), so the plan
+# holds the encoder profile a log's 'Encoder cache will be initialized' line shows was run
+DEFAULT_PROFILE = "{}"
 ENV_MEMORY = frozenset({"VLLM_MLA_DISABLE", "VLLM_FUSED_MOE_CHUNK_SIZE",
                         "VLLM_CPU_KVCACHE_SPACE", "VLLM_ATTENTION_BACKEND"})
 
@@ -41,6 +44,17 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
                      "collectives planned as over PCIe")
     notes += [f"the log sets {name}={value}: not modelled" for name, value in facts.env
               if name in ENV_MEMORY]
+    if facts.cold_compile:
+        notes.append("the log compiles torch.compile's graphs cold ('Compiling a graph for'): "
+                     "vLLM's profile charges the compile's and Inductor's benchmarking peak as "
+                     "activation (vllm-project/vllm#54122), which no rule sizes; the pool can be "
+                     "smaller than planned, and a warm restart's is the one the plan predicts")
+    if facts.encoder_budget_tokens is not None and \
+            not any(path.startswith("multimodal.") for path in values):
+        values["multimodal.limit_mm_per_prompt"] = DEFAULT_PROFILE
+        notes.append("the log's 'Encoder cache will be initialized' line: vLLM profiled the "
+                     "vision encoder with its default limits (999 items a modality), planned "
+                     f"as --limit-mm-per-prompt '{DEFAULT_PROFILE}'")
     return values, tuple(notes)
 
 

@@ -207,3 +207,57 @@ def test_internvl_kwargs_are_checked_even_with_dynamic_tiles_off():
     assert "dynamic_image_size" in str(error.value)
     with pytest.raises(SpecError):
         encoder_budget(vision, EncoderSpec(processor_kwargs=(("min_dynamic_patch", 13),)))
+
+
+def test_vllm_0_11_profiles_qwen3_video_with_timestamps_and_pads_to_the_budget():
+    """v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed (vLLM 0.11.0, max_model_len 65,536, 2,048 batched
+    tokens) logs 'a budget of 153600 tokens, and profiled with 1 video items': 24,576 frames
+    (the cap) of 32 px after the video smart_resize are 12,288 soft tokens, x 12.5 with their
+    timestamps (qwen3_vl.py get_max_video_tokens at v0.11.0); profile_run pads the output to
+    the budget (gpu_model_runner.py at v0.11.0), so the cache is 153,600 rows x 2,048 x 4."""
+    vision = _vision("Qwen--Qwen3-VL-30B-A3B-Instruct")
+    budget, items, modality = _logged("../vllm_logs/v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed.log")
+    enc = EncoderSpec(max_num_batched_tokens=2048, max_model_len=65536,
+                      rows_to_budget=True, qwen3_video_timestamps=True)
+    found = encoder_budget(vision, enc)
+    assert (found.budget_tokens, found.items, found.modality) == (budget, items, modality)
+    assert found.max_tokens_by_modality == {"image": 16384, "video": 153600}
+    assert found.cache_bytes == 153600 * 2048 * 4 * 2
+    # the same knobs under the v0.33.0 rule: a 16,384-token image, held as it is
+    newest = encoder_budget(vision, EncoderSpec(max_num_batched_tokens=2048, max_model_len=65536))
+    assert (newest.modality, newest.cache_bytes) == ("image", 16384 * 2048 * 4 * 2)
+
+
+def test_vllm_0_11_pads_every_profiled_item_to_the_whole_budget():
+    """0.11.x pads each of the items to encoder_budget rows (output.new_zeros((encoder_budget,
+    hidden))); 0.12.0 pads to the largest item (the rule before and after: the item itself)."""
+    vision = _vision("Qwen--Qwen3-VL-8B-Instruct")
+    kwargs = (("max_pixels", 1024 * 32 * 32),)  # 1,024-token images
+    plain = encoder_budget(vision, EncoderSpec(max_num_batched_tokens=8192,
+                                               processor_kwargs=kwargs, limits=(("video", 0),)))
+    padded = encoder_budget(vision, EncoderSpec(max_num_batched_tokens=8192, rows_to_budget=True,
+                                                processor_kwargs=kwargs, limits=(("video", 0),)))
+    assert (plain.items, plain.max_tokens_per_item, plain.budget_tokens) == (8, 1024, 8192)
+    assert padded.cache_bytes == plain.cache_bytes * 8 == 8 * 8192 * vision.out_width * 2
+
+
+@given(st.integers(min_value=1, max_value=300_000))
+def test_qwen3_video_with_timestamps_never_fits_more_frames_than_the_cap(length):
+    vision = _vision("Qwen--Qwen3-VL-8B-Instruct")
+    found = encoder_budget(vision, EncoderSpec(max_model_len=length, limits=(("image", 0),),
+                                               qwen3_video_timestamps=True))
+    tokens = found.max_tokens_per_item
+    assert tokens % 25 in (0, 12)  # soft tokens x 12.5, truncated
+    assert tokens <= int(12288 * 12.5)  # at most longest_edge / 2 frames / 32^2 soft tokens
+
+
+def test_vllm_0_11_qwen3_vl_8b_at_32k_logs_the_same_video_budget():
+    """vllm-project/vllm#27992 (2025-11-03, 'Encoder cache should not be greater than max model
+    len'): `vllm serve Qwen/Qwen3-VL-8B-Instruct-FP8 --max-model-len 32768` on 0.11.0
+    (gpu_model_runner.py:3344) logs 'a budget of 153600 tokens, and profiled with 1 video items':
+    at 32,768 the frames still reach the 24,576 cap (a frame pair of 32 px is one soft token)."""
+    vision = _vision("Qwen--Qwen3-VL-8B-Instruct")
+    found = encoder_budget(vision, EncoderSpec(max_num_batched_tokens=8192, max_model_len=32768,
+                                               rows_to_budget=True, qwen3_video_timestamps=True))
+    assert (found.budget_tokens, found.items, found.modality) == (153600, 1, "video")
+    assert found.cache_bytes == 153600 * 4096 * 4 * 2  # 4.69 GiB held through the profile

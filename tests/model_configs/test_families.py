@@ -109,9 +109,11 @@ def test_qwen3_vl_moe_text_plans_as_the_qwen3_moe_it_is(tmp_path: Path) -> None:
             "architectures": ["Qwen3MoeForCausalLM"], "tie_word_embeddings": False}
     plain = load_model(write(tmp_path, text)).spec
     same = {"name": "", "source": "", "notes": (), "architecture": "",  # what says where from
-            "vision": None}  # the vision tower, read apart for the encoder budget
+            "vision": None,  # the vision tower, read apart for the encoder budget
+            "encoder": None}  # and for its weights
     assert replace(vl, **same) == replace(plain, **same)
     assert vl.vision.family == "qwen_vl" and plain.vision is None
+    assert vl.encoder.kind == "qwen3_vision" and plain.encoder is None
 
 
 def test_v_head_dim_on_a_class_that_builds_v_at_head_dim_is_refused(tmp_path: Path) -> None:

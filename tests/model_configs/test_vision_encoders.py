@@ -106,3 +106,27 @@ def test_llama4_tower_has_transformers_parameter_count_and_closes_the_logged_wei
     assert encoder_params(enc)[0] == params == 871_932_416
     assert f"{params:,} parameters" in note
     assert encoder_params(enc, 4)[0] == 218_813_120
+
+
+@pytest.mark.parametrize(("name", "module", "cls", "count"), [
+    ("Qwen--Qwen3-VL-8B-Instruct", "qwen3_vl", "Qwen3VLVisionModel", 576_388_336),
+    ("Qwen--Qwen3-VL-30B-A3B-Instruct", "qwen3_vl_moe", "Qwen3VLMoeVisionModel", 538_631_408)])
+def test_qwen3_vl_tower_has_transformers_parameter_count(name, module, cls, count):
+    """transformers' Qwen3-VL vision model (patch embedding, positions, blocks, the merger and
+    the deepstack mergers) from the fixture's vision_config on the meta device, against the count
+    vLLM's qwen3_vl.py modules hold; at TP 4 the linear layers split: 138,145,052 params a rank
+    of the 30B-A3B, the weights the 0.11.0 TP 4 log loads beyond the language model
+    (tests/fixtures/vllm_logs/v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed.log) but 0.22 GiB."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import importlib
+    enc, note = read_encoder(_config(name))
+    config = transformers.AutoConfig.from_pretrained(CONFIGS / name)
+    modeling = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
+    with torch.device("meta"):
+        tower = getattr(modeling, cls)._from_config(config.vision_config)
+    params = sum(p.numel() for p in tower.parameters())
+    assert encoder_params(enc)[0] == params == count
+    assert f"{params:,} parameters" in note
+    if "30B" in name:
+        assert encoder_params(enc, 4)[0] == 138_145_052

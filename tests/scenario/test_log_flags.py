@@ -46,3 +46,33 @@ def test_sampler_and_graph_settings_follow_the_release():
                                                              row("0.21.0"))
     on = parse_vllm_log("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 vllm serve m\n" + POOL)
     assert env_graphs(on, row("0.18.1")) and not env_graphs(on, row("0.17.1"))  # not logged
+
+
+def test_a_logged_encoder_profile_plans_vllms_default_limits():
+    """vLLM 0.11.0's line from v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed: the encoder was profiled
+    with the defaults (no --limit-mm-per-prompt among the non-default args), so the plan holds
+    that profile; a log that names a limit keeps its own."""
+    line = ("(Worker_TP0 pid=41699) INFO 10-06 15:57:18 [gpu_model_runner.py:3344] Encoder cache "
+            "will be initialized with a budget of 153600 tokens, and profiled with 1 video items "
+            "of the maximum feature size.")
+    values, notes = logged_values(parse_vllm_log("\n".join([line, POOL])))
+    assert values["multimodal.limit_mm_per_prompt"] == "{}"
+    assert any("Encoder cache will be initialized" in n for n in notes)
+    named = NON_DEFAULT.replace("'enforce_eager': True}",
+                                "'enforce_eager': True, 'limit_mm_per_prompt': {'image': 2}}")
+    values, _ = logged_values(parse_vllm_log("\n".join([named, line, POOL])))
+    assert values["multimodal.limit_mm_per_prompt"] != "{}"
+    assert "multimodal.limit_mm_per_prompt" not in logged_values(parse_vllm_log(POOL))[0]
+
+
+def test_a_cold_compile_is_said_and_a_warm_one_is_not():
+    """The same RunPod worker's two 0.27.1 starts (tests/fixtures/vllm_logs/*_coldstartrecon):
+    the first compiles ('Compiling a graph for compile range (1, 2048)') and logs a 1.18 GiB
+    peak, the second loads the compiled graphs and logs 0.19."""
+    from pathlib import Path
+    logs = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs"
+    cold = parse_vllm_log((logs / "v0_27_qwen3_8b_rtx4090_cold_coldstartrecon.log").read_text())
+    warm = parse_vllm_log((logs / "v0_27_qwen3_8b_rtx4090_warm_coldstartrecon.log").read_text())
+    assert (cold.cold_compile, warm.cold_compile) == (True, False)
+    assert any("vllm-project/vllm#54122" in n for n in logged_values(cold)[1])
+    assert not any("compiles" in n for n in logged_values(warm)[1])
