@@ -37,6 +37,11 @@ from .vision import GLM4V, INTERNVL, LLAMA4, MISTRAL3, QWEN_VL, VisionSpec
 
 DEFAULT_LIMIT = 999  # MultiModalConfig.get_limit_per_prompt: an unspecified modality
 TP_MODES = ("weights", "data")  # --mm-encoder-tp-mode
+# --mm-encoder-tp-mode data takes effect only where the model class sets
+# supports_encoder_tp_data (qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py, which qwen3_5.py's classes
+# extend, internvl.py, glm4_1v.py, mllama4.py at v0.19.0); for any other vLLM warns and falls
+# back to weights (vllm/config/model.py ModelConfig.__post_init__ at v0.19.0)
+DATA_MODE_FAMILIES = frozenset({QWEN_VL, INTERNVL, GLM4V, LLAMA4})
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,12 @@ class EncoderSpec:
     def limit(self, modality: str) -> int:
         return dict(self.limits).get(modality, DEFAULT_LIMIT)
 
+    def data_parallel(self, vision: VisionSpec | None) -> bool:
+        """The tower runs whole on every rank, each on its share of the items: data mode asked
+        for, and a model class that supports it."""
+        return (self.tp_mode == "data" and vision is not None
+                and vision.family in DATA_MODE_FAMILIES)
+
 
 @dataclass(frozen=True)
 class EncoderBudget:
@@ -100,6 +111,8 @@ def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None
     """None when every modality is limited to 0 (vLLM: 'Encoder cache will not be
     initialized')."""
     _check_modalities(vision, enc)
+    if enc.tp_mode == "data" and not enc.data_parallel(vision):  # vLLM's fallback
+        enc = replace(enc, tp_mode="weights")
     kwargs = dict(enc.processor_kwargs)
     found = {m: max_tokens(vision, m, kwargs, enc.max_model_len, enc.limit("image") > 0,
                            enc.qwen3_video_timestamps)
@@ -150,6 +163,11 @@ def encoder_lines(vision: VisionSpec | None, enc: EncoderSpec | None,
     """(the encoder_cache and encoder_profile lines, notes); nothing for a text-only plan."""
     if enc is None or vision is None:
         return (), ()
+    fallback = []
+    if enc.tp_mode == "data" and not enc.data_parallel(vision):
+        fallback = [f"--mm-encoder-tp-mode data: {vision.architecture} does not support it, so "
+                    "vLLM falls back to weights (it warns 'This model does not support "
+                    "`--mm-encoder-tp-mode data`'): the tower is split over the ranks"]
     found = encoder_budget(vision, enc)
     if found is None:
         return (), ("every modality is limited to 0 (--limit-mm-per-prompt): vLLM initializes "
@@ -159,7 +177,7 @@ def encoder_lines(vision: VisionSpec | None, enc: EncoderSpec | None,
              f"items of the maximum feature size",
              "the encoder's activation peak is an estimate (patches x layer widths); "
              "`servecap reconcile` with the startup log checks the pool it leaves"]
-    notes += _image_notes(vision, enc, found)
+    notes += _image_notes(vision, enc, found) + fallback
     extra = max(0, found.activation_bytes - runtime_peak)
     if enc.skip_profiling:
         notes.append(f"--skip-mm-profiling: vLLM reserves neither the encoder cache "

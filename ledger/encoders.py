@@ -111,10 +111,13 @@ def encoder_params(enc: Encoder, tp: int = 1) -> tuple[int, int]:
     return whole, 0
 
 
-def encoder_line(enc: Encoder, tp: int, bits: int) -> Line:
-    """The encoder weights line: the tower and projector on one rank in the model dtype."""
+def encoder_line(enc: Encoder, tp: int, bits: int, data_parallel: bool = False) -> Line:
+    """The encoder weights line: the tower and projector on one rank in the model dtype (tp 1
+    with data_parallel: --mm-encoder-tp-mode data keeps the tower whole on every rank)."""
     params, split = encoder_params(enc, tp)
     shared = f", its {split:,} linear parameters split over tp={tp}" if tp > 1 and split else ""
+    if data_parallel:
+        shared = ", whole on every rank (--mm-encoder-tp-mode data: replicated linear layers)"
     return Line("encoder_weights", "vision encoder weights", params * bits // 8,
                 f"vLLM loads {CLASSES[enc.kind]} and its projector: {params:,} params on this "
                 f"rank x {bits} bits{shared} (vllm/model_executor/models at v0.19.0)")

@@ -324,7 +324,10 @@ def _tower(spec: ModelSpec, serve: ServeSpec, engine: EngineSpec, overrides: Ove
     hold the tower's tensors)."""
     if engine.name != VLLM or overrides.weights is not None or spec.encoder is None:
         return ()
-    return (encoder_line(spec.encoder, shard.tensor_parallel_size, _model_bits(serve)),)
+    whole = shard.tensor_parallel_size > 1 and serve.encoder is not None and \
+        serve.encoder.data_parallel(spec.vision)
+    return (encoder_line(spec.encoder, 1 if whole else shard.tensor_parallel_size,
+                         _model_bits(serve), whole),)
 
 
 def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,

@@ -150,3 +150,31 @@ def test_llama4_and_internvl_plan_their_encoder_cache(run):
     sizes = _plan(run, internvl, *base, "--limit-mm-per-prompt", '{"image": 2, "video": 0}',
                   "--image-size", "896x448")
     assert any("a 896x448 image is 768 tokens" in n for n in sizes["notes"])
+
+
+def _encoder_weights(plan: dict) -> int:
+    return next(item["bytes"] for item in plan["lines"] if item["key"] == "encoder_weights")
+
+
+def test_data_mode_keeps_a_supporting_tower_whole_on_every_rank(run):
+    """mllama4.py sets supports_encoder_tp_data: with --mm-encoder-tp-mode data its linear
+    layers are replicated, so each of 2 ranks holds the tower the single GPU does."""
+    scout = str(CONFIGS / "meta-llama--Llama-4-Scout-17B-16E-Instruct" / "config.json")
+    line = ("--device", "h200-141gb", "--json", "--", "vllm", "serve", scout,
+            "--max-model-len", "16384", "--limit-mm-per-prompt", '{"image": 1}')
+    one = _encoder_weights(_plan(run, *line))
+    split = _encoder_weights(_plan(run, *line, "-tp", "2"))
+    data = _encoder_weights(_plan(run, *line, "-tp", "2", "--mm-encoder-tp-mode", "data"))
+    assert data == one > split
+
+
+def test_data_mode_on_a_model_without_it_falls_back_to_weights_and_says_so(run):
+    """gemma3_mm.py does not support it: vLLM warns and splits the tower as in weights mode."""
+    gemma = str(CONFIGS / "google--gemma-3-27b-it" / "config.json")
+    line = ("--device", "h100-80gb", "--json", "--", "vllm", "serve", gemma, "-tp", "2",
+            "--max-model-len", "16384", "--limit-mm-per-prompt", '{"image": 1}')
+    weights = _plan(run, *line)
+    data = _plan(run, *line, "--mm-encoder-tp-mode", "data")
+    assert _encoder_weights(data) == _encoder_weights(weights)
+    assert data["encoder_cache_bytes"] == weights["encoder_cache_bytes"]
+    assert any("does not support it, so vLLM falls back to weights" in n for n in data["notes"])
