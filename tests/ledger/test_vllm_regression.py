@@ -262,4 +262,5 @@ def test_vllm_0_11s_logged_encoder_profile_is_planned_as_logged():
     assert plan.line("encoder_weights") == 138_145_052 * 2  # the tower on one of 4 ranks
     weights_gap = 14.7708 - (plan.line("weights") + plan.line("rotary_cache")
                              + plan.line("encoder_weights")) / 2**30
-    assert abs(pool_gap - weights_gap) < 0.11  # what the weights leave: 0.10 GiB
+    comm = 128 * 2**20 / 2**30  # the collective buffers 0.11.0 builds before its baseline
+    assert abs(pool_gap - weights_gap - comm) < 0.11  # what the weights leave: 0.10 GiB
