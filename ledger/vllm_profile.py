@@ -34,11 +34,14 @@ NON_TORCH_WITH_CONTEXT = 384 * MiB
 # NCCL + custom all-reduce buffers per GPU when tp x pp > 1 over PCIe, where the release
 # profiles them (its baseline precedes the process groups: VllmRow.communicators_before_baseline)
 COMM_PER_GPU = 128 * MiB
-# Over NVLink/NVSwitch (H100/H200/B200 SXM) NCCL's NVLink buffers and the all-reduce workspaces
-# vLLM sets up there take far more: the profile's non-torch increase is 0.24-0.27 GiB at TP 1
-# and 2.06-2.21 GiB at TP 2 and 4 in vLLM 0.19.0's H100 logs (llm-d-planner sweep; 1.79 ->
-# 3.58 GiB from TP 1 to 2 in vllm PR 10511's H100 log), against 0.30 GiB at TP 2 over PCIe
-# (vllm issue 15815, 2x L40S). An estimate; the log's figure replaces it in reconcile.
+# Over NVLink/NVSwitch (H100/H200/B200 SXM) a communicator takes far more: the profile's
+# non-torch increase is 0.24-0.27 GiB at TP 1 and 2.06-2.21 GiB at TP 2 and 4 in vLLM 0.19.0's
+# H100 logs (llm-d-planner sweep; 1.79 -> 3.58 GiB from TP 1 to 2 in vllm PR 10511's H100 log),
+# against 0.30 GiB at TP 2 over PCIe (vllm issue 15815, 2x L40S). After 0.11's snapshot that
+# increase is torch's own communicator, which 0.11-0.25 form lazily at the profile's logits
+# all-gather on the device group, with the connections NCCL makes at a collective's first use
+# (NCCL_RUNTIME_CONNECT, on from NCCL 2.22): docs/reconcile.md, "What the collectives hold after
+# the baseline" (bench/comm_logs.py). An estimate; the log's figure replaces it in reconcile.
 COMM_PER_GPU_NVLINK = 1_856 * MiB
 GRAPH_OVERHEAD = 6 * MiB  # per captured graph beyond the first (LMCache issue 3430's 0.52 GiB)
 FUSED_MOE_CHUNK = 32_768  # fused_moe processes at most this many tokens at once
@@ -225,7 +228,9 @@ def comm_estimate(tp: int, pp: int, link: str = "", why: str = "",
     """Collective buffers vLLM's profile counts with non-torch memory, inside the
     gpu_memory_utilization budget. Tensor parallelism over NVLink (ledger/devices.py tp_link)
     takes COMM_PER_GPU_NVLINK, what the profile counted on vLLM 0.19's H100 logs, whose
-    communicators were already built before the baseline. Over PCIe, without P2P, across nodes
+    communicators were already built before the baseline (the profile builds torch's own, for
+    the logits all-gather, up to 0.25; from 0.26 that goes through PyNccl and the term is an
+    overestimate no log sizes). Over PCIe, without P2P, across nodes
     or between pipeline stages: COMM_PER_GPU where the release builds its communicators after
     its baseline; none where it builds them before (before_baseline:
     VllmRow.communicators_before_baseline), as those buffers then lie outside the budget and no
