@@ -208,6 +208,7 @@ def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
             "--engine", deploy.engine, "--json", "-tp", str(deploy.tensor_parallel_size)]
     for flag, value in (("--max-model-len", plan_flags.context),
                         ("--kv-cache-dtype", plan_flags.kv_dtype),
+                        ("--weight-dtype", plan_flags.weight_dtype),
                         ("--max-num-batched-tokens", plan_flags.max_num_batched_tokens),
                         ("--gpu-memory-utilization", deploy.gpu_memory_utilization),
                         ("--max-num-seqs", deploy.max_num_seqs),
