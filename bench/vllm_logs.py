@@ -100,7 +100,10 @@ def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
                      kv_dtype=flags.get("kv_cache_dtype"),
                      max_num_batched_tokens=flags.get("max_num_batched_tokens"),
                      dtype=DTYPES.get(flags.get("dtype")),
-                     weight_dtype="fp8" if flags.get("quantization") == "fp8" else None,
+                     # a quantized checkpoint planned from its base model's config names its
+                     # weight storage (the sidecar's weight_dtype, or --quantization fp8)
+                     weight_dtype=meta.get("weight_dtype")
+                     or ("fp8" if flags.get("quantization") == "fp8" else None),
                      limit_mm_per_prompt=limits)
     deploy = DeployFlags(engine=f"vllm=={version}" if version else "vllm",
                          **{k: flags[k] for k in DEPLOY_KEYS if k in flags})

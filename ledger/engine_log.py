@@ -60,7 +60,7 @@ PATTERNS: dict[str, dict[str, tuple[str, ...]]] = {
 TEXT = {SGLANG: {"model": (r"model_path='([^']+)'", r"--model-path (\S+)"),
                  "kv_cache_dtype": (r"Using KV cache dtype: torch\.(\w+)",
                                     r"kv_cache_dtype='(\w+)'")},
-        TRTLLM: {"model": (r"--model-path (\S+)", r"trtllm-serve (?:serve )?(\S+)"),
+        TRTLLM: {"model": (r"--model-path (\S+)", r"trtllm-serve (?:serve )?(?!for )(\S+)"),
                  "kv_cache_dtype": (r"kv_cache_dtype['\"]?[=:] ?['\"]?(\w+)",)}}
 INTEGERS = {"kv_tokens", "tensor_parallel_size", "context_len", "tokens_per_block", "engine_mib",
             "max_tokens", "max_total_tokens", "nnodes"}
@@ -110,13 +110,19 @@ class EngineLogFacts:
 
 
 def parse_engine_log(text: str, engine: str, source: str = "log") -> EngineLogFacts:
-    """The first occurrence of each figure; fails when no pool or token line is found."""
+    """The first occurrence of each figure (TensorRT-LLM's pool and tokens: the first after its
+    profile line, FINAL_PASS); fails when no pool or token line is found."""
     if engine not in PATTERNS:
         raise SpecError("--engine", engine, f"{SGLANG} or {TRTLLM} (vLLM logs: --engine vllm)")
     numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1)
                 if not line.lstrip().startswith("#")]
     body = "\n".join(line for _, line in numbered)
     found = {name: _value(name, body, patterns) for name, patterns in PATTERNS[engine].items()}
+    final = _final_pass(body) if engine == TRTLLM else None
+    if final is not None:
+        found |= {name: value for name in FINAL_PASS
+                  if (value := _value(name, final, PATTERNS[engine][name])) is not None}
+        found["max_tokens"] = None  # the estimation's cap, then the profile's own result
     texts = {name: _first(body, patterns) for name, patterns in TEXT[engine].items()}
     facts = EngineLogFacts(engine, lines=tuple(_read(numbered, engine)),
                            **{k: v for k, v in {**found, **texts}.items() if v is not None})
@@ -126,6 +132,25 @@ def parse_engine_log(text: str, engine: str, source: str = "log") -> EngineLogFa
             else "'Allocated ... for max tokens in paged KV cache'") + "): another engine's log? "
             "vLLM's is read with --engine vllm")
     return facts
+
+
+# TensorRT-LLM's PyTorch flow allocates the cache twice: KvCacheCreator.try_prepare_estimation
+# caps kv_cache_config.max_tokens at a small estimation size, the executor runs its profile on
+# that cache, then configure_kv_cache_capacity logs the profile ('Peak memory during memory
+# usage profiling ...'), sets max_tokens from it and the cache is built again
+# (tensorrt_llm/_torch/pyexecutor/_util.py, py_executor_creator.py). The pool and its tokens
+# are the ones after the profile line; those before it are the estimation's. Neither pass's
+# 'Both free_gpu_memory_fraction and max_tokens are set' figure is a setting of the user's
+# (the first is the estimation size, the second the memory rule's own result, which the plan
+# is checked against), so such a log gives no max_tokens: a user's cap is passed as a flag.
+FINAL_PASS = ("kv_pool_gib", "kv_tokens")
+PROFILE_LINE = re.compile(r"Peak memory during memory usage profiling")
+
+
+def _final_pass(body: str) -> str | None:
+    """The log after TensorRT-LLM's profile line, None where it prints none."""
+    match = PROFILE_LINE.search(body)
+    return body[match.end():] if match else None
 
 
 def _value(name: str, body: str, patterns: tuple[str, ...]) -> int | float | None:

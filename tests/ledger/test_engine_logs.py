@@ -37,6 +37,18 @@ def test_trtllm_lines_are_read():
     assert facts.fraction == pytest.approx(0.8) and facts.max_tokens == 860_308
 
 
+def test_trtllms_pytorch_flow_pool_is_the_one_after_its_profile():
+    """The PyTorch flow sizes a small estimation cache first (8,224 tokens on the DGX Spark's
+    gpt-oss-120b), profiles, then builds the cache again: the pool read is the one after the
+    'Peak memory during memory usage profiling' line, and neither pass's max_tokens warning is
+    read as the user's cap (the second is the profile's own result)."""
+    facts = parse_engine_log((FIXTURES / "trtllm_logs" /
+                              "trtllm_gptoss_120b_gb10_jeansblog.log").read_text(), TRTLLM)
+    assert (facts.kv_pool_gib, facts.kv_tokens, facts.max_tokens) == (5.95, 86_720, None)
+    assert (facts.peak_gib, facts.available_kv_gib, facts.total_gib) == (113.65, 5.95, 119.7)
+    assert facts.model is None  # "Starting trtllm-serve for model ..." is the script's echo
+
+
 def test_a_log_without_the_engines_lines_is_refused_naming_the_reader():
     with pytest.raises(SpecError, match="none of trtllm's KV cache lines"):
         parse_engine_log("INFO GPU KV cache size: 1,024 tokens", TRTLLM)

@@ -179,7 +179,7 @@ def test_the_rates_over_the_whole_planned_set():
 
 def test_hybrid_logs_are_kept_and_say_why_they_are_not_planned():
     hybrids = [c for c in bench.cases() if c.meta.get("hybrid")]
-    assert len(hybrids) == 6
+    assert len(hybrids) == 7
     for case in hybrids:
         assert not case.planned and "config" in case.meta["not_planned"], case.name
 
@@ -206,6 +206,7 @@ def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
             "--engine", deploy.engine, "--json", "-tp", str(deploy.tensor_parallel_size)]
     for flag, value in (("--max-model-len", plan_flags.context),
                         ("--kv-cache-dtype", plan_flags.kv_dtype),
+                        ("--weight-dtype", plan_flags.weight_dtype),
                         ("--max-num-batched-tokens", plan_flags.max_num_batched_tokens),
                         ("--gpu-memory-utilization", deploy.gpu_memory_utilization),
                         ("--max-num-seqs", deploy.max_num_seqs),
