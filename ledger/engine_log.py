@@ -185,7 +185,7 @@ def _value(name: str, body: str, patterns: tuple[str, ...]) -> int | float | Non
     if name in INTEGERS:
         return int(digits)
     unit = match.group(2) if match.lastindex and match.lastindex >= 2 else None
-    return round(float(digits) * _UNITS[unit], 6) if unit else float(digits)
+    return float(digits) * _UNITS[unit] if unit else float(digits)
 
 
 def _match(text: str, patterns: tuple[str, ...]) -> re.Match | None:

@@ -14,11 +14,12 @@ def reconcile_engine(plan: Plan, facts: EngineLogFacts, said: tuple[str, ...] = 
     logged memory (where the log prints it: _arithmetic), else the plan's KV tokens (else its
     pool), are within AGREE. `fraction`: the memory fraction the plan used, for a log that
     prints none."""
-    rows = [r for r in (_weights(plan, facts), _free(plan, facts), _pool(plan, facts),
-                        _tokens(plan, facts), _arithmetic(plan, facts, fraction))
-            if r is not None]
-    notes = [f"{facts.engine} prints GiB with two decimals ('GB' in SGLang's lines): residuals "
-             f"within {ROUNDING_GIB} GiB are matches"] + [n for n in said if n]
+    logged = _arithmetic(plan, facts, fraction)
+    rows = [r for r in (_weights(plan, facts), _free(plan, facts), _pool(plan, facts, logged),
+                        _tokens(plan, facts), logged) if r is not None]
+    notes = [f"{facts.engine} prints GiB with two decimals ('GB' in SGLang's lines and in "
+             f"TensorRT-LLM's runtime-buffer and decoder lines): residuals within {ROUNDING_GIB} "
+             "GiB are matches"] + [n for n in said if n]
     kv = next((r for key in ("kv_tokens_from_lines", "kv_cache_tokens", "kv_pool")
                for r in rows if r.key == key), None)
     agrees = kv is None or abs(kv.residual) <= AGREE * abs(kv.logged or 1)
@@ -57,7 +58,7 @@ def _free(plan: Plan, facts: EngineLogFacts) -> Row | None:
                advice)
 
 
-def _pool(plan: Plan, facts: EngineLogFacts) -> Row | None:
+def _pool(plan: Plan, facts: EngineLogFacts, logged_row: Row | None = None) -> Row | None:
     logged = _gib(facts.pool_gib)
     if logged is None:
         return None
@@ -66,7 +67,8 @@ def _pool(plan: Plan, facts: EngineLogFacts) -> Row | None:
     gap = (logged - predicted) / GiB
     advice = "matches" if abs(gap) <= 2 * ROUNDING_GIB else (
         f"the pool is {abs(gap):.2f} GiB {'larger' if gap > 0 else 'smaller'} than planned: it "
-        "follows the weights and free-memory rows")
+        + ("follows the memory the log prints (the 'KV tokens from the logged memory' row)"
+           if logged_row is not None else "follows the weights and free-memory rows"))
     return Row("kv_pool", "KV pool", "GiB", predicted, logged, advice)
 
 

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
@@ -179,3 +181,17 @@ def test_reconcile_agrees_on_the_logged_free_memory():
     rows = {row["key"]: row for row in json.loads(result.stdout)["rows"]}
     assert rows["kv_cache_tokens"]["predicted"] > 1.1 * rows["kv_cache_tokens"]["logged"]
     assert rows["kv_tokens_from_lines"]["predicted"] == 105_584
+
+
+@given(st.integers(min_value=1, max_value=2**40))
+def test_memory_counters_units_read_back_within_their_rounding(num_bytes):
+    """Any allocation printed as MemoryCounters::bytesToString prints it (divide by 1024 while
+    at least 1024, two decimals, B/KB/MB/GB/TB) reads back as GiB within half the last digit."""
+    value, unit = float(num_bytes), 0
+    while value >= 1024 and unit < 4:
+        value, unit = value / 1024, unit + 1
+    line = (f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {value:.2f} "
+            f"{('B', 'KB', 'MB', 'GB', 'TB')[unit]} GPU memory for decoder.\n"
+            "Allocated 1.00 GiB for max tokens in paged KV cache (8192).")
+    read = parse_engine_log(line, TRTLLM).decoder_gib
+    assert abs(read * 2**30 - num_bytes) <= 0.005 * 1024**unit + 2**30 * 1e-6
