@@ -11,6 +11,10 @@ from .vllm_log import LineRead
 SGLANG, TRTLLM = "sglang", "trtllm"
 _NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
 _INT = r"([0-9][0-9,]*)"
+_UNIT = r" (B|KB|MB|GB|TB)"
+# cpp/tensorrt_llm/runtime/memoryCounters.cpp doubleBytesToString: divides by 1024 per unit,
+# so its 'GB' is GiB; a field with a unit group is converted to GiB
+_UNITS = {"B": 2**-30, "KB": 2**-20, "MB": 2**-10, "GB": 1.0, "TB": 1024.0}
 # field -> patterns per engine; the earliest match in the log wins (the first startup, TP0 first)
 PATTERNS: dict[str, dict[str, tuple[str, ...]]] = {
     SGLANG: {  # python/sglang/srt/model_executor/model_runner.py, mem_cache/memory_pool.py
@@ -55,6 +59,17 @@ PATTERNS: dict[str, dict[str, tuple[str, ...]]] = {
         "engine_mib": (r"Loaded engine size: " + _INT + r" MiB",),
         "max_tokens": (r"max_tokens are set \(to [0-9.]+ and " + _INT,
                        r"max_tokens['\"]?[=:] ?" + _INT),
+        # the C++ flow's allocations before the KV cache (trtGptModelInflightBatching.cpp),
+        # printed by MemoryCounters::bytesToString in 1024-based B/KB/MB/GB (_UNITS)
+        "context_mib": (r"Allocated " + _NUM + r" MiB for execution context memory",),
+        "runtime_buffers_gib": (r"Allocated " + _NUM + _UNIT
+                                + r" GPU memory for runtime buffers",),
+        "decoder_gib": (r"Allocated " + _NUM + _UNIT + r" GPU memory for decoder",),
+        # the PyTorch flow's profile (_util.py): outside torch, and the estimation pass's cache
+        "outside_torch_gib": (r"Memory used outside torch \(e\.g\., NCCL and CUDA graphs\) in "
+                              r"memory usage profiling: " + _NUM + r" GiB",),
+        "tmp_kv_gib": (r"tmp kv_mem " + _NUM + r" GiB",
+                       r"temporary kv cache memory during profiling " + _NUM + r" GiB"),
     },
 }
 TEXT = {SGLANG: {"model": (r"model_path='([^']+)'", r"--model-path (\S+)"),
@@ -74,8 +89,10 @@ class EngineLogFacts:
     GiB as printed. SGLang: free_at_start is 'Load weight begin. avail mem' (the free memory its
     budget takes mem_fraction_static of), after_weights the free memory after loading; the pool
     is K + V. TensorRT-LLM: the pool is 'Allocated X GiB for max tokens in paged KV cache (N)',
-    available_kv the PyTorch flow's fraction x (total - peak), free_at_start the C++ flow's
-    'available' before the fraction."""
+    available_kv the PyTorch flow's fraction x (total - peak + the estimation pass's cache),
+    free_at_start the C++ flow's 'available' before the fraction; engine_mib, context_mib,
+    runtime_buffers and decoder what the C++ flow allocates before its KV cache (the engine,
+    TensorRT's execution context, the runtime buffers and the decoder)."""
 
     engine: str
     free_at_start_gib: float | None = None
@@ -93,6 +110,11 @@ class EngineLogFacts:
     context_len: int | None = None
     tokens_per_block: int | None = None
     engine_mib: int | None = None
+    context_mib: float | None = None
+    runtime_buffers_gib: float | None = None
+    decoder_gib: float | None = None
+    outside_torch_gib: float | None = None
+    tmp_kv_gib: float | None = None
     max_tokens: int | None = None
     max_total_tokens: int | None = None
     nnodes: int | None = None
@@ -154,18 +176,26 @@ def _final_pass(body: str) -> str | None:
 
 
 def _value(name: str, body: str, patterns: tuple[str, ...]) -> int | float | None:
-    digits = _first(body, patterns)
-    if digits is None:
+    match = _match(body, patterns)
+    if match is None:
         return None
-    digits = digits.replace(",", "")
+    digits = match.group(1).replace(",", "")
     if len(digits) > 30:
         raise SpecError(name, digits, "a figure of that many digits is not an engine's value")
-    return int(digits) if name in INTEGERS else float(digits)
+    if name in INTEGERS:
+        return int(digits)
+    unit = match.group(2) if match.lastindex and match.lastindex >= 2 else None
+    return float(digits) * _UNITS[unit] if unit else float(digits)
+
+
+def _match(text: str, patterns: tuple[str, ...]) -> re.Match | None:
+    hits = [m for p in patterns if (m := re.search(p, text))]
+    return min(hits, key=lambda m: m.start()) if hits else None
 
 
 def _first(text: str, patterns: tuple[str, ...]) -> str | None:
-    hits = [m for p in patterns if (m := re.search(p, text))]
-    return min(hits, key=lambda m: m.start()).group(1) if hits else None
+    match = _match(text, patterns)
+    return match.group(1) if match else None
 
 
 def _read(numbered: list[tuple[int, str]], engine: str):

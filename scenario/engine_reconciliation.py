@@ -7,6 +7,7 @@ from pathlib import Path
 
 from servecap.ledger.engine_log import SGLANG, EngineLogFacts, parse_engine_log
 from servecap.ledger.engine_reconcile import reconcile_engine
+from servecap.ledger.engines import DEFAULT_FREE_GPU_MEMORY_FRACTION
 from servecap.ledger.errors import SpecError
 from servecap.ledger.ranks import Deployment
 from servecap.ledger.reconcile import Reconciliation
@@ -31,10 +32,17 @@ class EnginePrediction:
     planned: Deployment
     notes: tuple[str, ...]
 
+    @property
+    def fraction(self) -> float | None:
+        """The memory fraction the plan used (TensorRT-LLM's default where none is set)."""
+        if self.facts.engine == SGLANG:
+            return self.scenario.memory.mem_fraction_static
+        return self.scenario.memory.free_gpu_memory_fraction or DEFAULT_FREE_GPU_MEMORY_FRACTION
+
 
 def reconcile_engine_log(log: Path, scenario: Scenario) -> Reconciliation:
     found = predict_engine(log, scenario)
-    return reconcile_engine(found.planned.plan, found.facts, found.notes)
+    return reconcile_engine(found.planned.plan, found.facts, found.notes, found.fraction)
 
 
 def predict_engine(log: Path, scenario: Scenario) -> EnginePrediction:

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
@@ -114,3 +116,82 @@ def test_reconcile_reads_an_sglang_log_and_exits_by_the_5_percent_rule():
     report = json.loads(result.stdout)
     rows = {row["key"]: row for row in report["rows"]}
     assert rows["kv_cache_tokens"]["logged"] == 442_750 and report["engine_version"] == "sglang"
+
+
+def test_trtllms_engine_flow_allocations_before_the_pool_are_read_in_binary_units():
+    """The C++ flow prints its runtime buffers and decoder through MemoryCounters::
+    bytesToString, which divides by 1024 per unit (cpp/tensorrt_llm/runtime/
+    memoryCounters.cpp): '2.66 GB' is 2.66 GiB, and the '43.29 MB' of TensorRT-LLM's memory
+    doc's example is 43.29 MiB."""
+    facts = parse_engine_log((FIXTURES / "trtllm_logs" /
+                              "trtllm_qwen25_coder_05b_int8_a4000_issue1188.log").read_text(),
+                             TRTLLM)
+    assert (facts.engine_mib, facts.context_mib) == (875, 773.51)
+    assert (facts.runtime_buffers_gib, facts.decoder_gib) == (2.66, 5.76)
+    doc = ("[TensorRT-LLM][INFO] [MemUsageChange] Allocated 43.29 MB GPU memory for runtime "
+           "buffers.\n[TensorRT-LLM][INFO] [MemUsageChange] Allocated 180.30 MB GPU memory for "
+           "decoder.\n[TensorRT-LLM][INFO] [MemUsageChange] Allocated 63.44 GiB for max tokens "
+           "in paged KV cache (259840).")
+    facts = parse_engine_log(doc, TRTLLM)
+    assert facts.runtime_buffers_gib == pytest.approx(43.29 / 1024, abs=1e-6)
+    assert facts.decoder_gib == pytest.approx(180.30 / 1024, abs=1e-6)
+
+
+def test_trtllms_engine_flow_pool_is_planned_from_its_logged_allocations():
+    """No 'available' line: the pool is fraction 0.9 x (the device less the engine, execution
+    context, runtime buffers and decoder the log prints, and the plan's non-torch line), and
+    the row says which figures came from the log and which from the plan. 440,000 against
+    the 395,776 the A4000 allocated: +11.2 %, the CUDA context and the card's exact total
+    not printed (against +194.2 % for the plan alone)."""
+    log, meta = next((log, meta) for log, meta in bench.cases() if "issue1188" in log.name)
+    outcome = bench.evaluate(log, meta)
+    assert outcome.from_lines == 440_000 and outcome.logged_tokens == 395_776
+    assert outcome.error == pytest.approx(0.112, abs=0.001)
+    assert outcome.plan_error == pytest.approx(1.942, abs=0.001)
+    result = CliRunner().invoke(app, ["reconcile", str(log), "--engine", "trtllm", "--model",
+                                      str(FIXTURES / "configs" / meta["config"]), "--device",
+                                      "16GiB", "--weight-dtype", "int8", "--json"])
+    assert result.exit_code == 1, result.output
+    row = next(r for r in json.loads(result.stdout)["rows"] if r["key"] ==
+               "kv_tokens_from_lines")
+    assert "from the log: engine 0.85, execution context 0.76, runtime buffers 2.66, " \
+        "decoder 5.76; from the plan: non-torch and collectives 0.38" in row["advice"]
+
+
+def test_trtllms_pytorch_flow_pool_is_planned_from_its_profile_lines():
+    """fraction x (total - profiled peak + the estimation pass's cache), each logged
+    (_util.py): 0.9 x (119.70 - 113.65 + 0.56) GiB // 73,728 B in blocks of 32 = 86,624
+    against 86,720 on the DGX Spark, whose unified memory the plan alone cannot see (+773 %)."""
+    outcome = bench.evaluate(*next((log, meta) for log, meta in bench.cases()
+                                   if "jeansblog" in log.name))
+    assert outcome.from_lines == 86_624 and outcome.logged_tokens == 86_720
+    assert abs(outcome.error) < 0.01 < 7 < outcome.plan_error
+
+
+def test_reconcile_agrees_on_the_logged_free_memory():
+    """The RTX 3090 under WSL2 had 22.76 GiB free as SGLang's weights began to load, 0.44 less
+    than the plan's: the plan alone is +10.6 %, the pool planned from the logged free memory
+    +0.1 %, and reconcile's verdict (exit 0) is on that."""
+    log = FIXTURES / "sglang_logs" / "sglang_r1_distill_qwen7b_3090_mydeepseekr1.log"
+    meta = json.loads(log.with_suffix(".json").read_text())
+    result = CliRunner().invoke(app, ["reconcile", str(log), "--engine", "sglang", "--model",
+                                      str(FIXTURES / "configs" / meta["config"]), "--device",
+                                      meta["device"], "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["key"]: row for row in json.loads(result.stdout)["rows"]}
+    assert rows["kv_cache_tokens"]["predicted"] > 1.1 * rows["kv_cache_tokens"]["logged"]
+    assert rows["kv_tokens_from_lines"]["predicted"] == 105_584
+
+
+@given(st.integers(min_value=1, max_value=2**40))
+def test_memory_counters_units_read_back_within_their_rounding(num_bytes):
+    """Any allocation printed as MemoryCounters::bytesToString prints it (divide by 1024 while
+    at least 1024, two decimals, B/KB/MB/GB/TB) reads back as GiB within half the last digit."""
+    value, unit = float(num_bytes), 0
+    while value >= 1024 and unit < 4:
+        value, unit = value / 1024, unit + 1
+    line = (f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {value:.2f} "
+            f"{('B', 'KB', 'MB', 'GB', 'TB')[unit]} GPU memory for decoder.\n"
+            "Allocated 1.00 GiB for max tokens in paged KV cache (8192).")
+    read = parse_engine_log(line, TRTLLM).decoder_gib
+    assert abs(read * 2**30 - num_bytes) <= 0.005 * 1024**unit + 2**30 * 1e-6
