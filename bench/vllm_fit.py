@@ -96,7 +96,8 @@ def jacobian(cases: list[Case], values: dict, base: list[list[dict]]) -> list[li
             if name.startswith(GPU) and name != GPU + case.source:
                 continue
             for i, row in enumerate(run_rows(case, moved)):
-                out[c][i][name] = (row["log_error"] - base[c][i]["log_error"]) / step
+                if not row.get("backlog"):  # weighs 0: it neither informs nor pulls a term
+                    out[c][i][name] = (row["log_error"] - base[c][i]["log_error"]) / step
     return out
 
 
@@ -132,12 +133,14 @@ def _huber(r: float) -> float:
 
 def run_weights(rows_by_run: list[list[dict]]) -> list[float]:
     """Each source weighs the same, split evenly over its runs and each run's comparisons:
-    a source that published many runs does not outvote the others."""
+    a source that published many runs does not outvote the others. A backlog's TTFT (an
+    open loop the server fell behind, bench/vllm_cases.py fell_behind) weighs 0 and its
+    run's other comparisons what they weighed before: no other figure gains its pull."""
     runs_of: dict[str, int] = {}
     for rows in rows_by_run:
         runs_of[rows[0]["source"]] = runs_of.get(rows[0]["source"], 0) + 1
-    return [1.0 / (runs_of[rows[0]["source"]] * len(rows)) for rows in rows_by_run
-            for _ in rows]
+    return [0.0 if r.get("backlog") else 1.0 / (runs_of[rows[0]["source"]] * len(rows))
+            for rows in rows_by_run for r in rows]
 
 
 def solve_step(jac_rows: list[dict], res: list[float], weights: list[float],

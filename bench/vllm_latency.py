@@ -36,6 +36,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     _spread,
     compare,
     error,
+    fell_behind,
     flags_for,
     ignore_eos,
     interval_verdict,
