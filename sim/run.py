@@ -2,7 +2,7 @@
 
 from .config import SchedulerConfig
 from .core import decode_run
-from .engine import Engine
+from .engine import Engine, owed
 from .policies import PLANNERS, decode_due
 from .roofline import Coefficients
 from .sampling import Request
@@ -126,6 +126,7 @@ def _finish_chunk(eng: Engine, seq, chunk: int, start: float) -> None:
         seq.prefill_start_s = start
     seq.computed += chunk
     seq.chunks += 1
+    eng.owed -= chunk
     if seq.computed < seq.target:
         return
     eng.prefilling.remove(seq)
@@ -136,6 +137,7 @@ def _finish_chunk(eng: Engine, seq, chunk: int, start: float) -> None:
         seq.extra_gaps_s.append(eng.now - seq.last_token_s)
     seq.last_token_s = eng.now
     seq.generated += 1
+    eng.owed -= 1
     if seq.generated >= seq.req.output_tokens:
         eng.finish(seq, seq.target)
     else:
@@ -145,6 +147,7 @@ def _finish_chunk(eng: Engine, seq, chunk: int, start: float) -> None:
 def _stuck(eng: Engine) -> None:
     """Nothing runs and the head cannot be admitted: reject it rather than spin."""
     seq = eng.waiting.popleft()
+    eng.owed -= owed(seq)
     seq.state, seq.release_s = REJECTED, eng.now
     seq.reason = "could not be admitted with the pool empty"
     if eng.closed:
