@@ -50,7 +50,8 @@ def route(seqs: list[Seq], coef: Coefficients, config: SchedulerConfig, num_bloc
     for index, seq in enumerate(sorted(seqs, key=lambda s: s.ready_s)):
         until = seq.ready_s if horizon is None else min(seq.ready_s, horizon)
         for eng in engines:
-            advance(eng, until)
+            if eng.now < until:  # a replica already past `until` would run nothing
+                advance(eng, until)
         _pick(router, engines, index).add(seq)
     for eng in engines:
         advance(eng, horizon)
