@@ -89,7 +89,10 @@ class Engine:
     def pull_arrivals(self) -> None:
         """Queue every request accepted by now; one longer than max_model_len, or that could
         never fit in the pool, is rejected."""
-        seqs, now, limit = self.seqs, self.now, self.pool.num_blocks - self.pool.watermark_blocks
+        seqs, now = self.seqs, self.now
+        if self.next_arrival >= len(seqs) or seqs[self.next_arrival].ready_s > now:
+            return  # most calls: nothing has arrived since the last
+        limit = self.pool.num_blocks - self.pool.watermark_blocks
         while self.next_arrival < len(seqs) and seqs[self.next_arrival].ready_s <= now:
             seq = seqs[self.next_arrival]
             self.next_arrival += 1

@@ -104,10 +104,13 @@ def _account(eng: Engine, dt: float) -> None:
     res = eng.result
     res.num_iterations += 1
     res.busy_s += dt
-    res.queue_area += len(eng.waiting) * dt
-    res.system_area += (len(eng.waiting) + len(eng.running)) * dt
-    res.kv_samples.append((eng.now, eng.live_kv_tokens() + sum(s.computed for s in eng.prefilling),
-                           eng.pool.used_blocks))
+    waiting = len(eng.waiting)
+    res.queue_area += waiting * dt
+    res.system_area += (waiting + len(eng.running)) * dt
+    live = eng.live_kv_tokens()
+    for seq in eng.prefilling:  # and the prompts' computed tokens
+        live += seq.computed
+    res.kv_samples.append((eng.now, live, eng.pool.used_blocks))
 
 
 def _finish_decode_step(eng: Engine) -> None:
