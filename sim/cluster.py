@@ -18,13 +18,10 @@ ROUTERS = ("round-robin", "least-requests", "least-tokens")
 def outstanding_tokens(eng: Engine) -> int:
     """Prompt tokens still to compute plus output tokens still to generate, over every
     request the replica holds (a router's least-outstanding-tokens signal). A decoding
-    sequence has made dec_idx - j0 tokens since it joined the decode set."""
-    routed = sum(s.target + s.req.output_tokens - s.generated
-                 for s in eng.seqs[eng.next_arrival:])  # routed here, not yet taken in
-    held = sum(s.target - s.computed + s.req.output_tokens - s.generated
-               for group in (eng.waiting, eng.running.values()) for s in group)
-    made = len(eng.decoding) * eng.dec_idx - sum(s.j0 for s in eng.decoding.values())
-    return routed + held - made
+    sequence has made dec_idx - j0 tokens since it joined the decode set. The engine keeps
+    the sums as its requests change (Engine.owed, Engine.j0_sum): evaluated for every replica
+    at every arrival, the sums over held requests were a fifth of a search's CPU."""
+    return eng.owed - (len(eng.decoding) * eng.dec_idx - eng.j0_sum)
 
 
 def held_requests(eng: Engine) -> int:
@@ -53,7 +50,8 @@ def route(seqs: list[Seq], coef: Coefficients, config: SchedulerConfig, num_bloc
     for index, seq in enumerate(sorted(seqs, key=lambda s: s.ready_s)):
         until = seq.ready_s if horizon is None else min(seq.ready_s, horizon)
         for eng in engines:
-            advance(eng, until)
+            if eng.now < until:  # a replica already past `until` would run nothing
+                advance(eng, until)
         _pick(router, engines, index).add(seq)
     for eng in engines:
         advance(eng, horizon)

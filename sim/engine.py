@@ -34,6 +34,11 @@ class Engine:
         self.host = HostTier(config.offload_tokens) if config.offload_tokens else None
         self.seqs = [Seq(r) for r in sorted(requests, key=lambda r: r.arrival_s)]
         self.next_arrival = 0
+        # the router's outstanding tokens kept as they change (cluster.outstanding_tokens):
+        # owed(s) = target - computed + output_tokens - generated summed over every request
+        # routed here and not yet released, and j0 summed over the decode set
+        self.owed = sum(owed(s) for s in self.seqs)
+        self.j0_sum = 0
         self.waiting: deque[Seq] = deque()
         self.prefilling: list[Seq] = []
         self.running: dict[int, Seq] = {}
@@ -84,7 +89,10 @@ class Engine:
     def pull_arrivals(self) -> None:
         """Queue every request accepted by now; one longer than max_model_len, or that could
         never fit in the pool, is rejected."""
-        seqs, now, limit = self.seqs, self.now, self.pool.num_blocks - self.pool.watermark_blocks
+        seqs, now = self.seqs, self.now
+        if self.next_arrival >= len(seqs) or seqs[self.next_arrival].ready_s > now:
+            return  # most calls: nothing has arrived since the last
+        limit = self.pool.num_blocks - self.pool.watermark_blocks
         while self.next_arrival < len(seqs) and seqs[self.next_arrival].ready_s <= now:
             seq = seqs[self.next_arrival]
             self.next_arrival += 1
@@ -94,6 +102,7 @@ class Engine:
                 + self.cfg.state_blocks
             too_long = self.cfg.too_long(seq.req.prompt_tokens, seq.req.output_tokens)
             if too_long or need > limit:
+                self.owed -= owed(seq)
                 held = f" (with its fixed state's {self.cfg.state_blocks})" \
                     if self.cfg.state_blocks else ""
                 reject(seq, too_long or f"needs {need} KV blocks{held}; the pool admits at "
@@ -130,6 +139,7 @@ class Engine:
         through this replica's API server."""
         self.through_frontend(seq)
         self.seqs.append(seq)
+        self.owed += owed(seq)
 
     # admission ------------------------------------------------------------------------------
     def prefix_hit_blocks(self, seq: Seq) -> int:
@@ -164,6 +174,7 @@ class Engine:
         if hit:
             pool.acquire_prefix(req.prefix_group, hit)
         pool.allocate(taken, keep=self.reserved_blocks)
+        self.owed += seq.computed
         seq.state, seq.computed, seq.prefix_blocks = RUNNING, 0, hit
         if reload:
             self.extra_s += reload_s(self.coef, hit * self.bsz)
@@ -181,6 +192,7 @@ class Engine:
     def _share_prefix(self, seq: Seq, hit: int) -> None:
         if hit:
             seq.computed = min(hit * self.bsz, seq.target - 1)
+            self.owed -= seq.computed
             seq.prefix_hit_tokens += seq.computed
         seq.private_blocks = blocks_for(seq.target, self.bsz) - seq.prefix_blocks
 
@@ -206,6 +218,7 @@ class Engine:
         if not seq.kv_transferred:  # a transferred KV arrived over the link, off this clock
             self.extra_s += swap_s(self.coef, seq.swapped_tokens)
         seq.kv_transferred = False
+        self.owed += seq.swapped_tokens - seq.target
         seq.target, seq.private_blocks, seq.swapped_tokens = seq.swapped_tokens, blocks, 0
         self.start_decoding(seq)
         return True
@@ -215,6 +228,7 @@ class Engine:
         """Join the decode set at the next decode iteration with `target` tokens of KV held."""
         j0 = self.dec_idx
         seq.j0, seq.prev_s = j0, seq.last_token_s
+        self.j0_sum += j0
         self.decoding[seq.req.request_id] = seq
         self.residue[(j0 - seq.target) % self.bsz] += 1
         self.ctx_base += seq.target - j0
@@ -224,12 +238,14 @@ class Engine:
     def _stop_decoding(self, seq: Seq, last: int) -> int:
         """Leave the decode set after decode iteration `last`; returns KV tokens held."""
         del self.decoding[seq.req.request_id]
+        self.j0_sum -= seq.j0
         self.residue[(seq.j0 - seq.target) % self.bsz] -= 1
         self.ctx_base -= seq.target - seq.j0
         steps = last - seq.j0 + 1
         if steps > 0:
             seq.segments.append((seq.j0, last, seq.prev_s))
             seq.generated += steps
+            self.owed -= steps
             seq.last_token_s = self.result.decode_end_s[last]
         return seq.target + steps
 
@@ -248,6 +264,7 @@ class Engine:
         return blocks_for(held_tokens, self.bsz) - seq.prefix_blocks
 
     def finish(self, seq: Seq, held_tokens: int) -> None:
+        self.owed -= owed(seq)
         self.release(seq, self.held_blocks(seq, held_tokens))
         seq.state, seq.release_s = DONE, self.now
         if self.closed:
@@ -272,6 +289,7 @@ class Engine:
             self.extra_s += swap_s(self.coef, held)
         else:
             seq.recomputed_tokens += held
+            self.owed += seq.req.prompt_tokens + seq.generated - seq.target + seq.computed
             seq.target, seq.computed = seq.req.prompt_tokens + seq.generated, 0
         if self.by_priority:
             insort(self.waiting, seq, key=_priority_key)
@@ -317,6 +335,12 @@ class Engine:
 def reject(seq: Seq, reason: str) -> None:
     """Refused on arrival: released at once, never queued."""
     seq.state, seq.release_s, seq.reason = REJECTED, seq.req.arrival_s, reason
+
+
+def owed(seq: Seq) -> int:
+    """Tokens a held request still owes: prompt tokens to compute and output to make (a
+    decoding sequence's generated lags by the steps since it joined the decode set)."""
+    return seq.target - seq.computed + seq.req.output_tokens - seq.generated
 
 
 def _priority_key(seq: Seq) -> tuple[int, float, int]:

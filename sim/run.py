@@ -2,7 +2,7 @@
 
 from .config import SchedulerConfig
 from .core import decode_run
-from .engine import Engine
+from .engine import Engine, owed
 from .policies import PLANNERS, decode_due
 from .roofline import Coefficients
 from .sampling import Request
@@ -104,10 +104,13 @@ def _account(eng: Engine, dt: float) -> None:
     res = eng.result
     res.num_iterations += 1
     res.busy_s += dt
-    res.queue_area += len(eng.waiting) * dt
-    res.system_area += (len(eng.waiting) + len(eng.running)) * dt
-    res.kv_samples.append((eng.now, eng.live_kv_tokens() + sum(s.computed for s in eng.prefilling),
-                           eng.pool.used_blocks))
+    waiting = len(eng.waiting)
+    res.queue_area += waiting * dt
+    res.system_area += (waiting + len(eng.running)) * dt
+    live = eng.live_kv_tokens()
+    for seq in eng.prefilling:  # and the prompts' computed tokens
+        live += seq.computed
+    res.kv_samples.append((eng.now, live, eng.pool.used_blocks))
 
 
 def _finish_decode_step(eng: Engine) -> None:
@@ -126,6 +129,7 @@ def _finish_chunk(eng: Engine, seq, chunk: int, start: float) -> None:
         seq.prefill_start_s = start
     seq.computed += chunk
     seq.chunks += 1
+    eng.owed -= chunk
     if seq.computed < seq.target:
         return
     eng.prefilling.remove(seq)
@@ -136,6 +140,7 @@ def _finish_chunk(eng: Engine, seq, chunk: int, start: float) -> None:
         seq.extra_gaps_s.append(eng.now - seq.last_token_s)
     seq.last_token_s = eng.now
     seq.generated += 1
+    eng.owed -= 1
     if seq.generated >= seq.req.output_tokens:
         eng.finish(seq, seq.target)
     else:
@@ -145,6 +150,7 @@ def _finish_chunk(eng: Engine, seq, chunk: int, start: float) -> None:
 def _stuck(eng: Engine) -> None:
     """Nothing runs and the head cannot be admitted: reject it rather than spin."""
     seq = eng.waiting.popleft()
+    eng.owed -= owed(seq)
     seq.state, seq.release_s = REJECTED, eng.now
     seq.reason = "could not be admitted with the pool empty"
     if eng.closed:

@@ -2,6 +2,7 @@
 
 from servecap.ledger.paging import blocks_for
 
+from .engine import owed
 from .state import DONE, RUNNING
 from .step_model import prefill_pairs, step_s
 
@@ -30,6 +31,7 @@ def _take_group(eng) -> list:
         if group and (len(group) + 1) * per_seq > limit:
             break
         group.append(eng.waiting.popleft())
+        eng.owed -= owed(group[-1])
         longest = padded
     return group
 

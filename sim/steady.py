@@ -28,6 +28,7 @@ no one behind them); both are kinder than the steady state a deployment runs in.
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from operator import itemgetter
 
 from servecap.ledger.units import plural
 
@@ -93,6 +94,9 @@ def in_system(seqs: list[Seq]) -> list[int]:
     return [max(i - bisect_right(releases, s.req.arrival_s), 0) for i, s in enumerate(seqs)]
 
 
+_time = itemgetter(0)  # a kv_samples entry's time
+
+
 def kv_in_use(seqs: list[Seq], results: list[SimResult]) -> list[int]:
     """KV blocks in use over every engine at each request's arrival (the last iteration that
     started by then)."""
@@ -101,9 +105,8 @@ def kv_in_use(seqs: list[Seq], results: list[SimResult]) -> list[int]:
         samples = res.kv_samples
         if not samples:
             continue
-        times = [t for t, _, _ in samples]
-        for i, seq in enumerate(seqs):
-            at = bisect_right(times, seq.req.arrival_s)
+        for i, seq in enumerate(seqs):  # bisected by time in place: no list of the times
+            at = bisect_right(samples, seq.req.arrival_s, key=_time)
             if at:
                 out[i] += samples[at - 1][2]
     return out

@@ -30,7 +30,16 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
                (bandwidth_bytes_per_s x bandwidth_efficiency);
     compute and memory overlap (max); collective_s (tensor-parallel all-reduces, see
     collective_s) and overhead_s (per step, per layer, per MoE layer) add on top."""
-    c = coef
+    return dict(zip(TERMS, _terms(coef, num_prefill, num_decode, prefill_attention_tokens,
+                                  decode_context_tokens, prefill_context_tokens), strict=True))
+
+
+TERMS = ("gemm_s", "attention_s", "memory_s", "collective_s", "overhead_s", "eager_s", "cpu_s")
+
+
+def _terms(c, num_prefill: int, num_decode: int, prefill_attention_tokens: int,
+           decode_context_tokens: int, prefill_context_tokens: int) -> tuple:
+    """terms()'s values in TERMS order (step_s reads them without building the dict)."""
     tokens = num_prefill + num_decode
     dense = c.flops_per_token - c.moe_flops_per_token
     gemm = dense * tokens / (c.flops_per_s * c.gemm_efficiency) \
@@ -49,9 +58,7 @@ def terms(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: int
         + c.moe_layer_overhead_s * c.num_moe_layers
     eager = c.eager_layer_s * c.num_layers if eager_step(c, num_prefill, tokens) else 0.0
     cpu = c.cpu_step_s + c.cpu_per_seq_s * (num_decode + (1 if num_prefill else 0))
-    return {"gemm_s": gemm, "attention_s": attention, "memory_s": memory,
-            "collective_s": collective, "overhead_s": overhead, "eager_s": eager,
-            "cpu_s": cpu}
+    return gemm, attention, memory, collective, overhead, eager, cpu
 
 
 def collective_s(coef, tokens: int) -> float:
@@ -85,11 +92,16 @@ def eager_step(coef, num_prefill: int, tokens: int) -> bool:
 def stage_s(parts: dict, cpu_overlap: float = 0.0) -> float:
     """One stage: compute and memory traffic overlap; collectives and overheads do not; the
     host's cpu_s adds on, or hides behind the GPU's time under async scheduling."""
-    compute = parts["gemm_s"] + parts["attention_s"]
-    memory = parts["memory_s"]
-    gpu = (compute if compute > memory else memory) + parts["collective_s"] \
-        + parts["overhead_s"] + parts.get("eager_s", 0.0)
-    cpu = parts.get("cpu_s", 0.0)
+    return _stage(parts["gemm_s"], parts["attention_s"], parts["memory_s"],
+                  parts["collective_s"], parts["overhead_s"], parts.get("eager_s", 0.0),
+                  parts.get("cpu_s", 0.0), cpu_overlap)
+
+
+def _stage(gemm: float, attention: float, memory: float, collective: float, overhead: float,
+           eager: float, cpu: float, cpu_overlap: float) -> float:
+    """stage_s on the terms as values."""
+    compute = gemm + attention
+    gpu = (compute if compute > memory else memory) + collective + overhead + eager
     if cpu_overlap:
         return gpu if gpu > cpu else cpu
     return gpu + cpu
@@ -101,8 +113,8 @@ def step_s(coef, num_prefill: int, num_decode: int, prefill_attention_tokens: in
     time each: one batch in flight, so every stage idles 1 - 1/pp of the step, the bubble),
     plus the activations handed between stages (pipeline_bytes_per_token over the link and
     collective latency per hop)."""
-    one = stage_s(terms(coef, num_prefill, num_decode, prefill_attention_tokens,
-                        decode_context_tokens, prefill_context_tokens), coef.cpu_overlap)
+    one = _stage(*_terms(coef, num_prefill, num_decode, prefill_attention_tokens,
+                         decode_context_tokens, prefill_context_tokens), coef.cpu_overlap)
     pp = coef.pipeline_parallel_size
     if pp == 1:
         return one
