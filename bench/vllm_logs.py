@@ -105,8 +105,10 @@ def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
                      weight_dtype=meta.get("weight_dtype")
                      or ("fp8" if flags.get("quantization") == "fp8" else None),
                      limit_mm_per_prompt=limits)
+    # a cold start: the sidecar's deployment says so (cold_compile_basis), or the log compiles
+    cold = {"cold_compile": True} if facts.cold_compile else {}
     deploy = DeployFlags(engine=f"vllm=={version}" if version else "vllm",
-                         **{k: flags[k] for k in DEPLOY_KEYS if k in flags})
+                         **({k: flags[k] for k in DEPLOY_KEYS if k in flags} | cold))
     return str(CONFIGS / meta["config"]), plan, deploy
 
 
