@@ -39,3 +39,25 @@ def test_reconcile_plans_the_cold_log_cold_and_agrees_with_it(run):
 def test_help_teaches_the_flag(run):
     out = run("plan", "--help").output
     assert "--cold-compile" in out
+
+
+def test_diff_names_the_release_whose_compile_benchmarks_kernels(run):
+    """A cold start of Qwen3-8B on the 4090 across 0.11.0 (no kernel benchmarks) and 0.12
+    (rows from 0.11.2 benchmark combo kernels), 16 sequences so that the table's copy is wider
+    than the sampler pass: the runtime peak moves and the rule is named; the same diff of a
+    warm start does not name it."""
+    args = ("diff", QWEN, "--device", "23.52GiB", "--context", "8192", "--max-num-seqs", "16",
+            "--engine",
+            "vllm==0.11.0", "--against", "vllm==0.12", "--json")
+
+    def rules(result):
+        out = json.loads(result.stdout)
+        peak = next(f for s in ("lines", "pool", "outcome") for f in out[s]
+                    if f["key"] == "runtime_peak")
+        return " ".join(r["rules"] if isinstance(r["rules"], str) else " ".join(r["rules"])
+                        for r in peak["reasons"])
+
+    cold, warm = run(*args, "--cold-compile"), run(*args)
+    assert cold.exit_code in (0, 1) and warm.exit_code in (0, 1), cold.output
+    assert "cold torch.compile benchmarks kernels" in rules(cold)
+    assert "cold torch.compile" not in rules(warm)
