@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "vllm_logs"
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 DEPLOY_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
-               "max_num_seqs", "entrypoint", "mxfp4_backend", "sampler")
+               "max_num_seqs", "entrypoint", "mxfp4_backend", "sampler", "cold_compile")
 DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}  # vLLM's --dtype spellings
 
 
@@ -105,8 +105,10 @@ def flags_for(case: Case) -> tuple[str, PlanFlags, DeployFlags]:
                      weight_dtype=meta.get("weight_dtype")
                      or ("fp8" if flags.get("quantization") == "fp8" else None),
                      limit_mm_per_prompt=limits)
+    # a cold start: the sidecar's deployment says so (cold_compile_basis), or the log compiles
+    cold = {"cold_compile": True} if facts.cold_compile else {}
     deploy = DeployFlags(engine=f"vllm=={version}" if version else "vllm",
-                         **{k: flags[k] for k in DEPLOY_KEYS if k in flags})
+                         **({k: flags[k] for k in DEPLOY_KEYS if k in flags} | cold))
     return str(CONFIGS / meta["config"]), plan, deploy
 
 

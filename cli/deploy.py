@@ -107,6 +107,12 @@ class DeployFlags:
                                              "flashinfer). Default: flashinfer on GPUs with "
                                              "FP4, else marlin.")] = None
     sampler: Annotated[str | None, Eng(help=_sampler_help())] = None
+    cold_compile: Annotated[bool, Eng("--cold-compile", help="vLLM: the start compiles "
+                                      "torch.compile's graphs cold (no compile cache, e.g. a "
+                                      "fresh container): from 0.11.1 Inductor benchmarks the "
+                                      "embedding gather on a random copy of the table inside "
+                                      "the profile, which vLLM charges as activation. Default: "
+                                      "a warm cache, the steady state.")] = False
     kv_offloading_size: Annotated[float | None, Eng(help="vLLM: a host-memory KV tier of this "
                                                     "many GiB, summed over the tp x pp ranks "
                                                     "(a host line, not device memory).")] = None
@@ -139,7 +145,8 @@ def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
     if name is None and flags.max_num_seqs is not None:
         name = VLLM
     engine = Engine(name=name, version=version, entrypoint=flags.entrypoint,
-                    mxfp4_backend=flags.mxfp4_backend, sampler=flags.sampler)
+                    mxfp4_backend=flags.mxfp4_backend, sampler=flags.sampler,
+                    cold_compile=flags.cold_compile)
     memory = replace(memory, gpu_memory_utilization=flags.gpu_memory_utilization,
                      kv_cache_memory_bytes=flags.kv_cache_memory,
                      mem_fraction_static=flags.mem_fraction_static,

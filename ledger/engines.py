@@ -64,6 +64,7 @@ class EngineSpec:
     pipeline_parallel_size: int = 1  # sets vLLM's concurrent batches (vllm_runner)
     async_scheduling: bool = True  # vLLM's default; off: one batch in flight per stage
     enforce_eager: bool = False  # vLLM --enforce-eager: no CUDA graphs captured or subtracted
+    cold_compile: bool = False  # torch.compile compiles in the profiled start (no warm cache)
 
     def __post_init__(self) -> None:
         if self.name not in ENGINES:

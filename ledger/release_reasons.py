@@ -52,6 +52,8 @@ RULES = {
     "gdn_checkpoint_alignment": Rule(BLOCKS, "gated-DeltaNet prefill checkpoint pages",
                                      "gdn_hopper"),
     "startup_plan": Rule((), "VLLM_ENABLE_STARTUP_PLAN"),
+    "compile_benchmarks_kernels": Rule(PROFILE, "a cold torch.compile benchmarks kernels in the "
+                                       "profile (the embedding table's copy)", "cold_compile"),
 }
 
 

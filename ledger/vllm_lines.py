@@ -83,7 +83,8 @@ def runtime_line(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine) -> Lin
     size, how = activation_estimate(spec, shard, engine.vllm_row, profile_batch(engine, serve),
                                     profile_sampler(runner(engine, spec), engine.sampler),
                                     sm_count(serve.device_label),
-                                    compute_capability(serve.device_label))
+                                    compute_capability(serve.device_label),
+                                    engine.cold_compile)
     return Line("runtime_peak", "runtime peak", size, how)
 
 

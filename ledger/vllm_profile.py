@@ -63,6 +63,10 @@ SAMPLERS = (FLASHINFER, TORCH, TRITON)
 CUBLAS_WORKSPACE_SM90 = 4096 * 8 * 1024
 CUBLAS_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
 HOPPER = (9, 0)
+# VocabParallelEmbedding pads the vocabulary to a multiple of this, then splits it over the
+# tensor-parallel ranks (vllm/model_executor/layers/vocab_parallel_embedding.py at v0.27.1:
+# DEFAULT_VOCAB_PADDING_SIZE, num_embeddings_per_partition = divide(padded, tp_size)).
+VOCAB_PADDING = 64
 
 
 @dataclass(frozen=True)
@@ -186,16 +190,40 @@ def sampler_inputs(spec: ModelSpec, seqs: int, row: VllmRow) -> int:
     return row.sampler_input_copies * seqs * spec.hidden_size * act_bytes(spec)
 
 
+def compile_benchmark_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:
+    """What a cold torch.compile holds at its peak inside vLLM's profile (vllm#54122: the
+    first dummy forward compiles inside memory_profiling(), so the compile's allocator peak is
+    charged as activation). From 0.11.1 vLLM's default inductor_compile_config sets
+    combo_kernels and benchmark_combo_kernel (vllm/config/compilation.py __post_init__ at
+    v0.11.1 through v0.33.0, on torch >= 2.9), and Inductor benchmarks each candidate kernel on
+    random tensors the size of every one of its buffer arguments (torch/_inductor/codegen/
+    triton.py codegen_kernel_benchmark get_args: rand_strided per argument; benchmark_fused_nodes
+    and benchmark_combo_kernel call mod.get_args(); runtime/triton_heuristics.py clone_args
+    then copies only the mutated ones). The text model's forward starts with the embedding
+    gather inside the compiled graph (the runner passes input_ids), whose kernel reads the whole
+    table, so its benchmark holds a random copy of this rank's table (the vocabulary padded to
+    VOCAB_PADDING, over tp; first pipeline stage only) beside its tokens x hidden output."""
+    if not shard.first_stage:
+        return 0
+    act = act_bytes(spec)
+    padded = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
+    rows = -(-padded // shard.tensor_parallel_size)
+    return (rows + tokens) * spec.hidden_size * act
+
+
 def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch,
                         sampler_kind: str | None = None, sms: int | None = None,
-                        capability: tuple[int, int] | None = None) -> tuple[int, str]:
+                        capability: tuple[int, int] | None = None,
+                        cold_compile: bool = False) -> tuple[int, str]:
     """Torch peak increase of vLLM's profile run: the forward and the sampler run one after
     the other, so the wider of the two; only the last pipeline stage samples. V1 samples from
     the dummy batch's hidden states (tokens x hidden), held meanwhile where the release keeps
     them (VllmRow.profile_keeps_hidden), with the V1 runner's sampler inputs (sampler_inputs),
     and where the release keeps the fused-MoE workspaces
     (VllmRow.moe_workspace_kept), so are they. PyTorch's cuBLAS workspace (cublas_workspace),
-    allocated by the pass's first matmul, is held under both."""
+    allocated by the pass's first matmul, is held under both. A cold start (cold_compile) on a
+    release whose compile benchmarks kernels (VllmRow.compile_benchmarks_kernels) compiles
+    before the pass runs, so its peak is the wider of the pass and compile_benchmark_peak."""
     seqs = min(batch.seqs, batch.tokens)
     forward = forward_peak(spec, shard, batch.tokens)
     sampler = sampler_peak(spec, row, seqs, sampler_kind, sms) if shard.last_stage else 0
@@ -208,11 +236,19 @@ def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batc
     workspace, workspace_how = cublas_workspace(capability)
     wider = "forward" if forward >= sampler + kept else "sampler"
     also = f" + what the forward still holds {kept / GiB:.2f} GiB" if kept else ""
-    return max(forward, sampler + kept) + workspace, (
-        f"estimate of vLLM's profile run ({row.name}): max(forward of {batch.tokens:,} tokens "
-        f"{forward / GiB:.2f} GiB, {sampler_path(row, sampler_kind)} sampler of {seqs:,} x "
-        f"{spec.vocab_size:,} logits {sampler / GiB:.2f} GiB{also}) = the {wider}, + "
-        f"{workspace_how} ({batch.how}); measure to replace")
+    run = max(forward, sampler + kept) + workspace
+    how = (f"estimate of vLLM's profile run ({row.name}): max(forward of {batch.tokens:,} tokens "
+           f"{forward / GiB:.2f} GiB, {sampler_path(row, sampler_kind)} sampler of {seqs:,} x "
+           f"{spec.vocab_size:,} logits {sampler / GiB:.2f} GiB{also}) = the {wider}, + "
+           f"{workspace_how} ({batch.how})")
+    if not (cold_compile and row.compile_benchmarks_kernels):
+        return run, how + "; measure to replace"
+    compiled = compile_benchmark_peak(spec, shard, batch.tokens)
+    larger = "the compile" if compiled > run else "the run"
+    return max(run, compiled), (
+        f"{how}; a cold torch.compile first (--cold-compile): Inductor benchmarks the embedding "
+        f"gather on a random copy of the table and its output, {compiled / GiB:.2f} GiB; the "
+        f"larger, {larger}; measure to replace")
 
 
 def non_torch_estimate(row: VllmRow) -> tuple[int, str]:

@@ -37,7 +37,8 @@ V2_SAMPLER = (f"{V2_RUNNER} _dummy_sampler_run: the logits and their fp32 copy "
               "(vllm/v1/worker/gpu/sample/sampler.py apply_sampling_params), Gumbel sampling in "
               "a Triton kernel, no top-k/top-p")
 # The V1-runner rules every row below keeps from v0.21.0 (ledger/vllm_versions.py)
-KEPT = dict(sampler=FLASHINFER, moe_workspace_kept=True, block_sizes=None)
+KEPT = dict(sampler=FLASHINFER, moe_workspace_kept=True, block_sizes=None,
+            compile_benchmarks_kernels=True)
 
 
 def _row(version: tuple[int, ...], profile: str, source: str, **rules) -> VllmRow:

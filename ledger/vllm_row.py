@@ -101,7 +101,11 @@ class VllmRow:
     qwen3_video_timestamps: Qwen3-VL's largest video counts the frames that fit max_model_len
     (at most 24,576) and its soft tokens x 12.5, one video token becoming '<{t} seconds>' and
     three vision tokens (vllm/model_executor/models/qwen3_vl.py get_max_video_tokens at v0.11.0
-    and v0.12.0; from v0.13.0 the soft tokens alone)."""
+    and v0.12.0; from v0.13.0 the soft tokens alone).
+    compile_benchmarks_kernels: the default inductor_compile_config sets combo_kernels and
+    benchmark_combo_kernel (vllm/config/compilation.py __post_init__, torch >= 2.9: v0.11.1 on;
+    v0.11.1 shares the v0.11.0 row, so its cold starts are planned without it), so a cold
+    torch.compile benchmarks kernels inside the profile (vllm_profile.compile_benchmark_peak)."""
 
     version: tuple[int, ...]
     tag: str
@@ -132,6 +136,7 @@ class VllmRow:
     sampler_input_copies: int = 2
     encoder_rows_to_budget: bool = False
     qwen3_video_timestamps: bool = False
+    compile_benchmarks_kernels: bool = False
 
     @property
     def pin(self) -> str:

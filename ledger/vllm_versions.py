@@ -28,6 +28,10 @@ from .vllm_row import (  # noqa: F401  (the names every floor imports from here)
 
 V0_WORKER = "vllm/worker/worker.py (determine_num_available_blocks)"
 V1_WORKER = "vllm/v1/worker/gpu_worker.py (determine_available_memory)"
+# From 0.11.1 (torch >= 2.9) the default inductor_compile_config sets combo_kernels and
+# benchmark_combo_kernel (vllm/config/compilation.py __post_init__ at v0.11.1 .. v0.33.0): a cold
+# torch.compile benchmarks kernels inside the profile (VllmRow.compile_benchmarks_kernels)
+COMBO = dict(compile_benchmarks_kernels=True)
 ENCODER_PADDED = ("vllm/v1/worker/gpu_model_runner.py profile_run: each dummy encoder output "
                   "zero-padded to encoder_budget rows (output.new_zeros), held through the "
                   "decoder's profile")
@@ -74,35 +78,35 @@ ROWS: tuple[VllmRow, ...] = (
             f"{V1_WORKER}; vllm/v1/sample/ops/topk_topp_sampler.py: FlashInfer sampling only with "
             "VLLM_USE_FLASHINFER_SAMPLER=1 ('Users must opt in explicitly'), else PyTorch's "
             f"sort; {ENCODER_PADDED}; {QWEN3_VIDEO}",
-            encoder_rows_to_budget=True, qwen3_video_timestamps=True),
+            encoder_rows_to_budget=True, qwen3_video_timestamps=True, **COMBO),
     VllmRow((0, 12, 0), "v0.12.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}; vllm/v1/worker/gpu_model_runner.py profile_run pads each dummy "
             "encoder output to max_mm_tokens_per_item, no longer to the encoder budget; "
-            f"{QWEN3_VIDEO}", qwen3_video_timestamps=True),
+            f"{QWEN3_VIDEO}", qwen3_video_timestamps=True, **COMBO),
     VllmRow((0, 13, 0), "v0.13.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}; vllm/v1/worker/workspace.py WorkspaceManager: fused_moe/"
             "modular_kernel.py takes its workspaces from it, kept once allocated",
-            moe_workspace_kept=True),
+            moe_workspace_kept=True, **COMBO),
     VllmRow((0, 17, 1), "v0.17.1", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}; topk_topp_sampler.py apply_top_k_top_p: apply_top_k_top_p_triton "
             "(in place) for batches of 8 or more; FlashInfer still opt-in",
-            sampler=TRITON, moe_workspace_kept=True),
+            sampler=TRITON, moe_workspace_kept=True, **COMBO),
     VllmRow((0, 18, 1), "v0.18.1", 0.90, "v1", PROFILED, True, False, TOKENS_PER_GROUP, 36,
             f"{V1_WORKER}: profile_cudagraph_memory() estimated and logged, subtracted only "
             "with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (vllm/envs.py default '0')",
-            sampler=TRITON, moe_workspace_kept=True),
+            sampler=TRITON, moe_workspace_kept=True, **COMBO),
     VllmRow((0, 20, 0), "v0.20.0", 0.92, "v1", PROFILED, True, True,
             TOKENS_FROM_CONCURRENCY, 36,
             f"{V1_WORKER}: available = requested - non_kv - cudagraph_memory_estimate; "
             "vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default '1'; "
             "vllm/config/cache.py gpu_memory_utilization default 0.92; "
             "vllm/v1/core/kv_cache_utils.py tokens = int(max_concurrency * max_model_len)",
-            sampler=TRITON, moe_workspace_kept=True, block_sizes=None),
+            sampler=TRITON, moe_workspace_kept=True, block_sizes=None, **COMBO),
     VllmRow((0, 21, 0), "v0.21.0", 0.92, "v1", PROFILED, True, True,
             TOKENS_FROM_CONCURRENCY, 36,
             f"{V1_WORKER}; vllm/envs.py VLLM_USE_FLASHINFER_SAMPLER defaults to True, so "
             "topk_topp_sampler.py samples with FlashInfer unless set to 0",
-            sampler=FLASHINFER, moe_workspace_kept=True, block_sizes=None),
+            sampler=FLASHINFER, moe_workspace_kept=True, block_sizes=None, **COMBO),
 ) + RELEASES
 NEWEST = ROWS[-1]
 KNOWN = "known: " + ", ".join(".".join(map(str, r.version)) for r in ROWS) + " (a row holds " \

@@ -236,7 +236,8 @@ def _context(scenario: Scenario, loaded: LoadedModel, a: Side, b: Side) -> dict[
             "huge_gpu": serve.device_bytes >= 160 * GiB, "sm100": capability[0] == 10,
             "triton": TRITON in samplers and runners == {V1_RUNNER},
             "mamba_all": serve.mamba_cache_mode == "all" and bool(spec.state_layers),
-            "gdn_hopper": capability == (9, 0) and LINEAR in kinds}
+            "gdn_hopper": capability == (9, 0) and LINEAR in kinds,
+            "cold_compile": scenario.engine.cold_compile}
 
 
 def check_against(against: str | None) -> str:

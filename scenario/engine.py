@@ -119,7 +119,7 @@ def _vllm_knobs(scenario: Scenario, name: str) -> dict:
     return {"vllm_row": choice.row, "version_note": choice.note or f"vLLM rules: "
             f"{choice.row.name} ({choice.row.tag}); {KNOWN}", "entrypoint": eng.entrypoint,
             "max_num_seqs": seqs, "mxfp4_backend": eng.mxfp4_backend,
-            "sampler": eng.sampler}
+            "sampler": eng.sampler, "cold_compile": eng.cold_compile}
 
 
 _HUMAN = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)([kKmMgGtT])\s*")

@@ -45,10 +45,12 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
     notes += [f"the log sets {name}={value}: not modelled" for name, value in facts.env
               if name in ENV_MEMORY]
     if facts.cold_compile:
+        values["engine.cold_compile"] = True
         notes.append("the log compiles torch.compile's graphs cold ('Compiling a graph for'): "
-                     "vLLM's profile charges the compile's and Inductor's benchmarking peak as "
-                     "activation (vllm-project/vllm#54122), which no rule sizes; the pool can be "
-                     "smaller than planned, and a warm restart's is the one the plan predicts")
+                     "planned as --cold-compile: vLLM's profile charges the compile's peak as "
+                     "activation (vllm-project/vllm#54122), from 0.11.1 Inductor benchmarking "
+                     "the embedding gather on a random copy of the table; a warm restart's "
+                     "pool is larger (plan without --cold-compile)")
     if facts.encoder_budget_tokens is not None and \
             not any(path.startswith("multimodal.") for path in values):
         values["multimodal.limit_mm_per_prompt"] = DEFAULT_PROFILE

@@ -79,6 +79,7 @@ class Engine:
     mxfp4_backend: Text | None = None
     sampler: Text | None = None
     enforce_eager: StrictBool = False
+    cold_compile: StrictBool = False
 
 
 @dataclass(frozen=True)
