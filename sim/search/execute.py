@@ -48,16 +48,51 @@ def sigterm_as_sigint():
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        yield
+        with _pool_threads_held():
+            yield
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _pool_threads_held():
+    """A signal to the whole process group kills the workers and the forkserver at once, and
+    the pool's own handler thread can fail respawning a worker through the dead forkserver
+    (EOFError) before the parent's handler has run. Such a failure in the pool's threads is
+    held: dropped when the run was interrupted, shown as Python would show it otherwise."""
+    held = []
+    previous = threading.excepthook
+
+    def hold(args) -> None:
+        if args.thread is not None and "(_handle_" in args.thread.name:
+            held.append(args)
+        else:
+            previous(args)
+
+    threading.excepthook = hold
+    try:
+        yield
+    except KeyboardInterrupt:
+        held.clear()
+        raise
+    finally:
+        threading.excepthook = previous
+        for args in held:
+            previous(args)
+
+
 def _quiet_worker() -> None:
     """Workers leave Ctrl-C to the parent, which stops handing out batches; SIGTERM (the
-    parent's terminate(), or a signal to the whole group) ends a worker at once, silently."""
+    parent's terminate(), or a signal to the whole group) ends a worker silently at the next
+    Python instruction, leaving the `with` blocks it is in: killed inside a queue's put or get
+    by the default action, a worker kept the queue's lock, and the parent's terminate() then
+    waited on it for ever."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _leave)
+
+
+def _leave(signum, _frame):
+    raise SystemExit(128 + signum)
 
 
 def _context():
