@@ -21,6 +21,8 @@ from openpyxl.drawing.text import (
 )
 from openpyxl.utils import get_column_letter
 
+from .page import column_width
+
 GIB_AXIS = '#,##0" GiB"'
 COUNT_AXIS = "#,##0"
 # Okabe-Ito: distinct for colour-blind readers and on a grey-scale printer
@@ -89,10 +91,12 @@ def colour(series, index: int, dashed: bool = False, marker: bool = True) -> Non
 
 def memory_breakdown(ws, first_row: int, last_row: int, label_col: int, first_col: int,
                      last_col: int, header_row: int, block: Block, title: str,
-                     keys: Sequence[str] = (), also_rows: Sequence[int] = ()) -> None:
+                     keys: Sequence[str] = (), also_rows: Sequence[int] = ()) -> Block:
     """A stacked column per device/rank (categories: the header row; none for one column),
     one series per ledger line (rows first_row..last_row, then also_rows, in GiB; titles from
-    label_col; `keys` the lines' keys, for their colours)."""
+    label_col; `keys` the lines' keys, for their colours). The chart covers `block`, taken
+    further down where its legend needs the rows (their set heights counted); that block is
+    returned."""
     chart = BarChart()
     chart.type, chart.grouping, chart.overlap = "col", "stacked", 100
     chart.gapWidth = 60
@@ -110,10 +114,15 @@ def memory_breakdown(ws, first_row: int, last_row: int, label_col: int, first_co
     _titles(chart, title, "", "memory [GiB]")
     names = [str(ws.cell(row=row, column=label_col).value or "")
              for row in [*range(first_row, last_row + 1), *also_rows]]
-    _legend_room(ws, chart, block, names)
+    legend = legend_points(names, _width_pt(ws, block.first_col, block.last_col))
+    block = Block(block.first_col, block.first_row, block.last_col,
+                  _rows_for(ws, block.first_row, FRAME_PT + PLOT_MIN_PT + legend,
+                            block.last_row))
+    _legend_room(ws, chart, block, legend)
     if first_col == last_col:  # one column: its header names the unit, not a device
         chart.x_axis.delete = True
     place(ws, chart, block)
+    return block
 
 
 # A legend LibreOffice cannot fit below the plot is drawn as one overprinted line: the
@@ -132,36 +141,32 @@ def legend_points(names: Sequence[str], width_pt: float) -> float:
     return math.ceil(len(names) / columns) * LEGEND_LINE_PT + 10
 
 
-def breakdown_points(ws, names: Sequence[str], first_col: int, last_col: int) -> float:
-    """The height a memory breakdown needs over columns first_col..last_col."""
-    return FRAME_PT + PLOT_MIN_PT + legend_points(names, _width_pt(ws, first_col, last_col))
-
-
-def rows_for(ws, first_row: int, points: float, at_least: int = 0) -> int:
-    """The last row of a block starting at first_row that is `points` tall (at least
-    `at_least`), counting the rows' set heights."""
+def _rows_for(ws, first_row: int, points: float, at_least: int) -> int:
+    """The last row of a block starting at first_row that is `points` tall (and ends at
+    `at_least` or later), counting the rows' set heights."""
     row, total = first_row, 0.0
     while True:
-        total += ws.row_dimensions[row].height or DEFAULT_ROW_PT
+        total += _row_pt(ws, row)
         if total >= points and row >= at_least:
             return row
         row += 1
 
 
+def _row_pt(ws, row: int) -> float:
+    return ws.row_dimensions[row].height or DEFAULT_ROW_PT
+
+
 def _width_pt(ws, first_col: int, last_col: int) -> float:
-    return sum((ws.column_dimensions[get_column_letter(col)].width or 8.43) * 7.0 * 0.75
-               for col in range(first_col, last_col + 1))
+    return sum(column_width(ws, col) * 7.0 * 0.75 for col in range(first_col, last_col + 1))
 
 
-def _legend_room(ws, chart, block: Block, names: Sequence[str]) -> None:
+def _legend_room(ws, chart, block: Block, legend: float) -> None:
     """Small legend text, and the plot area above the legend's height (a fraction of the block
     the rows' set heights give)."""
     size = CharacterProperties(sz=LEGEND_POINTS * 100)
     chart.legend.txPr = RichText(p=[Paragraph(pPr=ParagraphProperties(defRPr=size),
                                               endParaRPr=size)])
-    total = sum(ws.row_dimensions[row].height or DEFAULT_ROW_PT
-                for row in range(block.first_row, block.last_row + 1))
-    legend = legend_points(names, _width_pt(ws, block.first_col, block.last_col))
+    total = sum(_row_pt(ws, row) for row in range(block.first_row, block.last_row + 1))
     plot = max(total - legend - FRAME_PT, 0.3 * total)
     chart.plot_area.layout = Layout(ManualLayout(x=0.1, y=0.12, w=0.86, h=min(plot / total, 0.7)))
 
@@ -236,7 +241,7 @@ def block_below(ws, row: int, first_col: int, width_chars: float, height_rows: i
     `height_rows` rows down."""
     last, total = first_col, 0.0
     while True:
-        total += ws.column_dimensions[get_column_letter(last)].width or 8.43
+        total += column_width(ws, last)
         if total >= width_chars:
             break
         last += 1

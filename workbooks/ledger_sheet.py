@@ -205,14 +205,11 @@ def write_ledger(wb: Workbook, src: WorkbookSource) -> None:
     # included, then what is left: the column stacks to the device's usable GiB (left is
     # below zero when the load does not fit)
     left_row = 1 + len(items) + [item[0] for item in totals(0)].index("free_bytes") + 1
-    series_rows = [*range(2, 2 + len(items)), left_row]
     page.fit_rows(ws)  # the rows' heights decide how many the chart spans
-    needed = charts.breakdown_points(ws, [ws.cell(row=r, column=2).value for r in series_rows],
-                                     6, 6)
-    block = charts.Block(6, section, 6, charts.rows_for(ws, section, needed, at_least=row))
-    charts.memory_breakdown(ws, 2, 1 + len(items), 2, 4, 4, 1, block, "Memory on the device",
-                            keys=[*(item[-1] for item in items), "free_bytes"],
-                            also_rows=[left_row])
+    block = charts.memory_breakdown(ws, 2, 1 + len(items), 2, 4, 4, 1,
+                                    charts.Block(6, section, 6, row), "Memory on the device",
+                                    keys=[*(item[-1] for item in items), "free_bytes"],
+                                    also_rows=[left_row])
     if src.multi:
         style.note(ws, block.last_row + 2, "The whole model on one device with the plain "
                    "engine, for reference: the deployment's ledger, one column per rank, is on "

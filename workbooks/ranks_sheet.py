@@ -288,11 +288,6 @@ def _breakdown(ws, row: int, at: dict[str, int], values: list[dict], known: list
         width = sum(ws.column_dimensions[get_column_letter(FIRST_COL + i)].width or 10
                     for i in range(CHART_RANK_COLUMNS))
     block = charts.block_below(ws, row + len(keys) + 2, FIRST_COL, width, CHART_ROWS)
-    needed = charts.breakdown_points(ws, [ws.cell(row=r, column=2).value
-                                          for r in range(row + 1, row + len(keys) + 1)],
-                                     block.first_col, block.last_col)
-    block = charts.Block(block.first_col, block.first_row, block.last_col,
-                         charts.rows_for(ws, block.first_row, needed, at_least=block.last_row))
     charts.memory_breakdown(ws, row + 1, row + len(keys), 2, FIRST_COL, last_col, 1, block,
                             "Memory per rank (stacked ledger lines)", keys=keys)
 
