@@ -6,6 +6,7 @@ from .arch import EMBED, HEAD, TensorGroup, inventory
 from .errors import SpecError
 from .experts import ExpertSplit
 from .model import ModelSpec
+from .state import state_shapes
 
 VOCAB_PADDING = 64  # vLLM pads the vocabulary to a multiple of 64 before splitting it
 
@@ -200,18 +201,15 @@ def _state_share(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
     (extra_groups_for_head_shards: tp groups, one a rank); GDN's norm over a head's value
     width and Mamba-2's out_proj bias are replicated."""
     st, h = spec.state, spec.hidden_size
-    heads, (dv, _) = st.recurrent_heads, st.recurrent_shape
+    (_, conv_dim), (heads, dv, _) = state_shapes(st, tp)  # this rank's, groups as vLLM's
     if st.kind == "linear":
-        rows = (st.conv_dim + heads * dv + 2 * heads) // tp
-        vectors = (st.conv_dim * st.conv_kernel + 2 * heads) // tp + dv
+        rows = conv_dim + heads * dv + 2 * heads
+        vectors = conv_dim * st.conv_kernel + 2 * heads + dv
     else:
-        groups = st.n_groups if st.n_groups % tp == 0 else st.n_groups + tp - st.n_groups
-        bc = 2 * groups // tp * st.d_state
-        rows = (2 * st.intermediate + heads) // tp + bc
-        conv_dim = st.intermediate // tp + bc
-        vectors = (conv_dim * (st.conv_kernel + st.conv_bias) + 3 * heads // tp
-                   + st.intermediate // tp * st.gated_norm + rows * st.in_proj_bias
-                   + h * st.out_proj_bias)
+        inner = st.intermediate // tp
+        rows = inner + conv_dim + heads  # z, then x B C (the conv's channels), then dt
+        vectors = (conv_dim * (st.conv_kernel + st.conv_bias) + 3 * heads
+                   + inner * st.gated_norm + rows * st.in_proj_bias + h * st.out_proj_bias)
     if group.name == "mixer.in_proj":
         return replace(group, rows=rows)
     if group.name == "mixer.out_proj":
