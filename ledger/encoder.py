@@ -82,6 +82,10 @@ class EncoderSpec:
         return (self.tp_mode == "data" and vision is not None
                 and vision.family in DATA_MODE_FAMILIES)
 
+    def falls_back(self, vision: VisionSpec | None) -> bool:
+        """Data mode asked for where the model class does not support it: vLLM runs weights."""
+        return self.tp_mode == "data" and not self.data_parallel(vision)
+
 
 @dataclass(frozen=True)
 class EncoderBudget:
@@ -111,7 +115,7 @@ def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None
     """None when every modality is limited to 0 (vLLM: 'Encoder cache will not be
     initialized')."""
     _check_modalities(vision, enc)
-    if enc.tp_mode == "data" and not enc.data_parallel(vision):  # vLLM's fallback
+    if enc.falls_back(vision):
         enc = replace(enc, tp_mode="weights")
     kwargs = dict(enc.processor_kwargs)
     found = {m: max_tokens(vision, m, kwargs, enc.max_model_len, enc.limit("image") > 0,
@@ -164,7 +168,7 @@ def encoder_lines(vision: VisionSpec | None, enc: EncoderSpec | None,
     if enc is None or vision is None:
         return (), ()
     fallback = []
-    if enc.tp_mode == "data" and not enc.data_parallel(vision):
+    if enc.falls_back(vision):
         fallback = [f"--mm-encoder-tp-mode data: {vision.architecture} does not support it, so "
                     "vLLM falls back to weights (it warns 'This model does not support "
                     "`--mm-encoder-tp-mode data`'): the tower is split over the ranks"]
