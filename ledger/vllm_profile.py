@@ -8,6 +8,7 @@ from . import dtypes
 from .devices import NVLINK
 from .kv import Shard
 from .model import ModelSpec
+from .sharding import vocab_rows_per_rank
 from .units import GiB, MiB
 from .vllm_row import (
     CONSUMED,
@@ -63,10 +64,6 @@ SAMPLERS = (FLASHINFER, TORCH, TRITON)
 CUBLAS_WORKSPACE_SM90 = 4096 * 8 * 1024
 CUBLAS_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
 HOPPER = (9, 0)
-# VocabParallelEmbedding pads the vocabulary to a multiple of this, then splits it over the
-# tensor-parallel ranks (vllm/model_executor/layers/vocab_parallel_embedding.py at v0.27.1:
-# DEFAULT_VOCAB_PADDING_SIZE, num_embeddings_per_partition = divide(padded, tp_size)).
-VOCAB_PADDING = 64
 
 
 @dataclass(frozen=True)
@@ -202,13 +199,12 @@ def compile_benchmark_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:
     then copies only the mutated ones). The text model's forward starts with the embedding
     gather inside the compiled graph (the runner passes input_ids), whose kernel reads the whole
     table, so its benchmark holds a random copy of this rank's table (the vocabulary padded to
-    VOCAB_PADDING, over tp; first pipeline stage only) beside its tokens x hidden output."""
+    64 and split over tp, as the weights' sharding.vocab_rows_per_rank; first pipeline stage
+    only) beside its tokens x hidden output."""
     if not shard.first_stage:
         return 0
-    act = act_bytes(spec)
-    padded = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
-    rows = -(-padded // shard.tensor_parallel_size)
-    return (rows + tokens) * spec.hidden_size * act
+    rows = vocab_rows_per_rank(spec.vocab_size, shard.tensor_parallel_size)
+    return (rows + tokens) * spec.hidden_size * act_bytes(spec)
 
 
 def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batch,
