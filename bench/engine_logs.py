@@ -13,7 +13,8 @@ Each log has a sidecar <log>.json: source URL, engine and release, GPU, device, 
 directory under tests/fixtures/configs, with a note where it is a same-architecture stand-in)
 and the flags the log or its thread states; "miss" says why a log the plan misses by more than
 10 % is missed (the test keeps it as an expected failure with that reason); "plan_miss" why the
-plan alone, without the memory the log prints, misses where the logged memory reconciles it.
+plan alone, without the memory the log prints, misses where the logged memory reconciles it;
+"residual" what a reconciled log leaves unexplained within the 10 %.
 """
 
 import json
@@ -152,6 +153,8 @@ def main(argv: list[str]) -> int:
                      if o.meta.get("miss")))
     print("\n".join(f"the plan alone misses, the logged memory explains: {o.name}: "
                      f"{o.meta['plan_miss']}" for o in outcomes if o.meta.get("plan_miss")))
+    print("\n".join(f"reconciled, what is left: {o.name}: {o.meta['residual']}"
+                     for o in outcomes if o.meta.get("residual")))
     return 0
 
 

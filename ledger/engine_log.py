@@ -40,8 +40,12 @@ PATTERNS: dict[str, dict[str, tuple[str, ...]]] = {
                               r"available: " + _NUM + r" GiB",),
         "peak_gib": (r"Peak memory during memory usage profiling \(torch \+ non-torch\): " + _NUM
                      + r" GiB",),
+        # KvCacheCreator.configure_kv_cache_capacity's budget, printed once more, after its
+        # max_tokens / max_gpu_total_bytes caps, as 'Estimated max memory in KV cache' (the
+        # line a log that elides the profile still shows; the same 5.95 GiB on the GB10 log)
         "available_kv_gib": (r"available KV cache memory when calculating max tokens: " + _NUM
-                             + r" GiB",),
+                             + r" GiB", r"Estimated max memory in KV cache ?: " + _NUM
+                             + r" GiB"),
         "weights_gib": (r"Memory used after loading model weights \(inside torch\) in memory "
                         r"usage profiling: " + _NUM + r" GiB",),
         "kv_pool_gib": (r"Allocated " + _NUM + r" GiB for max tokens in paged KV cache",),

@@ -27,9 +27,6 @@ KV_MISSES = {
     "v1_llama31_8b_l40s_pr17122": "+20.8%: 0.8's V1 profile counts every byte in use on the "
                                   "device (other processes too, until 0.9.2) and this release "
                                   "prints no line that breaks its 4 GiB down",
-    "v1_qwen3_30b_a3b_4xa10_issue17469": "-14.2%: the pool vLLM logged is 0.65 GiB larger than "
-                                         "0.8.5's rules give on the catalog's A10; its profile "
-                                         "lines are not in the excerpt",
     "v0_27_qwen3_32b_2xrtxpro6000_pp2_kubesimplify": "+19.0%: PP0 logged a 6.92 GiB pool "
                                                      "against the plan's 8.23, cold compile "
                                                      "planned (the table's copy, 1.53 GiB, "
@@ -55,6 +52,9 @@ KV_MISSES = {
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
+    "v1_qwen3_30b_a3b_4xa10_issue17469": "+6.5%: 0.8.5's device-wide count held 0.30 GiB beyond "
+                                         "the context, one NCCL communicator and FlashInfer's "
+                                         "sampler, which no line of the excerpt breaks down",
     "v1_qwen3_235b_fp8_4xh100_issue21348": "+9.1%: the LMCache connector holds GPU memory the "
                                            "log does not size",
     "v0_27_qwen3_32b_2xrtxpro6000_tp2_kubesimplify": "+7.1%: an 8.22 GiB pool against the "
