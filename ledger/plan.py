@@ -1,6 +1,5 @@
 """build_plan: the per-device memory ledger and the memory-only concurrency ceiling."""
 
-from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from . import dtypes
@@ -25,7 +24,6 @@ from .engines import (
     starts,
 )
 from .eplb import eplb_lines
-from .errors import SpecError
 from .kv import (
     WHOLE,
     Shard,
@@ -38,19 +36,26 @@ from .kv import (
 from .kv_offload import OffloadTier, offload_lines, offload_tier
 from .lines import Line
 from .lora import lora_lines
-from .model import ModelSpec, Quant
+from .model import ModelSpec
 from .paging import BlockReport, paging_report
 from .plan_encoder import encoder_plan, encoder_profile
+from .plan_kv import extra_cache_lines, indexer_request, kv_from, kv_in_use_by_kind, window_from
 from .plan_notes import after_notes, cache_form_notes, engine_notes, plan_notes
+from .plan_weights import (
+    NO_OVERRIDES,
+    Overrides,
+    metadata_from,
+    rank_weights,
+    representations,
+    weight_format,
+)
 from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
-from .sharding import Stage, rank_inventory
 from .state import state_bytes_per_request
-from .units import plural
 from .vllm_after import AfterPool, after_pool
 from .vllm_lines import PoolRules, pool_rules, profile_batch, resident_line, runtime_line
 from .vllm_lines import overhead as vllm_overhead
-from .weights import WeightBytes, default_quant, metadata_text, weight_bytes
+from .weights import WeightBytes
 
 __all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
 
@@ -135,19 +140,7 @@ class Plan:
 CACHE_LINES = ("kv_cache", "indexer_cache", "state_cache")
 
 
-@dataclass(frozen=True)
-class Overrides:
-    """Ledger lines replaced by a measured or file-derived value (e.g. safetensors headers).
-    per_device: the value is one device's (measured); else it is the whole checkpoint's and a
-    rank takes its share of it."""
-
-    weights: WeightBytes | None = None
-    weights_source: str = ""
-    quant: Quant | None = None
-    per_device: bool = False
-
-
-def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrides(),
+def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = NO_OVERRIDES,
                shard: Shard = WHOLE, engine: EngineSpec = PLAIN_ENGINE) -> Plan:
     """The seed's ledger: weights, metadata, runtime peak, KV for the live tokens, safety; with
     an engine, its KV pool and headroom in place of the safety reserve (servecap.ledger.engines).
@@ -161,19 +154,19 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
     per_request = kv_bytes_per_request(spec, kv_bits, serve.context_tokens, bsz, shard,
                                        budget_tokens)
     lengths = list(serve.live_lengths)
-    kv_by_kind = _kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard, budget_tokens)
+    kv_by_kind = kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard, budget_tokens)
     kv_total = sum(kv_by_kind.values())
-    hold = sum(_kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard).values())
+    hold = sum(kv_in_use_by_kind(spec, kv_bits, lengths, serve, shard).values())
     kv_line = Line("kv_cache", "KV cache in use", kv_total,
-                   _kv_from(lengths, bsz, serve) + _window_from(
+                   kv_from(lengths, bsz, serve) + window_from(
                        kv_by_kind, hold, rules.why if rules else
                        f"{serve.max_num_batched_tokens:,} batched tokens")
                    + (f"; K and V per head: {PER_HEAD_REASON}"
                       if spec.attention.mla_per_head_cache else ""))
-    cache_lines = (kv_line,) + _extra_cache_lines(spec, lengths, bsz, shard)
+    cache_lines = (kv_line,) + extra_cache_lines(spec, lengths, bsz, shard)
     cache_total = sum(item.num_bytes for item in cache_lines)
     state = state_bytes_per_request(spec, shard.layer_ids(spec), shard.tensor_parallel_size)
-    whole_request = per_request + state + _indexer_request(spec, serve.context_tokens, bsz, shard)
+    whole_request = per_request + state + indexer_request(spec, serve.context_tokens, bsz, shard)
     result = None
     if engine.name == PLAIN:
         safety, safety_from = _safety(serve)
@@ -201,7 +194,7 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = Overrid
                                                 budget_tokens),
         paging=paging_report(lengths, bsz, serve.shared_prefix_tokens),
         memory_ceiling_requests=ceiling if result is None else int(result.max_concurrency),
-        representations=_representations(serve, weights, kv_bits),
+        representations=representations(serve, weights, kv_bits),
         num_parameters=weights.num_parameters, active_parameters=active_parameters(spec),
         notes=plan_notes(spec, serve, weights, fixed, result) + engine_notes(engine)
         + encoder_plan(spec, serve, shard, _line(head, "runtime_peak"), engine,
@@ -244,30 +237,6 @@ def _model_bits(serve: ServeSpec) -> int:
                          dtypes.ACTIVATION_DTYPES).bits
 
 
-def _indexer_request(spec: ModelSpec, tokens: int, bsz: int, shard: Shard) -> int:
-    return -(-tokens // bsz) * bsz * indexer_bytes_per_token(spec, shard)
-
-
-def _extra_cache_lines(spec: ModelSpec, lengths: list[int], bsz: int,
-                       shard: Shard) -> tuple[Line, ...]:
-    """The indexer K cache (paged like the KV) and the fixed states, when the model has them."""
-    out = []
-    per_token = indexer_bytes_per_token(spec, shard)
-    if per_token:
-        held = sum(-(-n // bsz) * bsz for n in lengths)
-        out.append(Line("indexer_cache", "indexer K cache in use", held * per_token,
-                        f"{held:,} slots x {per_token:,} B (fp8 K + fp32 scale per 128, "
-                        f"{len(shard.layer_ids(spec))} layers)"))
-    state = state_bytes_per_request(spec, shard.layer_ids(spec), shard.tensor_parallel_size)
-    if state:
-        held_layers = len(set(spec.state_layers) & set(shard.layer_ids(spec)))
-        out.append(Line("state_cache", "fixed state in use", state * len(lengths),
-                        f"{plural(len(lengths), 'request')} x {state:,} B ({held_layers} "
-                        f"{spec.state.kind} layers: conv {spec.state.conv_dtype}, recurrent "
-                        f"{spec.state.ssm_dtype})"))
-    return tuple(out)
-
-
 def _line(lines: tuple[Line, ...], key: str) -> Line:
     return next(item for item in lines if item.key == key)
 
@@ -281,7 +250,7 @@ def memory_ceiling(device_bytes: int, fixed_bytes: int, per_request_bytes: int) 
 def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard: Shard,
                  engine: EngineSpec) -> tuple[WeightBytes, tuple[Line, ...]]:
     """Weights, metadata, runtime peak, and (engines, multi-GPU) non-torch and comm buffers."""
-    weights, weights_from = _weights(spec, serve, overrides, shard)
+    weights, weights_from = rank_weights(spec, serve, overrides, shard)
     pp = 1 if shard.first_stage and shard.last_stage else 2
     vllm = engine.name == VLLM
     if vllm and serve.runtime_peak_bytes is None:
@@ -294,7 +263,7 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
         Line("weights", "weights", weights.param_bytes, weights_from,
              overrides.weights is not None),
         Line("weight_metadata", "weight metadata",
-             weights.metadata_bytes, _meta_from(weights, overrides)),
+             weights.metadata_bytes, metadata_from(weights, overrides)),
     ) + (resident_line(spec, shard, engine) if vllm and not measured else ()) \
         + lora_lines(spec, serve.lora, shard, _model_bits(serve))[0] \
         + eplb_lines(spec, serve.eplb, shard, *weight_format(spec, serve, overrides)) \
@@ -356,56 +325,6 @@ def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: Engin
     return lines, result
 
 
-def weight_format(spec: ModelSpec, serve: ServeSpec,
-                  overrides: Overrides = Overrides()) -> tuple[int, Quant | None]:
-    """(bits of the unquantized tensors, the quantization) the weights line plans with."""
-    dense = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
-    wdtype = dtypes.lookup(serve.weight_dtype, "weight_dtype", dtypes.WEIGHT_DTYPES)
-    quant = overrides.quant or spec.quant or default_quant(wdtype.name)
-    return (wdtype.bits if quant is None else dense.bits), quant
-
-
-def _weights(spec: ModelSpec, serve: ServeSpec, overrides: Overrides,
-             shard: Shard) -> tuple[WeightBytes, str]:
-    whole = shard.is_whole(spec)
-    if overrides.weights is not None and (whole or overrides.per_device):
-        return overrides.weights, overrides.weights_source
-    dense_bits, quant = weight_format(spec, serve, overrides)
-    if whole:
-        result = weight_bytes(spec, dense_bits, quant)
-        return result, result.how
-    if not spec.has_architecture:
-        flag, value = (("--tensor-parallel-size", shard.tensor_parallel_size)
-                       if shard.tensor_parallel_size > 1 else
-                       ("--pipeline-parallel-size", "> 1"))
-        raise SpecError(flag, value, f"{spec.name} states no architecture (hidden_size, "
-                        "vocab_size) to split across devices; only 1 is allowed")
-    stage = Stage(0, shard.layer_ids(spec), shard.first_stage, shard.last_stage)
-    groups = rank_inventory(spec, shard.tensor_parallel_size, stage, shard.experts)
-    result = weight_bytes(spec, dense_bits, quant, groups)
-    if overrides.weights is None:
-        return result, result.how
-    return _share(overrides, result, weight_bytes(spec, dense_bits, quant))
-
-
-def _share(overrides: Overrides, rank: WeightBytes, whole: WeightBytes) -> tuple[WeightBytes, str]:
-    """A whole-checkpoint figure split in the proportion the inventory gives this rank."""
-    file = overrides.weights
-    num = rank.param_bytes + rank.metadata_bytes
-    den = max(whole.param_bytes + whole.metadata_bytes, 1)
-    scaled = WeightBytes(file.param_bytes * num // den, file.metadata_bytes * num // den,
-                         rank.num_parameters, rank.quantized_parameters, "")
-    return scaled, f"{overrides.weights_source}, this rank's {num / den:.2%} share"
-
-
-def _meta_from(weights: WeightBytes, overrides: Overrides) -> str:
-    if overrides.weights is not None:
-        if not weights.metadata_bytes or not weights.by_format:
-            return overrides.weights_source
-        return f"{overrides.weights_source.split(':')[0]}: {metadata_text(weights)}"
-    return "none: unquantized" if not weights.metadata_bytes else metadata_text(weights)
-
-
 def _runtime_peak(spec: ModelSpec, serve: ServeSpec, shard: Shard) -> tuple[int, str]:
     if serve.runtime_peak_bytes is not None:
         return serve.runtime_peak_bytes, "declared peak of activations, workspaces, graphs"
@@ -420,54 +339,6 @@ def _safety(serve: ServeSpec) -> tuple[int, str]:
     fraction = DEFAULT_SAFETY_FRACTION
     return int(serve.device_bytes * fraction), (
         f"default: {fraction:.0%} of the device (vLLM gpu_memory_utilization=0.90)")
-
-
-def _kv_in_use_by_kind(spec: ModelSpec, kv_bits: int, lengths: list[int], serve: ServeSpec,
-                       shard: Shard, budget_tokens: int | None = None) -> dict[str, int]:
-    """Σ_r over live requests, paged, split into full and sliding-window layers; a shared
-    prefix's full blocks are stored once (windowed layers keep each request's own window).
-    budget_tokens: windowed layers at their in-flight prefill peak (else the decode hold)."""
-    bsz = serve.block_size_tokens
-    out = {"full": 0, "sliding": 0}
-    for n, count in Counter(lengths).items():  # equal lengths once: 16 x 4,096 is one call
-        for kind, num_bytes in kv_bytes_by_layer_kind(spec, kv_bits, n, bsz, shard,
-                                                      budget_tokens).items():
-            out[kind] = out.get(kind, 0) + num_bytes * count
-    shared_tokens = min([serve.shared_prefix_tokens, *lengths]) // bsz * bsz
-    if shared_tokens and len(lengths) > 1:
-        full = kv_bytes_by_layer_kind(spec, kv_bits, shared_tokens, bsz, shard)["full"]
-        out["full"] -= full * (len(lengths) - 1)
-    return out
-
-
-def _kv_from(lengths: list[int], bsz: int, serve: ServeSpec) -> str:
-    load = (f"{len(lengths)} x {serve.context_tokens:,} tokens" if not serve.lengths
-            else f"Σ of {len(lengths)} lengths = {sum(lengths):,} tokens")
-    shared = f", {serve.shared_prefix_tokens:,}-token prefix shared" \
-        if serve.shared_prefix_tokens else ""
-    return f"{load}, {serve.kv_dtype}, {bsz}-token blocks{shared}"
-
-
-def _window_from(kv_by_kind: dict[str, int], hold: int, in_flight: str) -> str:
-    """Windowed layers: the line is the peak, each request's prefill in flight (vLLM's
-    SlidingWindowSpec: W - 1 + the tokens in flight + 1 block, at most its own); the steady
-    decode hold beside it."""
-    if not kv_by_kind.get("sliding"):
-        return ""
-    return (f"; windowed layers at the in-flight prefill peak (W - 1 + {in_flight} + 1 "
-            f"block, vLLM's SlidingWindowSpec); steady decode hold {hold:,} B")
-
-
-def _representations(serve: ServeSpec, weights: WeightBytes, kv_bits: int):
-    """Three separate rows so a regression traces to the representation that changed."""
-    act = dtypes.lookup(serve.activation_dtype, "activation_dtype", dtypes.ACTIVATION_DTYPES)
-    return (
-        ("weights", serve.weight_dtype, dtypes.lookup(serve.weight_dtype, "weight_dtype").bits,
-         "fixed replica line: parameters and their metadata"),
-        ("activations", serve.activation_dtype, act.bits,
-         "transient runtime peak and unquantized tensors"),
-        ("kv cache", serve.kv_dtype, kv_bits, "bytes per live token: moves the ceiling directly"),
-    )
 
 
 def with_device(serve: ServeSpec, device_bytes: int) -> ServeSpec:

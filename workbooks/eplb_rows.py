@@ -3,7 +3,7 @@ Inputs, and the Ledger line as a formula over them (ledger/eplb.py, cell for cel
 
 from servecap.ledger.arch import routed_layers
 from servecap.ledger.eplb import BUFFER_FROM, MAX_EXPERT_REDUNDANCY, SLOTS_FROM, expert_bytes
-from servecap.ledger.plan import weight_format
+from servecap.ledger.plan_weights import weight_format
 
 from . import style
 from .source import WorkbookSource

@@ -117,8 +117,8 @@ def kv_per_token(kinds: Kinds) -> str:
 
 
 def shared_prefix_kv(kinds: Kinds) -> str:
-    """A shared prefix's full blocks, stored once: only full layers share them (ledger.plan
-    _kv_in_use_by_kind)."""
+    """A shared prefix's full blocks, stored once: only full layers share them (ledger.plan_kv
+    kv_in_use_by_kind)."""
     return (f"ROUNDUP({full_layers(kinds)}*shared_prefix_slot_tokens*{full_layer_bits(kinds)}"
             "/8,0)")
 
