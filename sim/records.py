@@ -1,5 +1,6 @@
 """Per-request rows: every timestamp from acceptance to release, and why a request was slow."""
 
+from bisect import bisect_left
 from operator import itemgetter
 
 from .metrics import SLO, ms, quantiles, tpot_s
@@ -91,17 +92,24 @@ def kv_occupancy(result: SimResult) -> dict:
 def by_prompt_bucket(seqs: list[Seq], edges_tokens: tuple[int, ...]) -> list[dict]:
     """Completed requests grouped by prompt length (<= each edge, then above the last), so
     lengths are not mixed when latencies are compared."""
-    done = [s for s in seqs if s.state == DONE]
-    out, low = [], 0
+    bounds, low = [], 0
     for high in (*edges_tokens, None):
-        group = [s for s in done if s.req.prompt_tokens > low
-                 and (high is None or s.req.prompt_tokens <= high)]
-        out.append({"prompt_tokens_above": low, "prompt_tokens_max": high,
-                    "completed": len(group),
-                    "ttft_ms": ms(quantiles([s.first_token_s - s.req.arrival_s for s in group])),
-                    "e2e_ms": ms(quantiles([s.release_s - s.req.arrival_s for s in group]))})
+        bounds.append((low, high))
         low = high or low
-    return out
+    groups: list[list[Seq]] = [[] for _ in bounds]
+    if all(edge > 0 for edge in edges_tokens) and list(edges_tokens) == sorted(edges_tokens):
+        for s in seqs:  # one pass: the first edge at or above the prompt (none: the last)
+            if s.state == DONE and s.req.prompt_tokens > 0:
+                groups[bisect_left(edges_tokens, s.req.prompt_tokens)].append(s)
+    else:
+        done = [s for s in seqs if s.state == DONE]
+        for group, (low, high) in zip(groups, bounds, strict=True):
+            group.extend(s for s in done if s.req.prompt_tokens > low
+                         and (high is None or s.req.prompt_tokens <= high))
+    return [{"prompt_tokens_above": low, "prompt_tokens_max": high, "completed": len(group),
+             "ttft_ms": ms(quantiles([s.prefill_token_s[0] - s.req.arrival_s for s in group])),
+             "e2e_ms": ms(quantiles([s.release_s - s.req.arrival_s for s in group]))}
+            for group, (low, high) in zip(groups, bounds, strict=True)]
 
 
 def per_replica(results: list[SimResult]) -> list[dict]:
