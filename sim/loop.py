@@ -85,7 +85,10 @@ def _account(eng, dt):
     live = eng.live_kv_tokens()
     for seq in eng.prefilling:  # and the prompts' computed tokens
         live += seq.computed
-    res.kv_samples.append((eng.now, live, eng.pool.used_blocks))
+    samples = res.kv_samples
+    samples.times.append(eng.now)
+    samples.tokens.append(live)
+    samples.blocks.append(eng.pool.used_blocks)
 
 
 def _finish_decode_step(eng):

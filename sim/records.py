@@ -1,10 +1,9 @@
 """Per-request rows: every timestamp from acceptance to release, and why a request was slow."""
 
 from bisect import bisect_left
-from operator import itemgetter
 
 from .metrics import SLO, ms, quantiles, tpot_s
-from .state import DONE, Seq, SimResult
+from .state import DONE, Seq, SimResult, kv_columns
 
 RECORD_COLUMNS = (
     "policy", "deployment", "request_id", "state", "reason", "arrival_s", "admitted_s",
@@ -75,14 +74,15 @@ def kv_occupancy(result: SimResult) -> dict:
     bsz = result.config.block_size_tokens
     if not samples:
         return {"num_blocks": result.num_blocks, "peak_used_blocks": result.peak_used_blocks}
-    logical = sum(map(itemgetter(1), samples))  # ints: exact in any order
-    blocks = sum(map(itemgetter(2), samples))
+    _, tokens, held = kv_columns(samples)
+    logical = sum(tokens)  # ints: exact in any order
+    blocks = sum(held)
     return {
         "num_blocks": result.num_blocks, "block_size_tokens": bsz,
         "peak_used_blocks": result.peak_used_blocks,
         "mean_used_blocks": round(blocks / len(samples), 1),
         "mean_logical_tokens": round(logical / len(samples), 1),
-        "max_logical_tokens": max(map(itemgetter(1), samples)),
+        "max_logical_tokens": max(tokens),
         "logical_tokens_per_slot": round(logical / max(blocks * bsz, 1), 4),
         "timeline": [{"time_s": round(t, 6), "logical_tokens": n, "used_blocks": b}
                      for t, n, b in samples[::max(1, len(samples) // 100)]],
