@@ -2,6 +2,8 @@
 
 from bisect import bisect_left
 
+import numpy as np
+
 from .metrics import SLO, ms, quantiles, tpot_s
 from .state import DONE, Seq, SimResult, kv_columns
 
@@ -75,18 +77,26 @@ def kv_occupancy(result: SimResult) -> dict:
     if not samples:
         return {"num_blocks": result.num_blocks, "peak_used_blocks": result.peak_used_blocks}
     _, tokens, held = kv_columns(samples)
-    logical = sum(tokens)  # ints: exact in any order
-    blocks = sum(held)
+    logical, blocks, most = _exact_sum(tokens), _exact_sum(held), max(tokens)
     return {
         "num_blocks": result.num_blocks, "block_size_tokens": bsz,
         "peak_used_blocks": result.peak_used_blocks,
         "mean_used_blocks": round(blocks / len(samples), 1),
         "mean_logical_tokens": round(logical / len(samples), 1),
-        "max_logical_tokens": max(tokens),
+        "max_logical_tokens": most,
         "logical_tokens_per_slot": round(logical / max(blocks * bsz, 1), 4),
         "timeline": [{"time_s": round(t, 6), "logical_tokens": n, "used_blocks": b}
                      for t, n, b in samples[::max(1, len(samples) // 100)]],
     }
+
+
+def _exact_sum(column) -> int:
+    """The integers' sum, exact in any order: numpy's int64 sum over the column where no
+    partial sum can pass 2^63 (every value below 2^63 / its count), else Python's."""
+    values = np.asarray(column, dtype=np.int64)
+    if len(values) and 0 <= int(values.min()) and int(values.max()) < 2**63 // len(values):
+        return int(values.sum())
+    return sum(column)
 
 
 def by_prompt_bucket(seqs: list[Seq], edges_tokens: tuple[int, ...]) -> list[dict]:

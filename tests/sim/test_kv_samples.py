@@ -25,3 +25,10 @@ def test_reads_as_the_list_of_tuples(samples, start, stop, step):
         assert kept[-1] == samples[-1]
     assert [list(c) for c in kv_columns(kept)] == [list(c) for c in kv_columns(samples)]
     assert list(pickle.loads(pickle.dumps(kept))) == samples
+
+
+@given(st.lists(st.integers(0, 2**62), max_size=30))
+def test_occupancy_sums_are_exact(values):
+    """The occupancy's sums equal Python's integer sums, near int64's limit too."""
+    from servecap.sim.records import _exact_sum
+    assert _exact_sum(KvSamples((0.0, v, v) for v in values).tokens) == sum(values)
