@@ -46,6 +46,7 @@ def _compiled(name: str = "decode_run"):
 
 
 COMPILED = _compiled("decode_run")
+PYTHON = _python  # the decode kernel's source, run where COMPILED is None
 COMPILED_LOOP = _compiled("loop")
 
 
@@ -64,5 +65,7 @@ def kernel() -> str:
     built = [name for name, module in (("decode", COMPILED), ("loop", COMPILED_LOOP))
              if module is not None]
     if len(built) == 2:
-        return "compiled (Cython)"
-    return "pure Python" if not built else f"compiled (Cython) {built[0]} only"
+        return "compiled (Cython) decode and loop kernels"
+    if not built:
+        return "pure Python kernels"
+    return f"compiled (Cython) {built[0]} kernel, the other as Python"

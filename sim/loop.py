@@ -17,7 +17,9 @@ def run_iterations(eng, horizon):
     """Run the iterations that start before horizon (None: until every request is done)."""
     plan = PLANNERS[eng.cfg.policy]
     while horizon is None or eng.now < horizon:
-        eng.pull_arrivals()
+        seqs, nxt = eng.seqs, eng.next_arrival
+        if nxt < len(seqs) and seqs[nxt].ready_s <= eng.now:  # pull_arrivals' own test
+            eng.pull_arrivals()
         if eng.idle():
             if not eng.jump_to_next_arrival():
                 return
@@ -25,7 +27,7 @@ def run_iterations(eng, horizon):
         left = eng.mid_group() if eng.waiting else 0
         if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
                                                                          _decode_only(eng)):
-            steps = core.decode_run(eng, horizon, left or (
+            steps = (core.COMPILED or core.PYTHON).decode_run(eng, horizon, left or (
                 eng.cfg.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
             eng.steps_since_prefill += steps if eng.waiting else 0
             eng.group_steps += steps
