@@ -1,7 +1,7 @@
-"""The compiled decode-run kernel: sim/decode_run.py with the C types of sim/decode_run.pxd,
-built by Cython as servecap.sim._decode_run_c and stamped with its source's sha256 (sim/core.py
-runs it only when that matches the source beside it). Optional: without Cython or a C
-compiler the package installs and runs the same source as Python."""
+"""The compiled simulator kernels: each sim/<name>.py with the C types of sim/<name>.pxd,
+built by Cython as servecap.sim._<name>_c and stamped with its source's sha256 (sim/core.py
+runs one only when that matches the source beside it). Optional: without Cython or a C
+compiler the package installs and runs the same sources as Python."""
 
 import hashlib
 import shutil
@@ -10,7 +10,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 ROOT = Path(__file__).resolve().parent
-SOURCES = ("decode_run.py", "decode_run.pxd")  # sim/core.py hashes the same files
+KERNELS = ("decode_run", "loop")  # sim/core.py picks the same list and hashes the same files
 STAGE = Path("build") / "cython" / "servecap" / "sim"
 
 
@@ -23,16 +23,20 @@ def extensions() -> list:
     stage.mkdir(parents=True, exist_ok=True)
     for package in (stage, stage.parent):
         (package / "__init__.py").write_text("")
+    return cythonize([_kernel(name, stage) for name in KERNELS],
+                     compiler_directives={"language_level": 3}, quiet=True)
+
+
+def _kernel(name: str, stage: Path) -> Extension:
+    """sim/<name>.py staged as _<name>_c.py with its .pxd, its stamp appended."""
     digest = hashlib.sha256()
-    for name in SOURCES:
-        digest.update((ROOT / "sim" / name).read_bytes())
-    source = (ROOT / "sim" / "decode_run.py").read_text()
-    (stage / "_decode_run_c.py").write_text(
-        f"{source}\nSOURCE_SHA256 = {digest.hexdigest()!r}\n")
-    shutil.copyfile(ROOT / "sim" / "decode_run.pxd", stage / "_decode_run_c.pxd")
-    ext = Extension("servecap.sim._decode_run_c", [str(STAGE / "_decode_run_c.py")],
-                    extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
-    return cythonize([ext], compiler_directives={"language_level": 3}, quiet=True)
+    for suffix in (".py", ".pxd"):
+        digest.update((ROOT / "sim" / f"{name}{suffix}").read_bytes())
+    source = (ROOT / "sim" / f"{name}.py").read_text()
+    (stage / f"_{name}_c.py").write_text(f"{source}\nSOURCE_SHA256 = {digest.hexdigest()!r}\n")
+    shutil.copyfile(ROOT / "sim" / f"{name}.pxd", stage / f"_{name}_c.pxd")
+    return Extension(f"servecap.sim._{name}_c", [str(STAGE / f"_{name}_c.py")],
+                     extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)
 
 
 setup(ext_modules=extensions())

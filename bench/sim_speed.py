@@ -50,7 +50,7 @@ def whole_process(num_requests: int = 100_000) -> None:
     verdict = "met" if rate >= WHOLE_TARGET_PER_S else \
         f"MISSED (target >= {WHOLE_TARGET_PER_S:,}/s)"
     print(f"whole process: servecap simulate, {num_requests:,} chat requests (llama-3.1-8b, "
-          f"h100-80gb, {entry['policy']}, {kernel()} decode kernel): {cpu:.2f} s CPU "
+          f"h100-80gb, {entry['policy']}, {kernel()}): {cpu:.2f} s CPU "
           f"({wall:.2f} s wall) = {rate:,.0f} "
           f"simulated requests per CPU-second, {verdict}; {entry['measured_requests']:,} "
           f"measured at steady state: {entry['steady_state']}")
@@ -97,7 +97,7 @@ def phases(num_requests: int = 100_000) -> None:
         finally:
             sys.argv = argv
     total = time.process_time() - start
-    print(f"{num_requests:,} chat requests in this process ({kernel()} decode kernel), "
+    print(f"{num_requests:,} chat requests in this process ({kernel()}), "
           "CPU seconds after the imports of this script:")
     for label, cpu in spent.items():
         print(f"  {label:<22} {cpu:6.2f}")

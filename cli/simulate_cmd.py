@@ -12,6 +12,7 @@ from servecap.ledger.units import plural
 from servecap.scenario import simulation, steps
 from servecap.scenario.spec import Scenario
 from servecap.sim.deploy import run_deployment
+from servecap.sim.gcpause import paused
 from servecap.sim.model_error import prediction_interval
 from servecap.sim.records import (
     RECORD_COLUMNS,
@@ -107,12 +108,13 @@ def run_simulation(setup: Setup, window: bool = True, num_seeds: int = 1) -> tup
     rendered from, and the outcomes the records come from. window=False measures every
     request rather than the steady-state window."""
     outcomes, policies = [], []
-    for cfg in setup.configs:
-        for outcome in run_deployment(setup.requests, setup.coefficients, cfg,
-                                      setup.num_blocks, setup.deployment, setup.slo,
-                                      num_seeds, window):
-            outcomes.append((cfg.policy, outcome))
-            policies.append(_entry(setup, outcome))
+    with paused():  # the runs and their reports (sim/gcpause.py)
+        for cfg in setup.configs:
+            for outcome in run_deployment(setup.requests, setup.coefficients, cfg,
+                                          setup.num_blocks, setup.deployment, setup.slo,
+                                          num_seeds, window):
+                outcomes.append((cfg.policy, outcome))
+                policies.append(_entry(setup, outcome))
     return header(setup) | {"policies": policies}, outcomes
 
 

@@ -20,7 +20,9 @@ def decode_run(eng, horizon, max_steps):
     due. A dense model's step price is decode_pricer's arithmetic, inlined. Returns the
     iterations run."""
     res, pool, residue, bsz = eng.result, eng.pool, eng.residue, eng.bsz
-    end_append, sample_append = res.decode_end_s.append, res.kv_samples.append
+    samples = res.kv_samples  # a KvSamples: a column per field (sim/state.py)
+    end_append, time_append = res.decode_end_s.append, samples.times.append
+    tokens_append, blocks_append = samples.tokens.append, samples.blocks.append
     finish_at, decoding = eng.finish_at, eng.decoding
     seqs, nxt = eng.seqs, eng.next_arrival
     next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
@@ -83,7 +85,9 @@ def decode_run(eng, horizon, max_steps):
         if jitter is not None:
             dt *= jitter()
         segment += dt
-        sample_append((now, live, total_blocks - free))
+        time_append(now)
+        tokens_append(live)
+        blocks_append(total_blocks - free)
         now += dt
         end_append(now)
         free -= need

@@ -7,6 +7,7 @@ from servecap.ledger.errors import SpecError
 from .cluster import ROUTERS, simulate_disaggregated, simulate_replicas
 from .config import SchedulerConfig
 from .frontend import with_api_server
+from .gcpause import paused
 from .measure import Run, measure
 from .metrics import SLO
 from .roofline import Coefficients
@@ -76,6 +77,14 @@ def run_deployment(requests: list[Request], coef: Coefficients, config: Schedule
     seeds config.seed, +1, ...: the summary pools every run (sim/measure.py), the outcome's
     requests are the first run's. window=False measures every request, not the window. The
     API server's serial time per request is the run's, at its load (sim/frontend.py)."""
+    with paused():  # sim/gcpause.py
+        return _run_deployment(requests, coef, config, num_blocks, deployment, slo,
+                               num_seeds, window, itl)
+
+
+def _run_deployment(requests: list[Request], coef: Coefficients, config: SchedulerConfig,
+                    num_blocks: int, deployment: Deployment, slo: SLO, num_seeds: int,
+                    window: bool, itl: bool) -> list[Outcome]:
     if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) \
             or not 1 <= num_seeds <= MAX_SEEDS:
         raise SpecError("--seeds", num_seeds, f"a whole number in 1..{MAX_SEEDS}")

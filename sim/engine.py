@@ -1,5 +1,6 @@
 """The iteration-level engine: admission over paged blocks, decode bookkeeping, preemption."""
 
+from array import array
 from bisect import insort
 from collections import deque
 from dataclasses import replace
@@ -67,7 +68,7 @@ class Engine:
         elif coef.frontend_s or coef.frontend_latency_s:
             for seq in self.seqs:
                 self.through_frontend(seq)
-        self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, [])
+        self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, array("d"))
 
     # arrivals -------------------------------------------------------------------------------
     def _open_closed_loop(self, concurrency: int) -> None:

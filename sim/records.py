@@ -1,9 +1,11 @@
 """Per-request rows: every timestamp from acceptance to release, and why a request was slow."""
 
-from operator import itemgetter
+from bisect import bisect_left
+
+import numpy as np
 
 from .metrics import SLO, ms, quantiles, tpot_s
-from .state import DONE, Seq, SimResult
+from .state import DONE, Seq, SimResult, kv_columns
 
 RECORD_COLUMNS = (
     "policy", "deployment", "request_id", "state", "reason", "arrival_s", "admitted_s",
@@ -74,34 +76,50 @@ def kv_occupancy(result: SimResult) -> dict:
     bsz = result.config.block_size_tokens
     if not samples:
         return {"num_blocks": result.num_blocks, "peak_used_blocks": result.peak_used_blocks}
-    logical = sum(map(itemgetter(1), samples))  # ints: exact in any order
-    blocks = sum(map(itemgetter(2), samples))
+    _, tokens, held = kv_columns(samples)
+    logical, blocks, most = _exact_sum(tokens), _exact_sum(held), max(tokens)
     return {
         "num_blocks": result.num_blocks, "block_size_tokens": bsz,
         "peak_used_blocks": result.peak_used_blocks,
         "mean_used_blocks": round(blocks / len(samples), 1),
         "mean_logical_tokens": round(logical / len(samples), 1),
-        "max_logical_tokens": max(map(itemgetter(1), samples)),
+        "max_logical_tokens": most,
         "logical_tokens_per_slot": round(logical / max(blocks * bsz, 1), 4),
         "timeline": [{"time_s": round(t, 6), "logical_tokens": n, "used_blocks": b}
                      for t, n, b in samples[::max(1, len(samples) // 100)]],
     }
 
 
+def _exact_sum(column) -> int:
+    """The integers' sum, exact in any order: numpy's int64 sum over the column where no
+    partial sum can pass 2^63 (every value below 2^63 / its count), else Python's."""
+    values = np.asarray(column, dtype=np.int64)
+    if len(values) and 0 <= int(values.min()) and int(values.max()) < 2**63 // len(values):
+        return int(values.sum())
+    return sum(column)
+
+
 def by_prompt_bucket(seqs: list[Seq], edges_tokens: tuple[int, ...]) -> list[dict]:
     """Completed requests grouped by prompt length (<= each edge, then above the last), so
     lengths are not mixed when latencies are compared."""
-    done = [s for s in seqs if s.state == DONE]
-    out, low = [], 0
+    bounds, low = [], 0
     for high in (*edges_tokens, None):
-        group = [s for s in done if s.req.prompt_tokens > low
-                 and (high is None or s.req.prompt_tokens <= high)]
-        out.append({"prompt_tokens_above": low, "prompt_tokens_max": high,
-                    "completed": len(group),
-                    "ttft_ms": ms(quantiles([s.first_token_s - s.req.arrival_s for s in group])),
-                    "e2e_ms": ms(quantiles([s.release_s - s.req.arrival_s for s in group]))})
+        bounds.append((low, high))
         low = high or low
-    return out
+    groups: list[list[Seq]] = [[] for _ in bounds]
+    if all(edge > 0 for edge in edges_tokens) and list(edges_tokens) == sorted(edges_tokens):
+        for s in seqs:  # one pass: the first edge at or above the prompt (none: the last)
+            if s.state == DONE and s.req.prompt_tokens > 0:
+                groups[bisect_left(edges_tokens, s.req.prompt_tokens)].append(s)
+    else:
+        done = [s for s in seqs if s.state == DONE]
+        for group, (low, high) in zip(groups, bounds, strict=True):
+            group.extend(s for s in done if s.req.prompt_tokens > low
+                         and (high is None or s.req.prompt_tokens <= high))
+    return [{"prompt_tokens_above": low, "prompt_tokens_max": high, "completed": len(group),
+             "ttft_ms": ms(quantiles([s.prefill_token_s[0] - s.req.arrival_s for s in group])),
+             "e2e_ms": ms(quantiles([s.release_s - s.req.arrival_s for s in group]))}
+            for group, (low, high) in zip(groups, bounds, strict=True)]
 
 
 def per_replica(results: list[SimResult]) -> list[dict]:

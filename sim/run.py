@@ -1,17 +1,12 @@
 """The event loop: a policy picks each iteration's work, the roofline prices it, time jumps."""
 
 from .config import SchedulerConfig
-from .core import decode_run
-from .engine import Engine, owed
-from .policies import PLANNERS, decode_due
+from .core import run_iterations
+from .engine import Engine
 from .roofline import Coefficients
 from .sampling import Request
-from .speculative import decode_iteration_s
-from .state import REJECTED, SimResult
+from .state import SimResult
 from .static import run_static
-from .step_model import prefill_pairs, step_s
-
-INF = float("inf")
 
 
 def simulate(requests: list[Request], coef: Coefficients, config: SchedulerConfig,
@@ -27,7 +22,7 @@ def advance(eng: Engine, until: float | None) -> None:
     if eng.cfg.policy == "static":
         run_static(eng, until)
     else:
-        _run_iterations(eng, until)
+        run_iterations(eng, until)
 
 
 def finish_run(eng: Engine) -> SimResult:
@@ -37,121 +32,3 @@ def finish_run(eng: Engine) -> SimResult:
     res.num_arrived = eng.next_arrival
     res.unheld_blocks = eng.pool.free + sum(eng.pool.group_blocks.values())
     return res
-
-
-def _run_iterations(eng: Engine, horizon: float | None) -> None:
-    plan = PLANNERS[eng.cfg.policy]
-    while horizon is None or eng.now < horizon:
-        eng.pull_arrivals()
-        if eng.idle():
-            if not eng.jump_to_next_arrival():
-                return
-            continue
-        left = eng.mid_group() if eng.waiting else 0
-        if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
-                                                                         _decode_only(eng)):
-            steps = decode_run(eng, horizon, left or (
-                eng.cfg.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
-            eng.steps_since_prefill += steps if eng.waiting else 0
-            eng.group_steps += steps
-            continue
-        eng.swap_in_waiting()
-        work, decode = plan(eng)
-        if not work and not (decode and eng.decoding) and not eng.extra_s:
-            _stuck(eng)
-            continue
-        _iterate(eng, work, decode and bool(eng.decoding))
-
-
-def _iterate(eng: Engine, work: list, decode: bool) -> None:
-    """One forward pass: the decode set steps (if chosen) and each prefill chunk computes."""
-    num_decode = len(eng.decoding) if decode else 0
-    context = eng.live_kv_tokens() if decode else 0
-    prefill = cached = pairs = 0
-    for seq, chunk in work:
-        cached += seq.computed
-        prefill += chunk
-        pairs += prefill_pairs(seq.computed, chunk)
-    spec = eng.cfg.speculation
-    if spec is not None and not work and num_decode and spec.applies(num_decode):
-        dt = decode_iteration_s(eng.coef, spec, num_decode, context)
-    else:
-        dt = step_s(eng.coef, prefill, num_decode, pairs, context, cached)
-    if eng.jitter is not None:
-        dt *= eng.jitter()
-    dt += eng.extra_s
-    eng.extra_s = 0.0
-    _account(eng, dt)
-    start = eng.now
-    eng.now += dt
-    eng.group_steps = 0 if work else eng.group_steps + 1
-    if decode:
-        _finish_decode_step(eng)
-    for seq, chunk in work:
-        _finish_chunk(eng, seq, chunk, start)
-    eng.reserved_blocks = 0
-
-
-def _decode_only(eng: Engine) -> bool:
-    """Nothing waits, or decode-priority holds the waiting prompts back for now."""
-    if not eng.waiting:
-        return True
-    return eng.cfg.policy == "decode-priority" and not eng.waiting[0].swapped_tokens \
-        and not decode_due(eng)
-
-
-def _account(eng: Engine, dt: float) -> None:
-    res = eng.result
-    res.num_iterations += 1
-    res.busy_s += dt
-    waiting = len(eng.waiting)
-    res.queue_area += waiting * dt
-    res.system_area += (waiting + len(eng.running)) * dt
-    live = eng.live_kv_tokens()
-    for seq in eng.prefilling:  # and the prompts' computed tokens
-        live += seq.computed
-    res.kv_samples.append((eng.now, live, eng.pool.used_blocks))
-
-
-def _finish_decode_step(eng: Engine) -> None:
-    j = eng.dec_idx
-    eng.result.decode_end_s.append(eng.now)
-    eng.pool.free -= eng.residue[j % eng.bsz]
-    eng.dec_idx = j + 1
-    for seq in eng.finish_at.pop(j, ()):
-        if seq.req.request_id in eng.decoding and seq.j0 + seq.req.output_tokens \
-                - seq.generated - 1 == j:
-            eng.finish(seq, eng._stop_decoding(seq, j))
-
-
-def _finish_chunk(eng: Engine, seq, chunk: int, start: float) -> None:
-    if seq.prefill_start_s is None:
-        seq.prefill_start_s = start
-    seq.computed += chunk
-    seq.chunks += 1
-    eng.owed -= chunk
-    if seq.computed < seq.target:
-        return
-    eng.prefilling.remove(seq)
-    eng.publish_prefix(seq)
-    seq.prefill_end_s = eng.now
-    seq.prefill_token_s.append(eng.now)
-    if seq.generated:
-        seq.extra_gaps_s.append(eng.now - seq.last_token_s)
-    seq.last_token_s = eng.now
-    seq.generated += 1
-    eng.owed -= 1
-    if seq.generated >= seq.req.output_tokens:
-        eng.finish(seq, seq.target)
-    else:
-        eng.start_decoding(seq)
-
-
-def _stuck(eng: Engine) -> None:
-    """Nothing runs and the head cannot be admitted: reject it rather than spin."""
-    seq = eng.waiting.popleft()
-    eng.owed -= owed(seq)
-    seq.state, seq.release_s = REJECTED, eng.now
-    seq.reason = "could not be admitted with the pool empty"
-    if eng.closed:
-        eng.send_next()

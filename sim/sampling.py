@@ -4,6 +4,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 
+from .gcpause import paused
 from .workload import Arrivals, Lengths, Workload
 
 
@@ -24,6 +25,11 @@ class Request:
 
 def draw_requests(workload: Workload) -> list[Request]:
     """Deterministic for a given workload (its seed): one Random drives every draw."""
+    with paused():  # sim/gcpause.py
+        return _draw(workload)
+
+
+def _draw(workload: Workload) -> list[Request]:
     rng = random.Random(workload.seed)
     times = arrival_times(workload.arrivals, workload.num_requests, rng)
     prompts = draw_lengths(workload.prompt, len(times), rng)

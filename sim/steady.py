@@ -28,12 +28,13 @@ no one behind them); both are kinder than the steady state a deployment runs in.
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from operator import itemgetter
+
+import numpy as np
 
 from servecap.ledger.units import plural
 
 from .intervals import NUM_BATCHES
-from .state import DONE, REJECTED, Seq, SimResult
+from .state import DONE, REJECTED, Seq, SimResult, kv_columns
 
 MSER_BATCH = 5
 MSER_MIN_TAIL_BATCHES = 5
@@ -94,21 +95,21 @@ def in_system(seqs: list[Seq]) -> list[int]:
     return [max(i - bisect_right(releases, s.req.arrival_s), 0) for i, s in enumerate(seqs)]
 
 
-_time = itemgetter(0)  # a kv_samples entry's time
-
-
 def kv_in_use(seqs: list[Seq], results: list[SimResult]) -> list[int]:
     """KV blocks in use over every engine at each request's arrival (the last iteration that
     started by then)."""
     out = [0] * len(seqs)
+    arrivals = None
     for res in results:
-        samples = res.kv_samples
-        if not samples:
+        times, _, blocks = kv_columns(res.kv_samples)
+        if not len(times):
             continue
-        for i, seq in enumerate(seqs):  # bisected by time in place: no list of the times
-            at = bisect_right(samples, seq.req.arrival_s, key=_time)
-            if at:
-                out[i] += samples[at - 1][2]
+        if arrivals is None:
+            arrivals = np.array([s.req.arrival_s for s in seqs], dtype=np.float64)
+        # bisect_right of each arrival in the sample times, all at once
+        at = np.searchsorted(np.asarray(times, dtype=np.float64), arrivals, side="right")
+        held = np.asarray(blocks, dtype=np.int64)[np.maximum(at - 1, 0)] * (at > 0)
+        out = [a + b for a, b in zip(out, held.tolist(), strict=True)]
     return out
 
 

@@ -1,11 +1,14 @@
 """Token gaps counted per decode iteration (sim/gaps.py) give exactly the percentiles a list
 of every token gap gives (metrics.itl_pairs), and each batch's share of them."""
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.deploy import Deployment, run_once
-from servecap.sim.gaps import Gaps, batch_shares
+from servecap.sim.gaps import Gaps, _groups, batch_shares
 from servecap.sim.metrics import itl_pairs, weighted_quantiles
 
 
@@ -30,3 +33,19 @@ def test_gaps_are_every_token_gap(teaching, make_requests, replicas, policy) -> 
     shares = batch_shares(halves, timelines, value)
     assert sum(count for _, count in shares) == gaps.total
     assert sum(below for below, _ in shares) == gaps.at_or_below(value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40_000), st.floats(0, 1)), min_size=1, max_size=80))
+def test_groups_take_the_same_stable_order_at_any_key_width(pairs):
+    """_groups sorts 16-bit counts by numpy's radix sort, wider ones by its merge sort: the
+    groups, their order and their sorted values are those of a plain stable sort by count."""
+    weights = np.array([w for w, _ in pairs], dtype=np.int64)
+    values = np.array([v for _, v in pairs], dtype=np.float64)
+    order = sorted(range(len(pairs)), key=lambda i: pairs[i][0])
+    seen = {}
+    for i in range(len(pairs)):
+        seen.setdefault(pairs[i][0], i)
+    counts = sorted(seen, key=lambda w: -1 if w == 1 else seen[w])
+    expected = [(w, sorted(values[i] for i in order if pairs[i][0] == w)) for w in counts]
+    assert _groups(weights, values) == expected

@@ -3,6 +3,7 @@ feature, as the simulator did before its core was rewritten for speed (digests g
 commit 5e9ed81, tests/sim/golden/digests.json), through the kernel this install runs (compiled
 where the build made it) and through its source run as Python."""
 
+import ast
 import json
 import sys
 from pathlib import Path
@@ -30,13 +31,26 @@ def test_same_bytes_as_before(name):
 @pytest.mark.parametrize("name", ["chunked-prefill", "continuous-swap", "decode-priority-full",
                                   "replicas-least-tokens", "chunked-prefill-jitter",
                                   "continuous-spec", "continuous-steady"])
-def test_pure_python_kernel_gives_the_same_bytes(name, monkeypatch):
-    """Whichever kernel this install built, the source run as Python gives the same bytes."""
-    monkeypatch.setattr(core, "COMPILED", None)
+@pytest.mark.parametrize("python", [("COMPILED", "COMPILED_LOOP"), ("COMPILED",),
+                                    ("COMPILED_LOOP",)])
+def test_pure_python_kernel_gives_the_same_bytes(name, python, monkeypatch):
+    """Whichever kernels this install built, their sources run as Python give the same bytes,
+    each alone and both together."""
+    for attribute in python:
+        monkeypatch.setattr(core, attribute, None)
     assert digest(CASES[name], name in POLICIES) == DIGESTS["digests"][name], name
 
 
-def test_a_stale_build_is_not_run(monkeypatch, tmp_path):
+@pytest.mark.parametrize("kernel", core.KERNELS)
+def test_a_stale_build_is_not_run(kernel, monkeypatch):
     """A compiled kernel stamped with another source's digest is left unused."""
-    monkeypatch.setattr(core, "source_digest", lambda: "edited since the build")
-    assert core._compiled() is None
+    monkeypatch.setattr(core, "source_digest", lambda name: "edited since the build")
+    assert core._compiled(kernel) is None
+
+
+def test_the_build_compiles_the_kernels_core_picks():
+    """setup.py builds (and stamps) the very kernels sim/core.py looks for."""
+    tree = ast.parse((Path(__file__).parents[2] / "setup.py").read_text())
+    built = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+             and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["KERNELS"]]
+    assert built == [core.KERNELS]

@@ -1,0 +1,137 @@
+"""The scheduler loop between the engine's events: each pass pulls arrivals, lets the policy
+pick an iteration's work (or hands a run of decode-only steps to the decode kernel), prices
+the forward pass and books its finishes. The source of the compiled loop (Cython, built by
+the package's build as servecap.sim._loop_c with the types in loop.pxd) and, where that is
+absent or was built from another source, the same code run by the interpreter (sim/core.py
+picks)."""
+
+from . import core
+from .engine import owed
+from .policies import PLANNERS, decode_due
+from .speculative import decode_iteration_s
+from .state import REJECTED
+from .step_model import prefill_pairs, step_s
+
+
+def run_iterations(eng, horizon):
+    """Run the iterations that start before horizon (None: until every request is done)."""
+    plan = PLANNERS[eng.cfg.policy]
+    while horizon is None or eng.now < horizon:
+        seqs, nxt = eng.seqs, eng.next_arrival
+        if nxt < len(seqs) and seqs[nxt].ready_s <= eng.now:  # pull_arrivals' own test
+            eng.pull_arrivals()
+        if eng.idle():
+            if not eng.jump_to_next_arrival():
+                return
+            continue
+        left = eng.mid_group() if eng.waiting else 0
+        if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
+                                                                         _decode_only(eng)):
+            steps = (core.COMPILED or core.PYTHON).decode_run(eng, horizon, left or (
+                eng.cfg.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
+            eng.steps_since_prefill += steps if eng.waiting else 0
+            eng.group_steps += steps
+            continue
+        eng.swap_in_waiting()
+        work, decode = plan(eng)
+        if not work and not (decode and eng.decoding) and not eng.extra_s:
+            _stuck(eng)
+            continue
+        _iterate(eng, work, decode and bool(eng.decoding))
+
+
+def _iterate(eng, work, decode):
+    """One forward pass: the decode set steps (if chosen) and each prefill chunk computes."""
+    num_decode = len(eng.decoding) if decode else 0
+    context = eng.live_kv_tokens() if decode else 0
+    prefill = cached = pairs = 0
+    for seq, chunk in work:
+        cached += seq.computed
+        prefill += chunk
+        pairs += prefill_pairs(seq.computed, chunk)
+    spec = eng.cfg.speculation
+    if spec is not None and not work and num_decode and spec.applies(num_decode):
+        dt = decode_iteration_s(eng.coef, spec, num_decode, context)
+    else:
+        dt = step_s(eng.coef, prefill, num_decode, pairs, context, cached)
+    if eng.jitter is not None:
+        dt *= eng.jitter()
+    dt += eng.extra_s
+    eng.extra_s = 0.0
+    _account(eng, dt)
+    start = eng.now
+    eng.now += dt
+    eng.group_steps = 0 if work else eng.group_steps + 1
+    if decode:
+        _finish_decode_step(eng)
+    for seq, chunk in work:
+        _finish_chunk(eng, seq, chunk, start)
+    eng.reserved_blocks = 0
+
+
+def _decode_only(eng):
+    """Nothing waits, or decode-priority holds the waiting prompts back for now."""
+    if not eng.waiting:
+        return True
+    return eng.cfg.policy == "decode-priority" and not eng.waiting[0].swapped_tokens \
+        and not decode_due(eng)
+
+
+def _account(eng, dt):
+    res = eng.result
+    res.num_iterations += 1
+    res.busy_s += dt
+    waiting = len(eng.waiting)
+    res.queue_area += waiting * dt
+    res.system_area += (waiting + len(eng.running)) * dt
+    live = eng.live_kv_tokens()
+    for seq in eng.prefilling:  # and the prompts' computed tokens
+        live += seq.computed
+    samples = res.kv_samples
+    samples.times.append(eng.now)
+    samples.tokens.append(live)
+    samples.blocks.append(eng.pool.used_blocks)
+
+
+def _finish_decode_step(eng):
+    j = eng.dec_idx
+    eng.result.decode_end_s.append(eng.now)
+    eng.pool.free -= eng.residue[j % eng.bsz]
+    eng.dec_idx = j + 1
+    for seq in eng.finish_at.pop(j, ()):
+        if seq.req.request_id in eng.decoding and seq.j0 + seq.req.output_tokens \
+                - seq.generated - 1 == j:
+            eng.finish(seq, eng._stop_decoding(seq, j))
+
+
+def _finish_chunk(eng, seq, chunk, start):
+    if seq.prefill_start_s is None:
+        seq.prefill_start_s = start
+    seq.computed += chunk
+    seq.chunks += 1
+    eng.owed -= chunk
+    if seq.computed < seq.target:
+        return
+    eng.prefilling.remove(seq)
+    eng.publish_prefix(seq)
+    seq.prefill_end_s = eng.now
+    seq.prefill_token_s.append(eng.now)
+    if seq.generated:
+        seq.extra_gaps_s.append(eng.now - seq.last_token_s)
+    seq.last_token_s = eng.now
+    seq.generated += 1
+    eng.owed -= 1
+    if seq.generated >= seq.req.output_tokens:
+        eng.finish(seq, seq.target)
+    else:
+        eng.start_decoding(seq)
+
+
+def _stuck(eng):
+    """Nothing runs and the head cannot be admitted: reject it rather than spin."""
+    seq = eng.waiting.popleft()
+    eng.owed -= owed(seq)
+    seq.state, seq.release_s = REJECTED, eng.now
+    seq.reason = "could not be admitted with the pool empty"
+    if eng.closed:
+        eng.send_next()
