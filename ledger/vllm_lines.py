@@ -16,9 +16,16 @@ from .vllm_profile import (
     comm_estimate,
     graph_estimate,
     non_torch_estimate,
+    penalties_state,
 )
 from .vllm_row import GRAPH_MAX_TOKENS
-from .vllm_runner import graphs_subtracted, model_runner, profile_sampler, window_in_flight
+from .vllm_runner import (
+    V2_RUNNER,
+    graphs_subtracted,
+    model_runner,
+    profile_sampler,
+    window_in_flight,
+)
 from .vllm_weights import mxfp4_backend, resident_extra
 
 SM100 = 10  # compute capability major of B200, GB200, B300: their larger capture default
@@ -96,7 +103,10 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
         out.append(Line("non_torch", "non-torch memory", engine.non_torch_bytes,
                         "measured: --non-torch", True))
     else:
-        out.append(Line("non_torch", "non-torch memory", *non_torch_estimate(row)))
+        v2_sampler = shard.last_stage and runner(engine, spec) == V2_RUNNER
+        penalties = penalties_state(spec, profile_batch(engine, serve).seqs) if v2_sampler \
+            else 0
+        out.append(Line("non_torch", "non-torch memory", *non_torch_estimate(row, penalties)))
     if engine.comm_buffer_bytes is not None:
         out.append(Line("comm_buffers", "communication buffers", engine.comm_buffer_bytes,
                         "declared: --comm-buffer", True))
