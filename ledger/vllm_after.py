@@ -78,7 +78,7 @@ def after_pool(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSp
     room = serve.device_bytes - held - pool - outside
     graphs = 0 if engine.enforce_eager else engine.cuda_graph_bytes \
         if engine.cuda_graph_bytes is not None else \
-        graph_estimate(spec, shard, row, batch, graph_limit(engine, serve))[0]
+        graph_estimate(spec, shard, row, batch, graph_limit(engine, serve, spec))[0]
     warmup = warmup_peak(spec, shard, engine, batch, sm_count(serve.device_label))
     return AfterPool(room, graphs, warmup, outside, why, batch.seqs)
 

@@ -106,3 +106,4 @@ def test_the_v1_runner_holds_none():
     plan = deployment.plan
     assert plan.line("non_torch") == NON_TORCH_PROFILED
     assert "penalties" not in plan.after_pool.how
+
