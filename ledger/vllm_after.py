@@ -17,10 +17,11 @@ from .vllm_profile import (
     forward_peak,
     graph_estimate,
     moe_workspace,
+    penalties_state,
     sampler_inputs,
     sampler_peak,
 )
-from .vllm_row import ALLOCATED, FLASHINFER, VllmRow
+from .vllm_row import ALLOCATED, FLASHINFER, PROFILED, VllmRow
 from .vllm_runner import V2_RUNNER
 
 # Memory in use before vLLM's baseline, so outside its budget: the CUDA context ('worker init
@@ -69,16 +70,33 @@ def after_pool(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSp
     held = sum(line.num_bytes for line in lines if line.key in HELD)
     pool = result.num_gpu_blocks * result.block_bytes
     outside, why = outside_baseline(row, shard, serve)
+    unbudgeted = unbudgeted_sampler_state(spec, shard, engine, batch)
+    if unbudgeted:
+        outside += unbudgeted
+        why += (f"; Model Runner V2's penalties state {unbudgeted / GiB:.2f} GiB, made after "
+                f"loading, which {row.name}'s profile (torch peak increase) does not count")
     room = serve.device_bytes - held - pool - outside
     graphs = 0 if engine.enforce_eager else engine.cuda_graph_bytes \
         if engine.cuda_graph_bytes is not None else \
-        graph_estimate(spec, shard, row, batch, graph_limit(engine, serve))[0]
+        graph_estimate(spec, shard, row, batch, graph_limit(engine, serve, spec))[0]
     warmup = warmup_peak(spec, shard, engine, batch, sm_count(serve.device_label))
     return AfterPool(room, graphs, warmup, outside, why, batch.seqs)
 
 
 HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "encoder_weights",
         "lora_adapters", "eplb", "non_torch", "comm_buffers")
+
+
+def unbudgeted_sampler_state(spec: ModelSpec, shard: Shard, engine: EngineSpec, batch) -> int:
+    """Model Runner V2's penalties state (vllm_profile.penalties_state) where the release's
+    budget leaves it out: a PROFILED row subtracts the torch peak's increase during the pass,
+    and the state, made in load_model before it, is in both ends (vllm/utils/mem_utils.py
+    memory_profiling at v0.26.0: torch_peak_increase = diff_profile.torch_peak); a CONSUMED row
+    counts it (the non_torch line holds it)."""
+    if engine.vllm_row.profile != PROFILED or not shard.last_stage \
+            or runner(engine, spec) != V2_RUNNER:
+        return 0
+    return penalties_state(spec, batch.seqs)
 
 
 def outside_baseline(row: VllmRow, shard: Shard, serve: ServeSpec) -> tuple[int, str]:

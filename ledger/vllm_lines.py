@@ -16,13 +16,22 @@ from .vllm_profile import (
     comm_estimate,
     graph_estimate,
     non_torch_estimate,
+    penalties_state,
 )
 from .vllm_row import GRAPH_MAX_TOKENS
-from .vllm_runner import graphs_subtracted, model_runner, profile_sampler, window_in_flight
+from .vllm_runner import (
+    V2_RUNNER,
+    graphs_subtracted,
+    model_runner,
+    profile_sampler,
+    window_in_flight,
+)
 from .vllm_weights import mxfp4_backend, resident_extra
 
 SM100 = 10  # compute capability major of B200, GB200, B300: their larger capture default
 FLASHINFER_GDN_SM = (9, 0)  # FlashInfer's GDN prefill without further conditions: Hopper
+# gpt-oss's own largest capture size, and the first row that holds it (graph_limit)
+GPT_OSS, GPT_OSS_GRAPH_MAX, GPT_OSS_GRAPHS_FROM = "GptOssForCausalLM", 1024, (0, 11, 0)
 
 
 @dataclass(frozen=True)
@@ -55,11 +64,19 @@ def pool_rules(engine, spec: ModelSpec, serve: ServeSpec) -> PoolRules:
                      row.mamba_all_chunk_aligned, why)
 
 
-def graph_limit(engine, serve: ServeSpec) -> int:
-    """The largest CUDA-graph capture size: VllmRow.graph_max_sm100 on SM 10.x, else 512."""
+def graph_limit(engine, serve: ServeSpec, spec: ModelSpec | None = None) -> int:
+    """The largest CUDA-graph capture size: VllmRow.graph_max_sm100 on SM 10.x, else 512;
+    gpt-oss raises it to 1,024 where no capture size is set (GptOssForCausalLMConfig
+    verify_and_update_config, vllm/model_executor/models/config.py: the capture list to 1,024
+    at v0.10.1-v0.11.0, max_cudagraph_capture_size = 1024 from v0.11.1 to v0.33.0; planned from
+    the 0.11.0 row, as the 0.9.2 row also covers releases before it)."""
     capability = compute_capability(serve.device_label)
-    return engine.vllm_row.graph_max_sm100 if capability and capability[0] == SM100 \
+    limit = engine.vllm_row.graph_max_sm100 if capability and capability[0] == SM100 \
         else GRAPH_MAX_TOKENS
+    if spec is not None and spec.architecture == GPT_OSS \
+            and engine.vllm_row.version >= GPT_OSS_GRAPHS_FROM:
+        return max(limit, GPT_OSS_GRAPH_MAX)
+    return limit
 
 
 def profile_batch(engine, serve: ServeSpec) -> Batch:
@@ -96,7 +113,10 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
         out.append(Line("non_torch", "non-torch memory", engine.non_torch_bytes,
                         "measured: --non-torch", True))
     else:
-        out.append(Line("non_torch", "non-torch memory", *non_torch_estimate(row)))
+        v2_sampler = shard.last_stage and runner(engine, spec) == V2_RUNNER
+        penalties = penalties_state(spec, profile_batch(engine, serve).seqs) if v2_sampler \
+            else 0
+        out.append(Line("non_torch", "non-torch memory", *non_torch_estimate(row, penalties)))
     if engine.comm_buffer_bytes is not None:
         out.append(Line("comm_buffers", "communication buffers", engine.comm_buffer_bytes,
                         "declared: --comm-buffer", True))
@@ -115,5 +135,5 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
     elif graphs_subtracted(row, runner(engine, spec)):
         out.append(Line("cuda_graphs", "CUDA graph pool",
                         *graph_estimate(spec, shard, row, profile_batch(engine, serve),
-                                        graph_limit(engine, serve))))
+                                        graph_limit(engine, serve, spec))))
     return tuple(out)

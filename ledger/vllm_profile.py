@@ -32,6 +32,7 @@ HUGE_GPU = 160 * GiB  # from 0.28 (VllmRow.batch_tier_160): 16,384 tokens for bo
 # context (issue 10517, 0.6.4). Estimates; the log's figure replaces them in reconcile.
 NON_TORCH_PROFILED = 256 * MiB
 NON_TORCH_WITH_CONTEXT = 384 * MiB
+INT32_BYTES = 4
 # NCCL + custom all-reduce buffers per GPU when tp x pp > 1 over PCIe, where the release
 # profiles them (its baseline precedes the process groups: VllmRow.communicators_before_baseline)
 COMM_PER_GPU = 128 * MiB
@@ -247,7 +248,28 @@ def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batc
         f"larger, {larger}; measure to replace")
 
 
-def non_torch_estimate(row: VllmRow) -> tuple[int, str]:
+def penalties_state(spec: ModelSpec, seqs: int) -> int:
+    """Model Runner V2's penalties state, made with its sampler on the last pipeline stage
+    once the weights are loaded (after 'Model loading took') and held for good:
+    output_bin_counts (max_num_reqs x vocab int32) and prompt_bin_mask (max_num_reqs x
+    ceil(vocab / 32) int32) (vllm/v1/worker/gpu/sample/penalties.py PenaltiesState, read at
+    v0.15.0, v0.19.0, v0.22.0, v0.26.0, v0.27.1, v0.28.0, v0.33.0; the TODO there: 'can be very
+    large, taking up GBs of GPU memory')."""
+    return seqs * (spec.vocab_size + -(-spec.vocab_size // 32)) * INT32_BYTES
+
+
+def non_torch_estimate(row: VllmRow, penalties: int = 0) -> tuple[int, str]:
+    """What the profile counts outside weights and activations. A CONSUMED row (the free-memory
+    drop since the init snapshot, from 0.27) also counts the torch buffers the runner made
+    after loading and keeps: Model Runner V2's penalties state (`penalties`, penalties_state;
+    0 on the V1 runner and on a stage without the sampler). A PROFILED row counts only the
+    torch peak's increase during the pass, which those buffers precede."""
+    if row.profile == CONSUMED and penalties:
+        return NON_TORCH_PROFILED + penalties, (
+            f"estimate ({row.name}): cuBLAS/attention workspaces outside torch since the "
+            f"baseline, {NON_TORCH_PROFILED / GiB:.2f} GiB, + Model Runner V2's penalties state "
+            f"{penalties / GiB:.2f} GiB (max_num_seqs x vocabulary x int32 and its prompt mask, "
+            "made after loading and counted by the free-memory drop); measure to replace")
     if row.profile in (PROFILED, CONSUMED):
         return NON_TORCH_PROFILED, (f"estimate ({row.name}): cuBLAS/attention workspaces "
                                     "outside torch since the baseline; measure to replace")

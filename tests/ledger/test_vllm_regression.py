@@ -27,20 +27,20 @@ KV_MISSES = {
     "v1_llama31_8b_l40s_pr17122": "+20.8%: 0.8's V1 profile counts every byte in use on the "
                                   "device (other processes too, until 0.9.2) and this release "
                                   "prints no line that breaks its 4 GiB down",
-    "v0_27_qwen3_32b_2xrtxpro6000_pp2_kubesimplify": "+19.0%: PP0 logged a 6.92 GiB pool "
-                                                     "against the plan's 8.23, cold compile "
-                                                     "planned (the table's copy, 1.53 GiB, "
-                                                     "beside the 8,192-token forward's 1.41); "
-                                                     "the excerpt does not break the 1.31 GiB "
+    "v0_27_qwen3_32b_2xrtxpro6000_pp2_kubesimplify": "+12.0%: PP0 logged a 6.92 GiB pool "
+                                                     "against the plan's 8.23 (PP1's, 7.74 "
+                                                     "with its sampler's penalties state, "
+                                                     "binds the plan); cold compile planned; "
+                                                     "the excerpt does not break PP0's 1.31 GiB "
                                                      "down (FlashInfer's JIT kernels on SM 12.0 "
                                                      "as non-torch, vllm#49892)",
-    "v0_27_qwen25_7b_rtx4090_llmso": "+34.4%: a 5.48 GiB pool against the plan's 7.37; the "
+    "v0_27_qwen25_7b_rtx4090_llmso": "+31.7%: a 5.48 GiB pool against the plan's 7.21; the "
                                      "excerpt prints only the token line, and the notes do "
                                      "not say whether the compile was cold",
-    "v0_28_qwen3_8b_rtx4090_cold_slolab": "+94.1%: the cold compile is planned (1.17 GiB "
+    "v0_28_qwen3_8b_rtx4090_cold_slolab": "+92.7%: the cold compile is planned (1.17 GiB "
                                           "against the log's 1.18), but 16.95 GiB consumed "
                                           "(weights + non-torch) by the log's own line against "
-                                          "15.4 on the warm start of the same cell (-3.0%): a "
+                                          "15.4 on the warm start of the same cell (-3.6%): a "
                                           "desktop-shared RTX 4090 (WSL2)",
     "v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed": "+19.3%: with 0.11.0's encoder profile (a "
                                              "153,600-token video, its cache padded to the "
@@ -57,12 +57,6 @@ KV_NEAR_MISSES = {
                                          "sampler, which no line of the excerpt breaks down",
     "v1_qwen3_235b_fp8_4xh100_issue21348": "+9.1%: the LMCache connector holds GPU memory the "
                                            "log does not size",
-    "v0_27_qwen3_32b_2xrtxpro6000_tp2_kubesimplify": "+7.1%: an 8.22 GiB pool against the "
-                                                     "plan's 8.80: the catalog card is 0.12 GiB "
-                                                     "larger than the 95.01 GiB logged (0.05 at "
-                                                     "0.426), weights 0.07 GiB above the plan, "
-                                                     "and 0.46 GiB of profile overhead the "
-                                                     "excerpt does not break down",
 }
 # Weights beyond 2% of 'Model loading took'
 WEIGHT_MISSES = {
@@ -80,13 +74,14 @@ START_MISSES = {
                                          "(the thread: it fails even at max-num-seqs 1, starts "
                                          "with enforce-eager)",
     "v1_gptoss20b_h100_planner_failed": "vLLM failed in its sampler warm-up after capturing "
-                                        "1.84 GiB of graphs; by the rules 2.89 GiB are left, "
+                                        "1.84 GiB of graphs; by the rules 2.46 GiB are left, "
                                         "and vLLM's own arithmetic (--kv-cache-memory 59.93 GiB "
                                         "to use the GPU, 58.47 in use) also says it fits: the "
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 58 / 66  # measured: 58/66 (57/66 before the cold-compile term); the
+KV_WITHIN_5_AT_LEAST = 59 / 66  # measured: 59/66 (58/66 before Model Runner V2's penalties
+# state, 57/66 before the cold-compile term); the
 # Done-when asks 90%: missed (docs/reconcile.md)
 
 
