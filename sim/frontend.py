@@ -2,10 +2,11 @@
 (HTTP, rendering, tokenization: frontend_s + frontend_prompt_token_s per prompt token) and
 streams every running request's tokens (frontend_output_token_s each), so the more tokens it
 streams per second the less of its time is left to take requests in. The same loop carries a
-request's first token back out (V1: vllm/v1/engine/async_llm.py output_handler, at v0.23.0, hands each
-engine step's outputs to the requests' generators, vllm/entrypoints/openai/serving_*.py turn
-them into SSE chunks, all on the API server's one asyncio loop), so the request's latency
-outside the queue (frontend_latency_s) is stretched by the same load."""
+request's first token back out (V1, at v0.23.0: vllm/v1/engine/async_llm.py output_handler
+hands each engine step's outputs to the requests' generators, which
+vllm/entrypoints/openai/serving_*.py turn into SSE chunks, all on the API server's one
+asyncio loop), so the request's latency outside the queue (frontend_latency_s) is stretched
+by the same load."""
 
 from dataclasses import dataclass, replace
 
