@@ -46,6 +46,13 @@ START = {"V0_CPU_PER_SEQ_S": 5e-5, "V0_OUTPUT_PER_SEQ_S": 2e-5, "V1_CPU_STEP_S":
          "FRONTEND_PROMPT_TOKEN_S": 1e-6, "FRONTEND_OUTPUT_TOKEN_S": 1e-5,
          "V1_FRONTEND_LATENCY_S": 1e-2}
 NAMES = tuple(TERMS)
+# Terms held out of the fit (at 0, each with why): a term whose folds disagree is not a fact
+# about the engine. The API server's time per prompt token was fitted 0 on every run and 27.5 us
+# without vLLM's blog (the only runs with 20K-token prompts), which put the blog's held-out
+# TTFT at +116 %: one source decides it, so it is not fitted; tokenization stays in the
+# per-request time, and --coefficients frontend_prompt_token_s sets it where it is known
+HELD = {"FRONTEND_PROMPT_TOKEN_S": "one source (vLLM's blog, 20K-token prompts) decides it: "
+                                   "0 fitted on every run, 27.5 us per token without the blog"}
 # The 95 % range of the model's error: K_ROBUST robust standard deviations (1.4826 x MAD)
 # about the median. The errors are heavier-tailed than a normal's (1.96 of them covered 78 %
 # of held-out figures, nested), and the empirical 2.5 / 97.5 % quantiles of ~36 TTFT errors
@@ -56,7 +63,8 @@ GPU = "gpu:"  # a source's hardware factor's name: gpu:<source_id>, its value ln
 
 def start(cases: list[Case]) -> dict:
     """The engine terms' start and every source's factor at g = 1."""
-    return dict(START) | {GPU + s: 0.0 for s in sorted({c.source for c in cases})}
+    return dict(START) | dict.fromkeys(HELD, 0.0) \
+        | {GPU + s: 0.0 for s in sorted({c.source for c in cases})}
 
 
 def run_rows(case: Case, values: dict) -> list[dict]:
@@ -115,8 +123,8 @@ def informing(cases: list[Case], jac: list, values: dict) -> dict:
 
 
 def fittable(info: dict) -> list[str]:
-    """The terms enough runs from enough sources inform."""
-    return [n for n in NAMES if len(info[n]["runs"]) >= MIN_RUNS
+    """The terms enough runs from enough sources inform (none HELD)."""
+    return [n for n in NAMES if n not in HELD and len(info[n]["runs"]) >= MIN_RUNS
             and len(info[n]["sources"]) >= MIN_SOURCES]
 
 

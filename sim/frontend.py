@@ -1,7 +1,12 @@
 """The API server's serial time per request at a run's load: one event loop takes each request
 (HTTP, rendering, tokenization: frontend_s + frontend_prompt_token_s per prompt token) and
 streams every running request's tokens (frontend_output_token_s each), so the more tokens it
-streams per second the less of its time is left to take requests in."""
+streams per second the less of its time is left to take requests in. The same loop carries a
+request's first token back out (V1, at v0.23.0: vllm/v1/engine/async_llm.py output_handler
+hands each engine step's outputs to the requests' generators, which
+vllm/entrypoints/openai/serving_*.py turn into SSE chunks, all on the API server's one
+asyncio loop), so the request's latency outside the queue (frontend_latency_s) is stretched
+by the same load."""
 
 from dataclasses import dataclass, replace
 
@@ -17,17 +22,20 @@ MAX_LOAD = 0.95  # the loop never gives intake less than 5 % of its time
 class ApiServer:
     """The run's API server: its base serial time per request (frontend_s + prompt tokens),
     the output tokens per second it is expected to stream, the share of its loop that takes
-    (load), and the serial time per request that follows, base / (1 - load)."""
+    (load), the serial time per request that follows, base / (1 - load), and the request's
+    latency outside the queue at that load, frontend_latency_s / (1 - load)."""
 
     base_s: float
     tokens_per_s: float
     load: float
     serial_s: float
+    latency_s: float = 0.0
 
     def as_dict(self) -> dict:
         return {"serial_s_per_request_unloaded": self.base_s,
                 "expected_output_tokens_per_s": self.tokens_per_s,
-                "event_loop_load": self.load, "serial_s_per_request": self.serial_s}
+                "event_loop_load": self.load, "serial_s_per_request": self.serial_s,
+                "latency_s_per_request": self.latency_s}
 
 
 def api_server(coef: Coefficients, requests: list[Request], cfg: SchedulerConfig,
@@ -39,14 +47,15 @@ def api_server(coef: Coefficients, requests: list[Request], cfg: SchedulerConfig
     engine's capacity (expected_tokens_per_s); closed loops and bursts run at capacity.
     Replicas each run their own server, streaming their share of the tokens."""
     if not requests:
-        return ApiServer(coef.frontend_s, 0.0, 0.0, coef.frontend_s)
+        return ApiServer(coef.frontend_s, 0.0, 0.0, coef.frontend_s, coef.frontend_latency_s)
     prompt = sum(r.prompt_tokens for r in requests) / len(requests)
     base = coef.frontend_s + coef.frontend_prompt_token_s * prompt
     if not coef.frontend_output_token_s:
-        return ApiServer(base, 0.0, 0.0, base)
+        return ApiServer(base, 0.0, 0.0, base, coef.frontend_latency_s)
     rate = expected_tokens_per_s(coef, requests, cfg) / max(1, replicas)
     load = min(coef.frontend_output_token_s * rate, MAX_LOAD)
-    return ApiServer(base, rate, load, base / (1.0 - load))
+    return ApiServer(base, rate, load, base / (1.0 - load),
+                     coef.frontend_latency_s / (1.0 - load))
 
 
 def expected_tokens_per_s(coef: Coefficients, requests: list[Request],
@@ -70,7 +79,9 @@ def expected_tokens_per_s(coef: Coefficients, requests: list[Request],
 
 def with_api_server(coef: Coefficients, requests: list[Request], cfg: SchedulerConfig,
                     replicas: int = 1) -> tuple[Coefficients, ApiServer]:
-    """coef with frontend_s replaced by the run's serial time per request (what the
-    simulator's API-server queue charges each request), and that time's parts."""
+    """coef with frontend_s and frontend_latency_s replaced by the run's serial time and
+    latency per request at its load (what the simulator's API-server queue charges each
+    request, and the time in transit it adds), and their parts."""
     server = api_server(coef, requests, cfg, replicas)
-    return replace(coef, frontend_s=server.serial_s), server
+    return replace(coef, frontend_s=server.serial_s,
+                   frontend_latency_s=server.latency_s), server

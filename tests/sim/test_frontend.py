@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servecap.sim.config import SchedulerConfig
-from servecap.sim.frontend import MAX_LOAD, api_server, expected_tokens_per_s
+from servecap.sim.frontend import MAX_LOAD, api_server, expected_tokens_per_s, with_api_server
 from servecap.sim.roofline import Coefficients
 from servecap.sim.sampling import Request
 
@@ -50,3 +50,20 @@ def test_the_load_is_bounded_and_the_serial_time_grows_with_it(rate, per_token) 
     server = api_server(coef, _poisson(rate), SchedulerConfig())
     assert 0 <= server.load <= MAX_LOAD
     assert server.base_s <= server.serial_s <= server.base_s / (1 - MAX_LOAD) + 1e-12
+
+
+def test_the_first_tokens_way_out_is_stretched_by_the_same_load() -> None:
+    """V1's latency outside the queue runs on the same event loop: at load 0 it is the
+    fitted latency, under streaming load latency / (1 - load), never a fixed delay."""
+    coef = replace(COEF, frontend_latency_s=0.02)
+    quiet = api_server(replace(coef, frontend_output_token_s=0.0), _poisson(4.0),
+                       SchedulerConfig())
+    assert quiet.latency_s == 0.02
+    loaded = api_server(coef, _poisson(4.0), SchedulerConfig())
+    assert loaded.load > 0
+    assert loaded.latency_s == pytest.approx(0.02 / (1 - loaded.load))
+    busier = api_server(coef, _poisson(40.0), SchedulerConfig())
+    assert busier.load > loaded.load and busier.latency_s > loaded.latency_s
+    stretched, server = with_api_server(coef, _poisson(4.0), SchedulerConfig())
+    assert stretched.frontend_latency_s == server.latency_s
+    assert stretched.frontend_s == server.serial_s
