@@ -1,5 +1,7 @@
 """Shared builders for the simulation tests: a teaching-size device and small workloads."""
 
+import json
+
 import pytest
 
 from servecap.sim.roofline import Coefficients
@@ -29,3 +31,20 @@ def teaching():
 @pytest.fixture(scope="session")
 def make_requests():
     return requests
+
+
+@pytest.fixture
+def small_workload(tmp_path):
+    """Writes a 120-request workload file (4 req/s, uniform lengths), fields replaced as
+    asked: small_workload(num_requests=5)."""
+
+    def write(**patch):
+        doc = {"seed": 2, "num_requests": 120,
+               "arrivals": {"kind": "poisson", "rate_per_s": 4},
+               "prompt_tokens": {"kind": "uniform", "low": 50, "high": 800},
+               "output_tokens": {"kind": "uniform", "low": 10, "high": 200}} | patch
+        path = tmp_path / "w.yaml"
+        path.write_text(json.dumps(doc))  # JSON is YAML
+        return path
+
+    return write

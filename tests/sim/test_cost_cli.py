@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from servecap.cli.app import app
+from servecap.ledger.vllm_versions import NEWEST
 
 INLINE = ["--device", "80GiB", "--bandwidth", "2000GB/s", "--flops", "990TFLOPS"]
 SEED = ["cost", "--tokens-per-s", "1000", "--gpu-price", "2", "--utilization", "0.3"]
@@ -20,14 +21,6 @@ def _json(*args):
     assert out.exit_code == 0, out.output
     return json.loads(out.stdout)
 
-
-def _workload(tmp_path):
-    doc = {"seed": 2, "num_requests": 120, "arrivals": {"kind": "poisson", "rate_per_s": 4},
-           "prompt_tokens": {"kind": "uniform", "low": 50, "high": 800},
-           "output_tokens": {"kind": "uniform", "low": 10, "high": 200}}
-    path = tmp_path / "w.yaml"
-    path.write_text(json.dumps(doc))
-    return path
 
 
 def test_seed_004_golden_arithmetic_and_the_gpu_count():
@@ -67,8 +60,8 @@ def test_reserved_beside_on_demand():
         *SEED, "--reserved-price", "1.4").stdout
 
 
-def test_priced_at_the_slo_capacity_that_sweep_finds(tmp_path):
-    work = _workload(tmp_path)
+def test_priced_at_the_slo_capacity_that_sweep_finds(small_workload):
+    work = small_workload()
     slo = ["--slo-ttft", "500ms", "--slo-tpot", "20ms"]
     sweep = _json("sweep", "teaching-7b", *INLINE, "--workload", work, *slo)
     saturation = _json("cost", "teaching-7b", *INLINE, "--workload", work)
@@ -83,10 +76,10 @@ def test_priced_at_the_slo_capacity_that_sweep_finds(tmp_path):
     assert at_slo["usd_per_million_full_load"] > saturation["usd_per_million_full_load"]
 
 
-def test_slo_pricing_needs_a_simulation_and_a_reachable_target(tmp_path):
+def test_slo_pricing_needs_a_simulation_and_a_reachable_target(small_workload):
     out = _run(*SEED, "--slo-ttft", "500ms")
     assert out.exit_code == 2 and "--tokens-per-s" in out.output
-    out = _run("cost", "teaching-7b", *INLINE, "--workload", _workload(tmp_path),
+    out = _run("cost", "teaching-7b", *INLINE, "--workload", small_workload(),
                "--slo-ttft", "1us")
     assert out.exit_code == 2 and "none was" in out.output
 
@@ -99,3 +92,36 @@ def test_a_zero_gpu_count_names_its_own_flag_not_the_price(flag, named):
     out = _run("cost", "--tokens-per-s", "1000", "--gpu-price", "5", flag, "0")
     assert out.exit_code == 2
     assert out.stderr.strip() == f"servecap: error: {named} = 0: a whole number >= 1"
+
+
+def test_cost_command_reproduces_the_seed():
+    out = _run("cost", "--tokens-per-s", "1000", "--gpu-price", "2.0", "--utilization",
+                  "0.3", "--api-price", "0.6", "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    assert report["usd_per_million_full_load"] == pytest.approx(0.556, abs=0.001)
+    assert report["usd_per_million_at_utilization"] == pytest.approx(1.85, abs=0.01)
+    assert report["break_even_utilization"] == pytest.approx(0.926, abs=0.001)
+
+
+def test_cost_from_a_simulated_saturation(small_workload):
+    out = _run("cost", "teaching-7b", *INLINE, "--workload", small_workload(),
+                  "--json")
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    assert report["output_tokens_per_s"] > 143  # batching beats the single-stream bound
+    assert "simulated saturation" in report["tokens_source"]
+
+
+def test_cost_names_the_release_its_tokens_were_simulated_with():
+    """The default release's host and API-server time lower the saturation throughput below
+    plain's; each run's tokens say which engine and scheduler made them."""
+    shape = ("cost", "llama-3.1-8b", "--device", "h100-80gb", "--input-len", "256",
+             "--output-len", "32", "--num-requests", "50", "--json")
+    default, plain = (json.loads(_run(*shape, *extra).stdout) for extra in
+                      ([], ["--engine", "plain"]))
+    assert default["engine"]["simulated"] == NEWEST.pin and default["engine"]["default"]
+    assert f"chunked-prefill, {NEWEST.pin} (the default)" in default["tokens_source"]
+    assert plain["engine"]["simulated"] == "plain"
+    assert "continuous, plain" in plain["tokens_source"]
+    assert default["output_tokens_per_s"] < plain["output_tokens_per_s"]

@@ -1,4 +1,5 @@
-"""`servecap simulate`, `sweep` and `cost` driven through the CLI with real files."""
+"""`servecap simulate` driven through the CLI with real files (sweep and speculate:
+test_sweep_speculate_cli.py; cost: test_cost_cli.py)."""
 
 import csv
 import json
@@ -9,8 +10,6 @@ from typer.testing import CliRunner
 
 from servecap.cli.app import app
 from servecap.cli.sim_view import tokens_per_s
-from servecap.ledger.vllm_versions import NEWEST
-from servecap.sim.sweep import sweep_rates
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT = ROOT / "workloads" / "chat.yaml"
@@ -22,18 +21,10 @@ def _invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-def _small_workload(tmp_path: Path, **patch) -> Path:
-    doc = {"seed": 2, "num_requests": 120, "arrivals": {"kind": "poisson", "rate_per_s": 4},
-           "prompt_tokens": {"kind": "uniform", "low": 50, "high": 800},
-           "output_tokens": {"kind": "uniform", "low": 10, "high": 200}} | patch
-    path = tmp_path / "w.yaml"
-    path.write_text(json.dumps(doc))  # JSON is YAML
-    return path
 
-
-def test_json_contract_side_by_side(tmp_path):
+def test_json_contract_side_by_side(small_workload):
     # plain: the seed's decode bound is bandwidth / weight bytes on the bare roofline
-    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", small_workload(),
                   "--policy", "static", "--policy", "continuous", "--policy",
                   "chunked-prefill", "--step-overhead", "0", "--engine", "plain", "--json")
     assert out.exit_code == 0, out.output
@@ -91,17 +82,17 @@ def test_example_workload_runs_with_a_table():
     ({"arrivals": {"kind": "poisson", "rate_per_s": -2}}, "arrivals.rate_per_s"),
     ({"prompt_tokens": {"kind": "empirical", "values": []}}, "prompt_tokens.values"),
 ])
-def test_bad_workload_exits_2(tmp_path, patch, needle):
+def test_bad_workload_exits_2(patch, needle, small_workload):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload",
-                  _small_workload(tmp_path, **patch))
+                  small_workload(**patch))
     assert out.exit_code == 2
     assert needle in out.output and "w.yaml" in out.output
     assert "Traceback" not in out.output
 
 
-def test_unknown_policy_and_missing_csv_columns_exit_2(tmp_path):
+def test_unknown_policy_and_missing_csv_columns_exit_2(tmp_path, small_workload):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload",
-                  _small_workload(tmp_path), "--policy", "round-robin")
+                  small_workload(), "--policy", "round-robin")
     assert out.exit_code == 2 and "policy = 'round-robin'" in out.output
     trace = tmp_path / "bad.csv"
     trace.write_text("arrival_s,prompt_tokens\n0,10\n")
@@ -109,132 +100,15 @@ def test_unknown_policy_and_missing_csv_columns_exit_2(tmp_path):
     assert out.exit_code == 2 and "missing column(s) output_tokens" in out.output
 
 
-def test_size_only_device_needs_rates(tmp_path):
+def test_size_only_device_needs_rates(small_workload):
     out = _invoke("simulate", "teaching-7b", "--device", "80GiB", "--workload",
-                  _small_workload(tmp_path))
+                  small_workload())
     assert out.exit_code == 2 and "--bandwidth" in out.output
 
 
-def test_sweep_finds_capacity_and_stops_on_slo(tmp_path):
-    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
-                  "--slo-ttft", "300ms", "--slo-itl", "40ms", "--rates", "2,8,32,128,512",
-                  "--json")
-    assert out.exit_code == 0, out.output
-    report = json.loads(out.stdout)
-    points = report["points"]
-    assert report["stopped_on_slo"] and len(points) < 5
-    assert points[0]["meets_slo"] and not points[-1]["meets_slo"]
-    # bisected past the last passing rate, to its tolerance, and never to saturation
-    assert points[-2]["rate_per_s"] <= report["capacity_rps"] < report["saturation_rps"]
-    low, high = report["capacity_rps_ci"]  # high None: capped by saturation, not estimated
-    assert low <= report["capacity_rps"] < report["saturation_rps"]
-    assert (high is None) == (report["capacity_limited_by"] == "saturation")
-    assert high is None or report["capacity_rps"] <= high < report["saturation_rps"]
-    probes = sorted(p["rate_per_s"] for p in report["capacity_probes"])
-    above = [r for r in probes if r > report["capacity_rps"]]
-    assert not above or above[0] - report["capacity_rps"] <= \
-        report["capacity_tolerance"] * report["capacity_rps"] or \
-        report["capacity_limited_by"] == "saturation"
-
-
-def test_a_capacity_capped_by_saturation_prints_its_high_end_as_unknown(tmp_path):
-    """SLOs every rate meets: the capacity is the last rate below saturation and its
-    interval's high end was never estimated (null in --json, '?' on screen), where it used
-    to read as zero width ('±0.00 (95 %: 19.60-19.60)')."""
-    args = ("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
-            "--slo-ttft", "100s", "--slo-itl", "10s", "--num-rates", "3")
-    report = json.loads(_invoke(*args, "--json").stdout)
-    assert report["capacity_limited_by"] == "saturation"
-    low, high = report["capacity_rps_ci"]
-    assert high is None and low <= report["capacity_rps"] < report["saturation_rps"]
-    text = " ".join(_invoke(*args).stdout.split())
-    assert f"capacity: {report['capacity_rps']:,.2f} ±? req/s" in text
-    assert f"(95 %: {low:,.2f}-?;" in text and "±0.00" not in text
-
-
-def test_sweep_stops_when_latency_fails_below_saturation(tmp_path):
-    # plain: the roofline's ITL grows with the batch; the default release overlaps its host
-    # time with the GPU's (async scheduling), which keeps ITL flat up to saturation here
-    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
-                  "--slo-itl", "8ms", "--num-rates", "8", "--engine", "plain", "--json")
-    assert out.exit_code == 0, out.output
-    points = json.loads(out.stdout)["points"]
-    assert points[-1]["sustainable"] and points[-1]["slo_attainment"] < 0.9
-
-
-def test_cost_command_reproduces_the_seed():
-    out = _invoke("cost", "--tokens-per-s", "1000", "--gpu-price", "2.0", "--utilization",
-                  "0.3", "--api-price", "0.6", "--json")
-    assert out.exit_code == 0, out.output
-    report = json.loads(out.stdout)
-    assert report["usd_per_million_full_load"] == pytest.approx(0.556, abs=0.001)
-    assert report["usd_per_million_at_utilization"] == pytest.approx(1.85, abs=0.01)
-    assert report["break_even_utilization"] == pytest.approx(0.926, abs=0.001)
-
-
-def test_cost_from_a_simulated_saturation(tmp_path):
-    out = _invoke("cost", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
-                  "--json")
-    assert out.exit_code == 0, out.output
-    report = json.loads(out.stdout)
-    assert report["output_tokens_per_s"] > 143  # batching beats the single-stream bound
-    assert "simulated saturation" in report["tokens_source"]
-
-
-def test_cost_names_the_release_its_tokens_were_simulated_with():
-    """The default release's host and API-server time lower the saturation throughput below
-    plain's; each run's tokens say which engine and scheduler made them."""
-    shape = ("cost", "llama-3.1-8b", "--device", "h100-80gb", "--input-len", "256",
-             "--output-len", "32", "--num-requests", "50", "--json")
-    default, plain = (json.loads(_invoke(*shape, *extra).stdout) for extra in
-                      ([], ["--engine", "plain"]))
-    assert default["engine"]["simulated"] == NEWEST.pin and default["engine"]["default"]
-    assert f"chunked-prefill, {NEWEST.pin} (the default)" in default["tokens_source"]
-    assert plain["engine"]["simulated"] == "plain"
-    assert "continuous, plain" in plain["tokens_source"]
-    assert default["output_tokens_per_s"] < plain["output_tokens_per_s"]
-
-
-def test_speculate_and_sweep_run_the_default_release_unless_plain(tmp_path):
-    """speculate: before 0.28 a draft model turns async scheduling off, so the release's host
-    time is in every target step (one-stream decode slower than plain's); from 0.28 it stays
-    on and the host's time hides under the GPU's; sweep: the release's scheduler is its
-    default policy."""
-    args = ("speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b-instruct", "--device",
-            "h100-80gb", "--batches", "1,64", "--json")
-    default, plain, before = (json.loads(_invoke(*args, *extra).stdout) for extra in
-                              ([], ["--engine", "plain"], ["--engine", "vllm==0.27"]))
-    assert default["engine"]["simulated"] == NEWEST.pin
-    assert plain["engine"] == {"simulated": "plain", "given": "plain", "default": False,
-                               "about": plain["engine"]["about"]}
-    assert before["engine"]["host_gpu_overlap"] is False
-    assert "draft model" in before["engine"]["overlap_why"]
-    one, bare = before["rows"][0], plain["rows"][0]
-    assert one["plain_tokens_per_s_per_seq"] < bare["plain_tokens_per_s_per_seq"]
-    # the host's time per step is paid once per k + 1 verified tokens: speculation gains more
-    assert one["speedup"] > bare["speedup"]
-    newest = default["rows"][0]
-    assert default["engine"]["host_gpu_overlap"] is (NEWEST.version >= (0, 28))
-    assert newest["plain_tokens_per_s_per_seq"] <= bare["plain_tokens_per_s_per_seq"]
-    sweep = ("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
-             "--rates", "2", "--json")
-    assert json.loads(_invoke(*sweep).stdout)["policy"] == "chunked-prefill"
-    assert json.loads(_invoke(*sweep, "--engine", "plain").stdout)["policy"] == "continuous"
-
-
-def test_speculate_finds_where_it_stops_helping():
-    out = _invoke("speculate", "llama-3.1-8b", "--draft", "llama-3.2-1b-instruct", "--device",
-                  "h100-80gb", "--context", "512", "--json")
-    assert out.exit_code == 0, out.output
-    report = json.loads(out.stdout)
-    assert report["rows"][0]["speedup"] > 1.5
-    assert report["break_even_batch"] is not None
-    assert report["rows"][-1]["speedup"] < 1
-
-
-def test_disaggregated_beside_colocated_with_records(tmp_path):
+def test_disaggregated_beside_colocated_with_records(tmp_path, small_workload):
     records = tmp_path / "r.csv"
-    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", small_workload(),
                   "--disaggregate", "1:1", "--kv-transfer", "25GB/s", "--json",
                   "--records", records)
     assert out.exit_code == 0, out.output
@@ -252,15 +126,15 @@ def test_disaggregated_beside_colocated_with_records(tmp_path):
                                           (["--router", "random"], "router"),
                                           (["--replicas", "0"], "replicas"),
                                           (["--replicas", "100000"], "at most 4,096")])
-def test_bad_deployments_exit_2(tmp_path, args, needle):
-    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+def test_bad_deployments_exit_2(args, needle, small_workload):
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", small_workload(),
                   *args)
     assert out.exit_code == 2 and needle in out.output
 
 
-def test_token_times_rebuild_every_token(tmp_path):
+def test_token_times_rebuild_every_token(tmp_path, small_workload):
     tokens, records = tmp_path / "tokens.csv", tmp_path / "records.csv"
-    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", small_workload(),
                   "--replicas", "2", "--token-times", tokens, "--records", records, "--json")
     assert out.exit_code == 0, out.output
     rows = list(csv.DictReader(tokens.open()))
@@ -274,30 +148,30 @@ def test_token_times_rebuild_every_token(tmp_path):
     assert {k: len(v) for k, v in per_request.items()} == made
 
 
-def test_measured_coefficients_replace_the_roofline(tmp_path):
+def test_measured_coefficients_replace_the_roofline(tmp_path, small_workload):
     measured = tmp_path / "coef.json"
     measured.write_text(json.dumps({"step_overhead_s": 0.003, "bandwidth_bytes_per_s": 1e12}))
-    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", small_workload(),
                   "--coefficients", measured, "--json")
     assert out.exit_code == 0, out.output
     coef = json.loads(out.stdout)["coefficients"]
     assert coef["step_overhead_s"] == 0.003 and coef["bandwidth_bytes_per_s"] == 1e12
     assert coef["source"] == f"measured: {measured}"
     measured.write_text(json.dumps({"warp_factor": 9}))
-    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", small_workload(),
                   "--coefficients", measured)
     assert out.exit_code == 2 and "warp_factor" in out.output and "coef.json" in out.output
 
 
-def test_records_never_half_written(tmp_path):
+def test_records_never_half_written(tmp_path, small_workload):
     target = tmp_path / "missing" / "out.csv"
-    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+    out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", small_workload(),
                   "--records", target)
     assert out.exit_code == 2 and not target.exists()
 
 
-def test_a_smaller_kv_pool_from_the_cli_preempts_more(tmp_path):
-    path = _small_workload(tmp_path, arrivals={"kind": "poisson", "rate_per_s": 30},
+def test_a_smaller_kv_pool_from_the_cli_preempts_more(small_workload):
+    path = small_workload(arrivals={"kind": "poisson", "rate_per_s": 30},
                            output_tokens={"kind": "uniform", "low": 200, "high": 600})
 
     def preemptions(*extra):
@@ -313,15 +187,8 @@ def test_a_smaller_kv_pool_from_the_cli_preempts_more(tmp_path):
     assert out.exit_code == 2 and "--num-gpu-blocks" in out.output
 
 
-def test_sweep_spans_synchronous_to_saturation():
-    rates = sweep_rates(0.5, 31.3, 6)
-    assert rates[0] == 0.5 and rates[-1] == 31.3 and len(rates) == 6
-    assert rates == sorted(rates)
-    assert sweep_rates(2.0, 1.0, 5) == [1.0]
-
-
-def test_all_at_once_arrivals_give_strict_json(tmp_path):
-    path = _small_workload(tmp_path, num_requests=5, arrivals={
+def test_all_at_once_arrivals_give_strict_json(small_workload):
+    path = small_workload(num_requests=5, arrivals={
         "kind": "bursts", "burst_size": 5, "interval_s": 1.0})
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--json")
     assert out.exit_code == 0, out.output
@@ -341,8 +208,8 @@ def test_simulate_with_a_draft_model():
     assert "speculative decoding: k = 4" in shown.output
 
 
-def test_a_report_feeds_back_as_a_coefficients_file(tmp_path):
-    args = ["simulate", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+def test_a_report_feeds_back_as_a_coefficients_file(tmp_path, small_workload):
+    args = ["simulate", "teaching-7b", *INLINE, "--workload", small_workload(),
             "--json"]
     first = json.loads(_invoke(*args, "--step-overhead", "3ms").stdout)
     saved = tmp_path / "report.json"
@@ -352,8 +219,8 @@ def test_a_report_feeds_back_as_a_coefficients_file(tmp_path):
     assert again["policies"][0]["e2e_ms"] == first["policies"][0]["e2e_ms"]
 
 
-def test_tenants_are_reported_apart(tmp_path):
-    path = _small_workload(tmp_path, tenants=[{"name": "web", "share": 0.5, "priority": 0},
+def test_tenants_are_reported_apart(small_workload):
+    path = small_workload(tenants=[{"name": "web", "share": 0.5, "priority": 0},
                                               {"name": "bulk", "share": 0.5, "priority": 1}])
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload", path, "--scheduling",
                   "priority", "--json")
@@ -363,8 +230,8 @@ def test_tenants_are_reported_apart(tmp_path):
     assert sum(r["offered"] for r in rows) == 120
 
 
-def test_the_saturation_rate_itself_is_not_a_capacity(tmp_path):
-    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", _small_workload(tmp_path),
+def test_the_saturation_rate_itself_is_not_a_capacity(small_workload):
+    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", small_workload(),
                   "--num-rates", "4", "--json")
     assert out.exit_code == 0, out.output
     report = json.loads(out.stdout)
