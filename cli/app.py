@@ -35,11 +35,11 @@ COMMANDS = {
                  "sheets."),
     "simulate": ("simulate_cmd", "Simulate the scheduler over a workload: latency percentiles, "
                  "throughput, goodput."),
-    "sweep": ("simulate_cmd", "Sweep open-loop offered load; stop when the SLO fails; report "
+    "sweep": ("sweep_cmd", "Sweep open-loop offered load; stop when the SLO fails; report "
               "the capacity."),
-    "cost": ("simulate_cmd", "Self-hosted $ per million output tokens at full load and at "
+    "cost": ("cost_cmd", "Self-hosted $ per million output tokens at full load and at "
              "--utilization."),
-    "speculate": ("simulate_cmd", "Where speculative decoding helps (low batch, memory-bound) "
+    "speculate": ("speculate_cmd", "Where speculative decoding helps (low batch, memory-bound) "
                   "and where it stops."),
     "verify": ("verify_cmd", "Measure the plan on the device, line by line; exit 1 when a "
                "ledger line is violated."),

@@ -20,6 +20,7 @@ from servecap.sim.sweep import saturated
 
 from . import sim_options as o
 from .cost_options import NO_LOAD, NO_PRICES, CostLoad, CostPrices
+from .errors import handle_errors
 from .option_groups import options_from
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .sim_inputs import SIM_PATHS, SimFlags, build_setup, sim_flags, sim_scenario
@@ -225,3 +226,7 @@ def _render_reserved(report: dict, console: Console) -> None:
     if "reserved_break_even_utilization" in report:
         console.print("reserved " + _break_even(report,
                                                 report["reserved_break_even_utilization"]))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handle_errors(cost))

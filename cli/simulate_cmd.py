@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import plural
@@ -27,19 +26,12 @@ from servecap.sim.records import (
 )
 
 from . import sim_options as o
-from .cost_cmd import cost
 from .errors import handle_errors
 from .files import check_output_files, refuse_inputs, write_csv
 from .option_groups import options_from
-from .plan_cmd import print_fetch_report
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
-from .sim_view import render_simulation
-from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
-from .speculate_cmd import speculate
-from .sweep_cmd import sweep
-from .workbook_scenario import Recording
 
 
 @options_from(o.SimOptions, "opts", after="model")
@@ -81,11 +73,16 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
     check_outputs(scenario, records_path, token_times_path, xlsx, force)
     setup = simulation.setup(scenario)
     if verbose:
+        from .plan_cmd import print_fetch_report
+
         print_fetch_report(setup.hub)
     report, outcomes = run_simulation(setup, num_seeds=scenario.simulator.seeds)
     write_files(outcomes, records_path, token_times_path)
     save(scenario, save_scenario, setup.plan, engine=setup.engine)
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
+        from .sim_xlsx import write_simulated_workbook
+        from .workbook_scenario import Recording
+
         write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup,
                                  report["policies"][-1], xlsx, force,
                                  plural(report['num_requests'], 'request'),
@@ -93,6 +90,10 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
     if as_json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
+        from rich.console import Console
+
+        from .sim_view import render_simulation
+
         render_simulation(report, Console())
 
 
@@ -162,12 +163,12 @@ def check_outputs(scenario: Scenario, records_path: Path | None,
         if len(policies) > 1:
             raise SpecError("--xlsx", ", ".join(policies), "the Latency record holds "
                             "one run: give one --policy")
+        from .sim_xlsx import check_target
+
         check_target(xlsx, force)
 
 
 def register(app: typer.Typer) -> None:
-    """simulate, sweep, cost and speculate: the latency side of the plan."""
+    """simulate alone: sweep, cost and speculate register from their own modules, so a
+    simulation imports none of their options, tables and progress bars."""
     app.command()(handle_errors(simulate))
-    app.command()(handle_errors(sweep))
-    app.command()(handle_errors(cost))
-    app.command()(handle_errors(speculate))

@@ -23,6 +23,7 @@ from servecap.sim.speculative import (
 )
 
 from . import sim_options as o
+from .errors import handle_errors
 from .narrow import print_table
 from .option_groups import options_from
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
@@ -155,3 +156,7 @@ def _batches(text: str) -> list[int]:
     if not values or min(values) < 1:
         raise SpecError("--batches", text, "comma-separated batch sizes >= 1, e.g. 1,8,64")
     return sorted(values)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handle_errors(speculate))

@@ -21,6 +21,7 @@ from servecap.sim.sizing import run_size
 from servecap.sim.sweep import closed_loop_points, run_sweep
 
 from . import sim_options as o
+from .errors import handle_errors
 from .narrow import print_table
 from .option_groups import options_from
 from .plan_cmd import print_fetch_report
@@ -232,3 +233,7 @@ def _rates(text: str | None) -> list[float] | None:
         raise SpecError("--rates", text, "comma-separated finite request rates > 0, e.g. "
                         "1,2,4")
     return sorted(values)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(handle_errors(sweep))

@@ -219,8 +219,11 @@ def _latency(rows: list[_Rows], batches: list[Batch], extra: tuple[float, ...],
             whole, shares = _gaps(batches)
         else:
             name = key[:-3]
-            whole = Sorted.of_values([v for r in rows for v in getattr(r, name)])
-            shares = sorted_shares([Sorted.of_values(getattr(r, name)) for r in rows])
+            parts = [Sorted.of_values(getattr(r, name)) for r in rows]
+            # the batches' sorted runs in batch order: the same list as sorting the values
+            # in that order (a stable sort keeps equals in it), a merge of 10 runs for sorted()
+            whole = Sorted.of_values([v for p in parts for v in p.values])
+            shares = sorted_shares(parts)
         out[key] = _ms(_stats(whole, extra))
         out[f"{key}_ci"] = {name: _ms_pair(quantile_interval(whole, shares, q))
                             for name, q in CI_QUANTILES}

@@ -26,7 +26,6 @@ no one behind them); both are kinder than the steady state a deployment runs in.
    without the window would report) and the window says why it is not steady.
 """
 
-from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,8 +90,12 @@ def mser5(series: list[float]) -> int | None:
 def in_system(seqs: list[Seq]) -> list[int]:
     """Requests in the system (arrived, not yet released) at each request's arrival; a
     request never released counts as in the system to the end."""
-    releases = sorted(s.release_s for s in seqs if s.release_s is not None)
-    return [max(i - bisect_right(releases, s.req.arrival_s), 0) for i, s in enumerate(seqs)]
+    releases = np.sort(np.fromiter((s.release_s for s in seqs if s.release_s is not None),
+                                   dtype=np.float64))
+    arrivals = np.fromiter((s.req.arrival_s for s in seqs), dtype=np.float64, count=len(seqs))
+    # bisect_right of each arrival in the sorted releases, all at once (counts, not floats)
+    released = np.searchsorted(releases, arrivals, side="right")
+    return np.maximum(np.arange(len(seqs)) - released, 0).tolist()
 
 
 def kv_in_use(seqs: list[Seq], results: list[SimResult]) -> list[int]:

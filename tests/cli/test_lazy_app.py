@@ -18,7 +18,7 @@ with contextlib.redirect_stdout(io.StringIO()):
         main()
     except SystemExit as exc:
         code = exc.code
-print(json.dumps([code, sorted(m for m in sys.modules if m.startswith("servecap."))]))
+print(json.dumps([code, sorted(m for m in sys.modules if m.startswith(("servecap.", "rich")))]))
 """
 
 
@@ -48,6 +48,19 @@ def test_plan_imports_only_its_own_command() -> None:
     assert {m for m in modules if m.endswith("_cmd")} == {"servecap.cli.plan_cmd"}
     assert not {m for m in modules if m.startswith(("servecap.sim", "servecap.runtime",
                                                     "servecap.workbooks"))}
+
+
+def test_simulate_json_imports_no_other_command_and_no_rendering() -> None:
+    """simulate --json prints JSON: none of sweep's, cost's or speculate's modules, no rich
+    table or console, no workbook code."""
+    code, modules = _loaded("simulate", "teaching-7b", "--device", "h100-80gb",
+                            "--input-len", "64", "--output-len", "8", "--num-requests", "20",
+                            "--json")
+    assert code == 0
+    assert {m for m in modules if m.endswith("_cmd")} == {"servecap.cli.simulate_cmd"}
+    assert not {m for m in modules if m.startswith(("rich", "servecap.workbooks",
+                                                    "servecap.runtime"))}
+    assert not {"servecap.cli.sim_view", "servecap.cli.sim_xlsx"} & modules
 
 
 @pytest.mark.parametrize(("args", "needle"), [
