@@ -42,7 +42,14 @@ DRAFT = ("--draft", "llama-3.2-1b-instruct")
     (("plan", "teaching-7b", "--lengths", "17,33", "--shared-prefix", "100"),
      ("--shared-prefix = 100", "shortest of --lengths (17 tokens)")),
     (("sweep", "teaching-7b", *H100, "--workload", CHAT, "--rates", ""), ("--rates = ''",)),
-    (("verify", "tiny-llama", "--device", "cpu", "--max-num-seqs", "0"), ("max_num_seqs = 0",)),
+    (("verify", "tiny-llama", "--device", "cpu", "--max-num-seqs", "0"),
+     ("--max-num-seqs = 0",)),
+    # a count given by flag is named as the flag, as --context is (not the ledger's field)
+    (("plan", "llama-3.1-8b", *H100, "--concurrency", "0"),
+     ("--concurrency = 0: must be a whole number >= 1",)),
+    (("plan", "llama-3.1-8b", *H100, "--block-size", "0"), ("--block-size = 0",)),
+    (("fit", "llama-3.1-8b", *H100, "--max-num-batched-tokens", "0"),
+     ("--max-num-batched-tokens = 0",)),
     # the context left at the model's default is checked against the prefix as a given one is
     (("plan", "llama-3.1-8b", *H100, "--shared-prefix", "999999999", "--concurrency", "2"),
      ("--shared-prefix = 999999999", "131,072 tokens (max_position_embeddings")),
