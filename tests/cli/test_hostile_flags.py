@@ -60,6 +60,7 @@ DRAFT = ("--draft", "llama-3.2-1b-instruct")
      ("vllm serve --max-model-len = '-1': must be a whole number >= 1",)),
     (("blocks", "--", "-1"), ("lengths = '-1': every live length must be >= 1",)),
     (("blocks", "0"), ("lengths = '0': every live length must be >= 1",)),
+    (("blocks", "17", "--block-size", "0"), ("--block-size = 0",)),
 ])
 def test_refused_with_one_line(run, args, needles) -> None:
     result = run(*args)
