@@ -12,6 +12,7 @@ from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
+    MAX_CONCURRENCY,
     ServeSpec,
     check_count,
 )
@@ -86,6 +87,9 @@ def _check_counts(scenario: Scenario, loaded: LoadedModel) -> None:
         value = _first(given, default)
         if value is not None:
             check_count(_field(given, key, loaded), value, unit)
+        if key == "concurrency" and value is not None and value > MAX_CONCURRENCY:
+            raise SpecError(_field(given, key, loaded), value, f"at most {MAX_CONCURRENCY:,} "
+                            "resident requests on one device")
 
 
 def interconnect(scenario: Scenario) -> str | None:

@@ -48,6 +48,8 @@ DRAFT = ("--draft", "llama-3.2-1b-instruct")
     (("plan", "llama-3.1-8b", *H100, "--concurrency", "0"),
      ("--concurrency = 0: must be a whole number >= 1",)),
     (("plan", "llama-3.1-8b", *H100, "--block-size", "0"), ("--block-size = 0",)),
+    (("plan", "teaching-7b", "--concurrency", "70000"),
+     ("--concurrency = 70000: at most 65,536 resident requests",)),
     (("fit", "llama-3.1-8b", *H100, "--max-num-batched-tokens", "0"),
      ("--max-num-batched-tokens = 0",)),
     # the context left at the model's default is checked against the prefix as a given one is
