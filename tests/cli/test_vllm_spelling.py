@@ -42,6 +42,15 @@ def test_simulate_reads_vllms_spelling_as_its_own():
     assert theirs == ours
 
 
+def test_simulate_reads_vllm_bench_serves_num_prompts():
+    """simulate's help says --num-requests is `vllm bench serve --num-prompts`: that spelling
+    is taken too, as --request-rate is beside --rate."""
+    ours = out("simulate", *SIM, "--json")
+    theirs = out("simulate", *[("--num-prompts" if a == "--num-requests" else a) for a in SIM],
+                 "--json")
+    assert theirs == ours and theirs["policies"][0]["offered"] == 40
+
+
 @pytest.mark.parametrize("command", ["simulate", "sweep"])
 def test_help_groups_the_options_in_panels(command):
     text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "120"}).stdout
