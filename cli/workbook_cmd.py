@@ -46,7 +46,8 @@ def workbook(
         "org/name; may come from --scenario instead.", show_default=False)] = None,
     device: Annotated[list[str] | None, Opt(help="Device (catalog name or size); repeat to "
                                             "compare. The first is the Ledger's.")] = None,
-    context: Annotated[list[int] | None, Opt(help="Tokens per request; repeat for the "
+    context: Annotated[list[int] | None, Opt("--context", "--max-model-len",
+                                             help="Tokens per request; repeat for the "
                                              "envelope. The first is the Ledger's.")] = None,
     kv_dtype: Annotated[list[str] | None, Opt("--kv-dtype", "--kv-cache-dtype",
                                               help="KV dtype; repeat for the envelope.")] = None,

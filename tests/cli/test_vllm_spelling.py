@@ -29,11 +29,27 @@ def test_plan_reads_vllms_spelling_as_its_own(ours, theirs):
     assert out("plan", *MODEL, *theirs, "--json") == out("plan", *MODEL, *ours, "--json")
 
 
-@pytest.mark.parametrize("command", ["fit", "workbook", "reconcile", "verify"])
+@pytest.mark.parametrize("command", ["plan", "fit", "workbook", "reconcile", "verify"])
 def test_every_planning_command_offers_tp_and_kv_cache_dtype(command):
     result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "--tp" in result.stdout and "--kv-cache-dtype" in result.stdout
+    assert "--max-model-len" in result.stdout
+
+
+def test_workbook_reads_max_model_len_as_context(tmp_path):
+    args = ["workbook", "llama-3.1-8b", "--device", "40GiB"]
+    for flag, name in (("--context", "a"), ("--max-model-len", "b")):
+        result = runner.invoke(app, [*args, flag, "4096", "-o", str(tmp_path / f"{name}.xlsx")])
+        assert result.exit_code == 0, result.output
+    from openpyxl import load_workbook
+
+    def context(name: str) -> int:
+        book = load_workbook(tmp_path / f"{name}.xlsx")
+        sheet, ref = next(iter(book.defined_names["context_tokens"].destinations))
+        return book[sheet][ref.replace("$", "")].value
+
+    assert context("a") == context("b") == 4096
 
 
 def test_simulate_reads_vllms_spelling_as_its_own():
