@@ -63,6 +63,8 @@ DRAFT = ("--draft", "llama-3.2-1b-instruct")
     (("blocks", "--", "-1"), ("lengths = '-1': every live length must be >= 1",)),
     (("blocks", "0"), ("lengths = '0': every live length must be >= 1",)),
     (("blocks", "17", "--block-size", "0"), ("--block-size = 0",)),
+    (("plan", "llama-3.1-8b", "--device", "0GiB"), ("--device = '0GiB': a device's memory",)),
+    (("plan", "llama-3.1-8b", "--device", "0"), ("--device = '0'",)),
     # a value the option's type refuses is shown as typed, as every other error shows it
     (("cost", "--tokens-per-s", "abc", "--gpu-price", "2"), ("--tokens-per-s", "(got 'abc')")),
     (("plan", "teaching-7b", "--concurrency=x"), ("--concurrency", "(got 'x')")),

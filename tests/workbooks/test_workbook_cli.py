@@ -237,7 +237,7 @@ def test_workbook_rejects_a_zero_byte_device_before_writing(tmp_path) -> None:
     book = tmp_path / "capacity.xlsx"
     result = RUNNER.invoke(app, ["workbook", "llama-3.1-8b", "--device", "40GiB",
                                  "--device", "0GiB", "-o", str(book)])
-    assert result.exit_code == 2 and "--device = 0" in result.stderr and not book.exists()
+    assert result.exit_code == 2 and "--device = '0GiB'" in result.stderr and not book.exists()
 
 
 def test_a_number_pasted_as_text_is_read_as_the_number(tmp_path) -> None:
