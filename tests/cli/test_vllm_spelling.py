@@ -110,3 +110,22 @@ def test_the_big_commands_take_their_options_as_groups():
             written = written.command
         assert len(inspect.signature(written).parameters) <= 15
         assert len(inspect.signature(command).parameters) > offered  # every option offered
+
+
+def test_plan_takes_enforce_eager_as_the_launch_line_does():
+    """plan's does-not-start advice names vLLM's --enforce-eager; plan takes it too, and
+    plans what `-- vllm serve ... --enforce-eager` plans: no CUDA-graph pool, a larger KV
+    pool than with graphs."""
+    device = ["--device", "h100-80gb"]
+    flag = out("plan", "llama-3.1-8b", *device, "--engine", "vllm", "--enforce-eager", "--json")
+    line = out("plan", *device, "--json", "--", "vllm", "serve", "llama-3.1-8b",
+               "--enforce-eager")
+    graphs = out("plan", "llama-3.1-8b", *device, "--engine", "vllm", "--json")
+    assert flag == line
+    assert flag["kv_pool_bytes"] > graphs["kv_pool_bytes"]
+
+
+@pytest.mark.parametrize("command", ["plan", "fit", "workbook"])
+def test_every_planning_command_offers_enforce_eager(command):
+    text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout
+    assert "--enforce-eager" in text
