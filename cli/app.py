@@ -161,7 +161,8 @@ def version_option() -> click.Parameter:
 
 
 def usage_line(exc: click.ClickException, args: list[str]) -> str:
-    """click's message on one line, a huge value elided, a hint for '4k', --help named."""
+    """click's message on one line, a huge value elided, the value typed (a hint for '4k'),
+    --help named."""
     message = " ".join(exc.format_message().split())
     if len(message) > 300:
         message = f"{message[:150]}...{message[-120:]}"
@@ -170,6 +171,8 @@ def usage_line(exc: click.ClickException, args: list[str]) -> str:
         number = float(match.group(1)) * (1 if match.group(2).lower() == "k" else 1024)
         message += (f" (got {value!r}; give a plain integer: did you mean "
                     f"{int(number * 1024)} or {int(number * 1000)}?)")
+    elif value is not None and value not in message:  # pydantic's words do not say what was
+        message += f" (got {value[:80]!r})"  # typed: the value, as the other errors give it
     ctx = getattr(exc, "ctx", None)
     command = ctx.command_path if ctx is not None else " ".join(
         ["servecap", *args[:1]] if args and args[0] in COMMANDS else ["servecap"])

@@ -113,6 +113,9 @@ class DeployFlags:
                                       "embedding gather on a random copy of the table inside "
                                       "the profile, which vLLM charges as activation. Default: "
                                       "a warm cache, the steady state.")] = False
+    enforce_eager: Annotated[bool, Eng("--enforce-eager", help="vLLM: no CUDA graphs (its "
+                                       "flag): none captured, none subtracted from the "
+                                       "pool.")] = False
     kv_offloading_size: Annotated[float | None, Eng(help="vLLM: a host-memory KV tier of this "
                                                     "many GiB, summed over the tp x pp ranks "
                                                     "(a host line, not device memory).")] = None
@@ -146,7 +149,7 @@ def deploy_sections(flags: DeployFlags, memory: Memory = DEFAULT.memory):
         name = VLLM
     engine = Engine(name=name, version=version, entrypoint=flags.entrypoint,
                     mxfp4_backend=flags.mxfp4_backend, sampler=flags.sampler,
-                    cold_compile=flags.cold_compile)
+                    cold_compile=flags.cold_compile, enforce_eager=flags.enforce_eager)
     memory = replace(memory, gpu_memory_utilization=flags.gpu_memory_utilization,
                      kv_cache_memory_bytes=flags.kv_cache_memory,
                      mem_fraction_static=flags.mem_fraction_static,

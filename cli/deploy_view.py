@@ -52,6 +52,7 @@ def _summary(deployment: Deployment, console: Console) -> None:
                   f"{fmt_gib(deployment.weights_bytes_all_devices)}")
     console.print(f"ceiling per replica "
                   f"{plural(deployment.plan.memory_ceiling_requests, 'request')}; "
-                  f"{plural(par.data_parallel_size, 'replica')} serve "
+                  f"{plural(par.data_parallel_size, 'replica')} "
+                  f"{'serves' if par.data_parallel_size == 1 else 'serve'} "
                   f"{deployment.total_ceiling_requests:,}"
                   " (replicas add requests and weights, not per-device room)")

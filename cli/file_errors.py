@@ -42,9 +42,17 @@ def in_file(exc: SpecError) -> SpecError:
             return SpecError(f"{exc.field} (or {fields[0]} in {name})", None, exc.allowed)
         return exc
     for field in fields:
-        if field in from_file and str(exc.value) == str(from_file[field]):
-            return SpecError(field, from_file[field], exc.allowed, name)
+        given = from_file.get(field)
+        if field in from_file and _holds(given, exc.value):  # a list's bad item, named alone
+            return SpecError(field, exc.value if isinstance(given, list | tuple) else given,
+                             exc.allowed, name)
     return exc
+
+
+def _holds(given, value) -> bool:
+    """Whether the file's value is the bad one, or a list (simulator.policies) holding it."""
+    items = given if isinstance(given, list | tuple) else [given]
+    return str(value) in (str(item) for item in items) or str(value) == str(given)
 
 
 def _context():

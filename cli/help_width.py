@@ -14,6 +14,7 @@ CONTINUATION = " \\"
 CONTINUATION_INDENT = 4  # a wrapped command's next lines sit this much deeper, as fit's do
 # a shell word: quoted runs kept whole, so a wrap never lands inside a quoted argument
 _WORD = re.compile(r"""(?:'[^']*'|"[^"]*"|[^\s'"])+""")
+_SENTENCE_END = (".", ":", "!", "?")
 
 
 class OptionsTable(Table):
@@ -85,7 +86,8 @@ def reflow(paragraphs: list[str], markup_mode: str = "rich", width: int | None =
     """A docstring's paragraphs with their single line breaks made spaces, so the terminal
     wraps them; a paragraph with an indented line (an example) or starting with \\b keeps its
     lines as written (an indented command wider than the terminal wrapped by wrap_example),
-    and a short heading line ('Examples:') keeps a line of its own. width: the columns the
+    and a short heading line ('Examples:') after a finished sentence keeps a line of its own
+    (the last words of a sentence that runs on join it). width: the columns the
     help text has (None: the terminal's, less typer's one-column margin each side)."""
     if width is None:
         from typer import rich_utils
@@ -98,8 +100,10 @@ def reflow(paragraphs: list[str], markup_mode: str = "rich", width: int | None =
             return "\n".join(wrap_examples(lines, width))
         out = ""
         for line in (line.strip() for line in lines):
-            heading = line.endswith(":") and len(line) <= 30
-            out += ("\n" if heading and out else " " if out else "") + line
+            # a heading stands alone after a finished sentence; the last words of one that
+            # runs on ('... with its 95 %' / 'interval. Example:') join it
+            heading = line.endswith(":") and len(line) <= 30 and out.endswith(_SENTENCE_END)
+            out += ("\n" if heading else " " if out else "") + line
         return out
     return Reflowed("\n\n".join(join(p) for p in paragraphs))
 

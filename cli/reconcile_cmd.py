@@ -32,8 +32,8 @@ def reconcile_cmd(
     log: Annotated[Path, typer.Argument(help="A startup log: vLLM's (V0 or V1), or SGLang's or "
                                         "TensorRT-LLM's with --engine sglang|trtllm.")],
     model: Annotated[str | None, Opt("--model", help="The model the log served: bundled name, "
-                                     "YAML, config.json or directory; required unless "
-                                     "--scenario gives it.")] = None,
+                                     "YAML, config.json, directory or Hub id org/name; "
+                                     "required unless --scenario gives it.")] = None,
     device: Annotated[str | None, Opt(help="Device (catalog name or size). Default: the log's "
                                       "total_gpu_memory.")] = None,
     max_model_len: Annotated[int | None, Opt("--max-model-len", "--context",

@@ -144,7 +144,8 @@ Force = Annotated[bool, Out("--force", help="Replace existing output files (--xl
 Rate = Annotated[float | None, Wkl("--rate", "--request-rate", help="Poisson arrivals at this "
                                    "many requests/s (as `vllm bench serve --request-rate`), "
                                    "replacing the workload's; a gamma workload keeps its CV.")]
-SimNumRequests = Annotated[int | None, Wkl(help="Requests to simulate (as `vllm bench serve "
+SimNumRequests = Annotated[int | None, Wkl("--num-requests", "--num-prompts",
+                                           help="Requests to simulate (as `vllm bench serve "
                                            "--num-prompts`), replacing the workload's count; "
                                            "default 1,000 with --input-len.")]
 CeilingRequests = Annotated[int | None, Wkl(help="Most requests one run may simulate "

@@ -42,11 +42,12 @@ def workbook(
     ctx: typer.Context,
     output: Annotated[Path, Opt("-o", "--output", help="The .xlsx file to write.")],
     model: Annotated[str | None, typer.Argument(
-        help="Bundled model name, model YAML, config.json or model directory; may come from "
-        "--scenario instead.", show_default=False)] = None,
+        help="Bundled model name, model YAML, config.json, model directory or a Hub id "
+        "org/name; may come from --scenario instead.", show_default=False)] = None,
     device: Annotated[list[str] | None, Opt(help="Device (catalog name or size); repeat to "
                                             "compare. The first is the Ledger's.")] = None,
-    context: Annotated[list[int] | None, Opt(help="Tokens per request; repeat for the "
+    context: Annotated[list[int] | None, Opt("--context", "--max-model-len",
+                                             help="Tokens per request; repeat for the "
                                              "envelope. The first is the Ledger's.")] = None,
     kv_dtype: Annotated[list[str] | None, Opt("--kv-dtype", "--kv-cache-dtype",
                                               help="KV dtype; repeat for the envelope.")] = None,
@@ -64,7 +65,7 @@ def workbook(
     contexts x KV dtypes with a chart, and the review sheets.
 
     Repeat --device, --context and --kv-dtype for the envelope (docs/workbooks.md; a
-    scenario's envelope section). Example:
+    scenario's envelope section). Examples:
 
       servecap workbook llama-3.1-8b --device 40GiB --device 80GiB --context 4096 \\
           --context 32768 -o capacity.xlsx

@@ -197,6 +197,9 @@ def resolve_device(text: str, field: str = "device") -> tuple[int, str]:
     if size > MAX_DEVICE_BYTES:
         raise SpecError(field, text, "at most 64 TiB: one device's memory (a typo in the "
                         "number or unit?)")
+    if size < 1:
+        raise SpecError(field, text, "a device's memory, more than 0: a size like 40GiB or a "
+                        "catalog name (see `servecap devices`)")
     return size, str(text).strip()
 
 

@@ -68,7 +68,7 @@ def windowed_blocks(num_tokens: int, window_tokens: int, block_size_tokens: int,
 
 def check_block_size(block_size_tokens: int) -> int:
     if block_size_tokens < 1:
-        raise SpecError("block_size", block_size_tokens, "must be a whole number of tokens >= 1")
+        raise SpecError("--block-size", block_size_tokens, "must be a whole number of tokens >= 1")
     return block_size_tokens
 
 

@@ -12,6 +12,7 @@ from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
+    MAX_CONCURRENCY,
     ServeSpec,
     check_count,
 )
@@ -47,6 +48,7 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
     safety, fraction = (parse_fraction_or_size(str(safety_text), device_bytes,
                                                _field(mem.safety, "safety", loaded))
                         if safety_text is not None else (None, None))
+    _check_counts(scenario, loaded)
     return ServeSpec(
         device_bytes=device_bytes, context_tokens=max(lengths) if lengths else context,
         concurrency=len(lengths) if lengths else _first(load.concurrency, defaults.concurrency, 1),
@@ -69,6 +71,25 @@ def serve_spec(scenario: Scenario, loaded: LoadedModel) -> ServeSpec:
         max_num_seqs=_first(sched.max_num_seqs, DEFAULT_MAX_NUM_SEQS),
         device_label=label, interconnect=interconnect(scenario),
         gpus_per_node=gpus_per_node(scenario))
+
+
+def _check_counts(scenario: Scenario, loaded: LoadedModel) -> None:
+    """The counts a flag or the model file's serving defaults give, each a whole number >= 1,
+    the error naming the flag (--concurrency) or the serving key, as request_context does
+    for --context; ServeSpec checks them again by field, for callers without flags."""
+    defaults, sched = loaded.serving, scenario.scheduler
+    for key, given, default, unit in (
+            ("concurrency", scenario.load.concurrency, defaults.concurrency,
+             "resident requests"),
+            ("block_size", sched.block_size, defaults.block_size, "tokens per block"),
+            ("max_num_batched_tokens", sched.max_num_batched_tokens, None, "tokens"),
+            ("max_num_seqs", sched.max_num_seqs, None, "sequences per step")):
+        value = _first(given, default)
+        if value is not None:
+            check_count(_field(given, key, loaded), value, unit)
+        if key == "concurrency" and value is not None and value > MAX_CONCURRENCY:
+            raise SpecError(_field(given, key, loaded), value, f"at most {MAX_CONCURRENCY:,} "
+                            "resident requests on one device")
 
 
 def interconnect(scenario: Scenario) -> str | None:

@@ -68,7 +68,7 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
-            raise SpecError("policy", self.policy, "one of " + ", ".join(POLICIES))
+            raise SpecError("--policy", self.policy, "one of " + ", ".join(POLICIES))
         if self.scheduling not in SCHEDULING_ORDERS:
             raise SpecError("scheduling", self.scheduling, "one of " + ", ".join(SCHEDULING_ORDERS))
         if self.preemption_mode not in PREEMPTION_MODES:

@@ -44,11 +44,21 @@ def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None
                     _cache(ws, row, _point(src, kv_dtype, context, device_bytes, runtime))
                 row += 1
     style.fit_columns(ws)
+    last_row = row - 1
+    if src is not None and src.multi:  # a tp/pp or engine plan: these rows are not its ceiling
+        last_row = row + 1
+        style.note(ws, last_row, MULTI_NOTE, last_col=len(HEADERS))
+        page.fit_rows(ws, last_row)
     block = _chart_block(ws, sweep)
     last_col = get_column_letter(max(block.last_col, ws.max_column))
     pivot = f"{get_column_letter(block.first_col)}1:{last_col}{block.last_row}"
     # the table, then the ceiling per context with its chart on a page of their own
-    page.finish(ws, areas=[f"A1:{get_column_letter(len(HEADERS))}{row - 1}", pivot])
+    page.finish(ws, areas=[f"A1:{get_column_letter(len(HEADERS))}{last_row}", pivot])
+
+
+MULTI_NOTE = ("Each row is the whole model on one device with the plain engine, as on the "
+              "Ledger (a model larger than the device: 0 requests); the deployment's ceiling, "
+              "rank by rank under its engine, is on Ranks.")
 
 
 def _point(src: WorkbookSource, kv_dtype: str, context: int, device_bytes: int,

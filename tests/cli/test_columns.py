@@ -134,6 +134,17 @@ def test_help_prose_reflows_to_the_terminal() -> None:
     assert re.search(r"--input-len 1024 \\ *\n +--output-len 128 ", wide)
 
 
+def test_a_sentence_ending_in_example_colon_is_not_cut_as_a_heading() -> None:
+    """'Examples:' alone after a sentence keeps its own line (fit), but the last words of a
+    sentence that runs on ('... with its 95 %' / 'interval. Example:') join it (sweep)."""
+    def wide(name: str) -> str:
+        return CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout
+
+    assert "bisected to 2 %, with its 95 % interval. Example:" in wide("sweep")
+    assert "reconciles every ledger line (docs/verify.md). Examples:" in wide("verify")
+    assert "binds.\n Examples:" in re.sub(r" +\n", "\n", wide("fit"))
+
+
 def test_a_table_too_wide_says_what_it_left_out() -> None:
     result = CliRunner().invoke(app, ["models"], env={"COLUMNS": "80"})
     assert "left out at 80 columns: type, attention (see --json)" in result.stdout

@@ -64,3 +64,12 @@ def test_sampler_help_lists_what_the_command_takes_and_each_releases_default(com
                                  [command, str(LOG), "--model", "llama-3.1-8b", "--sampler",
                                   "bogus"])
     assert "flashinfer, torch, triton" in refused.stderr
+
+
+@pytest.mark.parametrize("name", ["plan", "fit", "simulate", "search", "verify", "reconcile",
+                                  "workbook"])
+def test_every_command_that_takes_a_hub_id_says_so(name: str) -> None:
+    """README: a Hub id works wherever a model does (plan, fit, simulate, search, verify,
+    reconcile, workbook); each command's --help names it beside the other model forms."""
+    text = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout
+    assert "Hub id" in text, name

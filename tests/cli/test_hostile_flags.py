@@ -42,7 +42,16 @@ DRAFT = ("--draft", "llama-3.2-1b-instruct")
     (("plan", "teaching-7b", "--lengths", "17,33", "--shared-prefix", "100"),
      ("--shared-prefix = 100", "shortest of --lengths (17 tokens)")),
     (("sweep", "teaching-7b", *H100, "--workload", CHAT, "--rates", ""), ("--rates = ''",)),
-    (("verify", "tiny-llama", "--device", "cpu", "--max-num-seqs", "0"), ("max_num_seqs = 0",)),
+    (("verify", "tiny-llama", "--device", "cpu", "--max-num-seqs", "0"),
+     ("--max-num-seqs = 0",)),
+    # a count given by flag is named as the flag, as --context is (not the ledger's field)
+    (("plan", "llama-3.1-8b", *H100, "--concurrency", "0"),
+     ("--concurrency = 0: must be a whole number >= 1",)),
+    (("plan", "llama-3.1-8b", *H100, "--block-size", "0"), ("--block-size = 0",)),
+    (("plan", "teaching-7b", "--concurrency", "70000"),
+     ("--concurrency = 70000: at most 65,536 resident requests",)),
+    (("fit", "llama-3.1-8b", *H100, "--max-num-batched-tokens", "0"),
+     ("--max-num-batched-tokens = 0",)),
     # the context left at the model's default is checked against the prefix as a given one is
     (("plan", "llama-3.1-8b", *H100, "--shared-prefix", "999999999", "--concurrency", "2"),
      ("--shared-prefix = 999999999", "131,072 tokens (max_position_embeddings")),
@@ -53,6 +62,12 @@ DRAFT = ("--draft", "llama-3.2-1b-instruct")
      ("vllm serve --max-model-len = '-1': must be a whole number >= 1",)),
     (("blocks", "--", "-1"), ("lengths = '-1': every live length must be >= 1",)),
     (("blocks", "0"), ("lengths = '0': every live length must be >= 1",)),
+    (("blocks", "17", "--block-size", "0"), ("--block-size = 0",)),
+    (("plan", "llama-3.1-8b", "--device", "0GiB"), ("--device = '0GiB': a device's memory",)),
+    (("plan", "llama-3.1-8b", "--device", "0"), ("--device = '0'",)),
+    # a value the option's type refuses is shown as typed, as every other error shows it
+    (("cost", "--tokens-per-s", "abc", "--gpu-price", "2"), ("--tokens-per-s", "(got 'abc')")),
+    (("plan", "teaching-7b", "--concurrency=x"), ("--concurrency", "(got 'x')")),
 ])
 def test_refused_with_one_line(run, args, needles) -> None:
     result = run(*args)

@@ -126,3 +126,11 @@ def test_vllm_style_sizes_for_kv_cache_memory():
     out = plan_json("llama-3.1-8b", "--device", "80GiB", "--context", "4096",
                     "--engine", "vllm", "--kv-cache-memory", "20G")
     assert out["kv_pool_bytes"] == 20 * 2**30
+
+
+@pytest.mark.parametrize(("dp", "words"), [("1", "1 replica serves 3 "),
+                                            ("2", "2 replicas serve 6 ")])
+def test_the_replica_line_agrees_in_number(dp, words):
+    result = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "h100-80gb", "--engine",
+                                 "vllm", "-dp", dp], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and words in result.stdout, result.stdout[-400:]

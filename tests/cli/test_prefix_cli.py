@@ -230,7 +230,7 @@ def test_the_json_keys_are_the_documented_contract(run, tmp_path):
 @pytest.mark.parametrize("flags, needle", [
     (("--rate", "inf"), "--rate = inf"), (("--rate", "0"), "--rate = 0"),
     (("--output-len", "0", "--no-simulate"), "--output-len = 0"),
-    (("--num-gpu-blocks", "1"), "null block"), (("--block-size", "0"), "block_size = 0"),
+    (("--num-gpu-blocks", "1"), "null block"), (("--block-size", "0"), "--block-size = 0"),
 ])
 def test_bad_flags_are_one_line(run, flags, needle):
     trace = Path(__file__).parents[2] / "workloads" / "prefix.jsonl"

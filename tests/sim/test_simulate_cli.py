@@ -93,7 +93,13 @@ def test_bad_workload_exits_2(patch, needle, small_workload):
 def test_unknown_policy_and_missing_csv_columns_exit_2(tmp_path, small_workload):
     out = _invoke("simulate", "teaching-7b", *INLINE, "--workload",
                   small_workload(), "--policy", "round-robin")
-    assert out.exit_code == 2 and "policy = 'round-robin'" in out.output
+    assert out.exit_code == 2 and "--policy = 'round-robin'" in out.output
+    saved = tmp_path / "s.yaml"  # the same value from a scenario file: the file and its field
+    assert _invoke("simulate", "teaching-7b", *INLINE, "--workload", small_workload(),
+                   "--save-scenario", saved).exit_code == 0
+    saved.write_text(saved.read_text().replace("  - chunked-prefill\n", "  - round-robin\n"))
+    out = _invoke("simulate", "--scenario", saved)
+    assert out.exit_code == 2 and f"{saved}: simulator.policies = 'round-robin'" in out.output
     trace = tmp_path / "bad.csv"
     trace.write_text("arrival_s,prompt_tokens\n0,10\n")
     out = _invoke("simulate", "teaching-7b", *INLINE, "--trace", trace)

@@ -17,8 +17,8 @@ def _verify(*args: str):
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (("--max-num-seqs", "0"), "max_num_seqs = 0"),
-    (("--max-num-seqs", "-3"), "max_num_seqs = -3"),
+    (("--max-num-seqs", "0"), "--max-num-seqs = 0"),
+    (("--max-num-seqs", "-3"), "--max-num-seqs = -3"),
     (("--max-num-seqs", "10000000"), "--max-num-seqs = 10000000"),
     (("--max-num-batched-tokens", "1"), "at least one block (16 tokens"),
     (("--max-num-batched-tokens", "7", "--block-size", "8"), "at least one block (8 tokens"),

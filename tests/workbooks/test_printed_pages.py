@@ -85,6 +85,25 @@ def test_every_kind_of_workbook_was_printed(printed) -> None:
                                 if ws.sheet_state == "visible"}, name
 
 
+def test_the_page_counts_docs_state_are_the_printed_ones(printed) -> None:
+    """docs/workbooks.md states how many pages a single-device plan prints, sheet by sheet,
+    and that a hybrid's Inputs prints on 4: LibreOffice's pages, counted."""
+    doc = (ROOT / "docs" / "workbooks.md").read_text()
+    stated = re.search(r"is (\d+) pages: Summary (\d+) \(the answer, then the review "
+                       r"checklist\), Inputs (\d+),\s+Ledger (\d+), Envelope (\d+), "
+                       r"Quantization (\d+), Paging (\d+), Scenario (\d+)\.", doc)
+    assert stated, "docs/workbooks.md no longer states the single-device page counts"
+    total, *each = (int(n) for n in stated.groups())
+    _, pages = printed["plan"]
+    sheets = by_sheet(pages)
+    names = ("Summary", "Inputs", "Ledger", "Envelope", "Quantization", "Paging", "Scenario")
+    assert {name: len(sheets[name]) for name in names} == dict(zip(names, each, strict=True))
+    assert len(pages) == total
+    assert f"bold. {len(sheets['Scenario'])} pages |" in doc  # the Scenario row of the table
+    hybrid = re.search(r"a hybrid's Inputs prints on (\d+) pages", doc)
+    assert hybrid and len(by_sheet(printed["plan-hybrid"][1])["Inputs"]) == int(hybrid[1])
+
+
 def test_no_error_value_or_raw_float_prints(printed) -> None:
     for name, (_, pages) in printed.items():
         for page in pages:

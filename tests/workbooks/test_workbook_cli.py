@@ -237,7 +237,7 @@ def test_workbook_rejects_a_zero_byte_device_before_writing(tmp_path) -> None:
     book = tmp_path / "capacity.xlsx"
     result = RUNNER.invoke(app, ["workbook", "llama-3.1-8b", "--device", "40GiB",
                                  "--device", "0GiB", "-o", str(book)])
-    assert result.exit_code == 2 and "--device = 0" in result.stderr and not book.exists()
+    assert result.exit_code == 2 and "--device = '0GiB'" in result.stderr and not book.exists()
 
 
 def test_a_number_pasted_as_text_is_read_as_the_number(tmp_path) -> None:
@@ -263,3 +263,25 @@ def test_workbook_command_exports_a_deployment(tmp_path) -> None:
                            "--engine", "vllm")
     _, again = _plan_json("--from-workbook", str(book))
     assert again == direct
+
+
+@pytest.mark.parametrize(("args", "noted"), [
+    (["llama-3.1-70b-instruct", "--device", "h100-80gb", "-tp", "2", "--engine", "vllm",
+      "--context", "8192"], True),
+    (["llama-3.1-8b", "--device", "h100-80gb"], False)])
+def test_the_envelope_of_a_multi_gpu_plan_says_whose_ceiling_it_is(tmp_path, args,
+                                                                   noted) -> None:
+    """The Envelope plans the whole model on one device with the plain engine: for a 70B at
+    tp 2 every row is 0 requests, which a note under the table says, pointing to Ranks."""
+    book = tmp_path / "p.xlsx"
+    assert RUNNER.invoke(app, ["plan", *args, "--xlsx", str(book)]).exit_code == 0
+    sheet = load_workbook(book)["Envelope"]
+    texts = [c.value for row in sheet.iter_rows(max_col=1) for c in row
+             if isinstance(c.value, str)]
+    said = [t for t in texts if "whole model on one device" in t and "on Ranks" in t]
+    assert bool(said) == noted, texts[-3:]
+    if noted:  # the note prints with the table
+        note_row = next(c.row for row in sheet.iter_rows(max_col=1) for c in row
+                        if c.value == said[0])
+        area = str(sheet.print_area)
+        assert f"$H${note_row}" in area, (area, note_row)
