@@ -3,13 +3,14 @@
 from .engines import PER_HEAD_REASON, VLLM, Budget, EngineSpec, starts
 from .model import ModelSpec
 from .serve import ServeSpec
+from .units import decimal_size_note
 from .vllm_after import AfterPool
 from .weights import WeightBytes
 
 
 def plan_notes(spec: ModelSpec, serve: ServeSpec, weights: WeightBytes, fixed: int,
            result: Budget | None = None) -> tuple[str, ...]:
-    notes = list(spec.notes)
+    notes = list(spec.notes) + [n for n in (decimal_size_note(serve.device_label),) if n]
     longest, limit = max(serve.live_lengths), spec.max_position_embeddings
     if limit and longest > limit:
         notes.append(f"{longest:,} tokens per request exceed max_position_embeddings {limit:,}: "

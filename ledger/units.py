@@ -50,6 +50,19 @@ def parse_size(text: str, field: str = "size") -> int:
     return int(number * _FACTORS[unit or "b"])
 
 
+def decimal_size_note(text: str) -> str:
+    """'40GB' -> what it was read as (10^9 bytes, shown in GiB) and how to write 2^30; '' for
+    a binary size, a byte count or a name. A GPU sold as '80GB' holds 80 GiB."""
+    match = _SIZE.match(str(text))
+    unit = match.group(2).lower() if match else ""
+    if unit not in ("kb", "mb", "gb", "tb"):
+        return ""
+    size = parse_size(text)
+    binary = f"{match.group(1)}{match.group(2)[0].upper()}iB"
+    return (f"device {text!r} is decimal: {size:,} B = {size / GiB:,.2f} GiB (2^30); a GPU "
+            f"sold as '80GB' holds 80 GiB: write {binary} for 2^30 bytes, or a catalog name")
+
+
 def parse_size_flag(text: str, field: str, share: bool = False) -> int:
     """parse_size for a size a person types: '10' alone is refused (it would be 10 bytes, never
     what was meant) unless it is 0 or at least 1 MiB; the error offers '10GiB' (or '10%')."""

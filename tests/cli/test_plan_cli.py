@@ -151,3 +151,13 @@ def test_a_context_past_max_position_embeddings_is_noted_as_vllm_would_refuse_it
     assert "200,000 tokens per request exceed max_position_embeddings 131,072" in over.stdout
     within = run("plan", "llama-3.1-8b", "--device", "80GiB", "--context", "131072")
     assert "max_position_embeddings" not in within.stdout
+
+
+def test_a_decimal_device_size_plans_its_bytes_and_says_so(run) -> None:
+    """'--device 80GB' is 80 x 10^9 bytes (74.51 GiB), 7 % under the 80 GiB an H100 sold as
+    80GB has: planned as typed, with a note giving the binary spelling."""
+    decimal = json.loads(run("plan", "llama-3.1-8b", "--device", "80GB", "--json").stdout)
+    binary = json.loads(run("plan", "llama-3.1-8b", "--device", "80GiB", "--json").stdout)
+    assert decimal["device_bytes"] == 80 * 10**9 and binary["device_bytes"] == 80 * 2**30
+    assert any("write 80GiB" in note for note in decimal["notes"])
+    assert not any("decimal" in note for note in binary["notes"])

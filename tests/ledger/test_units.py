@@ -3,7 +3,13 @@
 import pytest
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.units import fmt_bytes, fmt_gib, parse_fraction_or_size, parse_size
+from servecap.ledger.units import (
+    decimal_size_note,
+    fmt_bytes,
+    fmt_gib,
+    parse_fraction_or_size,
+    parse_size,
+)
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -41,3 +47,11 @@ def test_a_bare_unit_letter_asks_binary_or_decimal(parse):
     with pytest.raises(SpecError) as err:
         parse("3G", "--runtime-peak")
     assert "did you mean 3GiB (2^30) or 3GB (10^9)?" in str(err.value)
+
+
+def test_a_decimal_device_size_is_said_with_its_binary_spelling() -> None:
+    note = decimal_size_note("40GB")
+    assert "40,000,000,000 B = 37.25 GiB" in note and "write 40GiB" in note
+    assert decimal_size_note("0.5TB").startswith("device '0.5TB' is decimal: 500,000,000,000 B")
+    for binary_or_name in ("40GiB", "h100-80gb", "42949672960", ""):
+        assert decimal_size_note(binary_or_name) == ""
