@@ -35,10 +35,13 @@ def _rows(src: WorkbookSource) -> list[tuple[str, str, str | None, object]]:
          None, f"{label}, {serve.device_bytes / 2**30:,.2f} GiB"),
         ("parallelism", '="tp "&tensor_parallel_size&" x pp "&pipeline_parallel_size&'
          '" x dp "&data_parallel_size&" = "&tensor_parallel_size*pipeline_parallel_size*'
-         'data_parallel_size&" GPUs, engine "&engine', None, _parallelism(src)),
-        ("declared load", '=requests&" requests x "&TEXT(context_tokens,"#,##0")&" tokens"'
+         'data_parallel_size&IF(tensor_parallel_size*pipeline_parallel_size*data_parallel_size=1,'
+         '" GPU"," GPUs")&", engine "&engine', None, _parallelism(src)),
+        ("declared load", '=requests&IF(requests=1," request"," requests")&" x "&'
+         'TEXT(context_tokens,"#,##0")&" tokens"'
          '&IF(explicit_lengths," (mixed lengths, longest)","")', None,
-         f"{serve.concurrency} requests x {serve.context_tokens:,} tokens"
+         f"{serve.concurrency} request{'' if serve.concurrency == 1 else 's'} x "
+         f"{serve.context_tokens:,} tokens"
          + (" (mixed lengths, longest)" if serve.lengths else "")),
         ("verdict", '=IF(' + ("deployment_fits" if multi else "fits")
          + ',"FITS","DOES NOT FIT")', None, "FITS" if fits else "DOES NOT FIT"),
@@ -61,18 +64,32 @@ def _rows(src: WorkbookSource) -> list[tuple[str, str, str | None, object]]:
          largest_on_binding(src)) if multi else
         ("largest line", f"=INDEX(Ledger!$B${first}:$B${last},MATCH(MAX({amounts}),"
          f"{amounts},0))", None, largest.label),
+    ] + (_ranks_sources(src) if multi else [
         ("weights from", f"=Ledger!$F${first}", None, plan.lines[0].source),
         ("runtime peak from", f"=Ledger!$F${first + 2}", None, plan.lines[2].source),
         ("safety from", f"=Ledger!$F${last}", None, plan.lines[-1].source),
-    ]
+    ])
     return rows
+
+
+def _ranks_sources(src: WorkbookSource) -> list[tuple[str, str, str | None, object]]:
+    """A deployment's lines are the Ranks sheet's, under the engine's rules: the Ledger sheet's
+    sources (one GPU, the plain rules: its 10 % safety, its runtime estimate) would contradict
+    the verdict above them."""
+    dep = src.resolved()
+    return [("lines from", '="the Ranks sheet: each rank\'s lines under "&engine&", rank "'
+             '&binding_rank&" binds"', None,
+             f"the Ranks sheet: each rank's lines under {src.engine.name}, rank "
+             f"{dep.stages[dep.binding].ranks[0]} binds")]
 
 
 def _parallelism(src: WorkbookSource) -> str:
     flags = dict(src.deploy_flags)
     tp, pp = flags.get("tensor_parallel_size", 1), flags.get("pipeline_parallel_size", 1)
     dp = flags.get("data_parallel_size", 1)
-    return f"tp {tp} x pp {pp} x dp {dp} = {tp * pp * dp} GPUs, engine {src.engine.name}"
+    gpus = tp * pp * dp
+    return f"tp {tp} x pp {pp} x dp {dp} = {gpus} GPU{'' if gpus == 1 else 's'}, engine " \
+        f"{src.engine.name}"
 
 
 def write_summary(wb: Workbook, src: WorkbookSource) -> None:

@@ -447,6 +447,11 @@ def test_summary_comes_first_and_states_the_answer(books) -> None:
         assert values["ceiling, all replicas"] == out["total_ceiling_requests"], name
         assert values["binding rank"] == out["binding_rank"], name
         assert f"engine {out['engine']}" in values["parallelism"], name
+        # the lines are the Ranks sheet's under the engine: the Ledger sheet's one-GPU plain
+        # sources (its 10 % safety) would contradict the verdict
+        assert values["lines from"] == (f"the Ranks sheet: each rank's lines under "
+                                        f"{out['engine']}, rank {out['binding_rank']} binds")
+        assert "safety from" not in values and "1 GPUs" not in values["parallelism"], name
     rules = load_workbook(books["70b-tp4-vllm"][2])["Summary"].conditional_formatting
     formulas = [rule.formula[0] for cf in rules for rule in cf.rules]
     assert formulas == ['$B$7="FITS"', '$B$7<>"FITS"']
