@@ -144,7 +144,7 @@ def blocks(
     Logical tokens count a shared prefix in every sequence; stored tokens count its full
     blocks once, and stored + unused slot tokens = slot tokens.
 
-    Each sequence of S tokens occupies ceil(S / B) blocks of B tokens. Example (seed 000):
+    Each sequence of S tokens occupies ceil(S / B) blocks of B tokens. Example:
 
       servecap blocks 17 33 65 --block-size 16 --block-size 4
       # B=16: 10 blocks, 160 slots, 45 unused; B=4: 124 slots, 31 block-table entries

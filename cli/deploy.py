@@ -75,7 +75,7 @@ class DeployFlags:
                                               "copies spread over the tp x dp ranks.")] = 0
     eplb_window_size: Annotated[int | None, Par(help="vLLM --eplb-config's: steps of expert "
                                                 "load kept. Default: vLLM's.")] = None
-    engine: Annotated[str, Eng(help="Budget semantics: plain (the seed ledger), vllm, sglang, "
+    engine: Annotated[str, Eng(help="Budget semantics: plain (the ledger alone), vllm, sglang, "
                                "trtllm. vLLM takes a release: vllm==0.11, vllm>=0.21 (bare "
                                "vllm: the newest rules known).")] = PLAIN
     gpu_memory_utilization: Annotated[float | None, Eng(help="vLLM: fraction of TOTAL device "

@@ -138,9 +138,9 @@ def plan(
     Every line is integer bytes, shown in GiB (2^30 bytes); the "from" column says which inputs
     made it and marks estimates and measured values. Examples:
 
-      servecap plan teaching-7b                # seed 000's 7B case: 39 requests
+      servecap plan teaching-7b                # the worked 7B case: 39 requests
       servecap plan llama-3.1-8b --device 40GiB --context 4096 --concurrency 16
-      servecap plan teaching-7b --device 80GiB --safety 10% --runtime-peak 0   # seed 004
+      servecap plan teaching-7b --device 80GiB --safety 10% --runtime-peak 0   # 117 requests
       servecap plan ./model-dir --device h100-80gb --kv-dtype fp8 --json
       servecap plan llama-3.1-70b-instruct --device h100-80gb -tp 4 --engine vllm
       servecap plan Qwen/Qwen3-32B --device h100-80gb -v   # Hub id: reads only headers
