@@ -220,7 +220,8 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
                                     "free_at_start_gib")):
         allowed = "none of vLLM's startup lines (model loading, memory profiling, GPU blocks, " \
                   "available KV cache memory, GPU KV cache size, maximum concurrency, free " \
-                  "memory on startup) found"
+                  "memory on startup) found; an SGLang or TensorRT-LLM log is read with " \
+                  "--engine sglang or --engine trtllm"
         raise SpecError("log", source, allowed)
     free = [float(m.group(1)) for _, line in numbered
              for m in [re.search(PATTERNS["free_at_start_gib"][0], line)] if m]

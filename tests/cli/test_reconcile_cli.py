@@ -157,6 +157,7 @@ def test_log_with_no_recognisable_lines(tmp_path):
     log.write_text("INFO: Uvicorn running on http://0.0.0.0:8000\n")
     result = runner.invoke(app, ["reconcile", str(log), "--model", "llama-3.1-8b"])
     assert result.exit_code == 2 and "none of vLLM's startup lines" in result.stderr
+    assert "--engine sglang or --engine trtllm" in result.stderr  # the other logs it reads
     assert "Traceback" not in result.output
 
 
