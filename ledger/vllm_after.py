@@ -11,13 +11,12 @@ from .lines import Line
 from .model import ModelSpec
 from .serve import ServeSpec
 from .units import GiB, MiB
-from .vllm_lines import graph_limit, runner
+from .vllm_lines import graph_limit, runner, sampler_state
 from .vllm_profile import (
     act_bytes,
     forward_peak,
     graph_estimate,
     moe_workspace,
-    penalties_state,
     sampler_inputs,
     sampler_peak,
 )
@@ -88,15 +87,14 @@ HELD = ("weights", "weight_metadata", "weights_resident", "rotary_cache", "encod
 
 
 def unbudgeted_sampler_state(spec: ModelSpec, shard: Shard, engine: EngineSpec, batch) -> int:
-    """Model Runner V2's penalties state (vllm_profile.penalties_state) where the release's
+    """Model Runner V2's penalties state (vllm_lines.sampler_state) where the release's
     budget leaves it out: a PROFILED row subtracts the torch peak's increase during the pass,
     and the state, made in load_model before it, is in both ends (vllm/utils/mem_utils.py
     memory_profiling at v0.26.0: torch_peak_increase = diff_profile.torch_peak); a CONSUMED row
     counts it (the non_torch line holds it)."""
-    if engine.vllm_row.profile != PROFILED or not shard.last_stage \
-            or runner(engine, spec) != V2_RUNNER:
+    if engine.vllm_row.profile != PROFILED:
         return 0
-    return penalties_state(spec, batch.seqs)
+    return sampler_state(engine, spec, shard, batch.seqs)
 
 
 def outside_baseline(row: VllmRow, shard: Shard, serve: ServeSpec) -> tuple[int, str]:

@@ -50,6 +50,14 @@ def runner(engine, spec: ModelSpec) -> str:
     return model_runner(engine.vllm_row, spec, engine.model_runner)[0]
 
 
+def sampler_state(engine, spec: ModelSpec, shard: Shard, seqs: int) -> int:
+    """Model Runner V2's penalties state this rank holds (vllm_profile.penalties_state): its
+    sampler is built on the last pipeline stage only; 0 on the V1 runner and elsewhere."""
+    if not shard.last_stage or runner(engine, spec) != V2_RUNNER:
+        return 0
+    return penalties_state(spec, seqs)
+
+
 def pool_rules(engine, spec: ModelSpec, serve: ServeSpec) -> PoolRules:
     """VllmRow.window_in_flight over the scheduler's max_num_batched_tokens (declared, else
     the release's default for this GPU: the profile batch's), gdn_checkpoint_alignment where
@@ -113,9 +121,7 @@ def overhead(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine, pp: int) -
         out.append(Line("non_torch", "non-torch memory", engine.non_torch_bytes,
                         "measured: --non-torch", True))
     else:
-        v2_sampler = shard.last_stage and runner(engine, spec) == V2_RUNNER
-        penalties = penalties_state(spec, profile_batch(engine, serve).seqs) if v2_sampler \
-            else 0
+        penalties = sampler_state(engine, spec, shard, profile_batch(engine, serve).seqs)
         out.append(Line("non_torch", "non-torch memory", *non_torch_estimate(row, penalties)))
     if engine.comm_buffer_bytes is not None:
         out.append(Line("comm_buffers", "communication buffers", engine.comm_buffer_bytes,
