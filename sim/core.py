@@ -9,7 +9,7 @@ import importlib
 import os
 from pathlib import Path
 
-from . import decode_run as _python
+from . import decode_run as PYTHON  # the decode kernel's source, run where COMPILED is None
 from . import loop as _loop_python
 
 KERNELS = ("decode_run", "loop")  # setup.py builds the same list
@@ -46,13 +46,12 @@ def _compiled(name: str = "decode_run"):
 
 
 COMPILED = _compiled("decode_run")
-PYTHON = _python  # the decode kernel's source, run where COMPILED is None
 COMPILED_LOOP = _compiled("loop")
 
 
 def decode_run(eng, horizon, max_steps) -> int:
     """decode_run.decode_run, compiled where the build made it."""
-    return (COMPILED or _python).decode_run(eng, horizon, max_steps)
+    return (COMPILED or PYTHON).decode_run(eng, horizon, max_steps)
 
 
 def run_iterations(eng, horizon) -> None:
