@@ -55,6 +55,14 @@ def soffice_bin() -> str:
     return soffice()
 
 
+@pytest.fixture(scope="session")
+def books(soffice_bin, tmp_path_factory) -> dict[str, tuple[int, dict, Path, Path]]:
+    """The Ranks sheet's engine cases (ranks_books.py), written and recalculated once."""
+    from ranks_books import build_books  # it reads this module's recalc and BUNDLED
+
+    return build_books(soffice_bin, tmp_path_factory.mktemp("ranks"))
+
+
 def recalc(binary: str, paths: list[Path], outdir: Path, workers: int = 2) -> dict[str, Path]:
     """Open each file in LibreOffice headless and save it again: formulas without cached
     values are computed on load. A few processes share the batch, each with its own profile
