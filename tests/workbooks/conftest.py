@@ -56,7 +56,7 @@ def soffice_bin() -> str:
 
 
 @pytest.fixture(scope="session")
-def books(soffice_bin, tmp_path_factory) -> dict[str, tuple[int, dict, Path, Path]]:
+def engine_books(soffice_bin, tmp_path_factory) -> dict[str, tuple[int, dict, Path, Path]]:
     """The Ranks sheet's engine cases (ranks_books.py), written and recalculated once."""
     from ranks_books import build_books  # it reads this module's recalc and BUNDLED
 

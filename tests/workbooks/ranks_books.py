@@ -1,6 +1,6 @@
 """The multi-GPU and engine workbooks the Ranks sheet tests read: each case planned with
 --json and --xlsx, and recalculated in LibreOffice once for every test file
-(conftest.py's session fixture `books`)."""
+(conftest.py's session fixture `engine_books`)."""
 
 import json
 from pathlib import Path

@@ -14,15 +14,15 @@ from servecap.ledger.vllm_log import parse_vllm_log
 from servecap.workbooks.names import cell_of
 
 
-def test_many_models_and_engines_are_covered(books) -> None:
-    assert len(books) >= len(VARIANTS) + 8
-    assert {out["engine"] for _, out, _, _ in books.values()} == {"plain", "vllm", "sglang",
+def test_many_models_and_engines_are_covered(engine_books) -> None:
+    assert len(engine_books) >= len(VARIANTS) + 8
+    assert {out["engine"] for _, out, _, _ in engine_books.values()} == {"plain", "vllm", "sglang",
                                                                   "trtllm"}
 
 
-def test_every_rank_recalculates_to_plan_json(books) -> None:
+def test_every_rank_recalculates_to_plan_json(engine_books) -> None:
     """Integers byte for byte; max concurrency to the 15 significant digits xlsx stores."""
-    for name, (_, out, _, computed) in books.items():
+    for name, (_, out, _, computed) in engine_books.items():
         wb = load_workbook(computed, data_only=True)
         ws, rows = wb["Ranks"], sheet_rows(wb["Ranks"])
         assert ws.max_column - 2 == len(out["ranks"]), name
@@ -51,11 +51,11 @@ def test_every_rank_recalculates_to_plan_json(books) -> None:
         assert cell_of(wb, "deployment_fits").value is out["fits"], name
 
 
-def test_the_real_hybrid_log_recalculates_to_what_vllm_printed(books) -> None:
+def test_the_real_hybrid_log_recalculates_to_what_vllm_printed(engine_books) -> None:
     """300 blocks, 4.35x, 569,878 tokens (docs/hybrid.md derives them by hand): the page
     arithmetic as LibreOffice computes it from the workbook's cells."""
     facts = parse_vllm_log(LOG.read_text())
-    _, _, path, computed = books["qwen36-5090-log"]
+    _, _, path, computed = engine_books["qwen36-5090-log"]
     ws = load_workbook(computed, data_only=True)["Ranks"]
     rows = sheet_rows(ws)
     assert ws.cell(row=rows["attention_block_size"], column=3).value == 2096
@@ -69,14 +69,14 @@ def test_the_real_hybrid_log_recalculates_to_what_vllm_printed(books) -> None:
     assert "mamba_cache_mode" in formula and "LCM(" in formula
 
 
-def test_a_hybrid_block_size_and_page_recalculate_to_the_deployment(books) -> None:
+def test_a_hybrid_block_size_and_page_recalculate_to_the_deployment(engine_books) -> None:
     """The attention block raised to hold a state, the page every group shares, per rank."""
     from servecap.cli.deploy import DeployFlags
     from servecap.cli.inputs import PlanFlags
     from servecap.cli.plan_cmd import deployment_from_flags
 
     count = 0
-    for name, (_, out, _, computed) in books.items():
+    for name, (_, out, _, computed) in engine_books.items():
         ws = load_workbook(computed, data_only=True)["Ranks"]
         rows = sheet_rows(ws)
         if "attention_block_size" not in rows:
@@ -93,12 +93,12 @@ def test_a_hybrid_block_size_and_page_recalculate_to_the_deployment(books) -> No
     dep = deployment_from_flags("qwen3.6-35b-a3b", PlanFlags(device="h100-80gb",
                                                              context=131072, concurrency=2),
                                 DeployFlags(tensor_parallel_size=4, engine="vllm"))
-    ws = load_workbook(books["qwen36-tp4-vllm-long"][3], data_only=True)["Ranks"]
+    ws = load_workbook(engine_books["qwen36-tp4-vllm-long"][3], data_only=True)["Ranks"]
     assert ws.cell(row=sheet_rows(ws)["attention_block_size"], column=3).value \
         == dep.plan.budget.block_size_tokens > 16
 
 
-def test_the_start_verdict_recalculates_to_the_plan(books) -> None:
+def test_the_start_verdict_recalculates_to_the_plan(engine_books) -> None:
     """vLLM starts when its pool holds a request and what runs after the pool fits the room it
     leaves: the room is a formula, the graphs and the warm-up the plan's values. The plan is
     the one plan --from-workbook makes (the recorded scenario: a release's own batch stays its
@@ -106,10 +106,10 @@ def test_the_start_verdict_recalculates_to_the_plan(books) -> None:
     from servecap.cli.workbook_scenario import workbook_scenario
     from servecap.scenario.deployment import deployment
 
-    vllm = [name for name, (_, out, _, _) in books.items() if out["engine"] == "vllm"]
+    vllm = [name for name, (_, out, _, _) in engine_books.items() if out["engine"] == "vllm"]
     assert len(vllm) >= 20 and set(AFTER_POOL) <= set(vllm)
     for name in vllm:
-        code, out, path, computed = books[name]
+        code, out, path, computed = engine_books[name]
         wb = load_workbook(computed, data_only=True)
         assert cell_of(wb, "deployment_starts").value is out["starts"], name
         rows, ws = sheet_rows(wb["Ranks"]), wb["Ranks"]
@@ -121,7 +121,7 @@ def test_the_start_verdict_recalculates_to_the_plan(books) -> None:
                 assert ws.cell(row=rows["after_pool_room"], column=3 + i).value \
                     == item.plan.after_pool.room_bytes, (name, i)
     for name in AFTER_POOL:
-        code, out, _, computed = books[name]
+        code, out, _, computed = engine_books[name]
         ws = load_workbook(computed, data_only=True)["Ranks"]
         rows = sheet_rows(ws)
         assert code == 1 and out["starts"] is False and out["fits"] is False, name
@@ -132,8 +132,8 @@ def test_the_start_verdict_recalculates_to_the_plan(books) -> None:
         assert "sampler warm-up" in out["start_advice"]["text"], name
 
 
-def test_the_sheet_says_the_start_check_is_the_plans(books) -> None:
-    wb = load_workbook(books["8b-vllm-after-pool"][2])
+def test_the_sheet_says_the_start_check_is_the_plans(engine_books) -> None:
+    wb = load_workbook(engine_books["8b-vllm-after-pool"][2])
     ws, rows = wb["Ranks"], sheet_rows(wb["Ranks"])
     notes = [c.value for c in ws["B"] if isinstance(c.value, str) and "warm-up" in c.value]
     assert any("plan's estimates at max_num_seqs 1,024" in n and "--from-workbook" in n
@@ -143,11 +143,12 @@ def test_the_sheet_says_the_start_check_is_the_plans(books) -> None:
         assert "plan's" in ws.cell(row=rows[key], column=2).value, key
     for key in ("after_pool_room", "starts", "fits"):
         assert str(ws.cell(row=rows[key], column=3).value).startswith("="), key
-    assert "after_pool_room" not in sheet_rows(load_workbook(books["gemma-tp2-sglang"][2])["Ranks"])
+    sglang = load_workbook(engine_books["gemma-tp2-sglang"][2])["Ranks"]
+    assert "after_pool_room" not in sheet_rows(sglang)
 
 
-def test_ranks_are_formulas_over_named_inputs(books) -> None:
-    wb = load_workbook(books["70b-tp4-vllm"][2])
+def test_ranks_are_formulas_over_named_inputs(engine_books) -> None:
+    wb = load_workbook(engine_books["70b-tp4-vllm"][2])
     ws, rows = wb["Ranks"], sheet_rows(wb["Ranks"])
     for key in ("kv_cache", "kv_pool_bytes", "num_gpu_blocks", "max_concurrency", "free"):
         assert str(ws.cell(row=rows[key], column=3).value).startswith("="), key
@@ -157,15 +158,15 @@ def test_ranks_are_formulas_over_named_inputs(books) -> None:
 
 
 @pytest.mark.parametrize("saved_by", ["servecap", "libreoffice"])
-def test_from_workbook_replans_every_deployment(books, saved_by) -> None:
-    for name, (code, out, path, computed) in books.items():
+def test_from_workbook_replans_every_deployment(engine_books, saved_by) -> None:
+    for name, (code, out, path, computed) in engine_books.items():
         book = path if saved_by == "servecap" else computed
         again_code, again = plan_json(["--from-workbook", str(book)])
         assert (again_code, again) == (code, out), name
 
 
-def test_an_edited_utilization_replans_like_the_flag(books, tmp_path) -> None:
-    wb = load_workbook(books["70b-tp4-vllm"][2])
+def test_an_edited_utilization_replans_like_the_flag(engine_books, tmp_path) -> None:
+    wb = load_workbook(engine_books["70b-tp4-vllm"][2])
     cell_of(wb, "gpu_memory_utilization").value = 0.8
     wb.save(tmp_path / "edited.xlsx")
     _, edited = plan_json(["--from-workbook", str(tmp_path / "edited.xlsx")])
@@ -173,25 +174,25 @@ def test_an_edited_utilization_replans_like_the_flag(books, tmp_path) -> None:
     assert edited == flagged
 
 
-def test_deploy_flags_with_from_workbook_are_refused(books) -> None:
-    result = RUNNER.invoke(app, ["plan", "--from-workbook", str(books["8b-pp3-plain"][2]),
+def test_deploy_flags_with_from_workbook_are_refused(engine_books) -> None:
+    result = RUNNER.invoke(app, ["plan", "--from-workbook", str(engine_books["8b-pp3-plain"][2]),
                                  "-tp", "2"])
     assert result.exit_code == 2 and "give the workbook alone" in result.output
 
 
-def test_cached_values_equal_what_libreoffice_computes(books) -> None:
+def test_cached_values_equal_what_libreoffice_computes(engine_books) -> None:
     """Readers that do not recalculate (openpyxl data_only, pandas) see servecap's numbers."""
-    for name, (_, out, path, computed) in books.items():
+    for name, (_, out, path, computed) in engine_books.items():
         count, wrong = cached_mismatches(path, computed)
         assert count >= 20 * len(out["ranks"]) and not wrong, (name, wrong[:5])
     name = "70b-tp4-vllm"
-    frame = pandas.read_excel(books[name][2], sheet_name="Ranks", header=0, index_col=0)
-    assert frame.loc["num_gpu_blocks", "rank 0"] == books[name][1]["num_gpu_blocks"]
-    assert frame.loc["committed", "rank 3"] == books[name][1]["ranks"][3]["committed_bytes"]
+    frame = pandas.read_excel(engine_books[name][2], sheet_name="Ranks", header=0, index_col=0)
+    assert frame.loc["num_gpu_blocks", "rank 0"] == engine_books[name][1]["num_gpu_blocks"]
+    assert frame.loc["committed", "rank 3"] == engine_books[name][1]["ranks"][3]["committed_bytes"]
 
 
-def test_summary_comes_first_and_states_the_answer(books) -> None:
-    for name, (code, out, _path, computed) in books.items():
+def test_summary_comes_first_and_states_the_answer(engine_books) -> None:
+    for name, (code, out, _path, computed) in engine_books.items():
         wb = load_workbook(computed, data_only=True)
         assert wb.sheetnames[:4] == ["Summary", "Inputs", "Ledger", "Ranks"], name
         values = {row[0]: row[1] for row in wb["Summary"].iter_rows(min_row=2, values_only=True)}
@@ -205,6 +206,6 @@ def test_summary_comes_first_and_states_the_answer(books) -> None:
         assert values["lines from"] == (f"the Ranks sheet: each rank's lines under "
                                         f"{out['engine']}, rank {out['binding_rank']} binds")
         assert "safety from" not in values and "1 GPUs" not in values["parallelism"], name
-    rules = load_workbook(books["70b-tp4-vllm"][2])["Summary"].conditional_formatting
+    rules = load_workbook(engine_books["70b-tp4-vllm"][2])["Summary"].conditional_formatting
     formulas = [rule.formula[0] for cf in rules for rule in cf.rules]
     assert formulas == ['$B$7="FITS"', '$B$7<>"FITS"']

@@ -14,13 +14,13 @@ from servecap.workbooks.names import cell_of
 
 
 @pytest.fixture(scope="module")
-def start_what_ifs(books, soffice_bin, tmp_path_factory) -> dict[str, Path]:
+def start_what_ifs(engine_books, soffice_bin, tmp_path_factory) -> dict[str, Path]:
     """gpu_memory_utilization typed in the cell: 0.99 -> 0.9 on a hybrid that did not start,
     0.92 -> 0.99 on a windowed model that did (one LibreOffice run)."""
     folder = tmp_path_factory.mktemp("start-what-ifs")
     edits = {"qwen36-tp4-vllm-after-pool": 0.9, "gemma-tp2-vllm-window": 0.99}
     for name, value in edits.items():
-        wb = load_workbook(books[name][2])
+        wb = load_workbook(engine_books[name][2])
         cell_of(wb, "gpu_memory_utilization").value = value
         wb.save(folder / f"{name}.xlsx")
     return recalc(soffice_bin, [folder / f"{name}.xlsx" for name in edits],
@@ -29,7 +29,7 @@ def start_what_ifs(books, soffice_bin, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("name,util,starts", [("qwen36-tp4-vllm-after-pool", "0.9", True),
                                               ("gemma-tp2-vllm-window", "0.99", False)])
-def test_an_edited_utilization_moves_the_start_verdict(books, start_what_ifs, name, util,
+def test_an_edited_utilization_moves_the_start_verdict(engine_books, start_what_ifs, name, util,
                                                        starts) -> None:
     args = list(VARIANTS[name])
     if "--gpu-memory-utilization" in args:
@@ -48,7 +48,7 @@ def test_an_edited_utilization_moves_the_start_verdict(books, start_what_ifs, na
 
 
 @pytest.fixture(scope="module")
-def what_ifs(books, soffice_bin, tmp_path_factory) -> dict[str, Path]:
+def what_ifs(engine_books, soffice_bin, tmp_path_factory) -> dict[str, Path]:
     """The Nemotron-3-Nano tp 2 vLLM workbook with tp 4, and with vLLM's other Mamba cache
     modes, typed in its cells (one LibreOffice run)."""
     folder = tmp_path_factory.mktemp("what-ifs")
@@ -56,7 +56,7 @@ def what_ifs(books, soffice_bin, tmp_path_factory) -> dict[str, Path]:
              "none": ("mamba_cache_mode", "none")}
     paths = []
     for name, (cell, value) in edits.items():
-        wb = load_workbook(books["nemotron-3-nano-30b-a3b-tp2-vllm"][2])
+        wb = load_workbook(engine_books["nemotron-3-nano-30b-a3b-tp2-vllm"][2])
         cell_of(wb, cell).value = value
         wb.save(folder / f"{name}.xlsx")
         paths.append(folder / f"{name}.xlsx")
@@ -111,8 +111,8 @@ def test_vllm_mamba_cache_modes_recalculate_as_the_ledger_lays_them_out(what_ifs
     assert (budget.block_size_tokens % 256 == 0) is chunked
 
 
-def test_an_edited_hybrid_workbook_replans_like_the_flags(books, tmp_path) -> None:
-    wb = load_workbook(books["qwen36-tp4-vllm-long"][2])
+def test_an_edited_hybrid_workbook_replans_like_the_flags(engine_books, tmp_path) -> None:
+    wb = load_workbook(engine_books["qwen36-tp4-vllm-long"][2])
     cell_of(wb, "context_tokens").value = 65536
     cell_of(wb, "kv_dtype").value = "fp8"
     cell_of(wb, "gpu_memory_utilization").value = 0.85
