@@ -20,6 +20,7 @@ from .lora_rules import slots_in_budget
 from .model import ModelSpec
 from .serve import DEFAULT_BLOCK_SIZE_TOKENS
 from .units import GiB, MiB
+from .vllm_buffers import rotary_positions
 from .vllm_profile import COMM_PER_GPU, SERVE
 from .vllm_versions import NEWEST, TOKENS_FROM_CONCURRENCY, VllmRow
 
@@ -185,15 +186,19 @@ def overhead_lines(engine: EngineSpec, tp: int, pp: int, link: str = NVLINK) -> 
     return tuple(out)
 
 
-def rotary_cache_line(spec: ModelSpec) -> Line:
-    """vLLM's rotary embedding keeps one cos/sin cache per model, max_position_embeddings x
-    rotary dim in the model dtype (2 B), and measures it with the weights: 32 MiB for
-    Llama-3.1-8B, the +0.03 GiB its logs show over the checkpoint."""
+def rotary_cache_line(spec: ModelSpec, row: VllmRow | None = None) -> Line:
+    """vLLM's rotary embedding keeps one cos/sin cache per model, positions x rotary dim in the
+    model dtype (2 B), and measures it with the weights: 32 MiB for Llama-3.1-8B, the +0.03
+    GiB its logs show over the checkpoint. Where only part of a head rotates, the rotated
+    dims (get_rope's rotary_dim: head_dim x partial_rotary_factor). M-RoPE's cache holds
+    more positions on the releases that enlarge it (ledger/vllm_buffers.py
+    rotary_positions)."""
     att = spec.attention
-    rotary = att.qk_rope_head_dim if att.kind == "mla" else att.head_dim
-    size = spec.max_position_embeddings * rotary * 2
+    rotary = att.qk_rope_head_dim if att.kind == "mla" else att.rotary_dim or att.head_dim
+    positions, why = rotary_positions(spec, row)
+    size = positions * rotary * 2
     return Line("rotary_cache", "rotary cos/sin cache", size,
-                f"vLLM: {spec.max_position_embeddings:,} positions x {rotary} x 2 B, one per "
+                f"vLLM: {positions:,} positions{why} x {rotary} x 2 B, one per "
                 "model, logged with the weights")
 
 

@@ -216,6 +216,8 @@ class ModelSpec:
     laurel_rank: int = 0  # Gemma-3n's LAuReL low-rank residual (0: none)
     vision: VisionSpec | None = None  # a multimodal config's vision tower (the encoder budget)
     encoder: Encoder | None = None  # the vision tower vLLM loads beside it (ledger/encoders.py)
+    mrope: bool = False  # multimodal rotary positions: vLLM's MRotaryEmbedding (its cache is
+    # larger, ledger/vllm_buffers.py)
 
     @property
     def state_layers(self) -> tuple[int, ...]:

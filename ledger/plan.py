@@ -53,6 +53,7 @@ from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .state import state_bytes_per_request
 from .vllm_after import AfterPool, after_pool
+from .vllm_buffers import deepstack_bytes
 from .vllm_lines import PoolRules, pool_rules, profile_batch, resident_line, runtime_line
 from .vllm_lines import overhead as vllm_overhead
 from .weights import WeightBytes
@@ -282,7 +283,7 @@ def _rotary(spec: ModelSpec, engine: EngineSpec, overrides: Overrides) -> tuple[
     measured = overrides.per_device and overrides.weights is not None
     if engine.name != VLLM or measured or not spec.max_position_embeddings:
         return ()
-    return (rotary_cache_line(spec),)
+    return (rotary_cache_line(spec, release_row(engine)),)
 
 
 def _tower(spec: ModelSpec, serve: ServeSpec, engine: EngineSpec, overrides: Overrides,
@@ -295,8 +296,11 @@ def _tower(spec: ModelSpec, serve: ServeSpec, engine: EngineSpec, overrides: Ove
         return ()
     whole = shard.tensor_parallel_size > 1 and serve.encoder is not None and \
         serve.encoder.data_parallel(spec.vision)
-    return (encoder_line(spec.encoder, 1 if whole else shard.tensor_parallel_size,
-                         _model_bits(serve), whole),)
+    line = encoder_line(spec.encoder, 1 if whole else shard.tensor_parallel_size,
+                        _model_bits(serve), whole)
+    extra, why = deepstack_bytes(spec, release_row(engine), serve.max_num_batched_tokens,
+                                 _model_bits(serve) // 8)
+    return (replace(line, num_bytes=line.num_bytes + extra, source=line.source + why),)
 
 
 def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,

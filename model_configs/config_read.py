@@ -78,6 +78,7 @@ def prepare(data: dict) -> tuple[dict, tuple[str, ...], tuple[str, ...]]:
         if filled:
             notes.append(f"{', '.join(filled)} not stated: {model_type}'s defaults in "
                          f"transformers {TRANSFORMERS_VERSION}")
+    data = _lift_rope(data)
     kept = {k: v for k, v in data.items() if k in READ}
     for (family, field), cls in UNREAD_BY_CLASS.items():
         if model_type == family and kept.get(field) is not None:
@@ -86,6 +87,23 @@ def prepare(data: dict) -> tuple[dict, tuple[str, ...], tuple[str, ...]]:
     check_numbers(kept)
     _refuse_unread_memory_fields(kept, model_type)
     return kept, ignored, tuple(notes)
+
+
+def _lift_rope(data: dict) -> dict:
+    """M-RoPE's mrope_section from rope_scaling (or transformers 5's rope_parameters), as
+    vLLM's uses_mrope reads it (vllm/transformers_utils/config.py at v0.11.0), and a
+    partial_rotary_factor kept only inside rope_parameters (Qwen3.5)."""
+    out = dict(data)
+    for key in ("rope_scaling", "rope_parameters"):
+        rope = data.get(key)
+        if not isinstance(rope, dict):
+            continue
+        if rope.get("mrope_section") is not None and out.get("mrope_section") is None:
+            out["mrope_section"] = rope["mrope_section"]
+        if rope.get("partial_rotary_factor") is not None and \
+                out.get("partial_rotary_factor") is None:
+            out["partial_rotary_factor"] = rope["partial_rotary_factor"]
+    return out
 
 
 # transformers >= 5 writes Nemotron-H's pattern as layers_block_type (NemotronHConfig

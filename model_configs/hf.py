@@ -56,11 +56,30 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
         checkpoint_dtype=dtype,
         max_position_embeddings=cfg.max_position_embeddings or 0, model_type=cfg.model_type,
         architecture=(cfg.architectures or [""])[0],
-        notes=notes + att_notes + _mtp_note(cfg),
+        notes=notes + att_notes + _mtp_note(cfg) + _mrope_note(cfg),
+        mrope=_mrope(cfg),
         state=state_shape(cfg, _short_dtype(dtype)) if set(att.layer_kinds) - {FULL, SLIDING}
         - {"chunked"} or cfg.model_type == "falcon_h1" else None,
         parallel_state=cfg.model_type == "falcon_h1",
     ))
+
+
+# vLLM's Qwen-VL classes, whose official checkpoints state M-RoPE sections in rope_scaling
+# (Qwen3-VL: mrope_section [24, 20, 20], interleaved): read as M-RoPE where a kept copy of the
+# config lost its rope_scaling (the classes compute M-RoPE positions, get_mrope_input_positions)
+MROPE_CLASSES = frozenset({"Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+                           "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration"})
+
+
+def _mrope(cfg: HFConfig) -> bool:
+    return cfg.mrope_section is not None or (cfg.architectures or [""])[0] in MROPE_CLASSES
+
+
+def _mrope_note(cfg: HFConfig) -> tuple[str, ...]:
+    if cfg.mrope_section is not None or not _mrope(cfg):
+        return ()
+    return (f"M-RoPE read from the class: {cfg.architectures[0]}'s checkpoints state "
+            "rope_scaling.mrope_section, this config states no rope_scaling",)
 
 
 def _short_dtype(name: str) -> str:
@@ -172,10 +191,19 @@ def _attention(cfg: HFConfig, layers: int) -> tuple[Attention, tuple[str, ...]]:
                                                    == "minimax_m2"),
         sinks=cfg.model_type == "gpt_oss", sliding_window_tokens=window, layer_kinds=kinds,
         chunk_size_tokens=cfg.attention_chunk_size if cfg.model_type == "llama4_text" else None,
-        full_head_dim=full_dim, full_kv_heads=full_heads, rotary_dim=cfg.rotary_dim or 0,
+        full_head_dim=full_dim, full_kv_heads=full_heads, rotary_dim=_rotary_dim(cfg, head_dim),
         q_gate=cfg.model_type == "qwen3_next" or bool(cfg.attn_output_gate),
         qk_norm_heads=cfg.model_type == "minimax_m2" or cfg.model_type in QK_NORM_ALL_HEADS)
     return att, notes
+
+
+def _rotary_dim(cfg: HFConfig, head_dim: int) -> int:
+    """Rotated dims when only part of a head rotates: rotary_dim as stated, else head_dim x
+    partial_rotary_factor, as vLLM's get_rope takes it (0: the whole head)."""
+    if cfg.rotary_dim:
+        return cfg.rotary_dim
+    factor = cfg.partial_rotary_factor
+    return int(head_dim * factor) if factor is not None and 0 < factor < 1 else 0
 
 
 def _full_shape(cfg: HFConfig) -> tuple[int, int]:

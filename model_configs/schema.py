@@ -54,6 +54,9 @@ class HFConfig(BaseModel):
     num_nextn_predict_layers: Zero | None = None
     quantization_config: dict[str, Any] | None = None
     text_config: dict[str, Any] | None = None
+    # M-RoPE's sections, lifted from rope_scaling / rope_parameters (config_read.prepare): vLLM
+    # builds an MRotaryEmbedding for a config that states them
+    mrope_section: list[Zero] | None = None
     # hybrids: gated DeltaNet (Qwen3-Next, Qwen3.5) and Mamba-2 (Nemotron-H)
     full_attention_interval: Count | None = None
     linear_num_key_heads: Count | None = None

@@ -110,8 +110,10 @@ def test_qwen3_vl_moe_text_plans_as_the_qwen3_moe_it_is(tmp_path: Path) -> None:
     plain = load_model(write(tmp_path, text)).spec
     same = {"name": "", "source": "", "notes": (), "architecture": "",  # what says where from
             "vision": None,  # the vision tower, read apart for the encoder budget
-            "encoder": None}  # and for its weights
+            "encoder": None,  # and for its weights
+            "mrope": False}  # the class's M-RoPE positions (its rotary cache)
     assert replace(vl, **same) == replace(plain, **same)
+    assert vl.mrope and not plain.mrope
     assert vl.vision.family == "qwen_vl" and plain.vision is None
     assert vl.encoder.kind == "qwen3_vision" and plain.encoder is None
 
