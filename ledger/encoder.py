@@ -17,8 +17,11 @@ both. So the profiled peak the KV pool is sized from holds
 (vLLM 0.11.0 - 0.11.2 zero-pad each output to the whole budget first, items x budget_tokens
 rows: the release row's encoder_rows_to_budget, ledger/vllm_row.py)
 beside the decoder's runtime peak, and the encoder forward's own working set where that is
-larger than the decoder's (two lines: encoder_cache, encoder_profile). --skip-mm-profiling
-leaves both out of vLLM's budget: the lines are 0 and a note says what runtime will need."""
+larger than the decoder's (two lines: encoder_cache, encoder_profile). Under vLLM the
+encoder_profile line also holds what profile_run keeps beside the cache while the decoder runs
+(held_bytes: the dummy pixel values, and at 0.11.x-0.12.0 the last unpadded output).
+--skip-mm-profiling leaves both out of vLLM's budget: the lines are 0 and a note says what
+runtime will need."""
 
 import math
 from collections.abc import Mapping
@@ -64,6 +67,7 @@ class EncoderSpec:
     image_sizes: tuple[tuple[int, int], ...] = field(default_factory=tuple)
     rows_to_budget: bool = False  # the release pads each output to the budget (0.11.x)
     qwen3_video_timestamps: bool = False  # the release counts Qwen3 video with timestamps
+    holds_inputs: bool = False  # vLLM's profile_run keeps its dummy inputs (held_bytes)
 
     def __post_init__(self) -> None:
         if self.tp_mode not in TP_MODES:
@@ -97,6 +101,8 @@ class EncoderBudget:
     cache_bytes: int
     activation_bytes: int
     how: str
+    held_bytes: int = 0  # what the profile keeps beside the cache (held_bytes below)
+    held_how: str = ""
 
     @property
     def held_tokens(self) -> int:
@@ -138,8 +144,39 @@ def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None
     how = (f"{items} {modality} items x {tokens:,} tokens ({rule}){padded} x "
            f"{vision.out_width:,} wide x {enc.dtype_bytes} B; budget max(max_num_batched_tokens "
            f"{enc.max_num_batched_tokens:,}, {tokens:,}) = {budget:,} tokens")
+    held, held_how = held_bytes(vision, enc, items, _output_rows(vision, tokens, patches),
+                                patches, budget)
     return EncoderBudget({m: v[0] for m, v in found.items()}, modality, tokens, budget, items,
-                         cache, act, how + f"; encoder forward {act_how}")
+                         cache, act, how + f"; encoder forward {act_how}", held, held_how)
+
+
+def _output_rows(vision: VisionSpec, tokens: int, patches: int) -> int:
+    """The rows one item's encoder output has: Qwen and GLM-4V towers merge patches
+    merge x merge (the budget's tokens may count more: Qwen3-VL's video timestamps)."""
+    if vision.family in (QWEN_VL, GLM4V):
+        return patches // vision.merge_size ** 2
+    return tokens
+
+
+def held_bytes(vision: VisionSpec, enc: EncoderSpec, items: int, rows: int, patches: int,
+               budget: int) -> tuple[int, str]:
+    """What the profile keeps beside the cache through the decoder's dummy run and sampler
+    (vllm/v1/worker/gpu_model_runner.py profile_run, v0.10 to v0.33): the dummy batch's pixel
+    values on the GPU, in the model dtype (batched_dummy_mm_inputs is a live local; the
+    processor's output is cast to the model dtype, vllm/multimodal/processing.py
+    _postprocess_output), and, where the outputs are padded to the budget (v0.11.x, v0.12.0),
+    the last unpadded output, which the padding loop's variable `output` keeps until
+    `output = self._dummy_sampler_run(...)` returns."""
+    per_patch = 3 * vision.patch_size ** 2 * vision.temporal_patch_size
+    if not enc.holds_inputs:
+        return 0, ""
+    pixels = items * patches * per_patch * enc.dtype_bytes
+    padded = enc.rows_to_budget and rows < budget  # vLLM: encoder_output_shape[0] < budget
+    last = rows * vision.out_width * enc.dtype_bytes if padded else 0
+    tail = f" + the last unpadded output {last:,} B ({rows:,} rows)" if last else ""
+    return pixels + last, (f"held beside the cache: the dummy pixel values {pixels:,} B "
+                           f"({items} x {patches:,} patches x {per_patch:,} x "
+                           f"{enc.dtype_bytes} B){tail}")
 
 
 def activation_bytes(vision: VisionSpec, enc: EncoderSpec, items: int,
@@ -182,7 +219,8 @@ def encoder_lines(vision: VisionSpec | None, enc: EncoderSpec | None,
              "the encoder's activation peak is an estimate (patches x layer widths); "
              "`servecap reconcile` with the startup log checks the pool it leaves"]
     notes += _image_notes(vision, enc, found) + fallback
-    extra = max(0, found.activation_bytes - runtime_peak)
+    extra = found.held_bytes + max(0, found.activation_bytes - runtime_peak)
+    held = f"{found.held_how}; + " if found.held_how else ""
     if enc.skip_profiling:
         notes.append(f"--skip-mm-profiling: vLLM reserves neither the encoder cache "
                      f"({found.cache_bytes:,} B) nor the encoder's peak; requests with "
@@ -191,8 +229,9 @@ def encoder_lines(vision: VisionSpec | None, enc: EncoderSpec | None,
     return (Line("encoder_cache", "multimodal encoder cache (profiled)", found.cache_bytes,
                  found.how),
             Line("encoder_profile", "vision encoder peak beyond runtime peak", extra,
-                 f"encoder forward {found.activation_bytes:,} B - runtime peak "
-                 f"{runtime_peak:,} B, floored at 0 (vLLM's profile peaks at the larger)")), \
+                 f"{held}encoder forward {found.activation_bytes:,} B - runtime peak"
+                 f" {runtime_peak:,} B, floored at 0 (vLLM's profile peaks at the "
+                 "larger)")), \
         tuple(notes)
 
 

@@ -59,7 +59,7 @@ def _scheduled(enc: EncoderSpec, serve: ServeSpec, shard: Shard, model_bytes: in
         return enc
     row = engine.vllm_row
     return replace(enc, rows_to_budget=row.encoder_rows_to_budget,
-                   qwen3_video_timestamps=row.qwen3_video_timestamps)
+                   qwen3_video_timestamps=row.qwen3_video_timestamps, holds_inputs=True)
 
 
 def _unplanned(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,

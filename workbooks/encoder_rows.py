@@ -4,9 +4,11 @@ scheduler's Inputs (max_num_batched_tokens, max_num_seqs, context_tokens) and th
 tokens (ledger/encoder.py, cell for cell)."""
 
 import json
+from dataclasses import replace
 
 from servecap.ledger import dtypes
 from servecap.ledger.encoder import encoder_budget, scheduled
+from servecap.ledger.engines import VLLM
 
 from . import style
 from .source import WorkbookSource
@@ -21,9 +23,11 @@ CACHE_LINE = ("encoder_cache_line_bytes", "multimodal encoder cache (profiled)",
               "vLLM holds while it profiles the decoder (items = max(1, min(budget // tokens, "
               "max_num_seqs x max(1, min(limit, context // tokens)))))", "encoder_cache")
 PROFILE_LINE = ("encoder_profile_line_bytes", "vision encoder peak beyond runtime peak",
-                f"=MAX(0,{ITEMS}*encoder_activation_bytes_per_item-runtime_peak_bytes)",
-                "the encoder forward's working set over the profiled items, beyond the "
-                "decoder's runtime peak (an estimate: pixels and one layer's tensors)",
+                f"={ITEMS}*encoder_held_bytes_per_item+MAX(0,{ITEMS}"
+                "*encoder_activation_bytes_per_item-runtime_peak_bytes)",
+                "what vLLM's profile keeps beside the cache (the dummy pixel values) and the "
+                "encoder forward's working set over the profiled items, beyond the decoder's "
+                "runtime peak (an estimate: pixels and one layer's tensors)",
                 "encoder_profile")
 NAMES = (CACHE_LINE[0], PROFILE_LINE[0])
 
@@ -32,6 +36,8 @@ def _budget(src: WorkbookSource):
     serve = src.serve
     enc = scheduled(serve.encoder, serve.max_num_batched_tokens, serve.context_tokens,
                     serve.max_num_seqs, 1, _dtype_bytes(src))
+    # vLLM's profile keeps its dummy inputs beside the cache (ledger/encoder.py held_bytes)
+    enc = replace(enc, holds_inputs=src.engine.name == VLLM)
     return enc, encoder_budget(src.spec.vision, enc)
 
 
@@ -58,6 +64,9 @@ def encoder_inputs(src: WorkbookSource) -> list[tuple]:
         ("encoder_dtype_bytes", enc.dtype_bytes, style.COUNT, "bytes", "the model dtype"),
         ("encoder_activation_bytes_per_item", per_item, style.BYTES, "bytes",
          "the vision encoder's working set for one item (estimate)"),
+        ("encoder_held_bytes_per_item", found.held_bytes // found.items, style.BYTES, "bytes",
+         "what vLLM's profile holds beside the cache for one item: its dummy pixel values "
+         "(0 for other engines)"),
     ]
 
 

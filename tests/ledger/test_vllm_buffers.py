@@ -65,3 +65,22 @@ def test_a_partial_rotary_head_caches_only_its_rotated_dims():
     assert spec.attention.rotary_dim == 64 and spec.mrope
     assert rotary_cache_line(spec, row("0.22.0")).num_bytes == 262_144 * 4 * 64 * 2
     assert rotary_cache_line(spec, row("0.33.0")).num_bytes == 262_144 * 64 * 2
+
+
+def test_vllm_profile_holds_its_dummy_pixels_beside_the_cache():
+    """profile_run keeps batched_dummy_mm_inputs alive through the decoder's dummy run: the
+    items' pixel values in the model dtype (3 x 2 x 16 x 16 values a Qwen3-VL patch); other
+    engines' plans hold none. At 0.11.x the last unpadded output is held too."""
+    from servecap.ledger.encoder import EncoderSpec, encoder_budget
+
+    vision = load_model(str(CONFIGS / "Qwen--Qwen3-VL-8B-Instruct" / "config.json")).spec.vision
+    enc = EncoderSpec(max_num_batched_tokens=8192)
+    plain = encoder_budget(vision, enc)
+    held = encoder_budget(vision, replace(enc, holds_inputs=True))
+    patches = plain.max_tokens_per_item * 4  # merged 2 x 2
+    assert plain.held_bytes == 0
+    assert held.held_bytes == held.items * patches * 1536 * 2
+    wide = replace(enc, max_num_batched_tokens=32768, holds_inputs=True)  # budget > an item
+    padded = encoder_budget(vision, replace(wide, rows_to_budget=True))
+    assert padded.held_bytes == encoder_budget(vision, wide).held_bytes + \
+        plain.max_tokens_per_item * 4096 * 4 * 2
