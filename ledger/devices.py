@@ -320,10 +320,14 @@ DEVICES: tuple[Device, ...] = (
            "TFLOPS BF16 and 728.5 FP8 dense (half the sparse figures): NVIDIA RTX 6000 Ada "
            "datasheet; PCIe 4.0 x16", fp8_flops_per_s=728_500 * GB),
     Device("rtx-pro-6000-96gb", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 96,
-           97_887 * MiB - NVIDIA_SMI_RESERVE, 1_792 * GB, 467_800 * GB, "usable: estimate, "
-           "nvidia-smi 97887 MiB (" + AIC + "rtx_pro_6000_server.yaml) less the 469 MiB H100 "
-           "SXM's driver keeps; 1.792 TB/s, 467.8 TFLOPS BF16, 935.6 FP8, 1,871.2 FP4 dense at "
-           "2,430 MHz, PCIe 5.0 x16 64 GB/s (same file)", fp8_flops_per_s=935_600 * GB,
+           97_290 * MiB, 1_792 * GB, 467_800 * GB, "usable: 95.01 GiB, the total PyTorch "
+           "reports on this card (torch.cuda.mem_get_info in vLLM 0.27.1's 'Free memory on "
+           "device (94.05/95.01 GiB)' and its OOM's 'total capacity of 95.01 GiB', driver "
+           "610.43.02: kubesimplify/website@00b7452 content/blog/running-a-big-llm-across-"
+           "multiple-gpus-with-vllm.md), taken as 97,290 MiB, the MiB nearest it; nvidia-smi "
+           "lists 97,887 MiB (" + AIC + "rtx_pro_6000_server.yaml), 597 MiB more; 1.792 TB/s, "
+           "467.8 TFLOPS BF16, 935.6 FP8, 1,871.2 FP4 dense at 2,430 MHz, PCIe 5.0 x16 "
+           "64 GB/s (same file)", fp8_flops_per_s=935_600 * GB,
            fp4_flops_per_s=1_871_200 * GB, interconnect="PCIe 5.0 x16",
            interconnect_bytes_per_s=64 * GB),
     Device("mi325x-256gb", "AMD Instinct MI325X", 256, 256 * GiB - 335_544_320,

@@ -27,8 +27,8 @@ KV_MISSES = {
     "v1_llama31_8b_l40s_pr17122": "+20.8%: 0.8's V1 profile counts every byte in use on the "
                                   "device (other processes too, until 0.9.2) and this release "
                                   "prints no line that breaks its 4 GiB down",
-    "v0_27_qwen3_32b_2xrtxpro6000_pp2_kubesimplify": "+12.0%: PP0 logged a 6.92 GiB pool "
-                                                     "against the plan's 8.23 (PP1's, 7.74 "
+    "v0_27_qwen3_32b_2xrtxpro6000_pp2_kubesimplify": "+11.2%: PP0 logged a 6.92 GiB pool "
+                                                     "against the plan's 8.18 (PP1's, 7.69 "
                                                      "with its sampler's penalties state, "
                                                      "binds the plan); cold compile planned; "
                                                      "the excerpt does not break PP0's 1.31 GiB "
