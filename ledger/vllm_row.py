@@ -30,6 +30,17 @@ BLOCKS_V011 = (1, 8, 16, 32, 64, 128, 256)
 MULTIPLE_OF = 16  # block_sizes None: a multiple of this (FlashAttention's kernels)
 # How the dummy sampler of V1's profile pass samples (vllm/v1/sample/ops/topk_topp_sampler.py)
 FLASHINFER, TORCH, TRITON = "flashinfer", "torch", "triton"
+# V1's PyTorch top-k/top-p path peaks inside logits.sort (vllm/v1/sample/ops/topk_topp_sampler.py
+# apply_top_k_top_p, the same from v0.8.0 to v0.33.0), per (request x vocabulary) element: the
+# model-dtype logits (2) and their fp32 copy (4) held by the sampler, the sort's values (4) and
+# int64 indices (8), and what PyTorch's sort allocates for 128 rows or more: segmented_sort_pairs'
+# int64 reverse_indices (8) and CUB's third keys and values buffers in its temporary storage
+# (4 + 8: DeviceSegmentedRadixSort::SortPairs without a DoubleBuffer; pytorch/pytorch
+# aten/src/ATen/native/cuda/SortStable.cu launch_stable_sort_kernel, aten/src/ATen/cuda/cub.cuh
+# CUB_WRAPPER, NVIDIA/cub dispatch_radix_sort.cuh 'bytes needed for 3rd keys buffer'). After
+# the sort the masks, probabilities and scattered logits hold 28 at most. Fewer than 128 rows
+# sort through segmented_sort_pairs_by_full_sort, whose temporaries are larger: not planned.
+V1_TORCH_SAMPLER_BYTES = 2 + 4 + 4 + 8 + 8 + 4 + 8
 # Model Runner V2's own sampler (vllm/v1/worker/gpu/sample/sampler.py): no top-k/top-p sort
 MRV2 = "mrv2"
 # Which models a release runs on Model Runner V2 (vllm/config/vllm.py use_v2_model_runner and

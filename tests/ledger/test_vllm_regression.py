@@ -24,7 +24,7 @@ _spec.loader.exec_module(bench)
 # Misses, with the figure bench/vllm_logs.py prints for them (no constant is tuned to a log).
 # Outside 10%:
 KV_MISSES = {
-    "v1_llama31_8b_l40s_pr17122": "+20.8%: 0.8's V1 profile counts every byte in use on the "
+    "v1_llama31_8b_l40s_pr17122": "+20.5%: 0.8's V1 profile counts every byte in use on the "
                                   "device (other processes too, until 0.9.2) and this release "
                                   "prints no line that breaks its 4 GiB down",
     "v0_27_qwen3_32b_2xrtxpro6000_pp2_kubesimplify": "+12.0%: PP0 logged a 6.92 GiB pool "
@@ -42,7 +42,7 @@ KV_MISSES = {
                                           "(weights + non-torch) by the log's own line against "
                                           "15.4 on the warm start of the same cell (-3.6%): a "
                                           "desktop-shared RTX 4090 (WSL2)",
-    "v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed": "+19.3%: with 0.11.0's encoder profile (a "
+    "v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed": "+16.2%: with 0.11.0's encoder profile (a "
                                              "153,600-token video, its cache padded to the "
                                              "budget: 2.34 GiB a rank) and the vision tower "
                                              "planned, 0.22 of the 0.45 GiB left is weights "
@@ -55,8 +55,10 @@ KV_NEAR_MISSES = {
     "v1_qwen3_30b_a3b_4xa10_issue17469": "+6.5%: 0.8.5's device-wide count held 0.30 GiB beyond "
                                          "the context, one NCCL communicator and FlashInfer's "
                                          "sampler, which no line of the excerpt breaks down",
-    "v1_qwen3_235b_fp8_4xh100_issue21348": "+9.1%: the LMCache connector holds GPU memory the "
-                                           "log does not size",
+    "v1_qwen3_235b_fp8_4xh100_issue21348": "+5.5%: the two lines do not break down the 0.35 "
+                                           "GiB its pool is under the plan; the LMCache "
+                                           "connector's GPU buffer is a torch tensor made "
+                                           "before the load, which 0.9.2 does not charge",
 }
 # Weights beyond 2% of 'Model loading took'
 WEIGHT_MISSES = {
@@ -236,12 +238,13 @@ def test_every_miss_is_explained_in_its_sidecar_and_no_hit_carries_one():
 def test_vllm_0_11s_logged_encoder_profile_is_planned_as_logged():
     """v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed: the plan holds the profile the log prints
     (153,600 tokens, 1 video item, padded to the budget) and the Qwen3-VL tower's weights
-    (0.26 GiB a rank at TP 4), and the KV error falls from +126.7% to +19.3%: of the rest,
-    half is weights the log loads beyond the plan (its -1.5% row), a quarter the collective
-    buffers 0.11.0 builds before its baseline."""
+    (0.26 GiB a rank at TP 4), and the KV error falls from +126.7% to +16.2% (+19.3% before
+    the PyTorch sampler's sort temporaries, V1_TORCH_SAMPLER_BYTES): of the rest, most is
+    weights the log loads beyond the plan (its -1.5% row) and the collective buffers 0.11.0
+    builds before its baseline."""
     case = next(c for c in bench.cases() if c.name == "v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed")
     outcome = bench.evaluate(case)
-    assert 0.18 < outcome.kv_error < 0.20 and -0.02 < outcome.weights_error < -0.01
+    assert 0.15 < outcome.kv_error < 0.17 and -0.02 < outcome.weights_error < -0.01
     model, plan_flags, deploy = bench.flags_for(case)
     plan = deployment_from_flags(model, plan_flags, deploy).plan
     assert plan.line("encoder_cache") == 153600 * 2048 * 4 * 2
@@ -252,4 +255,4 @@ def test_vllm_0_11s_logged_encoder_profile_is_planned_as_logged():
     weights_gap = 14.7708 - (plan.line("weights") + plan.line("rotary_cache")
                              + plan.line("encoder_weights")) / 2**30
     comm = 128 * 2**20 / 2**30  # the collective buffers 0.11.0 builds before its baseline
-    assert abs(pool_gap - weights_gap - comm) < 0.11  # what the weights leave: 0.10 GiB
+    assert abs(pool_gap - weights_gap - comm) < 0.11  # what the weights leave: 0.03 GiB
