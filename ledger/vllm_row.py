@@ -39,9 +39,13 @@ FLASHINFER, TORCH, TRITON = "flashinfer", "torch", "triton"
 # pytorch/pytorch aten/src/ATen/native/cuda/SortStable.cu launch_stable_sort_kernel,
 # aten/src/ATen/cuda/cub.cuh CUB_WRAPPER, NVIDIA/cub dispatch_radix_sort.cuh 'bytes needed for
 # 3rd keys buffer'). After the sort the masks, probabilities and scattered logits hold 32 at most
-# (28 once the cumsum is written in place, read at v0.8.4 on). Fewer than 128 rows sort through
-# segmented_sort_pairs_by_full_sort, whose temporaries are larger: not planned.
+# (28 once the cumsum is written in place, read at v0.8.4 on).
 V1_TORCH_SAMPLER_BYTES = 2 + 4 + 4 + 8 + 8 + 4 + 8
+# 2 to 127 rows sort through segmented_sort_pairs_by_full_sort instead (SortStable.cu): two int2
+# (segment, index) arrays (8 + 8), the keys' output radix_sort_pairs allocates (4) and CUB's third
+# keys and int2 values buffers (4 + 8), in place of the reverse_indices and CUB buffers above
+SEGMENTED_SORT_MIN_ROWS = 128
+FULL_SORT_SAMPLER_BYTES = V1_TORCH_SAMPLER_BYTES - (8 + 4 + 8) + (8 + 8 + 4 + 4 + 8)
 # Model Runner V2's own sampler (vllm/v1/worker/gpu/sample/sampler.py): no top-k/top-p sort
 MRV2 = "mrv2"
 # Which models a release runs on Model Runner V2 (vllm/config/vllm.py use_v2_model_runner and

@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from servecap.ledger.vllm_profile import sampler_peak
-from servecap.ledger.vllm_row import TORCH, V1_TORCH_SAMPLER_BYTES
+from servecap.ledger.vllm_row import (
+    FULL_SORT_SAMPLER_BYTES,
+    SEGMENTED_SORT_MIN_ROWS,
+    TORCH,
+    TRITON,
+    V1_TORCH_SAMPLER_BYTES,
+)
 from servecap.ledger.vllm_versions import ROWS, row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,11 +47,33 @@ def test_every_v1_row_sorts_with_the_same_bytes_and_v0_keeps_its_own():
     assert {r.sampler_bytes_per_logit for r in ROWS if r.formula == "v0"} == {40}
 
 
-def test_the_torch_path_peak_is_rows_x_vocabulary_x_the_sorts_bytes():
+def test_fewer_than_128_rows_sort_through_the_full_sort_and_hold_more():
+    """segmented_sort_pairs_by_full_sort: two int2 arrays, the keys' output radix_sort_pairs
+    allocates and CUB's third keys and int2 values buffers, in place of reverse_indices (8) and
+    CUB's int64 values buffer."""
+    assert SEGMENTED_SORT_MIN_ROWS == 128
+    assert FULL_SORT_SAMPLER_BYTES == 2 + 4 + 4 + 8 + (8 + 8) + 4 + (4 + 8) == 50
+
+
+def _gpt_oss():
     from servecap.model_configs import load_model
 
-    spec = load_model("tests/fixtures/configs/openai--gpt-oss-120b").spec
-    assert sampler_peak(spec, row("0.11.0"), 1024, TORCH) == 1024 * 201_088 * 38
+    return load_model("tests/fixtures/configs/openai--gpt-oss-120b").spec
+
+
+@pytest.mark.parametrize("seqs, per", [(1, 38), (2, 50), (127, 50), (128, 38), (1024, 38)])
+def test_the_torch_path_peak_is_rows_x_vocabulary_x_the_sorts_bytes(seqs, per):
+    assert sampler_peak(_gpt_oss(), row("0.11.0"), seqs, TORCH) == seqs * 201_088 * per
+
+
+def test_v0_keeps_its_later_peak_where_the_sort_holds_less():
+    """V0's inverse gather after the sort (40 B) is wider from 128 rows; below, the full sort."""
+    assert sampler_peak(_gpt_oss(), row("0.7.1"), 256, TORCH) == 256 * 201_088 * 40
+    assert sampler_peak(_gpt_oss(), row("0.7.1"), 64, TORCH) == 64 * 201_088 * 50
+
+
+def test_triton_batches_below_eight_are_sorted_by_pytorch():
+    assert sampler_peak(_gpt_oss(), row("0.19.0"), 4, TRITON, 132) == 4 * 201_088 * 50
 
 
 @pytest.mark.parametrize("name, within_gib", [("v1_gptoss120b_h100_issue23278", 0.15),
