@@ -13,11 +13,14 @@ from .units import GiB, MiB
 from .vllm_row import (
     CONSUMED,
     FLASHINFER,
+    FULL_SORT_SAMPLER_BYTES,
     GRAPH_MAX_TOKENS,
     MRV2,
     PROFILED,
+    SEGMENTED_SORT_MIN_ROWS,
     TORCH,
     TRITON,
+    V1_TORCH_SAMPLER_BYTES,
     VllmRow,
 )
 
@@ -122,20 +125,36 @@ def forward_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:
     return tokens * (3 * h + max(widths)) * act
 
 
-def sampler_path(row: VllmRow, sampler: str | None) -> str:
-    """The path a log (or --sampler) states, else the release's default (VllmRow.sampler)."""
-    return sampler if sampler is not None else row.sampler
+def sampler_path(row: VllmRow, sampler: str | None, seqs: int | None = None) -> str:
+    """The path a log (or --sampler) states, else the release's default (VllmRow.sampler); on
+    the Triton path a batch below VllmRow.triton_min_batch is sorted by PyTorch instead
+    (apply_top_k_top_p: 'Use pytorch sort implementation for small batch sizes',
+    vllm/v1/sample/ops/topk_topp_sampler.py at v0.19.0)."""
+    path = sampler if sampler is not None else row.sampler
+    if path == TRITON and seqs is not None and seqs < row.triton_min_batch:
+        return TORCH
+    return path
+
+
+def torch_sort_bytes(row: VllmRow, seqs: int) -> int:
+    """Bytes a (request x vocabulary) element takes on PyTorch's path: the row's figure, or the
+    sort's own where it is larger: V1_TORCH_SAMPLER_BYTES for one row or SEGMENTED_SORT_MIN_ROWS
+    and more, FULL_SORT_SAMPLER_BYTES for 2 to 127 rows (ledger/vllm_row.py)."""
+    sort = FULL_SORT_SAMPLER_BYTES if 1 < seqs < SEGMENTED_SORT_MIN_ROWS \
+        else V1_TORCH_SAMPLER_BYTES
+    return max(row.sampler_bytes_per_logit, sort)
 
 
 def sampler_peak(spec: ModelSpec, row: VllmRow, seqs: int, sampler: str | None = None,
                  sms: int | None = None) -> int:
     """The dummy sampler over `seqs` rows of the full vocabulary (logits are gathered from the
     tensor-parallel ranks): FLASHINFER_SAMPLER_BYTES, Model Runner V2's (VllmRow
-    .mrv2_sampler_bytes) or the row's PyTorch-path bytes each; Triton's path also keeps its
-    per-program buffer (triton_buffer)."""
-    path = sampler_path(row, sampler)
+    .mrv2_sampler_bytes) or PyTorch's sort (torch_sort_bytes) each; Triton's path also keeps
+    its per-program buffer (triton_buffer)."""
+    path = sampler_path(row, sampler, seqs)
     per = {FLASHINFER: FLASHINFER_SAMPLER_BYTES, TRITON: TRITON_SAMPLER_BYTES,
-           MRV2: row.mrv2_sampler_bytes}.get(path, row.sampler_bytes_per_logit)
+           MRV2: row.mrv2_sampler_bytes}.get(path) if path != TORCH else None
+    per = torch_sort_bytes(row, seqs) if per is None else per
     extra = triton_buffer(spec, seqs, sms, row.triton_min_batch) if path == TRITON else 0
     return seqs * spec.vocab_size * per + extra
 
@@ -234,8 +253,9 @@ def activation_estimate(spec: ModelSpec, shard: Shard, row: VllmRow, batch: Batc
     wider = "forward" if forward >= sampler + kept else "sampler"
     also = f" + what the forward still holds {kept / GiB:.2f} GiB" if kept else ""
     run = max(forward, sampler + kept) + workspace
+    path = sampler_path(row, sampler_kind, seqs)
     how = (f"estimate of vLLM's profile run ({row.name}): max(forward of {batch.tokens:,} tokens "
-           f"{forward / GiB:.2f} GiB, {sampler_path(row, sampler_kind)} sampler of {seqs:,} x "
+           f"{forward / GiB:.2f} GiB, {path} sampler of {seqs:,} x "
            f"{spec.vocab_size:,} logits {sampler / GiB:.2f} GiB{also}) = the {wider}, + "
            f"{workspace_how} ({batch.how})")
     if not (cold_compile and row.compile_benchmarks_kernels):

@@ -15,6 +15,7 @@ from .vllm_row import (
     RUNNER_LISTED_OR_DENSE,
     RUNNER_LISTED_OR_DENSE_STATE_LISTED,
     TOKENS_FROM_CONCURRENCY,
+    V1_TORCH_SAMPLER_BYTES,
     VllmRow,
 )
 
@@ -45,7 +46,7 @@ def _row(version: tuple[int, ...], profile: str, source: str, **rules) -> VllmRo
     """A V1-engine row with 0.92, the CUDA-graph estimate subtracted (V1 runner), the token
     count from max concurrency, and the 0.21 V1-runner sampler and MoE workspace rules."""
     return VllmRow(version, "v" + ".".join(map(str, version)), 0.92, "v1", profile, True, True,
-                   TOKENS_FROM_CONCURRENCY, 36, source, **(KEPT | rules))
+                   TOKENS_FROM_CONCURRENCY, V1_TORCH_SAMPLER_BYTES, source, **(KEPT | rules))
 
 
 V022 = dict(runner_rule=RUNNER_LISTED_DENSE, mrv2_archs=V2_022,

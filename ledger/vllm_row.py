@@ -30,6 +30,22 @@ BLOCKS_V011 = (1, 8, 16, 32, 64, 128, 256)
 MULTIPLE_OF = 16  # block_sizes None: a multiple of this (FlashAttention's kernels)
 # How the dummy sampler of V1's profile pass samples (vllm/v1/sample/ops/topk_topp_sampler.py)
 FLASHINFER, TORCH, TRITON = "flashinfer", "torch", "triton"
+# V1's PyTorch top-k/top-p path peaks inside logits.sort (vllm/v1/sample/ops/topk_topp_sampler.py
+# apply_top_k_top_p, whose sort is the same from v0.8.0 to v0.33.0), per (request x vocabulary)
+# element: the model-dtype logits (2) and their fp32 copy (4) held by the sampler, the sort's
+# values (4) and int64 indices (8), and what PyTorch's sort allocates for 128 rows or more:
+# segmented_sort_pairs' int64 reverse_indices (8) and CUB's third keys and values buffers in its
+# temporary storage (4 + 8: DeviceSegmentedRadixSort::SortPairs without a DoubleBuffer;
+# pytorch/pytorch aten/src/ATen/native/cuda/SortStable.cu launch_stable_sort_kernel,
+# aten/src/ATen/cuda/cub.cuh CUB_WRAPPER, NVIDIA/cub dispatch_radix_sort.cuh 'bytes needed for
+# 3rd keys buffer'). After the sort the masks, probabilities and scattered logits hold 32 at most
+# (28 once the cumsum is written in place, read at v0.8.4 on).
+V1_TORCH_SAMPLER_BYTES = 2 + 4 + 4 + 8 + 8 + 4 + 8
+# 2 to 127 rows sort through segmented_sort_pairs_by_full_sort instead (SortStable.cu): two int2
+# (segment, index) arrays (8 + 8), the keys' output radix_sort_pairs allocates (4) and CUB's third
+# keys and int2 values buffers (4 + 8), in place of the reverse_indices and CUB buffers above
+SEGMENTED_SORT_MIN_ROWS = 128
+FULL_SORT_SAMPLER_BYTES = V1_TORCH_SAMPLER_BYTES - (8 + 4 + 8) + (8 + 8 + 4 + 4 + 8)
 # Model Runner V2's own sampler (vllm/v1/worker/gpu/sample/sampler.py): no top-k/top-p sort
 MRV2 = "mrv2"
 # Which models a release runs on Model Runner V2 (vllm/config/vllm.py use_v2_model_runner and
@@ -69,11 +85,11 @@ class VllmRow:
     it from 0.11 (communicators_before_baseline). sampler_bytes_per_logit: bytes the dummy
     sampler holds per (request x vocab) element in the profile pass on PyTorch's path (V0: fp32
     logits, sort values and int64 indices, probabilities, their cumulative sum, masks, the
-    inverse permutation; V1 the same less the inverse gather). sampler: the top-k/top-p path the
-    V1 runner takes unless told (TORCH: the sort above; TRITON: Triton's in-place masking, 0.17 -
-    0.20; FLASHINFER: FlashInfer's sampling kernels, the default from 0.21; before, opt-in with
-    VLLM_USE_FLASHINFER_SAMPLER=1). block_sizes: the --block-size values the release takes
-    (None: a multiple of MULTIPLE_OF). source: files read at `tag`.
+    inverse permutation; V1: V1_TORCH_SAMPLER_BYTES, its peak inside the sort). sampler: the
+    top-k/top-p path the V1 runner takes unless told (TORCH: the sort above; TRITON: Triton's
+    in-place masking, 0.17 - 0.20; FLASHINFER: FlashInfer's sampling kernels, the default from
+    0.21; before, opt-in with VLLM_USE_FLASHINFER_SAMPLER=1). block_sizes: the --block-size
+    values the release takes (None: a multiple of MULTIPLE_OF). source: files read at `tag`.
 
     From 0.22 (ledger/vllm_releases.py): runner_rule and mrv2_archs say which models run on
     Model Runner V2 (ledger/vllm_runner.py); mrv2_graphs_estimated: V2's

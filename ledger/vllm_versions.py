@@ -23,6 +23,7 @@ from .vllm_row import (  # noqa: F401  (the names every floor imports from here)
     TOKENS_PER_GROUP,
     TORCH,
     TRITON,
+    V1_TORCH_SAMPLER_BYTES,
     VllmRow,
 )
 
@@ -58,52 +59,60 @@ ROWS: tuple[VllmRow, ...] = (
             "not VLLM_MLA_DISABLE), get_head_size() kv_lora_rank + qk_rope_head_dim, "
             "get_num_kv_heads() 1; vllm/worker/cache_engine.py value_cache_block 0 with MLA",
             block_sizes=BLOCKS_V064),
-    VllmRow((0, 8, 0), "v0.8.0", 0.90, "v1", ALLOCATED, False, False, TOKENS_PER_GROUP, 36,
+    VllmRow((0, 8, 0), "v0.8.0", 0.90, "v1", ALLOCATED, False, False, TOKENS_PER_GROUP,
+            V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}: allocated peak + non_torch_allocations; vllm/envs.py VLLM_USE_V1=1 "
             "by default; vllm/v1/worker/gpu_model_runner.py (v0.8.0, v0.8.5): _dummy_run "
             "returns only hidden_states[logit_indices], so profile_run holds the gather alone "
             "through _dummy_sampler_run (0.9.0 and 0.9.1, read but without a row, add its "
             "torch.rand_like copy)", block_sizes=BLOCKS_V064, profile_keeps_hidden=False,
             sampler_input_copies=1),
-    VllmRow((0, 9, 2), "v0.9.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+    VllmRow((0, 9, 2), "v0.9.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP,
+            V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}: memory_profiling(init_snapshot) in vllm/utils/__init__.py; "
             "'Available KV cache memory'; vllm/v1/worker/gpu_model_runner.py: _dummy_run "
             "returns (hidden_states, hidden_states[logit_indices]), both held through "
             "_dummy_sampler_run, which samples from torch.rand_like of the gather",
             block_sizes=BLOCKS_V09),
-    VllmRow((0, 11, 0), "v0.11.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+    VllmRow((0, 11, 0), "v0.11.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP,
+            V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}; V0 removed (vllm/worker/ gone); {ENCODER_PADDED}; {QWEN3_VIDEO}",
             encoder_rows_to_budget=True, qwen3_video_timestamps=True),
-    VllmRow((0, 11, 2), "v0.11.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+    VllmRow((0, 11, 2), "v0.11.2", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP,
+            V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}; vllm/v1/sample/ops/topk_topp_sampler.py: FlashInfer sampling only with "
             "VLLM_USE_FLASHINFER_SAMPLER=1 ('Users must opt in explicitly'), else PyTorch's "
             f"sort; {ENCODER_PADDED}; {QWEN3_VIDEO}",
             encoder_rows_to_budget=True, qwen3_video_timestamps=True, **COMBO),
-    VllmRow((0, 12, 0), "v0.12.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+    VllmRow((0, 12, 0), "v0.12.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP,
+            V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}; vllm/v1/worker/gpu_model_runner.py profile_run pads each dummy "
             "encoder output to max_mm_tokens_per_item, no longer to the encoder budget; "
             f"{QWEN3_VIDEO}", qwen3_video_timestamps=True, **COMBO),
-    VllmRow((0, 13, 0), "v0.13.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+    VllmRow((0, 13, 0), "v0.13.0", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP,
+            V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}; vllm/v1/worker/workspace.py WorkspaceManager: fused_moe/"
             "modular_kernel.py takes its workspaces from it, kept once allocated",
             moe_workspace_kept=True, **COMBO),
-    VllmRow((0, 17, 1), "v0.17.1", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP, 36,
+    VllmRow((0, 17, 1), "v0.17.1", 0.90, "v1", PROFILED, False, False, TOKENS_PER_GROUP,
+            V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}; topk_topp_sampler.py apply_top_k_top_p: apply_top_k_top_p_triton "
             "(in place) for batches of 8 or more; FlashInfer still opt-in",
             sampler=TRITON, moe_workspace_kept=True, **COMBO),
-    VllmRow((0, 18, 1), "v0.18.1", 0.90, "v1", PROFILED, True, False, TOKENS_PER_GROUP, 36,
+    VllmRow((0, 18, 1), "v0.18.1", 0.90, "v1", PROFILED, True, False, TOKENS_PER_GROUP,
+            V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}: profile_cudagraph_memory() estimated and logged, subtracted only "
             "with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (vllm/envs.py default '0')",
             sampler=TRITON, moe_workspace_kept=True, **COMBO),
     VllmRow((0, 20, 0), "v0.20.0", 0.92, "v1", PROFILED, True, True,
-            TOKENS_FROM_CONCURRENCY, 36,
+            TOKENS_FROM_CONCURRENCY, V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}: available = requested - non_kv - cudagraph_memory_estimate; "
             "vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default '1'; "
             "vllm/config/cache.py gpu_memory_utilization default 0.92; "
             "vllm/v1/core/kv_cache_utils.py tokens = int(max_concurrency * max_model_len)",
             sampler=TRITON, moe_workspace_kept=True, block_sizes=None, **COMBO),
     VllmRow((0, 21, 0), "v0.21.0", 0.92, "v1", PROFILED, True, True,
-            TOKENS_FROM_CONCURRENCY, 36,
+            TOKENS_FROM_CONCURRENCY, V1_TORCH_SAMPLER_BYTES,
             f"{V1_WORKER}; vllm/envs.py VLLM_USE_FLASHINFER_SAMPLER defaults to True, so "
             "topk_topp_sampler.py samples with FlashInfer unless set to 0",
             sampler=FLASHINFER, moe_workspace_kept=True, block_sizes=None, **COMBO),

@@ -24,7 +24,7 @@ _spec.loader.exec_module(bench)
 # Misses, with the figure bench/vllm_logs.py prints for them (no constant is tuned to a log).
 # Outside 10%:
 KV_MISSES = {
-    "v1_llama31_8b_l40s_pr17122": "+20.8%: 0.8's V1 profile counts every byte in use on the "
+    "v1_llama31_8b_l40s_pr17122": "+20.5%: 0.8's V1 profile counts every byte in use on the "
                                   "device (other processes too, until 0.9.2) and this release "
                                   "prints no line that breaks its 4 GiB down",
     "v0_27_qwen3_32b_2xrtxpro6000_pp2_kubesimplify": "+11.2%: PP0 logged a 6.92 GiB pool "
@@ -48,8 +48,14 @@ KV_NEAR_MISSES = {
     "v1_qwen3_30b_a3b_4xa10_issue17469": "+6.5%: 0.8.5's device-wide count held 0.30 GiB beyond "
                                          "the context, one NCCL communicator and FlashInfer's "
                                          "sampler, which no line of the excerpt breaks down",
-    "v1_qwen3_235b_fp8_4xh100_issue21348": "+9.1%: the LMCache connector holds GPU memory the "
-                                           "log does not size",
+    "v1_qwen3_235b_fp8_4xh100_issue21348": "+5.5%: 0.35 GiB of pool the log's two lines do "
+                                           "not break down (the LMCache connector's one GPU "
+                                           "buffer, 12 MB, is made before the load)",
+    "v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed": "-7.2%: the encoder profile with what it holds, "
+                                             "the model-built buffers and the sort's 38 B a "
+                                             "logit planned; the plan leaves 0.17 GiB less "
+                                             "pool than the log, against this release's "
+                                             "unmeasured non-torch estimate",
 }
 # Weights beyond 2% of 'Model loading took'
 WEIGHT_MISSES = {
@@ -232,10 +238,11 @@ def test_vllm_0_11s_logged_encoder_profile_is_planned_as_logged():
     dummy video's pixel values and the last unpadded output), the Qwen3-VL tower's weights
     (0.26 GiB a rank at TP 4), the M-RoPE cache (262,144 x 4 positions) and the deepstack
     buffers (ledger/vllm_buffers.py): the weights land on 'Model loading took' and the KV error
-    goes from +126.7% (+19.3% before the buffers, +10.1% before the held inputs) to -4.1%."""
+    goes from +126.7% (+19.3% before the buffers, +10.1% before the held inputs) to -4.1%,
+    and to -7.2% with the PyTorch sort's 38 B a logit (V1_TORCH_SAMPLER_BYTES)."""
     case = next(c for c in bench.cases() if c.name == "v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed")
     outcome = bench.evaluate(case)
-    assert -0.05 < outcome.kv_error < -0.03 and abs(outcome.weights_error) < 0.001
+    assert -0.08 < outcome.kv_error < -0.065 and abs(outcome.weights_error) < 0.001
     model, plan_flags, deploy = bench.flags_for(case)
     plan = deployment_from_flags(model, plan_flags, deploy).plan
     assert plan.line("encoder_cache") == 153600 * 2048 * 4 * 2

@@ -169,11 +169,14 @@ def test_sm100_captures_up_to_1024_tokens_from_0_28() -> None:
 
 def test_triton_top_k_top_p_takes_every_batch_from_0_30() -> None:
     """apply_top_k_top_p: Triton (and its per-program fp32 rows) for 8 or more rows to 0.29,
-    for any batch from 0.30: 4 rows on an H100 keep min(4, 132) rows of 128,256 fp32 logits."""
+    PyTorch's sort below (2 to 127 rows: segmented_sort_pairs_by_full_sort, 50 B a logit), and
+    Triton for any batch from 0.30: 4 rows on an H100 keep min(4, 132) rows of 128,256 fp32
+    logits."""
     spec = spec_of("meta-llama--Llama-3.1-8B-Instruct")
-    base = 4 * 128_256 * (2 + 4 + 4 + 4)
-    assert sampler_peak(spec, row("0.29.0"), 4, TRITON, 132) == base
-    assert sampler_peak(spec, row("0.30.0"), 4, TRITON, 132) == base + 4 * 128_256 * 4
+    triton = 4 * 128_256 * (2 + 4 + 4 + 4)
+    assert sampler_peak(spec, row("0.29.0"), 4, TRITON, 132) == 4 * 128_256 * 50
+    assert sampler_peak(spec, row("0.29.0"), 8, TRITON, 132) == 2 * triton + 8 * 128_256 * 4
+    assert sampler_peak(spec, row("0.30.0"), 4, TRITON, 132) == triton + 4 * 128_256 * 4
 
 
 def nemotron_all(release: str):
