@@ -28,6 +28,15 @@ class Engine:
     tokens are a multiple of block_size), live KV tokens as base + n x index, and finishes are
     known in advance by decode index."""
 
+    # attributes in fixed slots: the compiled loop and decode kernel read and write them
+    # through the type's slot descriptors instead of an instance dictionary
+    __slots__ = ("coef", "cfg", "bsz", "pool", "host", "seqs", "next_arrival", "owed",
+                 "j0_sum", "waiting", "prefilling", "running", "decoding", "finish_at",
+                 "residue", "ctx_base", "dec_idx", "now", "extra_s", "reserved_blocks",
+                 "steps_since_prefill", "group_steps", "by_priority", "jitter", "price",
+                 "dense", "step_shared", "step_per_n", "step_known", "frontend_free",
+                 "closed", "next_closed", "result")
+
     def __init__(self, requests: list[Request], coef: Coefficients, config: SchedulerConfig,
                  num_blocks: int) -> None:
         self.coef, self.cfg, self.bsz = coef, config, config.block_size_tokens
