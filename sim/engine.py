@@ -16,6 +16,7 @@ from .step_model import (
     decode_pricer,
     decode_step_constants,
     dense_decode_constants,
+    step_constants,
     step_jitter,
 )
 
@@ -34,7 +35,7 @@ class Engine:
                  "j0_sum", "waiting", "prefilling", "running", "decoding", "finish_at",
                  "residue", "ctx_base", "dec_idx", "now", "extra_s", "reserved_blocks",
                  "steps_since_prefill", "group_steps", "by_priority", "jitter", "price",
-                 "dense", "step_shared", "step_per_n", "step_known", "frontend_free",
+                 "dense", "step_shared", "step_per_n", "step_known", "step_k", "frontend_free",
                  "closed", "next_closed", "result")
 
     def __init__(self, requests: list[Request], coef: Coefficients, config: SchedulerConfig,
@@ -69,6 +70,7 @@ class Engine:
         # the per-batch-size terms as the decode loop meets each size
         self.step_shared, self.step_per_n = decode_step_constants(coef)
         self.step_known: dict[int, tuple] = {}
+        self.step_k = step_constants(coef)  # any step's price, inlined by the loop (or None)
         self.frontend_free = 0.0  # when the API server is next free (coef.frontend_s)
         self.closed = config.concurrency is not None
         self.next_closed = 0
