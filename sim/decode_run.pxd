@@ -3,6 +3,18 @@
 # wbi and kvbi hold the byte counts when they are ints, so (wbi + kvbi x tokens) is exact,
 # as Python's integers are, below 2^63, and is rounded to a double once, as Python rounds it.
 import cython
+from cpython.array cimport array, extend_buffer
+
+
+cdef inline int _push_double(object column, double value) except -1:
+    """column.append(value) for an array("d") (decode_run checks the type code first)."""
+    return extend_buffer(<array>column, <char*>&value, 1)
+
+
+cdef inline int _push_int(object column, long long value) except -1:
+    """column.append(value) for an array("q") (decode_run checks the type code first)."""
+    return extend_buffer(<array>column, <char*>&value, 1)
+
 
 @cython.locals(n=cython.longlong, j=cython.longlong, free=cython.longlong,
                base=cython.longlong, num_waiting=cython.longlong, need=cython.longlong,
@@ -19,5 +31,5 @@ import cython
                gemm=cython.double, wts=cython.double, st=cython.double,
                coll=cython.double, over=cython.double, eag=cython.double,
                cpu=cython.double, hops=cython.double, kv=cython.double,
-               residue=list)
+               residue=list, finish_at=dict, decoding=dict, typed=cython.bint)
 cpdef long long decode_run(object eng, object horizon, object max_steps) except? -1
