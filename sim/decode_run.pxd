@@ -6,6 +6,18 @@ import cython
 from cpython.array cimport array, extend_buffer
 
 
+cdef inline bint _column(object column, char code) noexcept:
+    return type(column) is array and (<array>column).ob_descr.typecode == code
+
+
+cdef inline bint _typed_columns(object times, object tokens, object blocks,
+                                object ends) noexcept:
+    """Whether the columns are the arrays _push_double and _push_int write: C doubles
+    (times, ends: "d") and 64-bit integers (tokens, blocks: "q")."""
+    return _column(times, c'd') and _column(tokens, c'q') and _column(blocks, c'q') \
+        and _column(ends, c'd')
+
+
 cdef inline int _push_double(object column, double value) except -1:
     """column.append(value) for an array("d") (decode_run checks the type code first)."""
     return extend_buffer(<array>column, <char*>&value, 1)

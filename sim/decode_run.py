@@ -5,7 +5,6 @@ code run by the interpreter (sim/core.py picks). Between two events (an arrival,
 preemption, decode-priority's prefill coming due) the step time is a known function of the
 batch, base + n x index tokens of context, so the steps run here without the scheduler."""
 
-from array import array
 from types import FunctionType
 
 from .policies import decode_due
@@ -21,7 +20,8 @@ def _as_python() -> None:
 
 # compiled, the columns' samples are written into their arrays' memory by the helpers
 # decode_run.pxd defines (_push_double, _push_int: what array.append stores, without a
-# method call and a Python number per sample); as Python, by array.append
+# method call and a Python number per sample) where _typed_columns finds the arrays they
+# expect; as Python, by array.append
 COMPILED = not isinstance(_as_python, FunctionType)
 
 
@@ -38,7 +38,7 @@ def decode_run(eng, horizon, max_steps):
         samples.blocks
     end_append, time_append = ends.append, times.append
     tokens_append, blocks_append = tokens.append, blocks.append
-    typed = COMPILED and _typed_columns(times, tokens, blocks, ends)
+    typed = COMPILED and _typed_columns(times, tokens, blocks, ends)  # noqa: F821
     finish_at, decoding = eng.finish_at, eng.decoding
     seqs, nxt = eng.seqs, eng.next_arrival
     next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
@@ -138,16 +138,6 @@ def decode_run(eng, horizon, max_steps):
     res.queue_area += num_waiting * busy
     res.system_area += system_area
     return j - start
-
-
-def _typed_columns(times, tokens, blocks, ends) -> bool:
-    """Whether the columns are the arrays of C doubles and 64-bit integers the compiled
-    writes expect (times and ends "d", tokens and blocks "q")."""
-    columns = (times, tokens, blocks, ends)
-    for column, code in zip(columns, "dqqd", strict=True):
-        if type(column) is not array or column.typecode != code:
-            return False
-    return True
 
 
 def pricing(eng, n):
