@@ -36,9 +36,10 @@ def decode_run(eng, horizon, max_steps):
     samples = res.kv_samples  # a KvSamples: a column per field (sim/state.py)
     ends, times, tokens, blocks = res.decode_end_s, samples.times, samples.tokens, \
         samples.blocks
-    end_append, time_append = ends.append, times.append
-    tokens_append, blocks_append = tokens.append, blocks.append
     typed = COMPILED and _typed_columns(times, tokens, blocks, ends)  # noqa: F821
+    if not typed:
+        end_append, time_append = ends.append, times.append
+        tokens_append, blocks_append = tokens.append, blocks.append
     finish_at, decoding = eng.finish_at, eng.decoding
     seqs, nxt = eng.seqs, eng.next_arrival
     next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
