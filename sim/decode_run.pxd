@@ -3,6 +3,30 @@
 # wbi and kvbi hold the byte counts when they are ints, so (wbi + kvbi x tokens) is exact,
 # as Python's integers are, below 2^63, and is rounded to a double once, as Python rounds it.
 import cython
+from cpython.array cimport array, extend_buffer
+
+
+cdef inline bint _column(object column, char code) noexcept:
+    return type(column) is array and (<array>column).ob_descr.typecode == code
+
+
+cdef inline bint _typed_columns(object times, object tokens, object blocks,
+                                object ends) noexcept:
+    """Whether the columns are the arrays _push_double and _push_int write: C doubles
+    (times, ends: "d") and 64-bit integers (tokens, blocks: "q")."""
+    return _column(times, c'd') and _column(tokens, c'q') and _column(blocks, c'q') \
+        and _column(ends, c'd')
+
+
+cdef inline int _push_double(object column, double value) except -1:
+    """column.append(value) for an array("d") (decode_run checks the type code first)."""
+    return extend_buffer(<array>column, <char*>&value, 1)
+
+
+cdef inline int _push_int(object column, long long value) except -1:
+    """column.append(value) for an array("q") (decode_run checks the type code first)."""
+    return extend_buffer(<array>column, <char*>&value, 1)
+
 
 @cython.locals(n=cython.longlong, j=cython.longlong, free=cython.longlong,
                base=cython.longlong, num_waiting=cython.longlong, need=cython.longlong,
@@ -19,5 +43,5 @@ import cython
                gemm=cython.double, wts=cython.double, st=cython.double,
                coll=cython.double, over=cython.double, eag=cython.double,
                cpu=cython.double, hops=cython.double, kv=cython.double,
-               residue=list)
+               residue=list, finish_at=dict, decoding=dict, typed=cython.bint)
 cpdef long long decode_run(object eng, object horizon, object max_steps) except? -1

@@ -5,11 +5,24 @@ code run by the interpreter (sim/core.py picks). Between two events (an arrival,
 preemption, decode-priority's prefill coming due) the step time is a known function of the
 batch, base + n x index tokens of context, so the steps run here without the scheduler."""
 
+from types import FunctionType
+
 from .policies import decode_due
 from .speculative import decode_iteration_s
 from .step_model import decode_eager_s, measured_collective_s
 
 INF = float("inf")
+
+
+def _as_python() -> None:
+    """A Python function where this source runs as Python; Cython's own where compiled."""
+
+
+# compiled, the columns' samples are written into their arrays' memory by the helpers
+# decode_run.pxd defines (_push_double, _push_int: what array.append stores, without a
+# method call and a Python number per sample) where _typed_columns finds the arrays they
+# expect; as Python, by array.append
+COMPILED = not isinstance(_as_python, FunctionType)
 
 
 def decode_run(eng, horizon, max_steps):
@@ -21,8 +34,12 @@ def decode_run(eng, horizon, max_steps):
     iterations run."""
     res, pool, residue, bsz = eng.result, eng.pool, eng.residue, eng.bsz
     samples = res.kv_samples  # a KvSamples: a column per field (sim/state.py)
-    end_append, time_append = res.decode_end_s.append, samples.times.append
-    tokens_append, blocks_append = samples.tokens.append, samples.blocks.append
+    ends, times, tokens, blocks = res.decode_end_s, samples.times, samples.tokens, \
+        samples.blocks
+    typed = COMPILED and _typed_columns(times, tokens, blocks, ends)  # noqa: F821
+    if not typed:
+        end_append, time_append = ends.append, times.append
+        tokens_append, blocks_append = tokens.append, blocks.append
     finish_at, decoding = eng.finish_at, eng.decoding
     seqs, nxt = eng.seqs, eng.next_arrival
     next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
@@ -85,11 +102,18 @@ def decode_run(eng, horizon, max_steps):
         if jitter is not None:
             dt *= jitter()
         segment += dt
-        time_append(now)
-        tokens_append(live)
-        blocks_append(total_blocks - free)
-        now += dt
-        end_append(now)
+        if typed:
+            _push_double(times, now)  # noqa: F821 (decode_run.pxd)
+            _push_int(tokens, live)  # noqa: F821
+            _push_int(blocks, total_blocks - free)  # noqa: F821
+            now += dt
+            _push_double(ends, now)  # noqa: F821
+        else:
+            time_append(now)
+            tokens_append(live)
+            blocks_append(total_blocks - free)
+            now += dt
+            end_append(now)
         free -= need
         j += 1
         done = finish_at.pop(j - 1, None)

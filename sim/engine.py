@@ -16,6 +16,7 @@ from .step_model import (
     decode_pricer,
     decode_step_constants,
     dense_decode_constants,
+    step_constants,
     step_jitter,
 )
 
@@ -27,6 +28,15 @@ class Engine:
     batch: block needs are counted by residue class (a sequence needs a block when its held
     tokens are a multiple of block_size), live KV tokens as base + n x index, and finishes are
     known in advance by decode index."""
+
+    # attributes in fixed slots: the compiled loop and decode kernel read and write them
+    # through the type's slot descriptors instead of an instance dictionary
+    __slots__ = ("coef", "cfg", "bsz", "pool", "host", "seqs", "next_arrival", "owed",
+                 "j0_sum", "waiting", "prefilling", "running", "decoding", "finish_at",
+                 "residue", "ctx_base", "dec_idx", "now", "extra_s", "reserved_blocks",
+                 "steps_since_prefill", "group_steps", "by_priority", "jitter", "price",
+                 "dense", "step_shared", "step_per_n", "step_known", "step_k", "frontend_free",
+                 "closed", "next_closed", "result")
 
     def __init__(self, requests: list[Request], coef: Coefficients, config: SchedulerConfig,
                  num_blocks: int) -> None:
@@ -60,6 +70,7 @@ class Engine:
         # the per-batch-size terms as the decode loop meets each size
         self.step_shared, self.step_per_n = decode_step_constants(coef)
         self.step_known: dict[int, tuple] = {}
+        self.step_k = step_constants(coef)  # any step's price, inlined by the loop (or None)
         self.frontend_free = 0.0  # when the API server is next free (coef.frontend_s)
         self.closed = config.concurrency is not None
         self.next_closed = 0

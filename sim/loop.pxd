@@ -1,3 +1,26 @@
 # The compiled scheduler loop (sim/loop.py): Cython's augmenting .pxd, the .py stays plain
-# Python. Its locals stay Python objects (token counts add as Python integers, times as
-# doubles, exactly as the interpreter does); the gain is the interpreter's dispatch.
+# Python. Most locals stay Python objects (token counts add as Python integers, times as
+# doubles, exactly as the interpreter does); a mixed step's price (_step_s) runs in C types:
+# token counts as 64-bit integers, which step_model.step_constants' caps keep every product
+# of below 2^63 (so exact, as Python's integers are), each rounded to a double where Python
+# rounds it, and the seconds as doubles.
+import cython
+
+@cython.locals(dense=cython.longlong, moe=cython.longlong, gemm_rate=cython.double,
+               moe_rate=cython.double, pair=cython.longlong, attn_rate=cython.double,
+               weights=cython.double, kvb=cython.longlong, state=cython.longlong,
+               bw=cython.double, overhead=cython.double, eager=cython.double,
+               graph_max=cython.longlong, prefill_eager=cython.bint, cpu_step=cython.double,
+               cpu_seq=cython.double, overlap=cython.bint, collectives=cython.bint,
+               token_cap=cython.longlong, pair_cap=cython.longlong, kv_cap=cython.longlong,
+               seq_cap=cython.longlong, tokens=cython.longlong, seqs=cython.longlong,
+               attended=cython.longlong, held=cython.longlong, gemm=cython.double,
+               attention=cython.double, kv=cython.longlong, memory=cython.double,
+               collective=cython.double, cpu=cython.double, compute=cython.double,
+               gpu=cython.double)
+cpdef double _step_s(object eng, tuple k, long long prefill, long long num_decode,
+                     long long pairs, long long context, long long cached) except? -1.0
+
+@cython.locals(num_decode=cython.longlong, context=cython.longlong, prefill=cython.longlong,
+               cached=cython.longlong, pairs=cython.longlong, dt=cython.double)
+cdef _iterate(object eng, object work, bint decode)

@@ -10,7 +10,7 @@ from .engine import owed
 from .policies import PLANNERS, decode_due
 from .speculative import decode_iteration_s
 from .state import REJECTED
-from .step_model import prefill_pairs, step_s
+from .step_model import collective_s, prefill_pairs, step_s
 
 
 def run_iterations(eng, horizon):
@@ -52,6 +52,8 @@ def _iterate(eng, work, decode):
     spec = eng.cfg.speculation
     if spec is not None and not work and num_decode and spec.applies(num_decode):
         dt = decode_iteration_s(eng.coef, spec, num_decode, context)
+    elif eng.step_k is not None:
+        dt = _step_s(eng, eng.step_k, prefill, num_decode, pairs, context, cached)
     else:
         dt = step_s(eng.coef, prefill, num_decode, pairs, context, cached)
     if eng.jitter is not None:
@@ -67,6 +69,35 @@ def _iterate(eng, work, decode):
     for seq, chunk in work:
         _finish_chunk(eng, seq, chunk, start)
     eng.reserved_blocks = 0
+
+
+def _step_s(eng, k, prefill, num_decode, pairs, context, cached):
+    """step_s(eng.coef, prefill, num_decode, pairs, context, cached) of a model
+    step_model.step_constants covers: _terms' and _stage's expressions in their order with
+    the coefficients' factors folded (the same floats), in C types where compiled."""
+    (dense, moe, gemm_rate, moe_rate, pair, attn_rate, weights, kvb, state, bw, overhead,
+     eager, graph_max, prefill_eager, cpu_step, cpu_seq, overlap, collectives, token_cap,
+     pair_cap, kv_cap, seq_cap) = k
+    tokens = prefill + num_decode
+    seqs = num_decode + (1 if prefill else 0)
+    attended = pairs + context
+    held = cached + context + tokens
+    if tokens > token_cap or attended > pair_cap or held > kv_cap or seqs > seq_cap:
+        return step_s(eng.coef, prefill, num_decode, pairs, context, cached)
+    gemm = dense * tokens / gemm_rate + moe * tokens / moe_rate
+    attention = pair * attended / attn_rate
+    kv = kvb * held
+    kv += 2 * state * seqs
+    memory = (weights + kv) / bw
+    collective = collective_s(eng.coef, tokens) if collectives else 0.0
+    if not (eager and (tokens > graph_max or prefill and prefill_eager)):
+        eager = 0.0
+    cpu = cpu_step + cpu_seq * seqs
+    compute = gemm + attention
+    gpu = (compute if compute > memory else memory) + collective + overhead + eager
+    if overlap:
+        return gpu if gpu > cpu else cpu
+    return gpu + cpu
 
 
 def _decode_only(eng):

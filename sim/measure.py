@@ -101,22 +101,37 @@ def _has_offload(runs: list[Run]) -> bool:
 def _counts(policy: str, seqs: list[Seq], offload: bool = False) -> dict:
     """What happened to every request of the runs, warm-up and drain included; with a host
     offload tier, the prefix tokens it served."""
-    done = [s for s in seqs if s.state == DONE]
-    rejected = [s for s in seqs if s.state == REJECTED]
-    offered = sum(s.req.prefix_tokens for s in done)
+    done = rejected = running = preemptions = recomputed = hits = done_hits = offered = 0
+    offloaded = done_offloaded = 0
+    reasons = set()
+    for s in seqs:  # one pass: every count is a sum of integers, the same in any order
+        state = s.state
+        preemptions += s.preemptions
+        recomputed += s.recomputed_tokens
+        hits += s.prefix_hit_tokens
+        offloaded += s.offload_hit_tokens
+        if state == DONE:
+            done += 1
+            offered += s.req.prefix_tokens
+            done_hits += s.prefix_hit_tokens
+            done_offloaded += s.offload_hit_tokens
+        elif state == REJECTED:
+            rejected += 1
+            reasons.add(s.reason)
+        elif state == RUNNING:
+            running += 1
     return {
-        "policy": policy, "offered": len(seqs), "completed": len(done),
-        "rejected": len(rejected), "queued": len(seqs) - len(done) - len(rejected),
-        "running_at_end": sum(1 for s in seqs if s.state == RUNNING),
-        "rejection_reasons": sorted({s.reason for s in rejected}),
-        "preemptions": sum(s.preemptions for s in seqs),
-        "recomputed_tokens": sum(s.recomputed_tokens for s in seqs),
-        "prefix_hit_tokens": sum(s.prefix_hit_tokens for s in seqs),
-        "prefix_hit_rate": sum(s.prefix_hit_tokens for s in done) / offered if offered else 0.0,
+        "policy": policy, "offered": len(seqs), "completed": done,
+        "rejected": rejected, "queued": len(seqs) - done - rejected,
+        "running_at_end": running,
+        "rejection_reasons": sorted(reasons),
+        "preemptions": preemptions,
+        "recomputed_tokens": recomputed,
+        "prefix_hit_tokens": hits,
+        "prefix_hit_rate": done_hits / offered if offered else 0.0,
     } | ({} if not offload else {
-        "offload_hit_tokens": sum(s.offload_hit_tokens for s in seqs),
-        "offload_hit_rate": sum(s.offload_hit_tokens for s in done) / offered if offered
-        else 0.0})
+        "offload_hit_tokens": offloaded,
+        "offload_hit_rate": done_offloaded / offered if offered else 0.0})
 
 
 def _window(windows: list[Window]) -> dict:

@@ -10,8 +10,8 @@ def _admit(eng: Engine, budget: int, allow_oversize: bool, chunked: bool = False
         seq = eng.waiting[0]
         if seq.swapped_tokens:
             break
-        need = eng.prefill_need(seq)
-        if need > budget and not chunked and (work or not allow_oversize):
+        # chunked prefill takes any prompt in chunks: only whole prompts weigh their need
+        if not chunked and eng.prefill_need(seq) > budget and (work or not allow_oversize):
             break
         if not eng.try_admit(seq):
             break

@@ -64,15 +64,22 @@ def _profile(seqs: list[Seq], order: list[int] | None = None) -> dict:
     always has; the requests are read once in their own order (arrival: the run's objects
     in memory order, not a random walk over them) and the integer sums need no order."""
     n = len(seqs)
-    queue = [s.admitted_s - s.req.arrival_s for s in seqs]
-    reqs = [s.req for s in seqs]
+    queue = []
+    chunks = preemptions = prompt = output = 0
+    for s in seqs:  # one pass; the integer sums are the same in any order
+        req = s.req
+        queue.append(s.admitted_s - req.arrival_s)
+        chunks += s.chunks
+        preemptions += s.preemptions
+        prompt += req.prompt_tokens
+        output += req.output_tokens
     return {
         "mean_queue_ms": round(sum(queue if order is None else [queue[i] for i in order])
                                / n * 1000, 3),
-        "mean_prefill_chunks": round(sum([s.chunks for s in seqs]) / n, 3),
-        "mean_preemptions": round(sum([s.preemptions for s in seqs]) / n, 3),
-        "mean_prompt_tokens": round(sum([r.prompt_tokens for r in reqs]) / n, 1),
-        "mean_output_tokens": round(sum([r.output_tokens for r in reqs]) / n, 1),
+        "mean_prefill_chunks": round(chunks / n, 3),
+        "mean_preemptions": round(preemptions / n, 3),
+        "mean_prompt_tokens": round(prompt / n, 1),
+        "mean_output_tokens": round(output / n, 1),
     }
 
 
@@ -113,20 +120,26 @@ def by_prompt_bucket(seqs: list[Seq], edges_tokens: tuple[int, ...]) -> list[dic
     for high in (*edges_tokens, None):
         bounds.append((low, high))
         low = high or low
-    groups: list[list[Seq]] = [[] for _ in bounds]
+    ttft: list[list[float]] = [[] for _ in bounds]  # each group's latencies (s), in order
+    e2e: list[list[float]] = [[] for _ in bounds]
     if all(edge > 0 for edge in edges_tokens) and list(edges_tokens) == sorted(edges_tokens):
         for s in seqs:  # one pass: the first edge at or above the prompt (none: the last)
-            if s.state == DONE and s.req.prompt_tokens > 0:
-                groups[bisect_left(edges_tokens, s.req.prompt_tokens)].append(s)
+            if s.state == DONE:
+                req = s.req
+                if req.prompt_tokens > 0:
+                    i = bisect_left(edges_tokens, req.prompt_tokens)
+                    ttft[i].append(s.prefill_token_s[0] - req.arrival_s)
+                    e2e[i].append(s.release_s - req.arrival_s)
     else:
         done = [s for s in seqs if s.state == DONE]
-        for group, (low, high) in zip(groups, bounds, strict=True):
-            group.extend(s for s in done if s.req.prompt_tokens > low
-                         and (high is None or s.req.prompt_tokens <= high))
-    return [{"prompt_tokens_above": low, "prompt_tokens_max": high, "completed": len(group),
-             "ttft_ms": ms(quantiles([s.prefill_token_s[0] - s.req.arrival_s for s in group])),
-             "e2e_ms": ms(quantiles([s.release_s - s.req.arrival_s for s in group]))}
-            for group, (low, high) in zip(groups, bounds, strict=True)]
+        for i, (low, high) in enumerate(bounds):
+            group = [s for s in done if s.req.prompt_tokens > low
+                     and (high is None or s.req.prompt_tokens <= high)]
+            ttft[i] = [s.prefill_token_s[0] - s.req.arrival_s for s in group]
+            e2e[i] = [s.release_s - s.req.arrival_s for s in group]
+    return [{"prompt_tokens_above": low, "prompt_tokens_max": high, "completed": len(times),
+             "ttft_ms": ms(quantiles(times)), "e2e_ms": ms(quantiles(ends))}
+            for times, ends, (low, high) in zip(ttft, e2e, bounds, strict=True)]
 
 
 def per_replica(results: list[SimResult]) -> list[dict]:

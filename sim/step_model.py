@@ -148,6 +148,55 @@ def dense_decode_constants(coef) -> tuple | None:
             link_per_token, fixed)
 
 
+def step_constants(coef) -> tuple | None:
+    """What step_s(coef, prefill, decode, pairs, context, cached) needs for any step of a
+    single-stage model without routed experts, for the scheduler loop to price a mixed
+    iteration with _terms' and _stage's own expressions in their order (the same floats):
+    (dense FLOPs per token, routed FLOPs per token, the two GEMM rates, attention FLOPs per
+    pair, the attention rate, weight bytes read, KV bytes per token, fixed-state bytes per
+    request, the effective bandwidth, overheads, eager seconds (0: never eager), the
+    largest graph-captured batch, whether a prefill runs eager, host
+    seconds per step and per sequence, cpu_overlap, whether collectives cost anything, and
+    the largest tokens, attended tokens, KV tokens and sequences whose products stay
+    below 2^61).
+    Eager seconds apply above graph_max_tokens tokens, or to a prefill where graphs capture
+    decode batches only (eager_step).
+    None where a term is not priced this way (pipeline stages, routed experts) or a factor
+    is not the integer or float the inlined arithmetic types it as; step_s prices those."""
+    c = coef
+    if c.pipeline_parallel_size != 1 or c.num_experts:
+        return None
+    dense = c.flops_per_token - c.moe_flops_per_token
+    gemm_rate = c.flops_per_s * c.gemm_efficiency
+    moe_rate = c.flops_per_s * c.moe_gemm_efficiency
+    attn_rate = (c.attention_flops_per_s or c.flops_per_s) * c.attention_efficiency
+    weights = c.weights_bytes - c.moe_expert_bytes * (
+        1.0 - experts_touched_share(1, c.num_experts, c.experts_per_token))
+    bw = c.bandwidth_bytes_per_s * c.bandwidth_efficiency
+    overhead = c.step_overhead_s + c.layer_overhead_s * c.num_layers \
+        + c.moe_layer_overhead_s * c.num_moe_layers
+    eager = c.eager_layer_s * c.num_layers if c.eager_layer_s else 0.0
+    ints = (dense, c.moe_flops_per_token, c.attention_flops_per_token_pair,
+            c.kv_bytes_per_token, c.state_bytes_per_request, c.graph_max_tokens)
+    floats = (gemm_rate, moe_rate, attn_rate, weights, bw, overhead, eager, c.cpu_step_s,
+              c.cpu_per_seq_s)
+    if any(type(v) is not int or not 0 <= v < 2**60 for v in ints) \
+            or any(type(v) is not float for v in floats):
+        return None
+    collectives = bool(c.collective_bytes_per_token) or bool(
+        c.collective_table and c.collective_calls)
+    top = 2**61  # the KV bytes add two products: each below 2^61 keeps the sum below 2^63
+    caps = tuple(top // v if v else top for v in (max(dense, c.moe_flops_per_token),
+                                                  c.attention_flops_per_token_pair,
+                                                  c.kv_bytes_per_token,
+                                                  2 * c.state_bytes_per_request))
+    return (dense, c.moe_flops_per_token, gemm_rate, moe_rate,
+            c.attention_flops_per_token_pair, attn_rate, weights, c.kv_bytes_per_token,
+            c.state_bytes_per_request, bw, overhead, eager, c.graph_max_tokens,
+            not c.graph_prefill, c.cpu_step_s, c.cpu_per_seq_s, bool(c.cpu_overlap),
+            collectives) + caps
+
+
 def decode_pricer(coef):
     """step_s for decode-only steps as a function of (sequences, context tokens), with the
     arithmetic of a dense single-stage model inlined and its constants folded (the
