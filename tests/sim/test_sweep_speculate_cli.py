@@ -105,3 +105,20 @@ def test_sweep_spans_synchronous_to_saturation():
     assert rates[0] == 0.5 and rates[-1] == 31.3 and len(rates) == 6
     assert rates == sorted(rates)
     assert sweep_rates(2.0, 1.0, 5) == [1.0]
+
+
+def test_a_sweep_where_no_rate_meets_the_slo_exits_1_after_its_report(small_workload):
+    """A script reading the exit code learns the deployment has no capacity at these SLOs, as
+    plan's exit 1 says a load does not fit; the report is still printed, and bad input stays
+    exit 2."""
+    args = ("sweep", "teaching-7b", *INLINE, "--workload", small_workload(),
+            "--slo-ttft", "1ms", "--rates", "1,2")
+    out = _invoke(*args, "--json")
+    assert out.exit_code == 1, out.output
+    report = json.loads(out.stdout)
+    assert report["capacity_rps"] == 0 and report["capacity_point"] is None
+    assert not any(p["meets_slo"] for p in report["points"])
+    assert "no swept rate met the SLO target" in out.stderr
+    text = _invoke(*args)
+    assert text.exit_code == 1 and "capacity:" in text.stdout
+    assert _invoke(*args[:-2], "--rates", "0").exit_code == 2
