@@ -11,6 +11,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.units import plural
 from servecap.sim.metrics import SLO
 
 from .errors import EXIT_DOES_NOT_FIT, fail
@@ -61,7 +62,8 @@ def run_sweep(plan: SweepPlan, make_spec, flags: PromptFlags, quiet: bool) -> di
 
         def measure(rate: float | None, concurrency: int | None = None, count=None) -> dict:
             reqs = requests_at(rate)[:count]
-            bar.update(task, description=f"{rate or 'all at once'} req/s: {len(reqs)} requests")
+            bar.update(task, description=f"{rate or 'all at once'} req/s: "
+                                         f"{plural(len(reqs), 'request')}")
             spec = make_spec(from_requests(reqs, flags), concurrency, plan.duration_s)
             window = _window(spec, plan.slo)
             bar.advance(task)

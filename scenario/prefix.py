@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.prefix_cache import Reuse, reuse
+from servecap.ledger.units import plural
 from servecap.sim.deploy import run_deployment
 
 from . import simulation, steps
@@ -119,8 +120,9 @@ def notes(found: Reuse, pool: int, asked: int) -> list[str]:
            "output tokens' blocks are not cached here: only the prompts are read"]
     skipped = found.requests - found.requests_served
     if skipped:
-        out.append(f"{skipped:,} requests need more than the pool's {pool:,} blocks: vLLM "
-                   "never schedules them; left out of hit_rate, kept in hit_rate_unbounded")
+        them, need = ("it", "needs") if skipped == 1 else ("them", "need")
+        out.append(f"{plural(skipped, 'request')} {need} more than the pool's {pool:,} blocks: "
+                   f"vLLM never schedules {them}; left out of hit_rate, kept in hit_rate_unbounded")
     return out
 
 
