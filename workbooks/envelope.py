@@ -48,6 +48,8 @@ def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None
                     _cache(ws, row, _point(src, kv_dtype, context, device_bytes, runtime))
                 row += 1
     style.fit_columns(ws)
+    ceiling = ws.column_dimensions[get_column_letter(len(HEADERS))]
+    ceiling.width = max(ceiling.width, CEILING_WIDTH)  # its header in three lines, not six
     last_row = row - 1
     if src is not None and src.multi:  # a tp/pp or engine plan: these rows are not its ceiling
         last_row = row + 1
@@ -134,3 +136,4 @@ def _chart_block(ws, sweep: Sweep) -> charts.Block:
 
 
 PIVOT_WIDTH, CHART_WIDTH, CHART_ROWS = 22, 120, 28
+CEILING_WIDTH = 20
