@@ -124,7 +124,18 @@ def _print_table(title: str, cols: tuple[str, ...], rows: list[tuple[str, ...]],
     print_table(console, table, drop=("type", "attention", "KV heads"))
     console.print("sources:")
     for name, source in sources:
-        console.print(f"  {name}: {source}", highlight=False, markup=False)
+        print_hanging(console, f"{name}: {source}")
+
+
+def print_hanging(console, text: str, indent: int = 2, hang: int = 4) -> None:
+    """`text` wrapped to the console, its first line at `indent` and the rest at `hang`, so
+    each entry of a list stands out from the lines it wraps onto."""
+    from rich.text import Text
+
+    lines = Text(text, overflow="fold").wrap(console, max(console.width - hang, 20))
+    for i, line in enumerate(lines):
+        console.print(" " * (hang if i else indent) + line.plain.rstrip(), highlight=False,
+                      markup=False, soft_wrap=True)
 
 
 def _per_tera(value: int | None, spec: str, missing: str = "unknown") -> str:
