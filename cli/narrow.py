@@ -8,7 +8,8 @@ from rich.table import Column, Table
 
 def print_table(console: Console, table: Table, drop: tuple[str, ...] = ()) -> list[str]:
     """Print `table` whole at console.width. A right-justified (number) or no-wrap column keeps
-    its widest cell on one line; other columns keep their longest word. Columns whose header
+    its widest cell on one line (a right-justified one with overflow="fold" its longest word
+    instead); other columns keep their longest word. Columns whose header
     is in `drop` go, in that order, until the table fits; then, if it still does not, no-wrap
     text columns wrap at words. Returns the headers dropped."""
     for column in table.columns:
@@ -61,7 +62,9 @@ def _share(console: Console, table: Table) -> None:
 def _least(console: Console, column: Column) -> int:
     """A column's narrowest width that cuts nothing: whole cells, or whole words."""
     options = console.options.update_width(10_000)
-    whole = column.no_wrap or column.justify == "right"
+    # a number column keeps its cells whole, unless it folds: a figure and its interval
+    # ('2,254.3 (2,175.9-2,360.1)') may wrap between them, never inside a number
+    whole = column.no_wrap or (column.justify == "right" and column.overflow != "fold")
     widths = [Measurement.get(console, options, column.header).minimum]
     for cell in column.cells:
         measured = Measurement.get(console, options, cell)
