@@ -57,7 +57,9 @@ def run_sweep(plan: SweepPlan, make_spec, flags: PromptFlags, quiet: bool) -> di
         drawn = at_rate(plan.workload, rate or 1.0)[:plan.num_requests]
         return drawn if rate else [replace(r, arrival_s=0.0) for r in drawn]
 
-    with Progress(disable=quiet, transient=True) as bar:
+    console = Console(stderr=True)  # stdout holds only the report; no bar in a pipe or log
+    with Progress(disable=quiet or not console.is_terminal, transient=True,
+                  console=console) as bar:
         task = bar.add_task("sweeping offered load", total=None)
 
         def measure(rate: float | None, concurrency: int | None = None, count=None) -> dict:

@@ -120,7 +120,9 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
                         "replace (poisson, gamma or bursts): a sweep sets its own rates")
     size = run_size(setup.coefficients, setup.requests, setup.workload.num_requests)
     total = len(rates) if rates else num_rates
-    with Progress(disable=quiet, transient=True) as bar:
+    console = Console(stderr=True)  # stdout holds only the report; no bar in a pipe or log
+    with Progress(disable=quiet or not console.is_terminal, transient=True,
+                  console=console) as bar:
         task = bar.add_task("sweeping offered load", total=total)
         slo = setup.slo
         result = run_sweep(setup.workload, run, target, size, rates, num_rates,

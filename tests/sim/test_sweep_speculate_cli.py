@@ -122,3 +122,13 @@ def test_a_sweep_where_no_rate_meets_the_slo_exits_1_after_its_report(small_work
     text = _invoke(*args)
     assert text.exit_code == 1 and "capacity:" in text.stdout
     assert _invoke(*args[:-2], "--rates", "0").exit_code == 2
+
+
+def test_sweep_output_starts_with_its_report_not_a_progress_bars_blank_line(small_workload):
+    """The progress bar wrote to stdout and, read through a pipe, left an empty first line
+    before the report; it is on stderr now, and only on a terminal, as search's is."""
+    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", small_workload(),
+                  "--slo-ttft", "300ms", "--rates", "2,8")
+    assert out.exit_code == 0, out.output
+    assert out.stdout.splitlines()[0].startswith("teaching-7b on 80GiB"), out.stdout[:200]
+    assert out.stderr == ""
