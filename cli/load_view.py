@@ -11,7 +11,7 @@ from rich.table import Table
 from servecap.ledger.units import plural
 
 from .narrow import print_table
-from .steady_view import interval_table, window_line
+from .steady_view import INTERVAL_COLUMNS, interval_table, window_line
 
 METRICS = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 
@@ -153,4 +153,4 @@ def _render_window(report: dict, console: Console) -> None:
                       "window is every request; send more (--num-requests, --duration)"
                       "[/yellow]")
         return
-    print_table(console, interval_table([("window", window)]))
+    print_table(console, interval_table([("window", window)]), wrap=INTERVAL_COLUMNS)

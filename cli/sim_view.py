@@ -10,7 +10,13 @@ from servecap.ledger.units import GB, TB, fmt_gib, plural
 from servecap.sim.metrics import QUANTILES, percentile_key
 
 from .narrow import print_table
-from .steady_view import interval_table, prediction_line, warning_line, window_line
+from .steady_view import (
+    INTERVAL_COLUMNS,
+    interval_table,
+    prediction_line,
+    warning_line,
+    window_line,
+)
 
 
 def render_coefficients(report: dict, console: Console) -> None:
@@ -143,7 +149,7 @@ def render_simulation(report: dict, console: Console) -> None:
         print_table(console, times)
     console.print(f"percentiles: {report['percentile_method']}")
     print_table(console, interval_table([(p["policy"] + (f" {p['deployment']}" if many else ""), p)
-                                  for p in report["policies"]]))
+                                  for p in report["policies"]]), wrap=INTERVAL_COLUMNS)
     slo = report.get("slo", {})
     slo_given = any(slo.get(k) is not None for k in ("ttft_s", "itl_s", "e2e_s"))
     for p in report["policies"]:
