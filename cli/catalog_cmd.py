@@ -111,6 +111,7 @@ def _print_table(title: str, cols: tuple[str, ...], rows: list[tuple[str, ...]],
     from rich.console import Console
     from rich.table import Table
 
+    from .hanging import print_hanging
     from .narrow import print_table
 
     table = Table(title=title, title_justify="left")
@@ -126,16 +127,6 @@ def _print_table(title: str, cols: tuple[str, ...], rows: list[tuple[str, ...]],
     for name, source in sources:
         print_hanging(console, f"{name}: {source}")
 
-
-def print_hanging(console, text: str, indent: int = 2, hang: int = 4) -> None:
-    """`text` wrapped to the console, its first line at `indent` and the rest at `hang`, so
-    each entry of a list stands out from the lines it wraps onto."""
-    from rich.text import Text
-
-    lines = Text(text, overflow="fold").wrap(console, max(console.width - hang, 20))
-    for i, line in enumerate(lines):
-        console.print(" " * (hang if i else indent) + line.plain.rstrip(), highlight=False,
-                      markup=False, soft_wrap=True)
 
 
 def _per_tera(value: int | None, spec: str, missing: str = "unknown") -> str:
