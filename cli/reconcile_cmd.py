@@ -116,7 +116,7 @@ def render(result: Reconciliation, log: Path) -> None:
     if print_table(console, table, drop=("advice",)):  # too narrow: the advice goes under it
         console.print("advice:")
         for row in result.rows:
-            console.print(f"  {row.label}: {row.advice}", highlight=False, markup=False)
+            print_hanging(console, f"{row.label}: {row.advice}")
     for note in result.notes:
         console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
     console.print(f"read {plural(len(result.lines), 'memory line')} of the log:")

@@ -340,3 +340,15 @@ def test_the_interval_table_prints_whole_at_80_columns():
     assert "…" not in "\n".join(table), "\n".join(table)
     assert any("continuous" in line for line in table) and "metric" in table[2]
     assert max(map(len, lines)) <= 80
+
+
+def test_the_step_models_indented_lines_wrap_under_themselves(small_workload):
+    """The step-model and engine lines under simulate's header are indented; wrapped at 80
+    columns they went on at column 0 and read as lines of their own."""
+    out = CliRunner().invoke(app, ["simulate", "teaching-7b", *INLINE, "--workload",
+                                   str(small_workload())], terminal_width=80)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    for start in ("  prefill", "  decode", "  host "):
+        at = next(i for i, line in enumerate(lines) if line.startswith(start))
+        assert lines[at + 1].startswith("    "), lines[at:at + 2]
