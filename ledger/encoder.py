@@ -33,6 +33,7 @@ from .encoder_rules import (
 )
 from .errors import SpecError
 from .lines import Line
+from .units import plural
 from .vision import GLM4V, INTERNVL, LLAMA4, MISTRAL3, QWEN_VL, VisionSpec
 
 DEFAULT_LIMIT = 999  # MultiModalConfig.get_limit_per_prompt: an unspecified modality
@@ -135,7 +136,7 @@ def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None
     act, act_how = activation_bytes(vision, enc, items, patches)
     padded = (f" padded to the budget's {budget:,} rows (vLLM 0.11.x profile_run)"
               if enc.rows_to_budget and budget > tokens else "")
-    how = (f"{items} {modality} items x {tokens:,} tokens ({rule}){padded} x "
+    how = (f"{plural(items, f'{modality} item')} x {tokens:,} tokens ({rule}){padded} x "
            f"{vision.out_width:,} wide x {enc.dtype_bytes} B; budget max(max_num_batched_tokens "
            f"{enc.max_num_batched_tokens:,}, {tokens:,}) = {budget:,} tokens")
     return EncoderBudget({m: v[0] for m, v in found.items()}, modality, tokens, budget, items,

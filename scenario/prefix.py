@@ -129,9 +129,10 @@ def notes(found: Reuse, pool: int, asked: int) -> list[str]:
 def too_long(trace: list[TraceRequest], limit: int | None) -> list[str]:
     """A note for prompts vLLM refuses for max_model_len (counted in the figures anyway)."""
     over = sum(len(r.prompt.tokens) > (limit or 0) for r in trace) if limit else 0
-    return [f"{over:,} prompts are longer than max_model_len ({limit:,} tokens): vLLM refuses "
-            "them (the simulation drops them); the hit figures still count them"] if over \
-        else []
+    are, them = ("is", "it") if over == 1 else ("are", "them")
+    return [f"{plural(over, 'prompt')} {are} longer than max_model_len ({limit:,} tokens): vLLM "
+            f"refuses {them} (the simulation drops {them}); the hit figures still count "
+            f"{them}"] if over else []
 
 
 def ttft(scenario: Scenario, trace: list[TraceRequest], found: Reuse, source: str,
