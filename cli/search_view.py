@@ -76,8 +76,9 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
         print_table(console, candidate_table("Pareto frontier: tokens/s per GPU vs per user",
                                              report["frontier"]), drop=DROP)
     for device, price in report["prices"].items():
-        console.print(f"price {device}: ${price['usd_per_gpu_hour']:g}/GPU-hour "
-                      f"({price['source']})", soft_wrap=False)
+        # the source may hold parentheses of its own: after a semicolon, never nested
+        console.print(f"price {device}: ${price['usd_per_gpu_hour']:g}/GPU-hour; "
+                      f"{price['source']}", soft_wrap=False)
     for note in report["time_model_notes"]:
         console.print(f"note: {note}")
     best = report["cheapest"]
