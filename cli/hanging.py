@@ -1,12 +1,13 @@
 """An entry of a list printed under a table (a source, a log line read) wrapped with a hanging
-indent: its wrapped lines sit deeper than its first, so each entry stands out."""
+indent: its wrapped lines sit deeper than its first, so each entry stands out. rich is
+imported when a line is printed, never by importing this module (a command's JSON path
+loads no rich)."""
 
-from rich.console import Console
-from rich.text import Text
 
+def print_hanging(console, text: str, indent: int = 2, hang: int = 4) -> None:
+    """`text` wrapped to the rich `console`, its first line at `indent`, the rest at `hang`."""
+    from rich.text import Text
 
-def print_hanging(console: Console, text: str, indent: int = 2, hang: int = 4) -> None:
-    """`text` wrapped to the console, its first line at `indent` and the rest at `hang`."""
     lines = Text(text, overflow="fold").wrap(console, max(console.width - hang, 20))
     for i, line in enumerate(lines):
         console.print(" " * (hang if i else indent) + line.plain.rstrip(), highlight=False,
