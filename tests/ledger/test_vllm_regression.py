@@ -64,6 +64,15 @@ WEIGHT_MISSES = {
                                  "no line of the log breaks down",
 }
 START_MISSES = {
+    "v0_27_qwen25_05b_2k_rtx4090_failed_llmso_setup": "not memory: after the pool (KV +0.9%) and "
+                                                      "the graphs, FlashInfer's sampler JIT found "
+                                                      "no CUDA toolkit (nvcc)",
+    "v0_27_qwen25_05b_2k_rtx4090_failed5_llmso_setup": "not memory: after the pool (KV +0.9%) and "
+                                                       "the graphs, FlashInfer's sampler JIT build "
+                                                       "failed (nvcc 13.3 against 13.0 headers)",
+    "v0_27_qwen25_05b_2k_rtx4090_failed6_llmso_setup": "not memory: after the pool (KV -1.2%) and "
+                                                       "the graphs, FlashInfer's sampler JIT link "
+                                                       "found no libcudart.so / libcuda.so",
     "v1_gptoss20b_2xh100_planner_failed": "vLLM failed warming up its sampler (1,024 dummy "
                                           "requests) after capturing its graphs, as at TP 1: "
                                           "the allocator's held blocks are sized by no rule",
@@ -79,9 +88,9 @@ START_MISSES = {
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 59 / 66  # measured: 59/66 (58/66 before Model Runner V2's penalties
-# state, 57/66 before the cold-compile term); the
-# Done-when asks 90%: missed (docs/reconcile.md)
+KV_WITHIN_5_AT_LEAST = 68 / 75  # measured: 68/75 with nine held-out logs no rule was fitted
+# on (59/66 before them; 58/66 before Model Runner V2's penalties state, 57/66 before the
+# cold-compile term); the Done-when asks 90%: missed (docs/reconcile.md)
 
 
 def _cases(predicate, misses=None):
