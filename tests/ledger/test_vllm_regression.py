@@ -42,6 +42,11 @@ KV_MISSES = {
                                           "(weights + non-torch) by the log's own line against "
                                           "15.4 on the warm start of the same cell (-3.6%): a "
                                           "desktop-shared RTX 4090 (WSL2)",
+    "v0_19_qwen3_0p6b_8k_rtx3060_failed_retriva": "-14.9%: an 8.03 GiB pool above the 7.60 "
+                                                  "GiB that 0.75 x 11.63 GiB less the weights "
+                                                  "leaves; 0.19 counts non-torch memory "
+                                                  "device-wide, so the desktop's released "
+                                                  "memory enlarged it (no line breaks it down)",
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
@@ -64,6 +69,10 @@ WEIGHT_MISSES = {
                                  "no line of the log breaks down",
 }
 START_MISSES = {
+    "v0_19_qwen3_0p6b_8k_rtx3060_failed_retriva": "vLLM failed in its sampler warm-up right "
+                                                  "after a pool the desktop's released memory "
+                                                  "had enlarged (KV -14.9%); the plan leaves "
+                                                  "2.42 GiB after its smaller pool",
     "v0_27_qwen25_05b_2k_rtx4090_failed_llmso_setup": "not memory: after the pool (KV +0.9%) and "
                                                       "the graphs, FlashInfer's sampler JIT found "
                                                       "no CUDA toolkit (nvcc)",
@@ -88,7 +97,7 @@ START_MISSES = {
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 68 / 75  # measured: 68/75 with nine held-out logs no rule was fitted
+KV_WITHIN_5_AT_LEAST = 69 / 77  # measured: 69/77 with twelve held-out logs no rule was fitted
 # on (59/66 before them; 58/66 before Model Runner V2's penalties state, 57/66 before the
 # cold-compile term); the Done-when asks 90%: missed (docs/reconcile.md)
 
