@@ -42,6 +42,11 @@ KV_MISSES = {
                                           "(weights + non-torch) by the log's own line against "
                                           "15.4 on the warm start of the same cell (-3.6%): a "
                                           "desktop-shared RTX 4090 (WSL2)",
+    "v0_19_qwen3_0p6b_8k_rtx3060_failed_retriva": "-14.9%: an 8.03 GiB pool above the 7.60 "
+                                                  "GiB that 0.75 x 11.63 GiB less the weights "
+                                                  "leaves; 0.19 counts non-torch memory "
+                                                  "device-wide, so the desktop's released "
+                                                  "memory enlarged it (no line breaks it down)",
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
@@ -64,6 +69,19 @@ WEIGHT_MISSES = {
                                  "no line of the log breaks down",
 }
 START_MISSES = {
+    "v0_19_qwen3_0p6b_8k_rtx3060_failed_retriva": "vLLM failed in its sampler warm-up right "
+                                                  "after a pool the desktop's released memory "
+                                                  "had enlarged (KV -14.9%); the plan leaves "
+                                                  "2.42 GiB after its smaller pool",
+    "v0_27_qwen25_05b_2k_rtx4090_failed_llmso_setup": "not memory: after the pool (KV +0.9%) and "
+                                                      "the graphs, FlashInfer's sampler JIT found "
+                                                      "no CUDA toolkit (nvcc)",
+    "v0_27_qwen25_05b_2k_rtx4090_failed5_llmso_setup": "not memory: after the pool (KV +0.9%) and "
+                                                       "the graphs, FlashInfer's sampler JIT build "
+                                                       "failed (nvcc 13.3 against 13.0 headers)",
+    "v0_27_qwen25_05b_2k_rtx4090_failed6_llmso_setup": "not memory: after the pool (KV -1.2%) and "
+                                                       "the graphs, FlashInfer's sampler JIT link "
+                                                       "found no libcudart.so / libcuda.so",
     "v1_gptoss20b_2xh100_planner_failed": "vLLM failed warming up its sampler (1,024 dummy "
                                           "requests) after capturing its graphs, as at TP 1: "
                                           "the allocator's held blocks are sized by no rule",
@@ -79,9 +97,9 @@ START_MISSES = {
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 59 / 66  # measured: 59/66 (58/66 before Model Runner V2's penalties
-# state, 57/66 before the cold-compile term); the
-# Done-when asks 90%: missed (docs/reconcile.md)
+KV_WITHIN_5_AT_LEAST = 74 / 82  # measured: 74/82 with seventeen held-out logs no rule was fitted
+# on (59/66 before them; 58/66 before Model Runner V2's penalties state, 57/66 before the
+# cold-compile term); the Done-when asks 90%: met at 90.2% (docs/reconcile.md)
 
 
 def _cases(predicate, misses=None):
@@ -197,6 +215,8 @@ def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
                         ("--gpu-memory-utilization", deploy.gpu_memory_utilization),
                         ("--max-num-seqs", deploy.max_num_seqs),
                         ("-pp", deploy.pipeline_parallel_size),
+                        ("--nnodes", deploy.nnodes),
+                        ("--interconnect", deploy.interconnect),
                         ("--mxfp4-backend", deploy.mxfp4_backend),
                         ("--sampler", deploy.sampler)):
         args += [flag, str(value)] if value is not None else []
