@@ -1,13 +1,18 @@
 """The report's column arithmetic gives the floats the Python passes over lists gave, bit for
-bit: sums left to right (not numpy's pairwise sum), stable sorts."""
+bit: sums left to right (not numpy's pairwise sum), stable sorts, and requests put in arrival
+order only where they were not already."""
 
+import math
 import struct
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servecap.sim import columns
+from servecap.sim.deploy import _arrival, by_arrival
 from servecap.sim.metrics import quantiles
+from servecap.sim.sampling import Request
+from servecap.sim.state import Seq
 
 FLOATS = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 
@@ -44,3 +49,20 @@ def test_column_quantiles_are_the_lists(values, extra):
         assert (ours[key] is None) == (theirs[key] is None)
         if theirs[key] is not None:
             assert bits(ours[key]) == bits(theirs[key]), key
+
+
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.25]), st.integers(0, 50)),
+                max_size=60), st.booleans())
+def test_by_arrival_is_the_sort(keys, presorted):
+    seqs = [Seq(Request(rid, arrival, 10, 5)) for arrival, rid in keys]
+    if presorted:
+        seqs.sort(key=_arrival)
+    ordered = by_arrival(list(seqs))
+    assert ordered == sorted(seqs, key=_arrival)
+    assert [id(s) for s in ordered] == [id(s) for s in sorted(seqs, key=_arrival)]
+
+
+def test_already_ordered_requests_are_not_copied():
+    seqs = [Seq(Request(i, i * 0.5, 10, 5)) for i in range(100)]
+    assert by_arrival(seqs) is seqs
+    assert math.isclose(seqs[-1].req.arrival_s, 49.5)
