@@ -66,3 +66,22 @@ def test_already_ordered_requests_are_not_copied():
     seqs = [Seq(Request(i, i * 0.5, 10, 5)) for i in range(100)]
     assert by_arrival(seqs) is seqs
     assert math.isclose(seqs[-1].req.arrival_s, 49.5)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.integers(0, 40), min_size=0, max_size=400),
+       st.integers(0, 3))
+def test_mser5_on_counts_is_the_loop(series, ramp):
+    """The warm-up cut of a count series (requests in the system, KV blocks) on numpy is the
+    suffix-sum loop's, ties included (the least statistic's smallest cut)."""
+    from servecap.sim.steady import MSER_BATCH, _mser5_floats, mser5
+    series = [v + ramp * (i < 50) * 10 for i, v in enumerate(series)]
+    k = len(series) // MSER_BATCH
+    expected = None if k < 10 else _mser5_floats(series, k)
+    assert mser5(series) == expected
+
+
+def test_mser5_ties_take_the_earliest_cut():
+    from servecap.sim.steady import MSER_BATCH, _mser5_floats, mser5
+    flat = [3] * 200
+    assert mser5(flat) == _mser5_floats(flat, len(flat) // MSER_BATCH) == 0
