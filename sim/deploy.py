@@ -102,7 +102,10 @@ def _run_deployment(requests: list[Request], coef: Coefficients, config: Schedul
         summary["not_arrived"] = sum(len(r.seqs) - r.num_arrived for run in runs
                                      for r in run.results if not dep.disaggregated)
         summary["num_iterations"] = sum(r.num_iterations for run in runs for r in run.results)
-        every = runs[0].seqs if dep.disaggregated else \
+        # every request of the first run in arrival order: its measured list itself where
+        # every request arrived (that list is the same requests, ordered the same way)
+        every = runs[0].seqs if dep.disaggregated or all(
+            r.num_arrived == len(r.seqs) for r in runs[0].results) else \
             by_arrival([s for r in runs[0].results for s in r.seqs])
         out.append(Outcome(dep.label, every, runs[0].results, summary))
     return out
