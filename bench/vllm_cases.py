@@ -20,6 +20,14 @@ from sharegpt_sample import FIXTURES, SHAREGPT, sharegpt_draw, sharegpt_means  #
 
 from servecap.cli.sim_inputs import SimFlags, sim_scenario  # noqa: E402
 from servecap.cli.simulate_cmd import default_policy, run_simulation  # noqa: E402
+from servecap.ledger.sampler import (  # noqa: E402
+    defaults_apply,
+    filter_path,
+    has_penalties,
+    sampler_bytes_per_request,
+    samples,
+)
+from servecap.ledger.vllm_versions import row as vllm_row  # noqa: E402
 from servecap.scenario import simulation, steps  # noqa: E402
 from servecap.sim.sampling import draw_requests  # noqa: E402
 from servecap.sim.workload import Arrivals, Lengths, Workload  # noqa: E402
@@ -228,6 +236,11 @@ def setup_for(case: Case, folder: Path = FIXTURES, engine: bool = True,
         setup = replace(setup, coefficients=replace(
             setup.coefficients, frontend_s=0.0, frontend_latency_s=0.0,
             frontend_prompt_token_s=0.0, frontend_output_token_s=0.0))
+    extra = sampler_state_bytes(case) if engine and SAMPLER["priced"] else 0
+    if extra:  # the sampler's bytes per running request, priced as a per-request state
+        setup = replace(setup, coefficients=replace(
+            setup.coefficients,
+            state_bytes_per_request=setup.coefficients.state_bytes_per_request + extra))
     if gpu_scale != 1.0:
         c = setup.coefficients
         setup = replace(setup, coefficients=replace(
@@ -235,6 +248,30 @@ def setup_for(case: Case, folder: Path = FIXTURES, engine: bool = True,
             attention_flops_per_s=(c.attention_flops_per_s or c.flops_per_s) * gpu_scale,
             bandwidth_bytes_per_s=c.bandwidth_bytes_per_s * gpu_scale))
     return setup
+
+
+# --price-sampler (bench/vllm_latency.py): an experiment measured and not adopted
+# (docs/vllm-latency.md); simulate does not price the sampler, so off by default
+SAMPLER = {"priced": False}
+
+
+def sampler_state_bytes(case: Case) -> int:
+    """Half the bytes the sampler moves per running request per step (the step model reads
+    and writes a request's state once: 2 x state bytes), 0 where requests decode greedily: a
+    client that sends a temperature (`client_temperature` in the fixture, absent: 0, as vLLM's
+    benchmark clients before 0.15 send), a release before generation_config defaults, or a
+    model (`generation_config` of the group) whose defaults do not sample."""
+    gc_path = case.group.get("generation_config")
+    if not gc_path or case.data.get("client_temperature", 0.0) is not None:
+        return 0
+    version = tuple(int(x) for x in case.data["vllm_version"].split(".")[:3])
+    gc = json.loads((ROOT / gc_path).read_text())
+    if not defaults_apply(version, False) or not samples(gc):
+        return 0
+    vocab = json.loads((ROOT / gc_path).with_name("config.json").read_text())["vocab_size"]
+    path = filter_path(vllm_row(case.data["vllm_version"]), int(gc.get("top_k", 0)),
+                       float(gc.get("top_p", 1.0)))
+    return (sampler_bytes_per_request(vocab, path, has_penalties(gc)) + 1) // 2
 
 
 _PLANNED: dict = {}  # (run, fixtures folder, engine) -> (its setup, scenario, ranks)

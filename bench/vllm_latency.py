@@ -10,6 +10,8 @@ compare what vLLM measured with what servecap predicts.
     python bench/vllm_latency.py --terms                  # the shipped fit and what informs it
     python bench/vllm_latency.py --releases               # each release's scheduling, cited
     python bench/vllm_latency.py --efficiency             # each catalog device's efficiency
+    python bench/vllm_latency.py --leave-one-source-out --price-sampler  # an experiment: the
+        # sampler's bytes per sampling request (ledger/sampler.py), measured, not adopted
 
 error = (predicted - measured) / measured. The shipped terms (sim/engine_fit.json) were fitted
 on every run, so the plain table is in sample; --leave-one-source-out refits them on every
@@ -32,6 +34,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     FIXTURES,
     INTERVALS,
     METRICS,
+    SAMPLER,
     Case,
     _spread,
     compare,
@@ -44,6 +47,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     offline,
     predict,
     requests_for,
+    sampler_state_bytes,
     scaled_to,
     sharegpt_tokenizer,
     spread_bound,
@@ -268,6 +272,12 @@ def main(argv: list[str]) -> int:
         if flag in argv:
             print(table())
             return 0
+    if "--price-sampler" in argv:
+        if "--write" in argv:
+            print("--price-sampler: an experiment simulate does not run; not with --write",
+                  file=sys.stderr)
+            return 2
+        SAMPLER["priced"] = True
     if "--leave-one-source-out" in argv:
         return loso_main(argv)
     rows = run_all(only=_only(argv), engine="--without-engine" not in argv)

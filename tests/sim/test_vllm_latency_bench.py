@@ -364,3 +364,26 @@ def test_coverage_is_given_per_family_as_well_as_over_every_figure() -> None:
     unjudged = loso.summary([{k: v for k, v in r.items() if k != "covered"} for r in rows])
     assert "inside_95_interval" not in unjudged
     assert "| tpot | 2 | 25.0% |" in bench.summary_lines("in", unjudged)
+
+
+def test_the_sampler_experiment_prices_only_sampling_runs_and_only_when_asked() -> None:
+    """--price-sampler (measured, not adopted: docs/vllm-latency.md) adds the sampler's bytes
+    to the runs whose client leaves the model's generation_config defaults in force (vllm
+    bench serve >= 0.15); a pre-0.15 client's greedy runs get none; off by default, so the
+    shipped table is as simulate prices it."""
+    by_fixture = {c.fixture: c for c in CASES}
+    l4 = next(c for c in CASES if c.name == "wmx_vllm023_l4:l4-qwen25-05b-c32")
+    assert bench.sampler_state_bytes(by_fixture["gpustack_vllm011_qwen3"]) == 0
+    assert bench.sampler_state_bytes(by_fixture["mushfiq_rtx4090_mistral7b"]) == 0
+    assert bench.sampler_state_bytes(l4) > 0
+    assert not bench.SAMPLER["priced"]
+    plain = sys.modules["vllm_cases"].setup_for(l4).coefficients.state_bytes_per_request
+    bench.SAMPLER["priced"] = True
+    try:
+        priced = sys.modules["vllm_cases"].setup_for(l4).coefficients.state_bytes_per_request
+        itl = bench.predict(l4)["itl_ms"]["p50"]
+    finally:
+        bench.SAMPLER["priced"] = False
+    assert priced - plain == bench.sampler_state_bytes(l4)
+    # the derived cost takes the L4 sweep's c32 ITL to within 15 % of the measured 7.1 ms
+    assert abs(itl / l4.run["measured"]["median_itl_ms"] - 1) < 0.15
