@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_verify_runs import add_load_args, add_output_args, run_main, timed_verify, write_json
+from gpu_verify_runs import add_load_args, add_output_args, run_main, verify_all, write_json
 
 from servecap.cli.inputs import PlanFlags, serve_spec
 from servecap.cli.verify_cmd import VerifyFlags
@@ -62,14 +62,10 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         write_json(args.json_out, {**figures, "dry_run": True})
         return 0
-    failed = False
-    for name, path in MODELS.items():
-        vflags = VerifyFlags(device=args.device, device_memory=args.device_memory,
-                             num_layers=args.num_layers, output_tokens=args.output_tokens)
-        figures[name], violated = timed_verify(str(path), _flags(args), vflags, console, name)
-        failed = failed or violated
-    write_json(args.json_out, figures)
-    return 1 if failed else 0
+    vflags = VerifyFlags(device=args.device, device_memory=args.device_memory,
+                         num_layers=args.num_layers, output_tokens=args.output_tokens)
+    runs = {name: (str(path), _flags(args), vflags) for name, path in MODELS.items()}
+    return verify_all(runs, console, figures, args.json_out)
 
 
 def main() -> None:

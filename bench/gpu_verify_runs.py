@@ -1,4 +1,4 @@
-"""What the gpu_verify_* checks share: the timed verification of one model, the JSON they
+"""What the gpu_verify_* checks share: the timed verification of each model, the JSON they
 write, their common flags and their exit on a bad input (2, one line on stderr)."""
 
 import argparse
@@ -31,6 +31,18 @@ def timed_verify(model: str, flags: PlanFlags, vflags: VerifyFlags, console: Con
     report = verify_to_dict(result)
     return ({"wall_s": wall_s, "ok": report["ok"], "violations": report["violations"],
              "verify": report}, bool(violations(result)))
+
+
+def verify_all(runs: dict[str, tuple[str, PlanFlags, VerifyFlags]], console: Console,
+               figures: dict, json_out: str | None) -> int:
+    """Verify each named (model, plan flags, verify flags) in turn into figures, write them:
+    1 when a line was violated in any, else 0."""
+    failed = False
+    for name, (model, flags, vflags) in runs.items():
+        figures[name], violated = timed_verify(model, flags, vflags, console, name)
+        failed = failed or violated
+    write_json(json_out, figures)
+    return 1 if failed else 0
 
 
 def write_json(path: str | None, data: dict) -> None:
