@@ -3,16 +3,18 @@ package's build from sim/<name>.py and its .pxd) when it was built from the very
 installed beside it, else that source as plain Python. Both give the same bytes
 (tests/sim/test_golden_records.py runs each). The kernels: seq (a request's state, whose
 fields the others read in C; sim/state.py picks it), engine (admission and a request's decode
-bookkeeping, its fields read in C by the kernels), decode_run (decode-only steps between
+bookkeeping, its fields read in C by the kernels), policies (which prompts join an
+iteration), decode_run (decode-only steps between
 events) and loop (the scheduler loop that calls it)."""
 
 from . import decode_run as PYTHON  # the decode kernel's source, run where COMPILED is None
 from . import engine as _engine_python
 from . import loop as _loop_python
+from . import policies as _policies_python
 from .stamp import compiled, source_digest
 from .state import COMPILED_SEQ
 
-KERNELS = ("seq", "engine", "decode_run", "loop")  # setup.py builds the same list
+KERNELS = ("seq", "engine", "policies", "decode_run", "loop")  # setup.py builds the same list
 
 
 def _compiled(name: str = "decode_run"):
@@ -24,9 +26,11 @@ def _compiled(name: str = "decode_run"):
 # engine's and the requests' fields as C fields: each runs only with the compiled classes it
 # reads (a stale or absent one runs them as Python too)
 COMPILED_ENGINE = _compiled("engine") if COMPILED_SEQ is not None else None
+COMPILED_POLICIES = _compiled("policies") if COMPILED_ENGINE is not None else None
 COMPILED = _compiled("decode_run") if COMPILED_ENGINE is not None else None
 COMPILED_LOOP = _compiled("loop") if COMPILED_ENGINE is not None else None
 Engine = (COMPILED_ENGINE or _engine_python).Engine  # the engine a run builds
+PLANNERS = (COMPILED_POLICIES or _policies_python).PLANNERS  # the loop's policies
 
 
 def decode_run(eng, horizon, max_steps) -> int:
@@ -41,12 +45,12 @@ def run_iterations(eng, horizon) -> None:
 
 def kernel() -> str:
     """Which kernels run, for a benchmark to say."""
-    built = [name for name, module in (("request state", COMPILED_SEQ), ("engine",
-                                                                          COMPILED_ENGINE),
-                                       ("decode", COMPILED), ("loop", COMPILED_LOOP))
-             if module is not None]
-    if len(built) == 4:
-        return "compiled (Cython) request state, engine, decode and loop kernels"
+    built = [name for name, module in (("request state", COMPILED_SEQ),
+                                       ("engine", COMPILED_ENGINE),
+                                       ("policies", COMPILED_POLICIES), ("decode", COMPILED),
+                                       ("loop", COMPILED_LOOP)) if module is not None]
+    if len(built) == 5:
+        return "compiled (Cython) request state, engine, policy, decode and loop kernels"
     if not built:
         return "pure Python kernels"
     return f"compiled (Cython) {' and '.join(built)}, the rest as Python"
