@@ -2,7 +2,8 @@
 package's build from sim/<name>.py and its .pxd) when it was built from the very source
 installed beside it, else that source as plain Python. Both give the same bytes
 (tests/sim/test_golden_records.py runs each). The kernels: seq (a request's state, whose
-fields the others read in C; sim/state.py picks it), engine (admission and a request's decode
+fields the others read in C; sim/state.py picks it), kvpool (the block pool; sim/pool.py
+picks it), engine (admission and a request's decode
 bookkeeping, its fields read in C by the kernels), policies (which prompts join an
 iteration), decode_run (decode-only steps between
 events) and loop (the scheduler loop that calls it)."""
@@ -11,10 +12,12 @@ from . import decode_run as PYTHON  # the decode kernel's source, run where COMP
 from . import engine as _engine_python
 from . import loop as _loop_python
 from . import policies as _policies_python
+from .pool import COMPILED_POOL
 from .stamp import compiled, source_digest
 from .state import COMPILED_SEQ
 
-KERNELS = ("seq", "engine", "policies", "decode_run", "loop")  # setup.py builds the same list
+# setup.py builds the same list
+KERNELS = ("seq", "kvpool", "engine", "policies", "decode_run", "loop")
 
 
 def _compiled(name: str = "decode_run"):
@@ -25,7 +28,8 @@ def _compiled(name: str = "decode_run"):
 # the compiled engine takes requests as the compiled Seq, and the compiled kernels read the
 # engine's and the requests' fields as C fields: each runs only with the compiled classes it
 # reads (a stale or absent one runs them as Python too)
-COMPILED_ENGINE = _compiled("engine") if COMPILED_SEQ is not None else None
+COMPILED_ENGINE = _compiled("engine") if COMPILED_SEQ is not None \
+    and COMPILED_POOL is not None else None
 COMPILED_POLICIES = _compiled("policies") if COMPILED_ENGINE is not None else None
 COMPILED = _compiled("decode_run") if COMPILED_ENGINE is not None else None
 COMPILED_LOOP = _compiled("loop") if COMPILED_ENGINE is not None else None
@@ -46,11 +50,13 @@ def run_iterations(eng, horizon) -> None:
 def kernel() -> str:
     """Which kernels run, for a benchmark to say."""
     built = [name for name, module in (("request state", COMPILED_SEQ),
+                                       ("block pool", COMPILED_POOL),
                                        ("engine", COMPILED_ENGINE),
                                        ("policies", COMPILED_POLICIES), ("decode", COMPILED),
                                        ("loop", COMPILED_LOOP)) if module is not None]
-    if len(built) == 5:
-        return "compiled (Cython) request state, engine, policy, decode and loop kernels"
+    if len(built) == 6:
+        return "compiled (Cython) request state, block pool, engine, policy, decode and loop " \
+            "kernels"
     if not built:
         return "pure Python kernels"
     return f"compiled (Cython) {' and '.join(built)}, the rest as Python"

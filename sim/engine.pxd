@@ -5,11 +5,13 @@
 # integers, far below 2^63), the clock and seconds doubles (Python's floats, the same bits).
 import cython
 
+from ._kvpool_c cimport BlockPool as CPool
 from ._seq_c cimport Seq as CSeq
 
 
 cdef class Engine:
-    cdef public object coef, cfg, pool, host, waiting, jitter, price, dense, step_shared, \
+    cdef public CPool pool
+    cdef public object coef, cfg, host, waiting, jitter, price, dense, step_shared, \
         step_per_n, step_k, result
     cdef public list seqs, prefilling, residue
     cdef public dict running, decoding, finish_at, step_known
