@@ -103,15 +103,24 @@ def markdown(rows: list[dict], oos: dict | None = None) -> str:
 
 
 def summary_lines(title: str, s: dict) -> list[str]:
-    lines = [title, "", "| family | comparisons | median abs error |", "|---|---:|---:|"]
-    lines += [f"| {f} | {v['comparisons']} | {v['median_abs_error']:.1%} |"
-              for f, v in s["families"].items()]
-    lines.append(f"| every figure | {s['comparisons']} | {s['median_abs_error']:.1%} |")
+    """The summary's table; out of sample, with each family's share inside its 95 %
+    prediction interval beside its error."""
+    judged = "inside_95_interval" in s
+    extra = (" inside 95 % interval |", "---:|") if judged else ("", "")
+    lines = [title, "", "| family | comparisons | median abs error |" + extra[0],
+             "|---|---:|---:|" + extra[1]]
+    for name, v in [*s["families"].items(), ("every figure", s)]:
+        cell = f" {_share(v.get('inside_95_interval'))} |" if judged else ""
+        lines.append(f"| {name} | {v['comparisons']} | {v['median_abs_error']:.1%} |" + cell)
     lines.append("")
     lines.append(f"{s['runs']} runs from {s['sources']} sources.")
     if "inside_95_interval" in s:
         lines.append(f"Inside their 95 % prediction interval: {s['inside_95_interval']:.1%}.")
     return lines
+
+
+def _share(x: float | None) -> str:
+    return "none judged" if x is None else f"{x:.1%}"
 
 
 def verdicts(oos: dict) -> list[str]:

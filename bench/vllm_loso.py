@@ -111,17 +111,27 @@ def interval(row: dict, error: dict) -> list[float] | None:
 
 def summary(rows: list[dict]) -> dict:
     """Median |error| over every comparison and per family; runs, sources; and, out of
-    sample, the share of measurements inside their 95 % prediction interval."""
+    sample, the share of measurements inside their 95 % prediction interval, over every
+    figure and per family (each family's interval is sized by its own errors, so each can be
+    calibrated or not on its own)."""
     def med(rs):
         return round(statistics.median(abs(r["error"]) for r in rs), 4) if rs else None
     out = {"comparisons": len(rows), "runs": len({r["fixture"] for r in rows}),
            "sources": len({r["source"] for r in rows}), "median_abs_error": med(rows),
            "families": {f: {"comparisons": len(fr), "median_abs_error": med(fr)}
                         for f in FAMILIES if (fr := [r for r in rows if r["family"] == f])}}
-    judged = [r["covered"] for r in rows if r.get("covered") is not None]
-    if judged:
-        out["inside_95_interval"] = round(sum(judged) / len(judged), 4)
+    if (inside := _inside(rows)) is not None:
+        out["inside_95_interval"] = inside
+        for f, fam in out["families"].items():
+            fam["inside_95_interval"] = _inside([r for r in rows if r["family"] == f])
     return out
+
+
+def _inside(rows: list[dict]) -> float | None:
+    """The share of the rows' judged measurements inside their 95 % interval (None: none
+    judged)."""
+    judged = [r["covered"] for r in rows if r.get("covered") is not None]
+    return round(sum(judged) / len(judged), 4) if judged else None
 
 
 def write_fit(result: dict, command: str) -> dict:

@@ -111,6 +111,7 @@ def _print_table(title: str, cols: tuple[str, ...], rows: list[tuple[str, ...]],
     from rich.console import Console
     from rich.table import Table
 
+    from .hanging import print_hanging
     from .narrow import print_table
 
     table = Table(title=title, title_justify="left")
@@ -124,7 +125,8 @@ def _print_table(title: str, cols: tuple[str, ...], rows: list[tuple[str, ...]],
     print_table(console, table, drop=("type", "attention", "KV heads"))
     console.print("sources:")
     for name, source in sources:
-        console.print(f"  {name}: {source}", highlight=False, markup=False)
+        print_hanging(console, f"{name}: {source}")
+
 
 
 def _per_tera(value: int | None, spec: str, missing: str = "unknown") -> str:

@@ -198,10 +198,11 @@ def _render(report: dict, console: Console) -> None:
     console.print(f"on {plural(report['num_gpus'], 'GPU')} at "
                   f"${report['gpu_price_per_h']:g}/GPU-hour"
                   f" on demand: ${report['deployment_usd_per_h']:,.2f} per hour")
-    console.print(f"full load:           ${report['usd_per_million_full_load']:,.2f} per "
-                  "million output tokens")
-    console.print(f"at {report['utilization']:.0%} utilization: "
-                  f"${report['usd_per_million_at_utilization']:,.2f} per million")
+    labels = ("full load:", f"at {report['utilization']:.0%} utilization:")
+    width = max(map(len, labels))  # the two prices in one column, whatever the share's digits
+    for label, key in zip(labels, ("usd_per_million_full_load",
+                                   "usd_per_million_at_utilization"), strict=True):
+        console.print(f"{label:<{width}} ${report[key]:,.2f} per million output tokens")
     if "break_even_utilization" in report:
         console.print(_break_even(report, report["break_even_utilization"]))
     if "reserved_price_per_h" in report:

@@ -37,8 +37,8 @@ def _budget(result: Budget, max_model_len: int, console: Console) -> None:
     """The figures in the engine's own words, as its startup log prints them."""
     console.print(f"{result.engine} KV pool: {result.kv_pool_bytes:,} B = "
                   f"{fmt_gib(result.kv_pool_bytes)} ({result.how})")
-    console.print(f"  # GPU blocks: {result.num_gpu_blocks:,} of {result.block_size_tokens:,} "
-                  f"tokens ({result.block_bytes:,} B each)")
+    console.print(f"  # GPU blocks: {result.num_gpu_blocks:,} of "
+                  f"{plural(result.block_size_tokens, 'token')} ({result.block_bytes:,} B each)")
     console.print(f"  GPU KV cache size: {result.kv_cache_tokens:,} tokens")
     console.print(f"  Maximum concurrency for {max_model_len:,} tokens per request: "
                   f"{result.max_concurrency:.2f}x")

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.kv_offload import offload_tier, size_for_tokens
+from servecap.ledger.units import plural
 from servecap.scenario.spec import DEFAULT, Workload
 from servecap.scenario.workload import requests as workload_requests
 from servecap.sim.offload_fit import reuse_distances
@@ -71,7 +72,7 @@ def _lines(out: dict) -> None:
         return
     _print(f"--kv-offloading-size {out['kv_offloading_size_gib']:g} "
           f"(--kv-offloading-backend {out['backend']}): {out['tokens']:,} tokens, "
-          f"{out['bytes_per_rank']:,} B of host memory a rank over {out['world_size']} "
-          f"rank(s); serves {out['tier_hit_rate']:.1%} of prefix tokens "
-          f"(target {out['hit_rate_target']:.1%})")
+          f"{out['bytes_per_rank']:,} B of host memory a rank over "
+          f"{plural(out['world_size'], 'rank')}; serves {out['tier_hit_rate']:.1%} of prefix "
+          f"tokens (target {out['hit_rate_target']:.1%})")
     _print(f"model: {out['model']}")

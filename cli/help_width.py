@@ -202,8 +202,44 @@ def keep_option_names() -> None:
         return
     rich_utils.Table = OptionsTable
     rich_utils._fix_linebreaks = reflow
+    _name_value_types()
     if not getattr(rich_utils._make_rich_text, "keeps_reflowed", False):
         rich_utils._make_rich_text = _keeping_reflowed(rich_utils._make_rich_text)
+
+
+# typer labels a value by its Python annotation (<str>, <list[int]>); the help says what a
+# value is in words instead, and a flag, which takes no value, gets no label
+VALUE_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH",
+               "file": "FILE", "directory": "DIRECTORY"}
+_LABEL = re.compile(r"<(?:list\[)?([a-z]+)\]?>")
+
+
+def value_type(label: str | None, is_flag: bool = False) -> str | None:
+    """The type column's text for typer's label: none for a flag; TEXT, INTEGER, NUMBER,
+    PATH for typer's <str>, <int>, <float>, <path> (a repeatable option's <list[int]> is
+    INTEGER: its help says it repeats); any other label (a choice, a metavar) as it is."""
+    if is_flag:
+        return None
+    if label is None:
+        return None
+    return _LABEL.sub(lambda m: VALUE_TYPES.get(m.group(1), m.group(0)), label)
+
+
+def _name_value_types() -> None:
+    """Route typer's option and argument type labels through value_type (idempotent; a
+    typer without display_type_rich keeps its own labels)."""
+    from typer import core
+
+    for cls in (core.TyperOption, core.TyperArgument):
+        labelled = getattr(cls, "display_type_rich", None)
+        if labelled is None or getattr(labelled, "names_value_types", False):
+            continue
+
+        def display(self, ctx, _labelled=labelled):
+            flag = bool(getattr(self, "is_flag", False)) and not getattr(self, "count", False)
+            return value_type(_labelled(self, ctx), flag)
+        display.names_value_types = True
+        cls.display_type_rich = display
 
 
 def _keeping_reflowed(make_rich_text):

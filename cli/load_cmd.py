@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.units import plural
 from servecap.scenario.spec import Scenario, with_values
 from servecap.scenario.values import parse_duration
 from servecap.scenario.values import slo as scenario_slo
@@ -145,7 +146,8 @@ def load(
         report["compare_simulate"] = load_compare.compare_simulate(sim, seqs, report)
     print(json.dumps(report, indent=2)) if as_json else render_load(report, Console())
     if report["interrupted"]:
-        raise fail(f"interrupted: {report['offered']} requests finished (reported above)",
+        raise fail(f"interrupted: {plural(report['offered'], 'request')} finished (reported "
+                   "above)",
                    EXIT_INTERRUPTED)
     if not report["completed"]:
         raise fail(f"no request completed ({report['failed']} failed)", EXIT_DOES_NOT_FIT)

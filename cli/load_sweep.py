@@ -11,6 +11,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from servecap.ledger.errors import SpecError
+from servecap.ledger.units import plural
 from servecap.sim.metrics import SLO
 
 from .errors import EXIT_DOES_NOT_FIT, fail
@@ -56,12 +57,15 @@ def run_sweep(plan: SweepPlan, make_spec, flags: PromptFlags, quiet: bool) -> di
         drawn = at_rate(plan.workload, rate or 1.0)[:plan.num_requests]
         return drawn if rate else [replace(r, arrival_s=0.0) for r in drawn]
 
-    with Progress(disable=quiet, transient=True) as bar:
+    console = Console(stderr=True)  # stdout holds only the report; no bar in a pipe or log
+    with Progress(disable=quiet or not console.is_terminal, transient=True,
+                  console=console) as bar:
         task = bar.add_task("sweeping offered load", total=None)
 
         def measure(rate: float | None, concurrency: int | None = None, count=None) -> dict:
             reqs = requests_at(rate)[:count]
-            bar.update(task, description=f"{rate or 'all at once'} req/s: {len(reqs)} requests")
+            bar.update(task, description=f"{rate or 'all at once'} req/s: "
+                                         f"{plural(len(reqs), 'request')}")
             spec = make_spec(from_requests(reqs, flags), concurrency, plan.duration_s)
             window = _window(spec, plan.slo)
             bar.advance(task)

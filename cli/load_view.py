@@ -8,8 +8,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from servecap.ledger.units import plural
+
 from .narrow import print_table
-from .steady_view import interval_table, window_line
+from .steady_view import INTERVAL_COLUMNS, interval_table, window_line
 
 METRICS = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 
@@ -75,7 +77,7 @@ def render_load(report: dict, console: Console) -> None:
     if "kv_vs_ledger" in report:
         kv = report["kv_vs_ledger"]
         console.print(f"KV: measured peak {kv['measured_peak_kv_tokens']} tokens in use; the "
-                      f"ledger's KV line for {kv['peak_running']} requests of "
+                      f"ledger's KV line for {plural(kv['peak_running'], 'request')} of "
                       f"{kv['context_tokens']} tokens: {kv['ledger_kv_tokens']} tokens "
                       f"({kv['ledger_kv_bytes'] / 2**30:.2f} GiB)")
     if "nvml" in report:
@@ -118,8 +120,8 @@ def _render_prompt_check(report: dict, console: Console) -> None:
     if not checked:
         return
     style = "red" if wrong else "green"
-    console.print(f"prompt tokens of {checked} requests checked against the server's usage: "
-                  f"[{style}]{wrong} mismatches[/{style}]")
+    console.print(f"prompt tokens of {plural(checked, 'request')} checked against the server's "
+                  f"usage: [{style}]{wrong} mismatch{'' if wrong == 1 else 'es'}[/{style}]")
     for example in report["prompt_token_mismatch_examples"]:
         console.print(f"  [red]{example}[/red]")
 
@@ -151,4 +153,4 @@ def _render_window(report: dict, console: Console) -> None:
                       "window is every request; send more (--num-requests, --duration)"
                       "[/yellow]")
         return
-    print_table(console, interval_table([("window", window)]))
+    print_table(console, interval_table([("window", window)]), wrap=INTERVAL_COLUMNS)

@@ -6,13 +6,16 @@ from rich.measure import Measurement
 from rich.table import Column, Table
 
 
-def print_table(console: Console, table: Table, drop: tuple[str, ...] = ()) -> list[str]:
+def print_table(console: Console, table: Table, drop: tuple[str, ...] = (),
+                wrap: tuple[str, ...] = ()) -> list[str]:
     """Print `table` whole at console.width. A right-justified (number) or no-wrap column keeps
-    its widest cell on one line; other columns keep their longest word. Columns whose header
+    its widest cell on one line, unless its header is in `wrap` (a figure with its interval:
+    it keeps its longest word); other columns keep their longest word. Columns whose header
     is in `drop` go, in that order, until the table fits; then, if it still does not, no-wrap
     text columns wrap at words. Returns the headers dropped."""
+    words = {" ".join(header.split()) for header in wrap}
     for column in table.columns:
-        column.min_width = _least(console, column)
+        column.min_width = _least(console, column, " ".join(str(column.header).split()) in words)
     dropped = []
     for header in drop:
         if minimum_width(table) <= console.width:
@@ -58,10 +61,12 @@ def _share(console: Console, table: Table) -> None:
         column.width = width
 
 
-def _least(console: Console, column: Column) -> int:
-    """A column's narrowest width that cuts nothing: whole cells, or whole words."""
+def _least(console: Console, column: Column, wraps: bool = False) -> int:
+    """A column's narrowest width that cuts nothing: whole cells, or whole words (a number
+    column only when it `wraps`: a figure and its interval, '2,254.3 (2,175.9-2,360.1)', may
+    wrap between them, never inside a number)."""
     options = console.options.update_width(10_000)
-    whole = column.no_wrap or column.justify == "right"
+    whole = column.no_wrap or (column.justify == "right" and not wraps)
     widths = [Measurement.get(console, options, column.header).minimum]
     for cell in column.cells:
         measured = Measurement.get(console, options, cell)

@@ -7,6 +7,8 @@ import os
 import sys
 from collections.abc import Callable
 
+from .line_ends import TrimmedLines
+
 
 class QuietPipe:
     """sys.stdout (or stderr) for a run: once the reader has gone (a write or flush raises
@@ -46,17 +48,28 @@ class QuietPipe:
         return getattr(self._stream, name)
 
 
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
 def quiet_pipe(func: Callable) -> Callable:
-    """Run func with stdout and stderr QuietPipes (`2>&1 | head -1` closes both), flushed
+    """Run func with stdout and stderr QuietPipes (`2>&1 | head -1` closes both), stdout's
+    lines without trailing spaces unless it is a terminal (line_ends.py), flushed
     before it returns, raises or exits (the last of the output would otherwise meet the
     closed pipe at the interpreter's exit)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         streams = sys.stdout, sys.stderr
-        if isinstance(streams[0], QuietPipe):
+        if isinstance(streams[0], QuietPipe | TrimmedLines):
             return func(*args, **kwargs)
-        sys.stdout, sys.stderr = pipes = QuietPipe(streams[0]), QuietPipe(streams[1])
+        out = QuietPipe(streams[0])
+        if not _is_terminal(streams[0]):  # a terminal shows no trailing space; a file keeps it
+            out = TrimmedLines(out)
+        sys.stdout, sys.stderr = pipes = out, QuietPipe(streams[1])
         try:
             return func(*args, **kwargs)
         finally:

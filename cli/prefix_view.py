@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from servecap.ledger.units import plural
+
 BAR_FROM_BYTES = 8 * 2**20  # a trace this large shows a progress bar while it is read
 SHOWN_GROUPS = 10
 SHOWN_WARNINGS = 5
@@ -38,7 +40,7 @@ def _pct(x: float) -> str:
 
 def render_prefix(report: dict, console: Console) -> None:
     bs = report["block_size"]
-    console.print(f"[bold]{report['source']}[/]: {report['requests']:,} requests, "
+    console.print(f"[bold]{report['source']}[/]: {plural(report['requests'], 'request')}, "
                   f"{report['prompt_tokens_all']:,} prompt tokens; {report['model']}, "
                   f"{bs:,}-token blocks, pool {report['pool_blocks']:,} blocks "
                   f"({report['pool_blocks'] * bs:,} tokens)")

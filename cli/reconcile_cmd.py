@@ -9,11 +9,12 @@ import typer
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.reconcile import Reconciliation
-from servecap.ledger.units import GiB
+from servecap.ledger.units import GiB, plural
 from servecap.scenario import reconciliation
 
 from .deploy import NO_DEPLOY, DeployFlags, deploy_options
 from .errors import EXIT_DOES_NOT_FIT, handle_errors
+from .hanging import print_hanging
 from .inputs import PLAN_PATHS, PlanFlags, plan_scenario
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
 
@@ -115,13 +116,13 @@ def render(result: Reconciliation, log: Path) -> None:
     if print_table(console, table, drop=("advice",)):  # too narrow: the advice goes under it
         console.print("advice:")
         for row in result.rows:
-            console.print(f"  {row.label}: {row.advice}", highlight=False, markup=False)
+            print_hanging(console, f"{row.label}: {row.advice}")
     for note in result.notes:
         console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
-    console.print(f"read {len(result.lines)} memory lines of the log:")
-    for line in result.lines:
-        console.print(f"  {line.number:>4}: {line.read or 'no figure'} | {line.text[:160]}",
-                      highlight=False, markup=False)
+    console.print(f"read {plural(len(result.lines), 'memory line')} of the log:")
+    for line in result.lines:  # wrapped under the log's text, past the line number
+        print_hanging(console, f"{line.number:>4}: {line.read or 'no figure'} | "
+                      f"{line.text[:160]}", hang=8)
     console.print("the plan " + ("agrees with" if result.agrees else "disagrees with") +
                   " the log" + ("" if result.agrees else " (exit 1)"))
 

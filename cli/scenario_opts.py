@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from servecap.ledger.units import plural
 from servecap.scenario.spec import Scenario, get, with_values
 
 from .inputs import shown
@@ -56,7 +57,7 @@ def merged(ctx: typer.Context, built: Scenario, paths: dict[str, tuple[str, ...]
                              f"line) over {origin} {shown(get(base, path))}")
     found.update(_flag_origins(ctx, paths, line))
     if verbose:
-        print(f"scenario: {file or origin[:-2]}, {len(values)} field(s) from flags",
+        print(f"scenario: {file or origin[:-2]}, {plural(len(values), 'field')} from flags",
               file=sys.stderr)
         for note in file_notes + notes:
             print(note, file=sys.stderr)

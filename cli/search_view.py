@@ -6,6 +6,7 @@ from rich.table import Table
 
 from servecap.ledger.units import plural
 
+from .hanging import print_hanging
 from .narrow import print_table
 from .steady_view import bounds, half, share_cell
 
@@ -75,8 +76,9 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
         print_table(console, candidate_table("Pareto frontier: tokens/s per GPU vs per user",
                                              report["frontier"]), drop=DROP)
     for device, price in report["prices"].items():
-        console.print(f"price {device}: ${price['usd_per_gpu_hour']:g}/GPU-hour "
-                      f"({price['source']})", soft_wrap=False)
+        # the source may hold parentheses of its own: after a semicolon, never nested
+        console.print(f"price {device}: ${price['usd_per_gpu_hour']:g}/GPU-hour; "
+                      f"{price['source']}", soft_wrap=False)
     for note in report["time_model_notes"]:
         console.print(f"note: {note}")
     best = report["cheapest"]
@@ -86,7 +88,8 @@ def render_search(report: dict, console: Console, top: int = 10) -> None:
                   f"{plural(best['num_gpus'], 'GPU')}, "
                   f"${best['cost_usd_per_hour']:.2f}/h" + _capacity(best, report))
     ttft, tpot = best["ttft_ms"], best["tpot_ms"]
-    console.print(f"  TTFT p50/p99 {_ms(ttft['p50'])}/{_ms(ttft['p99'])} ms, TPOT p50/p99 "
+    print_hanging(console, f"TTFT p50/p99 {_ms(ttft['p50'])}/{_ms(ttft['p99'])} ms, TPOT "
+                  "p50/p99 "
                   f"{_ms(tpot['p50'])}/{_ms(tpot['p99'])} ms, goodput "
                   f"{best['goodput_rps']:,.2f} req/s, SLO met by {best['slo_attainment']:.1%} "
                   f"(TTFT {best['ttft_attainment']:.1%}, TPOT {best['tpot_attainment']:.1%})")
@@ -130,8 +133,8 @@ def _render_tie(report: dict, console: Console) -> None:
     console.print(f"tie: {tie['why']}:")
     for label in tie["labels"]:
         row = rows[label]
-        console.print(f"  {short_label(row)}: SLO met {_met(row)}" + _capacity(row, report),
-                      highlight=False)
+        print_hanging(console, f"{short_label(row)}: SLO met {_met(row)}"
+                      + _capacity(row, report))
 
 
 def steady_warnings(report: dict) -> list[str]:

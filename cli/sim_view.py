@@ -9,8 +9,15 @@ from rich.table import Table
 from servecap.ledger.units import GB, TB, fmt_gib, plural
 from servecap.sim.metrics import QUANTILES, percentile_key
 
+from .hanging import print_hanging
 from .narrow import print_table
-from .steady_view import interval_table, prediction_line, warning_line, window_line
+from .steady_view import (
+    INTERVAL_COLUMNS,
+    interval_table,
+    prediction_line,
+    warning_line,
+    window_line,
+)
 
 
 def render_coefficients(report: dict, console: Console) -> None:
@@ -69,13 +76,12 @@ def _render_step_model(coef: dict, steps: dict | None, console: Console) -> None
                       f"{coef['collective_message_bytes_per_token']:,} B, " if calls else "")
                       + coef["collective_source"], highlight=False)
     for name, parts in (steps or {}).items():
-        console.print(f"  {name.replace('_', ' ')}: {parts['step_s'] * 1000:.3f} ms = max(GEMM "
-                      f"{parts['gemm_s'] * 1000:.3f} + attention {parts['attention_s'] * 1000:.3f}"
-                      f", memory {parts['memory_s'] * 1000:.3f}) + collectives "
-                      f"{parts['collective_s'] * 1000:.3f} + overhead "
+        print_hanging(console, f"{name.replace('_', ' ')}: {parts['step_s'] * 1000:.3f} ms = "
+                      f"max(GEMM {parts['gemm_s'] * 1000:.3f} + attention "
+                      f"{parts['attention_s'] * 1000:.3f}, memory {parts['memory_s'] * 1000:.3f})"
+                      f" + collectives {parts['collective_s'] * 1000:.3f} + overhead "
                       f"{parts['overhead_s'] * 1000:.3f}"
-                      f"{_engine_parts(parts, coef.get('cpu_overlap'))}",
-                      highlight=False)
+                      f"{_engine_parts(parts, coef.get('cpu_overlap'))}")
 
 
 def render_engine(engine: dict | None, coef: dict, console: Console) -> None:
@@ -84,19 +90,18 @@ def render_engine(engine: dict | None, coef: dict, console: Console) -> None:
         console.print(f"engine: {engine['about']}", highlight=False)
         if "host_gpu_overlap" in engine:
             verb = "overlap" if engine["host_gpu_overlap"] else "do not overlap"
-            console.print(f"  host and GPU {verb}: {engine['overlap_why']}", highlight=False)
+            print_hanging(console, f"host and GPU {verb}: {engine['overlap_why']}")
     if not any(coef.get(k) for k in ("cpu_step_s", "cpu_per_seq_s", "eager_layer_s",
                                      "frontend_s", "frontend_latency_s")):
         return
-    console.print(f"  host {coef['cpu_step_s'] * 1e6:g} us/step + "
+    print_hanging(console, f"host {coef['cpu_step_s'] * 1e6:g} us/step + "
                   f"{coef['cpu_per_seq_s'] * 1e6:g} us/sequence"
                   f"{' (overlapped: async scheduling)' if coef['cpu_overlap'] else ''}; "
                   f"CUDA graphs up to {coef['graph_max_tokens']} tokens"
                   f"{'' if coef['graph_prefill'] else ', decode only'}, eager "
                   f"{coef['eager_layer_s'] * 1e6:g} us/layer; API server "
                   f"{coef['frontend_s'] * 1000:g} ms/request serial + "
-                  f"{coef.get('frontend_latency_s', 0.0) * 1000:g} ms latency",
-                  highlight=False)
+                  f"{coef.get('frontend_latency_s', 0.0) * 1000:g} ms latency")
 
 
 def _engine_parts(parts: dict, overlap: float | None = None) -> str:
@@ -143,7 +148,7 @@ def render_simulation(report: dict, console: Console) -> None:
         print_table(console, times)
     console.print(f"percentiles: {report['percentile_method']}")
     print_table(console, interval_table([(p["policy"] + (f" {p['deployment']}" if many else ""), p)
-                                  for p in report["policies"]]))
+                                  for p in report["policies"]]), wrap=INTERVAL_COLUMNS)
     slo = report.get("slo", {})
     slo_given = any(slo.get(k) is not None for k in ("ttft_s", "itl_s", "e2e_s"))
     for p in report["policies"]:

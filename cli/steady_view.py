@@ -96,12 +96,17 @@ def warning_line(entry: dict, label: str) -> str | None:
             "figures include warm-up and drain; give it more requests (--num-requests)")
 
 
+INTERVAL_COLUMNS = ("p50", "p99")
+
+
 def interval_table(entries: list[tuple[str, dict]]) -> Table:
     """One row per run and metric: p50 and p99 in ms, each ± half its 95 % interval, or the
     interval's bounds where it is not symmetric about the estimate (a quantile's usually)."""
     table = Table(title="latency ms, 95 % intervals (± half width, or (low-high))")
-    for col in ("run", "metric", "p50", "p99"):
-        table.add_column(col, justify="left" if col in ("run", "metric") else "right")
+    for col in ("run", "metric"):
+        table.add_column(col)
+    for col in INTERVAL_COLUMNS:  # print_table(..., wrap=INTERVAL_COLUMNS): bounds may wrap
+        table.add_column(col, justify="right")
     for name, entry in entries:
         for label, key in INTERVAL_KEYS:
             stats, ci = entry.get(key), entry.get(f"{key}_ci") or {}

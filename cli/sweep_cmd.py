@@ -21,7 +21,7 @@ from servecap.sim.sizing import run_size
 from servecap.sim.sweep import closed_loop_points, run_sweep
 
 from . import sim_options as o
-from .errors import handle_errors
+from .errors import EXIT_DOES_NOT_FIT, fail, handle_errors
 from .narrow import print_table
 from .option_groups import options_from
 from .plan_cmd import print_fetch_report
@@ -64,6 +64,9 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
 
       servecap sweep llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml \\
           --slo-ttft 500ms --slo-itl 50ms
+
+    Exit 0 when a rate meets the SLO target, 1 when none does (the sweep is still printed and
+    written), 2 for bad input.
     """
     policy = policy or steps.default_policy(steps.simulated_row(
         opts.engine, opts.speed_of_light, opts.coefficients))
@@ -89,6 +92,8 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         render_sweep(report, Console())
+    if not report["capacity_rps"]:
+        raise fail("no swept rate met the SLO target (reported above)", EXIT_DOES_NOT_FIT)
 
 
 def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool,
@@ -115,7 +120,9 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
                         "replace (poisson, gamma or bursts): a sweep sets its own rates")
     size = run_size(setup.coefficients, setup.requests, setup.workload.num_requests)
     total = len(rates) if rates else num_rates
-    with Progress(disable=quiet, transient=True) as bar:
+    console = Console(stderr=True)  # stdout holds only the report; no bar in a pipe or log
+    with Progress(disable=quiet or not console.is_terminal, transient=True,
+                  console=console) as bar:
         task = bar.add_task("sweeping offered load", total=total)
         slo = setup.slo
         result = run_sweep(setup.workload, run, target, size, rates, num_rates,

@@ -76,7 +76,12 @@ def render_rank(result, console: Console, which: str = "") -> None:
     for line in detail_lines(rec):  # a failure's account: under the table, not in a cell
         console.print(line, markup=False, highlight=False)
     print_table(console, _phases(result.phases), drop=("non-torch", "reserved"))
-    print_table(console, _latency(result.latency))
+    latency = result.latency  # the counts on a line of their own: a title wraps to the table
+    console.print(f"the load: {latency['num_finished']} of "
+                  f"{plural(latency['num_requests'], 'request')} finished; input "
+                  f"{latency['input_tokens_per_s']:,.1f} tokens/s, output "
+                  f"{latency['output_tokens_per_s']:,.1f} tokens/s", highlight=False)
+    print_table(console, _latency(latency))
     check = result.latency.get("simulated_vs_measured")
     if check and check.get("verdict") == "underdetermined":
         console.print("the same load simulated: not predicted, the step-model fit is "
@@ -134,10 +139,7 @@ def _maybe(num_bytes: int | None) -> str:
 
 
 def _latency(latency: dict) -> Table:
-    table = Table(title=f"the load (ms from each request's arrival): {latency['num_finished']} of "
-                  f"{plural(latency['num_requests'], 'request')} finished; input "
-                  f"{latency['input_tokens_per_s']:,.1f} tokens/s, output "
-                  f"{latency['output_tokens_per_s']:,.1f} tokens/s", title_justify="left")
+    table = Table(title="the load: ms from each request's arrival", title_justify="left")
     for name in ("ms", "p50", "p95", "p99", "mean"):
         table.add_column(name, justify="left" if name == "ms" else "right")
     for key in ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):

@@ -36,6 +36,7 @@ from .encoder_rules import (
 )
 from .errors import SpecError
 from .lines import Line
+from .units import plural
 from .vision import GLM4V, INTERNVL, LLAMA4, MISTRAL3, QWEN_VL, VisionSpec
 
 DEFAULT_LIMIT = 999  # MultiModalConfig.get_limit_per_prompt: an unspecified modality
@@ -141,7 +142,7 @@ def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None
     act, act_how = activation_bytes(vision, enc, items, patches)
     padded = (f" padded to the budget's {budget:,} rows (vLLM 0.11.x profile_run)"
               if enc.rows_to_budget and budget > tokens else "")
-    how = (f"{items} {modality} items x {tokens:,} tokens ({rule}){padded} x "
+    how = (f"{plural(items, f'{modality} item')} x {tokens:,} tokens ({rule}){padded} x "
            f"{vision.out_width:,} wide x {enc.dtype_bytes} B; budget max(max_num_batched_tokens "
            f"{enc.max_num_batched_tokens:,}, {tokens:,}) = {budget:,} tokens")
     held, held_how = held_bytes(vision, enc, items, _output_rows(vision, tokens, patches),

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 from .errors import SpecError
 from .lines import Line
+from .units import plural
 
 TIERS = ("native", "lmcache")
 GIB = 1 << 30
@@ -120,7 +121,7 @@ def _native(spec: OffloadSpec, block_bytes: int, block_size: int) -> OffloadTier
     chunks = total // chunk if chunk else 0
     where = "one shared /dev/shm region, rows rounded to 4 KiB" if shared \
         else "pinned tensors on each rank"
-    how = (f"native {_size(spec)} GiB over {spec.world_size} rank(s): {total:,} B // "
+    how = (f"native {_size(spec)} GiB over {plural(spec.world_size, 'rank')}: {total:,} B // "
            f"({block_bytes:,} B a block x {copies} cop{'y' if copies == 1 else 'ies'}"
            + (f" = {chunk:,} B aligned" if chunk != raw else "") + f") = {chunks:,} blocks x "
            f"{block_size} tokens; {where}")
@@ -134,7 +135,7 @@ def _lmcache(spec: OffloadSpec, kv_bytes_per_token: int) -> OffloadTier:
     raw = spec.chunk_size * kv_bytes_per_token
     chunk = -(-raw // PAGE) * PAGE
     chunks = buffer // chunk if chunk else 0
-    how = (f"lmcache max_local_cpu_size {_size(spec)} / {spec.world_size} rank(s) = "
+    how = (f"lmcache max_local_cpu_size {_size(spec)} / {plural(spec.world_size, 'rank')} = "
            f"{per_rank_gib:g} GiB pinned on each rank: {buffer:,} B // ({spec.chunk_size} tokens "
            f"x {kv_bytes_per_token:,} B" + (f" = {chunk:,} B aligned" if chunk != raw else "")
            + f") = {chunks:,} chunks x {spec.chunk_size} tokens")

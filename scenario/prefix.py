@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.prefix_cache import Reuse, reuse
+from servecap.ledger.units import plural
 from servecap.sim.deploy import run_deployment
 
 from . import simulation, steps
@@ -119,17 +120,19 @@ def notes(found: Reuse, pool: int, asked: int) -> list[str]:
            "output tokens' blocks are not cached here: only the prompts are read"]
     skipped = found.requests - found.requests_served
     if skipped:
-        out.append(f"{skipped:,} requests need more than the pool's {pool:,} blocks: vLLM "
-                   "never schedules them; left out of hit_rate, kept in hit_rate_unbounded")
+        them, need = ("it", "needs") if skipped == 1 else ("them", "need")
+        out.append(f"{plural(skipped, 'request')} {need} more than the pool's {pool:,} blocks: "
+                   f"vLLM never schedules {them}; left out of hit_rate, kept in hit_rate_unbounded")
     return out
 
 
 def too_long(trace: list[TraceRequest], limit: int | None) -> list[str]:
     """A note for prompts vLLM refuses for max_model_len (counted in the figures anyway)."""
     over = sum(len(r.prompt.tokens) > (limit or 0) for r in trace) if limit else 0
-    return [f"{over:,} prompts are longer than max_model_len ({limit:,} tokens): vLLM refuses "
-            "them (the simulation drops them); the hit figures still count them"] if over \
-        else []
+    are, them = ("is", "it") if over == 1 else ("are", "them")
+    return [f"{plural(over, 'prompt')} {are} longer than max_model_len ({limit:,} tokens): vLLM "
+            f"refuses {them} (the simulation drops {them}); the hit figures still count "
+            f"{them}"] if over else []
 
 
 def ttft(scenario: Scenario, trace: list[TraceRequest], found: Reuse, source: str,

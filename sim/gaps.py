@@ -10,17 +10,18 @@ gap would give it. A batch's share at or below x comes from prefix counts of the
 below x along each timeline.
 
 The grouping, the sorts and the prefix counts run on numpy arrays (one pass each over a
-run's million iterations rather than a Python loop); the groups are then held as Python
-lists, so the quantile's bisection, the mean (summed in the same order) and the max are the
-same floats the lists always gave.
+run's million iterations rather than a Python loop), and the groups stay numpy arrays: the
+quantile's bisection counts with one searchsorted over all of them, the mean adds each
+group left to right (sim/columns.py) and the max is a group's last value, the same floats
+Python lists of the gaps gave.
 """
 
 import math
-from bisect import bisect_right
 from itertools import chain
 
 import numpy as np
 
+from .columns import seq_sum
 from .state import Seq
 
 
@@ -49,19 +50,36 @@ class Gaps:
         # a segment's first gap and re-prefill gaps are counted once; count 1 comes first
         weights.insert(0, np.ones(len(singles), dtype=np.int64))
         values.insert(0, singles)
-        self.groups = _groups(np.concatenate(weights), np.concatenate(values))
+        self._group(_groups(np.concatenate(weights), np.concatenate(values)))
+
+    def _group(self, groups: "list[tuple[int, np.ndarray]]") -> None:
+        """Hold (count, sorted gaps) groups (_groups) and index them for counting."""
+        self.groups = groups
         self.total = sum(w * len(v) for w, v in self.groups)
+        # every group's sorted gaps in one complex column, (group, gap): numpy orders complex
+        # numbers by real part, then imaginary, so one searchsorted of (g, value) for every g
+        # counts each group's gaps at or below value, as a bisect_right on each group would
+        self._weights = np.array([w for w, _ in self.groups], dtype=np.int64)
+        sizes = np.array([len(v) for _, v in self.groups], dtype=np.int64)
+        self._starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if len(sizes) else sizes
+        self._keys = np.empty(int(sizes.sum()), dtype=np.complex128)
+        self._keys.real = np.repeat(np.arange(len(sizes), dtype=np.float64), sizes)
+        self._keys.imag = np.concatenate([v for _, v in self.groups]) if self.groups else 0.0
+        self._probe = np.empty(len(sizes), dtype=np.complex128)
+        self._probe.real = np.arange(len(sizes), dtype=np.float64)
 
     def at_or_below(self, value: float) -> int:
-        return sum(w * bisect_right(v, value) for w, v in self.groups)
+        self._probe.imag = value
+        below = self._keys.searchsorted(self._probe, side="right") - self._starts
+        return int(below @ self._weights)
 
     def quantile(self, share: float) -> float | None:
         """The smallest gap with at least share x total gaps at or below it."""
         if not self.total:
             return None
         rank = max(1, math.ceil(round(min(max(share, 0.0), 1.0) * self.total, 6)))
-        low = min(v[0] for _, v in self.groups)
-        high = max(v[-1] for _, v in self.groups)
+        low = float(min(v[0] for _, v in self.groups))
+        high = float(max(v[-1] for _, v in self.groups))
         if self.at_or_below(low) >= rank:
             return low
         while True:  # count(low) < rank <= count(high); stop at adjacent floats
@@ -74,10 +92,12 @@ class Gaps:
                 low = mid
 
     def mean(self) -> float | None:
-        return sum(w * sum(v) for w, v in self.groups) / self.total if self.total else None
+        """Each group's gaps summed left to right, as the lists' sum() added them."""
+        return sum(w * seq_sum(v) for w, v in self.groups) / self.total if self.total \
+            else None
 
     def max(self) -> float | None:
-        return max(v[-1] for _, v in self.groups) if self.total else None
+        return float(max(v[-1] for _, v in self.groups)) if self.total else None
 
 
 class _Part:
@@ -127,7 +147,7 @@ def _weights(num_ends: int, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray
     return np.cumsum(diff)[1:num_ends]
 
 
-def _groups(weights: np.ndarray, values: np.ndarray) -> list[tuple[int, list[float]]]:
+def _groups(weights: np.ndarray, values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """(w, the gaps counted w times, sorted) per count: count 1 first, then in the order each
     count first appears (the order the groups' sums add up in the mean)."""
     if not len(weights):
@@ -147,7 +167,7 @@ def _groups(weights: np.ndarray, values: np.ndarray) -> list[tuple[int, list[flo
     kind = _float_sort_kind(values)
     for i in np.argsort(first_seen, kind="stable"):
         chunk = np.sort(grouped[starts[i]:starts[i] + sizes[i]], kind=kind)
-        out.append((int(counts[i]), chunk.tolist()))
+        out.append((int(counts[i]), chunk))
     return out
 
 

@@ -30,6 +30,10 @@ from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
 
+import numpy as np
+
+from .columns import seq_sum
+
 CONFIDENCE = 0.95
 NUM_BATCHES = 10
 MIN_TAIL = 5  # effective samples beyond a quantile needed to bound it on that side
@@ -111,7 +115,9 @@ def ratio_interval(numerators: list[float], denominators: list[float]) -> list[f
 
 class Sorted:
     """A sample sorted once: nearest-rank quantiles and counts at or below a value. pairs:
-    (value, count) with counts > 0; or, with unit counts, the plain values (of_values)."""
+    (value, count) with counts > 0; or, with unit counts, the plain values (of_values: a
+    list, or a numpy column, kept as one: its stable sort puts the floats where sorted()
+    does, and its sum adds them in the same order)."""
 
     def __init__(self, pairs: list[tuple[float, int]]) -> None:
         pairs = sorted(p for p in pairs if p[1] > 0)
@@ -121,9 +127,11 @@ class Sorted:
         self.total = self.cum[-1] if self.cum else 0
 
     @classmethod
-    def of_values(cls, values: list[float]) -> "Sorted":
+    def of_values(cls, values) -> "Sorted":
         out = cls.__new__(cls)
-        out.values, out.weights, out.cum, out.total = sorted(values), None, None, len(values)
+        ordered = np.sort(values, kind="stable") if isinstance(values, np.ndarray) \
+            else sorted(values)
+        out.values, out.weights, out.cum, out.total = ordered, None, None, len(values)
         return out
 
     def quantile(self, share: float) -> float | None:
@@ -132,23 +140,32 @@ class Sorted:
             return None
         rank = max(1, math.ceil(round(min(max(share, 0.0), 1.0) * self.total, 6)))
         index = rank - 1 if self.cum is None else bisect_right(self.cum, rank - 1)
-        return self.values[min(index, len(self.values) - 1)]
+        return _plain(self.values[min(index, len(self.values) - 1)])
 
     def mean(self) -> float | None:
         if not self.total:
             return None
         if self.weights is None:
+            if isinstance(self.values, np.ndarray):
+                return seq_sum(self.values) / self.total
             return sum(self.values) / self.total
         return sum(v * w for v, w in zip(self.values, self.weights, strict=True)) / self.total
 
     def max(self) -> float | None:
-        return self.values[-1] if self.total else None
+        return _plain(self.values[-1]) if self.total else None
 
     def at_or_below(self, value: float) -> int:
+        if isinstance(self.values, np.ndarray):
+            return int(self.values.searchsorted(value, side="right"))
         i = bisect_right(self.values, value)
         if self.cum is None:
             return i
         return self.cum[i - 1] if i else 0
+
+
+def _plain(value):
+    """A column's float as a Python float; a list's value as it is."""
+    return float(value) if isinstance(value, np.floating) else value
 
 
 def quantile_interval(whole, shares: Callable[[float], list[float]], share: float

@@ -4,8 +4,10 @@ from bisect import bisect_left
 
 import numpy as np
 
+from .columns import floats, seq_sum
+from .columns import quantiles as column_quantiles
 from .metrics import SLO, ms, quantiles, tpot_s
-from .state import DONE, Seq, SimResult, kv_columns
+from .state import DONE, KvSamples, Seq, SimResult, kv_columns
 
 RECORD_COLUMNS = (
     "policy", "deployment", "request_id", "state", "reason", "arrival_s", "admitted_s",
@@ -52,14 +54,15 @@ def tail(seqs: list[Seq], share: float = 0.01) -> dict:
     done = [s for s in seqs if s.state == DONE]
     if not done:
         return {}
-    e2e = [s.release_s - s.req.arrival_s for s in done]
-    order = sorted(range(len(done)), key=e2e.__getitem__)  # sorted()'s stable order
-    slow = [done[i] for i in order[-max(1, int(len(done) * share)):]]
+    e2e = floats([s.release_s - s.req.arrival_s for s in done])
+    order = np.argsort(e2e, kind="stable")  # sorted()'s stable order, on the column
+    slow = order[-max(1, int(len(done) * share)):]
     return {"share": share, "num_requests": len(slow),
-            "tail": _profile(slow), "all": _profile(done, order)}
+            "tail": _profile([done[i] for i in slow.tolist()]),
+            "all": _profile(done, order)}
 
 
-def _profile(seqs: list[Seq], order: list[int] | None = None) -> dict:
+def _profile(seqs: list[Seq], order: np.ndarray | None = None) -> dict:
     """Means over the requests. The queue's float sum adds in `order` (by latency), as it
     always has; the requests are read once in their own order (arrival: the run's objects
     in memory order, not a random walk over them) and the integer sums need no order."""
@@ -73,8 +76,9 @@ def _profile(seqs: list[Seq], order: list[int] | None = None) -> dict:
         preemptions += s.preemptions
         prompt += req.prompt_tokens
         output += req.output_tokens
+    column = floats(queue)
     return {
-        "mean_queue_ms": round(sum(queue if order is None else [queue[i] for i in order])
+        "mean_queue_ms": round(seq_sum(column if order is None else column[order])
                                / n * 1000, 3),
         "mean_prefill_chunks": round(chunks / n, 3),
         "mean_preemptions": round(preemptions / n, 3),
@@ -91,7 +95,9 @@ def kv_occupancy(result: SimResult) -> dict:
     if not samples:
         return {"num_blocks": result.num_blocks, "peak_used_blocks": result.peak_used_blocks}
     _, tokens, held = kv_columns(samples)
-    logical, blocks, most = _exact_sum(tokens), _exact_sum(held), max(tokens)
+    # a run's samples are C integers: their max on the column, not a million Python ints
+    most = int(np.asarray(tokens).max()) if isinstance(samples, KvSamples) else max(tokens)
+    logical, blocks = _exact_sum(tokens), _exact_sum(held)
     return {
         "num_blocks": result.num_blocks, "block_size_tokens": bsz,
         "peak_used_blocks": result.peak_used_blocks,
@@ -138,7 +144,8 @@ def by_prompt_bucket(seqs: list[Seq], edges_tokens: tuple[int, ...]) -> list[dic
             ttft[i] = [s.prefill_token_s[0] - s.req.arrival_s for s in group]
             e2e[i] = [s.release_s - s.req.arrival_s for s in group]
     return [{"prompt_tokens_above": low, "prompt_tokens_max": high, "completed": len(times),
-             "ttft_ms": ms(quantiles(times)), "e2e_ms": ms(quantiles(ends))}
+             "ttft_ms": ms(column_quantiles(floats(times))),
+             "e2e_ms": ms(column_quantiles(floats(ends)))}
             for times, ends, (low, high) in zip(ttft, e2e, bounds, strict=True)]
 
 

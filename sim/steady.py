@@ -27,11 +27,14 @@ no one behind them); both are kinder than the steady state a deployment runs in.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
+from operator import attrgetter
 
 import numpy as np
 
 from servecap.ledger.units import plural
 
+from .columns import floats, seq_sum
 from .intervals import NUM_BATCHES
 from .state import DONE, REJECTED, Seq, SimResult, kv_columns
 
@@ -72,6 +75,25 @@ def mser5(series: list[float]) -> int | None:
     k = len(series) // MSER_BATCH
     if k < 2 * MSER_MIN_TAIL_BATCHES:
         return None
+    column = np.asarray(series)
+    if column.dtype.kind != "i":
+        return _mser5_floats(series, k)
+    # counts: each batch's sum is exact, its mean the same float as sum(batch) / 5
+    z = column[:k * MSER_BATCH].reshape(k, MSER_BATCH).sum(axis=1) / MSER_BATCH
+    # the suffix sums from the last batch back, each partial sum carried into the next as
+    # the loop of _mser5_floats adds them; MSER(d) for every d at once
+    back = z[::-1]
+    total, squares = np.add.accumulate(back), np.add.accumulate(back * back)
+    m = np.arange(1, k + 1)
+    stat = (squares - total * total / m) / (m * m)
+    last = min(k - MSER_MIN_TAIL_BATCHES, int(k * (1 - MSER_TAIL_SHARE)))
+    searched = stat[k - 1 - last:]  # d = last down to 0
+    # the smallest d of the least statistic: the last of its equals in this order
+    best_d = last - int(np.flatnonzero(searched == searched.min())[-1])
+    return None if best_d > k // 2 else best_d * MSER_BATCH
+
+
+def _mser5_floats(series: list[float], k: int) -> int | None:
     z = [sum(series[i * MSER_BATCH:(i + 1) * MSER_BATCH]) / MSER_BATCH for i in range(k)]
     best, best_d, total, squares = None, 0, 0.0, 0.0
     last = min(k - MSER_MIN_TAIL_BATCHES, int(k * (1 - MSER_TAIL_SHARE)))
@@ -87,22 +109,45 @@ def mser5(series: list[float]) -> int | None:
     return None if best_d > k // 2 else best_d * MSER_BATCH
 
 
-def in_system(seqs: list[Seq]) -> list[int]:
+class _Columns:
+    """The fields the window reads of every request, each read once: arrival, release (NaN:
+    never released) and whether it completed."""
+
+    def __init__(self, seqs: list[Seq]) -> None:
+        self.arrival = floats([s.req.arrival_s for s in seqs])
+        release = [s.release_s for s in seqs]
+        try:
+            self.release = floats(release)
+        except TypeError:  # None (never released): NaN, np.array looking at every element
+            self.release = np.array(release, dtype=np.float64)
+        self.seqs = seqs
+
+    @cached_property
+    def done(self) -> np.ndarray:
+        return np.fromiter(map(DONE.__eq__, map(_STATE, self.seqs)), dtype=bool,
+                           count=len(self.seqs))
+
+
+_STATE = attrgetter("state")
+
+
+def in_system(seqs: list[Seq], columns: _Columns | None = None) -> list[int]:
     """Requests in the system (arrived, not yet released) at each request's arrival; a
     request never released counts as in the system to the end."""
-    releases = np.sort(np.fromiter((s.release_s for s in seqs if s.release_s is not None),
-                                   dtype=np.float64))
-    arrivals = np.fromiter((s.req.arrival_s for s in seqs), dtype=np.float64, count=len(seqs))
+    if columns is None:
+        columns = _Columns(seqs)
+    release = columns.release
+    releases = np.sort(release[~np.isnan(release)])
     # bisect_right of each arrival in the sorted releases, all at once (counts, not floats)
-    released = np.searchsorted(releases, arrivals, side="right")
+    released = np.searchsorted(releases, columns.arrival, side="right")
     return np.maximum(np.arange(len(seqs)) - released, 0).tolist()
 
 
-def kv_in_use(seqs: list[Seq], results: list[SimResult]) -> list[int]:
+def kv_in_use(seqs: list[Seq], results: list[SimResult],
+              arrivals: np.ndarray | None = None) -> list[int]:
     """KV blocks in use over every engine at each request's arrival (the last iteration that
     started by then)."""
-    out = [0] * len(seqs)
-    arrivals = None
+    out = np.zeros(len(seqs), dtype=np.int64)
     for res in results:
         times, _, blocks = kv_columns(res.kv_samples)
         if not len(times):
@@ -111,33 +156,34 @@ def kv_in_use(seqs: list[Seq], results: list[SimResult]) -> list[int]:
             arrivals = np.array([s.req.arrival_s for s in seqs], dtype=np.float64)
         # bisect_right of each arrival in the sample times, all at once
         at = np.searchsorted(np.asarray(times, dtype=np.float64), arrivals, side="right")
-        held = np.asarray(blocks, dtype=np.int64)[np.maximum(at - 1, 0)] * (at > 0)
-        out = [a + b for a, b in zip(out, held.tolist(), strict=True)]
-    return out
+        out = out + np.asarray(blocks, dtype=np.int64)[np.maximum(at - 1, 0)] * (at > 0)
+    return out.tolist()
 
 
 def find_window(seqs: list[Seq], results: list[SimResult]) -> Window:
     """The measured window of a run whose requests `seqs` are in arrival order."""
     count = len(seqs)
-    load = in_system(seqs)
-    cuts = [mser5(load), mser5(kv_in_use(seqs, results))]
-    stop = _drain_cut(seqs)
+    columns = _Columns(seqs)
+    load = in_system(seqs, columns)
+    cuts = [mser5(load), mser5(kv_in_use(seqs, results, columns.arrival))]
+    stop = _drain_cut(seqs, columns)
     growing = _growing(load, seqs)
     if None in cuts:
         return _whole(seqs, "warm-up still trending at the end of the run"
                       if count >= 2 * MSER_BATCH * MSER_MIN_TAIL_BATCHES else
-                      f"{plural(count, 'request')}: too few to find a warm-up", growing)
+                      f"{plural(count, 'request')}: too few to find a warm-up", growing,
+                      columns=columns)
     start = max(cuts)
-    duration, lifetimes = _span(seqs[start:stop])
+    duration, lifetimes = _span(seqs, start, stop, columns)
     if stop - start < MIN_MEASURED:
         return _whole(seqs, f"{plural(max(stop - start, 0), 'request')} left after the warm-up "
                       f"({start}) and the drain ({count - stop}); at least {MIN_MEASURED} "
-                      "needed", growing, candidate=lifetimes)
+                      "needed", growing, candidate=lifetimes, columns=columns)
     if lifetimes < MIN_LIFETIMES:
         return _whole(seqs, f"the candidate window after the warm-up and the drain, "
                       f"requests {start + 1:,}-{stop:,} of {count:,}, spans {lifetimes:.1f} "
                       f"request lifetimes; at least {MIN_LIFETIMES} needed", growing,
-                      candidate=lifetimes)
+                      candidate=lifetimes, columns=columns)
     return Window(start, stop, True, "", False, count, duration, lifetimes, lifetimes)
 
 
@@ -148,35 +194,40 @@ def whole_run(seqs: list[Seq], found: Window) -> Window:
 
 
 def _whole(seqs: list[Seq], reason: str, growing: bool, steady: bool = False,
-           candidate: float | None = None) -> Window:
+           candidate: float | None = None, columns: _Columns | None = None) -> Window:
     """Every request measured over the run's span, first arrival to last release (as a
     benchmark of the same requests measures it); `candidate`: the lifetimes of the window
     find_window considered, if any."""
     start = min((s.req.arrival_s for s in seqs), default=0.0)
     end = max((s.release_s for s in seqs if s.state == DONE), default=start)
     return Window(0, len(seqs), steady, reason, growing, len(seqs), max(end - start, 1e-12),
-                  _span(seqs)[1], candidate)
+                  _span(seqs, 0, len(seqs), columns or _Columns(seqs))[1], candidate)
 
 
-def _drain_cut(seqs: list[Seq]) -> int:
+def _drain_cut(seqs: list[Seq], columns: _Columns) -> int:
     """The first request (in arrival order) still in the system at the last arrival."""
     if not seqs:
         return 0
     last = seqs[-1].req.arrival_s
-    for i, seq in enumerate(seqs):
-        if seq.state != REJECTED and (seq.release_s is None or seq.release_s > last):
+    release = columns.release
+    for i in np.flatnonzero(np.isnan(release) | (release > last)).tolist():
+        if seqs[i].state != REJECTED:
             return i
     return len(seqs)
 
 
-def _span(seqs: list[Seq]) -> tuple[float, float]:
-    """(arrival span in seconds, that span over the mean end-to-end latency): n requests
-    span n gaps, so the span of their arrivals is stretched by n / (n - 1)."""
-    done = [s.release_s - s.req.arrival_s for s in seqs if s.state == DONE]
-    if len(seqs) < 2:
+def _span(seqs: list[Seq], start: int, stop: int, columns: _Columns) -> tuple[float, float]:
+    """(arrival span in seconds, that span over the mean end-to-end latency) of the requests
+    [start, stop): n requests span n gaps, so the span of their arrivals is stretched by
+    n / (n - 1)."""
+    n = max(stop - start, 0)
+    if n < 2:
         return 0.0, 0.0
-    duration = (seqs[-1].req.arrival_s - seqs[0].req.arrival_s) * len(seqs) / (len(seqs) - 1)
-    lifetime = sum(done) / len(done) if done else 0.0
+    arrival = columns.arrival[start:stop]
+    done = columns.done[start:stop]
+    e2e = (columns.release[start:stop] - arrival)[done]  # summed in arrival order
+    duration = (seqs[stop - 1].req.arrival_s - seqs[start].req.arrival_s) * n / (n - 1)
+    lifetime = seq_sum(e2e) / len(e2e) if len(e2e) else 0.0
     return duration, duration / lifetime if lifetime > 0 else 0.0
 
 

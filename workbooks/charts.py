@@ -217,6 +217,8 @@ def xy_lines(ws, lines: Sequence[Line], axes: Axes, block: Block) -> ScatterChar
     _titles(chart, axes.title, axes.x_title, axes.y_title)
     _log_if_decades(chart.x_axis, axes.x_values)
     _log_if_decades(chart.y_axis, axes.y_values)
+    if axes.y_format == COUNT_AXIS:
+        _whole_steps(chart.y_axis, axes.y_values)
     chart.x_axis.number_format, chart.y_axis.number_format = axes.x_format, axes.y_format
     chart.x_axis.majorTickMark = chart.y_axis.majorTickMark = "out"
     place(ws, chart, block)
@@ -234,6 +236,19 @@ def _log_if_decades(axis, values: Sequence[float]) -> None:
     top = max(positive)
     decade = 10 ** math.floor(math.log10(top))
     axis.scaling.max = decade * min(step for step in (1, 2, 5, 10) if step * decade >= top)
+
+
+def _whole_steps(axis, values: Sequence[float]) -> None:
+    """A linear count axis over a few units (every ceiling 0, or 0 to 3) steps by one from 0:
+    its own step of 0.5 printed whole read '0, 1, 1'."""
+    numbers = [v for v in values if isinstance(v, int | float)]
+    top = max(numbers, default=0)
+    if axis.scaling.logBase is None and top < SMALL_COUNT:
+        axis.majorUnit = 1
+        axis.scaling.min, axis.scaling.max = 0, max(1, math.ceil(top))
+
+
+SMALL_COUNT = 5
 
 
 def block_below(ws, row: int, first_col: int, width_chars: float, height_rows: int) -> Block:

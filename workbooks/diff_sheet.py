@@ -88,7 +88,10 @@ def _figure(wb, ws, row: int, figure) -> int:
         _formula(ws, row, 7, f'=IF(C{row}=0,"",D{row}/C{row}-1)', style.FRACTION,
                  figure.b / figure.a - 1 if figure.a else "")
     else:
-        _formula(ws, row, 5, f"=D{row}<>C{row}", style.BOOL, figure.a != figure.b)
+        # a yes/no (or a side without the figure) has no difference to subtract: it says
+        # whether it changed, blank when not, as the CLI's B - A column does
+        _formula(ws, row, 5, f'=IF(D{row}=C{row},"","changed")', None,
+                 "changed" if figure.a != figure.b else "")
     why = _why(figure)
     if why:
         style.text(ws, row, 8, why).alignment = style.WRAP

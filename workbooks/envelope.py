@@ -1,4 +1,8 @@
-"""The Envelope sheet: memory-only ceiling over context x device x KV dtype, with a chart."""
+"""The Envelope sheet: memory-only ceiling over context x device x KV dtype, with a chart.
+
+Each row plans the whole model on one GPU with the plain engine, as the Ledger does; its
+header and chart title say so, since a tp/pp or engine deployment's ceiling (rank by rank,
+under the engine's budget) is the Ranks sheet's, which a note under the table points to."""
 
 from dataclasses import dataclass, replace
 
@@ -16,7 +20,7 @@ from .source import WorkbookSource
 SHEET = "Envelope"
 HEADERS = ["KV dtype", "KV width [bits/element]", "context [tokens/request]", "device",
            "device [bytes]", "safety on device [bytes]", "KV per request [bytes]",
-           "memory-only ceiling [requests]"]
+           "memory-only ceiling, one GPU, whole model [requests]"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None
                     _cache(ws, row, _point(src, kv_dtype, context, device_bytes, runtime))
                 row += 1
     style.fit_columns(ws)
+    ceiling = ws.column_dimensions[get_column_letter(len(HEADERS))]
+    ceiling.width = max(ceiling.width, CEILING_WIDTH)  # its header in three lines, not six
     last_row = row - 1
     if src is not None and src.multi:  # a tp/pp or engine plan: these rows are not its ceiling
         last_row = row + 1
@@ -122,10 +128,12 @@ def _chart_block(ws, sweep: Sweep) -> charts.Block:
     block = charts.block_below(ws, n_ctx + 3, first, CHART_WIDTH, CHART_ROWS)
     page.break_before(ws, block.first_row - 1)  # a chart starts a page, a row down
     charts.xy_lines(ws, lines, charts.Axes(
-        "Memory-only ceiling vs context, per device and KV dtype", "context [tokens/request]",
+        "Memory-only ceiling vs context, one GPU, whole model, per device and KV dtype",
+        "context [tokens/request]",
         "ceiling [requests]", sweep.contexts_tokens, ceilings, x_format=charts.COUNT_AXIS),
         block)
     return block
 
 
 PIVOT_WIDTH, CHART_WIDTH, CHART_ROWS = 22, 120, 28
+CEILING_WIDTH = 20

@@ -49,6 +49,38 @@ def print_setup(ws: Worksheet, one_page: bool = False, areas: list[str] | None =
     ws.print_options.gridLines = False
 
 
+# A4 landscape is 595.28 points tall; the print body is that less the top and bottom margins,
+# in Excel and LibreOffice alike (the footer prints inside the bottom margin).
+A4_LANDSCAPE_POINTS = 595.28
+BODY_POINTS = A4_LANDSCAPE_POINTS - 72 * (MARGINS.top + MARGINS.bottom)
+SLACK_POINTS = 3  # rounding: a page is filled to a few points short of its body
+
+
+def keep_headings(ws: Worksheet, headings: set[int], first_row: int, last_row: int,
+                  keep: int = 2) -> None:
+    """Page breaks for a tall list of sections (the sheet at 100 %, its first row repeated
+    on every page): a page ends where the next row would not fit, or before a heading that
+    would not fit with the first `keep` rows of its section, so no heading ends a page with
+    nothing under it. Every break is explicit, at or above where the page would end anyway."""
+    room = BODY_POINTS - SLACK_POINTS - row_points(ws, 1)
+    used = 0.0
+    for row in range(first_row, last_row + 1):
+        height = row_points(ws, row)
+        need = height
+        if row in headings:
+            below = range(row + 1, min(row + keep, last_row) + 1)
+            need += sum(row_points(ws, r) for r in below)
+        if used and used + need > room:
+            break_before(ws, row)
+            used = 0.0
+        used += height
+
+
+def row_points(ws: Worksheet, row: int) -> float:
+    """A row's printed height: its own, else the sheet's default (15 points as written)."""
+    return ws.row_dimensions[row].height or ws.sheet_format.defaultRowHeight or 15.0
+
+
 def break_before(ws: Worksheet, row: int) -> None:
     """Start a new page at `row` (a chart, a second table): never cut across it."""
     ws.row_breaks.append(Break(id=row - 1))

@@ -39,11 +39,12 @@ def write_scenario(wb: Workbook, record: RecordedScenario, as_written: dict) -> 
     without an Inputs sheet, such as search's)."""
     ws = wb.create_sheet(SHEET)
     style.header(ws, HEADERS)
-    row, section = 2, None
+    row, section, headings = 2, None, set()
     for path, value, source in record.rows:
         head = path.split(".")[0]
         if head != section:
             style.section(ws, row, head)
+            headings.add(row)
             row, section = row + 1, head
         style.text(ws, row, 1, path).font = style.LABEL_FONT if not source.startswith(DEFAULT) \
             else style.FORMULA_FONT  # what was chosen stands out from the defaults
@@ -60,6 +61,7 @@ def write_scenario(wb: Workbook, record: RecordedScenario, as_written: dict) -> 
     ws.column_dimensions["E"].hidden = True
     define(wb, AS_WRITTEN, SHEET, "E1")
     page.finish(ws, areas=[f"A1:C{row + 1}"])
+    page.keep_headings(ws, headings, 2, row + 1)  # after finish: the rows' heights are set
 
 
 def read_scenario(wb: Workbook, where: str) -> tuple[dict[str, object], dict] | None:

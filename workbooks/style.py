@@ -11,17 +11,27 @@ from openpyxl.utils.indexed_list import IndexedList
 from openpyxl.worksheet.worksheet import Worksheet
 
 # Number formats carry the unit, so a reviewer never has to guess what a cell counts.
+
+
+def counted(unit: str) -> str:
+    """A whole count with its unit, singular at exactly 1 and plural otherwise ('1 request',
+    '0 requests', '-3 requests'), decided by the cell's value, so it stays right after any
+    recalculation. The negative section writes its own minus sign: a section under a
+    condition shows the magnitude, in Excel and LibreOffice alike."""
+    return f'[=1]0" {unit}";[<0]-#,##0" {unit}s";#,##0" {unit}s"'
+
+
 BYTES = '#,##0" B"'
 GIB = '#,##0.00" GiB"'
-TOKENS = '#,##0" tokens"'
-REQUESTS = '#,##0" requests"'
-BITS = '#,##0" bits"'
+TOKENS = counted("token")
+REQUESTS = counted("request")
+BITS = counted("bit")
 COUNT = "#,##0"
-PARAMS = '#,##0" params"'
-LAYERS = '#,##0" layers"'
-HEADS = '#,##0" heads"'
-ELEMENTS = '#,##0" elements"'
-BLOCKS = '#,##0" blocks"'
+PARAMS = counted("param")
+LAYERS = counted("layer")
+HEADS = counted("head")
+ELEMENTS = counted("element")
+BLOCKS = counted("block")
 MS = '#,##0.0" ms"'
 TOKENS_PER_S = '#,##0.0" tokens/s"'
 FRACTION = "0.00%"
@@ -145,6 +155,11 @@ def shown(value, number_format: str | None) -> str:
         return str(value).upper() if isinstance(value, bool) else str(value)
     fmt = number_format or "General"
     sections = fmt.split(";")
+    if _CONDITION.match(fmt):  # counted()'s: the first section whose condition holds
+        section = next(s for s in sections if _holds(_CONDITION.match(s), value))
+        body = _CONDITION.sub("", section, count=1)
+        prefix = body[:len(body) - len(body.lstrip("+-"))]
+        return prefix + shown(abs(value), body[len(prefix):])
     if len(sections) > 1:  # a section's own sign (+, -) is a literal before its digits
         index = 0 if value > 0 else 1 if value < 0 else 2
         section = sections[index] if index < len(sections) else sections[0]
@@ -153,6 +168,18 @@ def shown(value, number_format: str | None) -> str:
     before, body, after = _LITERALS.fullmatch(fmt).groups()
     text = _digits(value, body)
     return before.replace('"', "") + text + after.replace('"', "")
+
+
+_CONDITION = re.compile(r"\[(=|<>|<=|>=|<|>)(-?[0-9.]+)\]")
+
+
+def _holds(condition, value) -> bool:
+    """Whether a section's [op number] admits value; a section without one admits any."""
+    if condition is None:
+        return True
+    op, bound = condition.group(1), float(condition.group(2))
+    return {"=": value == bound, "<>": value != bound, "<": value < bound, ">": value > bound,
+            "<=": value <= bound, ">=": value >= bound}[op]
 
 
 def _digits(value: float, body: str) -> str:

@@ -1,5 +1,7 @@
 """Launch lines for a chosen deployment: vLLM, SGLang and TensorRT-LLM, in their own flags."""
 
+from servecap.ledger.units import plural
+
 # servecap's dtype names -> each engine's --kv-cache-dtype / quantization spelling
 _VLLM_KV = {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "fp32": "auto"}
 _SGLANG_KV = {"bf16": "auto", "fp16": "auto", "fp8": "fp8_e4m3", "fp32": "auto"}
@@ -21,7 +23,7 @@ def launch_lines(model_id: str, row: dict, context_tokens: int, utilization: flo
 
 
 def _head(role: str, n: int) -> str:
-    return f"# {role} pool, {n} replica(s): " if role else ""
+    return f"# {role} pool, {plural(n, 'replica')}: " if role else ""
 
 
 def _vllm(model_id, row, ctx, util, role, n) -> str:

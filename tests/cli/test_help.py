@@ -73,3 +73,18 @@ def test_every_command_that_takes_a_hub_id_says_so(name: str) -> None:
     reconcile, workbook); each command's --help names it beside the other model forms."""
     text = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "200"}).stdout
     assert "Hub id" in text, name
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "pack", "prefix"])
+def test_help_names_value_types_in_words_and_gives_a_flag_none(run, command: str) -> None:
+    """typer labelled each option with its Python annotation: <bool> beside flags that take
+    no value, <str>, <list[int]>. A flag now has no label and a value is TEXT, INTEGER,
+    NUMBER or PATH."""
+    out = run(command, "--help").stdout
+    assert not re.search(r"<(bool|str|int|float|path|list\[\w+\])>", out), out
+    rows = {words[0]: words for words in (line.strip("│ ").split() for line in out.splitlines())
+            if words and words[0] in ("--help", "--version")}
+    assert rows["--help"][1:3] == ["-h", "Show"], rows["--help"]
+    assert rows["--version"][1] == "Print", rows["--version"]
+    assert command in ("models", "devices") or re.search(r"\b(TEXT|INTEGER|NUMBER|PATH)\b",
+                                                         out), out

@@ -93,3 +93,12 @@ def test_bad_input_is_one_line(run, extra, needle):
                  "--max-model-len", "8192", *extra)
     assert result.exit_code == 2, result.output
     assert "\n" not in result.stderr.strip() and needle in result.stderr
+
+
+@pytest.mark.parametrize(("tp", "ranks"), [("1", "over 1 rank:"), ("2", "over 2 ranks:")])
+def test_the_tiers_arithmetic_counts_its_ranks_in_words(run, tp, ranks):
+    """It read 'over 1 rank(s)'."""
+    line = _plan(run, "llama-3.1-8b", "--max-model-len", "8192", "--kv-offloading-size", "64",
+                 "-tp", tp)
+    host = next(item for item in line["host_lines"] if item["key"] == "kv_offload")
+    assert ranks in host["from"] and "(s)" not in host["from"], host["from"]

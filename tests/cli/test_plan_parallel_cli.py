@@ -134,3 +134,13 @@ def test_the_replica_line_agrees_in_number(dp, words):
     result = runner.invoke(app, ["plan", "llama-3.1-8b", "--device", "h100-80gb", "--engine",
                                  "vllm", "-dp", dp], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and words in result.stdout, result.stdout[-400:]
+
+
+def test_sglangs_one_token_pages_read_singular_in_the_engines_words():
+    """SGLang pages one token at a time: the plan printed '# GPU blocks: N of 1 tokens'."""
+    out = CliRunner().invoke(app, ["plan", "qwen3-14b", "--device", "h100-80gb", "-tp", "2",
+                                   "--engine", "sglang"], terminal_width=80)
+    assert out.exit_code == 0, out.output
+    blocks = [line for line in out.stdout.splitlines() if "# GPU blocks:" in line]
+    assert blocks and all(line.rstrip().endswith("B each)") and " of 1 token (" in line
+                          for line in blocks), blocks

@@ -254,3 +254,11 @@ def test_rate_and_output_len_stand_in_for_missing_fields(run, tmp_path):
     assert report["ttft"]["simulated"] and "--rate 2" in report["ttft"]["arrivals"]
     assert report["ttft"]["with_prefix_caching"]["prefill_tokens"] < \
         report["ttft"]["without_prefix_caching"]["prefill_tokens"]
+
+
+@pytest.mark.parametrize(("n", "said"), [(1, "1 request,"), (2, "2 requests,")])
+def test_the_request_count_agrees_with_its_noun(run, tmp_path, n, said):
+    """A one-request trace read '1 requests'."""
+    result = run("prefix", _chat_trace(tmp_path / "t.jsonl", n=n), *MODEL)
+    assert result.exit_code == 0, result.output
+    assert said in " ".join(result.stdout.split()), result.stdout

@@ -1,6 +1,7 @@
 """`servecap reconcile` on real vLLM logs quoted from public issues (tests/fixtures/vllm_logs)."""
 
 import json
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -344,3 +345,18 @@ def test_uneven_pipeline_stages_are_each_set_beside_their_own_pool(tmp_path):
         assert abs(rows[f"kv_pool_rank{i}"]["residual"]) <= 0.005 * 2**30
     assert "the logged count among them" in rows["num_gpu_blocks"]["advice"]
     assert "another KV layout" not in json.dumps(rows)
+
+
+def test_the_log_lines_read_wrap_under_their_text(run) -> None:
+    """Each log line read is listed with its number; a long one wrapped to column 0, where
+    it read as a line of servecap's own."""
+    log = LOGS / "v1_qwen3_14b_a100_40gb.log"
+    out = run("reconcile", log, "--model", "qwen3-14b", "--device", "a100-40gb", "--engine",
+              "vllm==0.10.2")
+    lines = out.stdout.splitlines()
+    start = lines.index("read 3 memory lines of the log:")
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("the plan "))
+    listed = lines[start + 1:end]
+    assert len(listed) > 3 and all(len(line) <= 80 for line in listed), listed
+    for line in listed:
+        assert re.match(r"  +\d+: ", line) or line.startswith(" " * 8), listed

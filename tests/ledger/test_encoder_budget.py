@@ -58,6 +58,7 @@ def test_every_gemma4_size_profiles_one_video_at_4096():
         found = encoder_budget(_vision(name), EncoderSpec(max_num_batched_tokens=4096))
         assert (found.budget_tokens, found.items, found.modality) == (4096, 1, "video")
         assert found.max_tokens_by_modality["image"] == 280
+        assert found.how.startswith("1 video item x "), found.how  # was '1 video items'
 
 
 def test_cache_bytes_are_items_tokens_width_dtype():

@@ -42,6 +42,11 @@ KV_MISSES = {
                                           "(weights + non-torch) by the log's own line against "
                                           "15.4 on the warm start of the same cell (-3.6%): a "
                                           "desktop-shared RTX 4090 (WSL2)",
+    "v0_19_qwen3_0p6b_8k_rtx3060_failed_retriva": "-14.9%: an 8.03 GiB pool above the 7.60 "
+                                                  "GiB that 0.75 x 11.63 GiB less the weights "
+                                                  "leaves; 0.19 counts non-torch memory "
+                                                  "device-wide, so the desktop's released "
+                                                  "memory enlarged it (no line breaks it down)",
 }
 # Within 10% but outside 5%:
 KV_NEAR_MISSES = {
@@ -64,6 +69,19 @@ WEIGHT_MISSES = {
                                  "no line of the log breaks down",
 }
 START_MISSES = {
+    "v0_19_qwen3_0p6b_8k_rtx3060_failed_retriva": "vLLM failed in its sampler warm-up right "
+                                                  "after a pool the desktop's released memory "
+                                                  "had enlarged (KV -14.9%); the plan leaves "
+                                                  "2.42 GiB after its smaller pool",
+    "v0_27_qwen25_05b_2k_rtx4090_failed_llmso_setup": "not memory: after the pool (KV +0.9%) and "
+                                                      "the graphs, FlashInfer's sampler JIT found "
+                                                      "no CUDA toolkit (nvcc)",
+    "v0_27_qwen25_05b_2k_rtx4090_failed5_llmso_setup": "not memory: after the pool (KV +0.9%) and "
+                                                       "the graphs, FlashInfer's sampler JIT build "
+                                                       "failed (nvcc 13.3 against 13.0 headers)",
+    "v0_27_qwen25_05b_2k_rtx4090_failed6_llmso_setup": "not memory: after the pool (KV -1.2%) and "
+                                                       "the graphs, FlashInfer's sampler JIT link "
+                                                       "found no libcudart.so / libcuda.so",
     "v1_gptoss20b_2xh100_planner_failed": "vLLM failed warming up its sampler (1,024 dummy "
                                           "requests) after capturing its graphs, as at TP 1: "
                                           "the allocator's held blocks are sized by no rule",
@@ -79,9 +97,9 @@ START_MISSES = {
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 59 / 66  # measured: 59/66 (58/66 before Model Runner V2's penalties
-# state, 57/66 before the cold-compile term); the
-# Done-when asks 90%: missed (docs/reconcile.md)
+KV_WITHIN_5_AT_LEAST = 74 / 82  # measured: 74/82 with seventeen held-out logs no rule was fitted
+# on (59/66 before them; 58/66 before Model Runner V2's penalties state, 57/66 before the
+# cold-compile term); the Done-when asks 90%: met at 90.2% (docs/reconcile.md)
 
 
 def _cases(predicate, misses=None):
@@ -197,6 +215,8 @@ def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
                         ("--gpu-memory-utilization", deploy.gpu_memory_utilization),
                         ("--max-num-seqs", deploy.max_num_seqs),
                         ("-pp", deploy.pipeline_parallel_size),
+                        ("--nnodes", deploy.nnodes),
+                        ("--interconnect", deploy.interconnect),
                         ("--mxfp4-backend", deploy.mxfp4_backend),
                         ("--sampler", deploy.sampler)):
         args += [flag, str(value)] if value is not None else []
@@ -253,3 +273,15 @@ def test_vllm_0_11s_logged_encoder_profile_is_planned_as_logged():
     # the tower on one of 4 ranks, and 3 deepstack buffers of 2,048 tokens x 2,048 x 2 B
     assert plan.line("encoder_weights") == 138_145_052 * 2 + 3 * 2048 * 2048 * 2
     assert plan.line("rotary_cache") == 262_144 * 4 * 128 * 2
+
+
+def test_failures_that_are_not_memory_are_counted_apart():
+    """The start rate counts memory failures against the rules; a failed kernel build (its
+    sidecar's 'failure' begins "not memory") is listed with its reason but no rule could say
+    'does not start' of it."""
+    outcomes = [bench.evaluate(c) for c in bench.cases() if c.planned]
+    line = next(s for s in bench.summary(outcomes, []) if s.startswith("'does not start'"))
+    not_memory = {o.case.name for o in outcomes if not o.case.meta["started"]
+                  and (o.case.meta.get("failure") or "").startswith("not memory")}
+    assert not_memory and not_memory <= set(START_MISSES)
+    assert f"({len(not_memory)} failed for something else)" in line

@@ -52,3 +52,19 @@ def test_a_bad_trace_names_its_line_and_field(tmp_path, text, where):
 def test_a_missing_file_is_one_error(tmp_path):
     with pytest.raises(SpecError, match="cannot be read"):
         read_trace(tmp_path / "absent.jsonl")
+
+
+def test_the_too_long_note_agrees_with_its_count():
+    """'1 prompts are longer ... refuses them' read wrong for a single prompt."""
+    from servecap.ledger.prefix_cache import Prompt
+    from servecap.scenario.prefix import too_long
+    from servecap.scenario.prefix_trace import TraceRequest
+
+    def trace(*lengths):
+        return [TraceRequest(i + 1, Prompt(tuple(range(n)))) for i, n in enumerate(lengths)]
+
+    (one,) = too_long(trace(10, 50), 20)
+    assert one.startswith("1 prompt is longer than max_model_len (20 tokens): vLLM refuses it")
+    (two,) = too_long(trace(30, 50), 20)
+    assert two.startswith("2 prompts are longer") and "refuses them" in two
+    assert too_long(trace(10), 20) == []

@@ -214,3 +214,13 @@ def test_engine_pin_plans_prices_and_labels_the_launch_line(workload_file) -> No
 def test_engine_is_refused_by_name(workload_file) -> None:
     out = search(workload_file, *ONE, "--engine", "tgi")
     assert out.exit_code == 2 and "--engine = 'tgi': allowed: vllm" in out.output
+
+
+def test_the_price_line_names_its_source_without_nested_parentheses(workload_file) -> None:
+    """'$3/GPU-hour (servecap default table (round 2025 ...; pass --gpu-price))' nested one
+    parenthesis in another; the source follows a semicolon instead."""
+    text = search(workload_file, *ONE)
+    assert text.exit_code == 0, text.output
+    (line,) = [x for x in text.stdout.splitlines() if x.startswith("price h100-80gb: ")]
+    assert line.startswith("price h100-80gb: $3/GPU-hour; servecap default table (")
+    assert "((" not in line and "))" not in line

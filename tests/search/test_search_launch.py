@@ -39,8 +39,8 @@ def test_disaggregated_gives_a_prefill_and_a_decode_pool() -> None:
                  "decode_replicas": 3}
     lines = launch_lines("m", row, 2048, 0.9)
     prefill, decode = lines["vllm"]
-    assert prefill.startswith("# prefill pool, 1 replica(s): vllm serve")
-    assert decode.startswith("# decode pool, 3 replica(s): vllm serve")
+    assert prefill.startswith("# prefill pool, 1 replica: vllm serve")
+    assert decode.startswith("# decode pool, 3 replicas: vllm serve")
     assert all("NixlConnector" in line for line in (prefill, decode))
     assert lines["sglang"][0].endswith("--disaggregation-mode prefill")
     assert lines["sglang"][1].endswith("--disaggregation-mode decode")

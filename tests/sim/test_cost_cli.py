@@ -125,3 +125,16 @@ def test_cost_names_the_release_its_tokens_were_simulated_with():
     assert plain["engine"]["simulated"] == "plain"
     assert "continuous, plain" in plain["tokens_source"]
     assert default["output_tokens_per_s"] < plain["output_tokens_per_s"]
+
+
+@pytest.mark.parametrize("share", ["0.3", "1"])
+def test_the_two_prices_print_in_one_column_with_one_unit(share):
+    """'full load:' was padded for a two-digit share only, and the second price said 'per
+    million' where the first said 'per million output tokens'."""
+    lines = _run("cost", "--tokens-per-s", "1000", "--gpu-price", "2", "--utilization",
+                 share).stdout.splitlines()
+    full = next(line for line in lines if line.startswith("full load:"))
+    at = next(line for line in lines if line.startswith("at ") and "utilization:" in line)
+    assert full.index("$") == at.index("$"), (full, at)
+    assert full.endswith("per million output tokens") and at.endswith(
+        "per million output tokens")

@@ -50,7 +50,7 @@ def test_groups_take_the_same_stable_order_at_any_key_width(pairs):
         seen.setdefault(pairs[i][0], i)
     counts = sorted(seen, key=lambda w: -1 if w == 1 else seen[w])
     expected = [(w, sorted(values[i] for i in order if pairs[i][0] == w)) for w in counts]
-    assert _groups(weights, values) == expected
+    assert [(w, v.tolist()) for w, v in _groups(weights, values)] == expected
 
 
 @settings(max_examples=30, deadline=None)
@@ -67,3 +67,23 @@ def test_groups_keep_signed_zeros_and_nans_in_their_stable_order(seed, size, nan
     expected = {w: np.sort(values[weights == w], kind="stable") for w in set(weights.tolist())}
     for w, got in _groups(weights, values):
         assert np.array(got).tobytes() == expected[w].tobytes()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.sampled_from([0.0, -0.0, 0.25, 1e-3, 7.5, 2.0])),
+                max_size=60),
+       st.sampled_from([-1.0, -0.0, 0.0, 1e-3, 0.25, 1.0, 7.5, 9.0]))
+def test_counting_over_the_groups_is_bisection_on_each(pairs, value):
+    """at_or_below counts every group at once (one searchsorted over the groups' complex
+    keys); it is the sum over groups of count x bisect_right, signed zeros included, and the
+    mean adds each group left to right as sum() on its list does."""
+    from bisect import bisect_right
+    weights = np.array([w for w, _ in pairs], dtype=np.int64)
+    values = np.array([v for _, v in pairs], dtype=np.float64)
+    gaps = Gaps.__new__(Gaps)
+    gaps._group(_groups(weights, values))
+    lists = [(w, v.tolist()) for w, v in gaps.groups]
+    assert gaps.at_or_below(value) == sum(w * bisect_right(v, value) for w, v in lists)
+    if lists:
+        assert gaps.mean() == sum(w * sum(v) for w, v in lists) / gaps.total
+        assert gaps.max() == max(v[-1] for _, v in lists)

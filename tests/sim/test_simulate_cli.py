@@ -323,3 +323,32 @@ def test_simulate_says_what_plan_says_of_a_context_vllm_refuses():
                                "--output-len", "10", "--num-requests", "20", "--rate", "2",
                                "--json").stdout)
     assert not any("max_position_embeddings" in n for n in plain["plan_notes"])
+
+
+def test_the_interval_table_prints_whole_at_80_columns():
+    """Two policies at 80 columns: the p50 and p99 cells kept each figure and its bounds on
+    one line, so rich cut the run and metric names ('continuo…', 'metr…'); the bounds now
+    wrap under their figure and no cell is cut."""
+    out = CliRunner().invoke(app, ["simulate", "teaching-7b", *INLINE, "--workload",
+                                   str(CHAT), "--policy", "static",
+                                   "--policy", "continuous", "--slo-ttft", "500ms"],
+                             terminal_width=80)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "95 % intervals" in line)
+    table = lines[start:next(i for i in range(start, len(lines)) if lines[i].startswith("└"))]
+    assert "…" not in "\n".join(table), "\n".join(table)
+    assert any("continuous" in line for line in table) and "metric" in table[2]
+    assert max(map(len, lines)) <= 80
+
+
+def test_the_step_models_indented_lines_wrap_under_themselves(small_workload):
+    """The step-model and engine lines under simulate's header are indented; wrapped at 80
+    columns they went on at column 0 and read as lines of their own."""
+    out = CliRunner().invoke(app, ["simulate", "teaching-7b", *INLINE, "--workload",
+                                   str(small_workload())], terminal_width=80)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    for start in ("  prefill", "  decode", "  host "):
+        at = next(i for i, line in enumerate(lines) if line.startswith(start))
+        assert lines[at + 1].startswith("    "), lines[at:at + 2]

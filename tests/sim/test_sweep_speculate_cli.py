@@ -105,3 +105,30 @@ def test_sweep_spans_synchronous_to_saturation():
     assert rates[0] == 0.5 and rates[-1] == 31.3 and len(rates) == 6
     assert rates == sorted(rates)
     assert sweep_rates(2.0, 1.0, 5) == [1.0]
+
+
+def test_a_sweep_where_no_rate_meets_the_slo_exits_1_after_its_report(small_workload):
+    """A script reading the exit code learns the deployment has no capacity at these SLOs, as
+    plan's exit 1 says a load does not fit; the report is still printed, and bad input stays
+    exit 2."""
+    args = ("sweep", "teaching-7b", *INLINE, "--workload", small_workload(),
+            "--slo-ttft", "1ms", "--rates", "1,2")
+    out = _invoke(*args, "--json")
+    assert out.exit_code == 1, out.output
+    report = json.loads(out.stdout)
+    assert report["capacity_rps"] == 0 and report["capacity_point"] is None
+    assert not any(p["meets_slo"] for p in report["points"])
+    assert "no swept rate met the SLO target" in out.stderr
+    text = _invoke(*args)
+    assert text.exit_code == 1 and "capacity:" in text.stdout
+    assert _invoke(*args[:-2], "--rates", "0").exit_code == 2
+
+
+def test_sweep_output_starts_with_its_report_not_a_progress_bars_blank_line(small_workload):
+    """The progress bar wrote to stdout and, read through a pipe, left an empty first line
+    before the report; it is on stderr now, and only on a terminal, as search's is."""
+    out = _invoke("sweep", "teaching-7b", *INLINE, "--workload", small_workload(),
+                  "--slo-ttft", "300ms", "--rates", "2,8")
+    assert out.exit_code == 0, out.output
+    assert out.stdout.splitlines()[0].startswith("teaching-7b on 80GiB"), out.stdout[:200]
+    assert out.stderr == ""

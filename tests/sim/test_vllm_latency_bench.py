@@ -340,3 +340,27 @@ def test_the_out_of_sample_ttft_is_broken_down_by_regime_release_and_source() ->
     lines = bench.breakdown_lines(rows, CASES)
     assert "| source | wmx | 3 | 50.0% | +20.0% |" in lines
     assert "| load regime | closed loop (concurrency) | 3 | 50.0% | +20.0% |" in lines
+
+
+def test_coverage_is_given_per_family_as_well_as_over_every_figure() -> None:
+    """Out of sample, each family's share inside its 95 % interval is reported beside the
+    overall share (an overall 80 % can hide a family at 74 %); a family with no judged figure
+    says so, and in-sample rows (never judged) get no coverage column."""
+    loso = sys.modules["vllm_loso"]
+    rows = [{"fixture": "a", "source": "s", "family": "ttft", "error": 0.1, "covered": True},
+            {"fixture": "b", "source": "t", "family": "tpot", "error": -0.3, "covered": False},
+            {"fixture": "b", "source": "t", "family": "tpot", "error": 0.2, "covered": True},
+            {"fixture": "c", "source": "t", "family": "throughput", "error": 0.2,
+             "covered": None}]
+    s = loso.summary(rows)
+    assert s["inside_95_interval"] == pytest.approx(2 / 3, abs=1e-4)
+    assert s["families"]["ttft"]["inside_95_interval"] == 1.0
+    assert s["families"]["tpot"]["inside_95_interval"] == 0.5
+    assert s["families"]["throughput"]["inside_95_interval"] is None
+    lines = bench.summary_lines("out", s)
+    assert "| tpot | 2 | 25.0% | 50.0% |" in lines
+    assert "| throughput | 1 | 20.0% | none judged |" in lines
+    assert "| every figure | 4 | 20.0% | 66.7% |" in lines
+    unjudged = loso.summary([{k: v for k, v in r.items() if k != "covered"} for r in rows])
+    assert "inside_95_interval" not in unjudged
+    assert "| tpot | 2 | 25.0% |" in bench.summary_lines("in", unjudged)

@@ -259,3 +259,16 @@ def test_the_simulator_replays_the_same_load() -> None:
     for key in ("queue_ms", "ttft_ms", "itl_ms", "e2e_ms"):
         assert check[key]["measured"] == {k: out["latency"][key][k] for k in ("p50", "p95")}
         assert check[key]["simulated"]["p50"] >= 0
+
+
+def test_the_loads_counts_print_on_a_line_not_in_a_wrapped_title() -> None:
+    """The latency table's title held the counts and throughputs and, wrapped to the narrow
+    table's width at 80 columns, broke mid-phrase over three lines."""
+    result = CliRunner().invoke(app, ["verify", "tiny-llama", "--device", "cpu"],
+                                terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    counts = next(line for line in lines if line.startswith("the load: "))
+    assert " requests finished; input " in counts and counts.endswith(" tokens/s"), counts
+    assert len(counts) <= 80
+    assert "the load: ms from each request's arrival" in lines

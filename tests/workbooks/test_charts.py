@@ -152,3 +152,20 @@ def test_charts_are_not_on_blank_templates(books) -> None:
     written, _ = books["single"]
     assert written["Latency record"].sheet_state == "hidden"
     assert not written["Latency record"]._charts
+
+
+def test_a_count_axis_over_a_few_units_steps_by_whole_requests(tmp_path) -> None:
+    """A 70B on one H100 has no room for a request at any context: the Envelope's chart is
+    flat at 0, and its axis, stepping by 0.5 printed whole, read '0, 1, 1'."""
+    from openpyxl import load_workbook
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+
+    book = tmp_path / "70b.xlsx"
+    result = CliRunner().invoke(app, ["workbook", "llama-3.1-70b-instruct", "--device",
+                                      "h100-80gb", "-tp", "4", "-o", str(book)])
+    assert result.exit_code == 0, result.output
+    (chart,) = load_workbook(book)["Envelope"]._charts
+    axis = chart.y_axis
+    assert (axis.majorUnit, axis.scaling.min, axis.scaling.max) == (1, 0, 1)

@@ -31,6 +31,10 @@ def test_the_diff_sheet_recalculates_to_the_comparison(soffice_bin, tmp_path) ->
                                                                 abs=1e-9), figure["key"]
         if figure["unit"] == "bytes":
             assert abs(ws.cell(row=row, column=6).value - figure["delta"] / 2**30) < 1e-9
+    for figure in out["outcome"]:  # yes/no: 'changed' or blank, never TRUE/FALSE as B - A
+        if figure["unit"] == "bool":
+            shown = ws.cell(row=rows[figure["key"]], column=5).value
+            assert shown in (("changed",) if figure["a"] != figure["b"] else (None, "")), shown
     wb = load_workbook(computed, data_only=True)
     committed = {side: sum(f[side] for f in out["lines"]) for side in ("a", "b")}
     assert cell_of(wb, "diff_a_committed_bytes").value == committed["a"]

@@ -11,6 +11,7 @@ from servecap.cli.inputs import PlanFlags, plan_scenario
 from servecap.cli.workbook_cmd import workbook_source
 from servecap.cli.workbook_scenario import record
 from servecap.ledger.errors import SpecError
+from servecap.workbooks import style
 from servecap.workbooks.export import SHEETS, build_workbook, save_workbook
 from servecap.workbooks.inputs_sheet import model_rows
 from servecap.workbooks.names import INPUT_NAMES, OUTPUT_NAMES, cell_of
@@ -190,7 +191,7 @@ def test_verification_reads_as_a_report_with_tolerance_ceiling_and_run_record(sr
     assert rows[0] == (*VERIFY_HEADERS, "tolerance_bytes", "line name")
     assert rows[1] == ("kv_pool", 100, 104, 4, "ok", 8, "KV pool (allocated blocks)")
     assert rows[3][-1] == "memory-only ceiling [requests]"
-    assert ws["B4"].number_format == '#,##0" requests"'
+    assert ws["B4"].number_format == style.REQUESTS  # '38 requests', '1 request'
     below = {r[0]: r[1] for r in ws.iter_rows(min_row=6, max_col=2, values_only=True) if r[0]}
     assert below["torch"] == "2.13.0" and below["config hash"] == "sha256:ab12"
     assert below["date (UTC)"] == record["date"] and below["run id"] == "r-7"

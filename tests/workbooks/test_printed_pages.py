@@ -227,3 +227,22 @@ def _wrapped_cells(ws):
                 if isinstance(cell.value, str) and cell.alignment.wrap_text \
                         and not cell.value.startswith("="):
                     yield cell
+
+
+def test_no_scenario_page_ends_on_a_section_heading(printed) -> None:
+    """A section's heading prints on the page of its first rows: LibreOffice's own page breaks
+    left 'scheduler' and 'search' alone at the bottom of a page, their rows on the next."""
+    for name, (book, pages) in printed.items():
+        ws = book["Scenario"]
+        headings = {c.value for (c,) in ws.iter_rows(min_row=2, max_col=1)
+                    if isinstance(c.value, str) and c.font.i and "." not in c.value}
+        assert {"model", "scheduler", "server"} <= headings, (name, headings)
+        seen = set()
+        for page in by_sheet(pages)["Scenario"]:
+            lines = [line.strip() for line in page.text.splitlines() if line.strip()][:-1]
+            for i, line in enumerate(lines):
+                if line in headings:
+                    seen.add(line)
+                    after = lines[i + 1] if i + 1 < len(lines) else "(the page's end)"
+                    assert after.startswith(line + "."), (name, page.number, line, after)
+        assert seen == headings, (name, headings - seen)

@@ -280,6 +280,11 @@ def test_the_envelope_of_a_multi_gpu_plan_says_whose_ceiling_it_is(tmp_path, arg
              if isinstance(c.value, str)]
     said = [t for t in texts if "whole model on one device" in t and "on Ranks" in t]
     assert bool(said) == noted, texts[-3:]
+    # the ceiling column and the chart say whose ceiling it is even without reading the note
+    assert sheet["H1"].value == "memory-only ceiling, one GPU, whole model [requests]"
+    (chart,) = sheet._charts
+    title = "".join(run.t for par in chart.title.tx.rich.p for run in par.r or ())
+    assert "one GPU, whole model" in title, title
     if noted:  # the note prints with the table
         note_row = next(c.row for row in sheet.iter_rows(max_col=1) for c in row
                         if c.value == said[0])
