@@ -78,8 +78,10 @@ def render_rank(result, console: Console, which: str = "") -> None:
     print_table(console, _phases(result.phases), drop=("non-torch", "reserved"))
     latency = result.latency  # the counts on a line of their own: a title wraps to the table
     console.print(f"the load: {latency['num_finished']} of "
-                  f"{plural(latency['num_requests'], 'request')} finished; input "
-                  f"{latency['input_tokens_per_s']:,.1f} tokens/s, output "
+                  f"{plural(latency['num_requests'], 'request')} finished", highlight=False)
+    # the throughputs on a line of their own: beside the counts, a fast CPU's figures ran past
+    # 80 columns and wrapped 'tokens/s' alone
+    console.print(f"throughput: input {latency['input_tokens_per_s']:,.1f} tokens/s, output "
                   f"{latency['output_tokens_per_s']:,.1f} tokens/s", highlight=False)
     print_table(console, _latency(latency))
     check = result.latency.get("simulated_vs_measured")

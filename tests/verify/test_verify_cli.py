@@ -268,7 +268,10 @@ def test_the_loads_counts_print_on_a_line_not_in_a_wrapped_title() -> None:
                                 terminal_width=80)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    counts = next(line for line in lines if line.startswith("the load: "))
-    assert " requests finished; input " in counts and counts.endswith(" tokens/s"), counts
-    assert len(counts) <= 80
+    at = next(i for i, line in enumerate(lines) if line.startswith("the load: "))
+    counts, throughput = lines[at], lines[at + 1]
+    assert counts.endswith(" requests finished"), counts
+    # the throughputs on their own line, whole
+    assert throughput.startswith("throughput: input ") and throughput.endswith(" tokens/s")
+    assert len(throughput) <= 80 and len(counts) <= 80
     assert "the load: ms from each request's arrival" in lines
