@@ -61,6 +61,11 @@ def test_simulate_json_imports_no_other_command_and_no_rendering() -> None:
     assert not {m for m in modules if m.startswith(("rich", "servecap.workbooks",
                                                     "servecap.runtime"))}
     assert not {"servecap.cli.sim_view", "servecap.cli.sim_xlsx"} & modules
+    # a fixed shape or a workload YAML replays no token-id trace, a deployment that starts needs
+    # no start advice's search, a model without an indexer no cache page specs: each module's
+    # dataclasses are built only where it is used
+    assert not {"servecap.scenario.prefix_trace", "servecap.ledger.prefix_cache",
+                "servecap.ledger.fit", "servecap.ledger.cache_specs"} & modules
 
 
 @pytest.mark.parametrize(("args", "needle"), [
