@@ -10,7 +10,9 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 ROOT = Path(__file__).resolve().parent
-KERNELS = ("decode_run", "loop")  # sim/core.py picks the same list and hashes the same files
+# sim/core.py picks the same list (in this order: each cimports the ones before) and hashes
+# the same files
+KERNELS = ("seq", "kvpool", "engine", "policies", "decode_run", "loop")
 STAGE = Path("build") / "cython" / "servecap" / "sim"
 
 
@@ -23,8 +25,11 @@ def extensions() -> list:
     stage.mkdir(parents=True, exist_ok=True)
     for package in (stage, stage.parent):
         (package / "__init__.py").write_text("")
+    # the .pxd files give the C types; the sources' annotations are for readers (a Python
+    # `int` or `bool` annotation would otherwise type the compiled argument as that exact type)
     return cythonize([_kernel(name, stage) for name in KERNELS],
-                     compiler_directives={"language_level": 3}, quiet=True)
+                     compiler_directives={"language_level": 3, "annotation_typing": False},
+                     quiet=True)
 
 
 def _kernel(name: str, stage: Path) -> Extension:

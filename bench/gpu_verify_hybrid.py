@@ -13,18 +13,16 @@ the memory ceiling are reconciled beside every other line. Exit 0 when every lin
 """
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_verify_runs import add_load_args, add_output_args, run_main, verify_all, write_json
+
 from servecap.cli.inputs import PlanFlags, serve_spec
-from servecap.cli.verify_cmd import VerifyFlags, verify_from_flags
-from servecap.cli.verify_json import verify_to_dict, violations
-from servecap.cli.verify_view import render_verify
-from servecap.ledger.errors import SpecError
+from servecap.cli.verify_cmd import VerifyFlags
 from servecap.ledger.plan import build_plan
 from servecap.model_configs import load_model
 
@@ -62,49 +60,26 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=140)
     figures = {"plans": plan_only(args, console)}
     if args.dry_run:
-        _write(args.json_out, {**figures, "dry_run": True})
+        write_json(args.json_out, {**figures, "dry_run": True})
         return 0
-    failed = False
-    for name, path in MODELS.items():
-        vflags = VerifyFlags(device=args.device, device_memory=args.device_memory,
-                             num_layers=args.num_layers, output_tokens=args.output_tokens)
-        start = time.perf_counter()
-        result = verify_from_flags(str(path), _flags(args), vflags)
-        wall_s = time.perf_counter() - start
-        console.print(f"{name}: verification wall time {wall_s:,.1f} s")
-        render_verify(result, console)
-        report = verify_to_dict(result)
-        figures[name] = {"wall_s": wall_s, "ok": report["ok"],
-                         "violations": report["violations"], "verify": report}
-        failed = failed or bool(violations(result))
-    _write(args.json_out, figures)
-    return 1 if failed else 0
-
-
-def _write(path: str | None, data: dict) -> None:
-    if path:
-        Path(path).write_text(json.dumps(data, indent=2, default=str))
+    vflags = VerifyFlags(device=args.device, device_memory=args.device_memory,
+                         num_layers=args.num_layers, output_tokens=args.output_tokens)
+    runs = {name: (str(path), _flags(args), vflags) for name, path in MODELS.items()}
+    return verify_all(runs, console, figures, args.json_out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--device-memory", default="16GiB")
-    parser.add_argument("--context", type=int, default=2048)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    add_load_args(parser)
     parser.add_argument("--output-tokens", type=int, default=16)
     parser.add_argument("--num-layers", type=int, default=8,
                         help="the first N layers of each model (8: Nemotron-H's first "
                              "attention block is its 8th)")
-    parser.add_argument("--json-out", default=None)
-    parser.add_argument("--dry-run", action="store_true",
-                        help="plan both models and write the figures; run nothing (any machine)")
-    try:
-        sys.exit(run(parser.parse_args()))
-    except SpecError as exc:
-        print(f"gpu_verify_hybrid: {exc.line()}", file=sys.stderr)
-        sys.exit(2)
+    add_output_args(parser,
+                    "plan both models and write the figures; run nothing (any machine)")
+    run_main("gpu_verify_hybrid", parser, run)
 
 
 if __name__ == "__main__":

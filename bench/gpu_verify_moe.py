@@ -15,19 +15,17 @@ violated, 2 when no GPU is available.
 """
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_verify_runs import add_load_args, add_output_args, run_main, verify_all, write_json
+
 from servecap.cli.inputs import PlanFlags, model_for_flags, serve_spec
-from servecap.cli.verify_cmd import VerifyFlags, verify_from_flags
-from servecap.cli.verify_json import verify_to_dict, violations
-from servecap.cli.verify_view import render_verify
+from servecap.cli.verify_cmd import VerifyFlags
 from servecap.ledger.arch import routed_layers
-from servecap.ledger.errors import SpecError
 from servecap.ledger.plan import build_plan
 from servecap.ledger.units import MiB
 from servecap.model_configs import load_model
@@ -70,47 +68,24 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"{name}: {plan}")
     figures = {"plans": plans}
     if args.dry_run:
-        _write(args.json_out, {**figures, "dry_run": True})
+        write_json(args.json_out, {**figures, "dry_run": True})
         return 0
-    failed = False
-    for name, (model, layers) in MODELS.items():
-        vflags = VerifyFlags(device=args.device, device_memory=plans[name]["device_memory"],
-                             num_layers=layers, output_tokens=args.output_tokens)
-        start = time.perf_counter()
-        result = verify_from_flags(model, _flags(args), vflags)
-        wall_s = time.perf_counter() - start
-        console.print(f"{name}: verification wall time {wall_s:,.1f} s")
-        render_verify(result, console)
-        report = verify_to_dict(result)
-        figures[name] = {"wall_s": wall_s, "ok": report["ok"],
-                         "violations": report["violations"], "verify": report}
-        failed = failed or bool(violations(result))
-    _write(args.json_out, figures)
-    return 1 if failed else 0
-
-
-def _write(path: str | None, data: dict) -> None:
-    if path:
-        Path(path).write_text(json.dumps(data, indent=2, default=str))
+    runs = {name: (model, _flags(args),
+                   VerifyFlags(device=args.device, device_memory=plans[name]["device_memory"],
+                               num_layers=layers, output_tokens=args.output_tokens))
+            for name, (model, layers) in MODELS.items()}
+    return verify_all(runs, console, figures, args.json_out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda:0")
-    parser.add_argument("--context", type=int, default=2048)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    add_load_args(parser)
     parser.add_argument("--output-tokens", type=int, default=16)
     parser.add_argument("--ceiling", type=int, default=24,
                         help="requests of the context the emulated device is sized to hold")
-    parser.add_argument("--json-out", default=None)
-    parser.add_argument("--dry-run", action="store_true",
-                        help="plan the three models and write the figures; run nothing")
-    try:
-        sys.exit(run(parser.parse_args()))
-    except SpecError as exc:
-        print(f"gpu_verify_moe: {exc.line()}", file=sys.stderr)
-        sys.exit(2)
+    add_output_args(parser, "plan the three models and write the figures; run nothing")
+    run_main("gpu_verify_moe", parser, run)
 
 
 if __name__ == "__main__":

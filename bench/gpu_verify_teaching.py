@@ -12,18 +12,16 @@ differs and is printed first). Exit 0 when every ledger line held, 1 when one wa
 """
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_verify_runs import add_output_args, run_main, timed_verify, write_json
+
 from servecap.cli.inputs import PlanFlags, serve_spec
-from servecap.cli.verify_cmd import VerifyFlags, verify_from_flags
-from servecap.cli.verify_json import verify_to_dict, violations
-from servecap.cli.verify_view import render_verify
-from servecap.ledger.errors import SpecError
+from servecap.cli.verify_cmd import VerifyFlags
 from servecap.ledger.plan import build_plan
 from servecap.ledger.units import GiB
 from servecap.model_configs import load_model
@@ -61,28 +59,17 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=140)
     figures = {"plans": compare_parameters(console)}
     if args.dry_run:
-        _write(args.json_out, {**figures, "dry_run": True})
+        write_json(args.json_out, {**figures, "dry_run": True})
         return 0
     flags = PlanFlags(device=args.device_memory, context=4096, concurrency=16,
                       runtime_peak="3GiB", safety="4GiB")
     vflags = VerifyFlags(device=args.device, device_memory=args.device_memory,
                          num_layers=args.num_layers, output_tokens=args.output_tokens)
-    start = time.perf_counter()
-    result = verify_from_flags(str(ARCH), flags, vflags)
-    wall_s = time.perf_counter() - start
-    console.print(f"verification wall time: {wall_s:,.1f} s")
-    render_verify(result, console)
-    report = verify_to_dict(result)
-    _write(args.json_out, {**figures, "wall_s": wall_s, "ok": report["ok"],
-                           "violations": report["violations"], "verify": report})
-    if report["violations"]:
-        console.print("violated: " + ", ".join(report["violations"]))
-    return 1 if violations(result) else 0
-
-
-def _write(path: str | None, data: dict) -> None:
-    if path:
-        Path(path).write_text(json.dumps(data, indent=2, default=str))
+    verified, violated = timed_verify(str(ARCH), flags, vflags, console)
+    write_json(args.json_out, {**figures, **verified})
+    if verified["violations"]:
+        console.print("violated: " + ", ".join(verified["violations"]))
+    return 1 if violated else 0
 
 
 def main() -> None:
@@ -92,14 +79,8 @@ def main() -> None:
     parser.add_argument("--output-tokens", type=int, default=16)
     parser.add_argument("--num-layers", type=int, default=None,
                         help="a scaled-down smoke run (the ledger scales the same way)")
-    parser.add_argument("--json-out", default=None)
-    parser.add_argument("--dry-run", action="store_true",
-                        help="compare the plans and write them; run nothing (any machine)")
-    try:
-        sys.exit(run(parser.parse_args()))
-    except SpecError as exc:
-        print(f"gpu_verify_teaching: {exc.line()}", file=sys.stderr)
-        sys.exit(2)
+    add_output_args(parser, "compare the plans and write them; run nothing (any machine)")
+    run_main("gpu_verify_teaching", parser, run)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,14 @@ NAMES = tuple(TERMS)
 # per-request time, and --coefficients frontend_prompt_token_s sets it where it is known
 HELD = {"FRONTEND_PROMPT_TOKEN_S": "one source (vLLM's blog, 20K-token prompts) decides it: "
                                    "0 fitted on every run, 27.5 us per token without the blog"}
+# --hold-streamed-token (bench/vllm_latency.py, with --price-sampler): an experiment, the
+# sampler's cost with the API server's time per streamed token held at 0 as well. Without the
+# sampler's cost that term fitted 0 on every fold; the sampler's is a GPU-side cost per request
+# per step, which a host cost per streamed token can mimic, and with it priced one source
+# (kvcached, with the L4 sweep) moved the term to 27.5 us: not identified across sources
+HELD_WITH_SAMPLER = {"FRONTEND_OUTPUT_TOKEN_S": "with the sampler priced, one source (kvcached, "
+                                                "with the L4 sweep) decides it: 0 on every fold "
+                                                "without the sampler, 27.5 us with it"}
 # The 95 % range of the model's error: K_ROBUST robust standard deviations (1.4826 x MAD)
 # about the median. The errors are heavier-tailed than a normal's (1.96 of them covered 78 %
 # of held-out figures, nested), and the empirical 2.5 / 97.5 % quantiles of ~36 TTFT errors

@@ -12,6 +12,8 @@ compare what vLLM measured with what servecap predicts.
     python bench/vllm_latency.py --efficiency             # each catalog device's efficiency
     python bench/vllm_latency.py --leave-one-source-out --price-sampler  # an experiment: the
         # sampler's bytes per sampling request (ledger/sampler.py), measured, not adopted
+    python bench/vllm_latency.py --leave-one-source-out --price-sampler --hold-streamed-token
+        # ... with the API server's time per streamed token held at 0, not fitted
 
 error = (predicted - measured) / measured. The shipped terms (sim/engine_fit.json) were fitted
 on every run, so the plain table is in sample; --leave-one-source-out refits them on every
@@ -53,6 +55,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     spread_bound,
     workload_for,
 )
+from vllm_fit import HELD, HELD_WITH_SAMPLER  # noqa: E402
 from vllm_loso import leave_one_source_out, summary, write_fit  # noqa: E402
 
 from servecap.sim.vllm_engine import FIT_FILE  # noqa: E402
@@ -278,6 +281,12 @@ def main(argv: list[str]) -> int:
                   file=sys.stderr)
             return 2
         SAMPLER["priced"] = True
+        if "--hold-streamed-token" in argv:
+            HELD.update(HELD_WITH_SAMPLER)
+    elif "--hold-streamed-token" in argv:
+        print("--hold-streamed-token: a variant of --price-sampler; only with it",
+              file=sys.stderr)
+        return 2
     if "--leave-one-source-out" in argv:
         return loso_main(argv)
     rows = run_all(only=_only(argv), engine="--without-engine" not in argv)

@@ -36,6 +36,7 @@ from .encoder_rules import (
 )
 from .errors import SpecError
 from .lines import Line
+from .scheduler_defaults import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 from .units import plural
 from .vision import GLM4V, INTERNVL, LLAMA4, MISTRAL3, QWEN_VL, VisionSpec
 
@@ -59,9 +60,9 @@ class EncoderSpec:
     processor_kwargs: tuple[tuple[str, object], ...] = ()
     tp_mode: str = "weights"
     skip_profiling: bool = False
-    max_num_batched_tokens: int = 8192
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     max_model_len: int = 8192
-    max_num_seqs: int = 256
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     chunked_prefill: bool = True
     tensor_parallel_size: int = 1
     dtype_bytes: int = 2

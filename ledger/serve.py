@@ -8,13 +8,13 @@ from .errors import SpecError
 from .kv_offload import OffloadSpec
 from .lora import LoraSpec
 from .paging import check_lengths
+from .scheduler_defaults import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
 
 DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM's default --block-size
 DEFAULT_SAFETY_FRACTION = 0.10  # vLLM's default gpu_memory_utilization = 0.90
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_WATERMARK = 0.01  # vLLM's share of KV blocks kept free at admission
-# Scheduler defaults live here once (vLLM's); cli/ and sim/ import them.
+# Scheduler defaults live once in scheduler_defaults.py (vLLM's); cli/ and sim/ import them
+# from here.
 # Resident requests on one device: far above what engines schedule (vLLM's max_num_seqs is 256
 # by default; 1,024 is a large setting); a larger figure is a typo, and would be planned request
 # by request.

@@ -5,7 +5,8 @@ from dataclasses import replace
 from servecap.ledger.errors import SpecError
 
 from .config import SchedulerConfig
-from .engine import Engine, reject
+from .core import Engine
+from .engine import reject
 from .metrics import SLO, itl_pairs, summarize_seqs
 from .roofline import Coefficients
 from .run import advance, finish_run

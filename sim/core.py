@@ -1,52 +1,40 @@
 """Which simulator kernels run: each compiled one (servecap.sim._<name>_c, built by the
 package's build from sim/<name>.py and its .pxd) when it was built from the very source
 installed beside it, else that source as plain Python. Both give the same bytes
-(tests/sim/test_golden_records.py runs each). The kernels: decode_run (decode-only steps
-between events) and loop (the scheduler loop that calls it)."""
-
-import hashlib
-import importlib
-import os
-from pathlib import Path
+(tests/sim/test_golden_records.py runs each). The kernels: seq (a request's state, whose
+fields the others read in C; sim/state.py picks it), kvpool (the block pool; sim/pool.py
+picks it), engine (admission and a request's decode
+bookkeeping, its fields read in C by the kernels), policies (which prompts join an
+iteration), decode_run (decode-only steps between
+events) and loop (the scheduler loop that calls it)."""
 
 from . import decode_run as PYTHON  # the decode kernel's source, run where COMPILED is None
+from . import engine as _engine_python
 from . import loop as _loop_python
+from . import policies as _policies_python
+from .pool import COMPILED_POOL
+from .stamp import compiled, source_digest
+from .state import COMPILED_SEQ
 
-KERNELS = ("decode_run", "loop")  # setup.py builds the same list
-
-
-def sources(name: str) -> tuple[str, str]:
-    """A kernel's source and its C types, the files its stamp covers."""
-    return f"{name}.py", f"{name}.pxd"
-
-
-def source_digest(name: str = "decode_run") -> str:
-    """sha256 over a kernel's source and its types, as the build stamps it."""
-    here = Path(__file__).parent
-    digest = hashlib.sha256()
-    for file in sources(name):
-        digest.update((here / file).read_bytes())
-    return digest.hexdigest()
+# setup.py builds the same list
+KERNELS = ("seq", "kvpool", "engine", "policies", "decode_run", "loop")
 
 
 def _compiled(name: str = "decode_run"):
-    """The compiled module, or None: not built, built from another source (an edit since
-    the build: the edit runs, not the stale build), or SERVECAP_PURE_PYTHON=1 set."""
-    if os.environ.get("SERVECAP_PURE_PYTHON") == "1":
-        return None
-    try:
-        module = importlib.import_module(f"._{name}_c", __package__)
-    except ImportError:
-        return None
-    try:
-        current = source_digest(name)
-    except OSError:
-        return None
-    return module if getattr(module, "SOURCE_SHA256", None) == current else None
+    """stamp.compiled with this module's source_digest."""
+    return compiled(name, lambda kernel: source_digest(kernel))
 
 
-COMPILED = _compiled("decode_run")
-COMPILED_LOOP = _compiled("loop")
+# the compiled engine takes requests as the compiled Seq, and the compiled kernels read the
+# engine's and the requests' fields as C fields: each runs only with the compiled classes it
+# reads (a stale or absent one runs them as Python too)
+COMPILED_ENGINE = _compiled("engine") if COMPILED_SEQ is not None \
+    and COMPILED_POOL is not None else None
+COMPILED_POLICIES = _compiled("policies") if COMPILED_ENGINE is not None else None
+COMPILED = _compiled("decode_run") if COMPILED_ENGINE is not None else None
+COMPILED_LOOP = _compiled("loop") if COMPILED_ENGINE is not None else None
+Engine = (COMPILED_ENGINE or _engine_python).Engine  # the engine a run builds
+PLANNERS = (COMPILED_POLICIES or _policies_python).PLANNERS  # the loop's policies
 
 
 def decode_run(eng, horizon, max_steps) -> int:
@@ -61,10 +49,14 @@ def run_iterations(eng, horizon) -> None:
 
 def kernel() -> str:
     """Which kernels run, for a benchmark to say."""
-    built = [name for name, module in (("decode", COMPILED), ("loop", COMPILED_LOOP))
-             if module is not None]
-    if len(built) == 2:
-        return "compiled (Cython) decode and loop kernels"
+    built = [name for name, module in (("request state", COMPILED_SEQ),
+                                       ("block pool", COMPILED_POOL),
+                                       ("engine", COMPILED_ENGINE),
+                                       ("policies", COMPILED_POLICIES), ("decode", COMPILED),
+                                       ("loop", COMPILED_LOOP)) if module is not None]
+    if len(built) == 6:
+        return "compiled (Cython) request state, block pool, engine, policy, decode and loop " \
+            "kernels"
     if not built:
         return "pure Python kernels"
-    return f"compiled (Cython) {built[0]} kernel, the other as Python"
+    return f"compiled (Cython) {' and '.join(built)}, the rest as Python"

@@ -5,6 +5,10 @@
 import cython
 from cpython.array cimport array, extend_buffer
 
+from ._kvpool_c cimport BlockPool
+from ._engine_c cimport Engine  # the engine's fields and methods in C (engine.pxd)
+from ._seq_c cimport Seq  # a request's fields in C (seq.pxd)
+
 
 cdef inline bint _column(object column, char code) noexcept:
     return type(column) is array and (<array>column).ob_descr.typecode == code
@@ -43,5 +47,6 @@ cdef inline int _push_int(object column, long long value) except -1:
                gemm=cython.double, wts=cython.double, st=cython.double,
                coll=cython.double, over=cython.double, eag=cython.double,
                cpu=cython.double, hops=cython.double, kv=cython.double,
-               residue=list, finish_at=dict, decoding=dict, typed=cython.bint)
-cpdef long long decode_run(object eng, object horizon, object max_steps) except? -1
+               residue=list, finish_at=dict, decoding=dict, typed=cython.bint, seq=Seq,
+               pool=BlockPool)
+cpdef long long decode_run(Engine eng, object horizon, object max_steps) except? -1

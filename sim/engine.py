@@ -8,7 +8,8 @@ from dataclasses import replace
 from servecap.ledger.paging import blocks_for
 
 from .config import SchedulerConfig
-from .kvpool import BlockPool, HostTier
+from .kvpool import HostTier
+from .pool import BlockPool
 from .roofline import Coefficients, reload_s, swap_s
 from .sampling import Request
 from .state import DONE, REJECTED, RUNNING, WAITING, Seq, SimResult

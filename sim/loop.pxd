@@ -5,6 +5,8 @@
 # of below 2^63 (so exact, as Python's integers are), each rounded to a double where Python
 # rounds it, and the seconds as doubles.
 import cython
+from ._engine_c cimport Engine  # the engine's fields and methods in C (engine.pxd)
+from ._seq_c cimport Seq  # a request's fields in C (seq.pxd)
 
 @cython.locals(dense=cython.longlong, moe=cython.longlong, gemm_rate=cython.double,
                moe_rate=cython.double, pair=cython.longlong, attn_rate=cython.double,
@@ -22,5 +24,17 @@ cpdef double _step_s(object eng, tuple k, long long prefill, long long num_decod
                      long long pairs, long long context, long long cached) except? -1.0
 
 @cython.locals(num_decode=cython.longlong, context=cython.longlong, prefill=cython.longlong,
-               cached=cython.longlong, pairs=cython.longlong, dt=cython.double)
-cdef _iterate(object eng, object work, bint decode)
+               cached=cython.longlong, pairs=cython.longlong, dt=cython.double, seq=Seq)
+cdef _iterate(Engine eng, object work, bint decode)
+
+@cython.locals(live=cython.longlong, seq=Seq)
+cdef _account(Engine eng, double dt)
+
+@cython.locals(j=cython.longlong, seq=Seq)
+cdef _finish_decode_step(Engine eng)
+
+cdef _finish_chunk(Engine eng, Seq seq, object chunk, object start)
+
+cpdef run_iterations(Engine eng, object horizon)
+cdef _decode_only(Engine eng)
+cdef _stuck(Engine eng)

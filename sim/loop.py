@@ -7,7 +7,7 @@ picks)."""
 
 from . import core
 from .engine import owed
-from .policies import PLANNERS, decode_due
+from .policies import decode_due
 from .speculative import decode_iteration_s
 from .state import REJECTED
 from .step_model import collective_s, prefill_pairs, step_s
@@ -15,7 +15,7 @@ from .step_model import collective_s, prefill_pairs, step_s
 
 def run_iterations(eng, horizon):
     """Run the iterations that start before horizon (None: until every request is done)."""
-    plan = PLANNERS[eng.cfg.policy]
+    plan = core.PLANNERS[eng.cfg.policy]  # compiled where the build made them
     while horizon is None or eng.now < horizon:
         seqs, nxt = eng.seqs, eng.next_arrival
         if nxt < len(seqs) and seqs[nxt].ready_s <= eng.now:  # pull_arrivals' own test

@@ -1,8 +1,7 @@
 """The event loop: a policy picks each iteration's work, the roofline prices it, time jumps."""
 
 from .config import SchedulerConfig
-from .core import run_iterations
-from .engine import Engine
+from .core import Engine, run_iterations
 from .roofline import Coefficients
 from .sampling import Request
 from .state import SimResult

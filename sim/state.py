@@ -3,53 +3,17 @@
 from array import array
 from dataclasses import dataclass, field
 
+from . import seq as _seq_python
 from .config import SchedulerConfig
 from .roofline import Coefficients
-from .sampling import Request
+from .seq import DONE, REJECTED, RUNNING, WAITING  # noqa: F401 (the states, named here too)
+from .stamp import compiled
 
-WAITING, RUNNING, DONE, REJECTED = "queued", "running", "completed", "rejected"
-
-
-class Seq:
-    """A request inside the engine. Times are absolute simulation seconds; None: not reached.
-    Tokens made by a prefill are in `prefill_token_s`; tokens made by decode iterations are
-    `segments` (first, last decode index, time of the token before the first) so no per-token
-    list is kept; `token_times` rebuilds them."""
-
-    __slots__ = ("req", "state", "reason", "generated", "target", "computed", "private_blocks",
-                 "prefix_blocks", "j0", "prev_s", "admitted_s", "prefill_start_s",
-                 "prefill_end_s", "release_s", "prefill_token_s", "segments", "preemptions",
-                 "recomputed_tokens", "chunks", "prefix_hit_tokens", "swapped_tokens",
-                 "last_token_s", "extra_gaps_s", "ready_s", "kv_transferred",
-                 "offload_hit_tokens")
-
-    def __init__(self, req: Request) -> None:
-        self.req = req
-        self.state, self.reason = WAITING, ""
-        self.generated, self.target, self.computed = 0, req.prompt_tokens, 0
-        self.private_blocks = self.prefix_blocks = self.j0 = 0
-        self.prev_s = 0.0
-        self.admitted_s = self.prefill_start_s = self.prefill_end_s = self.release_s = None
-        self.prefill_token_s: list[float] = []
-        self.segments: list[tuple[int, int, float]] = []
-        self.preemptions = self.recomputed_tokens = self.chunks = 0
-        self.prefix_hit_tokens = self.swapped_tokens = 0
-        self.offload_hit_tokens = 0  # of prefix_hit_tokens: loaded back from a host tier
-        self.last_token_s = 0.0
-        self.ready_s = req.arrival_s  # when the engine may take it (after a KV transfer)
-        self.kv_transferred = False
-        self.extra_gaps_s: list[float] = []  # gaps ending in a re-prefill token (recompute)
-
-    def token_times(self, decode_end_s: list[float]) -> list[float]:
-        """Each generated token's ready time, in order (absolute seconds)."""
-        times = list(self.prefill_token_s)
-        for first, last, _ in self.segments:
-            times.extend(decode_end_s[first:last + 1])
-        return sorted(times)
-
-    @property
-    def first_token_s(self) -> float | None:
-        return self.prefill_token_s[0] if self.prefill_token_s else None
+# a request's state: the compiled class (servecap.sim._seq_c: its fields in C, read by the
+# compiled kernels without a lookup) where the build made it from sim/seq.py as it is, else
+# that source as Python (a class with slots); the same fields, the same values
+COMPILED_SEQ = compiled("seq")
+Seq = (COMPILED_SEQ or _seq_python).Seq
 
 
 class KvSamples:

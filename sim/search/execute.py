@@ -17,21 +17,8 @@ def run_all(problem: Problem, batches: list[Batch], workers: int = 1, ray: str |
             ) -> tuple[dict[int, dict], bool]:
     """Results keyed by batch index (so order never depends on who finished first), and
     whether a Ctrl-C stopped the run early (the keys then say what finished)."""
-    done: dict[int, dict] = {}
-    tick = on_done or (lambda: None)
-    try:
-        with sigterm_as_sigint():
-            if ray is not None:
-                _on_ray(problem, batches, ray, workers, prune, done, tick)
-            elif workers <= 1:
-                for i, batch in enumerate(batches):
-                    done[i] = run_batch(problem, batch, prune)
-                    tick()
-            else:
-                _on_pool(problem, batches, workers, prune, done, tick)
-    except KeyboardInterrupt:
-        return done, True
-    return done, False
+    return map_tasks(run_batch, [(problem, batch, prune) for batch in batches], workers, ray,
+                     on_done)
 
 
 @contextlib.contextmanager
@@ -102,28 +89,6 @@ def _context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _indexed(job: tuple) -> tuple[int, dict]:
-    index, problem, batch, prune = job
-    return index, run_batch(problem, batch, prune)
-
-
-def _on_pool(problem, batches, workers, prune, done, tick) -> None:
-    """Batches handed out one at a time as workers free up; on Ctrl-C the workers are
-    terminated at once (what they were running is lost, what finished is kept)."""
-    pool = _context().Pool(workers, initializer=_quiet_worker)
-    jobs = [(i, problem, b, prune) for i, b in enumerate(batches)]
-    try:
-        for index, result in pool.imap_unordered(_indexed, jobs, chunksize=1):
-            done[index] = result
-            tick()
-        pool.close()
-    except BaseException:
-        pool.terminate()
-        raise
-    finally:
-        pool.join()
-
-
 def _ray_started(address: str, workers: int):
     """Ray, started: address 'local' starts a private Ray on this machine with `workers`
     CPUs; anything else ('auto', 'ray://host:10001') joins an existing cluster."""
@@ -142,53 +107,44 @@ def _ray_started(address: str, workers: int):
     return ray
 
 
-def _on_ray(problem, batches, address, workers, prune, done, tick) -> None:
-    """One Ray task per batch. address 'local' starts a private Ray on this machine with
-    `workers` CPUs; anything else ('auto', 'ray://host:10001') joins an existing cluster."""
-    ray = _ray_started(address, workers)
-    try:
-        task = ray.remote(run_batch)
-        refs = {task.remote(problem, b, prune): i for i, b in enumerate(batches)}
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1)
-            done[refs.pop(ready[0])] = ray.get(ready[0])
-            tick()
-    finally:
-        ray.shutdown()
-
-
 def map_tasks(fn: Callable, items: list, workers: int = 1, ray: str | None = None,
               on_done: Callable[[], None] | None = None) -> tuple[dict[int, object], bool]:
-    """fn(item) for each item, inline, on a local process pool or on Ray (as run_all runs
-    batches; fn must be a module-level function), keyed by the item's index, and whether a
-    Ctrl-C stopped it early."""
+    """fn(*item) for each item, inline, on a local process pool or on Ray (fn must be a
+    module-level function), keyed by the item's index, and whether a Ctrl-C stopped it
+    early."""
     done: dict[int, object] = {}
     tick = on_done or (lambda: None)
     jobs = [(fn, item) for item in items]
     try:
         with sigterm_as_sigint():
             if ray is not None:
-                _ray_map(jobs, ray, workers, done, tick)
+                _on_ray(jobs, ray, workers, done, tick)
             elif workers <= 1:
                 for i, job in enumerate(jobs):
                     done[i] = _apply(job)
                     tick()
             else:
-                pool = _context().Pool(workers, initializer=_quiet_worker)
-                try:
-                    for i, result in pool.imap_unordered(_indexed_apply, list(enumerate(jobs)),
-                                                         chunksize=1):
-                        done[i] = result
-                        tick()
-                    pool.close()
-                except BaseException:
-                    pool.terminate()
-                    raise
-                finally:
-                    pool.join()
+                _on_pool(jobs, workers, done, tick)
     except KeyboardInterrupt:
         return done, True
     return done, False
+
+
+def _on_pool(jobs, workers, done, tick) -> None:
+    """Jobs handed out one at a time as workers free up; on Ctrl-C the workers are
+    terminated at once (what they were running is lost, what finished is kept)."""
+    pool = _context().Pool(workers, initializer=_quiet_worker)
+    try:
+        for i, result in pool.imap_unordered(_indexed_apply, list(enumerate(jobs)),
+                                             chunksize=1):
+            done[i] = result
+            tick()
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
 
 
 def _apply(job: tuple):
@@ -201,7 +157,9 @@ def _indexed_apply(indexed: tuple) -> tuple[int, object]:
     return index, _apply(job)
 
 
-def _ray_map(jobs, address, workers, done, tick) -> None:
+def _on_ray(jobs, address, workers, done, tick) -> None:
+    """One Ray task per job. address 'local' starts a private Ray on this machine with
+    `workers` CPUs; anything else ('auto', 'ray://host:10001') joins an existing cluster."""
     ray = _ray_started(address, workers)
     try:
         task = ray.remote(_apply)

@@ -3,41 +3,22 @@
 import json
 
 import pytest
-
-
-def _one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("servecap: error:")
-    assert "Traceback" not in result.output
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-
-
-def _yaml(tmp_path, text: str):
-    path = tmp_path / "model.yaml"
-    path.write_text(text)
-    return path
-
-
-BASE = ("name: m\nsource: test\nmodel_type: llama\nhidden_size: 64\nintermediate_size: 128\n"
-        "vocab_size: 100\nnum_attention_heads: 4\nnum_key_value_heads: 2\n")
+from bad_input_checks import BASE, model_yaml, one_line_error
 
 
 def test_missing_file(run) -> None:
-    _one_line_error(run("plan", "no/such/model.yaml", "--device", "40GiB"), "no/such/model.yaml",
-                    "bundled")
+    one_line_error(run("plan", "no/such/model.yaml", "--device", "40GiB"), "no/such/model.yaml",
+                   "bundled")
 
 
 def test_yaml_that_is_not_a_mapping(run, tmp_path) -> None:
-    _one_line_error(run("plan", _yaml(tmp_path, "- a\n- b\n"), "--device", "1GiB"),
-                    "model.yaml", "mapping")
+    one_line_error(run("plan", model_yaml(tmp_path, "- a\n- b\n"), "--device", "1GiB"),
+                   "model.yaml", "mapping")
 
 
 def test_unknown_key(run, tmp_path) -> None:
-    path = _yaml(tmp_path, BASE + "num_hidden_layers: 2\nnum_layerz: 3\n")
-    _one_line_error(run("plan", path, "--device", "1GiB"), "num_layerz", "allowed keys")
+    path = model_yaml(tmp_path, BASE + "num_hidden_layers: 2\nnum_layerz: 3\n")
+    one_line_error(run("plan", path, "--device", "1GiB"), "num_layerz", "allowed keys")
 
 
 @pytest.mark.parametrize(("field", "value"), [("num_hidden_layers", 0),
@@ -46,49 +27,49 @@ def test_unknown_key(run, tmp_path) -> None:
 def test_zero_or_negative_dimensions(run, tmp_path, field, value) -> None:
     text = (BASE + "num_hidden_layers: 2\n").replace(f"{field}: ", f"{field}_old: ")
     text = "\n".join(line for line in text.splitlines() if not line.startswith(field + "_old"))
-    path = _yaml(tmp_path, text + f"\n{field}: {value}\n")
-    _one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"), field, str(value))
+    path = model_yaml(tmp_path, text + f"\n{field}: {value}\n")
+    one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"), field, str(value))
 
 
 def test_zero_kv_heads(run, tmp_path) -> None:
-    path = _yaml(tmp_path, BASE.replace("num_key_value_heads: 2", "num_key_value_heads: 0")
-                 + "num_hidden_layers: 2\n")
-    _one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"),
-                    "num_key_value_heads", "0")
+    path = model_yaml(tmp_path, BASE.replace("num_key_value_heads: 2", "num_key_value_heads: 0")
+                      + "num_hidden_layers: 2\n")
+    one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"),
+                   "num_key_value_heads", "0")
 
 
 def test_query_heads_not_a_multiple_of_kv_heads(run, tmp_path) -> None:
-    path = _yaml(tmp_path, BASE.replace("num_key_value_heads: 2", "num_key_value_heads: 3")
-                 + "num_hidden_layers: 2\n")
-    _one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"),
-                    "num_attention_heads", "multiple")
+    path = model_yaml(tmp_path, BASE.replace("num_key_value_heads: 2", "num_key_value_heads: 3")
+                      + "num_hidden_layers: 2\n")
+    one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"),
+                   "num_attention_heads", "multiple")
 
 
 def test_unknown_dtype(run) -> None:
-    _one_line_error(run("plan", "teaching-7b", "--kv-dtype", "fp7"), "--kv-dtype", "fp7",
-                    "bf16")
+    one_line_error(run("plan", "teaching-7b", "--kv-dtype", "fp7"), "--kv-dtype", "fp7",
+                   "bf16")
 
 
 def test_size_in_gigs(run) -> None:
-    _one_line_error(run("plan", "teaching-7b", "--device", "40 gigs"), "40 gigs", "40GiB")
+    one_line_error(run("plan", "teaching-7b", "--device", "40 gigs"), "40 gigs", "40GiB")
 
 
 def test_context_zero(run) -> None:
-    _one_line_error(run("plan", "teaching-7b", "--context", "0"), "context", "0")
+    one_line_error(run("plan", "teaching-7b", "--context", "0"), "context", "0")
 
 
 def test_unknown_architecture_fails_closed(run, tmp_path) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "mamba", "hidden_size": 64}))
-    _one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"), "model_type",
-                    "mamba", "llama")
+    one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"), "model_type",
+                   "mamba", "llama")
 
 
 def test_unknown_quantization_fails_closed(run, tmp_path) -> None:
-    path = _yaml(tmp_path, BASE + "num_hidden_layers: 2\nquantization_config:\n"
-                 "  quant_method: hqq\n")
-    _one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"), "quant_method",
-                    "hqq", "bitsandbytes")
+    path = model_yaml(tmp_path, BASE + "num_hidden_layers: 2\nquantization_config:\n"
+                      "  quant_method: hqq\n")
+    one_line_error(run("plan", path, "--device", "1GiB", "--context", "8"), "quant_method",
+                   "hqq", "bitsandbytes")
 
 
 def test_device_smaller_than_weights_exits_1_with_a_statement(run) -> None:
@@ -99,27 +80,27 @@ def test_device_smaller_than_weights_exits_1_with_a_statement(run) -> None:
 
 
 def test_bad_lengths(run) -> None:
-    _one_line_error(run("plan", "teaching-7b", "--lengths", "17,x"), "--lengths", "17,x")
+    one_line_error(run("plan", "teaching-7b", "--lengths", "17,x"), "--lengths", "17,x")
 
 
 def test_a_mistyped_bundled_name_gets_the_closest_one(run) -> None:
-    _one_line_error(run("plan", "llama3.1-8b", "--device", "40GiB"), "model = 'llama3.1-8b'",
-                    "did you mean llama-3.1-8b?", "bundled: ")
+    one_line_error(run("plan", "llama3.1-8b", "--device", "40GiB"), "model = 'llama3.1-8b'",
+                   "did you mean llama-3.1-8b?", "bundled: ")
 
 
 def test_a_missing_device_reads_as_missing_not_as_none(run) -> None:
     result = run("plan", "llama-3.1-8b", "--context", "4096")
-    _one_line_error(result, "--device is missing: required: a catalog name")
+    one_line_error(result, "--device is missing: required: a catalog name")
     assert "None" not in result.stderr
 
 
 def test_a_shortened_bundled_name_gets_the_full_one(run) -> None:
-    _one_line_error(run("speculate", "llama-3.1-8b", "--device", "h100-80gb", "--draft",
-                        "llama-3.2-1b"), "did you mean llama-3.2-1b-instruct?")
+    one_line_error(run("speculate", "llama-3.1-8b", "--device", "h100-80gb", "--draft",
+                       "llama-3.2-1b"), "did you mean llama-3.2-1b-instruct?")
 
 
 def test_a_missing_trace_or_log_says_no_such_file(run, tmp_path) -> None:
-    _one_line_error(run("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace",
-                        tmp_path / "nope.csv"), "nope.csv': no such file")
-    _one_line_error(run("reconcile", tmp_path / "nope.log", "--model", "qwen3-14b"),
-                    "nope.log': no such file")
+    one_line_error(run("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--trace",
+                       tmp_path / "nope.csv"), "nope.csv': no such file")
+    one_line_error(run("reconcile", tmp_path / "nope.log", "--model", "qwen3-14b"),
+                   "nope.log': no such file")

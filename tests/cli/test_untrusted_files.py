@@ -5,24 +5,12 @@ import os
 from pathlib import Path
 
 import pytest
+from bad_input_checks import BASE, LLAMA, one_line_error
 
-BASE = ("name: m\nsource: test\nmodel_type: llama\nhidden_size: 64\nintermediate_size: 128\n"
-        "vocab_size: 100\nnum_attention_heads: 4\nnum_key_value_heads: 2\n")
-LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-         "vocab_size": 100}
 LAYERS = "num_hidden_layers: 2\n"
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
 CHAT_PATH = Path(__file__).resolve().parents[2] / "workloads" / "chat.yaml"
 CHAT = CHAT_PATH.read_text()
-
-
-def _one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("servecap: error:"), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 def _write(tmp_path, name: str, text: str) -> Path:
@@ -47,9 +35,9 @@ def _plan(run, path):
     (BASE + LAYERS + "quantization_config:\n  quant_method: gptq\n  bits: 4.7\n",
      ("bits = 4.7", "whole number")),
 ])
-def test_hostile_model_yaml(run, tmp_path, text, needles) -> None:
+def test_hostile_modelmodel_yaml(run, tmp_path, text, needles) -> None:
     result = _plan(run, _write(tmp_path, "model.yaml", text))
-    _one_line_error(result, "model.yaml", *needles)
+    one_line_error(result, "model.yaml", *needles)
     assert len(result.stderr) < 400  # the value is never echoed whole
 
 
@@ -59,7 +47,7 @@ def test_hostile_model_yaml(run, tmp_path, text, needles) -> None:
      "unreadable number"),
 ])
 def test_hostile_config_json(run, tmp_path, text, needle) -> None:
-    _one_line_error(_plan(run, _write(tmp_path, "config.json", text)), "config.json", needle)
+    one_line_error(_plan(run, _write(tmp_path, "config.json", text)), "config.json", needle)
 
 
 def test_a_config_json_with_a_utf8_bom_is_read(run, tmp_path) -> None:
@@ -73,13 +61,13 @@ def test_an_index_total_size_of_10_to_the_400(run, tmp_path) -> None:
     _write(tmp_path, "config.json", json.dumps(LLAMA))
     _write(tmp_path, "model.safetensors.index.json",
            '{"metadata": {"total_size": 1' + "0" * 400 + "}}")
-    _one_line_error(_plan(run, tmp_path), "total_size", "2^62")
+    one_line_error(_plan(run, tmp_path), "total_size", "2^62")
 
 
 def test_a_fifo_as_safetensors_does_not_block(run, tmp_path) -> None:
     _write(tmp_path, "config.json", json.dumps(LLAMA))
     os.mkfifo(tmp_path / "model.safetensors")
-    _one_line_error(_plan(run, tmp_path), "model.safetensors", "not a regular file")
+    one_line_error(_plan(run, tmp_path), "model.safetensors", "not a regular file")
 
 
 @pytest.mark.parametrize("make", ["fifo", "/dev/zero"])
@@ -92,27 +80,27 @@ def test_pipes_and_devices_are_refused_before_reading(run, tmp_path, make, comma
     args = {"plan": ("plan", path, "--device", "1GiB"),
             "reconcile": ("reconcile", path, "--model", "teaching-7b"),
             "trace": ("simulate", "teaching-7b", "--device", "h100-80gb", "--trace", path)}
-    _one_line_error(run(*args[command]), "regular file")
+    one_line_error(run(*args[command]), "regular file")
 
 
 @pytest.mark.parametrize("log", sorted(
     (Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs").glob("*.log")),
     ids=lambda p: p.name)
 def test_a_vllm_log_given_as_the_model_is_named_as_such(run, log) -> None:
-    _one_line_error(run("plan", log, "--device", "1GiB"), "vLLM log", "servecap reconcile")
+    one_line_error(run("plan", log, "--device", "1GiB"), "vLLM log", "servecap reconcile")
 
 
 def test_a_raw_vllm_log_that_parses_as_yaml_is_still_named(run, tmp_path) -> None:
     log = _write(tmp_path, "vllm.log", "INFO 09-10 12:00:00 [gpu_worker.py:276] Available KV "
                  "cache memory: 30.00 GiB\n")
-    _one_line_error(run("plan", log, "--device", "1GiB"), "vLLM log")
+    one_line_error(run("plan", log, "--device", "1GiB"), "vLLM log")
 
 
 def test_a_5000_digit_figure_in_a_vllm_log(run, tmp_path) -> None:
     log = _write(tmp_path, "vllm.log", "INFO 01-01 00:00:00 worker.py:1] # GPU blocks: "
                  + "9" * 5000 + ", # CPU blocks: 2048\n")
-    _one_line_error(run("reconcile", log, "--model", "teaching-7b", "--device", "80GiB"),
-                    "num_gpu_blocks", "5,000 digits")
+    one_line_error(run("reconcile", log, "--model", "teaching-7b", "--device", "80GiB"),
+                   "num_gpu_blocks", "5,000 digits")
 
 
 @pytest.mark.parametrize(("old", "new", "needles"), [
@@ -121,11 +109,11 @@ def test_a_5000_digit_figure_in_a_vllm_log(run, tmp_path) -> None:
     ("name: chat", "name: *b", ("aliases",)),
     ("seed: 7", "seed: " + "[" * 50_000 + "]" * 50_000, ("nested deeper",)),
 ])
-def test_hostile_workload_yaml(run, tmp_path, old, new, needles) -> None:
+def test_hostile_workloadmodel_yaml(run, tmp_path, old, new, needles) -> None:
     text = (BOMB if "*b" in new else "") + CHAT.replace(old, new)
     path = _write(tmp_path, "w.yaml", text)
-    _one_line_error(run("simulate", "teaching-7b", "--device", "h100-80gb", "--workload", path),
-                    "w.yaml", *needles)
+    one_line_error(run("simulate", "teaching-7b", "--device", "h100-80gb", "--workload", path),
+                   "w.yaml", *needles)
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -137,7 +125,7 @@ def test_hostile_workload_yaml(run, tmp_path, old, new, needles) -> None:
     (("plan", "teaching-7b", "--runtime-peak", ""), "--runtime-peak = ''"),
 ])
 def test_unicode_digits_and_empty_values(run, args, needle) -> None:
-    _one_line_error(run(*args), needle)
+    one_line_error(run(*args), needle)
 
 
 @pytest.mark.parametrize(("flag", "offer"), [
@@ -147,7 +135,7 @@ def test_unicode_digits_and_empty_values(run, args, needle) -> None:
 ])
 def test_a_size_without_a_unit_is_refused_on_every_size_flag(run, flag, offer) -> None:
     extra = ("--engine", "vllm") if flag in ("--cuda-graph-memory", "--non-torch") else ()
-    _one_line_error(run("plan", "teaching-7b", flag, "10", *extra), flag, offer)
+    one_line_error(run("plan", "teaching-7b", flag, "10", *extra), flag, offer)
 
 
 @pytest.mark.parametrize("value", ["0", "2097152", "10GiB"])

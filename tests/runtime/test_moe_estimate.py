@@ -6,24 +6,15 @@ intermediates included; fp32 on the CPU allocator (see test_runtime_estimate.py)
 
 from dataclasses import replace
 
-import torch
 from hf_reference import hybrid_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from peak_bound import check_bound
 
 from servecap.ledger.model import FULL, SLIDING, Attention, ModelSpec, MoE
-from servecap.ledger.runtime_estimate import estimate_runtime_peak, runtime_peak_bound
-from servecap.ledger.serve import ServeSpec
-from servecap.ledger.units import GiB
-from servecap.runtime.engine import Engine, EngineConfig
-from servecap.runtime.kv_pool import KVPool
 from servecap.runtime.model import DecoderOptions, with_num_layers
 from servecap.runtime.moe import family_options
-from servecap.runtime.state_pool import StatePool
-from servecap.runtime.telemetry import AllocatorCounter
-from servecap.runtime.weights import random_decoder
 
-TOLERANCE = 1.25
 FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v3", "qwen3_next", "gpt_oss")
 
 
@@ -71,23 +62,8 @@ def _attention(draw, family: str, hidden: int) -> ModelSpec:
 @given(spec=moe_shapes(), tokens=st.sampled_from([96, 192, 384]), seqs=st.integers(1, 16),
        block=st.sampled_from([4, 16]))
 def test_estimate_bounds_the_measured_peak_of_moe(spec, tokens, seqs, block) -> None:
-    torch.set_num_threads(1)
-    serve = ServeSpec(device_bytes=GiB, context_tokens=256, concurrency=1, weight_dtype="fp32",
-                      kv_dtype="fp32", activation_dtype="fp32", block_size_tokens=block,
-                      max_num_batched_tokens=tokens, max_num_seqs=seqs)
-    model = random_decoder(spec, "fp32", opts=DecoderOptions(moe=_routing(spec)))
-    states = StatePool(spec, 2) if spec.state_layers else None
-    engine = Engine(model, KVPool(spec, 4, block, "fp32"),
-                    EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens), states)
-    engine.profile_run()  # first call: lazily made kernel state
-    counter = AllocatorCounter()
-    with counter:
-        engine.profile_run()
-    bound, _ = runtime_peak_bound(spec, serve)
-    assert counter.peak_bytes <= bound <= TOLERANCE * counter.peak_bytes, \
-        (counter.peak_bytes, bound)
-    if block <= 16:
-        assert estimate_runtime_peak(spec, serve)[0] >= bound
+    check_bound(spec, "fp32", "fp32", tokens, seqs, block,
+                DecoderOptions(moe=_routing(spec)))
 
 
 def _routing(spec: ModelSpec):

@@ -7,22 +7,12 @@ Activations are fp32 here: the CPU runs bf16/fp16 batched matmuls through fp32 c
 size depends on the kernel picked, which the estimate covers with a conservative term (at real
 model widths bf16 measures 1.02 to 1.10x under the estimate) but cannot state to 25%."""
 
-import torch
 from hf_reference import hybrid_spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from peak_bound import check_bound
 
 from servecap.ledger.model import Attention, ModelSpec
-from servecap.ledger.runtime_estimate import estimate_runtime_peak, runtime_peak_bound
-from servecap.ledger.serve import ServeSpec
-from servecap.ledger.units import GiB
-from servecap.runtime.engine import Engine, EngineConfig
-from servecap.runtime.kv_pool import KVPool
-from servecap.runtime.state_pool import StatePool
-from servecap.runtime.telemetry import AllocatorCounter
-from servecap.runtime.weights import random_decoder
-
-TOLERANCE = 1.25
 
 
 @st.composite
@@ -59,7 +49,7 @@ def hybrid_shapes(draw):
        kv_dtype=st.sampled_from(["fp32", "bf16", "fp8"]), tokens=st.integers(32, 512),
        seqs=st.integers(1, 64), block=st.sampled_from([4, 16]))
 def test_estimate_bounds_the_measured_peak(spec, dtype, kv_dtype, tokens, seqs, block) -> None:
-    _check_bound(spec, dtype, kv_dtype, tokens, seqs, block)
+    check_bound(spec, dtype, kv_dtype, tokens, seqs, block)
 
 
 @settings(max_examples=10, derandomize=True, deadline=None)
@@ -69,25 +59,4 @@ def test_estimate_bounds_the_measured_peak_of_hybrids(spec, kv_dtype, tokens, se
                                                       block) -> None:
     """The same bound for the Mamba-2 and gated-DeltaNet hybrids: their state layers' scans,
     conv and decode groups (ledger/state_estimate.py), gated attention and relu2 MLPs."""
-    _check_bound(spec, "fp32", kv_dtype, tokens, seqs, block)
-
-
-def _check_bound(spec, dtype, kv_dtype, tokens, seqs, block) -> None:
-    torch.set_num_threads(1)
-    serve = ServeSpec(device_bytes=GiB, context_tokens=256, concurrency=1, weight_dtype=dtype,
-                      kv_dtype=kv_dtype, activation_dtype=dtype, block_size_tokens=block,
-                      max_num_batched_tokens=tokens, max_num_seqs=seqs)
-    model = random_decoder(spec, dtype)
-    pool = KVPool(spec, 4, block, kv_dtype)
-    states = StatePool(spec, 2) if spec.state_layers else None
-    engine = Engine(model, pool, EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens),
-                    states)
-    engine.profile_run()  # first call: lazily made kernel state
-    counter = AllocatorCounter()
-    with counter:
-        engine.profile_run()
-    bound, _ = runtime_peak_bound(spec, serve)
-    assert counter.peak_bytes <= bound <= TOLERANCE * counter.peak_bytes, \
-        (counter.peak_bytes, bound)
-    if block <= 16:  # the plan's default, blind to the KV dtype, bounds it too
-        assert estimate_runtime_peak(spec, serve)[0] >= bound
+    check_bound(spec, "fp32", kv_dtype, tokens, seqs, block)

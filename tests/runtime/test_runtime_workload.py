@@ -1,28 +1,15 @@
 """Simulator requests become engine arrivals: same lengths and times, shared prefixes shared."""
 
-from dataclasses import dataclass
-
 import pytest
 
 from servecap.ledger.errors import SpecError
 from servecap.runtime.workload import arrivals_from_requests, load_arrivals
-
-
-@dataclass(frozen=True)
-class Offered:
-    """The simulator's request fields, as its draw_requests returns them."""
-
-    request_id: int
-    arrival_s: float
-    prompt_tokens: int
-    output_tokens: int
-    prefix_group: str | None = None
-    prefix_tokens: int = 0
+from servecap.sim.sampling import Request
 
 
 def test_lengths_times_and_shared_prefixes_carry_over() -> None:
-    offered = [Offered(0, 0.0, 40, 5, "system", 32), Offered(1, 0.5, 50, 7, "system", 32),
-               Offered(2, 0.7, 20, 3)]
+    offered = [Request(0, 0.0, 40, 5, "system", 32), Request(1, 0.5, 50, 7, "system", 32),
+               Request(2, 0.7, 20, 3)]
     arrivals = arrivals_from_requests(offered, vocab_size=256, seed=7)
     assert [(a.arrival_s, len(a.prompt_tokens), a.output_tokens) for a in arrivals] == [
         (0.0, 40, 5), (0.5, 50, 7), (0.7, 20, 3)]

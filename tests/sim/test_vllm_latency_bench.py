@@ -387,3 +387,26 @@ def test_the_sampler_experiment_prices_only_sampling_runs_and_only_when_asked() 
     assert priced - plain == bench.sampler_state_bytes(l4)
     # the derived cost takes the L4 sweep's c32 ITL to within 15 % of the measured 7.1 ms
     assert abs(itl / l4.run["measured"]["median_itl_ms"] - 1) < 0.15
+
+
+def test_the_streamed_token_variant_holds_that_term_only_beside_the_sampler(capsys) -> None:
+    """--hold-streamed-token (a variant of --price-sampler, measured: docs/vllm-latency.md)
+    holds the API server's time per streamed token at 0 as the prompt-token time is held:
+    refused without --price-sampler; the shipped fit leaves the term free."""
+    assert bench.main(["--hold-streamed-token", "--leave-one-source-out"]) == 2
+    assert "only with it" in capsys.readouterr().err
+    used = sys.modules["vllm_fit"]  # the fit bench/vllm_latency.py runs
+    assert set(used.HELD_WITH_SAMPLER) == {"FRONTEND_OUTPUT_TOKEN_S"}
+    assert "FRONTEND_OUTPUT_TOKEN_S" not in used.HELD
+    everyone = {"runs": [c.name for c in CASES], "sources": sorted({c.source for c in CASES})}
+    assert "FRONTEND_OUTPUT_TOKEN_S" in used.fittable(dict.fromkeys(used.NAMES, everyone))
+    shipped = dict(used.HELD)
+    used.HELD.update(used.HELD_WITH_SAMPLER)
+    try:
+        free = used.fittable(dict.fromkeys(used.NAMES, everyone))
+        first = used.start(CASES[:1])
+    finally:
+        used.HELD.clear()
+        used.HELD.update(shipped)
+    assert "FRONTEND_OUTPUT_TOKEN_S" not in free and "FRONTEND_S" in free
+    assert first["FRONTEND_OUTPUT_TOKEN_S"] == 0.0 and first["FRONTEND_PROMPT_TOKEN_S"] == 0.0

@@ -1,0 +1,14 @@
+# A request's state as a C struct (sim/seq.py compiled as servecap.sim._seq_c): the compiled
+# kernels (loop.pxd, decode_run.pxd) cimport it and read and write its fields directly, not
+# through a slot descriptor each. Token counts are 64-bit integers (Python's integers, far
+# below 2^63), times doubles (Python's floats, the same bits); the times a request may not
+# have reached (None) and the lists stay objects. As Python, every field reads the same.
+cdef class Seq:
+    cdef public object req, state, reason, admitted_s, prefill_start_s, prefill_end_s, \
+        release_s
+    cdef public list prefill_token_s, segments, extra_gaps_s
+    cdef public long long generated, target, computed, private_blocks, prefix_blocks, j0, \
+        preemptions, recomputed_tokens, chunks, prefix_hit_tokens, swapped_tokens, \
+        offload_hit_tokens
+    cdef public double prev_s, last_token_s, ready_s
+    cdef public bint kv_transferred
