@@ -8,6 +8,8 @@ import typer
 from typer import core
 from typer.core import TyperGroup
 
+from . import startup_gc
+
 # the click typer runs on: vendored as typer._click since typer 0.22, plain click before
 click = getattr(core, "_click", None) or core.click
 
@@ -82,7 +84,12 @@ class LazyGroup(TyperGroup):
     def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         from .pipe import quiet_pipe
 
-        return quiet_pipe(self._main)(args, *rest, standalone_mode=standalone_mode, **kwargs)
+        startup_gc.pause()  # until the command runs (cli/startup_gc.py)
+        try:
+            return quiet_pipe(self._main)(args, *rest, standalone_mode=standalone_mode,
+                                          **kwargs)
+        finally:
+            startup_gc.resume()
 
     def _main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
         if not standalone_mode:
@@ -111,6 +118,7 @@ def load_command(name: str) -> click.Command:
     command.context_settings = {**CONTEXT, **command.context_settings}
     command.params.append(version_option())
     command.format_help = _whole_option_names(command.format_help)
+    command.invoke = startup_gc.resumed_first(command.invoke)
     return command
 
 

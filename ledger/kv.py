@@ -3,7 +3,6 @@ chunked-local layers (linear-attention and Mamba layers hold a fixed state: ledg
 
 from dataclasses import dataclass
 
-from .cache_specs import indexer_bytes_per_token as _indexer_per_layer
 from .dtypes import bits_to_bytes
 from .errors import SpecError
 from .experts import ExpertSplit
@@ -92,7 +91,11 @@ def indexer_bytes_per_token(spec: ModelSpec, shard: Shard = WHOLE) -> int:
     """DeepSeek-V3.2 / GLM-5's indexer K cache: 132 B per token per MLA layer (fp8 + scales,
     cache_specs.IndexerPage), not sharded by tensor parallelism, whatever the KV dtype."""
     dim = spec.attention.indexer_head_dim
-    return len(shard.layer_ids(spec)) * _indexer_per_layer(dim) if dim else 0
+    if not dim:
+        return 0
+    from .cache_specs import indexer_bytes_per_token as per_layer  # indexer models alone
+
+    return len(shard.layer_ids(spec)) * per_layer(dim)
 
 
 def kv_bytes_by_layer_kind(spec: ModelSpec, kv_bits: int, tokens: int, block_size_tokens: int,

@@ -7,7 +7,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .fit import largest
 from .ranks import Deployment
 from .units import GiB
 
@@ -43,6 +42,8 @@ def advise_after_pool(at_utilization: Callable[[float], Deployment],
     warm-up error) and --enforce-eager for the capture, with the figures: the largest
     gpu_memory_utilization below the asked one, and the largest max_num_seqs below it, that
     start."""
+    from .fit import largest  # a deployment that does not start alone
+
     hundredths = round(utilization * UTIL_STEP)
     # hundredths below the asked utilization that still fail: the first past them starts (far
     # lower, the pool would stop holding a request: the gallop lands well inside the gap)
@@ -68,6 +69,8 @@ def advise(at_length: Callable[[int], Deployment], at_utilization: Callable[[flo
     """vLLM's 'Try increasing gpu_memory_utilization or decreasing max_model_len', with the
     figures: the largest max_model_len below the asked one that starts, and the smallest
     gpu_memory_utilization up to 1.00 that starts at the asked max_model_len."""
+    from .fit import largest  # a deployment that does not start alone
+
     by_length = largest("max_model_len", lambda n: _gate(at_length(n)), 1,
                         max(max_model_len - 1, 1))
     length = by_length.answer.value if by_length.answer else None

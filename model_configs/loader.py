@@ -8,7 +8,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from pydantic import ValidationError
 
@@ -102,10 +102,10 @@ def _load_yaml(path: Path) -> tuple[LoadedModel, int | None]:
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "a model YAML must be a mapping of "
                         "config.json field names to values")
-    model = _validate(ModelFile, data)
+    model = _bundled(data) if path.resolve().parent == BUNDLED_DIR else _validate(ModelFile, data)
     notes = tuple(model.notes or ())
     spec = to_spec(model, model.name, model.source, model.num_parameters, notes)
-    return LoadedModel(spec, path, model.serving or Serving()), model.weights_total_size_bytes
+    return LoadedModel(spec, path, model.serving or _no_serving()), model.weights_total_size_bytes
 
 
 def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
@@ -127,7 +127,7 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     except SpecError as error:
         spec = replace(spec, notes=spec.notes + (f"vision_config not read for the encoder "
                                                  f"budget: {error.line()}",))
-    return LoadedModel(spec, path, Serving(), ignored_fields=ignored)
+    return LoadedModel(spec, path, _no_serving(), ignored_fields=ignored)
 
 
 def _load_gguf(path: Path) -> LoadedModel:
@@ -142,7 +142,7 @@ def _load_gguf(path: Path) -> LoadedModel:
     note = (f"read from the GGUF header ({len(table):,} tensors; general.name "
             f"{meta.get('general.name', '?')!r}): no tensor was loaded",)
     return LoadedModel(to_spec(cfg, path.stem, str(path), notes=note + notes), path,
-                       Serving(), gguf_weights(table), ignored_fields=ignored)
+                       _no_serving(), gguf_weights(table), ignored_fields=ignored)
 
 
 def _is_hub_id(ref: str) -> bool:
@@ -172,8 +172,33 @@ def _load_hub(ref: str) -> LoadedModel:
     except SpecError as exc:
         raise exc.at(f"{ref}: config.json") from None
     spec = replace(loaded.spec, source=snap.source.label, notes=loaded.spec.notes + snap.notes)
-    return LoadedModel(spec, snap.config_path, Serving(), snap.weights, snap.source,
+    return LoadedModel(spec, snap.config_path, _no_serving(), snap.weights, snap.source,
                        loaded.ignored_fields)
+
+
+def _bundled(data: dict) -> ModelFile:
+    """A bundled model YAML, shipped with servecap and validated by its tests
+    (tests/model_configs/test_loading.py: constructed and validated, field by field, the same
+    values of the same types): built without ModelFile's validator, whose build is a twentieth
+    of a bundled model's plan or simulate start-up. Any other YAML is validated."""
+    data = {k: float(v) if type(v) is int and k in _floats() else v for k, v in data.items()}
+    serving = data.get("serving")
+    if isinstance(serving, dict):
+        data = {**data, "serving": Serving.model_construct(**serving)}
+    return ModelFile.model_construct(**data)
+
+
+def _floats() -> frozenset[str]:
+    """ModelFile's float fields: validation turns a whole number there into a float."""
+    return frozenset(name for name, f in ModelFile.model_fields.items()
+                     if float in get_args(f.annotation) or f.annotation is float)
+
+
+def _no_serving() -> Serving:
+    """A file without deployment defaults: Serving's fields all None. Built without its
+    validator (there is nothing to validate), which would otherwise be built, plugins looked
+    up through every installed package's entry points, for the default alone."""
+    return Serving.model_construct()
 
 
 @contextmanager

@@ -12,7 +12,6 @@ from servecap.sim.shape import fixed_shape, with_load
 from servecap.sim.trace import parse_trace
 from servecap.sim.workload import Workload, workload_from_dict
 
-from .prefix_trace import read_trace, replayed
 from .spec import Scenario
 
 MAX_TRACE_BYTES = 2**30  # a million rows of a CSV trace fit well below
@@ -36,6 +35,8 @@ def requests(scenario: Scenario, block_size: int | None = None
             raise SpecError("--rate/--num-requests", w.rate or w.num_requests,
                             f"a trace ({w.trace}) carries its own arrivals: use a workload")
         if Path(w.trace).suffix == ".jsonl":
+            from .prefix_trace import read_trace, replayed  # token ids: jsonl traces alone
+
             size = block_size or scenario.scheduler.block_size or DEFAULT_BLOCK_SIZE_TOKENS
             try:
                 return replayed(read_trace(Path(w.trace)), size), None, str(w.trace)

@@ -61,6 +61,11 @@ def test_simulate_json_imports_no_other_command_and_no_rendering() -> None:
     assert not {m for m in modules if m.startswith(("rich", "servecap.workbooks",
                                                     "servecap.runtime"))}
     assert not {"servecap.cli.sim_view", "servecap.cli.sim_xlsx"} & modules
+    # a fixed shape or a workload YAML replays no token-id trace, a deployment that starts needs
+    # no start advice's search, a model without an indexer no cache page specs: each module's
+    # dataclasses are built only where it is used
+    assert not {"servecap.scenario.prefix_trace", "servecap.ledger.prefix_cache",
+                "servecap.ledger.fit", "servecap.ledger.cache_specs"} & modules
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -90,3 +95,37 @@ def test_catalog_commands_build_no_model_schema(args) -> None:
     code, modules = _loaded(*args)
     assert code == 0
     assert "servecap.model_configs.schema" not in modules
+
+
+COLLECTOR = """
+import gc, io, json, sys, contextlib
+seen = {}
+def hook(event, args):
+    if event == "open" and "plan_cmd" in str(args[0]):  # its source or bytecode
+        seen.setdefault("importing the command", gc.isenabled())
+    if event == "open" and str(args[0]).endswith("teaching-7b.yaml"):
+        seen.setdefault("the command reading its model", gc.isenabled())
+sys.addaudithook(hook)
+sys.argv = ["servecap", *json.loads(sys.argv[1])]
+from servecap.cli.app import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        main()
+    except SystemExit as exc:
+        seen["exit"] = exc.code
+seen["after"] = gc.isenabled()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (("plan", "teaching-7b", "--json"),
+     {"importing the command": False, "the command reading its model": True, "exit": 0}),
+    (("plan", "teaching-7b", "--context", "4k"), {"importing the command": False, "exit": 2}),
+])
+def test_the_collector_is_paused_over_start_up_alone(args, expected) -> None:
+    """cli/startup_gc.py: off while the command's modules import and its options parse, on
+    when the command's own code runs, and on after a refused command line."""
+    out = subprocess.run([sys.executable, "-c", COLLECTOR, json.dumps(args)],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == {**expected, "after": True}

@@ -106,3 +106,61 @@ def test_planned_tiny_model_matches_its_own_bf16_tensors(tmp_path) -> None:
     plan = build_plan(loaded.spec, ServeSpec(device_bytes=2**30, context_tokens=16,
                                              concurrency=1, runtime_peak_bytes=0))
     assert plan.line("weights") == loaded.file_weights.param_bytes
+
+
+LOOKUP = """
+import json, sys
+from servecap.model_configs import load_model
+from servecap.model_configs.schema import Serving
+serving = load_model(sys.argv[1]).serving
+loader = sys.modules.get("pydantic.plugin._loader")
+looked_up = loader is not None and loader._plugins is not None
+print(json.dumps([serving == Serving(), sorted(serving.model_fields_set), looked_up]))
+"""
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "config.json"])
+def test_a_file_without_serving_defaults_looks_up_no_pydantic_plugins(name, tmp_path) -> None:
+    """A model without deployment defaults gets Serving's all-None defaults, the same as a
+    validated Serving(), without building Serving's validator: building one outside the
+    loader's no-plugins scope scans every installed package's entry points (a sixth of a
+    bundled model's plan start-up)."""
+    import subprocess
+    import sys
+
+    ref = name
+    if name == "config.json":
+        ref = str(tmp_path / "config.json")
+        (tmp_path / "config.json").write_text(json.dumps(TINY))
+    out = subprocess.run([sys.executable, "-c", LOOKUP, ref], capture_output=True, text=True,
+                         check=True, cwd=tmp_path)
+    assert json.loads(out.stdout) == [True, [], False]
+
+
+def _typed(value):
+    """A model's values with their types: 32 and 32.0 compare equal, but print differently."""
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        return (type(value).__name__, sorted(value.model_fields_set),
+                {k: _typed(getattr(value, k)) for k in type(value).model_fields})
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_typed(v) for v in value])
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    return (type(value).__name__, value)
+
+
+@pytest.mark.parametrize("path", bundled_models(), ids=lambda p: p.stem)
+def test_a_bundled_model_is_built_as_its_validation_would_build_it(path, tmp_path) -> None:
+    """Bundled YAMLs load without ModelFile's validator (a start-up cost); each must be one
+    the validator accepts and builds into the same values of the same types and fields set."""
+    from servecap.model_configs.loader import _bundled
+    from servecap.model_configs.reading import parse_yaml
+    from servecap.model_configs.schema import ModelFile
+
+    data = parse_yaml(path.read_text())
+    assert _typed(_bundled(data)) == _typed(ModelFile.model_validate(data))
+    copy = tmp_path / path.name  # outside the bundled directory: validated
+    copy.write_text(path.read_text())
+    assert load_model(path.stem).spec == load_model(str(copy)).spec
