@@ -15,14 +15,10 @@ from pydantic import ValidationError
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
-from .config_read import TOWERS_NOTE, prepare
-from .encoders import read_encoder
 from .hf import to_spec
-from .quant_files import with_quant_file
 from .reading import parse_json, parse_yaml, read_text
 from .schema import HFConfig, ModelFile, Serving
 from .size_check import with_size_checks
-from .vision_fields import vision_spec
 
 if TYPE_CHECKING:  # a bundled YAML needs neither: they load with an id, a directory or a log
     from .hub import HubSource
@@ -109,6 +105,11 @@ def _load_yaml(path: Path) -> tuple[LoadedModel, int | None]:
 
 
 def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
+    from .config_read import TOWERS_NOTE, prepare  # a bundled YAML needs none of these
+    from .encoders import read_encoder
+    from .quant_files import with_quant_file
+    from .vision_fields import vision_spec
+
     data = parse_json(read_text(path), check=False)
     if not isinstance(data, dict):
         raise SpecError("document", type(data).__name__, "config.json must be an object")
@@ -133,6 +134,7 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
 def _load_gguf(path: Path) -> LoadedModel:
     """A llama.cpp GGUF file: the architecture from its metadata, the weights from its tensor
     table (the header alone is read)."""
+    from .config_read import prepare
     from .gguf import gguf_weights, read_gguf
     from .gguf_config import config_from
 

@@ -18,7 +18,6 @@ from servecap.ledger.vllm_versions import VllmRow, check_block_size
 from servecap.ledger.vllm_weights import check_act_dtype
 from servecap.ledger.weights import WeightBytes
 from servecap.model_configs import LoadedModel, load_model
-from servecap.model_configs.checkpoint_weights import from_headers
 
 from .checkpoint import CheckpointFormats, checkpoint_formats, refuse_where_vllm_would
 from .engine import engine_spec, implied_engine, size, with_device
@@ -142,6 +141,8 @@ def file_overrides(scenario: Scenario, loaded: LoadedModel) -> Overrides:
     found = loaded.file_weights
     if found is None or weight_dtype_asked(scenario, loaded) is not None:
         return Overrides()
+    from servecap.model_configs.checkpoint_weights import from_headers  # only with headers
+
     weights, src = from_headers(found, loaded.spec)
     return Overrides(weights=weights, weights_source=src)
 

@@ -48,6 +48,11 @@ def test_plan_imports_only_its_own_command() -> None:
     assert {m for m in modules if m.endswith("_cmd")} == {"servecap.cli.plan_cmd"}
     assert not {m for m in modules if m.startswith(("servecap.sim", "servecap.runtime",
                                                     "servecap.workbooks"))}
+    # a bundled model YAML reads no config.json (its field filter, encoder and vision towers,
+    # quantization file) and has no safetensors headers to price weights from
+    assert not {"servecap.model_configs.config_read", "servecap.model_configs.encoders",
+                "servecap.model_configs.vision_fields", "servecap.model_configs.quant_files",
+                "servecap.model_configs.checkpoint_weights"} & modules
 
 
 def test_simulate_json_imports_no_other_command_and_no_rendering() -> None:
