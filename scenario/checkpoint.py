@@ -3,12 +3,11 @@
 its GPU is refused here in one line, naming what is missing."""
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from servecap.ledger.devices import find as find_device
 from servecap.ledger.engines import VLLM
 from servecap.ledger.errors import SpecError
-from servecap.ledger.quant_kernels import CAPABILITY, generation_of
-from servecap.ledger.residency import Residency, by_generation, gguf_by_generation
 from servecap.ledger.vllm_versions import NEWEST_READ, choose, parse_version
 from servecap.ledger.weights import FormatShare, weight_bytes
 from servecap.model_configs import LoadedModel
@@ -16,6 +15,9 @@ from servecap.model_configs import LoadedModel
 from .engine import engine_text, implied_engine
 from .serving import weight_dtype_asked
 from .spec import Scenario
+
+if TYPE_CHECKING:  # the residency tables load only for a quantized checkpoint
+    from servecap.ledger.residency import Residency
 
 
 @dataclass(frozen=True)
@@ -28,14 +30,16 @@ class CheckpointFormats:
     shares: tuple[FormatShare, ...]
     checkpoint_bytes: int
     release: str
-    rows: tuple[Residency, ...]
+    rows: tuple["Residency", ...]
     device: str | None = None
     sm: int | None = None
 
     @property
-    def on_device(self) -> Residency | None:
+    def on_device(self) -> "Residency | None":
         if self.sm is None:
             return None
+        from servecap.ledger.quant_kernels import generation_of
+
         name = generation_of(self.sm)
         return next((r for r in self.rows if r.generation == name), None)
 
@@ -50,6 +54,8 @@ def checkpoint_formats(scenario: Scenario, loaded: LoadedModel) -> CheckpointFor
         return _gguf(scenario, found)
     if spec.quant is None:
         return None
+    from servecap.ledger.residency import by_generation
+
     formula = weight_bytes(spec, 16, spec.quant)
     total = (found.param_bytes + found.metadata_bytes) if found is not None else \
         formula.param_bytes + formula.metadata_bytes
@@ -61,6 +67,8 @@ def checkpoint_formats(scenario: Scenario, loaded: LoadedModel) -> CheckpointFor
 
 def _gguf(scenario: Scenario, found) -> CheckpointFormats:
     """A GGUF file: its ggml types' bytes, held as stored (llama.cpp offloads them so too)."""
+    from servecap.ledger.residency import gguf_by_generation
+
     version, total = _release(scenario), found.param_bytes
     shares = tuple(FormatShare(t, round(b * 8 / max(n, 1)), n, b, 0)
                    for t, b, _, n in found.by_dtype)
@@ -69,6 +77,8 @@ def _gguf(scenario: Scenario, found) -> CheckpointFormats:
 
 
 def _device(scenario: Scenario) -> tuple[str | None, int | None]:
+    from servecap.ledger.quant_kernels import CAPABILITY
+
     device = find_device(scenario.device.name) if scenario.device.name else None
     return (device.name, CAPABILITY.get(device.name)) if device is not None else (None, None)
 

@@ -53,6 +53,8 @@ def test_plan_imports_only_its_own_command() -> None:
     assert not {"servecap.model_configs.config_read", "servecap.model_configs.encoders",
                 "servecap.model_configs.vision_fields", "servecap.model_configs.quant_files",
                 "servecap.model_configs.checkpoint_weights"} & modules
+    # an unquantized checkpoint needs no per-generation residency or quant-kernel tables
+    assert not {"servecap.ledger.residency", "servecap.ledger.quant_kernels"} & modules
 
 
 def test_simulate_json_imports_no_other_command_and_no_rendering() -> None:
