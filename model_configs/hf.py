@@ -15,7 +15,6 @@ from .hybrid_fields import (
 )
 from .quant import parse_quantization
 from .schema import HFConfig
-from .vllm_classes import unsupported
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
          "ministral3", "qwen3_5_text", "falcon_h1", "exaone4", "olmo2", "olmo3", "lfm2",
@@ -42,6 +41,8 @@ def to_spec(cfg: HFConfig, name: str, source: str, num_parameters: int | None = 
     if cfg.model_type is None:
         return _kv_only(cfg, name, source, num_parameters, notes)
     if cfg.model_type not in SUPPORTED:
+        from .vllm_classes import unsupported  # vLLM's class registry: only to refuse
+
         raise unsupported(cfg)
     layers = _need(cfg, "num_hidden_layers")
     att, att_notes = _attention(cfg, layers)

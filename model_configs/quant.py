@@ -5,10 +5,6 @@ from typing import Any
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import Quant
 
-from .compressed_tensors import parse_compressed_tensors
-from .int_formats import parse_auto_round, parse_bitsandbytes
-from .modelopt import parse_modelopt
-
 KNOWN = ("awq", "gptq", "fp8", "mxfp4", "modelopt", "compressed-tensors", "auto-round",
          "bitsandbytes")
 
@@ -33,6 +29,8 @@ def _parse(qc: dict[str, Any] | None) -> Quant | None:
         return None
     method = str(qc.get("quant_method", "")).lower()
     if method == "modelopt" or (not method and isinstance(qc.get("quantization"), dict)):
+        from .modelopt import parse_modelopt  # each format's reader loads when it is met
+
         return parse_modelopt(qc)  # the second: hf_quant_config.json as vLLM reads it
     skip = tuple(qc.get("modules_to_not_convert") or qc.get("ignored_layers") or ())
     if method in ("awq", "gptq"):
@@ -40,10 +38,16 @@ def _parse(qc: dict[str, Any] | None) -> Quant | None:
     if method == "fp8":
         return _fp8(qc, skip)
     if method == "compressed-tensors":
+        from .compressed_tensors import parse_compressed_tensors
+
         return parse_compressed_tensors(qc)
     if method in ("auto-round", "autoround", "intel/auto-round"):
+        from .int_formats import parse_auto_round
+
         return parse_auto_round(qc)
     if method == "bitsandbytes":
+        from .int_formats import parse_bitsandbytes
+
         return parse_bitsandbytes(qc)
     if method == "mxfp4":
         return Quant("mxfp4", 4, "microblock", group_size=32, scale_bits=8,

@@ -55,6 +55,11 @@ def test_plan_imports_only_its_own_command() -> None:
                 "servecap.model_configs.checkpoint_weights"} & modules
     # an unquantized checkpoint needs no per-generation residency or quant-kernel tables
     assert not {"servecap.ledger.residency", "servecap.ledger.quant_kernels"} & modules
+    # a model vLLM supports, without a quantization_config, needs neither vLLM's class registry
+    # nor a quantization format's reader
+    assert not {"servecap.model_configs.vllm_classes", "servecap.model_configs.vllm_registry",
+                "servecap.model_configs.modelopt", "servecap.model_configs.int_formats",
+                "servecap.model_configs.compressed_tensors"} & modules
 
 
 def test_simulate_json_imports_no_other_command_and_no_rendering() -> None:
