@@ -1,6 +1,7 @@
 """build_plan: the per-device memory ledger and the memory-only concurrency ceiling."""
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from . import dtypes
 from .arch import active_parameters
@@ -52,11 +53,12 @@ from .plan_weights import (
 from .runtime_estimate import estimate_runtime_peak
 from .serve import DEFAULT_SAFETY_FRACTION, ServeSpec
 from .state import state_bytes_per_request
-from .vllm_after import AfterPool, after_pool
 from .vllm_buffers import deepstack_bytes
-from .vllm_lines import PoolRules, pool_rules, profile_batch, resident_line, runtime_line
-from .vllm_lines import overhead as vllm_overhead
 from .weights import WeightBytes
+
+if TYPE_CHECKING:  # vLLM's pool rules and after-pool check load only for --engine vllm
+    from .vllm_after import AfterPool
+    from .vllm_lines import PoolRules
 
 __all__ = ["Line", "Overrides", "Plan", "build_plan", "memory_ceiling", "with_device"]
 
@@ -87,7 +89,7 @@ class Plan:
     # the load's KV once every request decodes: windowed layers hold only their window then;
     # the kv_cache line is the peak, with each windowed prefill in flight (== it without windows)
     kv_decode_hold_bytes: int = 0
-    after_pool: AfterPool | None = None  # vLLM: what runs after the pool, and the room for it
+    after_pool: "AfterPool | None" = None  # vLLM: what runs after the pool, and the room for it
     # the encoder profile vLLM runs for a vision model (planned as lines or not), else None
     encoder_profile: EncoderBudget | None = None
     host: tuple[Line, ...] = ()  # host memory this rank holds (not the device's): LoRA's cache
@@ -150,7 +152,11 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = NO_OVER
     kv_bits = dtypes.lookup(serve.kv_dtype, "kv_dtype", dtypes.KV_DTYPES).bits
     weights, head = _fixed_lines(spec, serve, overrides, shard, engine)
     bsz = serve.block_size_tokens
-    rules = pool_rules(engine, spec, serve) if engine.name == VLLM else None
+    rules = None
+    if engine.name == VLLM:
+        from .vllm_lines import pool_rules
+
+        rules = pool_rules(engine, spec, serve)
     budget_tokens = rules.window_tokens if rules else serve.max_num_batched_tokens
     per_request = kv_bytes_per_request(spec, kv_bits, serve.context_tokens, bsz, shard,
                                        budget_tokens)
@@ -177,6 +183,9 @@ def build_plan(spec: ModelSpec, serve: ServeSpec, overrides: Overrides = NO_OVER
                                       rules)
     after = None
     if engine.name == VLLM and starts(result, serve.context_tokens):
+        from .vllm_after import after_pool
+        from .vllm_lines import profile_batch
+
         after = after_pool(spec, serve, shard, engine, lines, result,
                            profile_batch(engine, serve))
     fixed = sum(item.num_bytes for item in lines) - cache_total
@@ -254,6 +263,9 @@ def _fixed_lines(spec: ModelSpec, serve: ServeSpec, overrides: Overrides, shard:
     weights, weights_from = rank_weights(spec, serve, overrides, shard)
     pp = 1 if shard.first_stage and shard.last_stage else 2
     vllm = engine.name == VLLM
+    if vllm:
+        from .vllm_lines import overhead as vllm_overhead
+        from .vllm_lines import resident_line, runtime_line
     if vllm and serve.runtime_peak_bytes is None:
         runtime = runtime_line(spec, serve, shard, engine)
     else:
@@ -305,7 +317,7 @@ def _tower(spec: ModelSpec, serve: ServeSpec, engine: EngineSpec, overrides: Ove
 
 def _engine_lines(spec: ModelSpec, serve: ServeSpec, shard: Shard, engine: EngineSpec,
                   head: tuple[Line, ...], cache_lines: tuple[Line, ...], kv_bits: int,
-                  rules: PoolRules | None):
+                  rules: "PoolRules | None"):
     """The engine's pool replaces the safety reserve: KV in use + the pool's spare blocks fill
     the pool; what the engine keeps outside its budget is the headroom line."""
     world = shard.tensor_parallel_size * (1 if shard.first_stage and shard.last_stage else 2)

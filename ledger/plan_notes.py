@@ -4,7 +4,6 @@ from .engines import PER_HEAD_REASON, VLLM, Budget, EngineSpec, starts
 from .model import ModelSpec
 from .serve import ServeSpec
 from .units import decimal_size_note
-from .vllm_after import AfterPool
 from .weights import WeightBytes
 
 
@@ -46,7 +45,8 @@ def cache_form_notes(spec: ModelSpec, per_layer_bits: int, tp: int) -> tuple[str
             "latent MLA caches from 0.7.1",)
 
 
-def after_notes(after: AfterPool | None) -> tuple[str, ...]:
+def after_notes(after) -> tuple[str, ...]:
+    """vLLM's after-pool check (ledger/vllm_after.py's AfterPool), when it fails."""
     if after is None or after.fits:
         return ()
     return (f"vllm: {after.sentence()} ({after.how}): the engine would fail to start after "

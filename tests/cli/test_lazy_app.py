@@ -60,6 +60,9 @@ def test_plan_imports_only_its_own_command() -> None:
     assert not {"servecap.model_configs.vllm_classes", "servecap.model_configs.vllm_registry",
                 "servecap.model_configs.modelopt", "servecap.model_configs.int_formats",
                 "servecap.model_configs.compressed_tensors"} & modules
+    # the default engine plans no vLLM pool rules, runner or after-pool check
+    assert not {"servecap.ledger.vllm_after", "servecap.ledger.vllm_lines",
+                "servecap.ledger.vllm_runner"} & modules
 
 
 def test_simulate_json_imports_no_other_command_and_no_rendering() -> None:
