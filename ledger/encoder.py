@@ -27,13 +27,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .encoder_rules import (
-    KWARGS,
-    glm4v_max_pixels,
-    internvl_image_tiles,
-    max_tokens,
-    qwen_max_pixels,
-)
 from .errors import SpecError
 from .lines import Line
 from .scheduler_defaults import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
@@ -122,6 +115,8 @@ def scheduled(enc: EncoderSpec, max_num_batched_tokens: int, max_model_len: int,
 def encoder_budget(vision: VisionSpec, enc: EncoderSpec) -> EncoderBudget | None:
     """None when every modality is limited to 0 (vLLM: 'Encoder cache will not be
     initialized')."""
+    from .encoder_rules import max_tokens  # each family's rules: only for a vision model
+
     _check_modalities(vision, enc)
     if enc.falls_back(vision):
         enc = replace(enc, tp_mode="weights")
@@ -238,6 +233,8 @@ def encoder_lines(vision: VisionSpec | None, enc: EncoderSpec | None,
 
 
 def _check_modalities(vision: VisionSpec, enc: EncoderSpec) -> None:
+    from .encoder_rules import KWARGS
+
     for modality, _ in enc.limits:
         if modality not in vision.modalities and modality != "audio":
             raise SpecError("--limit-mm-per-prompt", modality, f"this model takes "
@@ -266,6 +263,8 @@ def image_tokens(vision: VisionSpec, width: int, height: int,
                  kwargs: Mapping[str, object]) -> int:
     """Tokens one image of width x height becomes (Qwen's and GLM's smart_resize, Pixtral's
     scale-down, InternVL's tile grid; Gemma's are fixed by the tower)."""
+    from .encoder_rules import glm4v_max_pixels, internvl_image_tiles, max_tokens, qwen_max_pixels
+
     if vision.family == QWEN_VL:
         unit = vision.patch_size * vision.merge_size
         w, h = _smart_resize(width, height, unit, qwen_max_pixels(vision, kwargs))

@@ -63,6 +63,8 @@ def test_plan_imports_only_its_own_command() -> None:
     # the default engine plans no vLLM pool rules, runner or after-pool check
     assert not {"servecap.ledger.vllm_after", "servecap.ledger.vllm_lines",
                 "servecap.ledger.vllm_runner"} & modules
+    # a text model needs no vision family's encoder token rules
+    assert "servecap.ledger.encoder_rules" not in modules
 
 
 def test_simulate_json_imports_no_other_command_and_no_rendering() -> None:
