@@ -9,11 +9,10 @@ right from the integer 0. seq_sum adds left to right (np.add.accumulate, which c
 partial sum into the next) from 0.0, which is sum()'s first step, 0 + x.
 """
 
-import math
 
 import numpy as np
 
-from .metrics import QUANTILES, percentile_key
+from .metrics import nearest_rank, wanted_quantiles
 
 
 def floats(values: list) -> np.ndarray:
@@ -37,15 +36,12 @@ def stable_sort(values: np.ndarray) -> np.ndarray:
 
 def quantiles(values: np.ndarray, extra: tuple[float, ...] = ()) -> dict[str, float | None]:
     """metrics.quantiles of a column: the same ranks, and the mean summed in sorted order."""
-    wanted = list(QUANTILES) + [(percentile_key(p), p / 100) for p in extra
-                                if percentile_key(p) not in dict(QUANTILES)]
-    keys = [name for name, _ in wanted] + ["mean"] + (["max"] if extra else [])
+    wanted, keys = wanted_quantiles(extra)
     total = len(values)
     if not total:
         return dict.fromkeys(keys)
     ordered = stable_sort(values)
-    out = {name: float(ordered[min(max(1, math.ceil(round(q * total, 6))), total) - 1])
-           for name, q in wanted}
+    out = {name: float(ordered[min(nearest_rank(q, total), total) - 1]) for name, q in wanted}
     out["mean"] = seq_sum(ordered) / total
     if extra:
         out["max"] = float(ordered[-1])

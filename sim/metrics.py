@@ -36,22 +36,34 @@ def percentile_key(percent: float) -> str:
     return f"p{percent:g}"
 
 
+def wanted_quantiles(extra: tuple[float, ...]) -> tuple[list[tuple[str, float]], list[str]]:
+    """The (name, fraction) pairs a summary reports, p50/p95/p99 and the `extra` percentiles
+    (in %), and the keys of its dict in order: those names, the mean, and the max with extras."""
+    wanted = list(QUANTILES) + [(percentile_key(p), p / 100) for p in extra
+                                if percentile_key(p) not in dict(QUANTILES)]
+    return wanted, [name for name, _ in wanted] + ["mean"] + (["max"] if extra else [])
+
+
+def nearest_rank(fraction: float, total: int) -> int:
+    """The 1-based nearest rank of a fraction of `total` samples (rounded to 6 places first,
+    so 0.95 x 100 is rank 95, not 96)."""
+    return max(1, math.ceil(round(fraction * total, 6)))
+
+
 def weighted_quantiles(pairs: list[tuple[float, int]],
                        extra: tuple[float, ...] = ()) -> dict[str, float | None]:
     """Nearest rank over (value, count) pairs, plus the mean; values unchanged (seconds in,
     seconds out). `extra` percentiles (in %) add their keys and the max. No samples (nothing
     completed, or one-token outputs for ITL) gives None for each: a latency that was never
     observed is not zero."""
-    wanted = list(QUANTILES) + [(percentile_key(p), p / 100) for p in extra
-                                if percentile_key(p) not in dict(QUANTILES)]
+    wanted, keys = wanted_quantiles(extra)
     pairs = sorted(p for p in pairs if p[1] > 0)
     total = sum(w for _, w in pairs)
-    keys = [name for name, _ in wanted] + ["mean"] + (["max"] if extra else [])
     if not total:
         return dict.fromkeys(keys)
     out = {}
     for name, q in sorted(wanted, key=lambda item: item[1]):
-        out[name] = _nearest_rank(pairs, max(1, math.ceil(round(q * total, 6))))
+        out[name] = _nearest_rank(pairs, nearest_rank(q, total))
     out["mean"] = sum(v * w for v, w in pairs) / total
     if extra:
         out["max"] = pairs[-1][0]
@@ -70,15 +82,12 @@ def _nearest_rank(pairs: list[tuple[float, int]], rank: int) -> float:
 def quantiles(values: list[float], extra: tuple[float, ...] = ()) -> dict[str, float | None]:
     """weighted_quantiles of unit-count values, on the plain sorted floats: the same ranks,
     and the mean summed in the same (sorted) order, without a tuple per sample."""
-    wanted = list(QUANTILES) + [(percentile_key(p), p / 100) for p in extra
-                                if percentile_key(p) not in dict(QUANTILES)]
-    keys = [name for name, _ in wanted] + ["mean"] + (["max"] if extra else [])
+    wanted, keys = wanted_quantiles(extra)
     total = len(values)
     if not total:
         return dict.fromkeys(keys)
     ordered = sorted(values)
-    out = {name: ordered[min(max(1, math.ceil(round(q * total, 6))), total) - 1]
-           for name, q in wanted}
+    out = {name: ordered[min(nearest_rank(q, total), total) - 1] for name, q in wanted}
     out["mean"] = sum(ordered) / total
     if extra:
         out["max"] = ordered[-1]
