@@ -42,7 +42,7 @@ def write_calibration(path: Path, scenario: Scenario, seqs: list, force: bool,
     except SpecError as exc:
         raise SpecError("--calibration-out", str(path), f"no fit: {exc.allowed}") from None
     write_json(path, fitted, "--calibration-out", force)
-    return {k: fitted[k] for k in ("source", "num_steps", "num_outliers", "residual_cv",
-                                   "coefficients", "underdetermined",
+    return {k: fitted[k] for k in ("source", "num_steps", "samples_left_out", "num_outliers",
+                                   "residual_cv", "coefficients", "underdetermined",
                                    "first_token_samples_grouped_by",
                                    "server_terms")}

@@ -95,7 +95,10 @@ def render_load(report: dict, console: Console) -> None:
 def _render_calibration(fit: dict, console: Console) -> None:
     """The fit in one line, and the server's terms outside the step: fitted, or why not."""
     c = fit["coefficients"]
-    console.print(f"calibration: {fit['num_steps']} samples, {fit['num_outliers']} outliers, "
+    left = fit.get("samples_left_out", 0)
+    left = f" ({left} left out: no gap to time)" if left else ""
+    console.print(f"calibration: {fit['num_steps']} samples{left}, "
+                  f"{fit['num_outliers']} outliers, "
                   f"residual CV {fit['residual_cv']:.2f}; step_overhead_s "
                   f"{c['step_overhead_s'] * 1e3:.3f} ms")
     terms = fit.get("server_terms", {})

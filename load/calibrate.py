@@ -34,7 +34,7 @@ def answered(seqs: list[Seq]) -> list[Seq]:
 
 
 def reconstructed_steps(seqs: list[Seq], first_token_offset_s: float = 0.0,
-                        decode_offset_s: float = 0.0) -> list[dict]:
+                        decode_offset_s: float = 0.0) -> tuple[list[dict], int]:
     """StepSample dicts (sim.calibrate.SAMPLE_KEYS): each request's first token's step
     (arrival to first token less first_token_offset_s: its prefill, with the requests
     decoding meanwhile) and its mean decode step (its TPOT less decode_offset_s, with the
@@ -42,7 +42,9 @@ def reconstructed_steps(seqs: list[Seq], first_token_offset_s: float = 0.0,
     chunks in one read): a single gap is no step's time. With a first-token offset (a mean
     over the run, while one request's time outside the step varies by as much as its
     prefill), the first-token samples are averaged FIRST_TOKEN_GROUP at a time in order of
-    prompt length (binned). A sample the offsets leave at or below 0 is left out."""
+    prompt length (binned). A sample at or below 0 is left out: one the offsets take to 0,
+    or a decode whose tokens all reached the client in one read (no gap to time). Returns
+    the samples and how many were left out."""
     done = answered(seqs)
     firsts, decodes = [], []
     for seq in done:
@@ -56,7 +58,8 @@ def reconstructed_steps(seqs: list[Seq], first_token_offset_s: float = 0.0,
                                context + req.prompt_tokens + (n + 1) / 2))
     if first_token_offset_s:
         firsts = _binned(firsts, FIRST_TOKEN_GROUP)
-    return [s for s in firsts + decodes if s["duration_s"] > 0]
+    kept = [s for s in firsts + decodes if s["duration_s"] > 0]
+    return kept, len(firsts) + len(decodes) - len(kept)
 
 
 def _binned(samples: list[dict], size: int) -> list[dict]:
@@ -101,13 +104,14 @@ def calibrate_from_stream(seqs: list[Seq], constants: dict,
     and of samples left out (at or below 0 once the server's terms are taken off)."""
     done = answered(seqs)
     terms = server_terms([s.prefill_token_s[0] - s.req.arrival_s for s in done], histograms)
-    steps = reconstructed_steps(seqs, terms["first_token_offset_s"], terms["decode_offset_s"])
+    steps, left_out = reconstructed_steps(seqs, terms["first_token_offset_s"],
+                                          terms["decode_offset_s"])
     fitted = fit_step_model(steps, constants)
     fitted["coefficients"] |= terms["coefficients"]
     source = SOURCE + ("; the server's time outside the step from its /metrics histograms"
                        if terms["coefficients"] else "")
     grouped = FIRST_TOKEN_GROUP if terms["first_token_offset_s"] else 1
-    return fitted | {"source": source, "num_steps": len(steps),
+    return fitted | {"source": source, "num_steps": len(steps), "samples_left_out": left_out,
                      "first_token_samples_grouped_by": grouped,
                      "server_terms": {"fitted": terms["coefficients"],
                                       "not_fitted": terms["not_fitted"],

@@ -21,7 +21,10 @@ def test_a_fit_from_the_stream_is_what_simulate_and_compare_simulate_read(server
     report = json.loads(run.stdout)
     fit, written = report["calibration"], json.loads(cal.read_text())
     assert fit["source"].startswith("request-level") and written["source"] == fit["source"]
-    assert fit["num_steps"] == 2 * report["completed"] == 160  # first token and decode each
+    # first token and decode each; a decode whose tokens reached the client in one read has
+    # no gap to time and is counted as left out (a loaded machine batches the reads)
+    assert fit["num_steps"] + fit["samples_left_out"] == 2 * report["completed"] == 160
+    assert fit["num_steps"] >= 120
     coefficients = written["coefficients"]
     assert coefficients == fit["coefficients"] and coefficients["flops_per_s"] > 0
     assert coefficients["step_overhead_s"] >= 0 and coefficients["bandwidth_bytes_per_s"] > 0
