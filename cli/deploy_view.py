@@ -46,7 +46,7 @@ def _budget(result: Budget, max_model_len: int, console: Console) -> None:
 
 def _summary(deployment: Deployment, console: Console) -> None:
     par = deployment.parallel
-    console.print(f"[bold]binding:[/bold] {deployment.binding_reason}")
+    console.print(deployment.binding_reason)
     console.print(f"devices: tp {par.tensor_parallel_size} x pp {par.pipeline_parallel_size} "
                   f"x dp {par.data_parallel_size} = {par.num_devices}; weights on all devices "
                   f"{fmt_gib(deployment.weights_bytes_all_devices)}")

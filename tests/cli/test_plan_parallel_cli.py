@@ -64,7 +64,7 @@ def test_measured_lines_are_marked():
 def test_text_output_names_the_binding_rank():
     result = runner.invoke(app, ["plan", "deepseek-v3", "--device", "h200-141gb", "--context",
                                  "8192", "-tp", "8", "-pp", "2", "--engine", "vllm"])
-    assert "binding:" in result.output and "stage 0: layers 0-30" in result.output
+    assert "binds:" in result.output and "stage 0: layers 0-30" in result.output
 
 
 def test_tp_that_does_not_divide_the_heads_is_a_clear_error():
