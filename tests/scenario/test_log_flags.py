@@ -5,7 +5,10 @@ from servecap.ledger.vllm_versions import row
 from servecap.scenario.log_flags import env_graphs, env_sampler, fill, logged_values
 from servecap.scenario.spec import DEFAULT, with_values
 
-# vLLM 0.17.0's API server line, as quoted with a TP 2 start on two GPUs without P2P
+# Lines in vLLM 0.17.0's format (a TP 2 start on two PCIe GPUs without P2P): the non-default
+# args keep the keys such a start prints, trimmed, with 'enforce_eager': True added so the
+# flag's path is covered; a test input of the real shape, not a quoted log (those are the
+# sourced fixtures in tests/fixtures/vllm_logs)
 NON_DEFAULT = (
     "(APIServer pid=1444) INFO 05-11 03:01:02 [utils.py:238] non-default args: {'model_tag': "
     "'/models/Qwen/Qwen3-8B-AWQ', 'enable_auto_tool_choice': True, 'host': '0.0.0.0', "
