@@ -136,9 +136,15 @@ def _rank(deployment: Deployment, item: StagePlan, rank: int) -> dict:
     return out
 
 
+BUDGET_KEYS = ("kv_pool_bytes", "num_gpu_blocks", "kv_cache_tokens", "max_concurrency",
+               "block_bytes", "blocks_per_request")
+
+
 def _budget_dict(result: Budget | None) -> dict:
+    """The engine's KV pool: null under the plain ledger (no engine pool), so a script reads
+    the same keys whichever engine planned."""
     if result is None:
-        return {}
+        return dict.fromkeys(BUDGET_KEYS)
     return {"kv_pool_bytes": result.kv_pool_bytes, "num_gpu_blocks": result.num_gpu_blocks,
             "kv_cache_tokens": result.kv_cache_tokens,
             "max_concurrency": float(result.max_concurrency),

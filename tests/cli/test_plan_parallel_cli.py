@@ -23,7 +23,8 @@ def test_single_gpu_keeps_the_contract_keys_and_adds_ranks():
                 "committed_bytes", "free_bytes", "memory_ceiling_requests"):
         assert isinstance(out[key], int)
     assert len(out["ranks"]) == 1 and out["ranks"][0]["binding"]
-    assert "kv_pool_bytes" not in out  # the plain ledger has no engine pool
+    assert out["kv_pool_bytes"] is None  # the plain ledger has no engine pool: null
+    assert out["num_gpu_blocks"] is None and out["ranks"][0]["max_concurrency"] is None
 
 
 def test_tp_pp_dp_ranks_and_binding():

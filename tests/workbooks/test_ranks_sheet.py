@@ -37,7 +37,7 @@ def test_every_rank_recalculates_to_plan_json(engine_books) -> None:
                 if key in lines:
                     assert ws.cell(row=rows[key], column=3 + i).value == lines[key], (name, key)
             for key, row in ROWS.items():
-                if key not in rank:
+                if rank.get(key) is None:  # null: no engine pool under plain
                     continue
                 got = ws.cell(row=rows[row], column=3 + i).value
                 if key == "max_concurrency":
