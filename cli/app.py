@@ -75,6 +75,9 @@ class LazyGroup(TyperGroup):
         return load_command(cmd_name)
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from .help_width import keep_option_names
+
+        keep_option_names()  # the commands' panels: a flag gets no <bool> label
         self.listing = True
         try:
             super().format_help(ctx, formatter)

@@ -88,3 +88,15 @@ def test_help_names_value_types_in_words_and_gives_a_flag_none(run, command: str
     assert rows["--version"][1] == "Print", rows["--version"]
     assert command in ("models", "devices") or re.search(r"\b(TEXT|INTEGER|NUMBER|PATH)\b",
                                                          out), out
+
+
+def test_top_level_help_gives_a_flag_no_label() -> None:
+    """`servecap --help` (its own process: the panels are patched once per process) showed
+    '--version <bool>' while every command's help showed the flag bare."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "servecap.cli", "--help"], capture_output=True,
+                         text=True, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"},
+                         cwd=Path(__file__).resolve().parents[2].parent, check=True).stdout
+    assert "--version" in out and not re.search(r"<(bool|str|int)>", out), out
