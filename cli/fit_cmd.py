@@ -96,6 +96,7 @@ def fit(
     Every candidate is planned exactly as `servecap plan` plans it. The answer
     fits; the next step (one more token or request, one GPU fewer, a more
     precise dtype) does not, and the table names the ledger line that binds.
+
     Examples:
 
       servecap fit teaching-7b --concurrency 16   # longest context, 16 requests

@@ -146,6 +146,7 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
     are simulated at --rate until steady, ranked by cost per hour, and the Pareto frontier of
     tokens/s per GPU against tokens/s per user is drawn; the answers are re-checked with their
     SLO capacity and its 95 % interval, and ties are called. Exit 1 when nothing qualifies.
+
     Example:
 
       servecap search llama-3.1-70b-instruct --workload workloads/chat.yaml --rate 4 \\

@@ -53,6 +53,7 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
     iteration time is the printed roofline (override any coefficient with --coefficients).
     Figures are measured over the steady-state window (warm-up and drain excluded), with
     95 % intervals; a run that never reaches steady state is measured whole and says so.
+
     Examples:
 
       servecap simulate llama-3.1-8b --device h100-80gb --workload workloads/chat.yaml \\
