@@ -1,25 +1,15 @@
 """A vLLM log's flags, settings and link as Scenario values (scenario/log_flags.py)."""
 
+from pathlib import Path
+
 from servecap.ledger.vllm_log import parse_vllm_log
 from servecap.ledger.vllm_versions import row
 from servecap.scenario.log_flags import env_graphs, env_sampler, fill, logged_values
 from servecap.scenario.spec import DEFAULT, with_values
 
-# Lines in vLLM 0.17.0's format (a TP 2 start on two PCIe GPUs without P2P): the non-default
-# args keep the keys such a start prints, trimmed, with 'enforce_eager': True added so the
-# flag's path is covered; a test input of the real shape, not a quoted log (those are the
-# sourced fixtures in tests/fixtures/vllm_logs)
-NON_DEFAULT = (
-    "(APIServer pid=1444) INFO 05-11 03:01:02 [utils.py:238] non-default args: {'model_tag': "
-    "'/models/Qwen/Qwen3-8B-AWQ', 'enable_auto_tool_choice': True, 'host': '0.0.0.0', "
-    "'port': 80, 'model': '/models/Qwen/Qwen3-8B-AWQ', 'max_model_len': 32768, "
-    "'served_model_name': ['qwen3:8b'], 'tensor_parallel_size': 2, "
-    "'gpu_memory_utilization': 0.2, 'enable_prefix_caching': True, 'enforce_eager': True}")
-NO_P2P = ("(Worker pid=1592) WARNING 05-11 03:01:18 [custom_all_reduce.py:165] Custom allreduce "
-          "is disabled because your platform lacks GPU P2P capability or P2P test failed. To "
-          "silence this warning, specify disable_custom_all_reduce=True explicitly.")
-POOL = "(Worker_TP0 pid=1589) INFO 05-11 03:01:28 [gpu_worker.py:424] Available KV cache " \
-    "memory: 4.89 GiB"
+LINES = (Path(__file__).resolve().parents[1] / "fixtures" / "log_lines" /
+         "v0_17_tp2_no_p2p.txt").read_text().splitlines()
+NON_DEFAULT, NO_P2P, POOL = (line for line in LINES if not line.startswith("#"))
 
 
 
