@@ -42,7 +42,7 @@ KV_MISSES = {
                                           "(weights + non-torch) by the log's own line against "
                                           "15.4 on the warm start of the same cell (-3.6%): a "
                                           "desktop-shared RTX 4090 (WSL2)",
-    "v0_29_qwen3_4b_rtx5060ti_wsl2_cold_prp": "+33.1%: 8.59 GiB consumed (weights + non-torch) "
+    "v0_29_qwen3_4b_rtx5060ti_wsl2_cold_prp": "+31.8%: 8.59 GiB consumed (weights + non-torch) "
                                               "by the log's own line, 0.95 beyond the 7.64 "
                                               "loaded against the plan's 0.40: the device-wide "
                                               "free-memory drop on a desktop-shared RTX 5060 Ti "
@@ -61,7 +61,7 @@ KV_NEAR_MISSES = {
     "v1_qwen3_235b_fp8_4xh100_issue21348": "+5.5%: 0.35 GiB of pool the log's two lines do "
                                            "not break down (the LMCache connector's one GPU "
                                            "buffer, 12 MB, is made before the load)",
-    "v0_30_qwen3_4b_rtx5060ti_wsl2_xinference_prp": "-7.1%: the plan's CUDA-graph estimate "
+    "v0_30_qwen3_4b_rtx5060ti_wsl2_xinference_prp": "-7.9%: the plan's CUDA-graph estimate "
                                                     "(0.53 GiB) is 0.15 above vLLM's 0.38 and its "
                                                     "non-torch memory (0.40) 0.15 above what the "
                                                     "consumed line leaves (0.25) on a desktop-"
