@@ -28,7 +28,7 @@ LOGS = ROOT / "tests" / "fixtures" / "vllm_logs"
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 DEPLOY_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
                "nnodes", "interconnect", "max_num_seqs", "entrypoint", "mxfp4_backend", "sampler",
-               "cold_compile")
+               "cold_compile", "enforce_eager")
 DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}  # vLLM's --dtype spellings
 
 

@@ -42,6 +42,11 @@ KV_MISSES = {
                                           "(weights + non-torch) by the log's own line against "
                                           "15.4 on the warm start of the same cell (-3.6%): a "
                                           "desktop-shared RTX 4090 (WSL2)",
+    "v0_29_qwen3_4b_rtx5060ti_wsl2_cold_prp": "+31.8%: 8.59 GiB consumed (weights + non-torch) "
+                                              "by the log's own line, 0.95 beyond the 7.64 "
+                                              "loaded against the plan's 0.40: the device-wide "
+                                              "free-memory drop on a desktop-shared RTX 5060 Ti "
+                                              "(WSL2), cold; 7.89 on the warm 0.30.0 start",
     "v0_19_qwen3_0p6b_8k_rtx3060_failed_retriva": "-14.9%: an 8.03 GiB pool above the 7.60 "
                                                   "GiB that 0.75 x 11.63 GiB less the weights "
                                                   "leaves; 0.19 counts non-torch memory "
@@ -56,6 +61,15 @@ KV_NEAR_MISSES = {
     "v1_qwen3_235b_fp8_4xh100_issue21348": "+5.5%: 0.35 GiB of pool the log's two lines do "
                                            "not break down (the LMCache connector's one GPU "
                                            "buffer, 12 MB, is made before the load)",
+    "v0_29_qwen3_8b_rtx4090_48gb_mnbt512_cold_yjlab": (
+        "+5.9%: 16.54 GiB consumed (weights + non-torch) against the 15.38 of the same card's "
+        "4096-token starts, 1.16 GiB more, the embedding table's size, held past the cold "
+        "compile of the range (1, 512)"),
+    "v0_30_qwen3_4b_rtx5060ti_wsl2_xinference_prp": "-7.9%: the plan's CUDA-graph estimate "
+                                                    "(0.53 GiB) is 0.15 above vLLM's 0.38 and its "
+                                                    "non-torch memory (0.40) 0.15 above what the "
+                                                    "consumed line leaves (0.25) on a desktop-"
+                                                    "shared RTX 5060 Ti (WSL2)",
     "v1_qwen3vl_30b_a3b_4x3090_pcie_sipeed": "-7.2%: the encoder profile with what it holds, "
                                              "the model-built buffers and the sort's 38 B a "
                                              "logit planned; the plan leaves 0.17 GiB less "
@@ -97,9 +111,11 @@ START_MISSES = {
                                         "2.02 GiB its allocator held after profiling is sized "
                                         "by no rule",
 }
-KV_WITHIN_5_AT_LEAST = 74 / 82  # measured: 74/82 with seventeen held-out logs no rule was fitted
-# on (59/66 before them; 58/66 before Model Runner V2's penalties state, 57/66 before the
-# cold-compile term); the Done-when asks 90%: met at 90.2% (docs/reconcile.md)
+KV_WITHIN_5_AT_LEAST = 81 / 92  # measured: 81/92 with twenty-seven held-out logs no rule was
+# fitted on (79/90 before the two vLLM 0.18.0 starts of the RTX 4090 48GB, 74/82 with the first
+# seventeen, 74/84 with the RTX 5060 Ti pair; 59/66 before them; 58/66 before Model Runner V2's
+# penalties state, 57/66 before the cold-compile term); the Done-when asks 90%: missed at 88.0%
+# since the two RTX 5060 Ti logs of vLLM 0.29.0 and 0.30.0 (90.2% before them, docs/reconcile.md)
 
 
 def _cases(predicate, misses=None):
@@ -221,6 +237,7 @@ def test_reconcile_names_every_line_and_prints_the_tables_figures(case):
                         ("--sampler", deploy.sampler)):
         args += [flag, str(value)] if value is not None else []
     args += ["--cold-compile"] if deploy.cold_compile else []
+    args += ["--enforce-eager"] if deploy.enforce_eager else []
     result = CliRunner().invoke(app, args + ["--entrypoint", deploy.entrypoint])
     assert result.exit_code in (0, 1), result.output
     report = json.loads(result.stdout)
