@@ -183,7 +183,18 @@ def summary(outcomes: list[Outcome], skipped: list[Case]) -> list[str]:
             f"'does not start' where vLLM failed: {len(said)}/{len(failed)}; where it failed "
             f"for memory: {sum(not o.predicted_starts for o in memory)}/{len(memory)} "
             f"({len(failed) - len(memory)} failed for something else); said of a log that "
-            f"started: {len(false_no)}"] + _tightest(outcomes)
+            f"started: {len(false_no)}", _held_out(outcomes, share)] + _tightest(outcomes)
+
+
+def _held_out(outcomes: list[Outcome], share) -> str:
+    """The same rates on the logs whose sidecar says `held_out`: added after every rule and
+    constant, fitted on by none."""
+    held = [o for o in outcomes if o.case.meta.get("held_out")]
+    kv = [abs(o.kv_error) for o in held if o.kv_error is not None]
+    memory = [o for o in held if not o.case.meta["started"] and not _not_memory(o.case)]
+    return (f"held out ({len(held)} planned logs fitted on by none): KV within 5%: "
+            f"{share(kv, 0.05)}; within 10%: {share(kv, 0.10)}; 'does not start' where it "
+            f"failed for memory: {sum(not o.predicted_starts for o in memory)}/{len(memory)}")
 
 
 def _not_memory(case: Case) -> bool:

@@ -302,3 +302,14 @@ def test_failures_that_are_not_memory_are_counted_apart():
                   and (o.case.meta.get("failure") or "").startswith("not memory")}
     assert not_memory and not_memory <= set(START_MISSES)
     assert f"({len(not_memory)} failed for something else)" in line
+
+
+def test_the_held_out_logs_are_reported_on_their_own():
+    """A sidecar's `held_out` marks a log added after every rule and constant: the bench gives
+    its rates apart, over exactly those logs."""
+    outcomes = [bench.evaluate(c) for c in bench.cases() if c.planned]
+    held = [o for o in outcomes if o.case.meta.get("held_out")]
+    assert len(held) >= 28 and all(o.case.meta["held_out"].startswith("added ") for o in held)
+    line = next(s for s in bench.summary(outcomes, []) if s.startswith("held out"))
+    kv = [o for o in held if o.kv_error is not None]
+    assert f"held out ({len(held)} planned logs" in line and f"/{len(kv)};" in line
