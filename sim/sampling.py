@@ -2,7 +2,7 @@
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from .gcpause import paused
 from .workload import Arrivals, Lengths, Workload
@@ -36,10 +36,34 @@ def _draw(workload: Workload) -> list[Request]:
     outputs = draw_lengths(workload.output, len(times), rng)
     groups = _draw_shares(workload.prefix_groups, len(times), rng)
     tenants = _draw_shares(workload.tenants, len(times), rng)
-    return [Request(i, t, p + (g.tokens if g else 0), o, g and g.name, g.tokens if g else 0,
-                    n and n.name, n.priority if n else 0)
-            for i, (t, p, o, g, n) in enumerate(zip(times, prompts, outputs, groups, tenants,
-                                                    strict=True))]
+    return _requests(times, prompts, outputs, groups, tenants)
+
+
+# Request's slots, each set through its own descriptor: the frozen dataclass's __init__ goes
+# through object.__setattr__ by name for every field, which was half of drawing 100,000
+# requests (0.13 of 0.27 CPU-s); the same objects (fields, equality, hash) in about half that
+_SETTERS = tuple(getattr(Request, f.name).__set__ for f in fields(Request))
+
+
+def _requests(times: list, prompts: list, outputs: list, groups: list,
+              tenants: list) -> list[Request]:
+    """Request(i, t, prompt + prefix, output, group, prefix, tenant, priority) per draw."""
+    set_id, set_arrival, set_prompt, set_output, set_group, set_prefix, set_tenant, \
+        set_priority = _SETTERS
+    new, out = object.__new__, []
+    for i, (t, p, o, g, n) in enumerate(zip(times, prompts, outputs, groups, tenants,
+                                            strict=True)):
+        req = new(Request)
+        set_id(req, i)
+        set_arrival(req, t)
+        set_prompt(req, p + (g.tokens if g else 0))
+        set_output(req, o)
+        set_group(req, g and g.name)
+        set_prefix(req, g.tokens if g else 0)
+        set_tenant(req, n and n.name)
+        set_priority(req, n.priority if n else 0)
+        out.append(req)
+    return out
 
 
 def at_rate(workload: Workload, rate_per_s: float) -> list[Request]:
