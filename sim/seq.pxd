@@ -3,6 +3,9 @@
 # through a slot descriptor each. Token counts are 64-bit integers (Python's integers, far
 # below 2^63), times doubles (Python's floats, the same bits); the times a request may not
 # have reached (None) and the lists stay objects. As Python, every field reads the same.
+import cython
+
+
 cdef class Seq:
     cdef public object req, state, reason, admitted_s, prefill_start_s, prefill_end_s, \
         release_s
@@ -12,3 +15,13 @@ cdef class Seq:
         offload_hit_tokens
     cdef public double prev_s, last_token_s, ready_s
     cdef public bint kv_transferred
+
+
+@cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, seq=Seq,
+               arrival=cython.double[:], admitted=cython.double[:], first=cython.double[:],
+               last=cython.double[:], release=cython.double[:], states=cython.longlong[:],
+               prompt=cython.longlong[:], output=cython.longlong[:],
+               prefix=cython.longlong[:], hit=cython.longlong[:], offload=cython.longlong[:],
+               preempt=cython.longlong[:], recomputed=cython.longlong[:],
+               chunks=cython.longlong[:])
+cpdef tuple request_columns(list seqs)

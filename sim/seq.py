@@ -4,11 +4,14 @@ seq.pxd, which the compiled kernels read directly) and, where that is absent or 
 another source, the same class run by the interpreter with its fields in slots (sim/state.py
 picks)."""
 
+from array import array
 from collections.abc import Sequence
 
 from .sampling import Request
 
 WAITING, RUNNING, DONE, REJECTED = "queued", "running", "completed", "rejected"
+STATES = (WAITING, RUNNING, DONE, REJECTED)  # a request's state as its index here
+NAN = float("nan")
 
 
 class Seq:
@@ -51,3 +54,46 @@ class Seq:
     @property
     def first_token_s(self) -> float | None:
         return self.prefill_token_s[0] if self.prefill_token_s else None
+
+
+def request_columns(seqs):
+    """The fields every report reads of each request, in one pass over the objects: times
+    (arrival, admitted, first token, last token, release; NaN where not reached) as C
+    doubles, and the state (its index in STATES), the prompt, output and prefix tokens, the
+    prefix and offload hits, preemptions, recomputed tokens and prefill chunks as 64-bit
+    integers; each an array("d") or array("q") in the requests' order. Compiled, the pass
+    reads each Seq's fields in C (seq.pxd)."""
+    n = len(seqs)
+    doubles, ints = array("d", [0.0]) * n, array("q", [0]) * n
+    arrival_col, admitted_col, first_col, last_col, release_col = doubles, doubles[:], \
+        doubles[:], doubles[:], doubles[:]
+    state_col, prompt_col, output_col, prefix_col, hit_col, offload_col, preempt_col, \
+        recomputed_col, chunks_col = ints, ints[:], ints[:], ints[:], ints[:], ints[:], \
+        ints[:], ints[:], ints[:]
+    arrival, admitted, first, last, release = arrival_col, admitted_col, first_col, \
+        last_col, release_col
+    states, prompt, output, prefix, hit, offload, preempt, recomputed, chunks = state_col, \
+        prompt_col, output_col, prefix_col, hit_col, offload_col, preempt_col, \
+        recomputed_col, chunks_col
+    for i in range(n):
+        seq = seqs[i]
+        req = seq.req
+        arrival[i] = req.arrival_s
+        admitted[i] = NAN if seq.admitted_s is None else seq.admitted_s
+        first[i] = seq.prefill_token_s[0] if seq.prefill_token_s else NAN
+        last[i] = seq.last_token_s
+        release[i] = NAN if seq.release_s is None else seq.release_s
+        state = seq.state
+        states[i] = 2 if state == DONE else 3 if state == REJECTED else \
+            1 if state == RUNNING else 0
+        prompt[i] = req.prompt_tokens
+        output[i] = req.output_tokens
+        prefix[i] = req.prefix_tokens
+        hit[i] = seq.prefix_hit_tokens
+        offload[i] = seq.offload_hit_tokens
+        preempt[i] = seq.preemptions
+        recomputed[i] = seq.recomputed_tokens
+        chunks[i] = seq.chunks
+    return (arrival_col, admitted_col, first_col, last_col, release_col, state_col,
+            prompt_col, output_col, prefix_col, hit_col, offload_col, preempt_col,
+            recomputed_col, chunks_col)
