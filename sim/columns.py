@@ -65,7 +65,7 @@ class RequestColumns:
 
     def __init__(self, seqs: list | None = None, parts: tuple | None = None) -> None:
         if parts is None:
-            parts = tuple(_numpy(col) for col in request_columns(seqs))
+            parts = tuple(as_column(col) for col in request_columns(seqs))
         for name, col in zip(self.NAMES, parts, strict=True):
             setattr(self, name, col)
         self.done = self.states == 2
@@ -79,7 +79,7 @@ class RequestColumns:
                                           for name in self.NAMES))
 
 
-def _numpy(column) -> np.ndarray:
-    """An array("d") or array("q") as the numpy column over its memory."""
+def as_column(column) -> np.ndarray:
+    """An array("d") or array("q") as the numpy column over its memory (no copy)."""
     dtype = np.float64 if column.typecode == "d" else np.int64
     return np.frombuffer(column, dtype=dtype) if len(column) else np.zeros(0, dtype=dtype)

@@ -25,3 +25,13 @@ cdef class Seq:
                preempt=cython.longlong[:], recomputed=cython.longlong[:],
                chunks=cython.longlong[:])
 cpdef tuple request_columns(list seqs)
+
+
+@cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, k=cython.longlong,
+               s=cython.Py_ssize_t, e=cython.Py_ssize_t, num_segments=cython.Py_ssize_t,
+               num_extras=cython.Py_ssize_t, seq=Seq, keys=cython.longlong[:],
+               seg_line=cython.longlong[:], firsts=cython.longlong[:],
+               lasts=cython.longlong[:], prevs=cython.double[:],
+               extra_line=cython.longlong[:], extras=cython.double[:], index=dict,
+               lines=list)
+cpdef tuple segment_columns(list seqs, dict timelines)

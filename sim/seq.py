@@ -97,3 +97,52 @@ def request_columns(seqs):
     return (arrival_col, admitted_col, first_col, last_col, release_col, state_col,
             prompt_col, output_col, prefix_col, hit_col, offload_col, preempt_col,
             recomputed_col, chunks_col)
+
+
+def segment_columns(seqs, timelines):
+    """Every decode segment and re-prefill gap of the requests that have a decode timeline
+    (timelines: id(request) -> its engine's decode_end_s), in the requests' order, in two
+    passes (count, then fill): (the timelines in the order the requests first index them;
+    per segment, its timeline's index there, first and last iteration (array("q")) and the
+    time of the token before it (array("d")); per re-prefill gap, its timeline's index and
+    the gap)."""
+    n = len(seqs)
+    keys_col = array("q", [-1]) * n
+    keys = keys_col
+    lines, index = [], {}
+    num_segments = num_extras = 0
+    for i in range(n):
+        seq = seqs[i]
+        ends = timelines.get(id(seq))
+        if ends is None:
+            continue
+        found = index.get(id(ends))
+        if found is None:
+            found = index[id(ends)] = len(lines)
+            lines.append(ends)
+        keys[i] = found
+        num_segments += len(seq.segments)
+        num_extras += len(seq.extra_gaps_s)
+    seg_line_col, firsts_col, lasts_col = array("q", [0]) * num_segments, \
+        array("q", [0]) * num_segments, array("q", [0]) * num_segments
+    prevs_col = array("d", [0.0]) * num_segments
+    extra_line_col, extras_col = array("q", [0]) * num_extras, array("d", [0.0]) * num_extras
+    seg_line, firsts, lasts, prevs, extra_line, extras = seg_line_col, firsts_col, lasts_col, \
+        prevs_col, extra_line_col, extras_col
+    s = e = 0
+    for i in range(n):
+        k = keys[i]
+        if k < 0:
+            continue
+        seq = seqs[i]
+        for segment in seq.segments:
+            seg_line[s] = k
+            firsts[s] = segment[0]
+            lasts[s] = segment[1]
+            prevs[s] = segment[2]
+            s += 1
+        for gap in seq.extra_gaps_s:
+            extra_line[e] = k
+            extras[e] = gap
+            e += 1
+    return lines, seg_line_col, firsts_col, lasts_col, prevs_col, extra_line_col, extras_col
