@@ -37,7 +37,8 @@ class Engine:
                  "residue", "ctx_base", "dec_idx", "now", "extra_s", "reserved_blocks",
                  "steps_since_prefill", "group_steps", "by_priority", "jitter", "price",
                  "dense", "step_shared", "step_per_n", "step_known", "step_k", "frontend_free",
-                 "closed", "next_closed", "result")
+                 "closed", "next_closed", "result", "num_iterations", "busy_s", "queue_area",
+                 "system_area", "ends", "sample_times", "sample_tokens", "sample_blocks")
 
     def __init__(self, requests: list[Request], coef: Coefficients, config: SchedulerConfig,
                  num_blocks: int) -> None:
@@ -81,6 +82,13 @@ class Engine:
             for seq in self.seqs:
                 self.through_frontend(seq)
         self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, array("d"))
+        # the run's counters add up here, C fields where compiled (run.finish_run writes them
+        # into the result), and the result's own timeline and KV sample columns are held here
+        # too: the kernels reach them without a Python attribute lookup per iteration
+        self.num_iterations, self.busy_s, self.queue_area, self.system_area = 0, 0.0, 0.0, 0.0
+        samples = self.result.kv_samples
+        self.ends, self.sample_times, self.sample_tokens, self.sample_blocks = \
+            self.result.decode_end_s, samples.times, samples.tokens, samples.blocks
 
     # arrivals -------------------------------------------------------------------------------
     def _open_closed_loop(self, concurrency: int) -> None:
@@ -109,8 +117,8 @@ class Engine:
         while self.next_arrival < len(seqs) and seqs[self.next_arrival].ready_s <= now:
             seq = seqs[self.next_arrival]
             self.next_arrival += 1
-            self.result.queue_area += now - seq.ready_s
-            self.result.system_area += now - seq.ready_s
+            self.queue_area += now - seq.ready_s
+            self.system_area += now - seq.ready_s
             need = blocks_for(seq.req.prompt_tokens + seq.req.output_tokens, self.bsz) \
                 + self.cfg.state_blocks
             too_long = self.cfg.too_long(seq.req.prompt_tokens, seq.req.output_tokens)
@@ -259,7 +267,7 @@ class Engine:
             seq.segments.append((seq.j0, last, seq.prev_s))
             seq.generated += steps
             self.owed -= steps
-            seq.last_token_s = self.result.decode_end_s[last]
+            seq.last_token_s = self.ends[last]
         return seq.target + steps
 
     def live_kv_tokens(self) -> int:

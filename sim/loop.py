@@ -109,24 +109,22 @@ def _decode_only(eng):
 
 
 def _account(eng, dt):
-    res = eng.result
-    res.num_iterations += 1
-    res.busy_s += dt
+    eng.num_iterations += 1
+    eng.busy_s += dt
     waiting = len(eng.waiting)
-    res.queue_area += waiting * dt
-    res.system_area += (waiting + len(eng.running)) * dt
+    eng.queue_area += waiting * dt
+    eng.system_area += (waiting + len(eng.running)) * dt
     live = eng.live_kv_tokens()
     for seq in eng.prefilling:  # and the prompts' computed tokens
         live += seq.computed
-    samples = res.kv_samples
-    samples.times.append(eng.now)
-    samples.tokens.append(live)
-    samples.blocks.append(eng.pool.used_blocks)
+    eng.sample_times.append(eng.now)
+    eng.sample_tokens.append(live)
+    eng.sample_blocks.append(eng.pool.used_blocks)
 
 
 def _finish_decode_step(eng):
     j = eng.dec_idx
-    eng.result.decode_end_s.append(eng.now)
+    eng.ends.append(eng.now)
     eng.pool.free -= eng.residue[j % eng.bsz]
     eng.dec_idx = j + 1
     for seq in eng.finish_at.pop(j, ()):
