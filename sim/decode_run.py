@@ -146,7 +146,7 @@ def pricing(eng, n):
     tokens, None) to inline a dense model's arithmetic; (None, 0, 0, the per-n terms of
     step_model.decode_step_constants) to inline decode_step_price; else (a price function,
     0, 0, None)."""
-    spec = eng.cfg.speculation
+    spec = eng.speculation
     if spec is not None and spec.applies(n):
         return (lambda num, live: decode_iteration_s(eng.coef, spec, num, live)), 0.0, 0.0, \
             None

@@ -38,11 +38,20 @@ class Engine:
                  "steps_since_prefill", "group_steps", "by_priority", "jitter", "price",
                  "dense", "step_shared", "step_per_n", "step_known", "step_k", "frontend_free",
                  "closed", "next_closed", "result", "num_iterations", "busy_s", "queue_area",
-                 "system_area", "ends", "sample_times", "sample_tokens", "sample_blocks")
+                 "system_area", "ends", "sample_times", "sample_tokens", "sample_blocks",
+                 "state_blocks", "max_num_seqs", "max_num_batched_tokens", "max_waiting_steps",
+                 "num_scheduler_steps", "prefix_caching", "speculation")
 
     def __init__(self, requests: list[Request], coef: Coefficients, config: SchedulerConfig,
                  num_blocks: int) -> None:
         self.coef, self.cfg, self.bsz = coef, config, config.block_size_tokens
+        # the config's values the kernels read per request or iteration, in the engine's own
+        # fields (C fields where compiled) rather than through the frozen config each time
+        self.state_blocks, self.max_num_seqs = config.state_blocks, config.max_num_seqs
+        self.max_num_batched_tokens = config.max_num_batched_tokens
+        self.max_waiting_steps = config.max_waiting_steps
+        self.num_scheduler_steps = config.num_scheduler_steps
+        self.prefix_caching, self.speculation = config.prefix_caching, config.speculation
         self.pool = BlockPool(num_blocks, config.watermark_blocks(num_blocks))
         self.host = HostTier(config.offload_tokens) if config.offload_tokens else None
         self.seqs = [Seq(r) for r in sorted(requests, key=lambda r: r.arrival_s)]
@@ -120,12 +129,12 @@ class Engine:
             self.queue_area += now - seq.ready_s
             self.system_area += now - seq.ready_s
             need = blocks_for(seq.req.prompt_tokens + seq.req.output_tokens, self.bsz) \
-                + self.cfg.state_blocks
+                + self.state_blocks
             too_long = self.cfg.too_long(seq.req.prompt_tokens, seq.req.output_tokens)
             if too_long or need > limit:
                 self.owed -= owed(seq)
-                held = f" (with its fixed state's {self.cfg.state_blocks})" \
-                    if self.cfg.state_blocks else ""
+                held = f" (with its fixed state's {self.state_blocks})" \
+                    if self.state_blocks else ""
                 reject(seq, too_long or f"needs {need} KV blocks{held}; the pool admits at "
                        f"most {limit}")
                 if self.closed:
@@ -165,7 +174,7 @@ class Engine:
     # admission ------------------------------------------------------------------------------
     def prefix_hit_blocks(self, seq: Seq) -> int:
         req = seq.req
-        if not (self.cfg.prefix_caching and req.prefix_group) or seq.swapped_tokens:
+        if not (self.prefix_caching and req.prefix_group) or seq.swapped_tokens:
             return 0
         cached = self.pool.is_cached(req.prefix_group) or (
             self.host is not None and self.host.holds(req.prefix_group))
@@ -186,7 +195,7 @@ class Engine:
         reload = hit and not pool.is_cached(req.prefix_group)
         tokens = seq.swapped_tokens or seq.target
         need = blocks_for(tokens, self.bsz) - (0 if reload else hit)
-        taken = need + self.cfg.state_blocks
+        taken = need + self.state_blocks
         spare = pool.available(req.prefix_group if hit and not reload else None) \
             - self.reserved_blocks - taken
         if spare < pool.watermark_blocks:
@@ -228,7 +237,7 @@ class Engine:
                 self.host.store(("group", req.prefix_group), shared)
             self.host.store(("request", req.request_id), seq.target // self.bsz * self.bsz
                             - shared)
-        if not (self.cfg.prefix_caching and req.prefix_group) or seq.prefix_blocks \
+        if not (self.prefix_caching and req.prefix_group) or seq.prefix_blocks \
                 or self.pool.is_cached(req.prefix_group) or req.prefix_tokens < self.bsz:
             return
         seq.prefix_blocks = req.prefix_tokens // self.bsz
@@ -275,7 +284,7 @@ class Engine:
 
     def release(self, seq: Seq, num_blocks: int) -> None:
         """Give back a leaving sequence's KV blocks and its fixed state's."""
-        self.pool.release(num_blocks + self.cfg.state_blocks)
+        self.pool.release(num_blocks + self.state_blocks)
         if seq.prefix_blocks:
             self.pool.release_prefix(seq.req.prefix_group)
         seq.prefix_blocks = 0
@@ -320,12 +329,12 @@ class Engine:
     def swap_in_waiting(self) -> None:
         """Swapped-out sequences at the head of the queue come back first, straight to decode."""
         while self.waiting and self.waiting[0].swapped_tokens \
-                and len(self.running) < self.cfg.max_num_seqs and self.try_admit(self.waiting[0]):
+                and len(self.running) < self.max_num_seqs and self.try_admit(self.waiting[0]):
             pass
 
     def mid_group(self) -> int:
         """Decode steps left in the current multi-step group (0: the scheduler may run)."""
-        k = self.cfg.num_scheduler_steps
+        k = self.num_scheduler_steps
         if k == 1 or not self.decoding:
             return 0
         return (k - self.group_steps % k) % k

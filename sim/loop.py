@@ -28,7 +28,7 @@ def run_iterations(eng, horizon):
         if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
                                                                          _decode_only(eng)):
             steps = (core.COMPILED or core.PYTHON).decode_run(eng, horizon, left or (
-                eng.cfg.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
+                eng.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
             eng.steps_since_prefill += steps if eng.waiting else 0
             eng.group_steps += steps
             continue
@@ -49,7 +49,7 @@ def _iterate(eng, work, decode):
         cached += seq.computed
         prefill += chunk
         pairs += prefill_pairs(seq.computed, chunk)
-    spec = eng.cfg.speculation
+    spec = eng.speculation
     if spec is not None and not work and num_decode and spec.applies(num_decode):
         dt = decode_iteration_s(eng.coef, spec, num_decode, context)
     elif eng.step_k is not None:
