@@ -120,7 +120,7 @@ def decode_run(eng, horizon, max_steps):
         if done:
             eng.now, eng.dec_idx, pool.free = now, j, free
             for seq in done:
-                if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
+                if seq.request_id in decoding and seq.j0 + seq.output_tokens \
                         - seq.generated - 1 == j - 1:
                     eng.finish(seq, eng._stop_decoding(seq, j - 1))
             system_area += (n + num_waiting) * segment

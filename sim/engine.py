@@ -128,9 +128,9 @@ class Engine:
             self.next_arrival += 1
             self.queue_area += now - seq.ready_s
             self.system_area += now - seq.ready_s
-            need = blocks_for(seq.req.prompt_tokens + seq.req.output_tokens, self.bsz) \
+            need = blocks_for(seq.prompt_tokens + seq.output_tokens, self.bsz) \
                 + self.state_blocks
-            too_long = self.cfg.too_long(seq.req.prompt_tokens, seq.req.output_tokens)
+            too_long = self.cfg.too_long(seq.prompt_tokens, seq.output_tokens)
             if too_long or need > limit:
                 self.owed -= owed(seq)
                 held = f" (with its fixed state's {self.state_blocks})" \
@@ -173,7 +173,7 @@ class Engine:
 
     # admission ------------------------------------------------------------------------------
     def prefix_hit_blocks(self, seq: Seq) -> int:
-        req = seq.req
+        req = seq._req  # Seq.req's own field: a C read where compiled, not the property
         if not (self.prefix_caching and req.prefix_group) or seq.swapped_tokens:
             return 0
         cached = self.pool.is_cached(req.prefix_group) or (
@@ -189,7 +189,7 @@ class Engine:
     def try_admit(self, seq: Seq) -> bool:
         """Allocate blocks for the whole prompt (or the swapped-out KV), and a hybrid's fixed
         state, above the watermark."""
-        pool, req = self.pool, seq.req
+        pool, req = self.pool, seq._req
         hit = self.prefix_hit_blocks(seq)
         # a prefix found in the host tier only: its blocks are allocated here and loaded back
         reload = hit and not pool.is_cached(req.prefix_group)
@@ -212,7 +212,7 @@ class Engine:
             seq.offload_hit_tokens += hit * self.bsz
         if seq.admitted_s is None:
             seq.admitted_s = self.now
-        self.running[req.request_id] = seq
+        self.running[seq.request_id] = seq
         if seq.swapped_tokens:
             return self._swap_in(seq, need)
         self._share_prefix(seq, hit)
@@ -230,7 +230,7 @@ class Engine:
         """Once a prompt is computed, its full prefix blocks become the group's cache (vLLM
         caches only computed full blocks); a group cached meanwhile keeps this copy private.
         A host offload tier stores the prompt's full blocks as well."""
-        req = seq.req
+        req = seq._req
         if self.host is not None:
             shared = req.prefix_tokens // self.bsz * self.bsz if req.prefix_group else 0
             if shared:
@@ -259,15 +259,15 @@ class Engine:
         j0 = self.dec_idx
         seq.j0, seq.prev_s = j0, seq.last_token_s
         self.j0_sum += j0
-        self.decoding[seq.req.request_id] = seq
+        self.decoding[seq.request_id] = seq
         self.residue[(j0 - seq.target) % self.bsz] += 1
         self.ctx_base += seq.target - j0
-        last = j0 + seq.req.output_tokens - seq.generated - 1
+        last = j0 + seq.output_tokens - seq.generated - 1
         self.finish_at.setdefault(last, []).append(seq)
 
     def _stop_decoding(self, seq: Seq, last: int) -> int:
         """Leave the decode set after decode iteration `last`; returns KV tokens held."""
-        del self.decoding[seq.req.request_id]
+        del self.decoding[seq.request_id]
         self.j0_sum -= seq.j0
         self.residue[(seq.j0 - seq.target) % self.bsz] -= 1
         self.ctx_base -= seq.target - seq.j0
@@ -286,9 +286,9 @@ class Engine:
         """Give back a leaving sequence's KV blocks and its fixed state's."""
         self.pool.release(num_blocks + self.state_blocks)
         if seq.prefix_blocks:
-            self.pool.release_prefix(seq.req.prefix_group)
+            self.pool.release_prefix(seq._req.prefix_group)
         seq.prefix_blocks = 0
-        del self.running[seq.req.request_id]
+        del self.running[seq.request_id]
 
     def held_blocks(self, seq: Seq, held_tokens: int) -> int:
         return blocks_for(held_tokens, self.bsz) - seq.prefix_blocks
@@ -304,7 +304,7 @@ class Engine:
         """Free a running sequence: by recompute (its KV is dropped and its prompt plus the
         tokens so far are prefilled again) or by swap (a decoding sequence's KV goes to host
         memory and comes back before it decodes again)."""
-        decoding = seq.req.request_id in self.decoding
+        decoding = seq.request_id in self.decoding
         if decoding:
             held = self._stop_decoding(seq, self.dec_idx - 1)
             self.release(seq, self.held_blocks(seq, held))
@@ -319,8 +319,8 @@ class Engine:
             self.extra_s += swap_s(self.coef, held)
         else:
             seq.recomputed_tokens += held
-            self.owed += seq.req.prompt_tokens + seq.generated - seq.target + seq.computed
-            seq.target, seq.computed = seq.req.prompt_tokens + seq.generated, 0
+            self.owed += seq.prompt_tokens + seq.generated - seq.target + seq.computed
+            seq.target, seq.computed = seq.prompt_tokens + seq.generated, 0
         if self.by_priority:
             insort(self.waiting, seq, key=_priority_key)
         else:
@@ -358,7 +358,7 @@ class Engine:
         if self.by_priority:
             order = {rid: i for i, rid in enumerate(self.running)}
             return max(self.running.values(),
-                       key=lambda s: (s.req.priority, order[s.req.request_id]))
+                       key=lambda s: (s.req.priority, order[s.request_id]))
         return self.running[next(reversed(self.running))]
 
 
@@ -370,8 +370,8 @@ def reject(seq: Seq, reason: str) -> None:
 def owed(seq: Seq) -> int:
     """Tokens a held request still owes: prompt tokens to compute and output to make (a
     decoding sequence's generated lags by the steps since it joined the decode set)."""
-    return seq.target - seq.computed + seq.req.output_tokens - seq.generated
+    return seq.target - seq.computed + seq.output_tokens - seq.generated
 
 
 def _priority_key(seq: Seq) -> tuple[int, float, int]:
-    return seq.req.priority, seq.ready_s, seq.req.request_id
+    return seq.req.priority, seq.ready_s, seq.request_id

@@ -128,7 +128,7 @@ def _finish_decode_step(eng):
     eng.pool.free -= eng.residue[j % eng.bsz]
     eng.dec_idx = j + 1
     for seq in eng.finish_at.pop(j, ()):
-        if seq.req.request_id in eng.decoding and seq.j0 + seq.req.output_tokens \
+        if seq.request_id in eng.decoding and seq.j0 + seq.output_tokens \
                 - seq.generated - 1 == j:
             eng.finish(seq, eng._stop_decoding(seq, j))
 
@@ -150,7 +150,7 @@ def _finish_chunk(eng, seq, chunk, start):
     seq.last_token_s = eng.now
     seq.generated += 1
     eng.owed -= 1
-    if seq.generated >= seq.req.output_tokens:
+    if seq.generated >= seq.output_tokens:
         eng.finish(seq, seq.target)
     else:
         eng.start_decoding(seq)

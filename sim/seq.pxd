@@ -7,7 +7,9 @@ import cython
 
 
 cdef class Seq:
-    cdef public object req, state, reason, admitted_s, prefill_start_s, prefill_end_s, \
+    cdef readonly object _req  # the property req sets it and the three below
+    cdef readonly long long request_id, prompt_tokens, output_tokens
+    cdef public object state, reason, admitted_s, prefill_start_s, prefill_end_s, \
         release_s
     cdef public list prefill_token_s, segments, extra_gaps_s
     cdef public long long generated, target, computed, private_blocks, prefix_blocks, j0, \

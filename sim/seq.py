@@ -20,15 +20,15 @@ class Seq:
     `segments` (first, last decode index, time of the token before the first) so no per-token
     list is kept; `token_times` rebuilds them."""
 
-    __slots__ = ("req", "state", "reason", "generated", "target", "computed", "private_blocks",
-                 "prefix_blocks", "j0", "prev_s", "admitted_s", "prefill_start_s",
-                 "prefill_end_s", "release_s", "prefill_token_s", "segments", "preemptions",
-                 "recomputed_tokens", "chunks", "prefix_hit_tokens", "swapped_tokens",
-                 "last_token_s", "extra_gaps_s", "ready_s", "kv_transferred",
-                 "offload_hit_tokens")
+    __slots__ = ("_req", "request_id", "prompt_tokens", "output_tokens", "state", "reason",
+                 "generated", "target", "computed", "private_blocks", "prefix_blocks", "j0",
+                 "prev_s", "admitted_s", "prefill_start_s", "prefill_end_s", "release_s",
+                 "prefill_token_s", "segments", "preemptions", "recomputed_tokens", "chunks",
+                 "prefix_hit_tokens", "swapped_tokens", "last_token_s", "extra_gaps_s",
+                 "ready_s", "kv_transferred", "offload_hit_tokens")
 
     def __init__(self, req: Request) -> None:
-        self.req = req
+        self.req = req  # and its id, prompt and output tokens, copied (the setter below)
         self.state, self.reason = WAITING, ""
         self.generated, self.target, self.computed = 0, req.prompt_tokens, 0
         self.private_blocks = self.prefix_blocks = self.j0 = 0
@@ -43,6 +43,18 @@ class Seq:
         self.ready_s = req.arrival_s  # when the engine may take it (after a KV transfer)
         self.kv_transferred = False
         self.extra_gaps_s: list[float] = []  # gaps ending in a re-prefill token (recompute)
+
+    @property
+    def req(self) -> Request:
+        return self._req
+
+    @req.setter
+    def req(self, req: Request) -> None:
+        """The request, and the three of its numbers the kernels read per step or event kept
+        beside it (C fields where compiled: no attribute lookup on the request each time)."""
+        self._req = req
+        self.request_id, self.prompt_tokens, self.output_tokens = \
+            req.request_id, req.prompt_tokens, req.output_tokens
 
     def token_times(self, decode_end_s: Sequence[float]) -> list[float]:
         """Each generated token's ready time, in order (absolute seconds)."""
@@ -86,8 +98,8 @@ def request_columns(seqs):
         state = seq.state
         states[i] = 2 if state == DONE else 3 if state == REJECTED else \
             1 if state == RUNNING else 0
-        prompt[i] = req.prompt_tokens
-        output[i] = req.output_tokens
+        prompt[i] = seq.prompt_tokens
+        output[i] = seq.output_tokens
         prefix[i] = req.prefix_tokens
         hit[i] = seq.prefix_hit_tokens
         offload[i] = seq.offload_hit_tokens
