@@ -28,7 +28,9 @@ class Seq:
                  "ready_s", "kv_transferred", "offload_hit_tokens")
 
     def __init__(self, req: Request) -> None:
-        self.req = req  # and its id, prompt and output tokens, copied (the setter below)
+        self._req = req  # and its id, prompt and output tokens, as the setter below copies them
+        self.request_id, self.prompt_tokens, self.output_tokens = \
+            req.request_id, req.prompt_tokens, req.output_tokens
         self.state, self.reason = WAITING, ""
         self.generated, self.target, self.computed = 0, req.prompt_tokens, 0
         self.private_blocks = self.prefix_blocks = self.j0 = 0
