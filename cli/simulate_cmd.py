@@ -122,7 +122,8 @@ def run_simulation(setup: Setup, window: bool = True, num_seeds: int = 1) -> tup
 
 def _entry(setup: Setup, outcome) -> dict:
     results = outcome.results
-    columns = RequestColumns(outcome.seqs)  # tail and buckets read each request once
+    columns = outcome.columns if outcome.columns is not None else \
+        RequestColumns(outcome.seqs)  # tail and buckets read each request once
     entry = outcome.summary | {"deployment": outcome.deployment,
                                "tail": tail(outcome.seqs, columns=columns)}
     entry["prediction_interval"] = prediction_interval(

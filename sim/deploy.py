@@ -7,6 +7,7 @@ import numpy as np
 from servecap.ledger.errors import SpecError
 
 from .cluster import ROUTERS, simulate_disaggregated, simulate_replicas
+from .columns import RequestColumns
 from .config import SchedulerConfig
 from .frontend import with_api_server
 from .gcpause import paused
@@ -69,6 +70,7 @@ class Outcome:
     seqs: list[Seq]
     results: list[SimResult]
     summary: dict
+    columns: RequestColumns | None = None  # seqs' columns, where measuring had them
 
 
 def run_deployment(requests: list[Request], coef: Coefficients, config: SchedulerConfig,
@@ -98,7 +100,8 @@ def _run_deployment(requests: list[Request], coef: Coefficients, config: Schedul
     for dep in deployments:
         runs = [run_once(requests, coef, replace(config, seed=config.seed + i), num_blocks,
                          dep) for i in range(seeds_needed(coef, num_seeds))]
-        summary = measure(config.policy, runs, slo, itl, window)
+        columns = [RequestColumns(r.seqs) for r in runs]
+        summary = measure(config.policy, runs, slo, itl, window, columns)
         summary["not_arrived"] = sum(len(r.seqs) - r.num_arrived for run in runs
                                      for r in run.results if not dep.disaggregated)
         summary["num_iterations"] = sum(r.num_iterations for run in runs for r in run.results)
@@ -107,7 +110,8 @@ def _run_deployment(requests: list[Request], coef: Coefficients, config: Schedul
         every = runs[0].seqs if dep.disaggregated or all(
             r.num_arrived == len(r.seqs) for r in runs[0].results) else \
             by_arrival([s for r in runs[0].results for s in r.seqs])
-        out.append(Outcome(dep.label, every, runs[0].results, summary))
+        out.append(Outcome(dep.label, every, runs[0].results, summary,
+                           columns[0] if every is runs[0].seqs else None))
     return out
 
 

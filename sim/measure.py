@@ -57,12 +57,14 @@ class Batch:
 
 
 def measure(policy: str, runs: list[Run], slo: SLO, itl: bool = True,
-            window: bool = True) -> dict:
+            window: bool = True, columns: list[RequestColumns] | None = None) -> dict:
     """The summary over every run's measured window (the keys of metrics.summarize_seqs,
     plus the window and the *_ci intervals). itl=False leaves the per-token ITL out (a
     search reads TPOT); window=False measures every request (what a benchmark of the same
-    requests reports), still saying whether a steady state was reached."""
-    columns = [RequestColumns(r.seqs) for r in runs]  # each request read once
+    requests reports), still saying whether a steady state was reached. columns: each run's
+    RequestColumns, where the caller has them."""
+    if columns is None:  # each run's requests read once (the caller's, where it has them)
+        columns = [RequestColumns(r.seqs) for r in runs]
     windows = [find_window(r.seqs, r.results, c) for r, c in zip(runs, columns, strict=True)]
     if not window:
         windows = [whole_run(r.seqs, w, c) for r, w, c in zip(runs, windows, columns,

@@ -91,7 +91,7 @@ def request_columns(seqs):
         recomputed_col, chunks_col
     for i in range(n):
         seq = seqs[i]
-        req = seq.req
+        req = seq._req  # the field under the property: a C read where compiled
         arrival[i] = req.arrival_s
         admitted[i] = NAN if seq.admitted_s is None else seq.admitted_s
         first[i] = seq.prefill_token_s[0] if seq.prefill_token_s else NAN
