@@ -31,7 +31,8 @@ cpdef tuple request_columns(list seqs)
 
 @cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, k=cython.longlong,
                s=cython.Py_ssize_t, e=cython.Py_ssize_t, num_segments=cython.Py_ssize_t,
-               num_extras=cython.Py_ssize_t, seq=Seq, keys=cython.longlong[:],
+               num_extras=cython.Py_ssize_t, seq=Seq, segment=tuple, last=cython.longlong,
+               keys=cython.longlong[:],
                seg_line=cython.longlong[:], firsts=cython.longlong[:],
                lasts=cython.longlong[:], prevs=cython.double[:],
                extra_line=cython.longlong[:], extras=cython.double[:], index=dict,

@@ -125,16 +125,19 @@ def segment_columns(seqs, timelines):
     keys = keys_col
     lines, index = [], {}
     num_segments = num_extras = 0
+    last_ends, last = None, 0  # one engine's requests come in runs: its index, kept
     for i in range(n):
         seq = seqs[i]
         ends = timelines.get(id(seq))
         if ends is None:
             continue
-        found = index.get(id(ends))
-        if found is None:
-            found = index[id(ends)] = len(lines)
-            lines.append(ends)
-        keys[i] = found
+        if ends is not last_ends:
+            found = index.get(id(ends))
+            if found is None:
+                found = index[id(ends)] = len(lines)
+                lines.append(ends)
+            last_ends, last = ends, found
+        keys[i] = last
         num_segments += len(seq.segments)
         num_extras += len(seq.extra_gaps_s)
     seg_line_col, firsts_col, lasts_col = array("q", [0]) * num_segments, \
