@@ -44,6 +44,7 @@ class Run:
 
     seqs: list[Seq]
     results: list[SimResult]
+    columns: RequestColumns | None = None  # seqs' columns, where the run built them
 
 
 @dataclass(frozen=True)
