@@ -27,12 +27,14 @@ no one behind them); both are kinder than the steady state a deployment runs in.
 """
 
 from dataclasses import dataclass
+from functools import cached_property
+from operator import attrgetter
 
 import numpy as np
 
 from servecap.ledger.units import plural
 
-from .columns import RequestColumns, seq_sum
+from .columns import RequestColumns, floats, seq_sum
 from .intervals import NUM_BATCHES
 from .state import DONE, REJECTED, Seq, SimResult, kv_columns
 
@@ -108,14 +110,30 @@ def _mser5_floats(series: list[float], k: int) -> int | None:
 
 
 class _Columns:
-    """The fields the window reads of every request: arrival, release (NaN: never released)
-    and whether it completed (a RequestColumns' own columns: each request read once)."""
+    """The fields the window reads of every request, each read once: arrival, release (NaN:
+    never released) and whether it completed; a RequestColumns' own columns where the caller
+    has them (a run's requests), else read here (any objects with those fields)."""
 
     def __init__(self, seqs: list[Seq], columns: RequestColumns | None = None) -> None:
-        columns = RequestColumns(seqs) if columns is None else columns
-        self.arrival, self.release, self.done = columns.arrival, columns.release, \
-            columns.done
         self.seqs = seqs
+        if columns is not None:
+            self.arrival, self.release = columns.arrival, columns.release
+            self.__dict__["done"] = columns.done  # the cached_property's value
+            return
+        self.arrival = floats([s.req.arrival_s for s in seqs])
+        release = [s.release_s for s in seqs]
+        try:
+            self.release = floats(release)
+        except TypeError:  # None (never released): NaN, np.array looking at every element
+            self.release = np.array(release, dtype=np.float64)
+
+    @cached_property
+    def done(self) -> np.ndarray:
+        return np.fromiter(map(DONE.__eq__, map(_STATE, self.seqs)), dtype=bool,
+                           count=len(self.seqs))
+
+
+_STATE = attrgetter("state")
 
 
 def in_system(seqs: list[Seq], columns: _Columns | None = None) -> list[int]:
