@@ -62,8 +62,13 @@ class Gaps:
         sizes = np.array([len(v) for _, v in self.groups], dtype=np.int64)
         self._starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if len(sizes) else sizes
         self._keys = np.empty(int(sizes.sum()), dtype=np.complex128)
-        self._keys.real = np.repeat(np.arange(len(sizes), dtype=np.float64), sizes)
-        self._keys.imag = np.concatenate([v for _, v in self.groups]) if self.groups else 0.0
+        # filled group by group: no whole-length temporaries (a run's million gaps would
+        # page in two more columns of that length for the repeat and the concatenation)
+        real, imag = self._keys.real, self._keys.imag
+        for g, (start, (_, values)) in enumerate(zip(self._starts.tolist(), self.groups,
+                                                     strict=True)):
+            real[start:start + len(values)] = g
+            imag[start:start + len(values)] = values
         self._probe = np.empty(len(sizes), dtype=np.complex128)
         self._probe.real = np.arange(len(sizes), dtype=np.float64)
 
