@@ -193,8 +193,7 @@ class BatchGaps:
 
     def shares(self, value: float) -> list[tuple[int, int]]:
         """(gaps at or below value, gaps) of each batch."""
-        prefix = {k: np.concatenate(([0], np.cumsum(steps <= value)))
-                  for k, (_, steps) in self.arrays.items()}
+        prefix = {k: _prefix_counts(steps <= value) for k, (_, steps) in self.arrays.items()}
         out = []
         for parts in self.batches:
             below = count = 0
@@ -206,6 +205,15 @@ class BatchGaps:
                 count += p.count
             out.append((below, count))
         return out
+
+
+def _prefix_counts(flags: np.ndarray) -> np.ndarray:
+    """[0, cumsum(flags)...]: the running count written once into its column (no
+    concatenation of a run's million counts after the sum)."""
+    out = np.empty(len(flags) + 1, dtype=np.int64)
+    out[0] = 0
+    np.cumsum(flags, out=out[1:])
+    return out
 
 
 def batch_shares(batches: list[list[Seq]], timelines: dict[int, list[float]],
