@@ -10,6 +10,7 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.units import plural
 from servecap.scenario import simulation, steps
 from servecap.scenario.spec import Scenario
+from servecap.sim.columns import RequestColumns
 from servecap.sim.deploy import run_deployment
 from servecap.sim.gcpause import paused
 from servecap.sim.model_error import prediction_interval
@@ -122,7 +123,10 @@ def run_simulation(setup: Setup, window: bool = True, num_seeds: int = 1) -> tup
 
 def _entry(setup: Setup, outcome) -> dict:
     results = outcome.results
-    entry = outcome.summary | {"deployment": outcome.deployment, "tail": tail(outcome.seqs)}
+    columns = outcome.columns if outcome.columns is not None else \
+        RequestColumns(outcome.seqs)  # tail and buckets read each request once
+    entry = outcome.summary | {"deployment": outcome.deployment,
+                               "tail": tail(outcome.seqs, columns=columns)}
     entry["prediction_interval"] = prediction_interval(
         entry, (setup.engine or {}).get("simulated"))
     entry["kv"] = kv_occupancy(results[0]) if len(results) == 1 else \
@@ -132,7 +136,8 @@ def _entry(setup: Setup, outcome) -> dict:
     if any(s.req.tenant for s in outcome.seqs):
         entry["tenants"] = by_tenant(outcome.seqs, setup.slo)
     if setup.workload is not None and setup.workload.buckets_tokens:
-        entry["buckets"] = by_prompt_bucket(outcome.seqs, setup.workload.buckets_tokens)
+        entry["buckets"] = by_prompt_bucket(outcome.seqs, setup.workload.buckets_tokens,
+                                            columns)
     return entry
 
 

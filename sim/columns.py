@@ -13,6 +13,7 @@ partial sum into the next) from 0.0, which is sum()'s first step, 0 + x.
 import numpy as np
 
 from .metrics import nearest_rank, wanted_quantiles
+from .state import request_columns
 
 
 def floats(values: list) -> np.ndarray:
@@ -46,3 +47,39 @@ def quantiles(values: np.ndarray, extra: tuple[float, ...] = ()) -> dict[str, fl
     if extra:
         out["max"] = float(ordered[-1])
     return {k: out[k] for k in keys}
+
+
+class RequestColumns:
+    """Each request's fields the reports read (state.request_columns: one pass over the
+    objects, in C where compiled), as numpy columns in the requests' order: the times
+    arrival, admitted, first (token), last (token) and release (NaN where not reached), the
+    states (indices in seq.STATES) and done, and the integers prompt, output, prefix (tokens
+    of its shared prefix), hit (prefix hit tokens), offload (of them, from the host tier),
+    preemptions, recomputed (tokens) and chunks (prefill chunks). The reports' per-request
+    arithmetic then runs on the columns: the same IEEE operation on each element, so the
+    same floats a loop over the objects gave."""
+
+    NAMES = ("arrival", "admitted", "first", "last", "release", "states", "prompt", "output",
+             "prefix", "hit", "offload", "preemptions", "recomputed", "chunks")
+    __slots__ = NAMES + ("done",)
+
+    def __init__(self, seqs: list | None = None, parts: tuple | None = None) -> None:
+        if parts is None:
+            parts = tuple(as_column(col) for col in request_columns(seqs))
+        for name, col in zip(self.NAMES, parts, strict=True):
+            setattr(self, name, col)
+        self.done = self.states == 2
+
+    def __len__(self) -> int:
+        return len(self.arrival)
+
+    def part(self, start: int, stop: int) -> "RequestColumns":
+        """The requests [start, stop) (views of these columns)."""
+        return RequestColumns(parts=tuple(getattr(self, name)[start:stop]
+                                          for name in self.NAMES))
+
+
+def as_column(column) -> np.ndarray:
+    """An array("d") or array("q") as the numpy column over its memory (no copy)."""
+    dtype = np.float64 if column.typecode == "d" else np.int64
+    return np.frombuffer(column, dtype=dtype) if len(column) else np.zeros(0, dtype=dtype)

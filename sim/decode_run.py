@@ -32,10 +32,10 @@ def decode_run(eng, horizon, max_steps):
     set, max_steps, a preemption, or (with prompts waiting) decode-priority's prefill coming
     due. A dense model's step price is decode_pricer's arithmetic, inlined. Returns the
     iterations run."""
-    res, pool, residue, bsz = eng.result, eng.pool, eng.residue, eng.bsz
-    samples = res.kv_samples  # a KvSamples: a column per field (sim/state.py)
-    ends, times, tokens, blocks = res.decode_end_s, samples.times, samples.tokens, \
-        samples.blocks
+    pool, residue, bsz = eng.pool, eng.residue, eng.bsz
+    # the result's timeline and KV sample columns (a KvSamples' columns, sim/state.py)
+    ends, times, tokens, blocks = eng.ends, eng.sample_times, eng.sample_tokens, \
+        eng.sample_blocks
     typed = COMPILED and _typed_columns(times, tokens, blocks, ends)  # noqa: F821
     if not typed:
         end_append, time_append = ends.append, times.append
@@ -120,7 +120,7 @@ def decode_run(eng, horizon, max_steps):
         if done:
             eng.now, eng.dec_idx, pool.free = now, j, free
             for seq in done:
-                if seq.req.request_id in decoding and seq.j0 + seq.req.output_tokens \
+                if seq.request_id in decoding and seq.j0 + seq.output_tokens \
                         - seq.generated - 1 == j - 1:
                     eng.finish(seq, eng._stop_decoding(seq, j - 1))
             system_area += (n + num_waiting) * segment
@@ -134,10 +134,10 @@ def decode_run(eng, horizon, max_steps):
     system_area += (n + num_waiting) * segment
     busy += segment
     eng.now, eng.dec_idx, pool.free = now, j, free
-    res.num_iterations += j - start
-    res.busy_s += busy
-    res.queue_area += num_waiting * busy
-    res.system_area += system_area
+    eng.num_iterations += j - start
+    eng.busy_s += busy
+    eng.queue_area += num_waiting * busy
+    eng.system_area += system_area
     return j - start
 
 
@@ -146,7 +146,7 @@ def pricing(eng, n):
     tokens, None) to inline a dense model's arithmetic; (None, 0, 0, the per-n terms of
     step_model.decode_step_constants) to inline decode_step_price; else (a price function,
     0, 0, None)."""
-    spec = eng.cfg.speculation
+    spec = eng.speculation
     if spec is not None and spec.applies(n):
         return (lambda num, live: decode_iteration_s(eng.coef, spec, num, live)), 0.0, 0.0, \
             None

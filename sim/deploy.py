@@ -7,6 +7,7 @@ import numpy as np
 from servecap.ledger.errors import SpecError
 
 from .cluster import ROUTERS, simulate_disaggregated, simulate_replicas
+from .columns import RequestColumns
 from .config import SchedulerConfig
 from .frontend import with_api_server
 from .gcpause import paused
@@ -69,6 +70,7 @@ class Outcome:
     seqs: list[Seq]
     results: list[SimResult]
     summary: dict
+    columns: RequestColumns | None = None  # seqs' columns, where measuring had them
 
 
 def run_deployment(requests: list[Request], coef: Coefficients, config: SchedulerConfig,
@@ -98,7 +100,8 @@ def _run_deployment(requests: list[Request], coef: Coefficients, config: Schedul
     for dep in deployments:
         runs = [run_once(requests, coef, replace(config, seed=config.seed + i), num_blocks,
                          dep) for i in range(seeds_needed(coef, num_seeds))]
-        summary = measure(config.policy, runs, slo, itl, window)
+        columns = [RequestColumns(r.seqs) if r.columns is None else r.columns for r in runs]
+        summary = measure(config.policy, runs, slo, itl, window, columns)
         summary["not_arrived"] = sum(len(r.seqs) - r.num_arrived for run in runs
                                      for r in run.results if not dep.disaggregated)
         summary["num_iterations"] = sum(r.num_iterations for run in runs for r in run.results)
@@ -107,7 +110,8 @@ def _run_deployment(requests: list[Request], coef: Coefficients, config: Schedul
         every = runs[0].seqs if dep.disaggregated or all(
             r.num_arrived == len(r.seqs) for r in runs[0].results) else \
             by_arrival([s for r in runs[0].results for s in r.seqs])
-        out.append(Outcome(dep.label, every, runs[0].results, summary))
+        out.append(Outcome(dep.label, every, runs[0].results, summary,
+                           columns[0] if every is runs[0].seqs else None))
     return out
 
 
@@ -130,18 +134,23 @@ def run_once(requests: list[Request], coef: Coefficients, config: SchedulerConfi
     else:
         results = simulate_replicas(requests, coef, config, num_blocks, deployment.replicas,
                                     deployment.router)
-    return Run(by_arrival([s for r in results for s in r.seqs[:r.num_arrived]]), results)
+    seqs = [s for r in results for s in r.seqs[:r.num_arrived]]
+    columns = RequestColumns(seqs)  # the report reads them; their arrivals say the order
+    ordered = by_arrival(seqs, columns.arrival)
+    return Run(ordered, results, columns if ordered is seqs else None)
 
 
 def _arrival(seq: Seq) -> tuple[float, int]:
     return seq.req.arrival_s, seq.req.request_id
 
 
-def by_arrival(seqs: list[Seq]) -> list[Seq]:
+def by_arrival(seqs: list[Seq], arrival: np.ndarray | None = None) -> list[Seq]:
     """sorted(seqs, key=_arrival); the list itself when it is already in that order (one
     engine's requests are, as drawn), which a look at the arrival times says in a fraction
-    of the sort's time (a stable sort leaves requests in order where it finds them so)."""
-    arrival = np.array([s.req.arrival_s for s in seqs], dtype=np.float64)
+    of the sort's time (a stable sort leaves requests in order where it finds them so).
+    arrival: the requests' arrival column, where the caller has it."""
+    if arrival is None:
+        arrival = np.array([s.req.arrival_s for s in seqs], dtype=np.float64)
     step = np.diff(arrival)
     if not (step >= 0).all():
         return sorted(seqs, key=_arrival)

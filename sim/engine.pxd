@@ -15,10 +15,14 @@ cdef class Engine:
         step_per_n, step_k, result
     cdef public list seqs, prefilling, residue
     cdef public dict running, decoding, finish_at, step_known
+    cdef public object ends, sample_times, sample_tokens, sample_blocks
     cdef public long long bsz, next_arrival, owed, j0_sum, ctx_base, dec_idx, \
-        reserved_blocks, steps_since_prefill, group_steps, next_closed
-    cdef public double now, extra_s, frontend_free
-    cdef public bint by_priority, closed
+        reserved_blocks, steps_since_prefill, group_steps, next_closed, num_iterations
+    cdef public double now, extra_s, frontend_free, busy_s, queue_area, system_area
+    cdef public object speculation
+    cdef public long long state_blocks, max_num_seqs, max_num_batched_tokens, \
+        max_waiting_steps, num_scheduler_steps
+    cdef public bint by_priority, closed, prefix_caching
 
     cpdef send_next(self)
     @cython.locals(seq=CSeq)

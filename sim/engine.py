@@ -37,11 +37,21 @@ class Engine:
                  "residue", "ctx_base", "dec_idx", "now", "extra_s", "reserved_blocks",
                  "steps_since_prefill", "group_steps", "by_priority", "jitter", "price",
                  "dense", "step_shared", "step_per_n", "step_known", "step_k", "frontend_free",
-                 "closed", "next_closed", "result")
+                 "closed", "next_closed", "result", "num_iterations", "busy_s", "queue_area",
+                 "system_area", "ends", "sample_times", "sample_tokens", "sample_blocks",
+                 "state_blocks", "max_num_seqs", "max_num_batched_tokens", "max_waiting_steps",
+                 "num_scheduler_steps", "prefix_caching", "speculation")
 
     def __init__(self, requests: list[Request], coef: Coefficients, config: SchedulerConfig,
                  num_blocks: int) -> None:
         self.coef, self.cfg, self.bsz = coef, config, config.block_size_tokens
+        # the config's values the kernels read per request or iteration, in the engine's own
+        # fields (C fields where compiled) rather than through the frozen config each time
+        self.state_blocks, self.max_num_seqs = config.state_blocks, config.max_num_seqs
+        self.max_num_batched_tokens = config.max_num_batched_tokens
+        self.max_waiting_steps = config.max_waiting_steps
+        self.num_scheduler_steps = config.num_scheduler_steps
+        self.prefix_caching, self.speculation = config.prefix_caching, config.speculation
         self.pool = BlockPool(num_blocks, config.watermark_blocks(num_blocks))
         self.host = HostTier(config.offload_tokens) if config.offload_tokens else None
         self.seqs = [Seq(r) for r in sorted(requests, key=lambda r: r.arrival_s)]
@@ -81,6 +91,13 @@ class Engine:
             for seq in self.seqs:
                 self.through_frontend(seq)
         self.result = SimResult(config.policy, config, coef, num_blocks, self.seqs, array("d"))
+        # the run's counters add up here, C fields where compiled (run.finish_run writes them
+        # into the result), and the result's own timeline and KV sample columns are held here
+        # too: the kernels reach them without a Python attribute lookup per iteration
+        self.num_iterations, self.busy_s, self.queue_area, self.system_area = 0, 0.0, 0.0, 0.0
+        samples = self.result.kv_samples
+        self.ends, self.sample_times, self.sample_tokens, self.sample_blocks = \
+            self.result.decode_end_s, samples.times, samples.tokens, samples.blocks
 
     # arrivals -------------------------------------------------------------------------------
     def _open_closed_loop(self, concurrency: int) -> None:
@@ -109,15 +126,15 @@ class Engine:
         while self.next_arrival < len(seqs) and seqs[self.next_arrival].ready_s <= now:
             seq = seqs[self.next_arrival]
             self.next_arrival += 1
-            self.result.queue_area += now - seq.ready_s
-            self.result.system_area += now - seq.ready_s
-            need = blocks_for(seq.req.prompt_tokens + seq.req.output_tokens, self.bsz) \
-                + self.cfg.state_blocks
-            too_long = self.cfg.too_long(seq.req.prompt_tokens, seq.req.output_tokens)
+            self.queue_area += now - seq.ready_s
+            self.system_area += now - seq.ready_s
+            need = blocks_for(seq.prompt_tokens + seq.output_tokens, self.bsz) \
+                + self.state_blocks
+            too_long = self.cfg.too_long(seq.prompt_tokens, seq.output_tokens)
             if too_long or need > limit:
                 self.owed -= owed(seq)
-                held = f" (with its fixed state's {self.cfg.state_blocks})" \
-                    if self.cfg.state_blocks else ""
+                held = f" (with its fixed state's {self.state_blocks})" \
+                    if self.state_blocks else ""
                 reject(seq, too_long or f"needs {need} KV blocks{held}; the pool admits at "
                        f"most {limit}")
                 if self.closed:
@@ -156,8 +173,8 @@ class Engine:
 
     # admission ------------------------------------------------------------------------------
     def prefix_hit_blocks(self, seq: Seq) -> int:
-        req = seq.req
-        if not (self.cfg.prefix_caching and req.prefix_group) or seq.swapped_tokens:
+        req = seq._req  # Seq.req's own field: a C read where compiled, not the property
+        if not (self.prefix_caching and req.prefix_group) or seq.swapped_tokens:
             return 0
         cached = self.pool.is_cached(req.prefix_group) or (
             self.host is not None and self.host.holds(req.prefix_group))
@@ -172,13 +189,13 @@ class Engine:
     def try_admit(self, seq: Seq) -> bool:
         """Allocate blocks for the whole prompt (or the swapped-out KV), and a hybrid's fixed
         state, above the watermark."""
-        pool, req = self.pool, seq.req
+        pool, req = self.pool, seq._req
         hit = self.prefix_hit_blocks(seq)
         # a prefix found in the host tier only: its blocks are allocated here and loaded back
         reload = hit and not pool.is_cached(req.prefix_group)
         tokens = seq.swapped_tokens or seq.target
         need = blocks_for(tokens, self.bsz) - (0 if reload else hit)
-        taken = need + self.cfg.state_blocks
+        taken = need + self.state_blocks
         spare = pool.available(req.prefix_group if hit and not reload else None) \
             - self.reserved_blocks - taken
         if spare < pool.watermark_blocks:
@@ -195,7 +212,7 @@ class Engine:
             seq.offload_hit_tokens += hit * self.bsz
         if seq.admitted_s is None:
             seq.admitted_s = self.now
-        self.running[req.request_id] = seq
+        self.running[seq.request_id] = seq
         if seq.swapped_tokens:
             return self._swap_in(seq, need)
         self._share_prefix(seq, hit)
@@ -213,14 +230,14 @@ class Engine:
         """Once a prompt is computed, its full prefix blocks become the group's cache (vLLM
         caches only computed full blocks); a group cached meanwhile keeps this copy private.
         A host offload tier stores the prompt's full blocks as well."""
-        req = seq.req
+        req = seq._req
         if self.host is not None:
             shared = req.prefix_tokens // self.bsz * self.bsz if req.prefix_group else 0
             if shared:
                 self.host.store(("group", req.prefix_group), shared)
             self.host.store(("request", req.request_id), seq.target // self.bsz * self.bsz
                             - shared)
-        if not (self.cfg.prefix_caching and req.prefix_group) or seq.prefix_blocks \
+        if not (self.prefix_caching and req.prefix_group) or seq.prefix_blocks \
                 or self.pool.is_cached(req.prefix_group) or req.prefix_tokens < self.bsz:
             return
         seq.prefix_blocks = req.prefix_tokens // self.bsz
@@ -242,15 +259,15 @@ class Engine:
         j0 = self.dec_idx
         seq.j0, seq.prev_s = j0, seq.last_token_s
         self.j0_sum += j0
-        self.decoding[seq.req.request_id] = seq
+        self.decoding[seq.request_id] = seq
         self.residue[(j0 - seq.target) % self.bsz] += 1
         self.ctx_base += seq.target - j0
-        last = j0 + seq.req.output_tokens - seq.generated - 1
+        last = j0 + seq.output_tokens - seq.generated - 1
         self.finish_at.setdefault(last, []).append(seq)
 
     def _stop_decoding(self, seq: Seq, last: int) -> int:
         """Leave the decode set after decode iteration `last`; returns KV tokens held."""
-        del self.decoding[seq.req.request_id]
+        del self.decoding[seq.request_id]
         self.j0_sum -= seq.j0
         self.residue[(seq.j0 - seq.target) % self.bsz] -= 1
         self.ctx_base -= seq.target - seq.j0
@@ -259,7 +276,7 @@ class Engine:
             seq.segments.append((seq.j0, last, seq.prev_s))
             seq.generated += steps
             self.owed -= steps
-            seq.last_token_s = self.result.decode_end_s[last]
+            seq.last_token_s = self.ends[last]
         return seq.target + steps
 
     def live_kv_tokens(self) -> int:
@@ -267,11 +284,11 @@ class Engine:
 
     def release(self, seq: Seq, num_blocks: int) -> None:
         """Give back a leaving sequence's KV blocks and its fixed state's."""
-        self.pool.release(num_blocks + self.cfg.state_blocks)
+        self.pool.release(num_blocks + self.state_blocks)
         if seq.prefix_blocks:
-            self.pool.release_prefix(seq.req.prefix_group)
+            self.pool.release_prefix(seq._req.prefix_group)
         seq.prefix_blocks = 0
-        del self.running[seq.req.request_id]
+        del self.running[seq.request_id]
 
     def held_blocks(self, seq: Seq, held_tokens: int) -> int:
         return blocks_for(held_tokens, self.bsz) - seq.prefix_blocks
@@ -287,7 +304,7 @@ class Engine:
         """Free a running sequence: by recompute (its KV is dropped and its prompt plus the
         tokens so far are prefilled again) or by swap (a decoding sequence's KV goes to host
         memory and comes back before it decodes again)."""
-        decoding = seq.req.request_id in self.decoding
+        decoding = seq.request_id in self.decoding
         if decoding:
             held = self._stop_decoding(seq, self.dec_idx - 1)
             self.release(seq, self.held_blocks(seq, held))
@@ -302,8 +319,8 @@ class Engine:
             self.extra_s += swap_s(self.coef, held)
         else:
             seq.recomputed_tokens += held
-            self.owed += seq.req.prompt_tokens + seq.generated - seq.target + seq.computed
-            seq.target, seq.computed = seq.req.prompt_tokens + seq.generated, 0
+            self.owed += seq.prompt_tokens + seq.generated - seq.target + seq.computed
+            seq.target, seq.computed = seq.prompt_tokens + seq.generated, 0
         if self.by_priority:
             insort(self.waiting, seq, key=_priority_key)
         else:
@@ -312,12 +329,12 @@ class Engine:
     def swap_in_waiting(self) -> None:
         """Swapped-out sequences at the head of the queue come back first, straight to decode."""
         while self.waiting and self.waiting[0].swapped_tokens \
-                and len(self.running) < self.cfg.max_num_seqs and self.try_admit(self.waiting[0]):
+                and len(self.running) < self.max_num_seqs and self.try_admit(self.waiting[0]):
             pass
 
     def mid_group(self) -> int:
         """Decode steps left in the current multi-step group (0: the scheduler may run)."""
-        k = self.cfg.num_scheduler_steps
+        k = self.num_scheduler_steps
         if k == 1 or not self.decoding:
             return 0
         return (k - self.group_steps % k) % k
@@ -341,7 +358,7 @@ class Engine:
         if self.by_priority:
             order = {rid: i for i, rid in enumerate(self.running)}
             return max(self.running.values(),
-                       key=lambda s: (s.req.priority, order[s.req.request_id]))
+                       key=lambda s: (s.req.priority, order[s.request_id]))
         return self.running[next(reversed(self.running))]
 
 
@@ -353,8 +370,8 @@ def reject(seq: Seq, reason: str) -> None:
 def owed(seq: Seq) -> int:
     """Tokens a held request still owes: prompt tokens to compute and output to make (a
     decoding sequence's generated lags by the steps since it joined the decode set)."""
-    return seq.target - seq.computed + seq.req.output_tokens - seq.generated
+    return seq.target - seq.computed + seq.output_tokens - seq.generated
 
 
 def _priority_key(seq: Seq) -> tuple[int, float, int]:
-    return seq.req.priority, seq.ready_s, seq.req.request_id
+    return seq.req.priority, seq.ready_s, seq.request_id

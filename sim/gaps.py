@@ -17,12 +17,11 @@ Python lists of the gaps gave.
 """
 
 import math
-from itertools import chain
 
 import numpy as np
 
-from .columns import seq_sum
-from .state import Seq
+from .columns import as_column, seq_sum
+from .state import Seq, segment_columns
 
 
 class Gaps:
@@ -63,8 +62,13 @@ class Gaps:
         sizes = np.array([len(v) for _, v in self.groups], dtype=np.int64)
         self._starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if len(sizes) else sizes
         self._keys = np.empty(int(sizes.sum()), dtype=np.complex128)
-        self._keys.real = np.repeat(np.arange(len(sizes), dtype=np.float64), sizes)
-        self._keys.imag = np.concatenate([v for _, v in self.groups]) if self.groups else 0.0
+        # filled group by group: no whole-length temporaries (a run's million gaps would
+        # page in two more columns of that length for the repeat and the concatenation)
+        real, imag = self._keys.real, self._keys.imag
+        for g, (start, (_, values)) in enumerate(zip(self._starts.tolist(), self.groups,
+                                                     strict=True)):
+            real[start:start + len(values)] = g
+            imag[start:start + len(values)] = values
         self._probe = np.empty(len(sizes), dtype=np.complex128)
         self._probe.real = np.arange(len(sizes), dtype=np.float64)
 
@@ -105,38 +109,33 @@ class _Part:
     iterations, each segment's first gap (ends[first] - the token before it) and their
     re-prefill gaps; the timeline's arrays are built once per `arrays` cache."""
 
-    def __init__(self, arrays: dict[int, tuple], ends: list[float], segments: list[tuple],
-                 extras: list[float]) -> None:
+    def __init__(self, arrays: dict[int, tuple], ends: list[float], firsts: np.ndarray,
+                 lasts: np.ndarray, prevs: np.ndarray, extras: np.ndarray) -> None:
         known = arrays.get(id(ends))
         if known is None:
             line = np.array(ends, dtype=np.float64)
             known = arrays[id(ends)] = (line, line[1:] - line[:-1])
         line, self.steps = known
         self.ends = ends
-        table = np.fromiter(chain.from_iterable(segments), dtype=np.float64,
-                            count=3 * len(segments)).reshape(-1, 3)
-        self.firsts = table[:, 0].astype(np.int64)
-        self.lasts = table[:, 1].astype(np.int64)
-        self.heads = line[self.firsts] - table[:, 2]
-        self.extras = np.array(extras, dtype=np.float64)
-        self.count = int((self.lasts - self.firsts).sum()) + len(segments) + len(extras)
+        self.firsts, self.lasts = firsts, lasts
+        self.heads = line[firsts] - prevs
+        self.extras = extras
+        self.count = int((lasts - firsts).sum()) + len(firsts) + len(extras)
 
 
-def _by_timeline(seqs: list[Seq], timelines: dict[int, list[float]]
-                 ) -> list[tuple[list[float], list[tuple], list[float]]]:
-    """(decode timeline, its requests' segments, their re-prefill gaps) per timeline, in the
-    order the requests first index them."""
-    lines: dict[int, tuple[list[float], list[tuple], list[float]]] = {}
-    for seq in seqs:
-        ends = timelines.get(id(seq))
-        if ends is None:
-            continue
-        entry = lines.get(id(ends))
-        if entry is None:
-            entry = lines[id(ends)] = (ends, [], [])
-        entry[1].extend(seq.segments)
-        entry[2].extend(seq.extra_gaps_s)
-    return list(lines.values())
+def _by_timeline(seqs: list[Seq], timelines: dict[int, list[float]]) -> list[tuple]:
+    """(decode timeline, its requests' segments' first and last iterations and the token
+    time before each, their re-prefill gaps) per timeline, in the order the requests first
+    index them: state.segment_columns' one pass over the requests (in C where compiled),
+    split by timeline on the columns."""
+    lines, seg_line, firsts, lasts, prevs, extra_line, extras = segment_columns(
+        seqs, timelines)
+    firsts, lasts, prevs, extras = map(as_column, (firsts, lasts, prevs, extras))
+    if len(lines) == 1:
+        return [(lines[0], firsts, lasts, prevs, extras)]
+    seg_line, extra_line = as_column(seg_line), as_column(extra_line)
+    return [(ends, firsts[seg_line == k], lasts[seg_line == k], prevs[seg_line == k],
+             extras[extra_line == k]) for k, ends in enumerate(lines)]
 
 
 def _weights(num_ends: int, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
@@ -194,8 +193,7 @@ class BatchGaps:
 
     def shares(self, value: float) -> list[tuple[int, int]]:
         """(gaps at or below value, gaps) of each batch."""
-        prefix = {k: np.concatenate(([0], np.cumsum(steps <= value)))
-                  for k, (_, steps) in self.arrays.items()}
+        prefix = {k: _prefix_counts(steps <= value) for k, (_, steps) in self.arrays.items()}
         out = []
         for parts in self.batches:
             below = count = 0
@@ -207,6 +205,15 @@ class BatchGaps:
                 count += p.count
             out.append((below, count))
         return out
+
+
+def _prefix_counts(flags: np.ndarray) -> np.ndarray:
+    """[0, cumsum(flags)...]: the running count written once into its column (no
+    concatenation of a run's million counts after the sum)."""
+    out = np.empty(len(flags) + 1, dtype=np.int64)
+    out[0] = 0
+    np.cumsum(flags, out=out[1:])
+    return out
 
 
 def batch_shares(batches: list[list[Seq]], timelines: dict[int, list[float]],

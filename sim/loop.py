@@ -28,7 +28,7 @@ def run_iterations(eng, horizon):
         if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
                                                                          _decode_only(eng)):
             steps = (core.COMPILED or core.PYTHON).decode_run(eng, horizon, left or (
-                eng.cfg.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
+                eng.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
             eng.steps_since_prefill += steps if eng.waiting else 0
             eng.group_steps += steps
             continue
@@ -49,7 +49,7 @@ def _iterate(eng, work, decode):
         cached += seq.computed
         prefill += chunk
         pairs += prefill_pairs(seq.computed, chunk)
-    spec = eng.cfg.speculation
+    spec = eng.speculation
     if spec is not None and not work and num_decode and spec.applies(num_decode):
         dt = decode_iteration_s(eng.coef, spec, num_decode, context)
     elif eng.step_k is not None:
@@ -109,28 +109,26 @@ def _decode_only(eng):
 
 
 def _account(eng, dt):
-    res = eng.result
-    res.num_iterations += 1
-    res.busy_s += dt
+    eng.num_iterations += 1
+    eng.busy_s += dt
     waiting = len(eng.waiting)
-    res.queue_area += waiting * dt
-    res.system_area += (waiting + len(eng.running)) * dt
+    eng.queue_area += waiting * dt
+    eng.system_area += (waiting + len(eng.running)) * dt
     live = eng.live_kv_tokens()
     for seq in eng.prefilling:  # and the prompts' computed tokens
         live += seq.computed
-    samples = res.kv_samples
-    samples.times.append(eng.now)
-    samples.tokens.append(live)
-    samples.blocks.append(eng.pool.used_blocks)
+    eng.sample_times.append(eng.now)
+    eng.sample_tokens.append(live)
+    eng.sample_blocks.append(eng.pool.used_blocks)
 
 
 def _finish_decode_step(eng):
     j = eng.dec_idx
-    eng.result.decode_end_s.append(eng.now)
+    eng.ends.append(eng.now)
     eng.pool.free -= eng.residue[j % eng.bsz]
     eng.dec_idx = j + 1
     for seq in eng.finish_at.pop(j, ()):
-        if seq.req.request_id in eng.decoding and seq.j0 + seq.req.output_tokens \
+        if seq.request_id in eng.decoding and seq.j0 + seq.output_tokens \
                 - seq.generated - 1 == j:
             eng.finish(seq, eng._stop_decoding(seq, j))
 
@@ -152,7 +150,7 @@ def _finish_chunk(eng, seq, chunk, start):
     seq.last_token_s = eng.now
     seq.generated += 1
     eng.owed -= 1
-    if seq.generated >= seq.req.output_tokens:
+    if seq.generated >= seq.output_tokens:
         eng.finish(seq, seq.target)
     else:
         eng.start_decoding(seq)

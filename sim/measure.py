@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .columns import floats
+from .columns import RequestColumns
 from .gaps import BatchGaps, Gaps
 from .intervals import (
     Sorted,
@@ -28,7 +28,8 @@ from .metrics import (
     SLO,
     percentile_key,
 )
-from .state import DONE, REJECTED, RUNNING, Seq, SimResult
+from .seq import STATES
+from .state import REJECTED, RUNNING, Seq, SimResult
 from .steady import Window, find_window, whole_run
 
 LATENCY = ("queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
@@ -43,6 +44,7 @@ class Run:
 
     seqs: list[Seq]
     results: list[SimResult]
+    columns: RequestColumns | None = None  # seqs' columns, where the run built them
 
 
 @dataclass(frozen=True)
@@ -52,28 +54,33 @@ class Batch:
     seqs: list[Seq]
     duration_s: float
     timelines: dict
+    columns: RequestColumns  # the same requests' columns
 
 
 def measure(policy: str, runs: list[Run], slo: SLO, itl: bool = True,
-            window: bool = True) -> dict:
+            window: bool = True, columns: list[RequestColumns] | None = None) -> dict:
     """The summary over every run's measured window (the keys of metrics.summarize_seqs,
     plus the window and the *_ci intervals). itl=False leaves the per-token ITL out (a
     search reads TPOT); window=False measures every request (what a benchmark of the same
-    requests reports), still saying whether a steady state was reached."""
-    windows = [find_window(r.seqs, r.results) for r in runs]
+    requests reports), still saying whether a steady state was reached. columns: each run's
+    RequestColumns, where the caller has them."""
+    if columns is None:  # each run's requests read once (the caller's, where it has them)
+        columns = [RequestColumns(r.seqs) for r in runs]
+    windows = [find_window(r.seqs, r.results, c) for r, c in zip(runs, columns, strict=True)]
     if not window:
-        windows = [whole_run(r.seqs, w) for r, w in zip(runs, windows, strict=True)]
-    batches = [b for r, w in zip(runs, windows, strict=True) for b in _batches(r, w, itl)]
-    every = [s for r in runs for s in r.seqs]
-    report = _counts(policy, every, _has_offload(runs)) | _window(windows)
-    rows = [_Rows(b.seqs, slo) for b in batches]
+        windows = [whole_run(r.seqs, w, c) for r, w, c in zip(runs, windows, columns,
+                                                               strict=True)]
+    batches = [b for r, w, c in zip(runs, windows, columns, strict=True)
+               for b in _batches(r, w, itl, c)]
+    report = _counts(policy, runs, columns, _has_offload(runs)) | _window(windows)
+    rows = [_Rows(b.columns, slo) for b in batches]
     report |= {"offered_rps": _offered(runs, windows)} | _rates(rows, batches)
     report |= _latency(rows, batches, slo.percentiles, itl)
     report["percentile_method"] = PERCENTILE_METHOD
     return report
 
 
-def _batches(run: Run, window: Window, itl: bool) -> list[Batch]:
+def _batches(run: Run, window: Window, itl: bool, columns: RequestColumns) -> list[Batch]:
     """NUM_BATCHES consecutive batches of the window, each with its share of the window's
     seconds (its arrival span; the last closed one mean gap after its last arrival)."""
     seqs = run.seqs[window.start:window.stop]
@@ -89,7 +96,8 @@ def _batches(run: Run, window: Window, itl: bool) -> list[Batch]:
     total = sum(spans)
     scale = [s / total * window.duration_s for s in spans] if total > 0 else \
         [window.duration_s / len(spans)] * len(spans)
-    return [Batch(seqs[edges[i]:edges[i + 1]], scale[i], timelines)
+    return [Batch(seqs[edges[i]:edges[i + 1]], scale[i], timelines,
+                  columns.part(window.start + edges[i], window.start + edges[i + 1]))
             for i in range(len(edges) - 1)]
 
 
@@ -100,31 +108,32 @@ def _has_offload(runs: list[Run]) -> bool:
                for r in runs for res in r.results)
 
 
-def _counts(policy: str, seqs: list[Seq], offload: bool = False) -> dict:
+def _counts(policy: str, runs: list[Run], columns: list[RequestColumns],
+            offload: bool = False) -> dict:
     """What happened to every request of the runs, warm-up and drain included; with a host
-    offload tier, the prefix tokens it served."""
+    offload tier, the prefix tokens it served. Every count is a sum of integers, the same in
+    any order: summed on the columns."""
     done = rejected = running = preemptions = recomputed = hits = done_hits = offered = 0
-    offloaded = done_offloaded = 0
+    offloaded = done_offloaded = count = 0
     reasons = set()
-    for s in seqs:  # one pass: every count is a sum of integers, the same in any order
-        state = s.state
-        preemptions += s.preemptions
-        recomputed += s.recomputed_tokens
-        hits += s.prefix_hit_tokens
-        offloaded += s.offload_hit_tokens
-        if state == DONE:
-            done += 1
-            offered += s.req.prefix_tokens
-            done_hits += s.prefix_hit_tokens
-            done_offloaded += s.offload_hit_tokens
-        elif state == REJECTED:
-            rejected += 1
-            reasons.add(s.reason)
-        elif state == RUNNING:
-            running += 1
+    for run, cols in zip(runs, columns, strict=True):
+        fin, states = cols.done, cols.states
+        count += len(cols)
+        preemptions += int(cols.preemptions.sum())
+        recomputed += int(cols.recomputed.sum())
+        hits += int(cols.hit.sum())
+        offloaded += int(cols.offload.sum())
+        done += int(fin.sum())
+        offered += int(cols.prefix[fin].sum())
+        done_hits += int(cols.hit[fin].sum())
+        done_offloaded += int(cols.offload[fin].sum())
+        refused = np.flatnonzero(states == STATES.index(REJECTED)).tolist()
+        rejected += len(refused)
+        reasons.update(run.seqs[i].reason for i in refused)
+        running += int((states == STATES.index(RUNNING)).sum())
     return {
-        "policy": policy, "offered": len(seqs), "completed": done,
-        "rejected": rejected, "queued": len(seqs) - done - rejected,
+        "policy": policy, "offered": count, "completed": done,
+        "rejected": rejected, "queued": count - done - rejected,
         "running_at_end": running,
         "rejection_reasons": sorted(reasons),
         "preemptions": preemptions,
@@ -158,40 +167,38 @@ def _least(values: list[float | None]) -> float | None:
 
 
 class _Rows:
-    """One pass over a batch's requests: its latencies (seconds; numpy columns of the floats
-    the pass computed, for the intervals' sorts) and its counts."""
+    """A batch's latencies (seconds; numpy columns, for the intervals' sorts) and counts, from
+    its requests' columns: each latency the same IEEE operation per completed request that
+    a loop over them made, in the same order."""
 
-    def __init__(self, seqs: list[Seq], slo: SLO) -> None:
-        self.count = len(seqs)
-        queue, ttft, tpots, e2es = [], [], [], []
-        self.met = self.met_ttft = self.met_tpot = self.prompt = self.output = 0
-        ttft_s, tpot_limit, e2e_s = slo.ttft_s, slo.itl_s, slo.e2e_s
-        for seq in seqs:
-            if seq.state != DONE:
-                continue
-            req = seq.req
-            first_s = seq.prefill_token_s[0]
-            first = first_s - req.arrival_s
-            n = req.output_tokens  # metrics.tpot_s, inline: one call less per request
-            tpot = (seq.last_token_s - first_s) / (n - 1) if n > 1 else 0.0
-            e2e = seq.release_s - req.arrival_s
-            queue.append(seq.admitted_s - req.arrival_s)
-            ttft.append(first)
-            if n > 1:
-                tpots.append(tpot)
-            e2es.append(e2e)
-            self.prompt += req.prompt_tokens
-            self.output += req.output_tokens
-            ok_ttft = ttft_s is None or first <= ttft_s
-            ok_tpot = tpot_limit is None or tpot <= tpot_limit
-            self.met_ttft += ok_ttft
-            self.met_tpot += ok_tpot
-            self.met += ok_ttft and ok_tpot and (e2e_s is None or e2e <= e2e_s)
-        self.queue, self.ttft, self.tpot, self.e2e = map(floats, (queue, ttft, tpots, e2es))
+    def __init__(self, cols: RequestColumns, slo: SLO) -> None:
+        self.count = len(cols)
+        done = cols.done
+        arrival, first_s = cols.arrival[done], cols.first[done]
+        n = cols.output[done]
+        many = n > 1
+        first = first_s - arrival
+        # metrics.tpot_s per request: 0.0 for a single token
+        tpot = np.zeros(len(n))
+        tpot[many] = (cols.last[done][many] - first_s[many]) / (n[many] - 1)
+        e2e = cols.release[done] - arrival
+        self.queue, self.ttft, self.tpot, self.e2e = cols.admitted[done] - arrival, first, \
+            tpot[many], e2e
+        self.prompt, self.output = int(cols.prompt[done].sum()), int(n.sum())
+        ok_ttft = _within(first, slo.ttft_s)
+        ok_tpot = _within(tpot, slo.itl_s)
+        met = ok_ttft & ok_tpot & _within(e2e, slo.e2e_s)
+        self.met_ttft, self.met_tpot, self.met = (int(np.count_nonzero(ok))
+                                                  for ok in (ok_ttft, ok_tpot, met))
 
     @property
     def done(self) -> int:
         return len(self.e2e)
+
+
+def _within(values: np.ndarray, limit: float | None) -> np.ndarray:
+    """Each value at or below the limit (every one without a limit)."""
+    return np.ones(len(values), dtype=bool) if limit is None else values <= limit
 
 
 def _rates(rows: list[_Rows], batches: list[Batch]) -> dict:

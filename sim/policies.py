@@ -5,8 +5,8 @@ from .engine import Engine
 
 def _admit(eng: Engine, budget: int, allow_oversize: bool, chunked: bool = False) -> list:
     """Admit waiting prompts FCFS while sequence, token and block budgets allow."""
-    work, cfg = [], eng.cfg
-    while eng.waiting and len(eng.running) < cfg.max_num_seqs and budget > 0:
+    work = []
+    while eng.waiting and len(eng.running) < eng.max_num_seqs and budget > 0:
         seq = eng.waiting[0]
         if seq.swapped_tokens:
             break
@@ -23,12 +23,12 @@ def _admit(eng: Engine, budget: int, allow_oversize: bool, chunked: bool = False
 
 def _continuous(eng: Engine):
     eng.reserve_decode()
-    budget = eng.cfg.max_num_batched_tokens - len(eng.decoding)
+    budget = eng.max_num_batched_tokens - len(eng.decoding)
     return _admit(eng, max(budget, 1), allow_oversize=True), True
 
 
 def _prefill_priority(eng: Engine):
-    work = _admit(eng, eng.cfg.max_num_batched_tokens, allow_oversize=True)
+    work = _admit(eng, eng.max_num_batched_tokens, allow_oversize=True)
     if not work:
         eng.reserve_decode()
     return work, not work
@@ -38,14 +38,12 @@ def decode_due(eng: Engine) -> bool:
     """Decode-priority prefills when nothing decodes, when prompts have waited
     max_waiting_steps decode iterations, or when they outnumber waiting_served_ratio x the
     running set."""
-    cfg = eng.cfg
-    return (not eng.decoding or eng.steps_since_prefill >= cfg.max_waiting_steps
-            or len(eng.waiting) >= cfg.waiting_served_ratio * len(eng.running))
+    return (not eng.decoding or eng.steps_since_prefill >= eng.max_waiting_steps
+            or len(eng.waiting) >= eng.cfg.waiting_served_ratio * len(eng.running))
 
 
 def _decode_priority(eng: Engine):
-    cfg = eng.cfg
-    work = _admit(eng, cfg.max_num_batched_tokens, allow_oversize=True) \
+    work = _admit(eng, eng.max_num_batched_tokens, allow_oversize=True) \
         if decode_due(eng) else []
     if work:
         eng.steps_since_prefill = 0
@@ -57,7 +55,7 @@ def _decode_priority(eng: Engine):
 
 def _chunked_prefill(eng: Engine):
     eng.reserve_decode()
-    budget = eng.cfg.max_num_batched_tokens - len(eng.decoding)
+    budget = eng.max_num_batched_tokens - len(eng.decoding)
     work = []
     for seq in eng.prefilling:
         if budget <= 0:

@@ -1,10 +1,8 @@
 """Per-request rows: every timestamp from acceptance to release, and why a request was slow."""
 
-from bisect import bisect_left
-
 import numpy as np
 
-from .columns import floats, seq_sum
+from .columns import RequestColumns, seq_sum
 from .columns import quantiles as column_quantiles
 from .metrics import SLO, ms, quantiles, tpot_s
 from .state import DONE, KvSamples, Seq, SimResult, kv_columns
@@ -48,42 +46,35 @@ def _t(value):
     return "" if value is None else round(value, 6)
 
 
-def tail(seqs: list[Seq], share: float = 0.01) -> dict:
+def tail(seqs: list[Seq], share: float = 0.01,
+         columns: RequestColumns | None = None) -> dict:
     """The slowest `share` of completed requests by end-to-end latency against all of them:
-    mean queue age, prefill chunks, preemptions and prompt length, to say why they are slow."""
-    done = [s for s in seqs if s.state == DONE]
-    if not done:
+    mean queue age, prefill chunks, preemptions and prompt length, to say why they are slow.
+    columns: the requests' (RequestColumns), where the caller has them."""
+    cols = RequestColumns(seqs) if columns is None else columns
+    done = np.flatnonzero(cols.done)
+    if not len(done):
         return {}
-    e2e = floats([s.release_s - s.req.arrival_s for s in done])
+    arrival = cols.arrival[done]
+    e2e = cols.release[done] - arrival
     order = np.argsort(e2e, kind="stable")  # sorted()'s stable order, on the column
     slow = order[-max(1, int(len(done) * share)):]
+    queue = cols.admitted[done] - arrival
     return {"share": share, "num_requests": len(slow),
-            "tail": _profile([done[i] for i in slow.tolist()]),
-            "all": _profile(done, order)}
+            "tail": _profile(cols, done[slow], queue[slow]),
+            "all": _profile(cols, done, queue[order])}
 
 
-def _profile(seqs: list[Seq], order: np.ndarray | None = None) -> dict:
-    """Means over the requests. The queue's float sum adds in `order` (by latency), as it
-    always has; the requests are read once in their own order (arrival: the run's objects
-    in memory order, not a random walk over them) and the integer sums need no order."""
-    n = len(seqs)
-    queue = []
-    chunks = preemptions = prompt = output = 0
-    for s in seqs:  # one pass; the integer sums are the same in any order
-        req = s.req
-        queue.append(s.admitted_s - req.arrival_s)
-        chunks += s.chunks
-        preemptions += s.preemptions
-        prompt += req.prompt_tokens
-        output += req.output_tokens
-    column = floats(queue)
+def _profile(cols: RequestColumns, rows: np.ndarray, queue: np.ndarray) -> dict:
+    """Means over the requests `rows`; the queue's float sum adds in the order given (by
+    latency), as it always has, and the integer sums need no order."""
+    n = len(rows)
     return {
-        "mean_queue_ms": round(seq_sum(column if order is None else column[order])
-                               / n * 1000, 3),
-        "mean_prefill_chunks": round(chunks / n, 3),
-        "mean_preemptions": round(preemptions / n, 3),
-        "mean_prompt_tokens": round(prompt / n, 1),
-        "mean_output_tokens": round(output / n, 1),
+        "mean_queue_ms": round(seq_sum(queue) / n * 1000, 3),
+        "mean_prefill_chunks": round(int(cols.chunks[rows].sum()) / n, 3),
+        "mean_preemptions": round(int(cols.preemptions[rows].sum()) / n, 3),
+        "mean_prompt_tokens": round(int(cols.prompt[rows].sum()) / n, 1),
+        "mean_output_tokens": round(int(cols.output[rows].sum()) / n, 1),
     }
 
 
@@ -119,33 +110,26 @@ def _exact_sum(column) -> int:
     return sum(column)
 
 
-def by_prompt_bucket(seqs: list[Seq], edges_tokens: tuple[int, ...]) -> list[dict]:
+def by_prompt_bucket(seqs: list[Seq], edges_tokens: tuple[int, ...],
+                     columns: RequestColumns | None = None) -> list[dict]:
     """Completed requests grouped by prompt length (<= each edge, then above the last), so
     lengths are not mixed when latencies are compared."""
     bounds, low = [], 0
     for high in (*edges_tokens, None):
         bounds.append((low, high))
         low = high or low
-    ttft: list[list[float]] = [[] for _ in bounds]  # each group's latencies (s), in order
-    e2e: list[list[float]] = [[] for _ in bounds]
-    if all(edge > 0 for edge in edges_tokens) and list(edges_tokens) == sorted(edges_tokens):
-        for s in seqs:  # one pass: the first edge at or above the prompt (none: the last)
-            if s.state == DONE:
-                req = s.req
-                if req.prompt_tokens > 0:
-                    i = bisect_left(edges_tokens, req.prompt_tokens)
-                    ttft[i].append(s.prefill_token_s[0] - req.arrival_s)
-                    e2e[i].append(s.release_s - req.arrival_s)
-    else:
-        done = [s for s in seqs if s.state == DONE]
-        for i, (low, high) in enumerate(bounds):
-            group = [s for s in done if s.req.prompt_tokens > low
-                     and (high is None or s.req.prompt_tokens <= high)]
-            ttft[i] = [s.prefill_token_s[0] - s.req.arrival_s for s in group]
-            e2e[i] = [s.release_s - s.req.arrival_s for s in group]
+    ttft: list[np.ndarray] = []  # each group's latencies (s), in order
+    e2e: list[np.ndarray] = []
+    cols = RequestColumns(seqs) if columns is None else columns
+    done, prompt = cols.done, cols.prompt
+    for low, high in bounds:
+        group = done & (prompt > low) & (True if high is None else prompt <= high)
+        arrival = cols.arrival[group]
+        ttft.append(cols.first[group] - arrival)
+        e2e.append(cols.release[group] - arrival)
     return [{"prompt_tokens_above": low, "prompt_tokens_max": high, "completed": len(times),
-             "ttft_ms": ms(column_quantiles(floats(times))),
-             "e2e_ms": ms(column_quantiles(floats(ends)))}
+             "ttft_ms": ms(column_quantiles(times)),
+             "e2e_ms": ms(column_quantiles(ends))}
             for times, ends, (low, high) in zip(ttft, e2e, bounds, strict=True)]
 
 

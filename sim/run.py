@@ -27,6 +27,9 @@ def advance(eng: Engine, until: float | None) -> None:
 def finish_run(eng: Engine) -> SimResult:
     res = eng.result
     res.end_s, res.decode_end_s = eng.now, res.decode_end_s
+    # the counters the engine added up (sim/engine.py)
+    res.num_iterations, res.busy_s = eng.num_iterations, eng.busy_s
+    res.queue_area, res.system_area = eng.queue_area, eng.system_area
     res.peak_used_blocks = eng.pool.peak_used
     res.num_arrived = eng.next_arrival
     res.unheld_blocks = eng.pool.free + sum(eng.pool.group_blocks.values())

@@ -14,6 +14,8 @@ from .stamp import compiled
 # that source as Python (a class with slots); the same fields, the same values
 COMPILED_SEQ = compiled("seq")
 Seq = (COMPILED_SEQ or _seq_python).Seq
+request_columns = (COMPILED_SEQ or _seq_python).request_columns  # one pass, in C compiled
+segment_columns = (COMPILED_SEQ or _seq_python).segment_columns
 
 
 class KvSamples:

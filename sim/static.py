@@ -67,10 +67,9 @@ def _run_group(eng, group: list) -> None:
 def _advance(eng, dt: float, num_running: int) -> None:
     if eng.jitter is not None:
         dt *= eng.jitter()
-    res = eng.result
-    res.num_iterations += 1
-    res.busy_s += dt
-    res.queue_area += len(eng.waiting) * dt
-    res.system_area += (len(eng.waiting) + num_running) * dt
+    eng.num_iterations += 1
+    eng.busy_s += dt
+    eng.queue_area += len(eng.waiting) * dt
+    eng.system_area += (len(eng.waiting) + num_running) * dt
     eng.now += dt
     eng.pull_arrivals()

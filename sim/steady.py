@@ -34,7 +34,7 @@ import numpy as np
 
 from servecap.ledger.units import plural
 
-from .columns import floats, seq_sum
+from .columns import RequestColumns, floats, seq_sum
 from .intervals import NUM_BATCHES
 from .state import DONE, REJECTED, Seq, SimResult, kv_columns
 
@@ -111,16 +111,21 @@ def _mser5_floats(series: list[float], k: int) -> int | None:
 
 class _Columns:
     """The fields the window reads of every request, each read once: arrival, release (NaN:
-    never released) and whether it completed."""
+    never released) and whether it completed; a RequestColumns' own columns where the caller
+    has them (a run's requests), else read here (any objects with those fields)."""
 
-    def __init__(self, seqs: list[Seq]) -> None:
+    def __init__(self, seqs: list[Seq], columns: RequestColumns | None = None) -> None:
+        self.seqs = seqs
+        if columns is not None:
+            self.arrival, self.release = columns.arrival, columns.release
+            self.__dict__["done"] = columns.done  # the cached_property's value
+            return
         self.arrival = floats([s.req.arrival_s for s in seqs])
         release = [s.release_s for s in seqs]
         try:
             self.release = floats(release)
         except TypeError:  # None (never released): NaN, np.array looking at every element
             self.release = np.array(release, dtype=np.float64)
-        self.seqs = seqs
 
     @cached_property
     def done(self) -> np.ndarray:
@@ -160,10 +165,12 @@ def kv_in_use(seqs: list[Seq], results: list[SimResult],
     return out.tolist()
 
 
-def find_window(seqs: list[Seq], results: list[SimResult]) -> Window:
-    """The measured window of a run whose requests `seqs` are in arrival order."""
+def find_window(seqs: list[Seq], results: list[SimResult],
+                request_columns: RequestColumns | None = None) -> Window:
+    """The measured window of a run whose requests `seqs` are in arrival order (and their
+    columns, where the caller has them)."""
     count = len(seqs)
-    columns = _Columns(seqs)
+    columns = _Columns(seqs, request_columns)
     load = in_system(seqs, columns)
     cuts = [mser5(load), mser5(kv_in_use(seqs, results, columns.arrival))]
     stop = _drain_cut(seqs, columns)
@@ -187,10 +194,11 @@ def find_window(seqs: list[Seq], results: list[SimResult]) -> Window:
     return Window(start, stop, True, "", False, count, duration, lifetimes, lifetimes)
 
 
-def whole_run(seqs: list[Seq], found: Window) -> Window:
+def whole_run(seqs: list[Seq], found: Window,
+              request_columns: RequestColumns | None = None) -> Window:
     """Every request measured, with what find_window said of the run."""
     return _whole(seqs, found.reason, found.overloaded, found.steady,
-                  found.candidate_lifetimes)
+                  found.candidate_lifetimes, _Columns(seqs, request_columns))
 
 
 def _whole(seqs: list[Seq], reason: str, growing: bool, steady: bool = False,
