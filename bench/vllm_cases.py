@@ -161,10 +161,34 @@ def workload_for(case: Case, folder: Path = FIXTURES) -> Workload:
     else:
         prompt_len = Lengths("fixed", value=shape["input_len"])
         output_len = Lengths("fixed", value=shape["output_len"])
+        if EOS["stop"] and shape.get("max_output_len", 0) > shape["output_len"]:
+            output_len = eos_stopped(shape["output_len"], shape["max_output_len"])
     count = load.get("num_prompts", load.get("batch"))
     arrivals = Arrivals("poisson", rate_per_s=load["rate_rps"]) if load["kind"] == "poisson" \
         else Arrivals("bursts", burst_size=count, interval_s=1.0)
     return Workload(arrivals, prompt_len, output_len, count, name=case.run["id"])
+
+
+# --eos-stop (bench/vllm_latency.py): an experiment, off by default (docs/vllm-latency.md)
+EOS = {"stop": False}
+
+
+def eos_stopped(mean: float, cap: int) -> Lengths:
+    """The output lengths of a random-dataset run whose client did not pass --ignore-eos:
+    vllm bench serve asks for max_tokens = --random-output-len (`cap`), ignore_eos only when
+    told (vllm/benchmarks/lib/endpoint_request_func.py at v0.13.0), and the engine ends a
+    request at its model's EOS or there (vllm/v1/core/sched/utils.py check_stop at v0.13.0:
+    FINISHED_STOPPED on eos_token_id unless ignore_eos, else LENGTH_CAPPED), so the published mean
+    output (`mean`) under the cap says some stopped early. Where each stopped is not
+    published; assumed: a constant chance p of EOS at every token (the least assumption, no
+    preferred length), so L = min(geometric(p), cap), p chosen so that E[L] = mean."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # E[L] = (1 - (1 - p)^cap) / p falls as p rises
+        p = (lo + hi) / 2
+        lo, hi = (lo, p) if (1 - (1 - p) ** cap) / p < mean else (p, hi)
+    p = (lo + hi) / 2
+    weights = [p * (1 - p) ** (k - 1) for k in range(1, cap)] + [(1 - p) ** (cap - 1)]
+    return Lengths("empirical", values=tuple(range(1, cap + 1)), weights=tuple(weights))
 
 
 def _spread(value: int, ratio: float) -> Lengths:

@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through this module)
+    EOS,
     FAMILIES,
     FIXTURES,
     INTERVALS,
@@ -55,7 +56,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     spread_bound,
     workload_for,
 )
-from vllm_fit import HELD, HELD_WITH_SAMPLER  # noqa: E402
+from vllm_fit import HELD, HELD_WITH_SAMPLER, HOST_FACTOR  # noqa: E402
 from vllm_loso import leave_one_source_out, summary, write_fit  # noqa: E402
 
 from servecap.sim.vllm_engine import FIT_FILE  # noqa: E402
@@ -287,6 +288,10 @@ def main(argv: list[str]) -> int:
         print("--hold-streamed-token: a variant of --price-sampler; only with it",
               file=sys.stderr)
         return 2
+    if "--host-factor" in argv:  # an experiment: measured, not adopted (docs/vllm-latency.md)
+        HOST_FACTOR["on"] = True
+    if "--eos-stop" in argv:  # an experiment: measured, not adopted (docs/vllm-latency.md)
+        EOS["stop"] = True
     if "--leave-one-source-out" in argv:
         return loso_main(argv)
     rows = run_all(only=_only(argv), engine="--without-engine" not in argv)

@@ -4,6 +4,7 @@ streamed token (--hold-streamed-token); each off by default, so the shipped tabl
 simulate prices it."""
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -58,3 +59,57 @@ def test_the_streamed_token_variant_holds_that_term_only_beside_the_sampler(caps
         used.HELD.update(shipped)
     assert "FRONTEND_OUTPUT_TOKEN_S" not in free and "FRONTEND_S" in free
     assert first["FRONTEND_OUTPUT_TOKEN_S"] == 0.0 and first["FRONTEND_PROMPT_TOKEN_S"] == 0.0
+
+
+def test_eos_stop_spreads_only_the_runs_whose_client_stopped_at_eos_and_only_when_asked() -> None:
+    """--eos-stop (measured, not adopted: docs/vllm-latency.md): a random-dataset run whose
+    published mean output is under the max_tokens its client asked for (and no --ignore-eos)
+    draws lengths min(geometric, cap) whose mean is the published one; a run sent with
+    --ignore-eos (the L4 sweep) and every run while the flag is off keep fixed lengths."""
+    cases = sys.modules["vllm_cases"]
+    dist = cases.eos_stopped(100, 128)
+    mean = sum(v * w for v, w in zip(dist.values, dist.weights, strict=True)) / sum(dist.weights)
+    assert abs(mean - 100) < 0.01 and max(dist.values) == 128 and min(dist.values) == 1
+    # a constant chance per token: each length below the cap is (1 - p) times the one before
+    assert abs(dist.weights[1] / dist.weights[0] - dist.weights[51] / dist.weights[50]) < 1e-12
+    c4 = next(c for c in CASES if c.name == "mushfiq_rtx4090_mistral7b:rtx4090-mistral7b-c4")
+    l4 = next(c for c in CASES if c.name == "wmx_vllm023_l4:l4-qwen25-05b-c32")
+    assert "max_output_len" not in l4.run["shape"]  # --ignore-eos: every output to its length
+    assert not bench.EOS["stop"]
+    assert cases.workload_for(c4).output.kind == "fixed"
+    bench.EOS["stop"] = True
+    try:
+        spread = [r.output_tokens for r in cases.requests_for(c4)]
+        fixed = {r.output_tokens for r in cases.requests_for(l4)}
+    finally:
+        bench.EOS["stop"] = False
+    assert fixed == {128} and max(spread) == 128 and min(spread) < 100
+    assert abs(sum(spread) / len(spread) - 100) < 8  # 300 draws about the published mean
+
+
+def test_the_host_factor_scales_every_engine_term_of_its_own_source_only() -> None:
+    """--host-factor (measured, not adopted: docs/vllm-latency.md): each source's factor h on
+    every engine term, a penalised log beside its hardware factor, fitted and never used to
+    predict; off by default, so the shipped fit has no such parameter."""
+    used = sys.modules["vllm_fit"]
+    run = next(c for c in CASES if c.name.endswith("llama8B-tp1-latency-bs8")
+               and c.source == "vllm-ci")
+    assert not used.HOST_FACTOR["on"] and not any(k.startswith(used.HOST)
+                                                  for k in used.start(CASES))
+    used.HOST_FACTOR["on"] = True
+    try:
+        first = used.start(CASES)
+        free = used.free_params([], CASES, list(range(len(CASES))))
+    finally:
+        used.HOST_FACTOR["on"] = False
+    sources = {c.source for c in CASES}
+    assert {k for k in first if k.startswith(used.HOST)} == {used.HOST + s for s in sources}
+    assert {k for k in free if k.startswith(used.HOST)} == {used.HOST + s for s in sources}
+    assert used.is_factor(used.HOST + "wmx") and not used.is_factor("FRONTEND_S")
+    doubled = used.run_rows(run, dict(first, **{n: 2 * first[n] for n in used.NAMES}))
+    factored = used.run_rows(run, dict(first, **{used.HOST + run.source: math.log(2)}))
+    other = used.run_rows(run, dict(first, **{used.HOST + "wmx": math.log(2)}))
+    plain = used.run_rows(run, first)
+    assert [r["predicted"] for r in factored] == [r["predicted"] for r in doubled]
+    assert [r["predicted"] for r in other] == [r["predicted"] for r in plain]
+    assert [r["predicted"] for r in doubled] != [r["predicted"] for r in plain]
