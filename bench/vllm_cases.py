@@ -11,6 +11,7 @@ as `vllm bench serve` does."""
 import json
 import math
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from servecap.ledger.sampler import (  # noqa: E402
 )
 from servecap.ledger.vllm_versions import row as vllm_row  # noqa: E402
 from servecap.scenario import simulation, steps  # noqa: E402
+from servecap.sim.core import INTAKE  # noqa: E402
 from servecap.sim.sampling import draw_requests  # noqa: E402
 from servecap.sim.workload import Arrivals, Lengths, Workload  # noqa: E402
 
@@ -242,7 +244,9 @@ def predict(case: Case, folder: Path = FIXTURES, engine: bool = True,
     steady-state window and its intervals); engine=False: the same scheduler on the device's
     roofline alone (no --engine terms). gpu_scale multiplies the device's FLOPS and bandwidth
     (the fit's per-source hardware factor, bench/vllm_fit.py; 1 everywhere else)."""
-    report, _ = run_simulation(setup_for(case, folder, engine, gpu_scale), window=window)
+    setup = setup_for(case, folder, engine, gpu_scale)
+    with intake_for(case):
+        report, _ = run_simulation(setup, window=window)
     return report["policies"][0]
 
 
@@ -272,6 +276,33 @@ def setup_for(case: Case, folder: Path = FIXTURES, engine: bool = True,
             attention_flops_per_s=(c.attention_flops_per_s or c.flops_per_s) * gpu_scale,
             bandwidth_bytes_per_s=c.bandwidth_bytes_per_s * gpu_scale))
     return setup
+
+
+# --microbatch-intake (bench/vllm_latency.py): an experiment, off by default
+# (docs/vllm-latency.md). From v0.10.1 vLLM's API server tokenizes prompts in micro-batches
+# (AsyncMicrobatchTokenizer: max_batch_size 32, batch_wait_timeout_s 0.002, one thread;
+# vllm/utils/__init__.py at v0.10.1, vllm/utils/async_utils.py at v0.19.0, called from
+# vllm/entrypoints/renderer.py at v0.11.0 and vllm/renderers/base.py at v0.23.0), so requests
+# that reach it together go on to the engine together (sim/engine.py INTAKE, as sim/core.py
+# picks it: the compiled engine's or the interpreted one's)
+MICROBATCH = {"on": False}
+MICROBATCH_FROM = (0, 10, 1)
+
+
+@contextmanager
+def intake_for(case: Case):
+    """sim/engine.py's INTAKE set to the run's API server inside the block: the micro-batch
+    where MICROBATCH is on and the run goes through a V1 API server from MICROBATCH_FROM;
+    one request at a time otherwise (restored after)."""
+    version = tuple(int(x) for x in case.data["engine_pin"].split("."))
+    saved = dict(INTAKE)
+    if MICROBATCH["on"] and case.data["engine"] == "v1" and not offline(case) \
+            and version >= MICROBATCH_FROM:
+        INTAKE.update(batch=32, window_s=0.002)
+    try:
+        yield
+    finally:
+        INTAKE.update(saved)
 
 
 # --price-sampler (bench/vllm_latency.py): an experiment measured and not adopted

@@ -37,6 +37,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     FIXTURES,
     INTERVALS,
     METRICS,
+    MICROBATCH,
     SAMPLER,
     Case,
     _spread,
@@ -290,6 +291,8 @@ def main(argv: list[str]) -> int:
         return 2
     if "--host-factor" in argv:  # an experiment: measured, not adopted (docs/vllm-latency.md)
         HOST_FACTOR["on"] = True
+    if "--microbatch-intake" in argv:  # an experiment (docs/vllm-latency.md)
+        MICROBATCH["on"] = True
     if "--eos-stop" in argv:  # an experiment: measured, not adopted (docs/vllm-latency.md)
         EOS["stop"] = True
     if "--leave-one-source-out" in argv:

@@ -17,7 +17,9 @@ cdef class Engine:
     cdef public dict running, decoding, finish_at, step_known
     cdef public long long bsz, next_arrival, owed, j0_sum, ctx_base, dec_idx, \
         reserved_blocks, steps_since_prefill, group_steps, next_closed
-    cdef public double now, extra_s, frontend_free
+    cdef public double now, extra_s, frontend_free, intake_window, batch_open, batch_from
+    cdef public long long intake_batch
+    cdef public list batch_seqs
     cdef public bint by_priority, closed
 
     cpdef send_next(self)
@@ -26,6 +28,8 @@ cdef class Engine:
     cpdef idle(self)
     cpdef jump_to_next_arrival(self)
     cpdef through_frontend(self, CSeq seq)
+    @cython.locals(member=CSeq)
+    cpdef through_batch(self, CSeq seq)
     cpdef prefix_hit_blocks(self, CSeq seq)
     cpdef prefill_need(self, CSeq seq)
     cpdef try_admit(self, CSeq seq)

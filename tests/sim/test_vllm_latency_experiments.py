@@ -113,3 +113,32 @@ def test_the_host_factor_scales_every_engine_term_of_its_own_source_only() -> No
     assert [r["predicted"] for r in factored] == [r["predicted"] for r in doubled]
     assert [r["predicted"] for r in other] == [r["predicted"] for r in plain]
     assert [r["predicted"] for r in doubled] != [r["predicted"] for r in plain]
+
+
+def test_the_microbatch_intake_applies_to_v1_api_servers_from_0_10_1_and_only_when_asked() -> None:
+    """--microbatch-intake (measured: docs/vllm-latency.md): the API server's tokenizer
+    micro-batch (32 prompts, 2 ms) for runs through a V1 server of v0.10.1 or later (the L4
+    sweep at 0.23.0, GPUStack's 0.11.0 pages), not GPUStack's 0.9.2 page nor V0 nor an
+    offline run; off by default, and the engine's intake is restored after each run."""
+    cases = sys.modules["vllm_cases"]
+    by_name = {c.name: c for c in CASES}
+    l4 = by_name["wmx_vllm023_l4:l4-qwen25-05b-c32"]
+    old = next(c for c in CASES if c.fixture == "gpustack_vllm092_qwen3_8b")
+    v0 = next(c for c in CASES if c.data["engine"] == "v0")
+
+    def seen(case):
+        with cases.intake_for(case):
+            return dict(cases.INTAKE)
+
+    off = {"batch": 1, "window_s": 0.0}
+    assert not bench.MICROBATCH["on"] and seen(l4) == off
+    bench.MICROBATCH["on"] = True
+    try:
+        assert seen(l4) == {"batch": 32, "window_s": 0.002}
+        assert seen(old) == off and seen(v0) == off
+        on = bench.predict(l4)["ttft_ms"]["p50"]
+    finally:
+        bench.MICROBATCH["on"] = False
+    assert cases.INTAKE == off
+    # the c32 loop's requests reach the server together and go on together: its TTFT grows
+    assert on > 1.5 * bench.predict(l4)["ttft_ms"]["p50"]
