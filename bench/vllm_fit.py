@@ -67,27 +67,12 @@ HELD_WITH_SAMPLER = {"FRONTEND_OUTPUT_TOKEN_S": "with the sampler priced, one so
 # are their extremes (one DeepSeek-R1 run at -99.9 % made TTFT's range a factor of 6,600)
 K_ROBUST = 2.5
 GPU = "gpu:"  # a source's hardware factor's name: gpu:<source_id>, its value ln g
-# --host-factor (bench/vllm_latency.py): an experiment, measured and not adopted
-# (docs/vllm-latency.md). Each source's host (its CPUs: the engine core's loop, the API
-# server's, the kernel launches) gets a factor h on every engine term, as its GPUs get g:
-# host:<source_id>, its value ln h, penalised as ln g is and never used to predict (a held-out
-# source and simulate run at h = 1). The terms are host times measured on the sources' own
-# machines, whose CPUs the sources do not name; without it a source whose CPUs are slower
-# or faster than the others' moves every release's host terms
-HOST = "host:"
-HOST_FACTOR = {"on": False}
-
-
-def is_factor(name: str) -> bool:
-    """A source's hardware or host factor (a log, penalised), not an engine term."""
-    return name.startswith(GPU) or name.startswith(HOST)
 
 
 def start(cases: list[Case]) -> dict:
     """The engine terms' start and every source's factor at g = 1."""
-    sources = sorted({c.source for c in cases})
-    return dict(START) | dict.fromkeys(HELD, 0.0) | {GPU + s: 0.0 for s in sources} \
-        | ({HOST + s: 0.0 for s in sources} if HOST_FACTOR["on"] else {})
+    return dict(START) | dict.fromkeys(HELD, 0.0) \
+        | {GPU + s: 0.0 for s in sorted({c.source for c in cases})}
 
 
 def run_rows(case: Case, values: dict) -> list[dict]:
@@ -96,8 +81,7 @@ def run_rows(case: Case, values: dict) -> list[dict]:
     a run whose prices `values` leave as an earlier call left them (a term its release or
     its client never reads: V0's terms on a V1 run, the API server's on an offline one, the
     eager cost under CUDA graphs) is answered from that call: the same rows, not re-run."""
-    host = math.exp(values.get(HOST + case.source, 0.0))
-    with fitted_values({n: values[n] * host for n in NAMES}):
+    with fitted_values({n: values[n] for n in NAMES}):
         setup = setup_for(case, gpu_scale=math.exp(values.get(GPU + case.source, 0.0)))
     key = (case.name, replace(setup.coefficients, source=""))
     if key not in _SIMULATED:
@@ -115,7 +99,7 @@ def residuals(rows_by_run: list[list[dict]]) -> list[float]:
 
 
 def _step(name: str, values: dict) -> float:
-    return 0.1 if is_factor(name) else 0.5 * (values[name] or START[name])
+    return 0.1 if name.startswith(GPU) else 0.5 * (values[name] or START[name])
 
 
 def jacobian(cases: list[Case], values: dict, base: list[list[dict]]) -> list[list[dict]]:
@@ -126,7 +110,7 @@ def jacobian(cases: list[Case], values: dict, base: list[list[dict]]) -> list[li
         step = _step(name, values)
         moved = dict(values, **{name: values[name] + step})
         for c, case in enumerate(cases):
-            if is_factor(name) and name.split(":", 1)[1] != case.source:
+            if name.startswith(GPU) and name != GPU + case.source:
                 continue
             for i, row in enumerate(run_rows(case, moved)):
                 if not row.get("backlog"):  # weighs 0: it neither informs nor pulls a term
@@ -155,7 +139,7 @@ def fittable(info: dict) -> list[str]:
 
 def loss(res: list[float], weights: list[float], values: dict) -> float:
     data = sum(w * _huber(r) for r, w in zip(res, weights, strict=True))
-    return data + sum(v * v for n, v in values.items() if is_factor(n)) \
+    return data + sum(v * v for n, v in values.items() if n.startswith(GPU)) \
         / (2 * GPU_SIGMA ** 2)
 
 
@@ -193,7 +177,7 @@ def solve_step(jac_rows: list[dict], res: list[float], weights: list[float],
                 for j in range(n):
                     a[i][j] += h * g[i] * g[j]
     for i, name in enumerate(free):
-        if is_factor(name):
+        if name.startswith(GPU):
             a[i][i] += 1.0 / GPU_SIGMA ** 2
             b[i] -= values[name] / GPU_SIGMA ** 2
         a[i][i] += damping * (a[i][i] + 1e-9)
@@ -223,16 +207,14 @@ def _gauss(a: list[list[float]], b: list[float]) -> list[float]:
 
 def free_params(engine_free: list[str], cases: list[Case], train: list[int]) -> list[str]:
     """The engine terms fitted and the training sources' hardware factors."""
-    sources = sorted({cases[c].source for c in train})
-    return engine_free + [GPU + s for s in sources] \
-        + ([HOST + s for s in sources] if HOST_FACTOR["on"] else [])
+    return engine_free + sorted({GPU + cases[c].source for c in train})
 
 
 def linear_fit(jac: list, base: list[list[dict]], values: dict, free: list[str],
                train: list[int], damping: float = 1e-3, sweeps: int = 20) -> dict:
     """The parameters minimising the linearised loss of the training runs around `values`
     (engine terms >= 0): Huber-reweighted, damped Gauss-Newton sweeps."""
-    scales = {n: 1.0 if is_factor(n) else values[n] or START[n] for n in values}
+    scales = {n: 1.0 if n.startswith(GPU) else values[n] or START[n] for n in values}
     jac_rows = [row for c in train for row in jac[c]]
     res0 = [r["log_error"] for c in train for r in base[c]]
     weights = run_weights([base[c] for c in train])
@@ -244,7 +226,7 @@ def linear_fit(jac: list, base: list[list[dict]], values: dict, free: list[str],
         step = solve_step(jac_rows, res, weights, free, damping, scales, now)
         for k, s in step.items():
             delta[k] += s
-            if not is_factor(k):
+            if not k.startswith(GPU):
                 delta[k] = max(delta[k], -values[k])
     return {k: values[k] + delta[k] for k in values}
 

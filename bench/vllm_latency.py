@@ -57,7 +57,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     spread_bound,
     workload_for,
 )
-from vllm_fit import HELD, HELD_WITH_SAMPLER, HOST_FACTOR  # noqa: E402
+from vllm_fit import HELD, HELD_WITH_SAMPLER  # noqa: E402
 from vllm_loso import leave_one_source_out, summary, write_fit  # noqa: E402
 
 from servecap.sim.vllm_engine import FIT_FILE  # noqa: E402
@@ -289,8 +289,6 @@ def main(argv: list[str]) -> int:
         print("--hold-streamed-token: a variant of --price-sampler; only with it",
               file=sys.stderr)
         return 2
-    if "--host-factor" in argv:  # an experiment: measured, not adopted (docs/vllm-latency.md)
-        HOST_FACTOR["on"] = True
     if "--microbatch-intake" in argv:  # an experiment (docs/vllm-latency.md)
         MICROBATCH["on"] = True
     if "--eos-stop" in argv:  # an experiment: measured, not adopted (docs/vllm-latency.md)

@@ -10,7 +10,6 @@ import statistics
 from vllm_cases import FAMILIES, Case
 from vllm_fit import (
     GPU,
-    HOST,
     NAMES,
     fittable,
     free_params,
@@ -64,7 +63,7 @@ def leave_one_source_out(cases: list[Case], log=print) -> dict:
         folds[source] = {n: values[n] for n in NAMES}
         for i, case in enumerate(cases):
             if case.source == source:
-                oos[i] = run_rows(case, values | {GPU + source: 0.0, HOST + source: 0.0})
+                oos[i] = run_rows(case, values | {GPU + source: 0.0})
         log(f"held out {source}: {sum(c.source == source for c in cases)} runs: "
             + _terms(folds[source]))
     out_rows = [r for i in range(len(cases)) for r in oos[i]]

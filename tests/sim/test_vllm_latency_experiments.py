@@ -4,7 +4,6 @@ streamed token (--hold-streamed-token); each off by default, so the shipped tabl
 simulate prices it."""
 
 import importlib.util
-import math
 import sys
 from pathlib import Path
 
@@ -85,34 +84,6 @@ def test_eos_stop_spreads_only_the_runs_whose_client_stopped_at_eos_and_only_whe
         bench.EOS["stop"] = False
     assert fixed == {128} and max(spread) == 128 and min(spread) < 100
     assert abs(sum(spread) / len(spread) - 100) < 8  # 300 draws about the published mean
-
-
-def test_the_host_factor_scales_every_engine_term_of_its_own_source_only() -> None:
-    """--host-factor (measured, not adopted: docs/vllm-latency.md): each source's factor h on
-    every engine term, a penalised log beside its hardware factor, fitted and never used to
-    predict; off by default, so the shipped fit has no such parameter."""
-    used = sys.modules["vllm_fit"]
-    run = next(c for c in CASES if c.name.endswith("llama8B-tp1-latency-bs8")
-               and c.source == "vllm-ci")
-    assert not used.HOST_FACTOR["on"] and not any(k.startswith(used.HOST)
-                                                  for k in used.start(CASES))
-    used.HOST_FACTOR["on"] = True
-    try:
-        first = used.start(CASES)
-        free = used.free_params([], CASES, list(range(len(CASES))))
-    finally:
-        used.HOST_FACTOR["on"] = False
-    sources = {c.source for c in CASES}
-    assert {k for k in first if k.startswith(used.HOST)} == {used.HOST + s for s in sources}
-    assert {k for k in free if k.startswith(used.HOST)} == {used.HOST + s for s in sources}
-    assert used.is_factor(used.HOST + "wmx") and not used.is_factor("FRONTEND_S")
-    doubled = used.run_rows(run, dict(first, **{n: 2 * first[n] for n in used.NAMES}))
-    factored = used.run_rows(run, dict(first, **{used.HOST + run.source: math.log(2)}))
-    other = used.run_rows(run, dict(first, **{used.HOST + "wmx": math.log(2)}))
-    plain = used.run_rows(run, first)
-    assert [r["predicted"] for r in factored] == [r["predicted"] for r in doubled]
-    assert [r["predicted"] for r in other] == [r["predicted"] for r in plain]
-    assert [r["predicted"] for r in doubled] != [r["predicted"] for r in plain]
 
 
 def test_the_microbatch_intake_applies_to_v1_api_servers_from_0_10_1_and_only_when_asked() -> None:
