@@ -113,3 +113,11 @@ def test_the_microbatch_intake_applies_to_v1_api_servers_from_0_10_1_and_only_wh
     assert cases.INTAKE == off
     # the c32 loop's requests reach the server together and go on together: its TTFT grows
     assert on > 1.5 * bench.predict(l4)["ttft_ms"]["p50"]
+
+
+def test_no_experiment_writes_the_shipped_fit(capsys) -> None:
+    """Every experiment flag refuses --write: sim/engine_fit.json is what simulate runs."""
+    for flag in ("--price-sampler", "--eos-stop", "--microbatch-intake"):
+        assert bench.main(["--leave-one-source-out", flag, "--write"]) == 2
+        assert f"{flag}: an experiment simulate does not run" in capsys.readouterr().err
+    assert not bench.EOS["stop"] and not bench.MICROBATCH["on"]
