@@ -287,6 +287,7 @@ def setup_for(case: Case, folder: Path = FIXTURES, engine: bool = True,
 # picks it: the compiled engine's or the interpreted one's)
 MICROBATCH = {"on": False}
 MICROBATCH_FROM = (0, 10, 1)
+MICROBATCH_INTAKE = {"batch": 32, "window_s": 0.002}  # max_batch_size, batch_wait_timeout_s
 
 
 @contextmanager
@@ -298,7 +299,7 @@ def intake_for(case: Case):
     saved = dict(INTAKE)
     if MICROBATCH["on"] and case.data["engine"] == "v1" and not offline(case) \
             and version >= MICROBATCH_FROM:
-        INTAKE.update(batch=32, window_s=0.002)
+        INTAKE.update(MICROBATCH_INTAKE)
     try:
         yield
     finally:
