@@ -11,6 +11,7 @@ as `vllm bench serve` does."""
 import json
 import math
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from servecap.ledger.sampler import (  # noqa: E402
 )
 from servecap.ledger.vllm_versions import row as vllm_row  # noqa: E402
 from servecap.scenario import simulation, steps  # noqa: E402
+from servecap.sim.core import INTAKE  # noqa: E402
 from servecap.sim.sampling import draw_requests  # noqa: E402
 from servecap.sim.workload import Arrivals, Lengths, Workload  # noqa: E402
 
@@ -161,10 +163,34 @@ def workload_for(case: Case, folder: Path = FIXTURES) -> Workload:
     else:
         prompt_len = Lengths("fixed", value=shape["input_len"])
         output_len = Lengths("fixed", value=shape["output_len"])
+        if EOS["stop"] and shape.get("max_output_len", 0) > shape["output_len"]:
+            output_len = eos_stopped(shape["output_len"], shape["max_output_len"])
     count = load.get("num_prompts", load.get("batch"))
     arrivals = Arrivals("poisson", rate_per_s=load["rate_rps"]) if load["kind"] == "poisson" \
         else Arrivals("bursts", burst_size=count, interval_s=1.0)
     return Workload(arrivals, prompt_len, output_len, count, name=case.run["id"])
+
+
+# --eos-stop (bench/vllm_latency.py): an experiment, off by default (docs/vllm-latency.md)
+EOS = {"stop": False}
+
+
+def eos_stopped(mean: float, cap: int) -> Lengths:
+    """The output lengths of a random-dataset run whose client did not pass --ignore-eos:
+    vllm bench serve asks for max_tokens = --random-output-len (`cap`), ignore_eos only when
+    told (vllm/benchmarks/lib/endpoint_request_func.py at v0.13.0), and the engine ends a
+    request at its model's EOS or there (vllm/v1/core/sched/utils.py check_stop at v0.13.0:
+    FINISHED_STOPPED on eos_token_id unless ignore_eos, else LENGTH_CAPPED), so the published mean
+    output (`mean`) under the cap says some stopped early. Where each stopped is not
+    published; assumed: a constant chance p of EOS at every token (the least assumption, no
+    preferred length), so L = min(geometric(p), cap), p chosen so that E[L] = mean."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # E[L] = (1 - (1 - p)^cap) / p falls as p rises
+        p = (lo + hi) / 2
+        lo, hi = (lo, p) if (1 - (1 - p) ** cap) / p < mean else (p, hi)
+    p = (lo + hi) / 2
+    weights = [p * (1 - p) ** (k - 1) for k in range(1, cap)] + [(1 - p) ** (cap - 1)]
+    return Lengths("empirical", values=tuple(range(1, cap + 1)), weights=tuple(weights))
 
 
 def _spread(value: int, ratio: float) -> Lengths:
@@ -218,7 +244,9 @@ def predict(case: Case, folder: Path = FIXTURES, engine: bool = True,
     steady-state window and its intervals); engine=False: the same scheduler on the device's
     roofline alone (no --engine terms). gpu_scale multiplies the device's FLOPS and bandwidth
     (the fit's per-source hardware factor, bench/vllm_fit.py; 1 everywhere else)."""
-    report, _ = run_simulation(setup_for(case, folder, engine, gpu_scale), window=window)
+    setup = setup_for(case, folder, engine, gpu_scale)
+    with intake_for(case):
+        report, _ = run_simulation(setup, window=window)
     return report["policies"][0]
 
 
@@ -248,6 +276,34 @@ def setup_for(case: Case, folder: Path = FIXTURES, engine: bool = True,
             attention_flops_per_s=(c.attention_flops_per_s or c.flops_per_s) * gpu_scale,
             bandwidth_bytes_per_s=c.bandwidth_bytes_per_s * gpu_scale))
     return setup
+
+
+# --microbatch-intake (bench/vllm_latency.py): an experiment, off by default
+# (docs/vllm-latency.md). From v0.10.1 vLLM's API server tokenizes prompts in micro-batches
+# (AsyncMicrobatchTokenizer: max_batch_size 32, batch_wait_timeout_s 0.002, one thread;
+# vllm/utils/__init__.py at v0.10.1, vllm/utils/async_utils.py at v0.19.0, called from
+# vllm/entrypoints/renderer.py at v0.11.0 and vllm/renderers/base.py at v0.23.0), so requests
+# that reach it together go on to the engine together (sim/engine.py INTAKE, as sim/core.py
+# picks it: the compiled engine's or the interpreted one's)
+MICROBATCH = {"on": False}
+MICROBATCH_FROM = (0, 10, 1)
+MICROBATCH_INTAKE = {"batch": 32, "window_s": 0.002}  # max_batch_size, batch_wait_timeout_s
+
+
+@contextmanager
+def intake_for(case: Case):
+    """sim/engine.py's INTAKE set to the run's API server inside the block: the micro-batch
+    where MICROBATCH is on and the run goes through a V1 API server from MICROBATCH_FROM;
+    one request at a time otherwise (restored after)."""
+    version = tuple(int(x) for x in case.data["engine_pin"].split("."))
+    saved = dict(INTAKE)
+    if MICROBATCH["on"] and case.data["engine"] == "v1" and not offline(case) \
+            and version >= MICROBATCH_FROM:
+        INTAKE.update(MICROBATCH_INTAKE)
+    try:
+        yield
+    finally:
+        INTAKE.update(saved)
 
 
 # --price-sampler (bench/vllm_latency.py): an experiment measured and not adopted

@@ -34,6 +34,7 @@ COMPILED_POLICIES = _compiled("policies") if COMPILED_ENGINE is not None else No
 COMPILED = _compiled("decode_run") if COMPILED_ENGINE is not None else None
 COMPILED_LOOP = _compiled("loop") if COMPILED_ENGINE is not None else None
 Engine = (COMPILED_ENGINE or _engine_python).Engine  # the engine a run builds
+INTAKE = (COMPILED_ENGINE or _engine_python).INTAKE  # the API server's intake the engine reads
 PLANNERS = (COMPILED_POLICIES or _policies_python).PLANNERS  # the loop's policies
 
 

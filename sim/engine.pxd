@@ -18,10 +18,12 @@ cdef class Engine:
     cdef public object ends, sample_times, sample_tokens, sample_blocks
     cdef public long long bsz, next_arrival, owed, j0_sum, ctx_base, dec_idx, \
         reserved_blocks, steps_since_prefill, group_steps, next_closed, num_iterations
-    cdef public double now, extra_s, frontend_free, busy_s, queue_area, system_area
+    cdef public double now, extra_s, frontend_free, busy_s, queue_area, system_area, \
+        intake_window, batch_open, batch_from
     cdef public object speculation
     cdef public long long state_blocks, max_num_seqs, max_num_batched_tokens, \
-        max_waiting_steps, num_scheduler_steps
+        max_waiting_steps, num_scheduler_steps, intake_batch
+    cdef public list batch_seqs
     cdef public bint by_priority, closed, prefix_caching
 
     cpdef send_next(self)
@@ -30,6 +32,8 @@ cdef class Engine:
     cpdef idle(self)
     cpdef jump_to_next_arrival(self)
     cpdef through_frontend(self, CSeq seq)
+    @cython.locals(member=CSeq)
+    cpdef through_batch(self, CSeq seq)
     cpdef prefix_hit_blocks(self, CSeq seq)
     cpdef prefill_need(self, CSeq seq)
     cpdef try_admit(self, CSeq seq)

@@ -22,6 +22,14 @@ from .step_model import (
 )
 
 INF = float("inf")
+# The API server's tokenizer micro-batch (an experiment, off: 1; bench/vllm_latency.py
+# --microbatch-intake sets it around a run): from v0.10.1 the server tokenizes prompts through
+# AsyncMicrobatchTokenizer (vllm/utils/__init__.py at v0.10.1, vllm/utils/async_utils.py at
+# v0.19.0, used by vllm/renderers/base.py at v0.23.0): the first prompt waits up to
+# batch_wait_timeout_s = 2 ms for up to max_batch_size = 32 in all, the batch is tokenized in
+# one call on one thread and its requests go on together. "batch": the most requests one
+# batch takes, "window_s": how long its first one waits for more
+INTAKE = {"batch": 1, "window_s": 0.0}
 
 
 class Engine:
@@ -40,7 +48,8 @@ class Engine:
                  "closed", "next_closed", "result", "num_iterations", "busy_s", "queue_area",
                  "system_area", "ends", "sample_times", "sample_tokens", "sample_blocks",
                  "state_blocks", "max_num_seqs", "max_num_batched_tokens", "max_waiting_steps",
-                 "num_scheduler_steps", "prefix_caching", "speculation")
+                 "num_scheduler_steps", "prefix_caching", "speculation", "intake_batch",
+                 "intake_window", "batch_open", "batch_from", "batch_seqs")
 
     def __init__(self, requests: list[Request], coef: Coefficients, config: SchedulerConfig,
                  num_blocks: int) -> None:
@@ -83,6 +92,10 @@ class Engine:
         self.step_known: dict[int, tuple] = {}
         self.step_k = step_constants(coef)  # any step's price, inlined by the loop (or None)
         self.frontend_free = 0.0  # when the API server is next free (coef.frontend_s)
+        # the tokenizer's micro-batch (INTAKE): its size, wait, first arrival, when the server
+        # was free before it, and its requests (released together)
+        self.intake_batch, self.intake_window = int(INTAKE["batch"]), float(INTAKE["window_s"])
+        self.batch_open, self.batch_from, self.batch_seqs = -INF, 0.0, []
         self.closed = config.concurrency is not None
         self.next_closed = 0
         if self.closed:
@@ -160,9 +173,32 @@ class Engine:
         paid here once, it shifts the request's first token and its last alike, and a later
         request is not kept waiting by it)."""
         coef = self.coef
-        if coef.frontend_s or coef.frontend_latency_s:
-            self.frontend_free = max(self.frontend_free, seq.ready_s) + coef.frontend_s
-            seq.ready_s = self.frontend_free + coef.frontend_latency_s
+        if not (coef.frontend_s or coef.frontend_latency_s):
+            return
+        if self.intake_batch > 1:
+            self.through_batch(seq)
+            return
+        self.frontend_free = max(self.frontend_free, seq.ready_s) + coef.frontend_s
+        seq.ready_s = self.frontend_free + coef.frontend_latency_s
+
+    def through_batch(self, seq: Seq) -> None:
+        """INTAKE's micro-batch: a request that reaches the server within intake_window of
+        the open batch's first, while it holds fewer than intake_batch, joins it; else it
+        opens the next. A batch starts when it is full or its window ends, and once the
+        server is through the batch before it; its requests take frontend_s each, one after
+        another, and all go on when the last is through."""
+        coef, batch = self.coef, self.batch_seqs
+        if batch and len(batch) < self.intake_batch \
+                and seq.ready_s <= self.batch_open + self.intake_window:
+            batch.append(seq)
+        else:
+            self.batch_from, self.batch_open = self.frontend_free, seq.ready_s
+            batch = self.batch_seqs = [seq]
+        opens = seq.ready_s if len(batch) == self.intake_batch \
+            else self.batch_open + self.intake_window
+        self.frontend_free = max(self.batch_from, opens) + coef.frontend_s * len(batch)
+        for member in batch:
+            member.ready_s = self.frontend_free + coef.frontend_latency_s
 
     def add(self, seq: Seq) -> None:
         """A request routed here now (in ready order, at or after the engine's last pull),

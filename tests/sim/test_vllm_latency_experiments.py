@@ -58,3 +58,66 @@ def test_the_streamed_token_variant_holds_that_term_only_beside_the_sampler(caps
         used.HELD.update(shipped)
     assert "FRONTEND_OUTPUT_TOKEN_S" not in free and "FRONTEND_S" in free
     assert first["FRONTEND_OUTPUT_TOKEN_S"] == 0.0 and first["FRONTEND_PROMPT_TOKEN_S"] == 0.0
+
+
+def test_eos_stop_spreads_only_the_runs_whose_client_stopped_at_eos_and_only_when_asked() -> None:
+    """--eos-stop (measured, not adopted: docs/vllm-latency.md): a random-dataset run whose
+    published mean output is under the max_tokens its client asked for (and no --ignore-eos)
+    draws lengths min(geometric, cap) whose mean is the published one; a run sent with
+    --ignore-eos (the L4 sweep) and every run while the flag is off keep fixed lengths."""
+    cases = sys.modules["vllm_cases"]
+    dist = cases.eos_stopped(100, 128)
+    mean = sum(v * w for v, w in zip(dist.values, dist.weights, strict=True)) / sum(dist.weights)
+    assert abs(mean - 100) < 0.01 and max(dist.values) == 128 and min(dist.values) == 1
+    # a constant chance per token: each length below the cap is (1 - p) times the one before
+    assert abs(dist.weights[1] / dist.weights[0] - dist.weights[51] / dist.weights[50]) < 1e-12
+    c4 = next(c for c in CASES if c.name == "mushfiq_rtx4090_mistral7b:rtx4090-mistral7b-c4")
+    l4 = next(c for c in CASES if c.name == "wmx_vllm023_l4:l4-qwen25-05b-c32")
+    assert "max_output_len" not in l4.run["shape"]  # --ignore-eos: every output to its length
+    assert not bench.EOS["stop"]
+    assert cases.workload_for(c4).output.kind == "fixed"
+    bench.EOS["stop"] = True
+    try:
+        spread = [r.output_tokens for r in cases.requests_for(c4)]
+        fixed = {r.output_tokens for r in cases.requests_for(l4)}
+    finally:
+        bench.EOS["stop"] = False
+    assert fixed == {128} and max(spread) == 128 and min(spread) < 100
+    assert abs(sum(spread) / len(spread) - 100) < 8  # 300 draws about the published mean
+
+
+def test_the_microbatch_intake_applies_to_v1_api_servers_from_0_10_1_and_only_when_asked() -> None:
+    """--microbatch-intake (measured: docs/vllm-latency.md): the API server's tokenizer
+    micro-batch (32 prompts, 2 ms) for runs through a V1 server of v0.10.1 or later (the L4
+    sweep at 0.23.0, GPUStack's 0.11.0 pages), not GPUStack's 0.9.2 page nor V0 nor an
+    offline run; off by default, and the engine's intake is restored after each run."""
+    cases = sys.modules["vllm_cases"]
+    by_name = {c.name: c for c in CASES}
+    l4 = by_name["wmx_vllm023_l4:l4-qwen25-05b-c32"]
+    old = next(c for c in CASES if c.fixture == "gpustack_vllm092_qwen3_8b")
+    v0 = next(c for c in CASES if c.data["engine"] == "v0")
+
+    def seen(case):
+        with cases.intake_for(case):
+            return dict(cases.INTAKE)
+
+    off = {"batch": 1, "window_s": 0.0}
+    assert not bench.MICROBATCH["on"] and seen(l4) == off
+    bench.MICROBATCH["on"] = True
+    try:
+        assert seen(l4) == {"batch": 32, "window_s": 0.002}
+        assert seen(old) == off and seen(v0) == off
+        on = bench.predict(l4)["ttft_ms"]["p50"]
+    finally:
+        bench.MICROBATCH["on"] = False
+    assert cases.INTAKE == off
+    # the c32 loop's requests reach the server together and go on together: its TTFT grows
+    assert on > 1.5 * bench.predict(l4)["ttft_ms"]["p50"]
+
+
+def test_no_experiment_writes_the_shipped_fit(capsys) -> None:
+    """Every experiment flag refuses --write: sim/engine_fit.json is what simulate runs."""
+    for flag in ("--price-sampler", "--eos-stop", "--microbatch-intake"):
+        assert bench.main(["--leave-one-source-out", flag, "--write"]) == 2
+        assert f"{flag}: an experiment simulate does not run" in capsys.readouterr().err
+    assert not bench.EOS["stop"] and not bench.MICROBATCH["on"]
