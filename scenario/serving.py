@@ -126,6 +126,7 @@ def request_context(scenario: Scenario, loaded: LoadedModel) -> int:
         defaults.context is not None else "max_position_embeddings"
     check_count(where, context, "tokens per request")
     prefix = scenario.load.shared_prefix
+    check_shared_prefix((), prefix)  # >= 0, named --shared-prefix
     if prefix > context:
         whence = "" if given is not None else f" ({where}; set --context)"
         raise SpecError("--shared-prefix", prefix, f"at most the request's {context:,} "
@@ -166,6 +167,9 @@ def weight_dtype_asked(scenario: Scenario, loaded: LoadedModel) -> str | None:
 def model_spec(scenario: Scenario, loaded: LoadedModel) -> ModelSpec:
     """An explicit weight dtype (or a model dtype other than the checkpoint's) replaces the
     checkpoint's own representation."""
+    if scenario.dtypes.group_size < 0:  # named by its flag, whether or not int4 reads it
+        raise SpecError("--group-size", scenario.dtypes.group_size, "a whole number >= 1 "
+                        "(0: per channel)")
     wanted = weight_dtype_asked(scenario, loaded)
     if wanted is None:
         return loaded.spec

@@ -1,0 +1,51 @@
+"""A bad value is named by the flag (or argument) it was typed with, once: a missing input file
+read 'w.yaml: file = 'w.yaml': no such file' (the name twice, no flag), a negative
+--shared-prefix or --group-size read as the Python field (shared_prefix, group_size), a broken
+YAML gave the line but not what is wrong on it."""
+
+import pytest
+from bad_input_checks import one_line_error
+
+
+@pytest.mark.parametrize(("flag", "name"), [("--workload", "w.yaml"),
+                                            ("--trace", "t.csv"),
+                                            ("--coefficients", "c.json")])
+def test_a_missing_simulator_input_names_its_flag_once(run, tmp_path, flag, name) -> None:
+    missing = tmp_path / name
+    result = run("simulate", "llama-3.1-8b", "--device", "h100-80gb", flag, missing)
+    one_line_error(result, f"servecap: error: {flag} = '{missing}': no such file")
+    assert result.stderr.count(str(missing)) == 1
+
+
+def test_a_missing_pack_file_names_the_argument(run, tmp_path) -> None:
+    missing = tmp_path / "two.yaml"
+    result = run("pack", missing)
+    one_line_error(result, f"servecap: error: PACK_FILE = '{missing}': no such file")
+    assert result.stderr.count(str(missing)) == 1
+
+
+def test_a_folder_given_as_a_workload_names_the_flag(run, tmp_path) -> None:
+    one_line_error(run("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload",
+                       tmp_path), f"--workload = '{tmp_path}': a regular file")
+
+
+@pytest.mark.parametrize("args", [
+    ("plan", "llama-3.1-8b", "--device", "24GiB", "--shared-prefix", "-1"),
+    ("plan", "llama-3.1-8b", "--device", "24GiB", "--lengths", "5,6", "--shared-prefix", "-1"),
+    ("blocks", "5", "--shared-prefix", "-1")])
+def test_a_negative_shared_prefix_is_named_by_its_flag(run, args) -> None:
+    one_line_error(run(*args), "--shared-prefix = -1: must be >= 0 tokens")
+
+
+def test_a_negative_group_size_is_named_by_its_flag(run) -> None:
+    """Refused even where bf16 weights do not read it, as the scenario file's field is."""
+    for args in (("--weight-dtype", "int4"), ()):
+        one_line_error(run("plan", "llama-3.1-8b", "--device", "24GiB", "--group-size", "-1",
+                           *args), "--group-size = -1: a whole number >= 1 (0: per channel)")
+
+
+def test_broken_yaml_says_what_is_wrong_on_the_line(run, tmp_path) -> None:
+    broken = tmp_path / "s.yaml"
+    broken.write_text("a: 1\n  b: 2\n")
+    one_line_error(run("plan", "--scenario", broken), "line 2",
+                   "not valid YAML (mapping values are not allowed in this context)")
