@@ -56,6 +56,12 @@ COMMANDS = {
 }
 CONTEXT = {"help_option_names": ["-h", "--help"]}  # vLLM's and most CLIs' short help flag
 _WITH_SUFFIX = re.compile(r"(\d+(?:\.\d+)?)([kKmM])")
+_SCALES = {"k": (2**10, 10**3), "m": (2**20, 10**6)}  # '4k': 4096 or 4000; '2M': 2^21 or 2e6
+_COMMA_COUNTS = re.compile(r"\d+(?:,\d+)+")  # '17,33,65' typed where counts go apart
+# pydantic's words for a value typer could not convert, said once and shorter
+_PLAIN = {"Input should be a valid integer, unable to parse string as an integer":
+          "not a whole number",
+          "Input should be a valid number, unable to parse string as a number": "not a number"}
 
 
 class LazyGroup(TyperGroup):
@@ -175,13 +181,22 @@ def usage_line(exc: click.ClickException, args: list[str]) -> str:
     """click's message on one line, a huge value elided, the value typed (a hint for '4k'),
     --help named."""
     message = " ".join(exc.format_message().split())
+    for words, plain in _PLAIN.items():
+        message = message.replace(words, plain)
     if len(message) > 300:
         message = f"{message[:150]}...{message[-120:]}"
-    value = _given(args, getattr(getattr(exc, "param", None), "opts", []))
+    param = getattr(exc, "param", None)
+    value = _given(args, getattr(param, "opts", []))
+    if value is None and getattr(param, "param_type_name", "") == "argument":
+        value = next((a for a in args[1:] if _COMMA_COUNTS.fullmatch(a)), None)
+        if value is not None:  # blocks 17,33,65: plan's --lengths spelling, given as LENGTHS
+            message += f" (got {value!r}; give them apart: {value.replace(',', ' ')})"
+            value = None
     if value is not None and (match := _WITH_SUFFIX.fullmatch(value.strip())):  # '--context 4k'
-        number = float(match.group(1)) * (1 if match.group(2).lower() == "k" else 1024)
+        binary, decimal = _SCALES[match.group(2).lower()]
+        number = float(match.group(1))
         message += (f" (got {value!r}; give a plain integer: did you mean "
-                    f"{int(number * 1024)} or {int(number * 1000)}?)")
+                    f"{int(number * binary)} or {int(number * decimal)}?)")
     elif value is not None and value not in message:  # pydantic's words do not say what was
         message += f" (got {value[:80]!r})"  # typed: the value, as the other errors give it
     ctx = getattr(exc, "ctx", None)
