@@ -134,6 +134,18 @@ def request_context(scenario: Scenario, loaded: LoadedModel) -> int:
     return context
 
 
+def assumed_load(scenario: Scenario, loaded: LoadedModel, serve: ServeSpec) -> str | None:
+    """The note a plan carries when no context was given (flag, scenario or the model file's
+    serving defaults) and the model's max_position_embeddings stood in, as it does for vLLM's
+    --max-model-len: a long-context model planned at 131,072 tokens per request; None when
+    one was given or the load is --lengths."""
+    if serve.lengths or scenario.scheduler.max_model_len is not None or \
+            loaded.serving.context is not None:
+        return None
+    return (f"--context not given: {serve.context_tokens:,} tokens per request assumed, the "
+            "model's max_position_embeddings (vLLM's --max-model-len default)")
+
+
 def model_dtype(scenario: Scenario) -> str | None:
     """The model dtype asked for (vLLM's --dtype; None or auto: the checkpoint's). In vLLM it
     is the dtype of the weights and activations (vllm/config/model.py@18ec662 ModelConfig.dtype:
