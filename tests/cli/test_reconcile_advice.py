@@ -37,3 +37,23 @@ def test_graphs_captured_after_the_pool_are_not_subtracted(tmp_path) -> None:
     assert not [row for row in report["rows"] if row["key"] == "cuda_graphs"]
     assert any("do not declare them as --cuda-graph-memory" in n and "0.52 GiB" in n
                for n in report["notes"])
+
+
+def test_a_pool_residual_is_not_pinned_on_a_logged_line_that_matches() -> None:
+    """An A40 log (vLLM 0.26) whose weights match the plan to the log's rounding: the pool's
+    +0.15 GiB was advised 'declare their logged values (--weights)', which would shrink the
+    pool, not grow it (the logged weights are 0.01 GiB above the plan). The advice names the
+    lines the log does not print instead."""
+    from pathlib import Path
+
+    log = (Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs"
+           / "v0_26_llama31_8b_a40_vireshkoli.log")
+    result = CliRunner().invoke(app, ["reconcile", str(log), "--model", "llama-3.1-8b",
+                                      "--device", "44.43GiB", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["key"]: row for row in json.loads(result.stdout)["rows"]}
+    assert rows["weights"]["advice"] == "matches"
+    pool = rows["kv_pool"]["advice"]
+    assert "--weights" not in pool
+    assert "the logged weights match the plan" in pool
+    assert "lines this log does not print (activation peak, non-torch, estimated here)" in pool
