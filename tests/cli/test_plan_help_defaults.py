@@ -1,0 +1,31 @@
+"""plan --help states the defaults the plan uses: --block-size said '(vLLM default 16)' while
+--engine sglang plans 1-token pages and trtllm 32-token blocks, and --kv-dtype and
+--activation-dtype said nothing of what they default to."""
+
+import json
+
+import pytest
+
+
+def _help(run) -> str:
+    result = run("plan", "--help")
+    assert result.exit_code == 0
+    return " ".join(result.stdout.replace("│", " ").split())
+
+
+@pytest.mark.parametrize(("engine", "blocks"), [("plain", 16), ("vllm", 16), ("sglang", 1),
+                                                ("trtllm", 32)])
+def test_the_block_size_help_gives_is_the_one_planned(run, engine, blocks) -> None:
+    said = {"plain": "Default 16 (vLLM's)", "vllm": "Default 16 (vLLM's)",
+            "sglang": "--engine sglang 1,", "trtllm": "trtllm 32."}[engine]
+    assert said in _help(run)
+    result = run("plan", "llama-3.1-8b", "--device", "h100-80gb", "--context", "8192",
+                 "--engine", engine, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["block_size_tokens"] == blocks
+
+
+def test_the_dtype_options_say_their_default(run) -> None:
+    text = _help(run)
+    assert "int8, int4. Default: the model dtype (vLLM's auto)." in text
+    assert "bf16, fp16, fp8, int8. Default: the model dtype." in text
