@@ -35,7 +35,7 @@ def render(result: Comparison, console: Console | None = None) -> None:
         console.print(f"{tag}: {source}", style="dim", highlight=False)
     for name, side in (("A", result.a), ("B", result.b)):
         if side.result.advice is not None:
-            console.print(f"{name} does not start: {side.result.advice.text}", highlight=False)
+            console.print(f"{name}: {side.result.advice.text}", highlight=False, markup=False)
         if side.dropped:
             console.print(f"{side.engine}: planned without {', '.join(side.dropped)} (another "
                           "engine's)", highlight=False)

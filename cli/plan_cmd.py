@@ -194,8 +194,10 @@ def plan(
                           **layers_to_dict(outcome.loaded, result)}, indent=2))
     else:
         _render(result, outcome.checkpoint)
-        if advice is not None:
-            print(f"does not start: {advice.text}")
+        if advice is not None:  # 'vLLM would refuse to start: ...', wrapped at the terminal
+            from rich.console import Console
+
+            Console().print(advice.text, highlight=False, markup=False)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 
