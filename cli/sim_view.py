@@ -46,7 +46,8 @@ def render_coefficients(report: dict, console: Console) -> None:
                          else ""))
     console.print(f"single-stream decode bound {report['decode_bound_tokens_per_s']:,.1f} "
                   f"tokens/s; KV pool {pool['num_blocks']:,} blocks x "
-                  f"{pool['block_size_tokens']} tokens ({fmt_gib(pool['pool_bytes'])})"
+                  f"{pool['block_size_tokens']} tokens ({fmt_gib(pool['pool_bytes'])}, the "
+                  "ledger's: device - weights - runtime peak - safety)"
                   + (f"; each running request's fixed state takes "
                      f"{pool['state_blocks_per_request']:,} of them"
                      if pool.get("state_blocks_per_request") else ""))
