@@ -49,3 +49,16 @@ def test_broken_yaml_says_what_is_wrong_on_the_line(run, tmp_path) -> None:
     broken.write_text("a: 1\n  b: 2\n")
     one_line_error(run("plan", "--scenario", broken), "line 2",
                    "not valid YAML (mapping values are not allowed in this context)")
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--device", "-5GiB", "a device's memory, more than 0"),
+    ("--runtime-peak", "-3GiB", "not negative: a size like 40GiB"),
+    ("--weights", "-1GiB", "not negative: a size like 40GiB")])
+def test_a_negative_size_is_called_negative(run, flag, value, said) -> None:
+    """'--device -5GiB' read 'expected a catalog name ... or a size like 40GiB', as if the
+    number were misspelt, where '--device 0' says what is wrong: it must be more than 0."""
+    args = ["plan", "llama-3.1-8b", "--context", "8192", flag, value]
+    if flag != "--device":
+        args += ["--device", "24GiB"]
+    one_line_error(run(*args), f"{flag} = '{value}': {said}")
