@@ -29,3 +29,13 @@ def test_the_dtype_options_say_their_default(run) -> None:
     text = _help(run)
     assert "int8, int4. Default: the model dtype (vLLM's auto)." in text
     assert "bf16, fp16, fp8, int8. Default: the model dtype." in text
+
+
+def test_workbook_help_names_its_load_defaults(run) -> None:
+    """workbook --context and --concurrency named no default: the Ledger is planned at the
+    model's max_position_embeddings and one request, as plan's are."""
+    result = run("workbook", "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.replace("│", " ").split())
+    assert "The first is the Ledger's. Default: the model's max_position_embeddings" in text
+    assert "Resident requests. Default 1." in text
