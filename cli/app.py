@@ -199,10 +199,32 @@ def usage_line(exc: click.ClickException, args: list[str]) -> str:
                     f"{int(number * binary)} or {int(number * decimal)}?)")
     elif value is not None and value not in message:  # pydantic's words do not say what was
         message += f" (got {value[:80]!r})"  # typed: the value, as the other errors give it
+    option = getattr(exc, "option_name", None)  # click's NoSuchOption (typer's own click)
+    if option and type(exc).__name__ == "NoSuchOption" and args[:1] and \
+            args[0] in LAUNCH_LINE_COMMANDS:
+        message = _vllm_flag(option, args[0]) or message
     ctx = getattr(exc, "ctx", None)
     command = ctx.command_path if ctx is not None else " ".join(
         ["servecap", *args[:1]] if args and args[0] in COMMANDS else ["servecap"])
     return f"{message} (see {command} --help)"
+
+
+LAUNCH_LINE_COMMANDS = ("plan", "diff")  # they read a pasted `vllm serve` line after --
+
+
+def _vllm_flag(option: str, command: str) -> str | None:
+    """A vLLM flag this command has no option for: where it goes instead (a pasted launch
+    line, which reads it as vLLM does), or that it changes no GPU memory; None for a flag
+    vLLM does not have (click's own words and suggestions stand)."""
+    from servecap.scenario.vllm_line import IGNORED_BOOL, IGNORED_VALUE, MODELLED
+
+    if option in MODELLED:
+        return (f"No such option: {option}: it is vLLM's; give it in the launch line after "
+                f"--, e.g. servecap {command} --device h100-80gb -- vllm serve MODEL {option} "
+                "...")
+    if option in IGNORED_VALUE or option in IGNORED_BOOL:
+        return f"No such option: {option}: vLLM's, and it changes no GPU memory; leave it out"
+    return None
 
 
 def _given(args: list[str], opts: list[str]) -> str | None:

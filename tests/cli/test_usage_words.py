@@ -35,3 +35,22 @@ def test_an_unconverted_value_is_said_once(run, args, words) -> None:
 def test_blocks_lengths_typed_with_commas_are_shown_apart(run) -> None:
     line = _line(run, "blocks", "17,33,65")
     assert "(got '17,33,65'; give them apart: 17 33 65)" in line
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("plan", "teaching-7b", "--device", "24GiB", "--dtype", "float16"),
+     "No such option: --dtype: it is vLLM's; give it in the launch line after --, e.g. "
+     "servecap plan --device h100-80gb -- vllm serve MODEL --dtype ..."),
+    (("diff", "teaching-7b", "--quantization", "awq"),
+     "No such option: --quantization: it is vLLM's; give it in the launch line after --"),
+    (("plan", "teaching-7b", "--device", "24GiB", "--swap-space", "4"),
+     "No such option: --swap-space: vLLM's, and it changes no GPU memory; leave it out")])
+def test_a_vllm_flag_plan_has_no_option_for_says_where_it_goes(run, args, words) -> None:
+    """'plan --dtype float16' read 'No such option: --dtype (Possible options: --kv-dtype,
+    --lora-dtype, --tp)', though plan reads vLLM's --dtype from a pasted launch line."""
+    line = _line(run, *args)
+    assert words in line and "Possible options" not in line
+
+
+def test_an_unknown_flag_keeps_clicks_words(run) -> None:
+    assert "No such option: --bogus" in _line(run, "plan", "teaching-7b", "--bogus")
