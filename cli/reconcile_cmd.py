@@ -90,8 +90,8 @@ def reconcile_cmd(
 
 
 def _cell(value: float, unit: str) -> str:
-    if unit == "flag":
-        return "yes" if value else "no"
+    if unit == "flag":  # the one flag row: 'engine starts (1) or refuses (0)'
+        return "starts" if value else "refuses"
     if unit == "GiB":
         text = f"{value / GiB:,.2f} GiB"
     else:

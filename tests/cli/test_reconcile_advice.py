@@ -87,3 +87,13 @@ def test_every_reconcile_option_has_help() -> None:
     bare = [p.opts[0] for p in command.params
             if p.param_type_name == "option" and not (p.help or "").strip()]
     assert bare == []
+
+
+def test_the_start_row_says_starts_or_refuses() -> None:
+    """The row 'engine starts (1) or refuses (0)' printed 'yes' and 'yes': yes to which?"""
+    result = CliRunner().invoke(app, ["reconcile", str(A40_LOG), "--model", "llama-3.1-8b",
+                                      "--device", "44.43GiB"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "engine starts" in line)
+    cells = [cell.strip() for cell in row.split("│")]
+    assert cells[2:4] == ["starts", "starts"], row
