@@ -62,3 +62,16 @@ def test_a_negative_size_is_called_negative(run, flag, value, said) -> None:
     if flag != "--device":
         args += ["--device", "24GiB"]
     one_line_error(run(*args), f"{flag} = '{value}': {said}")
+
+
+def test_a_pack_instance_that_cannot_be_planned_is_named(run, tmp_path) -> None:
+    """A misspelt model in a pack's second instance read 'two.yaml: model = ...', naming
+    neither the instance nor its line, where a bad flag there names instances[1].launch."""
+    pack = tmp_path / "two.yaml"
+    pack.write_text("devices: [h100-80gb]\ninstances:\n"
+                    "  - launch: vllm serve llama-3.1-8b --max-model-len 8192 "
+                    "--gpu-memory-utilization 0.4\n"
+                    "  - name: code\n    launch: vllm serve llama-3.1-8bb --max-model-len 8192 "
+                    "--gpu-memory-utilization 0.4\n")
+    one_line_error(run("pack", pack), f"{pack}: instances[1] (code): model = 'llama-3.1-8bb'",
+                   "did you mean llama-3.1-8b?")
