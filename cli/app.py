@@ -197,6 +197,11 @@ def usage_line(exc: click.ClickException, args: list[str]) -> str:
         number = float(match.group(1))
         message += (f" (got {value!r}; give a plain integer: did you mean "
                     f"{int(number * binary)} or {int(number * decimal)}?)")
+    elif value is not None and getattr(param, "multiple", False) and \
+            _COMMA_COUNTS.fullmatch(value):  # --block-size 16,32 on an option that repeats
+        flag = param.opts[0]
+        message += (f" (got {value!r}; repeat the flag: "
+                    + " ".join(f"{flag} {v}" for v in value.split(",")) + ")")
     elif value is not None and value not in message:  # pydantic's words do not say what was
         message += f" (got {value[:80]!r})"  # typed: the value, as the other errors give it
     option = getattr(exc, "option_name", None)  # click's NoSuchOption (typer's own click)

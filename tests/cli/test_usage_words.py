@@ -54,3 +54,9 @@ def test_a_vllm_flag_plan_has_no_option_for_says_where_it_goes(run, args, words)
 
 def test_an_unknown_flag_keeps_clicks_words(run) -> None:
     assert "No such option: --bogus" in _line(run, "plan", "teaching-7b", "--bogus")
+
+
+def test_a_comma_list_on_a_repeating_option_says_repeat_it(run) -> None:
+    """blocks --block-size 16,32 read 'not a whole number (got '16,32')': the option repeats."""
+    line = _line(run, "blocks", "17", "33", "--block-size", "16,32")
+    assert "(got '16,32'; repeat the flag: --block-size 16 --block-size 32)" in line
