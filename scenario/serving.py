@@ -142,8 +142,8 @@ def assumed_load(scenario: Scenario, loaded: LoadedModel, serve: ServeSpec) -> s
     if serve.lengths or scenario.scheduler.max_model_len is not None or \
             loaded.serving.context is not None:
         return None
-    return (f"--context not given: {serve.context_tokens:,} tokens per request assumed, the "
-            "model's max_position_embeddings (vLLM's --max-model-len default)")
+    return (f"--context (max_model_len) not given: {serve.context_tokens:,} tokens assumed, "
+            "the model's max_position_embeddings, as vLLM defaults --max-model-len")
 
 
 def model_dtype(scenario: Scenario) -> str | None:
