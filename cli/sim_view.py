@@ -30,7 +30,7 @@ def render_coefficients(report: dict, console: Console) -> None:
     console.print(
         f"rates ({rates}): {coef['flops_per_s'] / TB:,.1f} TFLOP/s, "
         f"{coef['bandwidth_bytes_per_s'] / GB:,.1f} GB/s, "
-        f"{coef['step_overhead_s'] * 1000:g} ms per step; weights read per iteration "
+        f"--step-overhead {coef['step_overhead_s'] * 1000:g} ms; weights read per iteration "
         f"{coef['weights_bytes']:,} B, KV {coef['kv_bytes_per_token']:,} B/token, "
         f"{coef['flops_per_token']:,} FLOPs/token, swap {coef['swap_bandwidth_bytes_per_s'] / GB:g}"
         f" GB/s")
