@@ -39,3 +39,13 @@ def test_workbook_help_names_its_load_defaults(run) -> None:
     text = " ".join(result.stdout.replace("│", " ").split())
     assert "The first is the Ledger's. Default: the model's max_position_embeddings" in text
     assert "Resident requests. Default 1." in text
+
+
+def test_max_num_seqs_help_names_the_plain_default_the_estimate_uses(run) -> None:
+    """--max-num-seqs was described for vLLM alone, though the plain ledger's runtime-peak
+    estimate reads it ('the widest step of 8,192 batched tokens or 256 decodes')."""
+    assert "decode rows, default 256; vLLM:" in _help(run)
+    result = run("plan", "llama-3.1-8b", "--device", "24GiB", "--context", "8192", "--json")
+    peak = next(line for line in json.loads(result.stdout)["lines"]
+                if line["key"] == "runtime_peak")
+    assert "or 256 decodes" in peak["from"]
