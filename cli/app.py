@@ -56,6 +56,12 @@ COMMANDS = {
 }
 CONTEXT = {"help_option_names": ["-h", "--help"]}  # vLLM's and most CLIs' short help flag
 _WITH_SUFFIX = re.compile(r"(\d+(?:\.\d+)?)([kKmM])")
+_SCALES = {"k": (2**10, 10**3), "m": (2**20, 10**6)}  # '4k': 4096 or 4000; '2M': 2^21 or 2e6
+_COMMA_COUNTS = re.compile(r"\d+(?:,\d+)+")  # '17,33,65' typed where counts go apart
+# pydantic's words for a value typer could not convert, said once and shorter
+_PLAIN = {"Input should be a valid integer, unable to parse string as an integer":
+          "not a whole number",
+          "Input should be a valid number, unable to parse string as a number": "not a number"}
 
 
 class LazyGroup(TyperGroup):
@@ -175,19 +181,55 @@ def usage_line(exc: click.ClickException, args: list[str]) -> str:
     """click's message on one line, a huge value elided, the value typed (a hint for '4k'),
     --help named."""
     message = " ".join(exc.format_message().split())
+    for words, plain in _PLAIN.items():
+        message = message.replace(words, plain)
     if len(message) > 300:
         message = f"{message[:150]}...{message[-120:]}"
-    value = _given(args, getattr(getattr(exc, "param", None), "opts", []))
+    param = getattr(exc, "param", None)
+    value = _given(args, getattr(param, "opts", []))
+    if value is None and getattr(param, "param_type_name", "") == "argument":
+        value = next((a for a in args[1:] if _COMMA_COUNTS.fullmatch(a)), None)
+        if value is not None:  # blocks 17,33,65: plan's --lengths spelling, given as LENGTHS
+            message += f" (got {value!r}; give them apart: {value.replace(',', ' ')})"
+            value = None
     if value is not None and (match := _WITH_SUFFIX.fullmatch(value.strip())):  # '--context 4k'
-        number = float(match.group(1)) * (1 if match.group(2).lower() == "k" else 1024)
+        binary, decimal = _SCALES[match.group(2).lower()]
+        number = float(match.group(1))
         message += (f" (got {value!r}; give a plain integer: did you mean "
-                    f"{int(number * 1024)} or {int(number * 1000)}?)")
+                    f"{int(number * binary)} or {int(number * decimal)}?)")
+    elif value is not None and getattr(param, "multiple", False) and \
+            _COMMA_COUNTS.fullmatch(value):  # --block-size 16,32 on an option that repeats
+        flag = param.opts[0]
+        message += (f" (got {value!r}; repeat the flag: "
+                    + " ".join(f"{flag} {v}" for v in value.split(",")) + ")")
     elif value is not None and value not in message:  # pydantic's words do not say what was
         message += f" (got {value[:80]!r})"  # typed: the value, as the other errors give it
+    option = getattr(exc, "option_name", None)  # click's NoSuchOption (typer's own click)
+    if option and type(exc).__name__ == "NoSuchOption" and args[:1] and \
+            args[0] in LAUNCH_LINE_COMMANDS:
+        message = _vllm_flag(option, args[0]) or message
     ctx = getattr(exc, "ctx", None)
     command = ctx.command_path if ctx is not None else " ".join(
         ["servecap", *args[:1]] if args and args[0] in COMMANDS else ["servecap"])
     return f"{message} (see {command} --help)"
+
+
+LAUNCH_LINE_COMMANDS = ("plan", "diff")  # they read a pasted `vllm serve` line after --
+
+
+def _vllm_flag(option: str, command: str) -> str | None:
+    """A vLLM flag this command has no option for: where it goes instead (a pasted launch
+    line, which reads it as vLLM does), or that it changes no GPU memory; None for a flag
+    vLLM does not have (click's own words and suggestions stand)."""
+    from servecap.scenario.vllm_line import IGNORED_BOOL, IGNORED_VALUE, MODELLED
+
+    if option in MODELLED:
+        return (f"No such option: {option}: it is vLLM's; give it in the launch line after "
+                f"--, e.g. servecap {command} --device h100-80gb -- vllm serve MODEL {option} "
+                "...")
+    if option in IGNORED_VALUE or option in IGNORED_BOOL:
+        return f"No such option: {option}: vLLM's, and it changes no GPU memory; leave it out"
+    return None
 
 
 def _given(args: list[str], opts: list[str]) -> str | None:

@@ -71,13 +71,16 @@ def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
                      output_len=load.output_len)
     built = with_values(sim_scenario(model, flags), {"slo.target": load.target} | {
         COST_PATHS[name][0]: value for name, value in asdict(paid).items()})
-    scenario = merged(ctx, built, COST_PATHS, scenario_file)
+    origins: dict[str, str] = {}
+    scenario = merged(ctx, built, COST_PATHS, scenario_file, origins=origins)
     model, flags, prices = scenario.model.ref, sim_flags(scenario), scenario.prices
     gpu_price, reserved_price = prices.usd_per_gpu_hour, prices.reserved_usd_per_gpu_hour
     rates = _rates(model, flags, tokens_per_s, input_tokens_per_s, scenario.slo.target)
     num_gpus = _num_gpus(flags)
     report = _priced(rates, num_gpus, gpu_price, prices.utilization,
                      prices.api_usd_per_million_output, prices.api_usd_per_million_input)
+    # servecap's stand-in price when neither --gpu-price nor the scenario gave one
+    report["gpu_price_source"] = "given" if "prices.usd_per_gpu_hour" in origins else "default"
     if reserved_price is not None:
         report |= {"reserved_price_per_h": reserved_price,
                    "reserved_pays_above_utilization": reserved_price / gpu_price}
@@ -198,10 +201,15 @@ def _render(report: dict, console: Console) -> None:
     console.print(f"on {plural(report['num_gpus'], 'GPU')} at "
                   f"${report['gpu_price_per_h']:g}/GPU-hour"
                   f" on demand: ${report['deployment_usd_per_h']:,.2f} per hour")
+    if report.get("gpu_price_source") == "default":
+        console.print(f"note: --gpu-price not given: ${report['gpu_price_per_h']:g}/GPU-hour "
+                      "assumed", style="yellow", highlight=False)
     labels = ("full load:", f"at {report['utilization']:.0%} utilization:")
+    if report["utilization"] == 1:  # the same price twice: full load is 100 % utilization
+        labels = ("full load (100% utilization):",)
     width = max(map(len, labels))  # the two prices in one column, whatever the share's digits
     for label, key in zip(labels, ("usd_per_million_full_load",
-                                   "usd_per_million_at_utilization"), strict=True):
+                                   "usd_per_million_at_utilization"), strict=False):
         console.print(f"{label:<{width}} ${report[key]:,.2f} per million output tokens")
     if "break_even_utilization" in report:
         console.print(_break_even(report, report["break_even_utilization"]))

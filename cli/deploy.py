@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from servecap.ledger.engines import PLAIN, VLLM, EngineSpec
+from servecap.ledger.serve import DEFAULT_MAX_NUM_SEQS
 from servecap.ledger.vllm_profile import SERVE
 from servecap.scenario import engine as scenario_engine
 from servecap.scenario.engine import split_engine, with_device  # noqa: F401 (re-exported)
@@ -97,9 +98,11 @@ class DeployFlags:
                                                 "the pool's tokens (whole pages); the "
                                                 "smaller of it and the profiled pool "
                                                 "holds.")] = None
-    max_num_seqs: Annotated[int | None, Eng("--max-num-seqs", help="vLLM: sequences its "
-                                            "sampler is profiled with. Default: the release's "
-                                            "(256, or 1024 on >= 70 GiB GPUs).")] = None
+    max_num_seqs: Annotated[int | None, Eng("--max-num-seqs", help="Sequences per step: the "
+                                            "runtime-peak estimate's decode rows, default "
+                                            f"{DEFAULT_MAX_NUM_SEQS}; vLLM: those its sampler "
+                                            "is profiled with, default the release's (256, "
+                                            "or 1024 on >= 70 GiB GPUs).")] = None
     entrypoint: Annotated[str, Eng(help="vLLM: started as `vllm serve` (serve) or through "
                                    "the LLM class (llm, e.g. lm_eval): sets its default "
                                    "batch.")] = SERVE

@@ -25,7 +25,8 @@ def render(result: Comparison, console: Console | None = None) -> None:
                              ("outcome", result.outcome)):
         table.add_row(f"[bold]{section}[/bold]", "", "", "", "")
         for figure in figures:
-            table.add_row(figure.label, _value(figure, figure.a), _value(figure, figure.b),
+            label = _labelled(figure, section == "ledger line (GiB)")
+            table.add_row(label, _value(figure, figure.a), _value(figure, figure.b),
                           _delta(figure), _why(figure, notes))
     print_table(console, table, drop=("why",))
     for number, text in enumerate(notes, start=1):
@@ -34,10 +35,21 @@ def render(result: Comparison, console: Console | None = None) -> None:
         console.print(f"{tag}: {source}", style="dim", highlight=False)
     for name, side in (("A", result.a), ("B", result.b)):
         if side.result.advice is not None:
-            console.print(f"{name} does not start: {side.result.advice.text}", highlight=False)
+            console.print(f"{name}: {side.result.advice.text}", highlight=False, markup=False)
         if side.dropped:
             console.print(f"{side.engine}: planned without {', '.join(side.dropped)} (another "
                           "engine's)", highlight=False)
+
+
+def _labelled(figure: Figure, in_gib_section: bool) -> str:
+    """The row's label with its unit where the section does not give it: 'KV pool (GiB)',
+    'GPU KV cache size (tokens)'."""
+    unit = {"bytes": None if in_gib_section else "GiB", "tokens": "tokens"}.get(figure.unit)
+    if unit is None:
+        return figure.label
+    if figure.label.endswith(")"):
+        return f"{figure.label[:-1]}, {unit})"
+    return f"{figure.label} ({unit})"
 
 
 def _value(figure: Figure, value) -> str:
@@ -47,8 +59,8 @@ def _value(figure: Figure, value) -> str:
         return "yes" if value else "no"
     if figure.unit == "bytes":
         return f"{value / 2**30:,.2f}"
-    if figure.unit == "x":
-        return f"{value:,.2f}"
+    if figure.unit == "x":  # vLLM's 'Maximum concurrency ...: 3.48x'
+        return f"{value:,.2f}x"
     return f"{value:,}"
 
 

@@ -25,9 +25,9 @@ def handle_errors(func: Callable) -> Callable:
         try:
             return func(*args, **kwargs)
         except SpecError as exc:
-            from .file_errors import in_file
+            from .file_errors import by_flag, in_file
 
-            raise fail(in_file(exc).line()) from None
+            raise fail(in_file(by_flag(exc)).line()) from None
         except (ArithmeticError, RecursionError, MemoryError) as exc:
             # the last net for a magnitude no check caught: one line, never a traceback
             raise fail(f"an input is beyond what can be computed with ({exc.__class__.__name__}: "

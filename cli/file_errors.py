@@ -49,6 +49,24 @@ def in_file(exc: SpecError) -> SpecError:
     return exc
 
 
+def by_flag(exc: SpecError) -> SpecError:
+    """A file that cannot be read ('file' errors of model_configs/reading.py) named by the
+    flag or argument it was given with, once: '--workload = 'w.yaml': no such file', not
+    'w.yaml: file = 'w.yaml': ...'. Any other error, or a file no parameter was given, as
+    it is."""
+    ctx = _context()
+    if ctx is None or exc.field != "file" or exc.value is None:
+        return exc
+    for param in ctx.command.params:
+        given = ctx.params.get(param.name)
+        if given is None or isinstance(given, bool) or str(given) != str(exc.value):
+            continue
+        name = param.opts[0] if param.param_type_name == "option" else param.name.upper()
+        source = "" if exc.source == str(exc.value) else exc.source
+        return SpecError(name, exc.value, exc.allowed, source)
+    return exc
+
+
 def _holds(given, value) -> bool:
     """Whether the file's value is the bad one, or a list (simulator.policies) holding it."""
     items = given if isinstance(given, list | tuple) else [given]

@@ -4,7 +4,7 @@ from rich.console import Console
 from rich.table import Table
 
 from servecap.ledger import fit as search
-from servecap.ledger.units import fmt_gib, plural
+from servecap.ledger.units import fmt_bytes, fmt_gib, plural
 
 from .fit_words import candidate
 from .narrow import print_table
@@ -85,4 +85,10 @@ def _ledger(result: search.Fit, console: Console) -> None:
             why = f"the line that grows most from {candidate(result.question, answer.value)}"
         console.print(f"binds: {bind.label}, {fmt_gib(bind.num_bytes)} at "
                       f"{candidate(result.question, beyond.value)}, over by "
-                      f"{fmt_gib(bind.over_bytes)}\n  ({why})")
+                      f"{_over(bind.over_bytes)}\n  ({why})")
+
+
+def _over(num_bytes: int) -> str:
+    """How far past the device the next candidate goes, in GiB, or in the unit that shows it
+    where GiB would round it to 0.00 (one block past a fit is a few MiB)."""
+    return fmt_gib(num_bytes) if num_bytes >= 0.005 * 2**30 else fmt_bytes(num_bytes)

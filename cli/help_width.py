@@ -149,17 +149,42 @@ def wrap_example(line: str, width: int) -> list[str]:
     ends_continued = bool(words) and words[-1] == "\\"
     words = words[:-1] if ends_continued else words
     deeper = " " * (indent + CONTINUATION_INDENT)
-    pieces, current = [], " " * indent
+    lines: list[list[str]] = [[]]
     for word in _units(words, width - len(deeper) - len(CONTINUATION)):
-        if current.strip() and len(current) + 1 + len(word) + len(CONTINUATION) > width:
-            pieces.append(current + CONTINUATION)
-            current = deeper + word
-        else:
-            current += (" " if current.strip() else "") + word
-    last = current + (CONTINUATION if ends_continued else "")
-    if comment and not ends_continued and len(last) + 2 + len(comment) <= width:
-        return pieces + [last + "  " + comment]
-    return _comment_lines(comment, indent, width) + pieces + [last]
+        if lines[-1] and len(_line(lines, indent, deeper)) + 1 + len(word) + \
+                len(CONTINUATION) > width:
+            lines.append([])
+        lines[-1].append(word)
+    if not words:  # a comment alone
+        return _comment_lines(comment, indent, width) + [" " * indent]
+    if comment and not ends_continued:
+        # the comment on the command's own last line, words moved down to make room, so it
+        # never sits between two commands where it reads as the one above's
+        tried = [list(line) for line in lines]
+        moved: list[str] = []
+        while len(_line(tried, indent, deeper)) + 2 + len(comment) > width and \
+                len(tried[-1]) > 1:
+            moved.insert(0, tried[-1].pop())
+        if moved:
+            tried.append(moved)
+        if len(_line(tried, indent, deeper)) + 2 + len(comment) <= width:
+            return _pieces(tried, indent, deeper, "  " + comment)
+    pieces = _pieces(lines, indent, deeper, CONTINUATION if ends_continued else "")
+    return _comment_lines(comment, indent, width) + pieces
+
+
+def _line(lines: list[list[str]], indent: int, deeper: str) -> str:
+    """The last of `lines` as printed: at the command's indent if it is the first, else
+    deeper."""
+    return (" " * indent if len(lines) == 1 else deeper) + " ".join(lines[-1])
+
+
+def _pieces(lines: list[list[str]], indent: int, deeper: str, end: str) -> list[str]:
+    """The lines as printed: each but the last ending in the continuation, the last in
+    `end`."""
+    out = [(" " * indent if i == 0 else deeper) + " ".join(words) for i, words in
+           enumerate(lines)]
+    return [line + CONTINUATION for line in out[:-1]] + [out[-1] + end]
 
 
 def _units(words: list[str], room: int) -> list[str]:

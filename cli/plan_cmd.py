@@ -9,8 +9,14 @@ from typing import Annotated
 
 import typer
 
+from servecap.ledger.engines import DEFAULT_BLOCK_TOKENS, SGLANG, TRTLLM
 from servecap.ledger.errors import SpecError
 from servecap.ledger.lora import LoraSpec
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_SAFETY_FRACTION,
+)
 from servecap.model_configs import LoadedModel
 from servecap.scenario.deployment import deployment, load
 from servecap.scenario.deployment import plan as scenario_plan
@@ -55,19 +61,25 @@ class PlanOptions:
                                             "workspaces), e.g. 3GiB. Default: an estimate, "
                                             "labelled.")] = None
     safety: Annotated[str | None, Led(help="Safety reserve: a size (4GiB) or a share of the "
-                                      "device (10%). Default 10%.")] = None
+                                      f"device (10%). Default {DEFAULT_SAFETY_FRACTION:.0%}; "
+                                      "an --engine keeps its own headroom.")] = None
     weight_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8, int4, fp4. Default: "
                                             "the checkpoint's.")] = None
     kv_dtype: Annotated[str | None, Rep("--kv-dtype", "--kv-cache-dtype", help="KV cache "
-                                        "dtype: bf16, fp16, fp8, int8, int4.")] = None
-    activation_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8.")] = None
-    block_size: Annotated[int | None, Dev(help="Paged KV block size in tokens (vLLM default "
-                                          "16).")] = None
+                                        "dtype: bf16, fp16, fp8, int8, int4. Default: the "
+                                        "model dtype (vLLM's auto).")] = None
+    activation_dtype: Annotated[str | None, Rep(help="bf16, fp16, fp8, int8. Default: the "
+                                                "model dtype.")] = None
+    block_size: Annotated[int | None, Dev(help="Paged KV block size in tokens. Default "
+                                          f"{DEFAULT_BLOCK_SIZE_TOKENS} (vLLM's); --engine "
+                                          f"sglang {DEFAULT_BLOCK_TOKENS[SGLANG]}, trtllm "
+                                          f"{DEFAULT_BLOCK_TOKENS[TRTLLM]}.")] = None
     shared_prefix: Annotated[int, Dev(help="Tokens of prompt prefix shared by every request "
                                       "(full blocks stored once).")] = 0
     group_size: Annotated[int, Rep(help="int4 group size (0: per channel).")] = 128
     max_num_batched_tokens: Annotated[int | None, Led(help="Tokens per forward pass (sizes the "
-                                                      "runtime-peak estimate). Default 8192; "
+                                                      "runtime-peak estimate). Default "
+                                                      f"{DEFAULT_MAX_NUM_BATCHED_TOKENS}; "
                                                       "--engine vllm: the release's default "
                                                       "for this GPU.")] = None
     enable_lora: Annotated[bool, Lor("--enable-lora", help="Hold LoRA adapter slots on every "
@@ -182,8 +194,10 @@ def plan(
                           **layers_to_dict(outcome.loaded, result)}, indent=2))
     else:
         _render(result, outcome.checkpoint)
-        if advice is not None:
-            print(f"does not start: {advice.text}")
+        if advice is not None:  # 'vLLM would refuse to start: ...', wrapped at the terminal
+            from rich.console import Console
+
+            Console().print(advice.text, highlight=False, markup=False)
     if not result.fits:
         raise typer.Exit(EXIT_DOES_NOT_FIT)
 

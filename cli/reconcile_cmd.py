@@ -42,7 +42,9 @@ def reconcile_cmd(
     block_size: Annotated[int | None, Opt(help="The engine's block (page) size in tokens. "
                                           "Default: the log's, else the engine's (vLLM 16, "
                                           "SGLang 1, TensorRT-LLM 32).")] = None,
-    kv_dtype: Annotated[str | None, Opt("--kv-cache-dtype", "--kv-dtype")] = None,
+    kv_dtype: Annotated[str | None, Opt("--kv-cache-dtype", "--kv-dtype", help="KV cache "
+                                        "dtype, vLLM's (auto, fp8, ...). Default: the log's, "
+                                        "else the model's.")] = None,
     weight_dtype: Annotated[str | None, Opt("--weight-dtype", help="Weights as the engine "
                                             "holds them when the config does not say "
                                             "(e.g. fp8 for an FP8 checkpoint). Default: the "
@@ -72,8 +74,11 @@ def reconcile_cmd(
                       max_num_batched_tokens=max_num_batched_tokens)
     scenario = merged(ctx, plan_scenario(model, flags, deploy), RECONCILE_PATHS, scenario_file)
     if scenario.model.name is None:
-        raise SpecError("--model", None, "required: the model the log served (or give it in "
-                        "--scenario FILE)")
+        served = reconciliation.served_model(log)
+        named = f" (the log loads {served!r}: its Hub id, a local copy or a bundled name)" \
+            if served else ""
+        raise SpecError("--model", None, f"required: the model the log served{named}, or "
+                        "--scenario FILE that names it")
     result = reconciliation.reconcile_log(log, scenario)
     save(scenario, save_scenario)
     if as_json:
@@ -85,8 +90,8 @@ def reconcile_cmd(
 
 
 def _cell(value: float, unit: str) -> str:
-    if unit == "flag":
-        return "yes" if value else "no"
+    if unit == "flag":  # the one flag row: 'engine starts (1) or refuses (0)'
+        return "starts" if value else "refuses"
     if unit == "GiB":
         text = f"{value / GiB:,.2f} GiB"
     else:

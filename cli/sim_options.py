@@ -12,6 +12,8 @@ from servecap.ledger.serve import (
 )
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.steps import DEFAULT_POLICY_HELP
+from servecap.sim.shape import DEFAULT_NUM_REQUESTS
+from servecap.sim.sizing import DEFAULT_FLOOR_REQUESTS
 
 Opt = typer.Option
 MODEL, DEPLOYMENT, ENGINE = "Model and device", "Deployment", "Engine (vLLM's knobs)"
@@ -147,12 +149,14 @@ Rate = Annotated[float | None, Wkl("--rate", "--request-rate", help="Poisson arr
 SimNumRequests = Annotated[int | None, Wkl("--num-requests", "--num-prompts",
                                            help="Requests to simulate (as `vllm bench serve "
                                            "--num-prompts`), replacing the workload's count; "
-                                           "default 1,000 with --input-len.")]
+                                           f"default {DEFAULT_NUM_REQUESTS:,} with "
+                                           "--input-len.")]
 CeilingRequests = Annotated[int | None, Wkl(help="Most requests one run may simulate "
                                             "(default: the workload's count). Each rate runs "
                                             "until steady state, sized by request lifetimes "
-                                            "from 200 requests up, doubling to this "
-                                            "ceiling; a run that does not get there says so.")]
+                                            f"from {DEFAULT_FLOOR_REQUESTS} requests up, "
+                                            "doubling to this ceiling; a run that does not "
+                                            "get there says so.")]
 InputLen = Annotated[int | None, Wkl(help="Fixed prompt tokens per request: a workload without "
                                      "a YAML (with --output-len).")]
 OutputLen = Annotated[int | None, Wkl(help="Fixed output tokens per request (with "

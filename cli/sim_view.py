@@ -30,7 +30,7 @@ def render_coefficients(report: dict, console: Console) -> None:
     console.print(
         f"rates ({rates}): {coef['flops_per_s'] / TB:,.1f} TFLOP/s, "
         f"{coef['bandwidth_bytes_per_s'] / GB:,.1f} GB/s, "
-        f"{coef['step_overhead_s'] * 1000:g} ms per step; weights read per iteration "
+        f"--step-overhead {coef['step_overhead_s'] * 1000:g} ms; weights read per iteration "
         f"{coef['weights_bytes']:,} B, KV {coef['kv_bytes_per_token']:,} B/token, "
         f"{coef['flops_per_token']:,} FLOPs/token, swap {coef['swap_bandwidth_bytes_per_s'] / GB:g}"
         f" GB/s")
@@ -46,7 +46,8 @@ def render_coefficients(report: dict, console: Console) -> None:
                          else ""))
     console.print(f"single-stream decode bound {report['decode_bound_tokens_per_s']:,.1f} "
                   f"tokens/s; KV pool {pool['num_blocks']:,} blocks x "
-                  f"{pool['block_size_tokens']} tokens ({fmt_gib(pool['pool_bytes'])})"
+                  f"{pool['block_size_tokens']} tokens ({fmt_gib(pool['pool_bytes'])}, the "
+                  "ledger's: device - weights - runtime peak - safety)"
                   + (f"; each running request's fixed state takes "
                      f"{pool['state_blocks_per_request']:,} of them"
                      if pool.get("state_blocks_per_request") else ""))

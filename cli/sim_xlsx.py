@@ -69,7 +69,7 @@ def latency_results(setup: Setup, entry: dict, note: str) -> dict:
     out["record"] = {
         "model_revision": setup.plan.model, "prompt_distribution": prompt,
         "output_distribution": output, "slo": _slo_text(setup),
-        "warmup": "none: a simulation starts from an empty pool",
+        "warmup": _warmup(entry),
         "kernel_versions": NOT_MEASURED, "driver_versions": NOT_MEASURED,
         "accelerator_topology": f"{setup.plan.serve.device_label} "
                                 f"({entry.get('deployment', '1 device')})",
@@ -78,6 +78,19 @@ def latency_results(setup: Setup, entry: dict, note: str) -> dict:
         "source": f"servecap simulation, policy {entry['policy']}; {note}",
     }
     return out
+
+
+def _warmup(entry: dict) -> str:
+    """The warm-up the figures leave out: the steady-state window's (simulate measures from
+    an empty pool and excludes its first requests), or every request when it found none."""
+    if "steady_state" not in entry:
+        return "none: a simulation starts from an empty pool"
+    if not entry["steady_state"]:
+        return ("none excluded: no steady state reached, every request measured from an empty "
+                "pool")
+    return (f"the first {plural(entry['warmup_requests'], 'request')} excluded (and the last "
+            f"{entry['drain_requests']:,}, the drain): the figures are the steady-state "
+            f"window's {entry['measured_requests']:,} requests")
 
 
 def slo_lines_ms(setup: Setup) -> dict:

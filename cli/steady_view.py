@@ -114,7 +114,13 @@ def interval_table(entries: list[tuple[str, dict]]) -> Table:
                 continue
             table.add_row(name, label, pm(stats["p50"], ci.get("p50"), 1, label=""),
                           pm(stats["p99"], ci.get("p99"), 1, label=""))
+    if any("±?" in str(cell) for column in table.columns for cell in column.cells):
+        table.caption, table.caption_justify = UNBOUNDED, "left"
     return table
+
+
+UNBOUNDED = ("±?: too few requests beyond that percentile to bound one side of its interval "
+             "(--json has the other side)")
 
 
 def prediction_line(entry: dict, label: str) -> str | None:

@@ -48,10 +48,12 @@ def workbook(
                                             "compare. The first is the Ledger's.")] = None,
     context: Annotated[list[int] | None, Opt("--context", "--max-model-len",
                                              help="Tokens per request; repeat for the "
-                                             "envelope. The first is the Ledger's.")] = None,
+                                             "envelope. The first is the Ledger's. Default: "
+                                             "the model's max_position_embeddings, beside "
+                                             "the envelope's own ladder of contexts.")] = None,
     kv_dtype: Annotated[list[str] | None, Opt("--kv-dtype", "--kv-cache-dtype",
                                               help="KV dtype; repeat for the envelope.")] = None,
-    concurrency: Annotated[int | None, Opt(help="Resident requests.")] = None,
+    concurrency: Annotated[int | None, Opt(help="Resident requests. Default 1.")] = None,
     runtime_peak: Annotated[str | None, Opt(help="Measured runtime peak, e.g. 3GiB.")] = None,
     safety: Annotated[str | None, Opt(help="Safety reserve: 4GiB or 10%.")] = None,
     weight_dtype: Annotated[str | None, Opt(help="bf16, fp16, fp8, int8, int4, fp4.")] = None,

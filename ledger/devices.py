@@ -186,7 +186,9 @@ def resolve_device(text: str, field: str = "device") -> tuple[int, str]:
         return device.usable_bytes, f"{device.label} ({device.name})"
     try:
         size = parse_size(text, field)
-    except SpecError:
+    except SpecError as exc:
+        if exc.allowed.startswith("not negative"):  # '-5GiB': the size rule, as for 0 below
+            raise SpecError(field, text, NOT_A_SIZE) from None
         raise SpecError(field, text, f"expected a catalog name (see `servecap devices`) or "
                         f"{SIZE_HELP}{_hint(str(text))}") from None
     if 0 < size < MiB and str(text).strip().isdigit():  # '--device 40' meant 40 GiB, not bytes
@@ -198,9 +200,12 @@ def resolve_device(text: str, field: str = "device") -> tuple[int, str]:
         raise SpecError(field, text, "at most 64 TiB: one device's memory (a typo in the "
                         "number or unit?)")
     if size < 1:
-        raise SpecError(field, text, "a device's memory, more than 0: a size like 40GiB or a "
-                        "catalog name (see `servecap devices`)")
+        raise SpecError(field, text, NOT_A_SIZE)
     return size, str(text).strip()
+
+
+NOT_A_SIZE = ("a device's memory, more than 0: a size like 40GiB or a catalog name (see "
+              "`servecap devices`)")
 
 
 DEVICES: tuple[Device, ...] = (

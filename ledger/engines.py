@@ -233,8 +233,10 @@ def _sglang(engine: EngineSpec, free_start: int, weights: int, act: int, world_s
     pool = int(free_start * fraction) - weights
     cap = (f", at most max_total_tokens {engine.max_total_tokens:,} (whole pages)"
            if engine.max_total_tokens is not None else "")
+    default = "" if engine.mem_fraction_static else f" (its default at tp x pp = {world_size})"
     return pool, free_start - int(free_start * fraction) - act, (
-        f"SGLang: (total - non-torch - comm) x mem_fraction_static {fraction:.2f} - weights{cap}"
+        f"SGLang: (total - non-torch - comm) x mem_fraction_static {fraction:.2f}{default} - "
+        f"weights{cap}"
     ), f"outside mem_fraction_static {fraction:.2f}, after activations"
 
 
@@ -243,8 +245,10 @@ def _trtllm(engine: EngineSpec, free_after: int):
     pool = int(free_after * fraction)
     cap = (f", at most max_tokens {engine.max_tokens:,} (whole blocks)"
            if engine.max_tokens is not None else "")
+    default = "" if engine.free_gpu_memory_fraction else " (its default)"
     return pool, free_after - pool, (
-        f"TensorRT-LLM: free_gpu_memory_fraction {fraction:.2f} x memory free after weights{cap}"
+        f"TensorRT-LLM: free_gpu_memory_fraction {fraction:.2f}{default} x memory free after "
+        f"weights{cap}"
     ), f"the {1 - fraction:.0%} of free memory TensorRT-LLM leaves"
 
 
@@ -263,8 +267,9 @@ def _vllm(engine: EngineSpec, device_bytes: int, non_kv: int, graphs: bool, outs
     util = engine.gpu_memory_utilization or row.default_gpu_memory_utilization
     requested = device_bytes * util
     pool = int(requested - non_kv)
+    default = "" if engine.gpu_memory_utilization else " (its default)"
     return pool, device_bytes - int(requested) - outside, (
-        f"{row.name} ({row.tag}): total x gpu_memory_utilization {util:.2f} - weights - "
+        f"{row.name} ({row.tag}): total x gpu_memory_utilization {util:.2f}{default} - weights - "
         "activation peak - non-torch - comm" + (" - CUDA graphs" if graphs else "")
         + (" (the LoRA slots not subtracted: outside its profile)" if outside else "")
     ), f"outside gpu_memory_utilization {util:.2f}{missed}"

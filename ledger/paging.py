@@ -82,7 +82,10 @@ def check_lengths(lengths, field: str = "lengths") -> None:
 def check_shared_prefix(lengths, prefix: int, field: str = "--shared-prefix",
                         what: str = "sequence") -> None:
     """A prefix shared by every live sequence fits in the shortest of them (plan's --lengths,
-    blocks' LENGTHS); `what` names the lengths as the command took them."""
+    blocks' LENGTHS), and is not negative; `what` names the lengths as the command took
+    them."""
+    if prefix < 0:
+        raise SpecError(field, prefix, "must be >= 0 tokens")
     if lengths and prefix > min(lengths):
         raise SpecError(field, prefix, f"at most the shortest {what} ({min(lengths):,} "
                         "tokens): every sequence holds the whole prefix")

@@ -354,7 +354,8 @@ def _safety(serve: ServeSpec) -> tuple[int, str]:
         return serve.safety_bytes, "declared: deliberate capacity"
     fraction = DEFAULT_SAFETY_FRACTION
     return int(serve.device_bytes * fraction), (
-        f"default: {fraction:.0%} of the device (vLLM gpu_memory_utilization=0.90)")
+        f"default: {fraction:.0%} of the device, vLLM's headroom at gpu_memory_utilization "
+        f"{1 - fraction:.2f} (--engine vllm plans its release's own default)")
 
 
 def with_device(serve: ServeSpec, device_bytes: int) -> ServeSpec:

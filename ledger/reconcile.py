@@ -59,9 +59,11 @@ def reconcile(plan: Plan, replanned: Plan, facts: LogFacts, said: tuple[str, ...
     rows = [r for r in (_weights(plan, facts), _gib_row(plan, facts, "activation_peak_gib",
                                                         "runtime_peak", "activation peak"),
                         _gib_row(plan, facts, "non_torch_gib", "non_torch", "non-torch memory"),
-                        _gib_row(plan, facts, "cuda_graph_gib", "cuda_graphs", "CUDA graph pool"),
-                        _pool(plan, facts), _replanned(replanned, facts))
+                        _gib_row(plan, facts, "cuda_graph_gib", "cuda_graphs", "CUDA graph pool"))
             if r is not None]
+    apart = frozenset(r.key for r in rows if not r.advice.startswith("matches"))
+    rows += [r for r in (_pool(plan, facts, apart=apart), _replanned(replanned, facts))
+             if r is not None]
     facts = binding_pool(plan, facts, stages)
     rows += rank_rows(plan, facts, stages) + _blocks(plan, facts) + _capacity_rows(plan, facts) \
         + _encoder_rows(plan, facts)
@@ -165,7 +167,8 @@ def _replanned(plan: Plan, facts: LogFacts) -> Row | None:
     return _pool(plan, facts, replanned=True) if printed else None
 
 
-def _pool(plan: Plan, facts: LogFacts, replanned: bool = False) -> Row | None:
+def _pool(plan: Plan, facts: LogFacts, replanned: bool = False,
+          apart: frozenset[str] = frozenset()) -> Row | None:
     logged = facts.gib_bytes("kv_pool_gib")
     if logged is None:
         return None
@@ -181,22 +184,37 @@ def _pool(plan: Plan, facts: LogFacts, replanned: bool = False) -> Row | None:
                    logged, advice)
     advice = "matches" if abs(gap) <= ROUNDING_GIB else (
         f"the pool is {abs(gap):.2f} GiB {'larger' if gap > 0 else 'smaller'} than planned: "
-        + _pool_advice(facts, plan.line("comm_buffers")))
+        + _pool_advice(facts, plan.line("comm_buffers"), apart))
     return Row("kv_pool", "KV pool", "GiB", predicted, logged, advice)
 
 
-def _pool_advice(facts: LogFacts, comm: int = 0) -> str:
-    """Point to the logged lines that can be declared, or say that none were logged; a logged
-    non-torch figure holds the collective buffers the plan counts apart (comm bytes)."""
-    flags = [flag for attr, flag in (("weights_gib", "--weights"),
-                                     ("activation_peak_gib", "--runtime-peak"),
-                                     ("non_torch_gib", "--non-torch")) if getattr(facts, attr)
-             is not None]
-    if comm and facts.non_torch_gib is not None:
+POOL_LINES = (("weights_gib", "weights", "--weights", "weights"),
+              ("activation_peak_gib", "runtime_peak", "--runtime-peak", "activation peak"),
+              ("non_torch_gib", "non_torch", "--non-torch", "non-torch"))
+
+
+def _pool_advice(facts: LogFacts, comm: int = 0, apart: frozenset[str] = frozenset()) -> str:
+    """Point to the logged lines that differ from the plan (`apart`: their row keys) and can
+    be declared; where every logged line matches, to the lines the log does not print; or say
+    that none were logged. A logged non-torch figure holds the collective buffers the plan
+    counts apart (comm bytes). Declaring a line that already matches would not move the pool."""
+    logged = [(key, flag, label) for attr, key, flag, label in POOL_LINES
+              if getattr(facts, attr) is not None]
+    flags = [flag for key, flag, _ in logged if key in apart]
+    if comm and facts.non_torch_gib is not None and "non_torch" in apart:
         flags.append("--comm-buffer 0")
     if flags:
         return "it follows the lines above; declare their logged values (" + \
             ", ".join(flags) + ")"
+    unprinted = [label for attr, _, _, label in POOL_LINES if getattr(facts, attr) is None]
+    if logged and unprinted:
+        return (f"the logged {' and '.join(label for *_, label in logged)} match the plan: "
+                f"the rest is in lines this log does not print ({', '.join(unprinted)}, "
+                "estimated here): measure them (servecap verify) or check --device and "
+                "--gpu-memory-utilization")
+    if logged:
+        return ("every line the log prints matches the plan: check --device "
+                "(total_gpu_memory) and --gpu-memory-utilization")
     return ("this log prints none of the lines the pool is made of (weights, activation peak, "
             "non-torch): measure them (servecap verify) or check --device and "
             "--gpu-memory-utilization")

@@ -39,6 +39,8 @@ def parse_size(text: str, field: str = "size") -> int:
     """'40GiB' -> 42949672960. Binary suffixes are 2**k, decimal ones 10**k; result in bytes."""
     match = _SIZE.match(str(text))
     unit = match.group(2).lower() if match else ""
+    if not match and _SIZE.match(str(text).strip().removeprefix("-")):  # '-5GiB'
+        raise SpecError(field, text, f"not negative: {SIZE_HELP}")
     if not match or unit not in _FACTORS and unit != "":
         raise SpecError(field, text, f"expected {SIZE_HELP}{unit_hint(text)}")
     try:

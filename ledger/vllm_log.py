@@ -203,6 +203,19 @@ class LogFacts:
         return None if value is None else round(value * GiB)
 
 
+_STARTUP_TOTAL = re.compile(r"Free memory on device[^(]*\([0-9.]+/([0-9.]+) GiB\) on startup")
+
+
+def startup_total_gib(facts: LogFacts) -> float | None:
+    """The device total V1's 'Free memory on device (free/total GiB) on startup' line prints
+    (from 0.9.2), rounded to 0.01 GiB: what a log without total_gpu_memory says of the
+    device; None when it has no such line."""
+    for line in facts.lines:
+        if (match := _STARTUP_TOTAL.search(line.text)) is not None:
+            return float(match.group(1))
+    return None
+
+
 def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
     """The first occurrence of each figure; fails when none is recognised. Lines starting
     with '#' are comments (a quoted log's provenance) unless they are V0's '# GPU blocks'.

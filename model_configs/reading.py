@@ -100,7 +100,9 @@ def parse_yaml(text: str):
                             ) from None
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "document"
-        raise SpecError("yaml", where, "not valid YAML") from None
+        problem = " ".join(str(getattr(exc, "problem", "") or "").split())[:120]
+        raise SpecError("yaml", where, "not valid YAML" + (f" ({problem})" if problem else "")
+                        ) from None
     except RecursionError:
         raise SpecError("yaml", "nesting", f"nested deeper than {MAX_NESTING} levels") from None
     except SpecError:

@@ -21,7 +21,7 @@ from servecap.model_configs import LoadedModel, load_model
 
 from .checkpoint import CheckpointFormats, checkpoint_formats, refuse_where_vllm_would
 from .engine import engine_spec, implied_engine, size, with_device
-from .serving import model_dtype, model_spec, serve_spec, weight_dtype_asked
+from .serving import assumed_load, model_dtype, model_spec, serve_spec, weight_dtype_asked
 from .spec import Scenario, get, with_values
 
 
@@ -76,6 +76,8 @@ def deployment(scenario: Scenario, loaded: LoadedModel | None = None,
             loaded.serving.block_size is None:
         serve = replace(serve, block_size_tokens=DEFAULT_BLOCK_TOKENS[engine.name])
     spec = model_spec(scenario, loaded)
+    if (assumed := assumed_load(scenario, loaded, serve)) is not None:
+        spec = replace(spec, notes=(assumed, *spec.notes))
     if engine.name == VLLM:
         check_block_size(engine.vllm_row, serve.block_size_tokens)
         check_act_dtype(spec.quant and spec.quant.method, model_dtype(scenario),

@@ -223,7 +223,13 @@ def pack(pack_file: PackFile) -> Packing:
     ledgers = [DeviceLedger(i, *_device(text)) for i, text in enumerate(pack_file.devices)]
     placed: list[Placed] = []
     for n, inst in enumerate(pack_file.instances):
-        result = _place(inst, pack_file.devices, ledgers)
+        try:
+            result = _place(inst, pack_file.devices, ledgers)
+        except SpecError as exc:  # its model, device or flags: named by the instance, as the
+            if exc.field.startswith("instance"):  # file's own fields are (instances[0].gpus)
+                raise
+            raise SpecError(f"instances[{n}] ({inst.name}): {exc.field}", exc.value,
+                            exc.allowed, exc.source) from None
         placed.append(result)
         if result.refusal is not None:
             rest = tuple(i.name for i in pack_file.instances[n + 1:])

@@ -16,7 +16,7 @@ from servecap.ledger.reconcile import (
     reconcile,
 )
 from servecap.ledger.units import GiB
-from servecap.ledger.vllm_log import LogFacts, parse_vllm_log
+from servecap.ledger.vllm_log import LogFacts, parse_vllm_log, startup_total_gib
 from servecap.ledger.vllm_start import free_memory_refusal
 from servecap.ledger.vllm_versions import VllmRow, choose
 from servecap.model_configs.reading import read_bytes
@@ -125,9 +125,22 @@ def _read(log: Path) -> str:
 
 def _logged_device(facts: LogFacts) -> str:
     if facts.total_gpu_gib is None:
+        total = startup_total_gib(facts)
+        shown = "" if total is None else (
+            f"; its 'Free memory on device' line shows {total} GiB, rounded to 0.01 GiB "
+            f"(--device {total}GiB plans that)")
         raise SpecError("--device", None, "the log does not print total_gpu_memory: give the "
-                        "device (catalog name or size)")
+                        f"device (catalog name or size){shown}")
     return f"{facts.total_gpu_gib}GiB"
+
+
+def served_model(log: Path) -> str | None:
+    """The model a vLLM log says it loads (its Hub id or path), for the error that asks for
+    --model; None when the log cannot be read or names none."""
+    try:
+        return parse_vllm_log(_read(log), str(log)).model
+    except SpecError:
+        return None
 
 
 def _measured(facts: LogFacts, row: VllmRow) -> dict[str, str]:

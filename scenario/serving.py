@@ -126,11 +126,24 @@ def request_context(scenario: Scenario, loaded: LoadedModel) -> int:
         defaults.context is not None else "max_position_embeddings"
     check_count(where, context, "tokens per request")
     prefix = scenario.load.shared_prefix
+    check_shared_prefix((), prefix)  # >= 0, named --shared-prefix
     if prefix > context:
         whence = "" if given is not None else f" ({where}; set --context)"
         raise SpecError("--shared-prefix", prefix, f"at most the request's {context:,} "
                         f"tokens{whence}: a prefix is part of the request")
     return context
+
+
+def assumed_load(scenario: Scenario, loaded: LoadedModel, serve: ServeSpec) -> str | None:
+    """The note a plan carries when no context was given (flag, scenario or the model file's
+    serving defaults) and the model's max_position_embeddings stood in, as it does for vLLM's
+    --max-model-len: a long-context model planned at 131,072 tokens per request; None when
+    one was given or the load is --lengths."""
+    if serve.lengths or scenario.scheduler.max_model_len is not None or \
+            loaded.serving.context is not None:
+        return None
+    return (f"--context (max_model_len) not given: {serve.context_tokens:,} tokens assumed, "
+            "the model's max_position_embeddings, as vLLM defaults --max-model-len")
 
 
 def model_dtype(scenario: Scenario) -> str | None:
@@ -166,6 +179,9 @@ def weight_dtype_asked(scenario: Scenario, loaded: LoadedModel) -> str | None:
 def model_spec(scenario: Scenario, loaded: LoadedModel) -> ModelSpec:
     """An explicit weight dtype (or a model dtype other than the checkpoint's) replaces the
     checkpoint's own representation."""
+    if scenario.dtypes.group_size < 0:  # named by its flag, whether or not int4 reads it
+        raise SpecError("--group-size", scenario.dtypes.group_size, "a whole number >= 1 "
+                        "(0: per channel)")
     wanted = weight_dtype_asked(scenario, loaded)
     if wanted is None:
         return loaded.spec

@@ -142,7 +142,8 @@ def test_a_sentence_ending_in_example_colon_is_not_cut_as_a_heading() -> None:
 
     assert "bisected to 2 %, with its 95 % interval. Example:" in wide("sweep")
     assert "reconciles every ledger line (docs/verify.md). Examples:" in wide("verify")
-    assert "binds.\n Examples:" in re.sub(r" +\n", "\n", wide("fit"))
+    assert "binds.\n\n Examples:" in re.sub(r" +\n", "\n", wide("fit"))  # its own line,
+    # after the blank line every command's help puts before its examples
 
 
 def test_a_table_too_wide_says_what_it_left_out() -> None:

@@ -109,3 +109,15 @@ def test_option_help_words_stay_whole_at_80_columns(name: str) -> None:
             continue
         for word in re.sub(r"\[[^\]]*\]", " ", param.help).split():
             assert any(word in line for line in lines), (param.name, word)
+
+
+def test_a_comment_stays_on_its_own_commands_last_line() -> None:
+    """plan --help at 80 columns put '# 117 requests' on a line of its own between the 8B
+    example and the teaching-7b one it belongs to, where it read as the 8B's. A comment that
+    fits after the command's wrapped last line goes there, words moved down to make room."""
+    wrapped = wrap_example("   servecap plan teaching-7b --device 80GiB --safety 10% "
+                           "--runtime-peak 0   # 117 requests", 80)
+    assert wrapped == ["   servecap plan teaching-7b --device 80GiB --safety 10% \\",
+                       "       --runtime-peak 0  # 117 requests"]
+    text = help_text("plan", 80)
+    assert not [line for line in text.splitlines() if line.strip().startswith("#")]

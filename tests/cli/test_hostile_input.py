@@ -79,12 +79,12 @@ def test_safety_percentages_outside_0_to_100(run, safety) -> None:
 
 
 def test_blocks_refuses_a_negative_shared_prefix(run) -> None:
-    one_line_error(run("blocks", "17", "--shared-prefix", "-1"), "shared_prefix", "-1")
+    one_line_error(run("blocks", "17", "--shared-prefix", "-1"), "--shared-prefix = -1")
 
 
 def test_negative_int4_group_size(run) -> None:
     one_line_error(run("plan", "llama-3.1-8b", "--device", "80GiB", "--weight-dtype", "int4",
-                       "--group-size", "-1"), "group_size", "-1")
+                       "--group-size", "-1"), "--group-size = -1")
 
 
 @pytest.mark.parametrize("device", ["99999999999999999999999GiB", "65TiB"])

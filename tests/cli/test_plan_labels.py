@@ -71,3 +71,15 @@ def test_plan_output_keeps_the_ceiling_contract(run, device) -> None:
 def test_a_key_that_changes_nothing_gets_no_note(run, model) -> None:
     result = run("plan", model, "--device", "h100-80gb", "--context", "4096", "--json")
     assert not [n for n in json.loads(result.stdout)["notes"] if "mlp_bias" in n]
+
+
+def test_the_default_safety_does_not_contradict_vllms_newer_default(run) -> None:
+    """The default reserve read '10% of the device (vLLM gpu_memory_utilization=0.90)', while
+    the releases from v0.20.0 default to 0.92 (--gpu-memory-utilization's help says so): the
+    line now says whose headroom 10% is and where a release's own default is planned."""
+    result = run("plan", "llama-3.1-8b", "--device", "24GiB", "--context", "8192", "--json")
+    safety = next(line for line in json.loads(result.stdout)["lines"]
+                  if line["key"] == "safety")
+    assert safety["from"] == ("default: 10% of the device, vLLM's headroom at "
+                              "gpu_memory_utilization 0.90 (--engine vllm plans its release's "
+                              "own default)")

@@ -31,3 +31,27 @@ def test_the_sweep_table_says_what_over_and_the_tpot_target_mean(run, small) -> 
     text = " ".join(_sweep(run, small, "--slo-tpot", "50ms").stdout.split())
     assert "checked on each request's TPOT" in text
     assert "*: offered at or above the saturation rate" in text
+
+
+def test_the_simulated_pool_says_whose_it_is(run, monkeypatch) -> None:
+    """simulate runs --engine vllm by default but sizes its pool with the plain ledger (device -
+    weights - runtime peak - safety), 28,502 blocks here where `plan --engine vllm` sizes vLLM's
+    budget at 28,239: the header's 'KV pool 28,502 blocks' did not say which."""
+    monkeypatch.setenv("COLUMNS", "200")
+    result = run("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--input-len", "100",
+                 "--output-len", "10", "--num-requests", "50", "--context", "8192")
+    assert result.exit_code == 0, result.output
+    assert ("KV pool 28,502 blocks x 16 tokens (55.67 GiB, the ledger's: device - weights - "
+            "runtime peak - safety)") in result.stdout
+
+
+def test_the_fixed_step_cost_is_named_by_its_flag(run, monkeypatch) -> None:
+    """The rates line said '0 ms per step' and the step model below 'overhead 0.509 ms' per
+    step: two overheads, the first unnamed. It is --step-overhead's."""
+    monkeypatch.setenv("COLUMNS", "200")
+    result = run("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--input-len", "100",
+                 "--output-len", "10", "--num-requests", "50", "--context", "8192",
+                 "--step-overhead", "2ms")
+    assert result.exit_code == 0, result.output
+    assert "3,350.0 GB/s, --step-overhead 2 ms; weights read" in result.stdout
+    assert "ms per step" not in result.stdout

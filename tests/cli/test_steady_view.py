@@ -31,3 +31,20 @@ def test_the_window_line_says_no_slo_instead_of_an_attainment() -> None:
     assert "goodput 8.10 ±3.34 req/s" in given
     none = window_line(WINDOW, slo_given=False)
     assert "SLO met" not in none and "no SLO given" in none
+
+
+def test_an_unbounded_interval_is_explained_under_the_table() -> None:
+    """'151.6 ±?' was printed with nothing saying what '?' means."""
+    from rich.console import Console
+
+    from servecap.cli.steady_view import UNBOUNDED, interval_table
+
+    entry = {"ttft_ms": {"p50": 57.4, "p99": 151.6},
+             "ttft_ms_ci": {"p50": [56.2, 59.2], "p99": [140.0, None]}}
+    console = Console(width=80, record=True)
+    console.print(interval_table([("run", entry)]))
+    text = " ".join(console.export_text().split())
+    assert "151.6 ±?" in text and " ".join(UNBOUNDED.split()) in text
+    bounded = {"ttft_ms": entry["ttft_ms"], "ttft_ms_ci": {"p50": [56.2, 59.2],
+                                                            "p99": [140.0, 160.0]}}
+    assert interval_table([("run", bounded)]).caption is None

@@ -127,7 +127,7 @@ def test_cost_names_the_release_its_tokens_were_simulated_with():
     assert default["output_tokens_per_s"] < plain["output_tokens_per_s"]
 
 
-@pytest.mark.parametrize("share", ["0.3", "1"])
+@pytest.mark.parametrize("share", ["0.3", "0.05"])
 def test_the_two_prices_print_in_one_column_with_one_unit(share):
     """'full load:' was padded for a two-digit share only, and the second price said 'per
     million' where the first said 'per million output tokens'."""
@@ -138,3 +138,23 @@ def test_the_two_prices_print_in_one_column_with_one_unit(share):
     assert full.index("$") == at.index("$"), (full, at)
     assert full.endswith("per million output tokens") and at.endswith(
         "per million output tokens")
+
+
+def test_full_utilization_prints_its_price_once():
+    """At --utilization 1 (the default) 'full load:' and 'at 100% utilization:' were the same
+    price on two lines."""
+    lines = _run("cost", "--tokens-per-s", "1000", "--gpu-price", "2").stdout.splitlines()
+    prices = [line for line in lines if "per million output tokens" in line]
+    assert prices == ["full load (100% utilization): $0.56 per million output tokens"]
+
+
+def test_the_default_gpu_price_is_said_to_be_assumed(tmp_path):
+    """--gpu-price's $2/GPU-hour stood in silently: the output read as if it were given."""
+    out = _run("cost", "--tokens-per-s", "1000")
+    assert "note: --gpu-price not given: $2/GPU-hour assumed" in out.stdout
+    assert _json("cost", "--tokens-per-s", "1000")["gpu_price_source"] == "default"
+    assert "not given" not in _run("cost", "--tokens-per-s", "1000", "--gpu-price", "2").stdout
+    scenario = tmp_path / "prices.yaml"
+    scenario.write_text("prices: {usd_per_gpu_hour: 4}\n")
+    report = _json("cost", "--tokens-per-s", "1000", "--scenario", str(scenario))
+    assert report["gpu_price_source"] == "given" and report["gpu_price_per_h"] == 4

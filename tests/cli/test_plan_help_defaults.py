@@ -1,0 +1,51 @@
+"""plan --help states the defaults the plan uses: --block-size said '(vLLM default 16)' while
+--engine sglang plans 1-token pages and trtllm 32-token blocks, and --kv-dtype and
+--activation-dtype said nothing of what they default to."""
+
+import json
+
+import pytest
+
+
+def _help(run) -> str:
+    result = run("plan", "--help")
+    assert result.exit_code == 0
+    return " ".join(result.stdout.replace("│", " ").split())
+
+
+@pytest.mark.parametrize(("engine", "blocks"), [("plain", 16), ("vllm", 16), ("sglang", 1),
+                                                ("trtllm", 32)])
+def test_the_block_size_help_gives_is_the_one_planned(run, engine, blocks) -> None:
+    said = {"plain": "Default 16 (vLLM's)", "vllm": "Default 16 (vLLM's)",
+            "sglang": "--engine sglang 1,", "trtllm": "trtllm 32."}[engine]
+    assert said in _help(run)
+    result = run("plan", "llama-3.1-8b", "--device", "h100-80gb", "--context", "8192",
+                 "--engine", engine, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["block_size_tokens"] == blocks
+
+
+def test_the_dtype_options_say_their_default(run) -> None:
+    text = _help(run)
+    assert "int8, int4. Default: the model dtype (vLLM's auto)." in text
+    assert "bf16, fp16, fp8, int8. Default: the model dtype." in text
+
+
+def test_workbook_help_names_its_load_defaults(run) -> None:
+    """workbook --context and --concurrency named no default: the Ledger is planned at the
+    model's max_position_embeddings and one request, as plan's are."""
+    result = run("workbook", "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.replace("│", " ").split())
+    assert "The first is the Ledger's. Default: the model's max_position_embeddings" in text
+    assert "Resident requests. Default 1." in text
+
+
+def test_max_num_seqs_help_names_the_plain_default_the_estimate_uses(run) -> None:
+    """--max-num-seqs was described for vLLM alone, though the plain ledger's runtime-peak
+    estimate reads it ('the widest step of 8,192 batched tokens or 256 decodes')."""
+    assert "decode rows, default 256; vLLM:" in _help(run)
+    result = run("plan", "llama-3.1-8b", "--device", "24GiB", "--context", "8192", "--json")
+    peak = next(line for line in json.loads(result.stdout)["lines"]
+                if line["key"] == "runtime_peak")
+    assert "or 256 decodes" in peak["from"]
