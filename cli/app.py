@@ -222,5 +222,6 @@ def _root(_version: bool = VERSION) -> None:
     """The commands are listed from COMMANDS; this only makes typer build a group."""
 
 
+@startup_gc.frozen_at_exit
 def main() -> None:
     app()
