@@ -8,7 +8,7 @@ import typer
 from typer import core
 from typer.core import TyperGroup
 
-from . import startup_gc
+from . import deferred_params, startup_gc
 
 # the click typer runs on: vendored as typer._click since typer 0.22, plain click before
 click = getattr(core, "_click", None) or core.click
@@ -70,6 +70,10 @@ class LazyGroup(TyperGroup):
 
     listing = False
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        deferred_params.defer_command(self)  # --version, -h: no pydantic validator either
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 
@@ -126,6 +130,7 @@ def load_command(name: str) -> click.Command:
     command = typer.main.get_group(holder).commands[name]
     command.context_settings = {**CONTEXT, **command.context_settings}
     command.params.append(version_option())
+    deferred_params.defer_command(command)  # no pydantic validator for what needs none
     command.format_help = _whole_option_names(command.format_help)
     command.invoke = startup_gc.resumed_first(command.invoke)
     return command
@@ -259,5 +264,6 @@ def _root(_version: bool = VERSION) -> None:
     """The commands are listed from COMMANDS; this only makes typer build a group."""
 
 
+@startup_gc.frozen_at_exit
 def main() -> None:
     app()

@@ -34,3 +34,17 @@ def resumed_first(invoke):
         resume()
         return invoke(ctx)
     return run
+
+
+def frozen_at_exit(run):
+    """The process's entry point, with every object left when it returns moved out of the
+    collector's reach (gc.freeze): the interpreter's exit then frees what module teardown
+    releases, without collections that walk all of them again (0.07-0.09 of the 0.09-0.11
+    CPU-s `servecap simulate` spent exiting). Cyclic garbage left at exit is not finalized,
+    which Python never promises at exit; every file a command writes is closed by then."""
+    def entry() -> None:
+        try:
+            run()
+        finally:
+            gc.freeze()
+    return entry

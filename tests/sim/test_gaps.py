@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from servecap.sim.config import SchedulerConfig
 from servecap.sim.deploy import Deployment, run_once
-from servecap.sim.gaps import Gaps, _groups, batch_shares
+from servecap.sim.gaps import Gaps, _counts_column, _grouped, _groups, batch_shares
 from servecap.sim.metrics import itl_pairs, weighted_quantiles
 
 
@@ -87,3 +87,28 @@ def test_counting_over_the_groups_is_bisection_on_each(pairs, value):
     if lists:
         assert gaps.mean() == sum(w * sum(v) for w, v in lists) / gaps.total
         assert gaps.max() == max(v[-1] for _, v in lists)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 200, 255, 256, 300, 32_767, 32_768, 90_000]),
+                          st.floats(0, 1)), min_size=0, max_size=60),
+       st.integers(1, 4))
+def test_the_complex_column_built_with_the_groups_is_the_one_built_after(pairs, split):
+    """_grouped writes each sorted group into the column as it goes (counts concatenated into
+    8-, 16- or 64-bit keys by _counts_column): the column, the groups and their counting are
+    those the groups' own column (Gaps._group from _groups) gives, bit for bit."""
+    weights = np.array([w for w, _ in pairs], dtype=np.int64)
+    values = np.array([v for _, v in pairs], dtype=np.float64)
+    pieces = [weights[i::split] for i in range(split)]
+    order = np.concatenate([np.arange(len(pairs))[i::split] for i in range(split)]).astype(int)
+    groups, keys = _grouped(_counts_column(pieces), values[order])
+    expected = Gaps.__new__(Gaps)
+    expected._group(_groups(weights[order], values[order]))
+    built = Gaps.__new__(Gaps)
+    built._group(groups, keys)
+    assert keys.tobytes() == expected._keys.tobytes()
+    assert [(w, v.tolist()) for w, v in groups] == [(w, v.tolist()) for w, v in expected.groups]
+    for value in (0.0, 0.5, 1.0):
+        assert built.at_or_below(value) == expected.at_or_below(value)
+    if len(pairs):
+        assert built.mean() == expected.mean()
