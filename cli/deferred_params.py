@@ -14,11 +14,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import typer
+
+# the typer minor release whose private coercion layer (typer._coercion) this follows; under
+# any other typer nothing is deferred and typer coerces every option itself (slower, the same
+# values): a private layer may change in any release
+TYPER_FOLLOWED = (0, 29)
+
 try:  # typer's coercion layer (typer >= 0.22); older typers coerce through click's types
     from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
     from typer._param_types import coerce_cli_path
 except ImportError:  # pragma: no cover - older typer: nothing to defer
     RuntimeParam = None
+if tuple(int(part) for part in typer.__version__.split(".")[:2]) != TYPER_FOLLOWED:
+    RuntimeParam = None  # pragma: no cover - another typer: nothing deferred
 
 _AS_GIVEN = (str, int, float)  # the annotations whose validator returns a value of that type
 

@@ -6,7 +6,12 @@ import sys
 
 import pytest
 
+from servecap.cli import deferred_params
 from servecap.cli.app import load_command
+
+pytestmark = pytest.mark.skipif(
+    deferred_params.RuntimeParam is None,
+    reason=f"typer is not {deferred_params.TYPER_FOLLOWED}: nothing deferred, typer coerces all")
 
 WORKLOAD = "workloads/chat.yaml"
 ARGVS = [
