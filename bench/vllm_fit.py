@@ -27,7 +27,8 @@ import math
 import statistics
 from dataclasses import replace
 
-from vllm_cases import FAMILIES, Case, compare, intake_for, setup_for
+from vllm_cases import FAMILIES, Case, compare, offline, setup_for
+from vllm_experiments import intake_for
 
 from servecap.cli.simulate_cmd import run_simulation
 from servecap.sim.vllm_engine import TERMS, fitted_values
@@ -85,7 +86,7 @@ def run_rows(case: Case, values: dict) -> list[dict]:
         setup = setup_for(case, gpu_scale=math.exp(values.get(GPU + case.source, 0.0)))
     key = (case.name, replace(setup.coefficients, source=""))
     if key not in _SIMULATED:
-        with intake_for(case):
+        with intake_for(case, served=not offline(case)):
             report, _ = run_simulation(setup, window=False)
         _SIMULATED[key] = compare(case, report["policies"][0])
     return [dict(r) for r in _SIMULATED[key]]

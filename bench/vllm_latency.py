@@ -38,13 +38,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through this module)
-    EOS,
     FAMILIES,
     FIXTURES,
     INTERVALS,
     METRICS,
-    MICROBATCH,
-    SAMPLER,
     Case,
     _spread,
     compare,
@@ -57,11 +54,16 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     offline,
     predict,
     requests_for,
-    sampler_state_bytes,
     scaled_to,
     sharegpt_tokenizer,
     spread_bound,
     workload_for,
+)
+from vllm_experiments import (  # noqa: E402,F401  (the test suite reads these here too)
+    EOS,
+    MICROBATCH,
+    SAMPLER,
+    sampler_state_bytes,
 )
 from vllm_fit import HELD, HELD_WITH_SAMPLER  # noqa: E402
 from vllm_loso import leave_one_source_out, summary, write_fit  # noqa: E402

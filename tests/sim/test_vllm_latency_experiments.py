@@ -91,15 +91,15 @@ def test_the_microbatch_intake_applies_to_v1_api_servers_from_0_10_1_and_only_wh
     micro-batch (32 prompts, 2 ms) for runs through a V1 server of v0.10.1 or later (the L4
     sweep at 0.23.0, GPUStack's 0.11.0 pages), not GPUStack's 0.9.2 page nor V0 nor an
     offline run; off by default, and the engine's intake is restored after each run."""
-    cases = sys.modules["vllm_cases"]
+    cases, experiments = sys.modules["vllm_cases"], sys.modules["vllm_experiments"]
     by_name = {c.name: c for c in CASES}
     l4 = by_name["wmx_vllm023_l4:l4-qwen25-05b-c32"]
     old = next(c for c in CASES if c.fixture == "gpustack_vllm092_qwen3_8b")
     v0 = next(c for c in CASES if c.data["engine"] == "v0")
 
     def seen(case):
-        with cases.intake_for(case):
-            return dict(cases.INTAKE)
+        with experiments.intake_for(case, served=not cases.offline(case)):
+            return dict(experiments.INTAKE)
 
     off = {"batch": 1, "window_s": 0.0}
     assert not bench.MICROBATCH["on"] and seen(l4) == off
@@ -110,7 +110,7 @@ def test_the_microbatch_intake_applies_to_v1_api_servers_from_0_10_1_and_only_wh
         on = bench.predict(l4)["ttft_ms"]["p50"]
     finally:
         bench.MICROBATCH["on"] = False
-    assert cases.INTAKE == off
+    assert experiments.INTAKE == off
     # the c32 loop's requests reach the server together and go on together: its TTFT grows
     assert on > 1.5 * bench.predict(l4)["ttft_ms"]["p50"]
 
