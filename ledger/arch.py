@@ -13,10 +13,16 @@ from .tensors import EMBED, HEAD, LINEAR, VECTOR, TensorGroup
 __all__ = ["EMBED", "HEAD", "LINEAR", "VECTOR", "TensorGroup", "inventory", "count_parameters",
            "active_parameters", "routed_layers"]
 
+# families whose attention output projection has a bias whenever q/k/v do (vLLM's classes:
+# gpt_oss.py, granitemoehybrid.py, falcon_h1.py, granite.py bias=attention_bias; phi.py dense)
+O_PROJ_BIAS = frozenset({"gpt_oss", "granitemoehybrid", "falcon_h1", "granite", "phi"})
+
+
 def inventory(spec: ModelSpec) -> list[TensorGroup]:
     """All weight tensors: embeddings, per-layer attention and MLP/MoE, norms, lm_head. A block
     a layer does without (DeciLM's no-op attention or feed-forward) takes its norm with it."""
     groups = [TensorGroup("embed_tokens", spec.vocab_size, spec.hidden_size, 1, EMBED)]
+    norm_width = spec.hidden_size * (2 if spec.norm_bias else 1)  # LayerNorm: weight + bias
     groups += per_layer_input_tables(spec) + altup_projections(spec)
     for layer in range(spec.num_layers):
         shape = spec.layer_shapes[layer] if spec.layer_shapes else None
@@ -26,10 +32,12 @@ def inventory(spec: ModelSpec) -> list[TensorGroup]:
         groups += per_layer_input_gate(spec, layer) + altup_blocks(spec, layer)
         norms = spec.norms_per_layer - (shape is not None and not shape.attention) - (
             shape is not None and not shape.intermediate)
-        groups.append(TensorGroup("layernorm", 1, spec.hidden_size, norms, VECTOR, (layer,)))
-    groups.append(TensorGroup("norm", 1, spec.hidden_size, 1, VECTOR))
+        groups.append(TensorGroup("layernorm", 1, norm_width, norms, VECTOR, (layer,)))
+    groups.append(TensorGroup("norm", 1, norm_width, 1, VECTOR))
     if not spec.tie_word_embeddings:
         groups.append(TensorGroup("lm_head", spec.vocab_size, spec.hidden_size, 1, HEAD))
+    if spec.lm_head_bias:
+        groups.append(TensorGroup("lm_head.bias", 1, spec.vocab_size, 1, VECTOR))
     return groups
 
 
@@ -88,7 +96,7 @@ def _attention(spec: ModelSpec, layer: int) -> list[TensorGroup]:
         out.append(TensorGroup("layer_scalar", 1, 1, 1, VECTOR, at))
     if att.qkv_bias:
         out.append(TensorGroup("self_attn.qkv_bias", 1, q_out + kv_out + v_out, 1, VECTOR, at))
-    if att.qkv_bias and spec.model_type in {"gpt_oss", "granitemoehybrid", "falcon_h1"}:
+    if att.qkv_bias and spec.model_type in O_PROJ_BIAS:
         out.append(TensorGroup("self_attn.o_proj.bias", 1, h, 1, VECTOR, at))
     if att.qk_norm:
         width = (q_out + kv_out * own_kv) if att.qk_norm_heads else head_dim * (1 + own_kv)
@@ -144,7 +152,9 @@ def _mlp(spec: ModelSpec, layer: int) -> list[TensorGroup]:
     if moe is None or layer in moe.dense_layers:
         width = spec.layer_shapes[layer].intermediate if spec.layer_shapes else \
             spec.intermediate_size
-        return [TensorGroup("mlp.gate_up_down", width, h, mats, LINEAR, at)]
+        bias = [TensorGroup("mlp.bias", 1, width * (mats - 1) + h, 1, VECTOR, at)] \
+            if spec.mlp_bias else []  # gate / up biases (width each) and down's (hidden)
+        return [TensorGroup("mlp.gate_up_down", width, h, mats, LINEAR, at)] + bias
     e, inter, width = moe.num_experts, moe.expert_intermediate_size, moe.expert_width(h)
     out = _gemma4_moe_extras(spec, layer) if spec.model_type == "gemma4_text" else []
     out += [TensorGroup("mlp.experts", inter, width, mats * e, LINEAR, at),

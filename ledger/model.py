@@ -218,6 +218,9 @@ class ModelSpec:
     encoder: Encoder | None = None  # the vision tower vLLM loads beside it (ledger/encoders.py)
     mrope: bool = False  # multimodal rotary positions: vLLM's MRotaryEmbedding (its cache is
     # larger, ledger/vllm_buffers.py)
+    norm_bias: bool = False  # each norm is a LayerNorm with a bias beside its weight (Phi)
+    mlp_bias: bool = False  # the dense MLP's projections carry biases (Phi's fc1 / fc2)
+    lm_head_bias: bool = False  # lm_head carries one bias per vocabulary row (Phi)
 
     @property
     def state_layers(self) -> tuple[int, ...]:

@@ -10,7 +10,8 @@ from .model import ModelSpec
 # attention, dense MLP, routed experts (and their leaves), router, shared experts.
 DEFAULT = {"attn": "self_attn", "mlp": "mlp", "experts": "mlp.experts",
            "leaves": ("gate_proj", "up_proj", "down_proj"), "router": "mlp.gate",
-           "shared": "mlp.shared_experts", "state": "linear_attn"}
+           "shared": "mlp.shared_experts", "state": "linear_attn",
+           "mlp_leaves": ("gate_proj", "up_proj", "down_proj"), "o_proj": "o_proj"}
 FAMILIES = {
     "nemotron_h": {"attn": "mixer", "mlp": "mixer", "experts": "mixer.experts",
                    "leaves": ("up_proj", "down_proj"), "router": "mixer.gate",
@@ -29,6 +30,7 @@ FAMILIES = {
     "granitemoehybrid": {"mlp": "shared_mlp", "experts": "block_sparse_moe.experts",
                          "router": "block_sparse_moe.router.layer", "state": "mamba"},
     "falcon_h1": {"mlp": "feed_forward", "state": "mamba"},
+    "phi": {"mlp_leaves": ("fc1", "fc2"), "o_proj": "dense"},
 }
 
 
@@ -66,9 +68,12 @@ def module_tensors(spec: ModelSpec, group: TensorGroup) -> list[ModuleTensor]:
 def _split(spec: ModelSpec, g: TensorGroup, n: dict) -> list[tuple[str, int, int, int]]:
     name = g.name
     if name.startswith("self_attn."):
-        return [(f"{n['attn']}.{name.removeprefix('self_attn.')}", g.rows, g.cols, g.count)]
+        leaf = name.removeprefix("self_attn.")
+        leaf = n["o_proj"] if leaf == "o_proj" else leaf
+        return [(f"{n['attn']}.{leaf}", g.rows, g.cols, g.count)]
     if name == "mlp.gate_up_down":
-        return _mlp(n["mlp"], g, gated=g.count % 3 == 0 and spec.gated_mlp)
+        return _mlp(n["mlp"], g, gated=g.count % 3 == 0 and spec.gated_mlp,
+                    leaves=n["mlp_leaves"])
     if name == "mlp.experts":
         return _experts(spec, n, g)
     if name == "mlp.shared_experts":
@@ -82,12 +87,15 @@ def _split(spec: ModelSpec, g: TensorGroup, n: dict) -> list[tuple[str, int, int
     return [(name, g.rows, g.cols, g.count)]
 
 
-def _mlp(prefix: str, g: TensorGroup, gated: bool) -> list[tuple[str, int, int, int]]:
-    """gate/up (inter x hidden) and down (hidden x inter); up/down only when not gated."""
+def _mlp(prefix: str, g: TensorGroup, gated: bool,
+         leaves: tuple[str, ...] = DEFAULT["mlp_leaves"]) -> list[tuple[str, int, int, int]]:
+    """gate/up (inter x hidden) and down (hidden x inter); up/down only when not gated (Phi's
+    fc1/fc2)."""
     per = g.count // (3 if gated else 2)
-    ups = ("gate_proj", "up_proj") if gated else ("up_proj",)
+    *ups, down = leaves
+    ups = ups if gated else ups[-1:]
     return [(f"{prefix}.{leaf}", g.rows, g.cols, per) for leaf in ups] + \
-        [(f"{prefix}.down_proj", g.cols, g.rows, per)]
+        [(f"{prefix}.{down}", g.cols, g.rows, per)]
 
 
 def _experts(spec: ModelSpec, n: dict, g: TensorGroup) -> list[tuple[str, int, int, int]]:

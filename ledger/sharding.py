@@ -13,7 +13,8 @@ VOCAB_PADDING = 64  # vLLM pads the vocabulary to a multiple of 64 before splitt
 # How each module splits under tensor parallelism (Megatron/vLLM layers):
 # 'rows': column-parallel, output rows split; 'cols': row-parallel, input columns split;
 # 'kv': K/V projections, split by KV head (replicated when kv_heads < tp); 'vocab': split by
-# padded vocabulary; 'heads': one value per query head; anything else is replicated.
+# padded vocabulary ('vocab_bias': lm_head's bias the same way); 'heads': one value per query
+# head; 'mlp_bias': the gate/up biases split, down's kept whole; anything else is replicated.
 SPLIT = {
     "self_attn.q_proj": "rows", "self_attn.q_b_proj": "rows", "self_attn.kv_b_proj": "rows",
     "self_attn.k_proj": "kv", "self_attn.v_proj": "kv", "self_attn.qkv_bias": "qkv",
@@ -24,6 +25,7 @@ SPLIT = {
     "per_layer_model_projection": "rows", "conv.in_proj": "rows", "conv.conv": "rows",
     "conv.out_proj": "cols", "laurel.linear_left": "rows", "laurel.linear_right": "cols",
     "mixer.in_proj": "state", "mixer.out_proj": "state", "mixer.conv_and_norms": "state",
+    "mlp.bias": "mlp_bias", "lm_head.bias": "vocab_bias",
 }
 
 
@@ -120,8 +122,10 @@ def shard_group(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
         return _kv_share(spec, group, tp)
     if how == "heads":
         return replace(group, cols=group.cols // tp)
-    if how == "expert_bias":
+    if how in ("expert_bias", "mlp_bias"):  # gate/up biases split, down's whole on each rank
         return replace(group, cols=(group.cols - spec.hidden_size) // tp + spec.hidden_size)
+    if how == "vocab_bias":
+        return replace(group, cols=vocab_rows_per_rank(group.cols, tp))
     return replace(group, rows=vocab_rows_per_rank(group.rows, tp))
 
 
@@ -148,7 +152,7 @@ def _kv_share(spec: ModelSpec, group: TensorGroup, tp: int) -> TensorGroup:
 def _on_stage(group: TensorGroup, stage: Stage) -> bool:
     if group.kind == EMBED:
         return stage.first
-    if group.kind == HEAD or group.name == "norm":
+    if group.kind == HEAD or group.name in ("norm", "lm_head.bias"):
         return stage.last
     return not group.layers or group.layers[0] in stage.layers
 

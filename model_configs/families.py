@@ -2,13 +2,15 @@
 entry, read the way that class reads it (vllm/model_executor/models/ at v0.21.0):
 nemotron_nas.py DeciLMDecoderLayer (block_configs), gemma4.py Gemma4Attention (KV sharing,
 per-layer embeddings, double-wide MLPs), mimo_v2.py MiMoV2DecoderLayer (hybrid_layer_pattern,
-SWA shapes), laguna.py LagunaAttention (per-layer heads)."""
+SWA shapes), laguna.py LagunaAttention (per-layer heads); and phi.py PhiForCausalLM, whose
+biases, LayerNorms and ungated MLP every layer shares (model_configs/phi.py)."""
 
 from dataclasses import replace
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import FULL, NONE, LayerShape, ModelSpec, PerLayerInput
 
+from .phi import phi_block
 from .schema import HFConfig
 
 DECI_MULTIPLE = 256  # DeciLM's _find_multiple(int(2 x ffn_mult x hidden / 3), 256)
@@ -203,4 +205,4 @@ def gemma3n(cfg: HFConfig, spec: ModelSpec) -> ModelSpec:
 
 
 READERS = {"nemotron-nas": deci_blocks, "gemma4_text": gemma_sharing, "mimo_v2_flash": mimo_v2,
-           "laguna": laguna, "gemma3n_text": gemma3n}
+           "laguna": laguna, "gemma3n_text": gemma3n, "phi": phi_block}

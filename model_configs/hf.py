@@ -18,7 +18,7 @@ from .schema import HFConfig
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
          "ministral3", "qwen3_5_text", "falcon_h1", "exaone4", "olmo2", "olmo3", "lfm2",
-         "nemotron-nas", "gemma3n_text"}
+         "nemotron-nas", "gemma3n_text", "granite", "phi"}
 MOE_TYPES = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss",
              "deepseek_v32", "glm_moe_dsa", "qwen3_next", "qwen3_5_moe_text", "nemotron_h",
              "minimax_m2", "llama4_text", "gemma4_text", "granitemoehybrid", "laguna",

@@ -133,6 +133,8 @@ class HFConfig(BaseModel):
     gating: bool | str | None = None
     altup_num_inputs: Count | None = None  # Gemma-3n's AltUp streams
     laurel_rank: Count | None = None  # Gemma-3n's LAuReL low-rank residual
+    qk_layernorm: bool | None = None  # Phi: q/k LayerNorms (vLLM's PhiForCausalLM has none)
+    n_inner: Count | None = None  # Phi: the MLP width vLLM's PhiMLP reads (else 4 x hidden)
 
 
 class Serving(BaseModel):

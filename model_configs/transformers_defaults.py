@@ -56,6 +56,8 @@ DEFAULTS: dict[str, dict[str, object]] = {
     "laguna": {"attention_bias": False, "gating": True, "head_dim": 128,
                "tie_word_embeddings": False},
     "mimo_v2_flash": {"attention_bias": False, "tie_word_embeddings": False},
+    "granite": {"attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False},
+    "phi": {"partial_rotary_factor": 0.5, "qk_layernorm": False, "tie_word_embeddings": False},
     "gemma3n_text": {"altup_num_inputs": 4, "attention_bias": False, "head_dim": 256,
                      "hidden_size_per_layer_input": 256, "laurel_rank": 64,
                      "num_kv_shared_layers": 15, "sliding_window": 512,

@@ -21,7 +21,6 @@ REFUSED = {
     "MiniMaxAI--MiniMax-M3": "MiniMaxM3ForCausalLM",  # no class at v0.21.0
     "stepfun-ai--Step-3.7-Flash": "Step3p7FlashForCausalLM",  # no class at v0.21.0
     "meta-llama--Llama-3.2-90B-Vision-Instruct": "MllamaForConditionalGeneration",  # removed
-    "microsoft--phi-1": "PhiForCausalLM",
     "bigcode--starcoder2-7b": "Starcoder2ForCausalLM",
     "internlm--internlm2_5-7b-chat": "InternLM2ForCausalLM",
     "CohereForAI--aya-23-8B": "CohereForCausalLM",
