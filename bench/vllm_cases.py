@@ -20,6 +20,7 @@ from sharegpt_sample import FIXTURES, SHAREGPT, sharegpt_draw, sharegpt_means  #
 from vllm_experiments import (  # noqa: E402
     EOS,
     SAMPLER,
+    VLLM_POOL,
     eos_stopped,
     intake_for,
     sampler_state_bytes,
@@ -28,6 +29,7 @@ from vllm_experiments import (  # noqa: E402
 from servecap.cli.sim_inputs import SimFlags, sim_scenario  # noqa: E402
 from servecap.cli.simulate_cmd import default_policy, run_simulation  # noqa: E402
 from servecap.scenario import simulation, steps  # noqa: E402
+from servecap.scenario.spec import with_values  # noqa: E402
 from servecap.sim.sampling import draw_requests  # noqa: E402
 from servecap.sim.workload import Arrivals, Lengths, Workload  # noqa: E402
 
@@ -258,15 +260,27 @@ _PLANNED: dict = {}  # (run, fixtures folder, engine) -> (its setup, scenario, r
 
 def _planned(case: Case, folder: Path, engine: bool) -> tuple:
     """The run's setup, Scenario and ranks as simulate builds them (setup_for's memory)."""
-    key = (case.name, str(folder), engine)
+    key = (case.name, str(folder), engine, VLLM_POOL["on"])
     if key not in _PLANNED:
         flags = flags_for(case)
         if not engine:
             flags = replace(flags, engine="plain", num_scheduler_steps=1, enforce_eager=False)
         scenario = sim_scenario(model_for(case), flags)
         setup = replace(simulation.setup(scenario), requests=requests_for(case, folder))
+        if engine and VLLM_POOL["on"]:
+            setup = replace(setup, num_blocks=min(setup.num_blocks, vllm_blocks(case, scenario)))
         _PLANNED[key] = (setup, scenario, simulation.rank(scenario))
     return _PLANNED[key]
+
+
+def vllm_blocks(case: Case, scenario) -> int:
+    """The blocks `plan --engine vllm==<pin>` gives the run's binding rank: vLLM's own pool at
+    the run's stated gpu_memory_utilization (else the release's default) and flags."""
+    gmu = case.group.get("flags", {}).get("gpu_memory_utilization")
+    planned = simulation.rank(with_values(scenario, {
+        "engine.name": "vllm", "engine.version": case.data["engine_pin"], "memory.safety": None,
+        "memory.gpu_memory_utilization": gmu})).plan
+    return planned.budget.num_gpu_blocks
 
 
 def compare(case: Case, entry: dict, windowed: dict | None = None) -> list[dict]:

@@ -1,6 +1,7 @@
 """The latency experiments bench/vllm_latency.py measures and simulate does not adopt, each
 off by default and switched on by its flag (docs/vllm-latency.md has their figures):
---eos-stop (EOS), --microbatch-intake (MICROBATCH), --price-sampler (SAMPLER). A case is
+--eos-stop (EOS), --microbatch-intake (MICROBATCH), --price-sampler (SAMPLER), --vllm-pool
+(VLLM_POOL, read by bench/vllm_cases.py's setup). A case is
 bench/vllm_cases.py's Case."""
 
 import json
@@ -93,3 +94,12 @@ def sampler_state_bytes(case) -> int:
     path = filter_path(vllm_row(case.data["vllm_version"]), int(gc.get("top_k", 0)),
                        float(gc.get("top_p", 1.0)))
     return (sampler_bytes_per_request(vocab, path, has_penalties(gc)) + 1) // 2
+
+
+# --vllm-pool (bench/vllm_latency.py): an experiment, off by default (docs/vllm-latency.md).
+# simulate's pool is the plain ledger's (device - weights - runtime peak - safety, the run's
+# gpu_memory_utilization read as a safety of 1 - it), while vLLM sizes its own from its
+# profile (`plan --engine vllm==<release>`: gpu_memory_utilization of the device less the
+# profile's peak, non-torch memory and graphs). On, a run schedules in the blocks that plan
+# gives at the run's release, flags and stated fraction (at most the ledger's).
+VLLM_POOL = {"on": False}

@@ -20,6 +20,8 @@ compare what vLLM measured with what servecap predicts.
     python bench/vllm_latency.py --leave-one-source-out --microbatch-intake  # an experiment:
         # the API server's tokenizer micro-batch from v0.10.1 (requests that reach it
         # together go on together, sim/engine.py INTAKE), measured, not adopted
+    python bench/vllm_latency.py --leave-one-source-out --vllm-pool  # an experiment: each run
+        # schedules in the pool `plan --engine vllm==<release>` gives, measured, not adopted
 
 error = (predicted - measured) / measured. The shipped terms (sim/engine_fit.json) were fitted
 on every run, so the plain table is in sample; --leave-one-source-out refits them on every
@@ -63,6 +65,7 @@ from vllm_experiments import (  # noqa: E402,F401  (the test suite reads these h
     EOS,
     MICROBATCH,
     SAMPLER,
+    VLLM_POOL,
     sampler_state_bytes,
 )
 from vllm_fit import HELD, HELD_WITH_SAMPLER  # noqa: E402
@@ -74,7 +77,7 @@ from servecap.sim.vllm_releases import overlap, scheduling_for  # noqa: E402
 TARGET_MEDIAN, TARGET_TTFT, TARGET_INSIDE = 0.15, 0.20, 0.80
 # The experiments: measured through the refit and not adopted (docs/vllm-latency.md), so
 # simulate does not run them and the fit they print is not kept (--write refused)
-EXPERIMENTS = ("--price-sampler", "--eos-stop", "--microbatch-intake")
+EXPERIMENTS = ("--price-sampler", "--eos-stop", "--microbatch-intake", "--vllm-pool")
 
 
 def run_all(folder: Path = FIXTURES, only: str | None = None, engine: bool = True) -> list[dict]:
@@ -303,6 +306,7 @@ def main(argv: list[str]) -> int:
         return 2
     MICROBATCH["on"] = "--microbatch-intake" in argv
     EOS["stop"] = "--eos-stop" in argv
+    VLLM_POOL["on"] = "--vllm-pool" in argv
     if "--leave-one-source-out" in argv:
         return loso_main(argv)
     rows = run_all(only=_only(argv), engine="--without-engine" not in argv)

@@ -121,3 +121,29 @@ def test_no_experiment_writes_the_shipped_fit(capsys) -> None:
         assert bench.main(["--leave-one-source-out", flag, "--write"]) == 2
         assert f"{flag}: an experiment simulate does not run" in capsys.readouterr().err
     assert not bench.EOS["stop"] and not bench.MICROBATCH["on"]
+
+
+def test_the_vllm_pool_experiment_schedules_in_the_pool_plan_gives_that_release() -> None:
+    """--vllm-pool (measured, not adopted: docs/vllm-latency.md): a run schedules in the
+    blocks `servecap plan --engine vllm==<its release>` gives (vLLM's profile and
+    gpu_memory_utilization) in place of the plain ledger's; off by default."""
+    import json
+    import subprocess
+
+    cases = sys.modules["vllm_cases"]
+    run = next(c for c in CASES if c.name == "gpustack_vllm011_qwen3:h100-qwen3-14b-sharegpt")
+    assert not bench.VLLM_POOL["on"]
+    plain = cases.setup_for(run).num_blocks
+    bench.VLLM_POOL["on"] = True
+    try:
+        pooled = cases.setup_for(run).num_blocks
+    finally:
+        bench.VLLM_POOL["on"] = False
+    assert cases.setup_for(run).num_blocks == plain  # off again: the ledger's pool
+    planned = json.loads(subprocess.run(
+        [sys.executable, "-m", "servecap.cli", "plan", str(ROOT / run.group["model"]["servecap"]),
+         "--device", "h100-80gb", "--engine", "vllm==0.11.0", "--json"],
+        capture_output=True, text=True, check=True).stdout)
+    # vLLM's own pool for the release: fewer blocks than device - weights - peak - safety
+    assert pooled < plain
+    assert pooled * 16 == planned["kv_cache_tokens"]
