@@ -55,17 +55,16 @@ def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None
         charted = deployed.write_columns(ws, src, points, len(HEADERS) + 1)
     table_cols = ws.max_column
     style.fit_columns(ws)
-    for col in (len(HEADERS), *((len(HEADERS) + 1,) if multi else ())):
-        ceiling = ws.column_dimensions[get_column_letter(col)]
-        ceiling.width = max(ceiling.width, CEILING_WIDTH)  # its header in three lines, not six
-    if multi:  # a refusal wraps over a few lines instead of widening the page
-        ws.column_dimensions[get_column_letter(table_cols)].width = deployed.REASON_WIDTH
+    ceiling = ws.column_dimensions[get_column_letter(len(HEADERS))]
+    ceiling.width = max(ceiling.width, CEILING_WIDTH)  # its header in three lines, not six
+    if multi:
+        deployed.fit(ws, len(HEADERS) + 1, device_col=4)
     last_row = len(points) + 1
     if multi:  # a tp/pp or engine plan: say which column is which
         last_row += 2
         style.note(ws, last_row, deployed.note(src, len(HEADERS)), last_col=table_cols)
         page.fit_rows(ws, last_row)
-    block = _chart_block(ws, sweep, table_cols + 2, charted)
+    block = _chart_block(ws, sweep, table_cols + 2, charted, fit_page=multi)
     last_col = get_column_letter(max(block.last_col, ws.max_column))
     pivot = f"{get_column_letter(block.first_col)}1:{last_col}{block.last_row}"
     # the table, then the ceiling per context with its chart on a page of their own
@@ -110,9 +109,12 @@ def _row(ws, row: int, point: tuple[str, int, str, int], kinds: Kinds) -> None:
         (style.as_input if is_input else style.as_formula)(cell, number_format)
 
 
-def _chart_block(ws, sweep: Sweep, first: int, charted: deployed.Charted) -> charts.Block:
+def _chart_block(ws, sweep: Sweep, first: int, charted: deployed.Charted,
+                 fit_page: bool = False) -> charts.Block:
     """Ceiling vs context: one column (a line) per KV dtype and device, the chart below; the
-    cells it covers. A row not planned leaves its cell empty (a gap in its line)."""
+    cells it covers. A row not planned leaves its cell empty (a gap in its line). fit_page:
+    the chart's rows counted by their heights, the chart no taller than its page leaves under
+    the repeated header (rows beside a wrapped table are taller)."""
     style.header_cell(ws.cell(row=1, column=first, value="context [tokens]"))
     n_ctx, n_dev = len(sweep.contexts_tokens), len(sweep.devices)
     pairs = [(d, kv) for kv in range(len(sweep.kv_dtypes)) for d in range(n_dev)]
@@ -137,7 +139,12 @@ def _chart_block(ws, sweep: Sweep, first: int, charted: deployed.Charted) -> cha
         ws.column_dimensions[get_column_letter(col)].width = PIVOT_WIDTH
     lines = [charts.Line(first, first + j, 2, 1 + n_ctx, 1, j - 1)
              for j in range(1, len(pairs) + 1)]
-    block = charts.block_below(ws, n_ctx + 3, first, CHART_WIDTH, CHART_ROWS)
+    if fit_page:
+        page.fit_rows(ws)  # the wrapped rows' heights, which the block counts
+    room = page.BODY_POINTS - page.SLACK_POINTS - page.row_points(ws, 1) \
+        - page.row_points(ws, n_ctx + 2)  # the header repeated, the blank row above it
+    height = min(CHART_ROWS * charts.DEFAULT_ROW_PT, room) if fit_page else None
+    block = charts.block_below(ws, n_ctx + 3, first, CHART_WIDTH, CHART_ROWS, height)
     page.break_before(ws, block.first_row - 1)  # a chart starts a page, a row down
     charts.xy_lines(ws, lines, charts.Axes(
         charted.title, "context [tokens/request]",

@@ -18,7 +18,9 @@ from . import style
 from .source import WorkbookSource
 
 FROM = "(servecap plan at this point)"
-REASON_WIDTH = 36
+# the table one page wide at 70 % or more: a catalog device's label on two lines, the new
+# ceiling's header on six, a refusal wrapped
+DEVICE_WIDTH, CEILING_WIDTH, REASON_WIDTH = 22, 17, 22
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ def _point(src: WorkbookSource, loaded, kv_dtype: str, context: int, label: str,
         "dtypes.kv_cache_dtype": kv_dtype, "load.lengths": None})
     try:
         dep, _ = checked_deployment(at, loaded)
-    except SpecError as exc:
-        return Point(None, None, exc.line())
+    except SpecError as exc:  # the row names the value; the field and why, as plan says it
+        return Point(None, None, f"{exc.field}: {exc.allowed}")
     return Point(dep.plan.memory_ceiling_requests, dep.stages[dep.binding].ranks[0])
 
 
@@ -100,6 +102,19 @@ def write_cells(ws, row: int, first_col: int, point: Point) -> None:
     style.as_formula(rank, style.COUNT)
     if point.reason:
         style.text(ws, row, first_col + 2, point.reason).alignment = style.WRAP
+
+
+def fit(ws, first_col: int, device_col: int) -> None:
+    """Widths once the sheet's columns are fitted (style.fit_columns): the device labels wrap,
+    the deployment's ceiling and reason take what is left of the page."""
+    for (cell,) in ws.iter_rows(min_row=2, min_col=device_col, max_col=device_col):
+        if cell.value is not None:
+            cell.alignment = style.WRAP
+    device, ceiling, reason = (ws.column_dimensions[get_column_letter(col)]
+                               for col in (device_col, first_col, first_col + 2))
+    device.width = min(device.width, DEVICE_WIDTH)
+    ceiling.width = max(ceiling.width, CEILING_WIDTH)  # never narrower than its numbers
+    reason.width = REASON_WIDTH
 
 
 def write_columns(ws, src: WorkbookSource, rows: list, first_col: int) -> Charted:
