@@ -139,11 +139,7 @@ def _chart_block(ws, sweep: Sweep, first: int, charted: deployed.Charted,
         ws.column_dimensions[get_column_letter(col)].width = PIVOT_WIDTH
     lines = [charts.Line(first, first + j, 2, 1 + n_ctx, 1, j - 1)
              for j in range(1, len(pairs) + 1)]
-    if fit_page:
-        page.fit_rows(ws)  # the wrapped rows' heights, which the block counts
-    room = page.BODY_POINTS - page.SLACK_POINTS - page.row_points(ws, 1) \
-        - page.row_points(ws, n_ctx + 2)  # the header repeated, the blank row above it
-    height = min(CHART_ROWS * charts.DEFAULT_ROW_PT, room) if fit_page else None
+    height = _chart_points(ws, n_ctx + 3) if fit_page else None
     block = charts.block_below(ws, n_ctx + 3, first, CHART_WIDTH, CHART_ROWS, height)
     page.break_before(ws, block.first_row - 1)  # a chart starts a page, a row down
     charts.xy_lines(ws, lines, charts.Axes(
@@ -151,6 +147,15 @@ def _chart_block(ws, sweep: Sweep, first: int, charted: deployed.Charted,
         "ceiling [requests]", sweep.contexts_tokens, ceilings or [0],
         x_format=charts.COUNT_AXIS), block)
     return block
+
+
+def _chart_points(ws, first_row: int) -> float:
+    """The chart's height: its rows' default, or what its page leaves under the repeated
+    header and the blank row above the chart, with the wrapped rows' heights set."""
+    page.fit_rows(ws)
+    room = page.BODY_POINTS - page.SLACK_POINTS - page.row_points(ws, 1) \
+        - page.row_points(ws, first_row - 1)
+    return min(CHART_ROWS * charts.DEFAULT_ROW_PT, room)
 
 
 PIVOT_WIDTH, CHART_WIDTH, CHART_ROWS = 22, 120, 28
