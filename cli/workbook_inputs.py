@@ -5,9 +5,10 @@ from pathlib import Path
 
 from servecap.ledger import dtypes
 from servecap.ledger.engines import as_cached, release_row
+from servecap.scenario.deployment import deployment as plan_deployment
 
 from .deploy import NO_DEPLOY, DeployFlags, engine_spec
-from .inputs import PlanFlags, deployment_from_flags, plan_parts
+from .inputs import PlanFlags, plan_parts, plan_scenario
 
 
 def flags_from_workbook(path: Path) -> tuple[str, PlanFlags, DeployFlags]:
@@ -33,12 +34,14 @@ def flags_of_inputs(inputs, path: Path) -> tuple[str, PlanFlags, DeployFlags]:
 def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = NO_DEPLOY):
     """The single-device plain plan (Ledger) and the deployment (Ranks) the flags describe; an
     engine's default block size is the workbook's block size, as plan uses it; the model as
-    the engine's release caches it (ledger.engines.as_cached), as plan takes it."""
+    the engine's release caches it (ledger.engines.as_cached), as plan takes it; the Scenario
+    they make, which the Envelope plans again at each of its rows."""
     from servecap.workbooks.source import WorkbookSource
 
     spec, serve, overrides = plan_parts(model, flags)
     spec = as_cached(spec, release_row(engine_spec(deploy)))
-    deployment = deployment_from_flags(model, flags, deploy)
+    scenario = plan_scenario(model, flags, deploy)
+    deployment = plan_deployment(scenario)
     # the engine's block size, EPLB and the KV offload tier (deployment flags) as plan uses them
     serve = replace(serve, block_size_tokens=deployment.plan.serve.block_size_tokens,
                     eplb=deployment.plan.serve.eplb,
@@ -46,4 +49,4 @@ def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = N
     wdtype = flags.weight_dtype and dtypes.lookup(flags.weight_dtype, "--weight-dtype").name
     ref = str(Path(model).resolve()) if Path(model).exists() else model
     return WorkbookSource(ref, spec, serve, overrides, wdtype, flags.group_size, deployment,
-                          engine_spec(deploy), tuple(asdict(deploy).items()))
+                          engine_spec(deploy), tuple(asdict(deploy).items()), scenario)

@@ -48,11 +48,18 @@ def load(scenario: Scenario) -> LoadedModel:
 def plan(scenario: Scenario, loaded: LoadedModel | None = None) -> PlanResult:
     """Plan every rank, and find vLLM's advice when the plan would not start."""
     loaded = loaded or load(scenario)
-    formats = checkpoint_formats(scenario, loaded)
-    refuse_where_vllm_would(formats, scenario)
-    result = deployment(scenario, loaded)
+    result, formats = checked_deployment(scenario, loaded)
     advice = None if starts(result) else start_advice(scenario, loaded, result)
     return PlanResult(result, advice, loaded, formats)
+
+
+def checked_deployment(scenario: Scenario, loaded: LoadedModel
+                       ) -> tuple[Deployment, CheckpointFormats | None]:
+    """The deployment plan prints, once what vLLM would refuse for this checkpoint on this
+    device is refused (the Envelope plans it again at each of its rows)."""
+    formats = checkpoint_formats(scenario, loaded)
+    refuse_where_vllm_would(formats, scenario)
+    return deployment(scenario, loaded), formats
 
 
 def deployment(scenario: Scenario, loaded: LoadedModel | None = None,

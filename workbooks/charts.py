@@ -251,13 +251,21 @@ def _whole_steps(axis, values: Sequence[float]) -> None:
 SMALL_COUNT = 5
 
 
-def block_below(ws, row: int, first_col: int, width_chars: float, height_rows: int) -> Block:
+def block_below(ws, row: int, first_col: int, width_chars: float, height_rows: int,
+                height_points: float | None = None) -> Block:
     """The cells from (row, first_col) rightwards until `width_chars` of column width, and
-    `height_rows` rows down."""
+    `height_rows` rows down; with height_points, the rows down that are that tall (their set
+    heights: rows it shares with a table beside it may be taller than the default)."""
     last, total = first_col, 0.0
     while True:
         total += column_width(ws, last)
         if total >= width_chars:
             break
         last += 1
+    if height_points is not None:
+        end, total = row, _row_pt(ws, row)
+        while total + _row_pt(ws, end + 1) <= height_points:
+            end += 1
+            total += _row_pt(ws, end)
+        return Block(first_col, row, last, end)
     return Block(first_col, row, last, row + height_rows - 1)

@@ -1,8 +1,10 @@
 """The Envelope sheet: memory-only ceiling over context x device x KV dtype, with a chart.
 
-Each row plans the whole model on one GPU with the plain engine, as the Ledger does; its
-header and chart title say so, since a tp/pp or engine deployment's ceiling (rank by rank,
-under the engine's budget) is the Ranks sheet's, which a note under the table points to."""
+Each row plans the whole model on one GPU with the plain engine, as the Ledger does, in
+formulas; its header says so. For a tp/pp or engine plan (the Ranks sheet's deployment) more
+columns give that deployment's ceiling at each row, planned by servecap
+(envelope_deployment.py); the chart then plots it, and a note under the table says which
+column is which."""
 
 from dataclasses import dataclass, replace
 
@@ -13,6 +15,7 @@ from servecap.ledger import dtypes
 from servecap.ledger.plan import Plan, build_plan, with_device
 
 from . import charts, page, style
+from . import envelope_deployment as deployed
 from .cached import known, remember
 from .formulas import PURE, Kinds, ceiling, extra_per_request, kv_request, safety_on
 from .source import WorkbookSource
@@ -34,37 +37,43 @@ class Sweep:
 
 def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None) -> None:
     """With `src`, each row's safety, KV per request and ceiling are cached: build_plan at that
-    device, context and KV dtype, the runtime peak held at the plan's (as the formula holds it)."""
+    device, context and KV dtype, the runtime peak held at the plan's (as the formula holds it).
+    A multi source adds the deployment's columns after the formulas' (envelope_deployment)."""
     ws = wb.create_sheet(SHEET)
-    style.header(ws, HEADERS)
-    row = 2
+    multi = src is not None and src.multi
+    style.header(ws, HEADERS + (deployed.headers(src.deployment) if multi else []))
+    points = [(kv_dtype, context, label, device_bytes) for kv_dtype in sweep.kv_dtypes
+              for context in sweep.contexts_tokens for label, device_bytes in sweep.devices]
     runtime = src.plan().line("runtime_peak") if src is not None else 0
     kinds = src.kinds if src is not None else PURE
-    for kv_dtype in sweep.kv_dtypes:
-        for context in sweep.contexts_tokens:
-            for label, device_bytes in sweep.devices:
-                _row(ws, row, (kv_dtype, context, label, device_bytes), kinds)
-                if src is not None:
-                    _cache(ws, row, _point(src, kv_dtype, context, device_bytes, runtime))
-                row += 1
+    for row, point in enumerate(points, start=2):
+        _row(ws, row, point, kinds)
+        if src is not None:
+            _cache(ws, row, _point(src, point[0], point[1], point[3], runtime))
+    charted = _formula_ceiling(ws)
+    if multi:
+        charted = deployed.write_columns(ws, src, points, len(HEADERS) + 1)
+    table_cols = ws.max_column
     style.fit_columns(ws)
     ceiling = ws.column_dimensions[get_column_letter(len(HEADERS))]
     ceiling.width = max(ceiling.width, CEILING_WIDTH)  # its header in three lines, not six
-    last_row = row - 1
-    if src is not None and src.multi:  # a tp/pp or engine plan: these rows are not its ceiling
-        last_row = row + 1
-        style.note(ws, last_row, MULTI_NOTE, last_col=len(HEADERS))
+    if multi:
+        deployed.fit(ws, len(HEADERS) + 1, device_col=4)
+    last_row = len(points) + 1
+    if multi:  # a tp/pp or engine plan: say which column is which
+        last_row += 2
+        style.note(ws, last_row, deployed.note(src, len(HEADERS)), last_col=table_cols)
         page.fit_rows(ws, last_row)
-    block = _chart_block(ws, sweep)
+    block = _chart_block(ws, sweep, table_cols + 2, charted, fit_page=multi)
     last_col = get_column_letter(max(block.last_col, ws.max_column))
     pivot = f"{get_column_letter(block.first_col)}1:{last_col}{block.last_row}"
     # the table, then the ceiling per context with its chart on a page of their own
-    page.finish(ws, areas=[f"A1:{get_column_letter(len(HEADERS))}{last_row}", pivot])
+    page.finish(ws, areas=[f"A1:{get_column_letter(table_cols)}{last_row}", pivot])
 
 
-MULTI_NOTE = ("Each row is the whole model on one device with the plain engine, as on the "
-              "Ledger (a model larger than the device: 0 requests); the deployment's ceiling, "
-              "rank by rank under its engine, is on Ranks.")
+def _formula_ceiling(ws) -> deployed.Charted:
+    return deployed.Charted("H", lambda row: known(ws, f"H{row}"), "Memory-only ceiling vs "
+                            "context, one GPU, whole model, per device and KV dtype")
 
 
 def _point(src: WorkbookSource, kv_dtype: str, context: int, device_bytes: int,
@@ -100,10 +109,12 @@ def _row(ws, row: int, point: tuple[str, int, str, int], kinds: Kinds) -> None:
         (style.as_input if is_input else style.as_formula)(cell, number_format)
 
 
-def _chart_block(ws, sweep: Sweep) -> charts.Block:
+def _chart_block(ws, sweep: Sweep, first: int, charted: deployed.Charted,
+                 fit_page: bool = False) -> charts.Block:
     """Ceiling vs context: one column (a line) per KV dtype and device, the chart below; the
-    cells it covers."""
-    first = len(HEADERS) + 2
+    cells it covers. A row not planned leaves its cell empty (a gap in its line). fit_page:
+    the chart's rows counted by their heights, the chart no taller than its page leaves under
+    the repeated header (rows beside a wrapped table are taller)."""
     style.header_cell(ws.cell(row=1, column=first, value="context [tokens]"))
     n_ctx, n_dev = len(sweep.contexts_tokens), len(sweep.devices)
     pairs = [(d, kv) for kv in range(len(sweep.kv_dtypes)) for d in range(n_dev)]
@@ -117,22 +128,34 @@ def _chart_block(ws, sweep: Sweep) -> charts.Block:
         remember(ws, cell.coordinate, sweep.contexts_tokens[i])
         for j, (d, kv) in enumerate(pairs, start=1):
             source = 2 + (kv * n_ctx + i) * n_dev + d
-            cell = ws.cell(row=2 + i, column=first + j, value=f"=H{source}")
+            value = charted.value(source)
+            if charted.gaps and value is None:
+                continue
+            cell = ws.cell(row=2 + i, column=first + j, value=f"={charted.col}{source}")
             style.as_formula(cell, style.REQUESTS)
-            remember(ws, cell.coordinate, known(ws, f"H{source}"))
-            ceilings.append(known(ws, f"H{source}"))
+            remember(ws, cell.coordinate, value)
+            ceilings.append(value)
     for col in range(first, first + len(pairs) + 1):
         ws.column_dimensions[get_column_letter(col)].width = PIVOT_WIDTH
     lines = [charts.Line(first, first + j, 2, 1 + n_ctx, 1, j - 1)
              for j in range(1, len(pairs) + 1)]
-    block = charts.block_below(ws, n_ctx + 3, first, CHART_WIDTH, CHART_ROWS)
+    height = _chart_points(ws, n_ctx + 3) if fit_page else None
+    block = charts.block_below(ws, n_ctx + 3, first, CHART_WIDTH, CHART_ROWS, height)
     page.break_before(ws, block.first_row - 1)  # a chart starts a page, a row down
     charts.xy_lines(ws, lines, charts.Axes(
-        "Memory-only ceiling vs context, one GPU, whole model, per device and KV dtype",
-        "context [tokens/request]",
-        "ceiling [requests]", sweep.contexts_tokens, ceilings, x_format=charts.COUNT_AXIS),
-        block)
+        charted.title, "context [tokens/request]",
+        "ceiling [requests]", sweep.contexts_tokens, ceilings or [0],
+        x_format=charts.COUNT_AXIS), block)
     return block
+
+
+def _chart_points(ws, first_row: int) -> float:
+    """The chart's height: its rows' default, or what its page leaves under the repeated
+    header and the blank row above the chart, with the wrapped rows' heights set."""
+    page.fit_rows(ws)
+    room = page.BODY_POINTS - page.SLACK_POINTS - page.row_points(ws, 1) \
+        - page.row_points(ws, first_row - 1)
+    return min(CHART_ROWS * charts.DEFAULT_ROW_PT, room)
 
 
 PIVOT_WIDTH, CHART_WIDTH, CHART_ROWS = 22, 120, 28

@@ -9,6 +9,7 @@ from servecap.ledger.plan import Overrides, Plan, build_plan
 from servecap.ledger.ranks import Deployment, build_deployment
 from servecap.ledger.serve import ServeSpec
 from servecap.ledger.weights import default_quant, weight_bytes
+from servecap.scenario.spec import Scenario
 
 from .geometry import caching_layers
 
@@ -16,7 +17,8 @@ from .geometry import caching_layers
 @dataclass(frozen=True)
 class WorkbookSource:
     """model_ref is what `servecap plan` is given back by --from-workbook; weight_dtype_flag is
-    None when the checkpoint's own format was planned (a flag replaces its quantization)."""
+    None when the checkpoint's own format was planned (a flag replaces its quantization);
+    scenario is what the deployment was planned from (the Envelope plans it at each row)."""
 
     model_ref: str
     spec: ModelSpec
@@ -27,6 +29,7 @@ class WorkbookSource:
     deployment: Deployment | None = None
     engine: EngineSpec = PLAIN_ENGINE
     deploy_flags: tuple[tuple[str, object], ...] = ()
+    scenario: Scenario | None = None
 
     def plan(self) -> Plan:
         """The whole model on one device with the plain engine (the Ledger sheet's plan)."""

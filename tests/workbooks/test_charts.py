@@ -164,7 +164,7 @@ def test_a_count_axis_over_a_few_units_steps_by_whole_requests(tmp_path) -> None
 
     book = tmp_path / "70b.xlsx"
     result = CliRunner().invoke(app, ["workbook", "llama-3.1-70b-instruct", "--device",
-                                      "h100-80gb", "-tp", "4", "-o", str(book)])
+                                      "h100-80gb", "-o", str(book)])
     assert result.exit_code == 0, result.output
     (chart,) = load_workbook(book)["Envelope"]._charts
     axis = chart.y_axis

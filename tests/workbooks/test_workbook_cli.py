@@ -271,8 +271,9 @@ def test_workbook_command_exports_a_deployment(tmp_path) -> None:
     (["llama-3.1-8b", "--device", "h100-80gb"], False)])
 def test_the_envelope_of_a_multi_gpu_plan_says_whose_ceiling_it_is(tmp_path, args,
                                                                    noted) -> None:
-    """The Envelope plans the whole model on one device with the plain engine: for a 70B at
-    tp 2 every row is 0 requests, which a note under the table says, pointing to Ranks."""
+    """The Envelope's formulas plan the whole model on one device with the plain engine: for
+    a 70B at tp 2 every such row is 0 requests, which a note under the table says, beside the
+    deployment on Ranks, which the chart then plots (test_envelope_deployment.py)."""
     book = tmp_path / "p.xlsx"
     assert RUNNER.invoke(app, ["plan", *args, "--xlsx", str(book)]).exit_code == 0
     sheet = load_workbook(book)["Envelope"]
@@ -284,9 +285,10 @@ def test_the_envelope_of_a_multi_gpu_plan_says_whose_ceiling_it_is(tmp_path, arg
     assert sheet["H1"].value == "memory-only ceiling, one GPU, whole model [requests]"
     (chart,) = sheet._charts
     title = "".join(run.t for par in chart.title.tx.rich.p for run in par.r or ())
-    assert "one GPU, whole model" in title, title
-    if noted:  # the note prints with the table
+    whose = "deployment tp 2 x pp 1, vllm" if noted else "one GPU, whole model"
+    assert whose in title, title
+    if noted:  # the note prints with the table, its last column the deployment's reason
         note_row = next(c.row for row in sheet.iter_rows(max_col=1) for c in row
                         if c.value == said[0])
         area = str(sheet.print_area)
-        assert f"$H${note_row}" in area, (area, note_row)
+        assert f"$K${note_row}" in area, (area, note_row)
