@@ -6,6 +6,7 @@ from pathlib import Path
 from servecap.ledger import dtypes
 from servecap.ledger.engines import as_cached, release_row
 from servecap.scenario.deployment import deployment as plan_deployment
+from servecap.scenario.deployment import replanner
 
 from .deploy import NO_DEPLOY, DeployFlags, engine_spec
 from .inputs import PlanFlags, plan_parts, plan_scenario
@@ -35,7 +36,7 @@ def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = N
     """The single-device plain plan (Ledger) and the deployment (Ranks) the flags describe; an
     engine's default block size is the workbook's block size, as plan uses it; the model as
     the engine's release caches it (ledger.engines.as_cached), as plan takes it; the Scenario
-    they make, which the Envelope plans again at each of its rows."""
+    they make, planned again at each of the Envelope's rows (replan)."""
     from servecap.workbooks.source import WorkbookSource
 
     spec, serve, overrides = plan_parts(model, flags)
@@ -49,4 +50,5 @@ def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = N
     wdtype = flags.weight_dtype and dtypes.lookup(flags.weight_dtype, "--weight-dtype").name
     ref = str(Path(model).resolve()) if Path(model).exists() else model
     return WorkbookSource(ref, spec, serve, overrides, wdtype, flags.group_size, deployment,
-                          engine_spec(deploy), tuple(asdict(deploy).items()), scenario)
+                          engine_spec(deploy), tuple(asdict(deploy).items()),
+                          replanner(scenario))

@@ -1,6 +1,7 @@
 """Where a Scenario becomes a plan: the model loaded, every rank's ledger under the engine's
 semantics, and vLLM's own start-up advice when it would not start."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from servecap.ledger.engines import DEFAULT_BLOCK_TOKENS, PLAIN, VLLM, as_cached
@@ -60,6 +61,20 @@ def checked_deployment(scenario: Scenario, loaded: LoadedModel
     formats = checkpoint_formats(scenario, loaded)
     refuse_where_vllm_would(formats, scenario)
     return deployment(scenario, loaded), formats
+
+
+def replanner(scenario: Scenario) -> Callable[[str, int, str], Deployment]:
+    """The deployment `plan` builds from this Scenario, planned again at another device,
+    context (every request of it) and KV dtype: the Envelope's rows. The model is read once,
+    at the first call; what vLLM would refuse there raises SpecError, as plan's does."""
+    loaded: list[LoadedModel] = []
+
+    def at(device: str, context: int, kv_dtype: str) -> Deployment:
+        loaded[:] = loaded or [load(scenario)]
+        point = with_values(scenario, {"device.name": device, "scheduler.max_model_len": context,
+                                       "dtypes.kv_cache_dtype": kv_dtype, "load.lengths": None})
+        return checked_deployment(point, loaded[0])[0]
+    return at
 
 
 def deployment(scenario: Scenario, loaded: LoadedModel | None = None,

@@ -40,7 +40,7 @@ def write_envelope(wb: Workbook, sweep: Sweep, src: WorkbookSource | None = None
     device, context and KV dtype, the runtime peak held at the plan's (as the formula holds it).
     A multi source adds the deployment's columns after the formulas' (envelope_deployment)."""
     ws = wb.create_sheet(SHEET)
-    multi = src is not None and src.multi
+    multi = src is not None and src.multi and src.replan is not None
     style.header(ws, HEADERS + (deployed.headers(src.deployment) if multi else []))
     points = [(kv_dtype, context, label, device_bytes) for kv_dtype in sweep.kv_dtypes
               for context in sweep.contexts_tokens for label, device_bytes in sweep.devices]

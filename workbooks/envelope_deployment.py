@@ -11,8 +11,6 @@ from openpyxl.utils import get_column_letter
 from servecap.ledger.devices import from_label, resolve_device
 from servecap.ledger.errors import SpecError
 from servecap.ledger.ranks import Deployment
-from servecap.scenario.deployment import checked_deployment, load
-from servecap.scenario.spec import with_values
 
 from . import style
 from .source import WorkbookSource
@@ -59,21 +57,16 @@ def headers(dep: Deployment) -> list[str]:
 
 
 def points(src: WorkbookSource, rows: list[tuple[str, int, str, int]]) -> list[Point]:
-    """Each (KV dtype, context, device label, device bytes) row's deployment; the model is
-    read once."""
-    loaded = load(src.scenario)
-    return [_point(src, loaded, *row) for row in rows]
+    """Each (KV dtype, context, device label, device bytes) row's deployment."""
+    return [_point(src, *row) for row in rows]
 
 
-def _point(src: WorkbookSource, loaded, kv_dtype: str, context: int, label: str,
+def _point(src: WorkbookSource, kv_dtype: str, context: int, label: str,
            device_bytes: int) -> Point:
-    """The Scenario at this row (every request of the row's context, as the formula columns
+    """The deployment at this row (every request of the row's context, as the formula columns
     plan it); a refusal is the row's reason, never an error of the workbook."""
-    at = with_values(src.scenario, {
-        "device.name": device_name(label, device_bytes), "scheduler.max_model_len": context,
-        "dtypes.kv_cache_dtype": kv_dtype, "load.lengths": None})
     try:
-        dep, _ = checked_deployment(at, loaded)
+        dep = src.replan(device_name(label, device_bytes), context, kv_dtype)
     except SpecError as exc:  # the row names the value; the field and why, as plan says it
         return Point(None, None, f"{exc.field}: {exc.allowed}")
     return Point(dep.plan.memory_ceiling_requests, dep.stages[dep.binding].ranks[0])

@@ -1,5 +1,6 @@
 """What a workbook is exported from: the model, the deployment, and the plan flags to replay."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from servecap.ledger import dtypes
@@ -9,7 +10,6 @@ from servecap.ledger.plan import Overrides, Plan, build_plan
 from servecap.ledger.ranks import Deployment, build_deployment
 from servecap.ledger.serve import ServeSpec
 from servecap.ledger.weights import default_quant, weight_bytes
-from servecap.scenario.spec import Scenario
 
 from .geometry import caching_layers
 
@@ -18,7 +18,8 @@ from .geometry import caching_layers
 class WorkbookSource:
     """model_ref is what `servecap plan` is given back by --from-workbook; weight_dtype_flag is
     None when the checkpoint's own format was planned (a flag replaces its quantization);
-    scenario is what the deployment was planned from (the Envelope plans it at each row)."""
+    replan plans the deployment again at a device, context and KV dtype (the Envelope's rows;
+    scenario/deployment.py replanner)."""
 
     model_ref: str
     spec: ModelSpec
@@ -29,7 +30,7 @@ class WorkbookSource:
     deployment: Deployment | None = None
     engine: EngineSpec = PLAIN_ENGINE
     deploy_flags: tuple[tuple[str, object], ...] = ()
-    scenario: Scenario | None = None
+    replan: Callable[[str, int, str], Deployment] | None = None
 
     def plan(self) -> Plan:
         """The whole model on one device with the plain engine (the Ledger sheet's plan)."""
