@@ -49,3 +49,18 @@ def test_max_num_seqs_help_names_the_plain_default_the_estimate_uses(run) -> Non
     peak = next(line for line in json.loads(result.stdout)["lines"]
                 if line["key"] == "runtime_peak")
     assert "or 256 decodes" in peak["from"]
+
+
+def test_max_num_seqs_help_states_the_rule_the_profile_uses(run) -> None:
+    """The vLLM default was typed into the help ('256, or 1024 on >= 70 GiB GPUs') apart from
+    batch_defaults' rule, and left out that an A100 80GB keeps the smaller batch."""
+    from servecap.ledger.units import GiB
+    from servecap.ledger.vllm_profile import (
+        BIG_GPU,
+        BIG_GPU_EXCEPT,
+        SEQS_DEFAULT,
+        SEQS_DEFAULT_BIG_GPU,
+    )
+
+    assert (f"default the release's ({SEQS_DEFAULT:,}, or {SEQS_DEFAULT_BIG_GPU:,} on a >= "
+            f"{BIG_GPU // GiB} GiB GPU other than an {BIG_GPU_EXCEPT})") in _help(run)
