@@ -9,7 +9,10 @@ import typer
 
 from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
 )
+from servecap.ledger.vllm_profile import seqs_default_rule, tokens_default_rule
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.steps import DEFAULT_POLICY_HELP
 from servecap.sim.shape import DEFAULT_NUM_REQUESTS
@@ -65,11 +68,11 @@ KvDtype = Annotated[str | None, Mod("--kv-dtype", "--kv-cache-dtype", help="KV c
 BlockSize = Annotated[int, Eng(help="Paged KV block size in tokens.")]
 MaxBatched = Annotated[int | None, Eng(
     help="Token budget per iteration (chunked prefill chunk limit). Default: the simulated "
-    "vLLM release's own for the device and entrypoint (V1 server: 8192 on a >= 70 GiB GPU "
-    "that is not an A100, else 2048), 8192 with --engine plain.", show_default=False)]
+    "vLLM release's own for the device and entrypoint (V1 server: " + tokens_default_rule()
+    + f"), {DEFAULT_MAX_NUM_BATCHED_TOKENS:,} with --engine plain.", show_default=False)]
 MaxSeqs = Annotated[int | None, Eng(
-    help="Sequences resident at once. Default: the simulated vLLM release's own (V1: 1024 "
-    "on a >= 70 GiB GPU that is not an A100, else 256), 256 with --engine plain.",
+    help="Sequences resident at once. Default: the simulated vLLM release's own (V1: "
+    + seqs_default_rule() + f"), {DEFAULT_MAX_NUM_SEQS:,} with --engine plain.",
     show_default=False)]
 Watermark = Annotated[float, Eng(help="Share of KV blocks kept free at admission.")]
 Preemption = Annotated[str, Eng(help="recompute or swap (priced at 25 GB/s unless a "

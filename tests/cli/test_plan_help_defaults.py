@@ -64,3 +64,33 @@ def test_max_num_seqs_help_states_the_rule_the_profile_uses(run) -> None:
 
     assert (f"default the release's ({SEQS_DEFAULT:,}, or {SEQS_DEFAULT_BIG_GPU:,} on a >= "
             f"{BIG_GPU // GiB} GiB GPU other than an {BIG_GPU_EXCEPT})") in _help(run)
+
+
+@pytest.mark.parametrize("command", ["simulate", "sweep"])
+def test_simulate_batch_help_states_the_rule_the_release_uses(run, command) -> None:
+    """simulate's --max-num-batched-tokens and --max-num-seqs typed vLLM's rule a second time
+    ('8192 on a >= 70 GiB GPU that is not an A100, else 2048') and missed the 16,384 tokens
+    a >= 160 GiB GPU takes from v0.28.0, the default the newest release simulates on a B200."""
+    from servecap.ledger.scheduler_defaults import (
+        DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        DEFAULT_MAX_NUM_SEQS,
+    )
+    from servecap.ledger.units import GiB
+    from servecap.ledger.vllm_profile import (
+        BATCHED_TOKENS,
+        HUGE_GPU,
+        HUGE_GPU_TOKENS,
+        SEQS_DEFAULT,
+        SEQS_DEFAULT_BIG_GPU,
+        SERVE,
+    )
+
+    result = run(command, "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.replace("│", " ").split())
+    assert (f"(V1 server: {BATCHED_TOKENS[(True, SERVE)]:,} on a >= 70 GiB GPU other than an "
+            f"A100 ({HUGE_GPU_TOKENS:,} on a >= {HUGE_GPU // GiB} GiB GPU from v0.28.0), else "
+            f"{BATCHED_TOKENS[(False, SERVE)]:,}), {DEFAULT_MAX_NUM_BATCHED_TOKENS:,} with "
+            "--engine plain.") in text
+    assert (f"(V1: {SEQS_DEFAULT:,}, or {SEQS_DEFAULT_BIG_GPU:,} on a >= 70 GiB GPU other than "
+            f"an A100), {DEFAULT_MAX_NUM_SEQS:,} with --engine plain.") in text
