@@ -36,6 +36,10 @@ def render_coefficients(report: dict, console: Console) -> None:
         f" GB/s")
     _render_step_model(coef, report.get("step_terms"), console)
     render_engine(report.get("engine"), coef, console)
+    batch = report.get("batch")
+    if batch:
+        print_hanging(console, f"batch limits: {batch['max_num_batched_tokens']:,} tokens and "
+                      f"{batch['max_num_seqs']:,} sequences per step, {batch['source']}")
     spec = report.get("speculation")
     if spec:
         console.print(f"speculative decoding: k = {spec['draft_length']}, a = "

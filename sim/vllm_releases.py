@@ -182,12 +182,16 @@ def batch_limits(release: Scheduling, device_bytes: int, device_label: str,
     tokens = HUGE_GPU_TOKENS if huge else BATCHED_TOKENS[(big, LLM if offline else SERVE)]
     seqs = release.seqs_everywhere or (SEQS_DEFAULT_BIG_GPU if big or huge else SEQS_DEFAULT)
     entry = "LLM class" if offline else "OpenAI server"
-    size = f">= {HUGE_GPU // GiB} GiB" if huge else "H100/H200 by name" if rule == BY_NAME \
-        and big else f">= {BIG_GPU // GiB} GiB" + ("" if rule == BY_MEMORY else
-                                                 f", not an {BIG_GPU_EXCEPT}") if big \
-        else "smaller GPU"
-    return BatchLimits(tokens, seqs, f"{release.tag} {entry} default on a {size}: "
-                       f"{tokens} batched tokens, {seqs} sequences ({ARGS})")
+    if huge:
+        size = f"a >= {HUGE_GPU // GiB} GiB GPU"
+    elif big:
+        size = "an H100/H200 (by name)" if rule == BY_NAME else f"a >= {BIG_GPU // GiB} GiB GPU" \
+            + ("" if rule == BY_MEMORY else f", not an {BIG_GPU_EXCEPT}")
+    elif device_bytes >= BIG_GPU and rule not in (BY_NAME, BY_MEMORY):
+        size = f"an {BIG_GPU_EXCEPT}, which keeps the smaller GPUs' defaults"
+    else:
+        size = "a smaller GPU"
+    return BatchLimits(tokens, seqs, f"the {entry} default from {release.tag} on {size} ({ARGS})")
 
 
 def graph_max(release: Scheduling, device_label: str, max_num_seqs: int) -> int:
