@@ -26,7 +26,7 @@ from .narrow import print_table
 from .option_groups import options_from
 from .plan_cmd import print_fetch_report
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
-from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
+from .sim_inputs import SIM_PATHS, Setup, SimFlags, batch_in_effect, sim_flags, sim_scenario
 from .sim_view import render_coefficients, tokens_per_s
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
@@ -83,7 +83,7 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
     sim = scenario.simulator
     report = header(setup) | run_envelope(setup, scenario.slo.target, _rates(sim.rates),
                                           sim.num_rates, as_json, num_seeds=sim.seeds)
-    save(scenario, save_scenario, setup.plan, engine=setup.engine)
+    save(scenario, save_scenario, setup.plan, batch_in_effect(setup), engine=setup.engine)
     if xlsx is not None:
         entry, note = capacity_point(report)
         write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup, entry, xlsx,

@@ -47,3 +47,16 @@ def test_plain_engine_names_the_plan_defaults(run) -> None:
     assert result.exit_code == 0, result.output
     batch = json.loads(result.stdout)["batch"]
     assert batch["source"].startswith("the plan's defaults")
+
+
+def test_saved_scenario_comments_the_batch_simulate_took(run, tmp_path) -> None:
+    """--save-scenario wrote the plain ledger's 256 sequences beside a null max_num_seqs,
+    while the run simulated the release's 1,024 on the H100."""
+    saved = tmp_path / "s.yaml"
+    result = run("simulate", "llama-3.1-8b", "--device", "h100-80gb", *RUN,
+                 "--save-scenario", saved)
+    assert result.exit_code == 0, result.output
+    text = saved.read_text()
+    assert f"  max_num_seqs: null  # in effect: {SEQS_DEFAULT_BIG_GPU}\n" in text
+    assert f"  max_num_batched_tokens: null  # in effect: {BATCHED_TOKENS[(True, SERVE)]}\n" \
+        in text
