@@ -55,7 +55,8 @@ class SearchQuestion:
                                          "seed (its arrival rate is replaced by "
                                          "--rate). Required unless --scenario gives "
                                          "it.")] = None
-    rate: Annotated[float | None, Ask(help="Target offered load, requests per second "
+    rate: Annotated[float | None, Ask("--rate", "--request-rate",
+                                      help="Target offered load, requests per second "
                                       "(required unless --scenario gives it).")] = None
     slo_ttft: o.SloTtft = None
     slo_tpot: Annotated[str | None, Ask("--slo-tpot", "--slo-itl", help="TPOT target "
@@ -63,7 +64,8 @@ class SearchQuestion:
                                         "50ms; --slo-itl is the same flag.")] = None
     target: Annotated[float, Ask(help="Share of requests that must meet every SLO.")] = (
         D.slo.target)
-    max_model_len: Annotated[int | None, Ask(help="Context every layout must hold "
+    max_model_len: Annotated[int | None, Ask("--max-model-len", "--context",
+                                             help="Context every layout must hold "
                                              "(default: the workload's longest "
                                              "request).")] = None
     num_requests: Annotated[int | None, Ask(help="Most requests one run of a candidate "
@@ -109,8 +111,9 @@ class SearchSpace:
                                         "--max-gpus allows).")] = None
     weight_dtype: Annotated[str | None, Look(help="Weight dtypes, e.g. bf16,fp8 "
                                             "(default: the checkpoint's).")] = None
-    kv_dtype: Annotated[str | None, Look(help="KV cache dtypes, e.g. bf16,fp8 "
-                                        "(default: the checkpoint's).")] = None
+    kv_dtype: Annotated[str | None, Look("--kv-dtype", "--kv-cache-dtype",
+                                         help="KV cache dtypes, e.g. bf16,fp8 "
+                                         "(default: the checkpoint's).")] = None
     max_num_seqs: Annotated[str, Look(help="max_num_seqs values.")] = D.search.max_num_seqs
     max_num_batched_tokens: Annotated[str, Look(help="max_num_batched_tokens values.")] = (
         D.search.max_num_batched_tokens)
