@@ -138,7 +138,7 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
                "--rate-trace", help="CSV of hour,rate_per_s (a day: hours 0-23): the "
                "cheapest fleet for each hour and the scale-up thresholds on vLLM's "
                "metrics, instead of one rate's answer (docs/search.md).")] = None,
-           as_json: o.Json = False, xlsx: o.Xlsx = None, force: o.Force = False,
+           as_json: o.Json = False, xlsx: o.Xlsx = None, force: o.XlsxForce = False,
            verbose: o.Verbose = False, scenario_file: ScenarioFile = None,
            save_scenario: SaveScenario = None, question: SearchQuestion = None,
            space: SearchSpace = None) -> None:

@@ -146,6 +146,7 @@ ExpertParallel = Annotated[bool, Dep("--enable-expert-parallel", help="MoE: the 
                                      "activations.")]
 Force = Annotated[bool, Out("--force", help="Replace existing output files (--xlsx, --records, "
                                "--token-times).")]
+XlsxForce = Annotated[bool, Out("--force", help="Replace an existing --xlsx file.")]
 Rate = Annotated[float | None, Wkl("--rate", "--request-rate", help="Poisson arrivals at this "
                                    "many requests/s (as `vllm bench serve --request-rate`), "
                                    "replacing the workload's; a gamma workload keeps its CV.")]

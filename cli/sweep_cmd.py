@@ -52,7 +52,7 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
           num_rates: Annotated[int, o.Wkl(help="Rates in the default sweep.")]
           = D.simulator.num_rates,
           num_requests: o.CeilingRequests = None, as_json: o.Json = False,
-          xlsx: o.Xlsx = None, force: o.Force = False, verbose: o.Verbose = False,
+          xlsx: o.Xlsx = None, force: o.XlsxForce = False, verbose: o.Verbose = False,
           scenario_file: ScenarioFile = None, save_scenario: SaveScenario = None,
           opts: o.SimOptions = o.NO_SIM_OPTIONS) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity.
