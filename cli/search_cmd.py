@@ -58,7 +58,7 @@ class SearchQuestion:
     rate: Annotated[float | None, Ask("--rate", "--request-rate",
                                       help="Target offered load, requests per second "
                                       "(required unless --scenario gives it).")] = None
-    slo_ttft: o.SloTtft = None
+    slo_ttft: Annotated[str | None, Ask("--slo-ttft", help="TTFT target, e.g. 500ms.")] = None
     slo_tpot: Annotated[str | None, Ask("--slo-tpot", "--slo-itl", help="TPOT target "
                                         "(mean gap between a request's tokens), e.g. "
                                         "50ms; --slo-itl is the same flag.")] = None

@@ -111,3 +111,13 @@ def test_force_names_only_the_files_the_command_writes(command) -> None:
     assert "Replace an existing --xlsx file." in line and "--records" not in line
     assert "No such option: --records" in CliRunner().invoke(
         app, [command, "--records", "r.csv"]).stderr
+
+
+def test_search_lists_its_slos_together() -> None:
+    """search's --slo-ttft stood alone in an 'SLOs' panel under the question's, apart from
+    --slo-tpot and --target."""
+    text = CliRunner().invoke(app, ["search", "--help"], env={"COLUMNS": "200"}).stdout
+    panels = re.split(r"╭─ ", text)
+    question = next(p for p in panels if p.startswith("The question"))
+    assert all(flag in question for flag in ("--slo-ttft", "--slo-tpot", "--target"))
+    assert not any(p.startswith("SLOs") for p in panels)
