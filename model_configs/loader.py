@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, get_args
 
 from pydantic import ValidationError
 
-from servecap.ledger.errors import SpecError
+from servecap.ledger.errors import SpecError, document_kind
 from servecap.ledger.model import ModelSpec
 
 from .hf import to_spec
@@ -96,7 +96,7 @@ def _load_yaml(path: Path) -> tuple[LoadedModel, int | None]:
         raise SpecError("model", str(path), "this is a vLLM log, not a model file: "
                         "`servecap reconcile LOG` reads it")
     if not isinstance(data, dict):
-        raise SpecError("document", type(data).__name__, "a model YAML must be a mapping of "
+        raise SpecError("document", document_kind(data), "a model YAML must be a mapping of "
                         "config.json field names to values")
     model = _bundled(data) if path.resolve().parent == BUNDLED_DIR else _validate(ModelFile, data)
     notes = tuple(model.notes or ())
@@ -112,7 +112,7 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
 
     data = parse_json(read_text(path), check=False)
     if not isinstance(data, dict):
-        raise SpecError("document", type(data).__name__, "config.json must be an object")
+        raise SpecError("document", document_kind(data), "config.json must be an object")
     data, quant_notes = with_quant_file(data, path.parent)
     raw = data
     kept, ignored, notes = prepare(data)

@@ -104,3 +104,22 @@ def test_a_missing_trace_or_log_says_no_such_file(run, tmp_path) -> None:
                        tmp_path / "nope.csv"), "nope.csv': no such file")
     one_line_error(run("reconcile", tmp_path / "nope.log", "--model", "qwen3-14b"),
                    "nope.log': no such file")
+
+
+@pytest.mark.parametrize(("text", "said"), [("", "document = empty"),
+                                            ("42\n", "document = a number (42)"),
+                                            ("- 1\n", "document = a list"),
+                                            ("hello\n", "document = a string ('hello')")])
+@pytest.mark.parametrize("command", ["workload", "model", "pack"])
+def test_a_file_that_is_not_a_mapping_says_what_it_holds(run, tmp_path, text, said,
+                                                         command) -> None:
+    """An empty workload read 'document = 'NoneType'', a number 'int': Python's type names,
+    not what the file holds."""
+    path = tmp_path / "f.yaml"
+    path.write_text(text)
+    args = {"workload": ("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload",
+                         path),
+            "model": ("plan", path, "--device", "h100-80gb"), "pack": ("pack", path)}[command]
+    result = run(*args)
+    one_line_error(result, f"{path}: {said}: ")
+    assert "NoneType" not in result.stderr and "'int'" not in result.stderr
