@@ -19,6 +19,7 @@ from servecap.scenario.deployment import load
 from servecap.scenario.simulation import check_policy
 from servecap.scenario.spec import DEFAULT, Scenario, Search, with_values
 from servecap.scenario.steps import engine_label, simulated_row
+from servecap.scenario.values import slo_target
 from servecap.sim.cluster import ROUTERS
 from servecap.sim.metrics import SLO
 from servecap.sim.search.fleet import read_rate_trace
@@ -237,8 +238,7 @@ def build_problem(loaded, workload_path, rate, slo_ttft, slo_tpot, target, max_m
                   num_requests, policy, step_overhead, kv_transfer, router, capacity) -> Problem:
     if not 0 < rate < 1e6:
         raise SpecError("--rate", rate, "requests per second, > 0")
-    if not 0 < target <= 1:
-        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    slo_target(target)
     if slo_ttft is None and slo_tpot is None:
         raise SpecError("--slo-ttft/--slo-tpot", None, "give at least one latency target, "
                         "e.g. --slo-ttft 1s --slo-tpot 50ms")

@@ -14,6 +14,7 @@ from servecap.ledger.errors import SpecError
 from servecap.scenario import simulation, steps
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.spec import with_values
+from servecap.scenario.values import slo_target
 from servecap.sim.deploy import run_deployment
 from servecap.sim.metrics import summarize
 from servecap.sim.run import simulate
@@ -100,8 +101,7 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
                  num_seeds: int = 1) -> dict:
     """The sweep of setup's workload, each rate run until steady with at most the workload's
     count of requests, step-time spreads drawn over num_seeds seeds."""
-    if not 0 < target <= 1:
-        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    slo_target(target)
     if not 1 <= num_rates <= MAX_NUM_RATES:
         raise SpecError("--num-rates", num_rates, f"a whole number from 1 to {MAX_NUM_RATES}")
     cfg = replace(setup.configs[0], concurrency=None)

@@ -123,3 +123,14 @@ def test_a_file_that_is_not_a_mapping_says_what_it_holds(run, tmp_path, text, sa
     result = run(*args)
     one_line_error(result, f"{path}: {said}: ")
     assert "NoneType" not in result.stderr and "'int'" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [("--tokens-per-s", "1000"),
+                                  ("llama-3.1-8b", "--device", "h100-80gb", "--input-len",
+                                   "100", "--output-len", "10")])
+@pytest.mark.parametrize("target", ["0", "1.5", "-1"])
+def test_cost_refuses_a_target_outside_0_1_without_an_slo(run, args, target) -> None:
+    """cost checked --target only where an SLO made it sweep: beside --tokens-per-s, or a
+    saturation run, --target 1.5 was taken without a word."""
+    one_line_error(run("cost", *args, "--target", target),
+                   f"--target = {float(target)}: a share of requests in (0, 1]")
