@@ -11,6 +11,7 @@ from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_SAFETY_FRACTION,
 )
 from servecap.ledger.vllm_profile import seqs_default_rule, tokens_default_rule
 from servecap.scenario.spec import DEFAULT as D
@@ -64,7 +65,8 @@ WeightDtype = Annotated[str | None, Mod(help="bf16, fp16, fp8, int8, int4, fp4. 
                                         "checkpoint's.")]
 KvDtype = Annotated[str | None, Mod("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype: "
                                     "bf16, fp16, fp8, int8, int4 (vLLM's name is "
-                                    "--kv-cache-dtype).")]
+                                    "--kv-cache-dtype). Default: the model dtype (vLLM's "
+                                    "auto).")]
 BlockSize = Annotated[int, Eng(help="Paged KV block size in tokens.")]
 MaxBatched = Annotated[int | None, Eng(
     help="Token budget per iteration (chunked prefill chunk limit). Default: the simulated "
@@ -100,9 +102,12 @@ KvTransfer = Annotated[str, Dep(help="KV link between prefill and decode pools, 
                                 "50GB/s.")]
 RuntimePeak = Annotated[str | None, Eng(help="Measured runtime peak, e.g. 3GiB (sizes the KV "
                                          "pool). Default: the ledger's estimate.")]
-Safety = Annotated[str | None, Eng(help="Safety reserve: a size or a share of the device (10%).")]
+Safety = Annotated[str | None, Eng(help="Safety reserve: a size (4GiB) or a share of the device "
+                                    f"(10%). Default {DEFAULT_SAFETY_FRACTION:.0%}, or the "
+                                    "model file's serving.safety.")]
 NumGpuBlocks = Annotated[int | None, Eng(help="Cap the KV pool at this many blocks (vLLM "
-                                         "num_gpu_blocks_override).")]
+                                         "num_gpu_blocks_override). Default: every block the "
+                                         "ledger leaves.")]
 KvOffloadingSize = Annotated[float | None, Eng(help="vLLM --kv-offloading-size: a host KV tier "
                                               "of this many GiB over the tp x pp ranks; a "
                                               "prefix evicted from the GPU but held there "
@@ -115,7 +120,8 @@ DraftLength = Annotated[int, Spc(help="Draft tokens per verification step (k).")
 Acceptance = Annotated[float, Spc(help="Probability each draft token is accepted (a).")]
 SpeculateMaxBatch = Annotated[int | None, Spc(help="Decode plainly above this many running "
                                               "sequences (vLLM "
-                                              "speculative_disable_by_batch_size).")]
+                                              "speculative_disable_by_batch_size). Default: "
+                                              "speculate at every batch size.")]
 Scheduling = Annotated[str, Eng(help="fcfs, or priority: waiting requests ordered by their "
                                 "tenant's priority (workload `tenants`), then arrival.")]
 Xlsx = Annotated[Path | None, Out(help="Also write a capacity workbook of the simulated "

@@ -94,3 +94,21 @@ def test_simulate_batch_help_states_the_rule_the_release_uses(run, command) -> N
             "--engine plain.") in text
     assert (f"(V1: {SEQS_DEFAULT:,}, or {SEQS_DEFAULT_BIG_GPU:,} on a >= 70 GiB GPU other than "
             f"an A100), {DEFAULT_MAX_NUM_SEQS:,} with --engine plain.") in text
+
+
+def test_simulate_help_names_the_defaults_it_takes(run) -> None:
+    """simulate's --safety, --kv-dtype, --num-gpu-blocks and --speculate-max-batch named no
+    default: 10% of the device (a model file's serving.safety where it gives one), the model
+    dtype, the ledger's whole pool, and speculation at every batch size."""
+    from servecap.ledger.serve import DEFAULT_SAFETY_FRACTION
+
+    result = run("simulate", "--help")
+    text = " ".join(result.stdout.replace("│", " ").split())
+    assert (f"Default {DEFAULT_SAFETY_FRACTION:.0%}, or the model file's serving.safety."
+            in text)
+    assert "--kv-cache-dtype). Default: the model dtype (vLLM's auto)." in text
+    assert "num_gpu_blocks_override). Default: every block the ledger leaves." in text
+    assert "Default: speculate at every batch size." in text
+    report = json.loads(run("simulate", "teaching-7b", "--device", "h100-80gb", "--input-len",
+                            "10", "--output-len", "2", "--num-requests", "2", "--json").stdout)
+    assert report["memory"]["safety_bytes"] == 4 * 2**30  # teaching-7b's serving.safety
