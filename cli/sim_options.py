@@ -174,13 +174,24 @@ OutputLen = Annotated[int | None, Wkl(help="Fixed output tokens per request (wit
 Seeds = Annotated[int, Stp("--seeds", help="Runs with step-time seeds --seed, +1, ...: a "
                            "step-time spread (--step-time-cv) is sampled over N draws, pooled "
                            "in the figures and their intervals.")]
-Engine = Annotated[str | None, Eng("--engine", help="vLLM release whose scheduling to "
-                                  "simulate, e.g. vllm==0.6.3, or plain for the device's "
-                                  "roofline and efficiency tables alone: the release's host "
-                                  "time per step and per sequence, CUDA-graph sizes, API "
-                                  "server, scheduler (V0 prefills first, V1 chunks). Default: "
-                                  "vllm, the newest release known (plain with "
-                                  "--speed-of-light or --coefficients).", show_default=False)]
+
+
+def _engine_help(plain_with: str | None) -> str:
+    """--engine's words; plain_with: the command's own flags that make the default plain."""
+    return ("vLLM release whose scheduling to simulate, e.g. vllm==0.6.3, or plain for the "
+            "device's roofline and efficiency tables alone: the release's host time per step "
+            "and per sequence, CUDA-graph sizes, API server, scheduler (V0 prefills first, V1 "
+            "chunks). Default: vllm, the newest release known"
+            + (f" (plain with {plain_with})." if plain_with else "."))
+
+
+Engine = Annotated[str | None, Eng("--engine", help=_engine_help(
+    "--speed-of-light or --coefficients"), show_default=False)]
+# cost and speculate take no --coefficients; prefix neither that nor --speed-of-light
+RooflineEngine = Annotated[str | None, Eng("--engine", help=_engine_help("--speed-of-light"),
+                                           show_default=False)]
+PrefixEngine = Annotated[str | None, Eng("--engine", help=_engine_help(None),
+                                         show_default=False)]
 NumSchedulerSteps = Annotated[int, Eng(help="vLLM V0 multi-step scheduling (with --engine "
                                        "vllm<0.8): the scheduler runs once per this many "
                                        "decode steps; new prompts wait for the group.")]
@@ -263,7 +274,7 @@ class RooflineOptions:
     tensor_parallel_size: TensorParallel = 1
     pipeline_parallel_size: PipelineParallel = 1
     speed_of_light: SpeedOfLight = False
-    engine: Engine = None
+    engine: RooflineEngine = None
 
 
 NO_ROOFLINE = RooflineOptions()

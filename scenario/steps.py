@@ -112,11 +112,17 @@ RELEASE_POLICIES = {"v1": "chunked-prefill", "v0": "prefill-priority"}
 """The scheduler policy each vLLM engine runs unless --policy says otherwise: V1 always
 chunks prefills; V0 prefills whole prompts first."""
 PLAIN_POLICY = "continuous"
-DEFAULT_POLICY_HELP = (
-    f"the release's own ({RELEASE_POLICIES['v1']} for V1, the default --engine; "
-    f"{RELEASE_POLICIES['v0']} for V0, vllm<0.8; {PLAIN_POLICY} for plain: --engine plain, "
-    "or --speed-of-light or --coefficients without --engine)")
-"""What --policy defaults to, in the words every command's help gives (default_policy)."""
+
+
+def policy_default_help(plain_with: str = "--speed-of-light or --coefficients") -> str:
+    """What --policy defaults to, in the words every command's help gives (default_policy);
+    plain_with: the command's own flags that turn the default --engine plain."""
+    return (f"the release's own ({RELEASE_POLICIES['v1']} for V1, the default --engine; "
+            f"{RELEASE_POLICIES['v0']} for V0, vllm<0.8; {PLAIN_POLICY} for plain: --engine "
+            f"plain, or {plain_with} without --engine)")
+
+
+DEFAULT_POLICY_HELP = policy_default_help()
 
 
 def default_policy(row: VllmRow | None) -> str:
