@@ -40,7 +40,9 @@ def coefficients(ranked, scenario: Scenario) -> Coefficients:
         device and device.flops_per_s(weight_dtype) or _rate(data, "flops_per_s")
     if not bandwidth or not flops:
         missing = "--bandwidth" if not bandwidth else "--flops"
-        raise SpecError(missing, None, f"the device {dev.name!r} is a bare size, not a catalog "
+        named = repr(dev.name) if dev.name else \
+            f"{ranked.plan.serve.device_label!r} (the model file's serving.device)"
+        raise SpecError(missing, None, f"the device {named} is a bare size, not a catalog "
                         "device, so it has no memory bandwidth or FLOPS for the step model: "
                         "give --bandwidth and --flops (e.g. --bandwidth 2000GB/s --flops "
                         "990TFLOPS), or a catalog --device (servecap devices)")
