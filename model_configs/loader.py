@@ -55,8 +55,8 @@ def load_model(ref: str) -> LoadedModel:
             return with_size_checks(_load_gguf(path))
         loaded, total = _load_yaml(path)
         return with_size_checks(loaded, total)
-    except SpecError as exc:
-        raise exc.at(str(path)) from None
+    except SpecError as exc:  # named by the file inside a directory where that is known
+        raise (exc if exc.source else exc.at(str(path))) from None
 
 
 def _resolve(ref: str) -> Path:
@@ -159,7 +159,10 @@ def _load_directory(path: Path) -> LoadedModel:
     config = path / "config.json"
     if not config.exists():
         raise SpecError("config.json", str(config), "a model directory needs a config.json")
-    loaded = _load_config_json(config, path.name)
+    try:
+        loaded = _load_config_json(config, path.name)
+    except SpecError as exc:
+        raise (exc if exc.source else exc.at(str(config))) from None
     return LoadedModel(loaded.spec, path, loaded.serving, directory_weights(path),
                        ignored_fields=loaded.ignored_fields)
 

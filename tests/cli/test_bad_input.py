@@ -134,3 +134,21 @@ def test_cost_refuses_a_target_outside_0_1_without_an_slo(run, args, target) -> 
     saturation run, --target 1.5 was taken without a word."""
     one_line_error(run("cost", *args, "--target", target),
                    f"--target = {float(target)}: a share of requests in (0, 1]")
+
+
+def test_broken_json_says_what_is_wrong_and_where(run, tmp_path) -> None:
+    """A broken coefficients file read 'json = 'line 1': not valid JSON', not what or where
+    on the line, as a broken YAML file says."""
+    broken = tmp_path / "c.json"
+    broken.write_text('{"a": 1,}')
+    one_line_error(run("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--input-len",
+                       "10", "--output-len", "2", "--coefficients", broken),
+                   f"{broken}: json = 'line 1': not valid JSON (expecting property name "
+                   "enclosed in double quotes at column 9)")
+
+
+def test_a_model_directorys_broken_config_is_named_as_the_file(run, tmp_path) -> None:
+    """The error named the directory, which holds several JSON files, not its config.json."""
+    (tmp_path / "config.json").write_text('{"model_type": "llama"\n"x": 1}')
+    one_line_error(run("plan", tmp_path, "--device", "40GiB"),
+                   f"{tmp_path / 'config.json'}: json = 'line 2': not valid JSON")
