@@ -71,3 +71,14 @@ def test_a_value_spelt_inside_the_flag_name_is_still_shown(run, args, said) -> N
     in the message, and the n of --concurrency was taken for it."""
     result = run(*args)
     assert result.exit_code == 2 and said in result.stderr
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    ("plann", "No such command 'plann' (did you mean plan?)"),
+    ("simulat", "No such command 'simulat' (did you mean simulate or speculate?)"),
+    ("envelope", "No such command 'envelope'; the commands: plan, fit, models")])
+def test_a_mistyped_command_is_given_the_near_ones(run, typed, said) -> None:
+    """'servecap plann' read 'No such command' alone, where a mistyped option is offered
+    the options near it."""
+    result = run(typed)
+    assert result.exit_code == 2 and said in result.stderr
