@@ -19,6 +19,8 @@ from servecap.scenario.steps import DEFAULT_POLICY_HELP
 from servecap.sim.shape import DEFAULT_NUM_REQUESTS
 from servecap.sim.sizing import DEFAULT_FLOOR_REQUESTS
 
+from .scenario_opts import DEVICE_REQUIRED
+
 Opt = typer.Option
 MODEL, DEPLOYMENT, ENGINE = "Model and device", "Deployment", "Engine (vLLM's knobs)"
 STEPS, WORKLOAD, SPECULATIVE = "Step model", "Workload", "Speculative decoding"
@@ -38,7 +40,8 @@ OptionalModel = Annotated[str | None, typer.Argument(
     help="Bundled model name (servecap models), a model YAML, a config.json, a model directory "
     "or a Hub id; may come from --scenario instead.", show_default=False)]
 Device = Annotated[str | None, Mod(help="Catalog name (h100-80gb: bandwidth and FLOPS known) or "
-                                   "a size (80GiB) with --bandwidth and --flops.")]
+                                   "a size (80GiB) with --bandwidth and --flops. "
+                                   + DEVICE_REQUIRED)]
 Bandwidth = Annotated[str | None, Mod(help="Memory bandwidth, e.g. 2000GB/s (decimal, as vendors "
                                       "state it). Overrides the catalog.")]
 Flops = Annotated[str | None, Mod(help="Dense BF16 compute, e.g. 990TFLOPS.")]

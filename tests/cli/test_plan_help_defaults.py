@@ -112,3 +112,16 @@ def test_simulate_help_names_the_defaults_it_takes(run) -> None:
     report = json.loads(run("simulate", "teaching-7b", "--device", "h100-80gb", "--input-len",
                             "10", "--output-len", "2", "--num-requests", "2", "--json").stdout)
     assert report["memory"]["safety_bytes"] == 4 * 2**30  # teaching-7b's serving.safety
+
+
+@pytest.mark.parametrize("command", ["plan", "fit", "diff", "workbook", "simulate", "sweep",
+                                     "cost", "speculate", "prefix"])
+def test_device_help_says_when_it_is_required(run, command) -> None:
+    """--device said what it takes but not that leaving it out is an error ('--device is
+    missing: required') unless a scenario or the model file's serving block gives one."""
+    from servecap.cli.scenario_opts import DEVICE_REQUIRED
+
+    result = run(command, "--help")
+    assert DEVICE_REQUIRED in " ".join(result.stdout.replace("│", " ").split())
+    assert run("plan", "teaching-7b").exit_code == 0  # serving.device: 40GiB
+    assert "--device is missing: required" in run("plan", "llama-3.1-8b").stderr
