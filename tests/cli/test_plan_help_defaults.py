@@ -125,3 +125,23 @@ def test_device_help_says_when_it_is_required(run, command) -> None:
     assert DEVICE_REQUIRED in " ".join(result.stdout.replace("│", " ").split())
     assert run("plan", "teaching-7b").exit_code == 0  # serving.device: 40GiB
     assert "--device is missing: required" in run("plan", "llama-3.1-8b").stderr
+
+
+def test_verify_help_names_the_defaults_it_takes(run) -> None:
+    """verify's --context, --concurrency, --runtime-peak, --safety, --weight-dtype, --kv-dtype
+    and --block-size named no default; they are plan's, after the model file's serving
+    block."""
+    from typer.testing import CliRunner
+
+    from servecap.cli.app import app
+    from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS, DEFAULT_SAFETY_FRACTION
+
+    wide = CliRunner().invoke(app, ["verify", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(wide.stdout.replace("│", " ").split())
+    for said in ("Default: the model file's serving.context, else its max_position_embeddings.",
+                 "Default: the model file's serving.concurrency, else 1.",
+                 "Default: the model file's, else the ledger's estimate.",
+                 f"Default: the model file's, else {DEFAULT_SAFETY_FRACTION:.0%}.",
+                 "fp32, bf16, fp16. Default: the checkpoint's.",
+                 f"Default: the model file's, else {DEFAULT_BLOCK_SIZE_TOKENS}."):
+        assert said in text, said
