@@ -36,7 +36,7 @@ PrefixRate = Annotated[float | None, o.Wkl(
     "seconds in file order, in place of the trace's arrival_s.")]
 
 
-def prefix(trace: Trace, model: Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
+def prefix(trace: Trace, model: Model, device: o.PrefixDevice = None, bandwidth: o.Bandwidth = None,
            flops: o.Flops = None, block_size: o.BlockSize = o.DEFAULT_BLOCK_SIZE_TOKENS,
            num_gpu_blocks: o.NumGpuBlocks = None, context: o.Context = None,
            weight_dtype: o.WeightDtype = None, kv_dtype: o.KvDtype = None,

@@ -15,6 +15,7 @@ from .inputs import shown
 PANEL = "Scenario (one file for every command)"
 # where --device may be left out (its error says 'required' otherwise), for each --device help
 DEVICE_REQUIRED = "Required, unless --scenario or the model file's serving.device gives one."
+DEVICE_REQUIRED_BY_MODEL = "Required, unless the model file's serving.device gives one."
 ScenarioFile = Annotated[Path | None, typer.Option(
     "--scenario", rich_help_panel=PANEL, help="A scenario YAML (docs/scenario.md), or a "
     "servecap workbook (.xlsx: the scenario it records, its Inputs edits winning): the "

@@ -19,7 +19,7 @@ from servecap.scenario.steps import DEFAULT_POLICY_HELP
 from servecap.sim.shape import DEFAULT_NUM_REQUESTS
 from servecap.sim.sizing import DEFAULT_FLOOR_REQUESTS
 
-from .scenario_opts import DEVICE_REQUIRED
+from .scenario_opts import DEVICE_REQUIRED, DEVICE_REQUIRED_BY_MODEL
 
 Opt = typer.Option
 MODEL, DEPLOYMENT, ENGINE = "Model and device", "Deployment", "Engine (vLLM's knobs)"
@@ -39,9 +39,10 @@ Model = Annotated[str, typer.Argument(help="Bundled model name (servecap models)
 OptionalModel = Annotated[str | None, typer.Argument(
     help="Bundled model name (servecap models), a model YAML, a config.json, a model directory "
     "or a Hub id; may come from --scenario instead.", show_default=False)]
-Device = Annotated[str | None, Mod(help="Catalog name (h100-80gb: bandwidth and FLOPS known) or "
-                                   "a size (80GiB) with --bandwidth and --flops. "
-                                   + DEVICE_REQUIRED)]
+_DEVICE = "Catalog name (h100-80gb: bandwidth and FLOPS known) or a size (80GiB) with " \
+    "--bandwidth and --flops. "
+Device = Annotated[str | None, Mod(help=_DEVICE + DEVICE_REQUIRED)]
+PrefixDevice = Annotated[str | None, Mod(help=_DEVICE + DEVICE_REQUIRED_BY_MODEL)]  # no --scenario
 Bandwidth = Annotated[str | None, Mod(help="Memory bandwidth, e.g. 2000GB/s (decimal, as vendors "
                                       "state it). Overrides the catalog.")]
 Flops = Annotated[str | None, Mod(help="Dense BF16 compute, e.g. 990TFLOPS.")]

@@ -119,10 +119,11 @@ def test_simulate_help_names_the_defaults_it_takes(run) -> None:
 def test_device_help_says_when_it_is_required(run, command) -> None:
     """--device said what it takes but not that leaving it out is an error ('--device is
     missing: required') unless a scenario or the model file's serving block gives one."""
-    from servecap.cli.scenario_opts import DEVICE_REQUIRED
+    from servecap.cli.scenario_opts import DEVICE_REQUIRED, DEVICE_REQUIRED_BY_MODEL
 
     result = run(command, "--help")
-    assert DEVICE_REQUIRED in " ".join(result.stdout.replace("│", " ").split())
+    said = DEVICE_REQUIRED_BY_MODEL if command == "prefix" else DEVICE_REQUIRED  # no --scenario
+    assert said in " ".join(result.stdout.replace("│", " ").split())
     assert run("plan", "teaching-7b").exit_code == 0  # serving.device: 40GiB
     assert "--device is missing: required" in run("plan", "llama-3.1-8b").stderr
 
