@@ -207,8 +207,17 @@ def usage_line(exc: click.ClickException, args: list[str]) -> str:
         flag = param.opts[0]
         message += (f" (got {value!r}; repeat the flag: "
                     + " ".join(f"{flag} {v}" for v in value.split(",")) + ")")
-    elif value is not None and value not in message:  # pydantic's words do not say what was
-        message += f" (got {value[:80]!r})"  # typed: the value, as the other errors give it
+    elif value is not None and not any(quoted in message for quoted in (
+            f"'{value}'", f'"{value}"')):  # pydantic's words do not say what was typed: the
+        message += f" (got {value[:80]!r})"  # value, as the other errors give it (a letter
+        # of the message's own words, 'n' of '--concurrency', is not the value quoted)
+    unknown = re.fullmatch(r"No such command '(.+)'\.", message)
+    if unknown:  # click suggests options, not commands
+        import difflib
+
+        near = difflib.get_close_matches(unknown.group(1), list(COMMANDS), n=3, cutoff=0.6)
+        message = message[:-1] + (f" (did you mean {' or '.join(near)}?)" if near else
+                                  f"; the commands: {', '.join(COMMANDS)}")
     option = getattr(exc, "option_name", None)  # click's NoSuchOption (typer's own click)
     if option and type(exc).__name__ == "NoSuchOption" and args[:1] and \
             args[0] in LAUNCH_LINE_COMMANDS:

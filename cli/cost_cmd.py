@@ -14,6 +14,7 @@ from servecap.ledger.ranks import Parallel
 from servecap.ledger.units import plural
 from servecap.scenario import steps
 from servecap.scenario.spec import with_values
+from servecap.scenario.values import slo_target
 from servecap.sim.cost import cost_report, reserved_report
 from servecap.sim.deploy import run_deployment
 from servecap.sim.sweep import saturated
@@ -75,7 +76,8 @@ def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
     scenario = merged(ctx, built, COST_PATHS, scenario_file, origins=origins)
     model, flags, prices = scenario.model.ref, sim_flags(scenario), scenario.prices
     gpu_price, reserved_price = prices.usd_per_gpu_hour, prices.reserved_usd_per_gpu_hour
-    rates = _rates(model, flags, tokens_per_s, input_tokens_per_s, scenario.slo.target)
+    rates = _rates(model, flags, tokens_per_s, input_tokens_per_s,
+                   slo_target(scenario.slo.target))  # checked where no SLO reads it too
     num_gpus = _num_gpus(flags)
     report = _priced(rates, num_gpus, gpu_price, prices.utilization,
                      prices.api_usd_per_million_output, prices.api_usd_per_million_input)

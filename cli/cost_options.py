@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from servecap.scenario.spec import DEFAULT as D
+from servecap.scenario.steps import policy_default_help
 
 from . import sim_options as o
 
@@ -22,7 +23,7 @@ class CostLoad:
 
     workload: o.Workload = None
     policy: Annotated[str | None, o.Wkl(help="Scheduler policy simulated. Default: "
-                                        + o.DEFAULT_POLICY_HELP + ".",
+                                        + policy_default_help("--speed-of-light") + ".",
                                         show_default=False)] = None
     slo_ttft: o.SloTtft = None
     slo_itl: o.SloItl = None

@@ -8,7 +8,7 @@ import typer
 
 from servecap.ledger.engines import PLAIN, VLLM, EngineSpec
 from servecap.ledger.serve import DEFAULT_MAX_NUM_SEQS
-from servecap.ledger.vllm_profile import SERVE
+from servecap.ledger.vllm_profile import SERVE, seqs_default_rule
 from servecap.scenario import engine as scenario_engine
 from servecap.scenario.engine import split_engine, with_device  # noqa: F401 (re-exported)
 from servecap.scenario.spec import DEFAULT, Engine, Memory, Parallel, Scenario
@@ -101,8 +101,8 @@ class DeployFlags:
     max_num_seqs: Annotated[int | None, Eng("--max-num-seqs", help="Sequences per step: the "
                                             "runtime-peak estimate's decode rows, default "
                                             f"{DEFAULT_MAX_NUM_SEQS}; vLLM: those its sampler "
-                                            "is profiled with, default the release's (256, "
-                                            "or 1024 on >= 70 GiB GPUs).")] = None
+                                            "is profiled with, default the release's ("
+                                            + seqs_default_rule() + ").")] = None
     entrypoint: Annotated[str, Eng(help="vLLM: started as `vllm serve` (serve) or through "
                                    "the LLM class (llm, e.g. lm_eval): sets its default "
                                    "batch.")] = SERVE

@@ -113,6 +113,7 @@ def fit(
     Exit 0 with an answer, 1 when nothing in the searched range fits, 2 for bad
     input.
     """
+    load_flag = "--workload" if workload is not None else "--trace" if trace is not None else None
     built = plan_scenario(model, flags, deploy)
     built = replace(built, workload=replace(built.workload, file=workload, trace=trace))
     scenario = merged(ctx, built, FIT_PATHS, scenario_file)
@@ -129,6 +130,9 @@ def fit(
         return
     if hit_rate is not None:
         raise SpecError("--hit-rate", hit_rate, "applies with --find kv-offload")
+    if load_flag is not None:  # a scenario file's workload is for the commands that run one
+        raise SpecError(load_flag, workload if load_flag == "--workload" else trace,
+                        f"applies with --find kv-offload (this run answers --find {question})")
     result = _search(question, model, flags, deploy, loaded, up_to)
     if as_json:
         print(json.dumps(fit_to_dict(result), indent=2))

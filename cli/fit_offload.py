@@ -24,6 +24,10 @@ def offload_fit(model, flags, deploy, loaded, hit_rate, workload, trace, as_json
     if hit_rate is None or isinstance(hit_rate, bool) or not 0 < hit_rate <= 1:
         raise SpecError("--hit-rate", hit_rate, "a share of offered prefix tokens in (0, 1], "
                         "e.g. 0.9 (with --find kv-offload)")
+    if (workload is None) == (trace is None):  # fit takes no --input-len/--output-len
+        raise SpecError("--workload/--trace", "both" if workload is not None else None,
+                        "give exactly one: the workload YAML or CSV trace whose prefix "
+                        "tokens the tier should serve")
     reqs, _, source = workload_requests(replace(DEFAULT, workload=Workload(file=workload,
                                                                            trace=trace)))
     probe = replace(deploy, kv_offloading_size=deploy.kv_offloading_size or PROBE_GIB)

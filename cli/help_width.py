@@ -15,6 +15,9 @@ CONTINUATION_INDENT = 4  # a wrapped command's next lines sit this much deeper, 
 # a shell word: quoted runs kept whole, so a wrap never lands inside a quoted argument
 _WORD = re.compile(r"""(?:'[^']*'|"[^"]*"|[^\s'"])+""")
 _SENTENCE_END = (".", ":", "!", "?")
+# below this many columns of help text the names are stacked, as for a word that does not
+# fit: side by side, --compare-simulate and --no-compare-simulate left 20 columns at 80
+MIN_HELP_WIDTH = 32
 
 
 class OptionsTable(Table):
@@ -22,8 +25,9 @@ class OptionsTable(Table):
     (the type and the help) is no-wrap, so rich narrows only the type and help columns. When
     that leaves the help column narrower than a word of its text (an identifier such as
     num_gpu_blocks_override, a CSV header), the names are stacked into one column instead (a
-    --no- form under its flag, then each alias on a line of its own) until the word fits; a
-    word wider than even that folds onto the next line rather than ending in an ellipsis."""
+    --no- form under its flag, then each alias on a line of its own) until the word fits, or
+    while the help column is narrower than MIN_HELP_WIDTH and stacking widens it; a word
+    wider than even that folds onto the next line rather than ending in an ellipsis."""
 
     def add_row(self, *cells, **kwargs) -> None:
         if cells:  # the help: a Text, or typer's Columns of Texts (help, default, envvar)
@@ -38,21 +42,25 @@ class OptionsTable(Table):
         if len(self.columns) >= 6:  # typer's layout: the four name columns, type and help
             try:
                 for level in (1, 2):
-                    if not table._help_too_narrow(console, options):
+                    room = table._help_room(console, options)
+                    if room >= max(self._longest_word(), MIN_HELP_WIDTH):
                         break
-                    table = self._stack(level)
+                    stacked = self._stack(level)
+                    if stacked._help_room(console, options) > room:  # only where it widens
+                        table = stacked
             except (AttributeError, TypeError):  # a rich without these internals: its own
                 table = self  # layout, every name still there
         yield from Table.__rich_console__(table, console, options)
 
-    def _help_too_narrow(self, console, options) -> bool:
-        """Whether the help column, at these widths, is narrower than its longest word."""
+    def _help_room(self, console, options) -> int:
+        """The help column's width for text at these widths."""
         widths = self._calculate_column_widths(
             console, options.update_width(options.max_width - self._extra_width))
-        room = widths[-1] - self._get_padding_width(len(self.columns) - 1)
-        longest = max((len(word) for cell in self.columns[-1]._cells for text in _texts(cell)
-                       for word in text.plain.split()), default=0)
-        return longest > room
+        return widths[-1] - self._get_padding_width(len(self.columns) - 1)
+
+    def _longest_word(self) -> int:
+        return max((len(word) for cell in self.columns[-1]._cells for text in _texts(cell)
+                    for word in text.plain.split()), default=0)
 
     def _stack(self, level: int) -> "OptionsTable":
         """A copy with typer's four name columns (long, short, --no- long, --no- short) made

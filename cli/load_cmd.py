@@ -13,7 +13,7 @@ from rich.console import Console
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import plural
 from servecap.scenario.spec import Scenario, with_values
-from servecap.scenario.values import parse_duration
+from servecap.scenario.values import parse_duration, slo_target
 from servecap.scenario.values import slo as scenario_slo
 from servecap.scenario.workload import load_workload
 from servecap.scenario.workload import requests as scenario_requests
@@ -110,9 +110,7 @@ def load(
     spec = _spec(base_url, ask, convs, concurrency, c.duration, c.timeout,
                  parse_duration(c.think_time, "--think-time"))
     slo = scenario_slo(scenario)
-    target = scenario.slo.target
-    if not 0 < target <= 1:
-        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    target = slo_target(scenario.slo.target)
     sim = with_values(scenario, {"model.name": scenario.model.name or model})
     if c.sweep:
         save(scenario, save_scenario, in_effect={"server.served_model_name": model})

@@ -25,17 +25,19 @@ class LoadTraffic:
     workload: Annotated[Path | None, Wkl(help="Workload YAML, as `simulate` reads it.")] = None
     trace: Annotated[Path | None, Wkl(help="CSV trace arrival_s,prompt_tokens,output_tokens "
                                            "(replayed at its timestamps).")] = None
-    rate: Annotated[float | None, Wkl(help="Arrivals at this many requests/s instead of the "
-                                           "workload's (Poisson; a gamma workload keeps its CV, "
-                                           "as simulate draws them).")] = None
+    rate: Annotated[float | None, Wkl("--rate", "--request-rate",
+                                      help="Arrivals at this many requests/s instead of the "
+                                      "workload's (Poisson; a gamma workload keeps its CV, "
+                                      "as simulate draws them).")] = None
     input_len: Annotated[int | None, Wkl(help="A fixed shape instead of --workload/--trace: "
                                               "every prompt this many tokens (with "
                                               "--output-len).")] = None
     output_len: Annotated[int | None, Wkl(help="... and every output this many tokens.")] = None
     concurrency: Annotated[int | None, Wkl(help="Closed loop: keep N requests in flight "
                                                 "(arrival times ignored).")] = None
-    num_requests: Annotated[int | None, Wkl(help="Send this many requests (a workload is "
-                                                 "drawn with this count; a trace is cut).")] = None
+    num_requests: Annotated[int | None, Wkl("--num-requests", "--num-prompts",
+                                            help="Send this many requests (a workload is "
+                                            "drawn with this count; a trace is cut).")] = None
     duration: Annotated[str | None, Wkl(help="Start no request after this (120s, 2min).")] = None
     timeout: Annotated[str, Wkl(help="A request not finished within this is a "
                                      "timeout.")] = DEFAULT.client.timeout

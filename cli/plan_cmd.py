@@ -34,7 +34,15 @@ from .inputs import (  # noqa: F401 (deployment_from_flags, plan_parts: re-expor
 )
 from .option_groups import options_from
 from .plan_json import checkpoint_to_dict, deployment_to_dict, layers_to_dict, source_to_dict
-from .scenario_opts import LaunchLineArg, SaveScenario, ScenarioFile, launch_line, merged, save
+from .scenario_opts import (
+    DEVICE_REQUIRED,
+    LaunchLineArg,
+    SaveScenario,
+    ScenarioFile,
+    launch_line,
+    merged,
+    save,
+)
 
 Opt = typer.Option
 Dev = functools.partial(Opt, rich_help_panel="Device and load")
@@ -50,7 +58,7 @@ class PlanOptions:
     """plan's own options (fit reads the same), each in its help panel; PlanFlags' names."""
 
     device: Annotated[str | None, Dev(help="Catalog name (h100-80gb) or size: 40GiB, 80GB, "
-                                      "bytes.")] = None
+                                      "bytes. " + DEVICE_REQUIRED)] = None
     context: Annotated[int | None, Dev("--context", "--max-model-len",
                                        help="Tokens per request (prompt + output). Default: "
                                        "the model's max_position_embeddings.")] = None

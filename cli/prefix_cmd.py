@@ -28,14 +28,20 @@ Tokenizer = Annotated[str | None, typer.Option(
     "id in the Hub cache (needs the tokenizers package). Default: the model's own, where "
     "--model is a directory or a cached Hub id that has one.")]
 NoSim = Annotated[bool, typer.Option("--no-simulate", help="Skip the TTFT simulation.")]
+PrefixOutputLen = Annotated[int | None, o.Wkl(
+    "--output-len", help="Output tokens of each request in the TTFT simulation, where the "
+    "trace gives none (with --rate).")]
+PrefixRate = Annotated[float | None, o.Wkl(
+    "--rate", "--request-rate", help="Requests/s in the TTFT simulation: one every 1/RATE "
+    "seconds in file order, in place of the trace's arrival_s.")]
 
 
-def prefix(trace: Trace, model: Model, device: o.Device = None, bandwidth: o.Bandwidth = None,
+def prefix(trace: Trace, model: Model, device: o.PrefixDevice = None, bandwidth: o.Bandwidth = None,
            flops: o.Flops = None, block_size: o.BlockSize = o.DEFAULT_BLOCK_SIZE_TOKENS,
            num_gpu_blocks: o.NumGpuBlocks = None, context: o.Context = None,
            weight_dtype: o.WeightDtype = None, kv_dtype: o.KvDtype = None,
-           tensor_parallel_size: o.TensorParallel = 1, engine: o.Engine = None,
-           tokenizer: Tokenizer = None, rate: o.Rate = None, output_len: o.OutputLen = None,
+           tensor_parallel_size: o.TensorParallel = 1, engine: o.PrefixEngine = None,
+           tokenizer: Tokenizer = None, rate: PrefixRate = None, output_len: PrefixOutputLen = None,
            no_simulate: NoSim = False, as_json: o.Json = False) -> None:
     """Prefix-cache hit rate of a traffic sample: the prompt tokens vLLM would find cached.
 

@@ -13,6 +13,9 @@ from servecap.scenario.spec import Scenario, get, with_values
 from .inputs import shown
 
 PANEL = "Scenario (one file for every command)"
+# where --device may be left out (its error says 'required' otherwise), for each --device help
+DEVICE_REQUIRED = "Required, unless --scenario or the model file's serving.device gives one."
+DEVICE_REQUIRED_BY_MODEL = "Required, unless the model file's serving.device gives one."
 ScenarioFile = Annotated[Path | None, typer.Option(
     "--scenario", rich_help_panel=PANEL, help="A scenario YAML (docs/scenario.md), or a "
     "servecap workbook (.xlsx: the scenario it records, its Inputs edits winning): the "
@@ -161,16 +164,15 @@ def launch_line(model: str | None, rest: list[str] | None) -> list[str] | None:
 def save(scenario: Scenario, path: Path | None, plan=None,
          in_effect: dict[str, object] | None = None, engine: dict | None = None) -> None:
     """--save-scenario: the file written whole, or nothing; with the ledger plan the run made
-    (or the values a run found, in_effect), each null field it derived carries its value as a
-    comment, and with the engine a run simulated (steps.engine_label) a null simulator.engine
-    says which release it was."""
+    and the values the run itself took (in_effect, over the plan's), each null field it
+    derived carries its value as a comment, and with the engine a run simulated
+    (steps.engine_label) a null simulator.engine says which release it was."""
     if path is not None:
         from servecap.scenario.deployment import in_effect as planned
         from servecap.scenario.file import save_scenario
 
-        found = dict(in_effect or {})
-        if plan is not None:
-            found |= planned(scenario, plan)
+        found = planned(scenario, plan) if plan is not None else {}
+        found |= in_effect or {}  # what the run itself took wins over the ledger plan's
         if engine is not None and scenario.simulator.engine is None:
             found["simulator.engine"] = engine["about"]
         save_scenario(scenario, path, in_effect=found or None)

@@ -19,6 +19,7 @@ from servecap.scenario.deployment import load
 from servecap.scenario.simulation import check_policy
 from servecap.scenario.spec import DEFAULT, Scenario, Search, with_values
 from servecap.scenario.steps import engine_label, simulated_row
+from servecap.scenario.values import slo_target
 from servecap.sim.cluster import ROUTERS
 from servecap.sim.metrics import SLO
 from servecap.sim.search.fleet import read_rate_trace
@@ -55,15 +56,17 @@ class SearchQuestion:
                                          "seed (its arrival rate is replaced by "
                                          "--rate). Required unless --scenario gives "
                                          "it.")] = None
-    rate: Annotated[float | None, Ask(help="Target offered load, requests per second "
+    rate: Annotated[float | None, Ask("--rate", "--request-rate",
+                                      help="Target offered load, requests per second "
                                       "(required unless --scenario gives it).")] = None
-    slo_ttft: o.SloTtft = None
+    slo_ttft: Annotated[str | None, Ask("--slo-ttft", help="TTFT target, e.g. 500ms.")] = None
     slo_tpot: Annotated[str | None, Ask("--slo-tpot", "--slo-itl", help="TPOT target "
                                         "(mean gap between a request's tokens), e.g. "
                                         "50ms; --slo-itl is the same flag.")] = None
     target: Annotated[float, Ask(help="Share of requests that must meet every SLO.")] = (
         D.slo.target)
-    max_model_len: Annotated[int | None, Ask(help="Context every layout must hold "
+    max_model_len: Annotated[int | None, Ask("--max-model-len", "--context",
+                                             help="Context every layout must hold "
                                              "(default: the workload's longest "
                                              "request).")] = None
     num_requests: Annotated[int | None, Ask(help="Most requests one run of a candidate "
@@ -109,8 +112,9 @@ class SearchSpace:
                                         "--max-gpus allows).")] = None
     weight_dtype: Annotated[str | None, Look(help="Weight dtypes, e.g. bf16,fp8 "
                                             "(default: the checkpoint's).")] = None
-    kv_dtype: Annotated[str | None, Look(help="KV cache dtypes, e.g. bf16,fp8 "
-                                        "(default: the checkpoint's).")] = None
+    kv_dtype: Annotated[str | None, Look("--kv-dtype", "--kv-cache-dtype",
+                                         help="KV cache dtypes, e.g. bf16,fp8 "
+                                         "(default: the checkpoint's).")] = None
     max_num_seqs: Annotated[str, Look(help="max_num_seqs values.")] = D.search.max_num_seqs
     max_num_batched_tokens: Annotated[str, Look(help="max_num_batched_tokens values.")] = (
         D.search.max_num_batched_tokens)
@@ -135,7 +139,7 @@ def search(ctx: typer.Context, model: o.OptionalModel = None,
                "--rate-trace", help="CSV of hour,rate_per_s (a day: hours 0-23): the "
                "cheapest fleet for each hour and the scale-up thresholds on vLLM's "
                "metrics, instead of one rate's answer (docs/search.md).")] = None,
-           as_json: o.Json = False, xlsx: o.Xlsx = None, force: o.Force = False,
+           as_json: o.Json = False, xlsx: o.Xlsx = None, force: o.XlsxForce = False,
            verbose: o.Verbose = False, scenario_file: ScenarioFile = None,
            save_scenario: SaveScenario = None, question: SearchQuestion = None,
            space: SearchSpace = None) -> None:
@@ -234,8 +238,7 @@ def build_problem(loaded, workload_path, rate, slo_ttft, slo_tpot, target, max_m
                   num_requests, policy, step_overhead, kv_transfer, router, capacity) -> Problem:
     if not 0 < rate < 1e6:
         raise SpecError("--rate", rate, "requests per second, > 0")
-    if not 0 < target <= 1:
-        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    slo_target(target)
     if slo_ttft is None and slo_tpot is None:
         raise SpecError("--slo-ttft/--slo-tpot", None, "give at least one latency target, "
                         "e.g. --slo-ttft 1s --slo-tpot 50ms")

@@ -211,6 +211,14 @@ def sim_flags(scenario: Scenario) -> SimFlags:
         async_scheduling=sched.async_scheduling)
 
 
+def batch_in_effect(setup: Setup) -> dict[str, int]:
+    """The batch limits the simulated steps ran under, for --save-scenario's comments: the
+    release's defaults, not the ledger plan's (which the memory engine, plain, would take)."""
+    config = setup.configs[0]
+    return {"scheduler.max_num_batched_tokens": config.max_num_batched_tokens,
+            "scheduler.max_num_seqs": config.max_num_seqs}
+
+
 def _given(value, default):
     return default if value is None else value
 

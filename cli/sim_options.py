@@ -9,11 +9,17 @@ import typer
 
 from servecap.ledger.serve import (
     DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_SAFETY_FRACTION,
 )
+from servecap.ledger.vllm_profile import seqs_default_rule, tokens_default_rule
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.steps import DEFAULT_POLICY_HELP
 from servecap.sim.shape import DEFAULT_NUM_REQUESTS
 from servecap.sim.sizing import DEFAULT_FLOOR_REQUESTS
+
+from .scenario_opts import DEVICE_REQUIRED, DEVICE_REQUIRED_BY_MODEL
 
 Opt = typer.Option
 MODEL, DEPLOYMENT, ENGINE = "Model and device", "Deployment", "Engine (vLLM's knobs)"
@@ -33,8 +39,10 @@ Model = Annotated[str, typer.Argument(help="Bundled model name (servecap models)
 OptionalModel = Annotated[str | None, typer.Argument(
     help="Bundled model name (servecap models), a model YAML, a config.json, a model directory "
     "or a Hub id; may come from --scenario instead.", show_default=False)]
-Device = Annotated[str | None, Mod(help="Catalog name (h100-80gb: bandwidth and FLOPS known) or "
-                                   "a size (80GiB) with --bandwidth and --flops.")]
+_DEVICE = "Catalog name (h100-80gb: bandwidth and FLOPS known) or a size (80GiB) with " \
+    "--bandwidth and --flops. "
+Device = Annotated[str | None, Mod(help=_DEVICE + DEVICE_REQUIRED)]
+PrefixDevice = Annotated[str | None, Mod(help=_DEVICE + DEVICE_REQUIRED_BY_MODEL)]  # no --scenario
 Bandwidth = Annotated[str | None, Mod(help="Memory bandwidth, e.g. 2000GB/s (decimal, as vendors "
                                       "state it). Overrides the catalog.")]
 Flops = Annotated[str | None, Mod(help="Dense BF16 compute, e.g. 990TFLOPS.")]
@@ -61,15 +69,16 @@ WeightDtype = Annotated[str | None, Mod(help="bf16, fp16, fp8, int8, int4, fp4. 
                                         "checkpoint's.")]
 KvDtype = Annotated[str | None, Mod("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype: "
                                     "bf16, fp16, fp8, int8, int4 (vLLM's name is "
-                                    "--kv-cache-dtype).")]
+                                    "--kv-cache-dtype). Default: the model dtype (vLLM's "
+                                    "auto).")]
 BlockSize = Annotated[int, Eng(help="Paged KV block size in tokens.")]
 MaxBatched = Annotated[int | None, Eng(
     help="Token budget per iteration (chunked prefill chunk limit). Default: the simulated "
-    "vLLM release's own for the device and entrypoint (V1 server: 8192 on a >= 70 GiB GPU "
-    "that is not an A100, else 2048), 8192 with --engine plain.", show_default=False)]
+    "vLLM release's own for the device and entrypoint (V1 server: " + tokens_default_rule()
+    + f"), {DEFAULT_MAX_NUM_BATCHED_TOKENS:,} with --engine plain.", show_default=False)]
 MaxSeqs = Annotated[int | None, Eng(
-    help="Sequences resident at once. Default: the simulated vLLM release's own (V1: 1024 "
-    "on a >= 70 GiB GPU that is not an A100, else 256), 256 with --engine plain.",
+    help="Sequences resident at once. Default: the simulated vLLM release's own (V1: "
+    + seqs_default_rule() + f"), {DEFAULT_MAX_NUM_SEQS:,} with --engine plain.",
     show_default=False)]
 Watermark = Annotated[float, Eng(help="Share of KV blocks kept free at admission.")]
 Preemption = Annotated[str, Eng(help="recompute or swap (priced at 25 GB/s unless a "
@@ -97,9 +106,12 @@ KvTransfer = Annotated[str, Dep(help="KV link between prefill and decode pools, 
                                 "50GB/s.")]
 RuntimePeak = Annotated[str | None, Eng(help="Measured runtime peak, e.g. 3GiB (sizes the KV "
                                          "pool). Default: the ledger's estimate.")]
-Safety = Annotated[str | None, Eng(help="Safety reserve: a size or a share of the device (10%).")]
+Safety = Annotated[str | None, Eng(help="Safety reserve: a size (4GiB) or a share of the device "
+                                    f"(10%). Default {DEFAULT_SAFETY_FRACTION:.0%}, or the "
+                                    "model file's serving.safety.")]
 NumGpuBlocks = Annotated[int | None, Eng(help="Cap the KV pool at this many blocks (vLLM "
-                                         "num_gpu_blocks_override).")]
+                                         "num_gpu_blocks_override). Default: every block the "
+                                         "ledger leaves.")]
 KvOffloadingSize = Annotated[float | None, Eng(help="vLLM --kv-offloading-size: a host KV tier "
                                               "of this many GiB over the tp x pp ranks; a "
                                               "prefix evicted from the GPU but held there "
@@ -112,7 +124,8 @@ DraftLength = Annotated[int, Spc(help="Draft tokens per verification step (k).")
 Acceptance = Annotated[float, Spc(help="Probability each draft token is accepted (a).")]
 SpeculateMaxBatch = Annotated[int | None, Spc(help="Decode plainly above this many running "
                                               "sequences (vLLM "
-                                              "speculative_disable_by_batch_size).")]
+                                              "speculative_disable_by_batch_size). Default: "
+                                              "speculate at every batch size.")]
 Scheduling = Annotated[str, Eng(help="fcfs, or priority: waiting requests ordered by their "
                                 "tenant's priority (workload `tenants`), then arrival.")]
 Xlsx = Annotated[Path | None, Out(help="Also write a capacity workbook of the simulated "
@@ -143,6 +156,7 @@ ExpertParallel = Annotated[bool, Dep("--enable-expert-parallel", help="MoE: the 
                                      "activations.")]
 Force = Annotated[bool, Out("--force", help="Replace existing output files (--xlsx, --records, "
                                "--token-times).")]
+XlsxForce = Annotated[bool, Out("--force", help="Replace an existing --xlsx file.")]
 Rate = Annotated[float | None, Wkl("--rate", "--request-rate", help="Poisson arrivals at this "
                                    "many requests/s (as `vllm bench serve --request-rate`), "
                                    "replacing the workload's; a gamma workload keeps its CV.")]
@@ -164,13 +178,24 @@ OutputLen = Annotated[int | None, Wkl(help="Fixed output tokens per request (wit
 Seeds = Annotated[int, Stp("--seeds", help="Runs with step-time seeds --seed, +1, ...: a "
                            "step-time spread (--step-time-cv) is sampled over N draws, pooled "
                            "in the figures and their intervals.")]
-Engine = Annotated[str | None, Eng("--engine", help="vLLM release whose scheduling to "
-                                  "simulate, e.g. vllm==0.6.3, or plain for the device's "
-                                  "roofline and efficiency tables alone: the release's host "
-                                  "time per step and per sequence, CUDA-graph sizes, API "
-                                  "server, scheduler (V0 prefills first, V1 chunks). Default: "
-                                  "vllm, the newest release known (plain with "
-                                  "--speed-of-light or --coefficients).", show_default=False)]
+
+
+def _engine_help(plain_with: str | None) -> str:
+    """--engine's words; plain_with: the command's own flags that make the default plain."""
+    return ("vLLM release whose scheduling to simulate, e.g. vllm==0.6.3, or plain for the "
+            "device's roofline and efficiency tables alone: the release's host time per step "
+            "and per sequence, CUDA-graph sizes, API server, scheduler (V0 prefills first, V1 "
+            "chunks). Default: vllm, the newest release known"
+            + (f" (plain with {plain_with})." if plain_with else "."))
+
+
+Engine = Annotated[str | None, Eng("--engine", help=_engine_help(
+    "--speed-of-light or --coefficients"), show_default=False)]
+# cost and speculate take no --coefficients; prefix neither that nor --speed-of-light
+RooflineEngine = Annotated[str | None, Eng("--engine", help=_engine_help("--speed-of-light"),
+                                           show_default=False)]
+PrefixEngine = Annotated[str | None, Eng("--engine", help=_engine_help(None),
+                                         show_default=False)]
 NumSchedulerSteps = Annotated[int, Eng(help="vLLM V0 multi-step scheduling (with --engine "
                                        "vllm<0.8): the scheduler runs once per this many "
                                        "decode steps; new prompts wait for the group.")]
@@ -253,7 +278,7 @@ class RooflineOptions:
     tensor_parallel_size: TensorParallel = 1
     pipeline_parallel_size: PipelineParallel = 1
     speed_of_light: SpeedOfLight = False
-    engine: Engine = None
+    engine: RooflineEngine = None
 
 
 NO_ROOFLINE = RooflineOptions()

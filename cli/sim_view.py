@@ -36,6 +36,10 @@ def render_coefficients(report: dict, console: Console) -> None:
         f" GB/s")
     _render_step_model(coef, report.get("step_terms"), console)
     render_engine(report.get("engine"), coef, console)
+    batch = report.get("batch")
+    if batch:
+        print_hanging(console, f"batch limits: {batch['max_num_batched_tokens']:,} tokens and "
+                      f"{batch['max_num_seqs']:,} sequences per step, {batch['source']}")
     spec = report.get("speculation")
     if spec:
         console.print(f"speculative decoding: k = {spec['draft_length']}, a = "
@@ -95,14 +99,14 @@ def render_engine(engine: dict | None, coef: dict, console: Console) -> None:
     if not any(coef.get(k) for k in ("cpu_step_s", "cpu_per_seq_s", "eager_layer_s",
                                      "frontend_s", "frontend_latency_s")):
         return
-    print_hanging(console, f"host {coef['cpu_step_s'] * 1e6:g} us/step + "
-                  f"{coef['cpu_per_seq_s'] * 1e6:g} us/sequence"
+    print_hanging(console, f"host {coef['cpu_step_s'] * 1e6:,g} us/step + "
+                  f"{coef['cpu_per_seq_s'] * 1e6:,g} us/sequence"
                   f"{' (overlapped: async scheduling)' if coef['cpu_overlap'] else ''}; "
                   f"CUDA graphs up to {coef['graph_max_tokens']} tokens"
                   f"{'' if coef['graph_prefill'] else ', decode only'}, eager "
-                  f"{coef['eager_layer_s'] * 1e6:g} us/layer; API server "
-                  f"{coef['frontend_s'] * 1000:g} ms/request serial + "
-                  f"{coef.get('frontend_latency_s', 0.0) * 1000:g} ms latency")
+                  f"{coef['eager_layer_s'] * 1e6:,g} us/layer; API server "
+                  f"{coef['frontend_s'] * 1000:,g} ms/request serial + "
+                  f"{coef.get('frontend_latency_s', 0.0) * 1000:,g} ms latency")
 
 
 def _engine_parts(parts: dict, overlap: float | None = None) -> str:

@@ -31,7 +31,7 @@ from .errors import handle_errors
 from .files import check_output_files, refuse_inputs, write_csv
 from .option_groups import options_from
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
-from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
+from .sim_inputs import SIM_PATHS, Setup, SimFlags, batch_in_effect, sim_flags, sim_scenario
 from .simulate_header import header
 
 
@@ -80,7 +80,7 @@ def simulate(ctx: typer.Context, model: o.OptionalModel = None, trace: o.Trace =
         print_fetch_report(setup.hub)
     report, outcomes = run_simulation(setup, num_seeds=scenario.simulator.seeds)
     write_files(outcomes, records_path, token_times_path)
-    save(scenario, save_scenario, setup.plan, engine=setup.engine)
+    save(scenario, save_scenario, setup.plan, batch_in_effect(setup), engine=setup.engine)
     if xlsx is not None:  # with --disaggregate, the disaggregated run (listed last)
         from .sim_xlsx import write_simulated_workbook
         from .workbook_scenario import Recording

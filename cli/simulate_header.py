@@ -16,6 +16,8 @@ def header(setup: Setup) -> dict:
         "model": plan.model, "device": plan.serve.device_label,
         "source": setup.source, "num_requests": len(setup.requests),
         "engine": setup.engine,
+        "batch": {"max_num_batched_tokens": setup.configs[0].max_num_batched_tokens,
+                  "max_num_seqs": setup.configs[0].max_num_seqs, "source": setup.batch_source},
         "coefficients": as_dict(coef),
         "api_server": api_server(coef, setup.requests, setup.configs[0],
                                  setup.deployment.replicas).as_dict(),

@@ -53,7 +53,8 @@ def speculate(ctx: typer.Context, model: o.OptionalModel = None,
               = D.speculative.num_speculative_tokens,
               acceptance: Annotated[float, o.Spc(help="Probability each draft token is "
                                                  "accepted (a).")] = D.speculative.acceptance,
-              context: Annotated[int, Compared(help="Tokens of context per sequence.")] = 1024,
+              context: Annotated[int, Compared("--context", "--max-model-len",
+                                               help="Tokens of context per sequence.")] = 1024,
               batches: Annotated[str, Compared(help="Batch sizes to compare.")]
               = "1,2,4,8,16,32,64,128,256,512",
               as_json: o.Json = False, scenario_file: ScenarioFile = None,

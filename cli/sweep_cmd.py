@@ -14,6 +14,7 @@ from servecap.ledger.errors import SpecError
 from servecap.scenario import simulation, steps
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.spec import with_values
+from servecap.scenario.values import slo_target
 from servecap.sim.deploy import run_deployment
 from servecap.sim.metrics import summarize
 from servecap.sim.run import simulate
@@ -26,7 +27,7 @@ from .narrow import print_table
 from .option_groups import options_from
 from .plan_cmd import print_fetch_report
 from .scenario_opts import SaveScenario, ScenarioFile, merged, save
-from .sim_inputs import SIM_PATHS, Setup, SimFlags, sim_flags, sim_scenario
+from .sim_inputs import SIM_PATHS, Setup, SimFlags, batch_in_effect, sim_flags, sim_scenario
 from .sim_view import render_coefficients, tokens_per_s
 from .sim_xlsx import check_target, write_simulated_workbook
 from .simulate_header import header
@@ -52,7 +53,7 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
           num_rates: Annotated[int, o.Wkl(help="Rates in the default sweep.")]
           = D.simulator.num_rates,
           num_requests: o.CeilingRequests = None, as_json: o.Json = False,
-          xlsx: o.Xlsx = None, force: o.Force = False, verbose: o.Verbose = False,
+          xlsx: o.Xlsx = None, force: o.XlsxForce = False, verbose: o.Verbose = False,
           scenario_file: ScenarioFile = None, save_scenario: SaveScenario = None,
           opts: o.SimOptions = o.NO_SIM_OPTIONS) -> None:
     """Sweep open-loop offered load; stop when the SLO fails; report the capacity.
@@ -83,7 +84,7 @@ def sweep(ctx: typer.Context, model: o.OptionalModel = None,
     sim = scenario.simulator
     report = header(setup) | run_envelope(setup, scenario.slo.target, _rates(sim.rates),
                                           sim.num_rates, as_json, num_seeds=sim.seeds)
-    save(scenario, save_scenario, setup.plan, engine=setup.engine)
+    save(scenario, save_scenario, setup.plan, batch_in_effect(setup), engine=setup.engine)
     if xlsx is not None:
         entry, note = capacity_point(report)
         write_simulated_workbook(scenario.model.ref, sim_flags(scenario), setup, entry, xlsx,
@@ -100,8 +101,7 @@ def run_envelope(setup: Setup, target: float, rates, num_rates: int, quiet: bool
                  num_seeds: int = 1) -> dict:
     """The sweep of setup's workload, each rate run until steady with at most the workload's
     count of requests, step-time spreads drawn over num_seeds seeds."""
-    if not 0 < target <= 1:
-        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    slo_target(target)
     if not 1 <= num_rates <= MAX_NUM_RATES:
         raise SpecError("--num-rates", num_rates, f"a whole number from 1 to {MAX_NUM_RATES}")
     cfg = replace(setup.configs[0], concurrency=None)

@@ -10,7 +10,12 @@ import typer
 from rich.console import Console
 
 from servecap.ledger.errors import SpecError
-from servecap.ledger.serve import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS
+from servecap.ledger.serve import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    DEFAULT_SAFETY_FRACTION,
+)
 from servecap.scenario import verification
 from servecap.scenario.spec import Scenario, with_values
 from servecap.scenario.verification import PHASES
@@ -59,16 +64,26 @@ class VerifyOptions:
                                              "a cap the runtime enforces. Default: the model "
                                              "file's device, else the whole GPU.")] = None
     context: Annotated[int | None, Opt("--context", "--max-model-len",
-                                       help="Tokens per request.")] = None
-    concurrency: Annotated[int | None, Opt(help="Requests in the declared load.")] = None
+                                       help="Tokens per request. Default: the model file's "
+                                       "serving.context, else its "
+                                       "max_position_embeddings.")] = None
+    concurrency: Annotated[int | None, Opt(help="Requests in the declared load. Default: the "
+                                           "model file's serving.concurrency, else 1.")] = None
     runtime_peak: Annotated[str | None, Opt(help="Declared runtime peak budget, e.g. "
-                                            "3GiB.")] = None
-    safety: Annotated[str | None, Opt(help="Safety reserve: a size or a share (10%).")] = None
-    weight_dtype: Annotated[str | None, Opt(help="fp32, bf16, fp16.")] = None
+                                            "3GiB. Default: the model file's, else the "
+                                            "ledger's estimate.")] = None
+    safety: Annotated[str | None, Opt(help="Safety reserve: a size or a share (10%). Default: "
+                                      "the model file's, else "
+                                      f"{DEFAULT_SAFETY_FRACTION:.0%}.")] = None
+    weight_dtype: Annotated[str | None, Opt(help="fp32, bf16, fp16. Default: the "
+                                            "checkpoint's.")] = None
     kv_dtype: Annotated[str | None, Opt("--kv-dtype", "--kv-cache-dtype", help="KV cache "
                                         "dtype: fp32, bf16, fp16, fp8 (e4m3, scale 1.0 as "
-                                        "vLLM's --kv-cache-dtype fp8).")] = None
-    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens.")] = None
+                                        "vLLM's --kv-cache-dtype fp8). Default: the model "
+                                        "dtype.")] = None
+    block_size: Annotated[int | None, Opt(help="Paged KV block size in tokens. Default: the "
+                                          "model file's, else "
+                                          f"{DEFAULT_BLOCK_SIZE_TOKENS}.")] = None
     max_num_batched_tokens: Annotated[int, Opt(help="Tokens per forward pass.")] = (
         DEFAULT_MAX_NUM_BATCHED_TOKENS)
     max_num_seqs: Annotated[int, Opt(help="Most sequences in one step.")] = DEFAULT_MAX_NUM_SEQS

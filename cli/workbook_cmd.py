@@ -22,7 +22,7 @@ from .inputs import (
     plan_flags_of,
     plan_scenario,
 )
-from .scenario_opts import SaveScenario, ScenarioFile, merged, save
+from .scenario_opts import DEVICE_REQUIRED, SaveScenario, ScenarioFile, merged, save
 from .workbook_inputs import flags_from_workbook, workbook_source  # noqa: F401 (re-exported)
 from .workbook_scenario import Recording
 
@@ -45,7 +45,8 @@ def workbook(
         help="Bundled model name, model YAML, config.json, model directory or a Hub id "
         "org/name; may come from --scenario instead.", show_default=False)] = None,
     device: Annotated[list[str] | None, Opt(help="Device (catalog name or size); repeat to "
-                                            "compare. The first is the Ledger's.")] = None,
+                                            "compare. The first is the Ledger's. "
+                                            + DEVICE_REQUIRED)] = None,
     context: Annotated[list[int] | None, Opt("--context", "--max-model-len",
                                              help="Tokens per request; repeat for the "
                                              "envelope. The first is the Ledger's. Default: "

@@ -8,6 +8,30 @@ _SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = 8
 _SHORT.maxlevel = 3
 
 
+class _Said:
+    """A value an error line names in words, unquoted ('empty', 'a list')."""
+
+    def __init__(self, words: str) -> None:
+        self.words = words
+
+    def __repr__(self) -> str:
+        return self.words
+
+
+def document_kind(data: object) -> object:
+    """What a parsed file holds where a mapping was wanted, in words for an error line:
+    'empty', 'a list', 'a number (42)', never Python's type name ('NoneType')."""
+    if data is None:
+        return _Said("empty")
+    if isinstance(data, bool):
+        return _Said(f"true/false ({str(data).lower()})")
+    for kinds, word in (((list, tuple), "a list"), ((int, float), "a number"),
+                        ((str,), "a string")):
+        if isinstance(data, kinds):
+            return _Said(word if word == "a list" else f"{word} ({_SHORT.repr(data)})")
+    return _Said(f"a {type(data).__name__}")
+
+
 def shown(value: object) -> str:
     """The value as an error line shows it: at most ~100 characters, however large it is."""
     try:

@@ -28,7 +28,13 @@ SERVE, LLM = "serve", "llm"  # vLLM's usage contexts: OPENAI_API_SERVER and LLM_
 LONG_CONTEXT = 32_768  # V0 turns on chunked prefill above this max_model_len
 V0_CHUNKED_TOKENS = {(0, 6): 512}  # SchedulerConfig's chunked default; 2048 from 0.7
 BIG_GPU = 70 * GiB  # arg_utils: >= 70 GiB (and not an A100) gets the larger batch defaults
-HUGE_GPU = 160 * GiB  # from 0.28 (VllmRow.batch_tier_160): 16,384 tokens for both entry points
+BIG_GPU_EXCEPT = "A100"  # arg_utils: an A100 80GB keeps the smaller defaults
+SEQS_DEFAULT = 256  # max_num_seqs by default: V0, and V1 below BIG_GPU (or on an A100)
+SEQS_DEFAULT_BIG_GPU = 1024  # V1's max_num_seqs by default on a BIG_GPU
+# V1's max_num_batched_tokens by default, by (a BIG_GPU, usage context)
+BATCHED_TOKENS = {(True, SERVE): 8192, (True, LLM): 16384, (False, SERVE): 2048, (False, LLM): 8192}
+HUGE_GPU = 160 * GiB  # from 0.28 (VllmRow.batch_tier_160): HUGE_GPU_TOKENS for both entry points
+HUGE_GPU_TOKENS = 16384
 # Memory outside torch's allocator that the profile counts on one GPU: cuBLAS and attention
 # workspaces, loaded kernels; with the CUDA context where the row measures device-wide use.
 # Public logs: 0.16-0.25 GiB profiled (vllm PR 12126, issues 13061, 14447), 0.35 GiB with the
@@ -92,16 +98,36 @@ def batch_defaults(row: VllmRow, device_bytes: int, device_label: str, max_model
             why = "V0 chunked prefill above 32K" if chunked else "V0: max(max_model_len, 2048)"
         else:
             why = "declared"
-        return Batch(tokens, seqs or 256, why)
-    big = device_bytes >= BIG_GPU and "a100" not in device_label.lower()
-    default_tokens = {(True, SERVE): 8192, (True, LLM): 16384,
-                      (False, SERVE): 2048, (False, LLM): 8192}[(big, entrypoint)]
-    default_seqs = 1024 if big else 256
-    why = f"V1 {entrypoint} default on a {'>= 70 GiB' if big else '< 70 GiB or A100'} GPU"
+        return Batch(tokens, seqs or SEQS_DEFAULT, why)
+    big = device_bytes >= BIG_GPU and BIG_GPU_EXCEPT.lower() not in device_label.lower()
+    default_tokens = BATCHED_TOKENS[(big, entrypoint)]
+    default_seqs = SEQS_DEFAULT_BIG_GPU if big else SEQS_DEFAULT
+    size = f">= {BIG_GPU // GiB} GiB" if big else f"< {BIG_GPU // GiB} GiB or {BIG_GPU_EXCEPT}"
+    why = f"V1 {entrypoint} default on a {size} GPU"
     if row.batch_tier_160 and device_bytes >= HUGE_GPU:
-        default_tokens, why = 16384, f"V1 {entrypoint} default on a >= 160 GiB GPU ({row.name})"
+        default_tokens = HUGE_GPU_TOKENS
+        why = f"V1 {entrypoint} default on a >= {HUGE_GPU // GiB} GiB GPU ({row.name})"
     return Batch(tokens or default_tokens, seqs or default_seqs,
                  why if tokens is None or seqs is None else "declared")
+
+
+def seqs_default_rule() -> str:
+    """batch_defaults' max_num_seqs rule in words, from the constants it reads: '256, or 1,024
+    on a >= 70 GiB GPU other than an A100'."""
+    return (f"{SEQS_DEFAULT:,}, or {SEQS_DEFAULT_BIG_GPU:,} on a >= {BIG_GPU // GiB} GiB GPU "
+            f"other than an {BIG_GPU_EXCEPT}")
+
+
+def tokens_default_rule(entrypoint: str = SERVE) -> str:
+    """batch_defaults' V1 max_num_batched_tokens rule for one entry point in words, from the
+    constants it reads: '8,192 on a >= 70 GiB GPU other than an A100 (16,384 on a >= 160 GiB
+    GPU from v0.28.0), else 2,048'."""
+    from .vllm_versions import ROWS
+
+    huge = next((item.tag for item in ROWS if item.batch_tier_160), None)
+    tier = f" ({HUGE_GPU_TOKENS:,} on a >= {HUGE_GPU // GiB} GiB GPU from {huge})" if huge else ""
+    return (f"{BATCHED_TOKENS[(True, entrypoint)]:,} on a >= {BIG_GPU // GiB} GiB GPU other "
+            f"than an {BIG_GPU_EXCEPT}{tier}, else {BATCHED_TOKENS[(False, entrypoint)]:,}")
 
 
 def forward_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:

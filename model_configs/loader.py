@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, get_args
 
 from pydantic import ValidationError
 
-from servecap.ledger.errors import SpecError
+from servecap.ledger.errors import SpecError, document_kind
 from servecap.ledger.model import ModelSpec
 
 from .hf import to_spec
@@ -55,8 +55,8 @@ def load_model(ref: str) -> LoadedModel:
             return with_size_checks(_load_gguf(path))
         loaded, total = _load_yaml(path)
         return with_size_checks(loaded, total)
-    except SpecError as exc:
-        raise exc.at(str(path)) from None
+    except SpecError as exc:  # named by the file inside a directory where that is known
+        raise (exc if exc.source else exc.at(str(path))) from None
 
 
 def _resolve(ref: str) -> Path:
@@ -96,7 +96,7 @@ def _load_yaml(path: Path) -> tuple[LoadedModel, int | None]:
         raise SpecError("model", str(path), "this is a vLLM log, not a model file: "
                         "`servecap reconcile LOG` reads it")
     if not isinstance(data, dict):
-        raise SpecError("document", type(data).__name__, "a model YAML must be a mapping of "
+        raise SpecError("document", document_kind(data), "a model YAML must be a mapping of "
                         "config.json field names to values")
     model = _bundled(data) if path.resolve().parent == BUNDLED_DIR else _validate(ModelFile, data)
     notes = tuple(model.notes or ())
@@ -112,7 +112,7 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
 
     data = parse_json(read_text(path), check=False)
     if not isinstance(data, dict):
-        raise SpecError("document", type(data).__name__, "config.json must be an object")
+        raise SpecError("document", document_kind(data), "config.json must be an object")
     data, quant_notes = with_quant_file(data, path.parent)
     raw = data
     kept, ignored, notes = prepare(data)
@@ -159,7 +159,10 @@ def _load_directory(path: Path) -> LoadedModel:
     config = path / "config.json"
     if not config.exists():
         raise SpecError("config.json", str(config), "a model directory needs a config.json")
-    loaded = _load_config_json(config, path.name)
+    try:
+        loaded = _load_config_json(config, path.name)
+    except SpecError as exc:
+        raise (exc if exc.source else exc.at(str(config))) from None
     return LoadedModel(loaded.spec, path, loaded.serving, directory_weights(path),
                        ignored_fields=loaded.ignored_fields)
 

@@ -119,7 +119,8 @@ def parse_json(text: str, check: bool = True):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SpecError("json", f"line {exc.lineno}", "not valid JSON") from None
+        raise SpecError("json", f"line {exc.lineno}", f"not valid JSON ({exc.msg.lower()} at "
+                        f"column {exc.colno})") from None
     except RecursionError:
         raise SpecError("json", "nesting", f"nested deeper than {MAX_NESTING} levels") from None
     except ValueError as exc:  # int() past Python's digit limit

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from servecap.ledger.errors import SpecError
+from servecap.ledger.errors import SpecError, document_kind
 from servecap.model_configs.reading import parse_yaml, read_text
 
 from .spec import SECTIONS, Scenario, get, with_values
@@ -38,7 +38,7 @@ def load_scenario(path: Path) -> Scenario:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise SpecError("document", type(data).__name__, "a scenario is a mapping of "
+        raise SpecError("document", document_kind(data), "a scenario is a mapping of "
                         "sections: " + ", ".join(SECTIONS)).at(where)
     return _paths(from_dict(data, where), Path(path).parent, _from_file)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servecap.ledger.devices import resolve_device
-from servecap.ledger.errors import SpecError
+from servecap.ledger.errors import SpecError, document_kind
 from servecap.ledger.pack import DeviceLedger, Held, counted_others, held, refusal, rule
 from servecap.ledger.ranks import Deployment
 from servecap.model_configs.reading import parse_yaml, read_text
@@ -81,7 +81,7 @@ def read_pack(path: Path) -> PackFile:
 
 def from_mapping(data, folder: Path) -> PackFile:
     if not isinstance(data, dict):
-        raise SpecError("document", type(data).__name__, "a mapping with " + " and ".join(KEYS))
+        raise SpecError("document", document_kind(data), "a mapping with " + " and ".join(KEYS))
     for key in data:
         if key not in KEYS:
             raise SpecError(str(key), data[key], "unknown key; allowed: " + ", ".join(KEYS))

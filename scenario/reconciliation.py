@@ -136,9 +136,11 @@ def _logged_device(facts: LogFacts) -> str:
 
 def served_model(log: Path) -> str | None:
     """The model a vLLM log says it loads (its Hub id or path), for the error that asks for
-    --model; None when the log cannot be read or names none."""
+    --model; None when the log names none. A log that cannot be read is that error: a
+    mistyped path is named before the model it would have given."""
+    text = _read(log)
     try:
-        return parse_vllm_log(_read(log), str(log)).model
+        return parse_vllm_log(text, str(log)).model
     except SpecError:
         return None
 

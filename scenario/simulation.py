@@ -54,6 +54,7 @@ class Setup:
     draft: Plan | None = None  # the resident draft's ledger (speculative.model), sharing the pool
     hub: object = None  # HubSource when the model was read from the Hugging Face Hub
     engine: dict | None = None  # which release runs around the kernels (steps.engine_label)
+    batch_source: str = ""  # where the configs' batch limits came from (batch_source)
 
 
 def rank(scenario: Scenario) -> Ranked:
@@ -84,7 +85,20 @@ def setup(scenario: Scenario, sent: list[Request] | None = None,
     check_fixed_shape(scenario, max_model_len(plan))
     return Setup(plan, coef, num_blocks(plan, scenario, draft), configs, reqs, workload,
                  slo(scenario), source, fleet(scenario), draft, ranked.hub,
-                 steps.scenario_engine_label(scenario))
+                 steps.scenario_engine_label(scenario), batch_source(scenario, plan))
+
+
+def batch_source(scenario: Scenario, plan: Plan) -> str:
+    """Where scheduler_configs took max_num_batched_tokens and max_num_seqs from: given, the
+    simulated release's default for the device, or the plan's own defaults."""
+    sched = scenario.scheduler
+    given = [flag for flag, value in (("--max-num-batched-tokens", sched.max_num_batched_tokens),
+                                      ("--max-num-seqs", sched.max_num_seqs)) if value]
+    limits = steps.scenario_batch_limits(scenario, plan)
+    default = limits.why if limits else "the plan's defaults (no release default simulated)"
+    if len(given) == 2:
+        return "given (--max-num-batched-tokens, --max-num-seqs)"
+    return f"{given[0]} given; otherwise {default}" if given else default
 
 
 def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation | None,

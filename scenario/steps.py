@@ -40,7 +40,9 @@ def coefficients(ranked, scenario: Scenario) -> Coefficients:
         device and device.flops_per_s(weight_dtype) or _rate(data, "flops_per_s")
     if not bandwidth or not flops:
         missing = "--bandwidth" if not bandwidth else "--flops"
-        raise SpecError(missing, None, f"the device {dev.name!r} is a bare size, not a catalog "
+        named = repr(dev.name) if dev.name else \
+            f"{ranked.plan.serve.device_label!r} (the model file's serving.device)"
+        raise SpecError(missing, None, f"the device {named} is a bare size, not a catalog "
                         "device, so it has no memory bandwidth or FLOPS for the step model: "
                         "give --bandwidth and --flops (e.g. --bandwidth 2000GB/s --flops "
                         "990TFLOPS), or a catalog --device (servecap devices)")
@@ -112,11 +114,17 @@ RELEASE_POLICIES = {"v1": "chunked-prefill", "v0": "prefill-priority"}
 """The scheduler policy each vLLM engine runs unless --policy says otherwise: V1 always
 chunks prefills; V0 prefills whole prompts first."""
 PLAIN_POLICY = "continuous"
-DEFAULT_POLICY_HELP = (
-    f"the release's own ({RELEASE_POLICIES['v1']} for V1, the default --engine; "
-    f"{RELEASE_POLICIES['v0']} for V0, vllm<0.8; {PLAIN_POLICY} for plain: --engine plain, "
-    "or --speed-of-light or --coefficients without --engine)")
-"""What --policy defaults to, in the words every command's help gives (default_policy)."""
+
+
+def policy_default_help(plain_with: str = "--speed-of-light or --coefficients") -> str:
+    """What --policy defaults to, in the words every command's help gives (default_policy);
+    plain_with: the command's own flags that turn the default --engine plain."""
+    return (f"the release's own ({RELEASE_POLICIES['v1']} for V1, the default --engine; "
+            f"{RELEASE_POLICIES['v0']} for V0, vllm<0.8; {PLAIN_POLICY} for plain: --engine "
+            f"plain, or {plain_with} without --engine)")
+
+
+DEFAULT_POLICY_HELP = policy_default_help()
 
 
 def default_policy(row: VllmRow | None) -> str:

@@ -58,6 +58,13 @@ def slo(scenario: Scenario) -> SLO:
                parse_percentiles(s.percentiles))
 
 
+def slo_target(target: float) -> float:
+    """--target (slo.target): the share of requests that must meet every SLO, in (0, 1]."""
+    if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target <= 1:
+        raise SpecError("--target", target, "a share of requests in (0, 1]")
+    return target
+
+
 def parse_percentiles(text: str | None) -> tuple[float, ...]:
     """'50,90,99,99.9' -> (50.0, 90.0, 99.0, 99.9): each in (0, 100], at most 12."""
     if text is None:

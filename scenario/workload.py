@@ -4,7 +4,7 @@ import csv
 import io
 from pathlib import Path
 
-from servecap.ledger.errors import SpecError
+from servecap.ledger.errors import SpecError, document_kind
 from servecap.ledger.serve import DEFAULT_BLOCK_SIZE_TOKENS
 from servecap.model_configs.reading import parse_yaml, read_text
 from servecap.sim.sampling import Request, draw_requests
@@ -73,7 +73,7 @@ def load_workload(path: Path) -> Workload:
     except SpecError as exc:
         raise exc.at(str(path)) from None
     if not isinstance(data, dict):
-        raise SpecError("document", type(data).__name__, "a workload is a mapping").at(str(path))
+        raise SpecError("document", document_kind(data), "a workload is a mapping").at(str(path))
     try:
         return workload_from_dict(data)
     except SpecError as exc:

@@ -43,9 +43,9 @@ def route(seqs: list[Seq], coef: Coefficients, config: SchedulerConfig, num_bloc
     """Each request goes to a replica when it becomes ready; the router sees every replica as
     of its latest iteration boundary. Replicas are identical and independent."""
     if router not in ROUTERS:
-        raise SpecError("router", router, "one of " + ", ".join(ROUTERS))
+        raise SpecError("--router", router, "one of " + ", ".join(ROUTERS))
     if num_replicas < 1:
-        raise SpecError("replicas", num_replicas, "a whole number >= 1")
+        raise SpecError("--replicas", num_replicas, "a whole number >= 1")
     engines = [Engine([], coef, config, num_blocks) for _ in range(num_replicas)]
     horizon = config.max_time_s
     for index, seq in enumerate(sorted(seqs, key=lambda s: s.ready_s)):

@@ -70,15 +70,19 @@ class SchedulerConfig:
         if self.policy not in POLICIES:
             raise SpecError("--policy", self.policy, "one of " + ", ".join(POLICIES))
         if self.scheduling not in SCHEDULING_ORDERS:
-            raise SpecError("scheduling", self.scheduling, "one of " + ", ".join(SCHEDULING_ORDERS))
+            raise SpecError("--scheduling", self.scheduling,
+                            "one of " + ", ".join(SCHEDULING_ORDERS))
         if self.preemption_mode not in PREEMPTION_MODES:
-            raise SpecError("preemption", self.preemption_mode,
+            raise SpecError("--preemption", self.preemption_mode,
                             "one of " + ", ".join(PREEMPTION_MODES))
-        for name in ("max_num_batched_tokens", "max_num_seqs", "block_size_tokens",
-                     "max_waiting_steps", "num_scheduler_steps"):
+        for name, flag in (("max_num_batched_tokens", "--max-num-batched-tokens"),
+                           ("max_num_seqs", "--max-num-seqs"),
+                           ("block_size_tokens", "--block-size"),
+                           ("max_waiting_steps", "max_waiting_steps"),
+                           ("num_scheduler_steps", "--num-scheduler-steps")):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(name, value, "a whole number >= 1")
+                raise SpecError(flag, value, "a whole number >= 1")
         if isinstance(self.state_blocks, bool) or not isinstance(self.state_blocks, int) \
                 or self.state_blocks < 0:
             raise SpecError("state_blocks", self.state_blocks, "a whole number >= 0")
@@ -86,10 +90,10 @@ class SchedulerConfig:
                 or self.offload_tokens < 0:
             raise SpecError("offload_tokens", self.offload_tokens, "a whole number >= 0")
         if not 0 <= self.watermark < 1:
-            raise SpecError("watermark", self.watermark, "a share of blocks in [0, 1)")
+            raise SpecError("--watermark", self.watermark, "a share of blocks in [0, 1)")
         if self.policy == "chunked-prefill" and self.max_num_batched_tokens < self.max_num_seqs:
-            raise SpecError("max_num_batched_tokens", self.max_num_batched_tokens,
-                            f"chunked prefill needs >= max_num_seqs ({self.max_num_seqs}) so "
+            raise SpecError("--max-num-batched-tokens", self.max_num_batched_tokens,
+                            f"chunked prefill needs >= --max-num-seqs ({self.max_num_seqs}) so "
                             "every running sequence decodes each iteration")
         if self.max_model_len is not None and (isinstance(self.max_model_len, bool) or not
                                                isinstance(self.max_model_len, int)

@@ -39,15 +39,19 @@ class Deployment:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) \
                     or not 0 <= value <= MAX_DEVICES:
-                raise SpecError(name, value, f"a whole number of devices, at most "
-                                f"{MAX_DEVICES:,}")
+                if name == "replicas":
+                    raise SpecError("--replicas", value,
+                                    f"a whole number of devices, at most {MAX_DEVICES:,}")
+                raise SpecError("--disaggregate", f"{self.prefill_replicas}:"
+                                f"{self.decode_replicas}", "prefill:decode device counts, each "
+                                f"at most {MAX_DEVICES:,}")
         if self.replicas < 1:
-            raise SpecError("replicas", self.replicas, "a whole number >= 1")
+            raise SpecError("--replicas", self.replicas, "a whole number >= 1")
         if (self.prefill_replicas > 0) != (self.decode_replicas > 0):
-            raise SpecError("disaggregate", f"{self.prefill_replicas}:{self.decode_replicas}",
+            raise SpecError("--disaggregate", f"{self.prefill_replicas}:{self.decode_replicas}",
                             "both pools need at least one device, e.g. 1:1")
         if self.router not in ROUTERS:
-            raise SpecError("router", self.router, "one of " + ", ".join(ROUTERS))
+            raise SpecError("--router", self.router, "one of " + ", ".join(ROUTERS))
 
     @property
     def disaggregated(self) -> bool:

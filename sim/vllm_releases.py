@@ -7,6 +7,17 @@ whose scheduling differs (0.13.0's row runs 0.13 - 0.17, async scheduling turned
 from dataclasses import dataclass
 
 from servecap.ledger.units import GiB
+from servecap.ledger.vllm_profile import (
+    BATCHED_TOKENS,
+    BIG_GPU,
+    BIG_GPU_EXCEPT,
+    HUGE_GPU,
+    HUGE_GPU_TOKENS,
+    LLM,
+    SEQS_DEFAULT,
+    SEQS_DEFAULT_BIG_GPU,
+    SERVE,
+)
 
 ABSENT, OPT_IN, DEFAULT_ON = "absent", "opt-in", "default"
 PIECEWISE, FULL_AND_PIECEWISE = "PIECEWISE", "FULL_AND_PIECEWISE"
@@ -163,17 +174,24 @@ def batch_limits(release: Scheduling, device_bytes: int, device_label: str,
     the OpenAI server), as its arg_utils.py sets them (Scheduling.batch_rule)."""
     name = device_label.lower()
     rule = release.batch_rule
-    big = {BY_NAME: "h100" in name or "h200" in name, BY_MEMORY: device_bytes >= 70 * GiB,
-           BY_MEMORY_NOT_A100: device_bytes >= 70 * GiB and "a100" not in name,
-           BY_MEMORY_160: device_bytes >= 70 * GiB and "a100" not in name}[rule]
-    huge = rule == BY_MEMORY_160 and device_bytes >= 160 * GiB
-    tokens = 16384 if huge or (big and offline) else 8192 if big or offline else 2048
-    seqs = release.seqs_everywhere or (1024 if big or huge else 256)
+    not_excepted = BIG_GPU_EXCEPT.lower() not in name
+    big = {BY_NAME: "h100" in name or "h200" in name, BY_MEMORY: device_bytes >= BIG_GPU,
+           BY_MEMORY_NOT_A100: device_bytes >= BIG_GPU and not_excepted,
+           BY_MEMORY_160: device_bytes >= BIG_GPU and not_excepted}[rule]
+    huge = rule == BY_MEMORY_160 and device_bytes >= HUGE_GPU
+    tokens = HUGE_GPU_TOKENS if huge else BATCHED_TOKENS[(big, LLM if offline else SERVE)]
+    seqs = release.seqs_everywhere or (SEQS_DEFAULT_BIG_GPU if big or huge else SEQS_DEFAULT)
     entry = "LLM class" if offline else "OpenAI server"
-    size = ">= 160 GiB" if huge else "H100/H200 by name" if rule == BY_NAME and big else \
-        ">= 70 GiB" + ("" if rule == BY_MEMORY else ", not an A100") if big else "smaller GPU"
-    return BatchLimits(tokens, seqs, f"{release.tag} {entry} default on a {size}: "
-                       f"{tokens} batched tokens, {seqs} sequences ({ARGS})")
+    if huge:
+        size = f"a >= {HUGE_GPU // GiB} GiB GPU"
+    elif big:
+        size = "an H100/H200 (by name)" if rule == BY_NAME else f"a >= {BIG_GPU // GiB} GiB GPU" \
+            + ("" if rule == BY_MEMORY else f", not an {BIG_GPU_EXCEPT}")
+    elif device_bytes >= BIG_GPU and rule not in (BY_NAME, BY_MEMORY):
+        size = f"an {BIG_GPU_EXCEPT}, which keeps the smaller GPUs' defaults"
+    else:
+        size = "a smaller GPU"
+    return BatchLimits(tokens, seqs, f"the {entry} default from {release.tag} on {size} ({ARGS})")
 
 
 def graph_max(release: Scheduling, device_label: str, max_num_seqs: int) -> int:

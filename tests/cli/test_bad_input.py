@@ -104,3 +104,51 @@ def test_a_missing_trace_or_log_says_no_such_file(run, tmp_path) -> None:
                        tmp_path / "nope.csv"), "nope.csv': no such file")
     one_line_error(run("reconcile", tmp_path / "nope.log", "--model", "qwen3-14b"),
                    "nope.log': no such file")
+
+
+@pytest.mark.parametrize(("text", "said"), [("", "document = empty"),
+                                            ("42\n", "document = a number (42)"),
+                                            ("- 1\n", "document = a list"),
+                                            ("hello\n", "document = a string ('hello')")])
+@pytest.mark.parametrize("command", ["workload", "model", "pack"])
+def test_a_file_that_is_not_a_mapping_says_what_it_holds(run, tmp_path, text, said,
+                                                         command) -> None:
+    """An empty workload read 'document = 'NoneType'', a number 'int': Python's type names,
+    not what the file holds."""
+    path = tmp_path / "f.yaml"
+    path.write_text(text)
+    args = {"workload": ("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--workload",
+                         path),
+            "model": ("plan", path, "--device", "h100-80gb"), "pack": ("pack", path)}[command]
+    result = run(*args)
+    one_line_error(result, f"{path}: {said}: ")
+    assert "NoneType" not in result.stderr and "'int'" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [("--tokens-per-s", "1000"),
+                                  ("llama-3.1-8b", "--device", "h100-80gb", "--input-len",
+                                   "100", "--output-len", "10")])
+@pytest.mark.parametrize("target", ["0", "1.5", "-1"])
+def test_cost_refuses_a_target_outside_0_1_without_an_slo(run, args, target) -> None:
+    """cost checked --target only where an SLO made it sweep: beside --tokens-per-s, or a
+    saturation run, --target 1.5 was taken without a word."""
+    one_line_error(run("cost", *args, "--target", target),
+                   f"--target = {float(target)}: a share of requests in (0, 1]")
+
+
+def test_broken_json_says_what_is_wrong_and_where(run, tmp_path) -> None:
+    """A broken coefficients file read 'json = 'line 1': not valid JSON', not what or where
+    on the line, as a broken YAML file says."""
+    broken = tmp_path / "c.json"
+    broken.write_text('{"a": 1,}')
+    one_line_error(run("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--input-len",
+                       "10", "--output-len", "2", "--coefficients", broken),
+                   f"{broken}: json = 'line 1': not valid JSON (expecting property name "
+                   "enclosed in double quotes at column 9)")
+
+
+def test_a_model_directorys_broken_config_is_named_as_the_file(run, tmp_path) -> None:
+    """The error named the directory, which holds several JSON files, not its config.json."""
+    (tmp_path / "config.json").write_text('{"model_type": "llama"\n"x": 1}')
+    one_line_error(run("plan", tmp_path, "--device", "40GiB"),
+                   f"{tmp_path / 'config.json'}: json = 'line 2': not valid JSON")

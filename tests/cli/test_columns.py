@@ -178,3 +178,23 @@ def test_reconcile_at_80_columns_keeps_every_number_on_one_line(log, args) -> No
                 assert any(f" {row[key]:,} " in line for line in table), (row, out)
         assert row["advice"].split()[0] in out
     assert max(len(line) for line in table) <= 80
+
+
+def _help_text_start(line: str) -> int | None:
+    """Where the help column starts on an options row ('│ --name  TYPE  Help...'), or None."""
+    found = re.match(r"│ [ *]{0,3}(-\S+(?:[ ,]-\S+)*)\s+(?:[A-Z]+\s+)?", line)
+    return found.end() if found and line[found.end():].strip("│ ") else None
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_leaves_its_text_room_at_80_columns(name: str) -> None:
+    """A flag beside its --no- form (--compare-simulate --no-compare-simulate) or its aliases
+    (--tensor-parallel-size,--tp -tp) pushed the help into 20-28 columns, a word or two a
+    line; the names are stacked instead, leaving the help at least MIN_HELP_WIDTH."""
+    from servecap.cli.help_width import MIN_HELP_WIDTH
+
+    result = CliRunner().invoke(app, [name, "--help"], env={"COLUMNS": "80"})
+    starts = [_help_text_start(line) for line in result.stdout.splitlines()]
+    narrow = [s for s in starts if s is not None and 79 - s < MIN_HELP_WIDTH - 2]
+    assert narrow == [], [line for line, s in zip(result.stdout.splitlines(), starts,
+                                                  strict=True) if s in narrow]

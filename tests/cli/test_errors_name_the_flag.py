@@ -75,3 +75,13 @@ def test_a_pack_instance_that_cannot_be_planned_is_named(run, tmp_path) -> None:
                     "--gpu-memory-utilization 0.4\n")
     one_line_error(run("pack", pack), f"{pack}: instances[1] (code): model = 'llama-3.1-8bb'",
                    "did you mean llama-3.1-8b?")
+
+
+@pytest.mark.parametrize("make", [lambda tmp: tmp / "vllm.log", lambda tmp: tmp])
+def test_reconcile_names_an_unreadable_log_before_the_model(run, tmp_path, make) -> None:
+    """A mistyped log path with no --model read '--model is missing', sending the user after
+    the wrong input."""
+    log = make(tmp_path)
+    result = run("reconcile", log)
+    one_line_error(result, f"log = '{log}'")
+    assert "--model" not in result.stderr

@@ -7,8 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from bad_input_checks import one_line_error
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[2]
 
 H100 = ("--device", "h100-80gb")
 
@@ -218,3 +221,21 @@ def test_an_answer_at_the_end_of_the_range_says_so(run):
     assert "for 1 request: 131,072 tokens" in out and "end of the range searched" in out
     code, data = fit_json(run, "llama-3.1-8b", *H100, "--concurrency", "1", "--up-to", "1000")
     assert data["max_context_tokens"] == 1000 and data["range_end"] == "--up-to"
+
+
+@pytest.mark.parametrize(("flag", "path", "find"), [("--workload", "workloads/chat.yaml", ()),
+                                                    ("--trace", "workloads/trace.csv",
+                                                     ("--find", "tp"))])
+def test_fit_refuses_a_workload_its_question_does_not_read(run, flag, path, find) -> None:
+    """--workload and --trace were taken and ignored by every question but kv-offload, where
+    --hit-rate beside them is refused."""
+    result = run("fit", "llama-3.1-8b", "--device", "h100-80gb", flag, ROOT / path, *find)
+    one_line_error(result, f"{flag} = '{ROOT / path}': applies with --find kv-offload")
+
+
+def test_fit_kv_offload_without_a_workload_names_only_its_own_flags(run) -> None:
+    """The missing-workload error offered --input-len/--output-len, which fit does not take."""
+    result = run("fit", "llama-3.1-8b", "--device", "h100-80gb", "--engine", "vllm", "--find",
+                 "kv-offload", "--hit-rate", "0.9")
+    one_line_error(result, "--workload/--trace is missing: give exactly one")
+    assert "--input-len" not in result.stderr

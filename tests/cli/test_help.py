@@ -100,3 +100,24 @@ def test_top_level_help_gives_a_flag_no_label() -> None:
                          text=True, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"},
                          cwd=Path(__file__).resolve().parents[2].parent, check=True).stdout
     assert "--version" in out and not re.search(r"<(bool|str|int)>", out), out
+
+
+@pytest.mark.parametrize("command", ["sweep", "search"])
+def test_force_names_only_the_files_the_command_writes(command) -> None:
+    """sweep's and search's --force said it replaces --records and --token-times files, which
+    neither command writes (both refuse those flags): simulate's words, shared."""
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    line = next(line for line in result.stdout.splitlines() if "--force" in line)
+    assert "Replace an existing --xlsx file." in line and "--records" not in line
+    assert "No such option: --records" in CliRunner().invoke(
+        app, [command, "--records", "r.csv"]).stderr
+
+
+def test_search_lists_its_slos_together() -> None:
+    """search's --slo-ttft stood alone in an 'SLOs' panel under the question's, apart from
+    --slo-tpot and --target."""
+    text = CliRunner().invoke(app, ["search", "--help"], env={"COLUMNS": "200"}).stdout
+    panels = re.split(r"╭─ ", text)
+    question = next(p for p in panels if p.startswith("The question"))
+    assert all(flag in question for flag in ("--slo-ttft", "--slo-tpot", "--target"))
+    assert not any(p.startswith("SLOs") for p in panels)

@@ -130,7 +130,7 @@ def test_a_simulate_scenario_plans_the_same_device_and_model(tmp_path):
     ("scheduler:\n  bogus: 1\n", ("scheduler.bogus = 1", "max_model_len")),
     ("memory:\n  gpu_memory_utilization: 1.5\n", ("memory.gpu_memory_utilization = 1.5",
                                                   "less than or equal to 1")),
-    ("- 1\n", ("document = 'list'", "mapping")),
+    ("- 1\n", ("document = a list", "mapping")),
     ("parallel:\n  tensor_parallel_size: true\n", ("parallel.tensor_parallel_size = True",)),
 ])
 def test_a_bad_scenario_file_is_one_line_naming_file_field_and_value(text, needles, tmp_path):

@@ -141,3 +141,13 @@ def test_a_bad_value_in_a_workbooks_record_names_the_workbook_and_field(flag, tm
     assert out.exit_code == 2
     assert out.stderr.strip() == (f"servecap: error: {book}: dtypes.kv_cache_dtype = 'fp9': "
                                   "allowed: fp32, bf16, fp16, fp8, int8, int4")
+
+
+def test_a_model_files_bare_size_device_is_named_not_none() -> None:
+    """simulate teaching-7b without --device takes the model file's serving.device (40GiB),
+    and the missing-bandwidth line read 'the device None is a bare size'."""
+    out = runner.invoke(app, ["simulate", "teaching-7b", "--input-len", "10", "--output-len",
+                              "2"])
+    assert out.exit_code == 2
+    assert "the device '40GiB' (the model file's serving.device) is a bare size" in out.stderr
+    assert "None" not in out.stderr

@@ -1,6 +1,7 @@
 """The sweep table explains its marks, and the TPOT target is named as such."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,13 @@ def test_the_fixed_step_cost_is_named_by_its_flag(run, monkeypatch) -> None:
     assert result.exit_code == 0, result.output
     assert "3,350.0 GB/s, --step-overhead 2 ms; weights read" in result.stdout
     assert "ms per step" not in result.stdout
+
+
+def test_engine_host_figures_group_their_thousands(run) -> None:
+    """'host 2178 us/step + 54.25 us/sequence': every other figure on the page groups its
+    thousands (28,502 blocks, 8,192 tokens)."""
+    result = run("simulate", "llama-3.1-8b", "--device", "h100-80gb", "--input-len", "10",
+                 "--output-len", "2", "--num-requests", "2")
+    assert result.exit_code == 0, result.output
+    host = re.search(r"host ([\d,.]+) us/step", result.stdout).group(1)
+    assert float(host.replace(",", "")) >= 1000 and "," in host

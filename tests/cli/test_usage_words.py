@@ -60,3 +60,25 @@ def test_a_comma_list_on_a_repeating_option_says_repeat_it(run) -> None:
     """blocks --block-size 16,32 read 'not a whole number (got '16,32')': the option repeats."""
     line = _line(run, "blocks", "17", "33", "--block-size", "16,32")
     assert "(got '16,32'; repeat the flag: --block-size 16 --block-size 32)" in line
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("plan", "llama-3.1-8b", "--concurrency", "n"), "not a whole number (got 'n')"),
+    (("plan", "llama-3.1-8b", "--context", "e"), "not a whole number (got 'e')"),
+    (("simulate", "llama-3.1-8b", "--rate", "a"), "not a number (got 'a')")])
+def test_a_value_spelt_inside_the_flag_name_is_still_shown(run, args, said) -> None:
+    """'--concurrency n' read 'not a whole number' alone: the value was looked for anywhere
+    in the message, and the n of --concurrency was taken for it."""
+    result = run(*args)
+    assert result.exit_code == 2 and said in result.stderr
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    ("plann", "No such command 'plann' (did you mean plan?)"),
+    ("simulat", "No such command 'simulat' (did you mean simulate or speculate?)"),
+    ("envelope", "No such command 'envelope'; the commands: plan, fit, models")])
+def test_a_mistyped_command_is_given_the_near_ones(run, typed, said) -> None:
+    """'servecap plann' read 'No such command' alone, where a mistyped option is offered
+    the options near it."""
+    result = run(typed)
+    assert result.exit_code == 2 and said in result.stderr

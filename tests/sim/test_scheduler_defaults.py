@@ -59,7 +59,9 @@ def test_policy_help_states_the_default_the_runs_use(command):
     prompts first, plain runs continuous."""
     shown = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     text = " ".join(shown.stdout.replace("│", " ").split())
-    assert " ".join(steps.DEFAULT_POLICY_HELP.split()) in text
+    said = steps.policy_default_help("--speed-of-light") if command == "cost" \
+        else steps.DEFAULT_POLICY_HELP  # cost takes no --coefficients
+    assert " ".join(said.split()) in text
     assert "Default continuous" not in text
 
 
