@@ -64,6 +64,9 @@ def cost(ctx: typer.Context, model: Annotated[str | None, typer.Argument(
       servecap cost llama-3.1-8b --device h100-80gb \\
           --workload workloads/chat.yaml --slo-ttft 500ms --slo-tpot 50ms
     """
+    if model is not None and tokens_per_s is not None:  # it would be read and then ignored
+        raise SpecError("MODEL", model, "not with --tokens-per-s: a measured rate is priced as "
+                        "given; drop MODEL, or drop --tokens-per-s to simulate MODEL")
     policy = load.policy or steps.default_policy(steps.simulated_row(rig.engine,
                                                                      rig.speed_of_light))
     flags = SimFlags(**asdict(rig), workload=load.workload, policies=(policy,),

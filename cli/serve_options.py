@@ -46,8 +46,10 @@ class ServeEdge:
                                        help="Require 'Authorization: Bearer KEY' on /v1/* "
                                             "(401 without it; /health and /metrics stay open), "
                                             "as vLLM's --api-key.")] = None
-    max_request_bytes: Annotated[int, Edge(help="Largest request body; a bigger one is "
-                                                "HTTP 413.")] = limits.DEFAULT_MAX_REQUEST_BYTES
+    max_request_bytes: Annotated[int, Edge(
+        help=f"Largest request body in bytes ({limits.DEFAULT_MAX_REQUEST_BYTES / 2**20:g} MiB "
+             "by default); a bigger one is HTTP 413.", show_default=False)] = \
+        limits.DEFAULT_MAX_REQUEST_BYTES
     header_timeout: Annotated[float, Edge(help="Seconds a connection may take to send a "
                                                "request's headers; then it is closed.")] = \
         limits.DEFAULT_HEADER_TIMEOUT_S

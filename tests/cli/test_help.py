@@ -121,3 +121,11 @@ def test_search_lists_its_slos_together() -> None:
     question = next(p for p in panels if p.startswith("The question"))
     assert all(flag in question for flag in ("--slo-ttft", "--slo-tpot", "--target"))
     assert not any(p.startswith("SLOs") for p in panels)
+
+
+def test_serve_states_its_request_body_limit_with_a_unit() -> None:
+    """serve's --max-request-bytes read '[default: 4194304]': a number with no unit where every
+    other size in servecap's output is labelled."""
+    out = CliRunner().invoke(app, ["serve", "--help"], terminal_width=80)
+    words = " ".join(out.output.replace("│", " ").split())
+    assert "4 MiB by default" in words and "4194304" not in words

@@ -158,3 +158,12 @@ def test_the_default_gpu_price_is_said_to_be_assumed(tmp_path):
     scenario.write_text("prices: {usd_per_gpu_hour: 4}\n")
     report = _json("cost", "--tokens-per-s", "1000", "--scenario", str(scenario))
     assert report["gpu_price_source"] == "given" and report["gpu_price_per_h"] == 4
+
+
+def test_a_model_beside_a_measured_rate_is_refused_not_ignored() -> None:
+    """cost MODEL --tokens-per-s priced the given rate and dropped MODEL without a word; one of
+    the two has to go, and the message says which does what."""
+    out = _run("cost", "llama-3.1-8b", "--tokens-per-s", "1000", "--gpu-price", "2")
+    assert out.exit_code == 2
+    assert "MODEL" in out.output and "llama-3.1-8b" in out.output
+    assert "--tokens-per-s" in out.output and "Traceback" not in out.output
