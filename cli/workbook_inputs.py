@@ -6,7 +6,7 @@ from pathlib import Path
 from servecap.ledger import dtypes
 from servecap.ledger.engines import as_cached, release_row
 from servecap.scenario.deployment import deployment as plan_deployment
-from servecap.scenario.deployment import replanner
+from servecap.scenario.deployment import load, replanner
 
 from .deploy import NO_DEPLOY, DeployFlags, engine_spec
 from .inputs import PlanFlags, plan_parts, plan_scenario
@@ -42,7 +42,8 @@ def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = N
     spec, serve, overrides = plan_parts(model, flags)
     spec = as_cached(spec, release_row(engine_spec(deploy)))
     scenario = plan_scenario(model, flags, deploy)
-    deployment = plan_deployment(scenario)
+    loaded = load(scenario)  # once: the deployment and the Envelope's rows plan it
+    deployment = plan_deployment(scenario, loaded)
     # the engine's block size, EPLB and the KV offload tier (deployment flags) as plan uses them
     serve = replace(serve, block_size_tokens=deployment.plan.serve.block_size_tokens,
                     eplb=deployment.plan.serve.eplb,
@@ -51,4 +52,4 @@ def workbook_source(model: str | None, flags: PlanFlags, deploy: DeployFlags = N
     ref = str(Path(model).resolve()) if Path(model).exists() else model
     return WorkbookSource(ref, spec, serve, overrides, wdtype, flags.group_size, deployment,
                           engine_spec(deploy), tuple(asdict(deploy).items()),
-                          replanner(scenario))
+                          replanner(scenario, loaded))

@@ -63,17 +63,15 @@ def checked_deployment(scenario: Scenario, loaded: LoadedModel
     return deployment(scenario, loaded), formats
 
 
-def replanner(scenario: Scenario) -> Callable[[str, int, str], Deployment]:
-    """The deployment `plan` builds from this Scenario, planned again at another device,
-    context (every request of it) and KV dtype: the Envelope's rows. The model is read once,
-    at the first call; what vLLM would refuse there raises SpecError, as plan's does."""
-    loaded: list[LoadedModel] = []
-
+def replanner(scenario: Scenario, loaded: LoadedModel
+              ) -> Callable[[str, int, str], Deployment]:
+    """The deployment `plan` builds from this Scenario (its model as `loaded`), planned again
+    at another device, context (every request of it) and KV dtype: the Envelope's rows; what
+    vLLM would refuse there raises SpecError, as plan's does."""
     def at(device: str, context: int, kv_dtype: str) -> Deployment:
-        loaded[:] = loaded or [load(scenario)]
         point = with_values(scenario, {"device.name": device, "scheduler.max_model_len": context,
                                        "dtypes.kv_cache_dtype": kv_dtype, "load.lengths": None})
-        return checked_deployment(point, loaded[0])[0]
+        return checked_deployment(point, loaded)[0]
     return at
 
 
