@@ -54,7 +54,7 @@ class Setup:
     draft: Plan | None = None  # the resident draft's ledger (speculative.model), sharing the pool
     hub: object = None  # HubSource when the model was read from the Hugging Face Hub
     engine: dict | None = None  # which release runs around the kernels (steps.engine_label)
-    batch_source: str = ""  # where the configs' batch limits came from (batch_source)
+    batch_source: str = ""  # where the configs' batch limits came from (scheduler_batch)
 
 
 def rank(scenario: Scenario) -> Ranked:
@@ -85,20 +85,24 @@ def setup(scenario: Scenario, sent: list[Request] | None = None,
     check_fixed_shape(scenario, max_model_len(plan))
     return Setup(plan, coef, num_blocks(plan, scenario, draft), configs, reqs, workload,
                  slo(scenario), source, fleet(scenario), draft, ranked.hub,
-                 steps.scenario_engine_label(scenario), batch_source(scenario, plan))
+                 steps.scenario_engine_label(scenario), scheduler_batch(scenario, plan)[2])
 
 
-def batch_source(scenario: Scenario, plan: Plan) -> str:
-    """Where scheduler_configs took max_num_batched_tokens and max_num_seqs from: given, the
-    simulated release's default for the device, or the plan's own defaults."""
-    sched = scenario.scheduler
+def scheduler_batch(scenario: Scenario, plan: Plan) -> tuple[int, int, str]:
+    """The configs' max_num_batched_tokens and max_num_seqs (the Scenario's, else the
+    simulated V1 release's own defaults for the device, else the defaults the ledger planned
+    with), and where they came from, in words."""
+    sched, serve = scenario.scheduler, plan.serve
+    limits = steps.scenario_batch_limits(scenario, plan)
+    tokens = sched.max_num_batched_tokens or (limits.tokens if limits
+                                              else serve.max_num_batched_tokens)
+    seqs = sched.max_num_seqs or (limits.seqs if limits else serve.max_num_seqs)
     given = [flag for flag, value in (("--max-num-batched-tokens", sched.max_num_batched_tokens),
                                       ("--max-num-seqs", sched.max_num_seqs)) if value]
-    limits = steps.scenario_batch_limits(scenario, plan)
     default = limits.why if limits else "the plan's defaults (no release default simulated)"
     if len(given) == 2:
-        return "given (--max-num-batched-tokens, --max-num-seqs)"
-    return f"{given[0]} given; otherwise {default}" if given else default
+        return tokens, seqs, "given (--max-num-batched-tokens, --max-num-seqs)"
+    return tokens, seqs, f"{given[0]} given; otherwise {default}" if given else default
 
 
 def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation | None,
@@ -109,10 +113,7 @@ def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation |
     requests are refused beyond."""
     sched, sim = scenario.scheduler, scenario.simulator
     serve = plan.serve
-    limits = steps.scenario_batch_limits(scenario, plan)
-    tokens = sched.max_num_batched_tokens or (limits.tokens if limits
-                                              else serve.max_num_batched_tokens)
-    seqs = sched.max_num_seqs or (limits.seqs if limits else serve.max_num_seqs)
+    tokens, seqs, _ = scheduler_batch(scenario, plan)
     return tuple(SchedulerConfig(
         policy=p, max_num_batched_tokens=tokens,
         max_num_seqs=seqs, block_size_tokens=serve.block_size_tokens,
