@@ -260,11 +260,16 @@ def terms_table() -> str:
 
 def releases_table() -> str:
     """sim/vllm_releases.py's rows: what each vLLM release does in scheduling, cited."""
+    from servecap.ledger.vllm_batch import RULES
     from servecap.sim.vllm_releases import table_rows
     lines = ["| from | async scheduling | CUDA graphs | batch defaults | source (at the tag) |",
              "|---|---|---|---|---|"]
     lines += [f"| {r['tag']} | {r['async_scheduling']} | {r['cudagraph_mode']} | "
               f"{r['batch_defaults']} | {r['source']} |" for r in table_rows()]
+    lines += ["", "The batch defaults by release (ledger/vllm_batch.py, the rule the memory "
+              "plan's profile pass reads too):", "",
+              "| from | larger defaults for | source (at the tag) |", "|---|---|---|"]
+    lines += [f"| {r.tag} | {r.kind} | {r.source} |" for r in RULES]
     return "\n".join(lines)
 
 

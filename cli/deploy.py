@@ -8,7 +8,7 @@ import typer
 
 from servecap.ledger.engines import PLAIN, VLLM, EngineSpec
 from servecap.ledger.serve import DEFAULT_MAX_NUM_SEQS
-from servecap.ledger.vllm_profile import SERVE, seqs_default_rule
+from servecap.ledger.vllm_batch import SERVE, seqs_default_rule
 from servecap.scenario import engine as scenario_engine
 from servecap.scenario.engine import split_engine, with_device  # noqa: F401 (re-exported)
 from servecap.scenario.spec import DEFAULT, Engine, Memory, Parallel, Scenario

@@ -13,7 +13,7 @@ from servecap.ledger.serve import (
     DEFAULT_MAX_NUM_SEQS,
     DEFAULT_SAFETY_FRACTION,
 )
-from servecap.ledger.vllm_profile import seqs_default_rule, tokens_default_rule
+from servecap.ledger.vllm_batch import seqs_default_rule, tokens_default_rule
 from servecap.scenario.spec import DEFAULT as D
 from servecap.scenario.steps import DEFAULT_POLICY_HELP
 from servecap.sim.shape import DEFAULT_NUM_REQUESTS

@@ -20,8 +20,9 @@ from .lora_rules import slots_in_budget
 from .model import ModelSpec
 from .serve import DEFAULT_BLOCK_SIZE_TOKENS
 from .units import GiB, MiB
+from .vllm_batch import SERVE
 from .vllm_buffers import rotary_positions
-from .vllm_profile import COMM_PER_GPU, SERVE
+from .vllm_profile import COMM_PER_GPU
 from .vllm_versions import NEWEST, TOKENS_FROM_CONCURRENCY, VllmRow
 
 PLAIN, VLLM, SGLANG, TRTLLM = "plain", "vllm", "sglang", "trtllm"
@@ -53,6 +54,7 @@ class EngineSpec:
     cuda_graph_bytes: int | None = None
     formula: str | None = None
     vllm_row: VllmRow = NEWEST
+    asked_release: tuple[int, ...] | None = None  # --engine vllm==X.Y (None: the row's own)
     version_note: str = ""
     entrypoint: str = SERVE
     max_num_batched_tokens: int | None = None
@@ -85,6 +87,16 @@ class EngineSpec:
     def kv_formula(self) -> str:
         """vLLM's concurrency formula: the row's engine unless stated (a V0 log on a V1 row)."""
         return self.formula or (self.vllm_row.formula if self.name == VLLM else V1)
+
+    @property
+    def release(self) -> tuple[int, ...]:
+        """The vLLM release the plan follows: the one asked, or the row's first; never older
+        than the row (a release before the first row takes the first row's)."""
+        row = self.vllm_row.version + (0,) * (3 - len(self.vllm_row.version))
+        asked = self.asked_release
+        if asked is None:
+            return row
+        return max(row, tuple(asked) + (0,) * (3 - len(asked)))
 
     @property
     def default_utilization(self) -> float:

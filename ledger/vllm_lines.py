@@ -9,10 +9,9 @@ from .kv import Shard
 from .lines import Line
 from .model import ModelSpec
 from .serve import ServeSpec
+from .vllm_batch import Batch, batch_defaults
 from .vllm_profile import (
-    Batch,
     activation_estimate,
-    batch_defaults,
     comm_estimate,
     graph_estimate,
     non_torch_estimate,
@@ -88,10 +87,10 @@ def graph_limit(engine, serve: ServeSpec, spec: ModelSpec | None = None) -> int:
 
 
 def profile_batch(engine, serve: ServeSpec) -> Batch:
-    """The tokens and sequences vLLM profiles with: the engine's own knobs, else the row's
-    defaults for this device and entry point."""
-    return batch_defaults(engine.vllm_row, serve.device_bytes, serve.device_label,
-                          serve.context_tokens, engine.entrypoint,
+    """The tokens and sequences vLLM profiles with: the engine's own knobs, else the asked
+    release's defaults for this device and entry point."""
+    return batch_defaults(engine.vllm_row.formula, engine.release, serve.device_bytes,
+                          serve.device_label, serve.context_tokens, engine.entrypoint,
                           engine.max_num_batched_tokens, engine.max_num_seqs)
 
 

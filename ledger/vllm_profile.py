@@ -2,7 +2,6 @@
 activation peak of its dummy forward and sampler pass, memory outside torch, collective
 buffers and (vLLM >= 0.20) its CUDA-graph estimate. Each term is an estimate, labelled."""
 
-from dataclasses import dataclass
 
 from . import dtypes
 from .devices import NVLINK
@@ -10,6 +9,7 @@ from .kv import Shard
 from .model import ModelSpec
 from .sharding import vocab_rows_per_rank
 from .units import GiB, MiB
+from .vllm_batch import Batch
 from .vllm_row import (
     CONSUMED,
     FLASHINFER,
@@ -24,17 +24,6 @@ from .vllm_row import (
     VllmRow,
 )
 
-SERVE, LLM = "serve", "llm"  # vLLM's usage contexts: OPENAI_API_SERVER and LLM_CLASS
-LONG_CONTEXT = 32_768  # V0 turns on chunked prefill above this max_model_len
-V0_CHUNKED_TOKENS = {(0, 6): 512}  # SchedulerConfig's chunked default; 2048 from 0.7
-BIG_GPU = 70 * GiB  # arg_utils: >= 70 GiB (and not an A100) gets the larger batch defaults
-BIG_GPU_EXCEPT = "A100"  # arg_utils: an A100 80GB keeps the smaller defaults
-SEQS_DEFAULT = 256  # max_num_seqs by default: V0, and V1 below BIG_GPU (or on an A100)
-SEQS_DEFAULT_BIG_GPU = 1024  # V1's max_num_seqs by default on a BIG_GPU
-# V1's max_num_batched_tokens by default, by (a BIG_GPU, usage context)
-BATCHED_TOKENS = {(True, SERVE): 8192, (True, LLM): 16384, (False, SERVE): 2048, (False, LLM): 8192}
-HUGE_GPU = 160 * GiB  # from 0.28 (VllmRow.batch_tier_160): HUGE_GPU_TOKENS for both entry points
-HUGE_GPU_TOKENS = 16384
 # Memory outside torch's allocator that the profile counts on one GPU: cuBLAS and attention
 # workspaces, loaded kernels; with the CUDA context where the row measures device-wide use.
 # Public logs: 0.16-0.25 GiB profiled (vllm PR 12126, issues 13061, 14447), 0.35 GiB with the
@@ -74,60 +63,6 @@ SAMPLERS = (FLASHINFER, TORCH, TRITON)
 CUBLAS_WORKSPACE_SM90 = 4096 * 8 * 1024
 CUBLAS_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
 HOPPER = (9, 0)
-
-
-@dataclass(frozen=True)
-class Batch:
-    """vLLM's max_num_batched_tokens and max_num_seqs for the profile pass, and why."""
-
-    tokens: int
-    seqs: int
-    how: str
-
-
-def batch_defaults(row: VllmRow, device_bytes: int, device_label: str, max_model_len: int,
-                   entrypoint: str = SERVE, tokens: int | None = None,
-                   seqs: int | None = None) -> Batch:
-    """vllm/engine/arg_utils.py at the row's tag: V1 picks by device memory and usage context;
-    V0 profiles max(max_model_len, 2048) tokens, or its chunked default above 32K."""
-    if row.formula == "v0":
-        if tokens is None:
-            chunked = max_model_len > LONG_CONTEXT
-            tokens = V0_CHUNKED_TOKENS.get(row.version[:2], 2048) if chunked \
-                else max(max_model_len, 2048)
-            why = "V0 chunked prefill above 32K" if chunked else "V0: max(max_model_len, 2048)"
-        else:
-            why = "declared"
-        return Batch(tokens, seqs or SEQS_DEFAULT, why)
-    big = device_bytes >= BIG_GPU and BIG_GPU_EXCEPT.lower() not in device_label.lower()
-    default_tokens = BATCHED_TOKENS[(big, entrypoint)]
-    default_seqs = SEQS_DEFAULT_BIG_GPU if big else SEQS_DEFAULT
-    size = f">= {BIG_GPU // GiB} GiB" if big else f"< {BIG_GPU // GiB} GiB or {BIG_GPU_EXCEPT}"
-    why = f"V1 {entrypoint} default on a {size} GPU"
-    if row.batch_tier_160 and device_bytes >= HUGE_GPU:
-        default_tokens = HUGE_GPU_TOKENS
-        why = f"V1 {entrypoint} default on a >= {HUGE_GPU // GiB} GiB GPU ({row.name})"
-    return Batch(tokens or default_tokens, seqs or default_seqs,
-                 why if tokens is None or seqs is None else "declared")
-
-
-def seqs_default_rule() -> str:
-    """batch_defaults' max_num_seqs rule in words, from the constants it reads: '256, or 1,024
-    on a >= 70 GiB GPU other than an A100'."""
-    return (f"{SEQS_DEFAULT:,}, or {SEQS_DEFAULT_BIG_GPU:,} on a >= {BIG_GPU // GiB} GiB GPU "
-            f"other than an {BIG_GPU_EXCEPT}")
-
-
-def tokens_default_rule(entrypoint: str = SERVE) -> str:
-    """batch_defaults' V1 max_num_batched_tokens rule for one entry point in words, from the
-    constants it reads: '8,192 on a >= 70 GiB GPU other than an A100 (16,384 on a >= 160 GiB
-    GPU from v0.28.0), else 2,048'."""
-    from .vllm_versions import ROWS
-
-    huge = next((item.tag for item in ROWS if item.batch_tier_160), None)
-    tier = f" ({HUGE_GPU_TOKENS:,} on a >= {HUGE_GPU // GiB} GiB GPU from {huge})" if huge else ""
-    return (f"{BATCHED_TOKENS[(True, entrypoint)]:,} on a >= {BIG_GPU // GiB} GiB GPU other "
-            f"than an {BIG_GPU_EXCEPT}{tier}, else {BATCHED_TOKENS[(False, entrypoint)]:,}")
 
 
 def forward_peak(spec: ModelSpec, shard: Shard, tokens: int) -> int:

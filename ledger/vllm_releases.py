@@ -54,8 +54,7 @@ V022 = dict(runner_rule=RUNNER_LISTED_DENSE, mrv2_archs=V2_022,
 V026 = dict(runner_rule=RUNNER_LISTED_OR_DENSE, mrv2_archs=V2_026,
             mrv2_sampler_bytes=MRV2_LOGITS_AND_COPY, window_in_flight=True, startup_plan=True)
 V028 = V026 | dict(runner_rule=RUNNER_LISTED_OR_DENSE_STATE_LISTED, mrv2_archs=V2_028,
-                   mrv2_sampler_bytes=MRV2_LOGITS_ONLY, batch_tier_160=True,
-                   graph_max_sm100=1024)
+                   mrv2_sampler_bytes=MRV2_LOGITS_ONLY, graph_max_sm100=1024)
 V029 = V028 | dict(runner_rule=RUNNER_ALL, mrv2_graphs_estimated=True)
 V030 = V029 | dict(triton_min_batch=1)
 V032 = V030 | dict(mamba_all_chunk_aligned=False)

@@ -3,6 +3,8 @@ themselves are in ledger/vllm_versions.py (to 0.21) and ledger/vllm_releases.py 
 
 from dataclasses import dataclass
 
+from .vllm_batch import BY_MEMORY_160, rule_for
+
 # How the profile pass is turned into 'memory the KV pool may not use' (worker code at the tag):
 PEAK_FREE = "peak_free"  # init free - free after profiling: every byte since start-up
 ALLOCATED = "allocated"  # torch allocated peak (weights included) + device-wide non-torch
@@ -96,8 +98,7 @@ class VllmRow:
     profile_cudagraph_memory() measures (before 0.29 it returns 0, so nothing is subtracted);
     mrv2_sampler_bytes: V2's profile-pass sampler per logit; window_in_flight: sliding-window
     and chunked-local layers reserve W - 1 + (concurrent batches x T) tokens (VllmConfig
-    .max_in_flight_tokens, from 0.26), not W - 1 + T; batch_tier_160: GPUs of >= 160 GiB take
-    16,384 batched tokens for the API server too (0.28); graph_max_sm100: the largest capture
+    .max_in_flight_tokens, from 0.26), not W - 1 + T; graph_max_sm100: the largest capture
     size on SM 10.0 GPUs; triton_min_batch: the smallest batch Triton's top-k/top-p takes;
     mamba_all_chunk_aligned: mamba_cache_mode 'all' aligns the attention block to the Mamba
     chunk (to 0.31); gdn_checkpoint_alignment: align mode's block alignment for gated-DeltaNet
@@ -142,7 +143,6 @@ class VllmRow:
     mrv2_graphs_estimated: bool = False
     mrv2_sampler_bytes: int = 0
     window_in_flight: bool = False
-    batch_tier_160: bool = False
     graph_max_sm100: int = GRAPH_MAX_TOKENS
     triton_min_batch: int = 8
     mamba_all_chunk_aligned: bool = True
@@ -153,6 +153,12 @@ class VllmRow:
     encoder_rows_to_budget: bool = False
     qwen3_video_timestamps: bool = False
     compile_benchmarks_kernels: bool = False
+
+    @property
+    def batch_tier_160(self) -> bool:
+        """Whether GPUs of >= 160 GiB take 16,384 batched tokens for the API server too at
+        the row's first release (ledger/vllm_batch.py's rule, read here for diff's reasons)."""
+        return rule_for(self.version).kind == BY_MEMORY_160
 
     @property
     def pin(self) -> str:

@@ -8,8 +8,9 @@ from servecap.ledger.devices import find as find_device
 from servecap.ledger.engines import ENGINES, PLAIN, VLLM, EngineSpec
 from servecap.ledger.errors import SpecError
 from servecap.ledger.units import parse_size_flag
-from servecap.ledger.vllm_profile import LLM, SAMPLERS, SERVE
-from servecap.ledger.vllm_versions import KNOWN, choose
+from servecap.ledger.vllm_batch import LLM, SERVE
+from servecap.ledger.vllm_profile import SAMPLERS
+from servecap.ledger.vllm_versions import KNOWN, choose, parse_version
 from servecap.ledger.vllm_weights import MXFP4_BACKENDS
 
 from .spec import Scenario, get
@@ -116,7 +117,9 @@ def _vllm_knobs(scenario: Scenario, name: str) -> dict:
         raise SpecError("--sampler", eng.sampler, ", ".join(SAMPLERS))
     if seqs is not None and seqs < 1:
         raise SpecError("--max-num-seqs", seqs, "a whole number >= 1")
-    return {"vllm_row": choice.row, "version_note": choice.note or f"vLLM rules: "
+    asked = None if choice.asked == VLLM else parse_version(choice.asked)
+    return {"vllm_row": choice.row, "asked_release": asked,
+            "version_note": choice.note or f"vLLM rules: "
             f"{choice.row.name} ({choice.row.tag}); {KNOWN}", "entrypoint": eng.entrypoint,
             "max_num_seqs": seqs, "mxfp4_backend": eng.mxfp4_backend,
             "sampler": eng.sampler, "cold_compile": eng.cold_compile}

@@ -112,7 +112,9 @@ def _logged_engine(s: Scenario, facts: LogFacts) -> tuple[Scenario, str]:
     rules = (f"rules: {choice.row.name} ({choice.row.tag}), {said}"
              + (f"; {choice.note}" if choice.note and spelling != VLLM else "")
              + ("; pin one with --engine vllm==X.Y" if spelling == VLLM else ""))
-    name, version = split_engine(choice.row.pin)
+    # the release as the log or --engine gives it (its batch defaults differ within a row:
+    # ledger/vllm_batch.py); the newest row's where neither says
+    name, version = split_engine(choice.row.pin if spelling == VLLM else spelling)
     sampler = s.engine.sampler or env_sampler(facts, choice.row)
     return with_values(s, {"engine.name": name, "engine.version": version,
                            "engine.sampler": sampler}), rules

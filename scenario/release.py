@@ -4,7 +4,7 @@ whether the host's work overlaps the GPU's and why, and the async flags it refus
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.serve import ServeSpec
-from servecap.ledger.vllm_profile import LONG_CONTEXT, batch_defaults
+from servecap.ledger.vllm_batch import LONG_CONTEXT, batch_defaults
 from servecap.ledger.vllm_versions import VllmRow, choose, parse_version
 from servecap.sim.vllm_releases import (
     ABSENT,
@@ -26,18 +26,15 @@ def release_batch_limits(row: VllmRow, version: tuple[int, ...], serve: ServeSpe
                          offline: bool) -> BatchLimits | None:
     """max_num_batched_tokens and max_num_seqs the release defaults to on the plan's device
     (V1: sim/vllm_releases.py; V0: max(max_model_len, 2048) tokens and 256 sequences,
-    ledger/vllm_profile.py batch_defaults); None for V0 above 32K tokens of context (its
+    ledger/vllm_batch.py batch_defaults); None for V0 above 32K tokens of context (its
     chunked default is not simulated), which keeps the ledger's defaults."""
     if row.formula == "v0":
         if serve.context_tokens > LONG_CONTEXT:
             return None
-        batch = batch_defaults(row, serve.device_bytes, serve.device_label,
-                               serve.context_tokens)
+        batch = batch_defaults(row.formula, row.version, serve.device_bytes,
+                               serve.device_label, serve.context_tokens)
         return BatchLimits(batch.tokens, batch.seqs, f"{row.tag}: {batch.how}")
-    release = scheduling_for(version)
-    if release is None:
-        return None
-    return batch_limits(release, serve.device_bytes, serve.device_label, offline)
+    return batch_limits(version, serve.device_bytes, serve.device_label, offline)
 
 
 def overlap_label(row: VllmRow, version: tuple[int, ...], async_scheduling: bool | None,

@@ -6,28 +6,11 @@ whose scheduling differs (0.13.0's row runs 0.13 - 0.17, async scheduling turned
 
 from dataclasses import dataclass
 
-from servecap.ledger.units import GiB
-from servecap.ledger.vllm_profile import (
-    BATCHED_TOKENS,
-    BIG_GPU,
-    BIG_GPU_EXCEPT,
-    HUGE_GPU,
-    HUGE_GPU_TOKENS,
-    LLM,
-    SEQS_DEFAULT,
-    SEQS_DEFAULT_BIG_GPU,
-    SERVE,
-)
+from servecap.ledger.vllm_batch import ARGS, LLM, SERVE, release_batch, rule_for
 
 ABSENT, OPT_IN, DEFAULT_ON = "absent", "opt-in", "default"
 PIECEWISE, FULL_AND_PIECEWISE = "PIECEWISE", "FULL_AND_PIECEWISE"
-# vllm/engine/arg_utils.py _set_default_args_v1 / _set_default_max_num_seqs_and_batched_tokens_args
-BY_NAME = "by-name"  # 'h100' or 'h200' in the device name gets the larger defaults
-BY_MEMORY = "by-memory"  # >= 70 GiB (0.8.5) gets them
-BY_MEMORY_NOT_A100 = "by-memory-not-a100"  # >= 70 GiB and not an A100 (vLLM PR #17885)
-BY_MEMORY_160 = "by-memory-160"  # >= 160 GiB (B200/B300) gets 16384 tokens for the server too
 ASYNC = "vllm/config/scheduler.py SchedulerConfig.async_scheduling"
-ARGS = "vllm/engine/arg_utils.py"
 
 
 @dataclass(frozen=True)
@@ -37,19 +20,17 @@ class Scheduling:
     an executor other than mp/uni, or what the row's flags say turn it off: off_under_pp,
     pipeline parallel; off_with_draft, a separate draft model). graph_max: the
     largest captured CUDA-graph batch (min(max_num_seqs x 2, this)); graph_max_blackwell on a
-    data-center Blackwell GPU. batch_rule: how max_num_batched_tokens / max_num_seqs default
-    (seqs_rule for the 0.8.0 - 0.8.3 releases that gave every GPU 1024). V1 chunks every
-    prefill (no flag turns it off). source: the files read at `tag`."""
+    data-center Blackwell GPU. The batch limits a release defaults to are ledger/vllm_batch.py's
+    (the memory plan's profile reads the same rule). V1 chunks every prefill (no flag turns it
+    off). source: the files read at `tag`."""
 
     version: tuple[int, ...]
     tag: str
     async_scheduling: str
     cudagraph_mode: str
-    batch_rule: str
     source: str
     graph_max: int = 512
     graph_max_blackwell: int = 512
-    seqs_everywhere: int | None = None
     off_under_pp: bool = False
     off_with_draft: bool = False
 
@@ -66,33 +47,23 @@ class Scheduling:
 
 CAPTURE = "capture sizes [1, 2, 4] + multiples of 8 up to 512, at most max_num_batched_tokens"
 RELEASES: tuple[Scheduling, ...] = (
-    Scheduling((0, 8, 0), "v0.8.0", ABSENT, PIECEWISE, BY_NAME,
+    Scheduling((0, 8, 0), "v0.8.0", ABSENT, PIECEWISE,
                f"no async scheduling option (vllm/config.py SchedulerConfig); V1 piecewise "
-               f"CUDA graphs (vllm/config.py VllmConfig, {CAPTURE}); {ARGS} "
-               "_set_default_args_v1: 16384 (LLM) / 8192 (server) batched tokens if 'h100' or "
-               "'h200' is in the device name, else 8192 / 2048; max_num_seqs 1024",
-               seqs_everywhere=1024),
-    Scheduling((0, 8, 4), "v0.8.4", ABSENT, PIECEWISE, BY_NAME,
-               f"as v0.8.0; {ARGS} _set_default_args_v1: max_num_seqs 1024 on H100/H200 (by "
-               "name), else 256"),
-    Scheduling((0, 8, 5), "v0.8.5", ABSENT, PIECEWISE, BY_MEMORY,
-               f"as v0.8.0; {ARGS} _set_default_args_v1: device_memory >= 70 GiB: 16384 / 8192 "
-               "batched tokens and 1024 sequences, else 8192 / 2048 and 256"),
-    Scheduling((0, 9, 0), "v0.9.0", ABSENT, PIECEWISE, BY_MEMORY_NOT_A100,
-               f"no async scheduling option; piecewise graphs (vllm/config.py CompilationConfig "
-               f"full_cuda_graph False); {ARGS} _set_default_args_v1: >= 70 GiB and not an A100 "
-               "(PR #17885) for the larger defaults"),
-    Scheduling((0, 10, 0), "v0.10.0", OPT_IN, PIECEWISE, BY_MEMORY_NOT_A100,
+               f"CUDA graphs (vllm/config.py VllmConfig, {CAPTURE})"),
+    Scheduling((0, 9, 0), "v0.9.0", ABSENT, PIECEWISE,
+               "no async scheduling option; piecewise graphs (vllm/config.py CompilationConfig "
+               "full_cuda_graph False)"),
+    Scheduling((0, 10, 0), "v0.10.0", OPT_IN, PIECEWISE,
                "vllm/config.py SchedulerConfig async_scheduling: bool = False ('EXPERIMENTAL'), "
                "--async-scheduling to turn it on; piecewise graphs (full_cuda_graph False)"),
-    Scheduling((0, 10, 1), "v0.10.1", OPT_IN, PIECEWISE, BY_MEMORY_NOT_A100,
+    Scheduling((0, 10, 1), "v0.10.1", OPT_IN, PIECEWISE,
                f"{ASYNC} = False; vllm/config/__init__.py VllmConfig.__post_init__: "
                "cudagraph_mode None -> PIECEWISE under V1 piecewise compilation"),
-    Scheduling((0, 11, 0), "v0.11.0", OPT_IN, FULL_AND_PIECEWISE, BY_MEMORY_NOT_A100,
+    Scheduling((0, 11, 0), "v0.11.0", OPT_IN, FULL_AND_PIECEWISE,
                f"{ASYNC} = False; vllm/config/__init__.py VllmConfig.__post_init__: "
                "cudagraph_mode None -> FULL_AND_PIECEWISE ('default to full and piecewise for "
                "most models': full graphs for decode batches, piecewise for mixed ones)"),
-    Scheduling((0, 14, 0), "v0.14.0", DEFAULT_ON, FULL_AND_PIECEWISE, BY_MEMORY_NOT_A100,
+    Scheduling((0, 14, 0), "v0.14.0", DEFAULT_ON, FULL_AND_PIECEWISE,
                f"{ASYNC} = Field(default=None); vllm/config/vllm.py VllmConfig.__post_init__: "
                "None -> True ('Enable async scheduling unless there is an incompatible "
                "option': pipeline_parallel_size > 1, a draft whose method is not EAGLE/MTP/"
@@ -100,15 +71,13 @@ RELEASES: tuple[Scheduling, ...] = (
                "v0.13.0's field was `async_scheduling: bool = False`. cudagraph_mode "
                "FULL_AND_PIECEWISE (vllm/config/vllm.py optimization-level defaults)",
                off_under_pp=True, off_with_draft=True),
-    Scheduling((0, 15, 0), "v0.15.0", DEFAULT_ON, FULL_AND_PIECEWISE, BY_MEMORY_NOT_A100,
+    Scheduling((0, 15, 0), "v0.15.0", DEFAULT_ON, FULL_AND_PIECEWISE,
                f"{ASYNC} = None; vllm/config/vllm.py VllmConfig.__post_init__'s default "
                "branch no longer tests pipeline_parallel_size; a 'draft_model' method still "
                "turns it off ('Async scheduling not supported with %s-based speculative "
                "decoding')", off_with_draft=True),
-    Scheduling((0, 28, 0), "v0.28.0", DEFAULT_ON, FULL_AND_PIECEWISE, BY_MEMORY_160,
-               f"{ASYNC} = None (on by default, as v0.14.0); {ARGS} "
-               "_set_default_max_num_seqs_and_batched_tokens_args: >= 160 GiB ('B200/B300'): "
-               "16384 batched tokens for the server too; vllm/config/vllm.py "
+    Scheduling((0, 28, 0), "v0.28.0", DEFAULT_ON, FULL_AND_PIECEWISE,
+               f"{ASYNC} = None (on by default, as v0.14.0); vllm/config/vllm.py "
                "_set_cudagraph_sizes: default_max_graph_size 1024 on data-center Blackwell; "
                "VllmConfig.__post_init__ keeps async scheduling on with method 'draft_model'",
                graph_max_blackwell=1024),
@@ -168,30 +137,14 @@ class BatchLimits:
     why: str
 
 
-def batch_limits(release: Scheduling, device_bytes: int, device_label: str,
+def batch_limits(version: tuple[int, ...], device_bytes: int, device_label: str,
                  offline: bool = False) -> BatchLimits:
     """The release's defaults for this device and entrypoint (offline: the LLM class, else
-    the OpenAI server), as its arg_utils.py sets them (Scheduling.batch_rule)."""
-    name = device_label.lower()
-    rule = release.batch_rule
-    not_excepted = BIG_GPU_EXCEPT.lower() not in name
-    big = {BY_NAME: "h100" in name or "h200" in name, BY_MEMORY: device_bytes >= BIG_GPU,
-           BY_MEMORY_NOT_A100: device_bytes >= BIG_GPU and not_excepted,
-           BY_MEMORY_160: device_bytes >= BIG_GPU and not_excepted}[rule]
-    huge = rule == BY_MEMORY_160 and device_bytes >= HUGE_GPU
-    tokens = HUGE_GPU_TOKENS if huge else BATCHED_TOKENS[(big, LLM if offline else SERVE)]
-    seqs = release.seqs_everywhere or (SEQS_DEFAULT_BIG_GPU if big or huge else SEQS_DEFAULT)
+    the OpenAI server): ledger/vllm_batch.py release_batch, the rule the plan's profile reads."""
+    found = release_batch(version, device_bytes, device_label, LLM if offline else SERVE)
     entry = "LLM class" if offline else "OpenAI server"
-    if huge:
-        size = f"a >= {HUGE_GPU // GiB} GiB GPU"
-    elif big:
-        size = "an H100/H200 (by name)" if rule == BY_NAME else f"a >= {BIG_GPU // GiB} GiB GPU" \
-            + ("" if rule == BY_MEMORY else f", not an {BIG_GPU_EXCEPT}")
-    elif device_bytes >= BIG_GPU and rule not in (BY_NAME, BY_MEMORY):
-        size = f"an {BIG_GPU_EXCEPT}, which keeps the smaller GPUs' defaults"
-    else:
-        size = "a smaller GPU"
-    return BatchLimits(tokens, seqs, f"the {entry} default from {release.tag} on {size} ({ARGS})")
+    return BatchLimits(found.tokens, found.seqs, f"the {entry} default from {found.rule.tag} "
+                       f"on {found.size} ({ARGS})")
 
 
 def graph_max(release: Scheduling, device_label: str, max_num_seqs: int) -> int:
@@ -207,5 +160,5 @@ def table_rows() -> list[dict]:
     """Every row as a dict, for --json and the docs' table."""
     return [{"from": ".".join(map(str, r.version)), "tag": r.tag,
              "async_scheduling": r.async_scheduling, "cudagraph_mode": r.cudagraph_mode,
-             "batch_defaults": r.batch_rule, "chunked_prefill": "always (V1)",
+             "batch_defaults": rule_for(r.version).kind, "chunked_prefill": "always (V1)",
              "source": r.source} for r in RELEASES]

@@ -55,7 +55,7 @@ def test_max_num_seqs_help_states_the_rule_the_profile_uses(run) -> None:
     """The vLLM default was typed into the help ('256, or 1024 on >= 70 GiB GPUs') apart from
     batch_defaults' rule, and left out that an A100 80GB keeps the smaller batch."""
     from servecap.ledger.units import GiB
-    from servecap.ledger.vllm_profile import (
+    from servecap.ledger.vllm_batch import (
         BIG_GPU,
         BIG_GPU_EXCEPT,
         SEQS_DEFAULT,
@@ -76,7 +76,7 @@ def test_simulate_batch_help_states_the_rule_the_release_uses(run, command) -> N
         DEFAULT_MAX_NUM_SEQS,
     )
     from servecap.ledger.units import GiB
-    from servecap.ledger.vllm_profile import (
+    from servecap.ledger.vllm_batch import (
         BATCHED_TOKENS,
         HUGE_GPU,
         HUGE_GPU_TOKENS,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from servecap.ledger.vllm_profile import (
+from servecap.ledger.vllm_batch import (
     BATCHED_TOKENS,
     HUGE_GPU_TOKENS,
     SEQS_DEFAULT,

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from servecap.ledger.kv import WHOLE, Shard
 from servecap.ledger.units import GiB
-from servecap.ledger.vllm_profile import Batch, activation_estimate, compile_benchmark_peak
+from servecap.ledger.vllm_batch import Batch
+from servecap.ledger.vllm_profile import activation_estimate, compile_benchmark_peak
 from servecap.ledger.vllm_versions import ROWS, row
 from servecap.model_configs import load_model
 

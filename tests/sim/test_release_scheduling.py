@@ -80,7 +80,7 @@ def test_a_draft_model_turns_the_default_off_where_the_release_does(version, ove
 def test_batch_defaults_follow_the_release_and_the_device(version, device, offline, tokens,
                                                           seqs) -> None:
     dev = find(device)
-    limits = batch_limits(scheduling_for(version), dev.usable_bytes, dev.label, offline)
+    limits = batch_limits(version, dev.usable_bytes, dev.label, offline)
     assert (limits.tokens, limits.seqs) == (tokens, seqs)
     assert "arg_utils.py" in limits.why
 
