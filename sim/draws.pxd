@@ -30,7 +30,8 @@ cpdef list poisson(object rng, double rate, Py_ssize_t count)
 cpdef list gamma(object rng, object shape, object scale, Py_ssize_t count)
 
 @cython.locals(u1=cython.double, u2=cython.double, z=cython.double, a=cython.double,
-               x=cython.double, n=cython.double, length=cython.longlong, _=cython.Py_ssize_t)
+               x=cython.double, n=cython.double, rest=cython.double,
+               length=cython.longlong, _=cython.Py_ssize_t)
 cpdef list lognormal(object rng, double mu, double sigma, Py_ssize_t count, long long low,
                      long long high)
 
@@ -39,7 +40,8 @@ cpdef list lognormal(object rng, double mu, double sigma, Py_ssize_t count, long
 cpdef list uniform(object rng, long long first, long long last, Py_ssize_t count,
                    long long low, long long high)
 
-@cython.locals(u=cython.double, j=cython.Py_ssize_t, _=cython.Py_ssize_t)
+@cython.locals(u=cython.double, j=cython.Py_ssize_t, last=cython.Py_ssize_t, picks=tuple,
+               _=cython.Py_ssize_t)
 cpdef list shares(object rng, tuple items, tuple edges, Py_ssize_t count)
 
 @cython.locals(count=cython.Py_ssize_t, i=cython.Py_ssize_t)

@@ -58,15 +58,16 @@ def lognormal(rng, mu, sigma, count, low, high):
                 break
         a = mu + z * sigma
         x = math.exp(a)
-        if x == INF:
+        if not x < INF:  # x >= 0: inf or NaN
+            if x != x:
+                raise ValueError("cannot convert float NaN to integer")
             raise OverflowError("math range error" if a < INF else
                                 "cannot convert float infinity to integer")
-        if x != x:
-            raise ValueError("cannot convert float NaN to integer")
-        # x >= 0: the integer below it, one up past a half or at a half to an even integer
-        # (x - n is exact)
+        # the integer below x, one up past a half or at a half to an even integer (x - n is
+        # exact)
         n = math.floor(x)
-        if x - n > 0.5 or x - n == 0.5 and n % 2 == 1:
+        rest = x - n
+        if rest > 0.5 or rest == 0.5 and n % 2 == 1:
             n += 1
         length = low if n < low else high if n > high else int(n)
         out.append(length)
@@ -91,14 +92,12 @@ def uniform(rng, first, last, count, low, high):
 def shares(rng, items, edges, count):
     """Each draw's item: the first whose cumulative share (edges, summed in items' order)
     exceeds a uniform draw, or None."""
-    draw, out = rng.random, []
+    draw, last, picks, out = rng.random, len(edges), (*items, None), []
     for _ in range(count):
-        u, pick = draw(), None
-        for j in range(len(edges)):
-            if u < edges[j]:
-                pick = items[j]
-                break
-        out.append(pick)
+        u, j = draw(), 0
+        while j < last and u >= edges[j]:
+            j += 1
+        out.append(picks[j])
     return out
 
 
