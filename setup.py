@@ -12,7 +12,7 @@ from setuptools import Extension, setup
 ROOT = Path(__file__).resolve().parent
 # sim/core.py picks the same list (in this order: each cimports the ones before) and hashes
 # the same files
-KERNELS = ("seq", "kvpool", "engine", "policies", "decode_run", "loop")
+KERNELS = ("seq", "kvpool", "engine", "policies", "decode_run", "loop", "draws")
 STAGE = Path("build") / "cython" / "servecap" / "sim"
 
 

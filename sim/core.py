@@ -6,18 +6,20 @@ fields the others read in C; sim/state.py picks it), kvpool (the block pool; sim
 picks it), engine (admission and a request's decode
 bookkeeping, its fields read in C by the kernels), policies (which prompts join an
 iteration), decode_run (decode-only steps between
-events) and loop (the scheduler loop that calls it)."""
+events), loop (the scheduler loop that calls it) and draws (a workload's request list;
+sim/sampling.py picks it)."""
 
 from . import decode_run as PYTHON  # the decode kernel's source, run where COMPILED is None
 from . import engine as _engine_python
 from . import loop as _loop_python
 from . import policies as _policies_python
 from .pool import COMPILED_POOL
+from .sampling import COMPILED_DRAWS
 from .stamp import compiled, source_digest
 from .state import COMPILED_SEQ
 
 # setup.py builds the same list
-KERNELS = ("seq", "kvpool", "engine", "policies", "decode_run", "loop")
+KERNELS = ("seq", "kvpool", "engine", "policies", "decode_run", "loop", "draws")
 
 
 def _compiled(name: str = "decode_run"):
@@ -54,10 +56,11 @@ def kernel() -> str:
                                        ("block pool", COMPILED_POOL),
                                        ("engine", COMPILED_ENGINE),
                                        ("policies", COMPILED_POLICIES), ("decode", COMPILED),
-                                       ("loop", COMPILED_LOOP)) if module is not None]
-    if len(built) == 6:
-        return "compiled (Cython) request state, block pool, engine, policy, decode and loop " \
-            "kernels"
+                                       ("loop", COMPILED_LOOP), ("draws", COMPILED_DRAWS))
+             if module is not None]
+    if len(built) == 7:
+        return "compiled (Cython) request state, block pool, engine, policy, decode, loop " \
+            "and draws kernels"
     if not built:
         return "pure Python kernels"
     return f"compiled (Cython) {' and '.join(built)}, the rest as Python"

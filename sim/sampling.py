@@ -4,8 +4,18 @@ import math
 import random
 from dataclasses import dataclass, fields, replace
 
+from . import draws as _draws_python
 from .gcpause import paused
+from .stamp import compiled
 from .workload import Arrivals, Lengths, Workload
+
+# the draws' loops (sim/draws.py): the compiled kernel (servecap.sim._draws_c) where the build
+# made it from that source as it is, else the source as Python; the same numbers either way
+COMPILED_DRAWS = compiled("draws")
+DRAWS = COMPILED_DRAWS or _draws_python
+# the kernel's lengths and their bounds are 64-bit integers, each exact as a double: larger
+# ones (or other types) take the library's own calls, which give the same numbers
+EXACT = 1 << 53
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,31 +49,15 @@ def _draw(workload: Workload) -> list[Request]:
     return _requests(times, prompts, outputs, groups, tenants)
 
 
-# Request's slots, each set through its own descriptor: the frozen dataclass's __init__ goes
-# through object.__setattr__ by name for every field, which was half of drawing 100,000
-# requests (0.13 of 0.27 CPU-s); the same objects (fields, equality, hash) in about half that
-_SETTERS = tuple(getattr(Request, f.name).__set__ for f in fields(Request))
+# Request's slots in field order: each request is built past the frozen dataclass's __init__
+# (object.__setattr__ by name for every field) and its fields set through them
+_SLOTS = tuple(getattr(Request, f.name) for f in fields(Request))
 
 
 def _requests(times: list, prompts: list, outputs: list, groups: list,
               tenants: list) -> list[Request]:
     """Request(i, t, prompt + prefix, output, group, prefix, tenant, priority) per draw."""
-    set_id, set_arrival, set_prompt, set_output, set_group, set_prefix, set_tenant, \
-        set_priority = _SETTERS
-    new, out = object.__new__, []
-    for i, (t, p, o, g, n) in enumerate(zip(times, prompts, outputs, groups, tenants,
-                                            strict=True)):
-        req = new(Request)
-        set_id(req, i)
-        set_arrival(req, t)
-        set_prompt(req, p + (g.tokens if g else 0))
-        set_output(req, o)
-        set_group(req, g and g.name)
-        set_prefix(req, g.tokens if g else 0)
-        set_tenant(req, n and n.name)
-        set_priority(req, n.priority if n else 0)
-        out.append(req)
-    return out
+    return DRAWS.requests(Request, _SLOTS, times, prompts, outputs, groups, tenants)
 
 
 def at_rate(workload: Workload, rate_per_s: float) -> list[Request]:
@@ -85,66 +79,15 @@ def arrival_times(arrivals: Arrivals, count: int, rng: random.Random) -> list[fl
         return [(i // arrivals.burst_size) * arrivals.interval_s + (i % arrivals.burst_size) * step
                 for i in range(count)]
     if arrivals.kind == "poisson":
-        return _poisson(rng, arrivals.rate_per_s, count)
+        return DRAWS.poisson(rng, arrivals.rate_per_s, count)
     shape = 1.0 / (arrivals.cv * arrivals.cv)
     scale = 1.0 / (arrivals.rate_per_s * shape)
-    now, out = 0.0, []
-    for _ in range(count):
-        now += rng.gammavariate(shape, scale)
-        out.append(now)
-    return out
+    return DRAWS.gamma(rng, shape, scale, count)
 
 
-# The three draws a workload makes per request, each written out in its loop as CPython's
-# Lib/random.py (3.11) computes it, from the same rng.random() and rng.getrandbits() calls
-# in the same order: the same numbers (tests/sim/test_inline_draws.py holds them to the
-# library's own) without two or three Python calls per draw, which were 0.16 of the 0.22
-# CPU-s that 100,000 chat requests took to draw.
-
-def _poisson(rng: random.Random, rate: float, count: int) -> list[float]:
-    """Arrival times: cumulative rng.expovariate(rate) gaps (-log(1 - U) / rate)."""
-    draw, now, out = rng.random, 0.0, []
-    append = out.append
-    for _ in range(count):
-        now += -math.log(1.0 - draw()) / rate
-        append(now)
-    return out
-
-
-def _lognormal(rng: random.Random, mu: float, sigma: float, count: int, low: int,
-               high: int) -> list[int]:
-    """round(rng.lognormvariate(mu, sigma)) clipped to [low, high]: exp of normalvariate's
-    Kinderman-Monahan ratio-of-uniforms draw (random.NV_MAGICCONST)."""
-    draw, magic, log, out = rng.random, random.NV_MAGICCONST, math.log, []
-    append = out.append
-    for _ in range(count):
-        while True:
-            u1 = draw()
-            u2 = 1.0 - draw()
-            z = magic * (u1 - 0.5) / u2
-            if z * z / 4.0 <= -log(u2):
-                break
-        n = round(math.exp(mu + z * sigma))
-        n = low if n < low else n
-        append(high if n > high else n)
-    return out
-
-
-def _uniform(rng: random.Random, first: int, last: int, count: int, low: int,
-             high: int) -> list[int]:
-    """rng.randint(first, last) clipped to [low, high]: first + a draw below the width by
-    rejection on width.bit_length() random bits (Random._randbelow_with_getrandbits)."""
-    width = last + 1 - first
-    bits, k, out = rng.getrandbits, width.bit_length(), []
-    append = out.append
-    for _ in range(count):
-        r = bits(k)
-        while r >= width:
-            r = bits(k)
-        n = first + r
-        n = low if n < low else n
-        append(high if n > high else n)
-    return out
+def _exact(*values) -> bool:
+    """Whether each is an int within 2^53, as the kernel's loops take them."""
+    return all(type(v) is int and -EXACT <= v <= EXACT for v in values)
 
 
 def draw_lengths(dist: Lengths, count: int, rng: random.Random) -> list[int]:
@@ -153,11 +96,14 @@ def draw_lengths(dist: Lengths, count: int, rng: random.Random) -> list[int]:
     if dist.kind == "fixed":
         raw = [dist.value] * count
     elif dist.kind == "uniform":
-        if type(dist.low) is int and type(dist.high) is int and dist.high >= dist.low:
-            return _uniform(rng, dist.low, dist.high, count, low, high)
-        raw = [rng.randint(dist.low, dist.high) for _ in range(count)]  # its own error
+        if _exact(dist.low, dist.high, low, high) and dist.high >= dist.low:
+            return DRAWS.uniform(rng, dist.low, dist.high, count, low, high)
+        raw = [rng.randint(dist.low, dist.high) for _ in range(count)]  # or its own error
     elif dist.kind == "lognormal":
-        return _lognormal(rng, math.log(dist.median), dist.sigma, count, low, high)
+        mu = math.log(dist.median)
+        if _exact(low, high):
+            return DRAWS.lognormal(rng, mu, dist.sigma, count, low, high)
+        raw = [round(rng.lognormvariate(mu, dist.sigma)) for _ in range(count)]
     else:
         raw = rng.choices(dist.values, weights=dist.weights or None, k=count)
     return [min(max(n, low), high) for n in raw]
@@ -168,13 +114,8 @@ def _draw_shares(items: tuple, count: int, rng: random.Random) -> list:
     or to none; no draws are made when there are no items (seeds stay comparable)."""
     if not items:
         return [None] * count
-    out = []
-    for _ in range(count):
-        u, edge, pick = rng.random(), 0.0, None
-        for item in items:
-            edge += item.share
-            if u < edge:
-                pick = item
-                break
-        out.append(pick)
-    return out
+    edges, edge = [], 0.0
+    for item in items:
+        edge += item.share
+        edges.append(edge)
+    return DRAWS.shares(rng, tuple(items), tuple(edges), count)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from servecap.sim import core
+from servecap.sim import core, sampling
+from servecap.sim import draws as draws_python
 
 sys.path.insert(0, str(Path(__file__).parent / "golden"))
 from cases import POLICIES, cases, digest  # noqa: E402
@@ -39,6 +40,15 @@ def test_pure_python_kernel_gives_the_same_bytes(name, python, monkeypatch):
     for attribute in python:
         monkeypatch.setattr(core, attribute, None)
     assert digest(CASES[name], name in POLICIES) == DIGESTS["digests"][name], name
+
+
+@pytest.mark.parametrize("name", ["chunked-prefill", "continuous-priority", "replicas-least-tokens",
+                                  "continuous-steady"])
+def test_the_draws_as_python_give_the_same_bytes(name, monkeypatch):
+    """The request lists drawn by the draws kernel's source run as Python (whichever this
+    install built): the same requests, so the same bytes."""
+    monkeypatch.setattr(sampling, "DRAWS", draws_python)
+    assert digest(cases()[name], name in POLICIES) == DIGESTS["digests"][name], name
 
 
 @pytest.mark.parametrize("kernel", core.KERNELS)
