@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from .columns import as_column, seq_sum
+from .columns import as_column, float_sort_kind, seq_sum
 from .state import Seq, segment_columns
 
 
@@ -205,7 +205,7 @@ def _grouped(weights: np.ndarray, values: np.ndarray) -> tuple[list, np.ndarray]
         starts = np.cumsum(sizes) - sizes
     first_seen = order[starts]  # stable: each count's first position in the input
     first_seen[counts == 1] = -1
-    kind = _float_sort_kind(values)
+    kind = float_sort_kind(values)
     real, imag = keys.real, keys.imag
     out, at = [], 0
     for g, i in enumerate(np.argsort(first_seen, kind="stable").tolist()):
@@ -217,14 +217,6 @@ def _grouped(weights: np.ndarray, values: np.ndarray) -> tuple[list, np.ndarray]
         out.append((int(counts[i]), imag[at:at + size]))
         at += size
     return out, keys
-
-
-def _float_sort_kind(values: np.ndarray) -> str:
-    """numpy's default sort (SIMD quicksort, 7x its stable merge sort on a run's gaps) where
-    it gives the stable sort's array bit for bit: floats that compare equal are the same bits
-    unless one is -0.0 (equal to 0.0) or NaN, and only then does the order of equals show."""
-    signed_zero = np.signbit(values) & (values == 0)
-    return "stable" if signed_zero.any() or np.isnan(values).any() else "quicksort"
 
 
 class BatchGaps:

@@ -249,7 +249,7 @@ def _latency(rows: list[_Rows], batches: list[Batch], extra: tuple[float, ...],
             name = key[:-3]
             parts = [Sorted.of_values(getattr(r, name)) for r in rows]
             # the batches' sorted runs in batch order: the same list as sorting the values
-            # in that order (a stable sort keeps equals in it), a merge of 10 runs for sorted()
+            # in that order (a stable sort keeps equals in it; columns.stable_sort)
             whole = Sorted.of_values(np.concatenate([p.values for p in parts]))
             shares = sorted_shares(parts)
         out[key] = _ms(_stats(whole, extra))
