@@ -224,10 +224,15 @@ class BatchGaps:
     share of each timeline; shares(value) then counts each batch's gaps at or below a value
     from prefix counts along each timeline, and gaps() is every batch's gaps together."""
 
-    def __init__(self, batches: list[list[Seq]], timelines: dict[int, list[float]]) -> None:
+    def __init__(self, batches: list[list[Seq]],
+                 timelines: dict[int, list[float]] | list[dict[int, list[float]]]) -> None:
+        """timelines: id(request) -> its decode timeline, one dict for every batch or each
+        batch's own (a dict holding at least its requests: a run's, where batches of
+        several runs are measured together)."""
         self.arrays: dict[int, tuple] = {}
-        self.batches = [[_Part(self.arrays, *line) for line in _by_timeline(seqs, timelines)]
-                        for seqs in batches]
+        lookups = timelines if isinstance(timelines, list) else [timelines] * len(batches)
+        self.batches = [[_Part(self.arrays, *line) for line in _by_timeline(seqs, found)]
+                        for seqs, found in zip(batches, lookups, strict=True)]
 
     def gaps(self) -> Gaps:
         return Gaps([], {}, [p for parts in self.batches for p in parts])

@@ -112,3 +112,26 @@ def test_the_complex_column_built_with_the_groups_is_the_one_built_after(pairs, 
         assert built.at_or_below(value) == expected.at_or_below(value)
     if len(pairs):
         assert built.mean() == expected.mean()
+
+
+def test_batches_of_several_runs_read_their_own_runs_timelines(teaching, make_requests):
+    """--seeds measures batches of several runs together: each batch looked up in its own
+    run's timelines gives the gaps and shares one dict of every run's gives."""
+    from servecap.sim.gaps import BatchGaps
+    runs = [run_once(make_requests(rate=12, n=300, seed=seed), teaching,
+                     SchedulerConfig(policy="chunked-prefill", max_num_seqs=24,
+                                     max_num_batched_tokens=1024), 3_000, Deployment(2))
+            for seed in (1, 2)]
+    own = [{id(s): r.decode_end_s for r in run.results for s in r.seqs} for run in runs]
+    merged = own[0] | own[1]
+    batches = [runs[0].seqs[:150], runs[0].seqs[150:], runs[1].seqs[:100],
+               runs[1].seqs[100:]]
+    apart = BatchGaps(batches, [own[0], own[0], own[1], own[1]])
+    together = BatchGaps(batches, merged)
+    whole, expected = apart.gaps(), together.gaps()
+    assert whole.total == expected.total > 0
+    assert whole._keys.tobytes() == expected._keys.tobytes()
+    assert whole.mean() == expected.mean()
+    for q in (0.5, 0.99):
+        assert whole.quantile(q) == expected.quantile(q)
+        assert apart.shares(whole.quantile(q)) == together.shares(whole.quantile(q))

@@ -118,6 +118,17 @@ def test_a_column_without_signed_zeros_or_nans_takes_the_unstable_sort():
     assert columns.float_sort_kind(np.array([3, 0, -2])) == "quicksort"
 
 
+@settings(max_examples=100)
+@given(st.lists(st.integers(0, 40), min_size=0, max_size=400), st.integers(0, 3))
+def test_mser5_reads_a_column_as_its_list(series, ramp):
+    """find_window hands mser5 its counts as a 64-bit column, no list: the same cut."""
+    import numpy as np
+
+    from servecap.sim.steady import mser5
+    series = [v + ramp * (i < 50) * 10 for i, v in enumerate(series)]
+    assert mser5(np.array(series, dtype=np.int64)) == mser5(series)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(FLOATS, st.sampled_from([0.0, -0.0, 1.5, math.nan])), max_size=300),
        st.booleans())
