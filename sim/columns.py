@@ -56,8 +56,8 @@ def float_sort_kind(values: np.ndarray) -> str:
     on its gaps) where it gives the stable sort's array bit for bit: floats that compare
     equal are the same bits unless one is -0.0 (equal to 0.0) or NaN, and only then does the
     order of equals show. Integers: equal ones are the same bits."""
-    if values.dtype.kind != "f":
-        return "quicksort"
+    if values.dtype.kind != "f" or (len(values) and values.min() > 0):
+        return "quicksort"  # every value positive (a NaN makes the least NaN): one pass
     signed_zero = np.signbit(values) & (values == 0)
     return "stable" if signed_zero.any() or np.isnan(values).any() else "quicksort"
 

@@ -255,10 +255,13 @@ class BatchGaps:
 
 def _prefix_counts(flags: np.ndarray) -> np.ndarray:
     """[0, cumsum(flags)...]: the running count written once into its column (no
-    concatenation of a run's million counts after the sum)."""
-    out = np.empty(len(flags) + 1, dtype=np.int64)
+    concatenation of a run's million counts after the sum), 32-bit where the count fits
+    (a third of the 64-bit sum's time from booleans: the same integers, and numpy sums
+    32-bit differences into a 64-bit total)."""
+    dtype = np.int32 if len(flags) < 2**31 - 1 else np.int64
+    out = np.empty(len(flags) + 1, dtype=dtype)
     out[0] = 0
-    np.cumsum(flags, out=out[1:])
+    np.cumsum(flags.view(np.uint8), out=out[1:])
     return out
 
 
