@@ -135,3 +135,25 @@ def test_batches_of_several_runs_read_their_own_runs_timelines(teaching, make_re
     for q in (0.5, 0.99):
         assert whole.quantile(q) == expected.quantile(q)
         assert apart.shares(whole.quantile(q)) == together.shares(whole.quantile(q))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 300_000), st.sampled_from([0.0, 0.01, 0.5, 1.0]))
+def test_live_steps_are_written_as_compress_writes_them(seed, size, dead):
+    """_compress_into copies a busy run's live steps chunk by chunk (a mask nearly all set,
+    across chunk edges) and compresses a mixed mask: either way np.compress's column."""
+    from servecap.sim.gaps import _compress_into
+    rng = np.random.default_rng(seed)
+    column = rng.random(size)
+    flags = rng.random(size) >= dead
+    out = np.full(int(flags.sum()), np.nan)
+    _compress_into(flags, column, out)
+    assert out.tobytes() == np.compress(flags, column).tobytes()
+
+
+def test_prefix_counts_are_the_running_count():
+    """32-bit running counts of the gaps at or below a value: cumsum's integers."""
+    from servecap.sim.gaps import _prefix_counts
+    flags = np.random.default_rng(3).random(200_000) < 0.3
+    got = _prefix_counts(flags)
+    assert got.tolist() == [0] + np.cumsum(flags, dtype=np.int64).tolist()
