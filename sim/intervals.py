@@ -32,7 +32,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from .columns import seq_sum
+from .columns import seq_sum, stable_sort
 
 CONFIDENCE = 0.95
 NUM_BATCHES = 10
@@ -129,8 +129,7 @@ class Sorted:
     @classmethod
     def of_values(cls, values) -> "Sorted":
         out = cls.__new__(cls)
-        ordered = np.sort(values, kind="stable") if isinstance(values, np.ndarray) \
-            else sorted(values)
+        ordered = stable_sort(values) if isinstance(values, np.ndarray) else sorted(values)
         out.values, out.weights, out.cum, out.total = ordered, None, None, len(values)
         return out
 

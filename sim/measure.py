@@ -86,7 +86,7 @@ def _batches(run: Run, window: Window, itl: bool, columns: RequestColumns) -> li
     seqs = run.seqs[window.start:window.stop]
     if not seqs:
         return []
-    timelines = {id(s): r.decode_end_s for r in run.results for s in r.seqs} if itl else {}
+    timelines = _timelines(run.results) if itl else {}
     edges = batch_bounds(len(seqs))
     opens = [seqs[e].req.arrival_s for e in edges[:-1]]
     gap = (seqs[-1].req.arrival_s - seqs[0].req.arrival_s) / (len(seqs) - 1) \
@@ -99,6 +99,18 @@ def _batches(run: Run, window: Window, itl: bool, columns: RequestColumns) -> li
     return [Batch(seqs[edges[i]:edges[i + 1]], scale[i], timelines,
                   columns.part(window.start + edges[i], window.start + edges[i + 1]))
             for i in range(len(edges) - 1)]
+
+
+def _timelines(results: list) -> dict:
+    """id(request) -> its engine's decode timeline, for every request of every engine (a
+    later engine's where one appears twice): each engine's keys put in by dict.fromkeys, in
+    C, where a comprehension made a Python step per request."""
+    if len(results) == 1:
+        return dict.fromkeys(map(id, results[0].seqs), results[0].decode_end_s)
+    out: dict = {}
+    for res in results:
+        out.update(dict.fromkeys(map(id, res.seqs), res.decode_end_s))
+    return out
 
 
 def _has_offload(runs: list[Run]) -> bool:
@@ -249,7 +261,7 @@ def _latency(rows: list[_Rows], batches: list[Batch], extra: tuple[float, ...],
             name = key[:-3]
             parts = [Sorted.of_values(getattr(r, name)) for r in rows]
             # the batches' sorted runs in batch order: the same list as sorting the values
-            # in that order (a stable sort keeps equals in it), a merge of 10 runs for sorted()
+            # in that order (a stable sort keeps equals in it; columns.stable_sort)
             whole = Sorted.of_values(np.concatenate([p.values for p in parts]))
             shares = sorted_shares(parts)
         out[key] = _ms(_stats(whole, extra))
@@ -260,12 +272,8 @@ def _latency(rows: list[_Rows], batches: list[Batch], extra: tuple[float, ...],
 
 def _gaps(batches: list[Batch]) -> tuple[Gaps, Callable[[float], list[float]]]:
     """Every measured request's token gaps, and each batch's share at or below a value."""
-    timelines = batches[0].timelines if batches else {}
-    for batch in batches[1:]:
-        if batch.timelines is not timelines:
-            timelines = {k: v for b in batches for k, v in b.timelines.items()}
-            break
-    per_batch = BatchGaps([b.seqs for b in batches], timelines)
+    # each batch's requests looked up in their own run's dict (--seeds: no merged copy)
+    per_batch = BatchGaps([b.seqs for b in batches], [b.timelines for b in batches])
     whole = per_batch.gaps()
     found: dict[float, list[float]] = {}
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .columns import RequestColumns, seq_sum
+from .columns import RequestColumns, seq_sum, stable_argsort
 from .columns import quantiles as column_quantiles
 from .metrics import SLO, ms, quantiles, tpot_s
 from .state import DONE, KvSamples, Seq, SimResult, kv_columns
@@ -57,7 +57,7 @@ def tail(seqs: list[Seq], share: float = 0.01,
         return {}
     arrival = cols.arrival[done]
     e2e = cols.release[done] - arrival
-    order = np.argsort(e2e, kind="stable")  # sorted()'s stable order, on the column
+    order = stable_argsort(e2e)  # sorted()'s stable order, on the column
     slow = order[-max(1, int(len(done) * share)):]
     queue = cols.admitted[done] - arrival
     return {"share": share, "num_requests": len(slow),

@@ -69,9 +69,9 @@ class Window:
         return self.stop - self.start
 
 
-def mser5(series: list[float]) -> int | None:
+def mser5(series: list[float] | np.ndarray) -> int | None:
     """Observations to delete as warm-up (a multiple of 5), or None when the minimum lies
-    in the second half (the series is still trending)."""
+    in the second half (the series is still trending). series: a list, or a column."""
     k = len(series) // MSER_BATCH
     if k < 2 * MSER_MIN_TAIL_BATCHES:
         return None
@@ -139,19 +139,31 @@ _STATE = attrgetter("state")
 def in_system(seqs: list[Seq], columns: _Columns | None = None) -> list[int]:
     """Requests in the system (arrived, not yet released) at each request's arrival; a
     request never released counts as in the system to the end."""
+    return _in_system(seqs, columns).tolist()
+
+
+def _in_system(seqs: list[Seq], columns: _Columns | None = None) -> np.ndarray:
+    """in_system as a column of 64-bit counts (what mser5 and _growing read: no list of a
+    run's counts made and read back)."""
     if columns is None:
         columns = _Columns(seqs)
     release = columns.release
     releases = np.sort(release[~np.isnan(release)])
     # bisect_right of each arrival in the sorted releases, all at once (counts, not floats)
     released = np.searchsorted(releases, columns.arrival, side="right")
-    return np.maximum(np.arange(len(seqs)) - released, 0).tolist()
+    return np.maximum(np.arange(len(seqs)) - released, 0)
 
 
 def kv_in_use(seqs: list[Seq], results: list[SimResult],
               arrivals: np.ndarray | None = None) -> list[int]:
     """KV blocks in use over every engine at each request's arrival (the last iteration that
     started by then)."""
+    return _kv_in_use(seqs, results, arrivals).tolist()
+
+
+def _kv_in_use(seqs: list[Seq], results: list[SimResult],
+               arrivals: np.ndarray | None = None) -> np.ndarray:
+    """kv_in_use as a column of 64-bit counts."""
     out = np.zeros(len(seqs), dtype=np.int64)
     for res in results:
         times, _, blocks = kv_columns(res.kv_samples)
@@ -162,7 +174,7 @@ def kv_in_use(seqs: list[Seq], results: list[SimResult],
         # bisect_right of each arrival in the sample times, all at once
         at = np.searchsorted(np.asarray(times, dtype=np.float64), arrivals, side="right")
         out = out + np.asarray(blocks, dtype=np.int64)[np.maximum(at - 1, 0)] * (at > 0)
-    return out.tolist()
+    return out
 
 
 def find_window(seqs: list[Seq], results: list[SimResult],
@@ -171,8 +183,8 @@ def find_window(seqs: list[Seq], results: list[SimResult],
     columns, where the caller has them)."""
     count = len(seqs)
     columns = _Columns(seqs, request_columns)
-    load = in_system(seqs, columns)
-    cuts = [mser5(load), mser5(kv_in_use(seqs, results, columns.arrival))]
+    load = _in_system(seqs, columns)
+    cuts = [mser5(load), mser5(_kv_in_use(seqs, results, columns.arrival))]
     stop = _drain_cut(seqs, columns)
     growing = _growing(load, seqs)
     if None in cuts:
@@ -239,7 +251,7 @@ def _span(seqs: list[Seq], start: int, stop: int, columns: _Columns) -> tuple[fl
     return duration, duration / lifetime if lifetime > 0 else 0.0
 
 
-def _growing(load: list[int], seqs: list[Seq]) -> bool:
+def _growing(load: np.ndarray, seqs: list[Seq]) -> bool:
     """A queue that grows for as long as requests arrive: the mean backlog over the last
     quarter of the arrivals is GROWING x the second quarter's, and larger by GROWING_SHARE of
     the arrivals between them (completions fall at least that far behind arrivals), in a run
@@ -248,8 +260,9 @@ def _growing(load: list[int], seqs: list[Seq]) -> bool:
     quarter = len(load) // 4
     if quarter < MSER_BATCH:
         return False
-    second = sum(load[quarter:2 * quarter]) / quarter
-    last = sum(load[3 * quarter:]) / (len(load) - 3 * quarter)
+    # the counts' sums are exact integers in any order: on the column
+    second = int(load[quarter:2 * quarter].sum()) / quarter
+    last = int(load[3 * quarter:].sum()) / (len(load) - 3 * quarter)
     if not (last > GROWING * second and last - second > GROWING_SHARE * 2 * quarter):
         return False
     early = [s.release_s - s.req.arrival_s for s in seqs[:quarter] if s.state == DONE]

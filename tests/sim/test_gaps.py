@@ -112,3 +112,48 @@ def test_the_complex_column_built_with_the_groups_is_the_one_built_after(pairs, 
         assert built.at_or_below(value) == expected.at_or_below(value)
     if len(pairs):
         assert built.mean() == expected.mean()
+
+
+def test_batches_of_several_runs_read_their_own_runs_timelines(teaching, make_requests):
+    """--seeds measures batches of several runs together: each batch looked up in its own
+    run's timelines gives the gaps and shares one dict of every run's gives."""
+    from servecap.sim.gaps import BatchGaps
+    runs = [run_once(make_requests(rate=12, n=300, seed=seed), teaching,
+                     SchedulerConfig(policy="chunked-prefill", max_num_seqs=24,
+                                     max_num_batched_tokens=1024), 3_000, Deployment(2))
+            for seed in (1, 2)]
+    own = [{id(s): r.decode_end_s for r in run.results for s in r.seqs} for run in runs]
+    merged = own[0] | own[1]
+    batches = [runs[0].seqs[:150], runs[0].seqs[150:], runs[1].seqs[:100],
+               runs[1].seqs[100:]]
+    apart = BatchGaps(batches, [own[0], own[0], own[1], own[1]])
+    together = BatchGaps(batches, merged)
+    whole, expected = apart.gaps(), together.gaps()
+    assert whole.total == expected.total > 0
+    assert whole._keys.tobytes() == expected._keys.tobytes()
+    assert whole.mean() == expected.mean()
+    for q in (0.5, 0.99):
+        assert whole.quantile(q) == expected.quantile(q)
+        assert apart.shares(whole.quantile(q)) == together.shares(whole.quantile(q))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 300_000), st.sampled_from([0.0, 0.01, 0.5, 1.0]))
+def test_live_steps_are_written_as_compress_writes_them(seed, size, dead):
+    """_compress_into copies a busy run's live steps chunk by chunk (a mask nearly all set,
+    across chunk edges) and compresses a mixed mask: either way np.compress's column."""
+    from servecap.sim.gaps import _compress_into
+    rng = np.random.default_rng(seed)
+    column = rng.random(size)
+    flags = rng.random(size) >= dead
+    out = np.full(int(flags.sum()), np.nan)
+    _compress_into(flags, column, out)
+    assert out.tobytes() == np.compress(flags, column).tobytes()
+
+
+def test_prefix_counts_are_the_running_count():
+    """32-bit running counts of the gaps at or below a value: cumsum's integers."""
+    from servecap.sim.gaps import _prefix_counts
+    flags = np.random.default_rng(3).random(200_000) < 0.3
+    got = _prefix_counts(flags)
+    assert got.tolist() == [0] + np.cumsum(flags, dtype=np.int64).tolist()
