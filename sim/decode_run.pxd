@@ -47,6 +47,11 @@ cdef inline int _push_int(object column, long long value) except -1:
                gemm=cython.double, wts=cython.double, st=cython.double,
                coll=cython.double, over=cython.double, eag=cython.double,
                cpu=cython.double, hops=cython.double, kv=cython.double,
-               residue=list, finish_at=dict, decoding=dict, typed=cython.bint, seq=Seq,
-               pool=BlockPool)
+               residue=list, decoding=dict, typed=cython.bint, seq=Seq,
+               pool=BlockPool, finishing=cython.longlong)
 cpdef long long decode_run(Engine eng, object horizon, object max_steps) except? -1
+
+
+# how a step of n sequences is priced, in C: called at the run's start and after each event
+@cython.locals(per=tuple)
+cdef tuple pricing(Engine eng, long long n)

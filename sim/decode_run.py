@@ -40,7 +40,7 @@ def decode_run(eng, horizon, max_steps):
     if not typed:
         end_append, time_append = ends.append, times.append
         tokens_append, blocks_append = tokens.append, blocks.append
-    finish_at, decoding = eng.finish_at, eng.decoding
+    decoding = eng.decoding
     seqs, nxt = eng.seqs, eng.next_arrival
     next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
     stop = min(next_arrival, horizon if horizon is not None else INF)
@@ -61,7 +61,7 @@ def decode_run(eng, horizon, max_steps):
     exact = type(wb) is int and type(kvb) is int  # byte counts as C integers when compiled
     if exact:
         wbi, kvbi = wb, kvb
-    start = j
+    start, finishing = j, eng.next_finish()  # the next decode index a sequence finishes at
     while n and now < stop and j < last_step:
         need = residue[j % bsz]
         if need > free:
@@ -116,16 +116,16 @@ def decode_run(eng, horizon, max_steps):
             end_append(now)
         free -= need
         j += 1
-        done = finish_at.pop(j - 1, None)
-        if done:
+        if j - 1 == finishing:
             eng.now, eng.dec_idx, pool.free = now, j, free
-            for seq in done:
+            for seq in eng.pop_finishing(j - 1):
                 if seq.request_id in decoding and seq.j0 + seq.output_tokens \
                         - seq.generated - 1 == j - 1:
                     eng.finish(seq, eng._stop_decoding(seq, j - 1))
             system_area += (n + num_waiting) * segment
             busy, segment = busy + segment, 0.0
             free, base, n = pool.free, eng.ctx_base, len(decoding)
+            finishing = eng.next_finish()
             if num_waiting and decode_due(eng) or eng.closed:
                 break
             price, gn, lk, per = pricing(eng, n)

@@ -12,8 +12,8 @@ from ._seq_c cimport Seq as CSeq
 cdef class Engine:
     cdef public CPool pool
     cdef public object coef, cfg, host, waiting, jitter, price, dense, step_shared, \
-        step_per_n, step_k, result
-    cdef public list seqs, prefilling, residue
+        step_per_n, step_k, result, too_long
+    cdef public list seqs, prefilling, residue, finish_keys
     cdef public dict running, decoding, finish_at, step_known
     cdef public object ends, sample_times, sample_tokens, sample_blocks
     cdef public long long bsz, next_arrival, owed, j0_sum, ctx_base, dec_idx, \
@@ -27,32 +27,38 @@ cdef class Engine:
     cdef public bint by_priority, closed, prefix_caching
 
     cpdef send_next(self)
-    @cython.locals(seq=CSeq)
+    @cython.locals(seq=CSeq, need=cython.longlong, limit=cython.longlong)
     cpdef pull_arrivals(self)
-    cpdef idle(self)
-    cpdef jump_to_next_arrival(self)
+    cpdef bint idle(self) except -1
+    cpdef bint jump_to_next_arrival(self) except -1
     cpdef through_frontend(self, CSeq seq)
     @cython.locals(member=CSeq)
     cpdef through_batch(self, CSeq seq)
-    cpdef prefix_hit_blocks(self, CSeq seq)
-    cpdef prefill_need(self, CSeq seq)
-    cpdef try_admit(self, CSeq seq)
-    cpdef _share_prefix(self, CSeq seq, object hit)
+    cpdef long long prefix_hit_blocks(self, CSeq seq) except? -1
+    cpdef long long prefill_need(self, CSeq seq) except? -1
+    @cython.locals(hit=cython.longlong, reload=cython.bint, tokens=cython.longlong,
+                   blocks=cython.longlong, need=cython.longlong, taken=cython.longlong,
+                   spare=cython.longlong)
+    cpdef bint try_admit(self, CSeq seq) except -1
+    cpdef _share_prefix(self, CSeq seq, long long hit, long long blocks)
     cpdef publish_prefix(self, CSeq seq)
-    cpdef _swap_in(self, CSeq seq, object blocks)
-    @cython.locals(j0=cython.longlong, last=cython.longlong)
+    cpdef _swap_in(self, CSeq seq, long long blocks)
+    @cython.locals(j0=cython.longlong, last=cython.longlong, finishing=list)
     cpdef start_decoding(self, CSeq seq)
+    @cython.locals(keys=list)
+    cpdef list pop_finishing(self, long long j)
+    cpdef long long next_finish(self) except? -2
     @cython.locals(steps=cython.longlong)
-    cpdef _stop_decoding(self, CSeq seq, long long last)
-    cpdef live_kv_tokens(self)
-    cpdef release(self, CSeq seq, object num_blocks)
-    cpdef held_blocks(self, CSeq seq, object held_tokens)
-    cpdef finish(self, CSeq seq, object held_tokens)
+    cpdef long long _stop_decoding(self, CSeq seq, long long last) except? -1
+    cpdef long long live_kv_tokens(self) except? -1
+    cpdef release(self, CSeq seq, long long num_blocks)
+    cpdef long long held_blocks(self, CSeq seq, long long held_tokens) except? -1
+    cpdef finish(self, CSeq seq, long long held_tokens)
     cpdef preempt(self, CSeq seq)
     cpdef swap_in_waiting(self)
-    cpdef mid_group(self)
+    cpdef long long mid_group(self) except? -1
     cpdef reserve_decode(self)
     cpdef make_room_for_decode(self)
 
 
-cpdef owed(CSeq seq)
+cpdef long long owed(CSeq seq) except? -1

@@ -4,6 +4,8 @@ from array import array
 from bisect import insort
 from collections import deque
 from dataclasses import replace
+from heapq import heappop, heappush
+from operator import attrgetter
 
 from servecap.ledger.paging import blocks_for
 
@@ -42,6 +44,7 @@ class Engine:
     # through the type's slot descriptors instead of an instance dictionary
     __slots__ = ("coef", "cfg", "bsz", "pool", "host", "seqs", "next_arrival", "owed",
                  "j0_sum", "waiting", "prefilling", "running", "decoding", "finish_at",
+                 "finish_keys", "too_long",
                  "residue", "ctx_base", "dec_idx", "now", "extra_s", "reserved_blocks",
                  "steps_since_prefill", "group_steps", "by_priority", "jitter", "price",
                  "dense", "step_shared", "step_per_n", "step_known", "step_k", "frontend_free",
@@ -59,11 +62,12 @@ class Engine:
         self.state_blocks, self.max_num_seqs = config.state_blocks, config.max_num_seqs
         self.max_num_batched_tokens = config.max_num_batched_tokens
         self.max_waiting_steps = config.max_waiting_steps
+        self.too_long = config.length_check()  # None: no request is too long
         self.num_scheduler_steps = config.num_scheduler_steps
         self.prefix_caching, self.speculation = config.prefix_caching, config.speculation
         self.pool = BlockPool(num_blocks, config.watermark_blocks(num_blocks))
         self.host = HostTier(config.offload_tokens) if config.offload_tokens else None
-        self.seqs = [Seq(r) for r in sorted(requests, key=lambda r: r.arrival_s)]
+        self.seqs = [Seq(r) for r in sorted(requests, key=_ARRIVAL)]
         self.next_arrival = 0
         # the router's outstanding tokens kept as they change (cluster.outstanding_tokens):
         # owed(s) = target - computed + output_tokens - generated summed over every request
@@ -75,6 +79,9 @@ class Engine:
         self.running: dict[int, Seq] = {}
         self.decoding: dict[int, Seq] = {}
         self.finish_at: dict[int, list[Seq]] = {}
+        # finish_at's keys as a heap: the next decode index at which any sequence finishes,
+        # so the decode steps before it skip the dictionary (pop_finishing)
+        self.finish_keys: list[int] = []
         self.residue = [0] * self.bsz
         self.ctx_base = 0
         self.dec_idx = 0
@@ -143,7 +150,8 @@ class Engine:
             self.system_area += now - seq.ready_s
             need = blocks_for(seq.prompt_tokens + seq.output_tokens, self.bsz) \
                 + self.state_blocks
-            too_long = self.cfg.too_long(seq.prompt_tokens, seq.output_tokens)
+            too_long = None if self.too_long is None \
+                else self.too_long(seq.prompt_tokens, seq.output_tokens)
             if too_long or need > limit:
                 self.owed -= owed(seq)
                 held = f" (with its fixed state's {self.state_blocks})" \
@@ -230,7 +238,8 @@ class Engine:
         # a prefix found in the host tier only: its blocks are allocated here and loaded back
         reload = hit and not pool.is_cached(req.prefix_group)
         tokens = seq.swapped_tokens or seq.target
-        need = blocks_for(tokens, self.bsz) - (0 if reload else hit)
+        blocks = blocks_for(tokens, self.bsz)
+        need = blocks - (0 if reload else hit)
         taken = need + self.state_blocks
         spare = pool.available(req.prefix_group if hit and not reload else None) \
             - self.reserved_blocks - taken
@@ -251,16 +260,17 @@ class Engine:
         self.running[seq.request_id] = seq
         if seq.swapped_tokens:
             return self._swap_in(seq, need)
-        self._share_prefix(seq, hit)
+        self._share_prefix(seq, hit, blocks)
         self.prefilling.append(seq)
         return True
 
-    def _share_prefix(self, seq: Seq, hit: int) -> None:
+    def _share_prefix(self, seq: Seq, hit: int, blocks: int) -> None:
+        """blocks: the whole prompt's, blocks_for(seq.target) (try_admit's count)."""
         if hit:
             seq.computed = min(hit * self.bsz, seq.target - 1)
             self.owed -= seq.computed
             seq.prefix_hit_tokens += seq.computed
-        seq.private_blocks = blocks_for(seq.target, self.bsz) - seq.prefix_blocks
+        seq.private_blocks = blocks - seq.prefix_blocks
 
     def publish_prefix(self, seq: Seq) -> None:
         """Once a prompt is computed, its full prefix blocks become the group's cache (vLLM
@@ -299,7 +309,26 @@ class Engine:
         self.residue[(j0 - seq.target) % self.bsz] += 1
         self.ctx_base += seq.target - j0
         last = j0 + seq.output_tokens - seq.generated - 1
-        self.finish_at.setdefault(last, []).append(seq)
+        finishing = self.finish_at.get(last)
+        if finishing is None:
+            self.finish_at[last] = [seq]
+            heappush(self.finish_keys, last)
+        else:
+            finishing.append(seq)
+
+    def pop_finishing(self, j: int) -> list:
+        """The sequences due to finish at decode index j, the earliest key (every key is at
+        or after the decode index: a sequence joins with a token still to make, and each
+        step pops its own index), taken out of finish_at; [] where none is due at j."""
+        keys = self.finish_keys
+        if not keys or keys[0] != j:
+            return []
+        heappop(keys)
+        return self.finish_at.pop(j)
+
+    def next_finish(self) -> int:
+        """The next decode index at which a sequence is due to finish (-1: none)."""
+        return self.finish_keys[0] if self.finish_keys else -1
 
     def _stop_decoding(self, seq: Seq, last: int) -> int:
         """Leave the decode set after decode iteration `last`; returns KV tokens held."""
@@ -407,6 +436,9 @@ def owed(seq: Seq) -> int:
     """Tokens a held request still owes: prompt tokens to compute and output to make (a
     decoding sequence's generated lags by the steps since it joined the decode set)."""
     return seq.target - seq.computed + seq.output_tokens - seq.generated
+
+
+_ARRIVAL = attrgetter("arrival_s")  # the requests' order: by arrival, ties as given
 
 
 def _priority_key(seq: Seq) -> tuple[int, float, int]:

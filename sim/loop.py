@@ -127,7 +127,7 @@ def _finish_decode_step(eng):
     eng.ends.append(eng.now)
     eng.pool.free -= eng.residue[j % eng.bsz]
     eng.dec_idx = j + 1
-    for seq in eng.finish_at.pop(j, ()):
+    for seq in eng.pop_finishing(j):
         if seq.request_id in eng.decoding and seq.j0 + seq.output_tokens \
                 - seq.generated - 1 == j:
             eng.finish(seq, eng._stop_decoding(seq, j))
