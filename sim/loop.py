@@ -16,6 +16,7 @@ from .step_model import collective_s, prefill_pairs, step_s
 def run_iterations(eng, horizon):
     """Run the iterations that start before horizon (None: until every request is done)."""
     plan = core.PLANNERS[eng.cfg.policy]  # compiled where the build made them
+    decode_run = (core.COMPILED or core.PYTHON).decode_run  # likewise
     while horizon is None or eng.now < horizon:
         seqs, nxt = eng.seqs, eng.next_arrival
         if nxt < len(seqs) and seqs[nxt].ready_s <= eng.now:  # pull_arrivals' own test
@@ -27,7 +28,7 @@ def run_iterations(eng, horizon):
         left = eng.mid_group() if eng.waiting else 0
         if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
                                                                          _decode_only(eng)):
-            steps = (core.COMPILED or core.PYTHON).decode_run(eng, horizon, left or (
+            steps = decode_run(eng, horizon, left or (
                 eng.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
             eng.steps_since_prefill += steps if eng.waiting else 0
             eng.group_steps += steps

@@ -19,6 +19,12 @@ cdef class Seq:
     cdef public bint kv_transferred
 
 
+# a prefill chunk's (query, key) pairs in 64-bit integers (a chunk's tokens times the
+# context's: a prompt's length squared at most, far below 2^63), called in C by the
+# compiled loop (loop.pxd)
+cpdef long long prefill_pairs(long long computed, long long chunk) except? -1
+
+
 @cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, seq=Seq,
                arrival=cython.double[:], admitted=cython.double[:], first=cython.double[:],
                last=cython.double[:], release=cython.double[:], states=cython.longlong[:],

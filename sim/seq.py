@@ -70,6 +70,12 @@ class Seq:
         return self.prefill_token_s[0] if self.prefill_token_s else None
 
 
+def prefill_pairs(computed: int, chunk: int) -> int:
+    """(query, key) pairs of a causal prefill chunk: token i of the chunk attends to the
+    `computed` tokens before it and i of its own, sum = chunk x computed + chunk(chunk+1)/2."""
+    return chunk * computed + chunk * (chunk + 1) // 2
+
+
 def request_columns(seqs):
     """The fields every report reads of each request, in one pass over the objects: times
     (arrival, admitted, first token, last token, release; NaN where not reached) as C
