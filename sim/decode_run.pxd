@@ -3,7 +3,8 @@
 # wbi and kvbi hold the byte counts when they are ints, so (wbi + kvbi x tokens) is exact,
 # as Python's integers are, below 2^63, and is rounded to a double once, as Python rounds it.
 import cython
-from cpython.array cimport array, extend_buffer
+from cpython.array cimport array, resize_smart
+from cpython.object cimport Py_SIZE
 
 from ._kvpool_c cimport BlockPool
 from ._engine_c cimport Engine  # the engine's fields and methods in C (engine.pxd)
@@ -23,13 +24,21 @@ cdef inline bint _typed_columns(object times, object tokens, object blocks,
 
 
 cdef inline int _push_double(object column, double value) except -1:
-    """column.append(value) for an array("d") (decode_run checks the type code first)."""
-    return extend_buffer(<array>column, <char*>&value, 1)
+    """column.append(value) for an array("d") (decode_run checks the type code first): the
+    array one item longer (resize_smart, as extend_buffer grows it) and the value stored
+    into that item, without extend_buffer's memcpy call."""
+    cdef Py_ssize_t size = Py_SIZE(column)
+    resize_smart(<array>column, size + 1)
+    (<array>column).data.as_doubles[size] = value
+    return 0
 
 
 cdef inline int _push_int(object column, long long value) except -1:
     """column.append(value) for an array("q") (decode_run checks the type code first)."""
-    return extend_buffer(<array>column, <char*>&value, 1)
+    cdef Py_ssize_t size = Py_SIZE(column)
+    resize_smart(<array>column, size + 1)
+    (<array>column).data.as_longlongs[size] = value
+    return 0
 
 
 @cython.locals(n=cython.longlong, j=cython.longlong, free=cython.longlong,
@@ -48,7 +57,7 @@ cdef inline int _push_int(object column, long long value) except -1:
                coll=cython.double, over=cython.double, eag=cython.double,
                cpu=cython.double, hops=cython.double, kv=cython.double,
                residue=list, decoding=dict, typed=cython.bint, seq=Seq,
-               pool=BlockPool, finishing=cython.longlong)
+               pool=BlockPool, finishing=cython.longlong, seqs=list, head=Seq)
 cpdef long long decode_run(Engine eng, object horizon, object max_steps) except? -1
 
 

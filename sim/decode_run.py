@@ -42,7 +42,10 @@ def decode_run(eng, horizon, max_steps):
         tokens_append, blocks_append = tokens.append, blocks.append
     decoding = eng.decoding
     seqs, nxt = eng.seqs, eng.next_arrival
-    next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
+    next_arrival = INF
+    if nxt < len(seqs):
+        head = seqs[nxt]  # a typed local: its field read in C where compiled
+        next_arrival = head.ready_s
     stop = min(next_arrival, horizon if horizon is not None else INF)
     num_waiting, limit = len(eng.waiting), max_steps or 0
     jitter, total_blocks, dense = eng.jitter, pool.num_blocks, eng.dense

@@ -30,6 +30,7 @@ cdef class Engine:
     @cython.locals(seq=CSeq, need=cython.longlong, limit=cython.longlong)
     cpdef pull_arrivals(self)
     cpdef bint idle(self) except -1
+    @cython.locals(head=CSeq)
     cpdef bint jump_to_next_arrival(self) except -1
     cpdef through_frontend(self, CSeq seq)
     @cython.locals(member=CSeq)

@@ -140,11 +140,11 @@ class Engine:
         """Queue every request accepted by now; one longer than max_model_len, or that could
         never fit in the pool, is rejected."""
         seqs, now = self.seqs, self.now
-        if self.next_arrival >= len(seqs) or seqs[self.next_arrival].ready_s > now:
-            return  # most calls: nothing has arrived since the last
         limit = self.pool.num_blocks - self.pool.watermark_blocks
-        while self.next_arrival < len(seqs) and seqs[self.next_arrival].ready_s <= now:
-            seq = seqs[self.next_arrival]
+        while self.next_arrival < len(seqs):
+            seq = seqs[self.next_arrival]  # a typed local: its fields read in C where compiled
+            if seq.ready_s > now:
+                return  # most calls: nothing has arrived since the last
             self.next_arrival += 1
             self.queue_area += now - seq.ready_s
             self.system_area += now - seq.ready_s
@@ -169,9 +169,12 @@ class Engine:
         return not (self.waiting or self.running)
 
     def jump_to_next_arrival(self) -> bool:
-        if self.next_arrival >= len(self.seqs) or self.seqs[self.next_arrival].ready_s == INF:
+        if self.next_arrival >= len(self.seqs):
             return False
-        self.now = max(self.now, self.seqs[self.next_arrival].ready_s)
+        head = self.seqs[self.next_arrival]
+        if head.ready_s == INF:
+            return False
+        self.now = max(self.now, head.ready_s)
         return True
 
     def through_frontend(self, seq: Seq) -> None:

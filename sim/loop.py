@@ -19,8 +19,10 @@ def run_iterations(eng, horizon):
     decode_run = (core.COMPILED or core.PYTHON).decode_run  # likewise
     while horizon is None or eng.now < horizon:
         seqs, nxt = eng.seqs, eng.next_arrival
-        if nxt < len(seqs) and seqs[nxt].ready_s <= eng.now:  # pull_arrivals' own test
-            eng.pull_arrivals()
+        if nxt < len(seqs):  # pull_arrivals' own test
+            head = seqs[nxt]
+            if head.ready_s <= eng.now:
+                eng.pull_arrivals()
         if eng.idle():
             if not eng.jump_to_next_arrival():
                 return
