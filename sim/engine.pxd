@@ -19,7 +19,7 @@ cdef class Engine:
     cdef public long long bsz, next_arrival, owed, j0_sum, ctx_base, dec_idx, \
         reserved_blocks, steps_since_prefill, group_steps, next_closed, num_iterations
     cdef public double now, extra_s, frontend_free, busy_s, queue_area, system_area, \
-        intake_window, batch_open, batch_from
+        intake_window, batch_open, batch_from, frontend_s, frontend_latency_s
     cdef public object speculation
     cdef public long long state_blocks, max_num_seqs, max_num_batched_tokens, \
         max_waiting_steps, num_scheduler_steps, intake_batch

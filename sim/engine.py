@@ -44,11 +44,11 @@ class Engine:
     # through the type's slot descriptors instead of an instance dictionary
     __slots__ = ("coef", "cfg", "bsz", "pool", "host", "seqs", "next_arrival", "owed",
                  "j0_sum", "waiting", "prefilling", "running", "decoding", "finish_at",
-                 "finish_keys", "too_long",
-                 "residue", "ctx_base", "dec_idx", "now", "extra_s", "reserved_blocks",
-                 "steps_since_prefill", "group_steps", "by_priority", "jitter", "price",
-                 "dense", "step_shared", "step_per_n", "step_known", "step_k", "frontend_free",
-                 "closed", "next_closed", "result", "num_iterations", "busy_s", "queue_area",
+                 "finish_keys", "too_long", "residue", "ctx_base", "dec_idx", "now", "extra_s",
+                 "reserved_blocks", "steps_since_prefill", "group_steps", "by_priority",
+                 "jitter", "price", "dense", "step_shared", "step_per_n", "step_known",
+                 "step_k", "frontend_free", "frontend_s", "frontend_latency_s", "closed",
+                 "next_closed", "result", "num_iterations", "busy_s", "queue_area",
                  "system_area", "ends", "sample_times", "sample_tokens", "sample_blocks",
                  "state_blocks", "max_num_seqs", "max_num_batched_tokens", "max_waiting_steps",
                  "num_scheduler_steps", "prefix_caching", "speculation", "intake_batch",
@@ -99,6 +99,9 @@ class Engine:
         self.step_known: dict[int, tuple] = {}
         self.step_k = step_constants(coef)  # any step's price, inlined by the loop (or None)
         self.frontend_free = 0.0  # when the API server is next free (coef.frontend_s)
+        # the API server's time per request and latency, read per request (C doubles where
+        # compiled: no attribute lookup on the coefficients each time)
+        self.frontend_s, self.frontend_latency_s = coef.frontend_s, coef.frontend_latency_s
         # the tokenizer's micro-batch (INTAKE): its size, wait, first arrival, when the server
         # was free before it, and its requests (released together)
         self.intake_batch, self.intake_window = int(INTAKE["batch"]), float(INTAKE["window_s"])
@@ -183,14 +186,13 @@ class Engine:
         through, a latency that holds no one else up (the hops to the engine core and back:
         paid here once, it shifts the request's first token and its last alike, and a later
         request is not kept waiting by it)."""
-        coef = self.coef
-        if not (coef.frontend_s or coef.frontend_latency_s):
+        if not (self.frontend_s or self.frontend_latency_s):
             return
         if self.intake_batch > 1:
             self.through_batch(seq)
             return
-        self.frontend_free = max(self.frontend_free, seq.ready_s) + coef.frontend_s
-        seq.ready_s = self.frontend_free + coef.frontend_latency_s
+        self.frontend_free = max(self.frontend_free, seq.ready_s) + self.frontend_s
+        seq.ready_s = self.frontend_free + self.frontend_latency_s
 
     def through_batch(self, seq: Seq) -> None:
         """INTAKE's micro-batch: a request that reaches the server within intake_window of
@@ -198,7 +200,7 @@ class Engine:
         opens the next. A batch starts when it is full or its window ends, and once the
         server is through the batch before it; its requests take frontend_s each, one after
         another, and all go on when the last is through."""
-        coef, batch = self.coef, self.batch_seqs
+        batch = self.batch_seqs
         if batch and len(batch) < self.intake_batch \
                 and seq.ready_s <= self.batch_open + self.intake_window:
             batch.append(seq)
@@ -207,9 +209,9 @@ class Engine:
             batch = self.batch_seqs = [seq]
         opens = seq.ready_s if len(batch) == self.intake_batch \
             else self.batch_open + self.intake_window
-        self.frontend_free = max(self.batch_from, opens) + coef.frontend_s * len(batch)
+        self.frontend_free = max(self.batch_from, opens) + self.frontend_s * len(batch)
         for member in batch:
-            member.ready_s = self.frontend_free + coef.frontend_latency_s
+            member.ready_s = self.frontend_free + self.frontend_latency_s
 
     def add(self, seq: Seq) -> None:
         """A request routed here now (in ready order, at or after the engine's last pull),
@@ -220,12 +222,12 @@ class Engine:
 
     # admission ------------------------------------------------------------------------------
     def prefix_hit_blocks(self, seq: Seq) -> int:
-        req = seq._req  # Seq.req's own field: a C read where compiled, not the property
-        if not (self.prefix_caching and req.prefix_group) or seq.swapped_tokens:
+        # the request's prefix as the Seq keeps it: C fields where compiled
+        if not (self.prefix_caching and seq.prefix_group) or seq.swapped_tokens:
             return 0
-        cached = self.pool.is_cached(req.prefix_group) or (
-            self.host is not None and self.host.holds(req.prefix_group))
-        return req.prefix_tokens // self.bsz if cached else 0
+        cached = self.pool.is_cached(seq.prefix_group) or (
+            self.host is not None and self.host.holds(seq.prefix_group))
+        return seq.prefix_tokens // self.bsz if cached else 0
 
     def prefill_need(self, seq: Seq) -> int:
         """Tokens the admitted prompt would still compute (after prefix-cache hits)."""
@@ -236,27 +238,27 @@ class Engine:
     def try_admit(self, seq: Seq) -> bool:
         """Allocate blocks for the whole prompt (or the swapped-out KV), and a hybrid's fixed
         state, above the watermark."""
-        pool, req = self.pool, seq._req
+        pool, group = self.pool, seq.prefix_group
         hit = self.prefix_hit_blocks(seq)
         # a prefix found in the host tier only: its blocks are allocated here and loaded back
-        reload = hit and not pool.is_cached(req.prefix_group)
+        reload = hit and not pool.is_cached(group)
         tokens = seq.swapped_tokens or seq.target
         blocks = blocks_for(tokens, self.bsz)
         need = blocks - (0 if reload else hit)
         taken = need + self.state_blocks
-        spare = pool.available(req.prefix_group if hit and not reload else None) \
+        spare = pool.available(group if hit and not reload else None) \
             - self.reserved_blocks - taken
         if spare < pool.watermark_blocks:
             return False
         self.waiting.popleft()
         if hit:
-            pool.acquire_prefix(req.prefix_group, hit)
+            pool.acquire_prefix(group, hit)
         pool.allocate(taken, keep=self.reserved_blocks)
         self.owed += seq.computed
         seq.state, seq.computed, seq.prefix_blocks = RUNNING, 0, hit
         if reload:
             self.extra_s += reload_s(self.coef, hit * self.bsz)
-            self.host.load(req.prefix_group, hit * self.bsz)
+            self.host.load(group, hit * self.bsz)
             seq.offload_hit_tokens += hit * self.bsz
         if seq.admitted_s is None:
             seq.admitted_s = self.now
@@ -279,19 +281,19 @@ class Engine:
         """Once a prompt is computed, its full prefix blocks become the group's cache (vLLM
         caches only computed full blocks); a group cached meanwhile keeps this copy private.
         A host offload tier stores the prompt's full blocks as well."""
-        req = seq._req
+        group = seq.prefix_group
         if self.host is not None:
-            shared = req.prefix_tokens // self.bsz * self.bsz if req.prefix_group else 0
+            shared = seq.prefix_tokens // self.bsz * self.bsz if group else 0
             if shared:
-                self.host.store(("group", req.prefix_group), shared)
-            self.host.store(("request", req.request_id), seq.target // self.bsz * self.bsz
+                self.host.store(("group", group), shared)
+            self.host.store(("request", seq.request_id), seq.target // self.bsz * self.bsz
                             - shared)
-        if not (self.prefix_caching and req.prefix_group) or seq.prefix_blocks \
-                or self.pool.is_cached(req.prefix_group) or req.prefix_tokens < self.bsz:
+        if not (self.prefix_caching and group) or seq.prefix_blocks \
+                or self.pool.is_cached(group) or seq.prefix_tokens < self.bsz:
             return
-        seq.prefix_blocks = req.prefix_tokens // self.bsz
+        seq.prefix_blocks = seq.prefix_tokens // self.bsz
         seq.private_blocks -= seq.prefix_blocks
-        self.pool.acquire_prefix(req.prefix_group, seq.prefix_blocks)
+        self.pool.acquire_prefix(group, seq.prefix_blocks)
 
     def _swap_in(self, seq: Seq, blocks: int) -> bool:
         if not seq.kv_transferred:  # a transferred KV arrived over the link, off this clock
@@ -354,7 +356,7 @@ class Engine:
         """Give back a leaving sequence's KV blocks and its fixed state's."""
         self.pool.release(num_blocks + self.state_blocks)
         if seq.prefix_blocks:
-            self.pool.release_prefix(seq._req.prefix_group)
+            self.pool.release_prefix(seq.prefix_group)
         seq.prefix_blocks = 0
         del self.running[seq.request_id]
 

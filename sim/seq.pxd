@@ -7,8 +7,9 @@ import cython
 
 
 cdef class Seq:
-    cdef readonly object _req  # the property req sets it and the three below
-    cdef readonly long long request_id, prompt_tokens, output_tokens
+    cdef readonly object _req  # the property req sets it and the five below
+    cdef readonly long long request_id, prompt_tokens, output_tokens, prefix_tokens
+    cdef readonly object prefix_group
     cdef public object state, reason, admitted_s, prefill_start_s, prefill_end_s, \
         release_s
     cdef public list prefill_token_s, segments, extra_gaps_s
