@@ -19,7 +19,7 @@ def _as_python() -> None:
 
 
 # compiled, the columns' samples are written into their arrays' memory by the helpers
-# decode_run.pxd defines (_push_double, _push_int: what array.append stores, without a
+# engine.pxd defines (_push_double, _push_int: what array.append stores, without a
 # method call and a Python number per sample) where _typed_columns finds the arrays they
 # expect; as Python, by array.append
 COMPILED = not isinstance(_as_python, FunctionType)
@@ -106,7 +106,7 @@ def decode_run(eng, horizon, max_steps):
             dt *= jitter()
         segment += dt
         if typed:
-            _push_double(times, now)  # noqa: F821 (decode_run.pxd)
+            _push_double(times, now)  # noqa: F821 (engine.pxd)
             _push_int(tokens, live)  # noqa: F821
             _push_int(blocks, total_blocks - free)  # noqa: F821
             now += dt

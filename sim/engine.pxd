@@ -4,9 +4,44 @@
 # and are called in C by the kernels and by each other. Counts are 64-bit integers (Python's
 # integers, far below 2^63), the clock and seconds doubles (Python's floats, the same bits).
 import cython
+from cpython.array cimport array, resize_smart
+from cpython.object cimport Py_SIZE
 
 from ._kvpool_c cimport BlockPool as CPool
 from ._seq_c cimport Seq as CSeq
+
+
+# The engine's timeline and KV sample columns (ends, sample_times, sample_tokens,
+# sample_blocks) written in C by the compiled kernels (decode_run.pxd, loop.pxd), which
+# run only with this compiled engine
+cdef inline bint _column(object column, char code) noexcept:
+    return type(column) is array and (<array>column).ob_descr.typecode == code
+
+
+cdef inline bint _typed_columns(object times, object tokens, object blocks,
+                                object ends) noexcept:
+    """Whether the columns are the arrays _push_double and _push_int write: C doubles
+    (times, ends: "d") and 64-bit integers (tokens, blocks: "q")."""
+    return _column(times, c'd') and _column(tokens, c'q') and _column(blocks, c'q') \
+        and _column(ends, c'd')
+
+
+cdef inline int _push_double(object column, double value) except -1:
+    """column.append(value) for an array("d") (its caller checks _typed_columns first): the
+    array one item longer (resize_smart, as extend_buffer grows it) and the value stored
+    into that item, without extend_buffer's memcpy call."""
+    cdef Py_ssize_t size = Py_SIZE(column)
+    resize_smart(<array>column, size + 1)
+    (<array>column).data.as_doubles[size] = value
+    return 0
+
+
+cdef inline int _push_int(object column, long long value) except -1:
+    """column.append(value) for an array("q") (its caller checks _typed_columns first)."""
+    cdef Py_ssize_t size = Py_SIZE(column)
+    resize_smart(<array>column, size + 1)
+    (<array>column).data.as_longlongs[size] = value
+    return 0
 
 
 cdef class Engine:

@@ -5,7 +5,8 @@
 # of below 2^63 (so exact, as Python's integers are), each rounded to a double where Python
 # rounds it, and the seconds as doubles.
 import cython
-from ._engine_c cimport Engine  # the engine's fields and methods in C (engine.pxd)
+# the engine's fields and methods in C, and the writers of its columns (engine.pxd)
+from ._engine_c cimport Engine, _push_double, _push_int, _typed_columns
 from ._seq_c cimport Seq  # a request's fields in C (seq.pxd)
 from ._seq_c cimport prefill_pairs  # in C: its one definition, compiled (seq.pxd)
 
@@ -29,7 +30,7 @@ cpdef double _step_s(object eng, tuple k, long long prefill, long long num_decod
                chunk=cython.longlong, start=cython.double)
 cdef _iterate(Engine eng, list work, bint decode)
 
-@cython.locals(live=cython.longlong, seq=Seq)
+@cython.locals(live=cython.longlong, seq=Seq, waiting=cython.longlong)
 cdef _account(Engine eng, double dt)
 
 @cython.locals(j=cython.longlong, seq=Seq)

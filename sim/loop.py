@@ -5,12 +5,24 @@ the package's build as servecap.sim._loop_c with the types in loop.pxd) and, whe
 absent or was built from another source, the same code run by the interpreter (sim/core.py
 picks)."""
 
+from types import FunctionType
+
 from . import core
 from .engine import owed
 from .policies import decode_due
 from .speculative import decode_iteration_s
 from .state import REJECTED
 from .step_model import collective_s, prefill_pairs, step_s
+
+
+def _as_python() -> None:
+    """A Python function where this source runs as Python; Cython's own where compiled."""
+
+
+# compiled, an iteration's samples are written into the columns' memory by engine.pxd's
+# _push_double and _push_int where _typed_columns finds the arrays they expect (as
+# decode_run writes its steps'); as Python, by array.append
+COMPILED = not isinstance(_as_python, FunctionType)
 
 
 def run_iterations(eng, horizon):
@@ -120,14 +132,24 @@ def _account(eng, dt):
     live = eng.live_kv_tokens()
     for seq in eng.prefilling:  # and the prompts' computed tokens
         live += seq.computed
-    eng.sample_times.append(eng.now)
-    eng.sample_tokens.append(live)
-    eng.sample_blocks.append(eng.pool.used_blocks)
+    times, tokens, blocks = eng.sample_times, eng.sample_tokens, eng.sample_blocks
+    if COMPILED and _typed_columns(times, tokens, blocks, eng.ends):  # noqa: F821
+        _push_double(times, eng.now)  # noqa: F821 (engine.pxd)
+        _push_int(tokens, live)  # noqa: F821
+        _push_int(blocks, eng.pool.used_blocks)  # noqa: F821
+    else:
+        times.append(eng.now)
+        tokens.append(live)
+        blocks.append(eng.pool.used_blocks)
 
 
 def _finish_decode_step(eng):
     j = eng.dec_idx
-    eng.ends.append(eng.now)
+    if COMPILED and _typed_columns(eng.sample_times, eng.sample_tokens,  # noqa: F821
+                                   eng.sample_blocks, eng.ends):
+        _push_double(eng.ends, eng.now)  # noqa: F821 (engine.pxd)
+    else:
+        eng.ends.append(eng.now)
     eng.pool.free -= eng.residue[j % eng.bsz]
     eng.dec_idx = j + 1
     for seq in eng.pop_finishing(j):
