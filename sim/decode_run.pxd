@@ -25,8 +25,8 @@ from ._seq_c cimport Seq  # a request's fields in C (seq.pxd)
                gemm=cython.double, wts=cython.double, st=cython.double,
                coll=cython.double, over=cython.double, eag=cython.double,
                cpu=cython.double, hops=cython.double, kv=cython.double,
-               residue=list, decoding=dict, typed=cython.bint, seq=Seq,
-               pool=BlockPool, finishing=cython.longlong, seqs=list, head=Seq)
+               residue=list, finish_at=dict, decoding=dict, typed=cython.bint, seq=Seq,
+               pool=BlockPool, flags=bytearray, num_flags=cython.longlong, seqs=list, head=Seq)
 cpdef long long decode_run(Engine eng, object horizon, object max_steps) except? -1
 
 

@@ -40,7 +40,11 @@ def decode_run(eng, horizon, max_steps):
     if not typed:
         end_append, time_append = ends.append, times.append
         tokens_append, blocks_append = tokens.append, blocks.append
-    decoding = eng.decoding
+    finish_at, decoding = eng.finish_at, eng.decoding
+    # finish_at's keys as set bytes (Engine.start_decoding sets them; no sequence joins
+    # the decode set during this run, so they cover every key it meets)
+    flags = eng.finish_flags
+    num_flags = len(flags)
     seqs, nxt = eng.seqs, eng.next_arrival
     next_arrival = INF
     if nxt < len(seqs):
@@ -64,7 +68,7 @@ def decode_run(eng, horizon, max_steps):
     exact = type(wb) is int and type(kvb) is int  # byte counts as C integers when compiled
     if exact:
         wbi, kvbi = wb, kvb
-    start, finishing = j, eng.next_finish()  # the next decode index a sequence finishes at
+    start = j
     while n and now < stop and j < last_step:
         need = residue[j % bsz]
         if need > free:
@@ -119,16 +123,15 @@ def decode_run(eng, horizon, max_steps):
             end_append(now)
         free -= need
         j += 1
-        if j - 1 == finishing:
+        if j - 1 < num_flags and flags[j - 1]:
             eng.now, eng.dec_idx, pool.free = now, j, free
-            for seq in eng.pop_finishing(j - 1):
+            for seq in finish_at.pop(j - 1):
                 if seq.request_id in decoding and seq.j0 + seq.output_tokens \
                         - seq.generated - 1 == j - 1:
                     eng.finish(seq, eng._stop_decoding(seq, j - 1))
             system_area += (n + num_waiting) * segment
             busy, segment = busy + segment, 0.0
             free, base, n = pool.free, eng.ctx_base, len(decoding)
-            finishing = eng.next_finish()
             if num_waiting and decode_due(eng) or eng.closed:
                 break
             price, gn, lk, per = pricing(eng, n)

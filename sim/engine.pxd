@@ -48,7 +48,8 @@ cdef class Engine:
     cdef public CPool pool
     cdef public object coef, cfg, host, waiting, jitter, price, dense, step_shared, \
         step_per_n, step_k, result, too_long
-    cdef public list seqs, prefilling, residue, finish_keys
+    cdef public list seqs, prefilling, residue
+    cdef public bytearray finish_flags
     cdef public dict running, decoding, finish_at, step_known
     cdef public object ends, sample_times, sample_tokens, sample_blocks
     cdef public long long bsz, next_arrival, owed, j0_sum, ctx_base, dec_idx, \
@@ -79,11 +80,8 @@ cdef class Engine:
     cpdef _share_prefix(self, CSeq seq, long long hit, long long blocks)
     cpdef publish_prefix(self, CSeq seq)
     cpdef _swap_in(self, CSeq seq, long long blocks)
-    @cython.locals(j0=cython.longlong, last=cython.longlong, finishing=list)
+    @cython.locals(j0=cython.longlong, last=cython.longlong, flags=bytearray)
     cpdef start_decoding(self, CSeq seq)
-    @cython.locals(keys=list)
-    cpdef list pop_finishing(self, long long j)
-    cpdef long long next_finish(self) except? -2
     @cython.locals(steps=cython.longlong)
     cpdef long long _stop_decoding(self, CSeq seq, long long last) except? -1
     cpdef long long live_kv_tokens(self) except? -1

@@ -4,7 +4,6 @@ from array import array
 from bisect import insort
 from collections import deque
 from dataclasses import replace
-from heapq import heappop, heappush
 from operator import attrgetter
 
 from servecap.ledger.paging import blocks_for
@@ -44,7 +43,7 @@ class Engine:
     # through the type's slot descriptors instead of an instance dictionary
     __slots__ = ("coef", "cfg", "bsz", "pool", "host", "seqs", "next_arrival", "owed",
                  "j0_sum", "waiting", "prefilling", "running", "decoding", "finish_at",
-                 "finish_keys", "too_long", "residue", "ctx_base", "dec_idx", "now", "extra_s",
+                 "finish_flags", "too_long", "residue", "ctx_base", "dec_idx", "now", "extra_s",
                  "reserved_blocks", "steps_since_prefill", "group_steps", "by_priority",
                  "jitter", "price", "dense", "step_shared", "step_per_n", "step_known",
                  "step_k", "frontend_free", "frontend_s", "frontend_latency_s", "closed",
@@ -79,9 +78,9 @@ class Engine:
         self.running: dict[int, Seq] = {}
         self.decoding: dict[int, Seq] = {}
         self.finish_at: dict[int, list[Seq]] = {}
-        # finish_at's keys as a heap: the next decode index at which any sequence finishes,
-        # so the decode steps before it skip the dictionary (pop_finishing)
-        self.finish_keys: list[int] = []
+        # finish_at's keys as set bytes: the decode kernel reads a step's byte (a C load where
+        # compiled) and looks in the dictionary only where it is set
+        self.finish_flags = bytearray()
         self.residue = [0] * self.bsz
         self.ctx_base = 0
         self.dec_idx = 0
@@ -314,26 +313,11 @@ class Engine:
         self.residue[(j0 - seq.target) % self.bsz] += 1
         self.ctx_base += seq.target - j0
         last = j0 + seq.output_tokens - seq.generated - 1
-        finishing = self.finish_at.get(last)
-        if finishing is None:
-            self.finish_at[last] = [seq]
-            heappush(self.finish_keys, last)
-        else:
-            finishing.append(seq)
-
-    def pop_finishing(self, j: int) -> list:
-        """The sequences due to finish at decode index j, the earliest key (every key is at
-        or after the decode index: a sequence joins with a token still to make, and each
-        step pops its own index), taken out of finish_at; [] where none is due at j."""
-        keys = self.finish_keys
-        if not keys or keys[0] != j:
-            return []
-        heappop(keys)
-        return self.finish_at.pop(j)
-
-    def next_finish(self) -> int:
-        """The next decode index at which a sequence is due to finish (-1: none)."""
-        return self.finish_keys[0] if self.finish_keys else -1
+        self.finish_at.setdefault(last, []).append(seq)
+        flags = self.finish_flags
+        if last >= len(flags):
+            flags.extend(bytes(last + 1))  # at least doubled: amortized O(1) a sequence
+        flags[last] = 1  # left set once popped: the decode index only moves on past it
 
     def _stop_decoding(self, seq: Seq, last: int) -> int:
         """Leave the decode set after decode iteration `last`; returns KV tokens held."""

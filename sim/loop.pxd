@@ -38,7 +38,8 @@ cdef _finish_decode_step(Engine eng)
 
 cdef _finish_chunk(Engine eng, Seq seq, long long chunk, double start)
 
-@cython.locals(seqs=list, nxt=cython.longlong, head=Seq)
+@cython.locals(seqs=list, nxt=cython.longlong, head=Seq, left=cython.longlong,
+               steps=cython.longlong, until=cython.double)
 cpdef run_iterations(Engine eng, object horizon)
 cdef _decode_only(Engine eng)
 cdef _stuck(Engine eng)

@@ -23,13 +23,15 @@ def _as_python() -> None:
 # _push_double and _push_int where _typed_columns finds the arrays they expect (as
 # decode_run writes its steps'); as Python, by array.append
 COMPILED = not isinstance(_as_python, FunctionType)
+INF = float("inf")
 
 
 def run_iterations(eng, horizon):
     """Run the iterations that start before horizon (None: until every request is done)."""
     plan = core.PLANNERS[eng.cfg.policy]  # compiled where the build made them
     decode_run = (core.COMPILED or core.PYTHON).decode_run  # likewise
-    while horizon is None or eng.now < horizon:
+    until = INF if horizon is None else horizon  # a C double where compiled
+    while eng.now < until:
         seqs, nxt = eng.seqs, eng.next_arrival
         if nxt < len(seqs):  # pull_arrivals' own test
             head = seqs[nxt]
@@ -152,7 +154,7 @@ def _finish_decode_step(eng):
         eng.ends.append(eng.now)
     eng.pool.free -= eng.residue[j % eng.bsz]
     eng.dec_idx = j + 1
-    for seq in eng.pop_finishing(j):
+    for seq in eng.finish_at.pop(j, ()):
         if seq.request_id in eng.decoding and seq.j0 + seq.output_tokens \
                 - seq.generated - 1 == j:
             eng.finish(seq, eng._stop_decoding(seq, j))
