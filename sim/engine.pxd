@@ -50,7 +50,7 @@ cdef class Engine:
         step_per_n, step_k, result, too_long
     cdef public list seqs, prefilling, residue
     cdef public bytearray finish_flags
-    cdef public dict running, decoding, finish_at, step_known
+    cdef public dict running, decoding, finish_at, step_known, block_counts
     cdef public object ends, sample_times, sample_tokens, sample_blocks
     cdef public long long bsz, next_arrival, owed, j0_sum, ctx_base, dec_idx, \
         reserved_blocks, steps_since_prefill, group_steps, next_closed, num_iterations
@@ -87,6 +87,7 @@ cdef class Engine:
     cpdef long long live_kv_tokens(self) except? -1
     cpdef release(self, CSeq seq, long long num_blocks)
     cpdef long long held_blocks(self, CSeq seq, long long held_tokens) except? -1
+    cpdef long long blocks(self, long long num_tokens) except? -1
     cpdef finish(self, CSeq seq, long long held_tokens)
     cpdef preempt(self, CSeq seq)
     cpdef swap_in_waiting(self)

@@ -43,11 +43,11 @@ class Engine:
     # through the type's slot descriptors instead of an instance dictionary
     __slots__ = ("coef", "cfg", "bsz", "pool", "host", "seqs", "next_arrival", "owed",
                  "j0_sum", "waiting", "prefilling", "running", "decoding", "finish_at",
-                 "finish_flags", "too_long", "residue", "ctx_base", "dec_idx", "now", "extra_s",
-                 "reserved_blocks", "steps_since_prefill", "group_steps", "by_priority",
-                 "jitter", "price", "dense", "step_shared", "step_per_n", "step_known",
-                 "step_k", "frontend_free", "frontend_s", "frontend_latency_s", "closed",
-                 "next_closed", "result", "num_iterations", "busy_s", "queue_area",
+                 "finish_flags", "block_counts", "too_long", "residue", "ctx_base", "dec_idx",
+                 "now", "extra_s", "reserved_blocks", "steps_since_prefill", "group_steps",
+                 "by_priority", "jitter", "price", "dense", "step_shared", "step_per_n",
+                 "step_known", "step_k", "frontend_free", "frontend_s", "frontend_latency_s",
+                 "closed", "next_closed", "result", "num_iterations", "busy_s", "queue_area",
                  "system_area", "ends", "sample_times", "sample_tokens", "sample_blocks",
                  "state_blocks", "max_num_seqs", "max_num_batched_tokens", "max_waiting_steps",
                  "num_scheduler_steps", "prefix_caching", "speculation", "intake_batch",
@@ -82,6 +82,7 @@ class Engine:
         # compiled) and looks in the dictionary only where it is set
         self.finish_flags = bytearray()
         self.residue = [0] * self.bsz
+        self.block_counts: dict[int, int] = {}  # blocks_for of each token count met (blocks)
         self.ctx_base = 0
         self.dec_idx = 0
         self.now = 0.0
@@ -150,8 +151,7 @@ class Engine:
             self.next_arrival += 1
             self.queue_area += now - seq.ready_s
             self.system_area += now - seq.ready_s
-            need = blocks_for(seq.prompt_tokens + seq.output_tokens, self.bsz) \
-                + self.state_blocks
+            need = self.blocks(seq.prompt_tokens + seq.output_tokens) + self.state_blocks
             too_long = None if self.too_long is None \
                 else self.too_long(seq.prompt_tokens, seq.output_tokens)
             if too_long or need > limit:
@@ -242,7 +242,7 @@ class Engine:
         # a prefix found in the host tier only: its blocks are allocated here and loaded back
         reload = hit and not pool.is_cached(group)
         tokens = seq.swapped_tokens or seq.target
-        blocks = blocks_for(tokens, self.bsz)
+        blocks = self.blocks(tokens)
         need = blocks - (0 if reload else hit)
         taken = need + self.state_blocks
         spare = pool.available(group if hit and not reload else None) \
@@ -269,7 +269,7 @@ class Engine:
         return True
 
     def _share_prefix(self, seq: Seq, hit: int, blocks: int) -> None:
-        """blocks: the whole prompt's, blocks_for(seq.target) (try_admit's count)."""
+        """blocks: the whole prompt's, blocks(seq.target) (try_admit's count)."""
         if hit:
             seq.computed = min(hit * self.bsz, seq.target - 1)
             self.owed -= seq.computed
@@ -345,7 +345,17 @@ class Engine:
         del self.running[seq.request_id]
 
     def held_blocks(self, seq: Seq, held_tokens: int) -> int:
-        return blocks_for(held_tokens, self.bsz) - seq.prefix_blocks
+        return self.blocks(held_tokens) - seq.prefix_blocks
+
+    def blocks(self, num_tokens: int) -> int:
+        """blocks_for(num_tokens, block size), called once a run for each count: a request's
+        counts (its whole length on arrival, its prompt on admission, what it holds when
+        it leaves) repeat across requests, and a dictionary lookup costs a fraction of a
+        Python call."""
+        blocks = self.block_counts.get(num_tokens)
+        if blocks is None:
+            blocks = self.block_counts[num_tokens] = blocks_for(num_tokens, self.bsz)
+        return blocks
 
     def finish(self, seq: Seq, held_tokens: int) -> None:
         self.owed -= owed(seq)

@@ -39,7 +39,7 @@ cdef _finish_decode_step(Engine eng)
 cdef _finish_chunk(Engine eng, Seq seq, long long chunk, double start)
 
 @cython.locals(seqs=list, nxt=cython.longlong, head=Seq, left=cython.longlong,
-               steps=cython.longlong, until=cython.double)
+               steps=cython.longlong, until=cython.double, held=cython.bint)
 cpdef run_iterations(Engine eng, object horizon)
-cdef _decode_only(Engine eng)
+cdef _decode_only(Engine eng, bint held)
 cdef _stuck(Engine eng)

@@ -34,7 +34,7 @@ class Seq:
             req.request_id, req.prompt_tokens, req.output_tokens
         self.prefix_group, self.prefix_tokens = req.prefix_group, req.prefix_tokens
         self.state, self.reason = WAITING, ""
-        self.generated, self.target, self.computed = 0, req.prompt_tokens, 0
+        self.generated, self.target, self.computed = 0, self.prompt_tokens, 0
         self.private_blocks = self.prefix_blocks = self.j0 = 0
         self.prev_s = 0.0
         self.admitted_s = self.prefill_start_s = self.prefill_end_s = self.release_s = None
