@@ -39,7 +39,7 @@ cdef _finish_decode_step(Engine eng)
 cdef _finish_chunk(Engine eng, Seq seq, long long chunk, double start)
 
 @cython.locals(seqs=list, nxt=cython.longlong, head=Seq, left=cython.longlong,
-               steps=cython.longlong, until=cython.double, held=cython.bint)
+               steps=cython.longlong, until=cython.double, holds_back=cython.bint)
 cpdef run_iterations(Engine eng, object horizon)
-cdef _decode_only(Engine eng, bint held)
+cdef _decode_only(Engine eng, bint holds_back)
 cdef _stuck(Engine eng)

@@ -31,7 +31,7 @@ def run_iterations(eng, horizon):
     plan = core.PLANNERS[eng.cfg.policy]  # compiled where the build made them
     decode_run = (core.COMPILED or core.PYTHON).decode_run  # likewise
     until = INF if horizon is None else horizon  # a C double where compiled
-    held = eng.cfg.policy == "decode-priority"  # whether waiting prompts may be held back
+    holds_back = eng.cfg.policy == "decode-priority"  # may waiting prompts be held back
     while eng.now < until:
         seqs, nxt = eng.seqs, eng.next_arrival
         if nxt < len(seqs):  # pull_arrivals' own test
@@ -43,8 +43,8 @@ def run_iterations(eng, horizon):
                 return
             continue
         left = eng.mid_group() if eng.waiting else 0
-        if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
-                                                                         _decode_only(eng, held)):
+        if eng.decoding and not eng.prefilling and not eng.extra_s \
+                and (left or _decode_only(eng, holds_back)):
             steps = decode_run(eng, horizon, left or (
                 eng.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
             eng.steps_since_prefill += steps if eng.waiting else 0
@@ -118,11 +118,11 @@ def _step_s(eng, k, prefill, num_decode, pairs, context, cached):
     return gpu + cpu
 
 
-def _decode_only(eng, held):
-    """Nothing waits, or decode-priority (held) holds the waiting prompts back for now."""
+def _decode_only(eng, holds_back):
+    """Nothing waits, or decode-priority (holds_back) holds the waiting prompts back now."""
     if not eng.waiting:
         return True
-    return held and not eng.waiting[0].swapped_tokens \
+    return holds_back and not eng.waiting[0].swapped_tokens \
         and not decode_due(eng)
 
 
