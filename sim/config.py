@@ -111,6 +111,11 @@ class SchedulerConfig:
     def watermark_blocks(self, num_blocks: int) -> int:
         return int(self.watermark * num_blocks)
 
+    def length_check(self):
+        """too_long, or None where it refuses no request (no max_model_len): the engine then
+        asks nothing per request."""
+        return None if self.max_model_len is None else self.too_long
+
     def too_long(self, prompt_tokens: int, output_tokens: int) -> str | None:
         """Why a request is refused before it is queued (None: it is not): its prompt and
         output together exceed max_model_len, whatever the pool holds."""

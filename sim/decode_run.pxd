@@ -3,33 +3,11 @@
 # wbi and kvbi hold the byte counts when they are ints, so (wbi + kvbi x tokens) is exact,
 # as Python's integers are, below 2^63, and is rounded to a double once, as Python rounds it.
 import cython
-from cpython.array cimport array, extend_buffer
 
 from ._kvpool_c cimport BlockPool
-from ._engine_c cimport Engine  # the engine's fields and methods in C (engine.pxd)
+# the engine's fields and methods in C, and the writers of its columns (engine.pxd)
+from ._engine_c cimport Engine, _push_double, _push_int, _typed_columns
 from ._seq_c cimport Seq  # a request's fields in C (seq.pxd)
-
-
-cdef inline bint _column(object column, char code) noexcept:
-    return type(column) is array and (<array>column).ob_descr.typecode == code
-
-
-cdef inline bint _typed_columns(object times, object tokens, object blocks,
-                                object ends) noexcept:
-    """Whether the columns are the arrays _push_double and _push_int write: C doubles
-    (times, ends: "d") and 64-bit integers (tokens, blocks: "q")."""
-    return _column(times, c'd') and _column(tokens, c'q') and _column(blocks, c'q') \
-        and _column(ends, c'd')
-
-
-cdef inline int _push_double(object column, double value) except -1:
-    """column.append(value) for an array("d") (decode_run checks the type code first)."""
-    return extend_buffer(<array>column, <char*>&value, 1)
-
-
-cdef inline int _push_int(object column, long long value) except -1:
-    """column.append(value) for an array("q") (decode_run checks the type code first)."""
-    return extend_buffer(<array>column, <char*>&value, 1)
 
 
 @cython.locals(n=cython.longlong, j=cython.longlong, free=cython.longlong,
@@ -48,5 +26,10 @@ cdef inline int _push_int(object column, long long value) except -1:
                coll=cython.double, over=cython.double, eag=cython.double,
                cpu=cython.double, hops=cython.double, kv=cython.double,
                residue=list, finish_at=dict, decoding=dict, typed=cython.bint, seq=Seq,
-               pool=BlockPool)
+               pool=BlockPool, flags=bytearray, num_flags=cython.longlong, seqs=list, head=Seq)
 cpdef long long decode_run(Engine eng, object horizon, object max_steps) except? -1
+
+
+# how a step of n sequences is priced, in C: called at the run's start and after each event
+@cython.locals(per=tuple)
+cdef tuple pricing(Engine eng, long long n)

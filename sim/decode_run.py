@@ -19,7 +19,7 @@ def _as_python() -> None:
 
 
 # compiled, the columns' samples are written into their arrays' memory by the helpers
-# decode_run.pxd defines (_push_double, _push_int: what array.append stores, without a
+# engine.pxd defines (_push_double, _push_int: what array.append stores, without a
 # method call and a Python number per sample) where _typed_columns finds the arrays they
 # expect; as Python, by array.append
 COMPILED = not isinstance(_as_python, FunctionType)
@@ -41,8 +41,15 @@ def decode_run(eng, horizon, max_steps):
         end_append, time_append = ends.append, times.append
         tokens_append, blocks_append = tokens.append, blocks.append
     finish_at, decoding = eng.finish_at, eng.decoding
+    # finish_at's keys as set bytes (Engine.start_decoding sets them; no sequence joins
+    # the decode set during this run, so they cover every key it meets)
+    flags = eng.finish_flags
+    num_flags = len(flags)
     seqs, nxt = eng.seqs, eng.next_arrival
-    next_arrival = seqs[nxt].ready_s if nxt < len(seqs) else INF
+    next_arrival = INF
+    if nxt < len(seqs):
+        head = seqs[nxt]  # a typed local: its field read in C where compiled
+        next_arrival = head.ready_s
     stop = min(next_arrival, horizon if horizon is not None else INF)
     num_waiting, limit = len(eng.waiting), max_steps or 0
     jitter, total_blocks, dense = eng.jitter, pool.num_blocks, eng.dense
@@ -103,7 +110,7 @@ def decode_run(eng, horizon, max_steps):
             dt *= jitter()
         segment += dt
         if typed:
-            _push_double(times, now)  # noqa: F821 (decode_run.pxd)
+            _push_double(times, now)  # noqa: F821 (engine.pxd)
             _push_int(tokens, live)  # noqa: F821
             _push_int(blocks, total_blocks - free)  # noqa: F821
             now += dt
@@ -116,10 +123,9 @@ def decode_run(eng, horizon, max_steps):
             end_append(now)
         free -= need
         j += 1
-        done = finish_at.pop(j - 1, None)
-        if done:
+        if j - 1 < num_flags and flags[j - 1]:
             eng.now, eng.dec_idx, pool.free = now, j, free
-            for seq in done:
+            for seq in finish_at.pop(j - 1):
                 if seq.request_id in decoding and seq.j0 + seq.output_tokens \
                         - seq.generated - 1 == j - 1:
                     eng.finish(seq, eng._stop_decoding(seq, j - 1))

@@ -4,6 +4,7 @@ from array import array
 from bisect import insort
 from collections import deque
 from dataclasses import replace
+from operator import attrgetter
 
 from servecap.ledger.paging import blocks_for
 
@@ -42,9 +43,10 @@ class Engine:
     # through the type's slot descriptors instead of an instance dictionary
     __slots__ = ("coef", "cfg", "bsz", "pool", "host", "seqs", "next_arrival", "owed",
                  "j0_sum", "waiting", "prefilling", "running", "decoding", "finish_at",
-                 "residue", "ctx_base", "dec_idx", "now", "extra_s", "reserved_blocks",
-                 "steps_since_prefill", "group_steps", "by_priority", "jitter", "price",
-                 "dense", "step_shared", "step_per_n", "step_known", "step_k", "frontend_free",
+                 "finish_flags", "block_counts", "too_long", "residue", "ctx_base", "dec_idx",
+                 "now", "extra_s", "reserved_blocks", "steps_since_prefill", "group_steps",
+                 "by_priority", "jitter", "price", "dense", "step_shared", "step_per_n",
+                 "step_known", "step_k", "frontend_free", "frontend_s", "frontend_latency_s",
                  "closed", "next_closed", "result", "num_iterations", "busy_s", "queue_area",
                  "system_area", "ends", "sample_times", "sample_tokens", "sample_blocks",
                  "state_blocks", "max_num_seqs", "max_num_batched_tokens", "max_waiting_steps",
@@ -59,11 +61,12 @@ class Engine:
         self.state_blocks, self.max_num_seqs = config.state_blocks, config.max_num_seqs
         self.max_num_batched_tokens = config.max_num_batched_tokens
         self.max_waiting_steps = config.max_waiting_steps
+        self.too_long = config.length_check()  # None: no request is too long
         self.num_scheduler_steps = config.num_scheduler_steps
         self.prefix_caching, self.speculation = config.prefix_caching, config.speculation
         self.pool = BlockPool(num_blocks, config.watermark_blocks(num_blocks))
         self.host = HostTier(config.offload_tokens) if config.offload_tokens else None
-        self.seqs = [Seq(r) for r in sorted(requests, key=lambda r: r.arrival_s)]
+        self.seqs = [Seq(r) for r in sorted(requests, key=_ARRIVAL)]
         self.next_arrival = 0
         # the router's outstanding tokens kept as they change (cluster.outstanding_tokens):
         # owed(s) = target - computed + output_tokens - generated summed over every request
@@ -75,7 +78,11 @@ class Engine:
         self.running: dict[int, Seq] = {}
         self.decoding: dict[int, Seq] = {}
         self.finish_at: dict[int, list[Seq]] = {}
+        # finish_at's keys as set bytes: the decode kernel reads a step's byte (a C load where
+        # compiled) and looks in the dictionary only where it is set
+        self.finish_flags = bytearray()
         self.residue = [0] * self.bsz
+        self.block_counts: dict[int, int] = {}  # blocks_for of each token count met (blocks)
         self.ctx_base = 0
         self.dec_idx = 0
         self.now = 0.0
@@ -92,6 +99,9 @@ class Engine:
         self.step_known: dict[int, tuple] = {}
         self.step_k = step_constants(coef)  # any step's price, inlined by the loop (or None)
         self.frontend_free = 0.0  # when the API server is next free (coef.frontend_s)
+        # the API server's time per request and latency, read per request (C doubles where
+        # compiled: no attribute lookup on the coefficients each time)
+        self.frontend_s, self.frontend_latency_s = coef.frontend_s, coef.frontend_latency_s
         # the tokenizer's micro-batch (INTAKE): its size, wait, first arrival, when the server
         # was free before it, and its requests (released together)
         self.intake_batch, self.intake_window = int(INTAKE["batch"]), float(INTAKE["window_s"])
@@ -133,17 +143,17 @@ class Engine:
         """Queue every request accepted by now; one longer than max_model_len, or that could
         never fit in the pool, is rejected."""
         seqs, now = self.seqs, self.now
-        if self.next_arrival >= len(seqs) or seqs[self.next_arrival].ready_s > now:
-            return  # most calls: nothing has arrived since the last
         limit = self.pool.num_blocks - self.pool.watermark_blocks
-        while self.next_arrival < len(seqs) and seqs[self.next_arrival].ready_s <= now:
-            seq = seqs[self.next_arrival]
+        while self.next_arrival < len(seqs):
+            seq = seqs[self.next_arrival]  # a typed local: its fields read in C where compiled
+            if seq.ready_s > now:
+                return  # most calls: nothing has arrived since the last
             self.next_arrival += 1
             self.queue_area += now - seq.ready_s
             self.system_area += now - seq.ready_s
-            need = blocks_for(seq.prompt_tokens + seq.output_tokens, self.bsz) \
-                + self.state_blocks
-            too_long = self.cfg.too_long(seq.prompt_tokens, seq.output_tokens)
+            need = self.blocks(seq.prompt_tokens + seq.output_tokens) + self.state_blocks
+            too_long = None if self.too_long is None \
+                else self.too_long(seq.prompt_tokens, seq.output_tokens)
             if too_long or need > limit:
                 self.owed -= owed(seq)
                 held = f" (with its fixed state's {self.state_blocks})" \
@@ -161,9 +171,12 @@ class Engine:
         return not (self.waiting or self.running)
 
     def jump_to_next_arrival(self) -> bool:
-        if self.next_arrival >= len(self.seqs) or self.seqs[self.next_arrival].ready_s == INF:
+        if self.next_arrival >= len(self.seqs):
             return False
-        self.now = max(self.now, self.seqs[self.next_arrival].ready_s)
+        head = self.seqs[self.next_arrival]
+        if head.ready_s == INF:
+            return False
+        self.now = max(self.now, head.ready_s)
         return True
 
     def through_frontend(self, seq: Seq) -> None:
@@ -172,14 +185,13 @@ class Engine:
         through, a latency that holds no one else up (the hops to the engine core and back:
         paid here once, it shifts the request's first token and its last alike, and a later
         request is not kept waiting by it)."""
-        coef = self.coef
-        if not (coef.frontend_s or coef.frontend_latency_s):
+        if not (self.frontend_s or self.frontend_latency_s):
             return
         if self.intake_batch > 1:
             self.through_batch(seq)
             return
-        self.frontend_free = max(self.frontend_free, seq.ready_s) + coef.frontend_s
-        seq.ready_s = self.frontend_free + coef.frontend_latency_s
+        self.frontend_free = max(self.frontend_free, seq.ready_s) + self.frontend_s
+        seq.ready_s = self.frontend_free + self.frontend_latency_s
 
     def through_batch(self, seq: Seq) -> None:
         """INTAKE's micro-batch: a request that reaches the server within intake_window of
@@ -187,7 +199,7 @@ class Engine:
         opens the next. A batch starts when it is full or its window ends, and once the
         server is through the batch before it; its requests take frontend_s each, one after
         another, and all go on when the last is through."""
-        coef, batch = self.coef, self.batch_seqs
+        batch = self.batch_seqs
         if batch and len(batch) < self.intake_batch \
                 and seq.ready_s <= self.batch_open + self.intake_window:
             batch.append(seq)
@@ -196,9 +208,9 @@ class Engine:
             batch = self.batch_seqs = [seq]
         opens = seq.ready_s if len(batch) == self.intake_batch \
             else self.batch_open + self.intake_window
-        self.frontend_free = max(self.batch_from, opens) + coef.frontend_s * len(batch)
+        self.frontend_free = max(self.batch_from, opens) + self.frontend_s * len(batch)
         for member in batch:
-            member.ready_s = self.frontend_free + coef.frontend_latency_s
+            member.ready_s = self.frontend_free + self.frontend_latency_s
 
     def add(self, seq: Seq) -> None:
         """A request routed here now (in ready order, at or after the engine's last pull),
@@ -209,12 +221,12 @@ class Engine:
 
     # admission ------------------------------------------------------------------------------
     def prefix_hit_blocks(self, seq: Seq) -> int:
-        req = seq._req  # Seq.req's own field: a C read where compiled, not the property
-        if not (self.prefix_caching and req.prefix_group) or seq.swapped_tokens:
+        # the request's prefix as the Seq keeps it: C fields where compiled
+        if not (self.prefix_caching and seq.prefix_group) or seq.swapped_tokens:
             return 0
-        cached = self.pool.is_cached(req.prefix_group) or (
-            self.host is not None and self.host.holds(req.prefix_group))
-        return req.prefix_tokens // self.bsz if cached else 0
+        cached = self.pool.is_cached(seq.prefix_group) or (
+            self.host is not None and self.host.holds(seq.prefix_group))
+        return seq.prefix_tokens // self.bsz if cached else 0
 
     def prefill_need(self, seq: Seq) -> int:
         """Tokens the admitted prompt would still compute (after prefix-cache hits)."""
@@ -225,60 +237,62 @@ class Engine:
     def try_admit(self, seq: Seq) -> bool:
         """Allocate blocks for the whole prompt (or the swapped-out KV), and a hybrid's fixed
         state, above the watermark."""
-        pool, req = self.pool, seq._req
+        pool, group = self.pool, seq.prefix_group
         hit = self.prefix_hit_blocks(seq)
         # a prefix found in the host tier only: its blocks are allocated here and loaded back
-        reload = hit and not pool.is_cached(req.prefix_group)
+        reload = hit and not pool.is_cached(group)
         tokens = seq.swapped_tokens or seq.target
-        need = blocks_for(tokens, self.bsz) - (0 if reload else hit)
+        blocks = self.blocks(tokens)
+        need = blocks - (0 if reload else hit)
         taken = need + self.state_blocks
-        spare = pool.available(req.prefix_group if hit and not reload else None) \
+        spare = pool.available(group if hit and not reload else None) \
             - self.reserved_blocks - taken
         if spare < pool.watermark_blocks:
             return False
         self.waiting.popleft()
         if hit:
-            pool.acquire_prefix(req.prefix_group, hit)
+            pool.acquire_prefix(group, hit)
         pool.allocate(taken, keep=self.reserved_blocks)
         self.owed += seq.computed
         seq.state, seq.computed, seq.prefix_blocks = RUNNING, 0, hit
         if reload:
             self.extra_s += reload_s(self.coef, hit * self.bsz)
-            self.host.load(req.prefix_group, hit * self.bsz)
+            self.host.load(group, hit * self.bsz)
             seq.offload_hit_tokens += hit * self.bsz
         if seq.admitted_s is None:
             seq.admitted_s = self.now
         self.running[seq.request_id] = seq
         if seq.swapped_tokens:
             return self._swap_in(seq, need)
-        self._share_prefix(seq, hit)
+        self._share_prefix(seq, hit, blocks)
         self.prefilling.append(seq)
         return True
 
-    def _share_prefix(self, seq: Seq, hit: int) -> None:
+    def _share_prefix(self, seq: Seq, hit: int, blocks: int) -> None:
+        """blocks: the whole prompt's, blocks(seq.target) (try_admit's count)."""
         if hit:
             seq.computed = min(hit * self.bsz, seq.target - 1)
             self.owed -= seq.computed
             seq.prefix_hit_tokens += seq.computed
-        seq.private_blocks = blocks_for(seq.target, self.bsz) - seq.prefix_blocks
+        seq.private_blocks = blocks - seq.prefix_blocks
 
     def publish_prefix(self, seq: Seq) -> None:
         """Once a prompt is computed, its full prefix blocks become the group's cache (vLLM
         caches only computed full blocks); a group cached meanwhile keeps this copy private.
         A host offload tier stores the prompt's full blocks as well."""
-        req = seq._req
+        group = seq.prefix_group
         if self.host is not None:
-            shared = req.prefix_tokens // self.bsz * self.bsz if req.prefix_group else 0
+            shared = seq.prefix_tokens // self.bsz * self.bsz if group else 0
             if shared:
-                self.host.store(("group", req.prefix_group), shared)
-            self.host.store(("request", req.request_id), seq.target // self.bsz * self.bsz
+                self.host.store(("group", group), shared)
+            self.host.store(("request", seq.request_id), seq.target // self.bsz * self.bsz
                             - shared)
-        if not (self.prefix_caching and req.prefix_group) or seq.prefix_blocks \
-                or self.pool.is_cached(req.prefix_group) or req.prefix_tokens < self.bsz:
+        if not (self.prefix_caching and group) or seq.prefix_blocks \
+                or self.pool.is_cached(group) or seq.prefix_tokens < self.bsz:
             return
-        seq.prefix_blocks = req.prefix_tokens // self.bsz
+        seq.prefix_blocks = seq.prefix_tokens // self.bsz
         seq.private_blocks -= seq.prefix_blocks
-        self.pool.acquire_prefix(req.prefix_group, seq.prefix_blocks)
+        self.pool.acquire_prefix(group, seq.prefix_blocks)
 
     def _swap_in(self, seq: Seq, blocks: int) -> bool:
         if not seq.kv_transferred:  # a transferred KV arrived over the link, off this clock
@@ -300,6 +314,10 @@ class Engine:
         self.ctx_base += seq.target - j0
         last = j0 + seq.output_tokens - seq.generated - 1
         self.finish_at.setdefault(last, []).append(seq)
+        flags = self.finish_flags
+        if last >= len(flags):
+            flags.extend(bytes(last + 1))  # at least doubled: amortized O(1) a sequence
+        flags[last] = 1  # left set once popped: the decode index only moves on past it
 
     def _stop_decoding(self, seq: Seq, last: int) -> int:
         """Leave the decode set after decode iteration `last`; returns KV tokens held."""
@@ -322,12 +340,22 @@ class Engine:
         """Give back a leaving sequence's KV blocks and its fixed state's."""
         self.pool.release(num_blocks + self.state_blocks)
         if seq.prefix_blocks:
-            self.pool.release_prefix(seq._req.prefix_group)
+            self.pool.release_prefix(seq.prefix_group)
         seq.prefix_blocks = 0
         del self.running[seq.request_id]
 
     def held_blocks(self, seq: Seq, held_tokens: int) -> int:
-        return blocks_for(held_tokens, self.bsz) - seq.prefix_blocks
+        return self.blocks(held_tokens) - seq.prefix_blocks
+
+    def blocks(self, num_tokens: int) -> int:
+        """blocks_for(num_tokens, block size), called once a run for each count: a request's
+        counts (its whole length on arrival, its prompt on admission, what it holds when
+        it leaves) repeat across requests, and a dictionary lookup costs a fraction of a
+        Python call."""
+        blocks = self.block_counts.get(num_tokens)
+        if blocks is None:
+            blocks = self.block_counts[num_tokens] = blocks_for(num_tokens, self.bsz)
+        return blocks
 
     def finish(self, seq: Seq, held_tokens: int) -> None:
         self.owed -= owed(seq)
@@ -407,6 +435,9 @@ def owed(seq: Seq) -> int:
     """Tokens a held request still owes: prompt tokens to compute and output to make (a
     decoding sequence's generated lags by the steps since it joined the decode set)."""
     return seq.target - seq.computed + seq.output_tokens - seq.generated
+
+
+_ARRIVAL = attrgetter("arrival_s")  # the requests' order: by arrival, ties as given
 
 
 def _priority_key(seq: Seq) -> tuple[int, float, int]:

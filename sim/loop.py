@@ -5,6 +5,8 @@ the package's build as servecap.sim._loop_c with the types in loop.pxd) and, whe
 absent or was built from another source, the same code run by the interpreter (sim/core.py
 picks)."""
 
+from types import FunctionType
+
 from . import core
 from .engine import owed
 from .policies import decode_due
@@ -13,21 +15,37 @@ from .state import REJECTED
 from .step_model import collective_s, prefill_pairs, step_s
 
 
+def _as_python() -> None:
+    """A Python function where this source runs as Python; Cython's own where compiled."""
+
+
+# compiled, an iteration's samples are written into the columns' memory by engine.pxd's
+# _push_double and _push_int where _typed_columns finds the arrays they expect (as
+# decode_run writes its steps'); as Python, by array.append
+COMPILED = not isinstance(_as_python, FunctionType)
+INF = float("inf")
+
+
 def run_iterations(eng, horizon):
     """Run the iterations that start before horizon (None: until every request is done)."""
     plan = core.PLANNERS[eng.cfg.policy]  # compiled where the build made them
-    while horizon is None or eng.now < horizon:
+    decode_run = (core.COMPILED or core.PYTHON).decode_run  # likewise
+    until = INF if horizon is None else horizon  # a C double where compiled
+    holds_back = eng.cfg.policy == "decode-priority"  # may waiting prompts be held back
+    while eng.now < until:
         seqs, nxt = eng.seqs, eng.next_arrival
-        if nxt < len(seqs) and seqs[nxt].ready_s <= eng.now:  # pull_arrivals' own test
-            eng.pull_arrivals()
+        if nxt < len(seqs):  # pull_arrivals' own test
+            head = seqs[nxt]
+            if head.ready_s <= eng.now:
+                eng.pull_arrivals()
         if eng.idle():
             if not eng.jump_to_next_arrival():
                 return
             continue
         left = eng.mid_group() if eng.waiting else 0
-        if eng.decoding and not eng.prefilling and not eng.extra_s and (left or
-                                                                         _decode_only(eng)):
-            steps = (core.COMPILED or core.PYTHON).decode_run(eng, horizon, left or (
+        if eng.decoding and not eng.prefilling and not eng.extra_s \
+                and (left or _decode_only(eng, holds_back)):
+            steps = decode_run(eng, horizon, left or (
                 eng.max_waiting_steps - eng.steps_since_prefill if eng.waiting else None))
             eng.steps_since_prefill += steps if eng.waiting else 0
             eng.group_steps += steps
@@ -100,11 +118,11 @@ def _step_s(eng, k, prefill, num_decode, pairs, context, cached):
     return gpu + cpu
 
 
-def _decode_only(eng):
-    """Nothing waits, or decode-priority holds the waiting prompts back for now."""
+def _decode_only(eng, holds_back):
+    """Nothing waits, or decode-priority (holds_back) holds the waiting prompts back now."""
     if not eng.waiting:
         return True
-    return eng.cfg.policy == "decode-priority" and not eng.waiting[0].swapped_tokens \
+    return holds_back and not eng.waiting[0].swapped_tokens \
         and not decode_due(eng)
 
 
@@ -117,14 +135,24 @@ def _account(eng, dt):
     live = eng.live_kv_tokens()
     for seq in eng.prefilling:  # and the prompts' computed tokens
         live += seq.computed
-    eng.sample_times.append(eng.now)
-    eng.sample_tokens.append(live)
-    eng.sample_blocks.append(eng.pool.used_blocks)
+    times, tokens, blocks = eng.sample_times, eng.sample_tokens, eng.sample_blocks
+    if COMPILED and _typed_columns(times, tokens, blocks, eng.ends):  # noqa: F821
+        _push_double(times, eng.now)  # noqa: F821 (engine.pxd)
+        _push_int(tokens, live)  # noqa: F821
+        _push_int(blocks, eng.pool.used_blocks)  # noqa: F821
+    else:
+        times.append(eng.now)
+        tokens.append(live)
+        blocks.append(eng.pool.used_blocks)
 
 
 def _finish_decode_step(eng):
     j = eng.dec_idx
-    eng.ends.append(eng.now)
+    if COMPILED and _typed_columns(eng.sample_times, eng.sample_tokens,  # noqa: F821
+                                   eng.sample_blocks, eng.ends):
+        _push_double(eng.ends, eng.now)  # noqa: F821 (engine.pxd)
+    else:
+        eng.ends.append(eng.now)
     eng.pool.free -= eng.residue[j % eng.bsz]
     eng.dec_idx = j + 1
     for seq in eng.finish_at.pop(j, ()):

@@ -7,8 +7,9 @@ import cython
 
 
 cdef class Seq:
-    cdef readonly object _req  # the property req sets it and the three below
-    cdef readonly long long request_id, prompt_tokens, output_tokens
+    cdef readonly object _req  # the property req sets it and the five below
+    cdef readonly long long request_id, prompt_tokens, output_tokens, prefix_tokens
+    cdef readonly object prefix_group
     cdef public object state, reason, admitted_s, prefill_start_s, prefill_end_s, \
         release_s
     cdef public list prefill_token_s, segments, extra_gaps_s
@@ -17,6 +18,12 @@ cdef class Seq:
         offload_hit_tokens
     cdef public double prev_s, last_token_s, ready_s
     cdef public bint kv_transferred
+
+
+# a prefill chunk's (query, key) pairs in 64-bit integers (a chunk's tokens times the
+# context's: a prompt's length squared at most, far below 2^63), called in C by the
+# compiled loop (loop.pxd)
+cpdef long long prefill_pairs(long long computed, long long chunk) except? -1
 
 
 @cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, seq=Seq,

@@ -20,7 +20,8 @@ class Seq:
     `segments` (first, last decode index, time of the token before the first) so no per-token
     list is kept; `token_times` rebuilds them."""
 
-    __slots__ = ("_req", "request_id", "prompt_tokens", "output_tokens", "state", "reason",
+    __slots__ = ("_req", "request_id", "prompt_tokens", "output_tokens", "prefix_group",
+                 "prefix_tokens", "state", "reason",
                  "generated", "target", "computed", "private_blocks", "prefix_blocks", "j0",
                  "prev_s", "admitted_s", "prefill_start_s", "prefill_end_s", "release_s",
                  "prefill_token_s", "segments", "preemptions", "recomputed_tokens", "chunks",
@@ -28,11 +29,12 @@ class Seq:
                  "ready_s", "kv_transferred", "offload_hit_tokens")
 
     def __init__(self, req: Request) -> None:
-        self._req = req  # and its id, prompt and output tokens, as the setter below copies them
+        self._req = req  # and the numbers the setter below copies
         self.request_id, self.prompt_tokens, self.output_tokens = \
             req.request_id, req.prompt_tokens, req.output_tokens
+        self.prefix_group, self.prefix_tokens = req.prefix_group, req.prefix_tokens
         self.state, self.reason = WAITING, ""
-        self.generated, self.target, self.computed = 0, req.prompt_tokens, 0
+        self.generated, self.target, self.computed = 0, self.prompt_tokens, 0
         self.private_blocks = self.prefix_blocks = self.j0 = 0
         self.prev_s = 0.0
         self.admitted_s = self.prefill_start_s = self.prefill_end_s = self.release_s = None
@@ -52,11 +54,13 @@ class Seq:
 
     @req.setter
     def req(self, req: Request) -> None:
-        """The request, and the three of its numbers the kernels read per step or event kept
-        beside it (C fields where compiled: no attribute lookup on the request each time)."""
+        """The request, and what of it the kernels read per step or event kept beside it
+        (its id, prompt and output tokens, prefix group and prefix tokens: C fields where
+        compiled, no attribute lookup on the request each time)."""
         self._req = req
         self.request_id, self.prompt_tokens, self.output_tokens = \
             req.request_id, req.prompt_tokens, req.output_tokens
+        self.prefix_group, self.prefix_tokens = req.prefix_group, req.prefix_tokens
 
     def token_times(self, decode_end_s: Sequence[float]) -> list[float]:
         """Each generated token's ready time, in order (absolute seconds)."""
@@ -68,6 +72,12 @@ class Seq:
     @property
     def first_token_s(self) -> float | None:
         return self.prefill_token_s[0] if self.prefill_token_s else None
+
+
+def prefill_pairs(computed: int, chunk: int) -> int:
+    """(query, key) pairs of a causal prefill chunk: token i of the chunk attends to the
+    `computed` tokens before it and i of its own, sum = chunk x computed + chunk(chunk+1)/2."""
+    return chunk * computed + chunk * (chunk + 1) // 2
 
 
 def request_columns(seqs):

@@ -6,6 +6,10 @@ import random
 
 from servecap.ledger.collectives import allreduce_s
 
+# defined beside a request's state (sim/seq.py), whose compiled kernel the scheduler loop
+# calls it in; the step model's callers take it from here
+from .seq import prefill_pairs  # noqa: F401
+
 
 def experts_touched_share(num_tokens: int, num_experts: int, experts_per_token: int) -> float:
     """Expected share of routed experts a batch reads: 1 - (1 - k/E)^B for B tokens each
@@ -273,12 +277,6 @@ def _decode_step_s(coef):
 def decode_eager_s(coef, n: int) -> float:
     """The eager cost of a decode-only step of n sequences (0 inside CUDA graphs)."""
     return coef.eager_layer_s * coef.num_layers if eager_step(coef, 0, n) else 0.0
-
-
-def prefill_pairs(computed: int, chunk: int) -> int:
-    """(query, key) pairs of a causal prefill chunk: token i of the chunk attends to the
-    `computed` tokens before it and i of its own, sum = chunk x computed + chunk(chunk+1)/2."""
-    return chunk * computed + chunk * (chunk + 1) // 2
 
 
 def ring_allreduce_s(num_bytes: float, num_ranks: int, link_bytes_per_s: float,
