@@ -155,15 +155,9 @@ def _in_system(seqs: list[Seq], columns: _Columns | None = None) -> np.ndarray:
 
 
 def kv_in_use(seqs: list[Seq], results: list[SimResult],
-              arrivals: np.ndarray | None = None) -> list[int]:
+              arrivals: np.ndarray | None = None) -> np.ndarray:
     """KV blocks in use over every engine at each request's arrival (the last iteration that
-    started by then)."""
-    return _kv_in_use(seqs, results, arrivals).tolist()
-
-
-def _kv_in_use(seqs: list[Seq], results: list[SimResult],
-               arrivals: np.ndarray | None = None) -> np.ndarray:
-    """kv_in_use as a column of 64-bit counts."""
+    started by then), a column of 64-bit counts."""
     out = np.zeros(len(seqs), dtype=np.int64)
     for res in results:
         times, _, blocks = kv_columns(res.kv_samples)
@@ -184,7 +178,7 @@ def find_window(seqs: list[Seq], results: list[SimResult],
     count = len(seqs)
     columns = _Columns(seqs, request_columns)
     load = _in_system(seqs, columns)
-    cuts = [mser5(load), mser5(_kv_in_use(seqs, results, columns.arrival))]
+    cuts = [mser5(load), mser5(kv_in_use(seqs, results, columns.arrival))]
     stop = _drain_cut(seqs, columns)
     growing = _growing(load, seqs)
     if None in cuts:
