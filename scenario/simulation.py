@@ -74,7 +74,8 @@ def setup(scenario: Scenario, sent: list[Request] | None = None,
     coef = steps.coefficients(ranked, scenario)
     drafted = draft_rank(scenario) if scenario.speculative.model else None
     draft = drafted and drafted.plan
-    configs = scheduler_configs(scenario, plan, speculation(scenario, drafted), draft)
+    batch = scheduler_batch(scenario, plan)
+    configs = scheduler_configs(scenario, plan, speculation(scenario, drafted), draft, batch)
     sim = scenario.simulator
     concurrency = scenario.workload.max_concurrency
     if concurrency is not None and (sim.replicas > 1 or sim.disaggregate):
@@ -85,7 +86,7 @@ def setup(scenario: Scenario, sent: list[Request] | None = None,
     check_fixed_shape(scenario, max_model_len(plan))
     return Setup(plan, coef, num_blocks(plan, scenario, draft), configs, reqs, workload,
                  slo(scenario), source, fleet(scenario), draft, ranked.hub,
-                 steps.scenario_engine_label(scenario), scheduler_batch(scenario, plan)[2])
+                 steps.scenario_engine_label(scenario), batch[2])
 
 
 def scheduler_batch(scenario: Scenario, plan: Plan) -> tuple[int, int, str]:
@@ -106,14 +107,14 @@ def scheduler_batch(scenario: Scenario, plan: Plan) -> tuple[int, int, str]:
 
 
 def scheduler_configs(scenario: Scenario, plan: Plan, speculation: Speculation | None,
-                      draft: Plan | None = None) -> tuple[SchedulerConfig, ...]:
-    """One config per policy compared, with the ledger's block size and batch limits (the
-    Scenario's, else the simulated V1 release's own defaults for the device, else the
-    defaults the ledger planned with), a hybrid's state blocks, and the max_model_len
+                      draft: Plan | None, batch: tuple[int, int, str]
+                      ) -> tuple[SchedulerConfig, ...]:
+    """One config per policy compared, with the ledger's block size and the batch limits
+    scheduler_batch gives (`batch`), a hybrid's state blocks, and the max_model_len
     requests are refused beyond."""
     sched, sim = scenario.scheduler, scenario.simulator
     serve = plan.serve
-    tokens, seqs, _ = scheduler_batch(scenario, plan)
+    tokens, seqs, _ = batch
     return tuple(SchedulerConfig(
         policy=p, max_num_batched_tokens=tokens,
         max_num_seqs=seqs, block_size_tokens=serve.block_size_tokens,
