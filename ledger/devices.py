@@ -141,6 +141,14 @@ def compute_capability(label: str) -> tuple[int, int] | None:
     device = from_label(label)
     return COMPUTE_CAPABILITY.get(device.name) if device is not None else None
 
+
+def sm_version(label: str) -> int | None:
+    """The compute capability as one number, as vLLM and NVIDIA write it (9.0 -> 90, 12.0 ->
+    120); None off the catalog or on AMD devices."""
+    capability = compute_capability(label)
+    return capability[0] * 10 + capability[1] if capability is not None else None
+
+
 def find(name: str) -> Device | None:
     """A catalog device by its name ('h200-141gb', any case), or by the one name it begins up
     to a dash ('h200'; 'a100' names two, so none): every command reads devices here."""

@@ -141,17 +141,6 @@ def checkpoint_refusal(producer: str, mixed: bool, w4a16: bool, version: tuple[i
     return None
 
 
-# Compute capability of each catalog GPU (NVIDIA's CUDA GPUs list: A100 8.0, A10/A10G/RTX A6000
-# 8.6, L4/L40/L40S/RTX 4090/RTX 6000 Ada 8.9, H100/H200/H20 9.0, B200/B300/GB200 10.0,
-# RTX PRO 6000 Blackwell 12.0, T4 7.5); AMD Instinct GPUs have none: no rule is read for ROCm.
-CAPABILITY = {"a100-40gb": 80, "a100-80gb": 80, "a10-24gb": 86, "a10g-24gb": 86,
-              "a6000-48gb": 86, "l4-24gb": 89, "l40-48gb": 89, "l40s-48gb": 89,
-              "rtx-4090-24gb": 89, "rtx-6000-ada-48gb": 89, "h100-80gb": 90,
-              "h100-pcie-80gb": 90, "h100-nvl-94gb": 90, "h200-141gb": 90, "h20-96gb": 90,
-              "b200-180gb": 100, "b300-288gb": 100, "gb200-186gb": 100,
-              "rtx-pro-6000-96gb": 120, "t4-16gb": 75}
-
-
 def generation_of(sm: int) -> str:
     """The generation a compute capability belongs to (SM120 is Blackwell too)."""
     return next(name for name, least in GENERATIONS if sm >= least) if sm >= 70 else "pre-volta"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from servecap.ledger.devices import find as find_device
+from servecap.ledger.devices import sm_version
 from servecap.ledger.engines import VLLM
 from servecap.ledger.errors import SpecError
 from servecap.ledger.vllm_versions import NEWEST_READ, choose, parse_version
@@ -77,10 +78,8 @@ def _gguf(scenario: Scenario, found) -> CheckpointFormats:
 
 
 def _device(scenario: Scenario) -> tuple[str | None, int | None]:
-    from servecap.ledger.quant_kernels import CAPABILITY
-
     device = find_device(scenario.device.name) if scenario.device.name else None
-    return (device.name, CAPABILITY.get(device.name)) if device is not None else (None, None)
+    return (device.name, sm_version(device.name)) if device is not None else (None, None)
 
 
 def _release(scenario: Scenario) -> tuple[int, ...]:
