@@ -63,13 +63,15 @@ class Device:
 
 # Streaming multiprocessors per GPU, from NVIDIA's architecture whitepapers and datasheets
 # (H100 SXM5 132, H100 PCIe 114, A100 108, AD102 boards L40/L40S/RTX 6000 Ada 142, RTX 4090 128,
-# AD104 L4 58, GA102 A10 72, A10G 80, RTX A6000 84, T4 40, B200 148). Kernels that launch one
-# program per SM size their buffers by it (vLLM's Triton top-k/top-p sampler); None: unknown.
+# AD104 L4 58, GA102 A10 72, A10G 80, RTX A6000 84, T4 40, B200 148, GB202 RTX 5090 170).
+# Kernels that launch one program per SM size their buffers by it (vLLM's Triton top-k/top-p
+# sampler); None: unknown.
 SM_COUNTS = {"h100-80gb": 132, "h200-141gb": 132, "h100-nvl-94gb": 132, "h100-pcie-80gb": 114,
              "a100-40gb": 108, "a100-80gb": 108, "a100-pcie-40gb": 108, "a100-pcie-80gb": 108,
              "l40s-48gb": 142, "l40-48gb": 142,
              "rtx-6000-ada-48gb": 142, "rtx-4090-24gb": 128, "l4-24gb": 58, "a10-24gb": 72,
-             "a10g-24gb": 80, "a6000-48gb": 84, "t4-16gb": 40, "b200-180gb": 148}
+             "a10g-24gb": 80, "a6000-48gb": 84, "t4-16gb": 40, "b200-180gb": 148,
+             "rtx-5090-32gb": 170}
 
 
 # Host links of the parts whose `interconnect` is a GPU-to-GPU fabric, one direction (half the
@@ -132,7 +134,7 @@ COMPUTE_CAPABILITY = {
     "l40s-48gb": (8, 9), "rtx-4090-24gb": (8, 9), "rtx-6000-ada-48gb": (8, 9),
     "h100-80gb": (9, 0), "h100-pcie-80gb": (9, 0), "h100-nvl-94gb": (9, 0), "h200-141gb": (9, 0),
     "h20-96gb": (9, 0), "b200-180gb": (10, 0), "gb200-186gb": (10, 0), "b300-288gb": (10, 3),
-    "rtx-pro-6000-96gb": (12, 0)}
+    "rtx-pro-6000-96gb": (12, 0), "rtx-5090-32gb": (12, 0)}
 
 
 def compute_capability(label: str) -> tuple[int, int] | None:
@@ -342,6 +344,19 @@ DEVICES: tuple[Device, ...] = (
            "467.8 TFLOPS BF16, 935.6 FP8, 1,871.2 FP4 dense at 2,430 MHz, PCIe 5.0 x16 "
            "64 GB/s (same file)", fp8_flops_per_s=935_600 * GB,
            fp4_flops_per_s=1_871_200 * GB, interconnect="PCIe 5.0 x16",
+           interconnect_bytes_per_s=64 * GB),
+    Device("rtx-5090-32gb", "NVIDIA GeForce RTX 5090", 32, 32_607 * MiB, 1_792 * GB,
+           209_500 * GB, "usable: 32,607 MiB, nvidia-smi's total on an RTX 5090 (driver "
+           "595.71.05: ai-dynamo/aiconfigurator@603ba746 src/aiconfigurator/systems/"
+           "rtx_5090.yaml), which CUDA reports too (TensorRT-LLM's 'total: 31.84 GiB' on an "
+           "RTX 5090, NVIDIA/TensorRT-LLM issue 4275); 1.792 TB/s GDDR7; 209.5 TFLOPS BF16 "
+           "dense with FP32 accumulate, as the RTX 4090's entry (GeForce tensor cores "
+           "accumulate in FP32 at half their FP16-accumulate rate: 419.2 dense, 838.4 sparse), "
+           "FP8 419 dense with FP32 accumulate, FP4 1,676 dense (NVIDIA's 3,352 AI TOPS, "
+           "sparse, halved; its accumulate width not stated): NVIDIA RTX Blackwell figures "
+           "as restated by spheron.network and codesota.com (RTX 5090 specs); 170 SMs; "
+           "PCIe 5.0 x16, no NVLink", fp8_flops_per_s=419_000 * GB,
+           fp4_flops_per_s=1_676_000 * GB, interconnect="PCIe 5.0 x16",
            interconnect_bytes_per_s=64 * GB),
     Device("mi325x-256gb", "AMD Instinct MI325X", 256, 256 * GiB - 335_544_320,
            6_000 * GB, 1_307_400 * GB, "usable: estimate, 256 GiB less the 320 MiB MI300X's "

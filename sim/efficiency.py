@@ -22,6 +22,9 @@ DERATED = {
     "l40-48gb": (ADA, ADA, "the L40S's AD102 board with GDDR6"),
     "rtx-4090-24gb": (ADA, ADA, "Ada (AD102) with GDDR6X"),
     "rtx-6000-ada-48gb": (ADA, ADA, "Ada (AD102) with GDDR6"),
+    "rtx-5090-32gb": ("rtx-pro-6000-96gb", "rtx-pro-6000-96gb",
+                      "the RTX PRO 6000's GB202 with GDDR7, at this card's own GeForce "
+                      "peaks"),
     "a100-pcie-40gb": (AMPERE, AMPERE, "the A100 SXM's GA100 with HBM2 (a 250 W card: "
                                        "sustained clocks below the SXM's are not in these "
                                        "shares)"),
