@@ -63,7 +63,8 @@ class Device:
 
 # Streaming multiprocessors per GPU, from NVIDIA's architecture whitepapers and datasheets
 # (H100 SXM5 132, H100 PCIe 114, A100 108, AD102 boards L40/L40S/RTX 6000 Ada 142, RTX 4090 128,
-# AD104 L4 58, GA102 A10 72, A10G 80, RTX A6000 84, T4 40, B200 148, GB202 RTX 5090 170).
+# AD104 L4 58, GA102 A10 72, A10G 80, RTX A6000 84, A40 84, RTX 3090 82, T4 40, B200 148,
+# GB202 RTX 5090 170).
 # Kernels that launch one program per SM size their buffers by it (vLLM's Triton top-k/top-p
 # sampler); None: unknown.
 SM_COUNTS = {"h100-80gb": 132, "h200-141gb": 132, "h100-nvl-94gb": 132, "h100-pcie-80gb": 114,
@@ -71,7 +72,7 @@ SM_COUNTS = {"h100-80gb": 132, "h200-141gb": 132, "h100-nvl-94gb": 132, "h100-pc
              "l40s-48gb": 142, "l40-48gb": 142,
              "rtx-6000-ada-48gb": 142, "rtx-4090-24gb": 128, "l4-24gb": 58, "a10-24gb": 72,
              "a10g-24gb": 80, "a6000-48gb": 84, "t4-16gb": 40, "b200-180gb": 148,
-             "rtx-5090-32gb": 170}
+             "rtx-5090-32gb": 170, "a40-48gb": 84, "rtx-3090-24gb": 82}
 
 
 # Host links of the parts whose `interconnect` is a GPU-to-GPU fabric, one direction (half the
@@ -134,7 +135,8 @@ COMPUTE_CAPABILITY = {
     "l40s-48gb": (8, 9), "rtx-4090-24gb": (8, 9), "rtx-6000-ada-48gb": (8, 9),
     "h100-80gb": (9, 0), "h100-pcie-80gb": (9, 0), "h100-nvl-94gb": (9, 0), "h200-141gb": (9, 0),
     "h20-96gb": (9, 0), "b200-180gb": (10, 0), "gb200-186gb": (10, 0), "b300-288gb": (10, 3),
-    "rtx-pro-6000-96gb": (12, 0), "rtx-5090-32gb": (12, 0)}
+    "rtx-pro-6000-96gb": (12, 0), "rtx-5090-32gb": (12, 0), "a40-48gb": (8, 6),
+    "rtx-3090-24gb": (8, 6)}
 
 
 def compute_capability(label: str) -> tuple[int, int] | None:
@@ -345,6 +347,20 @@ DEVICES: tuple[Device, ...] = (
            "64 GB/s (same file)", fp8_flops_per_s=935_600 * GB,
            fp4_flops_per_s=1_871_200 * GB, interconnect="PCIe 5.0 x16",
            interconnect_bytes_per_s=64 * GB),
+    Device("a40-48gb", "NVIDIA A40", 48, round(44.43 * 1024) * MiB, 696 * GB, 149_700 * GB,
+           "usable: 44.43 GiB, the total vLLM 0.26.0 logs on an A40 ('Free memory on device "
+           "(44.17/44.43 GiB)': vireshkoli/LLM-Inference-Optimization@1425eb74 results/logs/"
+           "vllm-bf16.startup.log), taken as the MiB nearest it (48 GB GDDR6 with ECC); 696 "
+           "GB/s, 149.7 TFLOPS BF16 dense (299.4 with sparsity): NVIDIA A40 datasheet; 84 "
+           "SMs (NVIDIA Ampere GA102 whitepaper V2.0); PCIe 4.0 x16 (NVLink bridge 112.5 GB/s "
+           "total not assumed)"),
+    Device("rtx-3090-24gb", "NVIDIA GeForce RTX 3090", 24, round(23.58 * 1024) * MiB,
+           936 * GB, 71_000 * GB, "usable: 23.58 GiB, the total_gpu_memory vLLM logs on an "
+           "RTX 3090 under Linux (vllm-project/vllm issue 10517), taken as the MiB nearest it "
+           "(cards driving a display or under WSL2 report less: 23.54 and 23.57 GiB in other "
+           "logs); 936 GB/s GDDR6X; 71 TFLOPS BF16 dense with FP32 accumulate (142 with FP16 "
+           "accumulate), 82 SMs: NVIDIA Ampere GA102 whitepaper V2.0, Appendix A; PCIe 4.0 "
+           "x16; no FP8 tensor cores"),
     Device("rtx-5090-32gb", "NVIDIA GeForce RTX 5090", 32, 32_607 * MiB, 1_792 * GB,
            209_500 * GB, "usable: 32,607 MiB, nvidia-smi's total on an RTX 5090 (driver "
            "595.71.05: ai-dynamo/aiconfigurator@603ba746 src/aiconfigurator/systems/"

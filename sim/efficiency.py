@@ -34,6 +34,9 @@ DERATED = {
     "a10-24gb": (AMPERE, ADA, "Ampere (GA102) compute as the A100's; GDDR6 as the L40S's"),
     "a10g-24gb": (AMPERE, ADA, "Ampere (GA102) compute as the A100's; GDDR6 as the L40S's"),
     "a6000-48gb": (AMPERE, ADA, "Ampere (GA102) compute as the A100's; GDDR6 as the L40S's"),
+    "a40-48gb": (AMPERE, ADA, "Ampere (GA102) compute as the A100's; GDDR6 as the L40S's"),
+    "rtx-3090-24gb": (AMPERE, ADA, "Ampere (GA102) compute as the A100's; GDDR6X as the "
+                                   "L40S's GDDR6"),
     "t4-16gb": (AMPERE, ADA, "Turing: no Turing measured; the A100's compute shares, GDDR6 "
                              "as the L40S's"),
     "mi300x-192gb": (HOPPER, HOPPER, "CDNA3 with HBM3: no AMD kernels measured; the H100's "
