@@ -5,13 +5,18 @@ per-layer embeddings, double-wide MLPs), mimo_v2.py MiMoV2DecoderLayer (hybrid_l
 SWA shapes), laguna.py LagunaAttention (per-layer heads); and phi.py PhiForCausalLM, whose
 biases, LayerNorms and ungated MLP every layer shares (model_configs/phi.py)."""
 
+from __future__ import annotations
+
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import FULL, NONE, LayerShape, ModelSpec, PerLayerInput
 
 from .phi import phi_block
-from .schema import HFConfig
+
+if TYPE_CHECKING:  # a bundled YAML is read without the pydantic models (bundled.py)
+    from .schema import HFConfig
 
 DECI_MULTIPLE = 256  # DeciLM's _find_multiple(int(2 x ffn_mult x hidden / 3), 256)
 

@@ -1,5 +1,9 @@
 """Interpret Hugging Face config fields as a ModelSpec, per model_type; unknown ones fail closed."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from servecap.ledger import dtypes
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import FULL, SLIDING, Attention, ModelSpec, MoE
@@ -14,7 +18,9 @@ from .hybrid_fields import (
     window_pattern,
 )
 from .quant import parse_quantization
-from .schema import HFConfig
+
+if TYPE_CHECKING:  # a bundled YAML is read without the pydantic models (bundled.py)
+    from .schema import HFConfig
 
 DENSE = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
          "ministral3", "qwen3_5_text", "falcon_h1", "exaone4", "olmo2", "olmo3", "lfm2",

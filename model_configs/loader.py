@@ -8,21 +8,20 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, get_args
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from servecap.ledger.errors import SpecError, document_kind
 from servecap.ledger.model import ModelSpec
 
+from .bundled import AsRead
 from .hf import to_spec
 from .reading import parse_json, parse_yaml, read_text
-from .schema import HFConfig, ModelFile, Serving
 from .size_check import with_size_checks
 
 if TYPE_CHECKING:  # a bundled YAML needs neither: they load with an id, a directory or a log
     from .hub import HubSource
     from .safetensors_headers import HeaderBytes
+    from .schema import Serving  # pydantic: imported where a file is validated
 
 BUNDLED_DIR = Path(__file__).resolve().parent
 
@@ -31,7 +30,7 @@ BUNDLED_DIR = Path(__file__).resolve().parent
 class LoadedModel:
     spec: ModelSpec
     path: Path
-    serving: Serving
+    serving: Serving | AsRead  # AsRead: a bundled file's, or none given (_no_serving)
     file_weights: HeaderBytes | None = None
     hub: HubSource | None = None
     ignored_fields: tuple[str, ...] = ()  # config.json fields no ledger line reads (plan -v)
@@ -98,7 +97,12 @@ def _load_yaml(path: Path) -> tuple[LoadedModel, int | None]:
     if not isinstance(data, dict):
         raise SpecError("document", document_kind(data), "a model YAML must be a mapping of "
                         "config.json field names to values")
-    model = _bundled(data) if path.resolve().parent == BUNDLED_DIR else _validate(ModelFile, data)
+    if path.resolve().parent == BUNDLED_DIR:
+        model = _bundled(data)
+    else:
+        from .schema import ModelFile
+
+        model = _validate(ModelFile, data)
     notes = tuple(model.notes or ())
     spec = to_spec(model, model.name, model.source, model.num_parameters, notes)
     return LoadedModel(spec, path, model.serving or _no_serving()), model.weights_total_size_bytes
@@ -108,6 +112,7 @@ def _load_config_json(path: Path, name: str | None = None) -> LoadedModel:
     from .config_read import TOWERS_NOTE, prepare  # a bundled YAML needs none of these
     from .encoders import read_encoder
     from .quant_files import with_quant_file
+    from .schema import HFConfig
     from .vision_fields import vision_spec
 
     data = parse_json(read_text(path), check=False)
@@ -137,6 +142,7 @@ def _load_gguf(path: Path) -> LoadedModel:
     from .config_read import prepare
     from .gguf import gguf_weights, read_gguf
     from .gguf_config import config_from
+    from .schema import HFConfig
 
     meta, table = read_gguf(path)
     kept, ignored, notes = prepare(config_from(meta, table, str(path)))
@@ -181,29 +187,22 @@ def _load_hub(ref: str) -> LoadedModel:
                        loaded.ignored_fields)
 
 
-def _bundled(data: dict) -> ModelFile:
+def _bundled(data: dict) -> AsRead:
     """A bundled model YAML, shipped with servecap and validated by its tests
-    (tests/model_configs/test_loading.py: constructed and validated, field by field, the same
-    values of the same types): built without ModelFile's validator, whose build is a twentieth
-    of a bundled model's plan or simulate start-up. Any other YAML is validated."""
-    data = {k: float(v) if type(v) is int and k in _floats() else v for k, v in data.items()}
+    (tests/model_configs/test_loading.py: read, field by field, as the same values of the same
+    types as validated): read as it stands, without ModelFile's validator or the pydantic
+    models themselves (model_configs/bundled.py). Any other YAML is validated."""
     serving = data.get("serving")
     if isinstance(serving, dict):
-        data = {**data, "serving": Serving.model_construct(**serving)}
-    return ModelFile.model_construct(**data)
+        data = {**data, "serving": AsRead(serving)}
+    return AsRead(data)
 
 
-def _floats() -> frozenset[str]:
-    """ModelFile's float fields: validation turns a whole number there into a float."""
-    return frozenset(name for name, f in ModelFile.model_fields.items()
-                     if float in get_args(f.annotation) or f.annotation is float)
-
-
-def _no_serving() -> Serving:
-    """A file without deployment defaults: Serving's fields all None. Built without its
+def _no_serving() -> AsRead:
+    """A file without deployment defaults: Serving's fields all None, read without Serving's
     validator (there is nothing to validate), which would otherwise be built, plugins looked
     up through every installed package's entry points, for the default alone."""
-    return Serving.model_construct()
+    return AsRead({})
 
 
 @contextmanager
@@ -252,6 +251,8 @@ EITHER = {
 
 
 def _validate(schema, data: dict):
+    from pydantic import ValidationError
+
     try:
         with _no_pydantic_plugins():
             return schema.model_validate(data)

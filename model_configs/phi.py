@@ -6,12 +6,16 @@ partial_rotary_factor dims; PhiMLP is fc1 -> gelu_new -> fc2, both with biases, 
 (4 x hidden_size when the config states no n_inner); a final LayerNorm; an untied lm_head
 with a bias (ParallelLMHead bias=True)."""
 
+from __future__ import annotations
+
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from servecap.ledger.errors import SpecError
 from servecap.ledger.model import ModelSpec
 
-from .schema import HFConfig
+if TYPE_CHECKING:  # a bundled YAML is read without the pydantic models (bundled.py)
+    from .schema import HFConfig
 
 PHI_INNER_PER_HIDDEN = 4  # PhiMLP's n_inner when the config states none
 

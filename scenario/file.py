@@ -25,6 +25,12 @@ HEADER = ("# servecap scenario: one deployment question (docs/scenario.md). null
 
 @cache
 def _adapter() -> TypeAdapter:
+    """The Scenario's validator. scenario/spec.py and spec_runs.py keep their annotations as
+    text; pydantic reads the names they use from this frame, the validator's parent namespace."""
+    from pydantic import Field, StrictBool  # noqa: F401
+
+    from .spec_types import Count, Fraction, Real, Size, Text, Zero  # noqa: F401
+
     return TypeAdapter(Scenario)
 
 

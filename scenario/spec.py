@@ -3,16 +3,19 @@ servecap mirrors a vLLM knob. None means "not given: the default applies" (each 
 where it is derived: scenario/deployment.py, the ledger, the engine's release rules).
 
 The annotations are also the scenario file's schema: scenario/file.py validates a YAML mapping
-into these dataclasses with pydantic (strict scalars, unknown keys refused, ranges checked)."""
+into these dataclasses with pydantic (strict scalars, unknown keys refused, ranges checked).
+They are kept as text (scenario/spec_types.py's types are pydantic's): a command that reads no
+scenario file imports no pydantic."""
+
+from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Annotated
-
-from pydantic import Field, StrictBool
+from typing import TYPE_CHECKING, Annotated
 
 from servecap.ledger.serve import DEFAULT_WATERMARK
 
 from .spec_runs import (
+    FORBID,
     Client,
     Envelope,
     Load,
@@ -25,7 +28,11 @@ from .spec_runs import (
     Speculative,
     Workload,
 )
-from .spec_types import FORBID, Count, Fraction, Real, Size, Text, Zero
+
+if TYPE_CHECKING:  # scenario/file.py names them where it builds the validator
+    from pydantic import Field, StrictBool
+
+    from .spec_types import Count, Fraction, Real, Size, Text, Zero
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,19 @@ checks, the traffic simulated or sent, SLOs, prices, speculation, the simulator,
 envelope, and the runtime, load client and server that verify it (scenario/spec.py composes them
 with the deployment's sections)."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field, StrictBool
+if TYPE_CHECKING:  # scenario/file.py names them where it builds the validator
+    from pydantic import Field, StrictBool
 
-from .spec_types import FORBID, Count, Fraction, Real, Text, Zero
+    from .spec_types import Count, Fraction, Real, Text, Zero
+
+# each section closed to unknown keys: pydantic's ConfigDict(extra="forbid"), a TypedDict, so
+# the plain dict it makes
+FORBID = {"extra": "forbid"}
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """The scenario file's scalar types: strict (a string is never a number, a bool never a
-count), ranged, and each section closed to unknown keys (scenario/file.py validates with them)."""
+count) and ranged (scenario/file.py validates with them; scenario/spec.py and spec_runs.py name
+them in annotations kept as text, so that a command that reads no scenario file never imports
+pydantic)."""
 
 from typing import Annotated
 
-from pydantic import BeforeValidator, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
-
-FORBID = ConfigDict(extra="forbid")
+from pydantic import BeforeValidator, Field, StrictFloat, StrictInt, StrictStr
 
 
 def _real(value):

@@ -11,7 +11,6 @@ from servecap.ledger.errors import SpecError
 from servecap.ledger.serve import DEFAULT_MAX_NUM_SEQS
 from servecap.ledger.vllm_versions import NEWEST, VllmRow, choose
 from servecap.model_configs.reading import parse_json
-from servecap.sim.calibrate import LEFT_AT
 from servecap.sim.efficiency import for_device
 from servecap.sim.rank_model import rank_coefficients
 from servecap.sim.roofline import Coefficients, override
@@ -251,6 +250,8 @@ def starting_rates(path: Path) -> dict[str, str]:
     """The rates a calibration file holds at the fit's starting value (verify or load
     --calibration-out: its `underdetermined` reason says 'left at the ... the fit starts
     from'), each with that clause: a simulation using the file says it uses them."""
+    from servecap.sim.calibrate import LEFT_AT  # the fit itself: only with --coefficients
+
     data = parse_json(read_file(path))
     reasons = data.get("underdetermined") if isinstance(data, dict) else None
     if not isinstance(reasons, dict):
