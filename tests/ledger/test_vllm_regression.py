@@ -84,12 +84,19 @@ KV_NEAR_MISSES = {
                                             "(sampler peak 0.46, non-torch 0.25) where the log "
                                             "leaves 0.54; the curated excerpt does not break it "
                                             "down (the card's 0.9 and 0.86 starts: -3.4%, -3.8%)",
+    "v0_11_llama31_8b_l4_abinav": "-7.8%: the plan holds 0.86 GiB beyond the weights (sampler "
+                                  "peak 0.61, non-torch 0.25) where the log leaves 0.49 of the "
+                                  "catalog L4's 21.99 GiB (the log prints no total); no line "
+                                  "breaks it down",
 }
 # Weights beyond 2% of 'Model loading took'
 WEIGHT_MISSES = {
     "v1_gemma3_4b_h100_planner": "-5.9%: the text decoder and the SigLIP tower with its "
                                  "projector are 8.07 GiB; vLLM's load took 8.58, 0.51 GiB that "
                                  "no line of the log breaks down",
+    **{name: "-3.2%: 'Model loading took 2.98 GiB' against the plan's 2.88, the log's own "
+             "'Checkpoint size: 2.88 GiB'; no line breaks the 0.10 GiB down (KV -2.6%)"
+       for name in ("v0_30_qwen25_1p5b_t4_eslam", "v0_30_qwen25_1p5b_t4_prefixcache_eslam")},
 }
 START_MISSES = {
     "v0_19_qwen3_0p6b_8k_rtx3060_failed_retriva": "vLLM failed in its sampler warm-up right "
@@ -130,7 +137,9 @@ START_MISSES = {
 # The one started log the plan says would not start: a pool at the one-request boundary, whose
 # same flags vLLM itself refused in the next start (0.41 GiB against 0.44 needed)
 REFUSED_BUT_STARTED = {"v0_17_qwen25_7b_rtx3090_065_offprof"}
-KV_WITHIN_5_AT_LEAST = 89 / 102  # measured: 89/102 with nine more held-out logs (a GCE A100
+KV_WITHIN_5_AT_LEAST = 92 / 106  # measured: 92/106 with six more held-out logs (an L4 start
+# under 0.11.0, -7.8%; two T4 starts under 0.30.0, -2.6%; an H200 start under 0.11.2, -0.1%; an
+# RTX 3090 refusal under 0.9.1, said); 89/102 with nine more held-out logs before them (a GCE A100
 # 40GB under 0.15.1, a TP 2 A100 pair under 0.10.1.1, six RTX 3090 starts under 0.17.1 and the
 # same card's sampler-OOM failure; two miss: -7.9% and -33.1%); 82/93 before them, with
 # Phi-2's H100 log planned (+0.0%; 81/92
