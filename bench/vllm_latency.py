@@ -6,6 +6,9 @@ compare what vLLM measured with what servecap predicts.
     python bench/vllm_latency.py --leave-one-source-out --write   # ... and keep the fit
     python bench/vllm_latency.py --json                   # one object per comparison, summary
     python bench/vllm_latency.py --only gpustack_vllm011_qwen3    # one fixture file
+    python bench/vllm_latency.py --held-out               # runs from sources never fitted on
+        # (tests/fixtures/vllm_bench_heldout) with the shipped terms, judged against the
+        # shipped 95 % prediction interval; --json, --only work with it
     python bench/vllm_latency.py --without-engine         # --engine plain: roofline and tables
     python bench/vllm_latency.py --terms                  # the shipped fit and what informs it
     python bench/vllm_latency.py --releases               # each release's scheduling, cited
@@ -42,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through this module)
     FAMILIES,
     FIXTURES,
+    HELD_OUT,
     INTERVALS,
     METRICS,
     Case,
@@ -69,8 +73,9 @@ from vllm_experiments import (  # noqa: E402,F401  (the test suite reads these h
     sampler_state_bytes,
 )
 from vllm_fit import HELD, HELD_WITH_SAMPLER  # noqa: E402
-from vllm_loso import leave_one_source_out, summary, write_fit  # noqa: E402
+from vllm_loso import judged, leave_one_source_out, summary, write_fit  # noqa: E402
 
+from servecap.sim.model_error import MODEL_ERROR  # noqa: E402
 from servecap.sim.vllm_engine import FIT_FILE  # noqa: E402
 from servecap.sim.vllm_releases import overlap, scheduling_for  # noqa: E402
 
@@ -80,13 +85,43 @@ TARGET_MEDIAN, TARGET_TTFT, TARGET_INSIDE = 0.15, 0.20, 0.80
 EXPERIMENTS = ("--price-sampler", "--eos-stop", "--microbatch-intake", "--vllm-pool")
 
 
-def run_all(folder: Path = FIXTURES, only: str | None = None, engine: bool = True) -> list[dict]:
-    """Every run with the shipped terms, and the simulator's own sampling interval."""
-    rows = []
+def run_all(folder: Path = FIXTURES, only: str | None = None, engine: bool = True,
+            sample: Path | None = None) -> list[dict]:
+    """Every run of `folder` with the shipped terms, and the simulator's own sampling interval;
+    `sample`: the folder whose ShareGPT sample ShareGPT runs draw from (`folder`'s own unless
+    given)."""
+    rows, sample = [], sample or folder
     for case in load_cases(folder, only):
-        rows.extend(compare(case, predict(case, folder, engine),
-                            predict(case, folder, engine, window=True)))
+        rows.extend(compare(case, predict(case, sample, engine),
+                            predict(case, sample, engine, window=True)))
     return rows
+
+
+def held_out_main(argv: list[str]) -> int:
+    """The held-out runs (tests/fixtures/vllm_bench_heldout, sources the fit never read)
+    predicted with the shipped terms, no refit, each figure judged against the 95 %
+    prediction interval the shipped model error gives (sim/engine_fit.json model_error,
+    what simulate's prediction intervals are built on)."""
+    fitted = {c.source for c in load_cases()}
+    shared = sorted({c.source for c in load_cases(HELD_OUT)} & fitted)
+    if shared:
+        print(f"{HELD_OUT.name}: source_id {shared[0]!r} is also in {FIXTURES.name}; "
+              "held-out runs must come from sources the fit never read", file=sys.stderr)
+        return 2
+    rows = judged(run_all(HELD_OUT, only=_only(argv), sample=FIXTURES),
+                  MODEL_ERROR["families"])
+    if not rows:
+        print(f"--only {_only(argv)}: no such file in {HELD_OUT.name}", file=sys.stderr)
+        return 2
+    held = summary(rows)
+    if "--json" in argv:
+        print(json.dumps({"comparisons": rows, "summary": held,
+                          "model_error": MODEL_ERROR}, indent=1))
+        return 0
+    title = (f"Held out (sources the fit never read; shipped terms, interval from the "
+             f"{MODEL_ERROR['date']} fit's model error):")
+    print("\n".join([markdown(rows, judged_only=True), ""] + summary_lines(title, held)))
+    return 0
 
 
 def summarize(rows: list[dict], known_shape: bool = False) -> dict:
@@ -103,26 +138,36 @@ def summarize(rows: list[dict], known_shape: bool = False) -> dict:
     return out
 
 
-def markdown(rows: list[dict], oos: dict | None = None) -> str:
+def markdown(rows: list[dict], oos: dict | None = None, judged_only: bool = False) -> str:
     """The comparison table; with out-of-sample rows (keyed fixture, metric), their figure,
-    interval and verdict beside the in-sample one."""
+    interval and verdict beside the in-sample one; judged_only: rows that carry their own
+    interval and verdict (the held-out runs), those beside the figure."""
     head = "| fixture | model / GPU / TP / version | load | metric | measured | predicted | error |"
     rule = "|---|---|---|---|---:|---:|---:|"
     if oos:
         head += " out of sample | error | 95 % prediction interval | inside |"
         rule += "---:|---:|---|---|"
+    elif judged_only:
+        head += " 95 % prediction interval | inside |"
+        rule += "---|---|"
     lines = [head, rule]
     for r in rows:
         line = (f"| {r['fixture']} | {r['setup']} | {r['load']} | {r['metric']} | "
                 f"{r['measured']:g} | {r['predicted']:.4g} | {r['error']:+.1%} |")
         o = (oos or {}).get((r["fixture"], r["metric"]))
         if o is not None:
-            lo, hi = o["prediction_interval"] or (None, None)
-            band = f"{lo:.4g} - {hi:.4g}" if lo is not None else "none"
-            verdict = {True: "yes", False: "no", None: "none"}[o["covered"]]
-            line += f" {o['predicted']:.4g} | {o['error']:+.1%} | {band} | {verdict} |"
+            line += f" {o['predicted']:.4g} | {o['error']:+.1%} |" + _verdict_cells(o)
+        elif judged_only:
+            line += _verdict_cells(r)
         lines.append(line)
     return "\n".join(lines)
+
+
+def _verdict_cells(row: dict) -> str:
+    """A judged row's 95 % prediction interval and whether the measurement lies inside."""
+    lo, hi = row["prediction_interval"] or (None, None)
+    band = f"{lo:.4g} - {hi:.4g}" if lo is not None else "none"
+    return f" {band} | {({True: 'yes', False: 'no', None: 'none'}[row['covered']])} |"
 
 
 def summary_lines(title: str, s: dict) -> list[str]:
@@ -314,6 +359,12 @@ def main(argv: list[str]) -> int:
     VLLM_POOL["on"] = "--vllm-pool" in argv
     if "--leave-one-source-out" in argv:
         return loso_main(argv)
+    if "--held-out" in argv:
+        if tried or "--without-engine" in argv:
+            print(f"--held-out: the shipped terms as simulate runs them; not with "
+                  f"{(tried or ['--without-engine'])[0]}", file=sys.stderr)
+            return 2
+        return held_out_main(argv)
     rows = run_all(only=_only(argv), engine="--without-engine" not in argv)
     stored = json.loads(FIT_FILE.read_text(encoding="utf-8")) if FIT_FILE.exists() else {}
     if "--json" in argv:
