@@ -181,7 +181,8 @@ def summary_lines(title: str, s: dict) -> list[str]:
         cell = f" {_share(v.get('inside_95_interval'))} |" if judged else ""
         lines.append(f"| {name} | {v['comparisons']} | {v['median_abs_error']:.1%} |" + cell)
     lines.append("")
-    lines.append(f"{s['runs']} runs from {s['sources']} sources.")
+    lines.append(f"{s['runs']} runs from {s['sources']} "
+                 f"{'source' if s['sources'] == 1 else 'sources'}.")
     if "inside_95_interval" in s:
         lines.append(f"Inside their 95 % prediction interval: {s['inside_95_interval']:.1%}.")
     return lines
