@@ -37,14 +37,14 @@ def coefficients(ranked, scenario: Scenario) -> Coefficients:
         device and device.bandwidth_bytes_per_s or _rate(data, "bandwidth_bytes_per_s")
     flops = parse_flops(dev.flops) if dev.flops else \
         device and device.flops_per_s(weight_dtype) or _rate(data, "flops_per_s")
-    if (not bandwidth or not flops) and device is not None:
-        missing, what, example = ("--bandwidth", "memory bandwidth", "300GB/s") \
-            if not bandwidth else ("--flops", f"dense tensor FLOPS at {weight_dtype}", "65TFLOPS")
-        raise SpecError(missing, None, f"the catalog's {device.name} states no {what} (no "
-                        "vendor figure: `servecap devices` lists its sources), which the step "
-                        f"model needs: give {missing}, e.g. {missing} {example}")
     if not bandwidth or not flops:
         missing = "--bandwidth" if not bandwidth else "--flops"
+        if device is not None:
+            what, example = ("memory bandwidth", "300GB/s") if not bandwidth \
+                else (f"dense tensor FLOPS at {weight_dtype}", "65TFLOPS")
+            raise SpecError(missing, None, f"the catalog's {device.name} states no {what} (no "
+                            "vendor figure: `servecap devices` lists its sources), which the "
+                            f"step model needs: give {missing}, e.g. {missing} {example}")
         named = repr(dev.name) if dev.name else \
             f"{ranked.plan.serve.device_label!r} (the model file's serving.device)"
         raise SpecError(missing, None, f"the device {named} is a bare size, not a catalog "
