@@ -18,9 +18,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sharegpt_sample import FIXTURES, SHAREGPT, sharegpt_draw, sharegpt_means  # noqa: E402
 from vllm_experiments import (  # noqa: E402
+    BURST,
     EOS,
     SAMPLER,
     VLLM_POOL,
+    burst,
     eos_stopped,
     intake_for,
     sampler_state_bytes,
@@ -304,7 +306,8 @@ def compare(case: Case, entry: dict, windowed: dict | None = None) -> list[dict]
         rows.append({"fixture": case.name, "source": case.source, "setup": case.label,
                      "load": case.load, "metric": key, "family": family, "measured": value,
                      "spread_bound": spread_bound(case),
-                     "backlog": family == "ttft" and fell_behind(case),
+                     "backlog": family == "ttft" and (
+                         fell_behind(case) or (BURST["out"] and burst(case))),
                      "predicted": predicted, "error": error(predicted, value),
                      "log_error": math.log(max(predicted, 1e-12) / value),
                      "interval": interval_verdict(key, value, windowed, steps)})

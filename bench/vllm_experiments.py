@@ -1,8 +1,8 @@
 """The latency experiments bench/vllm_latency.py measures and simulate does not adopt, each
 off by default and switched on by its flag (docs/vllm-latency.md has their figures):
 --eos-stop (EOS), --microbatch-intake (MICROBATCH), --price-sampler (SAMPLER), --vllm-pool
-(VLLM_POOL, read by bench/vllm_cases.py's setup). A case is
-bench/vllm_cases.py's Case."""
+(VLLM_POOL, read by bench/vllm_cases.py's setup), --burst-ttft-unweighted (BURST, read by
+bench/vllm_cases.py's compare). A case is bench/vllm_cases.py's Case."""
 
 import json
 from contextlib import contextmanager
@@ -42,6 +42,23 @@ def eos_stopped(mean: float, cap: int) -> Lengths:
     p = (lo + hi) / 2
     weights = [p * (1 - p) ** (k - 1) for k in range(1, cap)] + [(1 - p) ** (cap - 1)]
     return Lengths("empirical", values=tuple(range(1, cap + 1)), weights=tuple(weights))
+
+
+# --burst-ttft-unweighted (bench/vllm_latency.py): an experiment, off by default
+# (docs/vllm-latency.md). A burst's TTFT weighs 0 in the fit, as a backlog's does
+BURST = {"out": False}
+
+
+def burst(case) -> bool:
+    """Every prompt sent at once (more than one, no --max-concurrency): the run's TTFT is
+    then the queue the burst itself forms, the time the server takes to reach the median
+    prompt, which measures its capacity (the run's throughput and TPOT comparisons test
+    that) rather than what one request costs on the way in; fitted on, it pulls the
+    per-request terms (the API server's serial time, V1's latency outside its queue) that
+    light loads identify."""
+    load = case.run["load"]
+    return load["kind"] == "all-at-once" and load.get("num_prompts", 0) > 1 \
+        and not load.get("concurrency")
 
 
 # --microbatch-intake (bench/vllm_latency.py): an experiment, off by default

@@ -23,6 +23,9 @@ compare what vLLM measured with what servecap predicts.
     python bench/vllm_latency.py --leave-one-source-out --microbatch-intake  # an experiment:
         # the API server's tokenizer micro-batch from v0.10.1 (requests that reach it
         # together go on together, sim/engine.py INTAKE), measured, not adopted
+    python bench/vllm_latency.py --leave-one-source-out --burst-ttft-unweighted  # an
+        # experiment: a burst's TTFT (every prompt at once) weighs 0 in the fit, as a
+        # backlog's does, measured, not adopted
     python bench/vllm_latency.py --leave-one-source-out --vllm-pool  # an experiment: each run
         # schedules in the pool `plan --engine vllm==<release>` gives, measured, not adopted
 
@@ -66,6 +69,7 @@ from vllm_cases import (  # noqa: E402,F401  (the test suite reads these through
     workload_for,
 )
 from vllm_experiments import (  # noqa: E402,F401  (the test suite reads these here too)
+    BURST,
     EOS,
     MICROBATCH,
     SAMPLER,
@@ -82,7 +86,8 @@ from servecap.sim.vllm_releases import overlap, scheduling_for  # noqa: E402
 TARGET_MEDIAN, TARGET_TTFT, TARGET_INSIDE = 0.15, 0.20, 0.80
 # The experiments: measured through the refit and not adopted (docs/vllm-latency.md), so
 # simulate does not run them and the fit they print is not kept (--write refused)
-EXPERIMENTS = ("--price-sampler", "--eos-stop", "--microbatch-intake", "--vllm-pool")
+EXPERIMENTS = ("--price-sampler", "--eos-stop", "--microbatch-intake", "--vllm-pool",
+               "--burst-ttft-unweighted")
 
 
 def run_all(folder: Path = FIXTURES, only: str | None = None, engine: bool = True,
@@ -358,6 +363,7 @@ def main(argv: list[str]) -> int:
     MICROBATCH["on"] = "--microbatch-intake" in argv
     EOS["stop"] = "--eos-stop" in argv
     VLLM_POOL["on"] = "--vllm-pool" in argv
+    BURST["out"] = "--burst-ttft-unweighted" in argv
     if "--leave-one-source-out" in argv:
         return loso_main(argv)
     if "--held-out" in argv:

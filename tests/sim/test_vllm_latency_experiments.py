@@ -117,10 +117,33 @@ def test_the_microbatch_intake_applies_to_v1_api_servers_from_0_10_1_and_only_wh
 
 def test_no_experiment_writes_the_shipped_fit(capsys) -> None:
     """Every experiment flag refuses --write: sim/engine_fit.json is what simulate runs."""
-    for flag in ("--price-sampler", "--eos-stop", "--microbatch-intake"):
+    for flag in ("--price-sampler", "--eos-stop", "--microbatch-intake", "--vllm-pool",
+                 "--burst-ttft-unweighted"):
         assert bench.main(["--leave-one-source-out", flag, "--write"]) == 2
         assert f"{flag}: an experiment simulate does not run" in capsys.readouterr().err
-    assert not bench.EOS["stop"] and not bench.MICROBATCH["on"]
+    assert not bench.EOS["stop"] and not bench.MICROBATCH["on"] and not bench.BURST["out"]
+
+
+def test_the_burst_experiment_unweights_only_a_bursts_ttft_and_only_when_asked() -> None:
+    """--burst-ttft-unweighted (measured, not adopted: docs/vllm-latency.md): the TTFT of a
+    run that sends every prompt at once is marked as a backlog (weight 0 in the fit) only
+    with the flag; its throughput and TPOT, and a closed loop's TTFT, never are."""
+    cases = sys.modules["vllm_cases"]
+    burst = next(c for c in CASES if c.name == "gpustack_vllm011_qwen3:h100-qwen3-14b-sharegpt")
+    loop = next(c for c in CASES if c.name == "wmx_vllm023_l4:l4-qwen25-05b-c32")
+    assert cases.burst(burst) and not cases.burst(loop)
+
+    def unweighted(case, entry) -> set[str]:
+        return {r["metric"] for r in cases.compare(case, entry) if r["backlog"]}
+
+    entries = {c.name: bench.predict(c) for c in (burst, loop)}
+    assert not bench.BURST["out"] and unweighted(burst, entries[burst.name]) == set()
+    bench.BURST["out"] = True
+    try:
+        assert unweighted(burst, entries[burst.name]) == {"median_ttft_ms"}
+        assert unweighted(loop, entries[loop.name]) == set()
+    finally:
+        bench.BURST["out"] = False
 
 
 def test_the_vllm_pool_experiment_schedules_in_the_pool_plan_gives_that_release() -> None:
