@@ -52,6 +52,11 @@ KV_MISSES = {
                                                   "leaves; 0.19 counts non-torch memory "
                                                   "device-wide, so the desktop's released "
                                                   "memory enlarged it (no line breaks it down)",
+    "v0_19_llama31_70b_awq_2xa100_40gb_mindsafe": "-10.3%: 0.9 x the catalog A100 40GB's 39.39 GiB "
+                                                  "less the 18.58 loaded and the 15.96 pool leaves "
+                                                  "0.91 GiB where the plan holds 2.59 (1.81 of "
+                                                  "NCCL and all-reduce buffers for TP 2); no line "
+                                                  "breaks it down",
     "v0_17_qwen25_7b_rtx3090_065_offprof": "-33.1%: a 0.49 GiB pool against the plan's 0.33; "
                                            "the plan holds 0.16 GiB more outside the pool "
                                            "(its sampler peak and non-torch estimate, 0.78, "
@@ -94,6 +99,10 @@ WEIGHT_MISSES = {
     "v1_gemma3_4b_h100_planner": "-5.9%: the text decoder and the SigLIP tower with its "
                                  "projector are 8.07 GiB; vLLM's load took 8.58, 0.51 GiB that "
                                  "no line of the log breaks down",
+    "v0_16_minimax_m25_fp8_4xmi300x_eager_fpolica": "-2.4%: 'Model loading took 54.97 GiB' a "
+                                                     "rank against the plan's 53.65 (TP 4, block "
+                                                     "FP8); no line breaks the 1.32 GiB down, on "
+                                                     "the set's first ROCm (MI300X) log",
     **{name: "-3.2%: 'Model loading took 2.98 GiB' against the plan's 2.88, the log's own "
              "'Checkpoint size: 2.88 GiB'; no line breaks the 0.10 GiB down (KV -2.6%)"
        for name in ("v0_30_qwen25_1p5b_t4_eslam", "v0_30_qwen25_1p5b_t4_prefixcache_eslam")},
@@ -137,7 +146,10 @@ START_MISSES = {
 # The one started log the plan says would not start: a pool at the one-request boundary, whose
 # same flags vLLM itself refused in the next start (0.41 GiB against 0.44 needed)
 REFUSED_BUT_STARTED = {"v0_17_qwen25_7b_rtx3090_065_offprof"}
-KV_WITHIN_5_AT_LEAST = 92 / 106  # measured: 92/106 with six more held-out logs (an L4 start
+KV_WITHIN_5_AT_LEAST = 93 / 108  # measured: 93/108 with three more held-out logs added
+# 2026-12-08 (a 4x MI300X MiniMax-M2.5 start under 0.16.0, +1.1%; a 2x A100 40GB Llama-3.1-70B
+# AWQ start under 0.19.0, -10.3%; an H200 Gemma 4 26B start under 0.20.2, kept but not planned:
+# reconcile refuses its token count); 92/106 with six more held-out logs (an L4 start
 # under 0.11.0, -7.8%; two T4 starts under 0.30.0, -2.6%; an H200 start under 0.11.2, -0.1%; an
 # RTX 3090 refusal under 0.9.1, said); 89/102 with nine more held-out logs before them (a GCE A100
 # 40GB under 0.15.1, a TP 2 A100 pair under 0.10.1.1, six RTX 3090 starts under 0.17.1 and the
