@@ -9,6 +9,7 @@ from servecap.ledger.vllm_log import LogFacts
 from servecap.ledger.vllm_versions import FLASHINFER, TRITON, VllmRow
 
 from .launch_line import read_each
+from .lora import LORA_KNOBS
 from .spec import DEFAULT, Scenario, get, with_values
 from .vllm_line import VLLM
 
@@ -28,7 +29,11 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
     """{Scenario path: value} for what the log shows, and notes on what it shows that the
     ledger does not model. The non-default args come first; a figure only a line states
     (tensor_parallel_size=2 in the engine's config line) fills what they leave."""
-    words = [_words(name, value) for name, value in facts.args if name not in NOT_FLAGS]
+    # vLLM builds no LoRA config without enable_lora and ignores its knobs (a V0 log's
+    # Namespace prints every argument, max_loras=1 among them, whether LoRA is on or not)
+    lora_off = not dict(facts.args).get("enable_lora")
+    words = [_words(name, value) for name, value in facts.args
+             if name not in NOT_FLAGS and not (lora_off and name in LORA_KNOBS)]
     values, _, unmodelled = read_each(VLLM, [w for w in words if w])
     for path, value in _from_lines(facts).items():
         values.setdefault(path, value)
@@ -36,6 +41,11 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
         values["device.interconnect"] = PCIE
     notes = [f"the log's flag {line.split(' = ', 1)[0]} is read but not modelled"
              for line in unmodelled]
+    dropped = [name for name, value in facts.args
+               if lora_off and name in LORA_KNOBS and value not in (None, False)]
+    if dropped:
+        notes.append(f"the log's {', '.join(dropped)} not read: LoRA is off "
+                     "(no enable_lora), and vLLM ignores its knobs without it")
     if facts.allreduce_off == NODES:
         values["parallel.nnodes"] = 2
         notes.append("the log says its tensor-parallel group spans nodes: planned as two")

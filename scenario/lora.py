@@ -11,7 +11,7 @@ from .spec import Lora, Scenario
 
 # --lora-dtype as vLLM spells it (LoRADType: auto, float16, bfloat16)
 LORA_DTYPES = {"auto": None, "float16": "fp16", "bfloat16": "bf16"}
-_KNOBS = ("max_loras", "max_lora_rank", "max_cpu_loras", "lora_target_modules",
+LORA_KNOBS = ("max_loras", "max_lora_rank", "max_cpu_loras", "lora_target_modules",
           "fully_sharded_loras", "lora_dtype")
 
 
@@ -49,7 +49,7 @@ def release(scenario: Scenario) -> tuple[int, ...]:
 
 
 def _check_unused(lora: Lora) -> None:
-    for name in _KNOBS:
+    for name in LORA_KNOBS:
         value = getattr(lora, name)
         if value not in (None, False):
             shown = " ".join(value) if isinstance(value, tuple) else value

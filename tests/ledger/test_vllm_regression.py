@@ -52,6 +52,11 @@ KV_MISSES = {
                                                   "leaves; 0.19 counts non-torch memory "
                                                   "device-wide, so the desktop's released "
                                                   "memory enlarged it (no line breaks it down)",
+    "v0_6_4_qwen25_7b_24gib_wsl_m2a": "+41.1%: the log's own profile line counts 1.66 GiB of "
+                                      "non-torch memory against the plan's 0.38 (V0 0.6.4 "
+                                      "counts the device's whole use beyond torch's: 15.90 GiB "
+                                      "in use after the 14.25 loaded), on a 24 GB card under "
+                                      "WSL; the log does not break the 1.29 GiB down",
     "v0_19_llama31_70b_awq_2xa100_40gb_mindsafe": "-10.3%: 0.9 x the catalog A100 40GB's 39.39 GiB "
                                                   "less the 18.58 loaded and the 15.96 pool leaves "
                                                   "0.91 GiB where the plan holds 2.59 (1.81 of "
@@ -146,7 +151,10 @@ START_MISSES = {
 # The one started log the plan says would not start: a pool at the one-request boundary, whose
 # same flags vLLM itself refused in the next start (0.41 GiB against 0.44 needed)
 REFUSED_BUT_STARTED = {"v0_17_qwen25_7b_rtx3090_065_offprof"}
-KV_WITHIN_5_AT_LEAST = 93 / 108  # measured: 93/108 with three more held-out logs added
+KV_WITHIN_5_AT_LEAST = 93 / 109  # measured: 93/109 once reconcile stopped reading a V0 log's
+# LoRA knobs without enable_lora, which planned two of the held-out logs below (a WSL 24 GB
+# card under 0.6.4.post1, +41.1%; a 44.52 GiB card under 0.6.6.post1, which prints no token
+# line); 93/108 with three more held-out logs added
 # 2026-12-08 (a 4x MI300X MiniMax-M2.5 start under 0.16.0, +1.1%; a 2x A100 40GB Llama-3.1-70B
 # AWQ start under 0.19.0, -10.3%; an H200 Gemma 4 26B start under 0.20.2, kept but not planned:
 # reconcile refuses its token count); 92/106 with six more held-out logs (an L4 start

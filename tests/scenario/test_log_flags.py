@@ -69,3 +69,31 @@ def test_a_cold_compile_is_said_and_a_warm_one_is_not():
     assert (cold.cold_compile, warm.cold_compile) == (True, False)
     assert any("vllm-project/vllm#54122" in n for n in logged_values(cold)[1])
     assert not any("compiles" in n for n in logged_values(warm)[1])
+
+
+V0_ARGS = ("INFO 09-20 02:21:16 api_server.py:586] args: Namespace(host=None, port=8000, "
+           "enable_lora={on}, max_loras=1, max_lora_rank=16, max_cpu_loras=None, "
+           "lora_dtype='auto', fully_sharded_loras=False, max_model_len=16384, "
+           "gpu_memory_utilization=0.9, max_num_seqs=256)")
+V0_BLOCKS = "INFO 09-20 02:22:40 gpu_executor.py:113] # GPU blocks: 4102, # CPU blocks: 4681"
+
+
+def test_a_v0_namespace_leaves_the_lora_knobs_unread_when_lora_is_off():
+    """V0's api_server prints every argument, its defaults among them (XtionDoubleAI/m2a
+    results/vllm_server.log @ 7c094d40, tests/fixtures/vllm_logs): max_loras=1 with
+    enable_lora=False is vLLM ignoring the knob, not a flag reconcile may refuse; with LoRA
+    on, the knobs are read."""
+    from servecap.scenario.lora import lora_spec
+
+    def read(on: bool):
+        return logged_values(parse_vllm_log("\n".join([V0_ARGS.format(on=on), V0_BLOCKS])))
+
+    values, notes = read(False)
+    assert not any(path.startswith("lora.") and path != "lora.enable_lora" for path in values)
+    assert values["scheduler.max_model_len"] == 16384
+    assert any("max_loras, max_lora_rank, lora_dtype not read: LoRA is off" in n for n in notes)
+    assert lora_spec(with_values(DEFAULT, values), "bf16") is None  # refused before
+    values, notes = read(True)
+    assert values["lora.enable_lora"] is True and values["lora.max_loras"] == 1
+    assert values["lora.max_lora_rank"] == 16
+    assert not any("not read: LoRA is off" in n for n in notes)
