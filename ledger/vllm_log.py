@@ -13,10 +13,14 @@ from .vllm_versions import FLASHINFER, TORCH, TRITON
 _NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
 _INT = r"([0-9][0-9,]*)"
 # field -> patterns, in the wordings vLLM has printed since 0.6 (see each pattern's comment)
+# The lines a start loads its weights with, once per start and rank; the profile's summary
+# ('model weights take', V0 0.6.5-0.7) restates the figure later in the same start
+WEIGHTS_LOADED = (
+    r"Loading model weights took " + _NUM + r" GB",  # V0 model_runner (value is GiB)
+    r"Model loading took " + _NUM + r" Gi?B",  # V0 >= 0.6.5 and V1
+)
 PATTERNS: dict[str, tuple[str, ...]] = {
-    "weights_gib": (
-        r"Loading model weights took " + _NUM + r" GB",  # V0 model_runner (value is GiB)
-        r"Model loading took " + _NUM + r" Gi?B",  # V0 >= 0.6.5 and V1
+    "weights_gib": WEIGHTS_LOADED + (
         r"model weights take\s+" + _NUM + r"\s*GiB",  # V0 profiling summary / table
     ),
     "total_gpu_gib": (r"total_gpu_memory[=\s(]+" + _NUM + r"\s*GiB",
@@ -270,10 +274,15 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
 
 def _first_startup(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The lines up to the second startup (a log quoting several runs: the first is read);
-    a startup begins where the weights are loaded, once per rank."""
-    starts = [i for i, (_, line) in enumerate(numbered)
-              if any(re.search(p, line) for p in PATTERNS["weights_gib"])
-              and not RANK.search(line) and "pid=" not in line]
+    a startup begins where the weights are loaded, once per rank (the profile's summary of
+    them, later in the same start, begins none; in an excerpt that cut the loading lines,
+    the summaries mark the starts)."""
+    loads = [i for i, (_, line) in enumerate(numbered)
+             if any(re.search(p, line) for p in WEIGHTS_LOADED)
+             and not RANK.search(line) and "pid=" not in line]
+    starts = loads or [i for i, (_, line) in enumerate(numbered)
+                       if any(re.search(p, line) for p in PATTERNS["weights_gib"])
+                       and not RANK.search(line) and "pid=" not in line]
     return numbered[:starts[1]] if len(starts) > 1 else numbered
 
 

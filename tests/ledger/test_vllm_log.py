@@ -36,6 +36,17 @@ def test_v0_066_profile_sentence():
     assert (f.num_gpu_blocks, f.max_model_len, f.max_concurrency) == (3852, 40_000, 1.54)
 
 
+def test_v0_066_profile_sentence_after_the_loading_line_is_the_same_start():
+    """The profile's summary restates the weights later in the start ('Loading model weights
+    took 2.8875 GB', then 'model weights take 2.89GiB; ...'): it begins no second start, so
+    the blocks and concurrency lines after it are read (lennonYe/6998_project
+    results/vllm_server.log @ 009c426d, vLLM 0.6.6.post1)."""
+    f = facts("v0_6_6_qwen25_1p5b_44gib_lennonye")
+    assert (f.weights_gib, f.non_torch_gib, f.activation_gib, f.kv_pool_gib) == \
+        (2.8875, 0.23, 1.40, 35.55)
+    assert (f.num_gpu_blocks, f.max_model_len, f.max_concurrency) == (83208, 4096, 325.03)
+
+
 def test_v0_development_table():
     f = facts("v0dev_meta_llama3_8b_pr10511")
     assert (f.total_gpu_gib, f.weights_gib, f.non_torch_gib, f.activation_gib,
