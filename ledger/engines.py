@@ -23,7 +23,7 @@ from .units import GiB, MiB
 from .vllm_batch import SERVE
 from .vllm_buffers import rotary_positions
 from .vllm_profile import COMM_PER_GPU
-from .vllm_versions import NEWEST, TOKENS_FROM_CONCURRENCY, VllmRow
+from .vllm_versions import NEWEST, TOKENS_FROM_CONCURRENCY, TOKENS_PER_GROUP, VllmRow
 
 PLAIN, VLLM, SGLANG, TRTLLM = "plain", "vllm", "sglang", "trtllm"
 ENGINES = (PLAIN, VLLM, SGLANG, TRTLLM)
@@ -140,6 +140,7 @@ class Budget:
     how: str
     num_groups: int = 1
     kinds: tuple[str, ...] = ()  # vLLM's KV cache groups, one kind each ("full", "state", ...)
+    tokens_rule: str = TOKENS_PER_GROUP  # how the release prints 'GPU KV cache size' (VllmRow)
 
 
 @dataclass(frozen=True)
@@ -309,7 +310,8 @@ def budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: str) -> Bu
         tokens = logged_tokens(engine, blocks, len(groups.kinds), bsz, concurrency,
                                geo.max_model_len)
         return Budget(engine.name, pool_bytes, blocks, tokens, concurrency, bsz, page * size,
-                      per_request, how, len(groups.kinds), tuple(groups.kinds))
+                      per_request, how, len(groups.kinds), tuple(groups.kinds),
+                      engine.vllm_row.tokens_rule)
     block_bytes = bsz * _token_bytes(geo)
     blocks = max(pool_bytes, 0) // block_bytes if block_bytes else 0
     if engine.name == TRTLLM and engine.max_tokens is not None:
@@ -350,7 +352,7 @@ def _hybrid_budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: st
                            geo.max_model_len)
     return Budget(engine.name, pool_bytes, blocks, tokens, concurrency, plan.block_size_tokens,
                   plan.page_bytes * plan.group_size, plan.pages_per_request, how,
-                  len(plan.kinds), plan.kinds)
+                  len(plan.kinds), plan.kinds, engine.vllm_row.tokens_rule)
 
 
 def logged_tokens(engine: EngineSpec, blocks: int, groups: int, block_size: int,
