@@ -19,6 +19,11 @@ WEIGHTS_LOADED = (
     r"Loading model weights took " + _NUM + r" GB",  # V0 model_runner (value is GiB)
     r"Model loading took " + _NUM + r" Gi?B",  # V0 >= 0.6.5 and V1
 )
+# The API server resolves the model's architecture and then its scheduler config again (0.11
+# on): a 'Chunked prefill is enabled with max_num_batched_tokens=2048' printed before this line
+# is a default the resolved config replaces (faradawn/bench3 logs/vllm_server.log @ 446e08ca,
+# 0.11.2 on an H200: 2048, then 8192 after 'Resolved architecture: LlamaForCausalLM')
+RESOLVED = "Resolved architecture:"
 PATTERNS: dict[str, tuple[str, ...]] = {
     "weights_gib": WEIGHTS_LOADED + (
         r"model weights take\s+" + _NUM + r"\s*GiB",  # V0 profiling summary / table
@@ -232,6 +237,11 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         value = _first(body, patterns)
         if value is not None:
             found[name] = _number(name, value.replace(",", ""), source)
+    resolved = body.find(RESOLVED)
+    later = _first(body[resolved:], PATTERNS["max_num_batched_tokens"]) if resolved >= 0 \
+        else None
+    if later is not None:  # the engine's value, not a line printed before it knew the model
+        found["max_num_batched_tokens"] = _number("max_num_batched_tokens", later, source)
     if not any(k in found for k in ("weights_gib", "kv_pool_gib", "kv_cache_tokens",
                                     "num_gpu_blocks", "v0_max_tokens", "max_concurrency",
                                     "free_at_start_gib")):

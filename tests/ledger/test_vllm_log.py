@@ -47,6 +47,17 @@ def test_v0_066_profile_sentence_after_the_loading_line_is_the_same_start():
     assert (f.num_gpu_blocks, f.max_model_len, f.max_concurrency) == (83208, 4096, 325.03)
 
 
+def test_the_batch_limit_is_the_one_printed_after_the_model_is_resolved():
+    """0.11.2's API server prints its scheduler line twice: max_num_batched_tokens=2048 before
+    'Resolved architecture', 8192 (the H200's default) after it; the engine runs the second
+    (faradawn/bench3 logs/vllm_server.log @ 446e08ca)."""
+    assert facts("v0_11_llama3_8b_h200_faradawn").max_num_batched_tokens == 8192
+    text = "\n".join(["INFO [scheduler.py:216] Chunked prefill is enabled with "
+                      "max_num_batched_tokens=2048.",
+                      "INFO [gpu_model_runner.py:3338] Model loading took 14.96 GiB memory"])
+    assert parse_vllm_log(text).max_num_batched_tokens == 2048  # no resolution line: as read
+
+
 def test_v0_development_table():
     f = facts("v0dev_meta_llama3_8b_pr10511")
     assert (f.total_gpu_gib, f.weights_gib, f.non_torch_gib, f.activation_gib,
