@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 
 from .errors import SpecError
 from .units import GiB
-from .vllm_log_args import allreduce_off, logged_args, logged_env
+from .vllm_log_args import allreduce_off, args_with_defaults, logged_args, logged_env
 from .vllm_release import LoggedRelease, release_of
 from .vllm_versions import FLASHINFER, TORCH, TRITON
 
@@ -187,6 +187,7 @@ class LogFacts:
     release: str | None = None
     release_basis: str = ""
     args: tuple[tuple[str, object], ...] = ()
+    args_with_defaults: bool = False  # V0's Namespace: every argument, defaults among them
     env: tuple[tuple[str, str], ...] = ()
     allreduce_off: str | None = None
     enforce_eager: bool = False
@@ -267,6 +268,7 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
                                 f"{worded[0]}'s")
     return LogFacts(
         release=release.version, release_basis=release.basis, args=logged_args(plain),
+        args_with_defaults=args_with_defaults(plain),
         env=logged_env(plain), allreduce_off=allreduce_off(plain),
         enforce_eager=bool(re.search(EAGER, body)), cold_compile=COLD_COMPILE in body,
         engine_version="v1" if any(mark in body for mark in V1_MARKS) else "v0",

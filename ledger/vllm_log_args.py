@@ -40,6 +40,17 @@ def logged_args(lines: list[str]) -> tuple[tuple[str, object], ...]:
     return ()
 
 
+def args_with_defaults(lines: list[str]) -> bool:
+    """Whether the args logged_args reads are V0's Namespace, which lists every argument, its
+    defaults among them, rather than the non-default ones only."""
+    for line in lines:
+        if NON_DEFAULT.search(line):
+            return False
+        if NAMESPACE.search(line):
+            return True
+    return False
+
+
 def _dict_items(text: str) -> tuple[tuple[str, object], ...]:
     try:
         value = ast.literal_eval(text)

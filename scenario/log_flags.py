@@ -39,8 +39,12 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
         values.setdefault(path, value)
     if facts.allreduce_off in ("no_p2p", "pcie"):
         values["device.interconnect"] = PCIE
-    notes = [f"the log's flag {line.split(' = ', 1)[0]} is read but not modelled"
-             for line in unmodelled]
+    flags = [line.split(' = ', 1)[0] for line in unmodelled]
+    notes = [f"the log's flag {flag} is read but not modelled" for flag in flags]
+    if facts.args_with_defaults and flags:  # V0's Namespace: mostly defaults, said once
+        names = ", ".join(flag.rsplit(" ", 1)[-1] for flag in flags)
+        notes = [f"the log's args Namespace lists every argument, defaults among them; "
+                 f"{len(flags)} read but not modelled: {names}"]
     dropped = [name for name, value in facts.args
                if lora_off and name in LORA_KNOBS and value not in (None, False)]
     if dropped:

@@ -74,7 +74,8 @@ def test_a_cold_compile_is_said_and_a_warm_one_is_not():
 V0_ARGS = ("INFO 09-20 02:21:16 api_server.py:586] args: Namespace(host=None, port=8000, "
            "enable_lora={on}, max_loras=1, max_lora_rank=16, max_cpu_loras=None, "
            "lora_dtype='auto', fully_sharded_loras=False, max_model_len=16384, "
-           "gpu_memory_utilization=0.9, max_num_seqs=256)")
+           "gpu_memory_utilization=0.9, max_num_seqs=256, tokenizer_pool_size=0, "
+           "scheduler_delay_factor=0.0)")
 V0_BLOCKS = "INFO 09-20 02:22:40 gpu_executor.py:113] # GPU blocks: 4102, # CPU blocks: 4681"
 
 
@@ -93,6 +94,12 @@ def test_a_v0_namespace_leaves_the_lora_knobs_unread_when_lora_is_off():
     assert values["scheduler.max_model_len"] == 16384
     assert any("max_loras, max_lora_rank, lora_dtype not read: LoRA is off" in n for n in notes)
     assert lora_spec(with_values(DEFAULT, values), "bf16") is None  # refused before
+    # the Namespace's unmodelled arguments (defaults, mostly) are said once, not a note each
+    unmodelled = [n for n in notes if "read but not modelled" in n]
+    assert len(unmodelled) == 1 and unmodelled[0].startswith(
+        "the log's args Namespace lists every argument, defaults among them; 2 read")
+    assert "--tokenizer-pool-size" in unmodelled[0] and "--scheduler-delay-factor" in \
+        unmodelled[0]
     values, notes = read(True)
     assert values["lora.enable_lora"] is True and values["lora.max_loras"] == 1
     assert values["lora.max_lora_rank"] == 16
