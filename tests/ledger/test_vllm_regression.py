@@ -111,6 +111,10 @@ WEIGHT_MISSES = {
     **{name: "-3.2%: 'Model loading took 2.98 GiB' against the plan's 2.88, the log's own "
              "'Checkpoint size: 2.88 GiB'; no line breaks the 0.10 GiB down (KV -2.6%)"
        for name in ("v0_30_qwen25_1p5b_t4_eslam", "v0_30_qwen25_1p5b_t4_prefixcache_eslam")},
+    "v0_25_gemma4_26b_int4_gb10_dgxspark": (
+        "-13.2%: 'Model loading took 16.63 GiB' against the plan's 14.43 (int4 with AWQ-style "
+        "groups on the base model's config); the log's own 'Checkpoint size: 16.01 GiB' is 1.58 "
+        "above the plan, and no line says which layers the checkpoint keeps at 16 bits (KV +2.0%)"),
 }
 START_MISSES = {
     "v0_19_qwen3_0p6b_8k_rtx3060_failed_retriva": "vLLM failed in its sampler warm-up right "
@@ -151,7 +155,12 @@ START_MISSES = {
 # The one started log the plan says would not start: a pool at the one-request boundary, whose
 # same flags vLLM itself refused in the next start (0.41 GiB against 0.44 needed)
 REFUSED_BUT_STARTED = {"v0_17_qwen25_7b_rtx3090_065_offprof"}
-KV_WITHIN_5_AT_LEAST = 95 / 111
+KV_WITHIN_5_AT_LEAST = 100 / 116
+# measured: 100/116 with the six held-out 0.25-0.29 logs added 2026-12-08 on branch logs-new
+# (two DGX Spark GB10 Gemma 4 26B-A4B starts under 0.25.1, INT4 +2.0% and NVFP4 -0.5%; two
+# RTX 4090 Qwen3-8B-AWQ starts under 0.28.0, -1.0% each; an RTX 4090 48GB Qwen3-8B start under
+# 0.29.0, -0.5%; and one kept but not planned: reconcile refuses a 0.29.0 start with
+# num_gpu_blocks_override 1024 as another model's);
 # measured: 95/111 once reconcile read a 0.20+ token line back to blocks by its release's rule
 # (int(max_concurrency x max_model_len)), which planned the held-out H200 Gemma 4 26B start under
 # 0.20.2 (+0.8%); 94/110 once reconcile stopped reading a V0 log's LoRA knobs without enable_lora
