@@ -133,7 +133,22 @@ def summary(outcomes: list[Outcome]) -> list[str]:
                    f"{exact}/{len(rule)}" + (
                        f"; {capped} pools capped by --max-total-tokens (the cap and the weights "
                        "are what they check)" if capped else ""))
-    return out
+    return out + [_held_out(outcomes)]
+
+
+def _held_out(outcomes: list[Outcome]) -> str:
+    """The same KV rates on the logs whose sidecar says `held_out`: added after every rule and
+    constant, fitted on by none."""
+    parts = []
+    for engine in ("sglang", "trtllm"):
+        held = [o for o in outcomes if o.meta["engine"] == engine and o.meta.get("held_out")]
+        errors = [abs(o.error) for o in held if o.error is not None]
+        planned = [abs(o.plan_error) for o in held if o.plan_error is not None]
+        parts.append(f"{engine} {len(held)} logs, reconciled within 5%: "
+                     f"{sum(e <= 0.05 for e in errors)}/{len(errors)}, within 10%: "
+                     f"{sum(e <= 0.10 for e in errors)}/{len(errors)}, the plan alone within "
+                     f"10%: {sum(e <= 0.10 for e in planned)}/{len(planned)}")
+    return "held out (fitted on by none): " + "; ".join(parts)
 
 
 def main(argv: list[str]) -> int:

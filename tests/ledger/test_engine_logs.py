@@ -216,3 +216,15 @@ def test_memory_counters_units_read_back_within_their_rounding(num_bytes):
             "Allocated 1.00 GiB for max tokens in paged KV cache (8192).")
     read = parse_engine_log(line, TRTLLM).decoder_gib
     assert abs(read * 2**30 - num_bytes) <= 0.005 * 1024**unit + 2**30 * 1e-6
+
+
+def test_the_held_out_logs_have_their_own_line():
+    """Logs a sidecar marks `held_out` (added after every rule and constant) are counted apart,
+    per engine, on the summary's last line."""
+    cases = bench.cases()
+    line = bench.summary([bench.evaluate(log, meta) for log, meta in cases])[-1]
+    counts = {engine: sum(meta["engine"] == engine and bool(meta.get("held_out"))
+                          for _, meta in cases) for engine in ("sglang", "trtllm")}
+    assert line.startswith("held out (fitted on by none): ")
+    assert all(n >= 1 for n in counts.values())
+    assert all(f"{engine} {n} logs" in line for engine, n in counts.items())
