@@ -24,6 +24,11 @@ WEIGHTS_LOADED = (
 # is a default the resolved config replaces (faradawn/bench3 logs/vllm_server.log @ 446e08ca,
 # 0.11.2 on an H200: 2048, then 8192 after 'Resolved architecture: LlamaForCausalLM')
 RESOLVED = "Resolved architecture:"
+# --num-gpu-blocks-override N: 'Overriding num_gpu_blocks=8967 with num_gpu_blocks_override=
+# 1024' (vllm/v1/core/kv_cache_utils.py) before the pool's lines, which then print N. 0.19's
+# profile prints one with 0 and 512 for its own dummy cache, whatever the flags: only the
+# line carrying the override the log's args set is the user's
+OVERRIDE = r"Overriding num_gpu_blocks=([0-9]+) with num_gpu_blocks_override={}\b"
 PATTERNS: dict[str, tuple[str, ...]] = {
     "weights_gib": WEIGHTS_LOADED + (
         r"model weights take\s+" + _NUM + r"\s*GiB",  # V0 profiling summary / table
@@ -188,6 +193,8 @@ class LogFacts:
     release_basis: str = ""
     args: tuple[tuple[str, object], ...] = ()
     args_with_defaults: bool = False  # V0's Namespace: every argument, defaults among them
+    # --num-gpu-blocks-override: the blocks the engine ran; num_gpu_blocks is the profile's
+    blocks_override: int | None = None
     env: tuple[tuple[str, str], ...] = ()
     allreduce_off: str | None = None
     enforce_eager: bool = False
@@ -238,6 +245,16 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         value = _first(body, patterns)
         if value is not None:
             found[name] = _number(name, value.replace(",", ""), source)
+    args = logged_args([line for _, line in numbered])
+    override = dict(args).get("num_gpu_blocks_override")
+    profiled = re.search(OVERRIDE.format(override), body) if isinstance(override, int) \
+        and not isinstance(override, bool) else None
+    if profiled:  # the blocks, token and concurrency lines print the override, not the
+        # profile's count, which is the one the release's rules predict
+        found["num_gpu_blocks"] = _number("num_gpu_blocks", profiled.group(1), source)
+        found["blocks_override"] = override
+        found.pop("kv_cache_tokens", None)
+        found.pop("max_concurrency", None)
     resolved = body.find(RESOLVED)
     later = _first(body[resolved:], PATTERNS["max_num_batched_tokens"]) if resolved >= 0 \
         else None
@@ -267,7 +284,7 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         release = LoggedRelease(worded[0], f"the log states no version; {worded[1]} is "
                                 f"{worded[0]}'s")
     return LogFacts(
-        release=release.version, release_basis=release.basis, args=logged_args(plain),
+        release=release.version, release_basis=release.basis, args=args,
         args_with_defaults=args_with_defaults(plain),
         env=logged_env(plain), allreduce_off=allreduce_off(plain),
         enforce_eager=bool(re.search(EAGER, body)), cold_compile=COLD_COMPILE in body,

@@ -50,6 +50,11 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
     if dropped:
         notes.append(f"the log's {', '.join(dropped)} not read: LoRA is off "
                      "(no enable_lora), and vLLM ignores its knobs without it")
+    if facts.blocks_override is not None:
+        notes.append(f"the log overrides the {facts.num_gpu_blocks:,} blocks its profile gave "
+                     f"with num_gpu_blocks_override {facts.blocks_override:,}: the rows compare "
+                     "the profile's count, which the release's rules predict; the engine ran "
+                     "the override (its token and concurrency lines print that one)")
     if facts.allreduce_off == NODES:
         values["parallel.nnodes"] = 2
         notes.append("the log says its tensor-parallel group spans nodes: planned as two")

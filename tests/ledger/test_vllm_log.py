@@ -58,6 +58,19 @@ def test_the_batch_limit_is_the_one_printed_after_the_model_is_resolved():
     assert parse_vllm_log(text).max_num_batched_tokens == 2048  # no resolution line: as read
 
 
+def test_a_blocks_override_reads_the_profiles_count_and_the_override_apart():
+    """--num-gpu-blocks-override 1024 (yuanjuju/vllm-lab phase3 kv_server_constrained log @
+    686c2c59, 0.29.0): 'Overriding num_gpu_blocks=8967 with num_gpu_blocks_override=1024',
+    then a token line of the override's 16,384; the profile's 8,967 blocks are what the pool
+    line's 19.7 GiB holds. 0.19's own profile prints 'Overriding num_gpu_blocks=0 with
+    num_gpu_blocks_override=512' whatever the flags: not a user's override."""
+    f = facts("v0_29_qwen3_8b_rtx4090_48gb_blocks1024_yjlab")
+    assert (f.num_gpu_blocks, f.blocks_override, f.kv_pool_gib) == (8967, 1024, 19.7)
+    assert f.kv_cache_tokens is None and f.max_concurrency is None  # the override's lines
+    g = facts("v1_llama31_8b_h100_planner")
+    assert g.blocks_override is None and g.kv_cache_tokens == 476_016
+
+
 def test_v0_development_table():
     f = facts("v0dev_meta_llama3_8b_pr10511")
     assert (f.total_gpu_gib, f.weights_gib, f.non_torch_gib, f.activation_gib,

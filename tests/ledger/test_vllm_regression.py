@@ -155,8 +155,10 @@ START_MISSES = {
 # The one started log the plan says would not start: a pool at the one-request boundary, whose
 # same flags vLLM itself refused in the next start (0.41 GiB against 0.44 needed)
 REFUSED_BUT_STARTED = {"v0_17_qwen25_7b_rtx3090_065_offprof"}
-KV_WITHIN_5_AT_LEAST = 100 / 116
-# measured: 100/116 with the six held-out 0.25-0.29 logs added 2026-12-08 on branch logs-new
+KV_WITHIN_5_AT_LEAST = 101 / 117
+# measured: 101/117 once the reader told a --num-gpu-blocks-override start's profiled blocks
+# from its override, which planned the kept 0.29 override start (-0.6%); 100/116 with the six
+# held-out 0.25-0.29 logs added 2026-12-08 on branch logs-new
 # (two DGX Spark GB10 Gemma 4 26B-A4B starts under 0.25.1, INT4 +2.0% and NVFP4 -0.5%; two
 # RTX 4090 Qwen3-8B-AWQ starts under 0.28.0, -1.0% each; an RTX 4090 48GB Qwen3-8B start under
 # 0.29.0, -0.5%; and one kept but not planned: reconcile refuses a 0.29.0 start with
