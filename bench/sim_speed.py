@@ -183,6 +183,8 @@ if __name__ == "__main__":
         sys.exit(0)
     if "--tp-only" not in sys.argv:
         runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 5
+        if runs < 1:
+            sys.exit(f"--runs {runs}: a whole number >= 1")
         whole_process(whole, "--no-bytecode" not in sys.argv, runs)
         main(count)
     tensor_parallel(count)

@@ -363,6 +363,14 @@ def logged_tokens(engine: EngineSpec, blocks: int, groups: int, block_size: int,
     return kv_cache_tokens(blocks, groups, block_size)
 
 
+def blocks_for_logged_tokens(result: Budget, tokens: int, max_model_len: int) -> int:
+    """logged_tokens read back: the fewest blocks that print `tokens` by the release's rule
+    (VllmRow.tokens_rule), result being the plan's budget at max_model_len."""
+    if result.tokens_rule == TOKENS_FROM_CONCURRENCY:  # int(blocks / per request x len)
+        return -(-tokens * result.blocks_per_request // max_model_len)
+    return tokens // result.block_size_tokens * result.num_groups
+
+
 def starts(result: Budget, max_model_len: int) -> bool:
     """vLLM refuses to start when its pool is not positive or cannot hold one max_model_len
     request: V1's check_enough_kv_cache_memory (blocks one request reserves), V0's 'max seq

@@ -2,13 +2,13 @@
 
 import re
 
+from .engines import blocks_for_logged_tokens
 from .errors import SpecError
 from .plan import Plan
 from .reconcile_ranks import binding_pool, rank_rows
 from .reconcile_row import Reconciliation, Row
 from .units import GiB
 from .vllm_log import LogFacts
-from .vllm_row import TOKENS_FROM_CONCURRENCY
 
 ROUNDING_GIB = 0.01  # vLLM prints GiB with two decimals
 DIFFERENT_MODEL = 0.10  # block bytes more than 10% apart: not this model's KV cache
@@ -308,18 +308,14 @@ def _start_row(plan: Plan, facts: LogFacts, refusal: str | None = None) -> Row:
 
 
 def _logged_blocks(plan: Plan, facts: LogFacts) -> int | None:
-    """V0 prints the blocks; V1 prints tokens = blocks // groups x block_size, and from 0.20
-    tokens = int(blocks / blocks one request reserves x max_model_len) (VllmRow.tokens_rule):
-    the fewest blocks that print the logged count."""
+    """V0 prints the blocks; V1 prints tokens, read back by the release's rule at the plan's
+    max_model_len, the one its blocks per request were counted at (engines.logged_tokens)."""
     if facts.num_gpu_blocks is not None:
         return facts.num_gpu_blocks
     if facts.kv_cache_tokens is None:
         return None
-    budget = plan.budget
-    if budget.tokens_rule == TOKENS_FROM_CONCURRENCY:
-        max_model_len = facts.max_model_len or plan.serve.context_tokens
-        return -(-facts.kv_cache_tokens * budget.blocks_per_request // max_model_len)
-    return facts.kv_cache_tokens // budget.block_size_tokens * budget.num_groups
+    return blocks_for_logged_tokens(plan.budget, facts.kv_cache_tokens,
+                                    plan.serve.context_tokens)
 
 
 def _implied_block_bytes(plan: Plan, facts: LogFacts) -> float | None:

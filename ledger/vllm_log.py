@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 
 from .errors import SpecError
 from .units import GiB
-from .vllm_log_args import allreduce_off, args_with_defaults, logged_args, logged_env
+from .vllm_log_args import allreduce_off, args_read, logged_args, logged_env
 from .vllm_release import LoggedRelease, release_of
 from .vllm_versions import FLASHINFER, TORCH, TRITON
 
@@ -26,8 +26,9 @@ WEIGHTS_LOADED = (
 RESOLVED = "Resolved architecture:"
 # --num-gpu-blocks-override N: 'Overriding num_gpu_blocks=8967 with num_gpu_blocks_override=
 # 1024' (vllm/v1/core/kv_cache_utils.py) before the pool's lines, which then print N. 0.19's
-# profile prints one with 0 and 512 for its own dummy cache, whatever the flags: only the
-# line carrying the override the log's args set is the user's
+# profile prints one with num_gpu_blocks=0 for its own dummy cache (the override then its
+# max_cudagraph_capture_size: 512, or 1,024 on the gpt-oss logs), whatever the flags: the
+# user's line carries the override the log's args set and a profiled count above 0
 OVERRIDE = r"Overriding num_gpu_blocks=([0-9]+) with num_gpu_blocks_override={}\b"
 PATTERNS: dict[str, tuple[str, ...]] = {
     "weights_gib": WEIGHTS_LOADED + (
@@ -245,10 +246,12 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         value = _first(body, patterns)
         if value is not None:
             found[name] = _number(name, value.replace(",", ""), source)
-    args = logged_args([line for _, line in numbered])
+    plain = [line for _, line in numbered]
+    args, with_defaults = args_read(plain)
     override = dict(args).get("num_gpu_blocks_override")
-    profiled = re.search(OVERRIDE.format(override), body) if isinstance(override, int) \
-        and not isinstance(override, bool) else None
+    lines = re.finditer(OVERRIDE.format(override), body) if isinstance(override, int) \
+        and not isinstance(override, bool) else ()
+    profiled = next((m for m in lines if int(m.group(1)) > 0), None)
     if profiled:  # the blocks, token and concurrency lines print the override, not the
         # profile's count, which is the one the release's rules predict
         found["num_gpu_blocks"] = _number("num_gpu_blocks", profiled.group(1), source)
@@ -277,7 +280,6 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
         found["kv_pool_gib"] = min(value for _, value in ranks)
     text_found = {name: _first(body, patterns) for name, patterns in TEXT_PATTERNS.items()}
     known = {f.name for f in fields(LogFacts)}
-    plain = [line for _, line in numbered]
     worded = next(((v, why) for mark, v, why in FORMAT_VERSIONS if mark in body), None)
     release = release_of(text_found["version"], plain)
     if release.version is None and worded is not None:
@@ -285,7 +287,7 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
                                 f"{worded[0]}'s")
     return LogFacts(
         release=release.version, release_basis=release.basis, args=args,
-        args_with_defaults=args_with_defaults(plain),
+        args_with_defaults=with_defaults,
         env=logged_env(plain), allreduce_off=allreduce_off(plain),
         enforce_eager=bool(re.search(EAGER, body)), cold_compile=COLD_COMPILE in body,
         engine_version="v1" if any(mark in body for mark in V1_MARKS) else "v0",
@@ -338,6 +340,8 @@ def _lines_read(numbered: list[tuple[int, str]]):
         names += [f"sampler {kind}" for mark, kind in SAMPLER_MARKS if mark in line][:1]
         names += [f"MXFP4 kernel {kind}" for mark, kind in MXFP4_MARKS if mark in line][:1]
         names += ["speculative decoding"] if any(m in line for m in DRAFT_MARKS) else []
+        names += ["num_gpu_blocks override (the profile's count, then the override)"] \
+            if re.search(OVERRIDE.format("[0-9]+"), line) else []
         names += ["vLLM version"] if any(re.search(p, line)
                                          for p in TEXT_PATTERNS["version"]) else []
         names += ["flags"] if logged_args([line]) else []

@@ -30,25 +30,20 @@ ALLREDUCE_OFF = (("spans across nodes", "nodes"),
 def logged_args(lines: list[str]) -> tuple[tuple[str, object], ...]:
     """(name, value) of the first non-default-args dict or args Namespace in the log, values as
     Python literals; an entry whose value is not a literal (an enum, a class) is left out."""
+    return args_read(lines)[0]
+
+
+def args_read(lines: list[str]) -> tuple[tuple[tuple[str, object], ...], bool]:
+    """logged_args' items, and whether they came from a Namespace (every argument)."""
     for line in lines:
         match = NON_DEFAULT.search(line)
         if match:
-            return _dict_items(match.group(1))
+            return _dict_items(match.group(1)), False
         match = NAMESPACE.search(line)
         if match:
-            return tuple((k, _literal(v)) for k, v in NAMESPACE_ITEM.findall(match.group(1)))
-    return ()
-
-
-def args_with_defaults(lines: list[str]) -> bool:
-    """Whether the args logged_args reads are V0's Namespace, which lists every argument, its
-    defaults among them, rather than the non-default ones only."""
-    for line in lines:
-        if NON_DEFAULT.search(line):
-            return False
-        if NAMESPACE.search(line):
-            return True
-    return False
+            return tuple((k, _literal(v))
+                         for k, v in NAMESPACE_ITEM.findall(match.group(1))), True
+    return (), False
 
 
 def _dict_items(text: str) -> tuple[tuple[str, object], ...]:

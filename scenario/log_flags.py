@@ -47,7 +47,7 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
                  f"{len(flags)} read but not modelled: {names}"]
     dropped = [name for name, value in facts.args
                if lora_off and name in LORA_KNOBS and value not in (None, False)]
-    if dropped:
+    if dropped and not facts.args_with_defaults:  # a Namespace's are defaults: nothing set
         notes.append(f"the log's {', '.join(dropped)} not read: LoRA is off "
                      "(no enable_lora), and vLLM ignores its knobs without it")
     if facts.blocks_override is not None:

@@ -28,3 +28,21 @@ def test_a_020_token_line_reads_back_to_the_blocks_its_pool_holds() -> None:
     per_request = rows["num_gpu_blocks"]["logged"] / rows["max_concurrency"]["logged"]
     assert int(blocks / round(per_request) * 32_768) == tokens
     assert abs(rows["kv_cache_tokens"]["predicted"] / tokens - 1) < 0.05
+
+
+def test_a_token_line_reads_back_at_the_plans_own_length() -> None:
+    """The blocks a token line stands for are counted at the max_model_len the plan's blocks
+    per request were counted at: a 0.28 start of Qwen3-8B at 4,096 tokens reconciled with
+    --max-model-len 2048 or 16384 was refused as another model's (4,720,761 and 590,095 B a
+    block against the 2,359,296 the config needs) when the log's length divided the plan's
+    blocks per request (kuotunyu/vllm-single-gpu-slo-lab, tests/fixtures/vllm_logs)."""
+    log = ROOT / "tests" / "fixtures" / "vllm_logs" / "v0_28_qwen3_8b_rtx4090_warm_slolab.log"
+    for length in ("2048", "16384"):
+        out = subprocess.run([sys.executable, "-m", "servecap.cli", "reconcile", str(log),
+                              "--model", str(ROOT / "tests" / "fixtures" / "configs" /
+                                             "Qwen--Qwen3-8B"),
+                              "--device", "rtx-4090-24gb", "--max-model-len", length,
+                              "--json"], capture_output=True, text=True)
+        assert out.returncode in (0, 1), out.stderr  # planned, not refused
+        rows = {r["key"]: r for r in json.loads(out.stdout)["rows"]}
+        assert rows["num_gpu_blocks"]["logged"] == 29_696 // 16

@@ -69,6 +69,15 @@ def test_a_blocks_override_reads_the_profiles_count_and_the_override_apart():
     assert f.kv_cache_tokens is None and f.max_concurrency is None  # the override's lines
     g = facts("v1_llama31_8b_h100_planner")
     assert g.blocks_override is None and g.kv_cache_tokens == 476_016
+    # a user's override equal to the profile's own dummy (its max_cudagraph_capture_size, 512
+    # here): the user's line is the one with a profiled count above 0
+    text = (LOGS / "v1_llama31_8b_h100_planner.log").read_text().replace(
+        "GPU KV cache size: 476,016 tokens",
+        "Overriding num_gpu_blocks=29751 with num_gpu_blocks_override=512\n"
+        "GPU KV cache size: 8,192 tokens").replace(
+        "non-default args: {", "non-default args: {'num_gpu_blocks_override': 512, ", 1)
+    h = parse_vllm_log(text)
+    assert (h.num_gpu_blocks, h.blocks_override, h.kv_cache_tokens) == (29751, 512, None)
 
 
 def test_v0_development_table():

@@ -92,7 +92,7 @@ def test_a_v0_namespace_leaves_the_lora_knobs_unread_when_lora_is_off():
     values, notes = read(False)
     assert not any(path.startswith("lora.") and path != "lora.enable_lora" for path in values)
     assert values["scheduler.max_model_len"] == 16384
-    assert any("max_loras, max_lora_rank, lora_dtype not read: LoRA is off" in n for n in notes)
+    assert not any("not read: LoRA is off" in n for n in notes)  # a Namespace's defaults
     assert lora_spec(with_values(DEFAULT, values), "bf16") is None  # refused before
     # the Namespace's unmodelled arguments (defaults, mostly) are said once, not a note each
     unmodelled = [n for n in notes if "read but not modelled" in n]
@@ -104,3 +104,9 @@ def test_a_v0_namespace_leaves_the_lora_knobs_unread_when_lora_is_off():
     assert values["lora.enable_lora"] is True and values["lora.max_loras"] == 1
     assert values["lora.max_lora_rank"] == 16
     assert not any("not read: LoRA is off" in n for n in notes)
+    # a flag the user set (0.10+'s non-default args) and vLLM ignored is said
+    user = ("INFO 09-20 02:21:16 [api_utils.py:286] non-default args: {'max_loras': 4, "
+            "'max_model_len': 16384}")
+    values, notes = logged_values(parse_vllm_log("\n".join([user, V0_BLOCKS])))
+    assert "lora.max_loras" not in values
+    assert any("the log's max_loras not read: LoRA is off" in n for n in notes)
