@@ -62,6 +62,11 @@ KV_MISSES = {
                                                   "0.91 GiB where the plan holds 2.59 (1.81 of "
                                                   "NCCL and all-reduce buffers for TP 2); no line "
                                                   "breaks it down",
+    "v0_13_gptoss20b_abliterated_mxfp4_gb10_025_vllmrouter": (
+        "-34.0%: 0.25 x the assumed GB10 119.70 GiB less the 13.72 loaded and the 12.94 pool "
+        "leaves 3.27 GiB where the plan holds 7.70, its sampler over 1,024 sequences (7.29); the "
+        "log's default max_num_batched_tokens=2048 is vLLM's small-device default, whose "
+        "max_num_seqs is 256 (1.82 GiB); the log prints no total and no max_num_seqs"),
     "v0_17_qwen25_7b_rtx3090_065_offprof": "-33.1%: a 0.49 GiB pool against the plan's 0.33; "
                                            "the plan holds 0.16 GiB more outside the pool "
                                            "(its sampler peak and non-torch estimate, 0.78, "
@@ -155,7 +160,11 @@ START_MISSES = {
 # The one started log the plan says would not start: a pool at the one-request boundary, whose
 # same flags vLLM itself refused in the next start (0.41 GiB against 0.44 needed)
 REFUSED_BUT_STARTED = {"v0_17_qwen25_7b_rtx3090_065_offprof"}
-KV_WITHIN_5_AT_LEAST = 101 / 117
+KV_WITHIN_5_AT_LEAST = 103 / 120
+# measured: 103/120 with three held-out MoE logs added 2026-12-08 on branch logs-v1
+# (Qwen3-VL-30B-A3B at TP 2 on two H100 SXM under 0.12.0, -3.3%; Qwen3-30B-A3B-Instruct-2507
+# eager on an RTX PRO 6000 Server Edition under 0.12.0, -0.4%; an MXFP4 gpt-oss-20b fine-tune
+# at 0.25 on a GB10 under NVIDIA's 0.13.0 build, -34.0%);
 # measured: 101/117 once the reader told a --num-gpu-blocks-override start's profiled blocks
 # from its override, which planned the kept 0.29 override start (-0.6%); 100/116 with the six
 # held-out 0.25-0.29 logs added 2026-12-08 on branch logs-new
