@@ -5,8 +5,10 @@ that change a release's memory rules, and what its custom all-reduce line says o
 import json
 
 from servecap.ledger.devices import NODES, PCIE
+from servecap.ledger.errors import SpecError
+from servecap.ledger.vllm_batch import BATCHED_TOKENS, SEQS_DEFAULT, SERVE, rule_for
 from servecap.ledger.vllm_log import LogFacts
-from servecap.ledger.vllm_versions import FLASHINFER, TRITON, VllmRow
+from servecap.ledger.vllm_versions import FLASHINFER, TRITON, VllmRow, parse_version
 
 from .launch_line import read_each
 from .lora import LORA_KNOBS
@@ -21,6 +23,7 @@ ENV_READ = frozenset({"VLLM_USE_FLASHINFER_SAMPLER", "VLLM_MXFP4_USE_MARLIN",
 # --limit-mm-per-prompt naming no modality: vLLM's default limit for each (999), so the plan
 # holds the encoder profile a log's 'Encoder cache will be initialized' line shows was run
 DEFAULT_PROFILE = "{}"
+SMALL_SERVE_TOKENS = BATCHED_TOKENS[(False, SERVE)]  # V1's server default below the big GPUs
 ENV_MEMORY = frozenset({"VLLM_MLA_DISABLE", "VLLM_FUSED_MOE_CHUNK_SIZE",
                         "VLLM_CPU_KVCACHE_SPACE", "VLLM_ATTENTION_BACKEND"})
 
@@ -37,6 +40,9 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
     values, _, unmodelled = read_each(VLLM, [w for w in words if w])
     for path, value in _from_lines(facts).items():
         values.setdefault(path, value)
+    seqs = _seqs_of_the_small_branch(facts, values)
+    if seqs is not None:
+        values["scheduler.max_num_seqs"] = seqs
     if facts.allreduce_off in ("no_p2p", "pcie"):
         values["device.interconnect"] = PCIE
     flags = [line.split(' = ', 1)[0] for line in unmodelled]
@@ -55,6 +61,11 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
                      f"with num_gpu_blocks_override {facts.blocks_override:,}: the rows compare "
                      "the profile's count, which the release's rules predict; the engine ran "
                      "the override (its token and concurrency lines print that one)")
+    if seqs is not None:
+        notes.append(f"the log's max_num_batched_tokens={SMALL_SERVE_TOKENS:,} is V1's server "
+                     "default for GPUs under the larger defaults (no flag set it), and "
+                     f"max_num_seqs comes from the same branch: planned at {seqs:,} "
+                     "(vllm/engine/arg_utils.py; ledger/vllm_batch.py)")
     if facts.allreduce_off == NODES:
         values["parallel.nnodes"] = 2
         notes.append("the log says its tensor-parallel group spans nodes: planned as two")
@@ -77,6 +88,24 @@ def logged_values(facts: LogFacts) -> tuple[dict[str, object], tuple[str, ...]]:
                      "vision encoder with its default limits (999 items a modality), planned "
                      f"as --limit-mm-per-prompt '{DEFAULT_PROFILE}'")
     return values, tuple(notes)
+
+
+def _seqs_of_the_small_branch(facts: LogFacts, values: dict[str, object]) -> int | None:
+    """V1's max_num_seqs where the log shows the server's smaller batch default: vLLM sets
+    max_num_batched_tokens and max_num_seqs in one branch (2,048 and 256 below 70 GiB or on
+    an A100; 8,192 and 1,024 above), so a 2,048 no flag set says which branch ran, whatever
+    the device's size suggests (a GB10 of 119.7 GiB under NVIDIA's 0.13.0 build printed it).
+    None where a flag or line gives max_num_seqs, or the log shows otherwise."""
+    args = dict(facts.args)
+    if facts.engine_version != "v1" or facts.release is None or "max_num_seqs" in args \
+            or "max_num_batched_tokens" in args or "scheduler.max_num_seqs" in values \
+            or facts.max_num_batched_tokens != SMALL_SERVE_TOKENS:
+        return None
+    try:
+        release = parse_version(facts.release)
+    except SpecError:
+        return None
+    return rule_for(release).seqs_everywhere or SEQS_DEFAULT
 
 
 def _words(name: str, value: object) -> list[str] | None:

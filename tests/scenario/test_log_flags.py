@@ -110,3 +110,26 @@ def test_a_v0_namespace_leaves_the_lora_knobs_unread_when_lora_is_off():
     values, notes = logged_values(parse_vllm_log("\n".join([user, V0_BLOCKS])))
     assert "lora.max_loras" not in values
     assert any("the log's max_loras not read: LoRA is off" in n for n in notes)
+
+
+def test_the_small_batch_default_a_log_prints_brings_its_sequence_default():
+    """vLLM sets max_num_batched_tokens and max_num_seqs in one branch (2,048 and 256 under its
+    larger defaults; vllm/engine/arg_utils.py): a V1 log whose chunked-prefill line prints
+    2,048 with no flag setting it ran the small branch, whatever its device's size (a GB10
+    of 119.7 GiB under NVIDIA's 0.13.0 build, TW-10519/VLLM-ROUTER logs/vllm.log @ 43179adf)."""
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_logs"
+    gb10 = parse_vllm_log((root / "v0_13_gptoss20b_abliterated_mxfp4_gb10_025_vllmrouter.log")
+                          .read_text())
+    values, notes = logged_values(gb10)
+    assert values["scheduler.max_num_batched_tokens"] == 2048
+    assert values["scheduler.max_num_seqs"] == 256
+    assert any("max_num_seqs comes from the same branch: planned at 256" in n for n in notes)
+    # 8,192 (the larger branch, an H200 log of 0.11.2) says nothing of the sequences
+    h200 = parse_vllm_log((root / "v0_11_llama3_8b_h200_faradawn.log").read_text())
+    assert "scheduler.max_num_seqs" not in logged_values(h200)[0]
+    # a 2,048 the user set is a flag, not the branch's default
+    user = parse_vllm_log((root / "v0_13_gptoss20b_abliterated_mxfp4_gb10_025_vllmrouter.log")
+                          .read_text().replace("non-default args: {", "non-default args: "
+                                               "{'max_num_batched_tokens': 2048, ", 1))
+    assert user.engine_version == "v1" and dict(user.args)["max_num_batched_tokens"] == 2048
+    assert "scheduler.max_num_seqs" not in logged_values(user)[0]
