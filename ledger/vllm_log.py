@@ -249,9 +249,9 @@ def parse_vllm_log(text: str, source: str = "log") -> LogFacts:
     plain = [line for _, line in numbered]
     args, with_defaults = args_read(plain)
     override = dict(args).get("num_gpu_blocks_override")
-    lines = re.finditer(OVERRIDE.format(override), body) if isinstance(override, int) \
+    overrides = re.finditer(OVERRIDE.format(override), body) if isinstance(override, int) \
         and not isinstance(override, bool) else ()
-    profiled = next((m for m in lines if int(m.group(1)) > 0), None)
+    profiled = next((m for m in overrides if int(m.group(1)) > 0), None)
     if profiled:  # the blocks, token and concurrency lines print the override, not the
         # profile's count, which is the one the release's rules predict
         found["num_gpu_blocks"] = _number("num_gpu_blocks", profiled.group(1), source)
@@ -308,12 +308,12 @@ def _first_startup(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
     a startup begins where the weights are loaded, once per rank (the profile's summary of
     them, later in the same start, begins none; in an excerpt that cut the loading lines,
     the summaries mark the starts)."""
-    loads = [i for i, (_, line) in enumerate(numbered)
-             if any(re.search(p, line) for p in WEIGHTS_LOADED)
-             and not RANK.search(line) and "pid=" not in line]
-    starts = loads or [i for i, (_, line) in enumerate(numbered)
-                       if any(re.search(p, line) for p in PATTERNS["weights_gib"])
-                       and not RANK.search(line) and "pid=" not in line]
+    def lines_of(patterns: tuple[str, ...]) -> list[int]:
+        return [i for i, (_, line) in enumerate(numbered)
+                if any(re.search(p, line) for p in patterns)
+                and not RANK.search(line) and "pid=" not in line]
+
+    starts = lines_of(WEIGHTS_LOADED) or lines_of(PATTERNS["weights_gib"])
     return numbered[:starts[1]] if len(starts) > 1 else numbered
 
 

@@ -12,7 +12,7 @@ from .spec import Lora, Scenario
 # --lora-dtype as vLLM spells it (LoRADType: auto, float16, bfloat16)
 LORA_DTYPES = {"auto": None, "float16": "fp16", "bfloat16": "bf16"}
 LORA_KNOBS = ("max_loras", "max_lora_rank", "max_cpu_loras", "lora_target_modules",
-          "fully_sharded_loras", "lora_dtype")
+              "fully_sharded_loras", "lora_dtype")
 
 
 def lora_spec(scenario: Scenario, model_dtype: str) -> LoraSpec | None:
