@@ -358,7 +358,13 @@ def _hybrid_budget(engine: EngineSpec, pool_bytes: int, geo: KVGeometry, how: st
 def logged_tokens(engine: EngineSpec, blocks: int, groups: int, block_size: int,
                   concurrency: float, max_model_len: int) -> int:
     """'GPU KV cache size: N tokens' as the release prints it (VllmRow.tokens_rule)."""
-    if engine.vllm_row.tokens_rule == TOKENS_FROM_CONCURRENCY:
+    return _printed_tokens(engine.vllm_row.tokens_rule, blocks, groups, block_size,
+                           concurrency, max_model_len)
+
+
+def _printed_tokens(rule: str, blocks: int, groups: int, block_size: int, concurrency: float,
+                    max_model_len: int) -> int:
+    if rule == TOKENS_FROM_CONCURRENCY:  # a float product, truncated, as vLLM computes it
         return int(concurrency * max_model_len)
     return kv_cache_tokens(blocks, groups, block_size)
 
@@ -366,9 +372,24 @@ def logged_tokens(engine: EngineSpec, blocks: int, groups: int, block_size: int,
 def blocks_for_logged_tokens(result: Budget, tokens: int, max_model_len: int) -> int:
     """logged_tokens read back: the fewest blocks that print `tokens` by the release's rule
     (VllmRow.tokens_rule), result being the plan's budget at max_model_len."""
-    if result.tokens_rule == TOKENS_FROM_CONCURRENCY:  # int(blocks / per request x len)
-        return -(-tokens * result.blocks_per_request // max_model_len)
-    return tokens // result.block_size_tokens * result.num_groups
+    if result.tokens_rule != TOKENS_FROM_CONCURRENCY:
+        return tokens // result.block_size_tokens * result.num_groups
+
+    def printed(blocks: int) -> int:
+        return _printed_tokens(result.tokens_rule, blocks, result.num_groups,
+                               result.block_size_tokens,
+                               max_concurrency(blocks, result.blocks_per_request,
+                                               max_model_len, result.block_size_tokens),
+                               max_model_len)
+
+    # the exact quotient's answer; vLLM's float division can print one fewer token there
+    # (int(400,000 / 191 x 191) = 399,999), so step to where the float product prints it
+    found = -(-tokens * result.blocks_per_request // max_model_len)
+    while printed(found) < tokens:
+        found += 1
+    while found > 0 and printed(found - 1) >= tokens:
+        found -= 1
+    return found
 
 
 def starts(result: Budget, max_model_len: int) -> bool:

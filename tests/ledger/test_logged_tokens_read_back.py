@@ -3,7 +3,7 @@ back to blocks (engines.blocks_for_logged_tokens, reconcile's): the fewest block
 the same count, for both rules vLLM has used (VllmRow.tokens_rule)."""
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from servecap.ledger.engines import (
@@ -20,6 +20,9 @@ from servecap.ledger.vllm_versions import row
 @pytest.mark.parametrize("release", ["0.19.0", "0.20.0", "0.33.0"])
 @given(blocks=st.integers(1, 400_000), per_request=st.integers(1, 8_192),
        max_model_len=st.integers(16, 262_144), groups=st.integers(1, 3))
+# CI's draw: vLLM's float product int(400,000 / 191 x 191) prints 399,999, one under the
+# exact quotient, so the exact ceiling read back one block too few
+@example(blocks=400_000, per_request=191, max_model_len=191, groups=1)
 def test_a_token_count_reads_back_to_the_fewest_blocks_that_print_it(
         release, blocks, per_request, max_model_len, groups) -> None:
     engine = EngineSpec(name=VLLM, vllm_row=row(release))
